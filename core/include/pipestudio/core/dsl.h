@@ -1,0 +1,26 @@
+#pragma once
+// The .pipe DSL (docs/dsl.md): explicit form (header + one op list per device) and the
+// programmable form (variables, arithmetic, loops, conditionals, templates, cursors) that
+// expands to it.
+#include <map>
+#include <string>
+#include <string_view>
+
+#include "pipestudio/core/schedule.h"
+
+namespace ps::core {
+
+struct DslOptions {
+  std::string filename = "<input>";     // used in diagnostics
+  std::map<std::string, long long> overrides;  // --set name=value, replaces `let` defaults
+  int maxErrors = 50;
+};
+
+// Parses either form and returns the explicit schedule, or every error found (up to
+// maxErrors), each with file:line:col. Never throws.
+Result<Schedule> parseDsl(std::string_view text, const DslOptions& options = {});
+
+// Canonical explicit form; parseDsl(printDsl(s)) == s.
+std::string printDsl(const Schedule& s);
+
+}  // namespace ps::core

@@ -1,0 +1,23 @@
+#pragma once
+// torch.distributed.pipelining schedule CSV: one row per rank, one action per cell,
+// empty cell = idle step.
+#include <string>
+#include <string_view>
+
+#include "pipestudio/core/schedule.h"
+
+namespace ps::core {
+
+enum class CsvFormat : std::uint8_t { ComputeOnly, ComputeComms };
+
+struct CsvReadOptions {
+  std::string filename = "<input>";
+  int microbatches = 0;  // 0 = inferred (max micro-batch + 1)
+  int maxErrors = 50;
+};
+
+// Stage -> rank inferred from the rows; diagnostics point at row and cell (line:col).
+Result<Schedule> readPytorchCsv(std::string_view text, const CsvReadOptions& options = {});
+std::string writePytorchCsv(const Schedule& s, CsvFormat format = CsvFormat::ComputeOnly);
+
+}  // namespace ps::core
