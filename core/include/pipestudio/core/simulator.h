@@ -1,0 +1,33 @@
+#pragma once
+// Event-driven simulator: a schedule + stage costs -> a predicted Timeline.
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "pipestudio/core/cost_profile.h"
+#include "pipestudio/core/schedule.h"
+#include "pipestudio/core/timeline.h"
+
+namespace ps::core {
+
+struct SimulationOptions {
+  std::optional<std::int64_t> memoryLimitBytes;  // overrides the profile's device memory
+  bool recordMemory = true;     // memory curves (the GUI and trace export want them)
+  bool recordTransfers = true;
+};
+
+// The inputs that don't change while a user drags ops: build once, simulate many times.
+struct SimulationModel {
+  CostProfile profile;
+  std::vector<StageCost> stages;
+};
+
+Result<SimulationModel> makeSimulationModel(const Schedule& s, const CostProfile& p,
+                                            const std::vector<int>& layersPerStage = {});
+
+// Always returns a Timeline for a structurally sound schedule; a stall (deadlock) gives an
+// incomplete timeline with the cycle in its diagnostics, a memory overflow a diagnostic
+// naming device, time and op. Errors only for schedules it cannot interpret at all.
+Result<Timeline> simulate(const Schedule& s, const SimulationModel& model, const SimulationOptions& o = {});
+
+}  // namespace ps::core
