@@ -1,0 +1,347 @@
+// Import of torch.profiler-style and PipeStudio Chrome traces. The traces are written here
+// from the documented format (docs/debugger.md): "X" complete events and "B"/"E" pairs,
+// ts/dur in microseconds, PP:<action> range names, metadata events, unrelated events.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
+#include "pipestudio/core/trace_import.h"
+
+using namespace ps::core;
+using nlohmann::json;
+
+namespace {
+
+json x(const std::string& name, const std::string& cat, long long pid, long long tid, double ts, double dur) {
+  return json{{"ph", "X"}, {"name", name}, {"cat", cat}, {"pid", pid}, {"tid", tid}, {"ts", ts}, {"dur", dur}};
+}
+
+json meta(const std::string& what, long long pid, json args) {
+  return json{{"ph", "M"}, {"name", what}, {"pid", pid}, {"tid", 0}, {"args", std::move(args)}};
+}
+
+const TimelineOp* findOp(const Timeline& t, OpKind k, int stage, int mb) {
+  for (const auto& o : t.ops)
+    if (o.op.kind == k && o.op.stage == stage && o.op.microbatch == mb) return &o;
+  return nullptr;
+}
+
+// One rank of a 2-stage run as torch.profiler writes it: CPU-side user_annotation ranges
+// on the host process (pid 4242), their GPU-side projections on the GPU "process" (pid =
+// the CUDA device), kernels and cpu_ops that are no pipeline actions, and metadata.
+json torchRankTrace(int rank, double cpuShiftUs) {
+  json ev = json::array();
+  const long long host = 4242 + rank;
+  ev.push_back(meta("process_name", host, {{"name", "python " + std::to_string(host)}}));
+  ev.push_back(meta("process_name", rank, {{"name", "GPU " + std::to_string(rank)}}));
+  ev.push_back(meta("thread_name", host, {{"name", "thread 1 (python)"}}));
+  ev.push_back(x("ProfilerStep#3", "user_annotation", host, 1, 900, 5000));
+  ev.push_back(x("aten::mm", "cpu_op", host, 1, 1010, 5));
+  ev.push_back(x("ampere_sgemm_128x64_nn", "kernel", rank, 7, 1120, 40));
+  if (rank == 0) {
+    // CPU side: 0F0 at [1000, 1100], 0F1 at [1200,1300], 0B0 at [2000, 2300], 0B1 at [2400, 2700]
+    ev.push_back(x("PP:0F0", "user_annotation", host, 1, 1000 + cpuShiftUs, 100));
+    ev.push_back(x("PP:0F1", "user_annotation", host, 1, 1200 + cpuShiftUs, 100));
+    ev.push_back(x("PP:0B0", "user_annotation", host, 1, 2000 + cpuShiftUs, 300));
+    ev.push_back(x("PP:0B1", "user_annotation", host, 1, 2400 + cpuShiftUs, 300));
+    // GPU side (what the device really did): a bit later and longer
+    ev.push_back(x("PP:0F0", "gpu_user_annotation", rank, 7, 1010, 150));
+    ev.push_back(x("PP:0F1", "gpu_user_annotation", rank, 7, 1210, 150));
+    ev.push_back(x("PP:0B0", "gpu_user_annotation", rank, 7, 2010, 350));
+    ev.push_back(x("PP:0B1", "gpu_user_annotation", rank, 7, 2410, 350));
+    ev.push_back(x("PP:0SEND_F0", "user_annotation", host, 1, 1101 + cpuShiftUs, 2));
+  } else {
+    ev.push_back(x("PP:1RECV_F0", "user_annotation", host, 1, 1102 + cpuShiftUs, 2));
+    ev.push_back(x("PP:1F0", "gpu_user_annotation", rank, 7, 1300, 200));
+    ev.push_back(x("PP:1B0", "gpu_user_annotation", rank, 7, 1600, 380));
+    ev.push_back(x("PP:1F1", "gpu_user_annotation", rank, 7, 1990, 200));
+    ev.push_back(x("PP:1B1", "gpu_user_annotation", rank, 7, 2200, 400));
+    ev.push_back(x("PP:1F0", "user_annotation", host, 1, 1290, 10));
+  }
+  return json{{"schemaVersion", 1},
+              {"distributedInfo", {{"backend", "nccl"}, {"rank", rank}, {"world_size", 2}}},
+              {"deviceProperties", json::array()},
+              {"traceEvents", ev},
+              {"traceName", "rank" + std::to_string(rank) + ".pt.trace.json"},
+              {"displayTimeUnit", "ms"}};
+}
+
+}  // namespace
+
+TEST(PipelineAction, ParsesPyTorchActionFormat) {
+  auto a = parsePipelineAction("0F1");
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->op, (Op{OpKind::F, 0, 1}));
+  EXPECT_FALSE(a->overlapped());
+
+  auto b = parsePipelineAction("12I30");
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(b->op, (Op{OpKind::I, 12, 30}));
+
+  auto send = parsePipelineAction("1SEND_F0");
+  ASSERT_TRUE(send.ok());
+  EXPECT_EQ(send->op, (Op{OpKind::SendF, 1, 0}));
+
+  auto recvb = parsePipelineAction("3RECV_B7");
+  ASSERT_TRUE(recvb.ok());
+  EXPECT_EQ(recvb->op, (Op{OpKind::RecvB, 3, 7}));
+
+  auto unshard = parsePipelineAction("2UNSHARD");
+  ASSERT_TRUE(unshard.ok());
+  EXPECT_EQ(unshard->op, (Op{OpKind::Unshard, 2, -1}));
+
+  auto pair = parsePipelineAction("(0F7;7B3)OVERLAP_F_B");
+  ASSERT_TRUE(pair.ok());
+  EXPECT_EQ(pair->op, (Op{OpKind::F, 0, 7}));
+  ASSERT_TRUE(pair->overlapped());
+  EXPECT_EQ(*pair->second, (Op{OpKind::B, 7, 3}));
+}
+
+TEST(PipelineAction, RejectsMalformedActions) {
+  for (const char* bad : {"", "F1", "0X1", "0F", "0F1x", "(0F1)OVERLAP_F_B", "(0F1;1B0", "0UNSHARD3",
+                          "(0F1;1B0)SOMETHING"}) {
+    auto a = parsePipelineAction(bad);
+    EXPECT_FALSE(a.ok()) << bad;
+    if (!a.ok()) {
+      EXPECT_EQ(a.error().code, "trace.action");
+    }
+  }
+}
+
+TEST(TraceImport, TorchProfilerPerRankFilesPreferGpuRanges) {
+  std::vector<TraceFile> files = {{"/tmp/run/rank0.pt.trace.json", torchRankTrace(0, 0).dump(), std::nullopt},
+                                  {"/tmp/run/rank1.pt.trace.json", torchRankTrace(1, 0).dump(), std::nullopt}};
+  auto r = importChromeTraces(files);
+  ASSERT_TRUE(r.ok()) << formatDiagnostics(r.errors());
+  const Timeline& t = r->timeline;
+  EXPECT_EQ(r->format, TraceFormat::TorchProfiler);
+  EXPECT_EQ(t.source, TimelineSource::Imported);
+  EXPECT_EQ(t.devices, 2);
+  ASSERT_EQ(r->deviceSides.size(), 2u);
+  EXPECT_EQ(r->deviceSides[0], TraceSide::Gpu);
+  EXPECT_EQ(r->deviceSides[1], TraceSide::Gpu);
+  // Only the 8 GPU-side compute ranges: CPU-side ranges, kernels, cpu_ops and
+  // ProfilerStep are dropped (SEND/RECV exist on the CPU side only).
+  ASSERT_EQ(t.ops.size(), 8u);
+  // Origin at the first op (GPU 0F0 at 1010 us); us -> ms.
+  const TimelineOp* f0 = findOp(t, OpKind::F, 0, 0);
+  ASSERT_NE(f0, nullptr);
+  EXPECT_EQ(f0->device, 0);
+  EXPECT_DOUBLE_EQ(f0->start, 0.0);
+  EXPECT_DOUBLE_EQ(f0->end, 0.150);
+  const TimelineOp* b1 = findOp(t, OpKind::B, 1, 1);
+  ASSERT_NE(b1, nullptr);
+  EXPECT_EQ(b1->device, 1);
+  EXPECT_NEAR(b1->start, (2200 - 1010) / 1000.0, 1e-12);
+  EXPECT_NEAR(b1->duration(), 0.400, 1e-12);
+  EXPECT_EQ(b1->step, -1);
+  // Sorted by (device, start).
+  EXPECT_TRUE(std::is_sorted(t.ops.begin(), t.ops.end(), [](const TimelineOp& a, const TimelineOp& b) {
+    return std::tie(a.device, a.start) < std::tie(b.device, b.start);
+  }));
+  EXPECT_GT(r->ignoredEvents, 0u);
+  EXPECT_EQ(t.label, "rank0.pt.trace.json, rank1.pt.trace.json");
+}
+
+TEST(TraceImport, CpuSideOnRequestAndTransfersFromSendRecv) {
+  std::vector<TraceFile> files = {{"a.json", torchRankTrace(0, 0).dump(), std::nullopt},
+                                  {"b.json", torchRankTrace(1, 0).dump(), std::nullopt}};
+  TraceImportOptions o;
+  o.side = TraceSide::Cpu;
+  auto r = importChromeTraces(files, o);
+  ASSERT_TRUE(r.ok()) << formatDiagnostics(r.errors());
+  const Timeline& t = r->timeline;
+  // Rank 0: 4 compute + SEND_F; rank 1: RECV_F + F0 (the only CPU-side compute range).
+  EXPECT_EQ(t.ops.size(), 7u);
+  const TimelineOp* f0 = findOp(t, OpKind::F, 0, 0);
+  ASSERT_NE(f0, nullptr);
+  EXPECT_DOUBLE_EQ(f0->start, 0.0);
+  EXPECT_DOUBLE_EQ(f0->end, 0.1);
+  ASSERT_EQ(t.transfers.size(), 1u);
+  const Transfer& tr = t.transfers[0];
+  EXPECT_EQ(tr.srcDevice, 0);
+  EXPECT_EQ(tr.dstDevice, 1);
+  EXPECT_EQ(tr.producer, (Op{OpKind::F, 0, 0}));
+  EXPECT_EQ(tr.consumer, (Op{OpKind::F, 1, 0}));
+  EXPECT_NEAR(tr.start, 0.101, 1e-12);
+  EXPECT_NEAR(tr.end, 0.104, 1e-12);
+}
+
+TEST(TraceImport, RankFromFileNameAndBaseTimeAlignsFiles) {
+  // No distributedInfo: ranks from the file names. Each file counts ts from its own
+  // baseTimeNanoseconds; rank 1's base is 2 ms later.
+  auto mk = [](const std::string& action, double ts, long long base) {
+    json ev = json::array({x("PP:" + action, "user_annotation", 77, 1, ts, 500)});
+    return json{{"traceEvents", ev}, {"baseTimeNanoseconds", base}}.dump();
+  };
+  std::vector<TraceFile> files = {{"dir/trace_rank_1.json", mk("1F0", 100, 1'700'000'002'000'000LL), std::nullopt},
+                                  {"dir/trace_rank_0.json", mk("0F0", 100, 1'700'000'000'000'000LL), std::nullopt}};
+  auto r = importChromeTraces(files);
+  ASSERT_TRUE(r.ok()) << formatDiagnostics(r.errors());
+  const Timeline& t = r->timeline;
+  ASSERT_EQ(t.ops.size(), 2u);
+  EXPECT_EQ(t.ops[0].device, 0);
+  EXPECT_EQ(t.ops[0].op, (Op{OpKind::F, 0, 0}));
+  EXPECT_DOUBLE_EQ(t.ops[0].start, 0.0);
+  EXPECT_EQ(t.ops[1].device, 1);
+  EXPECT_NEAR(t.ops[1].start, 2.0, 1e-9);
+  EXPECT_NEAR(t.ops[1].end, 2.5, 1e-9);
+}
+
+TEST(TraceImport, MergedFileWithBeginEndPairsRanksFromProcessMetadata) {
+  json ev = json::array();
+  ev.push_back(meta("process_name", 11, {{"name", "Rank 1"}}));
+  ev.push_back(meta("process_name", 10, {{"name", "Rank 0"}}));
+  auto be = [&](const std::string& ph, const std::string& name, long long pid, double ts) {
+    json e{{"ph", ph}, {"pid", pid}, {"tid", 3}, {"ts", ts}, {"cat", "user_annotation"}};
+    if (!name.empty()) e["name"] = name;
+    ev.push_back(e);
+  };
+  be("B", "PP:(0F2;1B0)OVERLAP_F_B", 10, 5000);
+  be("B", "aten::linear", 10, 5010);  // nested unrelated range
+  be("E", "", 10, 5020);
+  be("E", "", 10, 5800);
+  be("B", "PP:1W0", 11, 6000);
+  be("E", "PP:1W0", 11, 6250);
+  ev.push_back(json{{"ph", "i"}, {"name", "marker"}, {"pid", 10}, {"tid", 3}, {"ts", 5100}});
+  auto r = importChromeTrace(json{{"traceEvents", ev}}.dump(), "merged.json");
+  ASSERT_TRUE(r.ok()) << formatDiagnostics(r.errors());
+  const Timeline& t = r->timeline;
+  EXPECT_EQ(t.devices, 2);
+  ASSERT_EQ(t.ops.size(), 3u);
+  const TimelineOp* f = findOp(t, OpKind::F, 0, 2);
+  const TimelineOp* b = findOp(t, OpKind::B, 1, 0);
+  const TimelineOp* w = findOp(t, OpKind::W, 1, 1 - 1);
+  ASSERT_TRUE(f && b && w);
+  EXPECT_TRUE(f->overlapped);
+  EXPECT_TRUE(b->overlapped);
+  EXPECT_EQ(f->device, 0);
+  EXPECT_EQ(b->device, 0);
+  EXPECT_DOUBLE_EQ(f->start, 0.0);
+  EXPECT_DOUBLE_EQ(f->end, 0.8);
+  EXPECT_DOUBLE_EQ(b->end, 0.8);
+  EXPECT_EQ(w->device, 1);
+  EXPECT_FALSE(w->overlapped);
+  EXPECT_DOUBLE_EQ(w->start, 1.0);
+  EXPECT_DOUBLE_EQ(w->end, 1.25);
+}
+
+TEST(TraceImport, SeveralIterationsImportsTheLastByDefault) {
+  json ev = json::array();
+  for (int it = 0; it < 3; ++it) {
+    double base = it * 10000.0;
+    ev.push_back(x("PP:0F0", "user_annotation", 1, 1, base + 0, 100 + it * 10));
+    ev.push_back(x("PP:0B0", "user_annotation", 1, 1, base + 200, 300));
+  }
+  std::string text = json{{"traceEvents", ev}, {"distributedInfo", {{"rank", 0}}}}.dump();
+  auto last = importChromeTrace(text, "t.json");
+  ASSERT_TRUE(last.ok());
+  EXPECT_EQ(last->iterations, 3);
+  EXPECT_EQ(last->iteration, 2);
+  ASSERT_EQ(last->timeline.ops.size(), 2u);
+  EXPECT_DOUBLE_EQ(last->timeline.ops[0].start, 0.0);
+  EXPECT_DOUBLE_EQ(last->timeline.ops[0].end, 0.120);
+  EXPECT_DOUBLE_EQ(last->timeline.ops[1].start, 0.200);
+  bool noted = std::any_of(last->timeline.diagnostics.begin(), last->timeline.diagnostics.end(),
+                           [](const Diagnostic& d) { return d.code == "trace.iterations"; });
+  EXPECT_TRUE(noted);
+
+  TraceImportOptions o;
+  o.iteration = 0;
+  auto first = importChromeTrace(text, "t.json", o);
+  ASSERT_TRUE(first.ok());
+  EXPECT_DOUBLE_EQ(first->timeline.ops[0].end, 0.100);
+
+  o.iteration = 3;
+  auto none = importChromeTrace(text, "t.json", o);
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.error().code, "trace.iteration");
+}
+
+TEST(TraceImport, MalformedJsonNamesFileAndPosition) {
+  std::string text = "{\"traceEvents\": [\n  {\"ph\": \"X\", \"name\": \"PP:0F0\",,}\n]}";
+  auto r = importChromeTrace(text, "broken_rank0.json");
+  ASSERT_FALSE(r.ok());
+  const Diagnostic& d = r.error();
+  EXPECT_EQ(d.code, "trace.json");
+  EXPECT_EQ(d.location.file, "broken_rank0.json");
+  EXPECT_EQ(d.location.line, 2);
+  EXPECT_EQ(d.location.column, static_cast<int>(std::string("  {\"ph\": \"X\", \"name\": \"PP:0F0\",").size()) + 1);
+  EXPECT_NE(d.message.find("broken_rank0.json"), std::string::npos);
+  EXPECT_NE(d.message.find("byte"), std::string::npos);
+}
+
+TEST(TraceImport, NotATraceAndNoActionsAreErrors) {
+  auto obj = importChromeTrace("{\"foo\": 1}", "x.json");
+  ASSERT_FALSE(obj.ok());
+  EXPECT_EQ(obj.error().code, "trace.format");
+  EXPECT_NE(obj.error().message.find("x.json"), std::string::npos);
+
+  auto empty = importChromeTrace(json{{"traceEvents", json::array({x("aten::mm", "cpu_op", 1, 1, 0, 5)})}}.dump(),
+                                 "y.json");
+  ASSERT_FALSE(empty.ok());
+  EXPECT_EQ(empty.error().code, "trace.empty");
+
+  auto none = importChromeTraces({});
+  EXPECT_FALSE(none.ok());
+}
+
+TEST(TraceImport, BadActionNamesAndBadEventsAreWarningsNotErrors) {
+  json ev = json::array();
+  ev.push_back(x("PP:0F0", "user_annotation", 1, 1, 0, 10));
+  ev.push_back(x("PP:zzz", "user_annotation", 1, 1, 20, 10));
+  ev.push_back(json{{"ph", "X"}, {"name", "PP:0B0"}, {"pid", 1}, {"tid", 1}, {"ts", "oops"}});
+  ev.push_back(json{{"ph", "E"}, {"name", "PP:0W0"}, {"pid", 1}, {"tid", 1}, {"ts", 40}});
+  ev.push_back(17);
+  auto r = importChromeTrace(json{{"traceEvents", ev}}.dump(), "w.json");
+  ASSERT_TRUE(r.ok()) << formatDiagnostics(r.errors());
+  EXPECT_EQ(r->timeline.ops.size(), 1u);
+  int warnings = 0;
+  for (const auto& d : r->timeline.diagnostics)
+    if (d.severity == Severity::Warning && d.location.file == "w.json") ++warnings;
+  EXPECT_EQ(warnings, 3);
+}
+
+TEST(TraceImport, OwnTraceRecognisedByMetadata) {
+  // PipeStudio export: a process per device named "device N", op slices with args.
+  json ev = json::array();
+  ev.push_back(meta("process_name", 100, {{"name", "device 0"}}));
+  ev.push_back(meta("process_name", 101, {{"name", "device 1"}}));
+  ev.push_back(json{{"ph", "X"}, {"name", "F0@s0"}, {"pid", 100}, {"tid", 0}, {"ts", 0}, {"dur", 1000},
+                    {"args", {{"kind", "F"}, {"stage", 0}, {"microbatch", 0}}}});
+  ev.push_back(json{{"ph", "X"}, {"name", "F0@s1"}, {"pid", 101}, {"tid", 0}, {"ts", 1000}, {"dur", 1000}});
+  ev.push_back(json{{"ph", "C"}, {"name", "memory"}, {"pid", 100}, {"ts", 0}, {"args", {{"bytes", 5}}}});
+  json top{{"traceEvents", ev}, {"otherData", {{"generator", "PipeStudio 0.1.0"}}}};
+  auto r = importChromeTrace(top.dump(), "plan.trace.json");
+  ASSERT_TRUE(r.ok()) << formatDiagnostics(r.errors());
+  EXPECT_EQ(r->format, TraceFormat::PipeStudio);
+  const Timeline& t = r->timeline;
+  ASSERT_EQ(t.ops.size(), 2u);
+  EXPECT_EQ(t.ops[0].device, 0);
+  EXPECT_EQ(t.ops[1].device, 1);
+  EXPECT_EQ(t.ops[1].op, (Op{OpKind::F, 1, 0}));
+  EXPECT_DOUBLE_EQ(t.ops[1].start, 1.0);
+}
+
+TEST(TraceImport, ScheduleFromTimelineRebuildsOrderAndPairs) {
+  Timeline t;
+  t.devices = 2;
+  t.ops = {TimelineOp{0, -1, Op{OpKind::F, 0, 0}, false, 0, 1},
+           TimelineOp{0, -1, Op{OpKind::F, 0, 1}, true, 3, 5},
+           TimelineOp{0, -1, Op{OpKind::B, 0, 0}, true, 3, 5},
+           TimelineOp{1, -1, Op{OpKind::F, 1, 0}, false, 1, 2},
+           TimelineOp{1, -1, Op{OpKind::B, 1, 0}, false, 2, 3}};
+  auto s = scheduleFromTimeline(t);
+  ASSERT_TRUE(s.ok()) << formatDiagnostics(s.errors());
+  EXPECT_EQ(s->pipeline.stages, 2);
+  EXPECT_EQ(s->pipeline.microbatches, 2);
+  EXPECT_EQ(s->pipeline.stageToDevice, (std::vector<int>{0, 1}));
+  ASSERT_EQ(s->devices[0].size(), 2u);
+  EXPECT_TRUE(s->devices[0][1].overlapped());
+  EXPECT_EQ(s->devices[1].size(), 2u);
+
+  t.ops.push_back(TimelineOp{1, -1, Op{OpKind::W, 0, 0}, false, 6, 7});
+  auto bad = scheduleFromTimeline(t);
+  EXPECT_FALSE(bad.ok());
+}
