@@ -1,0 +1,38 @@
+#pragma once
+// One call that files a finished timeline in a session: what `pipestudio-cli simulate
+// --session FILE` (and later `run --session`) does. The schedule and profile are stored as new
+// versions only when their text differs from the newest version of the same name, so running
+// the same schedule ten times gives ten runs of one schedule version.
+#include <optional>
+#include <string>
+
+#include "pipestudio/core/result.h"
+#include "pipestudio/core/timeline.h"
+#include "pipestudio/sessions/session_store.h"
+
+namespace ps::sessions {
+
+struct RunRecordingRequest {
+  std::string scheduleName;  // required
+  std::string pipeText;      // the schedule as .pipe text
+  std::string profileName;   // empty: no profile is stored
+  std::string profileJson;
+  ProfileSource profileSource = ProfileSource::Manual;
+  RunInfo run;  // scheduleId / profileId are filled in
+};
+
+struct RecordedRun {
+  Id runId = 0;
+  Id scheduleId = 0;
+  std::optional<Id> profileId;
+  bool newScheduleVersion = false;
+  bool newProfileVersion = false;
+};
+
+core::Result<RecordedRun> recordRun(SessionStore& store, const RunRecordingRequest& request,
+                                    const core::Timeline& timeline);
+// Opens (creating when missing) the session file and records the run.
+core::Result<RecordedRun> recordRun(const std::string& sessionPath, const RunRecordingRequest& request,
+                                    const core::Timeline& timeline);
+
+}  // namespace ps::sessions

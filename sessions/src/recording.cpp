@@ -1,0 +1,58 @@
+#include "pipestudio/sessions/recording.h"
+
+namespace ps::sessions {
+
+core::Result<RecordedRun> recordRun(SessionStore& store, const RunRecordingRequest& request,
+                                    const core::Timeline& timeline) {
+  RecordedRun out;
+  auto latest = store.latestSchedule(request.scheduleName);
+  if (latest && latest->pipeText == request.pipeText) {
+    out.scheduleId = latest->info.id;
+  } else {
+    if (!latest && latest.error().code != "session.not-found") return latest.errors();
+    std::optional<Id> parent;
+    if (latest) parent = latest->info.id;
+    auto id = store.addSchedule(request.scheduleName, request.pipeText, parent);
+    if (!id) return id.errors();
+    out.scheduleId = *id;
+    out.newScheduleVersion = true;
+  }
+
+  if (!request.profileName.empty()) {
+    auto profiles = store.listProfiles();
+    if (!profiles) return profiles.errors();
+    std::optional<Id> newest;
+    for (const auto& p : *profiles)
+      if (p.name == request.profileName && p.source == request.profileSource && (!newest || p.id > *newest))
+        newest = p.id;
+    if (newest) {
+      auto p = store.profile(*newest);
+      if (!p) return p.errors();
+      if (p->json == request.profileJson) out.profileId = *newest;
+    }
+    if (!out.profileId) {
+      auto id = store.addProfile(request.profileName, request.profileJson, request.profileSource);
+      if (!id) return id.errors();
+      out.profileId = *id;
+      out.newProfileVersion = true;
+    }
+  }
+
+  RunInfo info = request.run;
+  info.scheduleId = out.scheduleId;
+  info.profileId = out.profileId;
+  if (info.label.empty()) info.label = request.scheduleName;
+  auto run = store.recordTimeline(info, timeline);
+  if (!run) return run.errors();
+  out.runId = *run;
+  return out;
+}
+
+core::Result<RecordedRun> recordRun(const std::string& sessionPath, const RunRecordingRequest& request,
+                                    const core::Timeline& timeline) {
+  auto store = SessionStore::open(sessionPath);
+  if (!store) return store.errors();
+  return recordRun(*store, request, timeline);
+}
+
+}  // namespace ps::sessions

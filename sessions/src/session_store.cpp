@@ -1,0 +1,1135 @@
+#include "pipestudio/sessions/session_store.h"
+
+#include <signal.h>
+#include <sqlite3.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <thread>
+#include <unordered_map>
+
+#include "json_codec.h"
+
+namespace ps::sessions {
+
+using core::Diagnostic;
+using core::makeError;
+using core::Result;
+using core::Status;
+
+// --- names -------------------------------------------------------------------------------
+
+std::string_view profileSourceName(ProfileSource s) {
+  switch (s) {
+    case ProfileSource::Manual: return "manual";
+    case ProfileSource::Analytic: return "analytic";
+    case ProfileSource::Profiled: return "profiled";
+  }
+  return "manual";
+}
+
+std::optional<ProfileSource> profileSourceFromName(std::string_view name) {
+  for (auto s : {ProfileSource::Manual, ProfileSource::Analytic, ProfileSource::Profiled})
+    if (profileSourceName(s) == name) return s;
+  return std::nullopt;
+}
+
+std::string_view runStatusName(RunStatus s) {
+  switch (s) {
+    case RunStatus::Queued: return "queued";
+    case RunStatus::Running: return "running";
+    case RunStatus::Succeeded: return "succeeded";
+    case RunStatus::Failed: return "failed";
+    case RunStatus::Cancelled: return "cancelled";
+  }
+  return "failed";
+}
+
+std::optional<RunStatus> runStatusFromName(std::string_view name) {
+  for (auto s : {RunStatus::Queued, RunStatus::Running, RunStatus::Succeeded, RunStatus::Failed,
+                 RunStatus::Cancelled})
+    if (runStatusName(s) == name) return s;
+  return std::nullopt;
+}
+
+namespace {
+
+std::string_view sourceName(core::TimelineSource s) {
+  switch (s) {
+    case core::TimelineSource::Simulated: return "simulated";
+    case core::TimelineSource::Measured: return "measured";
+    case core::TimelineSource::Imported: return "imported";
+  }
+  return "simulated";
+}
+
+core::TimelineSource sourceFromName(std::string_view n) {
+  if (n == "measured") return core::TimelineSource::Measured;
+  if (n == "imported") return core::TimelineSource::Imported;
+  return core::TimelineSource::Simulated;
+}
+
+std::int64_t nowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string hostName() {
+  char buf[256] = {};
+  if (gethostname(buf, sizeof buf - 1) != 0) return {};
+  return buf;
+}
+
+bool isBusy(int rc) {
+  int primary = rc & 0xff;
+  return primary == SQLITE_BUSY || primary == SQLITE_LOCKED;
+}
+
+// Chunk size of recordTimeline: each chunk is one transaction, short enough that another
+// process's write (the GUI saving a schedule) waits only briefly.
+constexpr size_t kChunk = 65536;
+
+}  // namespace
+
+// --- connection, statements, transactions -------------------------------------------------
+
+struct SessionStore::Impl {
+  sqlite3* db = nullptr;
+  std::string path;
+  bool readOnly = false;
+  std::string readOnlyReason;
+  int version = 0;
+  int busyTimeoutMs = 5000;
+  core::Diagnostics notes;
+  std::unordered_map<const char*, sqlite3_stmt*> cache;  // keyed by the SQL literal
+
+  ~Impl() {
+    for (auto& entry : cache) sqlite3_finalize(entry.second);
+    if (db) sqlite3_close_v2(db);
+  }
+
+  core::SourceLocation where() const { return core::SourceLocation{path, 0, 0}; }
+  Diagnostic error(std::string code, std::string message) const {
+    return makeError(std::move(code), std::move(message), where());
+  }
+  // An SQLite failure, classified so callers and users can tell lock, corruption and disk
+  // problems apart.
+  Diagnostic sqlError(const std::string& what, int rc) const {
+    std::string detail = db ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
+    int primary = rc & 0xff;
+    if (isBusy(rc))
+      return error("session.busy", what + ": the session file is locked by another process (waited " +
+                                       std::to_string(busyTimeoutMs) + " ms): " + detail);
+    if (primary == SQLITE_CORRUPT)
+      return error("session.corrupt", what + ": the session file is damaged (" + detail + ")");
+    if (primary == SQLITE_NOTADB)
+      return error("session.not-sqlite", what + ": not an SQLite database");
+    if (primary == SQLITE_FULL) return error("session.disk-full", what + ": the disk is full");
+    if (primary == SQLITE_READONLY)
+      return error("session.read-only", what + ": the session file cannot be written (" + detail + ")");
+    if (rc == SQLITE_CONSTRAINT_FOREIGNKEY)
+      return error("session.missing-reference",
+                   what + ": it refers to a schedule, profile or run that is not in the session");
+    return error("session.sqlite", what + ": " + detail);
+  }
+
+  Status checkWritable(const std::string& what) const {
+    if (!readOnly) return core::okStatus();
+    return error("session.read-only", what + ": the session is open read-only (" + readOnlyReason + ")");
+  }
+
+  // Repeats an operation that SQLite reports busy without waiting in its own busy handler
+  // (WAL recovery, snapshot conflicts), until the configured timeout.
+  template <typename F>
+  int retrying(F&& op) const {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(busyTimeoutMs);
+    for (int attempt = 0;; ++attempt) {
+      int rc = op();
+      if (!isBusy(rc) || std::chrono::steady_clock::now() >= deadline) return rc;
+      std::this_thread::sleep_for(std::chrono::milliseconds(std::min(2 + attempt * 2, 50)));
+    }
+  }
+
+  int exec(const char* sql) const {
+    return retrying([&] { return sqlite3_exec(db, sql, nullptr, nullptr, nullptr); });
+  }
+
+  Result<sqlite3_stmt*> prepare(const char* sql, const std::string& what) {
+    if (auto it = cache.find(sql); it != cache.end()) return it->second;
+    sqlite3_stmt* stmt = nullptr;
+    int rc = sqlite3_prepare_v3(db, sql, -1, SQLITE_PREPARE_PERSISTENT, &stmt, nullptr);
+    if (rc != SQLITE_OK) {
+      sqlite3_finalize(stmt);
+      return sqlError(what, rc);
+    }
+    cache.emplace(sql, stmt);
+    return stmt;
+  }
+};
+
+namespace {
+
+// A borrowed cached statement: binds, steps, reads columns, and resets when it goes away.
+class Stmt {
+ public:
+  Stmt(const SessionStore::Impl& impl, sqlite3_stmt* s) : impl_(&impl), s_(s) {}
+  Stmt(Stmt&& o) noexcept : impl_(o.impl_), s_(o.s_) { o.s_ = nullptr; }
+  Stmt& operator=(Stmt&&) = delete;
+  ~Stmt() { reset(); }
+  void reset() {
+    if (!s_) return;
+    sqlite3_reset(s_);
+    sqlite3_clear_bindings(s_);
+  }
+  void bind(int i, std::int64_t v) { sqlite3_bind_int64(s_, i, v); }
+  void bind(int i, int v) { sqlite3_bind_int(s_, i, v); }
+  void bind(int i, double v) { sqlite3_bind_double(s_, i, v); }
+  void bind(int i, std::string_view v) {
+    sqlite3_bind_text(s_, i, v.data(), static_cast<int>(v.size()), SQLITE_STATIC);
+  }
+  void bind(int i, const std::string& v) { bind(i, std::string_view(v)); }
+  template <typename T>
+  void bind(int i, const std::optional<T>& v) {
+    if (v) bind(i, *v);
+    else sqlite3_bind_null(s_, i);
+  }
+  // SQLITE_ROW, SQLITE_DONE or an error code; a busy first step is retried.
+  int step() {
+    int rc = sqlite3_step(s_);
+    if (isBusy(rc) && !stepped_) rc = impl_->retrying([&] { return sqlite3_step(s_); });
+    stepped_ = true;
+    return rc;
+  }
+  // Steps a statement that returns no rows; resets it afterwards.
+  int run() {
+    int rc = step();
+    reset();
+    return rc == SQLITE_DONE ? SQLITE_OK : rc;
+  }
+  // For bulk inserts: step, then reset for the next row (bindings are all rebound).
+  int insertRow() {
+    int rc = sqlite3_step(s_);
+    sqlite3_reset(s_);
+    return rc == SQLITE_DONE ? SQLITE_OK : rc;
+  }
+  bool isNull(int c) const { return sqlite3_column_type(s_, c) == SQLITE_NULL; }
+  std::int64_t i64(int c) const { return sqlite3_column_int64(s_, c); }
+  int i32(int c) const { return sqlite3_column_int(s_, c); }
+  double f64(int c) const { return sqlite3_column_double(s_, c); }
+  std::string text(int c) const {
+    auto* p = reinterpret_cast<const char*>(sqlite3_column_text(s_, c));
+    return p ? std::string(p, static_cast<size_t>(sqlite3_column_bytes(s_, c))) : std::string();
+  }
+  std::optional<std::int64_t> optI64(int c) const {
+    return isNull(c) ? std::nullopt : std::optional<std::int64_t>(i64(c));
+  }
+
+ private:
+  const SessionStore::Impl* impl_;
+  sqlite3_stmt* s_;
+  bool stepped_ = false;
+};
+
+Result<Stmt> statement(SessionStore::Impl& impl, const char* sql, const std::string& what) {
+  auto s = impl.prepare(sql, what);
+  if (!s) return s.errors();
+  return Stmt(impl, *s);
+}
+
+// BEGIN IMMEDIATE ... COMMIT; rolls back unless committed. IMMEDIATE takes the write lock up
+// front, so two writers queue on the busy timeout instead of deadlocking on a lock upgrade.
+class WriteTxn {
+ public:
+  explicit WriteTxn(SessionStore::Impl& impl) : impl_(impl) {}
+  WriteTxn(const WriteTxn&) = delete;
+  WriteTxn& operator=(const WriteTxn&) = delete;
+  ~WriteTxn() {
+    if (active_) sqlite3_exec(impl_.db, "ROLLBACK", nullptr, nullptr, nullptr);
+  }
+  Status begin(const std::string& what) {
+    int rc = impl_.exec("BEGIN IMMEDIATE");
+    if (rc != SQLITE_OK) return impl_.sqlError(what, rc);
+    active_ = true;
+    return core::okStatus();
+  }
+  Status commit(const std::string& what) {
+    int rc = impl_.exec("COMMIT");
+    if (rc != SQLITE_OK) return impl_.sqlError(what, rc);
+    active_ = false;
+    return core::okStatus();
+  }
+
+ private:
+  SessionStore::Impl& impl_;
+  bool active_ = false;
+};
+
+// A read transaction: the statements inside see one snapshot even while another process writes.
+class ReadTxn {
+ public:
+  explicit ReadTxn(SessionStore::Impl& impl) : impl_(impl) {}
+  ReadTxn(const ReadTxn&) = delete;
+  ReadTxn& operator=(const ReadTxn&) = delete;
+  ~ReadTxn() {
+    if (active_) sqlite3_exec(impl_.db, "COMMIT", nullptr, nullptr, nullptr);
+  }
+  Status begin(const std::string& what) {
+    int rc = impl_.exec("BEGIN");
+    if (rc != SQLITE_OK) return impl_.sqlError(what, rc);
+    active_ = true;
+    return core::okStatus();
+  }
+
+ private:
+  SessionStore::Impl& impl_;
+  bool active_ = false;
+};
+
+#define PS_TRY(expr)                          \
+  do {                                        \
+    auto _ps_status = (expr);                 \
+    if (!_ps_status) return _ps_status.errors(); \
+  } while (0)
+
+bool processGone(std::int64_t pid, const std::string& host, const std::string& thisHost) {
+  if (pid <= 0 || host.empty() || host != thisHost) return false;  // unknown: assume alive
+  if (pid == getpid()) return false;
+  return kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
+}
+
+}  // namespace
+
+// --- open ---------------------------------------------------------------------------------
+
+SessionStore::SessionStore(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+SessionStore::SessionStore(SessionStore&&) noexcept = default;
+SessionStore& SessionStore::operator=(SessionStore&&) noexcept = default;
+SessionStore::~SessionStore() = default;
+
+const std::string& SessionStore::path() const { return impl_->path; }
+bool SessionStore::readOnly() const { return impl_->readOnly; }
+int SessionStore::schemaVersion() const { return impl_->version; }
+const core::Diagnostics& SessionStore::notes() const { return impl_->notes; }
+
+namespace {
+
+struct FileIdentity {
+  std::int64_t applicationId = 0;
+  int userVersion = 0;
+  std::int64_t objects = 0;  // rows of sqlite_schema
+};
+
+Result<FileIdentity> identify(SessionStore::Impl& impl) {
+  FileIdentity id;
+  const std::string what = "cannot read the session file";
+  auto one = [&](const char* sql, std::int64_t& out) -> Status {
+    sqlite3_stmt* s = nullptr;
+    int rc = sqlite3_prepare_v2(impl.db, sql, -1, &s, nullptr);
+    if (rc == SQLITE_OK) {
+      rc = impl.retrying([&] { return sqlite3_step(s); });
+      if (rc == SQLITE_ROW) {
+        out = sqlite3_column_int64(s, 0);
+        rc = SQLITE_OK;
+      }
+    }
+    sqlite3_finalize(s);
+    if (rc != SQLITE_OK) return impl.sqlError(what, rc);
+    return core::okStatus();
+  };
+  std::int64_t version = 0;
+  PS_TRY(one("SELECT count(*) FROM sqlite_schema", id.objects));
+  PS_TRY(one("PRAGMA application_id", id.applicationId));
+  PS_TRY(one("PRAGMA user_version", version));
+  id.userVersion = static_cast<int>(version);
+  return id;
+}
+
+Status migrate(SessionStore::Impl& impl, int from) {
+  const auto& migrations = schemaMigrations();
+  for (int v = from; v < kSchemaVersion; ++v) {
+    const std::string what = "cannot upgrade the session file to schema version " + std::to_string(v + 1);
+    WriteTxn txn(impl);
+    PS_TRY(txn.begin(what));
+    // Another process may have migrated while we waited for the lock.
+    auto id = identify(impl);
+    if (!id) return id.errors();
+    if (id->userVersion != v) {
+      if (id->userVersion > v) {
+        v = id->userVersion - 1;
+        continue;  // the transaction rolls back (nothing written)
+      }
+      return impl.error("session.schema", what + ": unexpected schema version " + std::to_string(id->userVersion));
+    }
+    std::string sql(migrations[static_cast<size_t>(v)]);
+    if (v == 0) sql += "\nPRAGMA application_id = " + std::to_string(kApplicationId) + ";";
+    sql += "\nPRAGMA user_version = " + std::to_string(v + 1) + ";";
+    int rc = sqlite3_exec(impl.db, sql.c_str(), nullptr, nullptr, nullptr);
+    if (rc != SQLITE_OK) return impl.sqlError(what, rc);
+    PS_TRY(txn.commit(what));
+  }
+  return core::okStatus();
+}
+
+Status openConnection(SessionStore::Impl& impl, bool readOnly) {
+  if (impl.db) {
+    for (auto& entry : impl.cache) sqlite3_finalize(entry.second);
+    impl.cache.clear();
+    sqlite3_close_v2(impl.db);
+    impl.db = nullptr;
+  }
+  int flags = SQLITE_OPEN_NOMUTEX | (readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+  int rc = sqlite3_open_v2(impl.path.c_str(), &impl.db, flags, nullptr);
+  if (rc != SQLITE_OK) {
+    Diagnostic d = impl.sqlError("cannot open the session file", rc);
+    sqlite3_close_v2(impl.db);
+    impl.db = nullptr;
+    return d;
+  }
+  sqlite3_extended_result_codes(impl.db, 1);
+  sqlite3_busy_timeout(impl.db, impl.busyTimeoutMs);
+  return core::okStatus();
+}
+
+}  // namespace
+
+Result<SessionStore> SessionStore::open(const std::string& path, const OpenOptions& options) {
+  auto impl = std::make_unique<Impl>();
+  impl->path = path;
+  impl->busyTimeoutMs = std::max(0, options.busyTimeoutMs);
+  const bool wantReadOnly = options.mode == OpenMode::ReadOnly;
+
+  struct stat st {};
+  bool exists = ::stat(path.c_str(), &st) == 0;
+  if (exists && S_ISDIR(st.st_mode)) return impl->error("session.not-a-file", "is a directory, not a session file");
+  if (!exists && wantReadOnly) return impl->error("session.not-found", "no such session file");
+
+  PS_TRY(openConnection(*impl, wantReadOnly));
+
+  // Identify the file before anything is written: a file that is not ours is left untouched.
+  auto id = identify(*impl);
+  if (!id) {
+    const Diagnostic& d = id.error();
+    if (d.code == "session.not-sqlite" || d.code == "session.corrupt")
+      return impl->error(d.code, d.code == "session.not-sqlite"
+                                     ? "not a PipeStudio session: the file is not an SQLite database (left unchanged)"
+                                     : "the session file is damaged and cannot be read (left unchanged): " + d.message);
+    return id.errors();
+  }
+  bool fresh = id->objects == 0 && id->applicationId == 0 && id->userVersion == 0;
+  if (!fresh && id->applicationId != kApplicationId) {
+    std::string why = id->applicationId != 0
+                          ? "it is an SQLite database of another application (application_id " +
+                                std::to_string(id->applicationId) + ")"
+                          : "it is an SQLite database without the PipeStudio schema";
+    return impl->error("session.foreign", "not a PipeStudio session: " + why + " (left unchanged)");
+  }
+  impl->version = id->userVersion;
+
+  if (id->userVersion > kSchemaVersion) {
+    impl->readOnly = true;
+    impl->readOnlyReason = "written by a newer PipeStudio: schema version " + std::to_string(id->userVersion) +
+                           ", this build knows up to " + std::to_string(kSchemaVersion);
+    impl->notes.push_back(core::makeWarning("session.newer-version",
+                                            "opened read-only: the session was " + impl->readOnlyReason +
+                                                "; update PipeStudio to change it",
+                                            impl->where()));
+    if (!wantReadOnly) PS_TRY(openConnection(*impl, true));
+  } else if (wantReadOnly) {
+    impl->readOnly = true;
+    impl->readOnlyReason = "opened read-only";
+    if (fresh)
+      return impl->error("session.not-a-session", "not a PipeStudio session: the file is an empty database");
+    if (id->userVersion < kSchemaVersion)
+      return impl->error("session.needs-upgrade",
+                         "the session has schema version " + std::to_string(id->userVersion) +
+                             " and needs upgrading to version " + std::to_string(kSchemaVersion) +
+                             "; open it read-write once to upgrade it");
+  }
+
+  if (impl->readOnly) {
+    impl->exec("PRAGMA query_only = ON");
+  } else {
+    int rc = impl->exec("PRAGMA journal_mode = WAL");
+    if (rc != SQLITE_OK) return impl->sqlError("cannot switch the session file to WAL mode", rc);
+    // WAL + NORMAL: a crash of the process never loses or corrupts a committed transaction.
+    impl->exec("PRAGMA synchronous = NORMAL");
+  }
+  impl->exec("PRAGMA foreign_keys = ON");
+
+  if (!impl->readOnly && id->userVersion < kSchemaVersion) {
+    PS_TRY(migrate(*impl, id->userVersion));
+    impl->version = kSchemaVersion;
+    if (!fresh)
+      impl->notes.push_back(core::makeWarning(
+          "session.upgraded",
+          "upgraded the session from schema version " + std::to_string(id->userVersion) + " to " +
+              std::to_string(kSchemaVersion),
+          impl->where()));
+  }
+  return SessionStore(std::move(impl));
+}
+
+// --- schedules ----------------------------------------------------------------------------
+
+Result<Id> SessionStore::addSchedule(const std::string& name, const std::string& pipeText,
+                                     std::optional<Id> parentId) {
+  const std::string what = "cannot save schedule '" + name + "'";
+  PS_TRY(impl_->checkWritable(what));
+  if (name.empty()) return impl_->error("session.invalid", what + ": a schedule version needs a name");
+  WriteTxn txn(*impl_);
+  PS_TRY(txn.begin(what));
+  auto s = statement(*impl_,
+                     "INSERT INTO schedules(name, pipe_text, parent_id, created_ms) VALUES(?1, ?2, ?3, ?4)", what);
+  if (!s) return s.errors();
+  s->bind(1, name);
+  s->bind(2, pipeText);
+  s->bind(3, parentId);
+  s->bind(4, nowMs());
+  if (int rc = s->run(); rc != SQLITE_OK) return impl_->sqlError(what, rc);
+  Id id = sqlite3_last_insert_rowid(impl_->db);
+  PS_TRY(txn.commit(what));
+  return id;
+}
+
+Result<std::vector<ScheduleInfo>> SessionStore::listSchedules() const {
+  const std::string what = "cannot list schedules";
+  auto s = statement(*impl_, "SELECT id, name, parent_id, created_ms FROM schedules ORDER BY name, id", what);
+  if (!s) return s.errors();
+  std::vector<ScheduleInfo> out;
+  int rc;
+  while ((rc = s->step()) == SQLITE_ROW)
+    out.push_back(ScheduleInfo{s->i64(0), s->text(1), s->optI64(2), s->i64(3)});
+  if (rc != SQLITE_DONE) return impl_->sqlError(what, rc);
+  return out;
+}
+
+namespace {
+Result<ScheduleVersion> readSchedule(SessionStore::Impl& impl, Stmt& s, const std::string& what,
+                                     const std::string& missing) {
+  int rc = s.step();
+  if (rc == SQLITE_ROW) {
+    return ScheduleVersion{ScheduleInfo{s.i64(0), s.text(1), s.optI64(2), s.i64(3)}, s.text(4)};
+  }
+  if (rc == SQLITE_DONE) return impl.error("session.not-found", missing);
+  return impl.sqlError(what, rc);
+}
+}  // namespace
+
+Result<ScheduleVersion> SessionStore::schedule(Id id) const {
+  const std::string what = "cannot read schedule version " + std::to_string(id);
+  auto s = statement(*impl_, "SELECT id, name, parent_id, created_ms, pipe_text FROM schedules WHERE id = ?1", what);
+  if (!s) return s.errors();
+  s->bind(1, id);
+  return readSchedule(*impl_, *s, what, "no schedule version " + std::to_string(id) + " in the session");
+}
+
+Result<ScheduleVersion> SessionStore::latestSchedule(const std::string& name) const {
+  const std::string what = "cannot read schedule '" + name + "'";
+  auto s = statement(*impl_,
+                     "SELECT id, name, parent_id, created_ms, pipe_text FROM schedules WHERE name = ?1 "
+                     "ORDER BY id DESC LIMIT 1",
+                     what);
+  if (!s) return s.errors();
+  s->bind(1, name);
+  return readSchedule(*impl_, *s, what, "no schedule named '" + name + "' in the session");
+}
+
+// --- profiles -----------------------------------------------------------------------------
+
+Result<Id> SessionStore::addProfile(const std::string& name, const std::string& json, ProfileSource source,
+                                    std::optional<Id> fromRunId) {
+  const std::string what = "cannot save cost profile '" + name + "'";
+  PS_TRY(impl_->checkWritable(what));
+  if (name.empty()) return impl_->error("session.invalid", what + ": a cost profile needs a name");
+  if (!nlohmann::json::accept(json))
+    return impl_->error("session.invalid", what + ": the profile text is not valid JSON");
+  WriteTxn txn(*impl_);
+  PS_TRY(txn.begin(what));
+  auto s = statement(*impl_,
+                     "INSERT INTO profiles(name, json, source, run_id, created_ms) VALUES(?1, ?2, ?3, ?4, ?5)",
+                     what);
+  if (!s) return s.errors();
+  s->bind(1, name);
+  s->bind(2, json);
+  s->bind(3, profileSourceName(source));
+  s->bind(4, fromRunId);
+  s->bind(5, nowMs());
+  if (int rc = s->run(); rc != SQLITE_OK) return impl_->sqlError(what, rc);
+  Id id = sqlite3_last_insert_rowid(impl_->db);
+  PS_TRY(txn.commit(what));
+  return id;
+}
+
+Result<std::vector<ProfileInfo>> SessionStore::listProfiles() const {
+  const std::string what = "cannot list cost profiles";
+  auto s = statement(*impl_, "SELECT id, name, source, run_id, created_ms FROM profiles ORDER BY name, id", what);
+  if (!s) return s.errors();
+  std::vector<ProfileInfo> out;
+  int rc;
+  while ((rc = s->step()) == SQLITE_ROW)
+    out.push_back(ProfileInfo{s->i64(0), s->text(1), profileSourceFromName(s->text(2)).value_or(ProfileSource::Manual),
+                              s->optI64(3), s->i64(4)});
+  if (rc != SQLITE_DONE) return impl_->sqlError(what, rc);
+  return out;
+}
+
+Result<ProfileVersion> SessionStore::profile(Id id) const {
+  const std::string what = "cannot read cost profile " + std::to_string(id);
+  auto s = statement(*impl_, "SELECT id, name, source, run_id, created_ms, json FROM profiles WHERE id = ?1", what);
+  if (!s) return s.errors();
+  s->bind(1, id);
+  int rc = s->step();
+  if (rc == SQLITE_ROW)
+    return ProfileVersion{ProfileInfo{s->i64(0), s->text(1),
+                                      profileSourceFromName(s->text(2)).value_or(ProfileSource::Manual),
+                                      s->optI64(3), s->i64(4)},
+                          s->text(5)};
+  if (rc == SQLITE_DONE) return impl_->error("session.not-found", "no cost profile " + std::to_string(id) + " in the session");
+  return impl_->sqlError(what, rc);
+}
+
+// --- runs ---------------------------------------------------------------------------------
+
+Result<Id> SessionStore::beginRun(const RunInfo& info) {
+  const std::string what = "cannot record a run";
+  PS_TRY(impl_->checkWritable(what));
+  if (info.status != RunStatus::Queued && info.status != RunStatus::Running)
+    return impl_->error("session.invalid", what + ": a run begins queued or running, not " +
+                                               std::string(runStatusName(info.status)));
+  if (info.devices < 0) return impl_->error("session.invalid", what + ": negative device count");
+  if (!nlohmann::json::accept(info.configJson))
+    return impl_->error("session.invalid", what + ": the run configuration is not valid JSON");
+  WriteTxn txn(*impl_);
+  PS_TRY(txn.begin(what));
+  auto s = statement(*impl_,
+                     "INSERT INTO runs(schedule_id, profile_id, target, devices, model, label, source, status, "
+                     "started_ms, config_json, writer_pid, writer_host) "
+                     "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+                     what);
+  if (!s) return s.errors();
+  static const std::string host = hostName();
+  s->bind(1, info.scheduleId);
+  s->bind(2, info.profileId);
+  s->bind(3, info.target);
+  s->bind(4, info.devices);
+  s->bind(5, info.model);
+  s->bind(6, info.label);
+  s->bind(7, sourceName(info.source));
+  s->bind(8, runStatusName(info.status));
+  s->bind(9, nowMs());
+  s->bind(10, info.configJson);
+  s->bind(11, static_cast<std::int64_t>(getpid()));
+  s->bind(12, host);
+  if (int rc = s->run(); rc != SQLITE_OK) return impl_->sqlError(what, rc);
+  Id id = sqlite3_last_insert_rowid(impl_->db);
+  PS_TRY(txn.commit(what));
+  return id;
+}
+
+namespace {
+// Inside a write transaction: the run exists and is still open for appends.
+Status requireOpenRun(SessionStore::Impl& impl, Id runId, const std::string& what) {
+  auto s = statement(impl, "SELECT status FROM runs WHERE id = ?1", what);
+  if (!s) return s.errors();
+  s->bind(1, runId);
+  int rc = s->step();
+  if (rc == SQLITE_DONE) return impl.error("session.not-found", what + ": no run " + std::to_string(runId) + " in the session");
+  if (rc != SQLITE_ROW) return impl.sqlError(what, rc);
+  auto status = runStatusFromName(s->text(0));
+  if (status != RunStatus::Queued && status != RunStatus::Running)
+    return impl.error("session.run-finished",
+                      what + ": run " + std::to_string(runId) + " is already " + s->text(0) + " and cannot change");
+  return core::okStatus();
+}
+
+Result<std::int64_t> nextSeq(SessionStore::Impl& impl, const char* sql, Id runId, std::optional<int> device,
+                             const std::string& what) {
+  auto s = statement(impl, sql, what);
+  if (!s) return s.errors();
+  s->bind(1, runId);
+  if (device) s->bind(2, *device);
+  int rc = s->step();
+  if (rc != SQLITE_ROW) return impl.sqlError(what, rc);
+  return s->i64(0);
+}
+}  // namespace
+
+Status SessionStore::setRunStatus(Id runId, RunStatus status) {
+  const std::string what = "cannot change the status of run " + std::to_string(runId);
+  PS_TRY(impl_->checkWritable(what));
+  if (status != RunStatus::Queued && status != RunStatus::Running)
+    return impl_->error("session.invalid", what + ": use finishRun for a final status");
+  WriteTxn txn(*impl_);
+  PS_TRY(txn.begin(what));
+  PS_TRY(requireOpenRun(*impl_, runId, what));
+  auto s = statement(*impl_, "UPDATE runs SET status = ?2 WHERE id = ?1", what);
+  if (!s) return s.errors();
+  s->bind(1, runId);
+  s->bind(2, runStatusName(status));
+  if (int rc = s->run(); rc != SQLITE_OK) return impl_->sqlError(what, rc);
+  return txn.commit(what);
+}
+
+Status SessionStore::appendRunOps(Id runId, std::span<const core::TimelineOp> ops) {
+  const std::string what = "cannot store ops of run " + std::to_string(runId);
+  PS_TRY(impl_->checkWritable(what));
+  WriteTxn txn(*impl_);
+  PS_TRY(txn.begin(what));
+  PS_TRY(requireOpenRun(*impl_, runId, what));
+  auto seq = nextSeq(*impl_, "SELECT coalesce(max(seq) + 1, 0) FROM run_ops WHERE run_id = ?1", runId, std::nullopt, what);
+  if (!seq) return seq.errors();
+  auto s = statement(*impl_,
+                     "INSERT INTO run_ops(run_id, seq, device, step, kind, stage, microbatch, overlapped, start_ms, "
+                     "end_ms) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+                     what);
+  if (!s) return s.errors();
+  std::int64_t next = *seq;
+  for (const auto& op : ops) {
+    s->bind(1, runId);
+    s->bind(2, next++);
+    s->bind(3, op.device);
+    s->bind(4, op.step);
+    s->bind(5, static_cast<int>(op.op.kind));
+    s->bind(6, static_cast<int>(op.op.stage));
+    s->bind(7, static_cast<int>(op.op.microbatch));
+    s->bind(8, op.overlapped ? 1 : 0);
+    s->bind(9, op.start);
+    s->bind(10, op.end);
+    if (int rc = s->insertRow(); rc != SQLITE_OK) return impl_->sqlError(what, rc);
+  }
+  auto u = statement(*impl_, "UPDATE runs SET op_count = op_count + ?2 WHERE id = ?1", what);
+  if (!u) return u.errors();
+  u->bind(1, runId);
+  u->bind(2, static_cast<std::int64_t>(ops.size()));
+  if (int rc = u->run(); rc != SQLITE_OK) return impl_->sqlError(what, rc);
+  return txn.commit(what);
+}
+
+Status SessionStore::appendMemory(Id runId, int device, std::span<const core::MemorySample> samples) {
+  const std::string what = "cannot store memory samples of run " + std::to_string(runId);
+  PS_TRY(impl_->checkWritable(what));
+  if (device < 0) return impl_->error("session.invalid", what + ": negative device");
+  WriteTxn txn(*impl_);
+  PS_TRY(txn.begin(what));
+  PS_TRY(requireOpenRun(*impl_, runId, what));
+  auto seq = nextSeq(*impl_, "SELECT coalesce(max(seq) + 1, 0) FROM memory_samples WHERE run_id = ?1 AND device = ?2",
+                     runId, device, what);
+  if (!seq) return seq.errors();
+  auto s = statement(*impl_,
+                     "INSERT INTO memory_samples(run_id, device, seq, time_ms, bytes) VALUES(?1, ?2, ?3, ?4, ?5)", what);
+  if (!s) return s.errors();
+  std::int64_t next = *seq;
+  for (const auto& m : samples) {
+    s->bind(1, runId);
+    s->bind(2, device);
+    s->bind(3, next++);
+    s->bind(4, m.time);
+    s->bind(5, m.bytes);
+    if (int rc = s->insertRow(); rc != SQLITE_OK) return impl_->sqlError(what, rc);
+  }
+  return txn.commit(what);
+}
+
+Status SessionStore::appendTransfers(Id runId, std::span<const core::Transfer> transfers) {
+  const std::string what = "cannot store transfers of run " + std::to_string(runId);
+  PS_TRY(impl_->checkWritable(what));
+  WriteTxn txn(*impl_);
+  PS_TRY(txn.begin(what));
+  PS_TRY(requireOpenRun(*impl_, runId, what));
+  auto seq = nextSeq(*impl_, "SELECT coalesce(max(seq) + 1, 0) FROM transfers WHERE run_id = ?1", runId, std::nullopt,
+                     what);
+  if (!seq) return seq.errors();
+  auto s = statement(*impl_,
+                     "INSERT INTO transfers(run_id, seq, src_device, dst_device, producer_kind, producer_stage, "
+                     "producer_microbatch, consumer_kind, consumer_stage, consumer_microbatch, bytes, start_ms, "
+                     "end_ms) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+                     what);
+  if (!s) return s.errors();
+  std::int64_t next = *seq;
+  for (const auto& t : transfers) {
+    s->bind(1, runId);
+    s->bind(2, next++);
+    s->bind(3, t.srcDevice);
+    s->bind(4, t.dstDevice);
+    s->bind(5, static_cast<int>(t.producer.kind));
+    s->bind(6, static_cast<int>(t.producer.stage));
+    s->bind(7, static_cast<int>(t.producer.microbatch));
+    s->bind(8, static_cast<int>(t.consumer.kind));
+    s->bind(9, static_cast<int>(t.consumer.stage));
+    s->bind(10, static_cast<int>(t.consumer.microbatch));
+    s->bind(11, t.bytes);
+    s->bind(12, t.start);
+    s->bind(13, t.end);
+    if (int rc = s->insertRow(); rc != SQLITE_OK) return impl_->sqlError(what, rc);
+  }
+  return txn.commit(what);
+}
+
+Status SessionStore::finishRun(Id runId, RunStatus status, const std::string& error,
+                               const std::optional<core::TimelineMetrics>& metrics,
+                               const core::Diagnostics& diagnostics) {
+  const std::string what = "cannot finish run " + std::to_string(runId);
+  PS_TRY(impl_->checkWritable(what));
+  if (status == RunStatus::Queued || status == RunStatus::Running)
+    return impl_->error("session.invalid", what + ": the final status must be succeeded, failed or cancelled");
+  WriteTxn txn(*impl_);
+  PS_TRY(txn.begin(what));
+  PS_TRY(requireOpenRun(*impl_, runId, what));
+
+  double makespan = 0;
+  double bubble = 0;
+  std::optional<std::string> metricsJson;
+  if (metrics) {
+    makespan = metrics->makespan;
+    bubble = metrics->bubbleRatio;
+    metricsJson = detail::metricsToJson(*metrics).dump();
+  } else {
+    // Same definition as DESIGN.md: busy counts an overlapped pair once, by its span.
+    auto s = statement(*impl_,
+                       "SELECT coalesce(max(o.end_ms) - min(o.start_ms), 0), "
+                       "coalesce(sum(CASE WHEN o.overlapped THEN (o.end_ms - o.start_ms) / 2.0 "
+                       "ELSE o.end_ms - o.start_ms END), 0), r.devices "
+                       "FROM runs r LEFT JOIN run_ops o ON o.run_id = r.id WHERE r.id = ?1",
+                       what);
+    if (!s) return s.errors();
+    s->bind(1, runId);
+    int rc = s->step();
+    if (rc != SQLITE_ROW) return impl_->sqlError(what, rc);
+    makespan = s->f64(0);
+    double busy = s->f64(1);
+    int devices = s->i32(2);
+    if (makespan > 0 && devices > 0) bubble = 1.0 - busy / (devices * makespan);
+  }
+  auto u = statement(*impl_,
+                     "UPDATE runs SET status = ?2, ended_ms = ?3, error = ?4, makespan_ms = ?5, bubble_ratio = ?6, "
+                     "metrics_json = ?7, diagnostics_json = ?8 WHERE id = ?1",
+                     what);
+  if (!u) return u.errors();
+  std::string diagnosticsJson = detail::diagnosticsToJson(diagnostics).dump();
+  u->bind(1, runId);
+  u->bind(2, runStatusName(status));
+  u->bind(3, nowMs());
+  u->bind(4, error);
+  u->bind(5, makespan);
+  u->bind(6, bubble);
+  u->bind(7, metricsJson);
+  u->bind(8, diagnosticsJson);
+  if (int rc = u->run(); rc != SQLITE_OK) return impl_->sqlError(what, rc);
+  return txn.commit(what);
+}
+
+Result<Id> SessionStore::recordTimeline(const RunInfo& info, const core::Timeline& timeline) {
+  RunInfo begin = info;
+  if (begin.devices == 0) begin.devices = timeline.devices;
+  if (begin.label.empty()) begin.label = timeline.label;
+  begin.source = timeline.source;
+  begin.status = RunStatus::Running;
+  auto runId = beginRun(begin);
+  if (!runId) return runId.errors();
+
+  auto fail = [&](const core::Diagnostics& errors) -> Result<Id> {
+    // Best effort: leave the run marked failed rather than running forever.
+    (void)finishRun(*runId, RunStatus::Failed, errors.empty() ? std::string() : errors.front().message);
+    return errors;
+  };
+  std::span<const core::TimelineOp> ops(timeline.ops);
+  for (size_t i = 0; i < ops.size(); i += kChunk) {
+    auto st = appendRunOps(*runId, ops.subspan(i, std::min(kChunk, ops.size() - i)));
+    if (!st) return fail(st.errors());
+  }
+  std::span<const core::Transfer> transfers(timeline.transfers);
+  for (size_t i = 0; i < transfers.size(); i += kChunk) {
+    auto st = appendTransfers(*runId, transfers.subspan(i, std::min(kChunk, transfers.size() - i)));
+    if (!st) return fail(st.errors());
+  }
+  for (size_t d = 0; d < timeline.memory.size(); ++d) {
+    std::span<const core::MemorySample> samples(timeline.memory[d]);
+    for (size_t i = 0; i < samples.size(); i += kChunk) {
+      auto st = appendMemory(*runId, static_cast<int>(d), samples.subspan(i, std::min(kChunk, samples.size() - i)));
+      if (!st) return fail(st.errors());
+    }
+  }
+  std::string error;
+  if (!timeline.complete) {
+    error = "incomplete timeline";
+    for (const auto& d : timeline.diagnostics)
+      if (d.severity == core::Severity::Error) {
+        error = d.message;
+        break;
+      }
+  }
+  std::optional<core::TimelineMetrics> metrics;
+  if (timeline.metrics.makespan > 0 || timeline.ops.empty()) metrics = timeline.metrics;
+  auto st = finishRun(*runId, timeline.complete ? RunStatus::Succeeded : RunStatus::Failed, error, metrics,
+                      timeline.diagnostics);
+  if (!st) return st.errors();
+  return *runId;
+}
+
+namespace {
+constexpr const char* kRunColumns =
+    "id, schedule_id, profile_id, target, devices, model, label, status, started_ms, ended_ms, error, makespan_ms, "
+    "bubble_ratio, op_count, writer_pid, writer_host";
+
+RunSummary readRunSummary(const Stmt& s, const std::string& thisHost) {
+  RunSummary r;
+  r.id = s.i64(0);
+  r.scheduleId = s.optI64(1);
+  r.profileId = s.optI64(2);
+  r.target = s.text(3);
+  r.devices = s.i32(4);
+  r.model = s.text(5);
+  r.label = s.text(6);
+  r.status = runStatusFromName(s.text(7)).value_or(RunStatus::Failed);
+  r.startedMs = s.i64(8);
+  r.endedMs = s.optI64(9);
+  r.error = s.text(10);
+  r.makespan = s.f64(11);
+  r.bubbleRatio = s.f64(12);
+  r.opCount = s.i64(13);
+  if (!r.finished()) r.interrupted = processGone(s.i64(14), s.text(15), thisHost);
+  return r;
+}
+}  // namespace
+
+Result<std::vector<RunSummary>> SessionStore::listRuns(const RunFilter& filter) const {
+  const std::string what = "cannot list runs";
+  static const std::string sql = std::string("SELECT ") + kRunColumns +
+                                 " FROM runs WHERE (?1 IS NULL OR schedule_id = ?1) AND (?2 IS NULL OR status = ?2) "
+                                 "ORDER BY id DESC LIMIT ?3";
+  auto s = statement(*impl_, sql.c_str(), what);
+  if (!s) return s.errors();
+  s->bind(1, filter.scheduleId);
+  if (filter.status) s->bind(2, runStatusName(*filter.status));
+  s->bind(3, filter.limit > 0 ? filter.limit : -1);
+  static const std::string host = hostName();
+  std::vector<RunSummary> out;
+  int rc;
+  while ((rc = s->step()) == SQLITE_ROW) out.push_back(readRunSummary(*s, host));
+  if (rc != SQLITE_DONE) return impl_->sqlError(what, rc);
+  return out;
+}
+
+Result<RunRecord> SessionStore::run(Id runId) const {
+  const std::string what = "cannot read run " + std::to_string(runId);
+  static const std::string sql =
+      std::string("SELECT ") + kRunColumns + ", config_json, source FROM runs WHERE id = ?1";
+  auto s = statement(*impl_, sql.c_str(), what);
+  if (!s) return s.errors();
+  s->bind(1, runId);
+  int rc = s->step();
+  if (rc == SQLITE_DONE) return impl_->error("session.not-found", "no run " + std::to_string(runId) + " in the session");
+  if (rc != SQLITE_ROW) return impl_->sqlError(what, rc);
+  static const std::string host = hostName();
+  RunRecord r;
+  r.summary = readRunSummary(*s, host);
+  r.configJson = s->text(16);
+  r.source = sourceFromName(s->text(17));
+  return r;
+}
+
+Result<core::Timeline> SessionStore::loadTimeline(Id runId) const {
+  const std::string what = "cannot load the timeline of run " + std::to_string(runId);
+  ReadTxn txn(*impl_);
+  PS_TRY(txn.begin(what));
+  core::Timeline t;
+  RunStatus status = RunStatus::Running;
+  {
+    auto s = statement(*impl_,
+                       "SELECT devices, label, source, status, metrics_json, diagnostics_json, makespan_ms, "
+                       "bubble_ratio, op_count FROM runs WHERE id = ?1",
+                       what);
+    if (!s) return s.errors();
+    s->bind(1, runId);
+    int rc = s->step();
+    if (rc == SQLITE_DONE) return impl_->error("session.not-found", "no run " + std::to_string(runId) + " in the session");
+    if (rc != SQLITE_ROW) return impl_->sqlError(what, rc);
+    t.devices = s->i32(0);
+    t.label = s->text(1);
+    t.source = sourceFromName(s->text(2));
+    status = runStatusFromName(s->text(3)).value_or(RunStatus::Failed);
+    if (!s->isNull(4)) {
+      auto j = nlohmann::json::parse(s->text(4), nullptr, false);
+      t.metrics = detail::metricsFromJson(j);
+    } else {
+      t.metrics.makespan = s->f64(6);
+      t.metrics.bubbleRatio = s->f64(7);
+      t.metrics.ops = static_cast<size_t>(s->i64(8));
+    }
+    t.diagnostics = detail::diagnosticsFromJson(nlohmann::json::parse(s->text(5), nullptr, false));
+    t.ops.reserve(static_cast<size_t>(s->i64(8)));
+  }
+  t.complete = status == RunStatus::Succeeded;
+  {
+    auto s = statement(*impl_,
+                       "SELECT device, step, kind, stage, microbatch, overlapped, start_ms, end_ms FROM run_ops "
+                       "WHERE run_id = ?1 ORDER BY seq",
+                       what);
+    if (!s) return s.errors();
+    s->bind(1, runId);
+    int rc;
+    while ((rc = s->step()) == SQLITE_ROW) {
+      core::TimelineOp op;
+      op.device = s->i32(0);
+      op.step = s->i32(1);
+      op.op.kind = static_cast<core::OpKind>(s->i32(2));
+      op.op.stage = s->i32(3);
+      op.op.microbatch = s->i32(4);
+      op.overlapped = s->i32(5) != 0;
+      op.start = s->f64(6);
+      op.end = s->f64(7);
+      t.ops.push_back(op);
+    }
+    if (rc != SQLITE_DONE) return impl_->sqlError(what, rc);
+    // Appends may arrive in completion order (a live run); the Timeline contract is (device, start).
+    auto byDeviceStart = [](const core::TimelineOp& a, const core::TimelineOp& b) {
+      return a.device != b.device ? a.device < b.device : a.start < b.start;
+    };
+    if (!std::is_sorted(t.ops.begin(), t.ops.end(), byDeviceStart))
+      std::stable_sort(t.ops.begin(), t.ops.end(), byDeviceStart);
+  }
+  {
+    auto s = statement(*impl_,
+                       "SELECT device, time_ms, bytes FROM memory_samples WHERE run_id = ?1 ORDER BY device, seq",
+                       what);
+    if (!s) return s.errors();
+    s->bind(1, runId);
+    int rc;
+    while ((rc = s->step()) == SQLITE_ROW) {
+      auto device = static_cast<size_t>(std::max(0, s->i32(0)));
+      if (t.memory.size() <= device) t.memory.resize(std::max(device + 1, static_cast<size_t>(t.devices)));
+      t.memory[device].push_back(core::MemorySample{s->f64(1), s->i64(2)});
+    }
+    if (rc != SQLITE_DONE) return impl_->sqlError(what, rc);
+  }
+  {
+    auto s = statement(*impl_,
+                       "SELECT src_device, dst_device, producer_kind, producer_stage, producer_microbatch, "
+                       "consumer_kind, consumer_stage, consumer_microbatch, bytes, start_ms, end_ms FROM transfers "
+                       "WHERE run_id = ?1 ORDER BY seq",
+                       what);
+    if (!s) return s.errors();
+    s->bind(1, runId);
+    int rc;
+    while ((rc = s->step()) == SQLITE_ROW) {
+      core::Transfer x;
+      x.srcDevice = s->i32(0);
+      x.dstDevice = s->i32(1);
+      x.producer = core::Op{static_cast<core::OpKind>(s->i32(2)), s->i32(3), s->i32(4)};
+      x.consumer = core::Op{static_cast<core::OpKind>(s->i32(5)), s->i32(6), s->i32(7)};
+      x.bytes = s->i64(8);
+      x.start = s->f64(9);
+      x.end = s->f64(10);
+      t.transfers.push_back(x);
+    }
+    if (rc != SQLITE_DONE) return impl_->sqlError(what, rc);
+  }
+  return t;
+}
+
+Status SessionStore::deleteRun(Id runId) {
+  const std::string what = "cannot delete run " + std::to_string(runId);
+  PS_TRY(impl_->checkWritable(what));
+  WriteTxn txn(*impl_);
+  PS_TRY(txn.begin(what));
+  auto s = statement(*impl_, "DELETE FROM runs WHERE id = ?1", what);
+  if (!s) return s.errors();
+  s->bind(1, runId);
+  if (int rc = s->run(); rc != SQLITE_OK) return impl_->sqlError(what, rc);
+  if (sqlite3_changes(impl_->db) == 0)
+    return impl_->error("session.not-found", "no run " + std::to_string(runId) + " in the session");
+  return txn.commit(what);
+}
+
+// --- annotations --------------------------------------------------------------------------
+
+Result<Id> SessionStore::addAnnotation(const Annotation& a) {
+  const std::string what = "cannot save the note";
+  PS_TRY(impl_->checkWritable(what));
+  if (a.text.empty()) return impl_->error("session.invalid", what + ": the note is empty");
+  WriteTxn txn(*impl_);
+  PS_TRY(txn.begin(what));
+  auto s = statement(*impl_,
+                     "INSERT INTO annotations(schedule_id, run_id, time_ms, device, text, created_ms) "
+                     "VALUES(?1, ?2, ?3, ?4, ?5, ?6)",
+                     what);
+  if (!s) return s.errors();
+  s->bind(1, a.scheduleId);
+  s->bind(2, a.runId);
+  s->bind(3, a.time);
+  s->bind(4, a.device);
+  s->bind(5, a.text);
+  s->bind(6, nowMs());
+  if (int rc = s->run(); rc != SQLITE_OK) return impl_->sqlError(what, rc);
+  Id id = sqlite3_last_insert_rowid(impl_->db);
+  PS_TRY(txn.commit(what));
+  return id;
+}
+
+Result<std::vector<Annotation>> SessionStore::annotations(std::optional<Id> scheduleId, std::optional<Id> runId) const {
+  const std::string what = "cannot list notes";
+  auto s = statement(*impl_,
+                     "SELECT id, schedule_id, run_id, time_ms, device, text, created_ms FROM annotations "
+                     "WHERE (?1 IS NULL OR schedule_id = ?1) AND (?2 IS NULL OR run_id = ?2) "
+                     "ORDER BY coalesce(time_ms, 0), id",
+                     what);
+  if (!s) return s.errors();
+  s->bind(1, scheduleId);
+  s->bind(2, runId);
+  std::vector<Annotation> out;
+  int rc;
+  while ((rc = s->step()) == SQLITE_ROW) {
+    Annotation a;
+    a.id = s->i64(0);
+    a.scheduleId = s->optI64(1);
+    a.runId = s->optI64(2);
+    if (!s->isNull(3)) a.time = s->f64(3);
+    if (!s->isNull(4)) a.device = s->i32(4);
+    a.text = s->text(5);
+    a.createdMs = s->i64(6);
+    out.push_back(std::move(a));
+  }
+  if (rc != SQLITE_DONE) return impl_->sqlError(what, rc);
+  return out;
+}
+
+Status SessionStore::removeAnnotation(Id id) {
+  const std::string what = "cannot remove note " + std::to_string(id);
+  PS_TRY(impl_->checkWritable(what));
+  WriteTxn txn(*impl_);
+  PS_TRY(txn.begin(what));
+  auto s = statement(*impl_, "DELETE FROM annotations WHERE id = ?1", what);
+  if (!s) return s.errors();
+  s->bind(1, id);
+  if (int rc = s->run(); rc != SQLITE_OK) return impl_->sqlError(what, rc);
+  if (sqlite3_changes(impl_->db) == 0)
+    return impl_->error("session.not-found", "no note " + std::to_string(id) + " in the session");
+  return txn.commit(what);
+}
+
+Status SessionStore::checkIntegrity() const {
+  const std::string what = "cannot check the session file";
+  sqlite3_stmt* s = nullptr;
+  int rc = sqlite3_prepare_v2(impl_->db, "PRAGMA integrity_check", -1, &s, nullptr);
+  std::vector<std::string> problems;
+  while (rc == SQLITE_OK || rc == SQLITE_ROW) {
+    rc = sqlite3_step(s);
+    if (rc == SQLITE_ROW) {
+      auto* p = reinterpret_cast<const char*>(sqlite3_column_text(s, 0));
+      std::string line = p ? p : "";
+      if (line != "ok") problems.push_back(line);
+    }
+  }
+  sqlite3_finalize(s);
+  if (rc != SQLITE_DONE) return impl_->sqlError(what, rc);
+  if (problems.empty()) return core::okStatus();
+  std::string msg = "the session file is damaged:";
+  for (auto& p : problems) msg += "\n  " + p;
+  return impl_->error("session.corrupt", msg);
+}
+
+}  // namespace ps::sessions
