@@ -1,5 +1,7 @@
 #pragma once
 // Built-in schedule generators.
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -20,10 +22,16 @@ const std::vector<ScheduleKind>& allScheduleKinds();
 struct GeneratorOptions {
   int devices = 1;
   int microbatches = 1;
-  int chunks = 0;  // stages per device; 0 = the kind's default (1; 2 for zb-v, dualpipe-v, interleaved)
+  int chunks = 0;  // stages per device; 0 = the kind's default (defaultChunks)
 };
 
-// A clear error naming the constraint when the kind cannot serve these sizes.
+// Stages per device when GeneratorOptions::chunks is 0: 2 for interleaved-1f1b, looped-bfs,
+// zb-v and dualpipe-v; 1 otherwise.
+int defaultChunks(ScheduleKind k);
+
+// A clear error naming the constraint when the kind cannot serve these sizes:
+//   gpipe, 1f1b, zb-h1, zb-h2: chunks 1;  interleaved-1f1b: micro-batches % devices == 0;
+//   zb-v: chunks 2;  dualpipe-v: chunks 2 and micro-batches >= 2 x devices.
 Result<Schedule> generateSchedule(ScheduleKind kind, const GeneratorOptions& options);
 
 }  // namespace ps::core
