@@ -14,6 +14,9 @@ struct DslOptions {
   std::string filename = "<input>";     // used in diagnostics
   std::map<std::string, long long> overrides;  // --set name=value, replaces `let` defaults
   int maxErrors = 50;
+  // Guards against runaway programs: expansion stops with an error past these.
+  long long maxOps = 16'000'000;    // ops in the expanded schedule
+  long long maxSteps = 50'000'000;  // statements and loop iterations executed
 };
 
 // Parses either form and returns the explicit schedule, or every error found (up to
@@ -22,5 +25,8 @@ Result<Schedule> parseDsl(std::string_view text, const DslOptions& options = {})
 
 // Canonical explicit form; parseDsl(printDsl(s)) == s.
 std::string printDsl(const Schedule& s);
+
+// Parses "name=value" (as given to --set) into options.overrides; false with a message on error.
+bool parseOverride(std::string_view assignment, DslOptions& options, std::string& error);
 
 }  // namespace ps::core
