@@ -113,28 +113,60 @@ void zbH1(Orders& o, int D, int M) {
   }
 }
 
-// ZB-H2 (Zero Bubble, handcrafted, more memory): 2(D - d) - 1 warm-up forwards so that the
-// first I meets its gradient without waiting, then I, W, F per step in the steady state;
-// the cool-down runs the remaining I's back to back and W's last. With F = I = W the
-// devices work from their first op to their last with no gaps (a parallelogram).
+// ZB-H2 (Zero Bubble, handcrafted, 2D - 1 micro-batches in flight like the paper's 2p - 1):
+// the order a device gets when every op takes one unit and each device, at each step, runs
+// the next I if its gradient has arrived, else the next F while fewer than 2D - 1
+// micro-batches are in flight (F done, W not), else the oldest pending W, else an F. The
+// extra warm-up forwards cover the wait for the first gradient and the W's pile up for the
+// tail, so with F = I = W and M >= 2D every device works from its first op to its last
+// (a parallelogram).
 void zbH2(Orders& o, int D, int M) {
-  for (int d = 0; d < D; ++d) {
-    int warmup = std::min(2 * (D - d) - 1, M);
-    int f = 0, i = 0, w = 0;
-    for (; f < warmup; ++f) o.add(d, OpKind::F, d, f);
-    // Steady: each I is followed by its W and the next forward while forwards remain.
-    while (f < M) {
-      o.add(d, OpKind::I, d, i++);
-      o.add(d, OpKind::W, d, w++);
-      o.add(d, OpKind::F, d, f++);
+  const int cap = 2 * D - 1;
+  std::vector<int> nf(static_cast<size_t>(D), 0), ni(static_cast<size_t>(D), 0), nw(static_cast<size_t>(D), 0);
+  // Completion times (step + 1) of F and I per (device, micro-batch); -1 = not yet.
+  std::vector<int> fDone(static_cast<size_t>(D) * static_cast<size_t>(M), -1), iDone(fDone);
+  auto at = [&](std::vector<int>& v, int d, int m) -> int& {
+    return v[static_cast<size_t>(d) * static_cast<size_t>(M) + static_cast<size_t>(m)];
+  };
+  auto doneBy = [](int when, int t) { return when >= 0 && when <= t; };
+  int finished = 0;
+  std::vector<char> choice(static_cast<size_t>(D));
+  for (int t = 0; finished < D; ++t) {
+    for (int d = 0; d < D; ++d) {
+      auto du = static_cast<size_t>(d);
+      char c = 0;
+      int f = nf[du], i = ni[du], w = nw[du];
+      bool fReady = f < M && (d == 0 || doneBy(at(fDone, d - 1, f), t));
+      bool iReady = i < M && doneBy(at(fDone, d, i), t) && (d == D - 1 || doneBy(at(iDone, d + 1, i), t));
+      bool wReady = w < i && doneBy(at(iDone, d, w), t);
+      if (iReady)
+        c = 'I';
+      else if (fReady && f - w < cap)
+        c = 'F';
+      else if (wReady)
+        c = 'W';
+      else if (fReady)
+        c = 'F';
+      choice[du] = c;
     }
-    // Cool-down: later devices' gradients now arrive one step apart; fill each gap with
-    // one pending W and keep the rest for the end.
-    while (i < M) {
-      o.add(d, OpKind::I, d, i++);
-      if (w < i - 1) o.add(d, OpKind::W, d, w++);
+    for (int d = 0; d < D; ++d) {
+      auto du = static_cast<size_t>(d);
+      switch (choice[du]) {
+        case 'F':
+          at(fDone, d, nf[du]) = t + 1;
+          o.add(d, OpKind::F, d, nf[du]++);
+          break;
+        case 'I':
+          at(iDone, d, ni[du]) = t + 1;
+          o.add(d, OpKind::I, d, ni[du]++);
+          break;
+        case 'W':
+          o.add(d, OpKind::W, d, nw[du]++);
+          if (nw[du] == M) ++finished;
+          break;
+        default: break;
+      }
     }
-    while (w < M) o.add(d, OpKind::W, d, w++);
   }
 }
 
