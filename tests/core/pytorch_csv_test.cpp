@@ -1,0 +1,209 @@
+#include "pipestudio/core/pytorch_csv.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "pipestudio/core/generators.h"
+#include "pipestudio/core/validator.h"
+
+using namespace ps::core;
+
+namespace {
+
+std::string readData(const std::string& name) {
+  std::ifstream in(std::string(PIPESTUDIO_TEST_DATA_DIR) + "/" + name, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Non-empty cells of each row, trimmed: what must survive a round trip.
+std::vector<std::vector<std::string>> actions(const std::string& csv) {
+  std::vector<std::vector<std::string>> rows;
+  std::istringstream in(csv);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    std::vector<std::string> row;
+    std::istringstream cells(line);
+    std::string cell;
+    while (std::getline(cells, cell, ',')) {
+      auto b = cell.find_first_not_of(" \t");
+      if (b == std::string::npos) continue;
+      row.push_back(cell.substr(b, cell.find_last_not_of(" \t") - b + 1));
+    }
+    rows.push_back(row);
+  }
+  return rows;
+}
+
+}  // namespace
+
+TEST(PytorchCsv, ReadsComputeOnlyOneFOneB) {
+  auto r = readPytorchCsv(readData("pytorch_1f1b_compute_only.csv"));
+  ASSERT_TRUE(r.ok()) << formatDiagnostics(r.errors());
+  const Schedule& s = *r;
+  EXPECT_EQ(s.pipeline.devices, 2);
+  EXPECT_EQ(s.pipeline.stages, 2);
+  EXPECT_EQ(s.pipeline.microbatches, 3);
+  EXPECT_EQ(s.pipeline.placementKind, PlacementKind::Linear);
+  // Same orders as our 1F1B generator for D=2, M=3.
+  auto g = generateSchedule(ScheduleKind::OneFOneB, GeneratorOptions{2, 3});
+  EXPECT_EQ(s.devices, g->devices);
+  EXPECT_TRUE(validateSchedule(s).valid());
+}
+
+TEST(PytorchCsv, ReadsComputeCommsAndValidates) {
+  auto r = readPytorchCsv(readData("pytorch_1f1b_compute_comms.csv"));
+  ASSERT_TRUE(r.ok()) << formatDiagnostics(r.errors());
+  EXPECT_EQ(r->devices[1][0].first, (Op{OpKind::RecvF, 1, 0}));
+  EXPECT_EQ(r->devices[0][1].first, (Op{OpKind::SendF, 0, 0}));
+  auto rep = validateSchedule(*r);
+  EXPECT_TRUE(rep.valid()) << formatDiagnostics(rep.diagnostics);
+}
+
+TEST(PytorchCsv, SpacesEmptyCellsStageActionsAndOverlap) {
+  std::string csv =
+      " 0UNSHARD , 0F0,,  0F1 ,(0F2;3B0)OVERLAP_F_B\n"
+      "1F0,\"1F1\",  ,1B0, 2F0\n";
+  auto r = readPytorchCsv(csv);
+  ASSERT_TRUE(r.ok()) << formatDiagnostics(r.errors());
+  ASSERT_EQ(r->devices[0].size(), 4u);
+  EXPECT_EQ(r->devices[0][0].first, (Op{OpKind::Unshard, 0, -1}));
+  EXPECT_EQ(r->devices[0][2].first, (Op{OpKind::F, 0, 1}));
+  ASSERT_TRUE(r->devices[0][3].overlapped());
+  EXPECT_EQ(r->devices[0][3].first, (Op{OpKind::F, 0, 2}));
+  EXPECT_EQ(*r->devices[0][3].second, (Op{OpKind::B, 3, 0}));
+  EXPECT_EQ(r->devices[1][1].first, (Op{OpKind::F, 1, 1}));
+  // Stages 0 and 3 on rank 0, 1 and 2 on rank 1: a V.
+  EXPECT_EQ(r->pipeline.stages, 4);
+  EXPECT_EQ(r->pipeline.placementKind, PlacementKind::VShape);
+}
+
+TEST(PytorchCsv, StageInNoRowIsAnError) {
+  auto r2 = readPytorchCsv("0F0\n2F0\n");
+  ASSERT_FALSE(r2.ok());
+  EXPECT_NE(r2.error().message.find("stage 1 appears in no row"), std::string::npos) << r2.error().message;
+}
+
+TEST(PytorchCsv, InfersVShapeAndInterleavedPlacements) {
+  for (ScheduleKind k : {ScheduleKind::ZBV, ScheduleKind::DualPipeV, ScheduleKind::Interleaved1F1B}) {
+    auto g = generateSchedule(k, GeneratorOptions{4, 8});
+    ASSERT_TRUE(g.ok());
+    auto r = readPytorchCsv(writePytorchCsv(*g));
+    ASSERT_TRUE(r.ok()) << formatDiagnostics(r.errors());
+    EXPECT_EQ(r->pipeline, g->pipeline) << scheduleKindName(k);
+    EXPECT_EQ(r->devices, g->devices) << scheduleKindName(k);
+  }
+  // A placement that is none of the named ones stays explicit.
+  auto r = readPytorchCsv("0F0,2F0,2B0,0B0\n1F0,1B0\n");
+  ASSERT_TRUE(r.ok()) << formatDiagnostics(r.errors());
+  EXPECT_EQ(r->pipeline.placementKind, PlacementKind::Explicit);
+  EXPECT_EQ(r->pipeline.stageToDevice, (std::vector<int>{0, 1, 0}));
+}
+
+TEST(PytorchCsv, DiagnosticsPointAtRowAndCell) {
+  CsvReadOptions o;
+  o.filename = "bad.csv";
+  auto r = readPytorchCsv(readData("pytorch_bad_action.csv"), o);
+  ASSERT_FALSE(r.ok());
+  const Diagnostic& d = r.error();
+  EXPECT_EQ(d.location.file, "bad.csv");
+  EXPECT_EQ(d.location.line, 1);
+  EXPECT_EQ(d.location.column, 11);
+  EXPECT_NE(d.message.find("'1X0'"), std::string::npos) << d.message;
+  EXPECT_NE(d.message.find("unknown action type 'X'"), std::string::npos) << d.message;
+  EXPECT_NE(formatDiagnostic(d).find("bad.csv:1:11: error:"), std::string::npos) << formatDiagnostic(d);
+
+  auto lower = readPytorchCsv("0f0\n");
+  ASSERT_FALSE(lower.ok());
+  EXPECT_NE(lower.error().hint.find("did you mean F?"), std::string::npos);
+
+  auto conflict = readPytorchCsv("0F0,1F0\n1B0\n", o);
+  ASSERT_FALSE(conflict.ok());
+  EXPECT_EQ(conflict.error().location.line, 2);
+  EXPECT_NE(conflict.error().message.find("stage 1 appears on rank 1 but already on rank 0 (bad.csv:1:5)"),
+            std::string::npos)
+      << conflict.error().message;
+
+  auto noMb = readPytorchCsv("0F\n");
+  ASSERT_FALSE(noMb.ok());
+  EXPECT_NE(noMb.error().message.find("needs a micro-batch number"), std::string::npos);
+  auto mbOnStageAction = readPytorchCsv("0RESHARD1\n");
+  ASSERT_FALSE(mbOnStageAction.ok());
+  auto partial = readPytorchCsv("0F0x\n");  // matched in full, not by prefix
+  ASSERT_FALSE(partial.ok());
+  auto pair3 = readPytorchCsv("(0F0;0B1;0F2)OVERLAP_F_B\n");
+  ASSERT_FALSE(pair3.ok());
+  EXPECT_NE(pair3.error().message.find("exactly two actions"), std::string::npos);
+  CsvReadOptions small;
+  small.microbatches = 2;
+  auto range = readPytorchCsv("0F0,0F5\n", small);
+  ASSERT_FALSE(range.ok());
+  EXPECT_EQ(range.error().location.column, 5);
+  EXPECT_FALSE(readPytorchCsv("").ok());
+  EXPECT_FALSE(readPytorchCsv(" , ,\n").ok());
+}
+
+TEST(PytorchCsv, ReportsEveryBadCellUpToTheLimit) {
+  CsvReadOptions o;
+  o.maxErrors = 3;
+  auto r = readPytorchCsv("0Q0,0Q1,0Q2,0Q3,0Q4\n", o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.errors().size(), 3u);
+  EXPECT_EQ(r.errors()[1].location.column, 5);
+}
+
+TEST(PytorchCsv, RoundTripKeepsEveryActionInOrder) {
+  for (const char* file : {"pytorch_1f1b_compute_only.csv", "pytorch_1f1b_compute_comms.csv"}) {
+    std::string in = readData(file);
+    auto r = readPytorchCsv(in);
+    ASSERT_TRUE(r.ok()) << file;
+    CsvFormat f = std::string(file).find("comms") != std::string::npos ? CsvFormat::ComputeComms : CsvFormat::ComputeOnly;
+    EXPECT_EQ(actions(writePytorchCsv(*r, f)), actions(in)) << file;
+  }
+  std::string spaced = "0UNSHARD,0F0, ,(0F1;0B0)OVERLAP_F_B,0B1,0REDUCE_GRAD,0RESHARD\n";
+  auto r = readPytorchCsv(spaced);
+  ASSERT_TRUE(r.ok()) << formatDiagnostics(r.errors());
+  EXPECT_EQ(actions(writePytorchCsv(*r, CsvFormat::ComputeComms)), actions(spaced));
+  // compute_only keeps only compute actions.
+  EXPECT_EQ(writePytorchCsv(*r, CsvFormat::ComputeOnly), "0F0,(0F1;0B0)OVERLAP_F_B,0B1\n");
+}
+
+TEST(PytorchCsv, ComputeCommsInsertsSendAndReceiveBetweenRanks) {
+  auto g = generateSchedule(ScheduleKind::OneFOneB, GeneratorOptions{2, 2});
+  std::string csv = writePytorchCsv(*g, CsvFormat::ComputeComms);
+  EXPECT_EQ(csv,
+            "0F0,0SEND_F0,0F1,0SEND_F1,0RECV_B0,0B0,0RECV_B1,0B1\n"
+            "1RECV_F0,1F0,1B0,1SEND_B0,1RECV_F1,1F1,1B1,1SEND_B1\n");
+  // Every generated schedule stays valid with explicit communication.
+  for (ScheduleKind k : allScheduleKinds()) {
+    auto s = generateSchedule(k, GeneratorOptions{3, 6});
+    if (!s.ok()) continue;
+    auto back = readPytorchCsv(writePytorchCsv(*s, CsvFormat::ComputeComms));
+    ASSERT_TRUE(back.ok()) << scheduleKindName(k) << formatDiagnostics(back.errors());
+    auto rep = validateSchedule(*back);
+    EXPECT_TRUE(rep.valid()) << scheduleKindName(k) << ": " << formatDiagnostics(rep.diagnostics);
+    // V-shape keeps the turn (stages 2 and 3 on rank 2) on one rank: no send there.
+    if (k == ScheduleKind::ZBV) {
+      EXPECT_EQ(back->pipeline.placementKind, PlacementKind::VShape);
+      EXPECT_EQ(writePytorchCsv(*s, CsvFormat::ComputeComms).find("2SEND_F"), std::string::npos);
+      EXPECT_NE(writePytorchCsv(*s, CsvFormat::ComputeComms).find("1SEND_F"), std::string::npos);
+    }
+  }
+}
+
+TEST(PytorchCsv, GeneratedSchedulesRoundTripThroughComputeOnly) {
+  for (ScheduleKind k : allScheduleKinds()) {
+    for (int D = 1; D <= 4; ++D) {
+      auto s = generateSchedule(k, GeneratorOptions{D, 4 * D});
+      if (!s.ok()) continue;
+      auto back = readPytorchCsv(writePytorchCsv(*s));
+      ASSERT_TRUE(back.ok()) << scheduleKindName(k) << " D=" << D;
+      EXPECT_EQ(back->devices, s->devices) << scheduleKindName(k) << " D=" << D;
+      EXPECT_EQ(back->pipeline.stageToDevice, s->pipeline.stageToDevice);
+    }
+  }
+}
