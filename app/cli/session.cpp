@@ -1,0 +1,384 @@
+// pipestudio-cli session list|show|export: read a session file (docs/sessions.md).
+#include <cstdio>
+#include <ctime>
+#include <iomanip>
+#include <iostream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "cli.h"
+#include "pipestudio/sessions/run_export.h"
+#include "pipestudio/sessions/session_store.h"
+
+namespace {
+
+using ps::sessions::Id;
+using ps::sessions::SessionStore;
+
+const char* kUsage =
+    "usage: pipestudio-cli session list FILE [--json]\n"
+    "       pipestudio-cli session show FILE ITEM [--json]\n"
+    "       pipestudio-cli session export FILE (--schedule ID | --run ID | --profile ID)\n"
+    "                                     [--format json] [-o OUT]\n"
+    "\n"
+    "Reads a session file (schedule versions, cost profiles, runs with their timelines, notes);\n"
+    "the file is opened read-only. `simulate --session FILE` records runs into one.\n"
+    "\n"
+    "  list      schedule versions, cost profiles and runs, newest runs first\n"
+    "  show      one item: ITEM is run:N, schedule:N or profile:N (r3, s2, p1 for short;\n"
+    "            a bare number is a run)\n"
+    "  export    --schedule ID: the version's .pipe text\n"
+    "            --run ID: the run and its full timeline as JSON (--format json, the default)\n"
+    "            --profile ID: the cost profile JSON\n"
+    "            written to OUT, or stdout when -o is missing or '-'\n"
+    "  --json    machine-readable output for list and show\n"
+    "\n"
+    "Exit status: 0 ok, 1 no such item, 2 usage error or unreadable session file.\n";
+
+std::string isoTime(std::int64_t ms) {
+  std::time_t secs = static_cast<std::time_t>(ms / 1000);
+  std::tm tm{};
+  gmtime_r(&secs, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+std::string fixed(double v, int digits) {
+  std::ostringstream os;
+  os << std::fixed << std::setprecision(digits) << v;
+  return os.str();
+}
+
+std::string optId(const std::optional<Id>& id) { return id ? std::to_string(*id) : "-"; }
+
+// Prints rows as aligned columns.
+void printTable(std::ostream& out, const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> widths;
+  for (const auto& r : rows)
+    for (size_t i = 0; i < r.size(); ++i) {
+      if (widths.size() <= i) widths.push_back(0);
+      widths[i] = std::max(widths[i], r[i].size());
+    }
+  for (const auto& r : rows) {
+    out << "  ";
+    for (size_t i = 0; i < r.size(); ++i) {
+      out << r[i];
+      if (i + 1 < r.size()) out << std::string(widths[i] - r[i].size() + 2, ' ');
+    }
+    out << "\n";
+  }
+}
+
+std::string statusText(const ps::sessions::RunSummary& r) {
+  std::string s(ps::sessions::runStatusName(r.status));
+  if (r.interrupted) s += " (interrupted)";
+  return s;
+}
+
+nlohmann::json runJson(const ps::sessions::RunSummary& r) {
+  auto opt = [](const auto& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
+  return {{"id", r.id},
+          {"scheduleId", opt(r.scheduleId)},
+          {"profileId", opt(r.profileId)},
+          {"target", r.target},
+          {"devices", r.devices},
+          {"model", r.model},
+          {"label", r.label},
+          {"status", std::string(ps::sessions::runStatusName(r.status))},
+          {"interrupted", r.interrupted},
+          {"startedMs", r.startedMs},
+          {"endedMs", opt(r.endedMs)},
+          {"error", r.error},
+          {"makespan", r.makespan},
+          {"bubbleRatio", r.bubbleRatio},
+          {"opCount", r.opCount}};
+}
+
+int reportErrors(const ps::core::Diagnostics& ds, int code) {
+  std::cerr << ps::core::formatDiagnostics(ds);
+  if (!ds.empty() && ds.back().message.back() != '\n') std::cerr << "\n";
+  return code;
+}
+
+ps::core::Result<SessionStore> openForReading(const std::string& path) {
+  auto store = SessionStore::open(path, {ps::sessions::OpenMode::ReadOnly});
+  if (store)
+    for (const auto& n : store->notes()) std::cerr << ps::core::formatDiagnostic(n) << "\n";
+  return store;
+}
+
+int listCommand(SessionStore& store, bool json) {
+  auto schedules = store.listSchedules();
+  if (!schedules) return reportErrors(schedules.errors(), ps::cli::kExitUsage);
+  auto profiles = store.listProfiles();
+  if (!profiles) return reportErrors(profiles.errors(), ps::cli::kExitUsage);
+  auto runs = store.listRuns();
+  if (!runs) return reportErrors(runs.errors(), ps::cli::kExitUsage);
+
+  if (json) {
+    nlohmann::json j = {{"file", store.path()}, {"schemaVersion", store.schemaVersion()}};
+    j["schedules"] = nlohmann::json::array();
+    for (const auto& s : *schedules)
+      j["schedules"].push_back({{"id", s.id},
+                                {"name", s.name},
+                                {"parentId", s.parentId ? nlohmann::json(*s.parentId) : nlohmann::json(nullptr)},
+                                {"createdMs", s.createdMs}});
+    j["profiles"] = nlohmann::json::array();
+    for (const auto& p : *profiles)
+      j["profiles"].push_back({{"id", p.id},
+                               {"name", p.name},
+                               {"source", std::string(ps::sessions::profileSourceName(p.source))},
+                               {"runId", p.runId ? nlohmann::json(*p.runId) : nlohmann::json(nullptr)},
+                               {"createdMs", p.createdMs}});
+    j["runs"] = nlohmann::json::array();
+    for (const auto& r : *runs) j["runs"].push_back(runJson(r));
+    std::cout << j.dump(2) << "\n";
+    return ps::cli::kExitOk;
+  }
+
+  std::cout << "session " << store.path() << " (schema version " << store.schemaVersion() << ")\n";
+  std::cout << "\nschedule versions: " << schedules->size() << "\n";
+  if (!schedules->empty()) {
+    std::vector<std::vector<std::string>> rows = {{"ID", "NAME", "PARENT", "CREATED"}};
+    for (const auto& s : *schedules) rows.push_back({std::to_string(s.id), s.name, optId(s.parentId), isoTime(s.createdMs)});
+    printTable(std::cout, rows);
+  }
+  std::cout << "\ncost profiles: " << profiles->size() << "\n";
+  if (!profiles->empty()) {
+    std::vector<std::vector<std::string>> rows = {{"ID", "NAME", "SOURCE", "FROM RUN", "CREATED"}};
+    for (const auto& p : *profiles)
+      rows.push_back({std::to_string(p.id), p.name, std::string(ps::sessions::profileSourceName(p.source)),
+                      optId(p.runId), isoTime(p.createdMs)});
+    printTable(std::cout, rows);
+  }
+  std::cout << "\nruns: " << runs->size() << "\n";
+  if (!runs->empty()) {
+    std::vector<std::vector<std::string>> rows = {
+        {"ID", "STATUS", "SCHEDULE", "TARGET", "DEVICES", "OPS", "MAKESPAN_MS", "BUBBLE", "STARTED", "WALL_S", "LABEL"}};
+    for (const auto& r : *runs) {
+      auto d = r.durationMs();
+      rows.push_back({std::to_string(r.id), statusText(r), optId(r.scheduleId), r.target, std::to_string(r.devices),
+                      std::to_string(r.opCount), fixed(r.makespan, 3), fixed(r.bubbleRatio, 3), isoTime(r.startedMs),
+                      d ? fixed(static_cast<double>(*d) / 1000.0, 3) : "-", r.label});
+    }
+    printTable(std::cout, rows);
+  }
+  return ps::cli::kExitOk;
+}
+
+struct ItemRef {
+  enum Kind { Run, Schedule, Profile } kind = Run;
+  Id id = 0;
+};
+
+bool parseItem(const std::string& text, ItemRef& out) {
+  std::string number = text;
+  auto take = [&](const std::string& prefix, ItemRef::Kind k) {
+    if (text.rfind(prefix, 0) != 0) return false;
+    number = text.substr(prefix.size());
+    out.kind = k;
+    return true;
+  };
+  take("run:", ItemRef::Run) || take("schedule:", ItemRef::Schedule) || take("profile:", ItemRef::Profile) ||
+      take("r", ItemRef::Run) || take("s", ItemRef::Schedule) || take("p", ItemRef::Profile);
+  if (number.empty() || number.size() > 18 || number.find_first_not_of("0123456789") != std::string::npos) return false;
+  out.id = std::stoll(number);
+  return true;
+}
+
+void printNotes(SessionStore& store, std::optional<Id> scheduleId, std::optional<Id> runId) {
+  auto notes = store.annotations(scheduleId, runId);
+  if (!notes || notes->empty()) return;
+  std::cout << "notes:\n";
+  for (const auto& n : *notes) {
+    std::cout << "  [" << n.id << "]";
+    if (n.time) std::cout << " t=" << fixed(*n.time, 3) << "ms";
+    if (n.device) std::cout << " device " << *n.device;
+    std::cout << ": " << n.text << "\n";
+  }
+}
+
+int showCommand(SessionStore& store, const ItemRef& item, bool json) {
+  if (item.kind == ItemRef::Schedule) {
+    auto s = store.schedule(item.id);
+    if (!s) return reportErrors(s.errors(), ps::cli::kExitInvalid);
+    ps::sessions::RunFilter filter;
+    filter.scheduleId = item.id;
+    auto runs = store.listRuns(filter);
+    if (!runs) return reportErrors(runs.errors(), ps::cli::kExitUsage);
+    if (json) {
+      nlohmann::json j = {{"id", s->info.id},
+                          {"name", s->info.name},
+                          {"parentId", s->info.parentId ? nlohmann::json(*s->info.parentId) : nlohmann::json(nullptr)},
+                          {"createdMs", s->info.createdMs},
+                          {"pipe", s->pipeText},
+                          {"runs", nlohmann::json::array()}};
+      for (const auto& r : *runs) j["runs"].push_back(runJson(r));
+      std::cout << j.dump(2) << "\n";
+      return ps::cli::kExitOk;
+    }
+    std::cout << "schedule version " << s->info.id << ": " << s->info.name << "\n"
+              << "  parent: " << optId(s->info.parentId) << "\n"
+              << "  created: " << isoTime(s->info.createdMs) << "\n"
+              << "  runs: " << runs->size() << "\n";
+    for (const auto& r : *runs)
+      std::cout << "    run " << r.id << "  " << statusText(r) << "  makespan " << fixed(r.makespan, 3)
+                << " ms  bubble " << fixed(r.bubbleRatio, 3) << "\n";
+    printNotes(store, item.id, std::nullopt);
+    std::cout << "--- .pipe\n" << s->pipeText;
+    if (!s->pipeText.empty() && s->pipeText.back() != '\n') std::cout << "\n";
+    return ps::cli::kExitOk;
+  }
+  if (item.kind == ItemRef::Profile) {
+    auto p = store.profile(item.id);
+    if (!p) return reportErrors(p.errors(), ps::cli::kExitInvalid);
+    if (json) {
+      nlohmann::json body = nlohmann::json::parse(p->json, nullptr, false);
+      nlohmann::json j = {{"id", p->info.id},
+                          {"name", p->info.name},
+                          {"source", std::string(ps::sessions::profileSourceName(p->info.source))},
+                          {"runId", p->info.runId ? nlohmann::json(*p->info.runId) : nlohmann::json(nullptr)},
+                          {"createdMs", p->info.createdMs},
+                          {"profile", body.is_discarded() ? nlohmann::json(p->json) : body}};
+      std::cout << j.dump(2) << "\n";
+      return ps::cli::kExitOk;
+    }
+    std::cout << "cost profile " << p->info.id << ": " << p->info.name << "\n"
+              << "  source: " << ps::sessions::profileSourceName(p->info.source) << "\n"
+              << "  from run: " << optId(p->info.runId) << "\n"
+              << "  created: " << isoTime(p->info.createdMs) << "\n"
+              << "--- json\n" << p->json << "\n";
+    return ps::cli::kExitOk;
+  }
+
+  auto rec = store.run(item.id);
+  if (!rec) return reportErrors(rec.errors(), ps::cli::kExitInvalid);
+  const auto& r = rec->summary;
+  if (json) {
+    nlohmann::json j = runJson(r);
+    nlohmann::json config = nlohmann::json::parse(rec->configJson, nullptr, false);
+    j["config"] = config.is_discarded() ? nlohmann::json(rec->configJson) : config;
+    std::cout << j.dump(2) << "\n";
+    return ps::cli::kExitOk;
+  }
+  std::cout << "run " << r.id << ": " << statusText(r) << "\n";
+  if (!r.label.empty()) std::cout << "  label: " << r.label << "\n";
+  std::cout << "  schedule version: " << optId(r.scheduleId);
+  if (r.scheduleId)
+    if (auto s = store.schedule(*r.scheduleId)) std::cout << " (" << s->info.name << ")";
+  std::cout << "\n  cost profile: " << optId(r.profileId);
+  if (r.profileId)
+    if (auto p = store.profile(*r.profileId)) std::cout << " (" << p->info.name << ")";
+  std::cout << "\n  target: " << r.target << ", " << r.devices << " device(s)";
+  if (!r.model.empty()) std::cout << ", model " << r.model;
+  std::cout << "\n  started: " << isoTime(r.startedMs);
+  if (r.endedMs)
+    std::cout << "  ended: " << isoTime(*r.endedMs) << "  wall " << fixed(static_cast<double>(*r.durationMs()) / 1000.0, 3)
+              << " s";
+  std::cout << "\n  ops: " << r.opCount << "  makespan: " << fixed(r.makespan, 3)
+            << " ms  bubble ratio: " << fixed(r.bubbleRatio, 3) << "\n";
+  if (r.interrupted)
+    std::cout << "  the process writing this run is gone: the run was interrupted and is incomplete\n";
+  if (!r.error.empty()) std::cout << "  error: " << r.error << "\n";
+  std::cout << "  config: " << rec->configJson << "\n";
+  if (auto t = store.loadTimeline(r.id); t && !t->metrics.devices.empty()) {
+    std::vector<std::vector<std::string>> rows = {{"DEVICE", "BUSY_MS", "SPAN_MS", "PEAK_MEMORY_B", "PEAK_INFLIGHT"}};
+    for (const auto& d : t->metrics.devices)
+      rows.push_back({std::to_string(d.device), fixed(d.busy, 3), fixed(d.span(), 3), std::to_string(d.peakMemoryBytes),
+                      std::to_string(d.peakInflightMicrobatches)});
+    printTable(std::cout, rows);
+  }
+  printNotes(store, std::nullopt, r.id);
+  return ps::cli::kExitOk;
+}
+
+int exportCommand(SessionStore& store, const ps::cli::Args& args) {
+  int picked = args.has("--schedule") + args.has("--run") + args.has("--profile");
+  if (picked != 1) {
+    std::cerr << "pipestudio-cli session export: give exactly one of --schedule, --run, --profile\n";
+    return ps::cli::kExitUsage;
+  }
+  auto idOf = [&](const std::string& flag, Id& out) {
+    ItemRef ref;
+    if (!parseItem(args.value(flag), ref)) {
+      std::cerr << "pipestudio-cli session export: " << flag << " needs a number, got '" << args.value(flag) << "'\n";
+      return false;
+    }
+    out = ref.id;
+    return true;
+  };
+  std::string format = args.value("--format", "json");
+  std::string text;
+  Id id = 0;
+  if (args.has("--schedule")) {
+    if (!idOf("--schedule", id)) return ps::cli::kExitUsage;
+    auto s = store.schedule(id);
+    if (!s) return reportErrors(s.errors(), ps::cli::kExitInvalid);
+    text = s->pipeText;
+  } else if (args.has("--profile")) {
+    if (!idOf("--profile", id)) return ps::cli::kExitUsage;
+    auto p = store.profile(id);
+    if (!p) return reportErrors(p.errors(), ps::cli::kExitInvalid);
+    text = p->json;
+    if (text.empty() || text.back() != '\n') text += "\n";
+  } else {
+    if (!idOf("--run", id)) return ps::cli::kExitUsage;
+    if (format != "json") {
+      std::cerr << "pipestudio-cli session export: unknown --format '" << format << "' (json)\n";
+      return ps::cli::kExitUsage;
+    }
+    auto rec = store.run(id);
+    if (!rec) return reportErrors(rec.errors(), ps::cli::kExitInvalid);
+    auto t = store.loadTimeline(id);
+    if (!t) return reportErrors(t.errors(), ps::cli::kExitUsage);
+    text = ps::sessions::runToJson(*rec, *t);
+  }
+  std::string error;
+  if (!ps::cli::writeOutput(args.value("-o"), text, error)) {
+    std::cerr << "pipestudio-cli session export: " << error << "\n";
+    return ps::cli::kExitUsage;
+  }
+  return ps::cli::kExitOk;
+}
+
+int runSession(const std::vector<std::string>& argv) {
+  if (argv.empty()) {
+    std::cerr << kUsage;
+    return ps::cli::kExitUsage;
+  }
+  const std::string action = argv[0];
+  std::vector<std::string> rest(argv.begin() + 1, argv.end());
+  ps::cli::Args args(rest, {"--schedule", "--run", "--profile", "--format", "-o"}, {"--json"});
+  if (!args.ok()) {
+    std::cerr << "pipestudio-cli session: " << args.error() << "\n";
+    return ps::cli::kExitUsage;
+  }
+  const auto& pos = args.positionals();
+  size_t wanted = action == "show" ? 2 : 1;
+  if ((action != "list" && action != "show" && action != "export") || pos.size() != wanted) {
+    std::cerr << kUsage;
+    return ps::cli::kExitUsage;
+  }
+  ItemRef item;
+  if (action == "show" && !parseItem(pos[1], item)) {
+    std::cerr << "pipestudio-cli session show: '" << pos[1]
+              << "' is not an item (run:N, schedule:N, profile:N, or a run number)\n";
+    return ps::cli::kExitUsage;
+  }
+  auto store = openForReading(pos[0]);
+  if (!store) return reportErrors(store.errors(), ps::cli::kExitUsage);
+  if (action == "list") return listCommand(*store, args.has("--json"));
+  if (action == "show") return showCommand(*store, item, args.has("--json"));
+  return exportCommand(*store, args);
+}
+
+}  // namespace
+
+static ps::cli::CommandRegistrar sessionCommand({
+    "session",
+    "list, show and export the schedules, profiles and runs of a session file",
+    kUsage,
+    runSession,
+});

@@ -1,0 +1,167 @@
+// pipestudio-cli session list|show|export against a session built through the store.
+#include <sys/wait.h>
+
+#include <cstdio>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "pipestudio/sessions/session_store.h"
+#include "session_test_util.h"
+
+using namespace ps::sessions;
+using namespace ps::sessions::test;
+
+namespace {
+
+struct CliResult {
+  int exitCode = -1;
+  std::string out;  // stdout and stderr
+};
+
+CliResult runCli(const std::string& args) {
+  CliResult r;
+  std::string cmd = std::string(PIPESTUDIO_CLI) + " " + args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+  int status = pclose(p);
+  r.exitCode = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+struct Fixture {
+  std::string path;
+  Id v1 = 0, v2 = 0, profile = 0, run = 0, failedRun = 0;
+};
+
+Fixture makeSession(const std::filesystem::path& dir) {
+  Fixture f;
+  f.path = (dir / "cli.session").string();
+  auto store = SessionStore::open(f.path);
+  EXPECT_TRUE(store.ok());
+  f.v1 = *store->addSchedule("1f1b", "devices 2\nstages 2\n");
+  f.v2 = *store->addSchedule("1f1b", "devices 2\nstages 2\n# faster\n", f.v1);
+  f.profile = *store->addProfile("uniform", R"({"layers":[{"name":"l0","forwardMs":1}]})", ProfileSource::Analytic);
+  RunInfo info;
+  info.scheduleId = f.v2;
+  info.profileId = f.profile;
+  info.model = "tiny";
+  info.configJson = R"({"microbatches":4})";
+  auto t = syntheticTimeline(8, 2);
+  t.label = "first try";
+  f.run = *store->recordTimeline(info, t);
+  Annotation note;
+  note.runId = f.run;
+  note.time = 2.5;
+  note.text = "bubble after warm-up";
+  EXPECT_TRUE(store->addAnnotation(note).ok());
+  auto bad = t;
+  bad.complete = false;
+  bad.diagnostics = {ps::core::makeError("sim.deadlock", "deadlock between devices 0 and 1")};
+  f.failedRun = *store->recordTimeline(RunInfo{}, bad);
+  return f;
+}
+
+}  // namespace
+
+TEST(SessionCli, ListShowsSchedulesProfilesAndRuns) {
+  auto dir = freshDir();
+  auto f = makeSession(dir);
+  auto r = runCli("session list " + f.path);
+  ASSERT_EQ(r.exitCode, 0) << r.out;
+  EXPECT_NE(r.out.find("schedule versions: 2"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("cost profiles: 1"), std::string::npos);
+  EXPECT_NE(r.out.find("runs: 2"), std::string::npos);
+  EXPECT_NE(r.out.find("succeeded"), std::string::npos);
+  EXPECT_NE(r.out.find("failed"), std::string::npos);
+  EXPECT_NE(r.out.find("first try"), std::string::npos);
+
+  auto j = runCli("session list " + f.path + " --json");
+  ASSERT_EQ(j.exitCode, 0) << j.out;
+  auto doc = nlohmann::json::parse(j.out);
+  ASSERT_EQ(doc["schedules"].size(), 2u);
+  EXPECT_EQ(doc["schedules"][1]["parentId"], f.v1);
+  EXPECT_EQ(doc["profiles"][0]["source"], "analytic");
+  ASSERT_EQ(doc["runs"].size(), 2u);
+  EXPECT_EQ(doc["runs"][0]["id"], f.failedRun);  // newest first
+  EXPECT_EQ(doc["runs"][1]["opCount"], 8);
+  // syntheticTimeline(8, 2): device 0 ops at [0,4), device 1 at [1,5): makespan 5.
+  EXPECT_DOUBLE_EQ(doc["runs"][1]["makespan"].get<double>(), 5.0);
+}
+
+TEST(SessionCli, ShowRunScheduleAndProfile) {
+  auto dir = freshDir();
+  auto f = makeSession(dir);
+  auto run = runCli("session show " + f.path + " " + std::to_string(f.run));
+  ASSERT_EQ(run.exitCode, 0) << run.out;
+  EXPECT_NE(run.out.find("run " + std::to_string(f.run) + ": succeeded"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("(1f1b)"), std::string::npos);
+  EXPECT_NE(run.out.find("(uniform)"), std::string::npos);
+  EXPECT_NE(run.out.find("model tiny"), std::string::npos);
+  EXPECT_NE(run.out.find("bubble after warm-up"), std::string::npos);
+
+  auto failed = runCli("session show " + f.path + " run:" + std::to_string(f.failedRun));
+  ASSERT_EQ(failed.exitCode, 0);
+  EXPECT_NE(failed.out.find("error: deadlock between devices 0 and 1"), std::string::npos) << failed.out;
+
+  auto sched = runCli("session show " + f.path + " s" + std::to_string(f.v2));
+  ASSERT_EQ(sched.exitCode, 0) << sched.out;
+  EXPECT_NE(sched.out.find("parent: " + std::to_string(f.v1)), std::string::npos) << sched.out;
+  EXPECT_NE(sched.out.find("# faster"), std::string::npos);
+  EXPECT_NE(sched.out.find("run " + std::to_string(f.run)), std::string::npos);
+
+  auto prof = runCli("session show " + f.path + " profile:" + std::to_string(f.profile) + " --json");
+  ASSERT_EQ(prof.exitCode, 0) << prof.out;
+  EXPECT_EQ(nlohmann::json::parse(prof.out)["profile"]["layers"][0]["name"], "l0");
+
+  auto missing = runCli("session show " + f.path + " run:999");
+  EXPECT_EQ(missing.exitCode, 1);
+  EXPECT_NE(missing.out.find(f.path), std::string::npos) << missing.out;
+  EXPECT_NE(missing.out.find("no run 999"), std::string::npos);
+  EXPECT_EQ(runCli("session show " + f.path + " bogus").exitCode, 2);
+}
+
+TEST(SessionCli, ExportsScheduleTextAndRunJson) {
+  auto dir = freshDir();
+  auto f = makeSession(dir);
+  auto pipe = (dir / "out.pipe").string();
+  auto r = runCli("session export " + f.path + " --schedule " + std::to_string(f.v1) + " -o " + pipe);
+  ASSERT_EQ(r.exitCode, 0) << r.out;
+  EXPECT_EQ(readBytes(pipe), "devices 2\nstages 2\n");
+
+  auto json = (dir / "run.json").string();
+  r = runCli("session export " + f.path + " --run " + std::to_string(f.run) + " -o " + json);
+  ASSERT_EQ(r.exitCode, 0) << r.out;
+  auto doc = nlohmann::json::parse(readBytes(json));
+  EXPECT_EQ(doc["run"]["status"], "succeeded");
+  EXPECT_EQ(doc["run"]["config"]["microbatches"], 4);
+  EXPECT_EQ(doc["timeline"]["ops"].size(), 8u);
+  EXPECT_EQ(doc["timeline"]["devices"], 2);
+
+  auto toStdout = runCli("session export " + f.path + " --profile " + std::to_string(f.profile));
+  ASSERT_EQ(toStdout.exitCode, 0);
+  EXPECT_EQ(nlohmann::json::parse(toStdout.out)["layers"].size(), 1u);
+
+  EXPECT_EQ(runCli("session export " + f.path).exitCode, 2);
+  EXPECT_EQ(runCli("session export " + f.path + " --run 1 --schedule 1").exitCode, 2);
+  EXPECT_EQ(runCli("session export " + f.path + " --run 999").exitCode, 1);
+}
+
+TEST(SessionCli, UnreadableFilesAreUsageErrorsNamingTheFile) {
+  auto dir = freshDir();
+  auto junk = dir / "junk.session";
+  writeBytes(junk, std::string(5000, 'z'));
+  auto r = runCli("session list " + junk.string());
+  EXPECT_EQ(r.exitCode, 2);
+  EXPECT_NE(r.out.find(junk.string()), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("not an SQLite database"), std::string::npos) << r.out;
+  EXPECT_EQ(readBytes(junk), std::string(5000, 'z'));
+  auto missing = runCli("session list " + (dir / "absent.session").string());
+  EXPECT_EQ(missing.exitCode, 2);
+  EXPECT_NE(missing.out.find("no such session file"), std::string::npos) << missing.out;
+  EXPECT_FALSE(std::filesystem::exists(dir / "absent.session"));
+  EXPECT_EQ(runCli("session frobnicate x").exitCode, 2);
+}
