@@ -1,0 +1,83 @@
+// pipestudio-cli generate KIND --devices D --microbatches M [--chunks V] [-o FILE]
+// Writes a built-in schedule as .pipe (explicit form) or PyTorch CSV (by -o's extension or
+// --format).
+#include <charconv>
+#include <iostream>
+
+#include "cli.h"
+#include "pipestudio/core/dsl.h"
+#include "pipestudio/core/generators.h"
+#include "pipestudio/core/pytorch_csv.h"
+
+namespace {
+
+const char* kUsage =
+    "usage: pipestudio-cli generate KIND --devices D --microbatches M [--chunks V] [-o FILE]\n"
+    "                               [--format pipe|csv] [--csv-format compute_only|compute_comms]\n\n"
+    "KIND: gpipe, 1f1b, interleaved-1f1b, looped-bfs, zb-h1, zb-h2, zb-v, dualpipe-v.\n"
+    "Stages = devices x chunks; chunks default to 2 for interleaved-1f1b, looped-bfs, zb-v and\n"
+    "dualpipe-v, 1 otherwise. The output format follows -o's extension (.pipe or .csv), else\n"
+    "--format (default pipe); stdout when -o is absent or -.\n"
+    "Exit status: 0 ok, 2 usage or sizes the kind cannot serve.\n";
+
+bool parsePositive(const std::string& s, int& out) {
+  auto r = std::from_chars(s.data(), s.data() + s.size(), out);
+  return r.ec == std::errc() && r.ptr == s.data() + s.size() && out >= 0;
+}
+
+bool endsWith(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+int usage(const std::string& message) {
+  std::cerr << "pipestudio-cli generate: " << message << "\n" << kUsage;
+  return ps::cli::kExitUsage;
+}
+
+int runGenerate(const std::vector<std::string>& argv) {
+  using namespace ps::core;
+  ps::cli::Args args(argv, {"--devices", "--microbatches", "--chunks", "-o", "--format", "--csv-format"}, {});
+  if (!args.ok()) return usage(args.error());
+  if (args.positionals().size() != 1) return usage("expected one KIND");
+  auto kind = scheduleKindFromName(args.positionals()[0]);
+  if (!kind) {
+    std::string names;
+    for (ScheduleKind k : allScheduleKinds()) names += (names.empty() ? "" : ", ") + std::string(scheduleKindName(k));
+    return usage("unknown schedule kind '" + args.positionals()[0] + "' (kinds: " + names + ")");
+  }
+  GeneratorOptions o;
+  if (!args.has("--devices") || !parsePositive(args.value("--devices"), o.devices))
+    return usage("--devices needs a number");
+  if (!args.has("--microbatches") || !parsePositive(args.value("--microbatches"), o.microbatches))
+    return usage("--microbatches needs a number");
+  if (args.has("--chunks") && !parsePositive(args.value("--chunks"), o.chunks)) return usage("--chunks needs a number");
+
+  const std::string out = args.value("-o");
+  std::string format = args.value("--format", "pipe");
+  if (endsWith(out, ".csv")) format = "csv";
+  if (endsWith(out, ".pipe")) format = "pipe";
+  if (format != "pipe" && format != "csv") return usage("--format is pipe or csv, not '" + format + "'");
+  const std::string csvFormat = args.value("--csv-format", "compute_only");
+  if (csvFormat != "compute_only" && csvFormat != "compute_comms")
+    return usage("--csv-format is compute_only or compute_comms, not '" + csvFormat + "'");
+
+  auto schedule = generateSchedule(*kind, o);
+  if (!schedule.ok()) {
+    std::cerr << "pipestudio-cli generate: " << formatDiagnostics(schedule.errors());
+    return ps::cli::kExitUsage;
+  }
+  std::string text = format == "csv" ? writePytorchCsv(*schedule, csvFormat == "compute_comms" ? CsvFormat::ComputeComms
+                                                                                                : CsvFormat::ComputeOnly)
+                                     : printDsl(*schedule);
+  std::string error;
+  if (!ps::cli::writeOutput(out, text, error)) {
+    std::cerr << "pipestudio-cli generate: " << error << "\n";
+    return ps::cli::kExitUsage;
+  }
+  return ps::cli::kExitOk;
+}
+
+const ps::cli::CommandRegistrar kGenerate({"generate", "write a built-in schedule (gpipe, 1f1b, zb-h1, ...)", kUsage,
+                                           runGenerate});
+
+}  // namespace
