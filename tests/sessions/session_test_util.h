@@ -15,13 +15,25 @@
 
 namespace ps::sessions::test {
 
-inline std::filesystem::path freshDir() {
+// A directory removed (with everything in it) when the test ends.
+class TempDir : public std::filesystem::path {
+ public:
+  explicit TempDir(const std::filesystem::path& p) : std::filesystem::path(p) {}
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(*this, ec);
+  }
+};
+
+inline TempDir freshDir() {
   const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
   auto dir = std::filesystem::temp_directory_path() /
              ("ps_sessions_" + std::to_string(getpid()) + "_" + info->test_suite_name() + "_" + info->name());
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
-  return dir;
+  return TempDir(dir);
 }
 
 inline std::string readBytes(const std::filesystem::path& p) {
