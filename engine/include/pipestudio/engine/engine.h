@@ -1,0 +1,118 @@
+#pragma once
+// The libtorch pipeline executor: runs any Schedule on a real model split into stages, one
+// worker per device, and records what really happened as a measured Timeline. No torch types
+// appear here, so the CLI and tests include it without paying for torch headers.
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "pipestudio/core/result.h"
+#include "pipestudio/core/schedule.h"
+#include "pipestudio/core/timeline.h"
+
+namespace ps::engine {
+
+// Built-in model, from a spec string such as "gpt:layers=8,hidden=256,heads=4,seq=128,vocab=1000"
+// or "mlp:layers=8,hidden=512". Keys not given keep their defaults.
+struct ModelSpec {
+  std::string kind = "mlp";  // "mlp" or "gpt"
+  int layers = 4;            // mlp: Linear+GELU blocks; gpt: decoder blocks
+  int hidden = 64;
+  int heads = 4;             // gpt
+  int seq = 16;              // gpt: tokens per sample
+  int vocab = 128;           // gpt
+  int ffn = 4;               // gpt: MLP width = ffn x hidden
+  std::string dtype = "f32";  // "f32" or "f64"
+};
+
+core::Result<ModelSpec> parseModelSpec(std::string_view spec);
+std::string modelSpecToString(const ModelSpec& m);
+// Layers the partitioner sees: mlp = blocks; gpt = embedding + blocks + LM head.
+int modelLayerCount(const ModelSpec& m);
+// Names of those layers in order ("embedding", "block0", ..., "head").
+std::vector<std::string> modelLayerNames(const ModelSpec& m);
+
+// Where this process sits in a multi-process run (torchrun-style). worldSize 1 = every device
+// of the schedule runs as a thread of this process.
+struct DistributedOptions {
+  int rank = 0;
+  int worldSize = 1;
+  std::string masterAddr = "127.0.0.1";
+  int masterPort = 29500;
+};
+
+// Test and demonstration hook: make one op fail on purpose. kind: "throw" (exception in the
+// op), "nan" (the op's output becomes NaN), "drop" (the op's output is never sent, so the
+// consumer's receive times out). op: the op's name as the DSL prints it, e.g. "B1@s1".
+struct FaultInjection {
+  std::string kind;
+  std::string op;
+  bool active() const { return !kind.empty(); }
+};
+core::Result<FaultInjection> parseFaultInjection(std::string_view text);  // "throw:B1@s1"
+
+struct RunOptions {
+  ModelSpec model;
+  std::string device = "cpu";  // "cpu" or "cuda"
+  int microbatchSize = 2;
+  int iterations = 1;          // measured iterations
+  int warmup = 0;              // iterations run first and left out of the timeline
+  bool checkGradients = false;
+  double timeoutSeconds = 60;  // a receive that waits longer fails the run
+  std::vector<int> partition;  // layers per stage; empty = the schedule's, else an even split
+  std::uint64_t seed = 1;
+  int threads = 0;             // intra-op threads per worker (0 = hardware threads / workers)
+  DistributedOptions distributed;
+  FaultInjection fault;
+  // Set from another thread (or a signal handler) to cancel: workers stop at the next op.
+  const std::atomic<bool>* cancel = nullptr;
+  // JSON lines of the run-event protocol (docs/engine.md), one call per line; called from
+  // worker threads but never concurrently.
+  std::function<void(const std::string&)> events;
+};
+
+struct ParameterError {
+  std::string name;       // e.g. "block3.attn.qkv.weight"
+  double relativeError = 0;  // max |g - g_ref| / max |g_ref|
+};
+
+struct GradientCheck {
+  bool ran = false;
+  bool passed = false;
+  double tolerance = 0;
+  double lossPipelined = 0;
+  double lossReference = 0;
+  double lossRelativeError = 0;
+  double maxRelativeError = 0;  // over every parameter this process owns
+  std::string worstParameter;
+  std::vector<ParameterError> parameters;
+};
+
+enum class RunStatus : std::uint8_t { Finished, Failed, Cancelled };
+std::string_view runStatusName(RunStatus s);  // "finished", "failed", "cancelled"
+
+struct RunReport {
+  RunStatus status = RunStatus::Finished;
+  core::Diagnostics diagnostics;   // the failure (op, device, peer) when not finished
+  core::Timeline timeline;         // last measured iteration (partial when failed)
+  std::vector<double> iterationMs; // wall time of each measured iteration
+  std::vector<double> losses;      // loss of each iteration (warm-up included)
+  GradientCheck gradients;
+  std::vector<int> partition;      // layers per stage actually used
+  std::int64_t parameterCount = 0;
+};
+
+// Refuses (error Result) what cannot start: invalid schedule, bad model or partition, CUDA
+// asked for without a CUDA build. Everything that goes wrong after the start is reported in
+// RunReport::status and diagnostics, with the partial timeline kept.
+core::Result<RunReport> runSchedule(const core::Schedule& schedule, const RunOptions& options);
+
+// True when this engine was built against a libtorch with CUDA.
+bool cudaCompiled();
+// True when CUDA is compiled in and at least one GPU is present.
+bool cudaAvailable();
+
+}  // namespace ps::engine

@@ -1,0 +1,889 @@
+// The pipeline executor: one worker thread per device of this process runs its step list in
+// order; stages hand activations and gradients over through the mailbox (same process) or the
+// remote transport (other processes). Every op is timed, stashed bytes are tracked, and the
+// first failure stops every worker.
+#include <ATen/Parallel.h>
+#include <c10/util/Exception.h>
+#include <dlfcn.h>
+#include <torch/csrc/autograd/autograd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <thread>
+
+#include "model.h"
+#include "pipestudio/engine/engine.h"
+#include "transport.h"
+
+namespace ps::engine {
+
+using core::Op;
+using core::OpKind;
+using Clock = std::chrono::steady_clock;
+
+namespace detail {
+
+void Mailbox::put(const MessageKey& key, Envelope e) {
+  {
+    std::lock_guard lock(mu_);
+    box_[key] = std::move(e);
+  }
+  cv_.notify_all();
+}
+
+std::optional<Envelope> Mailbox::take(const MessageKey& key, Clock::time_point deadline, const std::atomic<bool>& stop,
+                                      const std::atomic<bool>* cancel) {
+  std::unique_lock lock(mu_);
+  for (;;) {
+    if (auto it = box_.find(key); it != box_.end()) {
+      Envelope e = std::move(it->second);
+      box_.erase(it);
+      return e;
+    }
+    if (stop.load() || (cancel && cancel->load())) throw Aborted{};
+    auto now = Clock::now();
+    if (now >= deadline) return std::nullopt;
+    // Wake at least every 50 ms: a cancel flag set by a signal handler notifies nobody.
+    cv_.wait_until(lock, std::min(deadline, now + std::chrono::milliseconds(50)));
+  }
+}
+
+void Mailbox::wakeAll() {
+  std::lock_guard lock(mu_);
+  cv_.notify_all();
+}
+
+void Mailbox::clear() {
+  std::lock_guard lock(mu_);
+  box_.clear();
+}
+
+}  // namespace detail
+
+namespace {
+
+using detail::Aborted;
+using detail::Envelope;
+using detail::MessageKey;
+using detail::Model;
+using detail::Stash;
+
+struct OpFailure : std::runtime_error {
+  OpFailure(std::string code_, const std::string& msg) : std::runtime_error(msg), code(std::move(code_)) {}
+  std::string code;
+};
+
+double msBetween(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+// Barrier for the worker threads of one process that gives up when the run stops.
+class StopBarrier {
+ public:
+  explicit StopBarrier(int n) : n_(n) {}
+  // Returns the time the last worker arrived (the iteration origin) or throws Aborted.
+  Clock::time_point arrive(const std::atomic<bool>& stop, const std::atomic<bool>* cancel) {
+    std::unique_lock lock(mu_);
+    const long gen = generation_;
+    if (++count_ == n_) {
+      count_ = 0;
+      ++generation_;
+      origin_ = Clock::now();
+      cv_.notify_all();
+      return origin_;
+    }
+    while (gen == generation_) {
+      if (stop.load() || (cancel && cancel->load())) throw Aborted{};
+      cv_.wait_for(lock, std::chrono::milliseconds(50));
+    }
+    return origin_;
+  }
+  void wakeAll() { cv_.notify_all(); }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int n_;
+  int count_ = 0;
+  long generation_ = 0;
+  Clock::time_point origin_;
+};
+
+void setBlasThreads(int n) {
+  // OpenBLAS keeps its own pool; without this every worker would spawn one per core.
+  using Fn = void (*)(int);
+  if (auto fn = reinterpret_cast<Fn>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) fn(n);
+}
+
+std::vector<int> evenPartition(int layers, int stages) {
+  std::vector<int> p(static_cast<size_t>(stages), layers / stages);
+  for (int i = 0; i < layers % stages; ++i) p[static_cast<size_t>(stages - 1 - i)] += 1;
+  return p;
+}
+
+// Structural checks the executor itself relies on (the full validator runs in the CLI).
+core::Status checkRunnable(const core::Schedule& s) {
+  const auto& p = s.pipeline;
+  if (static_cast<int>(s.devices.size()) != p.devices || static_cast<int>(p.stageToDevice.size()) != p.stages)
+    return core::makeError("engine.schedule", "schedule has " + std::to_string(s.devices.size()) +
+                                                  " device lists for " + std::to_string(p.devices) + " devices");
+  std::set<std::tuple<int, int, int>> seen;
+  for (int d = 0; d < p.devices; ++d) {
+    const auto& steps = s.devices[static_cast<size_t>(d)];
+    for (size_t i = 0; i < steps.size(); ++i) {
+      for (const Op* op : {&steps[i].first, steps[i].second ? &*steps[i].second : nullptr}) {
+        if (!op) continue;
+        if (op->stage < 0 || op->stage >= p.stages)
+          return core::makeError("engine.schedule", "device " + std::to_string(d) + " step " + std::to_string(i) +
+                                                        ": stage " + std::to_string(op->stage) + " does not exist");
+        if (p.deviceOf(op->stage) != d)
+          return core::makeError("engine.schedule", "device " + std::to_string(d) + " runs " + s.opName(*op) +
+                                                        " but stage " + std::to_string(op->stage) +
+                                                        " is placed on device " + std::to_string(p.deviceOf(op->stage)));
+        if (!core::isStageLevelKind(op->kind) && !core::isUserKind(op->kind) &&
+            (op->microbatch < 0 || op->microbatch >= p.microbatches))
+          return core::makeError("engine.schedule", s.opName(*op) + " names a micro-batch outside 0.." +
+                                                        std::to_string(p.microbatches - 1));
+        if (op->kind == OpKind::F || op->kind == OpKind::B || op->kind == OpKind::I || op->kind == OpKind::W) {
+          if (!seen.insert({static_cast<int>(op->kind), op->stage, op->microbatch}).second)
+            return core::makeError("engine.schedule", s.opName(*op) + " appears twice");
+        }
+      }
+    }
+  }
+  for (int st = 0; st < p.stages; ++st)
+    for (int m = 0; m < p.microbatches; ++m) {
+      auto has = [&](OpKind k) { return seen.count({static_cast<int>(k), st, m}) > 0; };
+      std::string at = "micro-batch " + std::to_string(m) + " of stage " + std::to_string(st);
+      if (!has(OpKind::F)) return core::makeError("engine.schedule", at + " has no F");
+      if (has(OpKind::B) == has(OpKind::I))
+        return core::makeError("engine.schedule", at + " needs exactly one of B or I");
+      if (has(OpKind::I) != has(OpKind::W)) return core::makeError("engine.schedule", at + " has I without W");
+    }
+  return core::okStatus();
+}
+
+struct ErrorInfo {
+  std::string code;
+  std::string message;
+  int device = -1;
+  int step = -1;
+};
+
+class Run {
+ public:
+  Run(const core::Schedule& s, const RunOptions& o) : sched_(s), opt_(o) {}
+
+  core::Result<RunReport> execute();
+
+ private:
+  // --- setup
+  core::Status setup();
+  // --- workers
+  void worker(int device);
+  void runIteration(int device, int iteration);
+  void execOp(int device, int step, const Op& op);
+  void forward(int device, const Op& op, bool recompute);
+  void backward(int device, const Op& op, bool inputsOnly);
+  at::Tensor receive(int device, const Op& op, const MessageKey& key, int srcStage);
+  void deliver(int device, const Op& op, const MessageKey& key, int dstStage, const at::Tensor& t);
+  void fail(ErrorInfo e);
+  void emit(const nlohmann::json& j);
+  static double nowMs() { return msBetween(tlOrigin, Clock::now()); }
+  static thread_local Clock::time_point tlOrigin;  // this worker's iteration origin
+  // The running op's compute start (after its input arrived) and end (when its output was
+  // handed over); waiting for input is idle time, not the op's.
+  static thread_local double tlOpStart;
+  static thread_local double tlOpEnd;
+  int rankOf(int device) const { return remote_ ? device : 0; }
+  bool local(int device) const { return rankOf(device) == rank_; }
+  void sampleMemory(int device, double t);
+  // --- after the run
+  void gradientCheck(RunReport& r);
+  void gatherRemote(RunReport& r);
+  std::string opName(const Op& op) const { return sched_.opName(op); }
+
+  const core::Schedule& sched_;
+  RunOptions opt_;
+  std::unique_ptr<Model> model_;
+  std::vector<int> partition_;
+  std::vector<int> firstLayer_;  // per stage, plus the end
+  std::set<std::pair<int, int>> recompute_;
+  int M_ = 1, S_ = 1, D_ = 1;
+  int rank_ = 0;
+  std::unique_ptr<detail::RemoteTransport> remote_;
+  detail::Mailbox mailbox_;
+  std::unique_ptr<StopBarrier> barrier_;
+  std::atomic<bool> stop_{false};
+  std::mutex errMu_;
+  std::optional<ErrorInfo> error_;
+  std::mutex eventMu_;
+  int firstLocal_ = 0;
+  int iteration_ = 0;
+  bool measured_ = false;
+
+  // Per device (touched only by its worker while running).
+  std::vector<std::map<std::pair<int, int>, Stash>> stashes_;
+  std::vector<std::vector<core::TimelineOp>> ops_;
+  std::vector<std::vector<core::Transfer>> transfers_;
+  std::vector<std::vector<core::MemorySample>> memory_;
+  std::vector<double> iterEndMs_;
+
+  std::mutex lossMu_;
+  std::vector<double> losses_;
+  std::vector<double> iterationMs_;
+  core::Timeline lastTimeline_;
+};
+
+void Run::emit(const nlohmann::json& j) {
+  if (!opt_.events) return;
+  std::lock_guard lock(eventMu_);
+  opt_.events(j.dump());
+}
+
+void Run::fail(ErrorInfo e) {
+  {
+    std::lock_guard lock(errMu_);
+    if (!error_) error_ = e;
+  }
+  stop_ = true;
+  mailbox_.wakeAll();
+  if (barrier_) barrier_->wakeAll();
+  if (remote_) {
+    try {
+      if (!remote_->hasKey("abort")) remote_->setKey("abort", e.message);
+    } catch (const std::exception&) {
+    }
+  }
+}
+
+core::Status Run::setup() {
+  const auto& p = sched_.pipeline;
+  M_ = p.microbatches;
+  S_ = p.stages;
+  D_ = p.devices;
+  if (auto st = checkRunnable(sched_); !st) return st.errors();
+  if (opt_.microbatchSize < 1) return core::makeError("engine.options", "micro-batch size must be at least 1");
+  if (opt_.iterations < 1 || opt_.warmup < 0)
+    return core::makeError("engine.options", "iterations must be at least 1 and warm-up at least 0");
+  if (opt_.device == "cuda" && !cudaAvailable())
+    return core::makeError("engine.cuda", cudaCompiled() ? "--device cuda: no GPU is visible"
+                                                         : "--device cuda: this engine was built against a CPU-only "
+                                                           "libtorch; rebuild with a CUDA libtorch");
+  if (opt_.device != "cpu" && opt_.device != "cuda")
+    return core::makeError("engine.options", "device must be cpu or cuda, got '" + opt_.device + "'");
+  const int L = modelLayerCount(opt_.model);
+  partition_ = !opt_.partition.empty() ? opt_.partition : sched_.partition;
+  if (partition_.empty()) {
+    if (L < S_)
+      return core::makeError("engine.partition", "model has " + std::to_string(L) + " layers, fewer than the " +
+                                                     std::to_string(S_) + " stages of the schedule");
+    partition_ = evenPartition(L, S_);
+  }
+  if (static_cast<int>(partition_.size()) != S_)
+    return core::makeError("engine.partition", "partition lists " + std::to_string(partition_.size()) +
+                                                   " stages, the schedule has " + std::to_string(S_));
+  int sum = 0;
+  for (int n : partition_) {
+    if (n < 1) return core::makeError("engine.partition", "every stage needs at least one layer");
+    sum += n;
+  }
+  if (sum != L)
+    return core::makeError("engine.partition", "partition sums to " + std::to_string(sum) + " layers, model " +
+                                                   modelSpecToString(opt_.model) + " has " + std::to_string(L));
+  firstLayer_.assign(1, 0);
+  for (int n : partition_) firstLayer_.push_back(firstLayer_.back() + n);
+  for (const auto& dev : sched_.devices)
+    for (const auto& st : dev)
+      for (const Op* op : {&st.first, st.second ? &*st.second : nullptr})
+        if (op && op->kind == OpKind::R) recompute_.insert({op->stage, op->microbatch});
+
+  if (opt_.distributed.worldSize > 1) {
+    if (opt_.distributed.worldSize != D_)
+      return core::makeError("engine.distributed", "a multi-process run needs one process per device: world size " +
+                                                       std::to_string(opt_.distributed.worldSize) + ", schedule has " +
+                                                       std::to_string(D_) + " devices");
+    auto conn = detail::connectGloo(opt_.distributed, opt_.timeoutSeconds);
+    if (!conn) return conn.errors();
+    remote_ = std::move(conn.value());
+    rank_ = opt_.distributed.rank;
+  }
+  try {
+    model_ = Model::build(opt_.model, opt_.seed, opt_.microbatchSize, M_);
+  } catch (const std::exception& e) {
+    return core::makeError("engine.model", std::string("cannot build model: ") + e.what());
+  }
+  stashes_.resize(static_cast<size_t>(D_));
+  ops_.resize(static_cast<size_t>(D_));
+  transfers_.resize(static_cast<size_t>(D_));
+  memory_.resize(static_cast<size_t>(D_));
+  iterEndMs_.assign(static_cast<size_t>(D_), 0.0);
+  return core::okStatus();
+}
+
+at::Tensor Run::receive(int device, const Op& op, const MessageKey& key, int srcStage) {
+  const int srcDevice = sched_.pipeline.deviceOf(srcStage);
+  const auto timeout = std::chrono::milliseconds(static_cast<long>(opt_.timeoutSeconds * 1000));
+  const char* what = key.kind == 0 ? "the activation" : "the gradient";
+  Op producer{key.kind == 0 ? OpKind::F : OpKind::B, srcStage, key.microbatch};
+  auto timedOut = [&]() {
+    return OpFailure("engine.timeout", std::string("timed out after ") + std::to_string(opt_.timeoutSeconds) +
+                                           " s waiting for " + what + " of micro-batch " +
+                                           std::to_string(key.microbatch) + " from stage " + std::to_string(srcStage) +
+                                           " on device " + std::to_string(srcDevice));
+  };
+  const double start = nowMs();
+  if (local(srcDevice)) {
+    auto env = mailbox_.take(key, Clock::now() + timeout, stop_, opt_.cancel);
+    if (!env) throw timedOut();
+    tlOpStart = nowMs();
+    if (srcDevice != device)
+      transfers_[static_cast<size_t>(device)].push_back(
+          {srcDevice, device, env->producer, op,
+           static_cast<std::int64_t>(env->tensor.numel() * env->tensor.element_size()), env->sentMs, nowMs()});
+    return env->tensor;
+  }
+  auto t = remote_->recv(key, rankOf(srcDevice), model_->boundaryShape(opt_.microbatchSize), model_->options, timeout,
+                         stop_, opt_.cancel);
+  if (!t) throw timedOut();
+  tlOpStart = nowMs();
+  transfers_[static_cast<size_t>(device)].push_back(
+      {srcDevice, device, producer, op, static_cast<std::int64_t>(t->numel() * t->element_size()), start, nowMs()});
+  return *t;
+}
+
+void Run::deliver(int device, const Op& op, const MessageKey& key, int dstStage, const at::Tensor& t) {
+  tlOpEnd = nowMs();
+  if (opt_.fault.active() && opt_.fault.kind == "drop" && opt_.fault.op == opName(op)) return;
+  const int dst = sched_.pipeline.deviceOf(dstStage);
+  if (local(dst)) {
+    mailbox_.put(key, Envelope{t, device, op, tlOpEnd});
+  } else {
+    remote_->send(key, t.contiguous(), rankOf(dst));
+  }
+}
+
+void Run::forward(int device, const Op& op, bool recompute) {
+  auto& stashes = stashes_[static_cast<size_t>(device)];
+  const int s = op.stage, m = op.microbatch;
+  Stash* st = nullptr;
+  at::Tensor x;
+  if (recompute) {
+    auto it = stashes.find({s, m});
+    if (it == stashes.end() || !it->second.inputSlot)
+      throw OpFailure("engine.order", "R needs the stashed input of F" + std::to_string(m) + "@s" + std::to_string(s));
+    st = &it->second;
+    if (st->inputSlot->offloaded)
+      throw OpFailure("engine.order", "the stashed input is offloaded; RELOAD must come before R");
+    x = st->inputSlot->t;
+    st->slots.clear();
+  } else {
+    x = s == 0 ? model_->microInput(m) : receive(device, op, MessageKey{0, s, m}, s - 1);
+    st = &stashes[{s, m}];
+    *st = Stash{};
+    st->inputSlot = std::make_shared<detail::Slot>();
+    st->inputSlot->t = x;
+  }
+  const bool keepGraph = recompute || !recompute_.count({s, m});
+  at::Tensor in = x.detach();
+  if (keepGraph && x.is_floating_point()) in.requires_grad_(true);
+  detail::ForwardCtx ctx{m, st};
+  at::Tensor out;
+  {
+    c10::AutoGradMode mode(keepGraph);
+    out = in;
+    for (int l = firstLayer_[static_cast<size_t>(s)]; l < firstLayer_[static_cast<size_t>(s) + 1]; ++l)
+      out = model_->layers[static_cast<size_t>(l)]->forward(out, ctx);
+    if (s == S_ - 1) out = model_->loss(out, model_->microTarget(m), 1.0 / M_);
+  }
+  if (opt_.fault.active() && opt_.fault.kind == "nan" && opt_.fault.op == opName(op))
+    out = out + std::numeric_limits<double>::quiet_NaN();
+  if (!at::isfinite(out).all().item<bool>())
+    throw OpFailure("engine.nan", s == S_ - 1 ? "the loss is not finite (NaN or Inf)"
+                                              : "the output activation has NaN or Inf values");
+  st->input = keepGraph ? in : at::Tensor();
+  st->output = out;
+  st->hasGraph = keepGraph;
+  if (s == S_ - 1) {
+    if (!recompute) {
+      std::lock_guard lock(lossMu_);
+      losses_.back() += out.item<double>();
+    }
+  } else if (!recompute) {
+    deliver(device, op, MessageKey{0, s + 1, m}, s + 1, out.detach());
+  }
+}
+
+void Run::backward(int device, const Op& op, bool inputsOnly) {
+  auto& stashes = stashes_[static_cast<size_t>(device)];
+  const int s = op.stage, m = op.microbatch;
+  auto it = stashes.find({s, m});
+  if (it == stashes.end() || !it->second.hasGraph)
+    throw OpFailure("engine.order", std::string(inputsOnly ? "I" : "B") + " has no forward graph (F" +
+                                        std::to_string(m) + "@s" + std::to_string(s) +
+                                        (recompute_.count({s, m}) ? " ran without one and R has not run)" : " has not run)"));
+  Stash& st = it->second;
+  at::Tensor grad;
+  if (s < S_ - 1) grad = receive(device, op, MessageKey{1, s, m}, s + 1);
+  for (int l = firstLayer_[static_cast<size_t>(s)]; l < firstLayer_[static_cast<size_t>(s) + 1]; ++l)
+    for (auto* lin : model_->layers[static_cast<size_t>(l)]->linears) lin->deferWeightGrad = inputsOnly;
+  if (grad.defined())
+    torch::autograd::backward({st.output}, {grad});
+  else
+    torch::autograd::backward({st.output});
+  if (s > 0) {
+    at::Tensor dx = st.input.grad();
+    if (opt_.fault.active() && opt_.fault.kind == "nan" && opt_.fault.op == opName(op))
+      dx = dx + std::numeric_limits<double>::quiet_NaN();
+    if (!at::isfinite(dx).all().item<bool>())
+      throw OpFailure("engine.nan", "the input gradient has NaN or Inf values");
+    deliver(device, op, MessageKey{1, s - 1, m}, s - 1, dx);
+  }
+  stashes.erase(it);
+}
+
+void Run::sampleMemory(int device, double t) {
+  std::int64_t bytes = 0;
+  for (const auto& [key, st] : stashes_[static_cast<size_t>(device)]) bytes += st.deviceBytes();
+  for (int s : sched_.pipeline.stagesOn(device))
+    for (int l = firstLayer_[static_cast<size_t>(s)]; l < firstLayer_[static_cast<size_t>(s) + 1]; ++l)
+      for (auto* lin : model_->layers[static_cast<size_t>(l)]->linears) bytes += lin->pendingBytes();
+  auto& mem = memory_[static_cast<size_t>(device)];
+  if (!mem.empty() && mem.back().bytes == bytes) return;
+  mem.push_back({t, bytes});
+  if (measured_) emit({{"type", "memory"}, {"iteration", iteration_}, {"device", device}, {"time_ms", t}, {"bytes", bytes}});
+}
+
+void Run::execOp(int device, int step, const Op& op) {
+  if (opt_.fault.active() && opt_.fault.kind == "throw" && opt_.fault.op == opName(op))
+    throw OpFailure("engine.injected", "injected failure");
+  auto& stashes = stashes_[static_cast<size_t>(device)];
+  (void)step;
+  switch (op.kind) {
+    case OpKind::F: forward(device, op, false); break;
+    case OpKind::R: forward(device, op, true); break;
+    case OpKind::B: backward(device, op, false); break;
+    case OpKind::I: backward(device, op, true); break;
+    case OpKind::W: {
+      bool any = false;
+      for (int l = firstLayer_[static_cast<size_t>(op.stage)]; l < firstLayer_[static_cast<size_t>(op.stage) + 1]; ++l)
+        for (auto* lin : model_->layers[static_cast<size_t>(l)]->linears) any = lin->weightGrad(op.microbatch) || any;
+      if (!any) throw OpFailure("engine.order", "W found no deferred weight gradients (its I has not run)");
+      break;
+    }
+    case OpKind::Offload:
+    case OpKind::Reload: {
+      const bool off = op.kind == OpKind::Offload;
+      auto it = stashes.find({op.stage, op.microbatch});
+      if (it == stashes.end()) break;  // nothing stashed (already consumed): nothing to move
+      std::vector<std::shared_ptr<detail::Slot>> slots = it->second.slots;
+      if (it->second.inputSlot) slots.push_back(it->second.inputSlot);
+      for (auto& slot : slots) {
+        if (!slot->t.defined() || slot->offloaded == off) continue;
+        // CPU: a copy into fresh host memory, releasing the original when nothing else holds it.
+        slot->t = slot->t.clone();
+        slot->offloaded = off;
+      }
+      break;
+    }
+    default:
+      // SEND/RECV are implied by F and B; FSDP actions and user kinds have no work on a
+      // single replica. They are recorded with their (tiny) duration.
+      break;
+  }
+}
+
+thread_local Clock::time_point Run::tlOrigin;
+thread_local double Run::tlOpStart = 0;
+thread_local double Run::tlOpEnd = -1;
+
+void Run::runIteration(int device, int iteration) {
+  const auto& steps = sched_.devices[static_cast<size_t>(device)];
+  for (size_t i = 0; i < steps.size(); ++i) {
+    if (stop_.load()) throw Aborted{};
+    if (opt_.cancel && opt_.cancel->load()) throw Aborted{};
+    const auto& step = steps[i];
+    std::vector<Op> ops{step.first};
+    if (step.second) ops.push_back(*step.second);
+    for (const Op& op : ops) {
+      tlOpStart = nowMs();
+      tlOpEnd = -1;
+      try {
+        execOp(device, static_cast<int>(i), op);
+      } catch (const Aborted&) {
+        throw;
+      } catch (const OpFailure& e) {
+        fail({e.code, "device " + std::to_string(device) + " at " + opName(op) + ": " + e.what(), device,
+              static_cast<int>(i)});
+        throw Aborted{};
+      } catch (const c10::Error& e) {
+        fail({"engine.torch", "device " + std::to_string(device) + " at " + opName(op) + ": " + e.what_without_backtrace(),
+              device, static_cast<int>(i)});
+        throw Aborted{};
+      } catch (const std::exception& e) {
+        fail({"engine.op-failed", "device " + std::to_string(device) + " at " + opName(op) + ": " + e.what(), device,
+              static_cast<int>(i)});
+        throw Aborted{};
+      }
+      const double start = tlOpStart;
+      const double end = tlOpEnd >= 0 ? tlOpEnd : nowMs();
+      core::TimelineOp rec{device, static_cast<int>(i), op, step.overlapped(), start, end};
+      ops_[static_cast<size_t>(device)].push_back(rec);
+      sampleMemory(device, end);
+      if (measured_)
+        emit({{"type", "op"}, {"iteration", iteration}, {"device", device}, {"step", i}, {"op", opName(op)},
+              {"kind", sched_.kindName(op.kind)}, {"stage", op.stage}, {"microbatch", op.microbatch},
+              {"start_ms", start}, {"end_ms", end}});
+    }
+  }
+  if (remote_) remote_->flush(std::chrono::milliseconds(static_cast<long>(opt_.timeoutSeconds * 1000)));
+  iterEndMs_[static_cast<size_t>(device)] = nowMs();
+}
+
+void Run::worker(int device) {
+  try {
+    for (int it = 0; it < opt_.warmup + opt_.iterations; ++it) {
+      // The first worker to reach the barrier of an iteration cannot know the others are
+      // done with the previous one, so per-iteration state is reset between two barriers.
+      barrier_->arrive(stop_, opt_.cancel);
+      if (device == firstLocal_) {
+        iteration_ = it;
+        measured_ = it >= opt_.warmup;
+        std::lock_guard lock(lossMu_);
+        losses_.push_back(0.0);
+        emit({{"type", "progress"}, {"iteration", it}, {"iterations", opt_.warmup + opt_.iterations},
+              {"warmup", it < opt_.warmup}});
+      }
+      for (int s : sched_.pipeline.stagesOn(device))
+        for (int l = firstLayer_[static_cast<size_t>(s)]; l < firstLayer_[static_cast<size_t>(s) + 1]; ++l) {
+          for (auto* lin : model_->layers[static_cast<size_t>(l)]->linears) lin->zeroGrad();
+          for (auto& p : model_->layers[static_cast<size_t>(l)]->params) p.value.mutable_grad() = at::Tensor();
+        }
+      stashes_[static_cast<size_t>(device)].clear();
+      ops_[static_cast<size_t>(device)].clear();
+      transfers_[static_cast<size_t>(device)].clear();
+      memory_[static_cast<size_t>(device)].clear();
+      if (device == firstLocal_ && remote_)
+        remote_->barrier(std::chrono::milliseconds(static_cast<long>(opt_.timeoutSeconds * 1000)), opt_.cancel);
+      tlOrigin = barrier_->arrive(stop_, opt_.cancel);
+      memory_[static_cast<size_t>(device)].push_back({0.0, 0});
+      runIteration(device, it);
+      barrier_->arrive(stop_, opt_.cancel);
+      if (device == firstLocal_ && it >= opt_.warmup) {
+        double end = 0;
+        for (int d = 0; d < D_; ++d)
+          if (local(d)) end = std::max(end, iterEndMs_[static_cast<size_t>(d)]);
+        iterationMs_.push_back(end);
+      }
+    }
+  } catch (const Aborted&) {
+    if (opt_.cancel && opt_.cancel->load()) {
+      std::lock_guard lock(errMu_);
+      if (!error_) error_ = ErrorInfo{"engine.cancelled", "run cancelled", -1, -1};
+    }
+    stop_ = true;
+    mailbox_.wakeAll();
+    barrier_->wakeAll();
+  } catch (const std::exception& e) {
+    fail({"engine.worker", "device " + std::to_string(device) + ": " + e.what(), device, -1});
+  }
+}
+
+// Summary figures of a measured timeline (the same definitions as DESIGN.md's metrics).
+core::TimelineMetrics basicMetrics(const core::Timeline& t) {
+  core::TimelineMetrics m;
+  m.ops = t.ops.size();
+  if (t.ops.empty()) return m;
+  double first = t.ops.front().start, last = t.ops.front().end, sumBusy = 0;
+  m.devices.resize(static_cast<size_t>(t.devices));
+  for (int d = 0; d < t.devices; ++d) m.devices[static_cast<size_t>(d)].device = d;
+  std::vector<bool> seen(static_cast<size_t>(t.devices), false);
+  for (const auto& op : t.ops) {
+    first = std::min(first, op.start);
+    last = std::max(last, op.end);
+    auto& dm = m.devices[static_cast<size_t>(op.device)];
+    if (!seen[static_cast<size_t>(op.device)]) {
+      dm.start = op.start;
+      dm.end = op.end;
+      seen[static_cast<size_t>(op.device)] = true;
+    }
+    dm.start = std::min(dm.start, op.start);
+    dm.end = std::max(dm.end, op.end);
+    dm.busy += op.duration();  // the engine runs an overlapped pair's ops one after the other
+  }
+  for (size_t d = 0; d < t.memory.size() && d < m.devices.size(); ++d)
+    for (const auto& s : t.memory[d])
+      if (s.bytes > m.devices[d].peakMemoryBytes) {
+        m.devices[d].peakMemoryBytes = s.bytes;
+        m.devices[d].peakMemoryTime = s.time;
+      }
+  for (const auto& dm : m.devices) {
+    sumBusy += dm.busy;
+    m.lowerBound = std::max(m.lowerBound, dm.busy);
+  }
+  m.makespan = last - first;
+  if (m.makespan > 0) {
+    m.bubbleRatio = 1.0 - sumBusy / (t.devices * m.makespan);
+    m.efficiency = m.lowerBound / m.makespan;
+  }
+  return m;
+}
+
+nlohmann::json opToJson(const Op& op) { return {static_cast<int>(op.kind), op.stage, op.microbatch}; }
+Op opFromJson(const nlohmann::json& j) {
+  return Op{static_cast<OpKind>(j.at(0).get<int>()), j.at(1).get<int>(), j.at(2).get<int>()};
+}
+
+void Run::gradientCheck(RunReport& r) {
+  GradientCheck& g = r.gradients;
+  g.ran = true;
+  g.tolerance = opt_.model.dtype == "f64" ? 1e-10 : 1e-5;
+  // This process's stages (all of them with threads).
+  std::vector<std::pair<int, int>> ranges;
+  for (int s = 0; s < S_; ++s)
+    if (local(sched_.pipeline.deviceOf(s))) ranges.push_back({firstLayer_[static_cast<size_t>(s)], firstLayer_[static_cast<size_t>(s) + 1]});
+  std::vector<detail::NamedParam> piped;
+  for (auto [a, b] : ranges)
+    for (auto& p : model_->gradients(a, b)) piped.push_back({p.name, p.value.clone()});
+  model_->zeroGrad();
+  for (auto& l : model_->layers)
+    for (auto* lin : l->linears) lin->deferWeightGrad = false;
+  at::Tensor x = model_->inputs;
+  if (x.is_floating_point()) x = x.detach().requires_grad_(true);
+  detail::ForwardCtx ctx{-1, nullptr};
+  at::Tensor out = x;
+  for (auto& l : model_->layers) out = l->forward(out, ctx);
+  at::Tensor loss = model_->loss(out, model_->targets, 1.0);
+  torch::autograd::backward({loss});
+  std::map<std::string, at::Tensor> ref;
+  for (auto& p : model_->gradients(0, static_cast<int>(model_->layers.size()))) ref[p.name] = p.value;
+  g.passed = true;
+  for (const auto& p : piped) {
+    const at::Tensor& rg = ref.at(p.name);
+    const double diff = (p.value - rg).abs().max().item<double>();
+    const double scale = rg.abs().max().item<double>();
+    const double rel = scale > 0 ? diff / scale : diff;
+    g.parameters.push_back({p.name, rel});
+    if (rel > g.maxRelativeError || g.worstParameter.empty()) {
+      g.maxRelativeError = std::max(g.maxRelativeError, rel);
+      if (rel >= g.maxRelativeError) g.worstParameter = p.name;
+    }
+  }
+  g.lossReference = loss.item<double>();
+  if (local(sched_.pipeline.deviceOf(S_ - 1))) {
+    g.lossPipelined = losses_.empty() ? 0 : losses_.back();
+    g.lossRelativeError = std::abs(g.lossPipelined - g.lossReference) / std::max(std::abs(g.lossReference), 1e-30);
+  }
+  g.passed = g.maxRelativeError <= g.tolerance && g.lossRelativeError <= g.tolerance;
+}
+
+nlohmann::json reportToJson(const RunReport& r, const std::optional<ErrorInfo>& err) {
+  nlohmann::json ops = nlohmann::json::array(), tr = nlohmann::json::array(), mem = nlohmann::json::array();
+  for (const auto& o : r.timeline.ops) ops.push_back({o.device, o.step, opToJson(o.op), o.overlapped, o.start, o.end});
+  for (const auto& t : r.timeline.transfers)
+    tr.push_back({t.srcDevice, t.dstDevice, opToJson(t.producer), opToJson(t.consumer), t.bytes, t.start, t.end});
+  for (size_t d = 0; d < r.timeline.memory.size(); ++d)
+    for (const auto& s : r.timeline.memory[d]) mem.push_back({d, s.time, s.bytes});
+  nlohmann::json params = nlohmann::json::array();
+  for (const auto& p : r.gradients.parameters) params.push_back({p.name, p.relativeError});
+  nlohmann::json j{{"ops", ops},       {"transfers", tr}, {"memory", mem},        {"losses", r.losses},
+                   {"params", params}, {"iteration_ms", r.iterationMs},
+                   {"loss_pipelined", r.gradients.lossPipelined}, {"loss_error", r.gradients.lossRelativeError}};
+  if (err) j["error"] = {{"code", err->code}, {"message", err->message}, {"device", err->device}, {"step", err->step}};
+  return j;
+}
+
+void Run::gatherRemote(RunReport& r) {
+  const auto wait = std::chrono::milliseconds(static_cast<long>(std::min(opt_.timeoutSeconds, 30.0) * 1000) + 2000);
+  std::optional<ErrorInfo> err;
+  {
+    std::lock_guard lock(errMu_);
+    err = error_;
+  }
+  if (rank_ != 0) {
+    try {
+      remote_->setKey("report/" + std::to_string(rank_), reportToJson(r, err).dump());
+    } catch (const std::exception&) {
+    }
+    return;
+  }
+  std::optional<std::string> abortMsg;
+  try {
+    if (remote_->hasKey("abort")) abortMsg = remote_->getKey("abort", std::chrono::milliseconds(1000));
+  } catch (const std::exception&) {
+  }
+  std::vector<ErrorInfo> errors;
+  if (err) errors.push_back(*err);
+  for (int q = 1; q < remote_->worldSize(); ++q) {
+    std::optional<std::string> text;
+    try {
+      text = remote_->getKey("report/" + std::to_string(q), wait);
+    } catch (const std::exception&) {
+    }
+    if (!text) {
+      errors.push_back({"engine.rank-lost", "rank " + std::to_string(q) + " sent no report (it crashed or hung)", q, -1});
+      continue;
+    }
+    auto j = nlohmann::json::parse(*text, nullptr, false);
+    if (j.is_discarded()) continue;
+    for (const auto& o : j["ops"])
+      r.timeline.ops.push_back({o[0].get<int>(), o[1].get<int>(), opFromJson(o[2]), o[3].get<bool>(), o[4].get<double>(),
+                                o[5].get<double>()});
+    for (const auto& t : j["transfers"])
+      r.timeline.transfers.push_back({t[0].get<int>(), t[1].get<int>(), opFromJson(t[2]), opFromJson(t[3]),
+                                      t[4].get<std::int64_t>(), t[5].get<double>(), t[6].get<double>()});
+    for (const auto& s : j["memory"]) {
+      size_t d = s[0].get<size_t>();
+      if (d < r.timeline.memory.size()) r.timeline.memory[d].push_back({s[1].get<double>(), s[2].get<std::int64_t>()});
+    }
+    auto losses = j["losses"].get<std::vector<double>>();
+    for (size_t i = 0; i < losses.size() && i < r.losses.size(); ++i) r.losses[i] += losses[i];
+    auto iters = j["iteration_ms"].get<std::vector<double>>();
+    for (size_t i = 0; i < iters.size() && i < r.iterationMs.size(); ++i) r.iterationMs[i] = std::max(r.iterationMs[i], iters[i]);
+    if (r.gradients.ran) {
+      for (const auto& p : j["params"]) {
+        double rel = p[1].get<double>();
+        r.gradients.parameters.push_back({p[0].get<std::string>(), rel});
+        if (rel > r.gradients.maxRelativeError) {
+          r.gradients.maxRelativeError = rel;
+          r.gradients.worstParameter = p[0].get<std::string>();
+        }
+      }
+      if (sched_.pipeline.deviceOf(S_ - 1) == q) {
+        r.gradients.lossPipelined = j["loss_pipelined"].get<double>();
+        r.gradients.lossRelativeError = j["loss_error"].get<double>();
+      }
+    }
+    if (j.contains("error"))
+      errors.push_back({j["error"]["code"].get<std::string>(), j["error"]["message"].get<std::string>(),
+                        j["error"]["device"].get<int>(), j["error"]["step"].get<int>()});
+  }
+  std::sort(r.timeline.ops.begin(), r.timeline.ops.end(),
+            [](const auto& a, const auto& b) { return std::tie(a.device, a.start) < std::tie(b.device, b.start); });
+  if (r.gradients.ran)
+    r.gradients.passed = r.gradients.maxRelativeError <= r.gradients.tolerance &&
+                         r.gradients.lossRelativeError <= r.gradients.tolerance;
+  if (!errors.empty()) {
+    // The root cause is the error whose message the failing rank published as "abort".
+    auto root = std::find_if(errors.begin(), errors.end(), [&](const ErrorInfo& e) { return abortMsg && e.message == *abortMsg; });
+    if (root == errors.end()) root = errors.begin();
+    std::lock_guard lock(errMu_);
+    error_ = *root;
+  }
+}
+
+core::Result<RunReport> Run::execute() {
+  try {
+    if (auto st = setup(); !st) return st.errors();
+  } catch (const c10::Error& e) {
+    return core::makeError("engine.setup", e.what_without_backtrace());
+  } catch (const std::exception& e) {
+    return core::makeError("engine.setup", e.what());
+  }
+  std::vector<int> localDevices;
+  for (int d = 0; d < D_; ++d)
+    if (local(d)) localDevices.push_back(d);
+  firstLocal_ = localDevices.front();
+  const int hw = std::max(1u, std::thread::hardware_concurrency());
+  const int perWorker = opt_.threads > 0 ? opt_.threads : std::max(1, hw / static_cast<int>(localDevices.size()));
+  at::set_num_threads(perWorker);
+  setBlasThreads(perWorker);
+  barrier_ = std::make_unique<StopBarrier>(static_cast<int>(localDevices.size()));
+  emit({{"type", "started"},
+        {"protocol_version", 1},
+        {"schedule", sched_.name},
+        {"model", modelSpecToString(opt_.model)},
+        {"device", opt_.device},
+        {"devices", D_},
+        {"stages", S_},
+        {"microbatches", M_},
+        {"microbatch_size", opt_.microbatchSize},
+        {"iterations", opt_.iterations},
+        {"warmup", opt_.warmup},
+        {"partition", partition_},
+        {"rank", rank_},
+        {"world_size", remote_ ? remote_->worldSize() : 1}});
+  std::vector<std::thread> threads;
+  for (int d : localDevices) threads.emplace_back([this, d] { worker(d); });
+  for (auto& t : threads) t.join();
+  at::set_num_threads(hw);
+  setBlasThreads(hw);
+
+  RunReport r;
+  r.partition = partition_;
+  r.parameterCount = model_->parameterCount();
+  r.losses = losses_;
+  r.iterationMs = iterationMs_;
+  core::Timeline& tl = r.timeline;
+  tl.source = core::TimelineSource::Measured;
+  tl.label = sched_.name.empty() ? "run" : sched_.name;
+  tl.devices = D_;
+  tl.memory.resize(static_cast<size_t>(D_));
+  for (int d : localDevices) {
+    auto& o = ops_[static_cast<size_t>(d)];
+    tl.ops.insert(tl.ops.end(), o.begin(), o.end());
+    auto& t = transfers_[static_cast<size_t>(d)];
+    tl.transfers.insert(tl.transfers.end(), t.begin(), t.end());
+    tl.memory[static_cast<size_t>(d)] = memory_[static_cast<size_t>(d)];
+  }
+  if (!error_ && opt_.checkGradients) {
+    try {
+      gradientCheck(r);
+    } catch (const std::exception& e) {
+      fail({"engine.gradient-check", std::string("gradient check failed to run: ") + e.what(), -1, -1});
+    }
+  }
+  if (remote_) gatherRemote(r);
+  tl.complete = !error_.has_value();
+  tl.metrics = basicMetrics(tl);
+  if (error_) {
+    r.status = error_->code == "engine.cancelled" ? RunStatus::Cancelled : RunStatus::Failed;
+    core::Diagnostic d = core::makeError(error_->code, error_->message);
+    if (error_->device >= 0 && error_->step >= 0) d.related.push_back({error_->device, error_->step});
+    r.diagnostics.push_back(d);
+    tl.diagnostics.push_back(d);
+    emit({{"type", "error"}, {"code", error_->code}, {"message", error_->message}, {"device", error_->device},
+          {"step", error_->step}});
+  }
+  nlohmann::json fin{{"type", "finished"}, {"status", runStatusName(r.status)}, {"losses", r.losses},
+                     {"iteration_ms", r.iterationMs}, {"makespan_ms", tl.metrics.makespan},
+                     {"bubble_ratio", tl.metrics.bubbleRatio}};
+  if (r.gradients.ran)
+    fin["gradient_check"] = {{"passed", r.gradients.passed},
+                             {"max_relative_error", r.gradients.maxRelativeError},
+                             {"worst_parameter", r.gradients.worstParameter},
+                             {"loss_relative_error", r.gradients.lossRelativeError},
+                             {"tolerance", r.gradients.tolerance}};
+  if (rank_ == 0) emit(fin);
+  return r;
+}
+
+}  // namespace
+
+core::Result<RunReport> runSchedule(const core::Schedule& schedule, const RunOptions& options) {
+  Run run(schedule, options);
+  try {
+    return run.execute();
+  } catch (const c10::Error& e) {
+    return core::makeError("engine.torch", e.what_without_backtrace());
+  } catch (const std::exception& e) {
+    return core::makeError("engine.internal", e.what());
+  }
+}
+
+bool cudaCompiled() {
+#ifdef PIPESTUDIO_HAVE_CUDA
+  return true;
+#else
+  return false;
+#endif
+}
+
+bool cudaAvailable() { return cudaCompiled() && at::hasCUDA(); }
+
+}  // namespace ps::engine

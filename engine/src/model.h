@@ -1,0 +1,103 @@
+#pragma once
+// Built-in models as lists of layers (private to the engine: torch types allowed here).
+// Linear layers are our own so the weight-gradient matmuls can be deferred: the backward
+// pass (I) computes only dX = dY·W through autograd and keeps (X, dY); W later computes
+// dW = dYᵀ·X and db = Σ dY. Every other parameter gets its gradient from autograd in I.
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "pipestudio/engine/engine.h"
+
+namespace ps::engine::detail {
+
+// A tensor the engine keeps for a backward; OFFLOAD moves it to host memory and RELOAD back.
+struct Slot {
+  at::Tensor t;
+  bool offloaded = false;
+};
+
+// What one forward (one stage, one micro-batch) leaves for its backward.
+struct Stash {
+  at::Tensor input;   // the stage input (a leaf; requires grad for float inputs)
+  at::Tensor output;  // the stage output, or the loss on the last stage, with its graph
+  bool hasGraph = false;
+  std::vector<std::shared_ptr<Slot>> slots;  // inputs saved by linear layers
+  std::shared_ptr<Slot> inputSlot;           // the stage input as the engine keeps it (for R)
+  std::int64_t deviceBytes() const;
+  std::int64_t hostBytes() const;
+};
+
+struct ForwardCtx {
+  int microbatch = -1;     // -1: the whole-batch reference pass
+  Stash* stash = nullptr;  // where linear layers keep their inputs
+};
+
+class Linear {
+ public:
+  Linear(std::string name, int64_t in, int64_t out, at::Generator& gen, const at::TensorOptions& opt);
+  at::Tensor forward(const at::Tensor& x, ForwardCtx& ctx);
+  // W: weight gradients of one micro-batch's deferred (X, dY) pairs. Returns false when none.
+  bool weightGrad(int microbatch);
+  std::int64_t pendingBytes() const;
+  void zeroGrad();
+  void clearPending() { pending_.clear(); }
+
+  std::string name;
+  at::Tensor weight, bias;          // plain tensors: autograd never computes their grads
+  at::Tensor gradWeight, gradBias;  // accumulated by B or W
+  bool deferWeightGrad = false;     // set by the executor around I (true) and B (false)
+
+ private:
+  void onOutputGrad(const std::shared_ptr<Slot>& x, int microbatch, const at::Tensor& dy);
+  void accumulate(const at::Tensor& x, const at::Tensor& dy);
+  int64_t in_, out_;
+  std::map<int, std::vector<std::pair<at::Tensor, at::Tensor>>> pending_;
+};
+
+struct NamedParam {
+  std::string name;
+  at::Tensor value;
+};
+
+class Layer {
+ public:
+  virtual ~Layer() = default;
+  virtual at::Tensor forward(const at::Tensor& x, ForwardCtx& ctx) = 0;
+  std::string name;
+  std::vector<Linear*> linears;         // owned below, listed for W and gradients
+  std::vector<NamedParam> params;       // autograd parameters (LayerNorm, embeddings)
+  std::vector<std::unique_ptr<Linear>> owned;
+  Linear* addLinear(const std::string& n, int64_t in, int64_t out, at::Generator& gen, const at::TensorOptions& opt);
+};
+
+class Model {
+ public:
+  static std::unique_ptr<Model> build(const ModelSpec& spec, std::uint64_t seed, int microbatchSize, int microbatches);
+
+  ModelSpec spec;
+  int microbatchSize = 1;
+  int microbatches = 1;
+  at::TensorOptions options;
+  std::vector<std::unique_ptr<Layer>> layers;
+  at::Tensor inputs, targets;  // the whole batch; micro-batch m is rows [m·b, (m+1)·b)
+
+  at::Tensor microInput(int m) const;
+  at::Tensor microTarget(int m) const;
+  // Mean loss of a batch of outputs against its targets, times scale.
+  at::Tensor loss(const at::Tensor& output, const at::Tensor& target, double scale) const;
+  // Shape of what crosses a stage boundary (activation and its gradient) for b samples.
+  std::vector<int64_t> boundaryShape(int b) const;
+  bool inputIsFloat() const { return spec.kind == "mlp"; }
+  std::int64_t parameterCount() const;
+
+  // Gradients (name, tensor) of the layers [first, last); undefined grads read as zeros.
+  std::vector<NamedParam> gradients(int first, int last) const;
+  void zeroGrad();
+};
+
+}  // namespace ps::engine::detail

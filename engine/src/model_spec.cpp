@@ -1,0 +1,101 @@
+// Model spec strings and fault-injection strings: plain parsing, no torch.
+#include <charconv>
+#include <string>
+
+#include "pipestudio/engine/engine.h"
+
+namespace ps::engine {
+
+namespace {
+core::Diagnostic specError(const std::string& msg) { return core::makeError("engine.model-spec", msg); }
+
+bool parseInt(std::string_view s, int& out) {
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+  return ec == std::errc() && p == s.data() + s.size();
+}
+}  // namespace
+
+core::Result<ModelSpec> parseModelSpec(std::string_view spec) {
+  ModelSpec m;
+  std::string_view kind = spec;
+  std::string_view rest;
+  if (auto colon = spec.find(':'); colon != std::string_view::npos) {
+    kind = spec.substr(0, colon);
+    rest = spec.substr(colon + 1);
+  }
+  if (kind != "mlp" && kind != "gpt")
+    return specError("unknown model '" + std::string(kind) + "' (built-in models: mlp, gpt)");
+  m.kind = std::string(kind);
+  if (m.kind == "mlp") m.hidden = 64;
+  while (!rest.empty()) {
+    auto comma = rest.find(',');
+    std::string_view item = rest.substr(0, comma);
+    rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
+    if (item.empty()) continue;
+    auto eq = item.find('=');
+    if (eq == std::string_view::npos)
+      return specError("model option '" + std::string(item) + "' needs a value (key=value)");
+    std::string key(item.substr(0, eq));
+    std::string_view val = item.substr(eq + 1);
+    if (key == "dtype") {
+      if (val != "f32" && val != "f64") return specError("dtype must be f32 or f64, got '" + std::string(val) + "'");
+      m.dtype = std::string(val);
+      continue;
+    }
+    int v = 0;
+    if (!parseInt(val, v) || v < 1)
+      return specError("model option " + key + " needs a positive integer, got '" + std::string(val) + "'");
+    if (key == "layers") m.layers = v;
+    else if (key == "hidden") m.hidden = v;
+    else if (key == "heads" && m.kind == "gpt") m.heads = v;
+    else if (key == "seq" && m.kind == "gpt") m.seq = v;
+    else if (key == "vocab" && m.kind == "gpt") m.vocab = v;
+    else if (key == "ffn" && m.kind == "gpt") m.ffn = v;
+    else return specError("unknown option '" + key + "' for model " + m.kind);
+  }
+  if (m.kind == "gpt" && m.hidden % m.heads != 0)
+    return specError("gpt hidden (" + std::to_string(m.hidden) + ") must be a multiple of heads (" +
+                     std::to_string(m.heads) + ")");
+  return m;
+}
+
+std::string modelSpecToString(const ModelSpec& m) {
+  std::string s = m.kind + ":layers=" + std::to_string(m.layers) + ",hidden=" + std::to_string(m.hidden);
+  if (m.kind == "gpt")
+    s += ",heads=" + std::to_string(m.heads) + ",seq=" + std::to_string(m.seq) + ",vocab=" + std::to_string(m.vocab) +
+         ",ffn=" + std::to_string(m.ffn);
+  if (m.dtype != "f32") s += ",dtype=" + m.dtype;
+  return s;
+}
+
+int modelLayerCount(const ModelSpec& m) { return m.kind == "gpt" ? m.layers + 2 : m.layers; }
+
+std::vector<std::string> modelLayerNames(const ModelSpec& m) {
+  std::vector<std::string> names;
+  if (m.kind == "gpt") names.emplace_back("embedding");
+  for (int i = 0; i < m.layers; ++i) names.push_back("block" + std::to_string(i));
+  if (m.kind == "gpt") names.emplace_back("head");
+  return names;
+}
+
+core::Result<FaultInjection> parseFaultInjection(std::string_view text) {
+  auto colon = text.find(':');
+  if (colon == std::string_view::npos)
+    return core::makeError("engine.fault", "fault must look like KIND:OP, e.g. throw:B1@s1");
+  FaultInjection f{std::string(text.substr(0, colon)), std::string(text.substr(colon + 1))};
+  if (f.kind != "throw" && f.kind != "nan" && f.kind != "drop")
+    return core::makeError("engine.fault", "fault kind must be throw, nan or drop, got '" + f.kind + "'");
+  if (f.op.empty()) return core::makeError("engine.fault", "fault names no op");
+  return f;
+}
+
+std::string_view runStatusName(RunStatus s) {
+  switch (s) {
+    case RunStatus::Finished: return "finished";
+    case RunStatus::Failed: return "failed";
+    case RunStatus::Cancelled: return "cancelled";
+  }
+  return "failed";
+}
+
+}  // namespace ps::engine

@@ -1,0 +1,277 @@
+// The executor on CPU threads: gradients equal the unpipelined model's for every schedule
+// shape (B, split I/W, interleaved placement, recompute, offload), measured timelines keep
+// the schedule's order and dependencies, and failures stop the run naming the op.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <map>
+#include <thread>
+
+#include "pipestudio/engine/engine.h"
+#include "schedules.h"
+
+using namespace ps::engine;
+using namespace ps::engine::testing;
+using ps::core::OpKind;
+
+namespace {
+
+RunOptions smallOptions(const std::string& model) {
+  RunOptions o;
+  o.model = parseModelSpec(model).value();
+  o.microbatchSize = 2;
+  o.checkGradients = true;
+  o.timeoutSeconds = 20;
+  o.threads = 1;
+  return o;
+}
+
+RunReport runOk(const ps::core::Schedule& s, const RunOptions& o) {
+  auto r = runSchedule(s, o);
+  EXPECT_TRUE(r.ok()) << (r.ok() ? "" : ps::core::formatDiagnostics(r.errors()));
+  if (!r.ok()) return {};
+  EXPECT_EQ(r->status, RunStatus::Finished) << (r->diagnostics.empty() ? "" : r->diagnostics[0].message);
+  return std::move(r).value();
+}
+
+void expectExactGradients(const RunReport& r) {
+  ASSERT_TRUE(r.gradients.ran);
+  EXPECT_TRUE(r.gradients.passed) << "worst " << r.gradients.worstParameter << " rel " << r.gradients.maxRelativeError
+                                  << ", loss rel " << r.gradients.lossRelativeError;
+  EXPECT_LE(r.gradients.maxRelativeError, 1e-5);
+  EXPECT_LE(r.gradients.lossRelativeError, 1e-5);
+  EXPECT_FALSE(r.gradients.parameters.empty());
+  EXPECT_GT(r.gradients.lossReference, 0.0);
+}
+
+// Every F(s,m) with s > 0 starts after F(s-1,m) ends; every B/I(s,m) after B/I(s+1,m).
+void expectDependenciesHold(const ps::core::Schedule& s, const RunReport& r) {
+  std::map<std::tuple<int, int, int>, std::pair<double, double>> at;
+  for (const auto& op : r.timeline.ops) {
+    int k = static_cast<int>(op.op.kind == OpKind::I ? OpKind::B : op.op.kind);
+    at[{k, op.op.stage, op.op.microbatch}] = {op.start, op.end};
+  }
+  const int S = s.pipeline.stages, M = s.pipeline.microbatches;
+  const int F = static_cast<int>(OpKind::F), B = static_cast<int>(OpKind::B);
+  for (int st = 0; st < S; ++st)
+    for (int m = 0; m < M; ++m) {
+      ASSERT_TRUE(at.count(std::make_tuple(F, st, m)));
+      ASSERT_TRUE(at.count(std::make_tuple(B, st, m)));
+      auto get = [&](int k, int stage) { return at[std::make_tuple(k, stage, m)]; };
+      if (st > 0) { EXPECT_GE(get(F, st).first, get(F, st - 1).second); }
+      if (st + 1 < S) { EXPECT_GE(get(B, st).first, get(B, st + 1).second); }
+      EXPECT_GE(get(B, st).first, get(F, st).second);
+    }
+}
+
+}  // namespace
+
+TEST(ModelSpec, ParsesKeysAndRejectsUnknownOnes) {
+  auto g = parseModelSpec("gpt:layers=8,hidden=256,heads=4,seq=128,vocab=1000");
+  ASSERT_TRUE(g.ok());
+  EXPECT_EQ(g->kind, "gpt");
+  EXPECT_EQ(g->layers, 8);
+  EXPECT_EQ(g->hidden, 256);
+  EXPECT_EQ(g->seq, 128);
+  EXPECT_EQ(modelLayerCount(*g), 10);  // embedding + 8 blocks + head
+  EXPECT_EQ(modelLayerNames(*g).front(), "embedding");
+  EXPECT_EQ(modelLayerNames(*g).back(), "head");
+  auto m = parseModelSpec("mlp:layers=3,hidden=32");
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(modelLayerCount(*m), 3);
+  EXPECT_FALSE(parseModelSpec("resnet").ok());
+  EXPECT_FALSE(parseModelSpec("mlp:heads=2").ok());
+  EXPECT_FALSE(parseModelSpec("gpt:hidden=30,heads=4").ok());
+  EXPECT_FALSE(parseModelSpec("mlp:layers=zero").ok());
+}
+
+TEST(Executor, GPipeMlpGradientsEqualUnpipelined) {
+  auto s = gpipe(2, 3);
+  auto r = runOk(s, smallOptions("mlp:layers=4,hidden=16"));
+  expectExactGradients(r);
+  EXPECT_EQ(r.timeline.source, ps::core::TimelineSource::Measured);
+  EXPECT_EQ(r.timeline.ops.size(), s.opCount());
+  expectDependenciesHold(s, r);
+}
+
+TEST(Executor, OneFOneBGptGradientsEqualUnpipelined) {
+  auto s = oneFOneB(3, 4);
+  auto r = runOk(s, smallOptions("gpt:layers=2,hidden=16,heads=2,seq=8,vocab=32"));
+  expectExactGradients(r);
+  expectDependenciesHold(s, r);
+  // Embedding and LM head are layers of their own: 4 layers over 3 stages.
+  int sum = 0;
+  for (int n : r.partition) sum += n;
+  EXPECT_EQ(sum, 4);
+}
+
+TEST(Executor, SplitBackwardDefersWeightGradientsToW) {
+  auto s = oneFOneB(2, 4, /*splitBackward=*/true);
+  auto o = smallOptions("gpt:layers=2,hidden=16,heads=2,seq=8,vocab=32");
+  auto r = runOk(s, o);
+  expectExactGradients(r);
+  // Deferred (X, dY) pairs are held from I until W: memory after the last I is above zero
+  // and drops back when the Ws have run.
+  for (int d = 0; d < 2; ++d) {
+    const auto& mem = r.timeline.memory[d];
+    ASSERT_FALSE(mem.empty());
+    double lastI = 0;
+    for (const auto& op : r.timeline.ops)
+      if (op.device == d && op.op.kind == OpKind::I) lastI = std::max(lastI, op.end);
+    std::int64_t atLastI = 0;
+    for (const auto& smp : mem)
+      if (smp.time <= lastI) atLastI = smp.bytes;
+    EXPECT_GT(atLastI, 0) << "device " << d;
+    EXPECT_EQ(mem.back().bytes, 0) << "device " << d;
+  }
+}
+
+TEST(Executor, ExplicitPartitionAndInterleavedPlacement) {
+  auto s = loopedBfs(2, 2);
+  auto o = smallOptions("gpt:layers=3,hidden=16,heads=2,seq=4,vocab=16");
+  o.partition = {2, 1, 1, 1};
+  auto r = runOk(s, o);
+  expectExactGradients(r);
+  EXPECT_EQ(r.partition, (std::vector<int>{2, 1, 1, 1}));
+}
+
+TEST(Executor, RecomputeKeepsGradientsExact) {
+  auto s = withRecompute(oneFOneB(2, 3));
+  auto r = runOk(s, smallOptions("mlp:layers=4,hidden=16"));
+  expectExactGradients(r);
+  EXPECT_EQ(r.timeline.ops.size(), s.opCount());
+}
+
+TEST(Executor, RecomputeWithSplitBackward) {
+  auto s = withRecompute(oneFOneB(2, 3, true));
+  auto r = runOk(s, smallOptions("gpt:layers=2,hidden=16,heads=2,seq=4,vocab=16"));
+  expectExactGradients(r);
+}
+
+TEST(Executor, OffloadReloadKeepsGradientsExactAndFreesDeviceMemory) {
+  auto plain = gpipe(2, 3);
+  auto s = withOffload(plain);
+  auto o = smallOptions("mlp:layers=4,hidden=32");
+  auto base = runOk(plain, o);
+  auto r = runOk(s, o);
+  expectExactGradients(r);
+  // GPipe holds every micro-batch's stash at the F/B turn; offloading moves them off.
+  auto peak = [](const RunReport& rep, int d) {
+    std::int64_t p = 0;
+    for (const auto& smp : rep.timeline.memory[d]) p = std::max(p, smp.bytes);
+    return p;
+  };
+  for (int d = 0; d < 2; ++d) EXPECT_LT(peak(r, d), peak(base, d)) << "device " << d;
+}
+
+TEST(Executor, OffloadWithRecompute) {
+  auto s = withOffload(withRecompute(gpipe(2, 2)));
+  auto r = runOk(s, smallOptions("gpt:layers=2,hidden=16,heads=2,seq=4,vocab=16"));
+  expectExactGradients(r);
+}
+
+TEST(Executor, WarmupIterationsAreLeftOutOfTheTimeline) {
+  auto s = gpipe(2, 2);
+  auto o = smallOptions("mlp:layers=2,hidden=16");
+  o.warmup = 2;
+  o.iterations = 3;
+  std::vector<std::string> events;
+  o.events = [&](const std::string& line) { events.push_back(line); };
+  auto r = runOk(s, o);
+  EXPECT_EQ(r.iterationMs.size(), 3u);
+  EXPECT_EQ(r.losses.size(), 5u);
+  // Without an optimizer step, every iteration computes the same loss.
+  for (double l : r.losses) EXPECT_NEAR(l, r.losses.front(), 1e-6);
+  EXPECT_EQ(r.timeline.ops.size(), s.opCount());
+  size_t opEvents = 0;
+  for (const auto& e : events)
+    if (e.find("\"type\":\"op\"") != std::string::npos) ++opEvents;
+  EXPECT_EQ(opEvents, 3 * s.opCount());
+  EXPECT_NE(events.front().find("\"protocol_version\":1"), std::string::npos);
+  EXPECT_NE(events.back().find("\"type\":\"finished\""), std::string::npos);
+}
+
+TEST(Executor, RefusesSchedulesItCannotRun) {
+  auto s = gpipe(2, 2);
+  s.devices[1].pop_back();  // B1@s1 missing
+  auto r = runSchedule(s, smallOptions("mlp:layers=2,hidden=8"));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("micro-batch 1 of stage 1"), std::string::npos) << r.error().message;
+
+  auto o = smallOptions("mlp:layers=3,hidden=8");
+  o.partition = {1, 1};
+  EXPECT_FALSE(runSchedule(gpipe(2, 2), o).ok());  // sums to 2 of 3 layers
+  auto c = smallOptions("mlp:layers=2,hidden=8");
+  c.device = "cuda";
+  if (!cudaAvailable()) {
+    auto rc = runSchedule(gpipe(2, 2), c);
+    ASSERT_FALSE(rc.ok());
+    EXPECT_NE(rc.error().message.find("cuda"), std::string::npos);
+  }
+}
+
+TEST(ExecutorFailure, ExceptionInOneWorkerStopsAllAndNamesTheOp) {
+  auto s = oneFOneB(3, 4);
+  auto o = smallOptions("mlp:layers=3,hidden=16");
+  o.checkGradients = false;
+  o.fault = parseFaultInjection("throw:B1@s1").value();
+  auto t0 = std::chrono::steady_clock::now();
+  auto r = runSchedule(s, o);
+  auto secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->status, RunStatus::Failed);
+  ASSERT_FALSE(r->diagnostics.empty());
+  EXPECT_NE(r->diagnostics[0].message.find("device 1 at B1@s1"), std::string::npos) << r->diagnostics[0].message;
+  EXPECT_FALSE(r->timeline.complete);
+  EXPECT_FALSE(r->timeline.ops.empty());           // partial timeline kept
+  EXPECT_LT(r->timeline.ops.size(), s.opCount());  // and it is partial
+  EXPECT_LT(secs, 5.0);
+}
+
+TEST(ExecutorFailure, NanIsCaughtAtTheOpThatProducedIt) {
+  auto s = gpipe(2, 2);
+  auto o = smallOptions("mlp:layers=2,hidden=8");
+  o.fault = parseFaultInjection("nan:F1@s0").value();
+  auto r = runSchedule(s, o);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->status, RunStatus::Failed);
+  EXPECT_EQ(r->diagnostics[0].code, "engine.nan");
+  EXPECT_NE(r->diagnostics[0].message.find("device 0 at F1@s0"), std::string::npos) << r->diagnostics[0].message;
+}
+
+TEST(ExecutorFailure, MissingTransferTimesOutNamingOpAndPeer) {
+  auto s = gpipe(2, 2);
+  auto o = smallOptions("mlp:layers=2,hidden=8");
+  o.timeoutSeconds = 0.5;
+  o.fault = parseFaultInjection("drop:F0@s0").value();
+  auto t0 = std::chrono::steady_clock::now();
+  auto r = runSchedule(s, o);
+  auto secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->status, RunStatus::Failed);
+  EXPECT_EQ(r->diagnostics[0].code, "engine.timeout");
+  const auto& msg = r->diagnostics[0].message;
+  EXPECT_NE(msg.find("device 1 at F0@s1"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("device 0"), std::string::npos) << msg;
+  EXPECT_LT(secs, 5.0);
+}
+
+TEST(ExecutorFailure, CancelStopsTheRun) {
+  auto s = gpipe(2, 4);
+  auto o = smallOptions("mlp:layers=2,hidden=64");
+  o.checkGradients = false;
+  o.iterations = 100000;
+  std::atomic<bool> cancel{false};
+  o.cancel = &cancel;
+  std::thread stopper([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    cancel = true;
+  });
+  auto t0 = std::chrono::steady_clock::now();
+  auto r = runSchedule(s, o);
+  stopper.join();
+  auto secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->status, RunStatus::Cancelled);
+  EXPECT_LT(secs, 5.0);
+}
