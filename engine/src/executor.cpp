@@ -45,9 +45,11 @@ std::optional<Envelope> Mailbox::take(const MessageKey& key, Clock::time_point d
       box_.erase(it);
       return e;
     }
-    if (stop.load() || (cancel && cancel->load())) throw Aborted{};
+    // Deadline before stop: of two waits that both ran out, each reports its own timeout
+    // and the run keeps the one that started first (the root cause).
     auto now = Clock::now();
     if (now >= deadline) return std::nullopt;
+    if (stop.load() || (cancel && cancel->load())) throw Aborted{};
     // Wake at least every 50 ms: a cancel flag set by a signal handler notifies nobody.
     cv_.wait_until(lock, std::min(deadline, now + std::chrono::milliseconds(50)));
   }
@@ -74,8 +76,10 @@ using detail::Model;
 using detail::Stash;
 
 struct OpFailure : std::runtime_error {
-  OpFailure(std::string code_, const std::string& msg) : std::runtime_error(msg), code(std::move(code_)) {}
+  OpFailure(std::string code_, const std::string& msg, double waitStart_ = -1)
+      : std::runtime_error(msg), code(std::move(code_)), waitStart(waitStart_) {}
   std::string code;
+  double waitStart;  // timeouts: when the wait began
 };
 
 double msBetween(Clock::time_point a, Clock::time_point b) {
@@ -173,6 +177,7 @@ struct ErrorInfo {
   std::string message;
   int device = -1;
   int step = -1;
+  double waitStart = -1;  // timeouts: when the wait began
 };
 
 class Run {
@@ -249,7 +254,8 @@ void Run::emit(const nlohmann::json& j) {
 void Run::fail(ErrorInfo e) {
   {
     std::lock_guard lock(errMu_);
-    if (!error_) error_ = e;
+    const bool earlierTimeout = error_ && error_->waitStart >= 0 && e.waitStart >= 0 && e.waitStart < error_->waitStart;
+    if (!error_ || earlierTimeout) error_ = e;
   }
   stop_ = true;
   mailbox_.wakeAll();
@@ -331,11 +337,11 @@ at::Tensor Run::receive(int device, const Op& op, const MessageKey& key, int src
   const auto timeout = std::chrono::milliseconds(static_cast<long>(opt_.timeoutSeconds * 1000));
   const char* what = key.kind == 0 ? "the activation" : "the gradient";
   Op producer{key.kind == 0 ? OpKind::F : OpKind::B, srcStage, key.microbatch};
-  auto timedOut = [&]() {
+  auto timedOut = [&, start = nowMs()]() {
     return OpFailure("engine.timeout", std::string("timed out after ") + std::to_string(opt_.timeoutSeconds) +
                                            " s waiting for " + what + " of micro-batch " +
                                            std::to_string(key.microbatch) + " from stage " + std::to_string(srcStage) +
-                                           " on device " + std::to_string(srcDevice));
+                                           " on device " + std::to_string(srcDevice), start);
   };
   const double start = nowMs();
   if (local(srcDevice)) {
@@ -519,7 +525,7 @@ void Run::runIteration(int device, int iteration) {
         throw;
       } catch (const OpFailure& e) {
         fail({e.code, "device " + std::to_string(device) + " at " + opName(op) + ": " + e.what(), device,
-              static_cast<int>(i)});
+              static_cast<int>(i), e.waitStart});
         throw Aborted{};
       } catch (const c10::Error& e) {
         fail({"engine.torch", "device " + std::to_string(device) + " at " + opName(op) + ": " + e.what_without_backtrace(),
