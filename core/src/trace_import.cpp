@@ -174,8 +174,26 @@ struct RawRange {
   int rank = -1;  // known from the event itself (own traces' args, args.rank)
 };
 
+// A transfer of our own export (cat "comm", with src/dst/producer_op/consumer_op args).
+struct RawTransfer {
+  Transfer transfer;  // times in us until resolved
+};
+
+// A memory sample: our own "memory" counter, or torch.profiler's "[memory]" instant events
+// ("Total Allocated" after each allocation; Device Type 1 = CUDA).
+struct RawMemory {
+  size_t file = 0;
+  long long pid = 0;
+  bool gpu = false;
+  int rank = -1;
+  double timeUs = 0;
+  std::int64_t bytes = 0;
+};
+
 struct FileScan {
   std::optional<int> fileRank;
+  std::optional<bool> complete;  // our own traces say whether the timeline was complete
+  std::string label;
   std::map<long long, int> pidRank;  // from process metadata
   std::optional<long long> baseTimeNs;
   bool own = false;
@@ -210,6 +228,8 @@ bool looksLikeOwnTrace(const json& top, const json& events) {
 
 struct Collector {
   std::vector<RawRange> ranges;
+  std::vector<RawTransfer> transfers;
+  std::vector<RawMemory> memory;
   Diagnostics diags;
   size_t ignored = 0;
   size_t warnings = 0;
@@ -258,7 +278,18 @@ std::optional<PipelineAction> actionOf(const json& e, const std::string& name, b
     a.op = *op;
     return a;
   }
+  if (auto a = parsePipelineAction(n)) return *a;
   return std::nullopt;
+}
+
+std::optional<Op> opFromArgs(const json& j) {
+  if (!j.is_object()) return std::nullopt;
+  auto k = builtinKindFromName(stringField(j, "kind"));
+  auto stage = integer(j, "stage");
+  if (!k || !stage) return std::nullopt;
+  auto mb = integer(j, "microbatch");
+  if (!mb) mb = integer(j, "mb");
+  return Op{*k, static_cast<int>(*stage), mb ? static_cast<int>(*mb) : -1};
 }
 
 Status scanFile(size_t index, const TraceFile& f, Collector& c, FileScan& scan) {
@@ -299,6 +330,11 @@ Status scanFile(size_t index, const TraceFile& f, Collector& c, FileScan& scan) 
     if (!scan.fileRank && di != top.end() && di->is_object())
       if (auto r = integer(*di, "rank"); r && *r >= 0) scan.fileRank = static_cast<int>(*r);
     if (auto b = integer(top, "baseTimeNanoseconds")) scan.baseTimeNs = *b;
+    auto od = top.find("otherData");
+    if (scan.own && od != top.end() && od->is_object()) {
+      if (auto c = od->find("complete"); c != od->end() && c->is_boolean()) scan.complete = c->get<bool>();
+      scan.label = stringField(*od, "label");
+    }
   }
   if (!scan.fileRank && !scan.own)
     if (auto r = rankIn(baseName(f.name), "rank")) scan.fileRank = *r;
@@ -359,6 +395,49 @@ Status scanFile(size_t index, const TraceFile& f, Collector& c, FileScan& scan) 
         if (r) scan.pidRank[*pid] = *r;
       }
       if (auto r = integer(*args, "rank"); r && *r >= 0) scan.pidRank[*pid] = static_cast<int>(*r);
+      continue;
+    }
+    if (ph == "C" && scan.own && name == "memory") {
+      auto ts = number(e, "ts");
+      auto args = e.find("args");
+      if (ts && args != e.end() && args->is_object())
+        if (auto b = integer(*args, "bytes"))
+          c.memory.push_back(RawMemory{index, integer(e, "pid").value_or(0), false, -1, *ts, *b});
+      continue;
+    }
+    if ((ph == "i" || ph == "I") && name == "[memory]") {
+      auto ts = number(e, "ts");
+      auto args = e.find("args");
+      if (ts && args != e.end() && args->is_object())
+        if (auto b = integer(*args, "Total Allocated")) {
+          bool gpu = integer(*args, "Device Type").value_or(0) == 1;
+          c.memory.push_back(RawMemory{index, integer(e, "pid").value_or(0), gpu, -1, *ts, *b});
+        }
+      continue;
+    }
+    if (ph == "X" && scan.own && stringField(e, "cat") == "comm") {
+      auto ts = number(e, "ts");
+      auto dur = number(e, "dur");
+      auto args = e.find("args");
+      if (ts && dur && args != e.end() && args->is_object()) {
+        auto src = integer(*args, "src");
+        auto dst = integer(*args, "dst");
+        auto prod = args->contains("producer_op") ? opFromArgs((*args)["producer_op"]) : std::nullopt;
+        auto cons = args->contains("consumer_op") ? opFromArgs((*args)["consumer_op"]) : std::nullopt;
+        if (src && dst && prod && cons) {
+          RawTransfer rt;
+          rt.transfer.srcDevice = static_cast<int>(*src);
+          rt.transfer.dstDevice = static_cast<int>(*dst);
+          rt.transfer.producer = *prod;
+          rt.transfer.consumer = *cons;
+          rt.transfer.bytes = integer(*args, "bytes").value_or(0);
+          rt.transfer.start = *ts;
+          rt.transfer.end = *ts + *dur;
+          c.transfers.push_back(rt);
+          continue;
+        }
+      }
+      ++c.ignored;
       continue;
     }
     if (ph == "X") {
@@ -476,22 +555,22 @@ Result<ImportedTrace> importChromeTraces(const std::vector<TraceFile>& files, co
   }
   bool guessedByFile = false;
   bool guessedByPid = false;
-  for (auto& r : c.ranges) {
-    const FileScan& s = scans[r.file];
-    if (s.fileRank) {
-      r.rank = *s.fileRank;
-    } else if (r.rank >= 0) {
-      // from the event's args
-    } else if (auto it = s.pidRank.find(r.pid); it != s.pidRank.end()) {
-      r.rank = it->second;
-    } else if (files.size() > 1) {
-      r.rank = static_cast<int>(r.file);
-      guessedByFile = true;
-    } else {
-      r.rank = ordinal[r.file][{r.gpu, r.pid}];
-      guessedByPid = true;
+  auto resolveRank = [&](size_t file, long long pid, bool gpu, int eventRank, bool guessing) {
+    const FileScan& s = scans[file];
+    if (s.fileRank) return *s.fileRank;
+    if (eventRank >= 0) return eventRank;
+    if (auto it = s.pidRank.find(pid); it != s.pidRank.end()) return it->second;
+    if (files.size() > 1) {
+      guessedByFile = guessedByFile || guessing;
+      return static_cast<int>(file);
     }
-  }
+    auto it = ordinal[file].find({gpu, pid});
+    if (it == ordinal[file].end()) return -1;
+    guessedByPid = guessedByPid || guessing;
+    return it->second;
+  };
+  for (auto& r : c.ranges) r.rank = resolveRank(r.file, r.pid, r.gpu, r.rank, true);
+  for (auto& m : c.memory) m.rank = resolveRank(m.file, m.pid, m.gpu, m.rank, false);
   if (guessedByFile)
     c.diags.push_back(makeWarning("trace.rank", "some files name no rank (no distributedInfo, no 'rank' in the "
                                                 "file name): ranks taken from the order of the files"));
@@ -510,6 +589,10 @@ Result<ImportedTrace> importChromeTraces(const std::vector<TraceFile>& files, co
       r.startUs += off;
       r.endUs += off;
     }
+  }
+  for (auto& m : c.memory) {
+    const FileScan& s = scans[m.file];
+    if (s.baseTimeNs && minBase) m.timeUs += static_cast<double>(*s.baseTimeNs - *minBase) / 1000.0;
   }
 
   int maxRank = -1;
@@ -594,6 +677,11 @@ Result<ImportedTrace> importChromeTraces(const std::vector<TraceFile>& files, co
   double originUs = std::numeric_limits<double>::infinity();
   for (size_t i = 0; i < merged.size(); ++i)
     if (iterOf[i] == iteration) originUs = std::min(originUs, merged[i].startUs);
+  // Our own traces keep their time axis (a simulated timeline starts at 0 by construction).
+  if (allOwn) originUs = 0;
+  double endUs = -std::numeric_limits<double>::infinity();
+  for (size_t i = 0; i < merged.size(); ++i)
+    if (iterOf[i] == iteration) endUs = std::max(endUs, merged[i].endUs);
   for (size_t i = 0; i < merged.size(); ++i) {
     if (iterOf[i] != iteration) continue;
     const RawRange& r = merged[i];
@@ -644,8 +732,53 @@ Result<ImportedTrace> importChromeTraces(const std::vector<TraceFile>& files, co
     tr.end = std::max(o.end, recv->end);
     t.transfers.push_back(tr);
   }
+  for (const auto& rt : c.transfers) {
+    Transfer tr = rt.transfer;
+    if (tr.srcDevice < 0 || tr.dstDevice < 0 || tr.srcDevice >= devices || tr.dstDevice >= devices) continue;
+    tr.start = (tr.start - originUs) / 1000.0;
+    tr.end = (tr.end - originUs) / 1000.0;
+    t.transfers.push_back(tr);
+  }
   std::sort(t.transfers.begin(), t.transfers.end(),
             [](const Transfer& a, const Transfer& b) { return a.start < b.start; });
+
+  // Memory curves: per rank, GPU samples when there are any, else host samples; for a trace
+  // of several iterations, those of the imported one (the value before it starts at 0).
+  {
+    std::vector<bool> gpuMem(static_cast<size_t>(devices), false);
+    for (const auto& m : c.memory)
+      if (m.rank >= 0 && m.rank < devices && m.gpu) gpuMem[static_cast<size_t>(m.rank)] = true;
+    std::vector<std::vector<RawMemory>> per(static_cast<size_t>(devices));
+    for (const auto& m : c.memory)
+      if (m.rank >= 0 && m.rank < devices && m.gpu == gpuMem[static_cast<size_t>(m.rank)])
+        per[static_cast<size_t>(m.rank)].push_back(m);
+    for (size_t d = 0; d < per.size(); ++d) {
+      auto& v = per[d];
+      std::stable_sort(v.begin(), v.end(), [](const RawMemory& a, const RawMemory& b) { return a.timeUs < b.timeUs; });
+      auto& curve = t.memory[d];
+      std::optional<std::int64_t> before;
+      for (const auto& m : v) {
+        if (!allOwn && m.timeUs < originUs) {
+          before = m.bytes;
+          continue;
+        }
+        if (!allOwn && m.timeUs > endUs) break;
+        if (before && (curve.empty())) curve.push_back(MemorySample{0, *before});
+        curve.push_back(MemorySample{(m.timeUs - originUs) / 1000.0, m.bytes});
+      }
+      if (curve.empty() && before) curve.push_back(MemorySample{0, *before});
+    }
+  }
+  if (allOwn) {
+    bool complete = true;
+    std::string label;
+    for (const auto& s : scans) {
+      if (s.complete && !*s.complete) complete = false;
+      if (label.empty()) label = s.label;
+    }
+    t.complete = complete;
+    if (options.label.empty() && !label.empty() && files.size() == 1) t.label = label;
+  }
 
   out.deviceSides = sides;
   t.diagnostics = std::move(c.diags);

@@ -304,15 +304,25 @@ TEST(TraceImport, BadActionNamesAndBadEventsAreWarningsNotErrors) {
 }
 
 TEST(TraceImport, OwnTraceRecognisedByMetadata) {
-  // PipeStudio export: a process per device named "device N", op slices with args.
+  // PipeStudio export (docs/formats.md): a process per device named "device N", op slices
+  // named in action notation with stage/microbatch/kind args, transfers on link tracks
+  // (cat "comm"), a memory counter, and otherData naming the generator.
   json ev = json::array();
-  ev.push_back(meta("process_name", 100, {{"name", "device 0"}}));
-  ev.push_back(meta("process_name", 101, {{"name", "device 1"}}));
-  ev.push_back(json{{"ph", "X"}, {"name", "F0@s0"}, {"pid", 100}, {"tid", 0}, {"ts", 0}, {"dur", 1000},
-                    {"args", {{"kind", "F"}, {"stage", 0}, {"microbatch", 0}}}});
-  ev.push_back(json{{"ph", "X"}, {"name", "F0@s1"}, {"pid", 101}, {"tid", 0}, {"ts", 1000}, {"dur", 1000}});
-  ev.push_back(json{{"ph", "C"}, {"name", "memory"}, {"pid", 100}, {"ts", 0}, {"args", {{"bytes", 5}}}});
-  json top{{"traceEvents", ev}, {"otherData", {{"generator", "PipeStudio 0.1.0"}}}};
+  ev.push_back(meta("process_name", 0, {{"name", "device 0"}}));
+  ev.push_back(meta("process_name", 1, {{"name", "device 1"}}));
+  ev.push_back(json{{"ph", "X"}, {"name", "0F0"}, {"cat", "compute"}, {"pid", 0}, {"tid", 0}, {"ts", 0}, {"dur", 1000},
+                    {"args", {{"kind", "F"}, {"stage", 0}, {"microbatch", 0}, {"mb", 0}, {"device", 0}, {"step", 0}}}});
+  ev.push_back(json{{"ph", "X"}, {"name", "1F0"}, {"cat", "compute"}, {"pid", 1}, {"tid", 0}, {"ts", 1500},
+                    {"dur", 1000}});
+  ev.push_back(json{{"ph", "X"}, {"name", "0F0->1"}, {"cat", "comm"}, {"pid", 0}, {"tid", 101}, {"ts", 1000},
+                    {"dur", 500},
+                    {"args", {{"src", 0}, {"dst", 1}, {"bytes", 4096},
+                              {"producer_op", {{"kind", "F"}, {"stage", 0}, {"microbatch", 0}}},
+                              {"consumer_op", {{"kind", "F"}, {"stage", 1}, {"microbatch", 0}}}}}});
+  ev.push_back(json{{"ph", "C"}, {"name", "memory"}, {"pid", 0}, {"ts", 0}, {"args", {{"bytes", 500}}}});
+  ev.push_back(json{{"ph", "C"}, {"name", "memory"}, {"pid", 0}, {"ts", 1000}, {"args", {{"bytes", 700}}}});
+  json top{{"traceEvents", ev},
+           {"otherData", {{"generator", "PipeStudio"}, {"label", "1f1b run 7"}, {"complete", false}}}};
   auto r = importChromeTrace(top.dump(), "plan.trace.json");
   ASSERT_TRUE(r.ok()) << formatDiagnostics(r.errors());
   EXPECT_EQ(r->format, TraceFormat::PipeStudio);
@@ -321,7 +331,41 @@ TEST(TraceImport, OwnTraceRecognisedByMetadata) {
   EXPECT_EQ(t.ops[0].device, 0);
   EXPECT_EQ(t.ops[1].device, 1);
   EXPECT_EQ(t.ops[1].op, (Op{OpKind::F, 1, 0}));
-  EXPECT_DOUBLE_EQ(t.ops[1].start, 1.0);
+  EXPECT_DOUBLE_EQ(t.ops[1].start, 1.5);
+  ASSERT_EQ(t.transfers.size(), 1u);
+  EXPECT_EQ(t.transfers[0].srcDevice, 0);
+  EXPECT_EQ(t.transfers[0].dstDevice, 1);
+  EXPECT_EQ(t.transfers[0].bytes, 4096);
+  EXPECT_EQ(t.transfers[0].consumer, (Op{OpKind::F, 1, 0}));
+  EXPECT_DOUBLE_EQ(t.transfers[0].end, 1.5);
+  ASSERT_EQ(t.memory.size(), 2u);
+  ASSERT_EQ(t.memory[0].size(), 2u);
+  EXPECT_DOUBLE_EQ(t.memory[0][1].time, 1.0);
+  EXPECT_EQ(t.memory[0][1].bytes, 700);
+  EXPECT_FALSE(t.complete);
+  EXPECT_EQ(t.label, "1f1b run 7");
+}
+
+TEST(TraceImport, TorchMemoryEventsBecomeMemoryCurves) {
+  json ev = json::array();
+  auto mem = [&](double ts, long long total, int type) {
+    ev.push_back(json{{"ph", "i"}, {"name", "[memory]"}, {"pid", 9}, {"tid", 9}, {"ts", ts}, {"s", "t"},
+                      {"args", {{"Device Type", type}, {"Device Id", 0}, {"Bytes", 1}, {"Total Allocated", total}}}});
+  };
+  mem(50, 1000, 1);    // before the iteration: the value at its start
+  mem(150, 3000, 1);
+  mem(160, 99, 0);     // host memory: ignored when the rank has GPU samples
+  mem(900, 2000, 1);   // after the iteration's last op: dropped
+  ev.push_back(x("PP:0F0", "user_annotation", 9, 1, 100, 100));
+  ev.push_back(x("PP:0B0", "user_annotation", 9, 1, 300, 200));
+  auto r = importChromeTrace(json{{"traceEvents", ev}, {"distributedInfo", {{"rank", 0}}}}.dump(), "m.json");
+  ASSERT_TRUE(r.ok()) << formatDiagnostics(r.errors());
+  const auto& curve = r->timeline.memory[0];
+  ASSERT_EQ(curve.size(), 2u);
+  EXPECT_DOUBLE_EQ(curve[0].time, 0.0);
+  EXPECT_EQ(curve[0].bytes, 1000);
+  EXPECT_DOUBLE_EQ(curve[1].time, 0.05);
+  EXPECT_EQ(curve[1].bytes, 3000);
 }
 
 TEST(TraceImport, ScheduleFromTimelineRebuildsOrderAndPairs) {
