@@ -43,11 +43,12 @@ int runValidate(const std::vector<std::string>& argv) {
   const std::string name = path == "-" ? "<stdin>" : path;
 
   Result<Schedule> schedule = Diagnostics{};
+  CsvStepLocations cells;
   if (format == "csv") {
     if (!args.values("--set").empty()) return usage("--set applies to .pipe files only");
     CsvReadOptions o;
     o.filename = name;
-    schedule = readPytorchCsv(text, o);
+    schedule = readPytorchCsv(text, o, &cells);
   } else {
     DslOptions o;
     o.filename = name;
@@ -60,9 +61,18 @@ int runValidate(const std::vector<std::string>& argv) {
     return ps::cli::kExitInvalid;
   }
   ValidationReport report = validateSchedule(*schedule);
-  for (auto& d : report.diagnostics)
-    if (d.location.file.empty()) d.location.file = name;
-  if (!report.diagnostics.empty()) std::cerr << formatDiagnostics(report.diagnostics);
+  for (auto& d : report.diagnostics) {
+    if (!d.location.file.empty()) continue;
+    d.location.file = name;
+    // CSV: point at the cell of the first op the diagnostic is about.
+    if (!d.related.empty()) {
+      const OpRef& r = d.related.front();
+      if (r.device >= 0 && static_cast<size_t>(r.device) < cells.size() && r.step >= 0 &&
+          static_cast<size_t>(r.step) < cells[static_cast<size_t>(r.device)].size())
+        d.location = cells[static_cast<size_t>(r.device)][static_cast<size_t>(r.step)];
+    }
+  }
+  if (!report.diagnostics.empty()) std::cerr << formatDiagnostics(report.diagnostics, &text);
   if (!report.valid()) return ps::cli::kExitInvalid;
   const Pipeline& p = schedule->pipeline;
   std::cout << name << ": valid (" << p.devices << " devices, " << p.stages << " stages, " << p.microbatches

@@ -115,6 +115,10 @@ bool parseInt(std::string_view s, int& out) {
 }  // namespace
 
 Result<Schedule> readPytorchCsv(std::string_view text, const CsvReadOptions& options) {
+  return readPytorchCsv(text, options, nullptr);
+}
+
+Result<Schedule> readPytorchCsv(std::string_view text, const CsvReadOptions& options, CsvStepLocations* locations) {
   Diagnostics errors;
   const int maxErrors = std::max(1, options.maxErrors);
   auto fail = [&](int line, int col, const std::string& msg, std::string hint = {}) {
@@ -308,6 +312,12 @@ Result<Schedule> readPytorchCsv(std::string_view text, const CsvReadOptions& opt
     auto& out = s.devices[static_cast<size_t>(d)];
     out.reserve(rows[static_cast<size_t>(d)].size());
     for (const Located& l : rows[static_cast<size_t>(d)]) out.push_back(l.step);
+  }
+  if (locations) {
+    locations->assign(static_cast<size_t>(devices), {});
+    for (int d = 0; d < devices; ++d)
+      for (const Located& l : rows[static_cast<size_t>(d)])
+        (*locations)[static_cast<size_t>(d)].push_back(SourceLocation{options.filename, l.line, l.column});
   }
   return s;
 }

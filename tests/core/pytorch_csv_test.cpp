@@ -207,3 +207,18 @@ TEST(PytorchCsv, GeneratedSchedulesRoundTripThroughComputeOnly) {
     }
   }
 }
+
+TEST(PytorchCsv, StepLocationsPointAtCells) {
+  CsvReadOptions o;
+  o.filename = "x.csv";
+  CsvStepLocations where;
+  auto r = readPytorchCsv("0F0, ,  0B0\n1F0,1B0\n", o, &where);
+  ASSERT_TRUE(r.ok());
+  ASSERT_EQ(where.size(), 2u);
+  ASSERT_EQ(where[0].size(), 2u);  // the idle cell is no step
+  EXPECT_EQ(where[0][1].file, "x.csv");
+  EXPECT_EQ(where[0][1].line, 1);
+  EXPECT_EQ(where[0][1].column, 9);
+  EXPECT_EQ(where[1][1].line, 2);
+  EXPECT_EQ(where[1][1].column, 5);
+}

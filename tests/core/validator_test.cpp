@@ -288,7 +288,10 @@ TEST(ValidateCli, ValidCsvExitsZero) {
 TEST(ValidateCli, DeadlockExitsOneWithTheCycle) {
   CliRun r = runCli("validate " + data("pytorch_deadlock.csv"));
   EXPECT_EQ(r.status, 1) << r.out;
-  EXPECT_NE(r.out.find("error: deadlock: device 0 waits at B0@s0 for B0@s1 on device 1"), std::string::npos) << r.out;
+  // Pointed at the cell of the stuck op (row 1, cell 0B0 at column 5).
+  EXPECT_NE(r.out.find("pytorch_deadlock.csv:1:5: error: deadlock: device 0 waits at B0@s0 for B0@s1 on device 1"),
+            std::string::npos)
+      << r.out;
 }
 
 TEST(ValidateCli, ParseErrorsExitOneAndUsageExitsTwo) {

@@ -3,6 +3,7 @@
 // empty cell = idle step.
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "pipestudio/core/schedule.h"
 
@@ -18,6 +19,11 @@ struct CsvReadOptions {
 
 // Stage -> rank inferred from the rows; diagnostics point at row and cell (line:col).
 Result<Schedule> readPytorchCsv(std::string_view text, const CsvReadOptions& options = {});
+
+// Where each step of the returned schedule came from: [device][step] -> file:line:col of its
+// cell, so that validator diagnostics (which name OpRefs) can point at cells.
+using CsvStepLocations = std::vector<std::vector<SourceLocation>>;
+Result<Schedule> readPytorchCsv(std::string_view text, const CsvReadOptions& options, CsvStepLocations* locations);
 std::string writePytorchCsv(const Schedule& s, CsvFormat format = CsvFormat::ComputeOnly);
 
 }  // namespace ps::core
