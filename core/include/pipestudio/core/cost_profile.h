@@ -20,6 +20,9 @@ struct LayerCost {
   std::int64_t activationBytes = 0;   // stashed from F until freed by its backward
   std::int64_t weightBytes = 0;
   std::int64_t outputBytes = 0;       // what crosses the link to the next stage
+  // Part of activationBytes that W still needs after I (inputs of the layer's matmuls);
+  // I frees the rest. Default: half of activationBytes.
+  std::optional<std::int64_t> weightGradStashBytes;
 };
 
 struct LinkCost {
@@ -47,6 +50,9 @@ struct StageCost {
   std::int64_t outputBytes = 0;
   std::int64_t weightBytes = 0;
   std::int64_t staticBytes = 0;  // weights + gradients + optimizer state
+  std::int64_t weightGradStashBytes = 0;  // freed by W when the backward is split into I and W
+  int firstLayer = 0;            // layers [firstLayer, firstLayer + layerCount)
+  int layerCount = 0;
 };
 
 Result<CostProfile> parseCostProfile(std::string_view json, const std::string& filename = "<profile>");

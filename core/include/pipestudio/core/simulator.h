@@ -2,6 +2,7 @@
 // Event-driven simulator: a schedule + stage costs -> a predicted Timeline.
 #include <cstdint>
 #include <optional>
+#include <string_view>
 #include <vector>
 
 #include "pipestudio/core/cost_profile.h"
@@ -24,6 +25,10 @@ struct SimulationModel {
 
 Result<SimulationModel> makeSimulationModel(const Schedule& s, const CostProfile& p,
                                             const std::vector<int>& layersPerStage = {});
+
+// Evaluates a user kind's duration expression (numbers, F B I W R, + - * / and parentheses)
+// over one stage's costs; the error names the column.
+Result<double> evaluateDurationExpression(std::string_view expr, const StageCost& stage);
 
 // Always returns a Timeline for a structurally sound schedule; a stall (deadlock) gives an
 // incomplete timeline with the cycle in its diagnostics, a memory overflow a diagnostic

@@ -72,8 +72,13 @@ struct Timeline {
   bool complete = true;     // false for a stalled simulation or a failed/partial run
 };
 
+// OFFLOAD / RELOAD run on a device's copy stream beside compute: they count towards span but
+// not busy time.
+bool runsOnCopyStream(OpKind k);
+
 // Recomputes makespan, busy, span, bubble ratio, lower bound and efficiency from ops, and
-// peaks from the memory curves (peak in-flight micro-batches from F..B/W intervals).
+// peaks from the memory curves. A micro-batch is in flight on a device from the start of its
+// first F there to the end of its last B or I there (W only holds the weight-gradient share).
 TimelineMetrics computeMetrics(const Timeline& t);
 
 }  // namespace ps::core

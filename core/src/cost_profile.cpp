@@ -1,0 +1,375 @@
+#include "pipestudio/core/cost_profile.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <numeric>
+
+namespace ps::core {
+
+namespace {
+
+using nlohmann::json;
+
+// Reads typed fields of one JSON object, collecting errors that name file and JSON path.
+class FieldReader {
+ public:
+  FieldReader(const std::string& file, Diagnostics& errors) : file_(file), errors_(errors) {}
+
+  void error(const std::string& path, const std::string& what) {
+    errors_.push_back(makeError("profile.field", file_ + ": " + path + ": " + what, SourceLocation{file_, 0, 0}));
+  }
+
+  bool object(const json& j, const std::string& path) {
+    if (j.is_object()) return true;
+    error(path, "expected an object");
+    return false;
+  }
+
+  // Optional non-negative number; leaves `out` untouched when absent.
+  template <typename T>
+  bool number(const json& obj, const char* key, const std::string& path, T& out, bool required = false) {
+    auto it = obj.find(key);
+    std::string p = path.empty() ? key : path + "." + key;
+    if (it == obj.end()) {
+      if (required) error(p, "missing (expected a number)");
+      return false;
+    }
+    if (!it->is_number()) {
+      error(p, "expected a number");
+      return false;
+    }
+    double v = it->get<double>();
+    if (!std::isfinite(v) || v < 0) {
+      error(p, "expected a non-negative number");
+      return false;
+    }
+    if constexpr (std::is_integral_v<T>) {
+      if (v > 9.0e18) {
+        error(p, "number too large");
+        return false;
+      }
+      out = static_cast<T>(std::llround(v));
+    } else {
+      out = static_cast<T>(v);
+    }
+    return true;
+  }
+
+  bool string(const json& obj, const char* key, const std::string& path, std::string& out) {
+    auto it = obj.find(key);
+    if (it == obj.end()) return false;
+    if (!it->is_string()) {
+      error(path.empty() ? key : path + "." + key, "expected a string");
+      return false;
+    }
+    out = it->get<std::string>();
+    return true;
+  }
+
+ private:
+  const std::string& file_;
+  Diagnostics& errors_;
+};
+
+SourceLocation offsetToLocation(std::string_view text, size_t offset, const std::string& file) {
+  SourceLocation loc{file, 1, 1};
+  for (size_t i = 0; i < offset && i < text.size(); ++i) {
+    if (text[i] == '\n') {
+      ++loc.line;
+      loc.column = 1;
+    } else {
+      ++loc.column;
+    }
+  }
+  return loc;
+}
+
+}  // namespace
+
+Result<CostProfile> parseCostProfile(std::string_view text, const std::string& filename) {
+  json root;
+  try {
+    root = json::parse(text.begin(), text.end());
+  } catch (const json::parse_error& e) {
+    // nlohmann reports the byte after the error; point at the last byte read.
+    size_t at = e.byte > 0 ? e.byte - 1 : 0;
+    std::string what = e.what();
+    if (auto p = what.find("parse error"); p != std::string::npos) what = what.substr(p);
+    return makeError("profile.json", filename + ": invalid JSON: " + what, offsetToLocation(text, at, filename));
+  } catch (const std::exception& e) {
+    return makeError("profile.json", filename + ": invalid JSON: " + e.what(), SourceLocation{filename, 0, 0});
+  }
+
+  Diagnostics errors;
+  FieldReader r(filename, errors);
+  CostProfile p;
+  if (!r.object(root, "(root)")) return errors;
+  r.string(root, "name", "", p.name);
+  r.number(root, "optimizer_bytes_per_weight_byte", "", p.optimizerBytesPerWeightByte);
+  r.number(root, "gradient_bytes_per_weight_byte", "", p.gradientBytesPerWeightByte);
+  r.number(root, "overlap_factor", "", p.overlapFactor);
+  if (double c = 0; r.number(root, "fixed_comm_ms", "", c)) p.fixedCommMs = c;
+
+  if (auto it = root.find("device"); it != root.end() && r.object(*it, "device"))
+    r.number(*it, "memory_bytes", "device", p.deviceMemoryBytes);
+  if (auto it = root.find("link"); it != root.end() && r.object(*it, "link")) {
+    r.number(*it, "latency_ms", "link", p.link.latencyMs);
+    r.number(*it, "bandwidth_bytes_per_ms", "link", p.link.bandwidthBytesPerMs);
+  }
+  if (auto it = root.find("host"); it != root.end() && r.object(*it, "host"))
+    r.number(*it, "bandwidth_bytes_per_ms", "host", p.hostBandwidthBytesPerMs);
+
+  auto layers = root.find("layers");
+  if (layers == root.end()) {
+    r.error("layers", "missing (expected an array of layers)");
+  } else if (!layers->is_array()) {
+    r.error("layers", "expected an array");
+  } else if (layers->empty()) {
+    r.error("layers", "expected at least one layer");
+  } else {
+    for (size_t i = 0; i < layers->size(); ++i) {
+      const json& lj = (*layers)[i];
+      std::string path = "layers[" + std::to_string(i) + "]";
+      if (!r.object(lj, path)) continue;
+      LayerCost l;
+      l.name = "layer" + std::to_string(i);
+      r.string(lj, "name", path, l.name);
+      r.number(lj, "forward_ms", path, l.forwardMs, true);
+      bool hasI = r.number(lj, "backward_input_ms", path, l.backwardInputMs);
+      bool hasW = r.number(lj, "backward_weight_ms", path, l.backwardWeightMs);
+      double bwd = 0;
+      if (r.number(lj, "backward_ms", path, bwd)) {
+        // A full backward time alone splits evenly; with one part given, the other is the rest.
+        if (!hasI && !hasW) {
+          l.backwardInputMs = bwd / 2;
+          l.backwardWeightMs = bwd / 2;
+        } else if (hasI && !hasW) {
+          l.backwardWeightMs = std::max(0.0, bwd - l.backwardInputMs);
+        } else if (!hasI && hasW) {
+          l.backwardInputMs = std::max(0.0, bwd - l.backwardWeightMs);
+        }
+      } else if (!hasI && !hasW) {
+        r.error(path + ".backward_input_ms", "missing (give backward_input_ms and backward_weight_ms, or backward_ms)");
+      }
+      if (double rc = 0; r.number(lj, "recompute_ms", path, rc)) l.recomputeMs = rc;
+      r.number(lj, "activation_bytes", path, l.activationBytes);
+      r.number(lj, "weight_bytes", path, l.weightBytes);
+      r.number(lj, "output_bytes", path, l.outputBytes);
+      if (std::int64_t ws = 0; r.number(lj, "weight_grad_stash_bytes", path, ws)) {
+        if (ws > l.activationBytes)
+          r.error(path + ".weight_grad_stash_bytes", "must not exceed activation_bytes");
+        else
+          l.weightGradStashBytes = ws;
+      }
+      p.layers.push_back(std::move(l));
+    }
+  }
+  if (!errors.empty()) return errors;
+  return p;
+}
+
+std::string costProfileToJson(const CostProfile& p) {
+  json root = json::object();
+  root["name"] = p.name;
+  json layers = json::array();
+  for (const LayerCost& l : p.layers) {
+    json lj = json::object();
+    lj["name"] = l.name;
+    lj["forward_ms"] = l.forwardMs;
+    lj["backward_input_ms"] = l.backwardInputMs;
+    lj["backward_weight_ms"] = l.backwardWeightMs;
+    if (l.recomputeMs) lj["recompute_ms"] = *l.recomputeMs;
+    lj["activation_bytes"] = l.activationBytes;
+    if (l.weightGradStashBytes) lj["weight_grad_stash_bytes"] = *l.weightGradStashBytes;
+    lj["weight_bytes"] = l.weightBytes;
+    lj["output_bytes"] = l.outputBytes;
+    layers.push_back(std::move(lj));
+  }
+  root["layers"] = std::move(layers);
+  root["optimizer_bytes_per_weight_byte"] = p.optimizerBytesPerWeightByte;
+  root["gradient_bytes_per_weight_byte"] = p.gradientBytesPerWeightByte;
+  root["device"] = {{"memory_bytes", p.deviceMemoryBytes}};
+  root["link"] = {{"latency_ms", p.link.latencyMs}, {"bandwidth_bytes_per_ms", p.link.bandwidthBytesPerMs}};
+  root["host"] = {{"bandwidth_bytes_per_ms", p.hostBandwidthBytesPerMs}};
+  root["overlap_factor"] = p.overlapFactor;
+  if (p.fixedCommMs) root["fixed_comm_ms"] = *p.fixedCommMs;
+  return root.dump(2) + "\n";
+}
+
+Result<CostProfile> uniformCostProfile(std::string_view spec, int stages) {
+  if (stages < 1) return makeError("profile.uniform", "uniform cost profile needs at least one stage");
+  std::optional<double> F, B, I, W, R;
+  double overlap = 1.0;
+  std::int64_t act = 0, out = 0, weight = 0, mem = 0;
+  size_t pos = 0;
+  while (pos <= spec.size()) {
+    size_t comma = spec.find(',', pos);
+    std::string_view item = spec.substr(pos, comma == std::string_view::npos ? std::string_view::npos : comma - pos);
+    pos = comma == std::string_view::npos ? spec.size() + 1 : comma + 1;
+    if (item.empty()) continue;
+    size_t eq = item.find('=');
+    if (eq == std::string_view::npos)
+      return makeError("profile.uniform", "--cost: expected KEY=VALUE, got '" + std::string(item) + "'");
+    std::string key(item.substr(0, eq));
+    std::string val(item.substr(eq + 1));
+    double v = 0;
+    auto [ptr, ec] = std::from_chars(val.data(), val.data() + val.size(), v);
+    if (ec != std::errc() || ptr != val.data() + val.size() || !std::isfinite(v) || v < 0)
+      return makeError("profile.uniform", "--cost: " + key + ": expected a non-negative number, got '" + val + "'");
+    if (key == "F") F = v;
+    else if (key == "B") B = v;
+    else if (key == "I") I = v;
+    else if (key == "W") W = v;
+    else if (key == "R") R = v;
+    else if (key == "overlap") overlap = v;
+    else if (key == "act") act = static_cast<std::int64_t>(v);
+    else if (key == "out") out = static_cast<std::int64_t>(v);
+    else if (key == "weight") weight = static_cast<std::int64_t>(v);
+    else if (key == "mem") mem = static_cast<std::int64_t>(v);
+    else
+      return makeError("profile.uniform", "--cost: unknown key '" + key + "' (expected F, B, I, W, R, act, out, weight, mem, overlap)");
+  }
+  if (!F) return makeError("profile.uniform", "--cost: F is required, e.g. F=1,I=1,W=1");
+  double i = 0, w = 0;
+  if (I && W) {
+    i = *I, w = *W;
+  } else if (B && I) {
+    i = *I, w = std::max(0.0, *B - *I);
+  } else if (B && W) {
+    w = *W, i = std::max(0.0, *B - *W);
+  } else if (B) {
+    i = *B / 2, w = *B / 2;
+  } else if (I) {
+    i = *I;  // no W: the backward is the input part only
+  } else {
+    // Nothing about the backward: the usual 2x forward, split evenly.
+    i = *F, w = *F;
+  }
+  CostProfile p;
+  p.name = "uniform " + std::string(spec);
+  p.overlapFactor = overlap;
+  p.deviceMemoryBytes = mem;
+  for (int s = 0; s < stages; ++s) {
+    LayerCost l;
+    l.name = "stage" + std::to_string(s);
+    l.forwardMs = *F;
+    l.backwardInputMs = i;
+    l.backwardWeightMs = w;
+    if (R) l.recomputeMs = *R;
+    l.activationBytes = act;
+    l.outputBytes = out;
+    l.weightBytes = weight;
+    p.layers.push_back(std::move(l));
+  }
+  return p;
+}
+
+namespace {
+
+double layerTime(const LayerCost& l) { return l.forwardMs + l.backwardInputMs + l.backwardWeightMs; }
+
+// Contiguous partition of `costs` into exactly `parts` non-empty groups minimising the largest
+// group sum: bisection on the bound with a greedy feasibility check.
+std::vector<int> balancedPartition(const std::vector<double>& costs, int parts) {
+  const int L = static_cast<int>(costs.size());
+  auto groupsNeeded = [&](double bound) {
+    int groups = 1;
+    double sum = 0;
+    for (double c : costs) {
+      if (c > bound) return L + 1;
+      if (sum + c > bound) {
+        ++groups;
+        sum = 0;
+      }
+      sum += c;
+    }
+    return groups;
+  };
+  double lo = *std::max_element(costs.begin(), costs.end());
+  double hi = std::accumulate(costs.begin(), costs.end(), 0.0);
+  for (int it = 0; it < 100 && hi - lo > 1e-12 * std::max(1.0, hi); ++it) {
+    double mid = (lo + hi) / 2;
+    if (groupsNeeded(mid) <= parts) hi = mid;
+    else lo = mid;
+  }
+  const double bound = hi * (1 + 1e-12);
+  std::vector<int> out;
+  int count = 0;
+  double sum = 0;
+  for (int i = 0; i < L; ++i) {
+    int stagesLeftAfter = parts - static_cast<int>(out.size()) - 1;
+    bool mustSplit = count > 0 && (sum + costs[static_cast<size_t>(i)] > bound || L - i == stagesLeftAfter);
+    if (mustSplit && stagesLeftAfter > 0) {
+      out.push_back(count);
+      count = 0;
+      sum = 0;
+    }
+    ++count;
+    sum += costs[static_cast<size_t>(i)];
+  }
+  out.push_back(count);
+  return out;
+}
+
+}  // namespace
+
+Result<std::vector<int>> partitionLayers(const CostProfile& p, int stages, const std::vector<int>& layersPerStage) {
+  const int L = static_cast<int>(p.layers.size());
+  if (stages < 1) return makeError("profile.partition", "the schedule has no stages");
+  if (!layersPerStage.empty()) {
+    if (static_cast<int>(layersPerStage.size()) != stages)
+      return makeError("profile.partition", "partition lists " + std::to_string(layersPerStage.size()) +
+                                                " stages but the schedule has " + std::to_string(stages));
+    long long sum = 0;
+    for (size_t s = 0; s < layersPerStage.size(); ++s) {
+      if (layersPerStage[s] < 1)
+        return makeError("profile.partition", "partition gives stage " + std::to_string(s) + " " +
+                                                  std::to_string(layersPerStage[s]) + " layers (need at least 1)");
+      sum += layersPerStage[s];
+    }
+    if (sum != L)
+      return makeError("profile.partition", "partition covers " + std::to_string(sum) + " layers but profile '" +
+                                                p.name + "' has " + std::to_string(L));
+    return layersPerStage;
+  }
+  if (L < stages)
+    return makeError("profile.partition", "profile '" + p.name + "' has " + std::to_string(L) +
+                                              " layers, fewer than the schedule's " + std::to_string(stages) + " stages");
+  if (L == stages) return std::vector<int>(static_cast<size_t>(stages), 1);
+  std::vector<double> costs;
+  costs.reserve(p.layers.size());
+  for (const LayerCost& l : p.layers) costs.push_back(layerTime(l));
+  return balancedPartition(costs, stages);
+}
+
+Result<std::vector<StageCost>> stageCosts(const CostProfile& p, int stages, const std::vector<int>& layersPerStage) {
+  auto part = partitionLayers(p, stages, layersPerStage);
+  if (!part) return part.errors();
+  std::vector<StageCost> out(static_cast<size_t>(stages));
+  const double staticFactor = 1.0 + p.gradientBytesPerWeightByte + p.optimizerBytesPerWeightByte;
+  int layer = 0;
+  for (int s = 0; s < stages; ++s) {
+    StageCost& c = out[static_cast<size_t>(s)];
+    c.firstLayer = layer;
+    c.layerCount = (*part)[static_cast<size_t>(s)];
+    c.inputBytes = layer > 0 ? p.layers[static_cast<size_t>(layer - 1)].outputBytes : 0;
+    for (int k = 0; k < c.layerCount; ++k, ++layer) {
+      const LayerCost& l = p.layers[static_cast<size_t>(layer)];
+      c.F += l.forwardMs;
+      c.I += l.backwardInputMs;
+      c.W += l.backwardWeightMs;
+      c.R += l.recomputeMs.value_or(l.forwardMs);
+      c.activationBytes += l.activationBytes;
+      c.weightGradStashBytes += l.weightGradStashBytes.value_or(l.activationBytes / 2);
+      c.weightBytes += l.weightBytes;
+      c.outputBytes = l.outputBytes;
+    }
+    c.B = c.I + c.W;
+    c.staticBytes = static_cast<std::int64_t>(std::llround(static_cast<double>(c.weightBytes) * staticFactor));
+  }
+  return out;
+}
+
+}  // namespace ps::core
