@@ -171,6 +171,7 @@ Result<CostProfile> parseCostProfile(std::string_view text, const std::string& f
 }
 
 std::string costProfileToJson(const CostProfile& p) {
+  using json = nlohmann::ordered_json;  // fields in the documented order
   json root = json::object();
   root["name"] = p.name;
   json layers = json::array();
@@ -190,9 +191,9 @@ std::string costProfileToJson(const CostProfile& p) {
   root["layers"] = std::move(layers);
   root["optimizer_bytes_per_weight_byte"] = p.optimizerBytesPerWeightByte;
   root["gradient_bytes_per_weight_byte"] = p.gradientBytesPerWeightByte;
-  root["device"] = {{"memory_bytes", p.deviceMemoryBytes}};
-  root["link"] = {{"latency_ms", p.link.latencyMs}, {"bandwidth_bytes_per_ms", p.link.bandwidthBytesPerMs}};
-  root["host"] = {{"bandwidth_bytes_per_ms", p.hostBandwidthBytesPerMs}};
+  root["device"] = json{{"memory_bytes", p.deviceMemoryBytes}};
+  root["link"] = json{{"latency_ms", p.link.latencyMs}, {"bandwidth_bytes_per_ms", p.link.bandwidthBytesPerMs}};
+  root["host"] = json{{"bandwidth_bytes_per_ms", p.hostBandwidthBytesPerMs}};
   root["overlap_factor"] = p.overlapFactor;
   if (p.fixedCommMs) root["fixed_comm_ms"] = *p.fixedCommMs;
   return root.dump(2) + "\n";

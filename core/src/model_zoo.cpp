@@ -59,6 +59,10 @@ std::vector<LayerEstimate> transformerLayerEstimates(const TransformerConfig& c)
   emb.activationBytes = 4 * b * s + b * s * h;  // token ids (int32) + dropout mask
   emb.weightGradStashBytes = 4 * b * s;         // the ids drive the gradient scatter
   emb.outputBytes = b * s * h * dt;
+  // A gather forward, nothing to propagate to the token ids, a scatter-add of the rows.
+  emb.forwardTraffic = 2 * b * s * h * dt;
+  emb.backwardInputTraffic = 0;
+  emb.backwardWeightTraffic = 2 * b * s * h * dt;
   out.push_back(emb);
 
   for (int i = 0; i < c.layers; ++i) {
@@ -70,10 +74,13 @@ std::vector<LayerEstimate> transformerLayerEstimates(const TransformerConfig& c)
     l.backwardInputFlops = 24 * b * s * h * h + 8 * b * s * s * h;
     l.backwardWeightFlops = 24 * b * s * h * h;
     l.weightBytes = (12 * h * h + 13 * h) * dt;
-    l.activationBytes = s * b * h * (34 + 5 * a * s / h) * halfScale;
+    l.activationBytes = s * b * h * (34 + (c.flashAttention ? 0 : 5 * a * s / h)) * halfScale;
     // Inputs of the QKV, output, and the two MLP matmuls (2 + 2 + 2 + 8 of the 34 sbh).
     l.weightGradStashBytes = 14 * s * b * h * halfScale;
     l.outputBytes = b * s * h * dt;
+    l.forwardTraffic = l.weightBytes + l.activationBytes + l.outputBytes;
+    l.backwardInputTraffic = l.weightBytes + l.activationBytes;
+    l.backwardWeightTraffic = l.weightBytes + l.weightGradStashBytes;
     out.push_back(l);
   }
 
@@ -86,6 +93,9 @@ std::vector<LayerEstimate> transformerLayerEstimates(const TransformerConfig& c)
   head.activationBytes = 2 * b * s * h * dt + 4 * b * s * V;
   head.weightGradStashBytes = b * s * h * dt;
   head.outputBytes = 4;  // the loss
+  head.forwardTraffic = head.weightBytes + head.activationBytes;
+  head.backwardInputTraffic = head.weightBytes + head.activationBytes;
+  head.backwardWeightTraffic = head.weightBytes + head.weightGradStashBytes + 4 * b * s * V;
   out.push_back(head);
   return out;
 }
@@ -111,8 +121,7 @@ Result<CostProfile> transformerProfile(const TransformerConfig& c) {
 
   const double flopsPerMs = c.gpuTflops * 1e12 * std::min(1.0, c.computeEfficiency) / 1e3;
   const double hbmBytesPerMs = c.hbmGBps * 1e9 / 1e3;
-  // Roofline: an op takes the longer of its math and its memory traffic (weights read or
-  // written once, activations written or read once).
+  // Roofline: an op takes the longer of its math and its memory traffic.
   // Rounded to the nanosecond so that profiles read well.
   auto time = [&](double flops, double bytes) {
     return std::round(std::max(flops / flopsPerMs, bytes / hbmBytesPerMs) * 1e6) / 1e6;
@@ -129,10 +138,9 @@ Result<CostProfile> transformerProfile(const TransformerConfig& c) {
   for (const LayerEstimate& e : transformerLayerEstimates(c)) {
     LayerCost l;
     l.name = e.name;
-    const double traffic = e.weightBytes + e.activationBytes;
-    l.forwardMs = time(e.forwardFlops, e.weightBytes + e.activationBytes + e.outputBytes);
-    l.backwardInputMs = time(e.backwardInputFlops, traffic);
-    l.backwardWeightMs = time(e.backwardWeightFlops, e.weightBytes + e.weightGradStashBytes);
+    l.forwardMs = time(e.forwardFlops, e.forwardTraffic);
+    l.backwardInputMs = time(e.backwardInputFlops, e.backwardInputTraffic);
+    l.backwardWeightMs = time(e.backwardWeightFlops, e.backwardWeightTraffic);
     l.activationBytes = std::llround(e.activationBytes);
     l.weightGradStashBytes = std::llround(e.weightGradStashBytes);
     l.weightBytes = std::llround(e.weightBytes);

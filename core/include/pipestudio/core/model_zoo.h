@@ -27,6 +27,7 @@ struct TransformerConfig {
   double linkLatencyUs = 10;
   double hostGBps = 25;          // offload / reload copies
   double memoryGiB = 80;         // device memory, GiB
+  bool flashAttention = false;   // no s x s attention matrices stashed (drops the 5as/h term)
 };
 
 // FLOPs and bytes of one layer of the model (the numbers behind the profile).
@@ -34,6 +35,8 @@ struct LayerEstimate {
   std::string name;
   double forwardFlops = 0, backwardInputFlops = 0, backwardWeightFlops = 0;
   double weightBytes = 0, activationBytes = 0, weightGradStashBytes = 0, outputBytes = 0;
+  // Memory traffic of each pass (the roofline's bytes).
+  double forwardTraffic = 0, backwardInputTraffic = 0, backwardWeightTraffic = 0;
 };
 
 // "bf16", "fp16" -> 2; "fp32" -> 4.

@@ -1,0 +1,104 @@
+// pipestudio-cli profile-model: analytic cost profile of a dense decoder transformer.
+#include <charconv>
+#include <iostream>
+
+#include "cli.h"
+#include "pipestudio/core/model_zoo.h"
+
+namespace ps::cli {
+namespace {
+
+using namespace ps::core;
+
+const char* kUsage =
+    "usage: pipestudio-cli profile-model [--preset gpt3-1.3b|llama2-7b|llama2-70b]\n"
+    "           --layers L --hidden H --heads A --seq S --vocab V [--microbatch-size B]\n"
+    "           [--dtype bf16|fp16|fp32] --gpu-tflops T --hbm-gbps X --link-gbps Y\n"
+    "           [--memory-gb 80] [--efficiency 0.5] [--link-latency-us 10] [--host-gbps 25]\n"
+    "           [--flash-attention] [--name N] [-o out.json]\n"
+    "\n"
+    "Writes a cost profile (docs/formats.md) with one layer per transformer block plus the\n"
+    "embedding and the LM head: FLOPs per block 24bsh^2 + 4bs^2h forward, about twice that\n"
+    "backward (split into input and weight parts), activations sbh(34 + 5as/h) bytes per\n"
+    "block; times from a roofline of T TFLOP/s x efficiency and X GB/s of HBM. A preset fills\n"
+    "the model and an 80 GB H100-class GPU; flags given with it override its values.\n"
+    "Bandwidths are in GB/s (1e9 bytes/s), memory in GiB.\n";
+
+bool toInt(const std::string& s, int& out) {
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+  return ec == std::errc() && p == s.data() + s.size() && out > 0;
+}
+bool toDouble(const std::string& s, double& out) {
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+  return ec == std::errc() && p == s.data() + s.size() && out > 0;
+}
+
+int runProfileModel(const std::vector<std::string>& argv) {
+  Args args(argv,
+            {"--preset", "--layers", "--hidden", "--heads", "--seq", "--vocab", "--microbatch-size", "--dtype",
+             "--gpu-tflops", "--hbm-gbps", "--link-gbps", "--memory-gb", "--efficiency", "--link-latency-us",
+             "--host-gbps", "--name", "-o", "--output"},
+            {"--flash-attention"});
+  auto usage = [](const std::string& msg) {
+    std::cerr << "pipestudio-cli profile-model: " << msg << "\n" << kUsage;
+    return kExitUsage;
+  };
+  if (!args.ok()) return usage(args.error());
+  if (!args.positionals().empty()) return usage("unexpected argument '" + args.positionals()[0] + "'");
+
+  TransformerConfig c;
+  if (args.has("--preset")) {
+    auto p = transformerPreset(args.value("--preset"));
+    if (!p) return usage(p.error().message);
+    c = *p;
+  }
+  for (auto [flag, field] : {std::pair<const char*, int*>{"--layers", &c.layers},
+                             {"--hidden", &c.hidden},
+                             {"--heads", &c.heads},
+                             {"--seq", &c.seqLength},
+                             {"--vocab", &c.vocab},
+                             {"--microbatch-size", &c.microbatchSize}}) {
+    if (!args.has(flag)) continue;
+    if (!toInt(args.value(flag), *field)) return usage(std::string(flag) + ": expected a positive integer");
+  }
+  for (auto [flag, field] : {std::pair<const char*, double*>{"--gpu-tflops", &c.gpuTflops},
+                             {"--hbm-gbps", &c.hbmGBps},
+                             {"--link-gbps", &c.linkGBps},
+                             {"--memory-gb", &c.memoryGiB},
+                             {"--efficiency", &c.computeEfficiency},
+                             {"--link-latency-us", &c.linkLatencyUs},
+                             {"--host-gbps", &c.hostGBps}}) {
+    if (!args.has(flag)) continue;
+    if (!toDouble(args.value(flag), *field)) return usage(std::string(flag) + ": expected a positive number");
+  }
+  if (c.computeEfficiency > 1) return usage("--efficiency: expected a fraction in (0, 1]");
+  if (args.has("--dtype")) {
+    auto b = dtypeBytesFromName(args.value("--dtype"));
+    if (!b) return usage(b.error().message);
+    c.dtypeBytes = *b;
+  }
+  if (args.has("--name")) c.name = args.value("--name");
+  if (args.has("--flash-attention")) c.flashAttention = true;
+  const char* required[] = {"--layers", "--hidden", "--heads", "--seq", "--vocab", "--gpu-tflops", "--hbm-gbps", "--link-gbps"};
+  if (!args.has("--preset"))
+    for (const char* r : required)
+      if (!args.has(r)) return usage(std::string("missing ") + r + " (or give --preset)");
+  if (c.name.empty())
+    c.name = "decoder-L" + std::to_string(c.layers) + "-h" + std::to_string(c.hidden) + "-s" + std::to_string(c.seqLength);
+
+  auto profile = transformerProfile(c);
+  if (!profile) return usage(profile.error().message);
+  std::string err;
+  std::string out = args.has("-o") ? args.value("-o") : args.value("--output");
+  if (!writeOutput(out, costProfileToJson(*profile), err)) {
+    std::cerr << "pipestudio-cli profile-model: " << err << "\n";
+    return kExitUsage;
+  }
+  return kExitOk;
+}
+
+const CommandRegistrar kRegister{
+    Command{"profile-model", "write an analytic cost profile of a transformer model", kUsage, runProfileModel}};
+
+}  // namespace
+}  // namespace ps::cli
