@@ -247,3 +247,18 @@ TEST(Generators, ZbH2KeepsAtMostTwoDMinusOneMicrobatchesInFlight) {
     }
   }
 }
+
+// Zero Bubble's claim for ZB-H1: with F = I = W, the bubble shrinks from 1F1B's
+// (D - 1)(F + B) = 3(D - 1) to (D - 1)(F + I - W) = D - 1 per device.
+TEST(Generators, ZbH1MakespanWithUnitTimes) {
+  for (int D = 2; D <= 8; ++D) {
+    for (int M = D; M <= 4 * D; ++M) {
+      Schedule s = gen(ScheduleKind::ZBH1, D, M);
+      DependencyGraph g(s);
+      auto start = unitTimes(s, g);
+      int makespan = 0;
+      for (int t : start) makespan = std::max(makespan, t + 1);
+      EXPECT_EQ(makespan, 3 * M + D - 1) << "D=" << D << " M=" << M;
+    }
+  }
+}
