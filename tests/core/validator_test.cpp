@@ -4,6 +4,7 @@
 
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <sstream>
@@ -407,4 +408,37 @@ TEST(Validator, DeadlockVerdictMatchesNaiveExecutionOnShuffledOrders) {
   // Both outcomes were exercised.
   EXPECT_GT(deadlocks, 50);
   EXPECT_GT(fine, 50);
+}
+
+TEST(DependencyGraph, IdsFollowDeviceOrdersWithPairsAndReverseEdges) {
+  Schedule s = make(2, 4, 2,
+                    {"F0@s0 F1@s0 F0@s3 B0@s3 (F1@s3;B0@s0) B1@s3 B1@s0",
+                     "F0@s1 F0@s2 F1@s1 B0@s2 F1@s2 B0@s1 B1@s2 B1@s1"},
+                    PlacementKind::VShape);
+  DependencyGraph g(s);
+  EXPECT_EQ(g.size(), 16);
+  EXPECT_EQ(g.devices(), 2);
+  EXPECT_EQ(g.deviceBegin(1), 8);
+  // The pair takes ids 4 and 5 and shares step 4.
+  EXPECT_FALSE(g.isPairSecond(4));
+  EXPECT_TRUE(g.isPairSecond(5));
+  EXPECT_EQ(g.ref(5).step, 4);
+  EXPECT_EQ(g.idAt(OpRef{0, 4}), 4);
+  EXPECT_EQ(g.idAt(OpRef{0, 5}), 6);
+  EXPECT_EQ(g.idAt(OpRef{1, 0}), 8);
+  EXPECT_EQ(g.idAt(OpRef{0, 7}), -1);
+  EXPECT_EQ(g.find(Op{OpKind::B, 0, 0}), 5);
+  EXPECT_EQ(g.find(Op{OpKind::W, 0, 0}), -1);
+  EXPECT_TRUE(g.problems().empty());
+  // F0@s2 (id 9) is needed by F0@s3 (id 2) and by its own backward B0@s2 (id 11).
+  auto users = g.dependents(9);
+  std::vector<int> u(users.begin(), users.end());
+  std::sort(u.begin(), u.end());
+  EXPECT_EQ(u, (std::vector<int>{2, 11}));
+  // Rules apply to ops that are not (yet) in the schedule too.
+  std::vector<Op> missing;
+  auto deps = g.dependenciesFor(Op{OpKind::W, 2, 1}, &missing);
+  EXPECT_TRUE(deps.empty());
+  EXPECT_EQ(missing, (std::vector<Op>{Op{OpKind::I, 2, 1}}));
+  EXPECT_EQ(dependenciesOf(s, Op{OpKind::R, 3, 1}), (std::vector<Op>{Op{OpKind::F, 3, 1}}));
 }
