@@ -191,8 +191,9 @@ TEST(SessionCrashSafety, KilledRecordTimelineIsNeverHalfVisibleAsSucceeded) {
   auto dir = freshDir();
   auto path = (dir / "crash2.session").string();
   constexpr size_t kOps = 600000;
-  for (int delayMs : {0, 40, 150}) {
-    SCOPED_TRACE("kill after " + std::to_string(delayMs) + " ms");
+  size_t seen = 0;  // runs begun so far
+  for (int delayMs : {0, 100, 300}) {
+    SCOPED_TRACE("kill " + std::to_string(delayMs) + " ms after a run began");
     pid_t child = forkChild([&] {
       auto store = SessionStore::open(path);
       if (!store) return 10;
@@ -202,11 +203,22 @@ TEST(SessionCrashSafety, KilledRecordTimelineIsNeverHalfVisibleAsSucceeded) {
       return 0;
     });
     ASSERT_GT(child, 0);
+    // Wait (reading through our own connection) until the child has begun a new run.
+    bool began = waitFor(
+        [&] {
+          auto s = SessionStore::open(path);
+          if (!s) return false;
+          auto runs = s->listRuns();
+          return runs && runs->size() > seen;
+        },
+        std::chrono::seconds(30));
     std::this_thread::sleep_for(std::chrono::milliseconds(delayMs));
     kill(child, SIGKILL);
     waitExit(child);
+    ASSERT_TRUE(began);
     RawDb raw(path);
     EXPECT_EQ(raw.text("PRAGMA integrity_check"), "ok");
+    seen = static_cast<size_t>(raw.integer("SELECT count(*) FROM runs"));
   }
   auto store = SessionStore::open(path);
   ASSERT_TRUE(store.ok());
