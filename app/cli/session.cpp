@@ -8,6 +8,8 @@
 #include <nlohmann/json.hpp>
 
 #include "cli.h"
+#include "pipestudio/core/chrome_trace.h"
+#include "pipestudio/core/dsl.h"
 #include "pipestudio/sessions/run_export.h"
 #include "pipestudio/sessions/session_store.h"
 
@@ -20,7 +22,7 @@ const char* kUsage =
     "usage: pipestudio-cli session list FILE [--json]\n"
     "       pipestudio-cli session show FILE ITEM [--json]\n"
     "       pipestudio-cli session export FILE (--schedule ID | --run ID | --profile ID)\n"
-    "                                     [--format json] [-o OUT]\n"
+    "                                     [--format json|chrome] [-o OUT]\n"
     "\n"
     "Reads a session file (schedule versions, cost profiles, runs with their timelines, notes);\n"
     "the file is opened read-only. `simulate --session FILE` records runs into one.\n"
@@ -29,7 +31,9 @@ const char* kUsage =
     "  show      one item: ITEM is run:N, schedule:N or profile:N (r3, s2, p1 for short;\n"
     "            a bare number is a run)\n"
     "  export    --schedule ID: the version's .pipe text\n"
-    "            --run ID: the run and its full timeline as JSON (--format json, the default)\n"
+    "            --run ID: the run and its full timeline as JSON (--format json), or as a\n"
+    "            Chrome trace for Perfetto / chrome://tracing (--format chrome; the default\n"
+    "            when OUT ends in trace.json)\n"
     "            --profile ID: the cost profile JSON\n"
     "            written to OUT, or stdout when -o is missing or '-'\n"
     "  --json    machine-readable output for list and show\n"
@@ -309,7 +313,9 @@ int exportCommand(SessionStore& store, const ps::cli::Args& args) {
     out = ref.id;
     return true;
   };
-  std::string format = args.value("--format", "json");
+  std::string out = args.value("-o");
+  bool traceName = out.size() >= 10 && out.compare(out.size() - 10, 10, "trace.json") == 0;
+  std::string format = args.value("--format", traceName ? "chrome" : "json");
   std::string text;
   Id id = 0;
   if (args.has("--schedule")) {
@@ -325,18 +331,27 @@ int exportCommand(SessionStore& store, const ps::cli::Args& args) {
     if (text.empty() || text.back() != '\n') text += "\n";
   } else {
     if (!idOf("--run", id)) return ps::cli::kExitUsage;
-    if (format != "json") {
-      std::cerr << "pipestudio-cli session export: unknown --format '" << format << "' (json)\n";
+    if (format != "json" && format != "chrome") {
+      std::cerr << "pipestudio-cli session export: unknown --format '" << format << "' (json, chrome)\n";
       return ps::cli::kExitUsage;
     }
     auto rec = store.run(id);
     if (!rec) return reportErrors(rec.errors(), ps::cli::kExitInvalid);
     auto t = store.loadTimeline(id);
     if (!t) return reportErrors(t.errors(), ps::cli::kExitUsage);
-    text = ps::sessions::runToJson(*rec, *t);
+    if (format == "json") {
+      text = ps::sessions::runToJson(*rec, *t);
+    } else {
+      // The run's schedule version names user-declared kinds in the trace.
+      std::optional<ps::core::Schedule> schedule;
+      if (rec->summary.scheduleId)
+        if (auto v = store.schedule(*rec->summary.scheduleId))
+          if (auto parsed = ps::core::parseDsl(v->pipeText)) schedule = std::move(parsed).value();
+      text = ps::core::exportChromeTrace(*t, schedule ? &*schedule : nullptr);
+    }
   }
   std::string error;
-  if (!ps::cli::writeOutput(args.value("-o"), text, error)) {
+  if (!ps::cli::writeOutput(out, text, error)) {
     std::cerr << "pipestudio-cli session export: " << error << "\n";
     return ps::cli::kExitUsage;
   }

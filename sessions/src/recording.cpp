@@ -1,5 +1,7 @@
 #include "pipestudio/sessions/recording.h"
 
+#include "pipestudio/core/dsl.h"
+
 namespace ps::sessions {
 
 core::Result<RecordedRun> recordRun(SessionStore& store, const RunRecordingRequest& request,
@@ -53,6 +55,30 @@ core::Result<RecordedRun> recordRun(const std::string& sessionPath, const RunRec
   auto store = SessionStore::open(sessionPath);
   if (!store) return store.errors();
   return recordRun(*store, request, timeline);
+}
+
+core::Result<RecordedRun> recordSimulation(const SimulationRecording& recording, const core::Timeline& timeline) {
+  if (!recording.schedule)
+    return core::makeError("session.invalid", "cannot record the simulation: no schedule given",
+                           core::SourceLocation{recording.sessionPath, 0, 0});
+  RunRecordingRequest request;
+  request.scheduleName = !recording.scheduleName.empty()   ? recording.scheduleName
+                         : !recording.schedule->name.empty() ? recording.schedule->name
+                                                             : "schedule";
+  request.pipeText = recording.pipeText.empty() ? core::printDsl(*recording.schedule) : recording.pipeText;
+  if (recording.profile) {
+    request.profileName = !recording.profileName.empty()   ? recording.profileName
+                          : !recording.profile->name.empty() ? recording.profile->name
+                                                             : "profile";
+    request.profileJson = core::costProfileToJson(*recording.profile);
+    request.profileSource = recording.profileSource;
+  }
+  request.run.target = "simulator";
+  request.run.devices = recording.schedule->pipeline.devices;
+  request.run.model = recording.model;
+  request.run.configJson = recording.configJson.empty() ? "{}" : recording.configJson;
+  request.run.source = core::TimelineSource::Simulated;
+  return recordRun(recording.sessionPath, request, timeline);
 }
 
 }  // namespace ps::sessions

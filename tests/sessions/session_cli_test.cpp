@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "pipestudio/core/trace_import.h"
 #include "pipestudio/sessions/session_store.h"
 #include "session_test_util.h"
 
@@ -140,6 +141,19 @@ TEST(SessionCli, ExportsScheduleTextAndRunJson) {
   EXPECT_EQ(doc["run"]["config"]["microbatches"], 4);
   EXPECT_EQ(doc["timeline"]["ops"].size(), 8u);
   EXPECT_EQ(doc["timeline"]["devices"], 2);
+
+  // A name ending in trace.json picks the Chrome trace, which reads back as the same ops.
+  auto trace = (dir / "run.trace.json").string();
+  r = runCli("session export " + f.path + " --run " + std::to_string(f.run) + " -o " + trace);
+  ASSERT_EQ(r.exitCode, 0) << r.out;
+  auto imported = ps::core::importChromeTrace(readBytes(trace), trace);
+  ASSERT_TRUE(imported.ok()) << ps::core::formatDiagnostics(imported.errors());
+  EXPECT_EQ(imported->format, ps::core::TraceFormat::PipeStudio);
+  EXPECT_EQ(imported->timeline.ops.size(), 8u);
+  r = runCli("session export " + f.path + " --run " + std::to_string(f.run) + " --format chrome");
+  ASSERT_EQ(r.exitCode, 0);
+  EXPECT_TRUE(nlohmann::json::parse(r.out).contains("traceEvents")) << r.out.substr(0, 200);
+  EXPECT_EQ(runCli("session export " + f.path + " --run 1 --format svg").exitCode, 2);
 
   auto toStdout = runCli("session export " + f.path + " --profile " + std::to_string(f.profile));
   ASSERT_EQ(toStdout.exitCode, 0);

@@ -6,7 +6,9 @@
 #include <optional>
 #include <string>
 
+#include "pipestudio/core/cost_profile.h"
 #include "pipestudio/core/result.h"
+#include "pipestudio/core/schedule.h"
 #include "pipestudio/core/timeline.h"
 #include "pipestudio/sessions/session_store.h"
 
@@ -34,5 +36,21 @@ core::Result<RecordedRun> recordRun(SessionStore& store, const RunRecordingReque
 // Opens (creating when missing) the session file and records the run.
 core::Result<RecordedRun> recordRun(const std::string& sessionPath, const RunRecordingRequest& request,
                                     const core::Timeline& timeline);
+
+// What `simulate --session FILE` records: the schedule (its .pipe text), the cost profile used
+// and the simulated timeline.
+struct SimulationRecording {
+  std::string sessionPath;
+  const core::Schedule* schedule = nullptr;  // required
+  std::string scheduleName;  // default: the schedule's name, else "schedule"
+  std::string pipeText;      // default: the canonical explicit form (printDsl)
+  const core::CostProfile* profile = nullptr;  // optional
+  std::string profileName;   // default: the profile's name, else "profile"
+  ProfileSource profileSource = ProfileSource::Manual;
+  std::string model;              // e.g. the model zoo preset
+  std::string configJson = "{}";  // the simulation's options, a JSON object
+};
+
+core::Result<RecordedRun> recordSimulation(const SimulationRecording& recording, const core::Timeline& timeline);
 
 }  // namespace ps::sessions
