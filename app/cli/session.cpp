@@ -23,9 +23,11 @@ const char* kUsage =
     "       pipestudio-cli session show FILE ITEM [--json]\n"
     "       pipestudio-cli session export FILE (--schedule ID | --run ID | --profile ID)\n"
     "                                     [--format json|chrome] [-o OUT]\n"
+    "       pipestudio-cli session note FILE (--run ID | --schedule ID) [--time MS] [--device D] TEXT\n"
     "\n"
     "Reads a session file (schedule versions, cost profiles, runs with their timelines, notes);\n"
-    "the file is opened read-only. `simulate --session FILE` records runs into one.\n"
+    "list, show and export open the file read-only. `simulate --session FILE` records runs\n"
+    "into one.\n"
     "\n"
     "  list      schedule versions, cost profiles and runs, newest runs first\n"
     "  show      one item: ITEM is run:N, schedule:N or profile:N (r3, s2, p1 for short;\n"
@@ -36,6 +38,8 @@ const char* kUsage =
     "            when OUT ends in trace.json)\n"
     "            --profile ID: the cost profile JSON\n"
     "            written to OUT, or stdout when -o is missing or '-'\n"
+    "  note      adds a note to a run (optionally at a time in ms and a device) or to a\n"
+    "            schedule version\n"
     "  --json    machine-readable output for list and show\n"
     "\n"
     "Exit status: 0 ok, 1 no such item, 2 usage error or unreadable session file.\n";
@@ -358,6 +362,57 @@ int exportCommand(SessionStore& store, const ps::cli::Args& args) {
   return ps::cli::kExitOk;
 }
 
+bool parseNumber(const std::string& text, double& out) {
+  try {
+    size_t used = 0;
+    out = std::stod(text, &used);
+    return used == text.size();
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+int noteCommand(const std::string& path, const std::string& text, const ps::cli::Args& args) {
+  if (args.has("--run") == args.has("--schedule")) {
+    std::cerr << "pipestudio-cli session note: give one of --run ID or --schedule ID\n";
+    return ps::cli::kExitUsage;
+  }
+  ps::sessions::Annotation note;
+  note.text = text;
+  ItemRef ref;
+  const std::string flag = args.has("--run") ? "--run" : "--schedule";
+  if (!parseItem(args.value(flag), ref)) {
+    std::cerr << "pipestudio-cli session note: " << flag << " needs a number, got '" << args.value(flag) << "'\n";
+    return ps::cli::kExitUsage;
+  }
+  (flag == "--run" ? note.runId : note.scheduleId) = ref.id;
+  if (args.has("--time")) {
+    double t = 0;
+    if (!parseNumber(args.value("--time"), t)) {
+      std::cerr << "pipestudio-cli session note: --time needs a number of ms\n";
+      return ps::cli::kExitUsage;
+    }
+    note.time = t;
+  }
+  if (args.has("--device")) {
+    double d = 0;
+    if (!parseNumber(args.value("--device"), d) || d < 0 || d != static_cast<int>(d)) {
+      std::cerr << "pipestudio-cli session note: --device needs a device number\n";
+      return ps::cli::kExitUsage;
+    }
+    note.device = static_cast<int>(d);
+  }
+  auto store = SessionStore::open(path);
+  if (!store) return reportErrors(store.errors(), ps::cli::kExitUsage);
+  auto id = store->addAnnotation(note);
+  if (!id) {
+    int code = id.error().code == "session.missing-reference" ? ps::cli::kExitInvalid : ps::cli::kExitUsage;
+    return reportErrors(id.errors(), code);
+  }
+  std::cout << "note " << *id << " added\n";
+  return ps::cli::kExitOk;
+}
+
 int runSession(const std::vector<std::string>& argv) {
   if (argv.empty()) {
     std::cerr << kUsage;
@@ -365,14 +420,14 @@ int runSession(const std::vector<std::string>& argv) {
   }
   const std::string action = argv[0];
   std::vector<std::string> rest(argv.begin() + 1, argv.end());
-  ps::cli::Args args(rest, {"--schedule", "--run", "--profile", "--format", "-o"}, {"--json"});
+  ps::cli::Args args(rest, {"--schedule", "--run", "--profile", "--format", "-o", "--time", "--device"}, {"--json"});
   if (!args.ok()) {
     std::cerr << "pipestudio-cli session: " << args.error() << "\n";
     return ps::cli::kExitUsage;
   }
   const auto& pos = args.positionals();
-  size_t wanted = action == "show" ? 2 : 1;
-  if ((action != "list" && action != "show" && action != "export") || pos.size() != wanted) {
+  size_t wanted = (action == "show" || action == "note") ? 2 : 1;
+  if ((action != "list" && action != "show" && action != "export" && action != "note") || pos.size() != wanted) {
     std::cerr << kUsage;
     return ps::cli::kExitUsage;
   }
@@ -382,6 +437,7 @@ int runSession(const std::vector<std::string>& argv) {
               << "' is not an item (run:N, schedule:N, profile:N, or a run number)\n";
     return ps::cli::kExitUsage;
   }
+  if (action == "note") return noteCommand(pos[0], pos[1], args);
   auto store = openForReading(pos[0]);
   if (!store) return reportErrors(store.errors(), ps::cli::kExitUsage);
   if (action == "list") return listCommand(*store, args.has("--json"));

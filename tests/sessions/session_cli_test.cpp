@@ -179,3 +179,25 @@ TEST(SessionCli, UnreadableFilesAreUsageErrorsNamingTheFile) {
   EXPECT_FALSE(std::filesystem::exists(dir / "absent.session"));
   EXPECT_EQ(runCli("session frobnicate x").exitCode, 2);
 }
+
+TEST(SessionCli, NoteAddsAnnotations) {
+  auto dir = freshDir();
+  auto f = makeSession(dir);
+  auto r = runCli("session note " + f.path + " --run " + std::to_string(f.run) + " --time 3.5 --device 1 'stall on device 1'");
+  ASSERT_EQ(r.exitCode, 0) << r.out;
+  r = runCli("session note " + f.path + " --schedule " + std::to_string(f.v1) + " 'baseline'");
+  ASSERT_EQ(r.exitCode, 0) << r.out;
+  {
+    auto store = SessionStore::open(f.path, {OpenMode::ReadOnly});
+    ASSERT_TRUE(store.ok());
+    auto notes = store->annotations(std::nullopt, f.run);
+    ASSERT_EQ(notes->size(), 2u);  // the fixture's and ours, by time
+    EXPECT_EQ((*notes)[1].text, "stall on device 1");
+    EXPECT_EQ((*notes)[1].time, 3.5);
+    EXPECT_EQ((*notes)[1].device, 1);
+    EXPECT_EQ(store->annotations(f.v1)->size(), 1u);
+  }
+  EXPECT_EQ(runCli("session note " + f.path + " --run 999 'x'").exitCode, 1);
+  EXPECT_EQ(runCli("session note " + f.path + " 'no target'").exitCode, 2);
+  EXPECT_EQ(runCli("session note " + f.path + " --run 1 --time soon 'x'").exitCode, 2);
+}
