@@ -1,0 +1,400 @@
+#include "main_window.h"
+
+#include <QAction>
+#include <QApplication>
+#include <QCloseEvent>
+#include <QComboBox>
+#include <QDockWidget>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QKeySequence>
+#include <QLabel>
+#include <QMenuBar>
+#include <QMessageBox>
+#include <QSettings>
+#include <QStatusBar>
+#include <QStyle>
+#include <QToolBar>
+#include <QVBoxLayout>
+
+#include "diagnostics_panel.h"
+#include "legend_bar.h"
+#include "memory_chart.h"
+#include "pipestudio/core/generators.h"
+#include "properties_panel.h"
+#include "schedule_document.h"
+#include "summary_panel.h"
+#include "template_dialog.h"
+#include "timeline_view.h"
+
+#if __has_include("pipestudio/core/chrome_trace.h")
+#include "pipestudio/core/chrome_trace.h"
+#define PS_HAVE_CHROME_TRACE 1
+#endif
+
+namespace ps::ui {
+
+using namespace ps::core;
+
+namespace {
+constexpr int kMaxRecent = 8;
+QSettings settings() { return QSettings(QStringLiteral("PipeStudio"), QStringLiteral("PipeStudio")); }
+QString fmtMs(double v) { return QString::number(v, 'f', v < 10 ? 2 : 1); }
+}  // namespace
+
+MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
+  doc_ = new ScheduleDocument(this);
+  auto* central = new QWidget;
+  auto* lay = new QVBoxLayout(central);
+  lay->setContentsMargins(0, 0, 0, 0);
+  lay->setSpacing(0);
+  legend_ = new LegendBar;
+  view_ = new TimelineView(doc_);
+  lay->addWidget(legend_);
+  lay->addWidget(view_, 1);
+  setCentralWidget(central);
+  setDockOptions(QMainWindow::AnimatedDocks | QMainWindow::AllowTabbedDocks);
+  setCorner(Qt::BottomLeftCorner, Qt::LeftDockWidgetArea);
+  setCorner(Qt::BottomRightCorner, Qt::RightDockWidgetArea);
+
+  buildDocks();
+  buildActions();
+
+  validity_ = new QLabel;
+  validity_->setTextFormat(Qt::RichText);
+  message_ = new QLabel;
+  statusBar()->addWidget(validity_);
+  statusBar()->addWidget(message_, 1);
+  statusBar()->setSizeGripEnabled(true);
+
+  connect(doc_, &ScheduleDocument::changed, this, &MainWindow::documentChanged);
+  connect(doc_, &ScheduleDocument::effectChanged, this, &MainWindow::showStatus);
+  connect(view_, &TimelineView::statusMessage, this, &MainWindow::showStatus);
+  connect(view_, &TimelineView::hoverTimeChanged, memory_, &MemoryChart::setCursorTime);
+  connect(diagnostics_, &DiagnosticsPanel::opActivated, this, [this](OpRef r) {
+    view_->selectRef(r, true);
+    view_->setFocus();
+  });
+  connect(properties_, &PropertiesPanel::newFromTemplateRequested, this, &MainWindow::newFromTemplate);
+
+  resize(1440, 900);
+  QSettings st = settings();
+  restoreGeometry(st.value(QStringLiteral("window/geometry")).toByteArray());
+  restoreState(st.value(QStringLiteral("window/state")).toByteArray());
+  rebuildRecentMenu();
+  documentChanged();
+}
+
+void MainWindow::buildDocks() {
+  auto dock = [this](const QString& title, const QString& name, QWidget* w, Qt::DockWidgetArea area) {
+    auto* d = new QDockWidget(title, this);
+    d->setObjectName(name);
+    d->setWidget(w);
+    d->setFeatures(QDockWidget::DockWidgetMovable | QDockWidget::DockWidgetClosable | QDockWidget::DockWidgetFloatable);
+    addDockWidget(area, d);
+    return d;
+  };
+  properties_ = new PropertiesPanel(doc_);
+  summary_ = new SummaryPanel;
+  diagnostics_ = new DiagnosticsPanel;
+  memory_ = new MemoryChart;
+  auto* dp = dock(tr("Pipeline && cost profile"), QStringLiteral("dock.properties"), properties_, Qt::LeftDockWidgetArea);
+  auto* ds = dock(tr("Summary"), QStringLiteral("dock.summary"), summary_, Qt::RightDockWidgetArea);
+  auto* dd = dock(tr("Diagnostics"), QStringLiteral("dock.diagnostics"), diagnostics_, Qt::RightDockWidgetArea);
+  auto* dm = dock(tr("Memory"), QStringLiteral("dock.memory"), memory_, Qt::BottomDockWidgetArea);
+  resizeDocks({dp, ds}, {360, 330}, Qt::Horizontal);
+  resizeDocks({ds, dd, dm}, {420, 260, 280}, Qt::Vertical);
+}
+
+void MainWindow::buildActions() {
+  QStyle* st = style();
+  QMenu* file = menuBar()->addMenu(tr("&File"));
+  QAction* aNew = file->addAction(st->standardIcon(QStyle::SP_FileIcon), tr("&New from Template…"), this,
+                                  &MainWindow::newFromTemplate);
+  aNew->setShortcut(QKeySequence::New);
+  QAction* aOpen = file->addAction(st->standardIcon(QStyle::SP_DialogOpenButton), tr("&Open…"), this, &MainWindow::open);
+  aOpen->setShortcut(QKeySequence::Open);
+  recentMenu_ = file->addMenu(tr("Open &Recent"));
+  file->addSeparator();
+  QAction* aSave = file->addAction(st->standardIcon(QStyle::SP_DialogSaveButton), tr("&Save"), this, &MainWindow::save);
+  aSave->setShortcut(QKeySequence::Save);
+  QAction* aSaveAs = file->addAction(tr("Save &As…"), this, &MainWindow::saveAs);
+  aSaveAs->setShortcut(QKeySequence::SaveAs);
+  QMenu* exp = file->addMenu(tr("&Export"));
+  exp->addAction(tr("Schedule (.pipe)…"), this, [this] { exportAs(tr("PipeStudio schedule (*.pipe)"), QStringLiteral("pipe")); });
+  exp->addAction(tr("PyTorch CSV…"), this, [this] { exportAs(tr("PyTorch schedule CSV (*.csv)"), QStringLiteral("csv")); });
+  QAction* aTrace = exp->addAction(tr("Chrome trace…"), this,
+                                   [this] { exportAs(tr("Chrome trace (*.json)"), QStringLiteral("json")); });
+#ifndef PS_HAVE_CHROME_TRACE
+  aTrace->setEnabled(false);
+#endif
+  exp->addAction(tr("Timeline as PNG…"), this, [this] { exportAs(tr("PNG image (*.png)"), QStringLiteral("png")); });
+  exp->addAction(tr("Timeline as SVG…"), this, [this] { exportAs(tr("SVG image (*.svg)"), QStringLiteral("svg")); });
+  file->addSeparator();
+  QAction* aQuit = file->addAction(tr("&Quit"), this, &QWidget::close);
+  aQuit->setShortcut(QKeySequence::Quit);
+
+  QMenu* edit = menuBar()->addMenu(tr("&Edit"));
+  QAction* aUndo = doc_->undoStack()->createUndoAction(this, tr("&Undo"));
+  aUndo->setShortcut(QKeySequence::Undo);
+  aUndo->setIcon(st->standardIcon(QStyle::SP_ArrowBack));
+  QAction* aRedo = doc_->undoStack()->createRedoAction(this, tr("&Redo"));
+  aRedo->setShortcut(QKeySequence::Redo);
+  aRedo->setIcon(st->standardIcon(QStyle::SP_ArrowForward));
+  edit->addAction(aUndo);
+  edit->addAction(aRedo);
+  edit->addSeparator();
+  QAction* aEarlier = edit->addAction(tr("Move Op &Earlier"));
+  aEarlier->setShortcut(QKeySequence(Qt::ALT | Qt::Key_Left));
+  connect(aEarlier, &QAction::triggered, this, [this] {
+    if (auto r = view_->selection()) {
+      QString err;
+      if (!doc_->moveStep(r->device, r->step, r->step - 1, &err)) showStatus(err);
+    }
+  });
+  QAction* aLater = edit->addAction(tr("Move Op &Later"));
+  aLater->setShortcut(QKeySequence(Qt::ALT | Qt::Key_Right));
+  connect(aLater, &QAction::triggered, this, [this] {
+    if (auto r = view_->selection()) {
+      QString err;
+      if (!doc_->moveStep(r->device, r->step, r->step + 1, &err)) showStatus(err);
+    }
+  });
+
+  viewMenu_ = menuBar()->addMenu(tr("&View"));
+  QAction* aZoomIn = viewMenu_->addAction(tr("Zoom &In"), view_, &TimelineView::zoomIn);
+  aZoomIn->setShortcut(QKeySequence::ZoomIn);
+  QAction* aZoomOut = viewMenu_->addAction(tr("Zoom &Out"), view_, &TimelineView::zoomOut);
+  aZoomOut->setShortcut(QKeySequence::ZoomOut);
+  QAction* aFit = viewMenu_->addAction(tr("&Fit to Window"), view_, &TimelineView::zoomToFit);
+  aFit->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_0));
+  viewMenu_->addSeparator();
+  for (QDockWidget* d : findChildren<QDockWidget*>()) viewMenu_->addAction(d->toggleViewAction());
+
+  QMenu* help = menuBar()->addMenu(tr("&Help"));
+  help->addAction(tr("&About PipeStudio"), this, [this] {
+    QMessageBox::about(this, tr("About PipeStudio"),
+                       tr("<b>PipeStudio</b><br>Design, check and simulate pipeline-parallel training schedules."
+                          "<p>Drag ops along their device's row to reorder; right-click for more edits. "
+                          "Ctrl+wheel zooms, Shift+wheel pans.</p>"));
+  });
+
+  auto* tb = addToolBar(tr("Main"));
+  tb->setObjectName(QStringLiteral("toolbar.main"));
+  tb->setMovable(false);
+  tb->setIconSize(QSize(18, 18));
+  tb->setToolButtonStyle(Qt::ToolButtonTextBesideIcon);
+  tb->addAction(aNew);
+  tb->addAction(aOpen);
+  tb->addAction(aSave);
+  tb->addSeparator();
+  tb->addAction(aUndo);
+  tb->addAction(aRedo);
+  tb->addSeparator();
+  QAction* tFit = tb->addAction(tr("Fit"), view_, &TimelineView::zoomToFit);
+  tFit->setToolTip(tr("Fit the whole schedule (Ctrl+0)"));
+  tb->addAction(tr("−"), view_, &TimelineView::zoomOut)->setToolTip(tr("Zoom out (Ctrl+-)"));
+  tb->addAction(tr("+"), view_, &TimelineView::zoomIn)->setToolTip(tr("Zoom in (Ctrl++)"));
+  tb->addSeparator();
+  auto* lbl = new QLabel(tr("  Layout "));
+  tb->addWidget(lbl);
+  layoutCombo_ = new QComboBox;
+  layoutCombo_->addItem(tr("Simulated time"));
+  layoutCombo_->addItem(tr("Unit slots"));
+  layoutCombo_->setToolTip(tr("Blocks by the cost model's simulated time, or one slot per action as PyTorch's "
+                              "visualiser draws them"));
+  connect(layoutCombo_, &QComboBox::currentIndexChanged, this, [this](int i) {
+    view_->setLayoutMode(i == 0 ? TimelineView::LayoutMode::Time : TimelineView::LayoutMode::Slots);
+  });
+  tb->addWidget(layoutCombo_);
+}
+
+void MainWindow::documentChanged() {
+  const Analysis& a = doc_->analysis();
+  legend_->setSchedule(a.schedule);
+  std::int64_t cap = doc_->profile().deviceMemoryBytes;
+  memory_->setTimeline(a.timeline, cap);
+  summary_->setMetrics(a.timeline.metrics, doc_->savedMetrics());
+  diagnostics_->setDiagnostics(a.diagnostics);
+  int errors = 0, warnings = 0;
+  for (const auto& d : a.diagnostics) (d.severity == Severity::Error ? errors : warnings) += d.severity != Severity::Note;
+  QString v;
+  if (errors == 0)
+    v = tr("<span style='color:#2e9d4e'>●</span> Valid");
+  else
+    v = tr("<span style='color:#e53935'>●</span> %n error(s)", nullptr, errors);
+  if (warnings) v += tr(" · %n warning(s)", nullptr, warnings);
+  v += tr(" · %1 ops · makespan %2 ms").arg(a.schedule.opCount()).arg(fmtMs(a.makespan()));
+  validity_->setText(v + QStringLiteral("&nbsp;&nbsp;"));
+  updateTitle();
+}
+
+QString MainWindow::statusText() const { return message_->text(); }
+QString MainWindow::validityText() const { return validity_->text(); }
+
+void MainWindow::showStatus(const QString& text) { message_->setText(text); }
+
+void MainWindow::updateTitle() {
+  QString name = doc_->filePath().isEmpty() ? QString::fromStdString(doc_->schedule().name) : QFileInfo(doc_->filePath()).fileName();
+  if (name.isEmpty()) name = tr("Untitled");
+  setWindowTitle(name + QStringLiteral("[*] — PipeStudio"));
+  setWindowModified(doc_->isModified());
+}
+
+bool MainWindow::openFile(const QString& path, bool quiet) {
+  auto loaded = readScheduleFile(path);
+  if (!loaded) {
+    const QString msg = QString::fromStdString(formatDiagnostics(loaded.errors()));
+    if (!quiet) QMessageBox::warning(this, tr("Cannot open %1").arg(QFileInfo(path).fileName()), msg);
+    showStatus(tr("Cannot open %1").arg(path));
+    return false;
+  }
+  doc_->load(std::move(loaded->schedule), std::move(loaded->profile), QFileInfo(path).absoluteFilePath());
+  view_->selectOp(std::nullopt, false);
+  view_->zoomToFit();
+  addRecent(QFileInfo(path).absoluteFilePath());
+  showStatus(loaded->notes.empty() ? tr("Opened %1").arg(QFileInfo(path).fileName())
+                                   : QString::fromStdString(loaded->notes.front().message));
+  return true;
+}
+
+void MainWindow::openDefault() {
+  const QString example = resourcesDir() + QStringLiteral("/examples/example.pipe");
+  if (QFileInfo(example).isFile() && openFile(example, true)) {
+    // An example is a template, not the user's file.
+    return;
+  }
+  GeneratorOptions o;
+  o.devices = 4;
+  o.microbatches = 8;
+  auto s = generateSchedule(ScheduleKind::OneFOneB, o);
+  if (s) {
+    Schedule sched = std::move(s).value();
+    if (sched.name.empty()) sched.name = "1f1b";
+    doc_->load(sched, defaultCostProfile(sched.pipeline.stages));
+    view_->zoomToFit();
+  }
+}
+
+void MainWindow::newFromTemplate() {
+  if (!maybeSave()) return;
+  TemplateDialog dlg(this);
+  if (dlg.exec() != QDialog::Accepted || !dlg.schedule()) return;
+  Schedule s = *dlg.schedule();
+  doc_->load(s, defaultCostProfile(s.pipeline.stages));
+  view_->selectOp(std::nullopt, false);
+  view_->zoomToFit();
+  showStatus(tr("New %1 schedule").arg(QString::fromStdString(s.name)));
+}
+
+void MainWindow::open() {
+  if (!maybeSave()) return;
+  const QString dir = doc_->filePath().isEmpty() ? resourcesDir() + QStringLiteral("/examples") : QFileInfo(doc_->filePath()).path();
+  const QString path = QFileDialog::getOpenFileName(this, tr("Open schedule"), dir,
+                                                    tr("Schedules (*.pipe *.csv);;PipeStudio (*.pipe);;PyTorch CSV (*.csv)"));
+  if (!path.isEmpty()) openFile(path);
+}
+
+bool MainWindow::saveTo(const QString& path) {
+  auto st = writeScheduleFile(path, doc_->schedule());
+  if (!st) {
+    QMessageBox::warning(this, tr("Cannot save"), QString::fromStdString(st.error().message));
+    return false;
+  }
+  doc_->markSaved(QFileInfo(path).absoluteFilePath());
+  addRecent(QFileInfo(path).absoluteFilePath());
+  showStatus(tr("Saved %1").arg(QFileInfo(path).fileName()));
+  return true;
+}
+
+bool MainWindow::save() {
+  const QString p = doc_->filePath();
+  // Examples from the resources folder are not overwritten in place.
+  if (p.isEmpty() || p.startsWith(QFileInfo(resourcesDir()).absoluteFilePath())) return saveAs();
+  return saveTo(p);
+}
+
+bool MainWindow::saveAs() {
+  const QString path = QFileDialog::getSaveFileName(this, tr("Save schedule"), doc_->filePath(),
+                                                    tr("PipeStudio schedule (*.pipe);;PyTorch CSV (*.csv)"));
+  if (path.isEmpty()) return false;
+  return saveTo(path);
+}
+
+bool MainWindow::exportFile(const QString& path) {
+  const QString ext = QFileInfo(path).suffix().toLower();
+  if (ext == QStringLiteral("png")) {
+    const QSize sz = view_->fullSize(2000);
+    return view_->renderImage(sz).save(path);
+  }
+  if (ext == QStringLiteral("svg")) {
+    view_->renderSvg(path, view_->fullSize(1600));
+    return QFileInfo(path).isFile();
+  }
+  if (ext == QStringLiteral("json")) {
+#ifdef PS_HAVE_CHROME_TRACE
+    const std::string text = writeChromeTrace(doc_->analysis().timeline);
+    QFile f(path);
+    if (!f.open(QIODevice::WriteOnly | QIODevice::Truncate)) return false;
+    return f.write(text.data(), static_cast<qint64>(text.size())) == static_cast<qint64>(text.size());
+#else
+    return false;
+#endif
+  }
+  auto st = writeScheduleFile(path, doc_->schedule());
+  return static_cast<bool>(st);
+}
+
+void MainWindow::exportAs(const QString& filter, const QString& suffix) {
+  QString base = doc_->filePath().isEmpty() ? QStringLiteral("schedule") : QFileInfo(doc_->filePath()).completeBaseName();
+  QString path = QFileDialog::getSaveFileName(this, tr("Export"), base + QLatin1Char('.') + suffix, filter);
+  if (path.isEmpty()) return;
+  if (QFileInfo(path).suffix().isEmpty()) path += QLatin1Char('.') + suffix;
+  showStatus(exportFile(path) ? tr("Exported %1").arg(QFileInfo(path).fileName())
+                              : tr("Export to %1 failed").arg(path));
+}
+
+void MainWindow::addRecent(const QString& path) {
+  QSettings st = settings();
+  QStringList files = st.value(QStringLiteral("recentFiles")).toStringList();
+  files.removeAll(path);
+  files.prepend(path);
+  while (files.size() > kMaxRecent) files.removeLast();
+  st.setValue(QStringLiteral("recentFiles"), files);
+  rebuildRecentMenu();
+}
+
+void MainWindow::rebuildRecentMenu() {
+  recentMenu_->clear();
+  const QStringList files = settings().value(QStringLiteral("recentFiles")).toStringList();
+  for (const QString& f : files) {
+    QAction* a = recentMenu_->addAction(QFileInfo(f).fileName());
+    a->setToolTip(f);
+    connect(a, &QAction::triggered, this, [this, f] {
+      if (maybeSave()) openFile(f);
+    });
+  }
+  recentMenu_->setEnabled(!files.isEmpty());
+}
+
+bool MainWindow::maybeSave() {
+  if (!doc_->isModified()) return true;
+  const auto r = QMessageBox::question(this, tr("Unsaved changes"), tr("Save the changes to this schedule first?"),
+                                       QMessageBox::Save | QMessageBox::Discard | QMessageBox::Cancel);
+  if (r == QMessageBox::Cancel) return false;
+  if (r == QMessageBox::Save) return save();
+  return true;
+}
+
+void MainWindow::closeEvent(QCloseEvent* e) {
+  if (!maybeSave()) {
+    e->ignore();
+    return;
+  }
+  QSettings st = settings();
+  st.setValue(QStringLiteral("window/geometry"), saveGeometry());
+  st.setValue(QStringLiteral("window/state"), saveState());
+  e->accept();
+}
+
+}  // namespace ps::ui

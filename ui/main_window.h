@@ -1,0 +1,80 @@
+#pragma once
+// The designer's main window: timeline editor in the centre; pipeline & cost-profile,
+// diagnostics, memory and summary docks; File / Edit / View menus; status bar with validity
+// and the last edit's effect.
+#include <QMainWindow>
+#include <QStringList>
+
+class QLabel;
+class QMenu;
+class QAction;
+class QComboBox;
+
+namespace ps::ui {
+
+class ScheduleDocument;
+class TimelineView;
+class MemoryChart;
+class SummaryPanel;
+class DiagnosticsPanel;
+class PropertiesPanel;
+class LegendBar;
+
+class MainWindow : public QMainWindow {
+  Q_OBJECT
+ public:
+  explicit MainWindow(QWidget* parent = nullptr);
+
+  // Opens a .pipe or .csv; on failure shows why (dialog unless quiet) and returns false.
+  bool openFile(const QString& path, bool quiet = false);
+  bool saveTo(const QString& path);
+  // Opens resources/examples/example.pipe when it exists, else a generated 1F1B.
+  void openDefault();
+
+  ScheduleDocument* document() const { return doc_; }
+  TimelineView* timeline() const { return view_; }
+  MemoryChart* memoryChart() const { return memory_; }
+  SummaryPanel* summary() const { return summary_; }
+  DiagnosticsPanel* diagnostics() const { return diagnostics_; }
+  PropertiesPanel* properties() const { return properties_; }
+  QString statusText() const;
+  QString validityText() const;
+
+  bool exportFile(const QString& path);  // by extension: .pipe .csv .json .png .svg
+
+ public Q_SLOTS:
+  void newFromTemplate();
+  void open();
+  bool save();
+  bool saveAs();
+
+ protected:
+  void closeEvent(QCloseEvent* e) override;
+
+ private:
+  void buildActions();
+  void buildDocks();
+  void documentChanged();
+  void updateTitle();
+  void addRecent(const QString& path);
+  void rebuildRecentMenu();
+  bool maybeSave();
+  void showStatus(const QString& text);
+  void exportAs(const QString& filter, const QString& suffix);
+
+  ScheduleDocument* doc_ = nullptr;
+  TimelineView* view_ = nullptr;
+  LegendBar* legend_ = nullptr;
+  MemoryChart* memory_ = nullptr;
+  SummaryPanel* summary_ = nullptr;
+  DiagnosticsPanel* diagnostics_ = nullptr;
+  PropertiesPanel* properties_ = nullptr;
+  QLabel* validity_ = nullptr;
+  QLabel* message_ = nullptr;
+  QMenu* recentMenu_ = nullptr;
+  QMenu* viewMenu_ = nullptr;
+  QComboBox* layoutCombo_ = nullptr;
+  QString loadNote_;
+};
+
+}  // namespace ps::ui

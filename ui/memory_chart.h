@@ -1,0 +1,38 @@
+#pragma once
+// Memory dock: per-device memory over time (Qt Charts) with the capacity line; a vertical
+// cursor follows the timeline hover.
+#include <QChartView>
+#include <QLineSeries>
+#include <QList>
+#include <QPointF>
+#include <vector>
+
+#include "pipestudio/core/timeline.h"
+
+namespace ps::ui {
+
+// A step curve as chart points (ms, GiB): each sample holds its value until the next one.
+// Longer curves are reduced to at most ~maxPoints points keeping each bucket's extremes.
+QList<QPointF> memoryCurvePoints(const std::vector<ps::core::MemorySample>& samples, double endMs,
+                                 int maxPoints = 4000);
+
+class MemoryChart : public QChartView {
+  Q_OBJECT
+ public:
+  explicit MemoryChart(QWidget* parent = nullptr);
+  void setTimeline(const ps::core::Timeline& t, std::int64_t capacityBytes);
+  void setCursorTime(double ms);  // negative hides the cursor
+  const QList<QLineSeries*>& deviceSeries() const { return devices_; }
+  QLineSeries* capacitySeries() const { return capacity_; }
+
+ private:
+  void applyTheme();
+  bool event(QEvent* e) override;
+  QList<QLineSeries*> devices_;
+  QLineSeries* capacity_ = nullptr;
+  QLineSeries* cursor_ = nullptr;
+  double yMax_ = 1;
+  double xMax_ = 1;
+};
+
+}  // namespace ps::ui

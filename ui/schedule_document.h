@@ -1,0 +1,122 @@
+#pragma once
+// The document behind the designer: a Schedule, its cost profile and the last analysis
+// (validation + simulation), with a QUndoStack on which every edit is one command.
+#include <QObject>
+#include <QString>
+#include <QUndoStack>
+#include <memory>
+#include <optional>
+#include <unordered_map>
+#include <vector>
+
+#include "pipestudio/core/cost_profile.h"
+#include "pipestudio/core/schedule.h"
+#include "pipestudio/core/simulator.h"
+#include "pipestudio/core/timeline.h"
+#include "pipestudio/core/validator.h"
+
+namespace ps::ui {
+
+// Everything derived from one schedule: what the views draw. Immutable once made.
+struct Analysis {
+  ps::core::Schedule schedule;
+  ps::core::ValidationReport validation;
+  ps::core::Timeline timeline;                // simulated with the cost model (ms)
+  std::optional<ps::core::Timeline> slots;    // unit slots (one step = 1), when asked for
+  ps::core::Diagnostics diagnostics;          // validation + simulation + model problems
+  bool valid() const { return !ps::core::hasErrors(diagnostics); }
+  double makespan() const { return timeline.metrics.makespan; }
+};
+
+// A default cost profile for `stages` stages when a schedule names none: one layer per
+// stage, F 1 ms, I 1 ms, W 0.8 ms, 512 MiB activations, 1 GiB weights, 16 GiB devices.
+ps::core::CostProfile defaultCostProfile(int stages);
+
+// Where bundled resources live (examples, profiles): $PIPESTUDIO_RESOURCES, the build-time
+// source folder, or share/pipestudio next to the executable.
+QString resourcesDir();
+
+struct LoadedFile {
+  ps::core::Schedule schedule;
+  ps::core::CostProfile profile;
+  ps::core::Diagnostics notes;  // e.g. a named profile that could not be read
+};
+// Reads a .pipe (DSL) or .csv (PyTorch) file; a profile named in the header is looked up
+// next to the file and in resources/profiles.
+ps::core::Result<LoadedFile> readScheduleFile(const QString& path);
+// Writes by extension: .csv -> PyTorch CSV, .json -> Chrome trace of `timeline`, else DSL.
+ps::core::Status writeScheduleFile(const QString& path, const ps::core::Schedule& s);
+
+class ScheduleDocument : public QObject {
+  Q_OBJECT
+ public:
+  explicit ScheduleDocument(QObject* parent = nullptr);
+  ~ScheduleDocument() override;
+
+  // Replaces everything (open, new): clears undo history and sets the "last saved" baseline.
+  void load(ps::core::Schedule s, ps::core::CostProfile profile, const QString& path = {});
+
+  const ps::core::Schedule& schedule() const { return analysis_->schedule; }
+  const ps::core::CostProfile& profile() const { return profile_; }
+  const Analysis& analysis() const { return *analysis_; }
+  std::shared_ptr<const Analysis> analysisPtr() const { return analysis_; }
+  const ps::core::TimelineMetrics& savedMetrics() const { return saved_; }
+  QUndoStack* undoStack() { return &undo_; }
+  QString filePath() const { return path_; }
+  bool isModified() const { return !undo_.isClean(); }
+  // The schedule is now on disk at `path`: it becomes the "last saved" baseline.
+  void markSaved(const QString& path);
+  QString lastEffect() const { return lastEffect_; }
+
+  // Unit slot layout (PyTorch visualiser) alongside simulated time.
+  void setSlotsWanted(bool on);
+  bool slotsWanted() const { return slotsWanted_; }
+
+  // Validates and simulates a candidate schedule with the current cost model (used for the
+  // live preview while dragging). Does not change the document.
+  Analysis analyze(const ps::core::Schedule& s) const;
+
+  // Edits: each pushes one undo command; false (and `error` set) when the edit does not apply.
+  bool moveStep(int device, int from, int to, QString* error = nullptr);
+  bool splitBackward(ps::core::OpRef at, QString* error = nullptr);
+  bool mergeInputWeight(ps::core::OpRef at, QString* error = nullptr);
+  bool toggleRecompute(int stage, QString* error = nullptr);
+  bool addOffloadReload(ps::core::OpRef at, QString* error = nullptr);
+  void setProfile(const ps::core::CostProfile& p, const QString& description);
+  void replaceSchedule(const ps::core::Schedule& s, const QString& description);
+
+  // Where an op sits in the current schedule.
+  std::optional<ps::core::OpRef> find(const ps::core::Op& op) const;
+  // What an op waits for and what waits for it (ops present in the schedule).
+  std::vector<ps::core::Op> dependencies(const ps::core::Op& op) const;
+  std::vector<ps::core::Op> dependents(const ps::core::Op& op) const;
+
+  // Called by the undo commands.
+  void applyScheduleInternal(ps::core::Schedule s);
+  void applyProfileInternal(ps::core::CostProfile p);
+
+ Q_SIGNALS:
+  void changed();  // schedule, profile or analysis changed
+  void effectChanged(const QString& effect);
+
+ private:
+  void rebuildModel();
+  void reanalyze(const ps::core::Schedule& s, bool reportEffect);
+  void rebuildIndex();
+
+  ps::core::CostProfile profile_;
+  ps::core::SimulationModel model_;
+  ps::core::Diagnostics modelDiagnostics_;
+  bool modelOk_ = false;
+  std::shared_ptr<const Analysis> analysis_;
+  ps::core::TimelineMetrics saved_;
+  QUndoStack undo_;
+  QString path_;
+  QString lastEffect_;
+  bool slotsWanted_ = false;
+  std::unordered_map<std::uint64_t, ps::core::OpRef> index_;
+};
+
+std::uint64_t opKey(const ps::core::Op& op);
+
+}  // namespace ps::ui

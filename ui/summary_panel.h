@@ -1,0 +1,19 @@
+#pragma once
+// Summary dock: makespan, bubble ratio, efficiency against the lower bound, and per device
+// peak memory and in-flight micro-batches, next to the schedule as last saved.
+#include <QTreeWidget>
+
+#include "pipestudio/core/timeline.h"
+
+namespace ps::ui {
+
+class SummaryPanel : public QTreeWidget {
+  Q_OBJECT
+ public:
+  explicit SummaryPanel(QWidget* parent = nullptr);
+  void setMetrics(const ps::core::TimelineMetrics& current, const ps::core::TimelineMetrics& saved);
+  // Text of a row's "current" column by metric name (tests).
+  QString currentValue(const QString& metric) const;
+};
+
+}  // namespace ps::ui

@@ -1,0 +1,103 @@
+#include "template_dialog.h"
+
+#include <QComboBox>
+#include <QDialogButtonBox>
+#include <QFormLayout>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QPushButton>
+#include <QSpinBox>
+#include <QVBoxLayout>
+
+#include "schedule_document.h"
+#include "timeline_view.h"
+
+namespace ps::ui {
+
+using namespace ps::core;
+
+TemplateDialog::TemplateDialog(QWidget* parent) : QDialog(parent) {
+  setWindowTitle(tr("New schedule from template"));
+  auto* lay = new QVBoxLayout(this);
+  lay->setSpacing(10);
+  auto* top = new QHBoxLayout;
+  auto* form = new QFormLayout;
+  kind_ = new QComboBox;
+  for (ScheduleKind k : allScheduleKinds())
+    kind_->addItem(QString::fromUtf8(scheduleKindName(k).data()), static_cast<int>(k));
+  devices_ = new QSpinBox;
+  devices_->setRange(1, 256);
+  devices_->setValue(4);
+  microbatches_ = new QSpinBox;
+  microbatches_->setRange(1, 4096);
+  microbatches_->setValue(8);
+  chunks_ = new QSpinBox;
+  chunks_->setRange(0, 16);
+  chunks_->setSpecialValueText(tr("default"));
+  chunks_->setToolTip(tr("Stages per device (0 = the kind's default)"));
+  form->addRow(tr("Kind"), kind_);
+  form->addRow(tr("Devices"), devices_);
+  form->addRow(tr("Micro-batches"), microbatches_);
+  form->addRow(tr("Chunks per device"), chunks_);
+  top->addLayout(form);
+  top->addStretch(1);
+  lay->addLayout(top);
+
+  previewDoc_ = new ScheduleDocument(this);
+  preview_ = new TimelineView(previewDoc_, this);
+  preview_->setEditable(false);
+  preview_->setMinimumSize(640, 220);
+  lay->addWidget(preview_, 1);
+  info_ = new QLabel;
+  info_->setWordWrap(true);
+  lay->addWidget(info_);
+  buttons_ = new QDialogButtonBox(QDialogButtonBox::Ok | QDialogButtonBox::Cancel);
+  buttons_->button(QDialogButtonBox::Ok)->setText(tr("Create"));
+  connect(buttons_, &QDialogButtonBox::accepted, this, &QDialog::accept);
+  connect(buttons_, &QDialogButtonBox::rejected, this, &QDialog::reject);
+  lay->addWidget(buttons_);
+
+  connect(kind_, &QComboBox::currentIndexChanged, this, &TemplateDialog::regenerate);
+  for (auto* s : {devices_, microbatches_, chunks_}) connect(s, &QSpinBox::valueChanged, this, &TemplateDialog::regenerate);
+  kind_->setCurrentIndex(std::max(0, kind_->findText(QStringLiteral("1f1b"))));
+  regenerate();
+  resize(820, 460);
+}
+
+void TemplateDialog::setKind(ScheduleKind k) { kind_->setCurrentIndex(kind_->findData(static_cast<int>(k))); }
+void TemplateDialog::setDevices(int d) { devices_->setValue(d); }
+void TemplateDialog::setMicrobatches(int m) { microbatches_->setValue(m); }
+void TemplateDialog::setChunks(int c) { chunks_->setValue(c); }
+
+QString TemplateDialog::errorText() const { return schedule_ ? QString() : info_->text(); }
+
+void TemplateDialog::regenerate() {
+  GeneratorOptions o;
+  o.devices = devices_->value();
+  o.microbatches = microbatches_->value();
+  o.chunks = chunks_->value();
+  const auto kind = static_cast<ScheduleKind>(kind_->currentData().toInt());
+  auto s = generateSchedule(kind, o);
+  if (!s) {
+    schedule_.reset();
+    info_->setText(QStringLiteral("<span style='color:#e53935'>%1</span>")
+                       .arg(QString::fromStdString(s.error().message).toHtmlEscaped()));
+    buttons_->button(QDialogButtonBox::Ok)->setEnabled(false);
+    Schedule empty;
+    empty.devices.resize(1);
+    previewDoc_->load(empty, defaultCostProfile(1));
+    return;
+  }
+  schedule_ = s.value();
+  previewDoc_->load(*schedule_, defaultCostProfile(schedule_->pipeline.stages));
+  const auto& m = previewDoc_->analysis().timeline.metrics;
+  info_->setText(tr("%1 stages, %2 ops · makespan %3 ms · bubble %4 % (default costs: F 1, I 1, W 0.8 ms)")
+                     .arg(schedule_->pipeline.stages)
+                     .arg(schedule_->opCount())
+                     .arg(m.makespan, 0, 'f', 1)
+                     .arg(m.bubbleRatio * 100, 0, 'f', 1));
+  buttons_->button(QDialogButtonBox::Ok)->setEnabled(true);
+  preview_->zoomToFit();
+}
+
+}  // namespace ps::ui

@@ -1,0 +1,214 @@
+#include "timeline_geometry.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace ps::ui {
+
+double TimeAxis::fitScale(double durationMs, double widthPx) {
+  if (durationMs <= 0 || widthPx <= 0) return 1.0;
+  return widthPx / durationMs;
+}
+
+void TimeAxis::zoomAround(double x, double factor, double minScale, double maxScale) {
+  const double t = toTime(x);
+  pxPerMs_ = std::clamp(pxPerMs_ * factor, minScale, maxScale);
+  offsetPx_ = std::max(0.0, t * pxPerMs_ - x);
+}
+
+int RowLayout::rowAt(double y, int devices) const {
+  if (devices <= 0 || y < rulerHeight) return -1;
+  const double pitch = rowHeight + rowGap;
+  const int r = static_cast<int>(std::floor((y - rulerHeight - rowGap / 2) / pitch));
+  return std::clamp(r, 0, devices - 1);
+}
+
+BlockIndex BlockIndex::build(const ps::core::Schedule& s, const ps::core::Timeline& timeline, double fallbackMs) {
+  BlockIndex idx;
+  const int D = static_cast<int>(s.devices.size());
+  idx.rows_.resize(static_cast<size_t>(D));
+
+  // Stage -> chunk (its index among the stages of its device).
+  std::vector<int> chunkOf(static_cast<size_t>(std::max(0, s.pipeline.stages)), 0);
+  {
+    std::vector<int> seen(static_cast<size_t>(std::max(0, s.pipeline.devices)), 0);
+    for (int st = 0; st < s.pipeline.stages && st < static_cast<int>(s.pipeline.stageToDevice.size()); ++st) {
+      const int d = s.pipeline.stageToDevice[static_cast<size_t>(st)];
+      if (d >= 0 && d < static_cast<int>(seen.size())) chunkOf[static_cast<size_t>(st)] = seen[static_cast<size_t>(d)]++;
+    }
+  }
+  auto chunk = [&](int stage) {
+    return stage >= 0 && stage < static_cast<int>(chunkOf.size()) ? chunkOf[static_cast<size_t>(stage)] : 0;
+  };
+
+  // Timeline ops by (device, step); an overlapped pair has two entries with one span.
+  std::vector<std::vector<std::pair<double, double>>> times(static_cast<size_t>(D));
+  std::vector<std::vector<char>> has(static_cast<size_t>(D));
+  for (int d = 0; d < D; ++d) {
+    times[static_cast<size_t>(d)].assign(s.devices[static_cast<size_t>(d)].size(), {0.0, 0.0});
+    has[static_cast<size_t>(d)].assign(s.devices[static_cast<size_t>(d)].size(), 0);
+  }
+  for (const auto& op : timeline.ops) {
+    if (op.device < 0 || op.device >= D || op.step < 0) continue;
+    auto& row = times[static_cast<size_t>(op.device)];
+    if (static_cast<size_t>(op.step) >= row.size()) continue;
+    auto& slot = row[static_cast<size_t>(op.step)];
+    auto& h = has[static_cast<size_t>(op.device)][static_cast<size_t>(op.step)];
+    if (!h) {
+      slot = {op.start, op.end};
+      h = 1;
+    } else {
+      slot = {std::min(slot.first, op.start), std::max(slot.second, op.end)};
+    }
+  }
+
+  for (int d = 0; d < D; ++d) {
+    const auto& steps = s.devices[static_cast<size_t>(d)];
+    auto& row = idx.rows_[static_cast<size_t>(d)];
+    row.reserve(steps.size());
+    double cursor = 0;
+    for (size_t i = 0; i < steps.size(); ++i) {
+      Block b;
+      b.device = d;
+      b.step = static_cast<int>(i);
+      b.op = steps[i].first;
+      b.second = steps[i].second;
+      b.chunk = chunk(b.op.stage);
+      if (has[static_cast<size_t>(d)][i]) {
+        const auto [st, en] = times[static_cast<size_t>(d)][i];
+        // Keep rows monotonic even if a source reorders (measured or imported data).
+        b.start = std::max(st, row.empty() ? st : row.back().start);
+        b.end = std::max(en, b.start);
+        b.reached = true;
+      } else {
+        b.start = cursor;
+        b.end = cursor + fallbackMs;
+        b.reached = false;
+      }
+      cursor = std::max(cursor, b.end);
+      idx.endTime_ = std::max(idx.endTime_, b.end);
+      row.push_back(b);
+    }
+  }
+  return idx;
+}
+
+const Block* BlockIndex::block(int device, int step) const {
+  if (device < 0 || device >= devices()) return nullptr;
+  const auto& r = rows_[static_cast<size_t>(device)];
+  if (step < 0 || static_cast<size_t>(step) >= r.size()) return nullptr;
+  return &r[static_cast<size_t>(step)];
+}
+
+size_t BlockIndex::size() const {
+  size_t n = 0;
+  for (const auto& r : rows_) n += r.size();
+  return n;
+}
+
+std::pair<size_t, size_t> BlockIndex::visibleRange(int device, double t0, double t1) const {
+  if (device < 0 || device >= devices()) return {0, 0};
+  const auto& r = rows_[static_cast<size_t>(device)];
+  auto first = std::lower_bound(r.begin(), r.end(), t0, [](const Block& b, double t) { return b.end < t; });
+  auto last = std::upper_bound(first, r.end(), t1, [](double t, const Block& b) { return t < b.start; });
+  return {static_cast<size_t>(first - r.begin()), static_cast<size_t>(last - r.begin())};
+}
+
+std::optional<size_t> BlockIndex::hitTest(int device, double t, double toleranceMs) const {
+  auto [first, last] = visibleRange(device, t - toleranceMs, t + toleranceMs);
+  if (first >= last) return std::nullopt;
+  const auto& r = rows_[static_cast<size_t>(device)];
+  // Prefer the block that contains t, else the nearest within tolerance.
+  std::optional<size_t> best;
+  double bestDist = 0;
+  for (size_t i = first; i < last; ++i) {
+    const Block& b = r[i];
+    double dist = t < b.start ? b.start - t : (t > b.end ? t - b.end : 0.0);
+    if (!best || dist < bestDist) {
+      best = i;
+      bestDist = dist;
+    }
+    if (dist == 0) break;
+  }
+  return best;
+}
+
+std::vector<LodSpan> levelOfDetail(const std::vector<Block>& row, size_t first, size_t last, const TimeAxis& axis,
+                                   double minPx) {
+  std::vector<LodSpan> out;
+  last = std::min(last, row.size());
+  size_t i = first;
+  while (i < last) {
+    const Block& b = row[i];
+    const double x0 = axis.toX(b.start), x1 = axis.toX(b.end);
+    if (x1 - x0 >= minPx) {
+      out.push_back({x0, x1, i, i + 1, false, i});
+      ++i;
+      continue;
+    }
+    // Merge thin neighbours until the span is wide enough or a visible gap breaks it.
+    LodSpan span{x0, x1, i, i + 1, true, i};
+    double longest = b.duration();
+    size_t j = i + 1;
+    while (j < last && span.x1 - span.x0 < minPx) {
+      const Block& n = row[j];
+      const double nx0 = axis.toX(n.start), nx1 = axis.toX(n.end);
+      if (nx0 - span.x1 > minPx || nx1 - nx0 >= minPx) break;
+      span.x1 = std::max(span.x1, nx1);
+      if (n.duration() > longest) {
+        longest = n.duration();
+        span.dominant = j;
+      }
+      ++j;
+    }
+    span.last = j;
+    span.merged = span.last - span.first > 1;
+    out.push_back(span);
+    i = j;
+  }
+  return out;
+}
+
+int dropIndex(const std::vector<Block>& row, int draggedStep, double t) {
+  int before = 0;
+  for (size_t i = 0; i < row.size(); ++i) {
+    if (static_cast<int>(i) == draggedStep) continue;
+    const double centre = (row[i].start + row[i].end) / 2;
+    if (centre < t)
+      ++before;
+    else
+      break;  // centres are non-decreasing
+  }
+  return before;
+}
+
+double dropIndicatorTime(const std::vector<Block>& row, int draggedStep, int targetIndex) {
+  // The other blocks in order; the indicator sits between others[target-1] and others[target].
+  const Block* prev = nullptr;
+  const Block* next = nullptr;
+  int k = 0;
+  for (size_t i = 0; i < row.size(); ++i) {
+    if (static_cast<int>(i) == draggedStep) continue;
+    if (k == targetIndex - 1) prev = &row[i];
+    if (k == targetIndex) {
+      next = &row[i];
+      break;
+    }
+    ++k;
+  }
+  if (prev && next) return (prev->end + next->start) / 2;
+  if (prev) return prev->end;
+  if (next) return next->start;
+  return 0;
+}
+
+double tickStep(double pixelsPerMs, double minSpacingPx) {
+  if (pixelsPerMs <= 0) return 1;
+  const double raw = minSpacingPx / pixelsPerMs;
+  const double mag = std::pow(10.0, std::floor(std::log10(raw)));
+  for (double m : {1.0, 2.0, 5.0, 10.0})
+    if (m * mag >= raw) return m * mag;
+  return 10 * mag;
+}
+
+}  // namespace ps::ui

@@ -1,0 +1,122 @@
+#pragma once
+// The timeline editor: one row per device, one block per op, painted directly (only what is
+// visible, merged when thinner than a few pixels). Dragging a block along its row reorders
+// the device's steps with a live re-simulated preview; every edit goes through the document's
+// undo stack. Geometry lives in timeline_geometry.h; this widget paints and forwards input.
+#include <QAbstractScrollArea>
+#include <QImage>
+#include <QPointer>
+#include <memory>
+#include <optional>
+#include <unordered_set>
+
+#include "schedule_document.h"
+#include "timeline_geometry.h"
+
+namespace ps::ui {
+
+class TimelineView : public QAbstractScrollArea {
+  Q_OBJECT
+ public:
+  enum class LayoutMode { Time, Slots };
+
+  explicit TimelineView(ScheduleDocument* doc, QWidget* parent = nullptr);
+
+  void setLayoutMode(LayoutMode m);
+  LayoutMode layoutMode() const { return mode_; }
+  void setEditable(bool on) { editable_ = on; }
+  bool isEditable() const { return editable_; }
+
+  // Selection is kept by op identity so it follows the op when it moves.
+  std::optional<ps::core::OpRef> selection() const;
+  std::optional<ps::core::Op> selectedOp() const { return selected_; }
+  void selectOp(std::optional<ps::core::Op> op, bool scrollTo = true);
+  void selectRef(ps::core::OpRef ref, bool scrollTo = true);
+
+  void zoomIn();
+  void zoomOut();
+  void zoomToFit();
+  void zoomBy(double factor, double plotX);
+  const TimeAxis& axis() const { return axis_; }
+  const RowLayout& rows() const { return layout_; }
+  const BlockIndex& blocks() const { return preview_ ? previewBlocks_ : blocks_; }
+
+  // Paints the timeline as the viewport would show it with `axis` and vertical scroll
+  // `scrollY` into `target` (used by paintEvent, exports and the benchmark).
+  void paintTimeline(QPainter& p, const QRect& target, const TimeAxis& axis, double scrollY) const;
+  // The whole timeline fitted to `size`, for PNG export and previews.
+  QImage renderImage(QSize size) const;
+  void renderSvg(const QString& path, QSize size) const;
+  QSize fullSize(int width) const;
+
+  // Ops outlined as invalid (errors naming them), for tests and the diagnostics dock.
+  bool isOutlinedInvalid(ps::core::OpRef ref) const;
+  // Viewport position of the centre of a block (for tests and scrolling).
+  std::optional<QPoint> blockCenter(ps::core::OpRef ref) const;
+  void ensureVisible(ps::core::OpRef ref);
+
+ Q_SIGNALS:
+  void selectionChanged();
+  void hoverTimeChanged(double simulatedMs);  // negative when the pointer leaves
+  void statusMessage(const QString& text);
+
+ protected:
+  void paintEvent(QPaintEvent* e) override;
+  void resizeEvent(QResizeEvent* e) override;
+  void scrollContentsBy(int dx, int dy) override;
+  void mousePressEvent(QMouseEvent* e) override;
+  void mouseMoveEvent(QMouseEvent* e) override;
+  void mouseReleaseEvent(QMouseEvent* e) override;
+  void mouseDoubleClickEvent(QMouseEvent* e) override;
+  void wheelEvent(QWheelEvent* e) override;
+  void keyPressEvent(QKeyEvent* e) override;
+  void contextMenuEvent(QContextMenuEvent* e) override;
+  void leaveEvent(QEvent* e) override;
+  bool viewportEvent(QEvent* e) override;
+
+ private:
+  struct Hit {
+    int device = -1;
+    int step = -1;
+  };
+  void documentChanged();
+  void rebuild();
+  void updateScrollBars();
+  const ps::core::Timeline& displayTimeline(const Analysis& a) const;
+  const Analysis& displayAnalysis() const { return preview_ ? *preview_ : doc_->analysis(); }
+  double plotWidth() const;
+  std::optional<Hit> hitAt(QPoint viewportPos) const;
+  QRectF blockRect(const Block& b, const TimeAxis& axis, double scrollY, const QRect& target) const;
+  QString tooltipFor(const Block& b) const;
+  void updateDrag(QPoint pos);
+  void endDrag(bool apply);
+  void moveSelection(int delta);
+  void report(const QString& text);
+
+  QPointer<ScheduleDocument> doc_;
+  LayoutMode mode_ = LayoutMode::Time;
+  bool editable_ = true;
+  TimeAxis axis_;
+  RowLayout layout_;
+  BlockIndex blocks_;
+  std::unordered_set<std::uint64_t> invalid_;  // (device << 32 | step) with errors
+  std::unordered_set<std::uint64_t> cycle_;    // ops in a deadlock cycle
+  bool fitted_ = true;
+  std::optional<ps::core::Op> selected_;
+
+  // Drag state.
+  bool pressed_ = false;
+  bool dragging_ = false;
+  QPoint pressPos_;
+  Hit dragFrom_;
+  double grabOffsetMs_ = 0;
+  int dropTarget_ = -1;
+  QPoint dragPos_;
+  bool dragRefused_ = false;
+  std::shared_ptr<const Analysis> preview_;
+  BlockIndex previewBlocks_;
+
+  double hoverX_ = -1;  // viewport x of the pointer, -1 when outside
+};
+
+}  // namespace ps::ui
