@@ -1,0 +1,253 @@
+// The designer end to end (offscreen): dragging ops, undo, diagnostics and outlines, file
+// round trips, the memory chart against the simulator, and the template dialog.
+#include <QSignalSpy>
+#include <QStandardPaths>
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include "diagnostics_panel.h"
+#include "main_window.h"
+#include "memory_chart.h"
+#include "pipestudio/core/generators.h"
+#include "schedule_document.h"
+#include "summary_panel.h"
+#include "template_dialog.h"
+#include "timeline_view.h"
+
+using namespace ps::core;
+using namespace ps::ui;
+
+namespace {
+
+Schedule oneFOneB(int devices = 4, int mb = 8) {
+  GeneratorOptions o;
+  o.devices = devices;
+  o.microbatches = mb;
+  return generateSchedule(ScheduleKind::OneFOneB, o).value();
+}
+
+int stepOf(const Schedule& s, int device, const Op& op) {
+  const auto& row = s.devices[size_t(device)];
+  for (size_t i = 0; i < row.size(); ++i)
+    if (row[i].first == op) return int(i);
+  return -1;
+}
+
+// Presses on a block, drags to `to` in small steps (as a user would) and releases.
+void dragBlock(TimelineView* v, QPoint from, QPoint to) {
+  QWidget* vp = v->viewport();
+  QTest::mousePress(vp, Qt::LeftButton, Qt::NoModifier, from);
+  const int steps = 12;
+  for (int i = 1; i <= steps; ++i) {
+    const QPoint p = from + (to - from) * i / steps;
+    QMouseEvent move(QEvent::MouseMove, p, vp->mapToGlobal(p), Qt::NoButton, Qt::LeftButton, Qt::NoModifier);
+    QApplication::sendEvent(vp, &move);
+  }
+  QTest::mouseRelease(vp, Qt::LeftButton, Qt::NoModifier, to);
+}
+
+}  // namespace
+
+class DesignerTest : public QObject {
+  Q_OBJECT
+ private Q_SLOTS:
+  void initTestCase() { QStandardPaths::setTestModeEnabled(true); }
+
+  void init() {
+    window_ = new MainWindow;
+    window_->resize(1400, 900);
+    Schedule s = oneFOneB();
+    window_->document()->load(s, defaultCostProfile(s.pipeline.stages));
+    window_->show();
+    QVERIFY(QTest::qWaitForWindowExposed(window_));
+    window_->timeline()->zoomToFit();
+  }
+  void cleanup() {
+    window_->document()->undoStack()->setClean();  // no "save changes?" on close
+    delete window_;
+    window_ = nullptr;
+  }
+
+  void draggingAnOpChangesOrderAndSummaryAndUndoRestores() {
+    ScheduleDocument* doc = window_->document();
+    TimelineView* view = window_->timeline();
+    const Schedule before = doc->schedule();
+    const double makespanBefore = doc->analysis().makespan();
+    const QString summaryBefore = window_->summary()->currentValue(QStringLiteral("Makespan"));
+    QVERIFY(summaryBefore.startsWith(QString::number(makespanBefore, 'f', 2)));
+
+    // Device 0 starts the last micro-batch's forward last of all: everything downstream waits.
+    const Op f7{OpKind::F, 0, 7};
+    const int from = stepOf(before, 0, f7);
+    QVERIFY(from >= 0);
+    auto c = view->blockCenter(OpRef{0, from});
+    QVERIFY(c.has_value());
+    dragBlock(view, *c, QPoint(view->viewport()->width() - 4, c->y()));
+
+    const Schedule& after = doc->schedule();
+    QCOMPARE(after.devices[0].back().first, f7);
+    QVERIFY(doc->analysis().valid());
+    const double makespanAfter = doc->analysis().makespan();
+    QVERIFY2(makespanAfter > makespanBefore + 1e-6, "a forward moved after all backwards must delay the pipeline");
+    const QString summaryAfter = window_->summary()->currentValue(QStringLiteral("Makespan"));
+    QVERIFY(summaryAfter != summaryBefore);
+    QVERIFY(summaryAfter.startsWith(QString::number(makespanAfter, 'f', 2)));
+    QVERIFY(window_->statusText().contains(QStringLiteral("→")));
+    QCOMPARE(doc->undoStack()->count(), 1);
+
+    doc->undoStack()->undo();
+    QVERIFY(doc->schedule() == before);
+    QCOMPARE(window_->summary()->currentValue(QStringLiteral("Makespan")), summaryBefore);
+    doc->undoStack()->redo();
+    QCOMPARE(doc->schedule().devices[0].back().first, f7);
+  }
+
+  void dragThatBreaksADependencyShowsDiagnosticAndRedOutline() {
+    ScheduleDocument* doc = window_->document();
+    TimelineView* view = window_->timeline();
+    QVERIFY(doc->analysis().valid());
+    QCOMPARE(window_->diagnostics()->errorCount(), 0);
+    // B0 on the last device needs F0 of its stage, which runs first: drag B0 before it.
+    const int d = 3;
+    const Op b0{OpKind::B, 3, 0};
+    const int from = stepOf(doc->schedule(), d, b0);
+    QVERIFY(from > 0);
+    auto c = view->blockCenter(OpRef{d, from});
+    auto first = view->blockCenter(OpRef{d, 0});
+    QVERIFY(c && first);
+    dragBlock(view, *c, QPoint(view->rows().labelWidth + 1, c->y()));
+    QCOMPARE(doc->schedule().devices[size_t(d)][0].first, b0);
+    QVERIFY(!doc->analysis().valid());
+    QVERIFY(window_->diagnostics()->errorCount() > 0);
+    QVERIFY(window_->diagnostics()->topLevelItemCount() > 0);
+    bool outlined = false;
+    for (int i = 0; i < int(doc->schedule().devices[size_t(d)].size()); ++i)
+      outlined = outlined || view->isOutlinedInvalid(OpRef{d, i});
+    QVERIFY2(outlined, "an op of the broken order is outlined");
+    QVERIFY(window_->validityText().contains(QStringLiteral("error")));
+    // Clicking the diagnostic selects an op.
+    QTreeWidgetItem* item = window_->diagnostics()->topLevelItem(0);
+    Q_EMIT window_->diagnostics()->itemClicked(item, 0);
+    QVERIFY(view->selection().has_value());
+    doc->undoStack()->undo();
+    QVERIFY(doc->analysis().valid());
+  }
+
+  void dropOnAnotherDeviceIsRefusedWithReason() {
+    ScheduleDocument* doc = window_->document();
+    TimelineView* view = window_->timeline();
+    const Schedule before = doc->schedule();
+    auto c = view->blockCenter(OpRef{0, 1});
+    auto other = view->blockCenter(OpRef{2, 3});
+    QVERIFY(c && other);
+    dragBlock(view, *c, QPoint(c->x(), other->y()));
+    QVERIFY(doc->schedule() == before);
+    QCOMPARE(doc->undoStack()->count(), 0);
+    QVERIFY2(window_->statusText().contains(QStringLiteral("refused")) ||
+                 window_->statusText().contains(QStringLiteral("placed")),
+             qPrintable(window_->statusText()));
+  }
+
+  void arrowKeysMoveTheSelection() {
+    ScheduleDocument* doc = window_->document();
+    TimelineView* view = window_->timeline();
+    const Op op = doc->schedule().devices[0][1].first;
+    view->selectRef(OpRef{0, 1});
+    view->setFocus();
+    QTest::keyClick(view, Qt::Key_Right);
+    QCOMPARE(doc->schedule().devices[0][2].first, op);
+    QCOMPARE(view->selection()->step, 2);  // the selection follows the op
+    QTest::keyClick(view, Qt::Key_Left);
+    QCOMPARE(doc->schedule().devices[0][1].first, op);
+    QCOMPARE(doc->undoStack()->count(), 2);
+  }
+
+  void openingAndSavingRoundTripsPipeAndCsv() {
+    QTemporaryDir dir;
+    QVERIFY(dir.isValid());
+    ScheduleDocument* doc = window_->document();
+    QVERIFY(doc->moveStep(0, 3, 4));  // something that is not what a generator would print
+    const Schedule edited = doc->schedule();
+    const QString pipe = dir.filePath(QStringLiteral("edited.pipe"));
+    QVERIFY(window_->saveTo(pipe));
+    QVERIFY(!doc->isModified());
+    QVERIFY(window_->openFile(pipe, true));
+    QVERIFY(doc->schedule() == edited);
+    QCOMPARE(doc->filePath(), QFileInfo(pipe).absoluteFilePath());
+
+    const QString csv = dir.filePath(QStringLiteral("edited.csv"));
+    QVERIFY(window_->saveTo(csv));
+    QVERIFY(window_->openFile(csv, true));
+    const Schedule& back = doc->schedule();
+    QCOMPARE(back.devices.size(), edited.devices.size());
+    for (size_t d = 0; d < edited.devices.size(); ++d) QVERIFY(back.devices[d] == edited.devices[d]);
+    QCOMPARE(back.pipeline.stageToDevice, edited.pipeline.stageToDevice);
+  }
+
+  void memoryChartSeriesMatchSimulatorCurve() {
+    ScheduleDocument* doc = window_->document();
+    const Timeline& t = doc->analysis().timeline;
+    MemoryChart* chart = window_->memoryChart();
+    QCOMPARE(chart->deviceSeries().size(), qsizetype(t.memory.size()));
+    QVERIFY(!t.memory.empty());
+    constexpr double kGiB = double(1LL << 30);
+    for (size_t d = 0; d < t.memory.size(); ++d) {
+      const QList<QPointF> pts = chart->deviceSeries()[qsizetype(d)]->points();
+      const auto& curve = t.memory[d];
+      QVERIFY(!curve.empty());
+      // Every simulator sample appears as a point at its time with its value, and between
+      // samples the chart holds the previous value (a step curve).
+      for (size_t i = 0; i < curve.size(); ++i) {
+        const double y = double(curve[i].bytes) / kGiB;
+        const bool found = std::any_of(pts.begin(), pts.end(), [&](const QPointF& p) {
+          return std::abs(p.x() - curve[i].time) < 1e-9 && std::abs(p.y() - y) < 1e-12;
+        });
+        QVERIFY2(found, qPrintable(QStringLiteral("device %1 sample %2").arg(d).arg(i)));
+      }
+      for (qsizetype k = 1; k < pts.size(); ++k) QVERIFY(pts[k].x() >= pts[k - 1].x());
+      double peak = 0;
+      for (const auto& p : pts) peak = std::max(peak, p.y());
+      QVERIFY(std::abs(peak - double(t.metrics.devices[d].peakMemoryBytes) / kGiB) < 1e-9);
+    }
+    QVERIFY(chart->capacitySeries() != nullptr);
+    QCOMPARE(chart->capacitySeries()->at(0).y(), double(doc->profile().deviceMemoryBytes) / kGiB);
+  }
+
+  void templateDialogProducesEachBuiltinKind() {
+    for (ScheduleKind k : allScheduleKinds()) {
+      TemplateDialog dlg;
+      dlg.setDevices(4);
+      dlg.setMicrobatches(8);
+      dlg.setChunks(0);
+      dlg.setKind(k);
+      GeneratorOptions o;
+      o.devices = 4;
+      o.microbatches = 8;
+      auto expected = generateSchedule(k, o);
+      const QString name = QString::fromUtf8(scheduleKindName(k).data());
+      QVERIFY2(expected.ok(), qPrintable(name));
+      QVERIFY2(dlg.schedule().has_value(), qPrintable(name + QStringLiteral(": ") + dlg.errorText()));
+      QVERIFY2(*dlg.schedule() == *expected, qPrintable(name));
+    }
+  }
+
+  void splitAndRecomputeFromTheDocumentAreUndoable() {
+    ScheduleDocument* doc = window_->document();
+    const Schedule before = doc->schedule();
+    const int b = stepOf(before, 1, Op{OpKind::B, 1, 0});
+    QVERIFY(doc->splitBackward(OpRef{1, b}));
+    QCOMPARE(doc->schedule().devices[1][size_t(b)].first.kind, OpKind::I);
+    QVERIFY(doc->analysis().valid());
+    QVERIFY(doc->toggleRecompute(2));
+    QVERIFY(doc->analysis().valid());
+    doc->undoStack()->undo();
+    doc->undoStack()->undo();
+    QVERIFY(doc->schedule() == before);
+  }
+
+ private:
+  MainWindow* window_ = nullptr;
+};
+
+QTEST_MAIN(DesignerTest)
+#include "designer_test.moc"
