@@ -16,6 +16,22 @@ void TimeAxis::zoomAround(double x, double factor, double minScale, double maxSc
   offsetPx_ = std::max(0.0, t * pxPerMs_ - x);
 }
 
+std::pair<double, double> RowLayout::lane(int laneIndex, bool twoLanes) const {
+  if (!twoLanes) return {0.0, rowHeight};
+  const double copyH = std::max(6.0, std::round(rowHeight * 0.28));
+  const double computeH = rowHeight - copyH - 2;
+  return laneIndex == 0 ? std::pair{0.0, computeH} : std::pair{computeH + 2, copyH};
+}
+
+int RowLayout::laneAt(double offsetInRow, bool twoLanes) const {
+  if (!twoLanes) return 0;
+  const auto [top, h] = lane(1, true);
+  (void)h;
+  return offsetInRow >= top - 1 ? 1 : 0;
+}
+
+bool runsOnCopyLane(ps::core::OpKind k) { return k == ps::core::OpKind::Offload || k == ps::core::OpKind::Reload; }
+
 int RowLayout::rowAt(double y, int devices) const {
   if (devices <= 0 || y < rulerHeight) return -1;
   const double pitch = rowHeight + rowGap;
@@ -74,11 +90,12 @@ BlockIndex BlockIndex::build(const ps::core::Schedule& s, const ps::core::Timeli
       b.op = steps[i].first;
       b.second = steps[i].second;
       b.chunk = chunk(b.op.stage);
+      b.lane = !b.second && runsOnCopyLane(b.op.kind) ? 1 : 0;
+      if (b.lane == 1) idx.copyLane_ = true;
       if (has[static_cast<size_t>(d)][i]) {
         const auto [st, en] = times[static_cast<size_t>(d)][i];
-        // Keep rows monotonic even if a source reorders (measured or imported data).
-        b.start = std::max(st, row.empty() ? st : row.back().start);
-        b.end = std::max(en, b.start);
+        b.start = st;
+        b.end = std::max(en, st);
         b.reached = true;
       } else {
         b.start = cursor;
@@ -89,8 +106,23 @@ BlockIndex BlockIndex::build(const ps::core::Schedule& s, const ps::core::Timeli
       idx.endTime_ = std::max(idx.endTime_, b.end);
       row.push_back(b);
     }
+    idx.finishRow(static_cast<size_t>(d));
   }
   return idx;
+}
+
+void BlockIndex::finishRow(size_t d) {
+  prefixEnd_.resize(rows_.size());
+  suffixStart_.resize(rows_.size());
+  const auto& r = rows_[d];
+  auto& pe = prefixEnd_[d];
+  auto& ss = suffixStart_[d];
+  pe.resize(r.size());
+  ss.resize(r.size());
+  double m = -1e300;
+  for (size_t i = 0; i < r.size(); ++i) pe[i] = m = std::max(m, r[i].end);
+  m = 1e300;
+  for (size_t i = r.size(); i-- > 0;) ss[i] = m = std::min(m, r[i].start);
 }
 
 const Block* BlockIndex::block(int device, int step) const {
@@ -108,13 +140,14 @@ size_t BlockIndex::size() const {
 
 std::pair<size_t, size_t> BlockIndex::visibleRange(int device, double t0, double t1) const {
   if (device < 0 || device >= devices()) return {0, 0};
-  const auto& r = rows_[static_cast<size_t>(device)];
-  auto first = std::lower_bound(r.begin(), r.end(), t0, [](const Block& b, double t) { return b.end < t; });
-  auto last = std::upper_bound(first, r.end(), t1, [](double t, const Block& b) { return t < b.start; });
-  return {static_cast<size_t>(first - r.begin()), static_cast<size_t>(last - r.begin())};
+  const auto& pe = prefixEnd_[static_cast<size_t>(device)];
+  const auto& ss = suffixStart_[static_cast<size_t>(device)];
+  const size_t first = static_cast<size_t>(std::lower_bound(pe.begin(), pe.end(), t0) - pe.begin());
+  const size_t last = static_cast<size_t>(std::upper_bound(ss.begin(), ss.end(), t1) - ss.begin());
+  return {first, std::max(first, last)};
 }
 
-std::optional<size_t> BlockIndex::hitTest(int device, double t, double toleranceMs) const {
+std::optional<size_t> BlockIndex::hitTest(int device, double t, double toleranceMs, int lane) const {
   auto [first, last] = visibleRange(device, t - toleranceMs, t + toleranceMs);
   if (first >= last) return std::nullopt;
   const auto& r = rows_[static_cast<size_t>(device)];
@@ -123,6 +156,7 @@ std::optional<size_t> BlockIndex::hitTest(int device, double t, double tolerance
   double bestDist = 0;
   for (size_t i = first; i < last; ++i) {
     const Block& b = r[i];
+    if (lane >= 0 && b.lane != lane) continue;
     double dist = t < b.start ? b.start - t : (t > b.end ? t - b.end : 0.0);
     if (!best || dist < bestDist) {
       best = i;
@@ -134,12 +168,16 @@ std::optional<size_t> BlockIndex::hitTest(int device, double t, double tolerance
 }
 
 std::vector<LodSpan> levelOfDetail(const std::vector<Block>& row, size_t first, size_t last, const TimeAxis& axis,
-                                   double minPx) {
+                                   double minPx, int lane) {
   std::vector<LodSpan> out;
   last = std::min(last, row.size());
   size_t i = first;
   while (i < last) {
     const Block& b = row[i];
+    if (lane >= 0 && b.lane != lane) {
+      ++i;
+      continue;
+    }
     const double x0 = axis.toX(b.start), x1 = axis.toX(b.end);
     if (x1 - x0 >= minPx) {
       out.push_back({x0, x1, i, i + 1, false, i});
@@ -152,6 +190,7 @@ std::vector<LodSpan> levelOfDetail(const std::vector<Block>& row, size_t first, 
     size_t j = i + 1;
     while (j < last && span.x1 - span.x0 < minPx) {
       const Block& n = row[j];
+      if (lane >= 0 && n.lane != lane) break;
       const double nx0 = axis.toX(n.start), nx1 = axis.toX(n.end);
       if (nx0 - span.x1 > minPx || nx1 - nx0 >= minPx) break;
       span.x1 = std::max(span.x1, nx1);
@@ -174,10 +213,7 @@ int dropIndex(const std::vector<Block>& row, int draggedStep, double t) {
   for (size_t i = 0; i < row.size(); ++i) {
     if (static_cast<int>(i) == draggedStep) continue;
     const double centre = (row[i].start + row[i].end) / 2;
-    if (centre < t)
-      ++before;
-    else
-      break;  // centres are non-decreasing
+    if (centre < t) ++before;
   }
   return before;
 }

@@ -52,6 +52,12 @@ struct RowLayout {
   double rowTop(int device) const { return rulerHeight + rowGap + device * (rowHeight + rowGap); }
   double rowBottom(int device) const { return rowTop(device) + rowHeight; }
   double rowCenter(int device) const { return rowTop(device) + rowHeight / 2; }
+  // Vertical extent (offset from rowTop, height) of a lane. With a copy lane (OFFLOAD/RELOAD
+  // run on a copy stream beside compute) compute takes the top of the row, copies a strip
+  // at the bottom.
+  std::pair<double, double> lane(int laneIndex, bool twoLanes) const;
+  // Lane at y within a row (offset from rowTop).
+  int laneAt(double offsetInRow, bool twoLanes) const;
   double contentHeight(int devices) const { return rowTop(devices); }
   // Device whose row (including half the gap around it) holds content y; -1 above the first
   // row, `devices` clamps to the last row.
@@ -68,12 +74,16 @@ struct Block {
   double end = 0;
   bool reached = true;  // false: the simulation stalled before this op (placed after the rest)
   int chunk = 0;        // index of the op's stage among the stages on its device
+  int lane = 0;         // 0 compute, 1 copy stream (OFFLOAD / RELOAD)
   double duration() const { return end - start; }
 };
 
-// Blocks of every device, one per step in order; starts and ends are non-decreasing within a
-// row (ops on one device run one after another), which lets hit testing and visibility use
-// binary search.
+// Copy-stream kinds run beside compute on their device.
+bool runsOnCopyLane(ps::core::OpKind k);
+
+// Blocks of every device, one per step in order. Within a lane ops run one after another;
+// copies may overlap compute, so visibility uses a running maximum of ends and a trailing
+// minimum of starts (both monotonic) for binary search.
 class BlockIndex {
  public:
   // Times come from `timeline` (matched by device and step). Steps the timeline lacks (a
@@ -85,15 +95,21 @@ class BlockIndex {
   const Block* block(int device, int step) const;
   double endTime() const { return endTime_; }
   size_t size() const;
+  bool hasCopyLane() const { return copyLane_; }
 
   // Half-open index range [first, last) of blocks in `row` overlapping [t0, t1].
   std::pair<size_t, size_t> visibleRange(int device, double t0, double t1) const;
-  // Block at time t in the row, accepting `toleranceMs` either side (for thin blocks).
-  std::optional<size_t> hitTest(int device, double t, double toleranceMs = 0) const;
+  // Block at time t in the row (in `lane`, or any lane when -1), accepting `toleranceMs`
+  // either side (for thin blocks).
+  std::optional<size_t> hitTest(int device, double t, double toleranceMs = 0, int lane = -1) const;
 
  private:
+  void finishRow(size_t d);
   std::vector<std::vector<Block>> rows_;
+  std::vector<std::vector<double>> prefixEnd_;    // max end of blocks [0, i]
+  std::vector<std::vector<double>> suffixStart_;  // min start of blocks [i, n)
   double endTime_ = 0;
+  bool copyLane_ = false;
 };
 
 // What the painter draws for a run of blocks: a single block when it is wide enough, or a
@@ -107,9 +123,10 @@ struct LodSpan {
 
 // Groups blocks [first, last) of `row` for painting at the axis' scale: blocks narrower than
 // minPx are merged with their neighbours until the span is at least minPx wide or a visible
-// gap (> minPx) separates them. Output spans are in x order and do not overlap.
+// gap (> minPx) separates them. Only blocks of `lane` (-1: all, for single-lane rows) take
+// part. Output spans are in x order and do not overlap.
 std::vector<LodSpan> levelOfDetail(const std::vector<Block>& row, size_t first, size_t last, const TimeAxis& axis,
-                                   double minPx);
+                                   double minPx, int lane = -1);
 
 // Where a dragged step lands: its index in the device's order after the move when dropped at
 // time t (the number of other blocks whose centre lies before t).

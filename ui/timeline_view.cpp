@@ -263,8 +263,9 @@ void TimelineView::ensureVisible(OpRef ref) {
 QRectF TimelineView::blockRect(const Block& b, const TimeAxis& axis, double scrollY, const QRect& target) const {
   const double x0 = target.left() + layout_.labelWidth + axis.toX(b.start);
   const double x1 = target.left() + layout_.labelWidth + axis.toX(b.end);
-  const double y = target.top() + layout_.rowTop(b.device) - scrollY;
-  return QRectF(x0, y, std::max(1.0, x1 - x0), layout_.rowHeight);
+  const auto [off, h] = layout_.lane(b.lane, blocks().hasCopyLane());
+  const double y = target.top() + layout_.rowTop(b.device) - scrollY + off;
+  return QRectF(x0, y, std::max(1.0, x1 - x0), h);
 }
 
 std::optional<QPoint> TimelineView::blockCenter(OpRef ref) const {
@@ -282,7 +283,8 @@ std::optional<TimelineView::Hit> TimelineView::hitAt(QPoint pos) const {
   const int d = layout_.rowAt(y, blocks().devices());
   if (d < 0 || y < layout_.rowTop(d) || y > layout_.rowBottom(d)) return std::nullopt;
   const double t = axis_.toTime(pos.x() - layout_.labelWidth);
-  auto i = blocks().hitTest(d, t, kHitSlopPx / axis_.pixelsPerMs());
+  const int lane = layout_.laneAt(y - layout_.rowTop(d), blocks().hasCopyLane());
+  auto i = blocks().hitTest(d, t, kHitSlopPx / axis_.pixelsPerMs(), blocks().hasCopyLane() ? lane : -1);
   if (!i) return std::nullopt;
   return Hit{d, static_cast<int>(*i)};
 }
@@ -333,13 +335,16 @@ void TimelineView::paintTimeline(QPainter& p, const QRect& target, const TimeAxi
     p.fillRect(QRectF(plotX0, y - 2, plotW, layout_.rowHeight + 4), band);
     const auto& row = bi.row(d);
     auto [f, l] = bi.visibleRange(d, t0, t1);
-    const auto spans = levelOfDetail(row, f, l, axis, kMinBlockPx);
     p.setFont(small);
+    const bool twoLanes = bi.hasCopyLane();
+    for (int lane = 0; lane < (twoLanes ? 2 : 1); ++lane) {
+    const auto [laneOff, laneH] = layout_.lane(lane, twoLanes);
+    const auto spans = levelOfDetail(row, f, l, axis, kMinBlockPx, twoLanes ? lane : -1);
     for (const auto& sp : spans) {
       const Block& b = row[sp.dominant];
       const bool ov = b.second.has_value();
       QColor c = blockColor(b.op.kind, b.chunk, ov);
-      QRectF r(plotX0 + sp.x0, y, std::max(1.0, sp.x1 - sp.x0), layout_.rowHeight);
+      QRectF r(plotX0 + sp.x0, y + laneOff, std::max(1.0, sp.x1 - sp.x0), laneH);
       if (!sp.merged && r.width() > 5) r.adjust(0, 0, -1, 0);  // a hairline between neighbours
       if (!b.reached) {
         c.setAlphaF(0.35f);
@@ -349,7 +354,7 @@ void TimelineView::paintTimeline(QPainter& p, const QRect& target, const TimeAxi
       } else {
         p.fillRect(r, c);
       }
-      if (!sp.merged && r.width() >= digitW * 1.6 + 4) {
+      if (!sp.merged && r.width() >= digitW * 1.6 + 4 && r.height() >= fmSmall.height()) {
         QString label = blockLabel(s, b.op);
         if (ov) label += QLatin1Char('|') + blockLabel(s, *b.second);
         if (r.width() >= digitW * label.size() + 4) {
@@ -360,6 +365,7 @@ void TimelineView::paintTimeline(QPainter& p, const QRect& target, const TimeAxi
           p.drawText(r, Qt::AlignCenter, label.left(2));
         }
       }
+    }
     }
   }
 
