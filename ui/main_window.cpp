@@ -98,7 +98,7 @@ void MainWindow::buildDocks() {
   summary_ = new SummaryPanel;
   diagnostics_ = new DiagnosticsPanel;
   memory_ = new MemoryChart;
-  auto* dp = dock(tr("Pipeline && cost profile"), QStringLiteral("dock.properties"), properties_, Qt::LeftDockWidgetArea);
+  auto* dp = dock(tr("Pipeline & cost profile"), QStringLiteral("dock.properties"), properties_, Qt::LeftDockWidgetArea);
   auto* ds = dock(tr("Summary"), QStringLiteral("dock.summary"), summary_, Qt::RightDockWidgetArea);
   auto* dd = dock(tr("Diagnostics"), QStringLiteral("dock.diagnostics"), diagnostics_, Qt::RightDockWidgetArea);
   auto* dm = dock(tr("Memory"), QStringLiteral("dock.memory"), memory_, Qt::BottomDockWidgetArea);
@@ -123,7 +123,7 @@ void MainWindow::buildActions() {
   QMenu* exp = file->addMenu(tr("&Export"));
   exp->addAction(tr("Schedule (.pipe)…"), this, [this] { exportAs(tr("PipeStudio schedule (*.pipe)"), QStringLiteral("pipe")); });
   exp->addAction(tr("PyTorch CSV…"), this, [this] { exportAs(tr("PyTorch schedule CSV (*.csv)"), QStringLiteral("csv")); });
-  QAction* aTrace = exp->addAction(tr("Chrome trace…"), this,
+  [[maybe_unused]] QAction* aTrace = exp->addAction(tr("Chrome trace…"), this,
                                    [this] { exportAs(tr("Chrome trace (*.json)"), QStringLiteral("json")); });
 #ifndef PS_HAVE_CHROME_TRACE
   aTrace->setEnabled(false);
@@ -333,7 +333,7 @@ bool MainWindow::exportFile(const QString& path) {
   }
   if (ext == QStringLiteral("json")) {
 #ifdef PS_HAVE_CHROME_TRACE
-    const std::string text = writeChromeTrace(doc_->analysis().timeline);
+    const std::string text = exportChromeTrace(doc_->analysis().timeline, &doc_->schedule());
     QFile f(path);
     if (!f.open(QIODevice::WriteOnly | QIODevice::Truncate)) return false;
     return f.write(text.data(), static_cast<qint64>(text.size())) == static_cast<qint64>(text.size());

@@ -133,12 +133,28 @@ void MemoryChart::setTimeline(const ps::core::Timeline& t, std::int64_t capacity
 
   auto* ax = new QValueAxis();
   ax->setRange(0, end);
-  ax->setLabelFormat(QStringLiteral("%.4g"));
+  ax->setLabelFormat(QStringLiteral("%g"));
   ax->setTitleText(tr("time (ms)"));
   auto* ay = new QValueAxis();
   ay->setRange(0, yMax_);
-  ay->setLabelFormat(QStringLiteral("%.3g"));
+  ay->setLabelFormat(QStringLiteral("%g"));
   ay->setTitleText(tr("GiB"));
+  {
+    // Round tick spacing on an exact 0..makespan range.
+    const double raw = end / 6;
+    const double mag = std::pow(10.0, std::floor(std::log10(raw)));
+    double step = 10 * mag;
+    for (double m : {1.0, 2.0, 5.0})
+      if (m * mag >= raw) {
+        step = m * mag;
+        break;
+      }
+    ax->setTickType(QValueAxis::TicksDynamic);
+    ax->setTickAnchor(0);
+    ax->setTickInterval(step);
+  }
+  ay->applyNiceNumbers();
+  yMax_ = ay->max();
   c->addAxis(ax, Qt::AlignBottom);
   c->addAxis(ay, Qt::AlignLeft);
   for (QAbstractSeries* s : c->series()) {

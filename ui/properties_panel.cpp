@@ -77,15 +77,31 @@ PropertiesPanel::PropertiesPanel(ScheduleDocument* doc, QWidget* parent) : QWidg
 
   table_ = new QTableWidget(0, kCols);
   table_->setHorizontalHeaderLabels(
-      {tr("Layer"), tr("F ms"), tr("I ms"), tr("W ms"), tr("R ms"), tr("Act MiB"), tr("Wt MiB"), tr("Out MiB")});
+      {tr("Layer"), tr("F"), tr("I"), tr("W"), tr("R"), tr("Act"), tr("Wt"), tr("Out")});
+  const QString tips[] = {tr("Layer name"),
+                          tr("Forward time (ms)"),
+                          tr("Backward for inputs (ms)"),
+                          tr("Weight gradients (ms)"),
+                          tr("Recompute time (ms)"),
+                          tr("Activations stashed from F to its backward (MiB)"),
+                          tr("Weights (MiB); gradients and optimizer state scale with them"),
+                          tr("Output sent to the next stage (MiB)")};
+  for (int c = 0; c < kCols; ++c) table_->horizontalHeaderItem(c)->setToolTip(tips[c]);
   table_->verticalHeader()->setVisible(false);
   table_->verticalHeader()->setDefaultSectionSize(table_->fontMetrics().height() + 8);
-  table_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
-  table_->horizontalHeader()->setStretchLastSection(true);
+  table_->horizontalHeader()->setSectionResizeMode(QHeaderView::Stretch);
+  table_->horizontalHeader()->setSectionResizeMode(kName, QHeaderView::ResizeToContents);
+  table_->horizontalHeader()->setMinimumSectionSize(28);
+  auto* unitNote = new QLabel(tr("Times in ms, sizes in MiB. Edit a cell to re-simulate."));
+  unitNote->setWordWrap(true);
+  QPalette np = unitNote->palette();
+  np.setColor(QPalette::WindowText, np.color(QPalette::PlaceholderText));
+  unitNote->setPalette(np);
   table_->setAlternatingRowColors(true);
   table_->setToolTip(tr("Per-layer costs; with one layer per stage these are the stage costs. Edit a cell to "
                         "re-simulate."));
   cl->addWidget(table_, 1);
+  cl->addWidget(unitNote);
   lay->addWidget(cost, 1);
 
   connect(table_, &QTableWidget::cellChanged, this, &PropertiesPanel::commitTable);

@@ -32,7 +32,7 @@ CostProfile defaultCostProfile(int stages) {
     l.backwardWeightMs = 0.8;
     l.activationBytes = 512LL << 20;
     l.weightBytes = 1LL << 30;
-    l.outputBytes = 32LL << 20;
+    l.outputBytes = 8LL << 20;
     p.layers.push_back(l);
   }
   p.deviceMemoryBytes = 16LL << 30;
@@ -182,7 +182,9 @@ bool fail(QString* error, const Diagnostics& ds) {
 
 ScheduleDocument::ScheduleDocument(QObject* parent) : QObject(parent) {
   auto a = std::make_shared<Analysis>();
+  a->schedule.pipeline = Pipeline::make(1, 1, 1, PlacementKind::Linear).value();
   a->schedule.devices.resize(1);
+  a->timeline.devices = 1;
   analysis_ = a;
   profile_ = defaultCostProfile(1);
 }

@@ -48,11 +48,15 @@ SummaryPanel::SummaryPanel(QWidget* parent) : QTreeWidget(parent) {
 
 void SummaryPanel::setMetrics(const ps::core::TimelineMetrics& cur, const ps::core::TimelineMetrics& saved) {
   setUpdatesEnabled(false);
-  // Keep which device groups the user opened.
-  QSet<QString> open;
-  for (int i = 0; i < topLevelItemCount(); ++i)
-    if (topLevelItem(i)->isExpanded()) open.insert(topLevelItem(i)->text(0));
-  const bool first = topLevelItemCount() == 0;
+  // Keep the device groups the user closed closed.
+  for (int i = 0; i < topLevelItemCount(); ++i) {
+    QTreeWidgetItem* it = topLevelItem(i);
+    if (it->childCount() == 0) continue;
+    if (it->isExpanded())
+      collapsed_.remove(it->text(0));
+    else
+      collapsed_.insert(it->text(0));
+  }
   clear();
   addRow(nullptr, this, tr("Makespan"), cur.makespan, saved.makespan, 2, tr(" ms"), Better::Lower);
   addRow(nullptr, this, tr("Bubble ratio"), cur.bubbleRatio * 100, saved.bubbleRatio * 100, 1, QStringLiteral(" %"),
@@ -76,7 +80,7 @@ void SummaryPanel::setMetrics(const ps::core::TimelineMetrics& cur, const ps::co
     addRow(group, this, tr("In flight"), c.peakInflightMicrobatches, s.peakInflightMicrobatches, 0, QString(),
            Better::Lower);
     addRow(group, this, tr("Busy"), c.busy, s.busy, 2, tr(" ms"), Better::Higher);
-    group->setExpanded(first ? d < 2 : open.contains(group->text(0)));
+    group->setExpanded(cur.devices.size() <= 8 && !collapsed_.contains(group->text(0)));
   }
   setUpdatesEnabled(true);
 }

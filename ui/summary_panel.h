@@ -1,6 +1,7 @@
 #pragma once
 // Summary dock: makespan, bubble ratio, efficiency against the lower bound, and per device
 // peak memory and in-flight micro-batches, next to the schedule as last saved.
+#include <QSet>
 #include <QTreeWidget>
 
 #include "pipestudio/core/timeline.h"
@@ -14,6 +15,9 @@ class SummaryPanel : public QTreeWidget {
   void setMetrics(const ps::core::TimelineMetrics& current, const ps::core::TimelineMetrics& saved);
   // Text of a row's "current" column by metric name (tests).
   QString currentValue(const QString& metric) const;
+
+ private:
+  QSet<QString> collapsed_;
 };
 
 }  // namespace ps::ui

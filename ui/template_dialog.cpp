@@ -84,6 +84,7 @@ void TemplateDialog::regenerate() {
                        .arg(QString::fromStdString(s.error().message).toHtmlEscaped()));
     buttons_->button(QDialogButtonBox::Ok)->setEnabled(false);
     Schedule empty;
+    empty.pipeline = Pipeline::make(1, 1, 1, PlacementKind::Linear).value();
     empty.devices.resize(1);
     previewDoc_->load(empty, defaultCostProfile(1));
     return;

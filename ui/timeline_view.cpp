@@ -160,6 +160,7 @@ void TimelineView::rebuild() {
   const double fallback = 1.0;
   blocks_ = BlockIndex::build(a.schedule, displayTimeline(a), fallback);
   collectOutlines(a, invalid_, cycle_);
+  fitRowHeight();
   if (selected_ && !doc_->find(*selected_)) {
     selected_.reset();
     Q_EMIT selectionChanged();
@@ -193,8 +194,16 @@ void TimelineView::updateScrollBars() {
   verticalScrollBar()->setSingleStep(static_cast<int>(layout_.rowHeight));
 }
 
+void TimelineView::fitRowHeight() {
+  // Few devices: taller rows fill the view; many: a readable minimum and a scroll bar.
+  const int D = std::max(1, blocks().devices());
+  const double avail = viewport()->height() - layout_.rulerHeight - layout_.rowGap - D * layout_.rowGap;
+  layout_.rowHeight = std::clamp(std::floor(avail / D), 26.0, 60.0);
+}
+
 void TimelineView::resizeEvent(QResizeEvent* e) {
   QAbstractScrollArea::resizeEvent(e);
+  fitRowHeight();
   if (fitted_) axis_.setPixelsPerMs(TimeAxis::fitScale(blocks().endTime(), plotWidth()));
   updateScrollBars();
 }
@@ -354,10 +363,10 @@ void TimelineView::paintTimeline(QPainter& p, const QRect& target, const TimeAxi
       } else {
         p.fillRect(r, c);
       }
-      if (!sp.merged && r.width() >= digitW * 1.6 + 4 && r.height() >= fmSmall.height()) {
+      if (!sp.merged && r.width() >= digitW + 3 && r.height() >= fmSmall.height()) {
         QString label = blockLabel(s, b.op);
         if (ov) label += QLatin1Char('|') + blockLabel(s, *b.second);
-        if (r.width() >= digitW * label.size() + 4) {
+        if (r.width() >= digitW * label.size() + 3) {
           p.setPen(b.reached ? textColorOn(c) : textCol);
           p.drawText(r, Qt::AlignCenter, label);
         } else if (r.width() >= digitW * 2 + 4 && !ov) {

@@ -82,6 +82,7 @@ class TimelineView : public QAbstractScrollArea {
   void documentChanged();
   void rebuild();
   void updateScrollBars();
+  void fitRowHeight();
   const ps::core::Timeline& displayTimeline(const Analysis& a) const;
   const Analysis& displayAnalysis() const { return preview_ ? *preview_ : doc_->analysis(); }
   double plotWidth() const;
