@@ -8,14 +8,12 @@ namespace ps::ui {
 using namespace ps::core;
 
 DiagnosticsPanel::DiagnosticsPanel(QWidget* parent) : QTreeWidget(parent) {
-  setColumnCount(2);
-  setHeaderLabels({tr("Problem"), tr("Code")});
+  setColumnCount(1);
+  setHeaderHidden(true);
   setRootIsDecorated(false);
   setUniformRowHeights(true);
   setWordWrap(false);
-  header()->setStretchLastSection(false);
-  header()->setSectionResizeMode(0, QHeaderView::Stretch);
-  header()->setSectionResizeMode(1, QHeaderView::ResizeToContents);
+  setTextElideMode(Qt::ElideRight);
   connect(this, &QTreeWidget::itemClicked, this, [this](QTreeWidgetItem* it) {
     const int d = it->data(0, Qt::UserRole).toInt();
     const int s = it->data(0, Qt::UserRole + 1).toInt();
@@ -48,8 +46,10 @@ void DiagnosticsPanel::setDiagnostics(const Diagnostics& ds) {
     QString msg = QString::fromStdString(d.message);
     if (!d.hint.empty()) msg += QStringLiteral(" (") + QString::fromStdString(d.hint) + QLatin1Char(')');
     it->setText(0, msg);
-    it->setToolTip(0, QString::fromStdString(formatDiagnostic(d)));
-    it->setText(1, QString::fromStdString(d.code));
+    it->setToolTip(0, QStringLiteral("<p>%1</p><p style='color:gray'>%2</p>")
+                          .arg(QString::fromStdString(formatDiagnostic(d)).toHtmlEscaped(),
+                               QString::fromStdString(d.code)));
+    it->setData(0, Qt::UserRole + 2, QString::fromStdString(d.code));
     it->setIcon(0, d.severity == Severity::Error ? err : d.severity == Severity::Warning ? warn : info);
     const OpRef r = d.related.empty() ? OpRef{} : d.related.front();
     it->setData(0, Qt::UserRole, r.device);

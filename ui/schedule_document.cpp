@@ -31,7 +31,7 @@ CostProfile defaultCostProfile(int stages) {
     l.backwardInputMs = 1.0;
     l.backwardWeightMs = 0.8;
     l.activationBytes = 512LL << 20;
-    l.weightBytes = 1LL << 30;
+    l.weightBytes = 256LL << 20;
     l.outputBytes = 8LL << 20;
     p.layers.push_back(l);
   }

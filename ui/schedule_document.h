@@ -29,7 +29,7 @@ struct Analysis {
 };
 
 // A default cost profile for `stages` stages when a schedule names none: one layer per
-// stage, F 1 ms, I 1 ms, W 0.8 ms, 512 MiB activations, 1 GiB weights, 16 GiB devices.
+// stage, F 1 ms, I 1 ms, W 0.8 ms, 512 MiB activations, 256 MiB weights, 16 GiB devices.
 ps::core::CostProfile defaultCostProfile(int stages);
 
 // Where bundled resources live (examples, profiles): $PIPESTUDIO_RESOURCES, the build-time

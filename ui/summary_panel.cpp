@@ -9,7 +9,13 @@ namespace {
 
 enum class Better { Lower, Higher };
 
-QString fmt(double v, int decimals) { return QString::number(v, 'f', decimals); }
+// Fewer decimals for large values so the columns stay narrow.
+QString fmt(double v, int decimals) {
+  const double a = std::abs(v);
+  if (a >= 1000) decimals = 0;
+  else if (a >= 100) decimals = std::min(decimals, 1);
+  return QString::number(v, 'f', decimals);
+}
 
 void addRow(QTreeWidgetItem* parent, QTreeWidget* tree, const QString& name, double cur, double saved, int decimals,
             const QString& unit, Better better) {

@@ -353,6 +353,24 @@ void TimelineView::paintTimeline(QPainter& p, const QRect& target, const TimeAxi
       const Block& b = row[sp.dominant];
       const bool ov = b.second.has_value();
       QColor c = blockColor(b.op.kind, b.chunk, ov);
+      if (sp.merged) {
+        // Zoomed out: the span's colour mixes its ops' colours by time, and idle time within
+        // it shows as transparency, so warm-up, steady state and bubbles stay visible.
+        double r = 0, g = 0, bl = 0, busy = 0;
+        for (size_t i = sp.first; i < sp.last; ++i) {
+          const Block& k = row[i];
+          if (twoLanes && k.lane != lane) continue;
+          const QColor kc = blockColor(k.op.kind, k.chunk, k.second.has_value());
+          const double w = std::max(1e-12, k.duration());
+          r += kc.redF() * w;
+          g += kc.greenF() * w;
+          bl += kc.blueF() * w;
+          busy += w;
+        }
+        if (busy > 0) c = QColor::fromRgbF(float(r / busy), float(g / busy), float(bl / busy));
+        const double spanMs = (sp.x1 - sp.x0) / axis.pixelsPerMs();
+        if (spanMs > 0) c.setAlphaF(float(std::clamp(busy / spanMs, 0.25, 1.0)));
+      }
       QRectF r(plotX0 + sp.x0, y + laneOff, std::max(1.0, sp.x1 - sp.x0), laneH);
       if (!sp.merged && r.width() > 5) r.adjust(0, 0, -1, 0);  // a hairline between neighbours
       if (!b.reached) {
