@@ -1,6 +1,7 @@
 // Expansion of a parsed .pipe program into the explicit Schedule: header values (with
 // overrides), variables, loops, conditionals, templates and per-stage cursors.
 #include <charconv>
+#include <deque>
 #include <limits>
 #include <unordered_map>
 
@@ -75,6 +76,7 @@ class Expander {
   long long ops_ = 0;
   bool abort_ = false;
   std::unordered_map<std::uint64_t, Cursor> cursors_;
+  std::vector<std::deque<Op>> pendingW_;  // per device: I ops whose W may still be pending
 
   // ------------------------------------------------------------------------------------------
   bool err(std::uint32_t off, std::string code, std::string msg, std::string hint = {}) {
@@ -173,6 +175,7 @@ class Expander {
     out_.pipeline = std::move(p.value());
     out_.devices.assign(static_cast<size_t>(D), {});
     stagesOf_.assign(static_cast<size_t>(D), {});
+    pendingW_.assign(static_cast<size_t>(D), {});
     for (int s = 0; s < out_.pipeline.stages; ++s)
       stagesOf_[static_cast<size_t>(out_.pipeline.deviceOf(s))].push_back(s);
     return true;
@@ -430,42 +433,94 @@ class Expander {
     return false;
   }
 
+  // B and I share one cursor: a micro-batch's backward is either B or I (+ W).
+  static std::uint16_t cursorFamily(std::uint16_t kind) {
+    return kind == static_cast<std::uint16_t>(OpKind::I) ? static_cast<std::uint16_t>(OpKind::B) : kind;
+  }
   Cursor& cursor(std::int32_t stage, std::uint16_t kind) {
-    return cursors_[(static_cast<std::uint64_t>(static_cast<std::uint32_t>(stage)) << 16) | kind];
+    return cursors_[(static_cast<std::uint64_t>(static_cast<std::uint32_t>(stage)) << 16) | cursorFamily(kind)];
   }
 
-  bool resolve(const OpItem& it, Op& op) {
+  // Records an emitted op for `next`: marks its micro-batch, and an I makes its W pending.
+  void track(const Op& op) {
+    if (op.microbatch < 0 || op.microbatch >= out_.pipeline.microbatches || op.stage < 0) return;
+    auto k = static_cast<std::uint16_t>(op.kind);
+    cursor(op.stage, k).set(op.microbatch);
+    if (op.kind == OpKind::I) pendingW_[static_cast<size_t>(curDevice_)].push_back(op);
+  }
+
+  enum class Res { Error, Ok, Skip };
+
+  // `next W`: the W of the oldest I on this device (and stage, when one is named) whose W has
+  // not run yet.
+  Res nextWeight(const OpItem& it, Op& op, bool anyStage) {
+    auto& q = pendingW_[static_cast<size_t>(curDevice_)];
+    auto done = [&](const Op& i) { return cursor(i.stage, static_cast<std::uint16_t>(OpKind::W)).test(i.microbatch); };
+    while (!q.empty() && done(q.front())) q.pop_front();
+    for (auto itq = q.begin(); itq != q.end(); ++itq) {
+      if ((anyStage || itq->stage == op.stage) && !done(*itq)) {
+        op.stage = itq->stage;
+        op.microbatch = itq->microbatch;
+        q.erase(itq);
+        return Res::Ok;
+      }
+    }
+    if (it.optional) return Res::Skip;
+    std::string where = "device " + std::to_string(curDevice_) + (anyStage ? "" : ", stage " + std::to_string(op.stage));
+    err(it.offset, "dsl.cursor", "next W on " + where + ": no I is waiting for its W",
+        "W follows the I of the same micro-batch; use next? W to emit it only when one is waiting");
+    return Res::Error;
+  }
+
+  Res resolve(const OpItem& it, Op& op) {
     op.kind = static_cast<OpKind>(it.kind);
-    if (!resolveStage(it, op.stage)) return false;
+    const bool isW = op.kind == OpKind::W;
+    const bool anyStageW = isW && it.mbMode == MbMode::Next && it.qualMode == QualMode::None &&
+                           stagesOf_[static_cast<size_t>(curDevice_)].size() > 1;
+    if (!anyStageW && !resolveStage(it, op.stage)) return Res::Error;
     switch (it.mbMode) {
-      case MbMode::None: op.microbatch = -1; return true;
+      case MbMode::None: op.microbatch = -1; return Res::Ok;
       case MbMode::Literal: op.microbatch = it.mb; break;
       case MbMode::Expr: {
         std::int64_t v = 0;
-        if (!eval(it.mb, v)) return false;
-        if (v < 0 || v > std::numeric_limits<std::int32_t>::max())
-          return err(it.offset, "dsl.range", kindName(it.kind) + ": micro-batch " + std::to_string(v) + " is out of range");
+        if (!eval(it.mb, v)) return Res::Error;
+        if (v < 0 || v > std::numeric_limits<std::int32_t>::max()) {
+          err(it.offset, "dsl.range", kindName(it.kind) + ": micro-batch " + std::to_string(v) + " is out of range");
+          return Res::Error;
+        }
         op.microbatch = static_cast<std::int32_t>(v);
         break;
       }
       case MbMode::Next: {
-        if (op.stage >= out_.pipeline.stages)
-          return err(it.offset, "dsl.range", "next " + kindName(it.kind) + ": stage " + std::to_string(op.stage) +
-                                                  " is out of range");
+        if (!anyStageW && op.stage >= out_.pipeline.stages) {
+          err(it.offset, "dsl.range", "next " + kindName(it.kind) + ": stage " + std::to_string(op.stage) + " is out of range");
+          return Res::Error;
+        }
+        if (isW) {
+          Res r = nextWeight(it, op, anyStageW);
+          if (r != Res::Ok) return r;
+          break;
+        }
         Cursor& c = cursor(op.stage, it.kind);
         while (c.next < out_.pipeline.microbatches && c.test(c.next)) ++c.next;
-        if (c.next >= out_.pipeline.microbatches)
-          return err(it.offset, "dsl.cursor",
-                     "next " + kindName(it.kind) + " on device " + std::to_string(curDevice_) + ", stage " +
-                         std::to_string(op.stage) + ": all " + std::to_string(out_.pipeline.microbatches) +
-                         " micro-batches already have their " + kindName(it.kind));
+        if (c.next >= out_.pipeline.microbatches) {
+          if (it.optional) return Res::Skip;
+          err(it.offset, "dsl.cursor",
+              "next " + kindName(it.kind) + " on device " + std::to_string(curDevice_) + ", stage " +
+                  std::to_string(op.stage) + ": all " + std::to_string(out_.pipeline.microbatches) +
+                  " micro-batches already have their " +
+                  (it.kind == static_cast<std::uint16_t>(OpKind::I) || it.kind == static_cast<std::uint16_t>(OpKind::B)
+                       ? std::string("B or I")
+                       : kindName(it.kind)),
+              "use next? to emit nothing once every micro-batch is done");
+          return Res::Error;
+        }
         op.microbatch = c.next;
         break;
       }
     }
-    if (prog_.usesCursors && op.microbatch < out_.pipeline.microbatches)
-      cursor(op.stage, it.kind).set(op.microbatch);
-    return true;
+    if (prog_.usesCursors) track(op);
+    return Res::Ok;
   }
 
   bool execOps(const Stmt& s) {
@@ -479,26 +534,29 @@ class Expander {
                    "the expanded schedule has more than " + std::to_string(opt_.maxOps) + " ops");
     const auto& st = stagesOf_[static_cast<size_t>(curDevice_)];
     const std::int32_t onlyStage = st.size() == 1 ? st[0] : -1;
-    const bool track = prog_.usesCursors;
+    const bool tracking = prog_.usesCursors;
     if (list.empty()) list.reserve(ops.size());
     for (size_t i = 0; i < ops.size(); ++i) {
       const OpItem& it = ops[i];
       Step step;
       // The explicit form's common case: F3 on a one-stage device.
-      if (it.mbMode == MbMode::Literal && it.qualMode == QualMode::None && onlyStage >= 0 && !it.pairFirst && !track) {
+      if (it.mbMode == MbMode::Literal && it.qualMode == QualMode::None && onlyStage >= 0 && !it.pairFirst &&
+          !tracking) {
         step.first.kind = static_cast<OpKind>(it.kind);
         step.first.stage = onlyStage;
         step.first.microbatch = it.mb;
         list.push_back(step);
         continue;
       }
-      bool ok = resolve(it, step.first);
+      Res a = resolve(it, step.first);
       if (it.pairFirst && i + 1 < ops.size()) {
         Op second;
-        ok = resolve(ops[++i], second) && ok;
-        step.second = second;
+        Res b = resolve(ops[++i], second);
+        if (a == Res::Ok && b == Res::Ok) step.second = second;
+        else if (a == Res::Skip && b == Res::Ok) step.first = second, a = Res::Ok;  // one half left
+        else if (b == Res::Error) a = Res::Error;
       }
-      if (ok) list.push_back(step);
+      if (a == Res::Ok) list.push_back(step);
       if (abort_) return false;
     }
     return true;
@@ -634,6 +692,11 @@ class Expander {
           break;
         }
         case StmtKind::Call: execCall(s); break;
+        case StmtKind::Assert: {
+          std::int64_t c = 0;
+          if (eval(s.e1, c) && c == 0) err(s.offset, "dsl.assert", s.text);
+          break;
+        }
       }
     }
     return !abort_;

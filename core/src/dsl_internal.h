@@ -109,13 +109,14 @@ struct OpItem {
   MbMode mbMode = MbMode::None;
   QualMode qualMode = QualMode::None;
   bool pairFirst = false;  // this item and the next form an overlapped pair
+  bool optional = false;   // `next?`: emit nothing when no micro-batch is left
   std::int32_t mb = 0;
   std::int32_t qual = 0;
   std::uint32_t offset = 0;
 };
 
 enum class StmtKind : std::uint8_t {
-  Header, Let, Assign, Device, DeviceAll, Ops, For, Repeat, If, Call
+  Header, Let, Assign, Device, DeviceAll, Ops, For, Repeat, If, Call, Assert
 };
 
 enum class HeaderWord : std::uint8_t { Name, Devices, Stages, Microbatches, Placement, Profile, Partition };

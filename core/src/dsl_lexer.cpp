@@ -44,19 +44,21 @@ bool DiagSink::errorNoLocation(std::string code, std::string message, std::strin
   return !full();
 }
 
+// Optimal string alignment distance: insertions, deletions, substitutions and swaps of
+// neighbours ("nxet" -> "next") each cost one.
 int editDistance(std::string_view a, std::string_view b) {
   if (a.size() > 64 || b.size() > 64) return 1000;
-  std::array<int, 65> prev{}, cur{};
-  for (size_t j = 0; j <= b.size(); ++j) prev[j] = static_cast<int>(j);
+  std::array<std::array<int, 65>, 65> t{};
+  for (size_t i = 0; i <= a.size(); ++i) t[i][0] = static_cast<int>(i);
+  for (size_t j = 0; j <= b.size(); ++j) t[0][j] = static_cast<int>(j);
   for (size_t i = 1; i <= a.size(); ++i) {
-    cur[0] = static_cast<int>(i);
     for (size_t j = 1; j <= b.size(); ++j) {
-      int sub = prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1);
-      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, sub});
+      int cost = a[i - 1] == b[j - 1] ? 0 : 1;
+      t[i][j] = std::min({t[i - 1][j] + 1, t[i][j - 1] + 1, t[i - 1][j - 1] + cost});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) t[i][j] = std::min(t[i][j], t[i - 2][j - 2] + 1);
     }
-    prev = cur;
   }
-  return prev[b.size()];
+  return t[a.size()][b.size()];
 }
 
 std::string suggest(std::string_view word, const std::vector<std::string_view>& candidates) {
@@ -122,6 +124,8 @@ std::vector<Token> lex(std::string_view text, DiagSink& sink) {
     if (isIdentStart(c)) {
       ++i;
       while (i < n && isIdentChar(p[i])) ++i;
+      // `next?` (emit if one is left) is one token.
+      if (i < n && p[i] == '?' && i - start == 4 && text.substr(start, 4) == "next") ++i;
       // Op qualifier glued to the name: F3@s1, UNSHARD@s0, F3@c1.
       if (i + 2 < n && p[i] == '@' && (p[i + 1] == 's' || p[i + 1] == 'c') && isDigit(p[i + 2])) {
         i += 2;
@@ -292,7 +296,7 @@ std::string unquote(std::string_view q) {
 
 namespace {
 const std::vector<std::string_view> kKeywords = {"let", "def", "call", "device", "next", "for", "in",
-                                                 "repeat", "if", "else", "and", "or", "not", "kind"};
+                                                 "repeat", "if", "else", "and", "or", "not", "kind", "assert"};
 }
 
 const std::vector<std::string_view>& keywords() { return kKeywords; }

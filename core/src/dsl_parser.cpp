@@ -207,7 +207,8 @@ class Parser {
       if (!at(Tok::Ident)) return fail(cur(), "expected a template name after 'call', found " + found(cur()));
       return parseCall(out);
     }
-    if (w == "next") return parseOps(out, ListContext::Block);
+    if (w == "next" || w == "next?") return parseOps(out, ListContext::Block);
+    if (w == "assert") return parseAssert(out);
     if (w == "else") return fail(t, "'else' without 'if'");
     if (isKeyword(w)) return fail(t, "unexpected '" + std::string(w) + "'");
     if (peek().type == Tok::Assign) return parseAssign(out);
@@ -347,7 +348,7 @@ class Parser {
       advance();
       while (!sink_.full()) {
         const Token& t = cur();
-        bool opStart = t.type == Tok::LParen || (t.type == Tok::Ident && (txt(t) == "next" || isOpIdent(t)));
+        bool opStart = t.type == Tok::LParen || (t.type == Tok::Ident && (txt(t) == "next" || txt(t) == "next?" || isOpIdent(t)));
         if (!opStart && t.type == Tok::Ident && !isKeyword(txt(t)) && !isHeaderWord(txt(t)) &&
             peek().type != Tok::Assign) {
           // An unknown word in an op list: report it and keep reading the list.
@@ -423,8 +424,9 @@ class Parser {
     const Token& t0 = cur();
     item.offset = t0.offset;
     bool isNext = false;
-    if (t0.type == Tok::Ident && txt(t0) == "next") {
+    if (t0.type == Tok::Ident && (txt(t0) == "next" || txt(t0) == "next?")) {
       isNext = true;
+      item.optional = txt(t0).size() == 5;
       advance();
     }
     const Token& t = cur();
@@ -512,6 +514,22 @@ class Parser {
       if (s.e3 < 0) return false;
     }
     if (!parseBlock(s.body)) return false;
+    out.push_back(std::move(s));
+    return true;
+  }
+
+  // assert EXPR, "message"
+  bool parseAssert(std::vector<Stmt>& out) {
+    Stmt s;
+    s.kind = StmtKind::Assert;
+    s.offset = cur().offset;
+    advance();
+    s.e1 = parseExpr();
+    if (s.e1 < 0) return false;
+    if (!expect(Tok::Comma, "',' and a message after the assert condition")) return false;
+    if (!at(Tok::String)) return fail(cur(), "expected a quoted message, found " + found(cur()));
+    s.text = unquote(txt(cur()));
+    advance();
     out.push_back(std::move(s));
     return true;
   }
