@@ -18,17 +18,17 @@ constexpr std::int64_t kMaxStages = 1 << 20;
 constexpr std::int64_t kMaxMicrobatches = 1 << 24;
 
 // Next micro-batch per (stage, kind): the smallest one not yet emitted.
+// Also remembers when each emitted op completes (unit time), for ready() in greedy blocks.
 struct Cursor {
-  std::vector<std::uint64_t> bits;
+  std::vector<std::int64_t> doneAt;  // per micro-batch; -1 = not emitted
   std::int32_t next = 0;
-  bool test(std::int32_t m) const {
-    size_t w = static_cast<size_t>(m) >> 6;
-    return w < bits.size() && ((bits[w] >> (m & 63)) & 1u);
+  bool test(std::int32_t m) const { return static_cast<size_t>(m) < doneAt.size() && doneAt[static_cast<size_t>(m)] >= 0; }
+  std::int64_t time(std::int32_t m) const {
+    return m >= 0 && static_cast<size_t>(m) < doneAt.size() ? doneAt[static_cast<size_t>(m)] : -1;
   }
-  void set(std::int32_t m) {
-    size_t w = static_cast<size_t>(m) >> 6;
-    if (w >= bits.size()) bits.resize(w + 1, 0);
-    bits[w] |= std::uint64_t{1} << (m & 63);
+  void set(std::int32_t m, std::int64_t when) {
+    if (static_cast<size_t>(m) >= doneAt.size()) doneAt.resize(static_cast<size_t>(m) + 1, -1);
+    if (doneAt[static_cast<size_t>(m)] < 0) doneAt[static_cast<size_t>(m)] = when;
   }
 };
 
@@ -74,9 +74,13 @@ class Expander {
   int blockDepth_ = 0;
   long long steps_ = 0;
   long long ops_ = 0;
+  long long emitted_ = 0;  // steps emitted through the tracked path (greedy progress)
   bool abort_ = false;
   std::unordered_map<std::uint64_t, Cursor> cursors_;
   std::vector<std::deque<Op>> pendingW_;  // per device: I ops whose W may still be pending
+  std::unordered_map<std::uint64_t, std::int64_t> stageCounts_, deviceCounts_;  // emitted ops per kind
+  std::int64_t now_ = 0;    // unit-time clock of greedy blocks
+  bool inGreedy_ = false;
 
   // ------------------------------------------------------------------------------------------
   bool err(std::uint32_t off, std::string code, std::string msg, std::string hint = {}) {
@@ -285,6 +289,8 @@ class Expander {
         out = b != 0;
         return true;
       case ExprOp::Call: return call(e, out);
+      case ExprOp::Ready:
+      case ExprOp::Count: return query(e, out);
       default: break;
     }
     if (!eval(e.a, a) || !eval(e.b, b)) return false;
@@ -313,6 +319,69 @@ class Expander {
       case ExprOp::Ge: out = a >= b; return true;
       default: return err(e.offset, "dsl.internal", "unknown expression");
     }
+  }
+
+  bool doneBy(std::int32_t stage, OpKind kind, std::int32_t mb) {
+    if (stage < 0 || stage >= out_.pipeline.stages) return false;
+    std::int64_t t = cursor(stage, static_cast<std::uint16_t>(kind)).time(mb);
+    return t >= 0 && t <= now_;
+  }
+
+  // ready(K): the op `next K` would emit exists and its dependencies have completed by now
+  // (unit time inside greedy blocks). count(K): K ops emitted on this device (or the stage).
+  bool query(const Expr& e, std::int64_t& out) {
+    if (!freeze(e.offset)) return false;
+    std::string fname = e.op == ExprOp::Ready ? "ready()" : "count()";
+    if (!needDevice(e.offset, fname)) return false;
+    OpItem it;
+    it.kind = e.kind;
+    it.qualMode = e.qualMode;
+    it.qual = e.qual;
+    it.offset = e.offset;
+    const auto& st = stagesOf_[static_cast<size_t>(curDevice_)];
+    const bool anyStage = e.qualMode == QualMode::None && st.size() != 1;
+    std::int32_t stage = -1;
+    if (!anyStage && !resolveStage(it, stage)) return false;
+    if (e.op == ExprOp::Count) {
+      out = anyStage ? deviceCounts_[key(curDevice_, e.kind)] : stageCounts_[key(stage, e.kind)];
+      return true;
+    }
+    const auto kind = static_cast<OpKind>(e.kind);
+    const int M = out_.pipeline.microbatches;
+    if (kind == OpKind::W) {
+      auto& q = pendingW_[static_cast<size_t>(curDevice_)];
+      out = 0;
+      for (const Op& i : q) {
+        if ((!anyStage && i.stage != stage) || cursor(i.stage, e.kind).test(i.microbatch)) continue;
+        out = doneBy(i.stage, OpKind::I, i.microbatch);
+        break;
+      }
+      return true;
+    }
+    if (anyStage)
+      return err(e.offset, "dsl.stage",
+                 fname + ": device " + std::to_string(curDevice_) + " holds several stages; name one (e.g. ready(" +
+                     kindName(e.kind) + "@c0))");
+    if (stage >= out_.pipeline.stages) return err(e.offset, "dsl.range", fname + ": stage out of range");
+    if (isStageLevelKind(kind) || (isUserKind(kind) && out_.userKind(kind) && out_.userKind(kind)->stageLevel)) {
+      out = stageCounts_[key(stage, e.kind)] == 0;
+      return true;
+    }
+    Cursor& c = cursor(stage, e.kind);
+    while (c.next < M && c.test(c.next)) ++c.next;
+    const std::int32_t m = c.next;
+    if (m >= M) return out = 0, true;
+    const int S = out_.pipeline.stages;
+    switch (kind) {
+      case OpKind::F: out = stage == 0 || doneBy(stage - 1, OpKind::F, m); break;
+      case OpKind::B:
+      case OpKind::I:
+        out = doneBy(stage, OpKind::F, m) && (stage == S - 1 || doneBy(stage + 1, OpKind::B, m));
+        break;
+      case OpKind::R: out = doneBy(stage, OpKind::F, m); break;
+      default: out = 1; break;
+    }
+    return true;
   }
 
   bool call(const Expr& e, std::int64_t& out) {
@@ -442,10 +511,15 @@ class Expander {
   }
 
   // Records an emitted op for `next`: marks its micro-batch, and an I makes its W pending.
+  static std::uint64_t key(std::int64_t a, std::uint16_t kind) {
+    return (static_cast<std::uint64_t>(static_cast<std::uint32_t>(a)) << 16) | kind;
+  }
   void track(const Op& op) {
-    if (op.microbatch < 0 || op.microbatch >= out_.pipeline.microbatches || op.stage < 0) return;
     auto k = static_cast<std::uint16_t>(op.kind);
-    cursor(op.stage, k).set(op.microbatch);
+    ++stageCounts_[key(op.stage, k)];
+    ++deviceCounts_[key(curDevice_, k)];
+    if (op.microbatch < 0 || op.microbatch >= out_.pipeline.microbatches || op.stage < 0) return;
+    cursor(op.stage, k).set(op.microbatch, inGreedy_ ? now_ + 1 : now_);
     if (op.kind == OpKind::I) pendingW_[static_cast<size_t>(curDevice_)].push_back(op);
   }
 
@@ -556,7 +630,10 @@ class Expander {
         else if (a == Res::Skip && b == Res::Ok) step.first = second, a = Res::Ok;  // one half left
         else if (b == Res::Error) a = Res::Error;
       }
-      if (a == Res::Ok) list.push_back(step);
+      if (a == Res::Ok) {
+        list.push_back(step);
+        ++emitted_;
+      }
       if (abort_) return false;
     }
     return true;
@@ -692,6 +769,26 @@ class Expander {
           break;
         }
         case StmtKind::Call: execCall(s); break;
+        case StmtKind::Greedy: {
+          if (!freeze(s.offset)) return false;
+          int saved = curDevice_;
+          bool savedGreedy = inGreedy_;
+          inGreedy_ = true;
+          // Unit-time steps: every device runs the body once per step; an op emitted at
+          // step t completes at t + 1. Stops at the first step in which nothing is emitted.
+          for (;;) {
+            long long before = emitted_;
+            for (int dev = 0; dev < out_.pipeline.devices && !abort_; ++dev) {
+              curDevice_ = dev;
+              execBlock(s.body, s.offset);
+            }
+            ++now_;
+            if (abort_ || emitted_ == before || !step(s.offset)) break;
+          }
+          inGreedy_ = savedGreedy;
+          curDevice_ = saved;
+          break;
+        }
         case StmtKind::Assert: {
           std::int64_t c = 0;
           if (eval(s.e1, c) && c == 0) err(s.offset, "dsl.assert", s.text);

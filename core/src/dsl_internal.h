@@ -86,8 +86,11 @@ std::string unquote(std::string_view quoted);
 // AST
 
 enum class ExprOp : std::uint8_t {
-  Int, Var, Neg, Not, Add, Sub, Mul, Div, Mod, Eq, Ne, Lt, Le, Gt, Ge, And, Or, Call
+  Int, Var, Neg, Not, Add, Sub, Mul, Div, Mod, Eq, Ne, Lt, Le, Gt, Ge, And, Or, Call,
+  Ready, Count  // ready(K@q), count(K@q): queries about op kinds
 };
+
+enum class QualMode : std::uint8_t;
 
 struct Expr {
   ExprOp op = ExprOp::Int;
@@ -96,6 +99,10 @@ struct Expr {
   std::string_view name;   // Var, Call
   std::int32_t a = -1, b = -1;
   std::vector<std::int32_t> args;  // Call
+  // Ready / Count: the kind and its optional stage qualifier (value or expression index).
+  std::uint16_t kind = 0;
+  QualMode qualMode{};
+  std::int32_t qual = 0;
 };
 
 // How an op item names its micro-batch and its stage.
@@ -116,7 +123,7 @@ struct OpItem {
 };
 
 enum class StmtKind : std::uint8_t {
-  Header, Let, Assign, Device, DeviceAll, Ops, For, Repeat, If, Call, Assert
+  Header, Let, Assign, Device, DeviceAll, Ops, For, Repeat, If, Call, Assert, Greedy
 };
 
 enum class HeaderWord : std::uint8_t { Name, Devices, Stages, Microbatches, Placement, Profile, Partition };

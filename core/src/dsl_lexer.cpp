@@ -296,7 +296,7 @@ std::string unquote(std::string_view q) {
 
 namespace {
 const std::vector<std::string_view> kKeywords = {"let", "def", "call", "device", "next", "for", "in",
-                                                 "repeat", "if", "else", "and", "or", "not", "kind", "assert"};
+                                                 "repeat", "if", "else", "and", "or", "not", "kind", "assert", "greedy"};
 }
 
 const std::vector<std::string_view>& keywords() { return kKeywords; }
@@ -310,7 +310,7 @@ bool isBuiltinName(std::string_view w) {
 }
 bool isBuiltinFunction(std::string_view w) {
   return w == "min" || w == "max" || w == "abs" || w == "stage" || w == "device_of" || w == "chunk_of" ||
-         w == "nstages";
+         w == "nstages" || w == "ready" || w == "count";
 }
 
 }  // namespace ps::core::dsl

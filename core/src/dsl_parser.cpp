@@ -209,6 +209,16 @@ class Parser {
     }
     if (w == "next" || w == "next?") return parseOps(out, ListContext::Block);
     if (w == "assert") return parseAssert(out);
+    if (w == "greedy") {
+      Stmt g;
+      g.kind = StmtKind::Greedy;
+      g.offset = t.offset;
+      advance();
+      prog_.usesCursors = true;
+      if (!parseBlock(g.body)) return false;
+      out.push_back(std::move(g));
+      return true;
+    }
     if (w == "else") return fail(t, "'else' without 'if'");
     if (isKeyword(w)) return fail(t, "unexpected '" + std::string(w) + "'");
     if (peek().type == Tok::Assign) return parseAssign(out);
@@ -488,6 +498,41 @@ class Parser {
       } else {
         return fail(q, "expected a stage qualifier after '@' (s3, c1, s(expr) or c(expr)), found " + found(q));
       }
+    }
+    return true;
+  }
+
+  // The argument of ready() / count(): a kind with an optional stage qualifier (F, W@c1, B@s(x)).
+  bool parseKindSpec(Expr& e) {
+    const Token& t = cur();
+    if (t.type != Tok::Ident) return fail(t, "expected an op kind, found " + found(t));
+    IdentParts parts = splitIdent(txt(t));
+    auto kind = lookupKind(parts.base);
+    if (!kind) {
+      sink_.error(t.offset, "dsl.unknown-kind", "unknown op kind '" + std::string(parts.base.substr(0, 40)) + "'",
+                  suggest(parts.base, kindNames()));
+      return false;
+    }
+    if (!parts.digits.empty())
+      return fail(t, std::string(e.name) + "() takes a kind without a micro-batch, e.g. " + std::string(e.name) + "(" +
+                         std::string(parts.base) + ")");
+    e.kind = *kind;
+    advance();
+    if (parts.qual != 0) {
+      if (!parseInt32(parts.qualDigits, e.qual)) return fail(t, "stage qualifier is out of range");
+      e.qualMode = parts.qual == 's' ? QualMode::StageLiteral : QualMode::ChunkLiteral;
+    } else if (at(Tok::At)) {
+      advance();
+      const Token& q = cur();
+      std::string_view qs = q.type == Tok::Ident ? txt(q) : std::string_view();
+      if ((qs != "s" && qs != "c") || peek().type != Tok::LParen)
+        return fail(q, "expected a stage qualifier after '@' (s3, c1, s(expr) or c(expr)), found " + found(q));
+      advance();
+      advance();
+      e.qual = parseExpr();
+      if (e.qual < 0) return false;
+      if (!expect(Tok::RParen, "')'")) return false;
+      e.qualMode = qs == "s" ? QualMode::StageExpr : QualMode::ChunkExpr;
     }
     return true;
   }
@@ -936,6 +981,14 @@ class Parser {
       e.offset = t.offset;
       e.name = n;
       advance();
+      if ((n == "ready" || n == "count") && at(Tok::LParen)) {
+        e.op = n == "ready" ? ExprOp::Ready : ExprOp::Count;
+        advance();
+        if (!parseKindSpec(e)) return -1;
+        if (!expect(Tok::RParen, "')'")) return -1;
+        prog_.usesCursors = true;
+        return add(std::move(e));
+      }
       if (at(Tok::LParen) && !cur().lineStart) {
         e.op = ExprOp::Call;
         if (!isBuiltinFunction(n)) {

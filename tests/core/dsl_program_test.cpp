@@ -249,3 +249,33 @@ TEST(DslProgram, DeepNestingIsAnErrorNotACrash) {
   std::string negs = "let a = " + std::string(100000, '-') + "1\n";
   EXPECT_FALSE(parseDsl(negs).ok());
 }
+
+TEST(DslProgram, GreedyRunsDevicesInUnitTimeSteps) {
+  // Backward first when its gradient has arrived, else a forward when its input has.
+  Schedule s = expandOk(R"(devices 2
+microbatches 2
+greedy { if ready(B) { next B } else if ready(F) { next F } }
+)");
+  EXPECT_EQ(tokens(s, 0), "F0 F1 B0 B1");
+  EXPECT_EQ(tokens(s, 1), "F0 B0 F1 B1");
+}
+
+TEST(DslProgram, CountAndReadyQueries) {
+  Schedule s = expandOk(R"(devices 1
+stages 2
+microbatches 3
+placement linear
+device 0 {
+  F0@s0 F1@s0 F0@s1 I0@s1
+  if count(F) == 3 and count(F@c0) == 2 and count(F@s1) == 1 and count(W) == 0 { R0@s0 }
+  if ready(F@c1) { next F@c1 }
+  if ready(W) { next W }
+  if not ready(W@c0) and ready(I@c0) { next I@c0 }
+}
+)");
+  EXPECT_EQ(tokens(s, 0), "F0@s0 F1@s0 F0@s1 I0@s1 R0@s0 F1@s1 W0@s1 I0@s0");
+  auto e = firstError("devices 1\nstages 2\nmicrobatches 1\nplacement linear\ndevice 0 { if ready(F) { } }\n");
+  EXPECT_EQ(e.code, "dsl.stage");
+  EXPECT_EQ(firstError("let a = ready(F)\n").code, "dsl.context");
+  EXPECT_EQ(firstError("device 0 { let a = count(Q) }\n").code, "dsl.unknown-kind");
+}
