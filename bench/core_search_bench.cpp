@@ -1,0 +1,178 @@
+// Schedule and partition search over the heterogeneous model zoo (docs/benchmarks.md,
+// "Search"). Each case runs one search (time limit 10 s) and reports, as counters:
+//   vs_builtin    best built-in makespan / search makespan        (>= 1 by construction)
+//   vs_megatron   interleaved 1F1B with a uniform layer split / search makespan
+//   mbs_ratio     largest micro-batch size that fits with the DawnPiper plan / with a
+//                 compute-balanced 1F1B split keeping all activations
+// After the benchmarks a markdown table of every case is printed to stdout.
+#include <benchmark/benchmark.h>
+
+#include <cstdio>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "pipestudio/core/generators.h"
+#include "pipestudio/core/model_zoo_hetero.h"
+#include "pipestudio/core/search.h"
+#include "pipestudio/core/simulator.h"
+
+using namespace ps::core;
+
+namespace {
+
+struct Row {
+  std::string model;
+  int D = 0, M = 0;
+  double memGiB = 0;
+  double search = 0, builtin = 0, megatron = 0;
+  std::string builtinName, megatronNote, bestName;
+  double seconds = 0;
+  std::size_t evaluated = 0;
+  int mbsPlan = 0, mbsBase = 0;
+};
+std::vector<Row>& rows() {
+  static std::vector<Row> r;
+  return r;
+}
+
+const CostProfile& model(const std::string& name) {
+  static std::map<std::string, CostProfile> cache;
+  if (cache.empty())
+    for (auto& p : heterogeneousZoo()) cache[p.name] = p;
+  return cache.at(name);
+}
+
+double simulateWith(const Schedule& s, const CostProfile& p, const std::vector<int>& part, std::int64_t limit,
+                    bool& fits) {
+  auto m = makeSimulationModel(s, p, part);
+  if (!m) return 0;
+  SimulationOptions so;
+  so.memoryLimitBytes = limit;
+  so.recordTransfers = false;
+  auto tl = simulate(s, *m, so);
+  if (!tl || !tl->complete) return 0;
+  fits = true;
+  for (auto& d : tl->metrics.devices) fits = fits && d.peakMemoryBytes <= limit;
+  return tl->metrics.makespan;
+}
+
+// Megatron's interleaved 1F1B (2 chunks per device) on a uniform layer split; with full
+// recompute when it does not fit otherwise (what a Megatron user does).
+double megatron(const CostProfile& p, int D, int M, std::int64_t limit, std::string& note) {
+  auto s = generateSchedule(ScheduleKind::Interleaved1F1B, GeneratorOptions{D, M, 2});
+  if (!s) {
+    note = "n/a";
+    return 0;
+  }
+  auto part = uniformPartition(static_cast<int>(p.layers.size()), s->pipeline.stages);
+  bool fits = false;
+  double t = simulateWith(*s, p, part, limit, fits);
+  if (fits) return t;
+  auto r = applyActivationPolicies(*s, std::vector<ActivationPolicy>(part.size(), ActivationPolicy::Recompute));
+  fits = false;
+  t = simulateWith(*r, p, part, limit, fits);
+  note = fits ? "full recompute" : "does not fit";
+  return fits ? t : 0;
+}
+
+void BM_Search(benchmark::State& state, std::string name, int D, int M, double memGiB) {
+  const CostProfile& p = model(name);
+  const auto limit = static_cast<std::int64_t>(memGiB * (1LL << 30));
+  Row row;
+  row.model = name;
+  row.D = D;
+  row.M = M;
+  row.memGiB = memGiB;
+  for (auto _ : state) {
+    SearchOptions o;
+    o.devices = D;
+    o.microbatches = M;
+    o.memoryLimitBytes = limit;
+    o.timeLimitSeconds = 10;
+    o.seed = 1;
+    auto r = searchSchedule(p, o);
+    if (!r) {
+      state.SkipWithError(r.error().message.c_str());
+      return;
+    }
+    row.search = r->bestSummary.makespan;
+    row.bestName = r->bestSummary.name;
+    row.seconds = r->elapsedSeconds;
+    row.evaluated = r->evaluated;
+    row.builtin = 0;
+    for (auto& b : r->builtins)
+      if (b.valid && b.fitsMemory && (row.builtin == 0 || b.makespan < row.builtin)) {
+        row.builtin = b.makespan;
+        row.builtinName = b.name;
+      }
+  }
+  row.megatron = megatron(p, D, M, limit, row.megatronNote);
+  // Largest micro-batch size on a linear pipeline of D stages under 1F1B.
+  PartitionOptions po;
+  po.stages = D;
+  po.microbatches = M;
+  po.memoryLimitBytes = limit;
+  row.mbsPlan = largestMicrobatchSize(p, po, 512).largestMicrobatchSize;
+  PartitionOptions plain = po;
+  plain.allowRecompute = plain.allowOffload = false;
+  row.mbsBase = largestMicrobatchSizeFixed(p, {}, plain, 512).largestMicrobatchSize;
+  state.counters["vs_builtin"] = row.builtin > 0 ? row.builtin / row.search : 0;
+  state.counters["vs_megatron"] = row.megatron > 0 ? row.megatron / row.search : 0;
+  state.counters["mbs_ratio"] = row.mbsBase > 0 ? static_cast<double>(row.mbsPlan) / row.mbsBase : 0;
+  state.counters["evaluated"] = static_cast<double>(row.evaluated);
+  rows().push_back(row);
+}
+
+void registerAll() {
+  const std::vector<std::string> models = {"gemma-2b", "gemma-7b", "deepseek-v2-lite", "nemotron-h-8b", "llama-2-7b"};
+  for (const auto& m : models)
+    for (int D : {4, 8})
+      for (int M : {2 * D, 4 * D})
+        for (double mem : {80.0, 40.0}) {
+          const std::string n = "Search/" + m + "/D" + std::to_string(D) + "/M" + std::to_string(M) + "/mem" +
+                                std::to_string(static_cast<int>(mem)) + "GiB";
+          benchmark::RegisterBenchmark(n.c_str(), BM_Search, m, D, M, mem)
+              ->Iterations(1)
+              ->Unit(benchmark::kSecond)
+              ->UseRealTime();
+        }
+}
+
+void printTable() {
+  if (rows().empty()) return;
+  std::printf("\n| model | D | M | memory | best built-in | vs best built-in | vs Megatron interleaved (uniform) | search s | mbs plan / 1F1B |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|\n");
+  std::map<std::string, std::pair<double, int>> meanByModel;
+  for (auto& r : rows()) {
+    std::printf("| %s | %d | %d | %.0f GiB | %s | %.3f | %s | %.2f | %d / %d |\n", r.model.c_str(), r.D, r.M, r.memGiB,
+                r.builtinName.c_str(), r.builtin > 0 ? r.builtin / r.search : 0.0,
+                r.megatron > 0 ? (std::to_string(r.megatron / r.search).substr(0, 5) +
+                                  (r.megatronNote.empty() ? "" : " (" + r.megatronNote + ")"))
+                                     .c_str()
+                               : ("n/a " + r.megatronNote).c_str(),
+                r.seconds, r.mbsPlan, r.mbsBase);
+    if (r.megatron > 0) {
+      auto& e = meanByModel[r.model];
+      e.first += r.megatron / r.search;
+      ++e.second;
+    }
+  }
+  std::printf("\nmean speed-up over Megatron interleaved 1F1B (uniform split):\n");
+  for (auto& [m, e] : meanByModel) std::printf("  %s: %.3f over %d cases\n", m.c_str(), e.first / e.second, e.second);
+  std::printf("\nbest candidates:\n");
+  for (auto& r : rows())
+    std::printf("  %s D%d M%d %.0fGiB: %s\n", r.model.c_str(), r.D, r.M, r.memGiB, r.bestName.c_str());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  registerAll();
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  printTable();
+  return 0;
+}

@@ -1,0 +1,116 @@
+#pragma once
+// Automated schedule search (docs/search.md): FlexPipe's exploration of schedule families
+// and their knobs, a list scheduler that builds per-device orders op by op, simulator-guided
+// local improvement, and AdaPtis's joint search of partition, placement and schedule.
+// Everything is evaluated by the simulator. Results are immutable value structs so a GUI can
+// receive them from a worker thread.
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "pipestudio/core/cost_profile.h"
+#include "pipestudio/core/partition_search.h"
+#include "pipestudio/core/result.h"
+#include "pipestudio/core/schedule.h"
+#include "pipestudio/core/timeline.h"
+
+namespace ps::core {
+
+// ---- list scheduler -------------------------------------------------------------------
+
+// Knobs of the list scheduler. It replays the pipeline in time: whenever a device is free
+// it starts the ready op of highest priority: backward (I or B) first, then forward while
+// the device's warm-up depth and memory headroom allow, then recompute, then pending W.
+struct ListSchedulerOptions {
+  bool splitBackward = true;   // I + W (zero-bubble) rather than full B
+  int maxPendingW = -1;        // W deferred at most this many per device before it takes priority; -1 = unbounded
+  // Forward micro-batch-stages a device may hold before it must run a backward; empty =
+  // 1F1B depth (devices - d) x chunks per device. warmupOffset is added to every device.
+  std::vector<int> warmupDepth;
+  int warmupOffset = 0;
+  // Order among ready ops of one kind on a device: key (m / group, chunk, m % group), chunks
+  // ascending for forwards and descending for backwards; group = devices is Megatron's
+  // interleaving, 1 is depth first. 0 = devices.
+  int microbatchGroup = 0;
+  std::vector<ActivationPolicy> policies;  // per stage; empty = keep all
+  std::optional<std::int64_t> memoryLimitBytes;  // headroom check for forwards; unset = profile's
+  // Schedule-level knob the GUI shows as "what differs"; free text.
+  std::string label;
+};
+
+// Builds an order for the given pipeline and stage costs. Always returns a complete,
+// dependency-respecting schedule (the memory headroom is advisory: when no op fits it runs
+// the forward that unblocks the pipeline and lets the simulator judge the memory).
+Result<Schedule> listSchedule(const Pipeline& pipeline, const std::vector<StageCost>& stages,
+                              const CostProfile& profile, const ListSchedulerOptions& o);
+
+// ---- search ---------------------------------------------------------------------------
+
+struct SearchProgress {
+  std::size_t evaluated = 0;     // candidates simulated so far
+  double bestMakespan = 0;       // ms; 0 before the first feasible candidate
+  std::string bestDescription;
+  double elapsedSeconds = 0;
+  std::string phase;             // "built-ins", "partitions", "list scheduler", "local improvement"
+};
+
+struct SearchOptions {
+  int devices = 1;
+  int microbatches = 1;
+  std::optional<std::int64_t> memoryLimitBytes;  // overrides the profile's device memory
+  double timeLimitSeconds = 10;  // wall clock; the best found so far is returned when it runs out
+  std::uint64_t seed = 1;
+  // Exact reproducibility: stop after this many simulated candidates (0 = no cap). A run that
+  // ends by its evaluation cap or its own exhaustion is deterministic for a seed; one cut by
+  // the time limit returns the best of what it reached.
+  std::size_t maxEvaluations = 0;
+  int maxChunks = 2;             // stages per device explored: 1..maxChunks
+  bool allowRecompute = true;
+  bool allowOffload = true;
+  bool localImprovement = true;
+  int localImprovementRounds = 200;
+  std::size_t keepTop = 10;      // candidates kept in SearchResult::top
+  const std::atomic<bool>* cancel = nullptr;      // set to true to stop; the best so far is returned
+  std::function<void(const SearchProgress&)> progress;  // called from the searching thread
+};
+
+// One evaluated candidate.
+struct CandidateSummary {
+  std::string name;         // "zb-h1", "list(split, pendW=2, group=4) on balanced x2 interleaved"
+  std::string family;       // built-in kind name or "list", "list+local"
+  bool builtin = false;
+  int chunks = 1;
+  PlacementKind placement = PlacementKind::Linear;
+  std::vector<int> partition;  // layers per stage
+  std::vector<ActivationPolicy> policies;
+  double makespan = 0;
+  double bubbleRatio = 0;
+  std::int64_t peakMemoryBytes = 0;  // max over devices
+  bool fitsMemory = true;
+  bool valid = true;        // validateSchedule and a complete simulation
+  std::string note;         // why a built-in failed (memory, sizes), empty otherwise
+};
+
+struct SearchResult {
+  Schedule best;            // with partition and placement in its header
+  CandidateSummary bestSummary;
+  std::vector<CandidateSummary> builtins;  // every built-in family tried, feasible or not
+  std::vector<CandidateSummary> top;       // best distinct feasible candidates, best first
+  std::size_t evaluated = 0;
+  double elapsedSeconds = 0;
+  bool cancelled = false;
+  bool timedOut = false;
+};
+
+// Errors when nothing (not even a built-in with full recompute) fits or the sizes are
+// invalid. The best is never worse than the best feasible built-in.
+Result<SearchResult> searchSchedule(const CostProfile& profile, const SearchOptions& o);
+
+// Layers per stage with equal layer counts (the first `layers % stages` stages get one more):
+// Megatron's uniform split.
+std::vector<int> uniformPartition(int layers, int stages);
+
+}  // namespace ps::core

@@ -1,0 +1,504 @@
+// Schedule search: built-in families, partitions x placements x list-scheduler knobs,
+// partition refinement and order refinement, all judged by the simulator.
+#include "pipestudio/core/search.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <map>
+#include <random>
+#include <sstream>
+
+#include "pipestudio/core/generators.h"
+#include "pipestudio/core/simulator.h"
+#include "pipestudio/core/validator.h"
+
+namespace ps::core {
+
+std::vector<int> uniformPartition(int layers, int stages) {
+  std::vector<int> out;
+  if (stages < 1 || layers < stages) return out;
+  for (int s = 0; s < stages; ++s) out.push_back(layers / stages + (s < layers % stages ? 1 : 0));
+  return out;
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string policySummary(const std::vector<ActivationPolicy>& p) {
+  int r = 0, off = 0;
+  for (auto x : p) {
+    r += x == ActivationPolicy::Recompute;
+    off += x == ActivationPolicy::Offload;
+  }
+  if (!r && !off) return "keep";
+  std::string s;
+  if (r) s += "recompute " + std::to_string(r) + "/" + std::to_string(p.size());
+  if (off) s += std::string(s.empty() ? "" : ", ") + "offload " + std::to_string(off) + "/" + std::to_string(p.size());
+  return s;
+}
+
+struct Layout {
+  int chunks = 1;
+  PlacementKind placement = PlacementKind::Linear;
+};
+
+// A point of the search space that the list scheduler turns into an order.
+struct Point {
+  Layout layout;
+  std::vector<int> partition;
+  std::string partitionName;
+  std::vector<ActivationPolicy> policies;
+  ListSchedulerOptions knobs;
+};
+
+class Searcher {
+ public:
+  Searcher(const CostProfile& p, const SearchOptions& o) : profile_(p), o_(o), rng_(o.seed) {
+    limit_ = o.memoryLimitBytes ? *o.memoryLimitBytes : p.deviceMemoryBytes;
+    start_ = Clock::now();
+  }
+
+  Result<SearchResult> run();
+
+ private:
+  struct Evaluated {
+    bool feasible = false;
+    CandidateSummary summary;
+    Timeline timeline;
+  };
+
+  bool shouldStop() {
+    if (stopped_) return true;
+    if (o_.cancel && o_.cancel->load()) {
+      result_.cancelled = true;
+      stopped_ = true;
+    } else if (o_.maxEvaluations && result_.evaluated >= o_.maxEvaluations) {
+      stopped_ = true;
+    } else if (elapsed() > o_.timeLimitSeconds) {
+      result_.timedOut = true;
+      stopped_ = true;
+    }
+    return stopped_;
+  }
+  double elapsed() const { return std::chrono::duration<double>(Clock::now() - start_).count(); }
+
+  const SimulationModel* modelFor(const Schedule& s, const std::vector<int>& partition) {
+    auto key = partition;
+    auto it = models_.find(key);
+    if (it != models_.end()) return &it->second;
+    auto m = makeSimulationModel(s, profile_, partition);
+    if (!m) return nullptr;
+    return &models_.emplace(key, std::move(m).value()).first->second;
+  }
+
+  const std::vector<StageCost>* costsFor(int stages, const std::vector<int>& partition) {
+    auto it = costs_.find(partition);
+    if (it != costs_.end()) return &it->second;
+    auto c = stageCosts(profile_, stages, partition);
+    if (!c) return nullptr;
+    return &costs_.emplace(partition, std::move(c).value()).first->second;
+  }
+
+  // Simulates one candidate; counts it; keeps it when it is the best.
+  Evaluated evaluate(Schedule s, CandidateSummary summary) {
+    Evaluated ev;
+    s.partition = summary.partition;
+    ++result_.evaluated;
+    const SimulationModel* model = modelFor(s, summary.partition);
+    if (!model) {
+      summary.valid = false;
+      summary.note = "cost model rejected the partition";
+      ev.summary = summary;
+      return ev;
+    }
+    SimulationOptions so;
+    so.memoryLimitBytes = o_.memoryLimitBytes;
+    so.recordMemory = true;
+    so.recordTransfers = false;
+    auto tl = simulate(s, *model, so);
+    if (!tl || !tl->complete) {
+      summary.valid = false;
+      summary.note = tl ? "simulation stalled" : (tl.errors().empty() ? "simulation failed" : tl.error().message);
+      ev.summary = summary;
+      return ev;
+    }
+    summary.makespan = tl->metrics.makespan;
+    summary.bubbleRatio = tl->metrics.bubbleRatio;
+    summary.peakMemoryBytes = 0;
+    for (auto& d : tl->metrics.devices) summary.peakMemoryBytes = std::max(summary.peakMemoryBytes, d.peakMemoryBytes);
+    summary.fitsMemory = limit_ <= 0 || summary.peakMemoryBytes <= limit_;
+    if (!summary.fitsMemory) summary.note = "exceeds the memory limit";
+    ev.feasible = summary.fitsMemory && summary.valid;
+    ev.summary = summary;
+    if (ev.feasible) {
+      record(s, ev.summary);
+      ev.timeline = std::move(tl).value();
+    }
+    reportProgress(false);
+    return ev;
+  }
+
+  void record(const Schedule& s, const CandidateSummary& c) {
+    const bool improves = !haveBest_ || c.makespan < result_.bestSummary.makespan - 1e-9;
+    if (improves) {
+      // Every result passes the validator; a candidate that does not is dropped.
+      if (!validateSchedule(s).valid()) return;
+      haveBest_ = true;
+      result_.best = s;
+      result_.bestSummary = c;
+      reportProgress(true);
+    }
+    // Keep the best distinct candidates.
+    auto& top = result_.top;
+    for (auto& t : top)
+      if (t.name == c.name && std::abs(t.makespan - c.makespan) < 1e-9) return;
+    top.push_back(c);
+    std::stable_sort(top.begin(), top.end(), [](auto& a, auto& b) { return a.makespan < b.makespan; });
+    if (top.size() > std::max<size_t>(1, o_.keepTop)) top.resize(std::max<size_t>(1, o_.keepTop));
+  }
+
+  void reportProgress(bool force) {
+    if (!o_.progress) return;
+    if (!force && result_.evaluated % 16 != 0) return;
+    SearchProgress pr;
+    pr.evaluated = result_.evaluated;
+    pr.bestMakespan = haveBest_ ? result_.bestSummary.makespan : 0;
+    pr.bestDescription = haveBest_ ? result_.bestSummary.name : std::string();
+    pr.elapsedSeconds = elapsed();
+    pr.phase = phase_;
+    o_.progress(pr);
+  }
+
+  void builtins();
+  std::vector<Layout> layouts() const;
+  void explore();
+  Evaluated evaluatePoint(const Point& p, const std::string& family);
+  void refinePartition();
+  void refineOrder();
+  std::vector<int> inflightFor(const Pipeline& pl) const;
+
+  const CostProfile& profile_;
+  SearchOptions o_;
+  std::mt19937_64 rng_;
+  std::int64_t limit_ = 0;
+  Clock::time_point start_;
+  bool stopped_ = false;
+  bool haveBest_ = false;
+  std::string phase_;
+  SearchResult result_;
+  std::map<std::vector<int>, SimulationModel> models_;
+  std::map<std::vector<int>, std::vector<StageCost>> costs_;
+  // The point behind the best list-scheduled candidate, for the refinement phases.
+  std::optional<Point> bestPoint_;
+  double bestPointMakespan_ = 0;
+};
+
+void Searcher::builtins() {
+  phase_ = "built-ins";
+  const int layers = static_cast<int>(profile_.layers.size());
+  for (ScheduleKind k : allScheduleKinds()) {
+    GeneratorOptions g;
+    g.devices = o_.devices;
+    g.microbatches = o_.microbatches;
+    CandidateSummary c;
+    c.name = std::string(scheduleKindName(k));
+    c.family = c.name;
+    c.builtin = true;
+    auto s = generateSchedule(k, g);
+    if (!s) {
+      c.valid = false;
+      c.note = s.error().message;
+      result_.builtins.push_back(c);
+      continue;
+    }
+    const int S = s->pipeline.stages;
+    c.chunks = S / std::max(1, o_.devices);
+    c.placement = s->pipeline.placementKind;
+    if (layers < S) {
+      c.valid = false;
+      c.note = "the profile has fewer layers (" + std::to_string(layers) + ") than stages (" + std::to_string(S) + ")";
+      result_.builtins.push_back(c);
+      continue;
+    }
+    auto part = partitionLayers(profile_, S);
+    if (!part) {
+      c.valid = false;
+      c.note = part.error().message;
+      result_.builtins.push_back(c);
+      continue;
+    }
+    c.partition = *part;
+    c.policies.assign(static_cast<size_t>(S), ActivationPolicy::Keep);
+    auto ev = evaluate(*s, c);
+    result_.builtins.push_back(ev.summary);
+    if (!ev.feasible && ev.summary.valid && o_.allowRecompute) {
+      // Megatron's answer to memory pressure: full recompute on every stage.
+      CandidateSummary r = c;
+      r.name += "+recompute";
+      r.policies.assign(static_cast<size_t>(S), ActivationPolicy::Recompute);
+      auto sr = applyActivationPolicies(*s, r.policies);
+      if (sr) result_.builtins.push_back(evaluate(*sr, r).summary);
+    }
+  }
+}
+
+std::vector<Layout> Searcher::layouts() const {
+  std::vector<Layout> out;
+  const int layers = static_cast<int>(profile_.layers.size());
+  for (int c = 1; c <= std::max(1, o_.maxChunks); ++c) {
+    if (layers < c * o_.devices) break;
+    if (c == 1) {
+      out.push_back({1, PlacementKind::Linear});
+      continue;
+    }
+    out.push_back({c, PlacementKind::Interleaved});
+    if (c % 2 == 0) out.push_back({c, PlacementKind::VShape});
+  }
+  return out;
+}
+
+std::vector<int> Searcher::inflightFor(const Pipeline& pl) const {
+  // Micro-batch-stages a device holds at 1F1B depth (the list scheduler's default), charged
+  // to every stage of the device: a conservative per-stage count for the planner.
+  const int S = pl.stages, D = pl.devices;
+  std::vector<int> perDevice(static_cast<size_t>(D), 0), count(static_cast<size_t>(D), 0);
+  for (int s = 0; s < S; ++s) {
+    perDevice[static_cast<size_t>(pl.deviceOf(s))] += S - s;
+    ++count[static_cast<size_t>(pl.deviceOf(s))];
+  }
+  std::vector<int> out(static_cast<size_t>(S));
+  for (int s = 0; s < S; ++s) {
+    const int d = pl.deviceOf(s);
+    const int c = count[static_cast<size_t>(d)];
+    const int depth = (perDevice[static_cast<size_t>(d)] + c - 1) / c;
+    out[static_cast<size_t>(s)] = std::max(1, std::min(o_.microbatches, depth));
+  }
+  return out;
+}
+
+Searcher::Evaluated Searcher::evaluatePoint(const Point& p, const std::string& family) {
+  Evaluated none;
+  auto pl = Pipeline::make(o_.devices, o_.devices * p.layout.chunks, o_.microbatches, p.layout.placement);
+  if (!pl) return none;
+  const auto* costs = costsFor(pl->stages, p.partition);
+  if (!costs) return none;
+  ListSchedulerOptions k = p.knobs;
+  k.policies = p.policies;
+  k.memoryLimitBytes = limit_ > 0 ? std::optional<std::int64_t>(limit_) : std::nullopt;
+  auto s = listSchedule(*pl, *costs, profile_, k);
+  if (!s) return none;
+  CandidateSummary c;
+  std::ostringstream name;
+  name << family << "(" << (k.splitBackward ? "I/W" : "B");
+  if (k.splitBackward) name << ", pending W " << (k.maxPendingW < 0 ? std::string("any") : std::to_string(k.maxPendingW));
+  name << ", warm-up " << (k.warmupOffset >= 0 ? "+" : "") << k.warmupOffset << ", group "
+       << (k.microbatchGroup > 0 ? k.microbatchGroup : o_.devices) << ") " << placementKindName(p.layout.placement)
+       << " x" << p.layout.chunks << ", " << p.partitionName << " split, " << policySummary(p.policies);
+  c.name = name.str();
+  c.family = family;
+  c.chunks = p.layout.chunks;
+  c.placement = p.layout.placement;
+  c.partition = p.partition;
+  c.policies = p.policies;
+  s->name = "search";
+  auto ev = evaluate(std::move(s).value(), c);
+  if (ev.feasible && (!bestPoint_ || ev.summary.makespan < bestPointMakespan_ - 1e-9)) {
+    bestPoint_ = p;
+    bestPointMakespan_ = ev.summary.makespan;
+  }
+  return ev;
+}
+
+void Searcher::explore() {
+  phase_ = "list scheduler";
+  const int D = o_.devices;
+  // Partition and policy options per layout, most promising first.
+  std::vector<Point> bases;
+  for (const Layout& lay : layouts()) {
+    const int S = D * lay.chunks;
+    auto pl = Pipeline::make(D, S, o_.microbatches, lay.placement);
+    if (!pl) continue;
+    PartitionOptions po;
+    po.stages = S;
+    po.microbatches = o_.microbatches;
+    po.inflightPerStage = inflightFor(*pl);
+    po.memoryLimitBytes = limit_;
+    po.allowRecompute = o_.allowRecompute;
+    po.allowOffload = o_.allowOffload;
+    std::vector<std::pair<std::string, PartitionPlan>> plans;
+    // Time-optimal split whose stages keep everything, when memory allows.
+    PartitionOptions keepOnly = po;
+    keepOnly.allowRecompute = keepOnly.allowOffload = false;
+    if (auto r = partitionBisection(profile_, keepOnly)) plans.emplace_back("bisection", *r);
+    // Memory-aware split (DawnPiper): recompute or offload where keeping does not fit.
+    if (auto r = partitionBisection(profile_, po)) {
+      if (plans.empty() || r->layersPerStage != plans.front().second.layersPerStage || r->policies != plans.front().second.policies)
+        plans.emplace_back("bisection+memory", *r);
+    }
+    if (auto bal = partitionLayers(profile_, S)) {
+      if (auto r = planPartition(profile_, *bal, po)) plans.emplace_back("balanced", *r);
+    }
+    if (auto r = planPartition(profile_, uniformPartition(static_cast<int>(profile_.layers.size()), S), po))
+      plans.emplace_back("uniform", *r);
+    for (auto& [name, plan] : plans) {
+      Point p;
+      p.layout = lay;
+      p.partition = plan.layersPerStage;
+      p.partitionName = name;
+      p.policies = plan.policies;
+      bases.push_back(p);
+    }
+  }
+  // Knob grid, the ZB- and 1F1B-like settings first.
+  struct Knob {
+    bool split;
+    int pendingW;
+    int warm;
+    int group;
+  };
+  std::vector<Knob> grid;
+  for (int warm : {0, 1, 2, -1})
+    for (bool split : {true, false})
+      for (int pend : split ? std::vector<int>{-1, D, 1} : std::vector<int>{-1})
+        for (int group : {0, 1, 2 * D}) grid.push_back({split, pend, warm, group});
+  // Breadth first over bases so a short time limit still sees every layout and split.
+  for (const Knob& k : grid) {
+    for (const Point& b : bases) {
+      if (shouldStop()) return;
+      Point p = b;
+      p.knobs.splitBackward = k.split;
+      p.knobs.maxPendingW = k.pendingW;
+      p.knobs.warmupOffset = k.warm;
+      p.knobs.microbatchGroup = k.group;
+      evaluatePoint(p, "list");
+    }
+  }
+}
+
+void Searcher::refinePartition() {
+  // AdaPtis-style joint step: move one layer across a stage boundary, re-plan memory and
+  // re-schedule, keep it when the simulator says it is faster; until no move helps.
+  phase_ = "partitions";
+  if (!bestPoint_) return;
+  bool improved = true;
+  while (improved && !shouldStop()) {
+    improved = false;
+    Point base = *bestPoint_;
+    const double before = bestPointMakespan_;
+    const int S = static_cast<int>(base.partition.size());
+    auto pl = Pipeline::make(o_.devices, S, o_.microbatches, base.layout.placement);
+    if (!pl) return;
+    for (int b = 0; b + 1 < S && !shouldStop(); ++b) {
+      for (int dir : {-1, +1}) {
+        Point p = base;
+        auto& v = p.partition;
+        if (dir < 0 && v[static_cast<size_t>(b)] <= 1) continue;
+        if (dir > 0 && v[static_cast<size_t>(b) + 1] <= 1) continue;
+        v[static_cast<size_t>(b)] += dir;
+        v[static_cast<size_t>(b) + 1] -= dir;
+        PartitionOptions po;
+        po.stages = S;
+        po.microbatches = o_.microbatches;
+        po.inflightPerStage = inflightFor(*pl);
+        po.memoryLimitBytes = limit_;
+        po.allowRecompute = o_.allowRecompute;
+        po.allowOffload = o_.allowOffload;
+        auto plan = planPartition(profile_, v, po);
+        if (!plan) continue;
+        p.policies = plan->policies;
+        p.partitionName = "refined";
+        evaluatePoint(p, "list");
+        if (bestPointMakespan_ < before - 1e-9) improved = true;
+        if (shouldStop()) return;
+      }
+    }
+  }
+}
+
+void Searcher::refineOrder() {
+  // Move ops earlier into the bubbles the simulated timeline shows: for the longest idle gaps,
+  // try pulling one of the next few ops of that device in front of the op after the gap.
+  phase_ = "local improvement";
+  if (!haveBest_ || !o_.localImprovement) return;
+  for (int round = 0; round < o_.localImprovementRounds && !shouldStop(); ++round) {
+    Schedule cur = result_.best;
+    const CandidateSummary curSummary = result_.bestSummary;
+    const SimulationModel* model = modelFor(cur, cur.partition);
+    if (!model) return;
+    SimulationOptions so;
+    so.memoryLimitBytes = o_.memoryLimitBytes;
+    so.recordTransfers = false;
+    auto tl = simulate(cur, *model, so);
+    if (!tl || !tl->complete) return;
+    struct Gap {
+      double length;
+      int device;
+      int step;  // the step after the gap
+    };
+    std::vector<Gap> gaps;
+    std::vector<double> lastEnd(static_cast<size_t>(cur.pipeline.devices), -1);
+    for (const auto& op : tl->ops) {  // sorted by (device, start)
+      if (op.step < 0 || op.overlapped) continue;
+      double& le = lastEnd[static_cast<size_t>(op.device)];
+      if (le >= 0 && op.start - le > 1e-9) gaps.push_back({op.start - le, op.device, op.step});
+      le = std::max(le, op.end);
+    }
+    if (gaps.empty()) return;
+    std::stable_sort(gaps.begin(), gaps.end(), [](auto& a, auto& b) { return a.length > b.length; });
+    // A seeded pick among the largest gaps keeps rounds from repeating themselves.
+    const size_t consider = std::min<size_t>(gaps.size(), 6);
+    const Gap g = gaps[std::uniform_int_distribution<size_t>(0, consider - 1)(rng_)];
+    const auto& order = cur.devices[static_cast<size_t>(g.device)];
+    bool improved = false;
+    for (int ahead = 1; ahead <= 8 && !improved && !shouldStop(); ++ahead) {
+      const size_t from = static_cast<size_t>(g.step + ahead);
+      if (from >= order.size()) break;
+      Schedule cand = cur;
+      auto& ord = cand.devices[static_cast<size_t>(g.device)];
+      Step moved = ord[from];
+      ord.erase(ord.begin() + static_cast<long>(from));
+      ord.insert(ord.begin() + g.step, moved);
+      CandidateSummary c = curSummary;
+      c.family = "list+local";
+      if (c.name.rfind("local ", 0) != 0) c.name = "local improvement of " + curSummary.name;
+      c.builtin = false;
+      auto ev = evaluate(std::move(cand), c);
+      improved = ev.feasible && ev.summary.makespan < curSummary.makespan - 1e-9 &&
+                 result_.bestSummary.makespan < curSummary.makespan - 1e-9;
+    }
+  }
+}
+
+Result<SearchResult> Searcher::run() {
+  if (o_.devices < 1) return makeError("search.devices", "devices must be at least 1");
+  if (o_.microbatches < 1) return makeError("search.microbatches", "micro-batches must be at least 1");
+  if (profile_.layers.empty()) return makeError("search.profile", "the cost profile has no layers");
+  if (static_cast<int>(profile_.layers.size()) < o_.devices)
+    return makeError("search.profile", "the profile has " + std::to_string(profile_.layers.size()) +
+                                           " layers, fewer than the " + std::to_string(o_.devices) + " devices");
+  builtins();
+  // Built-ins are always evaluated in full (the guarantee rests on them); the limits apply
+  // from here on.
+  explore();
+  refinePartition();
+  refineOrder();
+  shouldStop();
+  result_.elapsedSeconds = elapsed();
+  if (!haveBest_)
+    return makeError("search.no-fit", "no schedule fits the memory limit of " + std::to_string(limit_) +
+                                          " bytes (not even with full recompute); try more devices or a smaller model");
+  phase_ = "done";
+  reportProgress(true);
+  return std::move(result_);
+}
+
+}  // namespace
+
+Result<SearchResult> searchSchedule(const CostProfile& profile, const SearchOptions& o) {
+  Searcher s(profile, o);
+  return s.run();
+}
+
+}  // namespace ps::core

@@ -1,0 +1,159 @@
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "pipestudio/core/generators.h"
+#include "pipestudio/core/search.h"
+#include "pipestudio/core/simulator.h"
+#include "pipestudio/core/validator.h"
+
+using namespace ps::core;
+
+namespace {
+
+CostProfile uniformLayers(int layers, double f, double i, double w) {
+  CostProfile p;
+  p.name = "uniform";
+  for (int k = 0; k < layers; ++k) {
+    LayerCost l;
+    l.name = "L" + std::to_string(k);
+    l.forwardMs = f;
+    l.backwardInputMs = i;
+    l.backwardWeightMs = w;
+    l.activationBytes = 1000;
+    l.weightBytes = 100;
+    l.outputBytes = 10;
+    p.layers.push_back(l);
+  }
+  return p;
+}
+
+struct Built {
+  Schedule schedule;
+  Timeline timeline;
+};
+
+Built build(const CostProfile& p, const Pipeline& pl, const ListSchedulerOptions& o) {
+  auto costs = stageCosts(p, pl.stages);
+  EXPECT_TRUE(costs.ok());
+  auto s = listSchedule(pl, *costs, p, o);
+  EXPECT_TRUE(s.ok()) << (s.ok() ? "" : s.error().message);
+  auto model = makeSimulationModel(*s, p);
+  EXPECT_TRUE(model.ok());
+  SimulationOptions so;
+  so.memoryLimitBytes = o.memoryLimitBytes;
+  auto tl = simulate(*s, *model, so);
+  EXPECT_TRUE(tl.ok());
+  return {*s, *tl};
+}
+
+double simulateMakespan(const Schedule& s, const CostProfile& p) {
+  auto tl = simulate(s, *makeSimulationModel(s, p));
+  EXPECT_TRUE(tl.ok() && tl->complete);
+  return tl->metrics.makespan;
+}
+
+}  // namespace
+
+TEST(ListScheduler, FullBackwardOnUniformStagesMatchesOneFOneB) {
+  const int D = 4, M = 8;
+  CostProfile p = uniformLayers(D, 1.0, 1.0, 1.0);
+  auto pl = Pipeline::make(D, D, M, PlacementKind::Linear);
+  ASSERT_TRUE(pl.ok());
+  ListSchedulerOptions o;
+  o.splitBackward = false;
+  Built b = build(p, *pl, o);
+  EXPECT_TRUE(validateSchedule(b.schedule).valid());
+  ASSERT_TRUE(b.timeline.complete);
+  // 1F1B's makespan with F = 1, B = 2 and free links: (M + D - 1) x (F + B).
+  EXPECT_NEAR(b.timeline.metrics.makespan, (M + D - 1) * 3.0, 1e-9);
+  auto ref = generateSchedule(ScheduleKind::OneFOneB, GeneratorOptions{D, M, 0});
+  ASSERT_TRUE(ref.ok());
+  EXPECT_NEAR(b.timeline.metrics.makespan, simulateMakespan(*ref, p), 1e-9);
+  // 1F1B depth: device d holds at most D - d micro-batches.
+  for (auto& d : b.timeline.metrics.devices) EXPECT_LE(d.peakInflightMicrobatches, D - d.device);
+}
+
+TEST(ListScheduler, SplitBackwardFillsBubblesWithWeightGradients) {
+  const int D = 4, M = 8;
+  CostProfile p = uniformLayers(D, 1.0, 1.0, 1.0);
+  auto pl = Pipeline::make(D, D, M, PlacementKind::Linear);
+  ASSERT_TRUE(pl.ok());
+  ListSchedulerOptions full;
+  full.splitBackward = false;
+  ListSchedulerOptions split;
+  split.splitBackward = true;
+  Built a = build(p, *pl, full), b = build(p, *pl, split);
+  ASSERT_TRUE(b.timeline.complete);
+  EXPECT_TRUE(validateSchedule(b.schedule).valid());
+  EXPECT_LT(b.timeline.metrics.makespan, a.timeline.metrics.makespan - 0.5);
+  // Not below the busiest device's work.
+  EXPECT_GE(b.timeline.metrics.makespan, b.timeline.metrics.lowerBound - 1e-9);
+  // Every (stage, micro-batch) has one I and one W.
+  size_t iCount = 0, wCount = 0;
+  for (auto& dev : b.schedule.devices)
+    for (auto& st : dev) {
+      iCount += st.first.kind == OpKind::I;
+      wCount += st.first.kind == OpKind::W;
+    }
+  EXPECT_EQ(iCount, static_cast<size_t>(D * M));
+  EXPECT_EQ(wCount, static_cast<size_t>(D * M));
+}
+
+TEST(ListScheduler, InterleavedAndVShapePlacementsGiveValidOrders) {
+  const int D = 4, M = 8;
+  CostProfile p = uniformLayers(2 * D, 1.0, 1.0, 1.0);
+  for (PlacementKind k : {PlacementKind::Interleaved, PlacementKind::VShape}) {
+    auto pl = Pipeline::make(D, 2 * D, M, k);
+    ASSERT_TRUE(pl.ok());
+    for (bool split : {false, true}) {
+      ListSchedulerOptions o;
+      o.splitBackward = split;
+      Built b = build(p, *pl, o);
+      EXPECT_TRUE(validateSchedule(b.schedule).valid()) << placementKindName(k);
+      EXPECT_TRUE(b.timeline.complete) << placementKindName(k);
+    }
+  }
+}
+
+TEST(ListScheduler, RecomputeStagesGetARecomputeBeforeEachBackward) {
+  const int D = 3, M = 6;
+  CostProfile p = uniformLayers(D, 1.0, 1.0, 1.0);
+  auto pl = Pipeline::make(D, D, M, PlacementKind::Linear);
+  ASSERT_TRUE(pl.ok());
+  ListSchedulerOptions o;
+  o.policies = {ActivationPolicy::Recompute, ActivationPolicy::Keep, ActivationPolicy::Keep};
+  Built b = build(p, *pl, o);
+  EXPECT_TRUE(validateSchedule(b.schedule).valid());
+  ASSERT_TRUE(b.timeline.complete);
+  int rCount = 0;
+  for (auto& st : b.schedule.devices[0]) rCount += st.first.kind == OpKind::R;
+  EXPECT_EQ(rCount, M);
+  // Only the stage input stays per micro-batch on device 0: its peak is well under keeping.
+  ListSchedulerOptions keep;
+  Built k = build(p, *pl, keep);
+  EXPECT_LT(b.timeline.metrics.devices[0].peakMemoryBytes, k.timeline.metrics.devices[0].peakMemoryBytes);
+}
+
+TEST(ListScheduler, MemoryHeadroomLimitsForwardsInFlight) {
+  const int D = 4, M = 8;
+  CostProfile p = uniformLayers(D, 1.0, 1.0, 1.0);
+  auto pl = Pipeline::make(D, D, M, PlacementKind::Linear);
+  ASSERT_TRUE(pl.ok());
+  // Static 100 x 8 = 800 bytes per device; room for two activations of 1000.
+  ListSchedulerOptions o;
+  o.splitBackward = false;
+  o.warmupOffset = 4;  // a deep warm-up that only the memory check holds back
+  o.memoryLimitBytes = 800 + 2 * 1000;
+  Built b = build(p, *pl, o);
+  ASSERT_TRUE(b.timeline.complete);
+  for (auto& d : b.timeline.metrics.devices) EXPECT_LE(d.peakMemoryBytes, *o.memoryLimitBytes) << d.device;
+}
+
+TEST(ListScheduler, RejectsMismatchedStageCosts) {
+  auto pl = Pipeline::make(2, 2, 2, PlacementKind::Linear);
+  ASSERT_TRUE(pl.ok());
+  CostProfile p = uniformLayers(2, 1, 1, 1);
+  auto r = listSchedule(*pl, std::vector<StageCost>(3), p, {});
+  EXPECT_FALSE(r.ok());
+}
