@@ -178,6 +178,7 @@ class Searcher {
   void refinePartition();
   void refineOrder();
   std::vector<int> inflightFor(const Pipeline& pl) const;
+  std::optional<std::vector<int>> deviceBalanced(std::vector<int> split, const Pipeline& pl) const;
 
   const CostProfile& profile_;
   SearchOptions o_;
@@ -278,6 +279,48 @@ std::vector<int> Searcher::inflightFor(const Pipeline& pl) const {
   return out;
 }
 
+std::optional<std::vector<int>> Searcher::deviceBalanced(std::vector<int> split, const Pipeline& pl) const {
+  const int S = static_cast<int>(split.size());
+  if (S != pl.stages) return std::nullopt;
+  std::vector<double> layerTime;
+  for (const auto& l : profile_.layers) layerTime.push_back(l.forwardMs + l.backwardInputMs + l.backwardWeightMs);
+  // Objective: (max device load, sum of squared device loads), compared lexicographically.
+  auto score = [&](const std::vector<int>& v) {
+    std::vector<double> load(static_cast<size_t>(pl.devices), 0);
+    size_t layer = 0;
+    for (int s = 0; s < S; ++s)
+      for (int k = 0; k < v[static_cast<size_t>(s)]; ++k) load[static_cast<size_t>(pl.deviceOf(s))] += layerTime[layer++];
+    double mx = 0, sq = 0;
+    for (double x : load) {
+      mx = std::max(mx, x);
+      sq += x * x;
+    }
+    return std::pair<double, double>(mx, sq);
+  };
+  auto best = score(split);
+  for (int iter = 0; iter < 10000; ++iter) {
+    bool moved = false;
+    for (int b = 0; b + 1 < S; ++b)
+      for (int dir : {-1, +1}) {
+        auto& v = split;
+        if (dir < 0 && v[static_cast<size_t>(b)] <= 1) continue;
+        if (dir > 0 && v[static_cast<size_t>(b) + 1] <= 1) continue;
+        v[static_cast<size_t>(b)] += dir;
+        v[static_cast<size_t>(b) + 1] -= dir;
+        auto sc = score(v);
+        if (sc.first < best.first - 1e-9 || (sc.first <= best.first + 1e-9 && sc.second < best.second - 1e-9)) {
+          best = sc;
+          moved = true;
+        } else {
+          v[static_cast<size_t>(b)] -= dir;
+          v[static_cast<size_t>(b) + 1] += dir;
+        }
+      }
+    if (!moved) break;
+  }
+  return split;
+}
+
 Searcher::Evaluated Searcher::evaluatePoint(const Point& p, const std::string& family) {
   Evaluated none;
   auto pl = Pipeline::make(o_.devices, o_.devices * p.layout.chunks, o_.microbatches, p.layout.placement);
@@ -342,6 +385,13 @@ void Searcher::explore() {
     }
     if (auto r = planPartition(profile_, uniformPartition(static_cast<int>(profile_.layers.size()), S), po))
       plans.emplace_back("uniform", *r);
+    // With several stages per device the device's total is what matters (AdaPtis): move
+    // boundaries of the bisection split until the busiest device's work stops shrinking.
+    if (lay.chunks > 1 && !plans.empty()) {
+      if (auto split = deviceBalanced(plans.front().second.layersPerStage, *pl)) {
+        if (auto r = planPartition(profile_, *split, po)) plans.emplace_back("device-balanced", *r);
+      }
+    }
     for (auto& [name, plan] : plans) {
       Point p;
       p.layout = lay;
@@ -359,7 +409,7 @@ void Searcher::explore() {
     int group;
   };
   std::vector<Knob> grid;
-  for (int warm : {0, 1, 2, -1})
+  for (int warm : {0, 2, 4, 1, 8, -1})
     for (bool split : {true, false})
       for (int pend : split ? std::vector<int>{-1, D, 1} : std::vector<int>{-1})
         for (int group : {0, 1, 2 * D}) grid.push_back({split, pend, warm, group});
