@@ -125,7 +125,7 @@ void BM_Search(benchmark::State& state, std::string name, int D, int M, double m
 }
 
 void registerAll() {
-  const std::vector<std::string> models = {"gemma-2b", "gemma-7b", "deepseek-v2-lite", "nemotron-h-8b", "llama-2-7b"};
+  const std::vector<std::string> models = {"gemma-2b", "gemma-7b", "deepseek-v2-lite", "nemotron-h-8b", "llama2-7b"};
   for (const auto& m : models)
     for (int D : {4, 8})
       for (int M : {2 * D, 4 * D})

@@ -232,13 +232,10 @@ CostProfile llama2Profile(const ZooHardware& hw) {
   if (c) {
     c->seqLength = hw.seqLength;
     c->microbatchSize = hw.microbatchSize;
-    if (auto p = transformerProfile(*c)) {
-      p->name = "llama-2-7b";
-      return std::move(p).value();
-    }
+    if (auto p = transformerProfile(*c)) return std::move(p).value();
   }
   // Unreachable with the built-in preset; a same-shape fallback keeps the zoo total.
-  Builder b(hw, "llama-2-7b");
+  Builder b(hw, "llama2-7b");
   b.embedding(32000, 4096);
   for (int i = 0; i < 32; ++i) {
     const std::string n = "block" + std::to_string(i);

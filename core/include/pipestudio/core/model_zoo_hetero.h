@@ -31,7 +31,7 @@ struct ZooHardware {
 CostProfile gemmaStyleProfile(const std::string& variant = "gemma-2b", const ZooHardware& hw = {});  // "gemma-2b", "gemma-7b"
 CostProfile deepseekStyleProfile(const ZooHardware& hw = {});   // "deepseek-v2-lite"
 CostProfile nemotronHStyleProfile(const ZooHardware& hw = {});  // "nemotron-h-8b"
-CostProfile llama2Profile(const ZooHardware& hw = {});          // "llama-2-7b": the dense generator's llama2-7b preset
+CostProfile llama2Profile(const ZooHardware& hw = {});          // "llama2-7b": the dense generator's preset
 
 // Every profile above, named by its file stem under resources/profiles/.
 std::vector<CostProfile> heterogeneousZoo(const ZooHardware& hw = {});
