@@ -6,6 +6,10 @@
 #include <fstream>
 #include <sstream>
 
+#include <cstdlib>
+#include <sys/wait.h>
+
+#include "pipestudio/core/dsl.h"
 #include "pipestudio/core/generators.h"
 #include "pipestudio/core/model_zoo_hetero.h"
 #include "pipestudio/core/simulator.h"
@@ -228,4 +232,40 @@ TEST(HeterogeneousZoo, ResourceFilesMatchTheGenerator) {
       EXPECT_EQ(parsed->layers[i].weightBytes, p.layers[i].weightBytes);
     }
   }
+}
+
+// ---- command line ----------------------------------------------------------------------
+
+TEST(SearchCli, WritesAValidScheduleWithItsPartitionAndReportsTheBuiltins) {
+  const std::string dir = testing::TempDir();
+  const std::string profilePath = dir + "/search_cli_profile.json";
+  const std::string outPath = dir + "/search_cli_best.pipe";
+  const std::string reportPath = dir + "/search_cli_report.json";
+  std::ofstream(profilePath) << costProfileToJson(headHeavy(8));
+  const std::string cmd = std::string(PIPESTUDIO_CLI) + " search --profile " + profilePath +
+                          " --devices 2 --microbatches 4 --max-evaluations 40 --json -o " + outPath + " > " +
+                          reportPath;
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  std::ifstream in(outPath);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  auto s = parseDsl(ss.str());
+  ASSERT_TRUE(s.ok()) << ss.str();
+  EXPECT_TRUE(validateSchedule(*s).valid());
+  int sum = 0;
+  for (int c : s->partition) sum += c;
+  EXPECT_EQ(sum, 8);
+  std::ifstream rin(reportPath);
+  std::stringstream rs;
+  rs << rin.rdbuf();
+  EXPECT_NE(rs.str().find("\"builtins\""), std::string::npos);
+  EXPECT_NE(rs.str().find("\"zb-h1\""), std::string::npos);
+
+  const std::string part = std::string(PIPESTUDIO_CLI) + " partition --profile " + profilePath +
+                           " --stages 3 --json > " + reportPath;
+  EXPECT_EQ(std::system(part.c_str()), 0);
+  // Bad sizes are usage errors.
+  const std::string bad = std::string(PIPESTUDIO_CLI) + " search --profile " + profilePath +
+                          " --devices 0 --microbatches 4 2>/dev/null";
+  EXPECT_EQ(WEXITSTATUS(std::system(bad.c_str())), 2);
 }
