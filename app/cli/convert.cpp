@@ -1,0 +1,107 @@
+// pipestudio-cli convert IN OUT : between the .pipe DSL and PyTorch pipelining CSV, formats
+// picked by extension (or --from / --to for stdin / stdout).
+#include <iostream>
+
+#include "cli.h"
+#include "pipestudio/core/dsl.h"
+#include "pipestudio/core/pytorch_csv.h"
+
+namespace {
+
+const char* kUsage =
+    "usage: pipestudio-cli convert IN OUT [--csv-format compute_only|compute_comms]\n"
+    "                              [--from pipe|csv] [--to pipe|csv] [--set name=value]...\n"
+    "                              [--microbatches M]\n\n"
+    "Converts a schedule between the .pipe DSL and PyTorch pipelining CSV. Formats follow the\n"
+    "extensions (.pipe, .csv); IN or OUT may be - (stdin / stdout) with --from / --to.\n"
+    "A .pipe program is expanded first (--set overrides its 'let' values). --csv-format picks\n"
+    "the CSV flavour written (default compute_only); --microbatches fixes the micro-batch\n"
+    "count read from a CSV (default: largest micro-batch + 1).\n"
+    "Exit status: 0 ok, 1 the input has errors, 2 usage or unreadable file.\n";
+
+int usage(const std::string& message) {
+  std::cerr << "pipestudio-cli convert: " << message << "\n" << kUsage;
+  return ps::cli::kExitUsage;
+}
+
+bool endsWith(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// "pipe", "csv", or empty when the path says nothing.
+std::string formatOf(const std::string& path) {
+  if (endsWith(path, ".pipe")) return "pipe";
+  if (endsWith(path, ".csv")) return "csv";
+  return {};
+}
+
+int runConvert(const std::vector<std::string>& argv) {
+  using namespace ps::core;
+  ps::cli::Args args(argv, {"--csv-format", "--from", "--to", "--set", "--microbatches"}, {});
+  if (!args.ok()) return usage(args.error());
+  if (args.positionals().size() != 2) return usage("expected IN and OUT");
+  const std::string in = args.positionals()[0], out = args.positionals()[1];
+  const std::string from = args.value("--from", formatOf(in));
+  const std::string to = args.value("--to", formatOf(out));
+  if (from != "pipe" && from != "csv")
+    return usage(from.empty() ? "cannot tell the format of '" + in + "': name it .pipe or .csv, or pass --from"
+                              : "--from is pipe or csv, not '" + from + "'");
+  if (to != "pipe" && to != "csv")
+    return usage(to.empty() ? "cannot tell the format of '" + out + "': name it .pipe or .csv, or pass --to"
+                            : "--to is pipe or csv, not '" + to + "'");
+  const std::string csvFormat = args.value("--csv-format", "compute_only");
+  if (csvFormat != "compute_only" && csvFormat != "compute_comms")
+    return usage("--csv-format is compute_only or compute_comms, not '" + csvFormat + "'");
+  if (from == "csv" && !args.values("--set").empty()) return usage("--set applies to .pipe input only");
+
+  std::string text, error;
+  if (!ps::cli::readInput(in, text, error)) {
+    std::cerr << "pipestudio-cli convert: " << error << "\n";
+    return ps::cli::kExitUsage;
+  }
+  const std::string name = in == "-" ? "<stdin>" : in;
+  Result<Schedule> schedule = Diagnostics{};
+  if (from == "csv") {
+    CsvReadOptions o;
+    o.filename = name;
+    if (args.has("--microbatches")) {
+      try {
+        size_t used = 0;
+        std::string v = args.value("--microbatches");
+        o.microbatches = std::stoi(v, &used);
+        if (used != v.size() || o.microbatches < 1) throw std::invalid_argument(v);
+      } catch (const std::exception&) {
+        return usage("--microbatches needs a positive integer");
+      }
+    }
+    schedule = readPytorchCsv(text, o);
+  } else {
+    if (args.has("--microbatches")) return usage("--microbatches applies to CSV input; use --set microbatches=M");
+    DslOptions o;
+    o.filename = name;
+    for (const auto& a : args.values("--set"))
+      if (!parseOverride(a, o, error)) return usage("--set " + error);
+    schedule = parseDsl(text, o);
+  }
+  if (!schedule.ok()) {
+    std::cerr << formatDiagnostics(schedule.errors(), &text);
+    return ps::cli::kExitInvalid;
+  }
+  std::string output = to == "pipe" ? printDsl(*schedule)
+                                    : writePytorchCsv(*schedule, csvFormat == "compute_comms" ? CsvFormat::ComputeComms
+                                                                                              : CsvFormat::ComputeOnly);
+  if (!ps::cli::writeOutput(out, output, error)) {
+    std::cerr << "pipestudio-cli convert: " << error << "\n";
+    return ps::cli::kExitUsage;
+  }
+  return ps::cli::kExitOk;
+}
+
+const ps::cli::CommandRegistrar kConvert({
+    "convert",
+    "convert a schedule between .pipe and PyTorch pipelining CSV",
+    kUsage,
+    runConvert,
+});
+
+}  // namespace
