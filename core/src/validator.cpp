@@ -495,6 +495,30 @@ ValidationReport validateSchedule(const Schedule& s, const ValidateOptions& opti
                       ") must be an F and a B or I of different micro-batches",
                   {r});
     }
+    // Explicit communication comes in matched pairs: a send nobody receives (or the reverse)
+    // hangs a real run.
+    if (op.stage >= 0 && op.stage < p.stages && op.microbatch >= 0 && op.microbatch < p.microbatches) {
+      auto peer = [&](OpKind k, int st) { return st >= 0 && st < p.stages && g.find(Op{k, st, op.microbatch}) >= 0; };
+      auto unmatched = [&](OpKind k, int st) {
+        rep.error("validate.comm",
+                  where(r) + ": " + name(id) + " has no matching " + s.opName(Op{k, st, op.microbatch}), {r});
+      };
+      if (op.kind == OpKind::SendF) {
+        if (op.stage == p.stages - 1)
+          rep.error("validate.comm", where(r) + ": " + name(id) + " sends from the last stage, which has no successor", {r});
+        else if (!peer(OpKind::RecvF, op.stage + 1))
+          unmatched(OpKind::RecvF, op.stage + 1);
+      } else if (op.kind == OpKind::RecvF && op.stage > 0 && !peer(OpKind::SendF, op.stage - 1)) {
+        unmatched(OpKind::SendF, op.stage - 1);
+      } else if (op.kind == OpKind::SendB) {
+        if (op.stage == 0)
+          rep.error("validate.comm", where(r) + ": " + name(id) + " sends from the first stage, which has no predecessor", {r});
+        else if (!peer(OpKind::RecvB, op.stage - 1))
+          unmatched(OpKind::RecvB, op.stage - 1);
+      } else if (op.kind == OpKind::RecvB && op.stage < p.stages - 1 && !peer(OpKind::SendB, op.stage + 1)) {
+        unmatched(OpKind::SendB, op.stage + 1);
+      }
+    }
     if (op.kind == OpKind::RecvF && op.stage == 0)
       rep.error("validate.comm", where(r) + ": " + name(id) + " receives into the first stage, which has no predecessor", {r});
     if (op.kind == OpKind::RecvB && op.stage == p.stages - 1)

@@ -170,6 +170,14 @@ TEST(Validator, RecomputeOffloadAndCommunicationDependencies) {
   EXPECT_EQ(dependenciesOf(s, Op{OpKind::F, 1, 0}), (std::vector<Op>{Op{OpKind::RecvF, 1, 0}}));
   EXPECT_EQ(dependenciesOf(s, Op{OpKind::RecvF, 1, 0}), (std::vector<Op>{Op{OpKind::SendF, 0, 0}}));
 
+  // Sends and receives come in matched pairs.
+  Schedule lonely = make(2, 2, 1, {"F0 SEND_F0 B0", "F0 B0 SEND_B0"});
+  std::string m = messages(validateSchedule(lonely));
+  EXPECT_NE(m.find("device 0 step 1: SEND_F0@s0 has no matching RECV_F0@s1"), std::string::npos) << m;
+  EXPECT_NE(m.find("device 1 step 2: SEND_B0@s1 has no matching RECV_B0@s0"), std::string::npos) << m;
+  Schedule deaf = make(2, 2, 1, {"F0 B0", "RECV_F0 F0 B0"});
+  EXPECT_NE(messages(validateSchedule(deaf)).find("RECV_F0@s1 has no matching SEND_F0@s0"), std::string::npos);
+
   Schedule noReload = make(1, 1, 1, {"F0 OFFLOAD0 B0"});
   auto r2 = validateSchedule(noReload);
   EXPECT_NE(messages(r2).find("OFFLOAD0@s0 is never reloaded"), std::string::npos) << messages(r2);
