@@ -93,6 +93,8 @@ void BM_Search(benchmark::State& state, std::string name, int D, int M, double m
     o.seed = 1;
     auto r = searchSchedule(p, o);
     if (!r) {
+      row.bestName = "nothing fits: " + r.error().message;
+      rows().push_back(row);
       state.SkipWithError(r.error().message.c_str());
       return;
     }
@@ -145,14 +147,19 @@ void printTable() {
   std::printf("|---|---|---|---|---|---|---|---|---|\n");
   std::map<std::string, std::pair<double, int>> meanByModel;
   for (auto& r : rows()) {
-    std::printf("| %s | %d | %d | %.0f GiB | %s | %.3f | %s | %.2f | %d / %d |\n", r.model.c_str(), r.D, r.M, r.memGiB,
-                r.builtinName.c_str(), r.builtin > 0 ? r.builtin / r.search : 0.0,
+    if (r.search <= 0) {
+      std::printf("| %s | %d | %d | %.0f GiB | nothing fits | - | - | - | - |\n", r.model.c_str(), r.D, r.M, r.memGiB);
+      continue;
+    }
+    const std::string vsBuiltin = r.builtin > 0 ? std::to_string(r.builtin / r.search).substr(0, 5) : "no built-in fits";
+    std::printf("| %s | %d | %d | %.0f GiB | %s | %s | %s | %.2f | %d / %d |\n", r.model.c_str(), r.D, r.M, r.memGiB,
+                r.builtin > 0 ? r.builtinName.c_str() : "-", vsBuiltin.c_str(),
                 r.megatron > 0 ? (std::to_string(r.megatron / r.search).substr(0, 5) +
                                   (r.megatronNote.empty() ? "" : " (" + r.megatronNote + ")"))
                                      .c_str()
                                : ("n/a " + r.megatronNote).c_str(),
                 r.seconds, r.mbsPlan, r.mbsBase);
-    if (r.megatron > 0) {
+    if (r.megatron > 0 && r.search > 0) {
       auto& e = meanByModel[r.model];
       e.first += r.megatron / r.search;
       ++e.second;
@@ -160,6 +167,30 @@ void printTable() {
   }
   std::printf("\nmean speed-up over Megatron interleaved 1F1B (uniform split):\n");
   for (auto& [m, e] : meanByModel) std::printf("  %s: %.3f over %d cases\n", m.c_str(), e.first / e.second, e.second);
+  double hetSum = 0;
+  int hetN = 0;
+  for (auto& [m, e] : meanByModel)
+    if (m.rfind("llama", 0) != 0) {
+      hetSum += e.first;
+      hetN += e.second;
+    }
+  if (hetN) std::printf("  heterogeneous models: %.3f over %d cases\n", hetSum / hetN, hetN);
+  int mbsN = 0, mbsZero = 0;
+  double mbsMin = 1e9, mbsSum = 0;
+  for (auto& r : rows()) {
+    if (r.mbsBase > 0) {
+      const double q = static_cast<double>(r.mbsPlan) / r.mbsBase;
+      mbsMin = std::min(mbsMin, q);
+      mbsSum += q;
+      ++mbsN;
+    } else if (r.mbsPlan > 0) {
+      ++mbsZero;
+    }
+  }
+  if (mbsN)
+    std::printf("largest micro-batch size, plan / compute-balanced 1F1B keep-all: mean %.2fx, min %.2fx over %d cases; "
+                "%d more cases where only the plan fits at all\n",
+                mbsSum / mbsN, mbsMin, mbsN, mbsZero);
   std::printf("\nbest candidates:\n");
   for (auto& r : rows())
     std::printf("  %s D%d M%d %.0fGiB: %s\n", r.model.c_str(), r.D, r.M, r.memGiB, r.bestName.c_str());

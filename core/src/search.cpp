@@ -374,7 +374,15 @@ void Searcher::explore() {
     // Time-optimal split whose stages keep everything, when memory allows.
     PartitionOptions keepOnly = po;
     keepOnly.allowRecompute = keepOnly.allowOffload = false;
-    if (auto r = partitionBisection(profile_, keepOnly)) plans.emplace_back("bisection", *r);
+    if (auto r = partitionBisection(profile_, keepOnly)) {
+      plans.emplace_back("bisection", *r);
+    } else if (limit_ > 0) {
+      // Otherwise keep everything anyway and let the list scheduler's memory headroom hold
+      // forwards back (fewer in flight instead of recompute).
+      PartitionOptions unlimited = keepOnly;
+      unlimited.memoryLimitBytes = 0;
+      if (auto u = partitionBisection(profile_, unlimited)) plans.emplace_back("bisection (throttled)", *u);
+    }
     // Memory-aware split (DawnPiper): recompute or offload where keeping does not fit.
     if (auto r = partitionBisection(profile_, po)) {
       if (plans.empty() || r->layersPerStage != plans.front().second.layersPerStage || r->policies != plans.front().second.policies)
