@@ -1133,3 +1133,5 @@ Status SessionStore::checkIntegrity() const {
 }
 
 }  // namespace ps::sessions
+
+#undef PS_TRY
