@@ -6,13 +6,17 @@
 # directory.
 #   usage: make_example_session.sh PIPESTUDIO_CLI [OUT]
 set -euo pipefail
-cli=${1:?usage: make_example_session.sh PIPESTUDIO_CLI [OUT]}
+cli=$(realpath "${1:?usage: make_example_session.sh PIPESTUDIO_CLI [OUT]}")
 here=$(cd "$(dirname "$0")" && pwd)
-out=${2:-$here/example.session}
-profile=$here/../profiles/gpt3-1.3b.json
+final=$(realpath -m "${2:-$here/example.session}")
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-rm -f "$out" "$out-wal" "$out-shm"
+# Work in the temporary directory with short relative names: they are what the runs'
+# configurations record.
+cp "$here/../profiles/gpt3-1.3b.json" "$tmp/"
+cd "$tmp"
+out=example.session
+profile=gpt3-1.3b.json
 
 sim() {  # sim FILE NAME [FLAGS...]: simulate and record; a failing schedule is recorded too
   local file=$1 name=$2
@@ -21,19 +25,19 @@ sim() {  # sim FILE NAME [FLAGS...]: simulate and record; a failing schedule is 
 }
 
 # One schedule, three versions: GPipe, then 1F1B, then zero-bubble ZB-H1.
-"$cli" generate gpipe --devices 4 --microbatches 8 -o "$tmp/pipeline.pipe"
-sim "$tmp/pipeline.pipe" pipeline
-"$cli" generate 1f1b --devices 4 --microbatches 8 -o "$tmp/pipeline.pipe"
-sim "$tmp/pipeline.pipe" pipeline
-sim "$tmp/pipeline.pipe" pipeline --comm 0.5
-"$cli" generate zb-h1 --devices 4 --microbatches 8 -o "$tmp/pipeline.pipe"
-sim "$tmp/pipeline.pipe" pipeline
+"$cli" generate gpipe --devices 4 --microbatches 8 -o pipeline.pipe
+sim pipeline.pipe pipeline
+"$cli" generate 1f1b --devices 4 --microbatches 8 -o pipeline.pipe
+sim pipeline.pipe pipeline
+sim pipeline.pipe pipeline --comm 0.5
+"$cli" generate zb-h1 --devices 4 --microbatches 8 -o pipeline.pipe
+sim pipeline.pipe pipeline
 
-"$cli" generate interleaved-1f1b --devices 4 --microbatches 8 -o "$tmp/interleaved.pipe"
-sim "$tmp/interleaved.pipe" interleaved
+"$cli" generate interleaved-1f1b --devices 4 --microbatches 8 -o interleaved.pipe
+sim interleaved.pipe interleaved
 
 # Device 1 runs F1 before F0: F1 on stage 1 waits for device 0, which waits in B0 for device 1.
-cat > "$tmp/deadlock.pipe" <<'PIPE'
+cat > deadlock.pipe <<'PIPE'
 name "deadlock"
 devices 2
 stages 2
@@ -43,7 +47,7 @@ placement linear
 device 0: F0 B0 F1 B1
 device 1: F1 F0 B0 B1
 PIPE
-sim "$tmp/deadlock.pipe" deadlock
+sim deadlock.pipe deadlock 2>/dev/null
 
 "$cli" session note "$out" --schedule 1 "GPipe baseline: every forward first, long drain" >/dev/null
 "$cli" session note "$out" --schedule 3 "ZB-H1 fills the cool-down with weight gradients" >/dev/null
@@ -52,4 +56,6 @@ sim "$tmp/deadlock.pipe" deadlock
 if command -v sqlite3 >/dev/null; then
   sqlite3 "$out" "PRAGMA journal_mode = DELETE; VACUUM;" >/dev/null
 fi
-"$cli" session list "$out"
+mv -f "$out" "$final"
+rm -f "$final-wal" "$final-shm"
+"$cli" session list "$final"

@@ -23,14 +23,13 @@ core::Result<RecordedRun> recordRun(SessionStore& store, const RunRecordingReque
   if (!request.profileName.empty()) {
     auto profiles = store.listProfiles();
     if (!profiles) return profiles.errors();
-    std::optional<Id> newest;
-    for (const auto& p : *profiles)
-      if (p.name == request.profileName && p.source == request.profileSource && (!newest || p.id > *newest))
-        newest = p.id;
-    if (newest) {
-      auto p = store.profile(*newest);
+    // Any stored profile of that name and source with the same JSON is reused (runs often
+    // alternate between a few profiles); otherwise it becomes a new one.
+    for (auto it = profiles->rbegin(); it != profiles->rend() && !out.profileId; ++it) {
+      if (it->name != request.profileName || it->source != request.profileSource) continue;
+      auto p = store.profile(it->id);
       if (!p) return p.errors();
-      if (p->json == request.profileJson) out.profileId = *newest;
+      if (p->json == request.profileJson) out.profileId = it->id;
     }
     if (!out.profileId) {
       auto id = store.addProfile(request.profileName, request.profileJson, request.profileSource);

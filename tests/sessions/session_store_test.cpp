@@ -659,7 +659,18 @@ TEST(SessionRecording, ReusesUnchangedScheduleAndProfileVersions) {
   auto third = recordRun(path, req, syntheticTimeline(8, 2));
   ASSERT_TRUE(third.ok());
   EXPECT_TRUE(third->newScheduleVersion);
+  // Going back to an earlier profile reuses it rather than storing a copy.
+  req.profileJson = R"({"layers":[1]})";
+  auto fourth = recordRun(path, req, syntheticTimeline(8, 2));
+  ASSERT_TRUE(fourth.ok());
+  EXPECT_TRUE(fourth->newProfileVersion);
+  req.profileJson = R"({"layers":[]})";
+  auto fifth = recordRun(path, req, syntheticTimeline(8, 2));
+  ASSERT_TRUE(fifth.ok());
+  EXPECT_FALSE(fifth->newProfileVersion);
+  EXPECT_EQ(fifth->profileId, first->profileId);
   auto store = openOrDie(path);
+  EXPECT_EQ(store.listProfiles()->size(), 2u);
   auto v = store.schedule(third->scheduleId);
   EXPECT_EQ(v->info.parentId, first->scheduleId);
   auto run = store.run(third->runId);
@@ -745,4 +756,44 @@ TEST(SessionRecording, SimulatedRunRoundTripsThroughTheSession) {
   auto recomputed = ps::core::computeMetrics(*back);
   EXPECT_DOUBLE_EQ(recomputed.makespan, back->metrics.makespan);
   EXPECT_DOUBLE_EQ(recomputed.bubbleRatio, back->metrics.bubbleRatio);
+}
+
+// The bundled example (resources/examples/make_example_session.sh) opens read-only with its
+// versions, runs and notes intact.
+TEST(SessionExample, BundledExampleSessionIsReadable) {
+  const std::string path = std::string(PIPESTUDIO_RESOURCES_DIR) + "/examples/example.session";
+  const std::string before = readBytes(path);
+  {
+    auto store = SessionStore::open(path, {OpenMode::ReadOnly});
+    ASSERT_TRUE(store.ok()) << ps::core::formatDiagnostics(store.errors());
+    EXPECT_TRUE(store->checkIntegrity().ok());
+    auto schedules = store->listSchedules();
+    ASSERT_TRUE(schedules.ok());
+    int pipelineVersions = 0;
+    for (const auto& s : *schedules) {
+      if (s.name != "pipeline") continue;
+      if (pipelineVersions++ > 0) {
+        EXPECT_TRUE(s.parentId.has_value()) << "version " << s.id;
+      }
+    }
+    EXPECT_GE(pipelineVersions, 3);
+    auto runs = store->listRuns();
+    ASSERT_TRUE(runs.ok());
+    int succeeded = 0, failed = 0;
+    for (const auto& r : *runs) {
+      succeeded += r.status == RunStatus::Succeeded;
+      failed += r.status == RunStatus::Failed;
+      auto t = store->loadTimeline(r.id);
+      ASSERT_TRUE(t.ok());
+      EXPECT_EQ(static_cast<std::int64_t>(t->ops.size()), r.opCount);
+      if (r.status == RunStatus::Succeeded) {
+        EXPECT_GT(r.makespan, 0);
+        EXPECT_FALSE(t->memory.empty());
+      }
+    }
+    EXPECT_GE(succeeded, 4);
+    EXPECT_GE(failed, 1);
+    EXPECT_FALSE(store->annotations()->empty());
+  }
+  EXPECT_EQ(readBytes(path), before);  // reading never writes
 }

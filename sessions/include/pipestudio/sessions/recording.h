@@ -1,8 +1,9 @@
 #pragma once
 // One call that files a finished timeline in a session: what `pipestudio-cli simulate
-// --session FILE` (and later `run --session`) does. The schedule and profile are stored as new
-// versions only when their text differs from the newest version of the same name, so running
-// the same schedule ten times gives ten runs of one schedule version.
+// --session FILE` (and later `run --session`) does. The schedule is stored as a new version
+// only when its text differs from the newest version of the same name (running the same
+// schedule ten times gives ten runs of one version); the profile only when no stored profile
+// of that name and source has the same JSON.
 #include <optional>
 #include <string>
 
