@@ -178,6 +178,7 @@ class Searcher {
   void refinePartition();
   void refineOrder();
   std::vector<int> inflightFor(const Pipeline& pl) const;
+  PartitionOptions planOptions(const Pipeline& pl) const;
   std::optional<std::vector<int>> deviceBalanced(std::vector<int> split, const Pipeline& pl) const;
 
   const CostProfile& profile_;
@@ -261,22 +262,30 @@ std::vector<Layout> Searcher::layouts() const {
 }
 
 std::vector<int> Searcher::inflightFor(const Pipeline& pl) const {
-  // Micro-batch-stages a device holds at 1F1B depth (the list scheduler's default), charged
-  // to every stage of the device: a conservative per-stage count for the planner.
-  const int S = pl.stages, D = pl.devices;
-  std::vector<int> perDevice(static_cast<size_t>(D), 0), count(static_cast<size_t>(D), 0);
-  for (int s = 0; s < S; ++s) {
-    perDevice[static_cast<size_t>(pl.deviceOf(s))] += S - s;
-    ++count[static_cast<size_t>(pl.deviceOf(s))];
-  }
+  // 1F1B-like depth per stage: a forward reaches stage s after s stage-steps and its gradient
+  // returns after another S - s, while each device serves its `chunks` stages in turn, so
+  // about ceil((S - s) / chunks) micro-batches wait at stage s. The list scheduler's
+  // memory headroom and the simulator check what the plan assumes.
+  const int S = pl.stages;
+  const int chunks = std::max(1, S / std::max(1, pl.devices));
   std::vector<int> out(static_cast<size_t>(S));
-  for (int s = 0; s < S; ++s) {
-    const int d = pl.deviceOf(s);
-    const int c = count[static_cast<size_t>(d)];
-    const int depth = (perDevice[static_cast<size_t>(d)] + c - 1) / c;
-    out[static_cast<size_t>(s)] = std::max(1, std::min(o_.microbatches, depth));
-  }
+  for (int s = 0; s < S; ++s)
+    out[static_cast<size_t>(s)] = std::max(1, std::min(o_.microbatches, (S - s + chunks - 1) / chunks));
   return out;
+}
+
+PartitionOptions Searcher::planOptions(const Pipeline& pl) const {
+  // Each of a device's `chunks` stages plans against an equal share of the device's memory,
+  // so the device's stages together stay within it.
+  PartitionOptions po;
+  po.stages = pl.stages;
+  po.microbatches = o_.microbatches;
+  po.inflightPerStage = inflightFor(pl);
+  const int chunks = std::max(1, pl.stages / std::max(1, pl.devices));
+  po.memoryLimitBytes = limit_ > 0 ? limit_ / chunks : 0;
+  po.allowRecompute = o_.allowRecompute;
+  po.allowOffload = o_.allowOffload;
+  return po;
 }
 
 std::optional<std::vector<int>> Searcher::deviceBalanced(std::vector<int> split, const Pipeline& pl) const {
@@ -363,13 +372,7 @@ void Searcher::explore() {
     const int S = D * lay.chunks;
     auto pl = Pipeline::make(D, S, o_.microbatches, lay.placement);
     if (!pl) continue;
-    PartitionOptions po;
-    po.stages = S;
-    po.microbatches = o_.microbatches;
-    po.inflightPerStage = inflightFor(*pl);
-    po.memoryLimitBytes = limit_;
-    po.allowRecompute = o_.allowRecompute;
-    po.allowOffload = o_.allowOffload;
+    const PartitionOptions po = planOptions(*pl);
     std::vector<std::pair<std::string, PartitionPlan>> plans;
     // Time-optimal split whose stages keep everything, when memory allows.
     PartitionOptions keepOnly = po;
@@ -381,7 +384,10 @@ void Searcher::explore() {
       // forwards back (fewer in flight instead of recompute).
       PartitionOptions unlimited = keepOnly;
       unlimited.memoryLimitBytes = 0;
-      if (auto u = partitionBisection(profile_, unlimited)) plans.emplace_back("bisection (throttled)", *u);
+      if (auto u = partitionBisection(profile_, unlimited)) {
+        u->policies.assign(u->policies.size(), ActivationPolicy::Keep);
+        plans.emplace_back("bisection (throttled)", *u);
+      }
     }
     // Memory-aware split (DawnPiper): recompute or offload where keeping does not fit.
     if (auto r = partitionBisection(profile_, po)) {
@@ -456,14 +462,7 @@ void Searcher::refinePartition() {
         if (dir > 0 && v[static_cast<size_t>(b) + 1] <= 1) continue;
         v[static_cast<size_t>(b)] += dir;
         v[static_cast<size_t>(b) + 1] -= dir;
-        PartitionOptions po;
-        po.stages = S;
-        po.microbatches = o_.microbatches;
-        po.inflightPerStage = inflightFor(*pl);
-        po.memoryLimitBytes = limit_;
-        po.allowRecompute = o_.allowRecompute;
-        po.allowOffload = o_.allowOffload;
-        auto plan = planPartition(profile_, v, po);
+        auto plan = planPartition(profile_, v, planOptions(*pl));
         if (!plan) continue;
         p.policies = plan->policies;
         p.partitionName = "refined";
