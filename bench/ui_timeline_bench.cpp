@@ -74,6 +74,20 @@ void BM_DragResimulate10k(benchmark::State& state) {
   state.counters["ops"] = static_cast<double>(s.opCount());
 }
 
+// The same at 100,000 ops: what one drag step costs on the largest schedules.
+void BM_DragResimulate100k(benchmark::State& state) {
+  Fixture& f = large();
+  const Schedule& s = f.doc.schedule();
+  int to = 41;
+  for (auto _ : state) {
+    auto moved = moveStep(s, 0, 40, to);
+    Analysis a = f.doc.analyze(*moved);
+    BlockIndex bi = BlockIndex::build(a.schedule, a.timeline);
+    benchmark::DoNotOptimize(bi.endTime());
+    to = to == 41 ? 42 : 41;
+  }
+}
+
 void BM_BlockIndexBuild100k(benchmark::State& state) {
   Fixture& f = large();
   for (auto _ : state) {
@@ -87,6 +101,7 @@ void BM_BlockIndexBuild100k(benchmark::State& state) {
 BENCHMARK(BM_PaintTimeline100kFit)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_PaintTimeline100kZoomed)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_DragResimulate10k)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_DragResimulate100k)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_BlockIndexBuild100k)->Unit(benchmark::kMillisecond);
 
 int main(int argc, char** argv) {

@@ -4,6 +4,7 @@
 #include <QApplication>
 #include <QCloseEvent>
 #include <QComboBox>
+#include <QPalette>
 #include <QDockWidget>
 #include <QFileDialog>
 #include <QFileInfo>
@@ -41,6 +42,61 @@ constexpr int kMaxRecent = 8;
 QSettings settings() { return QSettings(QStringLiteral("PipeStudio"), QStringLiteral("PipeStudio")); }
 QString fmtMs(double v) { return QString::number(v, 'f', v < 10 ? 2 : 1); }
 }  // namespace
+
+QPalette lightPalette() {
+  QPalette p;
+  p.setColor(QPalette::Window, QColor(0xf3, 0xf4, 0xf6));
+  p.setColor(QPalette::WindowText, QColor(0x1f, 0x23, 0x28));
+  p.setColor(QPalette::Base, Qt::white);
+  p.setColor(QPalette::AlternateBase, QColor(0xf6, 0xf8, 0xfa));
+  p.setColor(QPalette::Text, QColor(0x1f, 0x23, 0x28));
+  p.setColor(QPalette::Button, QColor(0xf3, 0xf4, 0xf6));
+  p.setColor(QPalette::ButtonText, QColor(0x1f, 0x23, 0x28));
+  p.setColor(QPalette::Highlight, QColor(0x2f, 0x6f, 0xde));
+  p.setColor(QPalette::HighlightedText, Qt::white);
+  p.setColor(QPalette::PlaceholderText, QColor(0x6a, 0x73, 0x7d));
+  p.setColor(QPalette::ToolTipBase, Qt::white);
+  p.setColor(QPalette::ToolTipText, QColor(0x1f, 0x23, 0x28));
+  return p;
+}
+
+QPalette darkPalette() {
+  QPalette p;
+  p.setColor(QPalette::Window, QColor(0x25, 0x27, 0x2b));
+  p.setColor(QPalette::WindowText, QColor(0xe6, 0xe6, 0xe6));
+  p.setColor(QPalette::Base, QColor(0x1b, 0x1d, 0x21));
+  p.setColor(QPalette::AlternateBase, QColor(0x23, 0x26, 0x2b));
+  p.setColor(QPalette::Text, QColor(0xe6, 0xe6, 0xe6));
+  p.setColor(QPalette::Button, QColor(0x2d, 0x30, 0x35));
+  p.setColor(QPalette::ButtonText, QColor(0xe6, 0xe6, 0xe6));
+  p.setColor(QPalette::Highlight, QColor(0x4c, 0x8d, 0xf6));
+  p.setColor(QPalette::HighlightedText, Qt::white);
+  p.setColor(QPalette::PlaceholderText, QColor(0x9a, 0xa0, 0xa6));
+  p.setColor(QPalette::ToolTipBase, QColor(0x2d, 0x30, 0x35));
+  p.setColor(QPalette::ToolTipText, QColor(0xe6, 0xe6, 0xe6));
+  p.setColor(QPalette::Disabled, QPalette::Text, QColor(0x70, 0x74, 0x7a));
+  p.setColor(QPalette::Disabled, QPalette::ButtonText, QColor(0x70, 0x74, 0x7a));
+  p.setColor(QPalette::Disabled, QPalette::WindowText, QColor(0x70, 0x74, 0x7a));
+  return p;
+}
+
+bool MainWindow::selectOpByName(const QString& name) {
+  const Schedule& s = doc_->schedule();
+  const std::string want = name.toStdString();
+  for (int d = 0; d < static_cast<int>(s.devices.size()); ++d) {
+    const auto& row = s.devices[static_cast<size_t>(d)];
+    for (int i = 0; i < static_cast<int>(row.size()); ++i) {
+      const auto& st = row[static_cast<size_t>(i)];
+      if (s.opName(st.first) == want || (st.second && s.opName(*st.second) == want)) {
+        view_->selectOp(s.opName(st.first) == want ? st.first : *st.second, true);
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
+void MainWindow::setSlotLayout(bool slots) { layoutCombo_->setCurrentIndex(slots ? 1 : 0); }
 
 MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   doc_ = new ScheduleDocument(this);

@@ -10,7 +10,13 @@ class QMenu;
 class QAction;
 class QComboBox;
 
+class QPalette;
+
 namespace ps::ui {
+
+// Palettes for --palette light|dark (screenshots); normally the system palette applies.
+QPalette lightPalette();
+QPalette darkPalette();
 
 class ScheduleDocument;
 class TimelineView;
@@ -41,6 +47,9 @@ class MainWindow : public QMainWindow {
   QString validityText() const;
 
   bool exportFile(const QString& path);  // by extension: .pipe .csv .json .png .svg
+  // Selects an op by its DSL name ("B3@s1") and scrolls to it.
+  bool selectOpByName(const QString& name);
+  void setSlotLayout(bool slots);
 
  public Q_SLOTS:
   void newFromTemplate();

@@ -396,6 +396,19 @@ void ScheduleDocument::replaceSchedule(const Schedule& s, const QString& descrip
   undo_.push(new ReplaceScheduleCommand(this, schedule(), s, description));
 }
 
+double ScheduleDocument::modelDuration(const Op& op) const {
+  if (op.stage < 0 || op.stage >= static_cast<int>(model_.stages.size())) return 1.0;
+  const StageCost& c = model_.stages[static_cast<size_t>(op.stage)];
+  switch (op.kind) {
+    case OpKind::F: return c.F;
+    case OpKind::B: return c.B;
+    case OpKind::I: return c.I;
+    case OpKind::W: return c.W;
+    case OpKind::R: return c.R;
+    default: return std::max(0.1, c.F / 4);
+  }
+}
+
 std::optional<OpRef> ScheduleDocument::find(const Op& op) const {
   auto it = index_.find(opKey(op));
   if (it == index_.end()) return std::nullopt;

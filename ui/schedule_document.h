@@ -85,6 +85,10 @@ class ScheduleDocument : public QObject {
   void setProfile(const ps::core::CostProfile& p, const QString& description);
   void replaceSchedule(const ps::core::Schedule& s, const QString& description);
 
+  // The cost model's time for an op (what the simulator would charge), for ops a stalled
+  // simulation never reached.
+  double modelDuration(const ps::core::Op& op) const;
+
   // Where an op sits in the current schedule.
   std::optional<ps::core::OpRef> find(const ps::core::Op& op) const;
   // What an op waits for and what waits for it (ops present in the schedule).

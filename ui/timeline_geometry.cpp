@@ -39,7 +39,8 @@ int RowLayout::rowAt(double y, int devices) const {
   return std::clamp(r, 0, devices - 1);
 }
 
-BlockIndex BlockIndex::build(const ps::core::Schedule& s, const ps::core::Timeline& timeline, double fallbackMs) {
+BlockIndex BlockIndex::build(const ps::core::Schedule& s, const ps::core::Timeline& timeline, double fallbackMs,
+                             const std::function<double(const ps::core::Op&)>& duration) {
   BlockIndex idx;
   const int D = static_cast<int>(s.devices.size());
   idx.rows_.resize(static_cast<size_t>(D));
@@ -99,7 +100,8 @@ BlockIndex BlockIndex::build(const ps::core::Schedule& s, const ps::core::Timeli
         b.reached = true;
       } else {
         b.start = cursor;
-        b.end = cursor + fallbackMs;
+        const double d = duration ? duration(b.op) : fallbackMs;
+        b.end = cursor + (d > 0 ? d : fallbackMs);
         b.reached = false;
       }
       cursor = std::max(cursor, b.end);

@@ -4,6 +4,7 @@
 // tested and the TimelineView only paints and forwards input.
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -87,8 +88,10 @@ bool runsOnCopyLane(ps::core::OpKind k);
 class BlockIndex {
  public:
   // Times come from `timeline` (matched by device and step). Steps the timeline lacks (a
-  // stalled simulation) follow the last timed op of their row, with `fallbackMs` each.
-  static BlockIndex build(const ps::core::Schedule& s, const ps::core::Timeline& timeline, double fallbackMs = 1.0);
+  // stalled simulation) follow the last timed op of their row, lasting `fallbackMs` or what
+  // `duration` says for the op.
+  static BlockIndex build(const ps::core::Schedule& s, const ps::core::Timeline& timeline, double fallbackMs = 1.0,
+                          const std::function<double(const ps::core::Op&)>& duration = {});
 
   int devices() const { return static_cast<int>(rows_.size()); }
   const std::vector<Block>& row(int device) const { return rows_[static_cast<size_t>(device)]; }

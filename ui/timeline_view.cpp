@@ -76,7 +76,7 @@ void drawArrow(QPainter& p, QPointF a, QPointF b, const QColor& c, const QString
   } else {
     path.cubicTo(a + QPointF(dx, 0), b - QPointF(dx, 0), b);
   }
-  QPen pen(c, 1.6);
+  QPen pen(c, 2.0);
   if (dashed) pen.setStyle(Qt::DashLine);
   p.setPen(pen);
   p.setBrush(Qt::NoBrush);
@@ -137,6 +137,12 @@ const Timeline& TimelineView::displayTimeline(const Analysis& a) const {
   return a.timeline;
 }
 
+std::function<double(const Op&)> TimelineView::fallbackDuration() const {
+  if (mode_ == LayoutMode::Slots) return {};  // one slot each
+  QPointer<ScheduleDocument> doc = doc_;
+  return [doc](const Op& op) { return doc ? doc->modelDuration(op) : 1.0; };
+}
+
 void TimelineView::documentChanged() {
   if (dragging_) endDrag(false);
   rebuild();
@@ -157,8 +163,7 @@ void collectOutlines(const Analysis& a, std::unordered_set<std::uint64_t>& inval
 
 void TimelineView::rebuild() {
   const Analysis& a = doc_->analysis();
-  const double fallback = 1.0;
-  blocks_ = BlockIndex::build(a.schedule, displayTimeline(a), fallback);
+  blocks_ = BlockIndex::build(a.schedule, displayTimeline(a), 1.0, fallbackDuration());
   collectOutlines(a, invalid_, cycle_);
   fitRowHeight();
   if (selected_ && !doc_->find(*selected_)) {
@@ -431,8 +436,10 @@ void TimelineView::paintTimeline(QPainter& p, const QRect& target, const TimeAxi
         const Block* db = c->second;
         const bool unmet = (db->device == b->device && db->step > b->step) || db->end > b->start + 1e-9 || !db->reached;
         if (!unmet) continue;
-        drawArrow(p, QPointF(c->first.right(), c->first.center().y()), QPointF(rb.left(), rb.center().y()), red,
-                  tr("needs %1").arg(QString::fromStdString(s.opName(dep))), false);
+        // With a deadlock, the cycle's arrows below carry the story; keep these unlabelled.
+        const QString label = a.validation.deadlock.empty() ? tr("needs %1").arg(QString::fromStdString(s.opName(dep))) : QString();
+        drawArrow(p, QPointF(c->first.right(), c->first.center().y()), QPointF(rb.left(), rb.center().y()), red, label,
+                  false);
       }
     }
   }
@@ -739,7 +746,7 @@ void TimelineView::updateDrag(QPoint pos) {
       report(tr("Drop to keep %1 in place").arg(QString::fromStdString(s.opName(src->op))));
     } else if (auto moved = moveStep(s, dragFrom_.device, dragFrom_.step, target)) {
       preview_ = std::make_shared<Analysis>(doc_->analyze(*moved));
-      previewBlocks_ = BlockIndex::build(preview_->schedule, displayTimeline(*preview_), 1.0);
+      previewBlocks_ = BlockIndex::build(preview_->schedule, displayTimeline(*preview_), 1.0, fallbackDuration());
       QString msg = tr("Drop %1 at position %2: makespan %3 → %4 ms")
                         .arg(QString::fromStdString(s.opName(src->op)))
                         .arg(target)

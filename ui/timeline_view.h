@@ -83,6 +83,7 @@ class TimelineView : public QAbstractScrollArea {
   void rebuild();
   void updateScrollBars();
   void fitRowHeight();
+  std::function<double(const ps::core::Op&)> fallbackDuration() const;
   const ps::core::Timeline& displayTimeline(const Analysis& a) const;
   const Analysis& displayAnalysis() const { return preview_ ? *preview_ : doc_->analysis(); }
   double plotWidth() const;

@@ -34,8 +34,17 @@ int main(int argc, char** argv) {
                           QStringLiteral("OUT.png"));
   QCommandLineOption size(QStringLiteral("size"), QStringLiteral("Window size for --screenshot (default 1600x1000)."),
                           QStringLiteral("WxH"), QStringLiteral("1600x1000"));
+  QCommandLineOption select(QStringLiteral("select"), QStringLiteral("Select an op, e.g. B3@s1 (shows its dependency arrows)."),
+                            QStringLiteral("OP"));
+  QCommandLineOption layout(QStringLiteral("layout"), QStringLiteral("Timeline layout: time (default) or slots."),
+                            QStringLiteral("time|slots"), QStringLiteral("time"));
+  QCommandLineOption palette(QStringLiteral("palette"), QStringLiteral("Colour scheme: system (default), light or dark."),
+                             QStringLiteral("system|light|dark"), QStringLiteral("system"));
   parser.addOption(shot);
   parser.addOption(size);
+  parser.addOption(select);
+  parser.addOption(layout);
+  parser.addOption(palette);
   parser.addPositionalArgument(QStringLiteral("file"), QStringLiteral("A .pipe or PyTorch .csv schedule to open."),
                                QStringLiteral("[FILE]"));
   parser.process(app);
@@ -48,6 +57,11 @@ int main(int argc, char** argv) {
   }
   windowSize = QSize(m.captured(1).toInt(), m.captured(2).toInt());
 
+  if (parser.value(palette) == QStringLiteral("dark") || parser.value(palette) == QStringLiteral("light")) {
+    QApplication::setStyle(QStringLiteral("Fusion"));
+    QApplication::setPalette(parser.value(palette) == QStringLiteral("dark") ? ps::ui::darkPalette() : ps::ui::lightPalette());
+  }
+
   ps::ui::MainWindow w;
   const QStringList files = parser.positionalArguments();
   bool opened = true;
@@ -55,6 +69,10 @@ int main(int argc, char** argv) {
     opened = w.openFile(files.front(), parser.isSet(shot));
   else
     w.openDefault();
+
+  if (parser.value(layout) == QStringLiteral("slots")) w.setSlotLayout(true);
+  if (parser.isSet(select) && !w.selectOpByName(parser.value(select)))
+    std::fprintf(stderr, "pipestudio: no op %s in this schedule\n", qPrintable(parser.value(select)));
 
   if (parser.isSet(shot)) {
     if (!opened) {
@@ -65,6 +83,8 @@ int main(int argc, char** argv) {
     w.show();
     w.timeline()->zoomToFit();
     for (int i = 0; i < 5; ++i) QApplication::processEvents();
+    if (parser.isSet(select)) w.selectOpByName(parser.value(select));  // after the final layout
+    QApplication::processEvents();
     const QString out = parser.value(shot);
     if (!w.grab().save(out)) {
       std::fprintf(stderr, "pipestudio: cannot write %s\n", qPrintable(out));
