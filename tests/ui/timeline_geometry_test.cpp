@@ -129,6 +129,35 @@ class TimelineGeometryTest : public QObject {
     QVERIFY(!bi.hitTest(1, 6.0).has_value());
   }
 
+  void copyLaneOverlapsComputeAndStaysVisible() {
+    // OFFLOAD of F0 runs on the copy stream (1..6) while F1 and F2 compute (1..2, 2..3).
+    Schedule s;
+    s.pipeline = Pipeline::make(1, 1, 3, PlacementKind::Linear).value();
+    s.devices = {{Step{Op{OpKind::F, 0, 0}, {}}, Step{Op{OpKind::Offload, 0, 0}, {}}, Step{Op{OpKind::F, 0, 1}, {}},
+                  Step{Op{OpKind::F, 0, 2}, {}}}};
+    Timeline t;
+    t.devices = 1;
+    const double spans[][2] = {{0, 1}, {1, 6}, {1, 2}, {2, 3}};
+    for (int i = 0; i < 4; ++i) t.ops.push_back(TimelineOp{0, i, s.devices[0][size_t(i)].first, false, spans[i][0], spans[i][1]});
+    BlockIndex bi = BlockIndex::build(s, t);
+    QVERIFY(bi.hasCopyLane());
+    QCOMPARE(bi.row(0)[1].lane, 1);
+    QCOMPARE(bi.row(0)[2].lane, 0);
+    // At t = 5 only the copy is running; it must be in the visible range and hit in its lane.
+    auto [f, l] = bi.visibleRange(0, 4.5, 5.5);
+    QVERIFY(f <= 1 && l > 1);
+    QCOMPARE(bi.hitTest(0, 5.0, 0, 1).value(), size_t(1));
+    QVERIFY(!bi.hitTest(0, 5.0, 0, 0).has_value());
+    QCOMPARE(bi.hitTest(0, 2.5, 0, 0).value(), size_t(3));
+    RowLayout rl;
+    const auto [top0, h0] = rl.lane(0, true);
+    const auto [top1, h1] = rl.lane(1, true);
+    QVERIFY(top0 + h0 <= top1);
+    QVERIFY(top1 + h1 <= rl.rowHeight + 1e-9);
+    QCOMPARE(rl.laneAt(top1 + 1, true), 1);
+    QCOMPARE(rl.laneAt(1, true), 0);
+  }
+
   void levelOfDetailMergesThinBlocks() {
     auto row = uniformRow(1000, 1.0);  // 1000 ms of 1 ms blocks
     TimeAxis fit(0.5, 0);              // 0.5 px each: must merge
