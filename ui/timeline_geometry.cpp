@@ -160,6 +160,7 @@ std::optional<size_t> BlockIndex::hitTest(int device, double t, double tolerance
     const Block& b = r[i];
     if (lane >= 0 && b.lane != lane) continue;
     double dist = t < b.start ? b.start - t : (t > b.end ? t - b.end : 0.0);
+    if (dist > toleranceMs) continue;  // the range may hold blocks of the other lane
     if (!best || dist < bestDist) {
       best = i;
       bestDist = dist;
