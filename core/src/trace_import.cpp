@@ -595,28 +595,33 @@ Result<ImportedTrace> importChromeTraces(const std::vector<TraceFile>& files, co
     if (s.baseTimeNs && minBase) m.timeUs += static_cast<double>(*s.baseTimeNs - *minBase) / 1000.0;
   }
 
+  c.ranges.erase(std::remove_if(c.ranges.begin(), c.ranges.end(), [](const RawRange& r) { return r.rank < 0; }),
+                 c.ranges.end());
   int maxRank = -1;
   for (auto& r : c.ranges) maxRank = std::max(maxRank, r.rank);
   int devices = maxRank + 1;
 
-  // Side per rank.
+  // Sides: with Auto, an action's GPU-side range when the rank has one for it (what the
+  // device really did), else its CPU-side range (e.g. SEND/RECV, which only the host records).
   std::vector<TraceSide> sides(static_cast<size_t>(std::max(devices, 0)), TraceSide::Cpu);
-  {
-    std::vector<bool> hasGpu(sides.size(), false);
-    for (auto& r : c.ranges)
-      if (r.gpu) hasGpu[static_cast<size_t>(r.rank)] = true;
-    for (size_t d = 0; d < sides.size(); ++d) {
-      switch (options.side) {
-        case TraceSide::Auto: sides[d] = hasGpu[d] ? TraceSide::Gpu : TraceSide::Cpu; break;
-        case TraceSide::Gpu: sides[d] = TraceSide::Gpu; break;
-        case TraceSide::Cpu: sides[d] = TraceSide::Cpu; break;
-      }
+  std::set<std::pair<int, std::string>> onGpu;
+  for (auto& r : c.ranges)
+    if (r.gpu) {
+      sides[static_cast<size_t>(r.rank)] = TraceSide::Gpu;
+      onGpu.insert({r.rank, r.name});
     }
-  }
+  if (options.side != TraceSide::Auto) std::fill(sides.begin(), sides.end(), options.side);
   std::vector<RawRange> kept;
   kept.reserve(c.ranges.size());
-  for (auto& r : c.ranges)
-    if ((sides[static_cast<size_t>(r.rank)] == TraceSide::Gpu) == r.gpu) kept.push_back(std::move(r));
+  for (auto& r : c.ranges) {
+    bool keep = false;
+    switch (options.side) {
+      case TraceSide::Auto: keep = r.gpu || !onGpu.count({r.rank, r.name}); break;
+      case TraceSide::Gpu: keep = r.gpu; break;
+      case TraceSide::Cpu: keep = !r.gpu; break;
+    }
+    if (keep) kept.push_back(std::move(r));
+  }
 
   // One action may appear as several overlapping ranges (a GPU annotation per stream, or
   // both an "X" and a "B"/"E" form): merge overlapping ranges of the same name per rank.

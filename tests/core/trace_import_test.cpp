@@ -121,9 +121,12 @@ TEST(TraceImport, TorchProfilerPerRankFilesPreferGpuRanges) {
   ASSERT_EQ(r->deviceSides.size(), 2u);
   EXPECT_EQ(r->deviceSides[0], TraceSide::Gpu);
   EXPECT_EQ(r->deviceSides[1], TraceSide::Gpu);
-  // Only the 8 GPU-side compute ranges: CPU-side ranges, kernels, cpu_ops and
-  // ProfilerStep are dropped (SEND/RECV exist on the CPU side only).
-  ASSERT_EQ(t.ops.size(), 8u);
+  // The 8 GPU-side compute ranges, and the SEND/RECV that only the host recorded; the
+  // CPU-side twins of GPU ranges, kernels, cpu_ops and ProfilerStep are dropped.
+  ASSERT_EQ(t.ops.size(), 10u);
+  ASSERT_NE(findOp(t, OpKind::SendF, 0, 0), nullptr);
+  ASSERT_NE(findOp(t, OpKind::RecvF, 1, 0), nullptr);
+  EXPECT_EQ(t.transfers.size(), 1u);
   // Origin at the first op (GPU 0F0 at 1010 us); us -> ms.
   const TimelineOp* f0 = findOp(t, OpKind::F, 0, 0);
   ASSERT_NE(f0, nullptr);
@@ -142,6 +145,17 @@ TEST(TraceImport, TorchProfilerPerRankFilesPreferGpuRanges) {
   }));
   EXPECT_GT(r->ignoredEvents, 0u);
   EXPECT_EQ(t.label, "rank0.pt.trace.json, rank1.pt.trace.json");
+}
+
+TEST(TraceImport, GpuSideOnlyOnRequest) {
+  std::vector<TraceFile> files = {{"a.json", torchRankTrace(0, 0).dump(), std::nullopt},
+                                  {"b.json", torchRankTrace(1, 0).dump(), std::nullopt}};
+  TraceImportOptions o;
+  o.side = TraceSide::Gpu;
+  auto r = importChromeTraces(files, o);
+  ASSERT_TRUE(r.ok()) << formatDiagnostics(r.errors());
+  EXPECT_EQ(r->timeline.ops.size(), 8u);
+  EXPECT_EQ(findOp(r->timeline, OpKind::SendF, 0, 0), nullptr);
 }
 
 TEST(TraceImport, CpuSideOnRequestAndTransfersFromSendRecv) {
