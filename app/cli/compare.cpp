@@ -1,0 +1,336 @@
+// pipestudio-cli compare PLAN TRACE... : the plan simulated with a cost profile against the
+// measured timeline of one or more Chrome traces (torch.profiler PP:<action> ranges, or our
+// own export). Exit 0 ok, 1 invalid plan or trace, 2 usage or unreadable file.
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <sstream>
+
+#include "cli.h"
+#include "pipestudio/core/comparison.h"
+#include "pipestudio/core/cost_profile.h"
+#include "pipestudio/core/dsl.h"
+#include "pipestudio/core/pytorch_csv.h"
+#include "pipestudio/core/simulator.h"
+#include "pipestudio/core/trace_import.h"
+#include "pipestudio/core/validator.h"
+
+namespace {
+
+using namespace ps::core;
+
+const char* kUsage =
+    "usage: pipestudio-cli compare PLAN TRACE... [--profile P.json | --cost F=1,I=1,W=1] [--comm T]\n"
+    "                              [--partition 3,4,4,5] [--set name=value]...\n"
+    "                              [--align absolute|scaled] [--side auto|gpu|cpu] [--iteration K]\n"
+    "                              [--gaps N] [--json]\n\n"
+    "Simulates PLAN (.pipe or PyTorch .csv) with the cost profile (--profile, --cost, or the\n"
+    "profile named in the .pipe header) and compares it with the measured timeline read from the\n"
+    "TRACE files: Chrome traces written by torch.profiler, whose pipeline actions are ranges named\n"
+    "PP:<action> (one file per rank or one merged file), or PipeStudio's own trace export.\n"
+    "Prints the predicted and measured makespan, the relative error, the error per op kind and\n"
+    "per device, the measured critical path and the attribution of each device's idle time.\n"
+    "  --align     absolute (default) or scaled: measured times scaled to the planned makespan\n"
+    "  --side      torch.profiler ranges to use: auto (GPU-side when present, default), gpu, cpu\n"
+    "  --iteration which training iteration of a multi-iteration trace (default: the last)\n"
+    "  --gaps N    idle gaps listed per device in the text output (largest first, default 5)\n"
+    "  --json      one JSON object instead of text (docs/debugger.md)\n"
+    "Exit status: 0 ok, 1 invalid plan or trace (diagnostics on stderr), 2 usage or unreadable file.\n";
+
+int usage(const std::string& message) {
+  std::cerr << "pipestudio-cli compare: " << message << "\n" << kUsage;
+  return ps::cli::kExitUsage;
+}
+
+bool endsWith(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+std::string fmt(double v, int decimals = 3) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
+  return buf;
+}
+
+std::string pad(std::string s, size_t width, bool right = false) {
+  if (s.size() >= width) return s;
+  return right ? std::string(width - s.size(), ' ') + s : s + std::string(width - s.size(), ' ');
+}
+
+std::string percent(double v) { return (v >= 0 ? "+" : "") + fmt(v * 100.0, 1) + "%"; }
+
+// Finds the profile a .pipe header names: as given, beside the plan, or in the resources.
+std::string resolveProfilePath(const std::string& name, const std::string& planPath) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::exists(name, ec)) return name;
+  fs::path beside = fs::path(planPath).parent_path() / name;
+  if (fs::exists(beside, ec)) return beside.string();
+#ifdef PIPESTUDIO_RESOURCES_DIR
+  fs::path res = fs::path(PIPESTUDIO_RESOURCES_DIR) / name;
+  if (fs::exists(res, ec)) return res.string();
+  fs::path prof = fs::path(PIPESTUDIO_RESOURCES_DIR) / "profiles" / name;
+  if (fs::exists(prof, ec)) return prof.string();
+#endif
+  return name;
+}
+
+bool parsePartition(const std::string& text, std::vector<int>& out) {
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    try {
+      size_t used = 0;
+      int v = std::stoi(item, &used);
+      if (used != item.size() || v < 1) return false;
+      out.push_back(v);
+    } catch (...) {
+      return false;
+    }
+  }
+  return !out.empty();
+}
+
+void printTable(std::ostream& os, const std::string& title, const std::vector<ErrorStats>& rows, const ErrorStats& all) {
+  os << title << ":\n";
+  os << "  " << pad("", 10) << pad("ops", 6, true) << pad("planned ms", 13, true) << pad("measured ms", 13, true)
+     << pad("ratio", 8, true) << pad("mean |dev-1|", 14, true) << pad("min dev", 9, true) << pad("max dev", 9, true)
+     << "\n";
+  auto row = [&](const ErrorStats& s) {
+    os << "  " << pad(s.label, 10) << pad(std::to_string(s.count), 6, true) << pad(fmt(s.plannedMs), 13, true)
+       << pad(fmt(s.measuredMs), 13, true) << pad(fmt(s.ratio), 8, true) << pad(fmt(s.meanAbsError * 100.0, 1) + "%", 14, true)
+       << pad(fmt(s.minDeviation, 2), 9, true) << pad(fmt(s.maxDeviation, 2), 9, true) << "\n";
+  };
+  for (const auto& s : rows) row(s);
+  row(all);
+}
+
+int runCompare(const std::vector<std::string>& argv) {
+  ps::cli::Args args(argv,
+                     {"--profile", "--cost", "--comm", "--partition", "--set", "--align", "--side", "--iteration", "--gaps"},
+                     {"--json"});
+  if (!args.ok()) return usage(args.error());
+  if (args.positionals().size() < 2) return usage("expected PLAN and at least one TRACE");
+  if (args.has("--profile") && args.has("--cost")) return usage("give --profile or --cost, not both");
+
+  auto alignment = alignmentFromName(args.value("--align", "absolute"));
+  if (!alignment) return usage("--align is absolute or scaled, not '" + args.value("--align") + "'");
+  TraceImportOptions importOptions;
+  std::string side = args.value("--side", "auto");
+  if (side == "auto")
+    importOptions.side = TraceSide::Auto;
+  else if (side == "gpu")
+    importOptions.side = TraceSide::Gpu;
+  else if (side == "cpu")
+    importOptions.side = TraceSide::Cpu;
+  else
+    return usage("--side is auto, gpu or cpu, not '" + side + "'");
+  if (args.has("--iteration")) {
+    try {
+      importOptions.iteration = std::stoi(args.value("--iteration"));
+    } catch (...) {
+      return usage("--iteration needs a number");
+    }
+    if (importOptions.iteration < 0) return usage("--iteration counts from 0");
+  }
+  int gaps = 5;
+  if (args.has("--gaps")) {
+    try {
+      gaps = std::stoi(args.value("--gaps"));
+    } catch (...) {
+      return usage("--gaps needs a number");
+    }
+  }
+  std::vector<int> partition;
+  if (args.has("--partition") && !parsePartition(args.value("--partition"), partition))
+    return usage("--partition is a comma-separated list of layers per stage, e.g. 3,4,4,5");
+
+  // The plan.
+  const std::string planPath = args.positionals()[0];
+  std::string planText, error;
+  if (!ps::cli::readInput(planPath, planText, error)) {
+    std::cerr << "pipestudio-cli compare: " << error << "\n";
+    return ps::cli::kExitUsage;
+  }
+  Result<Schedule> plan = Diagnostics{};
+  if (endsWith(planPath, ".csv")) {
+    if (!args.values("--set").empty()) return usage("--set applies to .pipe files only");
+    CsvReadOptions o;
+    o.filename = planPath;
+    plan = readPytorchCsv(planText, o);
+  } else {
+    DslOptions o;
+    o.filename = planPath;
+    for (const auto& a : args.values("--set"))
+      if (!parseOverride(a, o, error)) return usage("--set " + error);
+    plan = parseDsl(planText, o);
+  }
+  if (!plan.ok()) {
+    std::cerr << formatDiagnostics(plan.errors(), &planText);
+    return ps::cli::kExitInvalid;
+  }
+  ValidationReport report = validateSchedule(*plan);
+  if (!report.valid()) {
+    for (auto& d : report.diagnostics)
+      if (d.location.file.empty()) d.location.file = planPath;
+    std::cerr << formatDiagnostics(report.diagnostics);
+    return ps::cli::kExitInvalid;
+  }
+
+  // The cost profile.
+  Result<CostProfile> profile = Diagnostics{};
+  std::string profileName;
+  if (args.has("--cost")) {
+    profile = uniformCostProfile(args.value("--cost"), plan->pipeline.stages);
+    profileName = "--cost " + args.value("--cost");
+  } else {
+    std::string path = args.value("--profile");
+    if (path.empty() && plan->profile) path = resolveProfilePath(*plan->profile, planPath);
+    if (path.empty()) return usage("the plan names no cost profile: give --profile P.json or --cost F=1,I=1,W=1");
+    std::string text;
+    if (!ps::cli::readInput(path, text, error)) {
+      std::cerr << "pipestudio-cli compare: " << error << "\n";
+      return ps::cli::kExitUsage;
+    }
+    profile = parseCostProfile(text, path);
+    profileName = path;
+  }
+  if (!profile.ok()) {
+    std::cerr << formatDiagnostics(profile.errors());
+    return ps::cli::kExitInvalid;
+  }
+  if (args.has("--comm")) {
+    try {
+      profile->fixedCommMs = std::stod(args.value("--comm"));
+    } catch (...) {
+      return usage("--comm needs a time in ms");
+    }
+  }
+  if (partition.empty()) partition = plan->partition;
+  auto model = makeSimulationModel(*plan, *profile, partition);
+  if (!model.ok()) {
+    std::cerr << formatDiagnostics(model.errors());
+    return ps::cli::kExitInvalid;
+  }
+  auto planned = simulate(*plan, *model);
+  if (!planned.ok()) {
+    std::cerr << formatDiagnostics(planned.errors());
+    return ps::cli::kExitInvalid;
+  }
+  if (planned->label.empty()) planned->label = planPath;
+
+  // The measurement.
+  std::vector<TraceFile> files;
+  for (size_t i = 1; i < args.positionals().size(); ++i) {
+    TraceFile f;
+    f.name = args.positionals()[i];
+    if (!ps::cli::readInput(f.name, f.text, error)) {
+      std::cerr << "pipestudio-cli compare: " << error << "\n";
+      return ps::cli::kExitUsage;
+    }
+    files.push_back(std::move(f));
+  }
+  auto imported = importChromeTraces(files, importOptions);
+  if (!imported.ok()) {
+    std::cerr << formatDiagnostics(imported.errors());
+    return ps::cli::kExitInvalid;
+  }
+  const Timeline& measured = imported->timeline;
+
+  ComparisonOptions co;
+  co.alignment = *alignment;
+  Comparison c = compareTimelines(*plan, *planned, measured, co);
+
+  // Warnings (trace oddities, simulation and matching problems) on stderr in both modes.
+  Diagnostics notes = measured.diagnostics;
+  for (const auto& d : planned->diagnostics) notes.push_back(d);
+  for (const auto& d : c.diagnostics) notes.push_back(d);
+  if (!notes.empty()) std::cerr << formatDiagnostics(notes);
+
+  if (args.has("--json")) {
+    std::cout << comparisonToJson(c, *plan, *planned, measured);
+    return ps::cli::kExitOk;
+  }
+
+  std::ostream& os = std::cout;
+  os << "plan:      " << planPath << " (" << plan->pipeline.devices << " devices, " << plan->opCount()
+     << " ops), simulated with " << profileName << (planned->complete ? "" : " [stalled]") << "\n";
+  os << "measured:  " << measured.label << " ("
+     << (imported->format == TraceFormat::PipeStudio ? "PipeStudio trace" : "torch.profiler") << ", "
+     << measured.devices << " rank(s), " << measured.ops.size() << " ops";
+  if (imported->iterations > 1)
+    os << ", iteration " << imported->iteration << " of " << imported->iterations;
+  os << (measured.complete ? "" : ", incomplete") << ")\n";
+  os << "makespan:  predicted " << fmt(c.plannedMakespan) << " ms, measured " << fmt(c.measuredMakespan)
+     << " ms, error " << percent(c.relativeError) << "\n";
+  os << "alignment: " << alignmentName(c.alignment);
+  if (c.alignment == Alignment::Scaled) os << " (measured x " << fmt(c.scale, 4) << ")";
+  os << "\nmatched:   " << c.matches.size() << " ops";
+  if (!c.unmatchedPlanned.empty()) os << "; " << c.unmatchedPlanned.size() << " planned op(s) not measured";
+  if (!c.unmatchedMeasured.empty()) os << "; " << c.unmatchedMeasured.size() << " measured op(s) not in the plan";
+  os << "\n\n";
+  printTable(os, "error per kind (deviation = measured / predicted duration)", c.byKind, c.overall);
+  os << "\n";
+  printTable(os, "error per device", c.byDevice, c.overall);
+
+  const CriticalPath& cp = c.criticalPath;
+  os << "\ncritical path: " << cp.steps.size() << " ops, " << fmt(cp.start) << " - " << fmt(cp.end)
+     << " ms (compute " << fmt(cp.computeMs) << ", transfers " << fmt(cp.transferMs) << ", waits " << fmt(cp.waitMs)
+     << ")\n";
+  for (size_t i = 0; i < cp.steps.size(); ++i) {
+    const CriticalStep& s = cp.steps[i];
+    const TimelineOp& o = measured.ops[s.op];
+    os << "  device " << o.device << "  " << pad(plan->opName(o.op), 12) << pad(fmt(o.start), 10, true) << " - "
+       << pad(fmt(o.end), 10, true) << "  ";
+    if (s.via == CriticalLink::Start) {
+      os << "start";
+    } else {
+      const TimelineOp& p = measured.ops[cp.steps[i - 1].op];
+      os << (s.via == CriticalLink::Dependency ? "input from " : "after ") << plan->opName(p.op);
+      if (s.via == CriticalLink::Dependency && p.device != o.device) os << " on device " << p.device;
+      if (s.transfer) os << " (transfer " << fmt(measured.transfers[*s.transfer].end - measured.transfers[*s.transfer].start) << " ms)";
+    }
+    if (s.waitMs > 1e-9) os << ", waited " << fmt(s.waitMs) << " ms more";
+    os << "\n";
+  }
+
+  os << "\nidle time per device (attributed to what each gap waited for):\n";
+  for (const auto& db : c.bubbles) {
+    os << "  device " << db.device << ": idle " << fmt(db.idleMs) << " ms = waiting " << fmt(db.dependencyMs);
+    if (!db.waitedOn.empty()) {
+      os << " (";
+      for (size_t i = 0; i < db.waitedOn.size(); ++i)
+        os << (i ? ", " : "") << "on device " << db.waitedOn[i].device << " " << fmt(db.waitedOn[i].ms);
+      os << ")";
+    }
+    os << " + unexplained " << fmt(db.unexplainedMs) << " + tail " << fmt(db.tailMs) << "\n";
+    std::vector<const Bubble*> largest;
+    for (const auto& b : db.bubbles)
+      if (b.cause == BubbleCause::Dependency) largest.push_back(&b);
+    std::stable_sort(largest.begin(), largest.end(), [](const Bubble* a, const Bubble* b) { return a->duration() > b->duration(); });
+    if (static_cast<int>(largest.size()) > gaps) largest.resize(static_cast<size_t>(std::max(gaps, 0)));
+    for (const Bubble* b : largest)
+      os << "    " << pad(fmt(b->start), 10, true) << " - " << pad(fmt(b->end), 10, true) << "  " << fmt(b->duration())
+         << " ms waiting for " << plan->opName(b->waitedFor) << " on device " << b->waitedOnDevice << " before "
+         << plan->opName(measured.ops[*b->before].op) << "\n";
+  }
+  if (!c.unmatchedPlanned.empty()) {
+    os << "\nplanned but not measured:";
+    size_t shown = 0;
+    for (size_t i : c.unmatchedPlanned) {
+      if (shown++ == 20) {
+        os << " ...";
+        break;
+      }
+      os << " " << plan->opName(planned->ops[i].op) << "(d" << planned->ops[i].device << ")";
+    }
+    os << "\n";
+  }
+  return ps::cli::kExitOk;
+}
+
+const ps::cli::CommandRegistrar kCompare({"compare", "compare a plan's simulated timeline with measured traces",
+                                          kUsage, runCompare});
+
+}  // namespace
