@@ -192,7 +192,8 @@ Comparison compareTimelines(const Schedule& plan, const Timeline& planned, const
 
 namespace {
 
-using nlohmann::json;
+// Keys in the order written (the order docs/debugger.md lists them).
+using json = nlohmann::ordered_json;
 
 // Rounds to 1 ns so the JSON stays readable (times are in ms).
 double r6(double v) { return std::isfinite(v) ? std::round(v * 1e6) / 1e6 : 0.0; }

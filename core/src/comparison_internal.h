@@ -18,8 +18,19 @@ inline std::uint64_t opKey(const Op& op) {
          (static_cast<std::uint64_t>(static_cast<std::uint32_t>(op.microbatch + 1) & 0xFFFFFFu));
 }
 
-// OFFLOAD / RELOAD run on a copy stream beside compute: they leave the device idle.
-inline bool onCopyStream(OpKind k) { return k == OpKind::Offload || k == OpKind::Reload; }
+// OFFLOAD / RELOAD run on a copy stream and SEND / RECV on the links, beside compute (a
+// torch.profiler trace has them as host ranges only): they leave the device's compute idle.
+inline bool occupiesCompute(OpKind k) {
+  switch (k) {
+    case OpKind::Offload:
+    case OpKind::Reload:
+    case OpKind::SendF:
+    case OpKind::RecvF:
+    case OpKind::SendB:
+    case OpKind::RecvB: return false;
+    default: return true;
+  }
+}
 
 class TimelineIndex {
  public:
@@ -34,7 +45,8 @@ class TimelineIndex {
   size_t position(size_t op) const { return pos_[op]; }
   // The other half of an overlapped pair (same device, same start, both overlapped).
   std::optional<size_t> sibling(size_t op) const;
-  // The op of the same device that ended last at or before `op` started (not its sibling).
+  // The compute op of the same device that ended last at or before `op` started (not its
+  // sibling).
   std::optional<size_t> previousOnDevice(size_t op) const;
   int devices() const { return static_cast<int>(byDevice_.size()); }
 

@@ -86,6 +86,7 @@ std::optional<size_t> TimelineIndex::previousOnDevice(size_t op) const {
     size_t cand = v[k];
     if (sib && cand == *sib) continue;
     const TimelineOp& c = t_->ops[cand];
+    if (!occupiesCompute(c.op.kind)) continue;
     if (c.end <= o.start + kTimeEps && c.end > bestEnd) {
       best = cand;
       bestEnd = c.end;
@@ -225,7 +226,7 @@ std::vector<DeviceBubbles> attributeBubbles(const Timeline& t, const Schedule& p
     double busy = 0;
     for (size_t i : ix.onDevice(d)) {
       const TimelineOp& o = t.ops[i];
-      if (detail::onCopyStream(o.op.kind)) continue;
+      if (!detail::occupiesCompute(o.op.kind)) continue;
       if (o.start > busyUntil + minGapMs) {
         double gapStart = busyUntil;
         std::optional<detail::Arrival> last;

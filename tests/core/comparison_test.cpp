@@ -4,7 +4,9 @@
 // cross-device hand-over 0.2 ms, so the measured makespan is 11.4 ms (worked out below).
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "pipestudio/core/comparison.h"
 
@@ -179,4 +181,93 @@ TEST(Comparison, AlignmentNames) {
   EXPECT_EQ(alignmentFromName("absolute"), Alignment::Absolute);
   EXPECT_FALSE(alignmentFromName("relative").has_value());
   EXPECT_EQ(alignmentName(Alignment::Scaled), "scaled");
+}
+
+// ---------------------------------------------------------------------------------------
+// pipestudio-cli compare on the same case: tests/data/traces holds the plan and the
+// torch.profiler traces of the measured run above (one file per rank, GPU-side PP: ranges,
+// host-side twins and SEND/RECV, kernels, cpu_ops, memory events, metadata).
+
+namespace {
+
+struct CliResult {
+  int rc = -1;
+  std::string out;
+};
+
+CliResult cli(const std::string& args, bool withStderr = false) {
+  std::string cmd = std::string(PIPESTUDIO_CLI) + " " + args + (withStderr ? " 2>&1" : " 2>/dev/null");
+  CliResult r;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+  int status = pclose(p);
+  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+std::string traces() {
+  std::string d = std::string(PIPESTUDIO_TEST_DATA_DIR) + "/traces/";
+  return d + "1f1b_d2_m2.pipe --cost F=1,B=2 " + d + "1f1b_d2_m2_rank0.pt.trace.json " + d +
+         "1f1b_d2_m2_rank1.pt.trace.json";
+}
+
+}  // namespace
+
+TEST(CompareCli, TextReportsMakespansTablesPathAndBubbles) {
+  CliResult r = cli("compare " + traces());
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("predicted 9.000 ms, measured 11.400 ms, error +26.7%"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("critical path: 6 ops"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("waiting for B0@s1 on device 1 before B0@s0"), std::string::npos) << r.out;
+}
+
+TEST(CompareCli, JsonMatchesTheHandComputedCase) {
+  CliResult r = cli("compare " + traces() + " --json");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_NEAR(j["makespan_predicted"].get<double>(), 9.0, 1e-6);
+  EXPECT_NEAR(j["makespan_measured"].get<double>(), 11.4, 1e-6);
+  EXPECT_NEAR(j["relative_error"].get<double>(), 2.4 / 9.0, 1e-6);
+  EXPECT_EQ(j["matched"], 8);
+  EXPECT_EQ(j["unmatched_planned"].size(), 0u);
+  EXPECT_EQ(j["unmatched_measured"].size(), 8u);  // host-side SEND/RECV: the plan implies them
+  ASSERT_EQ(j["error_by_kind"].size(), 2u);
+  EXPECT_EQ(j["error_by_kind"][1]["kind"], "B");
+  EXPECT_NEAR(j["error_by_kind"][1]["ratio"].get<double>(), 1.25, 1e-6);
+  EXPECT_NEAR(j["error_by_device"][1]["ratio"].get<double>(), 8.0 / 6.0, 1e-5);
+  const auto& steps = j["critical_path"]["steps"];
+  ASSERT_EQ(steps.size(), 6u);
+  EXPECT_EQ(steps[0]["op"], "F0@s0");
+  EXPECT_EQ(steps[3]["via"], "device");
+  EXPECT_EQ(steps[5]["op"], "B1@s0");
+  EXPECT_NEAR(j["bubbles"][0]["idle_ms"].get<double>(), 5.4, 1e-6);
+  EXPECT_NEAR(j["bubbles"][0]["dependency_ms"].get<double>(), 5.0, 1e-6);
+  EXPECT_EQ(j["bubbles"][0]["waited_on"][0]["device"], 1);
+  EXPECT_NEAR(j["bubbles"][1]["tail_ms"].get<double>(), 2.2, 1e-6);
+}
+
+TEST(CompareCli, ScaledAlignment) {
+  CliResult r = cli("compare " + traces() + " --json --align scaled");
+  ASSERT_EQ(r.rc, 0);
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["alignment"], "scaled");
+  EXPECT_NEAR(j["scale"].get<double>(), 9.0 / 11.4, 1e-6);
+  double lastEnd = 0;
+  for (const auto& m : j["matches"]) lastEnd = std::max(lastEnd, m["measured_end"].get<double>());
+  EXPECT_NEAR(lastEnd, 9.0, 1e-5);
+}
+
+TEST(CompareCli, MalformedTraceAndUsageErrors) {
+  std::string d = std::string(PIPESTUDIO_TEST_DATA_DIR) + "/traces/";
+  CliResult bad = cli("compare " + d + "1f1b_d2_m2.pipe --cost F=1,B=2 " + d + "malformed_rank0.json", true);
+  EXPECT_EQ(bad.rc, 1);
+  EXPECT_NE(bad.out.find("malformed_rank0.json:3:"), std::string::npos) << bad.out;
+  EXPECT_NE(bad.out.find("not valid JSON"), std::string::npos) << bad.out;
+
+  EXPECT_EQ(cli("compare " + d + "1f1b_d2_m2.pipe " + d + "1f1b_d2_m2_rank0.pt.trace.json").rc, 2);  // no profile
+  EXPECT_EQ(cli("compare " + traces() + " --align sideways").rc, 2);
+  EXPECT_EQ(cli("compare " + d + "1f1b_d2_m2.pipe --cost F=1 " + d + "missing.json").rc, 2);
 }

@@ -153,6 +153,20 @@ TEST(BubbleAttribution, EachGapNamesTheDependencyItWaitedOn) {
   EXPECT_NEAR(d1.dependencyMs + d1.unexplainedMs + d1.tailMs, d1.idleMs, 1e-9);
 }
 
+TEST(BubbleAttribution, HostSideCommunicationOpsDoNotSplitGaps) {
+  // A torch.profiler trace has RECV_B as a short host range inside device 0's idle gap.
+  Timeline t = measured();
+  t.ops.push_back(op(0, Op{OpKind::RecvB, 0, 0}, 5.0, 5.02));
+  auto bubbles = attributeBubbles(t, oneFOneB());
+  const DeviceBubbles& d0 = bubbles[0];
+  ASSERT_EQ(d0.bubbles.size(), 4u);
+  EXPECT_NEAR(d0.bubbles[0].start, 2.0, 1e-12);
+  EXPECT_NEAR(d0.bubbles[0].end, 5.2, 1e-12);
+  EXPECT_NEAR(d0.idleMs, 5.4, 1e-9);
+  CriticalPath cp = criticalPath(t, oneFOneB());
+  EXPECT_EQ(cp.steps.size(), 6u);
+}
+
 TEST(BubbleAttribution, TransferArrivalExplainsTheWholeGap) {
   Timeline t = measured();
   t.transfers = {transfer(0, 1, F(0, 0), F(1, 0), 1.0, 1.2)};

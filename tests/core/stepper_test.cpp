@@ -7,6 +7,8 @@
 #include <cmath>
 #include <limits>
 
+#include "pipestudio/core/cost_profile.h"
+#include "pipestudio/core/simulator.h"
 #include "pipestudio/core/stepper.h"
 
 using namespace ps::core;
@@ -294,4 +296,38 @@ TEST(Stepper, RejectsTimelineWithMoreDevicesThanThePlan) {
   auto s = Stepper::make(t, oneFOneB());
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.error().code, "stepper.device");
+}
+
+TEST(Stepper, StalledSimulationOpensAtTheDeadlock) {
+  // Device 1 runs F(1,1) first: it needs F(0,1), which device 0 runs only after B(0,0),
+  // which needs B(1,0), queued on device 1 behind F(1,1).
+  Schedule plan;
+  plan.pipeline = Pipeline::make(2, 2, 2, PlacementKind::Linear).value();
+  plan.devices = {{Step{F(0, 0)}, Step{B(0, 0)}, Step{F(0, 1)}, Step{B(0, 1)}},
+                  {Step{F(1, 1)}, Step{F(1, 0)}, Step{B(1, 0)}, Step{B(1, 1)}}};
+  auto model = makeSimulationModel(plan, uniformCostProfile("F=1,B=2", 2).value());
+  ASSERT_TRUE(model.ok());
+  auto sim = simulate(plan, *model);
+  ASSERT_TRUE(sim.ok());
+  ASSERT_FALSE(sim->complete);
+  auto s = Stepper::make(*sim, plan);
+  ASSERT_TRUE(s.ok());
+  StepState st = s->stopState();
+  EXPECT_TRUE(st.stopped);
+  EXPECT_FALSE(st.diagnostics.empty());
+  const DeviceState& d0 = st.devices[0];
+  EXPECT_TRUE(d0.blocked);
+  ASSERT_EQ(d0.next.size(), 1u);
+  EXPECT_EQ(d0.next[0].op, B(0, 0));
+  ASSERT_EQ(d0.next[0].missing.size(), 1u);
+  EXPECT_EQ(d0.next[0].missing[0].input, B(1, 0));
+  EXPECT_EQ(d0.next[0].missing[0].device, 1);
+  EXPECT_EQ(d0.next[0].missing[0].status, InputStatus::NeverRan);
+  const DeviceState& d1 = st.devices[1];
+  EXPECT_TRUE(d1.blocked);
+  ASSERT_EQ(d1.next.size(), 1u);
+  EXPECT_EQ(d1.next[0].op, F(1, 1));
+  ASSERT_EQ(d1.next[0].missing.size(), 1u);
+  EXPECT_EQ(d1.next[0].missing[0].input, F(0, 1));
+  EXPECT_EQ(d1.next[0].missing[0].device, 0);
 }

@@ -6,6 +6,10 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "pipestudio/core/chrome_trace.h"
+#include "pipestudio/core/cost_profile.h"
+#include "pipestudio/core/generators.h"
+#include "pipestudio/core/simulator.h"
 #include "pipestudio/core/trace_import.h"
 
 using namespace ps::core;
@@ -402,4 +406,36 @@ TEST(TraceImport, ScheduleFromTimelineRebuildsOrderAndPairs) {
   t.ops.push_back(TimelineOp{1, -1, Op{OpKind::W, 0, 0}, false, 6, 7});
   auto bad = scheduleFromTimeline(t);
   EXPECT_FALSE(bad.ok());
+}
+
+TEST(TraceImport, OwnExportRoundTrips) {
+  GeneratorOptions g;
+  g.devices = 4;
+  g.microbatches = 8;
+  Schedule s = generateSchedule(ScheduleKind::ZBH1, g).value();
+  CostProfile p = uniformCostProfile("F=1,I=1,W=1", s.pipeline.stages).value();
+  p.fixedCommMs = 0.25;
+  for (auto& l : p.layers) l.activationBytes = 1000;
+  auto model = makeSimulationModel(s, p);
+  ASSERT_TRUE(model.ok());
+  auto sim = simulate(s, *model);
+  ASSERT_TRUE(sim.ok());
+  const Timeline& t = *sim;
+  auto r = importChromeTrace(exportChromeTrace(t, &s), "zbh1.trace.json");
+  ASSERT_TRUE(r.ok()) << formatDiagnostics(r.errors());
+  EXPECT_EQ(r->format, TraceFormat::PipeStudio);
+  const Timeline& back = r->timeline;
+  EXPECT_EQ(back.devices, t.devices);
+  ASSERT_EQ(back.ops.size(), t.ops.size());
+  for (const auto& o : t.ops) {
+    const TimelineOp* b = findOp(back, o.op.kind, o.op.stage, o.op.microbatch);
+    ASSERT_NE(b, nullptr);
+    EXPECT_EQ(b->device, o.device);
+    EXPECT_NEAR(b->start, o.start, 1e-9);
+    EXPECT_NEAR(b->end, o.end, 1e-9);
+  }
+  ASSERT_EQ(back.transfers.size(), t.transfers.size());
+  ASSERT_EQ(back.memory.size(), t.memory.size());
+  for (size_t d = 0; d < t.memory.size(); ++d) EXPECT_EQ(back.memory[d].size(), t.memory[d].size());
+  EXPECT_TRUE(back.complete);
 }
