@@ -785,6 +785,7 @@ Result<ImportedTrace> importChromeTraces(const std::vector<TraceFile>& files, co
     if (options.label.empty() && !label.empty() && files.size() == 1) t.label = label;
   }
 
+  t.metrics = computeMetrics(t);
   out.deviceSides = sides;
   t.diagnostics = std::move(c.diags);
   if (c.warnings > 20)

@@ -149,6 +149,9 @@ TEST(TraceImport, TorchProfilerPerRankFilesPreferGpuRanges) {
   }));
   EXPECT_GT(r->ignoredEvents, 0u);
   EXPECT_EQ(t.label, "rank0.pt.trace.json, rank1.pt.trace.json");
+  // Metrics filled: makespan from GPU 0F0 start (1010 us) to GPU 0B1 end (2410 + 350 us).
+  EXPECT_NEAR(t.metrics.makespan, 1.750, 1e-9);
+  ASSERT_EQ(t.metrics.devices.size(), 2u);
 }
 
 TEST(TraceImport, GpuSideOnlyOnRequest) {
