@@ -4,6 +4,7 @@
 #include <QApplication>
 #include <QCommandLineParser>
 #include <QFileInfo>
+#include <QIcon>
 #include <QImage>
 #include <QPixmap>
 #include <QRegularExpression>
@@ -22,6 +23,8 @@ int main(int argc, char** argv) {
   if (screenshot && qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM")) qputenv("QT_QPA_PLATFORM", "offscreen");
 
   QApplication app(argc, argv);
+  Q_INIT_RESOURCE(pipestudio);  // the icons live in the ps_ui static library
+  QApplication::setWindowIcon(QIcon(QStringLiteral(":/icons/pipestudio.svg")));
   QApplication::setApplicationName(QStringLiteral("PipeStudio"));
   QApplication::setOrganizationName(QStringLiteral("PipeStudio"));
   QApplication::setApplicationVersion(QStringLiteral(PIPESTUDIO_VERSION));

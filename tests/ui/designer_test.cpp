@@ -9,6 +9,8 @@
 #include "main_window.h"
 #include "memory_chart.h"
 #include "pipestudio/core/generators.h"
+#include "properties_panel.h"
+#include <QTableWidget>
 #include "schedule_document.h"
 #include "summary_panel.h"
 #include "template_dialog.h"
@@ -235,6 +237,47 @@ class DesignerTest : public QObject {
       QVERIFY2(dlg.schedule().has_value(), qPrintable(name + QStringLiteral(": ") + dlg.errorText()));
       QVERIFY2(*dlg.schedule() == *expected, qPrintable(name));
     }
+  }
+
+  void exportsWriteEachFormat() {
+    QTemporaryDir dir;
+    QVERIFY(dir.isValid());
+    const QString trace = dir.filePath(QStringLiteral("t.json"));
+    QVERIFY(window_->exportFile(trace));
+    QFile f(trace);
+    QVERIFY(f.open(QIODevice::ReadOnly));
+    const QByteArray json = f.readAll();
+    QVERIFY(json.contains("traceEvents"));
+    QVERIFY(json.contains("\"0F1\""));  // F1 of stage 0 as a PyTorch-style action name
+    const QString png = dir.filePath(QStringLiteral("t.png"));
+    QVERIFY(window_->exportFile(png));
+    QImage img(png);
+    QVERIFY(!img.isNull());
+    QVERIFY(img.width() >= 1000);
+    // The timeline is drawn: the forward blue appears somewhere in the image.
+    bool blue = false;
+    for (int y = 0; y < img.height() && !blue; y += 2)
+      for (int x = 0; x < img.width() && !blue; x += 2) blue = img.pixelColor(x, y) == QColor(0x3b, 0x7d, 0xd8);
+    QVERIFY(blue);
+    const QString svg = dir.filePath(QStringLiteral("t.svg"));
+    QVERIFY(window_->exportFile(svg));
+    QVERIFY(QFileInfo(svg).size() > 1000);
+  }
+
+  void aBundledProfileReplacesTheCostModelAndUndoes() {
+    ScheduleDocument* doc = window_->document();
+    const double before = doc->analysis().makespan();
+    QFile f(resourcesDir() + QStringLiteral("/profiles/llama2-7b.json"));
+    if (!f.exists()) QSKIP("no bundled llama2-7b profile");
+    QVERIFY(f.open(QIODevice::ReadOnly));
+    auto p = parseCostProfile(f.readAll().toStdString(), "llama2-7b.json");
+    QVERIFY(p.ok());
+    doc->setProfile(*p, QStringLiteral("Use llama2-7b"));
+    QCOMPARE(doc->profile().name, std::string("llama2-7b"));
+    QVERIFY(doc->analysis().makespan() > before * 2);  // 4 stages of 8 transformer blocks each
+    QCOMPARE(window_->properties()->costTable()->rowCount(), int(p->layers.size()));
+    doc->undoStack()->undo();
+    QCOMPARE(doc->analysis().makespan(), before);
   }
 
   void splitAndRecomputeFromTheDocumentAreUndoable() {
