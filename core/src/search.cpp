@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <map>
+#include <set>
 #include <random>
 #include <sstream>
 
@@ -36,6 +37,12 @@ std::string policySummary(const std::vector<ActivationPolicy>& p) {
   std::string s;
   if (r) s += "recompute " + std::to_string(r) + "/" + std::to_string(p.size());
   if (off) s += std::string(s.empty() ? "" : ", ") + "offload " + std::to_string(off) + "/" + std::to_string(p.size());
+  return s;
+}
+
+std::string joinPartition(const std::vector<int>& v) {
+  std::string s;
+  for (int x : v) s += std::to_string(x) + ",";
   return s;
 }
 
@@ -176,6 +183,7 @@ class Searcher {
   void explore();
   Evaluated evaluatePoint(const Point& p, const std::string& family);
   void refinePartition();
+  void randomKnobs();
   void refineOrder();
   std::vector<int> inflightFor(const Pipeline& pl) const;
   PartitionOptions planOptions(const Pipeline& pl) const;
@@ -192,6 +200,7 @@ class Searcher {
   SearchResult result_;
   std::map<std::vector<int>, SimulationModel> models_;
   std::map<std::vector<int>, std::vector<StageCost>> costs_;
+  std::set<std::size_t> seen_;  // hashes of list-scheduled candidates already simulated
   // The point behind the best list-scheduled candidate, for the refinement phases.
   std::optional<Point> bestPoint_;
   double bestPointMakespan_ = 0;
@@ -345,7 +354,13 @@ Searcher::Evaluated Searcher::evaluatePoint(const Point& p, const std::string& f
   std::ostringstream name;
   name << family << "(" << (k.splitBackward ? "I/W" : "B");
   if (k.splitBackward) name << ", pending W " << (k.maxPendingW < 0 ? std::string("any") : std::to_string(k.maxPendingW));
-  name << ", warm-up " << (k.warmupOffset >= 0 ? "+" : "") << k.warmupOffset << ", group "
+  if (k.warmupDepth.empty()) {
+    name << ", warm-up " << (k.warmupOffset >= 0 ? "+" : "") << k.warmupOffset;
+  } else {
+    name << ", warm-up";
+    for (int w : k.warmupDepth) name << " " << w;
+  }
+  name << ", group "
        << (k.microbatchGroup > 0 ? k.microbatchGroup : o_.devices) << ") " << placementKindName(p.layout.placement)
        << " x" << p.layout.chunks << ", " << p.partitionName << " split, " << policySummary(p.policies);
   c.name = name.str();
@@ -355,6 +370,13 @@ Searcher::Evaluated Searcher::evaluatePoint(const Point& p, const std::string& f
   c.partition = p.partition;
   c.policies = p.policies;
   s->name = "search";
+  // Different knobs often give the same order: simulate each distinct schedule once.
+  std::size_t h = std::hash<std::string>{}(joinPartition(p.partition));
+  for (const auto& dev : s->devices)
+    for (const auto& st : dev)
+      h = h * 1000003u ^ (static_cast<std::size_t>(st.first.kind) * 131071u + static_cast<std::size_t>(st.first.stage) * 8191u +
+                          static_cast<std::size_t>(st.first.microbatch));
+  if (!seen_.insert(h).second) return none;
   auto ev = evaluate(std::move(s).value(), c);
   if (ev.feasible && (!bestPoint_ || ev.summary.makespan < bestPointMakespan_ - 1e-9)) {
     bestPoint_ = p;
@@ -438,6 +460,37 @@ void Searcher::explore() {
       p.knobs.microbatchGroup = k.group;
       evaluatePoint(p, "list");
     }
+  }
+}
+
+void Searcher::randomKnobs() {
+  // Seeded samples around the best point: per-device warm-up depths (AdaPtis tunes devices
+  // separately), pending-W bounds and groups the grid does not hold.
+  phase_ = "list scheduler";
+  if (!bestPoint_) return;
+  const int D = o_.devices;
+  const Point base = *bestPoint_;
+  std::uniform_int_distribution<int> offset(-1, 4), pend(-1, 2 * D), grp(1, 2 * D);
+  for (int i = 0; i < o_.randomSamples && !shouldStop(); ++i) {
+    Point p = base;
+    p.knobs.warmupDepth.clear();
+    auto pl = Pipeline::make(D, static_cast<int>(p.partition.size()), o_.microbatches, p.layout.placement);
+    if (!pl) return;
+    // The scheduler's default depth per device, then a random offset each.
+    std::vector<int> sum(static_cast<size_t>(D), 0), cnt(static_cast<size_t>(D), 0);
+    for (int st = 0; st < pl->stages; ++st) {
+      sum[static_cast<size_t>(pl->deviceOf(st))] += pl->stages - st;
+      ++cnt[static_cast<size_t>(pl->deviceOf(st))];
+    }
+    for (int d = 0; d < D; ++d) {
+      const int c = std::max(1, cnt[static_cast<size_t>(d)]);
+      p.knobs.warmupDepth.push_back(std::max(1, (sum[static_cast<size_t>(d)] + c - 1) / c + base.knobs.warmupOffset +
+                                                    offset(rng_)));
+    }
+    p.knobs.warmupOffset = 0;
+    if (p.knobs.splitBackward) p.knobs.maxPendingW = pend(rng_);
+    p.knobs.microbatchGroup = grp(rng_);
+    evaluatePoint(p, "list");
   }
 }
 
@@ -539,6 +592,7 @@ Result<SearchResult> Searcher::run() {
   // Built-ins are always evaluated in full (the guarantee rests on them); the limits apply
   // from here on.
   explore();
+  randomKnobs();
   refinePartition();
   refineOrder();
   shouldStop();

@@ -70,6 +70,7 @@ struct SearchOptions {
   int maxChunks = 2;             // stages per device explored: 1..maxChunks
   bool allowRecompute = true;
   bool allowOffload = true;
+  int randomSamples = 150;       // seeded knob samples (per-device warm-up depths) around the best point
   bool localImprovement = true;
   int localImprovementRounds = 200;
   std::size_t keepTop = 10;      // candidates kept in SearchResult::top
