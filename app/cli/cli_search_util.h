@@ -66,6 +66,10 @@ inline std::optional<ps::core::CostProfile> loadProfile(const std::string& path,
     error = ps::core::formatDiagnostics(p.errors(), &text);
     return std::nullopt;
   }
+  if (p->name.empty()) {  // name it after the file for the report
+    std::string stem = path.substr(path.find_last_of('/') + 1);
+    p->name = stem.substr(0, stem.rfind(".json"));
+  }
   return std::move(p).value();
 }
 
