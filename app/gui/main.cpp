@@ -70,8 +70,7 @@ int main(int argc, char** argv) {
   bool opened = true;
   if (!files.isEmpty())
     opened = w.openFile(files.front(), parser.isSet(shot));
-  else
-    w.openDefault();
+  if (files.isEmpty() || (!opened && !parser.isSet(shot))) w.openDefault();  // something to look at
 
   if (parser.value(layout) == QStringLiteral("slots")) w.setSlotLayout(true);
   if (parser.isSet(select) && !w.selectOpByName(parser.value(select)))

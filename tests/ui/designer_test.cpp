@@ -239,6 +239,27 @@ class DesignerTest : public QObject {
     }
   }
 
+  void memoryCursorFollowsTheTimelineHover() {
+    TimelineView* view = window_->timeline();
+    MemoryChart* chart = window_->memoryChart();
+    auto c = view->blockCenter(OpRef{1, 2});
+    QVERIFY(c.has_value());
+    QMouseEvent move(QEvent::MouseMove, *c, view->viewport()->mapToGlobal(*c), Qt::NoButton, Qt::NoButton,
+                     Qt::NoModifier);
+    QApplication::sendEvent(view->viewport(), &move);
+    QLineSeries* cursor = nullptr;
+    for (QAbstractSeries* s : chart->chart()->series())
+      if (s != chart->capacitySeries() && !chart->deviceSeries().contains(static_cast<QLineSeries*>(s)))
+        cursor = static_cast<QLineSeries*>(s);
+    QVERIFY(cursor != nullptr);
+    QVERIFY(cursor->isVisible());
+    const double t = view->axis().toTime(c->x() - view->rows().labelWidth);
+    QVERIFY(std::abs(cursor->at(0).x() - t) < 1e-6);
+    QEvent leave(QEvent::Leave);
+    QApplication::sendEvent(view, &leave);
+    QVERIFY(!cursor->isVisible());
+  }
+
   void exportsWriteEachFormat() {
     QTemporaryDir dir;
     QVERIFY(dir.isValid());
