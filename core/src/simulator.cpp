@@ -163,30 +163,56 @@ Result<SimulationModel> makeSimulationModel(const Schedule& s, const CostProfile
 }
 
 // ---------------------------------------------------------------------------------------------
-// The simulation: flat arrays, op ids precomputed, one heap of step completions.
+// The simulation: flat arrays, op ids precomputed once per call, a worklist of devices.
 namespace {
 
 constexpr int kNone = -1;
 
+// One entry of a device's order, with everything the hot loop touches in one place.
+struct StepRec {
+  double dur = 0, ready = 0, start = 0, end = 0;
+  int device = 0;
+  int index = 0;    // position in the device's step list
+  int firstOp = 0;  // DependencyGraph op id of its first op
+  int pending = 0;  // dependencies not yet scheduled
+  int edgeBegin = 0, edgeEnd = 0;  // its successors in Compiled::edges
+  std::uint8_t ops = 1;
+  std::uint8_t copy = 0;  // runs on the copy stream
+};
+
+// A dependency from a producer step to a consumer step.
+struct Edge {
+  int consumerStep = 0;
+  std::uint8_t producerSlot = 0, consumerSlot = 0;  // which op of each step (0, or 1 in a pair)
+  double cost = 0;  // transfer time when the two steps are on different devices
+};
+
 // The schedule flattened for the hot loop. Op ids are the DependencyGraph's: device by
-// device, step by step, both ops of a pair in order.
+// device, step by step, both ops of a pair in order, so steps are contiguous per device.
 struct Compiled {
   int D = 0, S = 0, M = 0;
   DependencyGraph g;
+  std::vector<StepRec> steps;
   std::vector<int> opStep;
-  // Per step (devices' step lists flattened in order).
-  std::vector<int> stepDevice, stepIndex, stepFirstOp, stepOps;
-  std::vector<double> stepDur;
-  std::vector<char> stepCopy;
   std::vector<int> devBegin;  // steps of device d: [devBegin[d], devBegin[d + 1])
-  std::vector<char> hasR;     // per F op: its (stage, mb) is recomputed
+  std::vector<Edge> edges;
+  std::vector<char> recomputed;  // per (stage, mb): the schedule has its R
+  std::vector<int> count;
+  // Memory sweep state.
+  std::vector<std::int64_t> stash, offloaded;
+  std::vector<int> live;
 
   const Op& op(int id) const { return g.op(id); }
-  int lookup(OpKind k, int stage, int mb) const { return g.find(Op{k, stage, mb}); }
 };
 
-Result<Compiled> compile(const Schedule& s, const SimulationModel& model, const SimulationOptions&) {
-  Compiled c;
+// Scratch reused by successive calls on one thread (the GUI re-simulates on every drag
+// step): large buffers stay mapped instead of being faulted in again each time.
+Compiled& scratch() {
+  thread_local Compiled c;
+  return c;
+}
+
+Status compile(const Schedule& s, const SimulationModel& model, Compiled& c) {
   const Pipeline& p = s.pipeline;
   c.D = p.devices;
   c.S = p.stages;
@@ -217,31 +243,9 @@ Result<Compiled> compile(const Schedule& s, const SimulationModel& model, const 
     }
   }
   const size_t nOps = static_cast<size_t>(g.size());
-  size_t nSteps = 0;
-  for (const auto& dev : s.devices) nSteps += dev.size();
-  c.opStep.resize(nOps);
-  c.stepDevice.reserve(nSteps);
-  c.stepIndex.reserve(nSteps);
-  c.stepFirstOp.reserve(nSteps);
-  c.stepOps.reserve(nSteps);
-  c.devBegin.reserve(static_cast<size_t>(c.D) + 1);
-  int opId = 0;
-  for (int d = 0; d < c.D; ++d) {
-    c.devBegin.push_back(static_cast<int>(c.stepDevice.size()));
-    const auto& dev = s.devices[static_cast<size_t>(d)];
-    for (size_t i = 0; i < dev.size(); ++i) {
-      const int stepId = static_cast<int>(c.stepDevice.size());
-      const int width = dev[i].overlapped() ? 2 : 1;
-      c.stepDevice.push_back(d);
-      c.stepIndex.push_back(static_cast<int>(i));
-      c.stepFirstOp.push_back(opId);
-      c.stepOps.push_back(width);
-      for (int k = 0; k < width; ++k) c.opStep[static_cast<size_t>(opId++)] = stepId;
-    }
-  }
-  c.devBegin.push_back(static_cast<int>(c.stepDevice.size()));
+  const size_t SM = static_cast<size_t>(c.S) * static_cast<size_t>(c.M);
 
-  // Durations: per (user kind, stage) once, then per step.
+  // Durations of user kinds per (kind, stage), evaluated once.
   const CostProfile& prof = model.profile;
   std::vector<double> userDur(s.userKinds.size() * static_cast<size_t>(c.S), 0.0);
   for (size_t u = 0; u < s.userKinds.size(); ++u) {
@@ -255,17 +259,23 @@ Result<Compiled> compile(const Schedule& s, const SimulationModel& model, const 
       userDur[u * static_cast<size_t>(c.S) + static_cast<size_t>(st)] = std::max(0.0, *v);
     }
   }
-  c.hasR.assign(nOps, 0);
-  bool anyR = false;
-  for (size_t i = 0; i < nOps && !anyR; ++i) anyR = g.op(static_cast<int>(i)).kind == OpKind::R;
-  if (anyR)
-    for (size_t i = 0; i < nOps; ++i) {
-      const Op& op = g.op(static_cast<int>(i));
-      if (op.kind == OpKind::F && c.lookup(OpKind::R, op.stage, op.microbatch) != kNone) c.hasR[i] = 1;
-    }
-
+  c.recomputed.assign(SM, 0);
+  for (size_t i = 0; i < nOps; ++i) {
+    const Op& op = g.op(static_cast<int>(i));
+    if (op.kind == OpKind::R && op.microbatch >= 0)
+      c.recomputed[static_cast<size_t>(op.stage) * static_cast<size_t>(c.M) + static_cast<size_t>(op.microbatch)] = 1;
+  }
+  // F, B, I, W, R per stage in one table: the common case is one load.
+  std::vector<double> kindDur(5 * static_cast<size_t>(c.S));
+  for (int st = 0; st < c.S; ++st) {
+    const StageCost& sc = model.stages[static_cast<size_t>(st)];
+    const double v[5] = {sc.F, sc.B, sc.I, sc.W, sc.R};
+    for (int k = 0; k < 5; ++k) kindDur[static_cast<size_t>(k) * static_cast<size_t>(c.S) + static_cast<size_t>(st)] = v[k];
+  }
   auto opDuration = [&](int id) -> double {
     const Op& op = g.op(id);
+    if (static_cast<std::uint16_t>(op.kind) <= static_cast<std::uint16_t>(OpKind::R))
+      return kindDur[static_cast<size_t>(op.kind) * static_cast<size_t>(c.S) + static_cast<size_t>(op.stage)];
     const StageCost& sc = model.stages[static_cast<size_t>(op.stage)];
     switch (op.kind) {
       case OpKind::F: return sc.F;
@@ -275,10 +285,9 @@ Result<Compiled> compile(const Schedule& s, const SimulationModel& model, const 
       case OpKind::R: return sc.R;
       case OpKind::Offload:
       case OpKind::Reload: {
-        if (prof.hostBandwidthBytesPerMs <= 0) return 0.0;
-        bool recomputed = c.lookup(OpKind::R, op.stage, op.microbatch) != kNone;
-        auto bytes = static_cast<double>(recomputed ? sc.inputBytes : sc.activationBytes);
-        return bytes / prof.hostBandwidthBytesPerMs;
+        if (prof.hostBandwidthBytesPerMs <= 0 || op.microbatch < 0) return 0.0;
+        bool rec = c.recomputed[static_cast<size_t>(op.stage) * static_cast<size_t>(c.M) + static_cast<size_t>(op.microbatch)];
+        return static_cast<double>(rec ? sc.inputBytes : sc.activationBytes) / prof.hostBandwidthBytesPerMs;
       }
       default:
         if (isUserKind(op.kind))
@@ -287,16 +296,73 @@ Result<Compiled> compile(const Schedule& s, const SimulationModel& model, const 
         return 0.0;
     }
   };
-  c.stepDur.resize(nSteps);
-  c.stepCopy.resize(nSteps);
-  for (size_t st = 0; st < nSteps; ++st) {
-    int first = c.stepFirstOp[st];
-    c.stepCopy[st] = runsOnCopyStream(g.op(first).kind) && c.stepOps[st] == 1;
-    double dur = opDuration(first);
-    if (c.stepOps[st] == 2) dur = prof.overlapFactor * (dur + opDuration(first + 1));
-    c.stepDur[st] = dur;
+
+  size_t nSteps = 0;
+  for (const auto& dev : s.devices) nSteps += dev.size();
+  c.steps.assign(nSteps, StepRec{});
+  c.opStep.resize(nOps);
+  c.devBegin.clear();
+  int opId = 0, stepId = 0;
+  for (int d = 0; d < c.D; ++d) {
+    c.devBegin.push_back(stepId);
+    const auto& dev = s.devices[static_cast<size_t>(d)];
+    for (size_t i = 0; i < dev.size(); ++i, ++stepId) {
+      StepRec& r = c.steps[static_cast<size_t>(stepId)];
+      r.device = d;
+      r.index = static_cast<int>(i);
+      r.firstOp = opId;
+      r.ops = dev[i].overlapped() ? 2 : 1;
+      r.copy = r.ops == 1 && runsOnCopyStream(dev[i].first.kind);
+      r.dur = opDuration(opId);
+      if (r.ops == 2) r.dur = prof.overlapFactor * (r.dur + opDuration(opId + 1));
+      for (int k = 0; k < r.ops; ++k) c.opStep[static_cast<size_t>(opId++)] = stepId;
+    }
   }
-  return c;
+  c.devBegin.push_back(stepId);
+
+  // Successor edges by producer step (dependencies inside an overlapped pair do not delay it).
+  std::vector<int>& count = c.count;
+  count.assign(nSteps + 1, 0);
+  for (size_t st = 0; st < nSteps; ++st) {
+    StepRec& r = c.steps[st];
+    for (int op = r.firstOp; op < r.firstOp + r.ops; ++op)
+      for (int dep : g.dependencies(op)) {
+        const int ds = c.opStep[static_cast<size_t>(dep)];
+        if (ds == static_cast<int>(st)) continue;
+        ++r.pending;
+        ++count[static_cast<size_t>(ds) + 1];
+      }
+  }
+  for (size_t i = 0; i < nSteps; ++i) count[i + 1] += count[i];
+  for (size_t i = 0; i < nSteps; ++i) {
+    c.steps[i].edgeBegin = count[i];
+    c.steps[i].edgeEnd = count[i];  // advanced while filling
+  }
+  c.edges.resize(static_cast<size_t>(count[nSteps]));
+  const bool fixedComm = prof.fixedCommMs.has_value();
+  for (size_t st = 0; st < nSteps; ++st) {
+    const StepRec& r = c.steps[st];
+    for (int op = r.firstOp; op < r.firstOp + r.ops; ++op)
+      for (int dep : g.dependencies(op)) {
+        const int ds = c.opStep[static_cast<size_t>(dep)];
+        if (ds == static_cast<int>(st)) continue;
+        StepRec& prod = c.steps[static_cast<size_t>(ds)];
+        Edge& e = c.edges[static_cast<size_t>(prod.edgeEnd++)];
+        e.consumerStep = static_cast<int>(st);
+        e.producerSlot = static_cast<std::uint8_t>(dep - prod.firstOp);
+        e.consumerSlot = static_cast<std::uint8_t>(op - r.firstOp);
+        if (prod.device != r.device) {
+          // What travels is the output of the lower stage (activations forward, their
+          // gradients backward).
+          const int low = std::min(g.op(dep).stage, g.op(op).stage);
+          const auto bytes = static_cast<double>(model.stages[static_cast<size_t>(low)].outputBytes);
+          e.cost = fixedComm ? *prof.fixedCommMs
+                             : prof.link.latencyMs +
+                                   (prof.link.bandwidthBytesPerMs > 0 ? bytes / prof.link.bandwidthBytesPerMs : 0.0);
+        }
+      }
+  }
+  return okStatus();
 }
 
 std::string formatMs(double v) {
@@ -317,97 +383,76 @@ std::string formatBytes(std::int64_t b) {
 }  // namespace
 
 Result<Timeline> simulate(const Schedule& s, const SimulationModel& model, const SimulationOptions& o) {
-  auto compiled = compile(s, model, o);
-  if (!compiled) return compiled.errors();
-  const Compiled& c = *compiled;
+  Compiled& c = scratch();
+  if (auto st = compile(s, model, c); !st) return st.errors();
   const CostProfile& prof = model.profile;
-  const size_t nSteps = c.stepDevice.size();
   const size_t D = static_cast<size_t>(c.D);
-
-  // --- Timing: discrete events in completion order, so that transfers queue on each link's
-  // channel in the order their data becomes ready.
-  // Dependencies inside an overlapped pair do not delay it.
-  std::vector<int> pending(nSteps, 0);
-  for (size_t st = 0; st < nSteps; ++st) {
-    const int first = c.stepFirstOp[st];
-    for (int op = first; op < first + c.stepOps[st]; ++op)
-      for (int dep : c.g.dependencies(op))
-        if (c.opStep[static_cast<size_t>(dep)] != static_cast<int>(st)) ++pending[st];
-  }
-  std::vector<double> ready(nSteps, 0.0), start(nSteps, 0.0), end(nSteps, 0.0);
-  std::vector<int> head(c.devBegin.begin(), c.devBegin.end() - 1);
-  std::vector<double> devFree(D, 0.0), copyFree(D, 0.0);
-  std::vector<double> channelFree(D * D, 0.0);
+  const size_t M = static_cast<size_t>(c.M);
+  std::vector<StepRec>& steps = c.steps;
 
   Timeline tl;
   tl.source = TimelineSource::Simulated;
   tl.label = s.name;
   tl.devices = c.D;
 
-  using Event = std::pair<double, int>;  // (end time, step)
-  std::vector<Event> heapStore;
-  heapStore.reserve(D * 4 + 16);
-  std::priority_queue<Event, std::vector<Event>, std::greater<>> heap(std::greater<>{}, std::move(heapStore));
-
-  auto runDevice = [&](int d) {
-    int& h = head[static_cast<size_t>(d)];
+  // --- Timing. A device runs its steps while their dependencies are scheduled; a step that
+  // is scheduled hands its end time (plus the transfer, across devices) to its successors and
+  // wakes a device whose next step became ready. Each link direction is one channel: a device
+  // schedules its steps in order, so transfers enter the channel in the order their data is
+  // ready (copy-stream ops aside, which send nothing across devices).
+  std::vector<int> head(c.devBegin.begin(), c.devBegin.end() - 1);
+  std::vector<double> devFree(D, 0.0), copyFree(D, 0.0), channelFree(D * D, 0.0);
+  std::vector<int> work;
+  std::vector<char> queued(D, 1);
+  work.reserve(D);
+  for (int d = c.D - 1; d >= 0; --d) work.push_back(d);
+  while (!work.empty()) {
+    const int d = work.back();
+    work.pop_back();
+    queued[static_cast<size_t>(d)] = 0;
+    int h = head[static_cast<size_t>(d)];
     const int stop = c.devBegin[static_cast<size_t>(d) + 1];
-    double& free = devFree[static_cast<size_t>(d)];
-    while (h < stop && pending[static_cast<size_t>(h)] == 0) {
-      auto st = static_cast<size_t>(h);
-      double t0;
-      if (c.stepCopy[st]) {
+    double free = devFree[static_cast<size_t>(d)];
+    for (; h < stop; ++h) {
+      StepRec& r = steps[static_cast<size_t>(h)];
+      if (r.pending > 0) break;
+      if (r.copy) {
         double& cf = copyFree[static_cast<size_t>(d)];
-        t0 = std::max({free, ready[st], cf});
-        cf = t0 + c.stepDur[st];
+        r.start = std::max({free, r.ready, cf});
+        cf = r.start + r.dur;
       } else {
-        t0 = std::max(free, ready[st]);
-        free = t0 + c.stepDur[st];
+        r.start = std::max(free, r.ready);
+        free = r.start + r.dur;
       }
-      start[st] = t0;
-      end[st] = t0 + c.stepDur[st];
-      heap.emplace(end[st], h);
-      ++h;
-    }
-  };
-
-  const bool fixedComm = prof.fixedCommMs.has_value();
-  const double fixedCommMs = prof.fixedCommMs.value_or(0.0);
-  for (int d = 0; d < c.D; ++d) runDevice(d);
-  while (!heap.empty()) {
-    auto [t, stepId] = heap.top();
-    heap.pop();
-    auto st = static_cast<size_t>(stepId);
-    const int srcDev = c.stepDevice[st];
-    const int firstOp = c.stepFirstOp[st];
-    for (int op = firstOp; op < firstOp + c.stepOps[st]; ++op) {
-      for (const int consumer : c.g.dependents(op)) {
-        const auto cs = static_cast<size_t>(c.opStep[static_cast<size_t>(consumer)]);
-        if (cs == st) continue;
-        const int dstDev = c.stepDevice[cs];
-        double arrival = t;
-        if (dstDev != srcDev) {
-          const Op& prod = c.op(op);
-          const Op& cons = c.op(consumer);
-          const int lowStage = std::min(prod.stage, cons.stage);
-          const std::int64_t bytes = model.stages[static_cast<size_t>(lowStage)].outputBytes;
-          double cost = fixedComm ? fixedCommMs
-                                  : prof.link.latencyMs + (prof.link.bandwidthBytesPerMs > 0
-                                                               ? static_cast<double>(bytes) / prof.link.bandwidthBytesPerMs
-                                                               : 0.0);
-          if (cost > 0) {
-            double& ch = channelFree[static_cast<size_t>(srcDev) * D + static_cast<size_t>(dstDev)];
-            double ts = std::max(t, ch);
-            ch = ts + cost;
-            arrival = ch;
-            if (o.recordTransfers) tl.transfers.push_back(Transfer{srcDev, dstDev, prod, cons, bytes, ts, arrival});
+      r.end = r.start + r.dur;
+      for (int k = r.edgeBegin; k < r.edgeEnd; ++k) {
+        const Edge& e = c.edges[static_cast<size_t>(k)];
+        StepRec& cons = steps[static_cast<size_t>(e.consumerStep)];
+        double arrival = r.end;
+        if (cons.device != d && e.cost > 0) {
+          double& ch = channelFree[static_cast<size_t>(d) * D + static_cast<size_t>(cons.device)];
+          const double ts = std::max(r.end, ch);
+          ch = ts + e.cost;
+          arrival = ch;
+          if (o.recordTransfers) {
+            const Op& prod = c.op(r.firstOp + e.producerSlot);
+            const Op& con = c.op(cons.firstOp + e.consumerSlot);
+            const std::int64_t bytes = model.stages[static_cast<size_t>(std::min(prod.stage, con.stage))].outputBytes;
+            tl.transfers.push_back(Transfer{d, cons.device, prod, con, bytes, ts, arrival});
           }
         }
-        if (arrival > ready[cs]) ready[cs] = arrival;
-        if (--pending[cs] == 0 && head[static_cast<size_t>(dstDev)] == static_cast<int>(cs)) runDevice(dstDev);
+        if (arrival > cons.ready) cons.ready = arrival;
+        if (--cons.pending == 0 && cons.device != d && head[static_cast<size_t>(cons.device)] == e.consumerStep &&
+            !queued[static_cast<size_t>(cons.device)]) {
+          queued[static_cast<size_t>(cons.device)] = 1;
+          work.push_back(cons.device);
+        }
       }
     }
+    head[static_cast<size_t>(d)] = h;
+    devFree[static_cast<size_t>(d)] = free;
   }
+  // Transfers stay in the order they were scheduled: per link direction, in time order.
 
   bool stalled = false;
   for (int d = 0; d < c.D; ++d)
@@ -416,8 +461,9 @@ Result<Timeline> simulate(const Schedule& s, const SimulationModel& model, const
   // --- Ops of the timeline, sorted by (device, start), and per-device busy / span.
   size_t done = 0;
   for (int d = 0; d < c.D; ++d)
-    done += static_cast<size_t>(head[static_cast<size_t>(d)] - c.devBegin[static_cast<size_t>(d)]);
-  tl.ops.reserve(static_cast<size_t>(c.g.size()));
+    for (int h = c.devBegin[static_cast<size_t>(d)]; h < head[static_cast<size_t>(d)]; ++h)
+      done += steps[static_cast<size_t>(h)].ops;
+  tl.ops.reserve(done);
   TimelineMetrics& m = tl.metrics;
   m.devices.resize(D);
   double first = std::numeric_limits<double>::infinity(), last = -first, busySum = 0;
@@ -427,27 +473,27 @@ Result<Timeline> simulate(const Schedule& s, const SimulationModel& model, const
     const size_t segBegin = tl.ops.size();
     bool anyCopy = false;
     const int b = c.devBegin[static_cast<size_t>(d)], e = head[static_cast<size_t>(d)];
-    if (e > b) {
-      dm.start = std::numeric_limits<double>::infinity();
-      dm.end = -dm.start;
-    }
+    double lo = std::numeric_limits<double>::infinity(), hi = -lo, busy = 0;
     for (int h = b; h < e; ++h) {
-      auto st = static_cast<size_t>(h);
-      const bool pair = c.stepOps[st] == 2;
-      for (int op = c.stepFirstOp[st]; op < c.stepFirstOp[st] + c.stepOps[st]; ++op)
-        tl.ops.push_back(TimelineOp{d, c.stepIndex[st], c.op(op), pair, start[st], end[st]});
-      dm.start = std::min(dm.start, start[st]);
-      dm.end = std::max(dm.end, end[st]);
-      if (c.stepCopy[st]) anyCopy = true;
-      else dm.busy += c.stepDur[st];
+      const StepRec& r = steps[static_cast<size_t>(h)];
+      const bool pair = r.ops == 2;
+      for (int op = r.firstOp; op < r.firstOp + r.ops; ++op)
+        tl.ops.push_back(TimelineOp{d, r.index, c.op(op), pair, r.start, r.end});
+      lo = std::min(lo, r.start);
+      hi = std::max(hi, r.end);
+      if (r.copy) anyCopy = true;
+      else busy += r.dur;
+    }
+    dm.busy = busy;
+    if (e > b) {
+      dm.start = lo;
+      dm.end = hi;
+      first = std::min(first, lo);
+      last = std::max(last, hi);
     }
     if (anyCopy)
       std::stable_sort(tl.ops.begin() + static_cast<std::ptrdiff_t>(segBegin), tl.ops.end(),
                        [](const TimelineOp& x, const TimelineOp& y) { return x.start < y.start; });
-    if (e > b) {
-      first = std::min(first, dm.start);
-      last = std::max(last, dm.end);
-    }
     busySum += dm.busy;
     m.lowerBound = std::max(m.lowerBound, dm.busy);
   }
@@ -463,9 +509,13 @@ Result<Timeline> simulate(const Schedule& s, const SimulationModel& model, const
   // --- Memory: walk each device's compute stream and copy stream in time order (each is
   // ordered by itself), frees before allocations at equal times.
   const std::int64_t limit = o.memoryLimitBytes.value_or(prof.deviceMemoryBytes);
-  std::vector<std::int64_t> stash(static_cast<size_t>(c.g.size()), 0);  // per F op: activations resident on the device
-  std::vector<std::int64_t> offloaded(static_cast<size_t>(c.g.size()), 0);
-  std::vector<int> live(D * static_cast<size_t>(c.M), 0);  // live F..B/I stashes per (device, mb)
+  const size_t SM = static_cast<size_t>(c.S) * M;
+  std::vector<std::int64_t>& stash = c.stash;  // per (stage, mb): activations resident on the device
+  std::vector<std::int64_t>& offloaded = c.offloaded;  // per (stage, mb): activations on the host
+  std::vector<int>& live = c.live;                     // F..B/I stashes alive per (device, mb)
+  stash.assign(SM, 0);
+  offloaded.assign(SM, 0);
+  live.assign(D * M, 0);
   if (o.recordMemory) tl.memory.resize(D);
   std::vector<int> copySteps;
   for (int d = 0; d < c.D; ++d) {
@@ -477,25 +527,27 @@ Result<Timeline> simulate(const Schedule& s, const SimulationModel& model, const
     dm.staticBytes = staticBytes;
     std::int64_t cur = staticBytes;
     dm.peakMemoryBytes = cur;
-    dm.peakMemoryTime = std::isfinite(dm.start) ? dm.start : 0.0;
+    dm.peakMemoryTime = dm.start;
     int inflight = 0;
     bool overLimit = false;
     std::vector<MemorySample>* curve = o.recordMemory ? &tl.memory[static_cast<size_t>(d)] : nullptr;
-    if (curve) curve->push_back(MemorySample{dm.peakMemoryTime, cur});
+    const int b = c.devBegin[static_cast<size_t>(d)], e = head[static_cast<size_t>(d)];
+    if (curve) {
+      curve->reserve(static_cast<size_t>(e - b) + 2);
+      curve->push_back(MemorySample{dm.peakMemoryTime, cur});
+    }
     if (limit > 0 && cur > limit) {
       overLimit = true;
-      Diagnostic diag = makeError("simulate.memory", "device " + std::to_string(d) + " needs " + formatBytes(cur) +
-                                                         " for weights, gradients and optimizer state alone, over its limit of " +
-                                                         formatBytes(limit));
-      tl.diagnostics.push_back(std::move(diag));
+      tl.diagnostics.push_back(makeError("simulate.memory", "device " + std::to_string(d) + " needs " + formatBytes(cur) +
+                                                                " for weights, gradients and optimizer state alone, over its limit of " +
+                                                                formatBytes(limit)));
     }
-
-    const int b = c.devBegin[static_cast<size_t>(d)], e = head[static_cast<size_t>(d)];
     copySteps.clear();
     for (int h = b; h < e; ++h)
-      if (c.stepCopy[static_cast<size_t>(h)]) copySteps.push_back(h);
+      if (steps[static_cast<size_t>(h)].copy) copySteps.push_back(h);
 
-    auto apply = [&](double time, std::int64_t delta, int opId) {
+    int curStep = 0;  // step index of the op being applied (the peak's op)
+    auto apply = [&](double time, std::int64_t delta, const Op& op) {
       if (delta == 0) return;
       cur += delta;
       if (curve) {
@@ -506,24 +558,20 @@ Result<Timeline> simulate(const Schedule& s, const SimulationModel& model, const
       if (cur > dm.peakMemoryBytes) {
         dm.peakMemoryBytes = cur;
         dm.peakMemoryTime = time;
-        dm.peakMemoryOp = OpRef{d, c.stepIndex[static_cast<size_t>(c.opStep[static_cast<size_t>(opId)])]};
+        dm.peakMemoryOp = OpRef{d, curStep};
       }
       if (limit > 0 && cur > limit && !overLimit) {
         overLimit = true;
-        const Op& op = c.op(opId);
         Diagnostic diag = makeError("simulate.memory", "device " + std::to_string(d) + " exceeds its memory limit at " +
                                                            formatMs(time) + " during " + s.opName(op) + ": " +
                                                            formatBytes(cur) + " > " + formatBytes(limit));
-        diag.related.push_back(dm.peakMemoryOp.device >= 0 && cur == dm.peakMemoryBytes
-                                   ? dm.peakMemoryOp
-                                   : OpRef{d, c.stepIndex[static_cast<size_t>(c.opStep[static_cast<size_t>(opId)])]});
+        diag.related.push_back(OpRef{d, curStep});
         tl.diagnostics.push_back(std::move(diag));
       }
     };
-    auto fOf = [&](const Op& op) { return c.lookup(OpKind::F, op.stage, op.microbatch); };
     auto inflightDelta = [&](const Op& op, int delta) {
       if (op.microbatch < 0) return;
-      int& n = live[static_cast<size_t>(d) * static_cast<size_t>(c.M) + static_cast<size_t>(op.microbatch)];
+      int& n = live[static_cast<size_t>(d) * M + static_cast<size_t>(op.microbatch)];
       if (delta > 0) {
         if (n++ == 0) dm.peakInflightMicrobatches = std::max(dm.peakInflightMicrobatches, ++inflight);
       } else if (n > 0) {
@@ -531,103 +579,100 @@ Result<Timeline> simulate(const Schedule& s, const SimulationModel& model, const
       }
     };
     // Memory effect of one op at its start (phase 0) or end (phase 1).
-    auto effect = [&](int opId, int phase, double time) {
-      const Op& op = c.op(opId);
+    auto effect = [&](const Op& op, int phase, double time) {
       const StageCost& sc = model.stages[static_cast<size_t>(op.stage)];
+      const size_t sm = op.microbatch >= 0 ? static_cast<size_t>(op.stage) * M + static_cast<size_t>(op.microbatch) : 0;
       switch (op.kind) {
         case OpKind::F:
-          if (phase == 0) {
-            std::int64_t bytes = c.hasR[static_cast<size_t>(opId)] ? sc.inputBytes : sc.activationBytes;
-            stash[static_cast<size_t>(opId)] = bytes;
+          if (phase == 0 && op.microbatch >= 0) {
+            const std::int64_t bytes = c.recomputed[sm] ? sc.inputBytes : sc.activationBytes;
+            stash[sm] = bytes;
             inflightDelta(op, +1);
-            apply(time, bytes, opId);
+            apply(time, bytes, op);
           }
           break;
         case OpKind::R:
-          if (phase == 0) {
-            int f = fOf(op);
-            if (f != kNone) stash[static_cast<size_t>(f)] += sc.activationBytes;
-            apply(time, sc.activationBytes, opId);
+          if (phase == 0 && op.microbatch >= 0) {
+            stash[sm] += sc.activationBytes;
+            apply(time, sc.activationBytes, op);
           }
           break;
         case OpKind::B:
         case OpKind::I:
-          if (phase == 1) {
-            int f = fOf(op);
-            std::int64_t freed = 0;
-            if (f != kNone) {
-              std::int64_t& st = stash[static_cast<size_t>(f)];
-              freed = op.kind == OpKind::B ? st : std::max<std::int64_t>(0, st - std::min(st, sc.weightGradStashBytes));
-              st -= freed;
-            }
+          if (phase == 1 && op.microbatch >= 0) {
+            std::int64_t& st = stash[sm];
+            const std::int64_t freed =
+                op.kind == OpKind::B ? st : std::max<std::int64_t>(0, st - std::min(st, sc.weightGradStashBytes));
+            st -= freed;
             inflightDelta(op, -1);
-            apply(time, -freed, opId);
+            apply(time, -freed, op);
           }
           break;
         case OpKind::W:
-          if (phase == 1) {
-            int f = fOf(op);
-            if (f != kNone) {
-              std::int64_t freed = stash[static_cast<size_t>(f)];
-              stash[static_cast<size_t>(f)] = 0;
-              apply(time, -freed, opId);
-            }
+          if (phase == 1 && op.microbatch >= 0) {
+            const std::int64_t freed = stash[sm];
+            stash[sm] = 0;
+            apply(time, -freed, op);
           }
           break;
         case OpKind::Offload:
-          if (phase == 1) {
-            int f = fOf(op);
-            if (f != kNone) {
-              std::int64_t moved = stash[static_cast<size_t>(f)];
-              offloaded[static_cast<size_t>(f)] = moved;
-              stash[static_cast<size_t>(f)] = 0;
-              apply(time, -moved, opId);
-            }
+          if (phase == 1 && op.microbatch >= 0) {
+            const std::int64_t moved = stash[sm];
+            offloaded[sm] += moved;
+            stash[sm] = 0;
+            apply(time, -moved, op);
           }
           break;
         case OpKind::Reload:
-          if (phase == 0) {
-            int f = fOf(op);
-            if (f != kNone) {
-              std::int64_t back = offloaded[static_cast<size_t>(f)];
-              offloaded[static_cast<size_t>(f)] = 0;
-              stash[static_cast<size_t>(f)] += back;
-              apply(time, back, opId);
-            }
+          if (phase == 0 && op.microbatch >= 0) {
+            const std::int64_t back = offloaded[sm];
+            offloaded[sm] = 0;
+            stash[sm] += back;
+            apply(time, back, op);
           }
           break;
         default:
           if (const UserKind* u = s.userKind(op.kind)) {
-            if (phase == 0) apply(time, u->memory.transientBytes, opId);
-            else apply(time, u->memory.deltaBytes - u->memory.transientBytes, opId);
+            if (phase == 0) apply(time, u->memory.transientBytes, op);
+            else apply(time, u->memory.deltaBytes - u->memory.transientBytes, op);
           }
           break;
       }
     };
     auto stepEffect = [&](int h, int phase) {
-      auto st = static_cast<size_t>(h);
-      double time = phase == 0 ? start[st] : end[st];
-      // Frees of a pair before its allocations would hide its true peak: starts first.
-      for (int op = c.stepFirstOp[st]; op < c.stepFirstOp[st] + c.stepOps[st]; ++op) effect(op, phase, time);
+      const StepRec& r = steps[static_cast<size_t>(h)];
+      const double time = phase == 0 ? r.start : r.end;
+      curStep = r.index;
+      for (int op = r.firstOp; op < r.firstOp + r.ops; ++op) effect(c.op(op), phase, time);
     };
 
     // Two ordered streams: compute steps (skipping copy steps) and copy steps.
+    if (copySteps.empty()) {
+      for (int h = b; h < e; ++h) {
+        stepEffect(h, 0);
+        stepEffect(h, 1);
+      }
+      continue;
+    }
     int ci = b;
     size_t qi = 0;
     int cPhase = 0, qPhase = 0;
     auto nextCompute = [&] {
-      while (ci < e && c.stepCopy[static_cast<size_t>(ci)]) ++ci;
+      while (ci < e && steps[static_cast<size_t>(ci)].copy) ++ci;
     };
     nextCompute();
     while (ci < e || qi < copySteps.size()) {
       double tc = std::numeric_limits<double>::infinity(), tq = tc;
-      if (ci < e) tc = cPhase == 0 ? start[static_cast<size_t>(ci)] : end[static_cast<size_t>(ci)];
+      if (ci < e) {
+        const StepRec& r = steps[static_cast<size_t>(ci)];
+        tc = cPhase == 0 ? r.start : r.end;
+      }
       if (qi < copySteps.size()) {
-        auto st = static_cast<size_t>(copySteps[qi]);
-        tq = qPhase == 0 ? start[st] : end[st];
+        const StepRec& r = steps[static_cast<size_t>(copySteps[qi])];
+        tq = qPhase == 0 ? r.start : r.end;
       }
       // Earlier first; at a tie, an end (free) before a start (allocation).
-      bool takeCompute = tc < tq || (tc == tq && (cPhase == 1 || qPhase == 0));
+      const bool takeCompute = tc < tq || (tc == tq && (cPhase == 1 || qPhase == 0));
       if (takeCompute) {
         stepEffect(ci, cPhase);
         if (cPhase == 0) {
@@ -654,7 +699,7 @@ Result<Timeline> simulate(const Schedule& s, const SimulationModel& model, const
     ValidationReport report = validateSchedule(s);
     bool reported = false;
     for (const Diagnostic& dg : report.diagnostics) {
-      if (dg.code.find("deadlock") != std::string::npos) {
+      if (dg.code == "validate.deadlock") {
         tl.diagnostics.push_back(dg);
         reported = true;
       }
@@ -665,22 +710,21 @@ Result<Timeline> simulate(const Schedule& s, const SimulationModel& model, const
       std::string msg = "simulation stalled:";
       Diagnostic diag = makeError("simulate.stall", "");
       for (int d = 0; d < c.D; ++d) {
-        int h = head[static_cast<size_t>(d)];
+        const int h = head[static_cast<size_t>(d)];
         if (h >= c.devBegin[static_cast<size_t>(d) + 1]) continue;
-        auto st = static_cast<size_t>(h);
-        int op = c.stepFirstOp[st];
+        const StepRec& r = steps[static_cast<size_t>(h)];
         std::string waits;
-        for (int o2 = op; o2 < op + c.stepOps[st] && waits.empty(); ++o2)
-          for (int dep : c.g.dependencies(o2)) {
-            auto ds = static_cast<size_t>(c.opStep[static_cast<size_t>(dep)]);
-            if (head[static_cast<size_t>(c.stepDevice[ds])] <= static_cast<int>(ds)) {
-              waits = s.opName(c.op(dep)) + " on device " + std::to_string(c.stepDevice[ds]);
+        for (int op = r.firstOp; op < r.firstOp + r.ops && waits.empty(); ++op)
+          for (int dep : c.g.dependencies(op)) {
+            const StepRec& ds = steps[static_cast<size_t>(c.opStep[static_cast<size_t>(dep)])];
+            if (head[static_cast<size_t>(ds.device)] <= c.opStep[static_cast<size_t>(dep)] && &ds != &r) {
+              waits = s.opName(c.op(dep)) + " on device " + std::to_string(ds.device);
               break;
             }
           }
-        msg += " device " + std::to_string(d) + " at " + s.opName(c.op(op)) + " waits for " +
+        msg += " device " + std::to_string(d) + " at " + s.opName(c.op(r.firstOp)) + " waits for " +
                (waits.empty() ? std::string("?") : waits) + ";";
-        diag.related.push_back(OpRef{d, c.stepIndex[st]});
+        diag.related.push_back(OpRef{d, r.index});
       }
       msg.pop_back();
       diag.message = msg;

@@ -1,0 +1,277 @@
+// pipestudio-cli simulate: predicted timeline, metrics and memory of a schedule.
+#include <charconv>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "cli.h"
+#include "pipestudio/core/chrome_trace.h"
+#include "pipestudio/core/cost_profile.h"
+#include "pipestudio/core/dsl.h"
+#include "pipestudio/core/pytorch_csv.h"
+#include "pipestudio/core/simulator.h"
+#include "pipestudio/core/validator.h"
+
+namespace ps::cli {
+namespace {
+
+using namespace ps::core;
+
+const char* kUsage =
+    "usage: pipestudio-cli simulate FILE [--profile P.json | --cost F=1,I=1,W=1] [--comm T]\n"
+    "                                [--partition 3,4,4,5] [--memory-limit BYTES] [--json]\n"
+    "                                [--trace OUT.json]\n"
+    "\n"
+    "Simulates a schedule (.pipe or PyTorch .csv) with a cost model and prints makespan, bubble\n"
+    "ratio, lower bound, efficiency and per-device busy time, span, peak memory and peak\n"
+    "micro-batches in flight.\n"
+    "\n"
+    "  --profile P.json     cost profile (docs/formats.md); default: the .pipe header's profile,\n"
+    "                       relative to the .pipe file\n"
+    "  --cost SPEC          uniform costs per stage: F, B, I, W, R in ms (B defaults to I+W, R to\n"
+    "                       F), act, out, weight in bytes, mem (device bytes), overlap\n"
+    "  --comm T             fixed time (ms) per cross-device transfer, instead of the link model\n"
+    "  --partition LIST     layers per stage, e.g. 3,4,4,5 (default: the .pipe header's, else\n"
+    "                       one layer per stage or balanced by time)\n"
+    "  --memory-limit BYTES device memory limit (overrides the profile's; suffixes K M G KiB MiB GiB)\n"
+    "  --json               print one JSON object instead of the table\n"
+    "  --trace OUT.json     write a Chrome trace (Perfetto, chrome://tracing)\n"
+    "\n"
+    "Exit status: 0 valid, 1 invalid (deadlock, memory over the limit, schedule errors; the\n"
+    "diagnostics go to stderr), 2 usage or unreadable input.\n";
+
+bool endsWith(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+bool parseDouble(const std::string& s, double& out) {
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+  return ec == std::errc() && p == s.data() + s.size() && out >= 0;
+}
+
+bool parseBytes(std::string s, std::int64_t& out) {
+  static const std::pair<const char*, double> kSuffixes[] = {
+      {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0}, {"TiB", 1099511627776.0},
+      {"K", 1e3},      {"M", 1e6},         {"G", 1e9},            {"T", 1e12},
+      {"B", 1.0}};
+  double mult = 1;
+  for (auto [suf, m] : kSuffixes) {
+    if (endsWith(s, suf)) {
+      s.resize(s.size() - std::char_traits<char>::length(suf));
+      mult = m;
+      break;
+    }
+  }
+  double v = 0;
+  if (!parseDouble(s, v)) return false;
+  out = static_cast<std::int64_t>(v * mult);
+  return out > 0;
+}
+
+bool parsePartition(const std::string& s, std::vector<int>& out) {
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    int v = 0;
+    auto [p, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
+    if (ec != std::errc() || p != item.data() + item.size() || v < 1) return false;
+    out.push_back(v);
+  }
+  return !out.empty();
+}
+
+std::string fmt(double v, int prec = 4) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*g", prec + 2, v);
+  return buf;
+}
+
+std::string bytesText(std::int64_t b) {
+  char buf[64];
+  double v = static_cast<double>(b);
+  if (b >= (1LL << 30)) std::snprintf(buf, sizeof buf, "%.2f GiB", v / (1LL << 30));
+  else if (b >= (1LL << 20)) std::snprintf(buf, sizeof buf, "%.2f MiB", v / (1LL << 20));
+  else if (b >= (1LL << 10)) std::snprintf(buf, sizeof buf, "%.2f KiB", v / (1LL << 10));
+  else std::snprintf(buf, sizeof buf, "%lld B", static_cast<long long>(b));
+  return buf;
+}
+
+std::string pad(std::string s, size_t w, bool right = true) {
+  if (s.size() >= w) return s;
+  return right ? std::string(w - s.size(), ' ') + s : s + std::string(w - s.size(), ' ');
+}
+
+nlohmann::ordered_json diagnosticJson(const Diagnostic& d) {
+  nlohmann::ordered_json j = {{"severity", d.severity == Severity::Error ? "error" : d.severity == Severity::Warning ? "warning" : "note"},
+                      {"code", d.code},
+                      {"message", d.message}};
+  if (d.location.valid()) j["location"] = {{"file", d.location.file}, {"line", d.location.line}, {"column", d.location.column}};
+  if (!d.related.empty()) {
+    nlohmann::ordered_json rel = nlohmann::ordered_json::array();
+    for (const OpRef& r : d.related) rel.push_back({{"device", r.device}, {"step", r.step}});
+    j["related"] = std::move(rel);
+  }
+  return j;
+}
+
+int runSimulate(const std::vector<std::string>& argv) {
+  Args args(argv, {"--profile", "--cost", "--comm", "--partition", "--memory-limit", "--trace"}, {"--json"});
+  auto usage = [](const std::string& msg) {
+    std::cerr << "pipestudio-cli simulate: " << msg << "\n" << kUsage;
+    return kExitUsage;
+  };
+  if (!args.ok()) return usage(args.error());
+  if (args.positionals().size() != 1) return usage("expected one schedule file");
+  if (args.has("--profile") && args.has("--cost")) return usage("give --profile or --cost, not both");
+  const std::string file = args.positionals()[0];
+
+  std::string text, err;
+  if (!readInput(file, text, err)) {
+    std::cerr << "pipestudio-cli simulate: " << err << "\n";
+    return kExitUsage;
+  }
+  Result<Schedule> parsed = endsWith(file, ".csv") ? readPytorchCsv(text, CsvReadOptions{file})
+                                                   : parseDsl(text, DslOptions{file});
+  if (!parsed) {
+    std::cerr << formatDiagnostics(parsed.errors(), &text);
+    return kExitInvalid;
+  }
+  Schedule& s = *parsed;
+
+  // Cost profile: flags first, then the .pipe header's (relative to the .pipe file).
+  Result<CostProfile> profile = Diagnostic{};
+  if (args.has("--cost")) {
+    profile = uniformCostProfile(args.value("--cost"), s.pipeline.stages);
+    if (!profile) return usage(profile.error().message);
+  } else {
+    std::string path = args.value("--profile");
+    if (path.empty() && s.profile) {
+      std::filesystem::path p(*s.profile);
+      if (p.is_relative() && file != "-") p = std::filesystem::path(file).parent_path() / p;
+      path = p.string();
+    }
+    if (path.empty()) return usage("no cost profile: give --profile P.json or --cost F=1,I=1,W=1");
+    std::string ptext;
+    if (!readInput(path, ptext, err)) {
+      std::cerr << "pipestudio-cli simulate: " << err << "\n";
+      return kExitUsage;
+    }
+    profile = parseCostProfile(ptext, path);
+    if (!profile) {
+      std::cerr << formatDiagnostics(profile.errors());
+      return kExitUsage;
+    }
+  }
+  if (args.has("--comm")) {
+    double c = 0;
+    if (!parseDouble(args.value("--comm"), c)) return usage("--comm: expected a non-negative number of ms");
+    profile->fixedCommMs = c;
+  }
+  std::vector<int> partition;
+  if (args.has("--partition") && !parsePartition(args.value("--partition"), partition))
+    return usage("--partition: expected layers per stage, e.g. 3,4,4,5");
+  SimulationOptions opts;
+  opts.recordTransfers = args.has("--trace");
+  opts.recordMemory = args.has("--trace");
+  if (args.has("--memory-limit")) {
+    std::int64_t lim = 0;
+    if (!parseBytes(args.value("--memory-limit"), lim)) return usage("--memory-limit: expected a byte count, e.g. 80GiB");
+    opts.memoryLimitBytes = lim;
+  }
+
+  auto model = makeSimulationModel(s, *profile, partition);
+  if (!model) {
+    std::cerr << formatDiagnostics(model.errors());
+    return kExitInvalid;
+  }
+  ValidationReport report = validateSchedule(s);
+  auto timeline = simulate(s, *model, opts);
+  if (!timeline) {
+    std::cerr << formatDiagnostics(report.diagnostics) << formatDiagnostics(timeline.errors());
+    return kExitInvalid;
+  }
+  Timeline& t = *timeline;
+
+  // The validator's deadlock is the simulator's stall too: report it once.
+  Diagnostics diags;
+  for (const Diagnostic& d : report.diagnostics)
+    if (!(d.code == "validate.deadlock" && !t.complete)) diags.push_back(d);
+  diags.insert(diags.end(), t.diagnostics.begin(), t.diagnostics.end());
+  const bool valid = t.complete && !hasErrors(diags);
+  const TimelineMetrics& m = t.metrics;
+
+  if (args.has("--trace")) {
+    if (!writeOutput(args.value("--trace"), exportChromeTrace(t, &s), err)) {
+      std::cerr << "pipestudio-cli simulate: " << err << "\n";
+      return kExitUsage;
+    }
+  }
+
+  if (args.has("--json")) {
+    nlohmann::ordered_json j;
+    j["file"] = file;
+    j["schedule"] = s.name;
+    j["profile"] = profile->name;
+    j["device_count"] = s.pipeline.devices;
+    j["stages"] = s.pipeline.stages;
+    j["microbatches"] = s.pipeline.microbatches;
+    j["makespan"] = m.makespan;
+    j["bubble_ratio"] = m.bubbleRatio;
+    j["lower_bound"] = m.lowerBound;
+    j["efficiency"] = m.efficiency;
+    j["ops"] = m.ops;
+    j["valid"] = valid;
+    j["complete"] = t.complete;
+    nlohmann::ordered_json devs = nlohmann::ordered_json::array();
+    for (const DeviceMetrics& d : m.devices) {
+      nlohmann::ordered_json dj = {{"device", d.device},
+                           {"busy", d.busy},
+                           {"span", d.span()},
+                           {"start", d.start},
+                           {"end", d.end},
+                           {"static_memory_bytes", d.staticBytes},
+                           {"peak_memory_bytes", d.peakMemoryBytes},
+                           {"peak_memory_time", d.peakMemoryTime},
+                           {"peak_inflight_microbatches", d.peakInflightMicrobatches}};
+      if (d.peakMemoryOp.step >= 0) {
+        const Step& st = s.devices[static_cast<size_t>(d.device)][static_cast<size_t>(d.peakMemoryOp.step)];
+        dj["peak_memory_op"] = s.opName(st.first);
+      }
+      devs.push_back(std::move(dj));
+    }
+    j["devices"] = std::move(devs);
+    nlohmann::ordered_json dl = nlohmann::ordered_json::array();
+    for (const Diagnostic& d : diags) dl.push_back(diagnosticJson(d));
+    j["diagnostics"] = std::move(dl);
+    std::cout << j.dump(2) << "\n";
+  } else {
+    std::ostringstream o;
+    o << (s.name.empty() ? file : s.name) << ": " << s.pipeline.devices << " devices, " << s.pipeline.stages
+      << " stages, " << s.pipeline.microbatches << " micro-batches, " << m.ops << " ops; profile "
+      << (profile->name.empty() ? "(unnamed)" : profile->name) << "\n";
+    o << "makespan " << fmt(m.makespan) << " ms   lower bound " << fmt(m.lowerBound) << " ms   efficiency "
+      << fmt(100 * m.efficiency, 2) << "%   bubble " << fmt(100 * m.bubbleRatio, 2) << "%   "
+      << (valid ? "valid" : "INVALID") << "\n\n";
+    o << pad("device", 6) << pad("busy ms", 12) << pad("span ms", 12) << pad("idle %", 8) << pad("peak memory", 13)
+      << pad("at ms", 11) << "  " << pad("peak op", 12, false) << pad("in flight", 9) << "\n";
+    for (const DeviceMetrics& d : m.devices) {
+      std::string opName = "-";
+      if (d.peakMemoryOp.step >= 0)
+        opName = s.opName(s.devices[static_cast<size_t>(d.device)][static_cast<size_t>(d.peakMemoryOp.step)].first);
+      double idle = d.span() > 0 ? 100.0 * (1 - d.busy / d.span()) : 0;
+      o << pad(std::to_string(d.device), 6) << pad(fmt(d.busy), 12) << pad(fmt(d.span()), 12) << pad(fmt(idle, 2), 8)
+        << pad(bytesText(d.peakMemoryBytes), 13) << pad(fmt(d.peakMemoryTime), 11) << "  " << pad(opName, 12, false)
+        << pad(std::to_string(d.peakInflightMicrobatches), 9) << "\n";
+    }
+    std::cout << o.str();
+  }
+  if (!diags.empty()) std::cerr << formatDiagnostics(diags);
+  return valid ? kExitOk : kExitInvalid;
+}
+
+const CommandRegistrar kRegister{Command{"simulate", "predict a schedule's timeline, bubbles and memory", kUsage, runSimulate}};
+
+}  // namespace
+}  // namespace ps::cli
