@@ -127,6 +127,11 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   connect(doc_, &ScheduleDocument::effectChanged, this, &MainWindow::showStatus);
   connect(view_, &TimelineView::statusMessage, this, &MainWindow::showStatus);
   connect(view_, &TimelineView::hoverTimeChanged, memory_, &MemoryChart::setCursorTime);
+  // The summary follows the live drag preview, and returns to the document when it ends.
+  connect(view_, &TimelineView::previewChanged, this, [this] {
+    const Analysis* p = view_->previewAnalysis();
+    summary_->setMetrics(p ? p->timeline.metrics : doc_->analysis().timeline.metrics, doc_->savedMetrics());
+  });
   connect(diagnostics_, &DiagnosticsPanel::opActivated, this, [this](OpRef r) {
     view_->selectRef(r, true);
     view_->setFocus();

@@ -726,7 +726,10 @@ void TimelineView::updateDrag(QPoint pos) {
   if (rowUnder >= 0 && rowUnder != dragFrom_.device) {
     dragRefused_ = true;
     dropTarget_ = -1;
-    preview_.reset();
+    if (preview_) {
+      preview_.reset();
+      Q_EMIT previewChanged();
+    }
     report(tr("%1 cannot move to device %2: stage %3 is placed on device %4 (%5 placement)")
                .arg(QString::fromStdString(s.opName(src->op)))
                .arg(rowUnder)
@@ -743,6 +746,7 @@ void TimelineView::updateDrag(QPoint pos) {
     dropTarget_ = target;
     if (target == dragFrom_.step) {
       preview_.reset();
+      Q_EMIT previewChanged();
       report(tr("Drop to keep %1 in place").arg(QString::fromStdString(s.opName(src->op))));
     } else if (auto moved = moveStep(s, dragFrom_.device, dragFrom_.step, target)) {
       preview_ = std::make_shared<Analysis>(doc_->analyze(*moved));
@@ -753,6 +757,7 @@ void TimelineView::updateDrag(QPoint pos) {
                         .arg(fmtMs(doc_->analysis().makespan()), fmtMs(preview_->makespan()));
       if (!preview_->valid()) msg += tr(" · breaks a dependency");
       report(msg);
+      Q_EMIT previewChanged();
     }
   }
   viewport()->update();
@@ -764,10 +769,12 @@ void TimelineView::endDrag(bool apply) {
   pressed_ = false;
   const int target = dropTarget_;
   const bool refused = dragRefused_;
+  const bool hadPreview = preview_ != nullptr;
   preview_.reset();
   previewBlocks_ = BlockIndex();
   dropTarget_ = -1;
   dragRefused_ = false;
+  if (hadPreview) Q_EMIT previewChanged();
   if (wasDragging && apply && !refused && target >= 0 && target != dragFrom_.step) {
     QString err;
     if (!doc_->moveStep(dragFrom_.device, dragFrom_.step, target, &err)) report(err);

@@ -40,6 +40,8 @@ class TimelineView : public QAbstractScrollArea {
   const TimeAxis& axis() const { return axis_; }
   const RowLayout& rows() const { return layout_; }
   const BlockIndex& blocks() const { return preview_ ? previewBlocks_ : blocks_; }
+  // The re-simulated candidate while a drag is under way, else null.
+  const Analysis* previewAnalysis() const { return preview_.get(); }
 
   // Paints the timeline as the viewport would show it with `axis` and vertical scroll
   // `scrollY` into `target` (used by paintEvent, exports and the benchmark).
@@ -59,6 +61,8 @@ class TimelineView : public QAbstractScrollArea {
   void selectionChanged();
   void hoverTimeChanged(double simulatedMs);  // negative when the pointer leaves
   void statusMessage(const QString& text);
+  // The live drag preview started, changed or ended (previewAnalysis() is null then).
+  void previewChanged();
 
  protected:
   void paintEvent(QPaintEvent* e) override;

@@ -8,6 +8,7 @@
 #include <QImage>
 #include <QPixmap>
 #include <QRegularExpression>
+#include <QStandardPaths>
 #include <QTimer>
 #include <cstdio>
 #include <cstring>
@@ -64,6 +65,9 @@ int main(int argc, char** argv) {
     QApplication::setStyle(QStringLiteral("Fusion"));
     QApplication::setPalette(parser.value(palette) == QStringLiteral("dark") ? ps::ui::darkPalette() : ps::ui::lightPalette());
   }
+
+  // Screenshots neither read nor write the user's window layout and recent files.
+  if (parser.isSet(shot)) QStandardPaths::setTestModeEnabled(true);
 
   ps::ui::MainWindow w;
   const QStringList files = parser.positionalArguments();

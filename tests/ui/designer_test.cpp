@@ -1,6 +1,7 @@
 // The designer end to end (offscreen): dragging ops, undo, diagnostics and outlines, file
 // round trips, the memory chart against the simulator, and the template dialog.
 #include <QSignalSpy>
+#include <functional>
 #include <QStandardPaths>
 #include <QTemporaryDir>
 #include <QtTest>
@@ -36,7 +37,7 @@ int stepOf(const Schedule& s, int device, const Op& op) {
 }
 
 // Presses on a block, drags to `to` in small steps (as a user would) and releases.
-void dragBlock(TimelineView* v, QPoint from, QPoint to) {
+void dragBlock(TimelineView* v, QPoint from, QPoint to, const std::function<void()>& beforeRelease = {}) {
   QWidget* vp = v->viewport();
   QTest::mousePress(vp, Qt::LeftButton, Qt::NoModifier, from);
   const int steps = 12;
@@ -45,6 +46,7 @@ void dragBlock(TimelineView* v, QPoint from, QPoint to) {
     QMouseEvent move(QEvent::MouseMove, p, vp->mapToGlobal(p), Qt::NoButton, Qt::LeftButton, Qt::NoModifier);
     QApplication::sendEvent(vp, &move);
   }
+  if (beforeRelease) beforeRelease();
   QTest::mouseRelease(vp, Qt::LeftButton, Qt::NoModifier, to);
 }
 
@@ -90,12 +92,21 @@ class DesignerTest : public QObject {
     auto cb4 = view->blockCenter(OpRef{0, stepOf(before, 0, b4)});
     auto cb5 = view->blockCenter(OpRef{0, stepOf(before, 0, b5)});
     QVERIFY(c && cb4 && cb5);
-    dragBlock(view, *c, QPoint((cb4->x() + cb5->x()) / 2, c->y()));
+    double previewMakespan = -1;
+    dragBlock(view, *c, QPoint((cb4->x() + cb5->x()) / 2, c->y()), [&] {
+      // Mid-drag: the candidate is re-simulated and the summary shows it; the document is untouched.
+      QVERIFY(view->previewAnalysis() != nullptr);
+      previewMakespan = view->previewAnalysis()->makespan();
+      QVERIFY(doc->schedule() == before);
+      QVERIFY(window_->summary()->currentValue(QStringLiteral("Makespan")).startsWith(QString::number(previewMakespan, 'f', 2)));
+    });
+    QVERIFY(view->previewAnalysis() == nullptr);
 
     const Schedule& after = doc->schedule();
     QCOMPARE(stepOf(after, 0, f7), stepOf(after, 0, b4) + 1);
     QVERIFY2(doc->analysis().valid(), formatDiagnostics(doc->analysis().diagnostics).c_str());
     const double makespanAfter = doc->analysis().makespan();
+    QCOMPARE(makespanAfter, previewMakespan);
     QVERIFY2(makespanAfter > makespanBefore + 1e-6, "delaying the last forward delays the pipeline's tail");
     const QString summaryAfter = window_->summary()->currentValue(QStringLiteral("Makespan"));
     QVERIFY(summaryAfter != summaryBefore);
