@@ -262,3 +262,21 @@ TEST(Generators, ZbH1MakespanWithUnitTimes) {
     }
   }
 }
+
+// ZB-V's claim (Zero Bubble section 6, PyTorch's ScheduleZBVZeroBubble): with F = I = W and
+// enough micro-batches, no device idles between its first and last op.
+TEST(Generators, ZbVHasNoBubblesWithUnitTimes) {
+  for (int D = 1; D <= 6; ++D) {
+    for (int M = 2 * D; M <= 4 * D; ++M) {
+      Schedule s = gen(ScheduleKind::ZBV, D, M);
+      DependencyGraph g(s);
+      auto start = unitTimes(s, g);
+      for (int d = 0; d < D; ++d) {
+        int first = start[static_cast<size_t>(g.deviceBegin(d))];
+        int last = start[static_cast<size_t>(g.deviceBegin(d + 1) - 1)];
+        EXPECT_EQ(last - first + 1, g.deviceBegin(d + 1) - g.deviceBegin(d))
+            << "D=" << D << " M=" << M << " device " << d << ": " << order(s, d, true);
+      }
+    }
+  }
+}
