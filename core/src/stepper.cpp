@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <tuple>
 
 #include "comparison_internal.h"
@@ -58,6 +59,27 @@ struct Stepper::Impl {
   int devices = 0;
   double plannedOrigin = 0;
 
+  // Per-device tables that make a state query O(devices x (log n + what it returns)) rather
+  // than a pass over every op. kNone (never) compares as later than every position.
+  struct Flight {
+    size_t start = 0;  // the F's start event
+    size_t free = kNone;  // the first B / I end event of the same (stage, micro-batch)
+    StageMicrobatch sm;
+  };
+  struct DeviceTables {
+    std::vector<size_t> opsByStart;   // ops with a start event, by it
+    std::vector<size_t> startEvents;  // their start events, ascending
+    std::vector<size_t> maxEndEvent;  // prefix max of their end events
+    std::vector<size_t> endsBefore;   // endsBefore[k]: End events among deviceEvents[0, k)
+    std::vector<Flight> flights;      // by start
+    std::vector<size_t> maxFree;      // prefix max of flights' free
+    std::vector<size_t> stepStartMax; // prefix max over plan steps of the first op's start event
+    size_t opsPlanned = 0;
+  };
+  std::vector<DeviceTables> tables;
+  std::vector<size_t> transfersByStart;  // transfer indices by start time
+  std::vector<double> transferMaxEnd;    // prefix max of their ends
+
   bool started(size_t op, size_t pos) const { return startEvent[op] != kNone && startEvent[op] < pos; }
   bool ended(size_t op, size_t pos) const { return endEvent[op] != kNone && endEvent[op] < pos; }
   StepState state(size_t pos, double time) const;
@@ -109,6 +131,52 @@ Result<Stepper> Stepper::make(Timeline timeline, Schedule plan, std::optional<Ti
     (ev[k].kind == StepEventKind::Start ? impl->startEvent : impl->endEvent)[ev[k].op] = k;
     impl->deviceEvents[static_cast<size_t>(ops[ev[k].op].device)].push_back(k);
   }
+
+  impl->tables.resize(static_cast<size_t>(impl->devices));
+  // Micro-batches in flight: from the F's start to the first end of a B or I of the same
+  // (stage, micro-batch), on the device that ran the F.
+  std::map<std::tuple<int, int, int>, Impl::Flight> flights;
+  for (size_t k = 0; k < ev.size(); ++k) {
+    const TimelineOp& o = ops[ev[k].op];
+    auto& tb = impl->tables[static_cast<size_t>(o.device)];
+    if (ev[k].kind == StepEventKind::Start) {
+      tb.opsByStart.push_back(ev[k].op);
+      tb.startEvents.push_back(k);
+      size_t end = impl->endEvent[ev[k].op];
+      tb.maxEndEvent.push_back(tb.maxEndEvent.empty() ? end : std::max(tb.maxEndEvent.back(), end));
+    }
+    if (o.op.stage < 0 || o.op.microbatch < 0) continue;
+    auto key = std::make_tuple(o.device, o.op.stage, o.op.microbatch);
+    if (o.op.kind == OpKind::F && ev[k].kind == StepEventKind::Start && !flights.count(key))
+      flights[key] = Impl::Flight{k, kNone, StageMicrobatch{o.op.stage, o.op.microbatch}};
+    if (isBackwardGrad(o.op.kind) && ev[k].kind == StepEventKind::End)
+      if (auto it = flights.find(key); it != flights.end()) it->second.free = std::min(it->second.free, k);
+  }
+  for (const auto& [key, f] : flights) impl->tables[static_cast<size_t>(std::get<0>(key))].flights.push_back(f);
+  for (int d = 0; d < impl->devices; ++d) {
+    auto& tb = impl->tables[static_cast<size_t>(d)];
+    std::sort(tb.flights.begin(), tb.flights.end(), [](const Impl::Flight& a, const Impl::Flight& b) { return a.start < b.start; });
+    for (const auto& f : tb.flights) tb.maxFree.push_back(tb.maxFree.empty() ? f.free : std::max(tb.maxFree.back(), f.free));
+    const auto& de = impl->deviceEvents[static_cast<size_t>(d)];
+    tb.endsBefore.assign(de.size() + 1, 0);
+    for (size_t k = 0; k < de.size(); ++k)
+      tb.endsBefore[k + 1] = tb.endsBefore[k] + (ev[de[k]].kind == StepEventKind::End ? 1 : 0);
+    if (d < static_cast<int>(impl->plan.devices.size())) {
+      for (const auto& step : impl->plan.devices[static_cast<size_t>(d)]) {
+        tb.opsPlanned += step.overlapped() ? 2 : 1;
+        auto ti = impl->index->find(step.first);
+        size_t se = ti ? impl->startEvent[*ti] : kNone;
+        tb.stepStartMax.push_back(tb.stepStartMax.empty() ? se : std::max(tb.stepStartMax.back(), se));
+      }
+    }
+  }
+  const auto& trs = impl->timeline.transfers;
+  for (size_t i = 0; i < trs.size(); ++i)
+    if (std::isfinite(trs[i].start)) impl->transfersByStart.push_back(i);
+  std::stable_sort(impl->transfersByStart.begin(), impl->transfersByStart.end(),
+                   [&](size_t a, size_t b) { return trs[a].start < trs[b].start; });
+  for (size_t i : impl->transfersByStart)
+    impl->transferMaxEnd.push_back(impl->transferMaxEnd.empty() ? trs[i].end : std::max(impl->transferMaxEnd.back(), trs[i].end));
   return Stepper(std::move(impl));
 }
 
@@ -186,36 +254,36 @@ StepState Stepper::Impl::state(size_t pos, double time) const {
   st.position = pos;
   st.devices.resize(static_cast<size_t>(devices));
   const auto& ops = timeline.ops;
-  const int S = plan.pipeline.stages;
-  const int M = plan.pipeline.microbatches;
-  // Per device, per (stage, micro-batch): 1 = forward started, 2 = its gradient done.
-  std::vector<std::vector<std::uint8_t>> flight(static_cast<size_t>(devices));
-
-  for (int d = 0; d < devices; ++d) st.devices[static_cast<size_t>(d)].device = d;
-  for (size_t i = 0; i < ops.size(); ++i) {
-    const TimelineOp& o = ops[i];
-    DeviceState& ds = st.devices[static_cast<size_t>(o.device)];
-    if (!started(i, pos)) continue;
-    if (ended(i, pos))
-      ++ds.opsDone;
-    else
-      ds.running.push_back(i);
-    if (o.op.stage < 0 || o.op.stage >= S || o.op.microbatch < 0 || o.op.microbatch >= M) continue;
-    auto& f = flight[static_cast<size_t>(o.device)];
-    if (f.empty()) f.assign(static_cast<size_t>(S) * static_cast<size_t>(M), 0);
-    auto& cell = f[static_cast<size_t>(o.op.stage) * static_cast<size_t>(M) + static_cast<size_t>(o.op.microbatch)];
-    if (o.op.kind == OpKind::F) cell |= 1;
-    if (isBackwardGrad(o.op.kind) && ended(i, pos)) cell |= 2;
-  }
-
   for (int d = 0; d < devices; ++d) {
     DeviceState& ds = st.devices[static_cast<size_t>(d)];
-    std::sort(ds.running.begin(), ds.running.end(), [&](size_t a, size_t b) { return ops[a].start < ops[b].start; });
+    ds.device = d;
+    const DeviceTables& tb = tables[static_cast<size_t>(d)];
+    // Running: started before pos and not ended; only ops whose prefix max end reaches pos
+    // can qualify, so walk back from the last started op until none can.
+    size_t k = static_cast<size_t>(std::lower_bound(tb.startEvents.begin(), tb.startEvents.end(), pos) -
+                                   tb.startEvents.begin());
+    for (size_t j = k; j-- > 0;) {
+      if (tb.maxEndEvent[j] < pos) break;
+      if (endEvent[tb.opsByStart[j]] >= pos) ds.running.push_back(tb.opsByStart[j]);
+    }
+    std::sort(ds.running.begin(), ds.running.end(), [&](size_t a, size_t b) {
+      return std::tie(ops[a].start, a) < std::tie(ops[b].start, b);
+    });
     ds.idle = ds.running.empty();
-    const auto& f = flight[static_cast<size_t>(d)];
-    for (size_t k = 0; k < f.size(); ++k)
-      if (f[k] == 1) ds.inFlight.push_back(StageMicrobatch{static_cast<int>(k / static_cast<size_t>(M)),
-                                                          static_cast<int>(k % static_cast<size_t>(M))});
+    const auto& de = deviceEvents[static_cast<size_t>(d)];
+    ds.opsDone = tb.endsBefore[static_cast<size_t>(std::lower_bound(de.begin(), de.end(), pos) - de.begin())];
+    // In flight: F started before pos, not yet freed.
+    size_t kf = static_cast<size_t>(
+        std::lower_bound(tb.flights.begin(), tb.flights.end(), pos,
+                         [](const Flight& x, size_t p) { return x.start < p; }) -
+        tb.flights.begin());
+    for (size_t j = kf; j-- > 0;) {
+      if (tb.maxFree[j] < pos) break;
+      if (tb.flights[j].free >= pos) ds.inFlight.push_back(tb.flights[j].sm);
+    }
+    std::sort(ds.inFlight.begin(), ds.inFlight.end(), [](const StageMicrobatch& a, const StageMicrobatch& b) {
+      return std::tie(a.stage, a.microbatch) < std::tie(b.stage, b.microbatch);
+    });
     if (d < static_cast<int>(timeline.memory.size())) ds.memoryBytes = memoryAt(timeline.memory[static_cast<size_t>(d)], time);
 
     // Planned memory at the same progress: the planned time of this device's latest event.
@@ -237,10 +305,11 @@ StepState Stepper::Impl::state(size_t pos, double time) const {
     // The device's next step in its plan order: the first whose ops have not started.
     if (d >= static_cast<int>(plan.devices.size())) continue;
     const auto& steps = plan.devices[static_cast<size_t>(d)];
-    for (const auto& s : steps) ds.opsPlanned += s.overlapped() ? 2 : 1;
-    for (size_t k = 0; k < steps.size(); ++k) {
-      auto ti = index->find(steps[k].first);
-      if (ti && started(*ti, pos)) continue;
+    ds.opsPlanned = tb.opsPlanned;
+    // The first step whose start is at or after pos is the first whose prefix max is.
+    size_t firstOpen = static_cast<size_t>(
+        std::lower_bound(tb.stepStartMax.begin(), tb.stepStartMax.end(), pos) - tb.stepStartMax.begin());
+    for (size_t k = firstOpen; k < steps.size(); ++k) {
       for (const Op* op : {&steps[k].first, steps[k].second ? &*steps[k].second : nullptr}) {
         if (!op) continue;
         WaitingOp w;
@@ -279,10 +348,17 @@ StepState Stepper::Impl::state(size_t pos, double time) const {
     ds.finished = ds.next.empty() && ds.running.empty();
   }
 
-  for (size_t k = 0; k < timeline.transfers.size(); ++k) {
-    const Transfer& t = timeline.transfers[k];
-    if (t.start <= time && time < t.end) st.transfersInAir.push_back(k);
+  // In the air: started at or before time, not ended; walk back while a prefix max end allows.
+  const auto& trs = timeline.transfers;
+  size_t kt = static_cast<size_t>(
+      std::upper_bound(transfersByStart.begin(), transfersByStart.end(), time,
+                       [&](double t, size_t i) { return t < trs[i].start; }) -
+      transfersByStart.begin());
+  for (size_t j = kt; j-- > 0;) {
+    if (!(transferMaxEnd[j] > time)) break;
+    if (time < trs[transfersByStart[j]].end) st.transfersInAir.push_back(transfersByStart[j]);
   }
+  std::sort(st.transfersInAir.begin(), st.transfersInAir.end());
   st.stopped = !timeline.complete && pos >= events.size();
   if (st.stopped) st.diagnostics = timeline.diagnostics;
   return st;

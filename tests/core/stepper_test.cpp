@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "pipestudio/core/cost_profile.h"
+#include "pipestudio/core/generators.h"
 #include "pipestudio/core/simulator.h"
 #include "pipestudio/core/stepper.h"
 
@@ -330,4 +331,73 @@ TEST(Stepper, StalledSimulationOpensAtTheDeadlock) {
   ASSERT_EQ(d1.next[0].missing.size(), 1u);
   EXPECT_EQ(d1.next[0].missing[0].input, F(0, 1));
   EXPECT_EQ(d1.next[0].missing[0].device, 0);
+}
+
+TEST(Stepper, StateAtEveryPositionAgreesWithADirectCount) {
+  // ZB-H1 on 4 devices with communication: the indexed state queries must give what a
+  // direct pass over the events gives, at every position.
+  GeneratorOptions g;
+  g.devices = 4;
+  g.microbatches = 8;
+  Schedule plan = generateSchedule(ScheduleKind::ZBH1, g).value();
+  CostProfile p = uniformCostProfile("F=1,I=1,W=1", plan.pipeline.stages).value();
+  p.fixedCommMs = 0.3;
+  auto sim = simulate(plan, makeSimulationModel(plan, p).value());
+  ASSERT_TRUE(sim.ok());
+  ASSERT_FALSE(sim->transfers.empty());
+  Stepper s = Stepper::make(*sim, plan).value();
+  const Timeline& t = s.timeline();
+  for (size_t pos = 0; pos <= s.size(); ++pos) {
+    std::vector<char> started(t.ops.size(), 0), ended(t.ops.size(), 0);
+    for (size_t k = 0; k < pos; ++k) (s.events()[k].kind == StepEventKind::Start ? started : ended)[s.events()[k].op] = 1;
+    StepState st = s.stateAfter(pos);
+    for (int d = 0; d < 4; ++d) {
+      std::vector<size_t> running;
+      size_t done = 0;
+      std::vector<StageMicrobatch> inFlight;
+      for (size_t i = 0; i < t.ops.size(); ++i) {
+        if (t.ops[i].device != d) continue;
+        if (started[i] && !ended[i]) running.push_back(i);
+        if (ended[i]) ++done;
+        if (t.ops[i].op.kind == OpKind::F && started[i]) {
+          bool freed = false;
+          for (size_t j = 0; j < t.ops.size(); ++j)
+            if (ended[j] && (t.ops[j].op.kind == OpKind::I || t.ops[j].op.kind == OpKind::B) &&
+                t.ops[j].op.stage == t.ops[i].op.stage && t.ops[j].op.microbatch == t.ops[i].op.microbatch)
+              freed = true;
+          if (!freed) inFlight.push_back(StageMicrobatch{t.ops[i].op.stage, t.ops[i].op.microbatch});
+        }
+      }
+      std::sort(inFlight.begin(), inFlight.end(), [](const StageMicrobatch& a, const StageMicrobatch& b) {
+        return std::tie(a.stage, a.microbatch) < std::tie(b.stage, b.microbatch);
+      });
+      const DeviceState& ds = st.devices[static_cast<size_t>(d)];
+      std::vector<size_t> got = ds.running;
+      std::sort(got.begin(), got.end());
+      ASSERT_EQ(got, running) << "pos " << pos << " device " << d;
+      ASSERT_EQ(ds.opsDone, done) << "pos " << pos << " device " << d;
+      ASSERT_EQ(ds.inFlight, inFlight) << "pos " << pos << " device " << d;
+      // Next step: the first in plan order whose first op has not started.
+      std::optional<Op> next;
+      for (const auto& step : plan.devices[static_cast<size_t>(d)]) {
+        bool st0 = false;
+        for (size_t i = 0; i < t.ops.size(); ++i)
+          if (t.ops[i].op == step.first && started[i]) st0 = true;
+        if (!st0) {
+          next = step.first;
+          break;
+        }
+      }
+      if (next) {
+        ASSERT_FALSE(ds.next.empty()) << "pos " << pos;
+        ASSERT_EQ(ds.next[0].op, *next) << "pos " << pos << " device " << d;
+      } else {
+        ASSERT_TRUE(ds.next.empty());
+      }
+    }
+    std::vector<size_t> air;
+    for (size_t k = 0; k < t.transfers.size(); ++k)
+      if (t.transfers[k].start <= st.time && st.time < t.transfers[k].end) air.push_back(k);
+    ASSERT_EQ(st.transfersInAir, air) << "pos " << pos;
+  }
 }
