@@ -98,6 +98,7 @@ struct Expr {
   std::int64_t value = 0;  // Int
   std::string_view name;   // Var, Call
   std::int32_t a = -1, b = -1;
+  std::int32_t depth = 1;  // height of the tree below (bounds the evaluator's recursion)
   std::vector<std::int32_t> args;  // Call
   // Ready / Count: the kind and its optional stage qualifier (value or expression index).
   std::uint16_t kind = 0;

@@ -11,6 +11,7 @@ namespace ps::core::dsl {
 namespace {
 
 constexpr int kMaxDepth = 200;  // nesting of blocks and expressions
+constexpr int kMaxExprHeight = 2000;  // operators in one expression's longest chain
 
 enum class ListContext : std::uint8_t { Block, DeviceLine };
 
@@ -831,12 +832,21 @@ class Parser {
     prog_.exprs.push_back(std::move(e));
     return static_cast<std::int32_t>(prog_.exprs.size() - 1);
   }
+  // Left-associative chains (1 + 1 + ... + 1) grow trees without parser recursion; their
+  // height is bounded here so that evaluation cannot exhaust the stack.
   std::int32_t binary(ExprOp op, std::uint32_t off, std::int32_t a, std::int32_t b) {
     Expr e;
     e.op = op;
     e.offset = off;
     e.a = a;
     e.b = b;
+    auto height = [&](std::int32_t i) { return i < 0 ? 0 : prog_.exprs[static_cast<size_t>(i)].depth; };
+    e.depth = 1 + std::max(height(a), height(b));
+    if (e.depth > kMaxExprHeight) {
+      sink_.error(off, "dsl.syntax",
+                  "expression too long (more than " + std::to_string(kMaxExprHeight) + " operators deep)");
+      return -1;
+    }
     return add(std::move(e));
   }
 
@@ -997,6 +1007,11 @@ class Parser {
           return -1;
         }
         if (!parseArgs(e.args)) return -1;
+        for (auto a : e.args) e.depth = std::max(e.depth, 1 + prog_.exprs[static_cast<size_t>(a)].depth);
+        if (e.depth > kMaxExprHeight) {
+          fail(t, "expression too long (more than " + std::to_string(kMaxExprHeight) + " operators deep)");
+          return -1;
+        }
         return add(std::move(e));
       }
       e.op = ExprOp::Var;

@@ -248,6 +248,12 @@ TEST(DslProgram, DeepNestingIsAnErrorNotACrash) {
   EXPECT_EQ(firstError(blocks).code, "dsl.syntax");
   std::string negs = "let a = " + std::string(100000, '-') + "1\n";
   EXPECT_FALSE(parseDsl(negs).ok());
+  std::string chain = "let a = 1";
+  for (int i = 0; i < 100000; ++i) chain += " + 1";
+  EXPECT_EQ(firstError(chain).code, "dsl.syntax");
+  std::string ok = "let a = 1";
+  for (int i = 0; i < 1000; ++i) ok += " + 1";
+  EXPECT_TRUE(parseDsl(ok + "\nassert a == 1001, \"sum\"\n").ok());
 }
 
 TEST(DslProgram, GreedyRunsDevicesInUnitTimeSteps) {
