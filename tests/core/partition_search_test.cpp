@@ -127,6 +127,7 @@ TEST(PartitionBisection, RejectsMoreStagesThanLayers) {
 // stages, add its recompute / offload ops and simulate under the same limit.
 TEST(PartitionBisection, MemoryPlansFitInTheSimulator) {
   int plansWithOptimisations = 0;
+  bool usedRecompute = false, usedOffload = false;
   for (std::uint64_t seed = 50; seed <= 65; ++seed) {
     CostProfile p = randomProfile(seed, 10);
     const int S = 4, M = 8;
@@ -156,6 +157,10 @@ TEST(PartitionBisection, MemoryPlansFitInTheSimulator) {
       }
       const bool optimised = std::any_of(plan->policies.begin(), plan->policies.end(),
                                          [](auto x) { return x != ActivationPolicy::Keep; });
+      for (auto x : plan->policies) {
+        usedRecompute = usedRecompute || x == ActivationPolicy::Recompute;
+        usedOffload = usedOffload || x == ActivationPolicy::Offload;
+      }
       if (optimised) {
         ++plansWithOptimisations;
         // Without the plan's recompute / offload, the same split overflows.
@@ -166,6 +171,9 @@ TEST(PartitionBisection, MemoryPlansFitInTheSimulator) {
     }
   }
   EXPECT_GT(plansWithOptimisations, 3);
+  // Both memory optimisations are exercised against the simulator.
+  EXPECT_TRUE(usedRecompute);
+  EXPECT_TRUE(usedOffload);
 }
 
 TEST(PartitionBisection, LargestMicrobatchSizeBeatsKeepOnlyBalancedSplit) {
