@@ -55,8 +55,12 @@ void paintFrame(benchmark::State& state, double zoom) {
   state.counters["ops"] = static_cast<double>(f.doc.schedule().opCount());
 }
 
-void BM_PaintTimeline100kFit(benchmark::State& state) { paintFrame(state, 1.0); }
-void BM_PaintTimeline100kZoomed(benchmark::State& state) { paintFrame(state, 200.0); }
+void BM_PaintTimeline100kFit(benchmark::State& state) {
+  paintFrame(state, 1.0);
+}
+void BM_PaintTimeline100kZoomed(benchmark::State& state) {
+  paintFrame(state, 200.0);
+}
 
 // What one drag step costs: move the op, validate and simulate the candidate, lay out blocks.
 void BM_DragResimulate10k(benchmark::State& state) {

@@ -19,7 +19,8 @@ DiagnosticsPanel::DiagnosticsPanel(QWidget* parent) : QTreeWidget(parent) {
     const int s = it->data(0, Qt::UserRole + 1).toInt();
     if (d >= 0 && s >= 0) Q_EMIT opActivated(OpRef{d, s});
   });
-  connect(this, &QTreeWidget::itemActivated, this, [this](QTreeWidgetItem* it) { Q_EMIT itemClicked(it, 0); });
+  connect(this, &QTreeWidget::itemActivated, this,
+          [this](QTreeWidgetItem* it) { Q_EMIT itemClicked(it, 0); });
 }
 
 void DiagnosticsPanel::setDiagnostics(const Diagnostics& ds) {

@@ -13,7 +13,9 @@ LegendBar::LegendBar(QWidget* parent) : QWidget(parent) {
   setSizePolicy(QSizePolicy::Expanding, QSizePolicy::Fixed);
 }
 
-QSize LegendBar::sizeHint() const { return QSize(400, fontMetrics().height() + 14); }
+QSize LegendBar::sizeHint() const {
+  return QSize(400, fontMetrics().height() + 14);
+}
 
 void LegendBar::setSchedule(const Schedule& s) {
   std::set<std::uint16_t> kinds;
@@ -27,13 +29,20 @@ void LegendBar::setSchedule(const Schedule& s) {
         kinds.insert(static_cast<std::uint16_t>(st.second->kind));
       }
     }
-  for (int d = 0; d < s.pipeline.devices; ++d) maxChunks = std::max(maxChunks, static_cast<int>(s.pipeline.stagesOn(d).size()));
+  for (int d = 0; d < s.pipeline.devices; ++d)
+    maxChunks = std::max(maxChunks, static_cast<int>(s.pipeline.stagesOn(d).size()));
   entries_.clear();
-  static const std::pair<OpKind, const char*> names[] = {
-      {OpKind::F, "Forward"},        {OpKind::B, "Backward"},        {OpKind::I, "Input grad"},
-      {OpKind::W, "Weight grad"},    {OpKind::R, "Recompute"},       {OpKind::Offload, "Offload"},
-      {OpKind::Reload, "Reload"},    {OpKind::SendF, "Send/Recv"},   {OpKind::SendB, "Send/Recv grad"},
-      {OpKind::Unshard, "Unshard"},  {OpKind::ReduceGrad, "Reduce grad"}};
+  static const std::pair<OpKind, const char*> names[] = {{OpKind::F, "Forward"},
+                                                         {OpKind::B, "Backward"},
+                                                         {OpKind::I, "Input grad"},
+                                                         {OpKind::W, "Weight grad"},
+                                                         {OpKind::R, "Recompute"},
+                                                         {OpKind::Offload, "Offload"},
+                                                         {OpKind::Reload, "Reload"},
+                                                         {OpKind::SendF, "Send/Recv"},
+                                                         {OpKind::SendB, "Send/Recv grad"},
+                                                         {OpKind::Unshard, "Unshard"},
+                                                         {OpKind::ReduceGrad, "Reduce grad"}};
   for (const auto& [k, label] : names) {
     bool present = kinds.count(static_cast<std::uint16_t>(k)) > 0;
     if (k == OpKind::SendF) present = present || kinds.count(static_cast<std::uint16_t>(OpKind::RecvF));
@@ -43,7 +52,8 @@ void LegendBar::setSchedule(const Schedule& s) {
   }
   for (auto k : kinds)
     if (isUserKind(static_cast<OpKind>(k)))
-      entries_.push_back({QString::fromStdString(s.kindName(static_cast<OpKind>(k))), kindColor(static_cast<OpKind>(k)), 0});
+      entries_.push_back(
+          {QString::fromStdString(s.kindName(static_cast<OpKind>(k))), kindColor(static_cast<OpKind>(k)), 0});
   if (overlapped) entries_.push_back({tr("Overlapped F+B"), overlapColor(), 0});
   if (maxChunks > 1) entries_.push_back({tr("Later chunk"), blockColor(OpKind::F, 1, false), 3});
   entries_.push_back({tr("Invalid"), QColor(0xe5, 0x39, 0x35), 1});
@@ -64,14 +74,24 @@ void LegendBar::paintEvent(QPaintEvent*) {
     QRect sw(x, y, 18, h);
     switch (e.style) {
       case 0:
-      case 3: p.fillRect(sw, e.color); break;
-      case 1: p.setPen(QPen(e.color, 2)); p.drawRect(sw.adjusted(1, 1, -1, -1)); break;
-      case 2: p.setPen(QPen(e.color, 2, Qt::DashLine)); p.drawRect(sw.adjusted(1, 1, -1, -1)); break;
-      default: break;
+      case 3:
+        p.fillRect(sw, e.color);
+        break;
+      case 1:
+        p.setPen(QPen(e.color, 2));
+        p.drawRect(sw.adjusted(1, 1, -1, -1));
+        break;
+      case 2:
+        p.setPen(QPen(e.color, 2, Qt::DashLine));
+        p.drawRect(sw.adjusted(1, 1, -1, -1));
+        break;
+      default:
+        break;
     }
     x += 24;
     p.setPen(text);
-    p.drawText(QRect(x, 0, fm.horizontalAdvance(e.label) + 2, height()), Qt::AlignVCenter | Qt::AlignLeft, e.label);
+    p.drawText(QRect(x, 0, fm.horizontalAdvance(e.label) + 2, height()), Qt::AlignVCenter | Qt::AlignLeft,
+               e.label);
     x += fm.horizontalAdvance(e.label) + 18;
   }
   QColor sep = palette().color(QPalette::Text);

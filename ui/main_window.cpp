@@ -4,7 +4,6 @@
 #include <QApplication>
 #include <QCloseEvent>
 #include <QComboBox>
-#include <QPalette>
 #include <QDockWidget>
 #include <QFileDialog>
 #include <QFileInfo>
@@ -12,6 +11,7 @@
 #include <QLabel>
 #include <QMenuBar>
 #include <QMessageBox>
+#include <QPalette>
 #include <QSettings>
 #include <QStatusBar>
 #include <QStyle>
@@ -39,8 +39,12 @@ using namespace ps::core;
 
 namespace {
 constexpr int kMaxRecent = 8;
-QSettings settings() { return QSettings(QStringLiteral("PipeStudio"), QStringLiteral("PipeStudio")); }
-QString fmtMs(double v) { return QString::number(v, 'f', v < 10 ? 2 : 1); }
+QSettings settings() {
+  return QSettings(QStringLiteral("PipeStudio"), QStringLiteral("PipeStudio"));
+}
+QString fmtMs(double v) {
+  return QString::number(v, 'f', v < 10 ? 2 : 1);
+}
 }  // namespace
 
 QPalette lightPalette() {
@@ -96,7 +100,9 @@ bool MainWindow::selectOpByName(const QString& name) {
   return false;
 }
 
-void MainWindow::setSlotLayout(bool slots) { layoutCombo_->setCurrentIndex(slots ? 1 : 0); }
+void MainWindow::setSlotLayout(bool slots) {
+  layoutCombo_->setCurrentIndex(slots ? 1 : 0);
+}
 
 MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   doc_ = new ScheduleDocument(this);
@@ -151,7 +157,8 @@ void MainWindow::buildDocks() {
     auto* d = new QDockWidget(title, this);
     d->setObjectName(name);
     d->setWidget(w);
-    d->setFeatures(QDockWidget::DockWidgetMovable | QDockWidget::DockWidgetClosable | QDockWidget::DockWidgetFloatable);
+    d->setFeatures(QDockWidget::DockWidgetMovable | QDockWidget::DockWidgetClosable |
+                   QDockWidget::DockWidgetFloatable);
     addDockWidget(area, d);
     return d;
   };
@@ -159,9 +166,11 @@ void MainWindow::buildDocks() {
   summary_ = new SummaryPanel;
   diagnostics_ = new DiagnosticsPanel;
   memory_ = new MemoryChart;
-  auto* dp = dock(tr("Pipeline & cost profile"), QStringLiteral("dock.properties"), properties_, Qt::LeftDockWidgetArea);
+  auto* dp = dock(tr("Pipeline & cost profile"), QStringLiteral("dock.properties"), properties_,
+                  Qt::LeftDockWidgetArea);
   auto* ds = dock(tr("Summary"), QStringLiteral("dock.summary"), summary_, Qt::RightDockWidgetArea);
-  auto* dd = dock(tr("Diagnostics"), QStringLiteral("dock.diagnostics"), diagnostics_, Qt::RightDockWidgetArea);
+  auto* dd =
+      dock(tr("Diagnostics"), QStringLiteral("dock.diagnostics"), diagnostics_, Qt::RightDockWidgetArea);
   auto* dm = dock(tr("Memory"), QStringLiteral("dock.memory"), memory_, Qt::BottomDockWidgetArea);
   resizeDocks({dp, ds}, {360, 330}, Qt::Horizontal);
   resizeDocks({ds, dd, dm}, {420, 260, 280}, Qt::Vertical);
@@ -173,24 +182,30 @@ void MainWindow::buildActions() {
   QAction* aNew = file->addAction(st->standardIcon(QStyle::SP_FileIcon), tr("&New from Template…"), this,
                                   &MainWindow::newFromTemplate);
   aNew->setShortcut(QKeySequence::New);
-  QAction* aOpen = file->addAction(st->standardIcon(QStyle::SP_DialogOpenButton), tr("&Open…"), this, &MainWindow::open);
+  QAction* aOpen =
+      file->addAction(st->standardIcon(QStyle::SP_DialogOpenButton), tr("&Open…"), this, &MainWindow::open);
   aOpen->setShortcut(QKeySequence::Open);
   recentMenu_ = file->addMenu(tr("Open &Recent"));
   file->addSeparator();
-  QAction* aSave = file->addAction(st->standardIcon(QStyle::SP_DialogSaveButton), tr("&Save"), this, &MainWindow::save);
+  QAction* aSave =
+      file->addAction(st->standardIcon(QStyle::SP_DialogSaveButton), tr("&Save"), this, &MainWindow::save);
   aSave->setShortcut(QKeySequence::Save);
   QAction* aSaveAs = file->addAction(tr("Save &As…"), this, &MainWindow::saveAs);
   aSaveAs->setShortcut(QKeySequence::SaveAs);
   QMenu* exp = file->addMenu(tr("&Export"));
-  exp->addAction(tr("Schedule (.pipe)…"), this, [this] { exportAs(tr("PipeStudio schedule (*.pipe)"), QStringLiteral("pipe")); });
-  exp->addAction(tr("PyTorch CSV…"), this, [this] { exportAs(tr("PyTorch schedule CSV (*.csv)"), QStringLiteral("csv")); });
-  [[maybe_unused]] QAction* aTrace = exp->addAction(tr("Chrome trace…"), this,
-                                   [this] { exportAs(tr("Chrome trace (*.json)"), QStringLiteral("json")); });
+  exp->addAction(tr("Schedule (.pipe)…"), this,
+                 [this] { exportAs(tr("PipeStudio schedule (*.pipe)"), QStringLiteral("pipe")); });
+  exp->addAction(tr("PyTorch CSV…"), this,
+                 [this] { exportAs(tr("PyTorch schedule CSV (*.csv)"), QStringLiteral("csv")); });
+  [[maybe_unused]] QAction* aTrace = exp->addAction(
+      tr("Chrome trace…"), this, [this] { exportAs(tr("Chrome trace (*.json)"), QStringLiteral("json")); });
 #ifndef PS_HAVE_CHROME_TRACE
   aTrace->setEnabled(false);
 #endif
-  exp->addAction(tr("Timeline as PNG…"), this, [this] { exportAs(tr("PNG image (*.png)"), QStringLiteral("png")); });
-  exp->addAction(tr("Timeline as SVG…"), this, [this] { exportAs(tr("SVG image (*.svg)"), QStringLiteral("svg")); });
+  exp->addAction(tr("Timeline as PNG…"), this,
+                 [this] { exportAs(tr("PNG image (*.png)"), QStringLiteral("png")); });
+  exp->addAction(tr("Timeline as SVG…"), this,
+                 [this] { exportAs(tr("SVG image (*.svg)"), QStringLiteral("svg")); });
   file->addSeparator();
   QAction* aQuit = file->addAction(tr("&Quit"), this, &QWidget::close);
   aQuit->setShortcut(QKeySequence::Quit);
@@ -234,10 +249,11 @@ void MainWindow::buildActions() {
 
   QMenu* help = menuBar()->addMenu(tr("&Help"));
   help->addAction(tr("&About PipeStudio"), this, [this] {
-    QMessageBox::about(this, tr("About PipeStudio"),
-                       tr("<b>PipeStudio</b><br>Design, check and simulate pipeline-parallel training schedules."
-                          "<p>Drag ops along their device's row to reorder; right-click for more edits. "
-                          "Ctrl+wheel zooms, Shift+wheel pans.</p>"));
+    QMessageBox::about(
+        this, tr("About PipeStudio"),
+        tr("<b>PipeStudio</b><br>Design, check and simulate pipeline-parallel training schedules."
+           "<p>Drag ops along their device's row to reorder; right-click for more edits. "
+           "Ctrl+wheel zooms, Shift+wheel pans.</p>"));
   });
 
   auto* tb = addToolBar(tr("Main"));
@@ -262,8 +278,9 @@ void MainWindow::buildActions() {
   layoutCombo_ = new QComboBox;
   layoutCombo_->addItem(tr("Simulated time"));
   layoutCombo_->addItem(tr("Unit slots"));
-  layoutCombo_->setToolTip(tr("Blocks by the cost model's simulated time, or one slot per action as PyTorch's "
-                              "visualiser draws them"));
+  layoutCombo_->setToolTip(
+      tr("Blocks by the cost model's simulated time, or one slot per action as PyTorch's "
+         "visualiser draws them"));
   connect(layoutCombo_, &QComboBox::currentIndexChanged, this, [this](int i) {
     view_->setLayoutMode(i == 0 ? TimelineView::LayoutMode::Time : TimelineView::LayoutMode::Slots);
   });
@@ -278,7 +295,8 @@ void MainWindow::documentChanged() {
   summary_->setMetrics(a.timeline.metrics, doc_->savedMetrics());
   diagnostics_->setDiagnostics(a.diagnostics);
   int errors = 0, warnings = 0;
-  for (const auto& d : a.diagnostics) (d.severity == Severity::Error ? errors : warnings) += d.severity != Severity::Note;
+  for (const auto& d : a.diagnostics)
+    (d.severity == Severity::Error ? errors : warnings) += d.severity != Severity::Note;
   QString v;
   if (errors == 0)
     v = tr("<span style='color:#2e9d4e'>●</span> Valid");
@@ -290,13 +308,20 @@ void MainWindow::documentChanged() {
   updateTitle();
 }
 
-QString MainWindow::statusText() const { return message_->text(); }
-QString MainWindow::validityText() const { return validity_->text(); }
+QString MainWindow::statusText() const {
+  return message_->text();
+}
+QString MainWindow::validityText() const {
+  return validity_->text();
+}
 
-void MainWindow::showStatus(const QString& text) { message_->setText(text); }
+void MainWindow::showStatus(const QString& text) {
+  message_->setText(text);
+}
 
 void MainWindow::updateTitle() {
-  QString name = doc_->filePath().isEmpty() ? QString::fromStdString(doc_->schedule().name) : QFileInfo(doc_->filePath()).fileName();
+  QString name = doc_->filePath().isEmpty() ? QString::fromStdString(doc_->schedule().name)
+                                            : QFileInfo(doc_->filePath()).fileName();
   if (name.isEmpty()) name = tr("Untitled");
   setWindowTitle(name + QStringLiteral("[*] — PipeStudio"));
   setWindowModified(doc_->isModified());
@@ -350,9 +375,11 @@ void MainWindow::newFromTemplate() {
 
 void MainWindow::open() {
   if (!maybeSave()) return;
-  const QString dir = doc_->filePath().isEmpty() ? resourcesDir() + QStringLiteral("/examples") : QFileInfo(doc_->filePath()).path();
-  const QString path = QFileDialog::getOpenFileName(this, tr("Open schedule"), dir,
-                                                    tr("Schedules (*.pipe *.csv);;PipeStudio (*.pipe);;PyTorch CSV (*.csv)"));
+  const QString dir = doc_->filePath().isEmpty() ? resourcesDir() + QStringLiteral("/examples")
+                                                 : QFileInfo(doc_->filePath()).path();
+  const QString path =
+      QFileDialog::getOpenFileName(this, tr("Open schedule"), dir,
+                                   tr("Schedules (*.pipe *.csv);;PipeStudio (*.pipe);;PyTorch CSV (*.csv)"));
   if (!path.isEmpty()) openFile(path);
 }
 
@@ -407,7 +434,8 @@ bool MainWindow::exportFile(const QString& path) {
 }
 
 void MainWindow::exportAs(const QString& filter, const QString& suffix) {
-  QString base = doc_->filePath().isEmpty() ? QStringLiteral("schedule") : QFileInfo(doc_->filePath()).completeBaseName();
+  QString base = doc_->filePath().isEmpty() ? QStringLiteral("schedule")
+                                            : QFileInfo(doc_->filePath()).completeBaseName();
   QString path = QFileDialog::getSaveFileName(this, tr("Export"), base + QLatin1Char('.') + suffix, filter);
   if (path.isEmpty()) return;
   if (QFileInfo(path).suffix().isEmpty()) path += QLatin1Char('.') + suffix;
@@ -440,8 +468,9 @@ void MainWindow::rebuildRecentMenu() {
 
 bool MainWindow::maybeSave() {
   if (!doc_->isModified()) return true;
-  const auto r = QMessageBox::question(this, tr("Unsaved changes"), tr("Save the changes to this schedule first?"),
-                                       QMessageBox::Save | QMessageBox::Discard | QMessageBox::Cancel);
+  const auto r =
+      QMessageBox::question(this, tr("Unsaved changes"), tr("Save the changes to this schedule first?"),
+                            QMessageBox::Save | QMessageBox::Discard | QMessageBox::Cancel);
   if (r == QMessageBox::Cancel) return false;
   if (r == QMessageBox::Save) return save();
   return true;

@@ -15,15 +15,16 @@ namespace {
 constexpr double kGiB = double(1LL << 30);
 
 QColor deviceColor(int d) {
-  static const QColor colors[] = {QColor(0x1f, 0x77, 0xb4), QColor(0xff, 0x7f, 0x0e), QColor(0x2c, 0xa0, 0x2c),
-                                  QColor(0xd6, 0x27, 0x28), QColor(0x94, 0x67, 0xbd), QColor(0x8c, 0x56, 0x4b),
-                                  QColor(0xe3, 0x77, 0xc2), QColor(0x7f, 0x7f, 0x7f), QColor(0xbc, 0xbd, 0x22),
-                                  QColor(0x17, 0xbe, 0xcf)};
+  static const QColor colors[] = {
+      QColor(0x1f, 0x77, 0xb4), QColor(0xff, 0x7f, 0x0e), QColor(0x2c, 0xa0, 0x2c), QColor(0xd6, 0x27, 0x28),
+      QColor(0x94, 0x67, 0xbd), QColor(0x8c, 0x56, 0x4b), QColor(0xe3, 0x77, 0xc2), QColor(0x7f, 0x7f, 0x7f),
+      QColor(0xbc, 0xbd, 0x22), QColor(0x17, 0xbe, 0xcf)};
   return colors[d % 10];
 }
 }  // namespace
 
-QList<QPointF> memoryCurvePoints(const std::vector<ps::core::MemorySample>& samples, double endMs, int maxPoints) {
+QList<QPointF> memoryCurvePoints(const std::vector<ps::core::MemorySample>& samples, double endMs,
+                                 int maxPoints) {
   QList<QPointF> pts;
   if (samples.empty()) return pts;
   const size_t n = samples.size();
@@ -55,7 +56,8 @@ QList<QPointF> memoryCurvePoints(const std::vector<ps::core::MemorySample>& samp
     if (a != b) pts.append(QPointF(samples[a].time, static_cast<double>(samples[a].bytes) / kGiB));
     if (c != a) pts.append(QPointF(samples[c].time, static_cast<double>(samples[c].bytes) / kGiB));
   }
-  if (endMs > samples.back().time) pts.append(QPointF(endMs, static_cast<double>(samples.back().bytes) / kGiB));
+  if (endMs > samples.back().time)
+    pts.append(QPointF(endMs, static_cast<double>(samples.back().bytes) / kGiB));
   return pts;
 }
 

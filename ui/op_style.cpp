@@ -9,21 +9,33 @@ using ps::core::OpKind;
 
 QColor kindColor(OpKind k) {
   switch (k) {
-    case OpKind::F: return QColor(0x3b, 0x7d, 0xd8);         // blue
-    case OpKind::I: return QColor(0x1a, 0xa3, 0x9a);         // teal
-    case OpKind::W: return QColor(0x4c, 0xaf, 0x50);         // green
-    case OpKind::B: return QColor(0xf0, 0x8c, 0x2e);         // orange
-    case OpKind::R: return QColor(0xd9, 0x4f, 0x8a);         // pink
-    case OpKind::Offload: return QColor(0x8d, 0x6e, 0x63);   // brown
-    case OpKind::Reload: return QColor(0xb0, 0x8f, 0x5a);    // tan
+    case OpKind::F:
+      return QColor(0x3b, 0x7d, 0xd8);  // blue
+    case OpKind::I:
+      return QColor(0x1a, 0xa3, 0x9a);  // teal
+    case OpKind::W:
+      return QColor(0x4c, 0xaf, 0x50);  // green
+    case OpKind::B:
+      return QColor(0xf0, 0x8c, 0x2e);  // orange
+    case OpKind::R:
+      return QColor(0xd9, 0x4f, 0x8a);  // pink
+    case OpKind::Offload:
+      return QColor(0x8d, 0x6e, 0x63);  // brown
+    case OpKind::Reload:
+      return QColor(0xb0, 0x8f, 0x5a);  // tan
     case OpKind::SendF:
-    case OpKind::RecvF: return QColor(0x90, 0xa4, 0xae);     // grey-blue
+    case OpKind::RecvF:
+      return QColor(0x90, 0xa4, 0xae);  // grey-blue
     case OpKind::SendB:
-    case OpKind::RecvB: return QColor(0xa1, 0x88, 0x7f);     // grey-brown
+    case OpKind::RecvB:
+      return QColor(0xa1, 0x88, 0x7f);  // grey-brown
     case OpKind::Unshard:
-    case OpKind::Reshard: return QColor(0x7e, 0x57, 0xc2);   // deep violet
-    case OpKind::ReduceGrad: return QColor(0xc0, 0xa0, 0x20);  // ochre
-    default: break;
+    case OpKind::Reshard:
+      return QColor(0x7e, 0x57, 0xc2);  // deep violet
+    case OpKind::ReduceGrad:
+      return QColor(0xc0, 0xa0, 0x20);  // ochre
+    default:
+      break;
   }
   static const std::array<QColor, 6> user = {QColor(0xe5, 0x3e, 0x3e), QColor(0x00, 0x97, 0xa7),
                                              QColor(0x9e, 0x9d, 0x24), QColor(0x5c, 0x6b, 0xc0),
@@ -32,7 +44,9 @@ QColor kindColor(OpKind k) {
   return user[i % user.size()];
 }
 
-QColor overlapColor() { return QColor(0x8e, 0x44, 0xad); }
+QColor overlapColor() {
+  return QColor(0x8e, 0x44, 0xad);
+}
 
 QColor blockColor(OpKind k, int chunk, bool overlapped) {
   QColor c = overlapped ? overlapColor() : kindColor(k);

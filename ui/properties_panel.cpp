@@ -98,8 +98,9 @@ PropertiesPanel::PropertiesPanel(ScheduleDocument* doc, QWidget* parent) : QWidg
   np.setColor(QPalette::WindowText, np.color(QPalette::PlaceholderText));
   unitNote->setPalette(np);
   table_->setAlternatingRowColors(true);
-  table_->setToolTip(tr("Per-layer costs; with one layer per stage these are the stage costs. Edit a cell to "
-                        "re-simulate."));
+  table_->setToolTip(
+      tr("Per-layer costs; with one layer per stage these are the stage costs. Edit a cell to "
+         "re-simulate."));
   cl->addWidget(table_, 1);
   cl->addWidget(unitNote);
   lay->addWidget(cost, 1);
@@ -128,8 +129,12 @@ void PropertiesPanel::refresh() {
   table_->setRowCount(static_cast<int>(p.layers.size()));
   for (int r = 0; r < static_cast<int>(p.layers.size()); ++r) {
     const LayerCost& l = p.layers[static_cast<size_t>(r)];
-    const double values[] = {l.forwardMs, l.backwardInputMs, l.backwardWeightMs, l.recomputeMs.value_or(l.forwardMs),
-                             static_cast<double>(l.activationBytes) / kMiB, static_cast<double>(l.weightBytes) / kMiB,
+    const double values[] = {l.forwardMs,
+                             l.backwardInputMs,
+                             l.backwardWeightMs,
+                             l.recomputeMs.value_or(l.forwardMs),
+                             static_cast<double>(l.activationBytes) / kMiB,
+                             static_cast<double>(l.weightBytes) / kMiB,
                              static_cast<double>(l.outputBytes) / kMiB};
     auto* name = new QTableWidgetItem(QString::fromStdString(l.name));
     table_->setItem(r, kName, name);
@@ -162,17 +167,34 @@ void PropertiesPanel::commitTable(int row, int column) {
       return;
     }
     switch (column) {
-      case kF: l.forwardMs = v; break;
-      case kI: l.backwardInputMs = v; break;
-      case kW: l.backwardWeightMs = v; break;
-      case kR: l.recomputeMs = v; break;
-      case kAct: l.activationBytes = static_cast<std::int64_t>(v * kMiB); break;
-      case kWeight: l.weightBytes = static_cast<std::int64_t>(v * kMiB); break;
-      case kOut: l.outputBytes = static_cast<std::int64_t>(v * kMiB); break;
-      default: break;
+      case kF:
+        l.forwardMs = v;
+        break;
+      case kI:
+        l.backwardInputMs = v;
+        break;
+      case kW:
+        l.backwardWeightMs = v;
+        break;
+      case kR:
+        l.recomputeMs = v;
+        break;
+      case kAct:
+        l.activationBytes = static_cast<std::int64_t>(v * kMiB);
+        break;
+      case kWeight:
+        l.weightBytes = static_cast<std::int64_t>(v * kMiB);
+        break;
+      case kOut:
+        l.outputBytes = static_cast<std::int64_t>(v * kMiB);
+        break;
+      default:
+        break;
     }
   }
-  doc_->setProfile(p, tr("Edit %1 of %2").arg(table_->horizontalHeaderItem(column)->text(), QString::fromStdString(l.name)));
+  doc_->setProfile(
+      p,
+      tr("Edit %1 of %2").arg(table_->horizontalHeaderItem(column)->text(), QString::fromStdString(l.name)));
 }
 
 void PropertiesPanel::commitScalars() {
@@ -188,7 +210,8 @@ void PropertiesPanel::commitScalars() {
 void PropertiesPanel::profileChosen(int index) {
   QString path = profileCombo_->itemData(index).toString();
   if (path == QStringLiteral("?")) {
-    path = QFileDialog::getOpenFileName(this, tr("Load cost profile"), resourcesDir() + QStringLiteral("/profiles"),
+    path = QFileDialog::getOpenFileName(this, tr("Load cost profile"),
+                                        resourcesDir() + QStringLiteral("/profiles"),
                                         tr("Cost profiles (*.json)"));
     if (path.isEmpty()) {
       refresh();

@@ -46,7 +46,8 @@ QString resourcesDir() {
   const QByteArray env = qgetenv("PIPESTUDIO_RESOURCES");
   if (!env.isEmpty() && QFileInfo(QString::fromLocal8Bit(env)).isDir()) return QString::fromLocal8Bit(env);
 #ifdef PIPESTUDIO_RESOURCES_DIR
-  if (QFileInfo(QStringLiteral(PIPESTUDIO_RESOURCES_DIR)).isDir()) return QStringLiteral(PIPESTUDIO_RESOURCES_DIR);
+  if (QFileInfo(QStringLiteral(PIPESTUDIO_RESOURCES_DIR)).isDir())
+    return QStringLiteral(PIPESTUDIO_RESOURCES_DIR);
 #endif
   return QDir(QCoreApplication::applicationDirPath()).absoluteFilePath(QStringLiteral("../share/pipestudio"));
 }
@@ -83,10 +84,10 @@ Result<LoadedFile> readScheduleFile(const QString& path) {
   out.profile = defaultCostProfile(out.schedule.pipeline.stages);
   if (out.schedule.profile && !out.schedule.profile->empty()) {
     const QString name = QString::fromStdString(*out.schedule.profile);
-    const QStringList candidates = {QFileInfo(path).dir().absoluteFilePath(name),
-                                    QDir(resourcesDir()).absoluteFilePath(name),
-                                    QDir(resourcesDir() + QStringLiteral("/profiles")).absoluteFilePath(name),
-                                    QDir(resourcesDir() + QStringLiteral("/profiles")).absoluteFilePath(name + ".json")};
+    const QStringList candidates = {
+        QFileInfo(path).dir().absoluteFilePath(name), QDir(resourcesDir()).absoluteFilePath(name),
+        QDir(resourcesDir() + QStringLiteral("/profiles")).absoluteFilePath(name),
+        QDir(resourcesDir() + QStringLiteral("/profiles")).absoluteFilePath(name + ".json")};
     bool found = false;
     for (const QString& c : candidates) {
       if (!QFileInfo(c).isFile()) continue;
@@ -169,7 +170,9 @@ class ProfileCommand : public QUndoCommand {
   CostProfile before_, after_;
 };
 
-QString fmtMs(double v) { return QString::number(v, 'f', v < 10 ? 2 : 1); }
+QString fmtMs(double v) {
+  return QString::number(v, 'f', v < 10 ? 2 : 1);
+}
 
 bool fail(QString* error, const Diagnostics& ds) {
   if (error && !ds.empty()) *error = QString::fromStdString(ds.front().message);
@@ -256,8 +259,9 @@ Analysis ScheduleDocument::analyze(const Schedule& s) const {
       a.timeline = std::move(t).value();
       for (const auto& d : a.timeline.diagnostics) {
         // The validator already reports a deadlock with its cycle; keep other findings.
-        const bool dup = std::any_of(a.diagnostics.begin(), a.diagnostics.end(),
-                                     [&](const Diagnostic& e) { return e.code == d.code && e.message == d.message; });
+        const bool dup = std::any_of(a.diagnostics.begin(), a.diagnostics.end(), [&](const Diagnostic& e) {
+          return e.code == d.code && e.message == d.message;
+        });
         if (!dup) a.diagnostics.push_back(d);
       }
     } else {
@@ -314,13 +318,15 @@ void ScheduleDocument::rebuildIndex() {
     const auto& row = s.devices[static_cast<size_t>(d)];
     for (int i = 0; i < static_cast<int>(row.size()); ++i) {
       index_.emplace(opKey(row[static_cast<size_t>(i)].first), OpRef{d, i});
-      if (row[static_cast<size_t>(i)].second) index_.emplace(opKey(*row[static_cast<size_t>(i)].second), OpRef{d, i});
+      if (row[static_cast<size_t>(i)].second)
+        index_.emplace(opKey(*row[static_cast<size_t>(i)].second), OpRef{d, i});
     }
   }
 }
 
 void ScheduleDocument::applyScheduleInternal(Schedule s) {
-  const bool pipelineChanged = !(s.pipeline == analysis_->schedule.pipeline) || s.partition != analysis_->schedule.partition;
+  const bool pipelineChanged =
+      !(s.pipeline == analysis_->schedule.pipeline) || s.partition != analysis_->schedule.partition;
   auto tmp = std::make_shared<Analysis>(*analysis_);
   tmp->schedule = s;
   if (pipelineChanged) {
@@ -343,9 +349,10 @@ bool ScheduleDocument::moveStep(int device, int from, int to, QString* error) {
   auto s = ps::ui::moveStep(schedule(), device, from, to);
   if (!s) return fail(error, s.errors());
   const Op& op = schedule().devices[static_cast<size_t>(device)][static_cast<size_t>(from)].first;
-  undo_.push(new MoveStepCommand(this, device, from, to,
-                                 tr("Move %1 %2").arg(QString::fromStdString(schedule().opName(op)),
-                                                      to < from ? tr("earlier") : tr("later"))));
+  undo_.push(new MoveStepCommand(
+      this, device, from, to,
+      tr("Move %1 %2")
+          .arg(QString::fromStdString(schedule().opName(op)), to < from ? tr("earlier") : tr("later"))));
   return true;
 }
 
@@ -353,8 +360,9 @@ bool ScheduleDocument::splitBackward(OpRef at, QString* error) {
   auto s = ps::ui::splitBackward(schedule(), at);
   if (!s) return fail(error, s.errors());
   const Op* op = opAt(schedule(), at);
-  undo_.push(new ReplaceScheduleCommand(this, schedule(), std::move(s).value(),
-                                        tr("Split %1 into I + W").arg(QString::fromStdString(schedule().opName(*op)))));
+  undo_.push(new ReplaceScheduleCommand(
+      this, schedule(), std::move(s).value(),
+      tr("Split %1 into I + W").arg(QString::fromStdString(schedule().opName(*op)))));
   return true;
 }
 
@@ -372,9 +380,9 @@ bool ScheduleDocument::toggleRecompute(int stage, QString* error) {
   const bool had = stageRecomputes(schedule(), stage);
   auto s = ps::ui::toggleRecompute(schedule(), stage);
   if (!s) return fail(error, s.errors());
-  undo_.push(new ReplaceScheduleCommand(this, schedule(), std::move(s).value(),
-                                        had ? tr("Stop recomputing stage %1").arg(stage)
-                                            : tr("Recompute stage %1").arg(stage)));
+  undo_.push(new ReplaceScheduleCommand(
+      this, schedule(), std::move(s).value(),
+      had ? tr("Stop recomputing stage %1").arg(stage) : tr("Recompute stage %1").arg(stage)));
   return true;
 }
 
@@ -400,12 +408,18 @@ double ScheduleDocument::modelDuration(const Op& op) const {
   if (op.stage < 0 || op.stage >= static_cast<int>(model_.stages.size())) return 1.0;
   const StageCost& c = model_.stages[static_cast<size_t>(op.stage)];
   switch (op.kind) {
-    case OpKind::F: return c.F;
-    case OpKind::B: return c.B;
-    case OpKind::I: return c.I;
-    case OpKind::W: return c.W;
-    case OpKind::R: return c.R;
-    default: return std::max(0.1, c.F / 4);
+    case OpKind::F:
+      return c.F;
+    case OpKind::B:
+      return c.B;
+    case OpKind::I:
+      return c.I;
+    case OpKind::W:
+      return c.W;
+    case OpKind::R:
+      return c.R;
+    default:
+      return std::max(0.1, c.F / 4);
   }
 }
 
@@ -415,13 +429,16 @@ std::optional<OpRef> ScheduleDocument::find(const Op& op) const {
   return it->second;
 }
 
-std::vector<Op> ScheduleDocument::dependencies(const Op& op) const { return dependenciesOf(schedule(), op); }
+std::vector<Op> ScheduleDocument::dependencies(const Op& op) const {
+  return dependenciesOf(schedule(), op);
+}
 
 std::vector<Op> ScheduleDocument::dependents(const Op& op) const {
   std::vector<Op> out;
   const Schedule& s = schedule();
   std::vector<OpKind> kinds;
-  for (std::uint16_t k = 0; k < static_cast<std::uint16_t>(OpKind::kBuiltinCount); ++k) kinds.push_back(static_cast<OpKind>(k));
+  for (std::uint16_t k = 0; k < static_cast<std::uint16_t>(OpKind::kBuiltinCount); ++k)
+    kinds.push_back(static_cast<OpKind>(k));
   for (size_t u = 0; u < s.userKinds.size(); ++u) kinds.push_back(static_cast<OpKind>(kFirstUserKind + u));
   for (int ds = -1; ds <= 1; ++ds) {
     for (OpKind k : kinds) {

@@ -21,9 +21,9 @@ namespace ps::ui {
 struct Analysis {
   ps::core::Schedule schedule;
   ps::core::ValidationReport validation;
-  ps::core::Timeline timeline;                // simulated with the cost model (ms)
-  std::optional<ps::core::Timeline> slots;    // unit slots (one step = 1), when asked for
-  ps::core::Diagnostics diagnostics;          // validation + simulation + model problems
+  ps::core::Timeline timeline;              // simulated with the cost model (ms)
+  std::optional<ps::core::Timeline> slots;  // unit slots (one step = 1), when asked for
+  ps::core::Diagnostics diagnostics;        // validation + simulation + model problems
   bool valid() const { return !ps::core::hasErrors(diagnostics); }
   double makespan() const { return timeline.metrics.makespan; }
 };

@@ -30,12 +30,15 @@ std::string where(const Schedule& s, OpRef at) {
 int findStep(const std::vector<Step>& row, OpKind kind, int stage, int mb, int from = 0) {
   for (int i = std::max(0, from); i < static_cast<int>(row.size()); ++i) {
     const Step& st = row[static_cast<size_t>(i)];
-    if (!st.overlapped() && st.first.kind == kind && st.first.stage == stage && st.first.microbatch == mb) return i;
+    if (!st.overlapped() && st.first.kind == kind && st.first.stage == stage && st.first.microbatch == mb)
+      return i;
   }
   return -1;
 }
 
-bool isBackward(OpKind k) { return k == OpKind::B || k == OpKind::I || k == OpKind::R; }
+bool isBackward(OpKind k) {
+  return k == OpKind::B || k == OpKind::I || k == OpKind::R;
+}
 
 }  // namespace
 
@@ -46,7 +49,8 @@ Result<Schedule> moveStep(const Schedule& s, int device, int from, int to) {
   const int n = static_cast<int>(row.size());
   if (from < 0 || from >= n || to < 0 || to >= n)
     return makeError("edit.move", "cannot move step " + std::to_string(from) + " to " + std::to_string(to) +
-                                      " on device " + std::to_string(device) + " (" + std::to_string(n) + " steps)");
+                                      " on device " + std::to_string(device) + " (" + std::to_string(n) +
+                                      " steps)");
   Schedule out = s;
   auto& r = out.devices[static_cast<size_t>(device)];
   if (from < to)
@@ -58,10 +62,13 @@ Result<Schedule> moveStep(const Schedule& s, int device, int from, int to) {
 
 Result<Schedule> splitBackward(const Schedule& s, OpRef at) {
   const Op* op = opAt(s, at);
-  if (!op) return makeError("edit.split", "no op at device " + std::to_string(at.device) + " step " + std::to_string(at.step));
+  if (!op)
+    return makeError("edit.split",
+                     "no op at device " + std::to_string(at.device) + " step " + std::to_string(at.step));
   const auto& step = s.devices[static_cast<size_t>(at.device)][static_cast<size_t>(at.step)];
   if (step.overlapped() || op->kind != OpKind::B)
-    return makeError("edit.split", where(s, at) + " is not a full backward (B) that could split into I and W");
+    return makeError("edit.split",
+                     where(s, at) + " is not a full backward (B) that could split into I and W");
   Schedule out = s;
   auto& r = out.devices[static_cast<size_t>(at.device)];
   Op i = *op, w = *op;
@@ -74,7 +81,9 @@ Result<Schedule> splitBackward(const Schedule& s, OpRef at) {
 
 Result<Schedule> mergeInputWeight(const Schedule& s, OpRef at) {
   const Op* op = opAt(s, at);
-  if (!op) return makeError("edit.merge", "no op at device " + std::to_string(at.device) + " step " + std::to_string(at.step));
+  if (!op)
+    return makeError("edit.merge",
+                     "no op at device " + std::to_string(at.device) + " step " + std::to_string(at.step));
   if (op->kind != OpKind::I && op->kind != OpKind::W)
     return makeError("edit.merge", where(s, at) + " is neither I nor W; only an I and its W merge into B");
   const auto& row = s.devices[static_cast<size_t>(at.device)];
@@ -101,13 +110,15 @@ bool stageRecomputes(const Schedule& s, int stage) {
 }
 
 Result<Schedule> toggleRecompute(const Schedule& s, int stage) {
-  if (stage < 0 || stage >= s.pipeline.stages) return makeError("edit.recompute", "stage " + std::to_string(stage) + " does not exist");
+  if (stage < 0 || stage >= s.pipeline.stages)
+    return makeError("edit.recompute", "stage " + std::to_string(stage) + " does not exist");
   Schedule out = s;
   if (stageRecomputes(s, stage)) {
     for (auto& row : out.devices)
       row.erase(std::remove_if(row.begin(), row.end(),
                                [&](const Step& st) {
-                                 return !st.overlapped() && st.first.kind == OpKind::R && st.first.stage == stage;
+                                 return !st.overlapped() && st.first.kind == OpKind::R &&
+                                        st.first.stage == stage;
                                }),
                 row.end());
     return out;
@@ -120,19 +131,24 @@ Result<Schedule> toggleRecompute(const Schedule& s, int stage) {
     // The backward of an overlapped pair is its second op.
     const Op& bw = st.overlapped() && st.second ? *st.second : st.first;
     if (bw.stage != stage || (bw.kind != OpKind::B && bw.kind != OpKind::I)) continue;
-    if (bw.microbatch < 0 || bw.microbatch >= s.pipeline.microbatches || done[static_cast<size_t>(bw.microbatch)]) continue;
+    if (bw.microbatch < 0 || bw.microbatch >= s.pipeline.microbatches ||
+        done[static_cast<size_t>(bw.microbatch)])
+      continue;
     done[static_cast<size_t>(bw.microbatch)] = 1;
     row.insert(row.begin() + static_cast<long>(i), Step{Op{OpKind::R, stage, bw.microbatch}, std::nullopt});
     ++i;  // skip the backward we just passed
   }
   if (std::none_of(done.begin(), done.end(), [](char c) { return c != 0; }))
-    return makeError("edit.recompute", "stage " + std::to_string(stage) + " has no backward to recompute for");
+    return makeError("edit.recompute",
+                     "stage " + std::to_string(stage) + " has no backward to recompute for");
   return out;
 }
 
 Result<Schedule> addOffloadReload(const Schedule& s, OpRef at) {
   const Op* op = opAt(s, at);
-  if (!op) return makeError("edit.offload", "no op at device " + std::to_string(at.device) + " step " + std::to_string(at.step));
+  if (!op)
+    return makeError("edit.offload",
+                     "no op at device " + std::to_string(at.device) + " step " + std::to_string(at.step));
   if (op->microbatch < 0) return makeError("edit.offload", where(s, at) + " belongs to no micro-batch");
   const auto& row = s.devices[static_cast<size_t>(at.device)];
   const int f = findStep(row, OpKind::F, op->stage, op->microbatch);
@@ -156,7 +172,8 @@ Result<Schedule> addOffloadReload(const Schedule& s, OpRef at) {
                                          std::to_string(op->stage) + " has no backward after its forward");
   if (bw == f + 1)
     return makeError("edit.offload", "micro-batch " + std::to_string(op->microbatch) + " of stage " +
-                                         std::to_string(op->stage) + " has no gap between its forward and backward");
+                                         std::to_string(op->stage) +
+                                         " has no gap between its forward and backward");
   Schedule out = s;
   auto& r = out.devices[static_cast<size_t>(at.device)];
   r.insert(r.begin() + bw, Step{Op{OpKind::Reload, op->stage, op->microbatch}, std::nullopt});

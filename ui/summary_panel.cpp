@@ -12,13 +12,15 @@ enum class Better { Lower, Higher };
 // Fewer decimals for large values so the columns stay narrow.
 QString fmt(double v, int decimals) {
   const double a = std::abs(v);
-  if (a >= 1000) decimals = 0;
-  else if (a >= 100) decimals = std::min(decimals, 1);
+  if (a >= 1000)
+    decimals = 0;
+  else if (a >= 100)
+    decimals = std::min(decimals, 1);
   return QString::number(v, 'f', decimals);
 }
 
-void addRow(QTreeWidgetItem* parent, QTreeWidget* tree, const QString& name, double cur, double saved, int decimals,
-            const QString& unit, Better better) {
+void addRow(QTreeWidgetItem* parent, QTreeWidget* tree, const QString& name, double cur, double saved,
+            int decimals, const QString& unit, Better better) {
   auto* it = parent ? new QTreeWidgetItem(parent) : new QTreeWidgetItem(tree);
   it->setText(0, name);
   it->setText(1, fmt(cur, decimals) + unit);
@@ -65,10 +67,10 @@ void SummaryPanel::setMetrics(const ps::core::TimelineMetrics& cur, const ps::co
   }
   clear();
   addRow(nullptr, this, tr("Makespan"), cur.makespan, saved.makespan, 2, tr(" ms"), Better::Lower);
-  addRow(nullptr, this, tr("Bubble ratio"), cur.bubbleRatio * 100, saved.bubbleRatio * 100, 1, QStringLiteral(" %"),
-         Better::Lower);
-  addRow(nullptr, this, tr("Efficiency"), cur.efficiency * 100, saved.efficiency * 100, 1, QStringLiteral(" %"),
-         Better::Higher);
+  addRow(nullptr, this, tr("Bubble ratio"), cur.bubbleRatio * 100, saved.bubbleRatio * 100, 1,
+         QStringLiteral(" %"), Better::Lower);
+  addRow(nullptr, this, tr("Efficiency"), cur.efficiency * 100, saved.efficiency * 100, 1,
+         QStringLiteral(" %"), Better::Higher);
   addRow(nullptr, this, tr("Lower bound"), cur.lowerBound, saved.lowerBound, 2, tr(" ms"), Better::Lower);
   constexpr double kGiB = double(1LL << 30);
   for (size_t d = 0; d < cur.devices.size(); ++d) {

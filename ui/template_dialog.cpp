@@ -58,18 +58,29 @@ TemplateDialog::TemplateDialog(QWidget* parent) : QDialog(parent) {
   lay->addWidget(buttons_);
 
   connect(kind_, &QComboBox::currentIndexChanged, this, &TemplateDialog::regenerate);
-  for (auto* s : {devices_, microbatches_, chunks_}) connect(s, &QSpinBox::valueChanged, this, &TemplateDialog::regenerate);
+  for (auto* s : {devices_, microbatches_, chunks_})
+    connect(s, &QSpinBox::valueChanged, this, &TemplateDialog::regenerate);
   kind_->setCurrentIndex(std::max(0, kind_->findText(QStringLiteral("1f1b"))));
   regenerate();
   resize(820, 460);
 }
 
-void TemplateDialog::setKind(ScheduleKind k) { kind_->setCurrentIndex(kind_->findData(static_cast<int>(k))); }
-void TemplateDialog::setDevices(int d) { devices_->setValue(d); }
-void TemplateDialog::setMicrobatches(int m) { microbatches_->setValue(m); }
-void TemplateDialog::setChunks(int c) { chunks_->setValue(c); }
+void TemplateDialog::setKind(ScheduleKind k) {
+  kind_->setCurrentIndex(kind_->findData(static_cast<int>(k)));
+}
+void TemplateDialog::setDevices(int d) {
+  devices_->setValue(d);
+}
+void TemplateDialog::setMicrobatches(int m) {
+  microbatches_->setValue(m);
+}
+void TemplateDialog::setChunks(int c) {
+  chunks_->setValue(c);
+}
 
-QString TemplateDialog::errorText() const { return schedule_ ? QString() : info_->text(); }
+QString TemplateDialog::errorText() const {
+  return schedule_ ? QString() : info_->text();
+}
 
 void TemplateDialog::regenerate() {
   GeneratorOptions o;

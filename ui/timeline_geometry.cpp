@@ -30,7 +30,9 @@ int RowLayout::laneAt(double offsetInRow, bool twoLanes) const {
   return offsetInRow >= top - 1 ? 1 : 0;
 }
 
-bool runsOnCopyLane(ps::core::OpKind k) { return k == ps::core::OpKind::Offload || k == ps::core::OpKind::Reload; }
+bool runsOnCopyLane(ps::core::OpKind k) {
+  return k == ps::core::OpKind::Offload || k == ps::core::OpKind::Reload;
+}
 
 int RowLayout::rowAt(double y, int devices) const {
   if (devices <= 0 || y < rulerHeight) return -1;
@@ -39,8 +41,8 @@ int RowLayout::rowAt(double y, int devices) const {
   return std::clamp(r, 0, devices - 1);
 }
 
-BlockIndex BlockIndex::build(const ps::core::Schedule& s, const ps::core::Timeline& timeline, double fallbackMs,
-                             const std::function<double(const ps::core::Op&)>& duration) {
+BlockIndex BlockIndex::build(const ps::core::Schedule& s, const ps::core::Timeline& timeline,
+                             double fallbackMs, const std::function<double(const ps::core::Op&)>& duration) {
   BlockIndex idx;
   const int D = static_cast<int>(s.devices.size());
   idx.rows_.resize(static_cast<size_t>(D));
@@ -51,7 +53,8 @@ BlockIndex BlockIndex::build(const ps::core::Schedule& s, const ps::core::Timeli
     std::vector<int> seen(static_cast<size_t>(std::max(0, s.pipeline.devices)), 0);
     for (int st = 0; st < s.pipeline.stages && st < static_cast<int>(s.pipeline.stageToDevice.size()); ++st) {
       const int d = s.pipeline.stageToDevice[static_cast<size_t>(st)];
-      if (d >= 0 && d < static_cast<int>(seen.size())) chunkOf[static_cast<size_t>(st)] = seen[static_cast<size_t>(d)]++;
+      if (d >= 0 && d < static_cast<int>(seen.size()))
+        chunkOf[static_cast<size_t>(st)] = seen[static_cast<size_t>(d)]++;
     }
   }
   auto chunk = [&](int stage) {
@@ -170,8 +173,8 @@ std::optional<size_t> BlockIndex::hitTest(int device, double t, double tolerance
   return best;
 }
 
-std::vector<LodSpan> levelOfDetail(const std::vector<Block>& row, size_t first, size_t last, const TimeAxis& axis,
-                                   double minPx, int lane) {
+std::vector<LodSpan> levelOfDetail(const std::vector<Block>& row, size_t first, size_t last,
+                                   const TimeAxis& axis, double minPx, int lane) {
   std::vector<LodSpan> out;
   last = std::min(last, row.size());
   size_t i = first;

@@ -90,7 +90,8 @@ class BlockIndex {
   // Times come from `timeline` (matched by device and step). Steps the timeline lacks (a
   // stalled simulation) follow the last timed op of their row, lasting `fallbackMs` or what
   // `duration` says for the op.
-  static BlockIndex build(const ps::core::Schedule& s, const ps::core::Timeline& timeline, double fallbackMs = 1.0,
+  static BlockIndex build(const ps::core::Schedule& s, const ps::core::Timeline& timeline,
+                          double fallbackMs = 1.0,
                           const std::function<double(const ps::core::Op&)>& duration = {});
 
   int devices() const { return static_cast<int>(rows_.size()); }
@@ -128,8 +129,8 @@ struct LodSpan {
 // minPx are merged with their neighbours until the span is at least minPx wide or a visible
 // gap (> minPx) separates them. Only blocks of `lane` (-1: all, for single-lane rows) take
 // part. Output spans are in x order and do not overlap.
-std::vector<LodSpan> levelOfDetail(const std::vector<Block>& row, size_t first, size_t last, const TimeAxis& axis,
-                                   double minPx, int lane = -1);
+std::vector<LodSpan> levelOfDetail(const std::vector<Block>& row, size_t first, size_t last,
+                                   const TimeAxis& axis, double minPx, int lane = -1);
 
 // Where a dragged step lands: its index in the device's order after the move when dropped at
 // time t (the number of other blocks whose centre lies before t).

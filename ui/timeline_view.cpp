@@ -27,14 +27,17 @@ using namespace ps::core;
 
 namespace {
 
-constexpr double kMinBlockPx = 3.0;   // thinner blocks merge (level of detail)
+constexpr double kMinBlockPx = 3.0;  // thinner blocks merge (level of detail)
 constexpr double kHitSlopPx = 3.0;
 
 std::uint64_t refKey(int device, int step) {
-  return (static_cast<std::uint64_t>(static_cast<std::uint32_t>(device)) << 32) | static_cast<std::uint32_t>(step);
+  return (static_cast<std::uint64_t>(static_cast<std::uint32_t>(device)) << 32) |
+         static_cast<std::uint32_t>(step);
 }
 
-QString fmtMs(double v) { return QString::number(v, 'f', std::abs(v) < 10 ? 2 : 1); }
+QString fmtMs(double v) {
+  return QString::number(v, 'f', std::abs(v) < 10 ? 2 : 1);
+}
 
 QString fmtBytes(std::int64_t b) {
   const double gib = static_cast<double>(b) / double(1LL << 30);
@@ -61,7 +64,8 @@ std::int64_t memoryAt(const Timeline& t, int device, double time) {
   if (device < 0 || device >= static_cast<int>(t.memory.size())) return -1;
   const auto& m = t.memory[static_cast<size_t>(device)];
   if (m.empty()) return -1;
-  auto it = std::upper_bound(m.begin(), m.end(), time, [](double v, const MemorySample& s) { return v < s.time; });
+  auto it =
+      std::upper_bound(m.begin(), m.end(), time, [](double v, const MemorySample& s) { return v < s.time; });
   if (it == m.begin()) return m.front().bytes;
   return std::prev(it)->bytes;
 }
@@ -226,8 +230,12 @@ void TimelineView::zoomBy(double factor, double plotX) {
   viewport()->update();
 }
 
-void TimelineView::zoomIn() { zoomBy(1.5, plotWidth() / 2); }
-void TimelineView::zoomOut() { zoomBy(1 / 1.5, plotWidth() / 2); }
+void TimelineView::zoomIn() {
+  zoomBy(1.5, plotWidth() / 2);
+}
+void TimelineView::zoomOut() {
+  zoomBy(1 / 1.5, plotWidth() / 2);
+}
 void TimelineView::zoomToFit() {
   fitted_ = true;
   axis_.setPixelsPerMs(TimeAxis::fitScale(blocks().endTime(), plotWidth()));
@@ -269,12 +277,15 @@ void TimelineView::ensureVisible(OpRef ref) {
   const int top = static_cast<int>(layout_.rowTop(ref.device) - layout_.rulerHeight - layout_.rowGap);
   const int bottom = static_cast<int>(layout_.rowBottom(ref.device) + layout_.rowGap);
   auto* vs = verticalScrollBar();
-  if (top < vs->value()) vs->setValue(top);
-  else if (bottom > vs->value() + viewport()->height()) vs->setValue(bottom - viewport()->height());
+  if (top < vs->value())
+    vs->setValue(top);
+  else if (bottom > vs->value() + viewport()->height())
+    vs->setValue(bottom - viewport()->height());
   viewport()->update();
 }
 
-QRectF TimelineView::blockRect(const Block& b, const TimeAxis& axis, double scrollY, const QRect& target) const {
+QRectF TimelineView::blockRect(const Block& b, const TimeAxis& axis, double scrollY,
+                               const QRect& target) const {
   const double x0 = target.left() + layout_.labelWidth + axis.toX(b.start);
   const double x1 = target.left() + layout_.labelWidth + axis.toX(b.end);
   const auto [off, h] = layout_.lane(b.lane, blocks().hasCopyLane());
@@ -288,7 +299,9 @@ std::optional<QPoint> TimelineView::blockCenter(OpRef ref) const {
   return blockRect(*b, axis_, verticalScrollBar()->value(), viewport()->rect()).center().toPoint();
 }
 
-bool TimelineView::isOutlinedInvalid(OpRef ref) const { return invalid_.count(refKey(ref.device, ref.step)) > 0; }
+bool TimelineView::isOutlinedInvalid(OpRef ref) const {
+  return invalid_.count(refKey(ref.device, ref.step)) > 0;
+}
 
 std::optional<TimelineView::Hit> TimelineView::hitAt(QPoint pos) const {
   const double scrollY = verticalScrollBar()->value();
@@ -310,7 +323,8 @@ void TimelineView::paintEvent(QPaintEvent*) {
   paintTimeline(p, viewport()->rect(), axis_, verticalScrollBar()->value());
 }
 
-void TimelineView::paintTimeline(QPainter& p, const QRect& target, const TimeAxis& axis, double scrollY) const {
+void TimelineView::paintTimeline(QPainter& p, const QRect& target, const TimeAxis& axis,
+                                 double scrollY) const {
   const QPalette pal = palette();
   const Analysis& a = displayAnalysis();
   const BlockIndex& bi = blocks();
@@ -329,7 +343,8 @@ void TimelineView::paintTimeline(QPainter& p, const QRect& target, const TimeAxi
   const double plotX0 = target.left() + layout_.labelWidth;
   const double plotW = target.width() - layout_.labelWidth;
   const double t0 = axis.toTime(0), t1 = axis.toTime(plotW);
-  const QRectF plotClip(plotX0, target.top() + layout_.rulerHeight, plotW, target.height() - layout_.rulerHeight);
+  const QRectF plotClip(plotX0, target.top() + layout_.rulerHeight, plotW,
+                        target.height() - layout_.rulerHeight);
 
   // Rows visible after vertical scroll.
   const double pitch = layout_.rowHeight + layout_.rowGap;
@@ -352,52 +367,52 @@ void TimelineView::paintTimeline(QPainter& p, const QRect& target, const TimeAxi
     p.setFont(small);
     const bool twoLanes = bi.hasCopyLane();
     for (int lane = 0; lane < (twoLanes ? 2 : 1); ++lane) {
-    const auto [laneOff, laneH] = layout_.lane(lane, twoLanes);
-    const auto spans = levelOfDetail(row, f, l, axis, kMinBlockPx, twoLanes ? lane : -1);
-    for (const auto& sp : spans) {
-      const Block& b = row[sp.dominant];
-      const bool ov = b.second.has_value();
-      QColor c = blockColor(b.op.kind, b.chunk, ov);
-      if (sp.merged) {
-        // Zoomed out: the span's colour mixes its ops' colours by time, and idle time within
-        // it shows as transparency, so warm-up, steady state and bubbles stay visible.
-        double r = 0, g = 0, bl = 0, busy = 0;
-        for (size_t i = sp.first; i < sp.last; ++i) {
-          const Block& k = row[i];
-          if (twoLanes && k.lane != lane) continue;
-          const QColor kc = blockColor(k.op.kind, k.chunk, k.second.has_value());
-          const double w = std::max(1e-12, k.duration());
-          r += kc.redF() * w;
-          g += kc.greenF() * w;
-          bl += kc.blueF() * w;
-          busy += w;
+      const auto [laneOff, laneH] = layout_.lane(lane, twoLanes);
+      const auto spans = levelOfDetail(row, f, l, axis, kMinBlockPx, twoLanes ? lane : -1);
+      for (const auto& sp : spans) {
+        const Block& b = row[sp.dominant];
+        const bool ov = b.second.has_value();
+        QColor c = blockColor(b.op.kind, b.chunk, ov);
+        if (sp.merged) {
+          // Zoomed out: the span's colour mixes its ops' colours by time, and idle time within
+          // it shows as transparency, so warm-up, steady state and bubbles stay visible.
+          double r = 0, g = 0, bl = 0, busy = 0;
+          for (size_t i = sp.first; i < sp.last; ++i) {
+            const Block& k = row[i];
+            if (twoLanes && k.lane != lane) continue;
+            const QColor kc = blockColor(k.op.kind, k.chunk, k.second.has_value());
+            const double w = std::max(1e-12, k.duration());
+            r += kc.redF() * w;
+            g += kc.greenF() * w;
+            bl += kc.blueF() * w;
+            busy += w;
+          }
+          if (busy > 0) c = QColor::fromRgbF(float(r / busy), float(g / busy), float(bl / busy));
+          const double spanMs = (sp.x1 - sp.x0) / axis.pixelsPerMs();
+          if (spanMs > 0) c.setAlphaF(float(std::clamp(busy / spanMs, 0.25, 1.0)));
         }
-        if (busy > 0) c = QColor::fromRgbF(float(r / busy), float(g / busy), float(bl / busy));
-        const double spanMs = (sp.x1 - sp.x0) / axis.pixelsPerMs();
-        if (spanMs > 0) c.setAlphaF(float(std::clamp(busy / spanMs, 0.25, 1.0)));
-      }
-      QRectF r(plotX0 + sp.x0, y + laneOff, std::max(1.0, sp.x1 - sp.x0), laneH);
-      if (!sp.merged && r.width() > 5) r.adjust(0, 0, -1, 0);  // a hairline between neighbours
-      if (!b.reached) {
-        c.setAlphaF(0.35f);
-        p.fillRect(r, c);
-        p.setPen(QPen(blockColor(b.op.kind, b.chunk, ov), 1, Qt::DashLine));
-        p.drawRect(r.adjusted(0.5, 0.5, -0.5, -0.5));
-      } else {
-        p.fillRect(r, c);
-      }
-      if (!sp.merged && r.width() >= digitW + 3 && r.height() >= fmSmall.height()) {
-        QString label = blockLabel(s, b.op);
-        if (ov) label += QLatin1Char('|') + blockLabel(s, *b.second);
-        if (r.width() >= digitW * label.size() + 3) {
-          p.setPen(b.reached ? textColorOn(c) : textCol);
-          p.drawText(r, Qt::AlignCenter, label);
-        } else if (r.width() >= digitW * 2 + 4 && !ov) {
-          p.setPen(textColorOn(c));
-          p.drawText(r, Qt::AlignCenter, label.left(2));
+        QRectF r(plotX0 + sp.x0, y + laneOff, std::max(1.0, sp.x1 - sp.x0), laneH);
+        if (!sp.merged && r.width() > 5) r.adjust(0, 0, -1, 0);  // a hairline between neighbours
+        if (!b.reached) {
+          c.setAlphaF(0.35f);
+          p.fillRect(r, c);
+          p.setPen(QPen(blockColor(b.op.kind, b.chunk, ov), 1, Qt::DashLine));
+          p.drawRect(r.adjusted(0.5, 0.5, -0.5, -0.5));
+        } else {
+          p.fillRect(r, c);
+        }
+        if (!sp.merged && r.width() >= digitW + 3 && r.height() >= fmSmall.height()) {
+          QString label = blockLabel(s, b.op);
+          if (ov) label += QLatin1Char('|') + blockLabel(s, *b.second);
+          if (r.width() >= digitW * label.size() + 3) {
+            p.setPen(b.reached ? textColorOn(c) : textCol);
+            p.drawText(r, Qt::AlignCenter, label);
+          } else if (r.width() >= digitW * 2 + 4 && !ov) {
+            p.setPen(textColorOn(c));
+            p.drawText(r, Qt::AlignCenter, label.left(2));
+          }
         }
       }
-    }
     }
   }
 
@@ -434,12 +449,15 @@ void TimelineView::paintTimeline(QPainter& p, const QRect& target, const TimeAxi
         auto c = centerOf(dep);
         if (!c) continue;
         const Block* db = c->second;
-        const bool unmet = (db->device == b->device && db->step > b->step) || db->end > b->start + 1e-9 || !db->reached;
+        const bool unmet =
+            (db->device == b->device && db->step > b->step) || db->end > b->start + 1e-9 || !db->reached;
         if (!unmet) continue;
         // With a deadlock, the cycle's arrows below carry the story; keep these unlabelled.
-        const QString label = a.validation.deadlock.empty() ? tr("needs %1").arg(QString::fromStdString(s.opName(dep))) : QString();
-        drawArrow(p, QPointF(c->first.right(), c->first.center().y()), QPointF(rb.left(), rb.center().y()), red, label,
-                  false);
+        const QString label = a.validation.deadlock.empty()
+                                  ? tr("needs %1").arg(QString::fromStdString(s.opName(dep)))
+                                  : QString();
+        drawArrow(p, QPointF(c->first.right(), c->first.center().y()), QPointF(rb.left(), rb.center().y()),
+                  red, label, false);
       }
     }
   }
@@ -449,8 +467,8 @@ void TimelineView::paintTimeline(QPainter& p, const QRect& target, const TimeAxi
     auto c = centerOf(w.waitsFor);
     if (!b || !c) continue;
     const QRectF rb = blockRect(*b, axis, scrollY, target);
-    drawArrow(p, QPointF(rb.center().x(), rb.center().y()), QPointF(c->first.center().x(), c->first.center().y()),
-              cycleCol, tr("waits for"), true);
+    drawArrow(p, QPointF(rb.center().x(), rb.center().y()),
+              QPointF(c->first.center().x(), c->first.center().y()), cycleCol, tr("waits for"), true);
   }
 
   // Selection and its dependency arrows.
@@ -463,20 +481,21 @@ void TimelineView::paintTimeline(QPainter& p, const QRect& target, const TimeAxi
       QColor arrowOut = dark ? QColor(0xa5, 0xd6, 0xa7) : QColor(0x2e, 0x7d, 0x32);
       auto commLabel = [&](const Op& prod, const Op& cons, int devA, int devB) -> QString {
         if (devA == devB) return {};
-        if (const Transfer* t = transferBetween(tl, prod, cons)) return QStringLiteral("+%1 ms").arg(fmtMs(t->end - t->start));
+        if (const Transfer* t = transferBetween(tl, prod, cons))
+          return QStringLiteral("+%1 ms").arg(fmtMs(t->end - t->start));
         return {};
       };
       for (const Op& dep : doc_->dependencies(sb->op)) {
         auto c = centerOf(dep);
         if (!c) continue;
-        drawArrow(p, QPointF(c->first.right(), c->first.center().y()), QPointF(rs.left(), rs.center().y()), arrowIn,
-                  commLabel(dep, sb->op, c->second->device, sb->device), false);
+        drawArrow(p, QPointF(c->first.right(), c->first.center().y()), QPointF(rs.left(), rs.center().y()),
+                  arrowIn, commLabel(dep, sb->op, c->second->device, sb->device), false);
       }
       for (const Op& nxt : doc_->dependents(sb->op)) {
         auto c = centerOf(nxt);
         if (!c) continue;
-        drawArrow(p, QPointF(rs.right(), rs.center().y()), QPointF(c->first.left(), c->first.center().y()), arrowOut,
-                  commLabel(sb->op, nxt, sb->device, c->second->device), false);
+        drawArrow(p, QPointF(rs.right(), rs.center().y()), QPointF(c->first.left(), c->first.center().y()),
+                  arrowOut, commLabel(sb->op, nxt, sb->device, c->second->device), false);
       }
       p.setBrush(Qt::NoBrush);
       p.setPen(QPen(pal.color(QPalette::Highlight), 2.5));
@@ -521,7 +540,8 @@ void TimelineView::paintTimeline(QPainter& p, const QRect& target, const TimeAxi
   p.restore();
 
   // Row labels (fixed on the left).
-  const QRectF labels(target.left(), target.top() + layout_.rulerHeight, layout_.labelWidth, target.height() - layout_.rulerHeight);
+  const QRectF labels(target.left(), target.top() + layout_.rulerHeight, layout_.labelWidth,
+                      target.height() - layout_.rulerHeight);
   p.save();
   p.setClipRect(labels);
   p.fillRect(labels, base);
@@ -562,7 +582,8 @@ void TimelineView::paintTimeline(QPainter& p, const QRect& target, const TimeAxi
     p.setPen(sep);
     p.drawLine(QPointF(x, ruler.bottom() - 6), QPointF(x, ruler.bottom()));
     p.setPen(muted);
-    const QString txt = slots ? QString::number(t, 'g', 6) : QString::number(t, 'g', 6) + QStringLiteral(" ms");
+    const QString txt =
+        slots ? QString::number(t, 'g', 6) : QString::number(t, 'g', 6) + QStringLiteral(" ms");
     p.drawText(QRectF(x + 4, ruler.top(), 120, ruler.height() - 4), Qt::AlignLeft | Qt::AlignVCenter, txt);
   }
   p.restore();
@@ -616,7 +637,8 @@ QString TimelineView::tooltipFor(const Block& b) const {
     html += tr("<br>not reached: the simulation stalled before this op");
     return html;
   }
-  html += tr("<br>start %1 ms &nbsp;end %2 ms &nbsp;(%3 ms)").arg(fmtMs(t->start), fmtMs(t->end), fmtMs(t->duration()));
+  html += tr("<br>start %1 ms &nbsp;end %2 ms &nbsp;(%3 ms)")
+              .arg(fmtMs(t->start), fmtMs(t->end), fmtMs(t->duration()));
   // Waiting: the gap since the device's previous op, and the dependency that arrived last.
   const TimelineOp* prev = b.step > 0 ? timedOp(a.timeline, b.device, b.step - 1) : nullptr;
   const double prevEnd = prev ? prev->end : 0.0;
@@ -646,7 +668,8 @@ QString TimelineView::tooltipFor(const Block& b) const {
   for (const auto& d : a.diagnostics) {
     for (const auto& r : d.related)
       if (r.device == b.device && r.step == b.step) {
-        html += QStringLiteral("<br><span style='color:#e53935'>%1</span>").arg(QString::fromStdString(d.message).toHtmlEscaped());
+        html += QStringLiteral("<br><span style='color:#e53935'>%1</span>")
+                    .arg(QString::fromStdString(d.message).toHtmlEscaped());
         break;
       }
   }
@@ -671,7 +694,9 @@ bool TimelineView::viewportEvent(QEvent* e) {
 
 // ---- input ------------------------------------------------------------------------------------
 
-void TimelineView::report(const QString& text) { Q_EMIT statusMessage(text); }
+void TimelineView::report(const QString& text) {
+  Q_EMIT statusMessage(text);
+}
 
 void TimelineView::mousePressEvent(QMouseEvent* e) {
   setFocus();
@@ -750,7 +775,8 @@ void TimelineView::updateDrag(QPoint pos) {
       report(tr("Drop to keep %1 in place").arg(QString::fromStdString(s.opName(src->op))));
     } else if (auto moved = moveStep(s, dragFrom_.device, dragFrom_.step, target)) {
       preview_ = std::make_shared<Analysis>(doc_->analyze(*moved));
-      previewBlocks_ = BlockIndex::build(preview_->schedule, displayTimeline(*preview_), 1.0, fallbackDuration());
+      previewBlocks_ =
+          BlockIndex::build(preview_->schedule, displayTimeline(*preview_), 1.0, fallbackDuration());
       QString msg = tr("Drop %1 at position %2: makespan %3 → %4 ms")
                         .arg(QString::fromStdString(s.opName(src->op)))
                         .arg(target)
@@ -872,15 +898,25 @@ void TimelineView::keyPressEvent(QKeyEvent* e) {
       if (d < 0 || d >= blocks().devices()) return;
       const Block* b = blocks().block(ref->device, ref->step);
       if (!b) return;
-      if (auto i = blocks().hitTest(d, (b->start + b->end) / 2, blocks().endTime())) selectRef(OpRef{d, static_cast<int>(*i)});
+      if (auto i = blocks().hitTest(d, (b->start + b->end) / 2, blocks().endTime()))
+        selectRef(OpRef{d, static_cast<int>(*i)});
       return;
     }
     case Qt::Key_Plus:
-    case Qt::Key_Equal: zoomIn(); return;
-    case Qt::Key_Minus: zoomOut(); return;
-    case Qt::Key_0: zoomToFit(); return;
-    case Qt::Key_Escape: selectOp(std::nullopt, false); return;
-    default: break;
+    case Qt::Key_Equal:
+      zoomIn();
+      return;
+    case Qt::Key_Minus:
+      zoomOut();
+      return;
+    case Qt::Key_0:
+      zoomToFit();
+      return;
+    case Qt::Key_Escape:
+      selectOp(std::nullopt, false);
+      return;
+    default:
+      break;
   }
   QAbstractScrollArea::keyPressEvent(e);
 }
@@ -896,25 +932,32 @@ void TimelineView::contextMenuEvent(QContextMenuEvent* e) {
   QMenu menu(this);
   const QString name = QString::fromStdString(s.opName(*op));
   QAction* split = menu.addAction(tr("Split %1 into I + W").arg(name));
-  split->setEnabled(op->kind == OpKind::B && !s.devices[static_cast<size_t>(ref.device)][static_cast<size_t>(ref.step)].overlapped());
+  split->setEnabled(op->kind == OpKind::B &&
+                    !s.devices[static_cast<size_t>(ref.device)][static_cast<size_t>(ref.step)].overlapped());
   QAction* merge = menu.addAction(tr("Merge I + W into B"));
   merge->setEnabled(op->kind == OpKind::I || op->kind == OpKind::W);
   menu.addSeparator();
   QAction* rec = menu.addAction(tr("Recompute stage %1").arg(op->stage));
   rec->setCheckable(true);
   rec->setChecked(stageRecomputes(s, op->stage));
-  QAction* off = menu.addAction(tr("Offload micro-batch %1 between forward and backward").arg(op->microbatch));
+  QAction* off =
+      menu.addAction(tr("Offload micro-batch %1 between forward and backward").arg(op->microbatch));
   off->setEnabled(op->microbatch >= 0);
   menu.addSeparator();
   QAction* zoom = menu.addAction(tr("Zoom to fit"));
   QAction* chosen = menu.exec(e->globalPos());
   QString err;
   bool ok = true;
-  if (chosen == split) ok = doc_->splitBackward(ref, &err);
-  else if (chosen == merge) ok = doc_->mergeInputWeight(ref, &err);
-  else if (chosen == rec) ok = doc_->toggleRecompute(op->stage, &err);
-  else if (chosen == off) ok = doc_->addOffloadReload(ref, &err);
-  else if (chosen == zoom) zoomToFit();
+  if (chosen == split)
+    ok = doc_->splitBackward(ref, &err);
+  else if (chosen == merge)
+    ok = doc_->mergeInputWeight(ref, &err);
+  else if (chosen == rec)
+    ok = doc_->toggleRecompute(op->stage, &err);
+  else if (chosen == off)
+    ok = doc_->addOffloadReload(ref, &err);
+  else if (chosen == zoom)
+    zoomToFit();
   if (!ok) report(err);
 }
 

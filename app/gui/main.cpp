@@ -34,22 +34,28 @@ int main(int argc, char** argv) {
   parser.setApplicationDescription(QStringLiteral("Design, check and simulate pipeline-parallel schedules."));
   parser.addHelpOption();
   parser.addVersionOption();
-  QCommandLineOption shot(QStringLiteral("screenshot"), QStringLiteral("Render the main window to OUT.png and exit."),
+  QCommandLineOption shot(QStringLiteral("screenshot"),
+                          QStringLiteral("Render the main window to OUT.png and exit."),
                           QStringLiteral("OUT.png"));
-  QCommandLineOption size(QStringLiteral("size"), QStringLiteral("Window size for --screenshot (default 1600x1000)."),
+  QCommandLineOption size(QStringLiteral("size"),
+                          QStringLiteral("Window size for --screenshot (default 1600x1000)."),
                           QStringLiteral("WxH"), QStringLiteral("1600x1000"));
-  QCommandLineOption select(QStringLiteral("select"), QStringLiteral("Select an op, e.g. B3@s1 (shows its dependency arrows)."),
+  QCommandLineOption select(QStringLiteral("select"),
+                            QStringLiteral("Select an op, e.g. B3@s1 (shows its dependency arrows)."),
                             QStringLiteral("OP"));
-  QCommandLineOption layout(QStringLiteral("layout"), QStringLiteral("Timeline layout: time (default) or slots."),
+  QCommandLineOption layout(QStringLiteral("layout"),
+                            QStringLiteral("Timeline layout: time (default) or slots."),
                             QStringLiteral("time|slots"), QStringLiteral("time"));
-  QCommandLineOption palette(QStringLiteral("palette"), QStringLiteral("Colour scheme: system (default), light or dark."),
+  QCommandLineOption palette(QStringLiteral("palette"),
+                             QStringLiteral("Colour scheme: system (default), light or dark."),
                              QStringLiteral("system|light|dark"), QStringLiteral("system"));
   parser.addOption(shot);
   parser.addOption(size);
   parser.addOption(select);
   parser.addOption(layout);
   parser.addOption(palette);
-  parser.addPositionalArgument(QStringLiteral("file"), QStringLiteral("A .pipe or PyTorch .csv schedule to open."),
+  parser.addPositionalArgument(QStringLiteral("file"),
+                               QStringLiteral("A .pipe or PyTorch .csv schedule to open."),
                                QStringLiteral("[FILE]"));
   parser.process(app);
 
@@ -63,7 +69,8 @@ int main(int argc, char** argv) {
 
   if (parser.value(palette) == QStringLiteral("dark") || parser.value(palette) == QStringLiteral("light")) {
     QApplication::setStyle(QStringLiteral("Fusion"));
-    QApplication::setPalette(parser.value(palette) == QStringLiteral("dark") ? ps::ui::darkPalette() : ps::ui::lightPalette());
+    QApplication::setPalette(parser.value(palette) == QStringLiteral("dark") ? ps::ui::darkPalette()
+                                                                             : ps::ui::lightPalette());
   }
 
   // Screenshots neither read nor write the user's window layout and recent files.
@@ -72,8 +79,7 @@ int main(int argc, char** argv) {
   ps::ui::MainWindow w;
   const QStringList files = parser.positionalArguments();
   bool opened = true;
-  if (!files.isEmpty())
-    opened = w.openFile(files.front(), parser.isSet(shot));
+  if (!files.isEmpty()) opened = w.openFile(files.front(), parser.isSet(shot));
   if (files.isEmpty() || (!opened && !parser.isSet(shot))) w.openDefault();  // something to look at
 
   if (parser.value(layout) == QStringLiteral("slots")) w.setSlotLayout(true);

@@ -1,17 +1,17 @@
 // The designer end to end (offscreen): dragging ops, undo, diagnostics and outlines, file
 // round trips, the memory chart against the simulator, and the template dialog.
 #include <QSignalSpy>
-#include <functional>
 #include <QStandardPaths>
+#include <QTableWidget>
 #include <QTemporaryDir>
 #include <QtTest>
+#include <functional>
 
 #include "diagnostics_panel.h"
 #include "main_window.h"
 #include "memory_chart.h"
 #include "pipestudio/core/generators.h"
 #include "properties_panel.h"
-#include <QTableWidget>
 #include "schedule_document.h"
 #include "summary_panel.h"
 #include "template_dialog.h"
@@ -98,7 +98,9 @@ class DesignerTest : public QObject {
       QVERIFY(view->previewAnalysis() != nullptr);
       previewMakespan = view->previewAnalysis()->makespan();
       QVERIFY(doc->schedule() == before);
-      QVERIFY(window_->summary()->currentValue(QStringLiteral("Makespan")).startsWith(QString::number(previewMakespan, 'f', 2)));
+      QVERIFY(window_->summary()
+                  ->currentValue(QStringLiteral("Makespan"))
+                  .startsWith(QString::number(previewMakespan, 'f', 2)));
     });
     QVERIFY(view->previewAnalysis() == nullptr);
 
@@ -289,7 +291,8 @@ class DesignerTest : public QObject {
     // The timeline is drawn: the forward blue appears somewhere in the image.
     bool blue = false;
     for (int y = 0; y < img.height() && !blue; y += 2)
-      for (int x = 0; x < img.width() && !blue; x += 2) blue = img.pixelColor(x, y) == QColor(0x3b, 0x7d, 0xd8);
+      for (int x = 0; x < img.width() && !blue; x += 2)
+        blue = img.pixelColor(x, y) == QColor(0x3b, 0x7d, 0xd8);
     QVERIFY(blue);
     const QString svg = dir.filePath(QStringLiteral("t.svg"));
     QVERIFY(window_->exportFile(svg));

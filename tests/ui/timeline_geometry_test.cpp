@@ -1,8 +1,9 @@
 // Pure timeline geometry: time <-> x, rows, blocks, hit testing, level of detail, drop targets.
+#include "timeline_geometry.h"
+
 #include <QtTest>
 
 #include "schedule_edits.h"
-#include "timeline_geometry.h"
 
 using namespace ps::core;
 using namespace ps::ui;
@@ -87,7 +88,7 @@ class TimelineGeometryTest : public QObject {
     l.rowGap = 10;
     QCOMPARE(l.rowTop(0), 30.0);
     QCOMPARE(l.rowTop(1), 70.0);
-    QCOMPARE(l.rowAt(10, 4), -1);    // in the ruler
+    QCOMPARE(l.rowAt(10, 4), -1);  // in the ruler
     QCOMPARE(l.rowAt(45, 4), 0);
     QCOMPARE(l.rowAt(80, 4), 1);
     QCOMPARE(l.rowAt(5000, 4), 3);  // below the last row clamps to it
@@ -123,7 +124,7 @@ class TimelineGeometryTest : public QObject {
     QCOMPARE(f, size_t(2));
     QCOMPARE(l, size_t(3));
     QCOMPARE(bi.hitTest(0, 4.0).value(), size_t(2));
-    QVERIFY(!bi.hitTest(0, 2.5).has_value());             // the idle gap
+    QVERIFY(!bi.hitTest(0, 2.5).has_value());              // the idle gap
     QCOMPARE(bi.hitTest(0, 2.7, 0.6).value(), size_t(2));  // nearer B0 (starts at 3)
     QCOMPARE(bi.hitTest(0, 2.2, 0.6).value(), size_t(1));  // nearer F1's end
     QVERIFY(!bi.hitTest(1, 6.0).has_value());
@@ -133,12 +134,13 @@ class TimelineGeometryTest : public QObject {
     // OFFLOAD of F0 runs on the copy stream (1..6) while F1 and F2 compute (1..2, 2..3).
     Schedule s;
     s.pipeline = Pipeline::make(1, 1, 3, PlacementKind::Linear).value();
-    s.devices = {{Step{Op{OpKind::F, 0, 0}, {}}, Step{Op{OpKind::Offload, 0, 0}, {}}, Step{Op{OpKind::F, 0, 1}, {}},
-                  Step{Op{OpKind::F, 0, 2}, {}}}};
+    s.devices = {{Step{Op{OpKind::F, 0, 0}, {}}, Step{Op{OpKind::Offload, 0, 0}, {}},
+                  Step{Op{OpKind::F, 0, 1}, {}}, Step{Op{OpKind::F, 0, 2}, {}}}};
     Timeline t;
     t.devices = 1;
     const double spans[][2] = {{0, 1}, {1, 6}, {1, 2}, {2, 3}};
-    for (int i = 0; i < 4; ++i) t.ops.push_back(TimelineOp{0, i, s.devices[0][size_t(i)].first, false, spans[i][0], spans[i][1]});
+    for (int i = 0; i < 4; ++i)
+      t.ops.push_back(TimelineOp{0, i, s.devices[0][size_t(i)].first, false, spans[i][0], spans[i][1]});
     BlockIndex bi = BlockIndex::build(s, t);
     QVERIFY(bi.hasCopyLane());
     QCOMPARE(bi.row(0)[1].lane, 1);
@@ -188,12 +190,12 @@ class TimelineGeometryTest : public QObject {
   void dropIndexCountsCentresBefore() {
     auto row = uniformRow(5, 2.0);  // centres 1, 3, 5, 7, 9
     QCOMPARE(dropIndex(row, 0, 0.5), 0);
-    QCOMPARE(dropIndex(row, 0, 6.0), 2);   // past blocks 1 and 2 (centres 3, 5)
+    QCOMPARE(dropIndex(row, 0, 6.0), 2);  // past blocks 1 and 2 (centres 3, 5)
     QCOMPARE(dropIndex(row, 4, 0.0), 0);
-    QCOMPARE(dropIndex(row, 4, 100.0), 4);  // the end
-    QCOMPARE(dropIndex(row, 2, 5.5), 2);    // over itself: stays
-    QCOMPARE(dropIndicatorTime(row, 0, 0), 2.0);  // before block 1 (starts at 2)
-    QCOMPARE(dropIndicatorTime(row, 0, 2), 6.0);  // between block 2 (ends 6) and block 3 (starts 6)
+    QCOMPARE(dropIndex(row, 4, 100.0), 4);         // the end
+    QCOMPARE(dropIndex(row, 2, 5.5), 2);           // over itself: stays
+    QCOMPARE(dropIndicatorTime(row, 0, 0), 2.0);   // before block 1 (starts at 2)
+    QCOMPARE(dropIndicatorTime(row, 0, 2), 6.0);   // between block 2 (ends 6) and block 3 (starts 6)
     QCOMPARE(dropIndicatorTime(row, 0, 4), 10.0);  // after the last
   }
 
@@ -224,7 +226,7 @@ class TimelineGeometryTest : public QObject {
     QCOMPARE(split->devices[0].size(), size_t(5));
     QCOMPARE(split->devices[0][2].first.kind, OpKind::I);
     QCOMPARE(split->devices[0][3].first.kind, OpKind::W);
-    QVERIFY(!splitBackward(s, OpRef{0, 0}).ok());  // F does not split
+    QVERIFY(!splitBackward(s, OpRef{0, 0}).ok());         // F does not split
     auto merged = mergeInputWeight(*split, OpRef{0, 3});  // from the W
     QVERIFY(merged.ok());
     QVERIFY(*merged == s);
