@@ -9,6 +9,8 @@ set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 set(CPACK_DEBIAN_PACKAGE_SECTION "devel")
 install(FILES ${CMAKE_CURRENT_LIST_DIR}/pipestudio.desktop DESTINATION share/applications)
 install(FILES ${CMAKE_CURRENT_LIST_DIR}/io.pipestudio.PipeStudio.metainfo.xml DESTINATION share/metainfo)
+install(FILES ${CMAKE_CURRENT_SOURCE_DIR}/resources/icons/pipestudio.svg
+        DESTINATION share/icons/hicolor/scalable/apps OPTIONAL)
 install(DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR}/resources/schedules ${CMAKE_CURRENT_SOURCE_DIR}/resources/profiles
         DESTINATION share/pipestudio OPTIONAL)
 include(CPack)
