@@ -42,9 +42,9 @@ nlohmann::json candidateJson(const CandidateSummary& c, double bestMakespan) {
 void printRow(std::ostream& out, const CandidateSummary& c, double best) {
   char buf[512];
   if (!c.valid) {
-    std::snprintf(buf, sizeof buf, "  %-24s %s\n", c.name.c_str(), c.note.c_str());
+    std::snprintf(buf, sizeof buf, "  %-28s %s\n", c.name.c_str(), c.note.c_str());
   } else {
-    std::snprintf(buf, sizeof buf, "  %-24s %12.3f %8.3f %12s %6s %9s\n", c.name.c_str(), c.makespan, c.bubbleRatio,
+    std::snprintf(buf, sizeof buf, "  %-28s %12.3f %8.3f %12s %6s %9s\n", c.name.c_str(), c.makespan, c.bubbleRatio,
                   formatBytes(c.peakMemoryBytes).c_str(), c.fitsMemory ? "yes" : "NO",
                   c.fitsMemory && c.makespan > 0 ? (std::to_string(c.makespan / best).substr(0, 5) + "x").c_str() : "-");
   }
@@ -159,7 +159,7 @@ int runSearch(const std::vector<std::string>& argv) {
     for (size_t s = 0; s < best.pipeline.stageToDevice.size(); ++s)
       report << (s ? " " : "") << best.pipeline.stageToDevice[s];
     report << ")\n\n";
-    std::snprintf(buf, sizeof buf, "  %-24s %12s %8s %12s %6s %9s\n", "schedule", "makespan ms", "bubble", "peak mem",
+    std::snprintf(buf, sizeof buf, "  %-28s %12s %8s %12s %6s %9s\n", "schedule", "makespan ms", "bubble", "peak mem",
                   "fits", "vs best");
     report << buf;
     CandidateSummary bs = r->bestSummary;
