@@ -28,7 +28,8 @@ const char* kUsage =
     "Simulates PLAN (.pipe or PyTorch .csv) with the cost profile (--profile, --cost, or the\n"
     "profile named in the .pipe header) and compares it with the measured timeline read from the\n"
     "TRACE files: Chrome traces written by torch.profiler, whose pipeline actions are ranges named\n"
-    "PP:<action> (one file per rank or one merged file), or PipeStudio's own trace export.\n"
+    "PP:<action> (one file per rank, a directory of them, or one merged file), or PipeStudio's\n"
+    "own trace export.\n"
     "Prints the predicted and measured makespan, the relative error, the error per op kind and\n"
     "per device, the measured critical path and the attribution of each device's idle time.\n"
     "  --align     absolute (default) or scaled: measured times scaled to the planned makespan\n"
@@ -221,10 +222,30 @@ int runCompare(const std::vector<std::string>& argv) {
   if (planned->label.empty()) planned->label = planPath;
 
   // The measurement.
-  std::vector<TraceFile> files;
+  // A directory (torch.profiler's tensorboard_trace_handler writes one file per rank into
+  // one) stands for the .json files in it, in name order.
+  std::vector<std::string> paths;
   for (size_t i = 1; i < args.positionals().size(); ++i) {
+    const std::string& p = args.positionals()[i];
+    std::error_code ec;
+    if (std::filesystem::is_directory(p, ec)) {
+      std::vector<std::string> inDir;
+      for (const auto& entry : std::filesystem::directory_iterator(p, ec))
+        if (entry.is_regular_file() && endsWith(entry.path().string(), ".json")) inDir.push_back(entry.path().string());
+      if (inDir.empty()) {
+        std::cerr << "pipestudio-cli compare: " << p << ": no .json trace files in this directory\n";
+        return ps::cli::kExitUsage;
+      }
+      std::sort(inDir.begin(), inDir.end());
+      paths.insert(paths.end(), inDir.begin(), inDir.end());
+    } else {
+      paths.push_back(p);
+    }
+  }
+  std::vector<TraceFile> files;
+  for (const auto& path : paths) {
     TraceFile f;
-    f.name = args.positionals()[i];
+    f.name = path;
     if (!ps::cli::readInput(f.name, f.text, error)) {
       std::cerr << "pipestudio-cli compare: " << error << "\n";
       return ps::cli::kExitUsage;

@@ -249,6 +249,16 @@ TEST(CompareCli, JsonMatchesTheHandComputedCase) {
   EXPECT_NEAR(j["bubbles"][1]["tail_ms"].get<double>(), 2.2, 1e-6);
 }
 
+TEST(CompareCli, DirectoryOfRankFiles) {
+  // tests/data/traces/run_dir holds copies of the two rank files (nothing else).
+  std::string d = std::string(PIPESTUDIO_TEST_DATA_DIR) + "/traces/";
+  CliResult r = cli("compare " + d + "1f1b_d2_m2.pipe --cost F=1,B=2 --json " + d + "run_dir");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_NEAR(j["makespan_measured"].get<double>(), 11.4, 1e-6);
+  EXPECT_EQ(j["matched"], 8);
+}
+
 TEST(CompareCli, ScaledAlignment) {
   CliResult r = cli("compare " + traces() + " --json --align scaled");
   ASSERT_EQ(r.rc, 0);
