@@ -169,10 +169,10 @@ namespace {
 constexpr int kNone = -1;
 
 // One entry of a device's order, with everything the hot loop touches in one place.
+// Kept small (48 bytes): a million-op simulation streams these records several times.
 struct StepRec {
-  double dur = 0, ready = 0, start = 0, end = 0;
+  double dur = 0, ready = 0, start = 0;  // ends at start + dur
   int device = 0;
-  int index = 0;    // position in the device's step list
   int firstOp = 0;  // DependencyGraph op id of its first op
   int pending = 0;  // dependencies not yet scheduled
   int edgeBegin = 0, edgeEnd = 0;  // its successors in Compiled::edges
@@ -309,7 +309,6 @@ Status compile(const Schedule& s, const SimulationModel& model, Compiled& c) {
     for (size_t i = 0; i < dev.size(); ++i, ++stepId) {
       StepRec& r = c.steps[static_cast<size_t>(stepId)];
       r.device = d;
-      r.index = static_cast<int>(i);
       r.firstOp = opId;
       r.ops = dev[i].overlapped() ? 2 : 1;
       r.copy = r.ops == 1 && runsOnCopyStream(dev[i].first.kind);
@@ -424,14 +423,14 @@ Result<Timeline> simulate(const Schedule& s, const SimulationModel& model, const
         r.start = std::max(free, r.ready);
         free = r.start + r.dur;
       }
-      r.end = r.start + r.dur;
+      const double end = r.start + r.dur;
       for (int k = r.edgeBegin; k < r.edgeEnd; ++k) {
         const Edge& e = c.edges[static_cast<size_t>(k)];
         StepRec& cons = steps[static_cast<size_t>(e.consumerStep)];
-        double arrival = r.end;
+        double arrival = end;
         if (cons.device != d && e.cost > 0) {
           double& ch = channelFree[static_cast<size_t>(d) * D + static_cast<size_t>(cons.device)];
-          const double ts = std::max(r.end, ch);
+          const double ts = std::max(end, ch);
           ch = ts + e.cost;
           arrival = ch;
           if (o.recordTransfers) {
@@ -459,10 +458,14 @@ Result<Timeline> simulate(const Schedule& s, const SimulationModel& model, const
     if (head[static_cast<size_t>(d)] < c.devBegin[static_cast<size_t>(d) + 1]) stalled = true;
 
   // --- Ops of the timeline, sorted by (device, start), and per-device busy / span.
-  size_t done = 0;
-  for (int d = 0; d < c.D; ++d)
-    for (int h = c.devBegin[static_cast<size_t>(d)]; h < head[static_cast<size_t>(d)]; ++h)
-      done += steps[static_cast<size_t>(h)].ops;
+  size_t done = static_cast<size_t>(c.g.size());
+  if (stalled) {
+    done = 0;
+    for (int d = 0; d < c.D; ++d)
+      for (int h = c.devBegin[static_cast<size_t>(d)]; h < head[static_cast<size_t>(d)]; ++h)
+        done += steps[static_cast<size_t>(h)].ops;
+  }
+  std::vector<char> hasCopy(D, 0);
   tl.ops.reserve(done);
   TimelineMetrics& m = tl.metrics;
   m.devices.resize(D);
@@ -478,9 +481,9 @@ Result<Timeline> simulate(const Schedule& s, const SimulationModel& model, const
       const StepRec& r = steps[static_cast<size_t>(h)];
       const bool pair = r.ops == 2;
       for (int op = r.firstOp; op < r.firstOp + r.ops; ++op)
-        tl.ops.push_back(TimelineOp{d, r.index, c.op(op), pair, r.start, r.end});
+        tl.ops.push_back(TimelineOp{d, h - b, c.op(op), pair, r.start, r.start + r.dur});
       lo = std::min(lo, r.start);
-      hi = std::max(hi, r.end);
+      hi = std::max(hi, r.start + r.dur);
       if (r.copy) anyCopy = true;
       else busy += r.dur;
     }
@@ -491,6 +494,7 @@ Result<Timeline> simulate(const Schedule& s, const SimulationModel& model, const
       first = std::min(first, lo);
       last = std::max(last, hi);
     }
+    hasCopy[static_cast<size_t>(d)] = anyCopy;
     if (anyCopy)
       std::stable_sort(tl.ops.begin() + static_cast<std::ptrdiff_t>(segBegin), tl.ops.end(),
                        [](const TimelineOp& x, const TimelineOp& y) { return x.start < y.start; });
@@ -543,8 +547,9 @@ Result<Timeline> simulate(const Schedule& s, const SimulationModel& model, const
                                                                 formatBytes(limit)));
     }
     copySteps.clear();
-    for (int h = b; h < e; ++h)
-      if (steps[static_cast<size_t>(h)].copy) copySteps.push_back(h);
+    if (hasCopy[static_cast<size_t>(d)])
+      for (int h = b; h < e; ++h)
+        if (steps[static_cast<size_t>(h)].copy) copySteps.push_back(h);
 
     int curStep = 0;  // step index of the op being applied (the peak's op)
     auto apply = [&](double time, std::int64_t delta, const Op& op) {
@@ -641,8 +646,8 @@ Result<Timeline> simulate(const Schedule& s, const SimulationModel& model, const
     };
     auto stepEffect = [&](int h, int phase) {
       const StepRec& r = steps[static_cast<size_t>(h)];
-      const double time = phase == 0 ? r.start : r.end;
-      curStep = r.index;
+      const double time = phase == 0 ? r.start : r.start + r.dur;
+      curStep = h - b;
       for (int op = r.firstOp; op < r.firstOp + r.ops; ++op) effect(c.op(op), phase, time);
     };
 
@@ -665,11 +670,11 @@ Result<Timeline> simulate(const Schedule& s, const SimulationModel& model, const
       double tc = std::numeric_limits<double>::infinity(), tq = tc;
       if (ci < e) {
         const StepRec& r = steps[static_cast<size_t>(ci)];
-        tc = cPhase == 0 ? r.start : r.end;
+        tc = cPhase == 0 ? r.start : r.start + r.dur;
       }
       if (qi < copySteps.size()) {
         const StepRec& r = steps[static_cast<size_t>(copySteps[qi])];
-        tq = qPhase == 0 ? r.start : r.end;
+        tq = qPhase == 0 ? r.start : r.start + r.dur;
       }
       // Earlier first; at a tie, an end (free) before a start (allocation).
       const bool takeCompute = tc < tq || (tc == tq && (cPhase == 1 || qPhase == 0));
@@ -724,7 +729,7 @@ Result<Timeline> simulate(const Schedule& s, const SimulationModel& model, const
           }
         msg += " device " + std::to_string(d) + " at " + s.opName(c.op(r.firstOp)) + " waits for " +
                (waits.empty() ? std::string("?") : waits) + ";";
-        diag.related.push_back(OpRef{d, r.index});
+        diag.related.push_back(OpRef{d, h - c.devBegin[static_cast<size_t>(d)]});
       }
       msg.pop_back();
       diag.message = msg;
