@@ -13,6 +13,7 @@
 #include "pipestudio/core/pytorch_csv.h"
 #include "pipestudio/core/simulator.h"
 #include "pipestudio/core/validator.h"
+#include "pipestudio/sessions/recording.h"
 
 namespace ps::cli {
 namespace {
@@ -38,6 +39,10 @@ const char* kUsage =
     "  --memory-limit BYTES device memory limit (overrides the profile's; suffixes K M G KiB MiB GiB)\n"
     "  --json               print one JSON object instead of the table\n"
     "  --trace OUT.json     write a Chrome trace (Perfetto, chrome://tracing)\n"
+    "  --session FILE       record the run (schedule version, profile, timeline) in a session\n"
+    "                       file, created when missing (docs/sessions.md)\n"
+    "  --session-name NAME  the schedule's name in the session (default: its name, else the\n"
+    "                       file name); changed text becomes a new version of that name\n"
     "\n"
     "Exit status: 0 valid, 1 invalid (deadlock, memory over the limit, schedule errors; the\n"
     "diagnostics go to stderr), 2 usage or unreadable input.\n";
@@ -117,7 +122,7 @@ nlohmann::ordered_json diagnosticJson(const Diagnostic& d) {
 }
 
 int runSimulate(const std::vector<std::string>& argv) {
-  Args args(argv, {"--profile", "--cost", "--comm", "--partition", "--memory-limit", "--trace"}, {"--json"});
+  Args args(argv, {"--profile", "--cost", "--comm", "--partition", "--memory-limit", "--trace", "--session", "--session-name"}, {"--json"});
   auto usage = [](const std::string& msg) {
     std::cerr << "pipestudio-cli simulate: " << msg << "\n" << kUsage;
     return kExitUsage;
@@ -173,8 +178,8 @@ int runSimulate(const std::vector<std::string>& argv) {
   if (args.has("--partition") && !parsePartition(args.value("--partition"), partition))
     return usage("--partition: expected layers per stage, e.g. 3,4,4,5");
   SimulationOptions opts;
-  opts.recordTransfers = args.has("--trace");
-  opts.recordMemory = args.has("--trace");
+  opts.recordTransfers = args.has("--trace") || args.has("--session");
+  opts.recordMemory = args.has("--trace") || args.has("--session");
   if (args.has("--memory-limit")) {
     std::int64_t lim = 0;
     if (!parseBytes(args.value("--memory-limit"), lim)) return usage("--memory-limit: expected a byte count, e.g. 80GiB");
@@ -207,6 +212,23 @@ int runSimulate(const std::vector<std::string>& argv) {
       std::cerr << "pipestudio-cli simulate: " << err << "\n";
       return kExitUsage;
     }
+  }
+
+  if (args.has("--session")) {
+    sessions::SimulationRecording rec;
+    rec.sessionPath = args.value("--session");
+    rec.schedule = &s;
+    std::string fileStem = file == "-" ? "" : std::filesystem::path(file).stem().string();
+    rec.scheduleName = args.value("--session-name", s.name.empty() ? fileStem : s.name);
+    if (!endsWith(file, ".csv")) rec.pipeText = text;  // keep the user's own form of the .pipe
+    rec.profile = &*profile;
+    rec.configJson = nlohmann::json{{"file", file}, {"args", argv}}.dump();
+    auto recorded = sessions::recordSimulation(rec, t);
+    if (!recorded) {
+      std::cerr << formatDiagnostics(recorded.errors());
+      return kExitUsage;
+    }
+    std::cerr << "recorded run " << recorded->runId << " in " << rec.sessionPath << "\n";
   }
 
   if (args.has("--json")) {

@@ -17,12 +17,12 @@ namespace {
 
 struct CliResult {
   int exitCode = -1;
-  std::string out;  // stdout and stderr
+  std::string out;  // stdout, and stderr unless left out
 };
 
-CliResult runCli(const std::string& args) {
+CliResult runCli(const std::string& args, bool withStderr = true) {
   CliResult r;
-  std::string cmd = std::string(PIPESTUDIO_CLI) + " " + args + " 2>&1";
+  std::string cmd = std::string(PIPESTUDIO_CLI) + " " + args + (withStderr ? " 2>&1" : " 2>/dev/null");
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return r;
   char buf[4096];
@@ -200,4 +200,69 @@ TEST(SessionCli, NoteAddsAnnotations) {
   EXPECT_EQ(runCli("session note " + f.path + " --run 999 'x'").exitCode, 1);
   EXPECT_EQ(runCli("session note " + f.path + " 'no target'").exitCode, 2);
   EXPECT_EQ(runCli("session note " + f.path + " --run 1 --time soon 'x'").exitCode, 2);
+}
+
+// simulate --session records schedule version, profile and timeline; a second run of the same
+// file reuses the version; an edited file becomes a child version.
+TEST(SessionCli, SimulateRecordsRunsInASession) {
+  auto dir = freshDir();
+  auto pipe = (dir / "mine.pipe").string();
+  auto session = (dir / "work.session").string();
+  ASSERT_EQ(runCli("generate 1f1b --devices 4 --microbatches 8 -o " + pipe).exitCode, 0);
+  const std::string original = readBytes(pipe);
+  auto first = runCli("simulate " + pipe + " --cost F=1,I=1,W=1 --comm 0.5 --session " + session + " --session-name mine");
+  ASSERT_EQ(first.exitCode, 0) << first.out;
+  EXPECT_NE(first.out.find("recorded run 1 in " + session), std::string::npos) << first.out;
+  // --json keeps stdout a single JSON document (the note goes to stderr).
+  auto json = runCli("simulate " + pipe + " --cost F=1,I=1,W=1 --comm 0.5 --json --session " + session + " --session-name mine",
+                     false);
+  ASSERT_EQ(json.exitCode, 0);
+  auto doc = nlohmann::json::parse(json.out);
+  writeBytes(pipe, original + "# edited\n");
+  ASSERT_EQ(runCli("simulate " + pipe + " --cost F=1,I=1,W=1 --comm 0.5 --session " + session + " --session-name mine").exitCode, 0);
+
+  auto store = SessionStore::open(session, {OpenMode::ReadOnly});
+  ASSERT_TRUE(store.ok()) << ps::core::formatDiagnostics(store.errors());
+  auto schedules = store->listSchedules();
+  ASSERT_EQ(schedules->size(), 2u);
+  EXPECT_EQ((*schedules)[0].name, "mine");
+  EXPECT_EQ((*schedules)[1].parentId, (*schedules)[0].id);
+  EXPECT_EQ(store->schedule((*schedules)[0].id)->pipeText, original);  // the user's text, as written
+  EXPECT_EQ(store->listProfiles()->size(), 1u);
+  auto runs = store->listRuns();
+  ASSERT_EQ(runs->size(), 3u);
+  const RunSummary& r = runs->back();  // the first run
+  EXPECT_EQ(r.status, RunStatus::Succeeded);
+  EXPECT_EQ(r.target, "simulator");
+  EXPECT_EQ(r.devices, 4);
+  EXPECT_EQ(r.opCount, 64);
+  EXPECT_EQ(r.scheduleId, (*schedules)[0].id);
+  EXPECT_EQ((*runs)[1].scheduleId, (*schedules)[0].id);
+  EXPECT_EQ((*runs)[0].scheduleId, (*schedules)[1].id);
+  // The stored metrics are the simulator's (the --json run printed them).
+  EXPECT_DOUBLE_EQ((*runs)[1].makespan, doc["makespan"].get<double>());
+  EXPECT_DOUBLE_EQ((*runs)[1].bubbleRatio, doc["bubble_ratio"].get<double>());
+  auto t = store->loadTimeline(r.id);
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ(t->ops.size(), 64u);
+  EXPECT_EQ(t->memory.size(), 4u);
+  EXPECT_FALSE(t->transfers.empty());  // cross-device transfers take 0.5 ms each
+}
+
+TEST(SessionCli, SimulateRecordsADeadlockAsAFailedRun) {
+  auto dir = freshDir();
+  auto pipe = dir / "deadlock.pipe";
+  writeBytes(pipe,
+             "devices 2\nstages 2\nmicrobatches 2\nplacement linear\n\n"
+             "device 0: F0 B0 F1 B1\ndevice 1: F1 F0 B0 B1\n");
+  auto session = (dir / "work.session").string();
+  auto r = runCli("simulate " + pipe.string() + " --cost F=1,I=1,W=1 --session " + session);
+  EXPECT_EQ(r.exitCode, 1) << r.out;
+  auto store = SessionStore::open(session, {OpenMode::ReadOnly});
+  ASSERT_TRUE(store.ok());
+  auto runs = store->listRuns();
+  ASSERT_EQ(runs->size(), 1u);
+  EXPECT_EQ((*runs)[0].status, RunStatus::Failed);
+  EXPECT_NE((*runs)[0].error.find("deadlock"), std::string::npos) << (*runs)[0].error;
+  EXPECT_EQ(store->listSchedules()->front().name, "deadlock");  // the file name
 }
