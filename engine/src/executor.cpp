@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "model.h"
+#include "pipestudio/core/validator.h"
 #include "pipestudio/engine/engine.h"
 #include "transport.h"
 
@@ -132,6 +133,13 @@ std::vector<int> evenPartition(int layers, int stages) {
 
 // Structural checks the executor itself relies on (the full validator runs in the CLI).
 core::Status checkRunnable(const core::Schedule& s) {
+  auto report = core::validateSchedule(s);
+  if (!report.valid()) {
+    core::Diagnostics errs;
+    for (auto& d : report.diagnostics)
+      if (d.severity == core::Severity::Error) errs.push_back(d);
+    return errs;
+  }
   const auto& p = s.pipeline;
   if (static_cast<int>(s.devices.size()) != p.devices || static_cast<int>(p.stageToDevice.size()) != p.stages)
     return core::makeError("engine.schedule", "schedule has " + std::to_string(s.devices.size()) +
@@ -476,10 +484,14 @@ void Run::execOp(int device, int step, const Op& op) {
     case OpKind::B: backward(device, op, false); break;
     case OpKind::I: backward(device, op, true); break;
     case OpKind::W: {
-      bool any = false;
+      bool any = false, hasLinear = false;
       for (int l = firstLayer_[static_cast<size_t>(op.stage)]; l < firstLayer_[static_cast<size_t>(op.stage) + 1]; ++l)
-        for (auto* lin : model_->layers[static_cast<size_t>(l)]->linears) any = lin->weightGrad(op.microbatch) || any;
-      if (!any) throw OpFailure("engine.order", "W found no deferred weight gradients (its I has not run)");
+        for (auto* lin : model_->layers[static_cast<size_t>(l)]->linears) {
+          hasLinear = true;
+          any = lin->weightGrad(op.microbatch) || any;
+        }
+      // A stage without linear layers (an embedding alone) has no weight work to defer.
+      if (hasLinear && !any) throw OpFailure("engine.order", "W found no deferred weight gradients (its I has not run)");
       break;
     }
     case OpKind::Offload:

@@ -79,19 +79,29 @@ inline Schedule withRecompute(Schedule s) {
   return s;
 }
 
-// Adds OFFLOAD right after each F and RELOAD right before the op that first needs the stash
-// again (R when present, else B or I).
+// Adds OFFLOAD right after each F (also inside overlapped pairs) and RELOAD right before the
+// first op that needs the stash again (R, B or I).
 inline Schedule withOffload(Schedule s) {
   for (auto& dev : s.devices) {
     std::vector<Step> out;
-    for (size_t i = 0; i < dev.size(); ++i) {
-      const auto& st = dev[i];
-      const Op& op = st.first;
-      bool needsStash = !st.overlapped() && (op.kind == OpKind::R || op.kind == OpKind::B || op.kind == OpKind::I);
-      bool afterR = i > 0 && dev[i - 1].first.kind == OpKind::R && op.kind != OpKind::R;
-      if (needsStash && !afterR) out.push_back(step(OpKind::Reload, op.stage, op.microbatch));
+    std::vector<std::pair<int, int>> offloaded;
+    auto isOff = [&](const Op& op) {
+      return std::find(offloaded.begin(), offloaded.end(), std::make_pair(op.stage, op.microbatch)) != offloaded.end();
+    };
+    for (const auto& st : dev) {
+      std::vector<Op> ops{st.first};
+      if (st.second) ops.push_back(*st.second);
+      for (const Op& op : ops)
+        if ((op.kind == OpKind::R || op.kind == OpKind::B || op.kind == OpKind::I) && isOff(op)) {
+          out.push_back(step(OpKind::Reload, op.stage, op.microbatch));
+          offloaded.erase(std::find(offloaded.begin(), offloaded.end(), std::make_pair(op.stage, op.microbatch)));
+        }
       out.push_back(st);
-      if (!st.overlapped() && op.kind == OpKind::F) out.push_back(step(OpKind::Offload, op.stage, op.microbatch));
+      for (const Op& op : ops)
+        if (op.kind == OpKind::F) {
+          out.push_back(step(OpKind::Offload, op.stage, op.microbatch));
+          offloaded.emplace_back(op.stage, op.microbatch);
+        }
     }
     dev = out;
   }
