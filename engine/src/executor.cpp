@@ -125,12 +125,6 @@ void setBlasThreads(int n) {
   if (auto fn = reinterpret_cast<Fn>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) fn(n);
 }
 
-std::vector<int> evenPartition(int layers, int stages) {
-  std::vector<int> p(static_cast<size_t>(stages), layers / stages);
-  for (int i = 0; i < layers % stages; ++i) p[static_cast<size_t>(stages - 1 - i)] += 1;
-  return p;
-}
-
 // Structural checks the executor itself relies on (the full validator runs in the CLI).
 core::Status checkRunnable(const core::Schedule& s) {
   auto report = core::validateSchedule(s);
@@ -291,25 +285,14 @@ core::Status Run::setup() {
                                                            "libtorch; rebuild with a CUDA libtorch");
   if (opt_.device != "cpu" && opt_.device != "cuda")
     return core::makeError("engine.options", "device must be cpu or cuda, got '" + opt_.device + "'");
-  const int L = modelLayerCount(opt_.model);
-  partition_ = !opt_.partition.empty() ? opt_.partition : sched_.partition;
-  if (partition_.empty()) {
-    if (L < S_)
-      return core::makeError("engine.partition", "model has " + std::to_string(L) + " layers, fewer than the " +
-                                                     std::to_string(S_) + " stages of the schedule");
-    partition_ = evenPartition(L, S_);
+  auto part = core::partitionLayers(modelCostProfile(opt_.model, opt_.microbatchSize), S_,
+                                    !opt_.partition.empty() ? opt_.partition : sched_.partition);
+  if (!part) {
+    core::Diagnostics ds = part.errors();
+    for (auto& d : ds) d.code = "engine.partition";
+    return ds;
   }
-  if (static_cast<int>(partition_.size()) != S_)
-    return core::makeError("engine.partition", "partition lists " + std::to_string(partition_.size()) +
-                                                   " stages, the schedule has " + std::to_string(S_));
-  int sum = 0;
-  for (int n : partition_) {
-    if (n < 1) return core::makeError("engine.partition", "every stage needs at least one layer");
-    sum += n;
-  }
-  if (sum != L)
-    return core::makeError("engine.partition", "partition sums to " + std::to_string(sum) + " layers, model " +
-                                                   modelSpecToString(opt_.model) + " has " + std::to_string(L));
+  partition_ = *part;
   firstLayer_.assign(1, 0);
   for (int n : partition_) firstLayer_.push_back(firstLayer_.back() + n);
   for (const auto& dev : sched_.devices)
@@ -552,11 +535,11 @@ void Run::runIteration(int device, int iteration) {
       const double end = tlOpEnd >= 0 ? tlOpEnd : nowMs();
       core::TimelineOp rec{device, static_cast<int>(i), op, step.overlapped(), start, end};
       ops_[static_cast<size_t>(device)].push_back(rec);
-      sampleMemory(device, end);
       if (measured_)
         emit({{"type", "op"}, {"iteration", iteration}, {"device", device}, {"step", i}, {"op", opName(op)},
               {"kind", sched_.kindName(op.kind)}, {"stage", op.stage}, {"microbatch", op.microbatch},
-              {"start_ms", start}, {"end_ms", end}});
+              {"overlapped", step.overlapped()}, {"start_ms", start}, {"end_ms", end}});
+      sampleMemory(device, end);
     }
   }
   if (remote_) remote_->flush(std::chrono::milliseconds(static_cast<long>(opt_.timeoutSeconds * 1000)));
@@ -610,46 +593,6 @@ void Run::worker(int device) {
   } catch (const std::exception& e) {
     fail({"engine.worker", "device " + std::to_string(device) + ": " + e.what(), device, -1});
   }
-}
-
-// Summary figures of a measured timeline (the same definitions as DESIGN.md's metrics).
-core::TimelineMetrics basicMetrics(const core::Timeline& t) {
-  core::TimelineMetrics m;
-  m.ops = t.ops.size();
-  if (t.ops.empty()) return m;
-  double first = t.ops.front().start, last = t.ops.front().end, sumBusy = 0;
-  m.devices.resize(static_cast<size_t>(t.devices));
-  for (int d = 0; d < t.devices; ++d) m.devices[static_cast<size_t>(d)].device = d;
-  std::vector<bool> seen(static_cast<size_t>(t.devices), false);
-  for (const auto& op : t.ops) {
-    first = std::min(first, op.start);
-    last = std::max(last, op.end);
-    auto& dm = m.devices[static_cast<size_t>(op.device)];
-    if (!seen[static_cast<size_t>(op.device)]) {
-      dm.start = op.start;
-      dm.end = op.end;
-      seen[static_cast<size_t>(op.device)] = true;
-    }
-    dm.start = std::min(dm.start, op.start);
-    dm.end = std::max(dm.end, op.end);
-    dm.busy += op.duration();  // the engine runs an overlapped pair's ops one after the other
-  }
-  for (size_t d = 0; d < t.memory.size() && d < m.devices.size(); ++d)
-    for (const auto& s : t.memory[d])
-      if (s.bytes > m.devices[d].peakMemoryBytes) {
-        m.devices[d].peakMemoryBytes = s.bytes;
-        m.devices[d].peakMemoryTime = s.time;
-      }
-  for (const auto& dm : m.devices) {
-    sumBusy += dm.busy;
-    m.lowerBound = std::max(m.lowerBound, dm.busy);
-  }
-  m.makespan = last - first;
-  if (m.makespan > 0) {
-    m.bubbleRatio = 1.0 - sumBusy / (t.devices * m.makespan);
-    m.efficiency = m.lowerBound / m.makespan;
-  }
-  return m;
 }
 
 nlohmann::json opToJson(const Op& op) { return {static_cast<int>(op.kind), op.stage, op.microbatch}; }
@@ -712,7 +655,9 @@ nlohmann::json reportToJson(const RunReport& r, const std::optional<ErrorInfo>& 
   nlohmann::json j{{"ops", ops},       {"transfers", tr}, {"memory", mem},        {"losses", r.losses},
                    {"params", params}, {"iteration_ms", r.iterationMs},
                    {"loss_pipelined", r.gradients.lossPipelined}, {"loss_error", r.gradients.lossRelativeError}};
-  if (err) j["error"] = {{"code", err->code}, {"message", err->message}, {"device", err->device}, {"step", err->step}};
+  if (err)
+    j["error"] = {{"code", err->code}, {"message", err->message}, {"device", err->device}, {"step", err->step},
+                  {"wait_start", err->waitStart}};
   return j;
 }
 
@@ -779,7 +724,8 @@ void Run::gatherRemote(RunReport& r) {
     }
     if (j.contains("error"))
       errors.push_back({j["error"]["code"].get<std::string>(), j["error"]["message"].get<std::string>(),
-                        j["error"]["device"].get<int>(), j["error"]["step"].get<int>()});
+                        j["error"]["device"].get<int>(), j["error"]["step"].get<int>(),
+                        j["error"].value("wait_start", -1.0)});
   }
   std::sort(r.timeline.ops.begin(), r.timeline.ops.end(),
             [](const auto& a, const auto& b) { return std::tie(a.device, a.start) < std::tie(b.device, b.start); });
@@ -788,7 +734,14 @@ void Run::gatherRemote(RunReport& r) {
                          r.gradients.lossRelativeError <= r.gradients.tolerance;
   if (!errors.empty()) {
     // The root cause is the error whose message the failing rank published as "abort".
-    auto root = std::find_if(errors.begin(), errors.end(), [&](const ErrorInfo& e) { return abortMsg && e.message == *abortMsg; });
+    // Otherwise (every rank saw only timeouts or lost peers) the wait that began first.
+    auto root = std::find_if(errors.begin(), errors.end(), [&](const ErrorInfo& e) {
+      return abortMsg && e.message == *abortMsg && e.code != "engine.timeout";
+    });
+    if (root == errors.end()) {
+      for (auto it = errors.begin(); it != errors.end(); ++it)
+        if (it->code == "engine.timeout" && (root == errors.end() || it->waitStart < root->waitStart)) root = it;
+    }
     if (root == errors.end()) root = errors.begin();
     std::lock_guard lock(errMu_);
     error_ = *root;
@@ -808,7 +761,8 @@ core::Result<RunReport> Run::execute() {
     if (local(d)) localDevices.push_back(d);
   firstLocal_ = localDevices.front();
   const int hw = std::max(1u, std::thread::hardware_concurrency());
-  const int perWorker = opt_.threads > 0 ? opt_.threads : std::max(1, hw / static_cast<int>(localDevices.size()));
+  const int workersOnHost = static_cast<int>(localDevices.size()) * std::max(1, opt_.distributed.localWorldSize);
+  const int perWorker = opt_.threads > 0 ? opt_.threads : std::max(1, hw / workersOnHost);
   at::set_num_threads(perWorker);
   setBlasThreads(perWorker);
   barrier_ = std::make_unique<StopBarrier>(static_cast<int>(localDevices.size()));
@@ -856,9 +810,12 @@ core::Result<RunReport> Run::execute() {
       fail({"engine.gradient-check", std::string("gradient check failed to run: ") + e.what(), -1, -1});
     }
   }
-  if (remote_) gatherRemote(r);
+  if (remote_) {
+    if (error_ || stop_) remote_->close();
+    gatherRemote(r);
+  }
   tl.complete = !error_.has_value();
-  tl.metrics = basicMetrics(tl);
+  tl.metrics = core::computeMetrics(tl);
   if (error_) {
     r.status = error_->code == "engine.cancelled" ? RunStatus::Cancelled : RunStatus::Failed;
     core::Diagnostic d = core::makeError(error_->code, error_->message);

@@ -1,7 +1,9 @@
 // Transport between processes: c10d ProcessGroupGloo over a TCPStore (rank 0 hosts the
 // store). Sends are asynchronous and awaited at the end of the iteration, so schedules that
-// send both ways between two devices cannot deadlock on rendezvous. Waits are cut into
-// short slices so an abort published by another rank, or a cancel, stops a blocked receive.
+// send both ways between two devices cannot deadlock on rendezvous. A receive waits once for
+// the whole timeout: a timed-out wait makes Gloo tear the context down, so waits cannot be
+// sliced. A rank that fails closes its group instead, and the peers' receives fail at once
+// with "connection closed"; the root cause is read from the store's "abort" key.
 #ifndef USE_C10D_GLOO
 #define USE_C10D_GLOO
 #endif
@@ -13,9 +15,6 @@
 namespace ps::engine::detail {
 
 namespace {
-
-using Clock = std::chrono::steady_clock;
-constexpr auto kSlice = std::chrono::milliseconds(100);
 
 class GlooTransport : public RemoteTransport {
  public:
@@ -38,18 +37,20 @@ class GlooTransport : public RemoteTransport {
                                  const std::atomic<bool>& stop, const std::atomic<bool>* cancel) override {
     std::vector<at::Tensor> v{at::empty(shape, options)};
     auto work = pg_->recv(v, srcRank, key.tag());
-    const auto deadline = Clock::now() + timeout;
-    for (;;) {
-      try {
-        if (work->wait(kSlice)) return v[0];
-      } catch (const std::exception& e) {
-        // A slice ran out (the receive stays posted) or the peer went away.
-        std::string what = e.what();
-        if (what.find("imed out") == std::string::npos && what.find("imeout") == std::string::npos) throw;
-      }
-      if (stop.load() || (cancel && cancel->load()) || hasKey("abort")) throw Aborted{};
-      if (Clock::now() >= deadline) return std::nullopt;
+    (void)stop;
+    (void)cancel;
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      if (work->wait(timeout)) return v[0];
+    } catch (const std::exception& e) {
+      // A peer whose own wait timed out tears the connection down; when that happens as our
+      // deadline arrives it is the same situation as our own timeout.
+      const auto waited = std::chrono::steady_clock::now() - start;
+      if (isTimeout(e) || waited >= timeout * 9 / 10) return std::nullopt;
+      if (hasKeyQuietly("abort")) throw Aborted{};
+      throw;
     }
+    return std::nullopt;
   }
 
   void flush(std::chrono::milliseconds timeout) override {
@@ -62,17 +63,34 @@ class GlooTransport : public RemoteTransport {
   }
 
   void barrier(std::chrono::milliseconds timeout, const std::atomic<bool>* cancel) override {
+    (void)cancel;
     auto work = pg_->barrier();
-    const auto deadline = Clock::now() + timeout;
-    for (;;) {
-      try {
-        if (work->wait(kSlice)) return;
-      } catch (const std::exception& e) {
-        std::string what = e.what();
-        if (what.find("imed out") == std::string::npos && what.find("imeout") == std::string::npos) throw;
-      }
-      if ((cancel && cancel->load()) || hasKey("abort")) throw Aborted{};
-      if (Clock::now() >= deadline) throw std::runtime_error("timed out at the iteration barrier");
+    try {
+      work->wait(timeout);
+    } catch (const std::exception& e) {
+      if (hasKeyQuietly("abort")) throw Aborted{};
+      throw;
+    }
+  }
+
+  void close() override {
+    {
+      std::lock_guard lock(mu_);
+      pending_.clear();
+    }
+    pg_.reset();
+  }
+
+  static bool isTimeout(const std::exception& e) {
+    std::string what = e.what();
+    return what.find("imed out") != std::string::npos;
+  }
+
+  bool hasKeyQuietly(const std::string& key) {
+    try {
+      return store_->check({key});
+    } catch (const std::exception&) {
+      return false;
     }
   }
 

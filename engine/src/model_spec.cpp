@@ -78,6 +78,41 @@ std::vector<std::string> modelLayerNames(const ModelSpec& m) {
   return names;
 }
 
+core::CostProfile modelCostProfile(const ModelSpec& m, int microbatchSize) {
+  core::CostProfile p;
+  p.name = modelSpecToString(m);
+  const double b = microbatchSize, H = m.hidden, elem = m.dtype == "f64" ? 8 : 4;
+  constexpr double kFlopsPerMs = 50e9 / 1e3;
+  auto layer = [&](std::string name, double fwdFlops, double linearFlops, double weights, double activations,
+                   double output) {
+    core::LayerCost c;
+    c.name = std::move(name);
+    c.forwardMs = fwdFlops / kFlopsPerMs;
+    // I: as much again as F except the weight-gradient matmuls, which W does.
+    c.backwardInputMs = fwdFlops / kFlopsPerMs;
+    c.backwardWeightMs = linearFlops / kFlopsPerMs;
+    c.weightBytes = static_cast<std::int64_t>(weights * elem);
+    c.activationBytes = static_cast<std::int64_t>(activations * elem);
+    c.outputBytes = static_cast<std::int64_t>(output * elem);
+    p.layers.push_back(c);
+  };
+  if (m.kind == "gpt") {
+    const double T = m.seq, V = m.vocab, F = m.ffn;
+    const double tokens = b * T;
+    layer("embedding", tokens * H, 0, (V + T) * H, 0, tokens * H);
+    const double linear = 2 * tokens * H * H * (4 + 2 * F);
+    const double attention = 4 * b * T * T * H;
+    for (int i = 0; i < m.layers; ++i)
+      layer("block" + std::to_string(i), linear + attention, linear, H * H * (4 + 2 * F),
+            tokens * H * (8 + 2 * F) + b * m.heads * T * T, tokens * H);
+    layer("head", 2 * tokens * H * V, 2 * tokens * H * V, H * V, tokens * (H + V), 1);
+  } else {
+    for (int i = 0; i < m.layers; ++i)
+      layer("block" + std::to_string(i), 2 * b * H * H, 2 * b * H * H, H * H + H, 2 * b * H, b * H);
+  }
+  return p;
+}
+
 core::Result<FaultInjection> parseFaultInjection(std::string_view text) {
   auto colon = text.find(':');
   if (colon == std::string_view::npos)

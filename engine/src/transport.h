@@ -63,8 +63,8 @@ class RemoteTransport {
   virtual int rank() const = 0;
   virtual int worldSize() const = 0;
   virtual void send(const MessageKey& key, const at::Tensor& t, int dstRank) = 0;
-  // Returns nullopt on timeout; throws Aborted when another rank published an abort or
-  // *cancel becomes true; throws std::exception when the peer is gone.
+  // Returns nullopt on timeout; throws Aborted when the peer is gone because another rank
+  // published an abort; throws std::exception when the peer is gone otherwise.
   virtual std::optional<at::Tensor> recv(const MessageKey& key, int srcRank, at::IntArrayRef shape,
                                          const at::TensorOptions& options, std::chrono::milliseconds timeout,
                                          const std::atomic<bool>& stop, const std::atomic<bool>* cancel) = 0;
@@ -73,6 +73,9 @@ class RemoteTransport {
   virtual void setKey(const std::string& key, const std::string& value) = 0;
   virtual std::optional<std::string> getKey(const std::string& key, std::chrono::milliseconds timeout) = 0;
   virtual bool hasKey(const std::string& key) = 0;
+  // Drops the process group (closing its connections, so blocked peers fail fast); the
+  // store stays for the final reports.
+  virtual void close() = 0;
 };
 
 core::Result<std::unique_ptr<RemoteTransport>> connectGloo(const DistributedOptions& d, double timeoutSeconds);

@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "pipestudio/core/cost_profile.h"
 #include "pipestudio/core/result.h"
 #include "pipestudio/core/schedule.h"
 #include "pipestudio/core/timeline.h"
@@ -34,6 +35,9 @@ std::string modelSpecToString(const ModelSpec& m);
 int modelLayerCount(const ModelSpec& m);
 // Names of those layers in order ("embedding", "block0", ..., "head").
 std::vector<std::string> modelLayerNames(const ModelSpec& m);
+// Analytic per-layer costs of a built-in model for micro-batches of b samples: times from
+// FLOPs at a nominal 50 GFLOP/s, fp32/f64 bytes. The engine's default partition balances these.
+core::CostProfile modelCostProfile(const ModelSpec& m, int microbatchSize);
 
 // Where this process sits in a multi-process run (torchrun-style). worldSize 1 = every device
 // of the schedule runs as a thread of this process.
@@ -42,6 +46,7 @@ struct DistributedOptions {
   int worldSize = 1;
   std::string masterAddr = "127.0.0.1";
   int masterPort = 29500;
+  int localWorldSize = 1;  // ranks on this host (LOCAL_WORLD_SIZE), to share its cores
 };
 
 // Test and demonstration hook: make one op fail on purpose. kind: "throw" (exception in the
@@ -64,7 +69,7 @@ struct RunOptions {
   double timeoutSeconds = 60;  // a receive that waits longer fails the run
   std::vector<int> partition;  // layers per stage; empty = the schedule's, else an even split
   std::uint64_t seed = 1;
-  int threads = 0;             // intra-op threads per worker (0 = hardware threads / workers)
+  int threads = 0;             // intra-op threads per worker (0 = cores / workers on this host)
   DistributedOptions distributed;
   FaultInjection fault;
   // Set from another thread (or a signal handler) to cancel: workers stop at the next op.

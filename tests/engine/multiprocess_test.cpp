@@ -1,0 +1,115 @@
+// pipestudio-cli run end to end: 2 local processes over c10d Gloo (launched by --nproc)
+// give the unpipelined model's gradients; failures and lost transfers in one rank end the
+// run within bounded time naming the op; invalid schedules are refused before starting.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "pipestudio/core/dsl.h"
+#include "pipestudio/core/generators.h"
+
+namespace {
+
+struct CliResult {
+  int exitCode = -1;
+  std::string output;  // stdout and stderr
+  double seconds = 0;
+};
+
+CliResult runCli(const std::string& args) {
+  CliResult r;
+  auto t0 = std::chrono::steady_clock::now();
+  std::string cmd = std::string(PIPESTUDIO_CLI) + " " + args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return r;
+  std::array<char, 4096> buf{};
+  size_t n = 0;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.output.append(buf.data(), n);
+  int st = pclose(p);
+  r.exitCode = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return r;
+}
+
+std::string writeSchedule(ps::core::ScheduleKind kind, int devices, int micro, const std::string& name) {
+  auto s = ps::core::generateSchedule(kind, {devices, micro, 0});
+  EXPECT_TRUE(s.ok());
+  std::string path = ::testing::TempDir() + name + ".pipe";
+  std::ofstream(path) << ps::core::printDsl(*s);
+  return path;
+}
+
+const char* kModel = "--model gpt:layers=2,hidden=16,heads=2,seq=4,vocab=16 --threads 1";
+
+}  // namespace
+
+TEST(MultiProcess, TwoGlooRanksGiveExactGradients1F1B) {
+  auto path = writeSchedule(ps::core::ScheduleKind::OneFOneB, 2, 4, "mp_1f1b");
+  auto r = runCli("run " + path + " " + kModel + " --nproc 2 --check-gradients --iterations 2 --timeout 30");
+  EXPECT_EQ(r.exitCode, 0) << r.output;
+  EXPECT_NE(r.output.find("gradient check: passed"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("16 ops"), std::string::npos) << r.output;  // both ranks' ops in the timeline
+}
+
+TEST(MultiProcess, TwoGlooRanksGiveExactGradientsZeroBubble) {
+  auto path = writeSchedule(ps::core::ScheduleKind::ZBH1, 2, 4, "mp_zbh1");
+  auto r = runCli("run " + path + " " + kModel + " --nproc 2 --check-gradients --timeout 30");
+  EXPECT_EQ(r.exitCode, 0) << r.output;
+  EXPECT_NE(r.output.find("gradient check: passed"), std::string::npos) << r.output;
+}
+
+TEST(MultiProcess, ExceptionInOneRankFailsTheRunNamingTheOp) {
+  auto path = writeSchedule(ps::core::ScheduleKind::OneFOneB, 2, 4, "mp_fail");
+  auto r = runCli("run " + path + " " + kModel + " --nproc 2 --timeout 30 --inject-fault throw:B1@s1");
+  EXPECT_EQ(r.exitCode, 1) << r.output;
+  EXPECT_NE(r.output.find("device 1 at B1@s1: injected failure"), std::string::npos) << r.output;
+  EXPECT_LT(r.seconds, 20.0);  // well under the 30 s transfer timeout
+}
+
+TEST(MultiProcess, LostTransferTimesOutNamingOpAndPeer) {
+  auto path = writeSchedule(ps::core::ScheduleKind::GPipe, 2, 2, "mp_drop");
+  auto r = runCli("run " + path + " " + kModel + " --nproc 2 --timeout 2 --inject-fault drop:F0@s0");
+  EXPECT_EQ(r.exitCode, 1) << r.output;
+  EXPECT_NE(r.output.find("device 1 at F0@s1"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("from stage 0 on device 0"), std::string::npos) << r.output;
+  EXPECT_LT(r.seconds, 20.0);
+}
+
+TEST(RunCommand, ThreadsRunWritesEventsAndTrace) {
+  auto path = writeSchedule(ps::core::ScheduleKind::ZBH1, 2, 2, "cli_events");
+  std::string trace = ::testing::TempDir() + "cli_events_trace.json";
+  auto r = runCli("run " + path + " " + kModel + " --events jsonl --check-gradients --trace " + trace);
+  EXPECT_EQ(r.exitCode, 0) << r.output;
+  EXPECT_NE(r.output.find("{\"device\":\"cpu\""), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("\"type\":\"started\""), std::string::npos);
+  EXPECT_NE(r.output.find("\"type\":\"op\""), std::string::npos);
+  EXPECT_NE(r.output.find("\"type\":\"finished\""), std::string::npos);
+  EXPECT_NE(r.output.find("\"passed\":true"), std::string::npos);
+  std::ifstream in(trace);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("traceEvents"), std::string::npos);
+}
+
+TEST(RunCommand, InvalidScheduleIsRefusedBeforeStarting) {
+  std::string path = ::testing::TempDir() + "cli_invalid.pipe";
+  auto s = ps::core::generateSchedule(ps::core::ScheduleKind::GPipe, {2, 2, 0});
+  ASSERT_TRUE(s.ok());
+  s->devices[1].pop_back();  // a backward goes missing
+  std::ofstream(path) << ps::core::printDsl(*s);
+  auto r = runCli("run " + path + " " + kModel + " --events jsonl");
+  EXPECT_EQ(r.exitCode, 1) << r.output;
+  EXPECT_NE(r.output.find("\"type\":\"error\""), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("\"type\":\"started\""), std::string::npos) << r.output;
+}
+
+TEST(RunCommand, UsageErrors) {
+  EXPECT_EQ(runCli("run").exitCode, 2);
+  EXPECT_EQ(runCli("run x.pipe").exitCode, 2);  // no --model
+  EXPECT_EQ(runCli("run x.pipe --model resnet").exitCode, 2);
+  EXPECT_EQ(runCli("run x.pipe --model mlp --events xml").exitCode, 2);
+}
