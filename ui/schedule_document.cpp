@@ -429,25 +429,29 @@ std::optional<OpRef> ScheduleDocument::find(const Op& op) const {
   return it->second;
 }
 
+const DependencyGraph& ScheduleDocument::graph() const {
+  if (!graph_ || graphFor_ != analysis_) {
+    graph_ = std::make_unique<DependencyGraph>(analysis_->schedule);
+    graphFor_ = analysis_;
+  }
+  return *graph_;
+}
+
 std::vector<Op> ScheduleDocument::dependencies(const Op& op) const {
-  return dependenciesOf(schedule(), op);
+  const DependencyGraph& g = graph();
+  const int id = g.find(op);
+  if (id < 0) return dependenciesOf(schedule(), op);
+  std::vector<Op> out;
+  for (int dep : g.dependencies(id)) out.push_back(g.op(dep));
+  return out;
 }
 
 std::vector<Op> ScheduleDocument::dependents(const Op& op) const {
+  const DependencyGraph& g = graph();
+  const int id = g.find(op);
   std::vector<Op> out;
-  const Schedule& s = schedule();
-  std::vector<OpKind> kinds;
-  for (std::uint16_t k = 0; k < static_cast<std::uint16_t>(OpKind::kBuiltinCount); ++k)
-    kinds.push_back(static_cast<OpKind>(k));
-  for (size_t u = 0; u < s.userKinds.size(); ++u) kinds.push_back(static_cast<OpKind>(kFirstUserKind + u));
-  for (int ds = -1; ds <= 1; ++ds) {
-    for (OpKind k : kinds) {
-      Op c{k, op.stage + ds, isStageLevelKind(k) ? -1 : op.microbatch};
-      if (c == op || !find(c)) continue;
-      const auto deps = dependenciesOf(s, c);
-      if (std::find(deps.begin(), deps.end(), op) != deps.end()) out.push_back(c);
-    }
-  }
+  if (id < 0) return out;
+  for (int next : g.dependents(id)) out.push_back(g.op(next));
   return out;
 }
 

@@ -107,6 +107,9 @@ class ScheduleDocument : public QObject {
   void rebuildModel();
   void reanalyze(const ps::core::Schedule& s, bool reportEffect);
   void rebuildIndex();
+  // The dependency graph of the current schedule, built on first use after each analysis
+  // so selecting an op costs O(its edges), not a pass over the schedule per candidate.
+  const ps::core::DependencyGraph& graph() const;
 
   ps::core::CostProfile profile_;
   ps::core::SimulationModel model_;
@@ -119,6 +122,8 @@ class ScheduleDocument : public QObject {
   QString lastEffect_;
   bool slotsWanted_ = false;
   std::unordered_map<std::uint64_t, ps::core::OpRef> index_;
+  mutable std::unique_ptr<ps::core::DependencyGraph> graph_;
+  mutable std::shared_ptr<const Analysis> graphFor_;  // the analysis graph_ was built for
 };
 
 std::uint64_t opKey(const ps::core::Op& op);

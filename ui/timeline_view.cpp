@@ -646,7 +646,7 @@ QString TimelineView::tooltipFor(const Block& b) const {
   if (wait > 1e-6) {
     QString on;
     double latest = -1;
-    for (const Op& dep : dependenciesOf(s, b.op)) {
+    for (const Op& dep : doc_->dependencies(b.op)) {
       auto ref = doc_->find(dep);
       if (!ref) continue;
       const TimelineOp* dt = timedOp(a.timeline, ref->device, ref->step);
