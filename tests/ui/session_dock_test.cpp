@@ -1,0 +1,255 @@
+// The Session dock (offscreen): lists built from a session written with the store API,
+// double-click opening a version, Compare against the simulator, and bad files shown as
+// errors instead of crashing.
+#include <QFile>
+#include <QSignalSpy>
+#include <QStandardItemModel>
+#include <QTemporaryDir>
+#include <QTreeView>
+#include <QtTest>
+
+#include "pipestudio/core/dsl.h"
+#include "pipestudio/core/generators.h"
+#include "pipestudio/core/simulator.h"
+#include "pipestudio/sessions/recording.h"
+#include "pipestudio/sessions/session_store.h"
+#include "schedule_document.h"
+#include "session_dock.h"
+
+using namespace ps::core;
+using namespace ps::ui;
+namespace sessions = ps::sessions;
+
+namespace {
+
+Schedule generated(ScheduleKind kind, int devices, int mb) {
+  GeneratorOptions o;
+  o.devices = devices;
+  o.microbatches = mb;
+  return generateSchedule(kind, o).value();
+}
+
+Timeline simulated(const Schedule& s, const CostProfile& p) {
+  auto model = makeSimulationModel(s, p);
+  if (!model) qFatal("model: %s", formatDiagnostics(model.errors()).c_str());
+  auto t = simulate(s, *model);
+  if (!t) qFatal("simulate: %s", formatDiagnostics(t.errors()).c_str());
+  return std::move(t).value();
+}
+
+// A profile unlike the dock's defaults, so a comparison that used the wrong one would show.
+CostProfile recordedProfile(int stages) {
+  auto p = uniformCostProfile("F=2,I=1.5,W=0.5", stages).value();
+  p.name = "slow-forward";
+  return p;
+}
+
+// Clicks the cell's centre twice, as a user would to open it.
+void doubleClickRow(QTreeView* view, int row) {
+  view->scrollTo(view->model()->index(row, 1));
+  const QRect r = view->visualRect(view->model()->index(row, 1));
+  QTest::mouseClick(view->viewport(), Qt::LeftButton, Qt::NoModifier, r.center());
+  QTest::mouseDClick(view->viewport(), Qt::LeftButton, Qt::NoModifier, r.center());
+}
+
+int rowOfId(QStandardItemModel* m, qint64 id) {
+  for (int r = 0; r < m->rowCount(); ++r)
+    if (m->item(r, 0)->data(Qt::UserRole).toLongLong() == id) return r;
+  return -1;
+}
+
+}  // namespace
+
+class SessionDockTest : public QObject {
+  Q_OBJECT
+ private Q_SLOTS:
+  void init() {
+    QVERIFY(dir_.isValid());
+    path_ = dir_.filePath(QStringLiteral("test_%1.session").arg(counter_++));
+    gpipe_ = generated(ScheduleKind::GPipe, 4, 8);
+    gpipe_.name = "pipeline";
+    onef1b_ = generated(ScheduleKind::OneFOneB, 4, 8);
+    onef1b_.name = "pipeline";
+    gpipeText_ = printDsl(gpipe_);
+    onef1bText_ = printDsl(onef1b_);
+
+    auto store = sessions::SessionStore::open(path_.toStdString());
+    QVERIFY2(store.ok(), formatDiagnostics(store.errors()).c_str());
+    auto v1 = store->addSchedule("pipeline", gpipeText_);
+    QVERIFY(v1.ok());
+    v1_ = *v1;
+    auto v2 = store->addSchedule("pipeline", onef1bText_, v1_);
+    QVERIFY(v2.ok());
+    v2_ = *v2;
+    // A simulated run of version 1 with its profile: recordRun files it against the newest
+    // version whose text matches, i.e. a new version only when the text differs.
+    profile_ = recordedProfile(4);
+    sessions::RunRecordingRequest req;
+    req.scheduleName = "pipeline";
+    req.pipeText = gpipeText_;
+    req.profileName = profile_.name;
+    req.profileJson = costProfileToJson(profile_);
+    req.run.label = "gpipe run";
+    runTimeline_ = simulated(gpipe_, profile_);
+    auto rec = sessions::recordRun(*store, req, runTimeline_);
+    QVERIFY2(rec.ok(), formatDiagnostics(rec.errors()).c_str());
+    run_ = rec->runId;
+    runSchedule_ = rec->scheduleId;
+  }
+
+  void listsShowVersionsRunsAndProfiles() {
+    SessionDock dock;
+    QVERIFY2(dock.openSession(path_), qPrintable(dock.errorText()));
+    QVERIFY(dock.errorText().isEmpty());
+    QStandardItemModel* s = dock.schedulesModel();
+    QVERIFY(s->rowCount() >= 2);
+    const int r1 = rowOfId(s, v1_), r2 = rowOfId(s, v2_);
+    QVERIFY(r1 >= 0 && r2 >= 0);
+    QCOMPARE(s->item(r1, SessionDock::ScheduleName)->text(), QStringLiteral("pipeline"));
+    QCOMPARE(s->item(r1, SessionDock::ScheduleParent)->text(), QString());
+    QCOMPARE(s->item(r2, SessionDock::ScheduleParent)->text(), QString::number(v1_));
+    QVERIFY(!s->item(r2, SessionDock::ScheduleCreated)->text().isEmpty());
+
+    QStandardItemModel* runs = dock.runsModel();
+    QCOMPARE(runs->rowCount(), 1);
+    QCOMPARE(runs->item(0, SessionDock::RunLabel)->text(), QStringLiteral("gpipe run"));
+    QCOMPARE(runs->item(0, SessionDock::RunStatusColumn)->text(), QStringLiteral("succeeded"));
+    QCOMPARE(runs->item(0, SessionDock::RunMakespan)->text().toDouble(), runTimeline_.metrics.makespan);
+    QVERIFY(runs->item(0, SessionDock::RunSchedule)->text().contains(QStringLiteral("v%1").arg(runSchedule_)));
+
+    QStandardItemModel* p = dock.profilesModel();
+    QCOMPARE(p->rowCount(), 1);
+    QCOMPARE(p->item(0, SessionDock::ProfileName)->text(), QStringLiteral("slow-forward"));
+    QCOMPARE(p->item(0, SessionDock::ProfileSourceColumn)->text(), QStringLiteral("manual"));
+  }
+
+  void doubleClickOpensTheVersionText() {
+    SessionDock dock;
+    dock.resize(600, 500);
+    dock.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&dock));
+    QVERIFY(dock.openSession(path_));
+    QSignalSpy spy(&dock, &SessionDock::openScheduleRequested);
+    doubleClickRow(dock.schedulesView(), rowOfId(dock.schedulesModel(), v2_));
+    QCOMPARE(spy.count(), 1);
+    QCOMPARE(spy.at(0).at(0).toString(), QString::fromStdString(onef1bText_));
+    QCOMPARE(spy.at(0).at(1).toString(), QStringLiteral("pipeline"));
+    QCOMPARE(spy.at(0).at(2).toLongLong(), v2_);
+    QCOMPARE(dock.currentVersion().value_or(-1), v2_);
+  }
+
+  void openingARunEmitsItsTimeline() {
+    SessionDock dock;
+    QVERIFY(dock.openSession(path_));
+    QSignalSpy spy(&dock, &SessionDock::openRunRequested);
+    dock.openRun(run_);
+    QCOMPARE(spy.count(), 1);
+    const auto t = spy.at(0).at(1).value<Timeline>();
+    QCOMPARE(t.ops.size(), runTimeline_.ops.size());
+    QCOMPARE(t.metrics.makespan, runTimeline_.metrics.makespan);
+    QCOMPARE(spy.at(0).at(2).toString(), QString::fromStdString(gpipeText_));
+  }
+
+  void compareSimulatesBothVersions() {
+    SessionDock dock;
+    // Version 2 has no run, so it uses the designer's model; the run's version (a third
+    // version: its text differs from the newest) uses the profile recorded with the run.
+    QVERIFY(runSchedule_ > v2_);
+    const CostProfile current = defaultCostProfile(4);
+    dock.setFallbackProfile(current);
+    QVERIFY(dock.openSession(path_));
+    QTreeView* view = dock.schedulesView();
+    for (qint64 id : {v2_, runSchedule_})
+      view->selectionModel()->select(dock.schedulesModel()->index(rowOfId(dock.schedulesModel(), id), 0),
+                                     QItemSelectionModel::Select | QItemSelectionModel::Rows);
+    dock.compareSelected();
+    const auto& c = dock.lastComparison();
+    QCOMPARE(c.size(), size_t(2));
+    QVERIFY2(c[0].ok && c[1].ok, qPrintable(c[0].error + c[1].error));
+    const Timeline t1 = simulated(gpipe_, profile_);
+    const Timeline t2 = simulated(onef1b_, current);
+    QCOMPARE(c[0].versionId, v2_);
+    QCOMPARE(c[0].makespan, t2.metrics.makespan);
+    QCOMPARE(c[0].bubbleRatio, t2.metrics.bubbleRatio);
+    QCOMPARE(c[1].versionId, runSchedule_);
+    QCOMPARE(c[1].profileName, QStringLiteral("slow-forward"));
+    QCOMPARE(c[1].makespan, t1.metrics.makespan);
+    QCOMPARE(c[1].bubbleRatio, t1.metrics.bubbleRatio);
+    // Different costs, so the two makespans differ and both appear in the text.
+    QVERIFY(t1.metrics.makespan != t2.metrics.makespan);
+    QVERIFY(dock.compareText().contains(QString::number(t1.metrics.makespan, 'f', 2)));
+    QVERIFY(dock.compareText().contains(QString::number(t2.metrics.makespan, 'f', 2)));
+  }
+
+  void saveVersionAddsAChildOfTheOpenedVersion() {
+    SessionDock dock;
+    QVERIFY(dock.openSession(path_));
+    dock.openScheduleVersion(v2_);
+    const int before = dock.schedulesModel()->rowCount();
+    QVERIFY(dock.saveVersion(QStringLiteral("pipeline"), QString::fromStdString(gpipeText_)));
+    QCOMPARE(dock.schedulesModel()->rowCount(), before + 1);
+    const qint64 id = dock.currentVersion().value();
+    const int r = rowOfId(dock.schedulesModel(), id);
+    QVERIFY(r >= 0);
+    QCOMPARE(dock.schedulesModel()->item(r, SessionDock::ScheduleParent)->text(), QString::number(v2_));
+  }
+
+  void corruptFileShowsAnErrorAndKeepsTheFile() {
+    const QString bad = dir_.filePath(QStringLiteral("corrupt.session"));
+    QByteArray bytes("SQLite format 3");
+    bytes.append('\0');
+    bytes.append(QByteArray(4096, '\x5a'));
+    {
+      QFile f(bad);
+      QVERIFY(f.open(QIODevice::WriteOnly));
+      f.write(bytes);
+    }
+    SessionDock dock;
+    QVERIFY(!dock.openSession(bad));
+    QVERIFY(!dock.hasSession());
+    QVERIFY(!dock.errorText().isEmpty());
+    QCOMPARE(dock.schedulesModel()->rowCount(), 0);
+    dock.refresh();     // nothing open: must not crash
+    dock.compareSelected();
+    QFile f(bad);
+    QVERIFY(f.open(QIODevice::ReadOnly));
+    QCOMPARE(f.readAll(), bytes);  // never overwritten
+
+    QVERIFY(!dock.openSession(dir_.filePath(QStringLiteral("missing.session"))));
+    QVERIFY(dock.errorText().contains(QStringLiteral("no such file")));
+    QVERIFY(!QFileInfo::exists(dir_.filePath(QStringLiteral("missing.session"))));
+  }
+
+  void newerFileOpensReadOnlyWithTheStoresMessage() {
+    // PRAGMA user_version lives at byte 60 of the header (big-endian); the store closed the
+    // file, so everything is in the main file.
+    QFile f(path_);
+    QVERIFY(f.open(QIODevice::ReadWrite));
+    QVERIFY(f.seek(60));
+    const quint32 v = quint32(sessions::kSchemaVersion + 1);
+    const char be[4] = {char(v >> 24), char(v >> 16), char(v >> 8), char(v)};
+    QCOMPARE(f.write(be, 4), qint64(4));
+    f.close();
+
+    SessionDock dock;
+    QVERIFY2(dock.openSession(path_), qPrintable(dock.errorText()));
+    QVERIFY(dock.isReadOnly());
+    QVERIFY(dock.messageText().contains(QStringLiteral("read-only")));
+    QVERIFY(dock.schedulesModel()->rowCount() >= 2);
+    QVERIFY(!dock.saveVersion(QStringLiteral("pipeline"), QString::fromStdString(gpipeText_)));
+    QVERIFY(!dock.errorText().isEmpty());
+  }
+
+ private:
+  QTemporaryDir dir_;
+  int counter_ = 0;
+  QString path_;
+  Schedule gpipe_, onef1b_;
+  std::string gpipeText_, onef1bText_;
+  CostProfile profile_;
+  Timeline runTimeline_;
+  qint64 v1_ = 0, v2_ = 0, run_ = 0, runSchedule_ = 0;
+};
+
+QTEST_MAIN(SessionDockTest)
+#include "session_dock_test.moc"
