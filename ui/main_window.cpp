@@ -23,7 +23,9 @@
 #include "memory_chart.h"
 #include "pipestudio/core/generators.h"
 #include "properties_panel.h"
+#include "pipestudio/core/dsl.h"
 #include "schedule_document.h"
+#include "session_dock.h"
 #include "summary_panel.h"
 #include "template_dialog.h"
 #include "timeline_view.h"
@@ -172,6 +174,25 @@ void MainWindow::buildDocks() {
   auto* dd =
       dock(tr("Diagnostics"), QStringLiteral("dock.diagnostics"), diagnostics_, Qt::RightDockWidgetArea);
   auto* dm = dock(tr("Memory"), QStringLiteral("dock.memory"), memory_, Qt::BottomDockWidgetArea);
+  session_ = new SessionDock(this);
+  connect(doc_, &ScheduleDocument::changed, session_, [this] { session_->setFallbackProfile(doc_->profile()); });
+  addDockWidget(Qt::LeftDockWidgetArea, session_);
+  tabifyDockWidget(dp, session_);
+  dp->raise();
+  connect(session_, &SessionDock::openScheduleRequested, this,
+          [this](const QString& text, const QString& name, qint64 id) { openSessionVersion(text, name, id); });
+  connect(session_, &SessionDock::openRunRequested, this,
+          [this](qint64 runId, const Timeline& t, const QString& text, const QString& name) {
+            // The designer draws its own simulation; the stored timeline's figures go to the status bar.
+            if (!text.isEmpty() && !openSessionVersion(text, name, session_->currentVersion().value_or(0))) return;
+            showStatus(tr("Run %1: makespan %2 ms · bubble %3 % · %4 ops%5")
+                           .arg(runId)
+                           .arg(t.metrics.makespan, 0, 'f', 2)
+                           .arg(t.metrics.bubbleRatio * 100, 0, 'f', 1)
+                           .arg(t.ops.size())
+                           .arg(t.complete ? QString() : tr(" · incomplete")));
+          });
+  connect(session_, &SessionDock::sessionChanged, this, &MainWindow::updateTitle);
   resizeDocks({dp, ds}, {360, 330}, Qt::Horizontal);
   resizeDocks({ds, dd, dm}, {420, 260, 280}, Qt::Vertical);
 }
@@ -186,6 +207,7 @@ void MainWindow::buildActions() {
       file->addAction(st->standardIcon(QStyle::SP_DialogOpenButton), tr("&Open…"), this, &MainWindow::open);
   aOpen->setShortcut(QKeySequence::Open);
   recentMenu_ = file->addMenu(tr("Open &Recent"));
+  file->addAction(tr("Open Sess&ion…"), this, &MainWindow::openSessionDialog);
   file->addSeparator();
   QAction* aSave =
       file->addAction(st->standardIcon(QStyle::SP_DialogSaveButton), tr("&Save"), this, &MainWindow::save);
@@ -323,6 +345,9 @@ void MainWindow::updateTitle() {
   QString name = doc_->filePath().isEmpty() ? QString::fromStdString(doc_->schedule().name)
                                             : QFileInfo(doc_->filePath()).fileName();
   if (name.isEmpty()) name = tr("Untitled");
+  if (session_ && session_->hasSession())
+    name += tr(" — session %1%2").arg(QFileInfo(session_->sessionPath()).fileName(),
+                                      session_->isReadOnly() ? tr(" (read-only)") : QString());
   setWindowTitle(name + QStringLiteral("[*] — PipeStudio"));
   setWindowModified(doc_->isModified());
 }
@@ -397,9 +422,58 @@ bool MainWindow::saveTo(const QString& path) {
 
 bool MainWindow::save() {
   const QString p = doc_->filePath();
+  if (session_->hasSession() && !session_->isReadOnly()) {
+    // With a session open, Save stores a new version; the file too when it is the user's.
+    if (!session_->saveVersion(QString::fromStdString(doc_->schedule().name), QString::fromStdString(printDsl(doc_->schedule())))) {
+      QMessageBox::warning(this, tr("Cannot save to the session"), session_->errorText());
+      return false;
+    }
+    if (p.isEmpty() || p.startsWith(QFileInfo(resourcesDir()).absoluteFilePath())) {
+      doc_->markSaved(p);
+      showStatus(tr("Stored version %1 in %2").arg(session_->currentVersion().value_or(0)).arg(QFileInfo(session_->sessionPath()).fileName()));
+      updateTitle();
+      return true;
+    }
+  }
   // Examples from the resources folder are not overwritten in place.
   if (p.isEmpty() || p.startsWith(QFileInfo(resourcesDir()).absoluteFilePath())) return saveAs();
   return saveTo(p);
+}
+
+bool MainWindow::openSession(const QString& path, bool readOnly) {
+  session_->setFallbackProfile(doc_->profile());
+  const bool ok = session_->openSession(path, readOnly);
+  session_->show();
+  session_->raise();
+  if (!ok) showStatus(session_->errorText());
+  updateTitle();
+  return ok;
+}
+
+void MainWindow::openSessionDialog() {
+  const QString path = QFileDialog::getOpenFileName(this, tr("Open session"), resourcesDir() + QStringLiteral("/examples"),
+                                                    tr("PipeStudio sessions (*.session);;All files (*)"));
+  if (!path.isEmpty() && !openSession(path)) QMessageBox::warning(this, tr("Cannot open session"), session_->errorText());
+}
+
+bool MainWindow::openSessionVersion(const QString& text, const QString& name, qint64 id) {
+  if (!maybeSave()) return false;
+  DslOptions o;
+  o.filename = QStringLiteral("%1 (v%2)").arg(name).arg(id).toStdString();
+  auto parsed = parseDsl(text.toStdString(), o);
+  if (!parsed) {
+    QMessageBox::warning(this, tr("Cannot open version %1").arg(id), QString::fromStdString(formatDiagnostics(parsed.errors())));
+    return false;
+  }
+  Schedule s = std::move(parsed).value();
+  if (s.name.empty()) s.name = name.toStdString();
+  CostProfile p = session_->profileForVersion(id).value_or(doc_->profile());
+  if (!makeSimulationModel(s, p)) p = defaultCostProfile(s.pipeline.stages);
+  doc_->load(std::move(s), std::move(p));
+  view_->selectOp(std::nullopt, false);
+  view_->zoomToFit();
+  showStatus(tr("Opened version %1 of %2 from the session").arg(id).arg(name));
+  return true;
 }
 
 bool MainWindow::saveAs() {

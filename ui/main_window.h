@@ -25,6 +25,7 @@ class SummaryPanel;
 class DiagnosticsPanel;
 class PropertiesPanel;
 class LegendBar;
+class SessionDock;
 
 class MainWindow : public QMainWindow {
   Q_OBJECT
@@ -51,11 +52,16 @@ class MainWindow : public QMainWindow {
   bool selectOpByName(const QString& name);
   void setSlotLayout(bool slots);
 
+  // Shows a session file in the Session dock (docs/gui.md, "Session dock").
+  bool openSession(const QString& path, bool readOnly = false);
+  SessionDock* sessionDock() const { return session_; }
+
  public Q_SLOTS:
   void newFromTemplate();
   void open();
   bool save();
   bool saveAs();
+  void openSessionDialog();
 
  protected:
   void closeEvent(QCloseEvent* e) override;
@@ -70,6 +76,7 @@ class MainWindow : public QMainWindow {
   bool maybeSave();
   void showStatus(const QString& text);
   void exportAs(const QString& filter, const QString& suffix);
+  bool openSessionVersion(const QString& pipeText, const QString& name, qint64 versionId);
 
   ScheduleDocument* doc_ = nullptr;
   TimelineView* view_ = nullptr;
@@ -78,6 +85,7 @@ class MainWindow : public QMainWindow {
   SummaryPanel* summary_ = nullptr;
   DiagnosticsPanel* diagnostics_ = nullptr;
   PropertiesPanel* properties_ = nullptr;
+  SessionDock* session_ = nullptr;
   QLabel* validity_ = nullptr;
   QLabel* message_ = nullptr;
   QMenu* recentMenu_ = nullptr;

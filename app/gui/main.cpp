@@ -14,6 +14,7 @@
 #include <cstring>
 
 #include "main_window.h"
+#include "schedule_document.h"
 #include "timeline_view.h"
 
 int main(int argc, char** argv) {
@@ -54,6 +55,10 @@ int main(int argc, char** argv) {
   parser.addOption(select);
   parser.addOption(layout);
   parser.addOption(palette);
+  QCommandLineOption session(QStringLiteral("session"),
+                             QStringLiteral("A session file to show in the Session dock (default: the bundled example, read-only)."),
+                             QStringLiteral("FILE"));
+  parser.addOption(session);
   parser.addPositionalArgument(QStringLiteral("file"),
                                QStringLiteral("A .pipe or PyTorch .csv schedule to open."),
                                QStringLiteral("[FILE]"));
@@ -82,6 +87,13 @@ int main(int argc, char** argv) {
   if (!files.isEmpty()) opened = w.openFile(files.front(), parser.isSet(shot));
   if (files.isEmpty() || (!opened && !parser.isSet(shot))) w.openDefault();  // something to look at
 
+  const QString exampleSession = ps::ui::resourcesDir() + QStringLiteral("/examples/example.session");
+  if (parser.isSet(session)) {
+    if (!w.openSession(parser.value(session)))
+      std::fprintf(stderr, "pipestudio: %s\n", qPrintable(w.statusText()));
+  } else if (!parser.isSet(shot) && QFileInfo(exampleSession).isFile()) {
+    w.openSession(exampleSession, true);
+  }
   if (parser.value(layout) == QStringLiteral("slots")) w.setSlotLayout(true);
   if (parser.isSet(select) && !w.selectOpByName(parser.value(select)))
     std::fprintf(stderr, "pipestudio: no op %s in this schedule\n", qPrintable(parser.value(select)));

@@ -2,7 +2,9 @@
 // double-click opening a version, Compare against the simulator, and bad files shown as
 // errors instead of crashing.
 #include <QFile>
+#include <QFileInfo>
 #include <QSignalSpy>
+#include <QStandardPaths>
 #include <QStandardItemModel>
 #include <QTemporaryDir>
 #include <QTreeView>
@@ -13,6 +15,7 @@
 #include "pipestudio/core/simulator.h"
 #include "pipestudio/sessions/recording.h"
 #include "pipestudio/sessions/session_store.h"
+#include "main_window.h"
 #include "schedule_document.h"
 #include "session_dock.h"
 
@@ -63,6 +66,8 @@ int rowOfId(QStandardItemModel* m, qint64 id) {
 class SessionDockTest : public QObject {
   Q_OBJECT
  private Q_SLOTS:
+  void initTestCase() { QStandardPaths::setTestModeEnabled(true); }
+
   void init() {
     QVERIFY(dir_.isValid());
     path_ = dir_.filePath(QStringLiteral("test_%1.session").arg(counter_++));
@@ -238,6 +243,36 @@ class SessionDockTest : public QObject {
     QVERIFY(dock.schedulesModel()->rowCount() >= 2);
     QVERIFY(!dock.saveVersion(QStringLiteral("pipeline"), QString::fromStdString(gpipeText_)));
     QVERIFY(!dock.errorText().isEmpty());
+  }
+
+  void mainWindowOpensVersionsAndRunsAndSavesNewVersions() {
+    MainWindow w;
+    QVERIFY(w.openSession(path_));
+    QVERIFY(w.windowTitle().contains(QFileInfo(path_).fileName()));
+    SessionDock* dock = w.sessionDock();
+    // Opening version 1 (GPipe) loads it into the designer.
+    dock->openScheduleVersion(v1_);
+    QCOMPARE(printDsl(w.document()->schedule()), gpipeText_);
+    // Opening the run loads its version with the run's profile and reports the stored makespan.
+    dock->openRun(run_);
+    QCOMPARE(printDsl(w.document()->schedule()), gpipeText_);
+    QCOMPARE(w.document()->profile().name, std::string("slow-forward"));
+    QCOMPARE(w.document()->analysis().makespan(), runTimeline_.metrics.makespan);
+    QVERIFY2(w.statusText().contains(QString::number(runTimeline_.metrics.makespan, 'f', 2)), qPrintable(w.statusText()));
+    // Save with a session open stores the edited schedule as a child of the opened version.
+    QVERIFY(w.document()->splitBackward(OpRef{0, int(w.document()->schedule().devices[0].size()) - 1}) ||
+            w.document()->moveStep(3, 1, 0));
+    QVERIFY(w.document()->isModified());
+    const int before = dock->schedulesModel()->rowCount();
+    QVERIFY(w.save());
+    QVERIFY(!w.document()->isModified());
+    QCOMPARE(dock->schedulesModel()->rowCount(), before + 1);
+    auto store = sessions::SessionStore::open(path_.toStdString(), {sessions::OpenMode::ReadOnly});
+    QVERIFY(store.ok());
+    auto v = store->schedule(dock->currentVersion().value());
+    QVERIFY(v.ok());
+    QCOMPARE(v->pipeText, printDsl(w.document()->schedule()));
+    QCOMPARE(v->info.parentId.value_or(-1), runSchedule_);
   }
 
  private:
