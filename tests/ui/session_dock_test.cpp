@@ -275,6 +275,32 @@ class SessionDockTest : public QObject {
     QCOMPARE(v->info.parentId.value_or(-1), runSchedule_);
   }
 
+  void bundledExampleSessionOpensReadOnly() {
+    const QString example = QStringLiteral(PIPESTUDIO_RESOURCES_DIR "/examples/example.session");
+    if (!QFileInfo(example).isFile()) QSKIP("no bundled example session");
+    const QByteArray before = [&] {
+      QFile f(example);
+      return f.open(QIODevice::ReadOnly) ? f.readAll() : QByteArray();
+    }();
+    {
+      SessionDock dock;
+      QVERIFY2(dock.openSession(example, true), qPrintable(dock.errorText()));
+      QVERIFY(dock.isReadOnly());
+      // make_example_session.sh: three versions of "pipeline", "interleaved" and "deadlock";
+      // six runs (1F1B twice), the deadlock one failed.
+      QCOMPARE(dock.schedulesModel()->rowCount(), 5);
+      QCOMPARE(dock.runsModel()->rowCount(), 6);
+      int failed = 0;
+      for (int r = 0; r < dock.runsModel()->rowCount(); ++r)
+        failed += dock.runsModel()->item(r, SessionDock::RunStatusColumn)->text() == QStringLiteral("failed");
+      QCOMPARE(failed, 1);
+      QVERIFY(!dock.saveVersion(QStringLiteral("pipeline"), QStringLiteral("devices 1")));
+    }
+    QFile f(example);
+    QVERIFY(f.open(QIODevice::ReadOnly));
+    QVERIFY(f.readAll() == before);  // the bundled file is left as it was
+  }
+
  private:
   QTemporaryDir dir_;
   int counter_ = 0;
