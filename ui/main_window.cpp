@@ -168,7 +168,7 @@ void MainWindow::buildDocks() {
   summary_ = new SummaryPanel;
   diagnostics_ = new DiagnosticsPanel;
   memory_ = new MemoryChart;
-  auto* dp = dock(tr("Pipeline & cost profile"), QStringLiteral("dock.properties"), properties_,
+  auto* dp = dock(tr("Pipeline and costs"), QStringLiteral("dock.properties"), properties_,
                   Qt::LeftDockWidgetArea);
   auto* ds = dock(tr("Summary"), QStringLiteral("dock.summary"), summary_, Qt::RightDockWidgetArea);
   auto* dd =
