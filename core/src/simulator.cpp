@@ -168,23 +168,26 @@ namespace {
 
 constexpr int kNone = -1;
 
-// One entry of a device's order, with everything the hot loop touches in one place.
-// Kept small (48 bytes): a million-op simulation streams these records several times.
+// One entry of a device's order: only what the timing loop touches (24 bytes). The timing
+// loop visits the devices' step lists in a wavefront that defeats the prefetcher, so its
+// cost is mostly the bytes of these records and of the edges; the rest (first op, op count,
+// device) lives in Compiled::stepOp and the device ranges.
 struct StepRec {
-  double dur = 0, ready = 0, start = 0;  // ends at start + dur
-  int device = 0;
-  int firstOp = 0;  // DependencyGraph op id of its first op
+  double time = 0;  // when its dependencies are ready; once scheduled, its start
+  double dur = 0;   // ends at time + dur once scheduled
   int pending = 0;  // dependencies not yet scheduled
-  int edgeBegin = 0, edgeEnd = 0;  // its successors in Compiled::edges
-  std::uint8_t ops = 1;
-  std::uint8_t copy = 0;  // runs on the copy stream
+  std::uint32_t edges = 0;  // first successor in Compiled::edges (the next record's is the end), | kCopyBit
 };
+constexpr std::uint32_t kCopyBit = 0x80000000u;  // runs on the copy stream
+constexpr std::uint32_t kEdgeMask = ~kCopyBit;
 
 // A dependency from a producer step to a consumer step.
 struct Edge {
   int consumerStep = 0;
-  std::uint8_t producerSlot = 0, consumerSlot = 0;  // which op of each step (0, or 1 in a pair)
-  double cost = 0;  // transfer time when the two steps are on different devices
+  int consumerDevice = 0;
+  // Across devices: lower stage << 2 | producer slot << 1 | consumer slot (the slot is which
+  // op of a pair); -1 on one device (no transfer).
+  int link = -1;
 };
 
 // The schedule flattened for the hot loop. Op ids are the DependencyGraph's: device by
@@ -192,8 +195,11 @@ struct Edge {
 struct Compiled {
   int D = 0, S = 0, M = 0;
   DependencyGraph g;
-  std::vector<StepRec> steps;
+  std::vector<StepRec> steps;  // one more than the steps: its `edges` ends the last one's
+  std::vector<int> stepOp;     // first op id of each step, then the op count
   std::vector<int> opStep;
+  std::vector<char> hasCopy;   // per device: some step runs on the copy stream
+  std::vector<double> linkCost;  // per lower stage: transfer time across devices
   std::vector<int> devBegin;  // steps of device d: [devBegin[d], devBegin[d + 1])
   std::vector<Edge> edges;
   std::vector<char> recomputed;  // per (stage, mb): the schedule has its R
@@ -225,7 +231,7 @@ Status compile(const Schedule& s, const SimulationModel& model, Compiled& c) {
   if (static_cast<int>(model.stages.size()) != c.S)
     return makeError("simulate.model", "the cost model has " + std::to_string(model.stages.size()) +
                                            " stages but the schedule has " + std::to_string(c.S));
-  c.g = DependencyGraph(s);
+  c.g.rebuild(s);
   const DependencyGraph& g = c.g;
   for (const auto& pr : g.problems()) {
     using PK = DependencyGraph::ProblemKind;
@@ -259,12 +265,9 @@ Status compile(const Schedule& s, const SimulationModel& model, Compiled& c) {
       userDur[u * static_cast<size_t>(c.S) + static_cast<size_t>(st)] = std::max(0.0, *v);
     }
   }
+  // Marked while the steps are built (OFFLOAD/RELOAD durations depend on it and are fixed
+  // afterwards when both occur).
   c.recomputed.assign(SM, 0);
-  for (size_t i = 0; i < nOps; ++i) {
-    const Op& op = g.op(static_cast<int>(i));
-    if (op.kind == OpKind::R && op.microbatch >= 0)
-      c.recomputed[static_cast<size_t>(op.stage) * static_cast<size_t>(c.M) + static_cast<size_t>(op.microbatch)] = 1;
-  }
   // F, B, I, W, R per stage in one table: the common case is one load.
   std::vector<double> kindDur(5 * static_cast<size_t>(c.S));
   for (int st = 0; st < c.S; ++st) {
@@ -299,32 +302,60 @@ Status compile(const Schedule& s, const SimulationModel& model, Compiled& c) {
 
   size_t nSteps = 0;
   for (const auto& dev : s.devices) nSteps += dev.size();
-  c.steps.assign(nSteps, StepRec{});
+  // Every field is written below, so a reused buffer needs no clearing pass.
+  c.steps.resize(nSteps + 1);
+  c.stepOp.resize(nSteps + 1);
   c.opStep.resize(nOps);
   c.devBegin.clear();
+  c.hasCopy.assign(static_cast<size_t>(c.D), 0);
+  bool anyR = false, anyHostMove = false;
+  auto stepDuration = [&](int firstOp, bool pair) {
+    const double dur = opDuration(firstOp);
+    return pair ? prof.overlapFactor * (dur + opDuration(firstOp + 1)) : dur;
+  };
+  auto note = [&](const Op& op) {
+    if (op.kind == OpKind::R) {
+      anyR = true;
+      if (op.microbatch >= 0)
+        c.recomputed[static_cast<size_t>(op.stage) * static_cast<size_t>(c.M) + static_cast<size_t>(op.microbatch)] = 1;
+    } else if (op.kind == OpKind::Offload || op.kind == OpKind::Reload) {
+      anyHostMove = true;
+    }
+  };
   int opId = 0, stepId = 0;
   for (int d = 0; d < c.D; ++d) {
     c.devBegin.push_back(stepId);
     const auto& dev = s.devices[static_cast<size_t>(d)];
     for (size_t i = 0; i < dev.size(); ++i, ++stepId) {
       StepRec& r = c.steps[static_cast<size_t>(stepId)];
-      r.device = d;
-      r.firstOp = opId;
-      r.ops = dev[i].overlapped() ? 2 : 1;
-      r.copy = r.ops == 1 && runsOnCopyStream(dev[i].first.kind);
-      r.dur = opDuration(opId);
-      if (r.ops == 2) r.dur = prof.overlapFactor * (r.dur + opDuration(opId + 1));
-      for (int k = 0; k < r.ops; ++k) c.opStep[static_cast<size_t>(opId++)] = stepId;
+      const Step& st = dev[i];
+      const bool pair = st.overlapped();
+      const bool copy = !pair && runsOnCopyStream(st.first.kind);
+      note(st.first);
+      if (pair) note(*st.second);
+      r.time = 0;
+      r.dur = stepDuration(opId, pair);
+      r.pending = 0;
+      r.edges = copy ? kCopyBit : 0;
+      if (copy) c.hasCopy[static_cast<size_t>(d)] = 1;
+      c.stepOp[static_cast<size_t>(stepId)] = opId;
+      c.opStep[static_cast<size_t>(opId++)] = stepId;
+      if (pair) c.opStep[static_cast<size_t>(opId++)] = stepId;
     }
   }
   c.devBegin.push_back(stepId);
+  c.stepOp[nSteps] = opId;
+  c.steps[nSteps] = StepRec{};
+  if (anyR && anyHostMove)  // an OFFLOAD/RELOAD may precede its R in op order
+    for (size_t st = 0; st < nSteps; ++st)
+      c.steps[st].dur = stepDuration(c.stepOp[st], c.stepOp[st + 1] - c.stepOp[st] == 2);
 
   // Successor edges by producer step (dependencies inside an overlapped pair do not delay it).
   std::vector<int>& count = c.count;
   count.assign(nSteps + 1, 0);
   for (size_t st = 0; st < nSteps; ++st) {
     StepRec& r = c.steps[st];
-    for (int op = r.firstOp; op < r.firstOp + r.ops; ++op)
+    for (int op = c.stepOp[st]; op < c.stepOp[st + 1]; ++op)
       for (int dep : g.dependencies(op)) {
         const int ds = c.opStep[static_cast<size_t>(dep)];
         if (ds == static_cast<int>(st)) continue;
@@ -333,33 +364,37 @@ Status compile(const Schedule& s, const SimulationModel& model, Compiled& c) {
       }
   }
   for (size_t i = 0; i < nSteps; ++i) count[i + 1] += count[i];
-  for (size_t i = 0; i < nSteps; ++i) {
-    c.steps[i].edgeBegin = count[i];
-    c.steps[i].edgeEnd = count[i];  // advanced while filling
-  }
+  if (static_cast<std::uint64_t>(count[nSteps]) >= kCopyBit)
+    return makeError("simulate.size", "the schedule has too many dependencies to simulate");
+  for (size_t i = 0; i <= nSteps; ++i) c.steps[i].edges |= static_cast<std::uint32_t>(count[i]);
   c.edges.resize(static_cast<size_t>(count[nSteps]));
+  // What travels across devices is the output of the lower stage (activations forward, their
+  // gradients backward): one transfer time per stage.
   const bool fixedComm = prof.fixedCommMs.has_value();
-  for (size_t st = 0; st < nSteps; ++st) {
-    const StepRec& r = c.steps[st];
-    for (int op = r.firstOp; op < r.firstOp + r.ops; ++op)
-      for (int dep : g.dependencies(op)) {
-        const int ds = c.opStep[static_cast<size_t>(dep)];
-        if (ds == static_cast<int>(st)) continue;
-        StepRec& prod = c.steps[static_cast<size_t>(ds)];
-        Edge& e = c.edges[static_cast<size_t>(prod.edgeEnd++)];
-        e.consumerStep = static_cast<int>(st);
-        e.producerSlot = static_cast<std::uint8_t>(dep - prod.firstOp);
-        e.consumerSlot = static_cast<std::uint8_t>(op - r.firstOp);
-        if (prod.device != r.device) {
-          // What travels is the output of the lower stage (activations forward, their
-          // gradients backward).
-          const int low = std::min(g.op(dep).stage, g.op(op).stage);
-          const auto bytes = static_cast<double>(model.stages[static_cast<size_t>(low)].outputBytes);
-          e.cost = fixedComm ? *prof.fixedCommMs
-                             : prof.link.latencyMs +
-                                   (prof.link.bandwidthBytesPerMs > 0 ? bytes / prof.link.bandwidthBytesPerMs : 0.0);
+  c.linkCost.resize(static_cast<size_t>(c.S));
+  for (int st = 0; st < c.S; ++st) {
+    const auto bytes = static_cast<double>(model.stages[static_cast<size_t>(st)].outputBytes);
+    c.linkCost[static_cast<size_t>(st)] =
+        fixedComm ? *prof.fixedCommMs
+                  : prof.link.latencyMs + (prof.link.bandwidthBytesPerMs > 0 ? bytes / prof.link.bandwidthBytesPerMs : 0.0);
+  }
+  for (int d = 0; d < c.D; ++d) {
+    for (int st = c.devBegin[static_cast<size_t>(d)]; st < c.devBegin[static_cast<size_t>(d) + 1]; ++st) {
+      const int first = c.stepOp[static_cast<size_t>(st)];
+      for (int op = first; op < c.stepOp[static_cast<size_t>(st) + 1]; ++op)
+        for (int dep : g.dependencies(op)) {
+          const int ds = c.opStep[static_cast<size_t>(dep)];
+          if (ds == st) continue;
+          Edge& e = c.edges[static_cast<size_t>(count[static_cast<size_t>(ds)]++)];
+          e.consumerStep = st;
+          e.consumerDevice = d;
+          e.link = -1;
+          if (g.deviceOf(dep) != d) {
+            const int low = std::min(g.op(dep).stage, g.op(op).stage);
+            e.link = low << 2 | (dep - c.stepOp[static_cast<size_t>(ds)]) << 1 | (op - first);
+          }
         }
-      }
+    }
   }
   return okStatus();
 }
@@ -415,36 +450,44 @@ Result<Timeline> simulate(const Schedule& s, const SimulationModel& model, const
     for (; h < stop; ++h) {
       StepRec& r = steps[static_cast<size_t>(h)];
       if (r.pending > 0) break;
-      if (r.copy) {
+      double start;
+      if (r.edges & kCopyBit) {
         double& cf = copyFree[static_cast<size_t>(d)];
-        r.start = std::max({free, r.ready, cf});
-        cf = r.start + r.dur;
+        start = std::max({free, r.time, cf});
+        cf = start + r.dur;
       } else {
-        r.start = std::max(free, r.ready);
-        free = r.start + r.dur;
+        start = std::max(free, r.time);
+        free = start + r.dur;
       }
-      const double end = r.start + r.dur;
-      for (int k = r.edgeBegin; k < r.edgeEnd; ++k) {
-        const Edge& e = c.edges[static_cast<size_t>(k)];
+      r.time = start;
+      const double end = start + r.dur;
+      const std::uint32_t edgeEnd = steps[static_cast<size_t>(h) + 1].edges & kEdgeMask;
+      for (std::uint32_t k = r.edges & kEdgeMask; k < edgeEnd; ++k) {
+        const Edge& e = c.edges[k];
         StepRec& cons = steps[static_cast<size_t>(e.consumerStep)];
+        const int cd = e.consumerDevice;
         double arrival = end;
-        if (cons.device != d && e.cost > 0) {
-          double& ch = channelFree[static_cast<size_t>(d) * D + static_cast<size_t>(cons.device)];
-          const double ts = std::max(end, ch);
-          ch = ts + e.cost;
-          arrival = ch;
-          if (o.recordTransfers) {
-            const Op& prod = c.op(r.firstOp + e.producerSlot);
-            const Op& con = c.op(cons.firstOp + e.consumerSlot);
-            const std::int64_t bytes = model.stages[static_cast<size_t>(std::min(prod.stage, con.stage))].outputBytes;
-            tl.transfers.push_back(Transfer{d, cons.device, prod, con, bytes, ts, arrival});
+        if (e.link >= 0) {
+          const int low = e.link >> 2;
+          const double cost = c.linkCost[static_cast<size_t>(low)];
+          if (cost > 0) {
+            double& ch = channelFree[static_cast<size_t>(d) * D + static_cast<size_t>(cd)];
+            const double ts = std::max(end, ch);
+            ch = ts + cost;
+            arrival = ch;
+            if (o.recordTransfers) {
+              const Op& prod = c.op(c.stepOp[static_cast<size_t>(h)] + ((e.link >> 1) & 1));
+              const Op& con = c.op(c.stepOp[static_cast<size_t>(e.consumerStep)] + (e.link & 1));
+              const std::int64_t bytes = model.stages[static_cast<size_t>(low)].outputBytes;
+              tl.transfers.push_back(Transfer{d, cd, prod, con, bytes, ts, arrival});
+            }
           }
         }
-        if (arrival > cons.ready) cons.ready = arrival;
-        if (--cons.pending == 0 && cons.device != d && head[static_cast<size_t>(cons.device)] == e.consumerStep &&
-            !queued[static_cast<size_t>(cons.device)]) {
-          queued[static_cast<size_t>(cons.device)] = 1;
-          work.push_back(cons.device);
+        if (arrival > cons.time) cons.time = arrival;
+        if (--cons.pending == 0 && cd != d && head[static_cast<size_t>(cd)] == e.consumerStep &&
+            !queued[static_cast<size_t>(cd)]) {
+          queued[static_cast<size_t>(cd)] = 1;
+          work.push_back(cd);
         }
       }
     }
@@ -462,10 +505,10 @@ Result<Timeline> simulate(const Schedule& s, const SimulationModel& model, const
   if (stalled) {
     done = 0;
     for (int d = 0; d < c.D; ++d)
-      for (int h = c.devBegin[static_cast<size_t>(d)]; h < head[static_cast<size_t>(d)]; ++h)
-        done += steps[static_cast<size_t>(h)].ops;
+      done += static_cast<size_t>(c.stepOp[static_cast<size_t>(head[static_cast<size_t>(d)])] -
+                                  c.stepOp[static_cast<size_t>(c.devBegin[static_cast<size_t>(d)])]);
   }
-  std::vector<char> hasCopy(D, 0);
+  std::vector<char>& hasCopy = c.hasCopy;
   tl.ops.reserve(done);
   TimelineMetrics& m = tl.metrics;
   m.devices.resize(D);
@@ -479,12 +522,12 @@ Result<Timeline> simulate(const Schedule& s, const SimulationModel& model, const
     double lo = std::numeric_limits<double>::infinity(), hi = -lo, busy = 0;
     for (int h = b; h < e; ++h) {
       const StepRec& r = steps[static_cast<size_t>(h)];
-      const bool pair = r.ops == 2;
-      for (int op = r.firstOp; op < r.firstOp + r.ops; ++op)
-        tl.ops.push_back(TimelineOp{d, h - b, c.op(op), pair, r.start, r.start + r.dur});
-      lo = std::min(lo, r.start);
-      hi = std::max(hi, r.start + r.dur);
-      if (r.copy) anyCopy = true;
+      const int o0 = c.stepOp[static_cast<size_t>(h)], o1 = c.stepOp[static_cast<size_t>(h) + 1];
+      const bool pair = o1 - o0 == 2;
+      for (int op = o0; op < o1; ++op) tl.ops.push_back(TimelineOp{d, h - b, c.op(op), pair, r.time, r.time + r.dur});
+      lo = std::min(lo, r.time);
+      hi = std::max(hi, r.time + r.dur);
+      if (r.edges & kCopyBit) anyCopy = true;
       else busy += r.dur;
     }
     dm.busy = busy;
@@ -549,7 +592,7 @@ Result<Timeline> simulate(const Schedule& s, const SimulationModel& model, const
     copySteps.clear();
     if (hasCopy[static_cast<size_t>(d)])
       for (int h = b; h < e; ++h)
-        if (steps[static_cast<size_t>(h)].copy) copySteps.push_back(h);
+        if (steps[static_cast<size_t>(h)].edges & kCopyBit) copySteps.push_back(h);
 
     int curStep = 0;  // step index of the op being applied (the peak's op)
     auto apply = [&](double time, std::int64_t delta, const Op& op) {
@@ -646,9 +689,10 @@ Result<Timeline> simulate(const Schedule& s, const SimulationModel& model, const
     };
     auto stepEffect = [&](int h, int phase) {
       const StepRec& r = steps[static_cast<size_t>(h)];
-      const double time = phase == 0 ? r.start : r.start + r.dur;
+      const double time = phase == 0 ? r.time : r.time + r.dur;
       curStep = h - b;
-      for (int op = r.firstOp; op < r.firstOp + r.ops; ++op) effect(c.op(op), phase, time);
+      for (int op = c.stepOp[static_cast<size_t>(h)]; op < c.stepOp[static_cast<size_t>(h) + 1]; ++op)
+        effect(c.op(op), phase, time);
     };
 
     // Two ordered streams: compute steps (skipping copy steps) and copy steps.
@@ -663,18 +707,18 @@ Result<Timeline> simulate(const Schedule& s, const SimulationModel& model, const
     size_t qi = 0;
     int cPhase = 0, qPhase = 0;
     auto nextCompute = [&] {
-      while (ci < e && steps[static_cast<size_t>(ci)].copy) ++ci;
+      while (ci < e && (steps[static_cast<size_t>(ci)].edges & kCopyBit)) ++ci;
     };
     nextCompute();
     while (ci < e || qi < copySteps.size()) {
       double tc = std::numeric_limits<double>::infinity(), tq = tc;
       if (ci < e) {
         const StepRec& r = steps[static_cast<size_t>(ci)];
-        tc = cPhase == 0 ? r.start : r.start + r.dur;
+        tc = cPhase == 0 ? r.time : r.time + r.dur;
       }
       if (qi < copySteps.size()) {
         const StepRec& r = steps[static_cast<size_t>(copySteps[qi])];
-        tq = qPhase == 0 ? r.start : r.start + r.dur;
+        tq = qPhase == 0 ? r.time : r.time + r.dur;
       }
       // Earlier first; at a tie, an end (free) before a start (allocation).
       const bool takeCompute = tc < tq || (tc == tq && (cPhase == 1 || qPhase == 0));
@@ -717,17 +761,18 @@ Result<Timeline> simulate(const Schedule& s, const SimulationModel& model, const
       for (int d = 0; d < c.D; ++d) {
         const int h = head[static_cast<size_t>(d)];
         if (h >= c.devBegin[static_cast<size_t>(d) + 1]) continue;
-        const StepRec& r = steps[static_cast<size_t>(h)];
+        const int first = c.stepOp[static_cast<size_t>(h)];
         std::string waits;
-        for (int op = r.firstOp; op < r.firstOp + r.ops && waits.empty(); ++op)
+        for (int op = first; op < c.stepOp[static_cast<size_t>(h) + 1] && waits.empty(); ++op)
           for (int dep : c.g.dependencies(op)) {
-            const StepRec& ds = steps[static_cast<size_t>(c.opStep[static_cast<size_t>(dep)])];
-            if (head[static_cast<size_t>(ds.device)] <= c.opStep[static_cast<size_t>(dep)] && &ds != &r) {
-              waits = s.opName(c.op(dep)) + " on device " + std::to_string(ds.device);
+            const int ds = c.opStep[static_cast<size_t>(dep)];
+            const int dd = c.g.deviceOf(dep);
+            if (head[static_cast<size_t>(dd)] <= ds && ds != h) {
+              waits = s.opName(c.op(dep)) + " on device " + std::to_string(dd);
               break;
             }
           }
-        msg += " device " + std::to_string(d) + " at " + s.opName(c.op(r.firstOp)) + " waits for " +
+        msg += " device " + std::to_string(d) + " at " + s.opName(c.op(first)) + " waits for " +
                (waits.empty() ? std::string("?") : waits) + ";";
         diag.related.push_back(OpRef{d, h - c.devBegin[static_cast<size_t>(d)]});
       }

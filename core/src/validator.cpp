@@ -172,7 +172,22 @@ void DependencyGraph::forEachDependency(const Op& op, Emit&& emit, Miss&& miss) 
     for (OpKind x : precededBy_[kv]) relate(x);
 }
 
-DependencyGraph::DependencyGraph(const Schedule& s) {
+DependencyGraph::DependencyGraph(const Schedule& s) { rebuild(s); }
+
+void DependencyGraph::rebuild(const Schedule& s) {
+  // Clear instead of reallocating: a caller that rebuilds for every simulation keeps its
+  // (large) buffers mapped.
+  ops_.clear();
+  refs_.clear();
+  pairSecond_.clear();
+  deviceBegin_.clear();
+  depBegin_.clear();
+  deps_.clear();
+  rdepBegin_.clear();
+  rdeps_.clear();
+  for (auto& v : precededBy_) v.clear();
+  for (auto& v : afterKinds_) v.clear();
+  problems_.clear();
   schedule_ = &s;
   stages_ = s.pipeline.stages;
   microbatches_ = s.pipeline.microbatches;
@@ -245,6 +260,8 @@ DependencyGraph::DependencyGraph(const Schedule& s) {
     mbKindIndex_.assign(kindValues, -1);
     stageKindIndex_.assign(kindValues, -1);
     depBegin_.assign(nOps + 1, 0);
+    mbTable_.clear();
+    stageTable_.clear();
     schedule_ = nullptr;
     return;
   }

@@ -63,6 +63,8 @@ class DependencyGraph {
 
   DependencyGraph() = default;
   explicit DependencyGraph(const Schedule& s);
+  // The same as assigning DependencyGraph(s), reusing this graph's buffers.
+  void rebuild(const Schedule& s);
 
   int size() const { return static_cast<int>(ops_.size()); }
   const Op& op(int id) const { return ops_[static_cast<size_t>(id)]; }
