@@ -2,28 +2,30 @@
 #include <iostream>
 
 #include "cli.h"
+#include "dsl_print_command.h"
 #include "pipestudio/core/dsl.h"
 
-namespace {
+namespace ps::cli {
 
-int runFmt(const std::vector<std::string>& argv) {
+int printExplicitSchedule(const std::string& command, const std::vector<std::string>& argv) {
+  const std::string prefix = "pipestudio-cli " + command + ": ";
   ps::cli::Args args(argv, {"--set", "-o"}, {});
   if (!args.ok() || args.positionals().size() != 1) {
-    std::cerr << "pipestudio-cli fmt: " << (args.ok() ? "expected one FILE (or -)" : args.error())
-              << "\nusage: pipestudio-cli fmt FILE|- [--set name=value]... [-o OUT]\n";
+    std::cerr << prefix << (args.ok() ? "expected one FILE (or -)" : args.error())
+              << "\nusage: pipestudio-cli " << command << " FILE|- [--set name=value]... [-o OUT]\n";
     return ps::cli::kExitUsage;
   }
   const std::string& path = args.positionals()[0];
   std::string text, error;
   if (!ps::cli::readInput(path, text, error)) {
-    std::cerr << "pipestudio-cli fmt: " << error << "\n";
+    std::cerr << prefix << error << "\n";
     return ps::cli::kExitUsage;
   }
   ps::core::DslOptions options;
   options.filename = path == "-" ? "<stdin>" : path;
   for (const auto& a : args.values("--set")) {
     if (!ps::core::parseOverride(a, options, error)) {
-      std::cerr << "pipestudio-cli fmt: --set " << error << "\n";
+      std::cerr << prefix << "--set " << error << "\n";
       return ps::cli::kExitUsage;
     }
   }
@@ -33,11 +35,15 @@ int runFmt(const std::vector<std::string>& argv) {
     return ps::cli::kExitInvalid;
   }
   if (!ps::cli::writeOutput(args.value("-o"), ps::core::printDsl(*result), error)) {
-    std::cerr << "pipestudio-cli fmt: " << error << "\n";
+    std::cerr << prefix << error << "\n";
     return ps::cli::kExitUsage;
   }
   return ps::cli::kExitOk;
 }
+
+}  // namespace ps::cli
+
+namespace {
 
 const ps::cli::CommandRegistrar kFmt({
     "fmt",
@@ -46,7 +52,7 @@ const ps::cli::CommandRegistrar kFmt({
     "Parses FILE (or stdin with -), expands a programmable schedule, and prints the canonical\n"
     "explicit form. --set overrides a top-level 'let' or devices/stages/microbatches.\n"
     "Exit status: 0 ok, 1 the file has errors (printed as file:line:col), 2 usage.\n",
-    runFmt,
+    [](const std::vector<std::string>& argv) { return ps::cli::printExplicitSchedule("fmt", argv); },
 });
 
 }  // namespace

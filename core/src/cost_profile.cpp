@@ -73,19 +73,6 @@ class FieldReader {
   Diagnostics& errors_;
 };
 
-SourceLocation offsetToLocation(std::string_view text, size_t offset, const std::string& file) {
-  SourceLocation loc{file, 1, 1};
-  for (size_t i = 0; i < offset && i < text.size(); ++i) {
-    if (text[i] == '\n') {
-      ++loc.line;
-      loc.column = 1;
-    } else {
-      ++loc.column;
-    }
-  }
-  return loc;
-}
-
 }  // namespace
 
 Result<CostProfile> parseCostProfile(std::string_view text, const std::string& filename) {
@@ -97,7 +84,7 @@ Result<CostProfile> parseCostProfile(std::string_view text, const std::string& f
     size_t at = e.byte > 0 ? e.byte - 1 : 0;
     std::string what = e.what();
     if (auto p = what.find("parse error"); p != std::string::npos) what = what.substr(p);
-    return makeError("profile.json", filename + ": invalid JSON: " + what, offsetToLocation(text, at, filename));
+    return makeError("profile.json", filename + ": invalid JSON: " + what, locationOfOffset(text, at, filename));
   } catch (const std::exception& e) {
     return makeError("profile.json", filename + ": invalid JSON: " + e.what(), SourceLocation{filename, 0, 0});
   }

@@ -5,6 +5,20 @@
 
 namespace ps::core {
 
+SourceLocation locationOfOffset(std::string_view text, size_t offset, std::string file) {
+  SourceLocation loc{std::move(file), 1, 1};
+  const size_t end = std::min(offset, text.size());
+  for (size_t i = 0; i < end; ++i) {
+    if (text[i] == '\n') {
+      ++loc.line;
+      loc.column = 1;
+    } else {
+      ++loc.column;
+    }
+  }
+  return loc;
+}
+
 Diagnostic makeError(std::string code, std::string message, SourceLocation loc) {
   Diagnostic d;
   d.severity = Severity::Error;

@@ -97,23 +97,6 @@ std::optional<Op> parseOpToken(std::string_view text) {
   return op;
 }
 
-SourceLocation locationAt(const std::string& file, std::string_view text, size_t byte) {
-  SourceLocation loc;
-  loc.file = file;
-  loc.line = 1;
-  loc.column = 1;
-  size_t end = std::min(byte, text.size());
-  for (size_t i = 0; i < end; ++i) {
-    if (text[i] == '\n') {
-      ++loc.line;
-      loc.column = 1;
-    } else {
-      ++loc.column;
-    }
-  }
-  return loc;
-}
-
 // "rank3", "rank_3", "rank-3", "Rank 3" anywhere in a string.
 std::optional<int> rankIn(std::string_view s, std::string_view word) {
   std::string l = lower(s);
@@ -298,7 +281,7 @@ Status scanFile(size_t index, const TraceFile& f, Collector& c, FileScan& scan) 
     top = json::parse(f.text);
   } catch (const json::parse_error& e) {
     size_t byte = e.byte > 0 ? e.byte - 1 : 0;
-    auto loc = locationAt(f.name, f.text, byte);
+    auto loc = locationOfOffset(f.text, byte, f.name);
     std::string what = e.what();
     // nlohmann's message starts with "[json.exception.parse_error.101] parse error at line ..."
     auto colon = what.find(": ");

@@ -3,6 +3,7 @@
 // a value or one or more error diagnostics (parsers report every error they find).
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -34,6 +35,10 @@ struct Diagnostic {
 };
 
 using Diagnostics = std::vector<Diagnostic>;
+
+// Line and column (1-based) of a byte offset in a text: for parsers that only know offsets
+// (e.g. nlohmann::json's parse errors).
+SourceLocation locationOfOffset(std::string_view text, size_t offset, std::string file);
 
 Diagnostic makeError(std::string code, std::string message, SourceLocation loc = {});
 Diagnostic makeWarning(std::string code, std::string message, SourceLocation loc = {});
