@@ -440,6 +440,8 @@ Result<Timeline> simulate(const Schedule& s, const SimulationModel& model, const
   std::vector<char> queued(D, 1);
   work.reserve(D);
   for (int d = c.D - 1; d >= 0; --d) work.push_back(d);
+  const std::uint32_t nEdges = static_cast<std::uint32_t>(c.edges.size());
+  constexpr std::uint32_t kPrefetchEdges = 8;
   while (!work.empty()) {
     const int d = work.back();
     work.pop_back();
@@ -463,6 +465,10 @@ Result<Timeline> simulate(const Schedule& s, const SimulationModel& model, const
       const double end = start + r.dur;
       const std::uint32_t edgeEnd = steps[static_cast<size_t>(h) + 1].edges & kEdgeMask;
       for (std::uint32_t k = r.edges & kEdgeMask; k < edgeEnd; ++k) {
+        // A consumer's record is usually first touched here, on another device's list and
+        // long after compile() wrote it: fetch a few edges ahead so the misses overlap.
+        if (k + kPrefetchEdges < nEdges)
+          __builtin_prefetch(&steps[static_cast<size_t>(c.edges[k + kPrefetchEdges].consumerStep)], 1);
         const Edge& e = c.edges[k];
         StepRec& cons = steps[static_cast<size_t>(e.consumerStep)];
         const int cd = e.consumerDevice;

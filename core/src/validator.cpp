@@ -53,7 +53,20 @@ int DependencyGraph::idAt(OpRef r) const {
 template <typename Emit, typename Miss>
 void DependencyGraph::forEachDependency(const Op& op, Emit&& emit, Miss&& miss) const {
   const int s = op.stage, m = op.microbatch;
-  auto at = [&](OpKind k, int st, int mb) { return find(Op{k, st, mb}); };
+  // find(), inlined: the graph build makes several lookups per op, most for absent kinds.
+  auto at = [&](OpKind k, int st, int mb) -> int {
+    const auto kv = static_cast<size_t>(k);
+    if (st < 0 || st >= stages_) return -1;
+    if (kv < mbKindIndex_.size() && mbKindIndex_[kv] >= 0) {
+      if (mb < 0 || mb >= microbatches_) return -1;
+      return mbTable_[static_cast<size_t>((mbKindIndex_[kv] * stages_ + st) * microbatches_ + mb)];
+    }
+    if (kv < stageKindIndex_.size() && stageKindIndex_[kv] >= 0) {
+      if (mb != -1) return -1;
+      return stageTable_[static_cast<size_t>(stageKindIndex_[kv] * stages_ + st)];
+    }
+    return -1;
+  };
   auto need = [&](OpKind k, int st, int mb) {
     int id = at(k, st, mb);
     if (id >= 0)
