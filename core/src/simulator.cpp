@@ -168,6 +168,13 @@ namespace {
 
 constexpr int kNone = -1;
 
+// The memory sweep's per-op lambdas are small but called a few million times per simulation.
+#if defined(__GNUC__)
+#define PS_INLINE_LAMBDA __attribute__((always_inline))
+#else
+#define PS_INLINE_LAMBDA
+#endif
+
 // One entry of a device's order: only what the timing loop touches (24 bytes). The timing
 // loop visits the devices' step lists in a wavefront that defeats the prefetcher, so its
 // cost is mostly the bytes of these records and of the edges; the rest (first op, op count,
@@ -379,7 +386,8 @@ Status compile(const Schedule& s, const SimulationModel& model, Compiled& c) {
                   : prof.link.latencyMs + (prof.link.bandwidthBytesPerMs > 0 ? bytes / prof.link.bandwidthBytesPerMs : 0.0);
   }
   for (int d = 0; d < c.D; ++d) {
-    for (int st = c.devBegin[static_cast<size_t>(d)]; st < c.devBegin[static_cast<size_t>(d) + 1]; ++st) {
+    const int devBegin = c.devBegin[static_cast<size_t>(d)], devEnd = c.devBegin[static_cast<size_t>(d) + 1];
+    for (int st = devBegin; st < devEnd; ++st) {
       const int first = c.stepOp[static_cast<size_t>(st)];
       for (int op = first; op < c.stepOp[static_cast<size_t>(st) + 1]; ++op)
         for (int dep : g.dependencies(op)) {
@@ -389,7 +397,7 @@ Status compile(const Schedule& s, const SimulationModel& model, Compiled& c) {
           e.consumerStep = st;
           e.consumerDevice = d;
           e.link = -1;
-          if (g.deviceOf(dep) != d) {
+          if (ds < devBegin || ds >= devEnd) {  // across devices
             const int low = std::min(g.op(dep).stage, g.op(op).stage);
             e.link = low << 2 | (dep - c.stepOp[static_cast<size_t>(ds)]) << 1 | (op - first);
           }
@@ -623,7 +631,7 @@ Result<Timeline> simulate(const Schedule& s, const SimulationModel& model, const
         tl.diagnostics.push_back(std::move(diag));
       }
     };
-    auto inflightDelta = [&](const Op& op, int delta) {
+    auto inflightDelta = [&](const Op& op, int delta) PS_INLINE_LAMBDA {
       if (op.microbatch < 0) return;
       int& n = live[static_cast<size_t>(d) * M + static_cast<size_t>(op.microbatch)];
       if (delta > 0) {
@@ -633,7 +641,7 @@ Result<Timeline> simulate(const Schedule& s, const SimulationModel& model, const
       }
     };
     // Memory effect of one op at its start (phase 0) or end (phase 1).
-    auto effect = [&](const Op& op, int phase, double time) {
+    auto effect = [&](const Op& op, int phase, double time) PS_INLINE_LAMBDA {
       const StageCost& sc = model.stages[static_cast<size_t>(op.stage)];
       const size_t sm = op.microbatch >= 0 ? static_cast<size_t>(op.stage) * M + static_cast<size_t>(op.microbatch) : 0;
       switch (op.kind) {
@@ -693,7 +701,7 @@ Result<Timeline> simulate(const Schedule& s, const SimulationModel& model, const
           break;
       }
     };
-    auto stepEffect = [&](int h, int phase) {
+    auto stepEffect = [&](int h, int phase) PS_INLINE_LAMBDA {
       const StepRec& r = steps[static_cast<size_t>(h)];
       const double time = phase == 0 ? r.time : r.time + r.dur;
       curStep = h - b;
