@@ -4,6 +4,7 @@
 #include <set>
 
 #include "op_style.h"
+#include "timeline_view.h"
 
 namespace ps::ui {
 
@@ -61,6 +62,11 @@ void LegendBar::setSchedule(const Schedule& s) {
   update();
 }
 
+void LegendBar::setOverlayShown(bool on) {
+  overlay_ = on;
+  update();
+}
+
 void LegendBar::paintEvent(QPaintEvent*) {
   QPainter p(this);
   p.fillRect(rect(), palette().color(QPalette::Base));
@@ -70,7 +76,15 @@ void LegendBar::paintEvent(QPaintEvent*) {
   const int y = (height() - h) / 2;
   QColor text = palette().color(QPalette::Text);
   text.setAlphaF(0.8f);
-  for (const auto& e : entries_) {
+  std::vector<Entry> all = entries_;
+  if (overlay_) {
+    all.push_back({tr("Measured ≤1.1×"), TimelineView::deviationColor(DeviationBand::Good), 0});
+    all.push_back({tr("<1.5×"), TimelineView::deviationColor(DeviationBand::Warn), 0});
+    all.push_back({tr("≥1.5×"), TimelineView::deviationColor(DeviationBand::Bad), 0});
+    all.push_back({tr("unplanned"), TimelineView::deviationColor(DeviationBand::Unknown), 0});
+    all.push_back({tr("critical path"), palette().color(QPalette::Text), 4});
+  }
+  for (const auto& e : all) {
     QRect sw(x, y, 18, h);
     switch (e.style) {
       case 0:
@@ -83,6 +97,11 @@ void LegendBar::paintEvent(QPaintEvent*) {
         break;
       case 2:
         p.setPen(QPen(e.color, 2, Qt::DashLine));
+        p.drawRect(sw.adjusted(1, 1, -1, -1));
+        break;
+      case 4:
+        p.fillRect(sw, TimelineView::deviationColor(DeviationBand::Good));
+        p.setPen(QPen(e.color, 2));
         p.drawRect(sw.adjusted(1, 1, -1, -1));
         break;
       default:

@@ -13,6 +13,8 @@ class LegendBar : public QWidget {
   explicit LegendBar(QWidget* parent = nullptr);
   void setSchedule(const ps::core::Schedule& s);
   QSize sizeHint() const override;
+  // Adds the measured overlay's deviation colours and the critical-path outline.
+  void setOverlayShown(bool on);
 
  protected:
   void paintEvent(QPaintEvent* e) override;
@@ -21,10 +23,11 @@ class LegendBar : public QWidget {
   struct Entry {
     QString label;
     QColor color;
-    int style = 0;  // 0 fill, 1 red outline, 2 dashed orange outline, 3 lighter chunk
+    int style = 0;  // 0 fill, 1 red outline, 2 dashed orange outline, 3 lighter chunk, 4 critical path
   };
   std::vector<Entry> entries_;
   QString info_;
+  bool overlay_ = false;
 };
 
 }  // namespace ps::ui

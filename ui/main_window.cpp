@@ -6,6 +6,7 @@
 #include <QComboBox>
 #include <QDockWidget>
 #include <QFileDialog>
+#include <QFile>
 #include <QFileInfo>
 #include <QKeySequence>
 #include <QLabel>
@@ -18,7 +19,9 @@
 #include <QToolBar>
 #include <QVBoxLayout>
 
+#include "deviation_panel.h"
 #include "diagnostics_panel.h"
+#include "pipestudio/core/trace_import.h"
 #include "legend_bar.h"
 #include "memory_chart.h"
 #include "pipestudio/core/generators.h"
@@ -174,6 +177,15 @@ void MainWindow::buildDocks() {
   auto* dd =
       dock(tr("Diagnostics"), QStringLiteral("dock.diagnostics"), diagnostics_, Qt::RightDockWidgetArea);
   auto* dm = dock(tr("Memory"), QStringLiteral("dock.memory"), memory_, Qt::BottomDockWidgetArea);
+  deviation_ = new DeviationPanel;
+  auto* dv = dock(tr("Deviation"), QStringLiteral("dock.deviation"), deviation_, Qt::BottomDockWidgetArea);
+  tabifyDockWidget(dm, dv);
+  dm->raise();
+  connect(view_, &TimelineView::overlayChanged, this, [this, dv] {
+    deviation_->setComparison(view_->comparison());
+    legend_->setOverlayShown(view_->hasOverlay());
+    if (view_->hasOverlay()) dv->raise();
+  });
   session_ = new SessionDock(this);
   connect(doc_, &ScheduleDocument::changed, session_, [this] { session_->setFallbackProfile(doc_->profile()); });
   addDockWidget(Qt::LeftDockWidgetArea, session_);
@@ -185,7 +197,8 @@ void MainWindow::buildDocks() {
           [this](qint64 runId, const Timeline& t, const QString& text, const QString& name) {
             // The designer draws its own simulation; the stored timeline's figures go to the status bar.
             if (!text.isEmpty() && !openSessionVersion(text, name, session_->currentVersion().value_or(0))) return;
-            showStatus(tr("Run %1: makespan %2 ms · bubble %3 % · %4 ops%5")
+            setMeasuredOverlay(t, tr("run %1").arg(runId));
+            showStatus(tr("Run %1 over the plan: makespan %2 ms · bubble %3 % · %4 ops%5")
                            .arg(runId)
                            .arg(t.metrics.makespan, 0, 'f', 2)
                            .arg(t.metrics.bubbleRatio * 100, 0, 'f', 1)
@@ -208,6 +221,14 @@ void MainWindow::buildActions() {
   aOpen->setShortcut(QKeySequence::Open);
   recentMenu_ = file->addMenu(tr("Open &Recent"));
   file->addAction(tr("Open Sess&ion…"), this, &MainWindow::openSessionDialog);
+  QAction* aTraceIn = file->addAction(tr("Open &Measured Trace…"), this, [this] {
+    const QStringList paths = QFileDialog::getOpenFileNames(
+        this, tr("Open measured trace (one file per rank)"), QString(),
+        tr("Chrome traces (*.json);;All files (*)"));
+    if (!paths.isEmpty()) openTraces(paths);
+  });
+  aTraceIn->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_T));
+  file->addAction(tr("&Clear Measured Overlay"), this, &MainWindow::clearMeasuredOverlay);
   file->addSeparator();
   QAction* aSave =
       file->addAction(st->standardIcon(QStyle::SP_DialogSaveButton), tr("&Save"), this, &MainWindow::save);
@@ -266,6 +287,11 @@ void MainWindow::buildActions() {
   aZoomOut->setShortcut(QKeySequence::ZoomOut);
   QAction* aFit = viewMenu_->addAction(tr("&Fit to Window"), view_, &TimelineView::zoomToFit);
   aFit->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_0));
+  scaledAction_ = viewMenu_->addAction(tr("Scale Measured to Planned &Makespan"));
+  scaledAction_->setCheckable(true);
+  connect(scaledAction_, &QAction::toggled, this, [this](bool on) {
+    view_->setOverlayAlignment(on ? Alignment::Scaled : Alignment::Absolute);
+  });
   viewMenu_->addSeparator();
   for (QDockWidget* d : findChildren<QDockWidget*>()) viewMenu_->addAction(d->toggleViewAction());
 
@@ -367,6 +393,59 @@ bool MainWindow::openFile(const QString& path, bool quiet) {
   showStatus(loaded->notes.empty() ? tr("Opened %1").arg(QFileInfo(path).fileName())
                                    : QString::fromStdString(loaded->notes.front().message));
   return true;
+}
+
+bool MainWindow::openTraces(const QStringList& paths, bool quiet) {
+  std::vector<TraceFile> files;
+  QString problem;
+  for (const QString& path : paths) {
+    QFile f(path);
+    if (!f.open(QIODevice::ReadOnly)) {
+      problem = tr("%1: %2").arg(path, f.errorString());
+      break;
+    }
+    files.push_back({QFileInfo(path).fileName().toStdString(), f.readAll().toStdString(), std::nullopt});
+  }
+  std::optional<ImportedTrace> imported;
+  if (problem.isEmpty()) {
+    auto r = importChromeTraces(files);
+    if (r) imported = std::move(r).value();
+    else problem = QString::fromStdString(formatDiagnostics(r.errors()));
+  }
+  if (!imported || imported->timeline.ops.empty()) {
+    if (problem.isEmpty()) problem = tr("No pipeline actions (PP: ranges) in the trace.");
+    const QString title = tr("Cannot read measured trace");
+    if (!quiet) QMessageBox::warning(this, title, problem);
+    showStatus(title + QStringLiteral(": ") + problem.section(QLatin1Char('\n'), 0, 0));
+    return false;
+  }
+  QStringList names;
+  for (const QString& p : paths) names << QFileInfo(p).fileName();
+  setMeasuredOverlay(imported->timeline, names.join(QStringLiteral(", ")));
+  return true;
+}
+
+void MainWindow::setMeasuredOverlay(const Timeline& measured, const QString& what) {
+  ComparisonOptions o;
+  o.alignment = scaledAction_ && scaledAction_->isChecked() ? Alignment::Scaled : Alignment::Absolute;
+  view_->setOverlay(measured, o);
+  if (const Comparison* c = view_->comparison())
+    showStatus(tr("Measured overlay from %1: %2 ops · makespan %3 ms vs planned %4 ms (%5%6 %)")
+                   .arg(what)
+                   .arg(measured.ops.size())
+                   .arg(c->measuredMakespan, 0, 'f', 2)
+                   .arg(c->plannedMakespan, 0, 'f', 2)
+                   .arg(c->relativeError >= 0 ? QStringLiteral("+") : QString())
+                   .arg(c->relativeError * 100, 0, 'f', 1));
+}
+
+void MainWindow::clearMeasuredOverlay() {
+  view_->clearOverlay();
+  showStatus(tr("Measured overlay cleared"));
+}
+
+void MainWindow::setOverlayScaled(bool scaled) {
+  scaledAction_->setChecked(scaled);
 }
 
 void MainWindow::openDefault() {

@@ -12,6 +12,10 @@ class QComboBox;
 
 class QPalette;
 
+namespace ps::core {
+struct Timeline;
+}
+
 namespace ps::ui {
 
 // Palettes for --palette light|dark (screenshots); normally the system palette applies.
@@ -26,6 +30,7 @@ class DiagnosticsPanel;
 class PropertiesPanel;
 class LegendBar;
 class SessionDock;
+class DeviationPanel;
 
 class MainWindow : public QMainWindow {
   Q_OBJECT
@@ -55,6 +60,15 @@ class MainWindow : public QMainWindow {
   // Shows a session file in the Session dock (docs/gui.md, "Session dock").
   bool openSession(const QString& path, bool readOnly = false);
   SessionDock* sessionDock() const { return session_; }
+
+  // Measured overlay (docs/gui.md, "Measured overlay"): imports Chrome traces (torch.profiler
+  // PP: ranges, one file per rank, or PipeStudio's own) and lays them over the plan. On a
+  // malformed trace shows why (dialog unless quiet), keeps document and overlay, returns false.
+  bool openTraces(const QStringList& paths, bool quiet = false);
+  void setMeasuredOverlay(const ps::core::Timeline& measured, const QString& what);
+  void clearMeasuredOverlay();
+  void setOverlayScaled(bool scaled);
+  DeviationPanel* deviation() const { return deviation_; }
 
  public Q_SLOTS:
   void newFromTemplate();
@@ -86,6 +100,8 @@ class MainWindow : public QMainWindow {
   DiagnosticsPanel* diagnostics_ = nullptr;
   PropertiesPanel* properties_ = nullptr;
   SessionDock* session_ = nullptr;
+  DeviationPanel* deviation_ = nullptr;
+  QAction* scaledAction_ = nullptr;
   QLabel* validity_ = nullptr;
   QLabel* message_ = nullptr;
   QMenu* recentMenu_ = nullptr;

@@ -36,8 +36,7 @@ bool runsOnCopyLane(ps::core::OpKind k) {
 
 int RowLayout::rowAt(double y, int devices) const {
   if (devices <= 0 || y < rulerHeight) return -1;
-  const double pitch = rowHeight + rowGap;
-  const int r = static_cast<int>(std::floor((y - rulerHeight - rowGap / 2) / pitch));
+  const int r = static_cast<int>(std::floor((y - rulerHeight - rowGap / 2) / pitch()));
   return std::clamp(r, 0, devices - 1);
 }
 
@@ -251,6 +250,98 @@ double tickStep(double pixelsPerMs, double minSpacingPx) {
   for (double m : {1.0, 2.0, 5.0, 10.0})
     if (m * mag >= raw) return m * mag;
   return 10 * mag;
+}
+
+// ---- Measured overlay ------------------------------------------------------------------------
+
+DeviationBand deviationBand(std::optional<double> deviation, double goodMax, double badMin) {
+  if (!deviation || !std::isfinite(*deviation)) return DeviationBand::Unknown;
+  if (*deviation <= goodMax) return DeviationBand::Good;
+  if (*deviation >= badMin) return DeviationBand::Bad;
+  return DeviationBand::Warn;
+}
+
+OverlayIndex OverlayIndex::build(const ps::core::Comparison& c, const ps::core::Timeline& measured, int devices) {
+  OverlayIndex idx;
+  const size_t D = static_cast<size_t>(std::max(0, devices));
+  idx.rows_.resize(D);
+  idx.info_.resize(D);
+  idx.prefixEnd_.resize(D);
+  std::vector<const ps::core::OpMatch*> matchOf(measured.ops.size(), nullptr);
+  for (const auto& m : c.matches)
+    if (m.measured < matchOf.size()) matchOf[m.measured] = &m;
+  std::vector<char> critical(measured.ops.size(), 0);
+  for (const auto& st : c.criticalPath.steps)
+    if (st.op < critical.size()) critical[st.op] = 1;
+
+  // Ops sorted by (device, start) in a Timeline; sort per row anyway after alignment.
+  std::vector<std::vector<std::pair<Block, Info>>> tmp(D);
+  for (size_t i = 0; i < measured.ops.size(); ++i) {
+    const auto& o = measured.ops[i];
+    if (o.device < 0 || static_cast<size_t>(o.device) >= D) {
+      ++idx.dropped_;
+      continue;
+    }
+    Block b;
+    b.device = o.device;
+    b.step = static_cast<int>(i);
+    b.op = o.op;
+    b.start = c.align(o.start);
+    b.end = std::max(b.start, c.align(o.end));
+    Info inf;
+    if (const auto* m = matchOf[i]) {
+      inf.matched = true;
+      inf.deviation = m->deviation;
+    }
+    inf.critical = critical[i] != 0;
+    tmp[static_cast<size_t>(o.device)].push_back({b, inf});
+  }
+  for (size_t d = 0; d < D; ++d) {
+    auto& t = tmp[d];
+    std::stable_sort(t.begin(), t.end(), [](const auto& a, const auto& b) { return a.first.start < b.first.start; });
+    double run = 0;
+    for (auto& [b, inf] : t) {
+      idx.rows_[d].push_back(b);
+      idx.info_[d].push_back(inf);
+      run = std::max(run, b.end);
+      idx.prefixEnd_[d].push_back(run);
+      idx.endTime_ = std::max(idx.endTime_, b.end);
+    }
+  }
+  return idx;
+}
+
+size_t OverlayIndex::size() const {
+  size_t n = 0;
+  for (const auto& r : rows_) n += r.size();
+  return n;
+}
+
+std::pair<size_t, size_t> OverlayIndex::visibleRange(int device, double t0, double t1) const {
+  if (device < 0 || device >= devices()) return {0, 0};
+  const auto& row = rows_[static_cast<size_t>(device)];
+  const auto& pe = prefixEnd_[static_cast<size_t>(device)];
+  // First block whose running maximum end reaches t0 (monotonic), last one starting by t1.
+  const size_t first = static_cast<size_t>(std::lower_bound(pe.begin(), pe.end(), t0) - pe.begin());
+  const size_t last = static_cast<size_t>(
+      std::upper_bound(row.begin(), row.end(), t1, [](double t, const Block& b) { return t < b.start; }) -
+      row.begin());
+  return {first, std::max(first, last)};
+}
+
+std::optional<size_t> OverlayIndex::hitTest(int device, double t, double toleranceMs) const {
+  auto [f, l] = visibleRange(device, t - toleranceMs, t + toleranceMs);
+  std::optional<size_t> best;
+  double bestDist = 0;
+  for (size_t i = f; i < l; ++i) {
+    const Block& b = rows_[static_cast<size_t>(device)][i];
+    const double dist = t < b.start ? b.start - t : (t > b.end ? t - b.end : 0.0);
+    if (dist <= toleranceMs && (!best || dist < bestDist)) {
+      best = i;
+      bestDist = dist;
+    }
+  }
+  return best;
 }
 
 }  // namespace ps::ui

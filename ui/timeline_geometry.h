@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "pipestudio/core/comparison.h"
 #include "pipestudio/core/cost_profile.h"
 #include "pipestudio/core/schedule.h"
 #include "pipestudio/core/timeline.h"
@@ -49,9 +50,19 @@ struct RowLayout {
   double rowHeight = 34;
   double rowGap = 8;
   double labelWidth = 132;  // device/stage labels left of the plot
+  // Measured overlay: a second lane of this height under each row's planned lane (0: none).
+  double overlayHeight = 0;
+  double overlayGap = 3;  // between the planned and the measured lane
 
-  double rowTop(int device) const { return rulerHeight + rowGap + device * (rowHeight + rowGap); }
-  double rowBottom(int device) const { return rowTop(device) + rowHeight; }
+  bool hasOverlay() const { return overlayHeight > 0; }
+  // Height of a device row with everything in it (planned lane, and measured lane if any).
+  double rowSpan() const { return rowHeight + (hasOverlay() ? overlayGap + overlayHeight : 0.0); }
+  double pitch() const { return rowSpan() + rowGap; }
+  double rowTop(int device) const { return rulerHeight + rowGap + device * pitch(); }
+  // Top of the measured lane of a row (content y).
+  double overlayTop(int device) const { return rowTop(device) + rowHeight + overlayGap; }
+  double overlayBottom(int device) const { return overlayTop(device) + overlayHeight; }
+  double rowBottom(int device) const { return rowTop(device) + rowHeight; }  // planned lane
   double rowCenter(int device) const { return rowTop(device) + rowHeight / 2; }
   // Vertical extent (offset from rowTop, height) of a lane. With a copy lane (OFFLOAD/RELOAD
   // run on a copy stream beside compute) compute takes the top of the row, copies a strip
@@ -138,6 +149,49 @@ int dropIndex(const std::vector<Block>& row, int draggedStep, double t);
 // Time at which to draw the drop indicator for that target: the gap between the neighbours
 // the dragged block would end up between.
 double dropIndicatorTime(const std::vector<Block>& row, int draggedStep, int targetIndex);
+
+// ---- Measured overlay ------------------------------------------------------------------------
+
+// How far a measured op's duration is from the planned one (measured / predicted).
+enum class DeviationBand : std::uint8_t {
+  Unknown,  // unmatched op (e.g. a measured SEND/RECV) or a plan that gives it no time
+  Good,     // <= goodMax (1.1 by default): as planned or faster
+  Warn,     // between
+  Bad,      // >= badMin (1.5 by default)
+};
+DeviationBand deviationBand(std::optional<double> deviation, double goodMax = 1.1, double badMin = 1.5);
+
+// The measured lane: every op of the measured timeline, placed on the planned time axis
+// (Comparison::align), with its deviation and whether it lies on the measured critical path.
+// Blocks reuse `Block` (step = index of the op in the measured Timeline::ops) so the level of
+// detail and visibility rules are the planned lane's.
+class OverlayIndex {
+ public:
+  struct Info {
+    std::optional<double> deviation;
+    bool matched = false;
+    bool critical = false;
+  };
+  // Rows for devices [0, devices); measured ops on other devices are counted in dropped().
+  static OverlayIndex build(const ps::core::Comparison& c, const ps::core::Timeline& measured, int devices);
+
+  bool empty() const { return size() == 0; }
+  int devices() const { return static_cast<int>(rows_.size()); }
+  const std::vector<Block>& row(int device) const { return rows_[static_cast<size_t>(device)]; }
+  const Info& info(int device, size_t i) const { return info_[static_cast<size_t>(device)][i]; }
+  size_t size() const;
+  size_t dropped() const { return dropped_; }
+  double endTime() const { return endTime_; }  // aligned end of the last measured op
+  std::pair<size_t, size_t> visibleRange(int device, double t0, double t1) const;
+  std::optional<size_t> hitTest(int device, double t, double toleranceMs = 0) const;
+
+ private:
+  std::vector<std::vector<Block>> rows_;
+  std::vector<std::vector<Info>> info_;
+  std::vector<std::vector<double>> prefixEnd_;
+  double endTime_ = 0;
+  size_t dropped_ = 0;
+};
 
 // Nice tick spacing (1, 2, 5 x 10^k ms) for a ruler at `pixelsPerMs` with ticks at least
 // minSpacingPx apart.

@@ -147,6 +147,73 @@ std::function<double(const Op&)> TimelineView::fallbackDuration() const {
   return [doc](const Op& op) { return doc ? doc->modelDuration(op) : 1.0; };
 }
 
+// ---- measured overlay ---------------------------------------------------------------------------
+
+void TimelineView::setOverlay(const Timeline& measured, ComparisonOptions options) {
+  measured_ = measured;
+  overlayOptions_ = options;
+  fitted_ = true;
+  rebuild();
+}
+
+void TimelineView::setOverlayAlignment(Alignment a) {
+  overlayOptions_.alignment = a;
+  if (measured_) {
+    fitted_ = true;
+    rebuild();
+  }
+}
+
+void TimelineView::clearOverlay() {
+  if (!measured_) return;
+  measured_.reset();
+  fitted_ = true;
+  rebuild();
+}
+
+void TimelineView::rebuildOverlay() {
+  const bool had = comparison_.has_value();
+  if (!measured_) {
+    comparison_.reset();
+    overlay_ = {};
+    if (had) Q_EMIT overlayChanged();
+    return;
+  }
+  const Analysis& a = doc_->analysis();
+  comparison_ = compareTimelines(a.schedule, a.timeline, *measured_, overlayOptions_);
+  overlay_ = OverlayIndex::build(*comparison_, *measured_, static_cast<int>(a.schedule.devices.size()));
+  Q_EMIT overlayChanged();
+}
+
+double TimelineView::contentEnd() const {
+  return overlayShown() ? std::max(blocks().endTime(), overlay_.endTime()) : blocks().endTime();
+}
+
+QColor TimelineView::deviationColor(DeviationBand band) {
+  switch (band) {
+    case DeviationBand::Good: return QColor(0x43, 0xa0, 0x47);
+    case DeviationBand::Warn: return QColor(0xff, 0xb3, 0x00);
+    case DeviationBand::Bad: return QColor(0xe5, 0x39, 0x35);
+    case DeviationBand::Unknown: break;
+  }
+  return QColor(0x9e, 0x9e, 0x9e);
+}
+
+QString TimelineView::overlayTooltip(int device, size_t i) const {
+  const Block& b = overlay_.row(device)[i];
+  const auto& inf = overlay_.info(device, i);
+  const Schedule& s = doc_->analysis().schedule;
+  QString t = QStringLiteral("<b>%1</b> measured on device %2<br>").arg(QString::fromStdString(s.opName(b.op))).arg(device);
+  if (measured_ && static_cast<size_t>(b.step) < measured_->ops.size()) {
+    const auto& o = measured_->ops[static_cast<size_t>(b.step)];
+    t += tr("%1 – %2 ms (%3 ms)").arg(fmtMs(o.start), fmtMs(o.end), fmtMs(o.duration()));
+  }
+  if (inf.deviation) t += tr("<br>measured / planned: <b>%1×</b>").arg(*inf.deviation, 0, 'f', 2);
+  else if (!inf.matched) t += tr("<br>not in the plan");
+  if (inf.critical) t += tr("<br>on the measured critical path");
+  return t;
+}
+
 void TimelineView::documentChanged() {
   if (dragging_) endDrag(false);
   rebuild();
@@ -169,13 +236,14 @@ void TimelineView::rebuild() {
   const Analysis& a = doc_->analysis();
   blocks_ = BlockIndex::build(a.schedule, displayTimeline(a), 1.0, fallbackDuration());
   collectOutlines(a, invalid_, cycle_);
+  rebuildOverlay();
   fitRowHeight();
   if (selected_ && !doc_->find(*selected_)) {
     selected_.reset();
     Q_EMIT selectionChanged();
   }
   if (fitted_) {
-    axis_.setPixelsPerMs(TimeAxis::fitScale(blocks_.endTime(), plotWidth()));
+    axis_.setPixelsPerMs(TimeAxis::fitScale(contentEnd(), plotWidth()));
     axis_.setOffsetPx(0);
   }
   updateScrollBars();
@@ -187,7 +255,7 @@ double TimelineView::plotWidth() const {
 }
 
 void TimelineView::updateScrollBars() {
-  const double content = axis_.contentWidth(blocks().endTime());
+  const double content = axis_.contentWidth(contentEnd());
   const int hmax = static_cast<int>(std::max(0.0, std::ceil(content - plotWidth())));
   horizontalScrollBar()->blockSignals(true);
   horizontalScrollBar()->setRange(0, hmax);
@@ -207,13 +275,20 @@ void TimelineView::fitRowHeight() {
   // Few devices: taller rows fill the view; many: a readable minimum and a scroll bar.
   const int D = std::max(1, blocks().devices());
   const double avail = viewport()->height() - layout_.rulerHeight - layout_.rowGap - D * layout_.rowGap;
-  layout_.rowHeight = std::clamp(std::floor(avail / D), 26.0, 60.0);
+  if (overlayShown()) {
+    // Planned and measured lanes of equal height, so durations compare at a glance.
+    layout_.rowHeight = std::clamp(std::floor((avail / D - layout_.overlayGap) / 2), 22.0, 52.0);
+    layout_.overlayHeight = layout_.rowHeight;
+  } else {
+    layout_.overlayHeight = 0;
+    layout_.rowHeight = std::clamp(std::floor(avail / D), 26.0, 60.0);
+  }
 }
 
 void TimelineView::resizeEvent(QResizeEvent* e) {
   QAbstractScrollArea::resizeEvent(e);
   fitRowHeight();
-  if (fitted_) axis_.setPixelsPerMs(TimeAxis::fitScale(blocks().endTime(), plotWidth()));
+  if (fitted_) axis_.setPixelsPerMs(TimeAxis::fitScale(contentEnd(), plotWidth()));
   updateScrollBars();
 }
 
@@ -223,7 +298,7 @@ void TimelineView::scrollContentsBy(int, int) {
 }
 
 void TimelineView::zoomBy(double factor, double plotX) {
-  const double fit = TimeAxis::fitScale(blocks().endTime(), plotWidth());
+  const double fit = TimeAxis::fitScale(contentEnd(), plotWidth());
   axis_.zoomAround(plotX, factor, fit * 0.5, std::max(fit * 50000, 2000.0));
   fitted_ = false;
   updateScrollBars();
@@ -238,7 +313,7 @@ void TimelineView::zoomOut() {
 }
 void TimelineView::zoomToFit() {
   fitted_ = true;
-  axis_.setPixelsPerMs(TimeAxis::fitScale(blocks().endTime(), plotWidth()));
+  axis_.setPixelsPerMs(TimeAxis::fitScale(contentEnd(), plotWidth()));
   axis_.setOffsetPx(0);
   updateScrollBars();
   viewport()->update();
@@ -347,7 +422,7 @@ void TimelineView::paintTimeline(QPainter& p, const QRect& target, const TimeAxi
                         target.height() - layout_.rulerHeight);
 
   // Rows visible after vertical scroll.
-  const double pitch = layout_.rowHeight + layout_.rowGap;
+  const double pitch = layout_.pitch();
   const int firstRow = std::max(0, static_cast<int>((scrollY - layout_.rowGap) / pitch));
   const int lastRow = std::min(D - 1, static_cast<int>((scrollY + target.height()) / pitch) + 1);
 
@@ -361,7 +436,7 @@ void TimelineView::paintTimeline(QPainter& p, const QRect& target, const TimeAxi
   p.setClipRect(plotClip);
   for (int d = firstRow; d <= lastRow; ++d) {
     const double y = target.top() + layout_.rowTop(d) - scrollY;
-    p.fillRect(QRectF(plotX0, y - 2, plotW, layout_.rowHeight + 4), band);
+    p.fillRect(QRectF(plotX0, y - 2, plotW, layout_.rowSpan() + 4), band);
     const auto& row = bi.row(d);
     auto [f, l] = bi.visibleRange(d, t0, t1);
     p.setFont(small);
@@ -410,6 +485,37 @@ void TimelineView::paintTimeline(QPainter& p, const QRect& target, const TimeAxi
           } else if (r.width() >= digitW * 2 + 4 && !ov) {
             p.setPen(textColorOn(c));
             p.drawText(r, Qt::AlignCenter, label.left(2));
+          }
+        }
+      }
+    }
+    if (overlayShown() && d < overlay_.devices()) {
+      // Measured lane: blocks coloured by deviation, the measured critical path outlined.
+      const double oy = target.top() + layout_.overlayTop(d) - scrollY;
+      const auto& orow = overlay_.row(d);
+      auto [of, ol] = overlay_.visibleRange(d, t0, t1);
+      const auto spans = levelOfDetail(orow, of, ol, axis, kMinBlockPx, -1);
+      for (const auto& sp : spans) {
+        const auto& inf = overlay_.info(d, sp.dominant);
+        QColor c = deviationColor(deviationBand(inf.deviation));
+        if (sp.merged) c.setAlphaF(0.8f);
+        QRectF r(plotX0 + sp.x0, oy, std::max(1.0, sp.x1 - sp.x0), layout_.overlayHeight);
+        if (!sp.merged && r.width() > 5) r.adjust(0, 0, -1, 0);
+        p.fillRect(r, c);
+        if (sp.merged) continue;
+        if (inf.critical) {
+          p.setPen(QPen(textCol, 2));
+          p.setBrush(Qt::NoBrush);
+          p.drawRect(r.adjusted(1, 1, -1, -1));
+        }
+        if (r.width() >= digitW * 2 + 4 && r.height() >= fmSmall.height()) {
+          const Block& b = orow[sp.dominant];
+          QString label = blockLabel(s, b.op);
+          if (inf.deviation && r.width() >= digitW * (label.size() + 6) + 4)
+            label += QStringLiteral(" %1×").arg(*inf.deviation, 0, 'f', 2);
+          if (r.width() >= digitW * label.size() + 3) {
+            p.setPen(textColorOn(c));
+            p.drawText(r, Qt::AlignCenter, label);
           }
         }
       }
@@ -559,6 +665,15 @@ void TimelineView::paintTimeline(QPainter& p, const QRect& target, const TimeAxi
     p.setFont(small);
     p.setPen(muted);
     p.drawText(lr, Qt::AlignLeft | Qt::AlignBottom, fmSmall.elidedText(stages, Qt::ElideRight, lr.width()));
+    if (overlayShown()) {
+      const QRectF ml(lr.left(), target.top() + layout_.overlayTop(d) - scrollY, lr.width(), layout_.overlayHeight);
+      QString m = tr("measured");
+      if (comparison_)
+        for (const auto& e : comparison_->byDevice)
+          if (e.device == d && e.plannedMs > 0) m += QStringLiteral(" %1×").arg(e.ratio, 0, 'f', 2);
+      p.setPen(textCol);
+      p.drawText(ml, Qt::AlignLeft | Qt::AlignVCenter, fmSmall.elidedText(m, Qt::ElideRight, ml.width()));
+    }
   }
   p.restore();
   // Separator between labels and plot.
@@ -600,7 +715,7 @@ QSize TimelineView::fullSize(int width) const {
 QImage TimelineView::renderImage(QSize size) const {
   QImage img(size, QImage::Format_ARGB32_Premultiplied);
   QPainter p(&img);
-  TimeAxis ax(TimeAxis::fitScale(blocks().endTime(), size.width() - layout_.labelWidth - 12), 0);
+  TimeAxis ax(TimeAxis::fitScale(contentEnd(), size.width() - layout_.labelWidth - 12), 0);
   paintTimeline(p, QRect(QPoint(0, 0), size), ax, 0);
   return img;
 }
@@ -613,7 +728,7 @@ void TimelineView::renderSvg(const QString& path, QSize size) const {
   gen.setViewBox(QRect(QPoint(0, 0), size));
   gen.setTitle(QString::fromStdString(doc_->schedule().name));
   QPainter p(&gen);
-  TimeAxis ax(TimeAxis::fitScale(blocks().endTime(), size.width() - layout_.labelWidth - 12), 0);
+  TimeAxis ax(TimeAxis::fitScale(contentEnd(), size.width() - layout_.labelWidth - 12), 0);
   paintTimeline(p, QRect(QPoint(0, 0), size), ax, 0);
 #else
   Q_UNUSED(path);
@@ -683,6 +798,17 @@ bool TimelineView::viewportEvent(QEvent* e) {
       if (const Block* b = blocks().block(h->device, h->step)) {
         QToolTip::showText(he->globalPos(), tooltipFor(*b), viewport());
         return true;
+      }
+    }
+    if (overlayShown() && !dragging_ && he->pos().x() >= layout_.labelWidth) {
+      const double y = he->pos().y() + verticalScrollBar()->value();
+      const int d = layout_.rowAt(y, overlay_.devices());
+      if (d >= 0 && y >= layout_.overlayTop(d) && y <= layout_.overlayBottom(d)) {
+        const double t = axis_.toTime(he->pos().x() - layout_.labelWidth);
+        if (auto i = overlay_.hitTest(d, t, kHitSlopPx / axis_.pixelsPerMs())) {
+          QToolTip::showText(he->globalPos(), overlayTooltip(d, *i), viewport());
+          return true;
+        }
       }
     }
     QToolTip::hideText();

@@ -51,6 +51,20 @@ class TimelineView : public QAbstractScrollArea {
   void renderSvg(const QString& path, QSize size) const;
   QSize fullSize(int width) const;
 
+  // Measured overlay (docs/gui.md, "Measured overlay"): a measured or imported timeline drawn
+  // as a second lane under each device's planned lane, compared with the current plan's
+  // simulation (recomputed when the document changes). Drawn in the time layout only.
+  void setOverlay(const ps::core::Timeline& measured, ps::core::ComparisonOptions options = {});
+  void setOverlayAlignment(ps::core::Alignment a);
+  void clearOverlay();
+  bool hasOverlay() const { return measured_.has_value(); }
+  const ps::core::Timeline* overlayTimeline() const { return measured_ ? &*measured_ : nullptr; }
+  const ps::core::Comparison* comparison() const { return comparison_ ? &*comparison_ : nullptr; }
+  ps::core::Alignment overlayAlignment() const { return overlayOptions_.alignment; }
+  const OverlayIndex& overlayBlocks() const { return overlay_; }
+  // Fill colour of a measured block by its deviation band.
+  static QColor deviationColor(DeviationBand band);
+
   // Ops outlined as invalid (errors naming them), for tests and the diagnostics dock.
   bool isOutlinedInvalid(ps::core::OpRef ref) const;
   // Viewport position of the centre of a block (for tests and scrolling).
@@ -63,6 +77,8 @@ class TimelineView : public QAbstractScrollArea {
   void statusMessage(const QString& text);
   // The live drag preview started, changed or ended (previewAnalysis() is null then).
   void previewChanged();
+  // The overlay was set, cleared or recompared (comparison() has the new figures).
+  void overlayChanged();
 
  protected:
   void paintEvent(QPaintEvent* e) override;
@@ -85,6 +101,10 @@ class TimelineView : public QAbstractScrollArea {
   };
   void documentChanged();
   void rebuild();
+  void rebuildOverlay();
+  bool overlayShown() const { return measured_ && mode_ == LayoutMode::Time; }
+  double contentEnd() const;
+  QString overlayTooltip(int device, size_t i) const;
   void updateScrollBars();
   void fitRowHeight();
   std::function<double(const ps::core::Op&)> fallbackDuration() const;
@@ -121,6 +141,11 @@ class TimelineView : public QAbstractScrollArea {
   bool dragRefused_ = false;
   std::shared_ptr<const Analysis> preview_;
   BlockIndex previewBlocks_;
+
+  std::optional<ps::core::Timeline> measured_;
+  ps::core::ComparisonOptions overlayOptions_;
+  std::optional<ps::core::Comparison> comparison_;
+  OverlayIndex overlay_;
 
   double hoverX_ = -1;  // viewport x of the pointer, -1 when outside
 };

@@ -1,6 +1,7 @@
 // pipestudio: the schedule designer.
 //   pipestudio [FILE.pipe|FILE.csv]
 //   pipestudio --screenshot OUT.png [--size 1600x1000] [FILE]   (renders offscreen and exits)
+//   pipestudio [--trace TRACE.json ...] [--align absolute|scaled] [FILE]  (measured overlay)
 #include <QApplication>
 #include <QCommandLineParser>
 #include <QFileInfo>
@@ -14,6 +15,7 @@
 #include <cstring>
 
 #include "main_window.h"
+#include "session_dock.h"
 #include "schedule_document.h"
 #include "timeline_view.h"
 
@@ -59,6 +61,18 @@ int main(int argc, char** argv) {
                              QStringLiteral("A session file to show in the Session dock (default: the bundled example, read-only)."),
                              QStringLiteral("FILE"));
   parser.addOption(session);
+  QCommandLineOption trace(QStringLiteral("trace"),
+                           QStringLiteral("A measured Chrome trace to lay over the plan (repeat: one file per rank)."),
+                           QStringLiteral("TRACE.json"));
+  QCommandLineOption align(QStringLiteral("align"),
+                           QStringLiteral("Measured overlay alignment: absolute (default) or scaled to the planned makespan."),
+                           QStringLiteral("absolute|scaled"), QStringLiteral("absolute"));
+  QCommandLineOption run(QStringLiteral("run"),
+                         QStringLiteral("Open run ID of session DB (read-only) and lay its timeline over its schedule."),
+                         QStringLiteral("DB:ID"));
+  parser.addOption(trace);
+  parser.addOption(run);
+  parser.addOption(align);
   parser.addPositionalArgument(QStringLiteral("file"),
                                QStringLiteral("A .pipe or PyTorch .csv schedule to open."),
                                QStringLiteral("[FILE]"));
@@ -93,6 +107,25 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "pipestudio: %s\n", qPrintable(w.statusText()));
   } else if (!parser.isSet(shot) && QFileInfo(exampleSession).isFile()) {
     w.openSession(exampleSession, true);
+  }
+  if (parser.value(align) == QStringLiteral("scaled")) w.setOverlayScaled(true);
+  if (parser.isSet(run)) {
+    const QString v = parser.value(run);
+    const int colon = v.lastIndexOf(QLatin1Char(':'));
+    bool ok = false;
+    const qint64 id = colon > 0 ? v.mid(colon + 1).toLongLong(&ok) : 0;
+    if (!ok) {
+      std::fprintf(stderr, "pipestudio: --run wants DB:ID, e.g. runs.session:3\n");
+      return 2;
+    }
+    if (!w.openSession(v.left(colon), true) || (w.sessionDock()->openRun(id), !w.timeline()->hasOverlay())) {
+      std::fprintf(stderr, "pipestudio: %s\n", qPrintable(w.statusText()));
+      if (parser.isSet(shot)) return 1;
+    }
+  }
+  if (parser.isSet(trace) && !w.openTraces(parser.values(trace), parser.isSet(shot))) {
+    std::fprintf(stderr, "pipestudio: %s\n", qPrintable(w.statusText()));
+    if (parser.isSet(shot)) return 1;
   }
   if (parser.value(layout) == QStringLiteral("slots")) w.setSlotLayout(true);
   if (parser.isSet(select) && !w.selectOpByName(parser.value(select)))

@@ -1,0 +1,263 @@
+// The measured overlay (offscreen): the second lane's geometry, traces laid over the plan,
+// deviation colours, scaled alignment, runs from the session dock, and malformed traces.
+#include <QMessageBox>
+#include <QStandardPaths>
+#include <QTableWidget>
+#include <QTimer>
+#include <QtTest>
+
+#include "deviation_panel.h"
+#include "main_window.h"
+#include "pipestudio/core/dsl.h"
+#include "pipestudio/core/generators.h"
+#include "schedule_document.h"
+#include "session_dock.h"
+#include "timeline_view.h"
+
+using namespace ps::core;
+using namespace ps::ui;
+
+namespace {
+
+const QString kTraces = QStringLiteral(PIPESTUDIO_TEST_DATA_DIR "/traces/");
+
+Schedule oneFOneB(int devices, int mb) {
+  GeneratorOptions o;
+  o.devices = devices;
+  o.microbatches = mb;
+  return generateSchedule(ScheduleKind::OneFOneB, o).value();
+}
+
+// The planned timeline, relabelled as a measurement, with `stretch` applied to every time.
+Timeline measuredCopy(const Timeline& planned, double stretch) {
+  Timeline m = planned;
+  m.source = TimelineSource::Measured;
+  m.transfers.clear();
+  for (auto& o : m.ops) {
+    o.start *= stretch;
+    o.end *= stretch;
+  }
+  m.metrics = computeMetrics(m);
+  return m;
+}
+
+}  // namespace
+
+class OverlayTest : public QObject {
+  Q_OBJECT
+ private Q_SLOTS:
+  void initTestCase() { QStandardPaths::setTestModeEnabled(true); }
+
+  void secondLaneGeometry() {
+    RowLayout plain;
+    plain.rowHeight = 30;
+    RowLayout ov = plain;
+    ov.overlayHeight = 20;
+    ov.overlayGap = 4;
+    QVERIFY(!plain.hasOverlay());
+    QVERIFY(ov.hasOverlay());
+    // Without an overlay the rows are where they always were.
+    QCOMPARE(plain.rowTop(2), plain.rulerHeight + plain.rowGap + 2 * (30 + plain.rowGap));
+    // With one, each row grows by the gap and the measured lane.
+    QCOMPARE(ov.rowSpan(), 30.0 + 4 + 20);
+    QCOMPARE(ov.rowTop(2), ov.rulerHeight + ov.rowGap + 2 * (54 + ov.rowGap));
+    QCOMPARE(ov.overlayTop(1), ov.rowTop(1) + 34);
+    QCOMPARE(ov.overlayBottom(1), ov.overlayTop(1) + 20);
+    QVERIFY(ov.overlayBottom(1) < ov.rowTop(2));
+    QCOMPARE(ov.rowBottom(1), ov.rowTop(1) + 30);  // the planned lane keeps its height
+    // Hit rows: a point in device 1's measured lane belongs to device 1.
+    QCOMPARE(ov.rowAt(ov.overlayTop(1) + 10, 3), 1);
+    QCOMPARE(ov.rowAt(ov.overlayBottom(2) - 1, 3), 2);
+    QCOMPARE(ov.contentHeight(3), ov.rowTop(3));
+  }
+
+  void deviationBands() {
+    QCOMPARE(deviationBand(1.0), DeviationBand::Good);
+    QCOMPARE(deviationBand(0.5), DeviationBand::Good);  // faster than planned
+    QCOMPARE(deviationBand(1.1), DeviationBand::Good);
+    QCOMPARE(deviationBand(1.3), DeviationBand::Warn);
+    QCOMPARE(deviationBand(1.5), DeviationBand::Bad);
+    QCOMPARE(deviationBand(2.0), DeviationBand::Bad);
+    QCOMPARE(deviationBand(std::nullopt), DeviationBand::Unknown);
+  }
+
+  void traceFilesSetTheOverlay() {
+    MainWindow w;
+    w.resize(1400, 900);
+    QVERIFY(w.openFile(kTraces + QStringLiteral("1f1b_d2_m2.pipe"), true));
+    TimelineView* v = w.timeline();
+    const double plannedRowHeight = v->rows().rowHeight;
+    QSignalSpy spy(v, &TimelineView::overlayChanged);
+    QVERIFY(w.openTraces({kTraces + QStringLiteral("1f1b_d2_m2_rank0.pt.trace.json"),
+                          kTraces + QStringLiteral("1f1b_d2_m2_rank1.pt.trace.json")},
+                         true));
+    QVERIFY(v->hasOverlay());
+    QVERIFY(spy.count() >= 1);
+    // Each rank file has F0 F1 B0 B1 (GPU-side ranges taken) and four SEND/RECV actions that
+    // only have host-side ranges: 8 measured blocks per device, the 4 communication ones
+    // not in the plan.
+    const OverlayIndex& ov = v->overlayBlocks();
+    QCOMPARE(ov.devices(), 2);
+    QCOMPARE(ov.row(0).size(), size_t(8));
+    QCOMPARE(ov.row(1).size(), size_t(8));
+    for (int d = 0; d < 2; ++d) {
+      int unmatched = 0;
+      for (size_t i = 0; i < ov.row(d).size(); ++i)
+        if (!ov.info(d, i).matched) {
+          ++unmatched;
+          QCOMPARE(deviationBand(ov.info(d, i).deviation), DeviationBand::Unknown);
+        }
+      QCOMPARE(unmatched, 4);
+    }
+    QCOMPARE(ov.dropped(), size_t(0));
+    const Comparison* c = v->comparison();
+    QVERIFY(c);
+    QCOMPARE(c->matches.size(), size_t(8));
+    QVERIFY(c->unmatchedPlanned.empty());
+    QCOMPARE(c->unmatchedMeasured.size(), size_t(8));
+    // Rank 1's backward took 3 ms against a planned F+... far less: those blocks are red.
+    for (size_t i = 0; i < ov.row(1).size(); ++i)
+      if (ov.row(1)[i].op.kind == OpKind::B) QCOMPARE(deviationBand(ov.info(1, i).deviation), DeviationBand::Bad);
+    // The row grew a second lane; the deviation table has overall + kinds + devices.
+    QVERIFY(v->rows().hasOverlay());
+    QVERIFY(v->rows().rowSpan() > v->rows().rowHeight);
+    QVERIFY(v->rows().rowHeight <= plannedRowHeight);
+    QTableWidget* t = w.deviation()->table();
+    QCOMPARE(t->rowCount(), int(1 + c->byKind.size() + c->byDevice.size()));
+    QCOMPARE(t->item(0, 1)->text(), QStringLiteral("8"));
+    QVERIFY(w.statusText().contains(QStringLiteral("Measured overlay")));
+    // The critical path ends on the op that ends last (rank 0's B1 at 11.4 ms after start).
+    QVERIFY(!c->criticalPath.steps.empty());
+    bool lastCritical = false;
+    for (size_t i = 0; i < ov.row(0).size(); ++i)
+      if (ov.row(0)[i].op == Op{OpKind::B, 0, 1}) lastCritical = ov.info(0, i).critical;
+    QVERIFY(lastCritical);
+
+    // Painting with the overlay works and the screenshot shows measured colours.
+    const QImage img = v->renderImage(QSize(1000, 400));
+    QVERIFY(!img.isNull());
+    bool sawRed = false;
+    const QColor red = TimelineView::deviationColor(DeviationBand::Bad);
+    for (int y = 0; y < img.height() && !sawRed; y += 2)
+      for (int x = 0; x < img.width(); x += 2)
+        if (img.pixelColor(x, y) == red) {
+          sawRed = true;
+          break;
+        }
+    QVERIFY(sawRed);
+
+    // Clearing returns to the plain designer.
+    w.clearMeasuredOverlay();
+    QVERIFY(!v->hasOverlay());
+    QVERIFY(!v->rows().hasOverlay());
+    QCOMPARE(v->rows().rowHeight, plannedRowHeight);
+    QCOMPARE(w.deviation()->table()->rowCount(), 0);
+  }
+
+  void twiceAsLongIsRed() {
+    MainWindow w;
+    w.resize(1200, 800);
+    w.document()->load(oneFOneB(2, 2), defaultCostProfile(2));
+    TimelineView* v = w.timeline();
+    const Timeline planned = w.document()->analysis().timeline;
+    Timeline m = measuredCopy(planned, 1.0);
+    const Op slow{OpKind::F, 0, 1};
+    for (auto& o : m.ops)
+      if (o.device == 0 && o.op == slow) o.end = o.start + 2 * o.duration();
+    v->setOverlay(m);
+    const OverlayIndex& ov = v->overlayBlocks();
+    int red = 0, green = 0;
+    for (int d = 0; d < ov.devices(); ++d)
+      for (size_t i = 0; i < ov.row(d).size(); ++i) {
+        const auto band = deviationBand(ov.info(d, i).deviation);
+        if (ov.row(d)[i].op == slow && d == 0) {
+          QVERIFY(ov.info(d, i).deviation.has_value());
+          QCOMPARE(*ov.info(d, i).deviation, 2.0);
+          QCOMPARE(band, DeviationBand::Bad);
+          ++red;
+        } else {
+          QCOMPARE(band, DeviationBand::Good);
+          ++green;
+        }
+      }
+    QCOMPARE(red, 1);
+    QCOMPARE(green, int(planned.ops.size()) - 1);
+    QCOMPARE(TimelineView::deviationColor(DeviationBand::Bad), QColor(0xe5, 0x39, 0x35));
+  }
+
+  void scaledAlignmentMatchesMakespans() {
+    MainWindow w;
+    w.resize(1200, 800);
+    w.document()->load(oneFOneB(4, 8), defaultCostProfile(4));
+    TimelineView* v = w.timeline();
+    const Timeline planned = w.document()->analysis().timeline;
+    const double plannedMakespan = planned.metrics.makespan;
+    QVERIFY(plannedMakespan > 0);
+    v->setOverlay(measuredCopy(planned, 2.0));
+    // Absolute: measured blocks end at twice the planned makespan.
+    QCOMPARE(v->overlayAlignment(), Alignment::Absolute);
+    QVERIFY(std::abs(v->overlayBlocks().endTime() - 2 * plannedMakespan) < 1e-6);
+    w.setOverlayScaled(true);
+    QCOMPARE(v->overlayAlignment(), Alignment::Scaled);
+    QVERIFY(std::abs(v->overlayBlocks().endTime() - plannedMakespan) < 1e-6);
+    // Every block sits exactly over its planned twin once scaled.
+    const OverlayIndex& ov = v->overlayBlocks();
+    for (int d = 0; d < ov.devices(); ++d)
+      for (const Block& b : ov.row(d)) {
+        const auto ref = w.document()->find(b.op);
+        QVERIFY(ref.has_value());
+        const Block* pb = v->blocks().block(ref->device, ref->step);
+        QVERIFY(pb);
+        QVERIFY(std::abs(pb->start - b.start) < 1e-6);
+        QVERIFY(std::abs(pb->end - b.end) < 1e-6);
+      }
+    // Deviation is of durations as measured, not scaled: every op is 2x.
+    QCOMPARE(deviationBand(ov.info(0, 0).deviation), DeviationBand::Bad);
+  }
+
+  void runFromSessionDockSetsOverlay() {
+    MainWindow w;
+    w.resize(1200, 800);
+    w.document()->load(oneFOneB(2, 4), defaultCostProfile(2));
+    const Timeline planned = w.document()->analysis().timeline;
+    Q_EMIT w.sessionDock()->openRunRequested(7, measuredCopy(planned, 1.25), QString(), QString());
+    QVERIFY(w.timeline()->hasOverlay());
+    QCOMPARE(w.timeline()->overlayBlocks().size(), planned.ops.size());
+    QVERIFY(w.statusText().contains(QStringLiteral("Run 7")));
+    QVERIFY(w.deviation()->headline().contains(QStringLiteral("+25.0 %")));
+  }
+
+  void malformedTraceShowsErrorAndKeepsDocument() {
+    MainWindow w;
+    w.resize(1200, 800);
+    QVERIFY(w.openFile(kTraces + QStringLiteral("1f1b_d2_m2.pipe"), true));
+    const std::string before = printDsl(w.document()->schedule());
+    const int undo = w.document()->undoStack()->count();
+    // Not quiet: a message box comes up; close it and remember what it said.
+    QString boxText;
+    QTimer::singleShot(0, [&] {
+      for (QWidget* tw : QApplication::topLevelWidgets())
+        if (auto* mb = qobject_cast<QMessageBox*>(tw); mb && mb->isVisible()) {
+          boxText = mb->text();
+          mb->accept();
+        }
+    });
+    QVERIFY(!w.openTraces({kTraces + QStringLiteral("malformed_rank0.json")}));
+    QVERIFY(boxText.contains(QStringLiteral("malformed_rank0.json")));
+    QVERIFY(w.statusText().startsWith(QStringLiteral("Cannot read measured trace")));
+    QVERIFY(!w.timeline()->hasOverlay());
+    QCOMPARE(printDsl(w.document()->schedule()), before);
+    QCOMPARE(w.document()->undoStack()->count(), undo);
+    QVERIFY(!w.document()->isModified());
+    // A missing file is an error too, and a good overlay survives a later bad one.
+    QVERIFY(w.openTraces({kTraces + QStringLiteral("1f1b_d2_m2_rank0.pt.trace.json"),
+                          kTraces + QStringLiteral("1f1b_d2_m2_rank1.pt.trace.json")},
+                         true));
+    QVERIFY(!w.openTraces({kTraces + QStringLiteral("no_such_trace.json")}, true));
+    QVERIFY(w.timeline()->hasOverlay());
+    QCOMPARE(w.timeline()->overlayBlocks().size(), size_t(16));
+  }
+};
+
+QTEST_MAIN(OverlayTest)
+#include "overlay_test.moc"
