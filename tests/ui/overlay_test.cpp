@@ -71,6 +71,60 @@ class OverlayTest : public QObject {
     QCOMPARE(ov.contentHeight(3), ov.rowTop(3));
   }
 
+  void overlayIndexAlignsAndFlags() {
+    // Hand-built comparison: measured time m is drawn at (m - 10) * 0.5.
+    Timeline m;
+    m.devices = 3;
+    auto add = [&](int d, Op op, double s, double e) { m.ops.push_back({d, -1, op, false, s, e}); };
+    add(0, {OpKind::F, 0, 0}, 10, 14);     // 0
+    add(0, {OpKind::F, 0, 1}, 14, 30);     // 1: long; the SEND below runs inside it
+    add(0, {OpKind::SendF, 0, 0}, 20, 21); // 2: unmatched
+    add(1, {OpKind::F, 1, 0}, 16, 20);     // 3
+    add(2, {OpKind::F, 2, 0}, 20, 24);     // 4: device 2 is beyond the 2 rows asked for
+    Comparison c;
+    c.measuredOrigin = 10;
+    c.scale = 0.5;
+    OpMatch a;
+    a.measured = 0;
+    a.deviation = 1.0;
+    OpMatch b;
+    b.measured = 1;
+    b.deviation = 4.0;
+    c.matches = {a, b};
+    CriticalStep cs;
+    cs.op = 1;
+    c.criticalPath.steps = {cs};
+    const OverlayIndex ov = OverlayIndex::build(c, m, 2);
+    QCOMPARE(ov.devices(), 2);
+    QCOMPARE(ov.size(), size_t(4));
+    QCOMPARE(ov.dropped(), size_t(1));
+    QCOMPARE(ov.row(0).size(), size_t(3));
+    QCOMPARE(ov.row(0)[0].start, 0.0);
+    QCOMPARE(ov.row(0)[0].end, 2.0);
+    QCOMPARE(ov.row(0)[1].end, 10.0);
+    QCOMPARE(ov.row(0)[2].op.kind, OpKind::SendF);
+    QCOMPARE(ov.row(0)[2].start, 5.0);
+    QCOMPARE(ov.endTime(), 10.0);
+    QVERIFY(!ov.info(0, 0).critical);
+    QVERIFY(ov.info(0, 1).critical);
+    QCOMPARE(deviationBand(ov.info(0, 1).deviation), DeviationBand::Bad);
+    QVERIFY(!ov.info(0, 2).matched);
+    QCOMPARE(deviationBand(ov.info(0, 2).deviation), DeviationBand::Unknown);
+    // Visible in [6, 7]: the range starts at the first block whose running maximum end reaches
+    // 6 (the long op, 2 to 10) and ends after the last block starting by 7; it is a superset
+    // (the SEND, 5 to 5.5, lies between them) that the painter clips.
+    auto [f, l] = ov.visibleRange(0, 6, 7);
+    QCOMPARE(f, size_t(1));
+    QCOMPARE(l, size_t(3));
+    // After the long op's end nothing of row 0 is visible.
+    auto [f2, l2] = ov.visibleRange(0, 10.5, 12);
+    QCOMPARE(f2, l2);
+    QCOMPARE(ov.hitTest(0, 6.5), std::optional<size_t>(1));
+    QCOMPARE(ov.hitTest(0, 5.2), std::optional<size_t>(1));  // inside both; first found wins
+    QVERIFY(!ov.hitTest(1, 0.5).has_value());
+    QCOMPARE(ov.hitTest(1, 3.5), std::optional<size_t>(0));
+  }
+
   void deviationBands() {
     QCOMPARE(deviationBand(1.0), DeviationBand::Good);
     QCOMPARE(deviationBand(0.5), DeviationBand::Good);  // faster than planned
