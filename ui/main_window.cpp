@@ -181,10 +181,12 @@ void MainWindow::buildDocks() {
   auto* dv = dock(tr("Deviation"), QStringLiteral("dock.deviation"), deviation_, Qt::BottomDockWidgetArea);
   tabifyDockWidget(dm, dv);
   dm->raise();
-  connect(view_, &TimelineView::overlayChanged, this, [this, dv] {
+  // The dock comes to the front when an overlay appears, not on every re-comparison after an edit.
+  connect(view_, &TimelineView::overlayChanged, this, [this, dv, shown = false]() mutable {
     deviation_->setComparison(view_->comparison());
     legend_->setOverlayShown(view_->hasOverlay());
-    if (view_->hasOverlay()) dv->raise();
+    if (view_->hasOverlay() && !shown) dv->raise();
+    shown = view_->hasOverlay();
   });
   session_ = new SessionDock(this);
   connect(doc_, &ScheduleDocument::changed, session_, [this] { session_->setFallbackProfile(doc_->profile()); });
