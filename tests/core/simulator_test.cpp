@@ -489,6 +489,7 @@ TEST(SimulatorClosedForm, EveryGeneratorSimulatesAndAgreesWithComputeMetrics) {
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <unistd.h>
 #include <nlohmann/json.hpp>
 
 namespace {
@@ -501,7 +502,9 @@ struct CliResult {
 CliResult cli(const std::string& args) {
   static int n = 0;
   auto dir = std::filesystem::temp_directory_path();
-  std::string errFile = (dir / ("ps_sim_test_err_" + std::to_string(++n) + ".txt")).string();
+  // ctest runs test cases as parallel processes: the pid keeps their files apart.
+  std::string errFile =
+      (dir / ("ps_sim_test_err_" + std::to_string(::getpid()) + "_" + std::to_string(++n) + ".txt")).string();
   std::string cmd = std::string(PIPESTUDIO_CLI) + " " + args + " 2>" + errFile;
   CliResult r;
   FILE* p = popen(cmd.c_str(), "r");
@@ -517,9 +520,14 @@ CliResult cli(const std::string& args) {
   return r;
 }
 
-std::string writeTemp(const std::string& name, const std::string& text) {
-  auto dir = std::filesystem::temp_directory_path() / "ps_sim_test";
+std::filesystem::path tempDir() {
+  auto dir = std::filesystem::temp_directory_path() / ("ps_sim_test_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
+  return dir;
+}
+
+std::string writeTemp(const std::string& name, const std::string& text) {
+  auto dir = tempDir();
   auto path = dir / name;
   std::ofstream(path) << text;
   return path.string();
@@ -588,7 +596,7 @@ TEST(SimulateCommand, DeadlockAndMemoryExitOne) {
 
 TEST(SimulateCommand, PyTorchCsvAndTrace) {
   std::string csv = writeTemp("s.csv", "0F0,0F1,0B0,0B1\n,1F0,1B0,1F1,1B1\n");
-  std::string trace = (std::filesystem::temp_directory_path() / "ps_sim_test" / "t.json").string();
+  std::string trace = (tempDir() / "t.json").string();
   CliResult r = cli("simulate " + csv + " --cost F=1,B=2 --trace " + trace);
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find("makespan"), std::string::npos);
