@@ -45,6 +45,20 @@ inline bool parseBytes(const std::string& s, std::int64_t& out) {
   }
 }
 
+// --memory-limit BYTES (suffixes allowed) into `out`; false, with the reason on stderr, when bad.
+inline bool memoryLimitFlag(const ps::cli::Args& args, const std::string& command,
+                            std::optional<std::int64_t>& out) {
+  if (!args.has("--memory-limit")) return true;
+  std::int64_t b = 0;
+  if (!parseBytes(args.value("--memory-limit"), b)) {
+    std::fprintf(stderr, "pipestudio-cli %s: --memory-limit takes bytes (e.g. 85899345920, 80GiB, 40GB)\n",
+                 command.c_str());
+    return false;
+  }
+  out = b;
+  return true;
+}
+
 inline std::string formatBytes(std::int64_t b) {
   char buf[64];
   const double v = static_cast<double>(b);

@@ -14,7 +14,7 @@ namespace {
 using namespace ps::core;
 using ps::cli::search_util::formatBytes;
 using ps::cli::search_util::loadProfile;
-using ps::cli::search_util::parseBytes;
+using ps::cli::search_util::memoryLimitFlag;
 using ps::cli::search_util::parseInt;
 
 nlohmann::json planJson(const CostProfile& p, const PartitionPlan& plan) {
@@ -90,14 +90,7 @@ int runPartition(const std::vector<std::string>& argv) {
               << usage;
     return ps::cli::kExitUsage;
   }
-  if (args.has("--memory-limit")) {
-    std::int64_t b = 0;
-    if (!parseBytes(args.value("--memory-limit"), b)) {
-      std::cerr << "pipestudio-cli partition: --memory-limit takes bytes (e.g. 85899345920, 80GiB, 40GB)\n";
-      return ps::cli::kExitUsage;
-    }
-    o.memoryLimitBytes = b;
-  }
+  if (!memoryLimitFlag(args, "partition", o.memoryLimitBytes)) return ps::cli::kExitUsage;
   o.allowRecompute = !args.has("--no-recompute");
   o.allowOffload = !args.has("--no-offload");
 

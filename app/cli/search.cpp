@@ -13,7 +13,7 @@ namespace {
 using namespace ps::core;
 using ps::cli::search_util::formatBytes;
 using ps::cli::search_util::loadProfile;
-using ps::cli::search_util::parseBytes;
+using ps::cli::search_util::memoryLimitFlag;
 using ps::cli::search_util::parseInt;
 
 nlohmann::json candidateJson(const CandidateSummary& c, double bestMakespan) {
@@ -97,14 +97,7 @@ int runSearch(const std::vector<std::string>& argv) {
       return ps::cli::kExitUsage;
     }
   }
-  if (args.has("--memory-limit")) {
-    std::int64_t b = 0;
-    if (!parseBytes(args.value("--memory-limit"), b)) {
-      std::cerr << "pipestudio-cli search: --memory-limit takes bytes (e.g. 85899345920, 80GiB, 40GB)\n";
-      return ps::cli::kExitUsage;
-    }
-    o.memoryLimitBytes = b;
-  }
+  if (!memoryLimitFlag(args, "search", o.memoryLimitBytes)) return ps::cli::kExitUsage;
   o.allowRecompute = !args.has("--no-recompute");
   o.allowOffload = !args.has("--no-offload");
   o.localImprovement = !args.has("--no-local");
