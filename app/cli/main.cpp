@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "cli.h"
+#include "pipestudio/core/run_events.h"
 
 namespace ps::cli {
 
@@ -132,7 +133,8 @@ int main(int argc, char** argv) {
     return args.empty() ? ps::cli::kExitUsage : ps::cli::kExitOk;
   }
   if (args[0] == "--version" || args[0] == "version") {
-    std::cout << "pipestudio-cli " PIPESTUDIO_VERSION "\n";
+    // Stable, parseable form (core::parseCliVersion): a GUI checks it before a run.
+    std::cout << ps::core::cliVersionLine(PIPESTUDIO_VERSION) << "\n";
     return 0;
   }
   for (auto& c : ps::cli::registry()) {

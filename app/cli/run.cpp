@@ -6,16 +6,20 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <thread>
 
 #include "cli.h"
 #include "pipestudio/core/chrome_trace.h"
 #include "pipestudio/core/dsl.h"
 #include "pipestudio/core/pytorch_csv.h"
+#include "pipestudio/core/run_events.h"
 #include "pipestudio/core/validator.h"
 #include "pipestudio/engine/engine.h"
 #include "pipestudio/engine/launcher.h"
@@ -26,7 +30,7 @@ const char* kUsage =
     "usage: pipestudio-cli run FILE --model SPEC [--device cpu|cuda] [--nproc N] [--iterations K]\n"
     "         [--warmup K] [--microbatch-size B] [--check-gradients] [--trace OUT.json]\n"
     "         [--events jsonl] [--timeout S] [--partition N,N,...] [--seed N] [--threads N]\n"
-    "         [--format pipe|csv] [--set name=value]... [--inject-fault KIND:OP]\n\n"
+    "         [--format pipe|csv] [--set name=value]... [--inject-fault KIND:OP] [--cancel-on-eof]\n\n"
     "Runs the schedule in FILE (.pipe or PyTorch .csv; - reads stdin) on a built-in model split\n"
     "into the schedule's stages: SPEC is like 'mlp:layers=8,hidden=512' or\n"
     "'gpt:layers=8,hidden=256,heads=4,seq=128,vocab=1000' (add dtype=f64 for double).\n"
@@ -37,6 +41,8 @@ const char* kUsage =
     "--check-gradients compares every gradient and the loss with the unpipelined model on\n"
     "the whole batch. --events jsonl streams the run-event protocol (docs/engine.md) on\n"
     "stdout. --inject-fault throw|nan|drop:OP makes one op fail (testing).\n"
+    "--cancel-on-eof: the run is cancelled when stdin ends (a GUI or ssh client went away); with\n"
+    "FILE '-' the schedule on stdin ends at a line '#%end-of-schedule' and stdin stays open.\n"
     "Exit status: 0 finished (and gradients equal), 1 invalid schedule, failed, cancelled or\n"
     "gradient mismatch, 2 usage.\n";
 
@@ -61,7 +67,7 @@ int refuse(bool events, const ps::core::Diagnostics& ds, const std::string* text
   std::cerr << ps::core::formatDiagnostics(ds, text);
   if (events)
     emitLine(nlohmann::json{{"type", "error"},
-                            {"protocol_version", 1},
+                            {"protocol_version", ps::core::kRunEventProtocolVersion},
                             {"code", ds.empty() ? "engine.refused" : ds.front().code},
                             {"message", ds.empty() ? "refused" : ds.front().message},
                             {"stage", "refused"}}
@@ -95,14 +101,39 @@ bool parseNumber(const std::string& s, double& out) {
   }
 }
 
+// --cancel-on-eof: the schedule on stdin ends at kScheduleEndMarker; false when stdin ended first.
+bool readScheduleUntilMarker(std::string& out) {
+  std::string line;
+  while (std::getline(std::cin, line)) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line == ps::core::kScheduleEndMarker) return true;
+    out += line;
+    out += '\n';
+  }
+  return false;
+}
+
+// --cancel-on-eof: a thread waits for the end of stdin and cancels the run (the GUI closed
+// the pipe, or the ssh connection carrying it ended).
+void cancelOnStdinEof() {
+  std::thread([] {
+    char buf[256];
+    for (;;) {
+      ssize_t n = ::read(STDIN_FILENO, buf, sizeof buf);
+      if (n > 0 || (n < 0 && errno == EINTR)) continue;
+      g_cancel = true;
+      return;
+    }
+  }).detach();
+}
+
 int runRun(const std::vector<std::string>& argv) {
   using namespace ps::core;
   using namespace ps::engine;
-  ps::cli::Args args(argv,
-                     {"--model", "--device", "--nproc", "--iterations", "--warmup", "--microbatch-size", "--trace",
-                      "--events", "--timeout", "--partition", "--seed", "--threads", "--format", "--set",
-                      "--inject-fault"},
-                     {"--check-gradients"});
+  const std::vector<std::string> valueFlags{"--model", "--device", "--nproc", "--iterations", "--warmup",
+                                            "--microbatch-size", "--trace", "--events", "--timeout", "--partition",
+                                            "--seed", "--threads", "--format", "--set", "--inject-fault"};
+  ps::cli::Args args(argv, valueFlags, {"--check-gradients", "--cancel-on-eof"});
   if (!args.ok()) return usage(args.error());
   if (args.positionals().size() != 1) return usage("expected one FILE (or -)");
   const std::string eventsMode = args.value("--events");
@@ -150,14 +181,35 @@ int runRun(const std::vector<std::string>& argv) {
 
   auto env = distributedFromEnvironment();
   if (!env) return usage(env.error().message);
+  const bool cancelOnEof = args.has("--cancel-on-eof");
   if (nproc > 1 && !env->has_value()) {
     // The launcher: start the ranks (this same command) and wait for them.
     std::string error;
-    int rc = launchLocalRanks("/proc/self/exe", [&] {
-      std::vector<std::string> a{"run"};
-      a.insert(a.end(), argv.begin(), argv.end());
-      return a;
-    }(), nproc, std::max(2.0, std::min(o.timeoutSeconds, 10.0)), error);
+    std::vector<std::string> rankArgs{"run"};
+    rankArgs.insert(rankArgs.end(), argv.begin(), argv.end());
+    std::string scheduleFile;
+    if (args.positionals()[0] == "-") {
+      // The ranks cannot all read one stdin: hand them the schedule in a file.
+      std::string text;
+      if (cancelOnEof ? !readScheduleUntilMarker(text) : !ps::cli::readInput("-", text, error)) {
+        std::cerr << "pipestudio-cli run: stdin ended before the schedule did (cancelled)\n";
+        return ps::cli::kExitInvalid;
+      }
+      char tmpl[] = "/tmp/pipestudio-run-XXXXXX";
+      int fd = mkstemp(tmpl);
+      if (fd < 0 || ::write(fd, text.data(), text.size()) != static_cast<ssize_t>(text.size())) {
+        std::cerr << "pipestudio-cli run: cannot write a temporary schedule file\n";
+        return ps::cli::kExitUsage;
+      }
+      ::close(fd);
+      scheduleFile = tmpl;
+      for (size_t i = 1; i < rankArgs.size(); ++i)  // the positional '-', not a flag's value
+        if (rankArgs[i] == "-" &&
+            std::find(valueFlags.begin(), valueFlags.end(), rankArgs[i - 1]) == valueFlags.end())
+          rankArgs[i] = scheduleFile;
+    }
+    int rc = launchLocalRanks("/proc/self/exe", rankArgs, nproc, std::max(2.0, std::min(o.timeoutSeconds, 10.0)), error);
+    if (!scheduleFile.empty()) ::unlink(scheduleFile.c_str());
     if (rc < 0) {
       std::cerr << "pipestudio-cli run: " << error << "\n";
       return ps::cli::kExitInvalid;
@@ -171,7 +223,12 @@ int runRun(const std::vector<std::string>& argv) {
   std::string format = args.value("--format", endsWith(path, ".csv") ? "csv" : "pipe");
   if (format != "pipe" && format != "csv") return usage("--format is pipe or csv, not '" + format + "'");
   std::string text, error;
-  if (!ps::cli::readInput(path, text, error)) {
+  if (cancelOnEof && path == "-") {
+    if (!readScheduleUntilMarker(text)) {
+      std::cerr << "pipestudio-cli run: stdin ended before the schedule did (cancelled)\n";
+      return ps::cli::kExitInvalid;
+    }
+  } else if (!ps::cli::readInput(path, text, error)) {
     std::cerr << "pipestudio-cli run: " << error << "\n";
     return ps::cli::kExitUsage;
   }
@@ -200,6 +257,7 @@ int runRun(const std::vector<std::string>& argv) {
   std::signal(SIGINT, onSignal);
   std::signal(SIGTERM, onSignal);
   o.cancel = &g_cancel;
+  if (cancelOnEof) cancelOnStdinEof();
   if (events && rank0) o.events = emitLine;
   std::ostream& human = events ? std::cerr : std::cout;
 

@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "model.h"
+#include "pipestudio/core/run_events.h"
 #include "pipestudio/core/validator.h"
 #include "pipestudio/engine/engine.h"
 #include "transport.h"
@@ -767,7 +768,7 @@ core::Result<RunReport> Run::execute() {
   setBlasThreads(perWorker);
   barrier_ = std::make_unique<StopBarrier>(static_cast<int>(localDevices.size()));
   emit({{"type", "started"},
-        {"protocol_version", 1},
+        {"protocol_version", ps::core::kRunEventProtocolVersion},
         {"schedule", sched_.name},
         {"model", modelSpecToString(opt_.model)},
         {"device", opt_.device},
