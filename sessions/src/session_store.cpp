@@ -822,6 +822,24 @@ Status SessionStore::finishRun(Id runId, RunStatus status, const std::string& er
   return txn.commit(what);
 }
 
+Status SessionStore::setRunConfig(Id runId, const std::string& configJson) {
+  const std::string what = "cannot change the configuration of run " + std::to_string(runId);
+  PS_TRY(impl_->checkWritable(what));
+  auto parsed = nlohmann::json::parse(configJson, nullptr, false);
+  if (parsed.is_discarded() || !parsed.is_object())
+    return impl_->error("session.invalid", what + ": the run configuration is not a JSON object");
+  WriteTxn txn(*impl_);
+  PS_TRY(txn.begin(what));
+  auto s = statement(*impl_, "UPDATE runs SET config_json = ?2 WHERE id = ?1", what);
+  if (!s) return s.errors();
+  s->bind(1, runId);
+  s->bind(2, configJson);
+  if (int rc = s->run(); rc != SQLITE_OK) return impl_->sqlError(what, rc);
+  if (sqlite3_changes(impl_->db) == 0)
+    return impl_->error("session.not-found", what + ": no run " + std::to_string(runId) + " in the session");
+  return txn.commit(what);
+}
+
 Result<Id> SessionStore::recordTimeline(const RunInfo& info, const core::Timeline& timeline) {
   RunInfo begin = info;
   if (begin.devices == 0) begin.devices = timeline.devices;

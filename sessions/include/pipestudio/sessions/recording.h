@@ -54,4 +54,60 @@ struct SimulationRecording {
 
 core::Result<RecordedRun> recordSimulation(const SimulationRecording& recording, const core::Timeline& timeline);
 
+// --- Measured runs with their prediction ------------------------------------------------
+//
+// What `pipestudio-cli run --session FILE` and the GUI's Run dialog record after a real run:
+// the schedule, the cost profile the prediction used, the predicted (simulated) timeline as a
+// run of source "simulated" and target "simulator", and the measured timeline as a run of
+// source "measured". The two runs name each other in their configuration JSON:
+// the measured run's "predicted_run" and the predicted run's "measured_run" hold the other's
+// id (and "role" is "measured" / "predicted"). A failed or cancelled run keeps its partial
+// timeline, its status, the error and the captured stderr ("stderr" in its configuration).
+struct MeasuredRunRecording {
+  std::string scheduleName;  // required
+  std::string pipeText;      // the schedule as .pipe text
+  std::string profileName;   // empty: no profile is stored (the prediction is still recorded)
+  std::string profileJson;   // cost-profile JSON (docs/formats.md)
+  ProfileSource profileSource = ProfileSource::Analytic;
+  // The schedule simulated with that profile; none: only the measured run is recorded.
+  std::optional<core::Timeline> predicted;
+  core::Timeline measured;  // complete or partial
+  std::string target = "cpu";  // "cpu", "cuda", "gloo", ...
+  int devices = 0;             // 0: the measured timeline's
+  std::string model;           // e.g. "gpt:layers=8,hidden=256,heads=4,seq=128,vocab=1000"
+  std::string label;           // default: the schedule name
+  std::string configJson = "{}";  // the run's options (a JSON object); the links are added
+  RunStatus status = RunStatus::Succeeded;  // Succeeded, Failed or Cancelled
+  std::string error;       // why it failed or was cancelled
+  std::string stderrText;  // the run's stderr, kept with the run (last 64 KiB)
+};
+
+struct RecordedMeasuredRun {
+  Id measuredRunId = 0;
+  std::optional<Id> predictedRunId;
+  Id scheduleId = 0;
+  std::optional<Id> profileId;
+  bool newScheduleVersion = false;
+  bool newProfileVersion = false;
+};
+
+core::Result<RecordedMeasuredRun> recordMeasuredRun(SessionStore& store, const MeasuredRunRecording& recording);
+// Opens (creating when missing) the session file and records the run.
+core::Result<RecordedMeasuredRun> recordMeasuredRun(const std::string& sessionPath,
+                                                    const MeasuredRunRecording& recording);
+
+// A measured run and the prediction stored with it.
+struct PredictionLink {
+  Id measuredRunId = 0;
+  Id predictedRunId = 0;
+  std::optional<Id> scheduleId;
+  std::optional<Id> profileId;  // the profile the prediction used
+};
+
+// The prediction recorded with measured run `measuredRunId`; session.not-found when the run
+// does not exist or has no recorded prediction.
+core::Result<PredictionLink> predictionFor(const SessionStore& store, Id measuredRunId);
+// The other direction: the measured run a predicted run was recorded for.
+core::Result<PredictionLink> measurementFor(const SessionStore& store, Id predictedRunId);
+
 }  // namespace ps::sessions

@@ -180,6 +180,10 @@ class SessionStore {
   // a complete timeline, failed (with its diagnostics as the error) for an incomplete one.
   core::Result<Id> recordTimeline(const RunInfo& info, const core::Timeline& timeline);
 
+  // Replaces a run's configuration JSON (an object); the one field a finished run may change,
+  // so that two runs recorded one after the other can name each other (recordMeasuredRun).
+  core::Status setRunConfig(Id runId, const std::string& configJson);
+
   core::Result<std::vector<RunSummary>> listRuns(const RunFilter& filter = {}) const;
   core::Result<RunRecord> run(Id runId) const;
   core::Result<core::Timeline> loadTimeline(Id runId) const;
