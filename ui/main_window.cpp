@@ -28,6 +28,7 @@
 #include "properties_panel.h"
 #include "pipestudio/core/dsl.h"
 #include "schedule_document.h"
+#include "search_dock.h"
 #include "session_dock.h"
 #include "summary_panel.h"
 #include "template_dialog.h"
@@ -210,6 +211,16 @@ void MainWindow::buildDocks() {
   connect(session_, &SessionDock::sessionChanged, this, &MainWindow::updateTitle);
   resizeDocks({dp, ds}, {360, 330}, Qt::Horizontal);
   resizeDocks({ds, dd, dm}, {420, 260, 280}, Qt::Vertical);
+  // Search dock (docs/gui.md, "Search dock"): tabbed with Memory, opened from Tools.
+  search_ = new SearchDock(doc_, this);
+  addDockWidget(Qt::BottomDockWidgetArea, search_);
+  tabifyDockWidget(dm, search_);
+  dm->raise();
+  connect(search_, &SearchDock::designOpened, this, [this](const QString& what) {
+    view_->selectOp(std::nullopt, false);
+    view_->zoomToFit();
+    showStatus(what);
+  });
 }
 
 void MainWindow::buildActions() {
@@ -297,6 +308,14 @@ void MainWindow::buildActions() {
   viewMenu_->addSeparator();
   for (QDockWidget* d : findChildren<QDockWidget*>()) viewMenu_->addAction(d->toggleViewAction());
 
+  {  // Tools › Search schedules… (Search dock)
+    QMenu* tools = nullptr;
+    for (QAction* a : menuBar()->actions())
+      if (a->menu() && a->text() == tr("&Tools")) tools = a->menu();
+    if (!tools) tools = menuBar()->addMenu(tr("&Tools"));
+    QAction* aSearch = tools->addAction(tr("&Search Schedules…"), this, &MainWindow::showSearchDock);
+    aSearch->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_F));
+  }
   QMenu* help = menuBar()->addMenu(tr("&Help"));
   help->addAction(tr("&About PipeStudio"), this, [this] {
     QMessageBox::about(
@@ -335,6 +354,11 @@ void MainWindow::buildActions() {
     view_->setLayoutMode(i == 0 ? TimelineView::LayoutMode::Time : TimelineView::LayoutMode::Slots);
   });
   tb->addWidget(layoutCombo_);
+}
+
+void MainWindow::showSearchDock() {
+  search_->show();
+  search_->raise();
 }
 
 void MainWindow::documentChanged() {

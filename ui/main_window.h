@@ -31,6 +31,7 @@ class PropertiesPanel;
 class LegendBar;
 class SessionDock;
 class DeviationPanel;
+class SearchDock;
 
 class MainWindow : public QMainWindow {
   Q_OBJECT
@@ -70,6 +71,10 @@ class MainWindow : public QMainWindow {
   void setOverlayScaled(bool scaled);
   DeviationPanel* deviation() const { return deviation_; }
 
+  // Search dock (docs/gui.md, "Search dock"); Tools › Search Schedules… shows and raises it.
+  SearchDock* searchDock() const { return search_; }
+  void showSearchDock();
+
  public Q_SLOTS:
   void newFromTemplate();
   void open();
@@ -101,6 +106,7 @@ class MainWindow : public QMainWindow {
   PropertiesPanel* properties_ = nullptr;
   SessionDock* session_ = nullptr;
   DeviationPanel* deviation_ = nullptr;
+  SearchDock* search_ = nullptr;
   QAction* scaledAction_ = nullptr;
   QLabel* validity_ = nullptr;
   QLabel* message_ = nullptr;

@@ -170,6 +170,26 @@ class ProfileCommand : public QUndoCommand {
   CostProfile before_, after_;
 };
 
+class ReplaceDesignCommand : public QUndoCommand {
+ public:
+  ReplaceDesignCommand(ScheduleDocument* doc, Schedule after, CostProfile afterProfile, const QString& text)
+      : QUndoCommand(text),
+        doc_(doc),
+        before_(doc->schedule()),
+        beforeProfile_(doc->profile()),
+        after_(std::move(after)),
+        afterProfile_(std::move(afterProfile)) {}
+  void redo() override { doc_->applyDesignInternal(after_, afterProfile_); }
+  void undo() override { doc_->applyDesignInternal(before_, beforeProfile_); }
+
+ private:
+  ScheduleDocument* doc_;
+  Schedule before_;
+  CostProfile beforeProfile_;
+  Schedule after_;
+  CostProfile afterProfile_;
+};
+
 QString fmtMs(double v) {
   return QString::number(v, 'f', v < 10 ? 2 : 1);
 }
@@ -344,6 +364,16 @@ void ScheduleDocument::applyProfileInternal(CostProfile p) {
   Q_EMIT changed();
 }
 
+void ScheduleDocument::applyDesignInternal(Schedule s, CostProfile p) {
+  profile_ = std::move(p);
+  auto tmp = std::make_shared<Analysis>(*analysis_);
+  tmp->schedule = s;
+  analysis_ = tmp;
+  rebuildModel();
+  reanalyze(s, true);
+  Q_EMIT changed();
+}
+
 bool ScheduleDocument::moveStep(int device, int from, int to, QString* error) {
   if (from == to) return fail(error, {makeError("edit.move", "the op is already there")});
   auto s = ps::ui::moveStep(schedule(), device, from, to);
@@ -402,6 +432,10 @@ void ScheduleDocument::setProfile(const CostProfile& p, const QString& descripti
 
 void ScheduleDocument::replaceSchedule(const Schedule& s, const QString& description) {
   undo_.push(new ReplaceScheduleCommand(this, schedule(), s, description));
+}
+
+void ScheduleDocument::replaceDesign(const Schedule& s, const CostProfile& p, const QString& description) {
+  undo_.push(new ReplaceDesignCommand(this, s, p, description));
 }
 
 double ScheduleDocument::modelDuration(const Op& op) const {

@@ -84,6 +84,9 @@ class ScheduleDocument : public QObject {
   bool addOffloadReload(ps::core::OpRef at, QString* error = nullptr);
   void setProfile(const ps::core::CostProfile& p, const QString& description);
   void replaceSchedule(const ps::core::Schedule& s, const QString& description);
+  // Replaces schedule and cost profile together as one undo step (e.g. a search result with
+  // its own partition, placement and profile); undo restores both exactly.
+  void replaceDesign(const ps::core::Schedule& s, const ps::core::CostProfile& p, const QString& description);
 
   // The cost model's time for an op (what the simulator would charge), for ops a stalled
   // simulation never reached.
@@ -98,6 +101,7 @@ class ScheduleDocument : public QObject {
   // Called by the undo commands.
   void applyScheduleInternal(ps::core::Schedule s);
   void applyProfileInternal(ps::core::CostProfile p);
+  void applyDesignInternal(ps::core::Schedule s, ps::core::CostProfile p);
 
  Q_SIGNALS:
   void changed();  // schedule, profile or analysis changed

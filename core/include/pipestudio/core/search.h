@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -93,6 +94,9 @@ struct CandidateSummary {
   bool fitsMemory = true;
   bool valid = true;        // validateSchedule and a complete simulation
   std::string note;         // why a built-in failed (memory, sizes), empty otherwise
+  // The candidate's schedule (partition and placement in its header) where the search keeps
+  // it (entries of SearchResult::top), so a GUI can open any of them; null when not kept.
+  std::shared_ptr<const Schedule> schedule;
 };
 
 struct SearchResult {

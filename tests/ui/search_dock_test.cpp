@@ -1,0 +1,312 @@
+// The Search dock (offscreen): a small search run through the dock fills a sorted table and
+// the best-makespan chart; the shown makespan is what the simulator gives for the candidate;
+// Open as Design is one undo step that undo reverses exactly; Cancel and closing the window
+// stop a long search promptly; bad inputs are reported in the dock.
+#include <QChartView>
+#include <QElapsedTimer>
+#include <QFile>
+#include <QLineEdit>
+#include <QLineSeries>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QSignalSpy>
+#include <QSpinBox>
+#include <QDoubleSpinBox>
+#include <QStandardPaths>
+#include <QTableWidget>
+#include <QTemporaryDir>
+#include <QtTest>
+#include <memory>
+
+#include "main_window.h"
+#include "pipestudio/core/dsl.h"
+#include "pipestudio/core/generators.h"
+#include "pipestudio/core/simulator.h"
+#include "schedule_document.h"
+#include "search_dock.h"
+
+using namespace ps::core;
+using namespace ps::ui;
+
+namespace {
+
+// Eight layers whose forward times differ, so splits and placements matter.
+CostProfile unevenProfile(int layers) {
+  CostProfile p = defaultCostProfile(layers);
+  p.name = "uneven";
+  for (int i = 0; i < layers; ++i) p.layers[static_cast<size_t>(i)].forwardMs = 1.0 + 0.25 * (i % 3);
+  return p;
+}
+
+Schedule oneFOneB(int devices, int mb) {
+  GeneratorOptions o;
+  o.devices = devices;
+  o.microbatches = mb;
+  Schedule s = generateSchedule(ScheduleKind::OneFOneB, o).value();
+  s.name = "1f1b";
+  return s;
+}
+
+double simulatedMakespan(const Schedule& s, const CostProfile& p) {
+  auto model = makeSimulationModel(s, p, s.partition);
+  if (!model) qFatal("model: %s", formatDiagnostics(model.errors()).c_str());
+  auto t = simulate(s, *model);
+  if (!t) qFatal("simulate: %s", formatDiagnostics(t.errors()).c_str());
+  return t->metrics.makespan;
+}
+
+bool waitFinished(SearchDock* dock, QSignalSpy& spy, int ms) {
+  if (!dock->isRunning()) return true;
+  return spy.wait(ms) || !dock->isRunning();
+}
+
+void setInputs(SearchDock* dock, int devices, int mb, double seconds) {
+  dock->devicesBox()->setValue(devices);
+  dock->microbatchesBox()->setValue(mb);
+  dock->timeLimitBox()->setValue(seconds);
+  dock->seedBox()->setValue(7);
+}
+
+}  // namespace
+
+class SearchDockTest : public QObject {
+  Q_OBJECT
+ private Q_SLOTS:
+  void initTestCase() { QStandardPaths::setTestModeEnabled(true); }
+
+  void init() {
+    window_ = std::make_unique<MainWindow>();
+    window_->document()->load(oneFOneB(4, 8), unevenProfile(8));
+    dock_ = window_->searchDock();
+    QVERIFY(dock_);
+  }
+  void cleanup() { window_.reset(); }
+
+  void searchFillsSortedTableAndChart() {
+    setInputs(dock_, 4, 8, 1.0);
+    QSignalSpy done(dock_, &SearchDock::searchFinished);
+    QVERIFY(dock_->start());
+    QVERIFY(dock_->isRunning());
+    QVERIFY(!dock_->startButton()->isEnabled());
+    QVERIFY(dock_->cancelButton()->isEnabled());
+    QVERIFY(waitFinished(dock_, done, 60000));
+    QCOMPARE(done.count(), 1);
+    QCOMPARE(done.first().at(0).toBool(), true);
+    QVERIFY2(dock_->errorText().isEmpty(), qPrintable(dock_->errorText()));
+    QVERIFY(dock_->result());
+    QVERIFY(dock_->startButton()->isEnabled());
+    QVERIFY(!dock_->cancelButton()->isEnabled());
+
+    QTableWidget* t = dock_->table();
+    QVERIFY(t->rowCount() > 0);
+    QCOMPARE(t->rowCount(), static_cast<int>(dock_->result()->top.size()));
+    double prev = 0;
+    for (int r = 0; r < t->rowCount(); ++r) {
+      QCOMPARE(t->item(r, SearchDock::ColRank)->text(), QString::number(r + 1));
+      const double m = t->item(r, SearchDock::ColMakespan)->data(Qt::UserRole).toDouble();
+      QVERIFY(m > 0);
+      QVERIFY2(m >= prev - 1e-9, "candidates are sorted by makespan, best first");
+      prev = m;
+    }
+    // The best shown is what the simulator gives for that candidate, and the search's best.
+    const double shown = t->item(0, SearchDock::ColMakespan)->data(Qt::UserRole).toDouble();
+    auto best = dock_->candidateSchedule(0);
+    QVERIFY(best);
+    QVERIFY(std::abs(simulatedMakespan(*best, unevenProfile(8)) - shown) < 1e-6);
+    QVERIFY(std::abs(dock_->result()->bestSummary.makespan - shown) < 1e-9);
+    QCOMPARE(t->item(0, SearchDock::ColMakespan)->text(), QString::number(shown, 'f', 2));
+    // Never worse than the document's 1F1B on the same profile (a built-in the search tries).
+    QVERIFY(shown <= simulatedMakespan(window_->document()->schedule(), unevenProfile(8)) + 1e-9);
+
+    // The chart holds the best makespan over time: first point at the first feasible
+    // candidate, last at the best, times non-decreasing.
+    QLineSeries* s = dock_->bestSeries();
+    QVERIFY(s->count() >= 2);
+    const auto pts = s->points();
+    for (int i = 1; i < pts.size(); ++i) {
+      QVERIFY(pts[i].x() >= pts[i - 1].x());
+      QVERIFY(pts[i].y() <= pts[i - 1].y() + 1e-9);
+    }
+    QVERIFY(std::abs(pts.back().y() - shown) < 1e-9);
+    QCOMPARE(dock_->progressBar()->value(), dock_->progressBar()->maximum());
+    QVERIFY(dock_->statusText().contains(QStringLiteral("Best")));
+  }
+
+  void openAsDesignIsOneUndoStep() {
+    // A profile file different from the document's: the design takes it along, undo brings
+    // the document's back.
+    QTemporaryDir dir;
+    QVERIFY(dir.isValid());
+    CostProfile fileProfile = unevenProfile(8);
+    fileProfile.name = "from-file";
+    for (auto& l : fileProfile.layers) l.backwardInputMs = 1.5;
+    const QString path = dir.filePath(QStringLiteral("prof_%1.json").arg(QCoreApplication::applicationPid()));
+    {
+      QFile f(path);
+      QVERIFY(f.open(QIODevice::WriteOnly));
+      f.write(QByteArray::fromStdString(costProfileToJson(fileProfile)));
+    }
+    QVERIFY(dock_->setProfileFile(path));
+    QVERIFY(!dock_->usesDocumentProfile());
+    QVERIFY(dock_->profileLabel().contains(QFileInfo(path).fileName()));
+
+    setInputs(dock_, 4, 8, 0.8);
+    QSignalSpy done(dock_, &SearchDock::searchFinished);
+    QVERIFY(dock_->start());
+    QVERIFY(waitFinished(dock_, done, 60000));
+    QVERIFY(dock_->result());
+    QVERIFY(dock_->table()->rowCount() > 0);
+
+    ScheduleDocument* doc = window_->document();
+    const Schedule before = doc->schedule();
+    const std::string profileBefore = costProfileToJson(doc->profile());
+    const std::string dslBefore = printDsl(before);
+    const double makespanBefore = doc->analysis().makespan();
+    const int commandsBefore = doc->undoStack()->count();
+
+    QVERIFY2(dock_->openAsDesign(0), qPrintable(dock_->errorText()));
+    QCOMPARE(doc->undoStack()->count(), commandsBefore + 1);
+    auto cand = dock_->candidateSchedule(0);
+    QVERIFY(cand);
+    QCOMPARE(doc->schedule().devices, cand->devices);
+    QCOMPARE(doc->schedule().pipeline, cand->pipeline);
+    QCOMPARE(doc->schedule().partition, cand->partition);
+    QCOMPARE(costProfileToJson(doc->profile()), costProfileToJson(fileProfile));
+    QVERIFY(doc->analysis().valid());
+    // The document simulates the design to the makespan the table showed.
+    const double shown = dock_->table()->item(0, SearchDock::ColMakespan)->data(Qt::UserRole).toDouble();
+    QVERIFY(std::abs(doc->analysis().makespan() - shown) < 1e-6);
+
+    doc->undoStack()->undo();
+    QVERIFY(doc->schedule() == before);
+    QCOMPARE(printDsl(doc->schedule()), dslBefore);
+    QCOMPARE(costProfileToJson(doc->profile()), profileBefore);
+    QVERIFY(std::abs(doc->analysis().makespan() - makespanBefore) < 1e-12);
+
+    doc->undoStack()->redo();
+    QCOMPARE(doc->schedule().devices, cand->devices);
+    QVERIFY(std::abs(doc->analysis().makespan() - shown) < 1e-6);
+
+    // Back to the document's profile.
+    dock_->useDocumentProfile();
+    QVERIFY(dock_->usesDocumentProfile());
+    QVERIFY(dock_->profileLabel().startsWith(QStringLiteral("document")));
+  }
+
+  void cancelStopsPromptlyWithBestSoFar() {
+    window_->document()->load(oneFOneB(8, 64), unevenProfile(16));
+    setInputs(dock_, 8, 64, 300);
+    QSignalSpy done(dock_, &SearchDock::searchFinished);
+    QVERIFY(dock_->start());
+    // Let it get past the built-ins into the exploration.
+    QElapsedTimer warm;
+    warm.start();
+    while (warm.elapsed() < 1500 && dock_->isRunning()) QTest::qWait(50);
+    QVERIFY2(dock_->isRunning(), "a 300 s search is still running after 1.5 s");
+    QElapsedTimer t;
+    t.start();
+    dock_->cancel();
+    QVERIFY(waitFinished(dock_, done, 10000));
+    const qint64 ms = t.elapsed();
+    QVERIFY2(ms < 3000, qPrintable(QStringLiteral("cancel took %1 ms").arg(ms)));
+    QVERIFY(dock_->result());
+    QVERIFY(dock_->result()->cancelled);
+    QVERIFY(dock_->table()->rowCount() > 0);  // the best so far
+    QVERIFY(dock_->statusText().contains(QStringLiteral("Cancelled")));
+  }
+
+  void closingTheWindowWhileSearchingJoins() {
+    setInputs(dock_, 4, 32, 300);
+    QVERIFY(dock_->start());
+    QTest::qWait(300);
+    QVERIFY(dock_->isRunning());
+    QElapsedTimer t;
+    t.start();
+    window_->close();
+    window_.reset();  // cancels and joins the worker
+    QVERIFY2(t.elapsed() < 5000, "closing waited for the whole search");
+    QTest::qWait(50);  // queued deliveries for the deleted dock are dropped
+  }
+
+  void badProfileFileIsReported() {
+    QTemporaryDir dir;
+    const QString bad = dir.filePath(QStringLiteral("bad_%1.json").arg(QCoreApplication::applicationPid()));
+    {
+      QFile f(bad);
+      QVERIFY(f.open(QIODevice::WriteOnly));
+      f.write("{ \"layers\": [ { \"forward_ms\": ");
+    }
+    const QString label = dock_->profileLabel();
+    QVERIFY(!dock_->setProfileFile(bad));
+    QVERIFY(!dock_->errorText().isEmpty());
+    QVERIFY(dock_->statusText().contains(QStringLiteral("cost profile")));
+    QVERIFY(dock_->usesDocumentProfile());
+    QCOMPARE(dock_->profileLabel(), label);
+
+    QVERIFY(!dock_->setProfileFile(dir.filePath(QStringLiteral("missing.json"))));
+    QVERIFY(dock_->errorText().contains(QStringLiteral("Cannot read")));
+  }
+
+  void badInputsAndNothingFittingAreReported() {
+    dock_->memoryEdit()->setText(QStringLiteral("lots"));
+    QVERIFY(!dock_->start());
+    QVERIFY(dock_->errorText().contains(QStringLiteral("Memory limit")));
+    QVERIFY(!dock_->isRunning());
+
+    // 1 MiB per device: not even full recompute fits.
+    dock_->memoryEdit()->setText(QStringLiteral("0.001"));
+    setInputs(dock_, 4, 8, 1.0);
+    QSignalSpy done(dock_, &SearchDock::searchFinished);
+    QVERIFY(dock_->start());
+    QVERIFY(waitFinished(dock_, done, 60000));
+    QCOMPARE(done.count(), 1);
+    QCOMPARE(done.first().at(0).toBool(), false);
+    QVERIFY(dock_->errorText().contains(QStringLiteral("fits")));
+    QCOMPARE(dock_->table()->rowCount(), 0);
+    QVERIFY(!dock_->result());
+    QVERIFY(!dock_->openAsDesign(0));
+
+    // More devices than layers: the search's own message.
+    dock_->memoryEdit()->clear();
+    setInputs(dock_, 16, 8, 1.0);
+    QSignalSpy done2(dock_, &SearchDock::searchFinished);
+    QVERIFY(dock_->start());
+    QVERIFY(waitFinished(dock_, done2, 60000));
+    QVERIFY(dock_->errorText().contains(QStringLiteral("devices")));
+  }
+
+  void memoryLimitParsing() {
+    std::optional<std::int64_t> v;
+    QVERIFY(parseGibibytes(QString(), v));
+    QVERIFY(!v);
+    QVERIFY(parseGibibytes(QStringLiteral(" 1.5 GiB"), v));
+    QCOMPARE(*v, static_cast<std::int64_t>(1.5 * 1024 * 1024 * 1024));
+    QVERIFY(parseGibibytes(QStringLiteral("80"), v));
+    QCOMPARE(*v, 80LL << 30);
+    QVERIFY(!parseGibibytes(QStringLiteral("-1"), v));
+    QVERIFY(!parseGibibytes(QStringLiteral("12 GB"), v));
+  }
+
+  void toolsMenuRaisesTheDock() {
+    QAction* found = nullptr;
+    for (QAction* a : window_->findChildren<QAction*>())
+      if (a->text().contains(QStringLiteral("Search Schedules"))) found = a;
+    QVERIFY(found);
+    dock_->hide();
+    found->trigger();
+    QVERIFY(dock_->isVisibleTo(window_.get()));
+    // And the View menu toggles it.
+    QVERIFY(dock_->toggleViewAction());
+    bool inView = false;
+    for (QAction* a : window_->findChildren<QAction*>())
+      if (a == dock_->toggleViewAction()) inView = true;
+    QVERIFY(inView || !dock_->toggleViewAction()->associatedObjects().isEmpty());
+  }
+
+ private:
+  std::unique_ptr<MainWindow> window_;
+  SearchDock* dock_ = nullptr;
+};
+
+QTEST_MAIN(SearchDockTest)
+#include "search_dock_test.moc"
