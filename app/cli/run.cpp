@@ -23,6 +23,7 @@
 #include "pipestudio/core/validator.h"
 #include "pipestudio/engine/engine.h"
 #include "pipestudio/engine/launcher.h"
+#include "run_session.h"
 
 namespace {
 
@@ -30,7 +31,8 @@ const char* kUsage =
     "usage: pipestudio-cli run FILE --model SPEC [--device cpu|cuda] [--nproc N] [--iterations K]\n"
     "         [--warmup K] [--microbatch-size B] [--check-gradients] [--trace OUT.json]\n"
     "         [--events jsonl] [--timeout S] [--partition N,N,...] [--seed N] [--threads N]\n"
-    "         [--format pipe|csv] [--set name=value]... [--inject-fault KIND:OP] [--cancel-on-eof]\n\n"
+    "         [--format pipe|csv] [--set name=value]... [--inject-fault KIND:OP] [--cancel-on-eof]\n"
+    "         [--session DB [--profile P.json]]\n\n"
     "Runs the schedule in FILE (.pipe or PyTorch .csv; - reads stdin) on a built-in model split\n"
     "into the schedule's stages: SPEC is like 'mlp:layers=8,hidden=512' or\n"
     "'gpt:layers=8,hidden=256,heads=4,seq=128,vocab=1000' (add dtype=f64 for double).\n"
@@ -43,6 +45,8 @@ const char* kUsage =
     "stdout. --inject-fault throw|nan|drop:OP makes one op fail (testing).\n"
     "--cancel-on-eof: the run is cancelled when stdin ends (a GUI or ssh client went away); with\n"
     "FILE '-' the schedule on stdin ends at a line '#%end-of-schedule' and stdin stays open.\n"
+    "--session DB records the measured run in a session file together with its prediction: the\n"
+    "schedule simulated with --profile P.json, else the model's analytic cost profile.\n"
     "Exit status: 0 finished (and gradients equal), 1 invalid schedule, failed, cancelled or\n"
     "gradient mismatch, 2 usage.\n";
 
@@ -132,7 +136,8 @@ int runRun(const std::vector<std::string>& argv) {
   using namespace ps::engine;
   const std::vector<std::string> valueFlags{"--model", "--device", "--nproc", "--iterations", "--warmup",
                                             "--microbatch-size", "--trace", "--events", "--timeout", "--partition",
-                                            "--seed", "--threads", "--format", "--set", "--inject-fault"};
+                                            "--seed", "--threads", "--format", "--set", "--inject-fault",
+                                            "--session", "--profile"};
   ps::cli::Args args(argv, valueFlags, {"--check-gradients", "--cancel-on-eof"});
   if (!args.ok()) return usage(args.error());
   if (args.positionals().size() != 1) return usage("expected one FILE (or -)");
@@ -179,6 +184,17 @@ int runRun(const std::vector<std::string>& argv) {
     o.fault = *f;
   }
 
+#ifdef PIPESTUDIO_HAVE_SESSIONS
+  std::optional<ps::cli::PredictionProfile> predictionProfile;  // --session: read before the run
+  if (args.has("--profile")) {
+    if (!args.has("--session")) return usage("--profile is the prediction's cost profile: give it with --session DB");
+    auto p = ps::cli::loadPredictionProfile(args.value("--profile"));
+    if (!p) return refuse(events, p.errors(), nullptr, ps::cli::kExitInvalid);
+    predictionProfile = std::move(*p);
+  }
+#else
+  if (args.has("--session")) return usage("--session needs a build with session support");
+#endif
   auto env = distributedFromEnvironment();
   if (!env) return usage(env.error().message);
   const bool cancelOnEof = args.has("--cancel-on-eof");
@@ -295,6 +311,13 @@ int runRun(const std::vector<std::string>& argv) {
       return ps::cli::kExitUsage;
     }
   }
+#ifdef PIPESTUDIO_HAVE_SESSIONS
+  if (args.has("--session")) {
+    ps::cli::RunSessionRecording rec{args.value("--session"), &*schedule, format == "pipe" ? text : printDsl(*schedule),
+                                     o.distributed.worldSize > 1 ? "gloo" : o.device, &o, &r, predictionProfile};
+    if (!ps::cli::recordRunInSession(rec, human)) return ps::cli::kExitInvalid;
+  }
+#endif
   if (r.status != RunStatus::Finished) return ps::cli::kExitInvalid;
   if (r.gradients.ran && !r.gradients.passed) return ps::cli::kExitInvalid;
   return ps::cli::kExitOk;

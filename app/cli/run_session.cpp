@@ -1,0 +1,114 @@
+// `run --session`: the run's prediction and measurement filed in a session (run_session.h).
+#if defined(PIPESTUDIO_HAVE_ENGINE) && defined(PIPESTUDIO_HAVE_SESSIONS)
+#include "run_session.h"
+
+#include <filesystem>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "cli.h"
+#include "pipestudio/core/simulator.h"
+#include "pipestudio/sessions/recording.h"
+
+namespace ps::cli {
+
+core::Result<PredictionProfile> loadPredictionProfile(const std::string& path) {
+  std::string text, error;
+  if (!readInput(path, text, error)) return core::makeError("cli.read", error, core::SourceLocation{path, 0, 0});
+  auto p = core::parseCostProfile(text, path);
+  if (!p) return p.errors();
+  PredictionProfile out;
+  out.profile = *p;
+  out.json = text;
+  out.name = !p->name.empty() ? p->name : std::filesystem::path(path).stem().string();
+  // `pipestudio-cli profile` writes "source": "profiled" (an unknown field to the loader).
+  out.source = "manual";
+  auto j = nlohmann::json::parse(text, nullptr, false);
+  if (j.is_object() && j.contains("source") && j["source"].is_string()) {
+    std::string s = j["source"];
+    if (sessions::profileSourceFromName(s)) out.source = s;
+  }
+  return out;
+}
+
+PredictionProfile analyticPredictionProfile(const engine::ModelSpec& model, int microbatchSize) {
+  PredictionProfile out;
+  out.profile = engine::modelCostProfile(model, microbatchSize);
+  out.name = "analytic " + engine::modelSpecToString(model) + " b=" + std::to_string(microbatchSize);
+  out.profile.name = out.name;
+  out.json = core::costProfileToJson(out.profile);
+  out.source = "analytic";
+  return out;
+}
+
+bool recordRunInSession(const RunSessionRecording& r, std::ostream& out) {
+  const engine::RunOptions& o = *r.options;
+  const engine::RunReport& rep = *r.report;
+  PredictionProfile profile = r.profile ? *r.profile : analyticPredictionProfile(o.model, o.microbatchSize);
+
+  sessions::MeasuredRunRecording rec;
+  rec.scheduleName = r.schedule->name.empty() ? "schedule" : r.schedule->name;
+  rec.pipeText = r.pipeText;
+  rec.profileName = profile.name;
+  rec.profileJson = profile.json;
+  rec.profileSource = sessions::profileSourceFromName(profile.source).value_or(sessions::ProfileSource::Manual);
+  // The prediction: the schedule simulated with that profile and the partition the run used.
+  auto model = core::makeSimulationModel(*r.schedule, profile.profile, rep.partition);
+  if (model) {
+    auto predicted = core::simulate(*r.schedule, *model);
+    if (predicted) {
+      rec.predicted = std::move(*predicted);
+      rec.predicted->label = rec.scheduleName + " (predicted)";
+    } else {
+      std::cerr << "pipestudio-cli run: no prediction recorded:\n" << core::formatDiagnostics(predicted.errors());
+    }
+  } else {
+    std::cerr << "pipestudio-cli run: no prediction recorded (profile " << profile.name << "):\n"
+              << core::formatDiagnostics(model.errors());
+  }
+  rec.measured = rep.timeline;
+  rec.target = r.target;
+  rec.devices = r.schedule->pipeline.devices;
+  rec.model = engine::modelSpecToString(o.model);
+  rec.status = rep.status == engine::RunStatus::Finished  ? sessions::RunStatus::Succeeded
+               : rep.status == engine::RunStatus::Failed ? sessions::RunStatus::Failed
+                                                         : sessions::RunStatus::Cancelled;
+  for (const auto& d : rep.diagnostics)
+    if (d.severity == core::Severity::Error) {
+      rec.error = d.message;
+      break;
+    }
+  nlohmann::json config = {{"device", o.device},
+                           {"microbatch_size", o.microbatchSize},
+                           {"iterations", o.iterations},
+                           {"warmup", o.warmup},
+                           {"threads", o.threads},
+                           {"seed", o.seed},
+                           {"partition", rep.partition},
+                           {"world_size", o.distributed.worldSize},
+                           {"iteration_ms", rep.iterationMs},
+                           {"parameters", rep.parameterCount}};
+  if (!rep.losses.empty()) config["loss"] = rep.losses.back();
+  if (rep.gradients.ran)
+    config["gradient_check"] = {{"passed", rep.gradients.passed}, {"max_relative_error", rep.gradients.maxRelativeError}};
+  rec.configJson = config.dump();
+
+  auto stored = sessions::recordMeasuredRun(r.sessionPath, rec);
+  if (!stored) {
+    std::cerr << "pipestudio-cli run: cannot record the run in the session:\n" << core::formatDiagnostics(stored.errors());
+    return false;
+  }
+  out << "  session " << r.sessionPath << ": measured run " << stored->measuredRunId;
+  if (stored->predictedRunId) {
+    const double predicted = rec.predicted->metrics.makespan, measured = rep.timeline.metrics.makespan;
+    out << ", predicted run " << *stored->predictedRunId << " (profile '" << profile.name << "', makespan predicted "
+        << predicted << " ms, measured " << measured << " ms";
+    if (predicted > 0) out << ", error " << (measured - predicted) / predicted * 100.0 << "%";
+    out << ")";
+  }
+  out << "\n";
+  return true;
+}
+
+}  // namespace ps::cli
+#endif

@@ -1,0 +1,169 @@
+// `pipestudio-cli run --session DB [--profile P.json]`: a real run filed with its prediction.
+// Skips where the CLI was built without the engine.
+#include <sys/wait.h>
+
+#include <cstdio>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "pipestudio/sessions/recording.h"
+#include "pipestudio/sessions/session_store.h"
+#include "session_test_util.h"
+
+using namespace ps::sessions;
+using namespace ps::sessions::test;
+
+namespace {
+
+struct CliResult {
+  int exitCode = -1;
+  std::string out;
+};
+
+CliResult runCli(const std::string& args) {
+  CliResult r;
+  std::string cmd = std::string(PIPESTUDIO_CLI) + " " + args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+  int status = pclose(p);
+  r.exitCode = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+bool engineBuilt() { return runCli("run --help").out.find("--model SPEC") != std::string::npos; }
+
+// 1F1B, 2 devices, 4 micro-batches (as `generate 1f1b --devices 2 --microbatches 4` writes it).
+const char* kPipe =
+    "name \"1f1b\"\n"
+    "devices 2\n"
+    "stages 2\n"
+    "microbatches 4\n"
+    "placement linear\n"
+    "\n"
+    "device 0: F0 F1 B0 F2 B1 F3 B2 B3\n"
+    "device 1: F0 B0 F1 B1 F2 B2 F3 B3\n";
+
+// Four layers of F = 0.5 ms, I = W = 0.5 ms: with the 2,2 partition each stage has F = 1 and
+// B = 2 ms, so 1F1B without communication cost takes (M + D - 1)(F + B) = 5 x 3 = 15 ms.
+const char* kProfile = R"({"name": "uniform test", "source": "profiled", "layers": [
+  {"name": "l0", "forward_ms": 0.5, "backward_input_ms": 0.5, "backward_weight_ms": 0.5},
+  {"name": "l1", "forward_ms": 0.5, "backward_input_ms": 0.5, "backward_weight_ms": 0.5},
+  {"name": "l2", "forward_ms": 0.5, "backward_input_ms": 0.5, "backward_weight_ms": 0.5},
+  {"name": "l3", "forward_ms": 0.5, "backward_input_ms": 0.5, "backward_weight_ms": 0.5}]})";
+
+TEST(RunSessionCli, RecordsMeasuredRunWithPredictionFromGivenProfile) {
+  if (!engineBuilt()) GTEST_SKIP() << "pipestudio-cli was built without the engine";
+  auto dir = freshDir();
+  writeBytes(dir / "s.pipe", kPipe);
+  writeBytes(dir / "p.json", kProfile);
+  const std::string db = (dir / "s.db").string();
+  auto r = runCli("run " + (dir / "s.pipe").string() + " --model mlp:layers=4,hidden=32 --partition 2,2 --session " +
+                  db + " --profile " + (dir / "p.json").string());
+  ASSERT_EQ(r.exitCode, 0) << r.out;
+  EXPECT_NE(r.out.find("predicted run"), std::string::npos) << r.out;
+
+  auto store = SessionStore::open(db, {OpenMode::ReadOnly});
+  ASSERT_TRUE(store) << store.error().message;
+  auto runs = store->listRuns();
+  ASSERT_TRUE(runs);
+  ASSERT_EQ(runs->size(), 2u);
+  Id measured = 0;
+  for (const auto& s : *runs)
+    if (s.target == "cpu") measured = s.id;
+  ASSERT_NE(measured, 0);
+  auto link = predictionFor(*store, measured);
+  ASSERT_TRUE(link) << link.error().message;
+  auto predicted = store->run(link->predictedRunId);
+  ASSERT_TRUE(predicted);
+  EXPECT_NEAR(predicted->summary.makespan, 15.0, 1e-9);
+  EXPECT_EQ(predicted->summary.opCount, 16);
+  auto m = store->run(measured);
+  EXPECT_EQ(m->summary.status, RunStatus::Succeeded);
+  EXPECT_EQ(m->summary.opCount, 16);
+  EXPECT_EQ(m->summary.model, "mlp:layers=4,hidden=32");
+  auto config = nlohmann::json::parse(m->configJson);
+  EXPECT_EQ(config["partition"], nlohmann::json::array({2, 2}));
+  // The profile is stored as given, with its source.
+  auto profile = store->profile(*link->profileId);
+  ASSERT_TRUE(profile);
+  EXPECT_EQ(profile->json, kProfile);
+  EXPECT_EQ(profile->info.source, ProfileSource::Profiled);
+  EXPECT_EQ(profile->info.name, "uniform test");
+  // The schedule version is the .pipe text that ran.
+  EXPECT_EQ(store->schedule(*link->scheduleId)->pipeText, kPipe);
+}
+
+TEST(RunSessionCli, WithoutProfileThePredictionUsesTheAnalyticProfile) {
+  if (!engineBuilt()) GTEST_SKIP() << "pipestudio-cli was built without the engine";
+  auto dir = freshDir();
+  writeBytes(dir / "s.pipe", kPipe);
+  const std::string db = (dir / "s.db").string();
+  auto r = runCli("run " + (dir / "s.pipe").string() + " --model mlp:layers=4,hidden=32 --session " + db);
+  ASSERT_EQ(r.exitCode, 0) << r.out;
+  auto store = SessionStore::open(db, {OpenMode::ReadOnly});
+  ASSERT_TRUE(store);
+  auto profiles = store->listProfiles();
+  ASSERT_TRUE(profiles);
+  ASSERT_EQ(profiles->size(), 1u);
+  EXPECT_EQ((*profiles)[0].source, ProfileSource::Analytic);
+  EXPECT_NE((*profiles)[0].name.find("mlp:layers=4,hidden=32"), std::string::npos);
+}
+
+TEST(RunSessionCli, FailedRunIsRecordedFailedWithPartialTimelineAndPrediction) {
+  if (!engineBuilt()) GTEST_SKIP() << "pipestudio-cli was built without the engine";
+  auto dir = freshDir();
+  writeBytes(dir / "s.pipe", kPipe);
+  const std::string db = (dir / "s.db").string();
+  auto r = runCli("run " + (dir / "s.pipe").string() + " --model mlp:layers=4,hidden=32 --inject-fault throw:B1@s1 --session " + db);
+  EXPECT_EQ(r.exitCode, 1) << r.out;
+  auto store = SessionStore::open(db, {OpenMode::ReadOnly});
+  ASSERT_TRUE(store);
+  auto runs = store->listRuns();
+  ASSERT_TRUE(runs);
+  ASSERT_EQ(runs->size(), 2u);
+  const RunSummary* measured = nullptr;
+  for (const auto& s : *runs)
+    if (s.target == "cpu") measured = &s;
+  ASSERT_NE(measured, nullptr);
+  EXPECT_EQ(measured->status, RunStatus::Failed);
+  EXPECT_NE(measured->error.find("injected"), std::string::npos) << measured->error;
+  EXPECT_GT(measured->opCount, 0);
+  EXPECT_LT(measured->opCount, 16);
+  EXPECT_TRUE(predictionFor(*store, measured->id));
+}
+
+TEST(RunSessionCli, ProfileOfAnotherModelRecordsTheRunWithoutPrediction) {
+  if (!engineBuilt()) GTEST_SKIP() << "pipestudio-cli was built without the engine";
+  auto dir = freshDir();
+  writeBytes(dir / "s.pipe", kPipe);
+  writeBytes(dir / "p.json", kProfile);  // 4 layers; the model has 6
+  const std::string db = (dir / "s.db").string();
+  auto r = runCli("run " + (dir / "s.pipe").string() + " --model mlp:layers=6,hidden=32 --session " + db +
+                  " --profile " + (dir / "p.json").string());
+  EXPECT_EQ(r.exitCode, 0) << r.out;
+  EXPECT_NE(r.out.find("no prediction recorded"), std::string::npos) << r.out;
+  auto store = SessionStore::open(db, {OpenMode::ReadOnly});
+  ASSERT_TRUE(store);
+  ASSERT_EQ(store->listRuns()->size(), 1u);
+}
+
+TEST(RunSessionCli, BadProfileOrProfileWithoutSessionStopsBeforeRunning) {
+  if (!engineBuilt()) GTEST_SKIP() << "pipestudio-cli was built without the engine";
+  auto dir = freshDir();
+  writeBytes(dir / "s.pipe", kPipe);
+  writeBytes(dir / "bad.json", R"({"layers": [{"name": "l0"}]})");
+  const std::string db = (dir / "s.db").string();
+  auto r = runCli("run " + (dir / "s.pipe").string() + " --model mlp:layers=4,hidden=32 --session " + db +
+                  " --profile " + (dir / "bad.json").string());
+  EXPECT_EQ(r.exitCode, 1) << r.out;
+  EXPECT_NE(r.out.find("forward_ms"), std::string::npos) << r.out;
+  EXPECT_FALSE(std::filesystem::exists(db));
+  r = runCli("run " + (dir / "s.pipe").string() + " --model mlp:layers=4,hidden=32 --profile " + (dir / "bad.json").string());
+  EXPECT_EQ(r.exitCode, 2) << r.out;
+}
+
+}  // namespace
