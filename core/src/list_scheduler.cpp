@@ -14,7 +14,7 @@ namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-enum class Cat : int { Backward = 0, ForcedW = 1, Forward = 2, Recompute = 3, FillerW = 4, None = 9 };
+enum class Cat : int { UrgentW = -1, Backward = 0, ForcedW = 1, Forward = 2, Recompute = 3, FillerW = 4, None = 9 };
 
 struct Choice {
   Cat cat = Cat::None;
@@ -23,6 +23,7 @@ struct Choice {
   int mb = -1;
   double start = kInf;
   std::tuple<int, int, int> key{0, 0, 0};
+  bool recompute = false;  // forwards: stash only the input, R before the backward
 };
 
 }  // namespace
@@ -90,6 +91,8 @@ Result<Schedule> listSchedule(const Pipeline& pl, const std::vector<StageCost>& 
   std::vector<double> freeAt(us(D), 0);
   std::vector<int> inflight(us(D), 0), pendingW(us(D), 0);
   std::vector<std::int64_t> wStash(SM, 0);
+  std::vector<char> rec(SM, 0);          // (s, m) stashes its input only and is rebuilt by R
+  const bool onDemand = o.recomputeOnDemand;
   std::vector<std::vector<Step>> orders(us(D));
   const bool split = o.splitBackward;
 
@@ -103,6 +106,14 @@ Result<Schedule> listSchedule(const Pipeline& pl, const std::vector<StageCost>& 
     return c.activationBytes;
   };
   auto fits = [&](int d, std::int64_t extra) { return limit <= 0 || used[us(d)] + extra <= limit; };
+  // Room a device keeps free for one rebuild (on-demand recompute): the largest stash of its
+  // stages that may recompute, so a forward that does not fit can always fall back to
+  // stashing its input.
+  std::vector<std::int64_t> reserveOf(us(D), 0);
+  for (int s = 0; s < S; ++s)
+    if (pol[us(s)] == ActivationPolicy::Keep)
+      reserveOf[us(pl.stageToDevice[us(s)])] =
+          std::max(reserveOf[us(pl.stageToDevice[us(s)])], stages[us(s)].activationBytes);
   auto backwardReady = [&](int s, int m) {  // gradient (or loss) available
     if (s == S - 1) return fEnd[at(s, m)];
     const double e = bEnd[at(s + 1, m)];
@@ -125,23 +136,34 @@ Result<Schedule> listSchedule(const Pipeline& pl, const std::vector<StageCost>& 
       // forward
       if (int m = nextF[us(s)]; m < M) {
         double ready = s == 0 ? 0.0 : (fEnd[at(s - 1, m)] == kInf ? kInf : fEnd[at(s - 1, m)] + fwdComm[us(s)]);
-        const bool allowed = force || (inflight[us(d)] < depth[us(d)] &&
-                                       fits(d, std::max(stashOf(s), stages[us(s)].activationBytes)));
+        const std::int64_t A = stages[us(s)].activationBytes;
+        bool allowed = force;
+        bool recompute = pol[us(s)] == ActivationPolicy::Recompute;
+        if (onDemand && pol[us(s)] == ActivationPolicy::Keep) {
+          // Keep when there is room for the stash and any rebuild still owed; otherwise
+          // stash the input only, as long as its own rebuild will fit later.
+          const std::int64_t reserve = reserveOf[us(d)];
+          recompute = !fits(d, A + reserve);
+          if (!force && inflight[us(d)] < depth[us(d)])
+            allowed = !recompute || fits(d, stages[us(s)].inputBytes + std::max(reserve, A));
+        } else if (!force) {
+          allowed = inflight[us(d)] < depth[us(d)] && fits(d, std::max(stashOf(s), A));
+        }
         if (ready < kInf && allowed)
-          cands.push_back({Cat::Forward, OpKind::F, s, m, ready, {m / group, c, m % group}});
+          cands.push_back({Cat::Forward, OpKind::F, s, m, ready, {m / group, c, m % group}, recompute});
       }
       // backward (or its recompute)
       if (int m = nextB[us(s)]; m < nextF[us(s)]) {
         const double grad = backwardReady(s, m);
-        if (pol[us(s)] == ActivationPolicy::Recompute && rEnd[at(s, m)] == kInf) {
+        if (rec[at(s, m)] && rEnd[at(s, m)] == kInf) {
           const double ready = fEnd[at(s, m)];
           // Urgent once the gradient is there; otherwise it fills a bubble.
           const Cat cat = grad < kInf ? Cat::Backward : Cat::Recompute;
-          if (cat == Cat::Backward || fits(d, stages[us(s)].activationBytes - stages[us(s)].inputBytes))
+          if (cat == Cat::Backward || fits(d, stages[us(s)].activationBytes))
             cands.push_back({cat, OpKind::R, s, m, std::max(ready, 0.0), {m / group, maxChunks - c, m % group}});
         } else if (grad < kInf) {
           double ready = std::max(grad, fEnd[at(s, m)]);
-          if (pol[us(s)] == ActivationPolicy::Recompute) ready = std::max(ready, rEnd[at(s, m)]);
+          if (rec[at(s, m)]) ready = std::max(ready, rEnd[at(s, m)]);
           cands.push_back({Cat::Backward, split ? OpKind::I : OpKind::B, s, m, ready,
                            {m / group, maxChunks - c, m % group}});
         }
@@ -149,7 +171,9 @@ Result<Schedule> listSchedule(const Pipeline& pl, const std::vector<StageCost>& 
       // weight gradient
       if (split) {
         if (int m = nextW[us(s)]; m < nextB[us(s)]) {
-          const Cat cat = (o.maxPendingW >= 0 && pendingW[us(d)] > o.maxPendingW) ? Cat::ForcedW : Cat::FillerW;
+          Cat cat = (o.maxPendingW >= 0 && pendingW[us(d)] > o.maxPendingW) ? Cat::ForcedW : Cat::FillerW;
+          // On-demand recompute: deferred W stashes must not eat the room kept for a rebuild.
+          if (onDemand && !fits(d, reserveOf[us(d)])) cat = Cat::UrgentW;
           cands.push_back({cat, OpKind::W, s, m, bEnd[at(s, m)], {m / group, maxChunks - c, m % group}});
         }
       }
@@ -169,9 +193,7 @@ Result<Schedule> listSchedule(const Pipeline& pl, const std::vector<StageCost>& 
   };
 
   const size_t perSM = split ? 3 : 2;
-  size_t total = SM * perSM;
-  for (int s = 0; s < S; ++s)
-    if (pol[us(s)] == ActivationPolicy::Recompute) total += us(M);
+  size_t total = SM * perSM;  // grows by one R per recomputed forward
   size_t done = 0;
   while (done < total) {
     Choice best;
@@ -206,12 +228,20 @@ Result<Schedule> listSchedule(const Pipeline& pl, const std::vector<StageCost>& 
         fEnd[at(s, m)] = best.start + dur;
         ++nextF[us(s)];
         ++inflight[us(d)];
-        used[us(d)] += stashOf(s);
+        // Memory as the simulator accounts it: F stashes the input (recompute) or the
+        // activations, R adds the activations again, I keeps the weight-gradient share.
+        if (best.recompute) {
+          rec[at(s, m)] = 1;
+          ++total;
+          used[us(d)] += c.inputBytes;
+        } else {
+          used[us(d)] += stashOf(s);
+        }
         break;
       case OpKind::R:
         dur = c.R;
         rEnd[at(s, m)] = best.start + dur;
-        used[us(d)] += c.activationBytes - c.inputBytes;
+        used[us(d)] += c.activationBytes;
         break;
       case OpKind::B:
       case OpKind::I: {
@@ -219,13 +249,15 @@ Result<Schedule> listSchedule(const Pipeline& pl, const std::vector<StageCost>& 
         bEnd[at(s, m)] = best.start + dur;
         ++nextB[us(s)];
         --inflight[us(d)];
-        const std::int64_t held = pol[us(s)] == ActivationPolicy::Offload ? 0 : c.activationBytes;
+        const std::int64_t held = rec[at(s, m)] ? c.inputBytes + c.activationBytes
+                                  : pol[us(s)] == ActivationPolicy::Offload ? 0
+                                                                             : c.activationBytes;
         if (best.kind == OpKind::B) {
-          used[us(d)] -= pol[us(s)] == ActivationPolicy::Recompute ? c.activationBytes : held;
+          used[us(d)] -= held;
         } else {
           const std::int64_t keepForW = std::min(c.weightGradStashBytes, held);
           wStash[at(s, m)] = keepForW;
-          used[us(d)] -= (pol[us(s)] == ActivationPolicy::Recompute ? c.activationBytes : held) - keepForW;
+          used[us(d)] -= held - keepForW;
           ++pendingW[us(d)];
         }
         break;

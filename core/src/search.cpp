@@ -363,12 +363,24 @@ Searcher::Evaluated Searcher::evaluatePoint(const Point& p, const std::string& f
   name << ", group "
        << (k.microbatchGroup > 0 ? k.microbatchGroup : o_.devices) << ") " << placementKindName(p.layout.placement)
        << " x" << p.layout.chunks << ", " << p.partitionName << " split, " << policySummary(p.policies);
-  c.name = name.str();
-  c.family = family;
   c.chunks = p.layout.chunks;
   c.placement = p.layout.placement;
   c.partition = p.partition;
   c.policies = p.policies;
+  if (k.recomputeOnDemand) {
+    // The scheduler chose per micro-batch: a stage that recomputes any is reported as
+    // recomputing, and the name says how many micro-batch-stages were rebuilt.
+    int rebuilt = 0;
+    for (const auto& dev : s->devices)
+      for (const auto& st : dev)
+        if (st.first.kind == OpKind::R) {
+          ++rebuilt;
+          c.policies[static_cast<size_t>(st.first.stage)] = ActivationPolicy::Recompute;
+        }
+    name << ", recompute on demand " << rebuilt << "/" << p.partition.size() * static_cast<size_t>(o_.microbatches);
+  }
+  c.name = name.str();
+  c.family = family;
   s->name = "search";
   // Different knobs often give the same order: simulate each distinct schedule once.
   std::size_t h = std::hash<std::string>{}(joinPartition(p.partition));
@@ -436,6 +448,25 @@ void Searcher::explore() {
       p.policies = plan.policies;
       bases.push_back(p);
     }
+    // Where memory binds, the same splits with recompute decided per micro-batch by the list
+    // scheduler's headroom: only the forwards that do not fit are rebuilt, instead of every
+    // micro-batch of a stage.
+    if (limit_ > 0 && o_.allowRecompute) {
+      std::set<std::vector<int>> twins;
+      for (auto& [name, plan] : plans) {
+        const bool binds = name == "bisection (throttled)" ||
+                           std::any_of(plan.policies.begin(), plan.policies.end(),
+                                       [](auto x) { return x != ActivationPolicy::Keep; });
+        if (!binds || !twins.insert(plan.layersPerStage).second) continue;
+        Point p;
+        p.layout = lay;
+        p.partition = plan.layersPerStage;
+        p.partitionName = name;
+        p.policies.assign(plan.policies.size(), ActivationPolicy::Keep);
+        p.knobs.recomputeOnDemand = true;
+        bases.push_back(p);
+      }
+    }
   }
   // Knob grid, the ZB- and 1F1B-like settings first.
   struct Knob {
@@ -454,6 +485,7 @@ void Searcher::explore() {
     for (const Point& b : bases) {
       if (shouldStop()) return;
       Point p = b;
+      p.knobs = b.knobs;
       p.knobs.splitBackward = k.split;
       p.knobs.maxPendingW = k.pendingW;
       p.knobs.warmupOffset = k.warm;
@@ -518,6 +550,7 @@ void Searcher::refinePartition() {
         auto plan = planPartition(profile_, v, planOptions(*pl));
         if (!plan) continue;
         p.policies = plan->policies;
+        if (p.knobs.recomputeOnDemand) p.policies.assign(p.policies.size(), ActivationPolicy::Keep);
         p.partitionName = "refined";
         evaluatePoint(p, "list");
         if (bestPointMakespan_ < before - 1e-9) improved = true;

@@ -150,6 +150,54 @@ TEST(ListScheduler, MemoryHeadroomLimitsForwardsInFlight) {
   for (auto& d : b.timeline.metrics.devices) EXPECT_LE(d.peakMemoryBytes, *o.memoryLimitBytes) << d.device;
 }
 
+TEST(ListScheduler, RecomputeOnDemandRebuildsOnlyTheForwardsThatDoNotFit) {
+  const int D = 4, M = 8;
+  CostProfile p = uniformLayers(D, 1.0, 1.0, 1.0);
+  auto pl = Pipeline::make(D, D, M, PlacementKind::Linear);
+  ASSERT_TRUE(pl.ok());
+  // Static 800 bytes per device; room for three activations of 1000: two kept plus the room
+  // for one rebuild. 1F1B holds four micro-batches on device 0, one on the last device.
+  ListSchedulerOptions o;
+  o.recomputeOnDemand = true;
+  o.memoryLimitBytes = 800 + 3 * 1000;
+  Built b = build(p, *pl, o);
+  EXPECT_TRUE(validateSchedule(b.schedule).valid());
+  ASSERT_TRUE(b.timeline.complete);
+  for (auto& d : b.timeline.metrics.devices) EXPECT_LE(d.peakMemoryBytes, *o.memoryLimitBytes) << d.device;
+  auto rebuilds = [](const Schedule& s, int d) {
+    int n = 0;
+    for (auto& st : s.devices[static_cast<size_t>(d)]) n += st.first.kind == OpKind::R;
+    return n;
+  };
+  EXPECT_GT(rebuilds(b.schedule, 0), 0);   // four in flight do not fit
+  EXPECT_LT(rebuilds(b.schedule, 0), M);   // but not every micro-batch is rebuilt
+  EXPECT_EQ(rebuilds(b.schedule, D - 1), 0);  // one in flight always fits
+  // Each rebuild comes before its backward on the device.
+  for (auto& dev : b.schedule.devices)
+    for (size_t i = 0; i < dev.size(); ++i)
+      if (dev[i].first.kind == OpKind::R) {
+        auto later = std::find_if(dev.begin() + static_cast<long>(i), dev.end(), [&](auto& st) {
+          return st.first.kind == OpKind::I && st.first.stage == dev[i].first.stage &&
+                 st.first.microbatch == dev[i].first.microbatch;
+        });
+        EXPECT_NE(later, dev.end());
+      }
+  // Fewer rebuilds than recomputing every stage, and no slower.
+  ListSchedulerOptions full;
+  full.memoryLimitBytes = o.memoryLimitBytes;
+  full.policies.assign(static_cast<size_t>(D), ActivationPolicy::Recompute);
+  Built f = build(p, *pl, full);
+  ASSERT_TRUE(f.timeline.complete);
+  int onDemand = 0, all = 0;
+  for (int d = 0; d < D; ++d) {
+    onDemand += rebuilds(b.schedule, d);
+    all += rebuilds(f.schedule, d);
+  }
+  EXPECT_EQ(all, D * M);
+  EXPECT_LT(onDemand, all);
+  EXPECT_LE(b.timeline.metrics.makespan, f.timeline.metrics.makespan + 1e-9);
+}
+
 TEST(ListScheduler, RejectsMismatchedStageCosts) {
   auto pl = Pipeline::make(2, 2, 2, PlacementKind::Linear);
   ASSERT_TRUE(pl.ok());

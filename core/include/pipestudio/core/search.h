@@ -37,6 +37,11 @@ struct ListSchedulerOptions {
   // interleaving, 1 is depth first. 0 = devices.
   int microbatchGroup = 0;
   std::vector<ActivationPolicy> policies;  // per stage; empty = keep all
+  // Per micro-batch recompute chosen by memory headroom: a forward of a Keep stage keeps its
+  // activations when the device has room for them (plus a rebuild still pending), otherwise it
+  // stashes only its input and gets an R before its backward. Recompute and Offload stages
+  // keep their fixed policy. Off = every micro-batch follows its stage's policy.
+  bool recomputeOnDemand = false;
   std::optional<std::int64_t> memoryLimitBytes;  // headroom check for forwards; unset = profile's
   // Schedule-level knob the GUI shows as "what differs"; free text.
   std::string label;
