@@ -1,9 +1,10 @@
 #pragma once
-// Helpers shared by the search and partition subcommands.
+// Helpers shared by the search, partition and simulate subcommands.
 #include <cstdint>
 #include <cstdio>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "cli.h"
 #include "pipestudio/core/cost_profile.h"
@@ -22,24 +23,24 @@ inline bool parseInt(const std::string& s, int& out, int min) {
   }
 }
 
-// "85899345920", "80GiB", "40GB", "512MiB": binary suffixes are powers of 1024, decimal of 1000.
+// "85899345920", "80GiB", "40GB", "512M", "1e9": KiB MiB GiB TiB are powers of 1024; K M G T and
+// KB MB GB TB powers of 1000; B or nothing is bytes.
 inline bool parseBytes(const std::string& s, std::int64_t& out) {
+  static const std::pair<const char*, double> kUnits[] = {
+      {"", 1.0},   {"B", 1.0},   {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0}, {"TiB", 1099511627776.0},
+      {"K", 1e3},  {"M", 1e6},   {"G", 1e9},      {"T", 1e12},        {"KB", 1e3},           {"MB", 1e6},
+      {"GB", 1e9}, {"TB", 1e12}};
   try {
     size_t used = 0;
     double v = std::stod(s, &used);
-    std::string unit = s.substr(used);
-    double mul = 1;
-    if (unit.empty() || unit == "B") mul = 1;
-    else if (unit == "KiB") mul = 1024.0;
-    else if (unit == "MiB") mul = 1024.0 * 1024;
-    else if (unit == "GiB" || unit == "G") mul = 1024.0 * 1024 * 1024;
-    else if (unit == "KB") mul = 1e3;
-    else if (unit == "MB") mul = 1e6;
-    else if (unit == "GB") mul = 1e9;
-    else return false;
-    if (!(v >= 0) || v * mul > 9e18) return false;
-    out = static_cast<std::int64_t>(v * mul);
-    return true;
+    const std::string unit = s.substr(used);
+    for (auto [name, mul] : kUnits) {
+      if (unit != name) continue;
+      if (!(v >= 0) || v * mul > 9e18) return false;
+      out = static_cast<std::int64_t>(v * mul);
+      return true;
+    }
+    return false;
   } catch (...) {
     return false;
   }

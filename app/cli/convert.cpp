@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "cli.h"
+#include "cli_schedule.h"
 #include "pipestudio/core/dsl.h"
 #include "pipestudio/core/pytorch_csv.h"
 
@@ -24,14 +25,10 @@ int usage(const std::string& message) {
   return ps::cli::kExitUsage;
 }
 
-bool endsWith(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 // "pipe", "csv", or empty when the path says nothing.
 std::string formatOf(const std::string& path) {
-  if (endsWith(path, ".pipe")) return "pipe";
-  if (endsWith(path, ".csv")) return "csv";
+  if (ps::cli::endsWith(path, ".pipe")) return "pipe";
+  if (ps::cli::endsWith(path, ".csv")) return "csv";
   return {};
 }
 
@@ -59,30 +56,22 @@ int runConvert(const std::vector<std::string>& argv) {
     std::cerr << "pipestudio-cli convert: " << error << "\n";
     return ps::cli::kExitUsage;
   }
-  const std::string name = in == "-" ? "<stdin>" : in;
-  Result<Schedule> schedule = Diagnostics{};
-  if (from == "csv") {
-    CsvReadOptions o;
-    o.filename = name;
-    if (args.has("--microbatches")) {
-      try {
-        size_t used = 0;
-        std::string v = args.value("--microbatches");
-        o.microbatches = std::stoi(v, &used);
-        if (used != v.size() || o.microbatches < 1) throw std::invalid_argument(v);
-      } catch (const std::exception&) {
-        return usage("--microbatches needs a positive integer");
-      }
+  CsvReadOptions csvOptions;
+  if (args.has("--microbatches")) {
+    if (from != "csv") return usage("--microbatches applies to CSV input; use --set microbatches=M");
+    try {
+      size_t used = 0;
+      std::string v = args.value("--microbatches");
+      csvOptions.microbatches = std::stoi(v, &used);
+      if (used != v.size() || csvOptions.microbatches < 1) throw std::invalid_argument(v);
+    } catch (const std::exception&) {
+      return usage("--microbatches needs a positive integer");
     }
-    schedule = readPytorchCsv(text, o);
-  } else {
-    if (args.has("--microbatches")) return usage("--microbatches applies to CSV input; use --set microbatches=M");
-    DslOptions o;
-    o.filename = name;
-    for (const auto& a : args.values("--set"))
-      if (!parseOverride(a, o, error)) return usage("--set " + error);
-    schedule = parseDsl(text, o);
   }
+  auto parsed = ps::cli::parseScheduleText(text, ps::cli::inputName(in), from == "csv", args.values("--set"), error,
+                                           csvOptions);
+  if (!parsed) return usage(error);
+  Result<Schedule>& schedule = *parsed;
   if (!schedule.ok()) {
     std::cerr << formatDiagnostics(schedule.errors(), &text);
     return ps::cli::kExitInvalid;

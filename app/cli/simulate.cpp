@@ -7,6 +7,8 @@
 #include <sstream>
 
 #include "cli.h"
+#include "cli_schedule.h"
+#include "cli_search_util.h"
 #include "pipestudio/core/chrome_trace.h"
 #include "pipestudio/core/cost_profile.h"
 #include "pipestudio/core/dsl.h"
@@ -47,32 +49,9 @@ const char* kUsage =
     "Exit status: 0 valid, 1 invalid (deadlock, memory over the limit, schedule errors; the\n"
     "diagnostics go to stderr), 2 usage or unreadable input.\n";
 
-bool endsWith(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 bool parseDouble(const std::string& s, double& out) {
   auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
   return ec == std::errc() && p == s.data() + s.size() && out >= 0;
-}
-
-bool parseBytes(std::string s, std::int64_t& out) {
-  static const std::pair<const char*, double> kSuffixes[] = {
-      {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0}, {"TiB", 1099511627776.0},
-      {"K", 1e3},      {"M", 1e6},         {"G", 1e9},            {"T", 1e12},
-      {"B", 1.0}};
-  double mult = 1;
-  for (auto [suf, m] : kSuffixes) {
-    if (endsWith(s, suf)) {
-      s.resize(s.size() - std::char_traits<char>::length(suf));
-      mult = m;
-      break;
-    }
-  }
-  double v = 0;
-  if (!parseDouble(s, v)) return false;
-  out = static_cast<std::int64_t>(v * mult);
-  return out > 0;
 }
 
 bool parsePartition(const std::string& s, std::vector<int>& out) {
@@ -137,8 +116,8 @@ int runSimulate(const std::vector<std::string>& argv) {
     std::cerr << "pipestudio-cli simulate: " << err << "\n";
     return kExitUsage;
   }
-  Result<Schedule> parsed = endsWith(file, ".csv") ? readPytorchCsv(text, CsvReadOptions{file})
-                                                   : parseDsl(text, DslOptions{file});
+  Result<Schedule> parsed = ps::cli::endsWith(file, ".csv") ? readPytorchCsv(text, CsvReadOptions{file})
+                                                            : parseDsl(text, DslOptions{file});
   if (!parsed) {
     std::cerr << formatDiagnostics(parsed.errors(), &text);
     return kExitInvalid;
@@ -182,7 +161,8 @@ int runSimulate(const std::vector<std::string>& argv) {
   opts.recordMemory = args.has("--trace") || args.has("--session");
   if (args.has("--memory-limit")) {
     std::int64_t lim = 0;
-    if (!parseBytes(args.value("--memory-limit"), lim)) return usage("--memory-limit: expected a byte count, e.g. 80GiB");
+    if (!ps::cli::search_util::parseBytes(args.value("--memory-limit"), lim) || lim <= 0)
+      return usage("--memory-limit: expected a byte count, e.g. 80GiB");
     opts.memoryLimitBytes = lim;
   }
 
@@ -220,7 +200,7 @@ int runSimulate(const std::vector<std::string>& argv) {
     rec.schedule = &s;
     std::string fileStem = file == "-" ? "" : std::filesystem::path(file).stem().string();
     rec.scheduleName = args.value("--session-name", s.name.empty() ? fileStem : s.name);
-    if (!endsWith(file, ".csv")) rec.pipeText = text;  // keep the user's own form of the .pipe
+    if (!ps::cli::endsWith(file, ".csv")) rec.pipeText = text;  // keep the user's own form of the .pipe
     rec.profile = &*profile;
     rec.configJson = nlohmann::json{{"file", file}, {"args", argv}}.dump();
     auto recorded = sessions::recordSimulation(rec, t);

@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "cli.h"
+#include "cli_schedule.h"
 #include "pipestudio/core/dsl.h"
 #include "pipestudio/core/pytorch_csv.h"
 #include "pipestudio/core/validator.h"
@@ -18,10 +19,6 @@ const char* kUsage =
     "(default pipe). --set overrides a .pipe program's 'let' values.\n"
     "Exit status: 0 valid, 1 invalid (diagnostics on stderr), 2 usage or unreadable file.\n";
 
-bool endsWith(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 int usage(const std::string& message) {
   std::cerr << "pipestudio-cli validate: " << message << "\n" << kUsage;
   return ps::cli::kExitUsage;
@@ -33,29 +30,18 @@ int runValidate(const std::vector<std::string>& argv) {
   if (!args.ok()) return usage(args.error());
   if (args.positionals().size() != 1) return usage("expected one FILE (or -)");
   const std::string path = args.positionals()[0];
-  std::string format = args.value("--format", endsWith(path, ".csv") ? "csv" : "pipe");
+  std::string format = args.value("--format", ps::cli::scheduleFormatOf(path));
   if (format != "pipe" && format != "csv") return usage("--format is pipe or csv, not '" + format + "'");
   std::string text, error;
   if (!ps::cli::readInput(path, text, error)) {
     std::cerr << "pipestudio-cli validate: " << error << "\n";
     return ps::cli::kExitUsage;
   }
-  const std::string name = path == "-" ? "<stdin>" : path;
-
-  Result<Schedule> schedule = Diagnostics{};
+  const std::string name = ps::cli::inputName(path);
   CsvStepLocations cells;
-  if (format == "csv") {
-    if (!args.values("--set").empty()) return usage("--set applies to .pipe files only");
-    CsvReadOptions o;
-    o.filename = name;
-    schedule = readPytorchCsv(text, o, &cells);
-  } else {
-    DslOptions o;
-    o.filename = name;
-    for (const auto& a : args.values("--set"))
-      if (!parseOverride(a, o, error)) return usage("--set " + error);
-    schedule = parseDsl(text, o);
-  }
+  auto parsed = ps::cli::parseScheduleText(text, name, format == "csv", args.values("--set"), error, {}, &cells);
+  if (!parsed) return usage(error);
+  Result<Schedule>& schedule = *parsed;
   if (!schedule.ok()) {
     std::cerr << formatDiagnostics(schedule.errors(), &text);
     return ps::cli::kExitInvalid;

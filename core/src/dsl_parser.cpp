@@ -278,8 +278,7 @@ class Parser {
     } else if (w == "devices" || w == "stages" || w == "microbatches") {
       s.header = w == "devices" ? HeaderWord::Devices : w == "stages" ? HeaderWord::Stages : HeaderWord::Microbatches;
       s.name = w;
-      s.e1 = parseExpr();
-      if (s.e1 < 0) return false;
+      if (!expr(s.e1)) return false;
     } else if (w == "placement") {
       s.header = HeaderWord::Placement;
       if (!at(Tok::Ident))
@@ -313,17 +312,13 @@ class Parser {
   }
 
   bool parseLet(std::vector<Stmt>& out, bool topLevel) {
-    Stmt s;
-    s.kind = StmtKind::Let;
-    s.offset = cur().offset;
-    advance();
+    Stmt s = startStmt(StmtKind::Let);
     if (!at(Tok::Ident)) return fail(cur(), "expected a variable name after 'let', found " + found(cur()));
     if (!checkNewName(cur(), "variable")) return false;
     s.name = txt(cur());
     advance();
     if (!expect(Tok::Assign, "'='")) return false;
-    s.e1 = parseExpr();
-    if (s.e1 < 0) return false;
+    if (!expr(s.e1)) return false;
     if (topLevel) prog_.topLets.push_back(s.name);
     out.push_back(std::move(s));
     return true;
@@ -337,23 +332,18 @@ class Parser {
     if (isBuiltinName(s.name)) return fail(cur(), "'" + std::string(s.name) + "' is built in and cannot be assigned");
     advance();
     advance();  // '='
-    s.e1 = parseExpr();
-    if (s.e1 < 0) return false;
+    if (!expr(s.e1)) return false;
     out.push_back(std::move(s));
     return true;
   }
 
   bool parseDevice(std::vector<Stmt>& out) {
-    Stmt s;
-    s.kind = StmtKind::Device;
-    s.offset = cur().offset;
-    advance();
+    Stmt s = startStmt(StmtKind::Device);
     if (at(Tok::Star)) {
       s.kind = StmtKind::DeviceAll;
       advance();
     } else {
-      s.e1 = parseExpr();
-      if (s.e1 < 0) return false;
+      if (!expr(s.e1)) return false;
     }
     if (at(Tok::Colon)) {
       advance();
@@ -469,8 +459,7 @@ class Parser {
       item.mbMode = MbMode::Literal;
     } else if (!stageLevel && parts.qual == 0 && at(Tok::LParen) && !cur().lineStart) {
       advance();
-      item.mb = parseExpr();
-      if (item.mb < 0) return false;
+      if (!expr(item.mb)) return false;
       if (!expect(Tok::RParen, "')'")) return false;
       item.mbMode = MbMode::Expr;
     } else if (!stageLevel) {
@@ -488,8 +477,7 @@ class Parser {
       if (q.type == Tok::Ident && (qs == "s" || qs == "c") && peek().type == Tok::LParen) {
         advance();
         advance();
-        item.qual = parseExpr();
-        if (item.qual < 0) return false;
+        if (!expr(item.qual)) return false;
         if (!expect(Tok::RParen, "')'")) return false;
         item.qualMode = qs == "s" ? QualMode::StageExpr : QualMode::ChunkExpr;
       } else if (q.type == Tok::Ident && qs.size() > 1 && (qs[0] == 's' || qs[0] == 'c') &&
@@ -530,8 +518,7 @@ class Parser {
         return fail(q, "expected a stage qualifier after '@' (s3, c1, s(expr) or c(expr)), found " + found(q));
       advance();
       advance();
-      e.qual = parseExpr();
-      if (e.qual < 0) return false;
+      if (!expr(e.qual)) return false;
       if (!expect(Tok::RParen, "')'")) return false;
       e.qualMode = qs == "s" ? QualMode::StageExpr : QualMode::ChunkExpr;
     }
@@ -539,25 +526,19 @@ class Parser {
   }
 
   bool parseFor(std::vector<Stmt>& out) {
-    Stmt s;
-    s.kind = StmtKind::For;
-    s.offset = cur().offset;
-    advance();
+    Stmt s = startStmt(StmtKind::For);
     if (!at(Tok::Ident)) return fail(cur(), "expected a loop variable after 'for', found " + found(cur()));
     if (!checkNewName(cur(), "loop variable")) return false;
     s.name = txt(cur());
     advance();
     if (!atWord("in")) return fail(cur(), "expected 'in' after the loop variable, found " + found(cur()));
     advance();
-    s.e1 = parseExpr();
-    if (s.e1 < 0) return false;
+    if (!expr(s.e1)) return false;
     if (!expect(Tok::DotDot, "'..' (ranges are written a..b, b excluded)")) return false;
-    s.e2 = parseExpr();
-    if (s.e2 < 0) return false;
+    if (!expr(s.e2)) return false;
     if (atWord("step")) {
       advance();
-      s.e3 = parseExpr();
-      if (s.e3 < 0) return false;
+      if (!expr(s.e3)) return false;
     }
     if (!parseBlock(s.body)) return false;
     out.push_back(std::move(s));
@@ -566,12 +547,8 @@ class Parser {
 
   // assert EXPR, "message"
   bool parseAssert(std::vector<Stmt>& out) {
-    Stmt s;
-    s.kind = StmtKind::Assert;
-    s.offset = cur().offset;
-    advance();
-    s.e1 = parseExpr();
-    if (s.e1 < 0) return false;
+    Stmt s = startStmt(StmtKind::Assert);
+    if (!expr(s.e1)) return false;
     if (!expect(Tok::Comma, "',' and a message after the assert condition")) return false;
     if (!at(Tok::String)) return fail(cur(), "expected a quoted message, found " + found(cur()));
     s.text = unquote(txt(cur()));
@@ -581,24 +558,16 @@ class Parser {
   }
 
   bool parseRepeat(std::vector<Stmt>& out) {
-    Stmt s;
-    s.kind = StmtKind::Repeat;
-    s.offset = cur().offset;
-    advance();
-    s.e1 = parseExpr();
-    if (s.e1 < 0) return false;
+    Stmt s = startStmt(StmtKind::Repeat);
+    if (!expr(s.e1)) return false;
     if (!parseBlock(s.body)) return false;
     out.push_back(std::move(s));
     return true;
   }
 
   bool parseIf(std::vector<Stmt>& out) {
-    Stmt s;
-    s.kind = StmtKind::If;
-    s.offset = cur().offset;
-    advance();
-    s.e1 = parseExpr();
-    if (s.e1 < 0) return false;
+    Stmt s = startStmt(StmtKind::If);
+    if (!expr(s.e1)) return false;
     if (!parseBlock(s.body)) return false;
     if (atWord("else")) {
       advance();
@@ -848,6 +817,21 @@ class Parser {
       return -1;
     }
     return add(std::move(e));
+  }
+
+  // The keyword at the cursor opens a statement of kind k: consume it and note where it began.
+  Stmt startStmt(StmtKind k) {
+    Stmt s;
+    s.kind = k;
+    s.offset = cur().offset;
+    advance();
+    return s;
+  }
+
+  // Parses an expression into `slot`; false (the error already reported) when it fails.
+  bool expr(std::int32_t& slot) {
+    slot = parseExpr();
+    return slot >= 0;
   }
 
   std::int32_t parseExpr() {

@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <chrono>
 #include <thread>
+#include <type_traits>
 #include <unordered_map>
 
 #include "json_codec.h"
@@ -674,99 +675,88 @@ Status SessionStore::setRunStatus(Id runId, RunStatus status) {
   return txn.commit(what);
 }
 
-Status SessionStore::appendRunOps(Id runId, std::span<const core::TimelineOp> ops) {
-  const std::string what = "cannot store ops of run " + std::to_string(runId);
-  PS_TRY(impl_->checkWritable(what));
-  WriteTxn txn(*impl_);
+namespace {
+// The shape every append shares: one write transaction on an open run, rows numbered on from
+// the run's (and device's) largest seq, one prepared INSERT bound per row by `bindRow`.
+template <class Row, class BindRow>
+Status appendRows(SessionStore::Impl& impl, Id runId, std::span<const Row> rows, const std::string& what,
+                  const char* nextSeqSql, std::optional<int> device, const char* insertSql, BindRow bindRow) {
+  PS_TRY(impl.checkWritable(what));
+  if (device && *device < 0) return impl.error("session.invalid", what + ": negative device");
+  WriteTxn txn(impl);
   PS_TRY(txn.begin(what));
-  PS_TRY(requireOpenRun(*impl_, runId, what));
-  auto seq = nextSeq(*impl_, "SELECT coalesce(max(seq) + 1, 0) FROM run_ops WHERE run_id = ?1", runId, std::nullopt, what);
+  PS_TRY(requireOpenRun(impl, runId, what));
+  auto seq = nextSeq(impl, nextSeqSql, runId, device, what);
   if (!seq) return seq.errors();
-  auto s = statement(*impl_,
-                     "INSERT INTO run_ops(run_id, seq, device, step, kind, stage, microbatch, overlapped, start_ms, "
-                     "end_ms) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
-                     what);
+  auto s = statement(impl, insertSql, what);
   if (!s) return s.errors();
   std::int64_t next = *seq;
-  for (const auto& op : ops) {
+  for (const auto& row : rows) {
     s->bind(1, runId);
-    s->bind(2, next++);
-    s->bind(3, op.device);
-    s->bind(4, op.step);
-    s->bind(5, static_cast<int>(op.op.kind));
-    s->bind(6, static_cast<int>(op.op.stage));
-    s->bind(7, static_cast<int>(op.op.microbatch));
-    s->bind(8, op.overlapped ? 1 : 0);
-    s->bind(9, op.start);
-    s->bind(10, op.end);
-    if (int rc = s->insertRow(); rc != SQLITE_OK) return impl_->sqlError(what, rc);
+    bindRow(*s, next++, row);
+    if (int rc = s->insertRow(); rc != SQLITE_OK) return impl.sqlError(what, rc);
   }
-  auto u = statement(*impl_, "UPDATE runs SET op_count = op_count + ?2 WHERE id = ?1", what);
-  if (!u) return u.errors();
-  u->bind(1, runId);
-  u->bind(2, static_cast<std::int64_t>(ops.size()));
-  if (int rc = u->run(); rc != SQLITE_OK) return impl_->sqlError(what, rc);
+  if constexpr (std::is_same_v<Row, core::TimelineOp>) {
+    auto u = statement(impl, "UPDATE runs SET op_count = op_count + ?2 WHERE id = ?1", what);
+    if (!u) return u.errors();
+    u->bind(1, runId);
+    u->bind(2, static_cast<std::int64_t>(rows.size()));
+    if (int rc = u->run(); rc != SQLITE_OK) return impl.sqlError(what, rc);
+  }
   return txn.commit(what);
+}
+}  // namespace
+
+Status SessionStore::appendRunOps(Id runId, std::span<const core::TimelineOp> ops) {
+  return appendRows(*impl_, runId, ops, "cannot store ops of run " + std::to_string(runId),
+                    "SELECT coalesce(max(seq) + 1, 0) FROM run_ops WHERE run_id = ?1", std::nullopt,
+                    "INSERT INTO run_ops(run_id, seq, device, step, kind, stage, microbatch, overlapped, start_ms, "
+                    "end_ms) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+                    [](Stmt& s, std::int64_t seq, const core::TimelineOp& op) {
+                      s.bind(2, seq);
+                      s.bind(3, op.device);
+                      s.bind(4, op.step);
+                      s.bind(5, static_cast<int>(op.op.kind));
+                      s.bind(6, static_cast<int>(op.op.stage));
+                      s.bind(7, static_cast<int>(op.op.microbatch));
+                      s.bind(8, op.overlapped ? 1 : 0);
+                      s.bind(9, op.start);
+                      s.bind(10, op.end);
+                    });
 }
 
 Status SessionStore::appendMemory(Id runId, int device, std::span<const core::MemorySample> samples) {
-  const std::string what = "cannot store memory samples of run " + std::to_string(runId);
-  PS_TRY(impl_->checkWritable(what));
-  if (device < 0) return impl_->error("session.invalid", what + ": negative device");
-  WriteTxn txn(*impl_);
-  PS_TRY(txn.begin(what));
-  PS_TRY(requireOpenRun(*impl_, runId, what));
-  auto seq = nextSeq(*impl_, "SELECT coalesce(max(seq) + 1, 0) FROM memory_samples WHERE run_id = ?1 AND device = ?2",
-                     runId, device, what);
-  if (!seq) return seq.errors();
-  auto s = statement(*impl_,
-                     "INSERT INTO memory_samples(run_id, device, seq, time_ms, bytes) VALUES(?1, ?2, ?3, ?4, ?5)", what);
-  if (!s) return s.errors();
-  std::int64_t next = *seq;
-  for (const auto& m : samples) {
-    s->bind(1, runId);
-    s->bind(2, device);
-    s->bind(3, next++);
-    s->bind(4, m.time);
-    s->bind(5, m.bytes);
-    if (int rc = s->insertRow(); rc != SQLITE_OK) return impl_->sqlError(what, rc);
-  }
-  return txn.commit(what);
+  return appendRows(*impl_, runId, samples, "cannot store memory samples of run " + std::to_string(runId),
+                    "SELECT coalesce(max(seq) + 1, 0) FROM memory_samples WHERE run_id = ?1 AND device = ?2", device,
+                    "INSERT INTO memory_samples(run_id, device, seq, time_ms, bytes) VALUES(?1, ?2, ?3, ?4, ?5)",
+                    [device](Stmt& s, std::int64_t seq, const core::MemorySample& m) {
+                      s.bind(2, device);
+                      s.bind(3, seq);
+                      s.bind(4, m.time);
+                      s.bind(5, m.bytes);
+                    });
 }
 
 Status SessionStore::appendTransfers(Id runId, std::span<const core::Transfer> transfers) {
-  const std::string what = "cannot store transfers of run " + std::to_string(runId);
-  PS_TRY(impl_->checkWritable(what));
-  WriteTxn txn(*impl_);
-  PS_TRY(txn.begin(what));
-  PS_TRY(requireOpenRun(*impl_, runId, what));
-  auto seq = nextSeq(*impl_, "SELECT coalesce(max(seq) + 1, 0) FROM transfers WHERE run_id = ?1", runId, std::nullopt,
-                     what);
-  if (!seq) return seq.errors();
-  auto s = statement(*impl_,
-                     "INSERT INTO transfers(run_id, seq, src_device, dst_device, producer_kind, producer_stage, "
-                     "producer_microbatch, consumer_kind, consumer_stage, consumer_microbatch, bytes, start_ms, "
-                     "end_ms) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
-                     what);
-  if (!s) return s.errors();
-  std::int64_t next = *seq;
-  for (const auto& t : transfers) {
-    s->bind(1, runId);
-    s->bind(2, next++);
-    s->bind(3, t.srcDevice);
-    s->bind(4, t.dstDevice);
-    s->bind(5, static_cast<int>(t.producer.kind));
-    s->bind(6, static_cast<int>(t.producer.stage));
-    s->bind(7, static_cast<int>(t.producer.microbatch));
-    s->bind(8, static_cast<int>(t.consumer.kind));
-    s->bind(9, static_cast<int>(t.consumer.stage));
-    s->bind(10, static_cast<int>(t.consumer.microbatch));
-    s->bind(11, t.bytes);
-    s->bind(12, t.start);
-    s->bind(13, t.end);
-    if (int rc = s->insertRow(); rc != SQLITE_OK) return impl_->sqlError(what, rc);
-  }
-  return txn.commit(what);
+  return appendRows(*impl_, runId, transfers, "cannot store transfers of run " + std::to_string(runId),
+                    "SELECT coalesce(max(seq) + 1, 0) FROM transfers WHERE run_id = ?1", std::nullopt,
+                    "INSERT INTO transfers(run_id, seq, src_device, dst_device, producer_kind, producer_stage, "
+                    "producer_microbatch, consumer_kind, consumer_stage, consumer_microbatch, bytes, start_ms, "
+                    "end_ms) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+                    [](Stmt& s, std::int64_t seq, const core::Transfer& t) {
+                      s.bind(2, seq);
+                      s.bind(3, t.srcDevice);
+                      s.bind(4, t.dstDevice);
+                      s.bind(5, static_cast<int>(t.producer.kind));
+                      s.bind(6, static_cast<int>(t.producer.stage));
+                      s.bind(7, static_cast<int>(t.producer.microbatch));
+                      s.bind(8, static_cast<int>(t.consumer.kind));
+                      s.bind(9, static_cast<int>(t.consumer.stage));
+                      s.bind(10, static_cast<int>(t.consumer.microbatch));
+                      s.bind(11, t.bytes);
+                      s.bind(12, t.start);
+                      s.bind(13, t.end);
+                    });
 }
 
 Status SessionStore::finishRun(Id runId, RunStatus status, const std::string& error,
@@ -1049,19 +1039,24 @@ Result<core::Timeline> SessionStore::loadTimeline(Id runId) const {
   return t;
 }
 
-Status SessionStore::deleteRun(Id runId) {
-  const std::string what = "cannot delete run " + std::to_string(runId);
-  PS_TRY(impl_->checkWritable(what));
-  WriteTxn txn(*impl_);
+namespace {
+// One row by id in a write transaction; `noun` names it in the not-found error.
+Status deleteById(SessionStore::Impl& impl, const char* sql, Id id, const std::string& noun) {
+  const std::string what = "cannot delete " + noun + " " + std::to_string(id);
+  PS_TRY(impl.checkWritable(what));
+  WriteTxn txn(impl);
   PS_TRY(txn.begin(what));
-  auto s = statement(*impl_, "DELETE FROM runs WHERE id = ?1", what);
+  auto s = statement(impl, sql, what);
   if (!s) return s.errors();
-  s->bind(1, runId);
-  if (int rc = s->run(); rc != SQLITE_OK) return impl_->sqlError(what, rc);
-  if (sqlite3_changes(impl_->db) == 0)
-    return impl_->error("session.not-found", "no run " + std::to_string(runId) + " in the session");
+  s->bind(1, id);
+  if (int rc = s->run(); rc != SQLITE_OK) return impl.sqlError(what, rc);
+  if (sqlite3_changes(impl.db) == 0)
+    return impl.error("session.not-found", "no " + noun + " " + std::to_string(id) + " in the session");
   return txn.commit(what);
 }
+}  // namespace
+
+Status SessionStore::deleteRun(Id runId) { return deleteById(*impl_, "DELETE FROM runs WHERE id = ?1", runId, "run"); }
 
 // --- annotations --------------------------------------------------------------------------
 
@@ -1116,17 +1111,7 @@ Result<std::vector<Annotation>> SessionStore::annotations(std::optional<Id> sche
 }
 
 Status SessionStore::removeAnnotation(Id id) {
-  const std::string what = "cannot remove note " + std::to_string(id);
-  PS_TRY(impl_->checkWritable(what));
-  WriteTxn txn(*impl_);
-  PS_TRY(txn.begin(what));
-  auto s = statement(*impl_, "DELETE FROM annotations WHERE id = ?1", what);
-  if (!s) return s.errors();
-  s->bind(1, id);
-  if (int rc = s->run(); rc != SQLITE_OK) return impl_->sqlError(what, rc);
-  if (sqlite3_changes(impl_->db) == 0)
-    return impl_->error("session.not-found", "no note " + std::to_string(id) + " in the session");
-  return txn.commit(what);
+  return deleteById(*impl_, "DELETE FROM annotations WHERE id = ?1", id, "note");
 }
 
 Status SessionStore::checkIntegrity() const {

@@ -9,22 +9,15 @@
 #include <string>
 
 #include "pipestudio/core/comparison.h"
+#include "hand_built.h"
 
 using namespace ps::core;
 
 namespace {
 
-Op F(int s, int m) { return Op{OpKind::F, s, m}; }
-Op B(int s, int m) { return Op{OpKind::B, s, m}; }
-
-Schedule oneFOneB() {
-  Schedule s;
-  s.name = "1f1b";
-  s.pipeline = Pipeline::make(2, 2, 2, PlacementKind::Linear).value();
-  s.devices = {{Step{F(0, 0)}, Step{F(0, 1)}, Step{B(0, 0)}, Step{B(0, 1)}},
-               {Step{F(1, 0)}, Step{B(1, 0)}, Step{F(1, 1)}, Step{B(1, 1)}}};
-  return s;
-}
+using ps::core::test::B;
+using ps::core::test::F;
+using ps::core::test::oneFOneB;
 
 TimelineOp op(int device, int step, Op o, double start, double end) {
   return TimelineOp{device, step, o, false, start, end};

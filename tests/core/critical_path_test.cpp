@@ -5,23 +5,13 @@
 #include <gtest/gtest.h>
 
 #include "pipestudio/core/comparison.h"
+#include "hand_built.h"
 
 using namespace ps::core;
 
 namespace {
 
-Op F(int s, int m) { return Op{OpKind::F, s, m}; }
-Op B(int s, int m) { return Op{OpKind::B, s, m}; }
-
-Schedule oneFOneB() {
-  Schedule s;
-  s.pipeline = Pipeline::make(2, 2, 2, PlacementKind::Linear).value();
-  s.devices = {{Step{F(0, 0)}, Step{F(0, 1)}, Step{B(0, 0)}, Step{B(0, 1)}},
-               {Step{F(1, 0)}, Step{B(1, 0)}, Step{F(1, 1)}, Step{B(1, 1)}}};
-  return s;
-}
-
-TimelineOp op(int device, Op o, double start, double end) { return TimelineOp{device, -1, o, false, start, end}; }
+using namespace ps::core::test;
 
 Timeline measured() {
   Timeline t;

@@ -1,0 +1,40 @@
+#include "cli_schedule.h"
+
+#include "pipestudio/core/dsl.h"
+
+namespace ps::cli {
+
+bool endsWith(std::string_view s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+std::string scheduleFormatOf(std::string_view path) { return endsWith(path, ".csv") ? "csv" : "pipe"; }
+
+std::string inputName(const std::string& path) { return path == "-" ? "<stdin>" : path; }
+
+std::optional<core::Result<core::Schedule>> parseScheduleText(const std::string& text, const std::string& name, bool csv,
+                                                               const std::vector<std::string>& overrides,
+                                                               std::string& usageError,
+                                                               core::CsvReadOptions csvOptions,
+                                                               core::CsvStepLocations* cells) {
+  if (csv) {
+    if (!overrides.empty()) {
+      usageError = "--set applies to .pipe input only";
+      return std::nullopt;
+    }
+    csvOptions.filename = name;
+    return core::readPytorchCsv(text, csvOptions, cells);
+  }
+  core::DslOptions o;
+  o.filename = name;
+  for (const auto& a : overrides) {
+    std::string error;
+    if (!core::parseOverride(a, o, error)) {
+      usageError = "--set " + error;
+      return std::nullopt;
+    }
+  }
+  return core::parseDsl(text, o);
+}
+
+}  // namespace ps::cli

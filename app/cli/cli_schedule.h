@@ -1,0 +1,33 @@
+#pragma once
+// Reading a schedule the way every subcommand does: PyTorch CSV or .pipe by format, with the
+// DSL's --set overrides, errors naming the file (or <stdin>).
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "pipestudio/core/pytorch_csv.h"
+#include "pipestudio/core/result.h"
+#include "pipestudio/core/schedule.h"
+
+namespace ps::cli {
+
+bool endsWith(std::string_view s, std::string_view suffix);
+
+// "csv" for *.csv, "pipe" otherwise (stdin included): the default of --format / --from.
+std::string scheduleFormatOf(std::string_view path);
+
+// The name diagnostics use for a path: "<stdin>" for "-".
+std::string inputName(const std::string& path);
+
+// Parses `text` read from `name`: a PyTorch CSV when `csv` (with `csvOptions`, filename set
+// from `name`; `cells`, when given, receives each step's cell), else a .pipe with the `--set`
+// assignments applied. A malformed assignment, or assignments given for a CSV, is a usage
+// error: nullopt with `usageError` set. Otherwise the parse result (diagnostics on failure).
+std::optional<core::Result<core::Schedule>> parseScheduleText(const std::string& text, const std::string& name, bool csv,
+                                                               const std::vector<std::string>& overrides,
+                                                               std::string& usageError,
+                                                               core::CsvReadOptions csvOptions = {},
+                                                               core::CsvStepLocations* cells = nullptr);
+
+}  // namespace ps::cli
