@@ -24,33 +24,72 @@ DiagnosticsPanel::DiagnosticsPanel(QWidget* parent) : QTreeWidget(parent) {
 }
 
 void DiagnosticsPanel::setDiagnostics(const Diagnostics& ds) {
+  doc_ = ds;
+  rebuild();
+}
+
+void DiagnosticsPanel::setRunDiagnostics(const Diagnostics& ds, const QString& title) {
+  run_ = ds;
+  runTitle_ = title;
+  rebuild();
+}
+
+void DiagnosticsPanel::setPlayhead(std::optional<double> time, SpanOf spanOf) {
+  playhead_ = time;
+  spanOf_ = std::move(spanOf);
+  applyPlayhead();
+}
+
+DiagnosticsPanel::PlayheadMark DiagnosticsPanel::markOf(int row) const {
+  const QTreeWidgetItem* it = topLevelItem(row);
+  return it ? static_cast<PlayheadMark>(it->data(0, kPlayheadRole).toInt()) : PlayheadMark::None;
+}
+
+void DiagnosticsPanel::rebuild() {
   clear();
   errors_ = 0;
-  const QIcon err = style()->standardIcon(QStyle::SP_MessageBoxCritical);
-  const QIcon warn = style()->standardIcon(QStyle::SP_MessageBoxWarning);
-  const QIcon info = style()->standardIcon(QStyle::SP_MessageBoxInformation);
-  if (ds.empty()) {
+  if (!run_.empty() || !runTitle_.isEmpty()) {
+    auto* head = new QTreeWidgetItem(this);
+    head->setText(0, runTitle_);
+    QFont f = font();
+    f.setBold(true);
+    head->setFont(0, f);
+    head->setData(0, Qt::UserRole, -1);
+    head->setData(0, Qt::UserRole + 1, -1);
+    head->setData(0, kRunRole, true);
+    addItems(run_, true);
+  }
+  if (doc_.empty()) {
     auto* it = new QTreeWidgetItem(this);
     it->setText(0, tr("No problems: the schedule is valid"));
     it->setIcon(0, style()->standardIcon(QStyle::SP_DialogApplyButton));
     it->setData(0, Qt::UserRole, -1);
     it->setData(0, Qt::UserRole + 1, -1);
     it->setForeground(0, palette().color(QPalette::PlaceholderText));
-    return;
+  } else {
+    addItems(doc_, false);
   }
+  applyPlayhead();
+}
+
+void DiagnosticsPanel::addItems(const Diagnostics& ds, bool run) {
+  const QIcon err = style()->standardIcon(QStyle::SP_MessageBoxCritical);
+  const QIcon warn = style()->standardIcon(QStyle::SP_MessageBoxWarning);
+  const QIcon info = style()->standardIcon(QStyle::SP_MessageBoxInformation);
   constexpr int kMaxShown = 2000;  // a broken 100k-op schedule should not freeze the dock
   int shown = 0;
   for (const auto& d : ds) {
-    if (d.severity == Severity::Error) ++errors_;
+    if (d.severity == Severity::Error && !run) ++errors_;
     if (shown++ >= kMaxShown) continue;
     auto* it = new QTreeWidgetItem(this);
     QString msg = QString::fromStdString(d.message);
     if (!d.hint.empty()) msg += QStringLiteral(" (") + QString::fromStdString(d.hint) + QLatin1Char(')');
-    it->setText(0, msg);
+    it->setText(0, run ? QStringLiteral("    ") + msg : msg);
     it->setToolTip(0, QStringLiteral("<p>%1</p><p style='color:gray'>%2</p>")
                           .arg(QString::fromStdString(formatDiagnostic(d)).toHtmlEscaped(),
                                QString::fromStdString(d.code)));
     it->setData(0, Qt::UserRole + 2, QString::fromStdString(d.code));
+    it->setData(0, kRunRole, run);
     it->setIcon(0, d.severity == Severity::Error ? err : d.severity == Severity::Warning ? warn : info);
     const OpRef r = d.related.empty() ? OpRef{} : d.related.front();
     it->setData(0, Qt::UserRole, r.device);
@@ -61,6 +100,33 @@ void DiagnosticsPanel::setDiagnostics(const Diagnostics& ds) {
     it->setText(0, tr("… and %1 more").arg(shown - kMaxShown));
     it->setData(0, Qt::UserRole, -1);
     it->setData(0, Qt::UserRole + 1, -1);
+  }
+}
+
+void DiagnosticsPanel::applyPlayhead() {
+  const QColor normal = palette().color(QPalette::Text);
+  const QColor later = palette().color(QPalette::PlaceholderText);
+  for (int i = 0; i < topLevelItemCount(); ++i) {
+    QTreeWidgetItem* it = topLevelItem(i);
+    const int d = it->data(0, Qt::UserRole).toInt();
+    const int s = it->data(0, Qt::UserRole + 1).toInt();
+    PlayheadMark mark = PlayheadMark::None;
+    if (playhead_ && spanOf_ && d >= 0 && s >= 0) {
+      if (auto span = spanOf_(OpRef{d, s})) {
+        // A little slack: a playhead placed on an op's start or end event is "at" it.
+        constexpr double kEps = 1e-9;
+        if (span->first > *playhead_ + kEps)
+          mark = PlayheadMark::Later;
+        else if (span->second >= *playhead_ - kEps)
+          mark = PlayheadMark::Current;
+      }
+    }
+    it->setData(0, kPlayheadRole, static_cast<int>(mark));
+    if (it->data(0, kRunRole).toBool() && d < 0) continue;  // the run's heading keeps its look
+    QFont f = font();
+    f.setBold(mark == PlayheadMark::Current);
+    it->setFont(0, f);
+    if (d >= 0) it->setForeground(0, mark == PlayheadMark::Later ? later : normal);
   }
 }
 

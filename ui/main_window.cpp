@@ -30,6 +30,8 @@
 #include "schedule_document.h"
 #include "search_dock.h"
 #include "session_dock.h"
+#include "state_panel.h"
+#include "stepper_controller.h"
 #include "summary_panel.h"
 #include "template_dialog.h"
 #include "timeline_view.h"
@@ -126,6 +128,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   setCorner(Qt::BottomRightCorner, Qt::RightDockWidgetArea);
 
   buildDocks();
+  buildStepper();
   buildActions();
 
   validity_ = new QLabel;
@@ -316,6 +319,7 @@ void MainWindow::buildActions() {
     QAction* aSearch = tools->addAction(tr("&Search Schedules…"), this, &MainWindow::showSearchDock);
     aSearch->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_F));
   }
+  menuBar()->addMenu(stepper_->menu());
   QMenu* help = menuBar()->addMenu(tr("&Help"));
   help->addAction(tr("&About PipeStudio"), this, [this] {
     QMessageBox::about(
@@ -354,6 +358,36 @@ void MainWindow::buildActions() {
     view_->setLayoutMode(i == 0 ? TimelineView::LayoutMode::Time : TimelineView::LayoutMode::Slots);
   });
   tb->addWidget(layoutCombo_);
+  addToolBar(stepper_->toolBar());
+}
+
+void MainWindow::buildStepper() {
+  // The State dock (state at the playhead, breakpoints) tabbed with the Summary.
+  state_ = new StatePanel;
+  auto* bps = new BreakpointsPanel;
+  auto* box = new QWidget;
+  auto* lay = new QVBoxLayout(box);
+  lay->setContentsMargins(0, 0, 0, 0);
+  lay->addWidget(state_, 1);
+  lay->addWidget(bps);
+  stateDock_ = new QDockWidget(tr("State"), this);
+  stateDock_->setObjectName(QStringLiteral("dock.state"));
+  stateDock_->setWidget(box);
+  addDockWidget(Qt::RightDockWidgetArea, stateDock_);
+  if (auto* summaryDock = findChild<QDockWidget*>(QStringLiteral("dock.summary"))) {
+    tabifyDockWidget(summaryDock, stateDock_);
+    summaryDock->raise();
+  }
+  stepper_ = new StepperController(doc_, view_, this);
+  stepper_->attach(memory_, diagnostics_, state_, bps);
+  connect(stepper_, &StepperController::statusMessage, this, &MainWindow::showStatus);
+  connect(stepper_, &StepperController::opActivated, this, [this](const Op& op) { view_->selectOp(op, true); });
+  connect(stepper_->menu(), &QMenu::triggered, this, &MainWindow::showStateDock);
+}
+
+void MainWindow::showStateDock() {
+  stateDock_->show();
+  stateDock_->raise();
 }
 
 void MainWindow::showSearchDock() {
@@ -463,10 +497,13 @@ void MainWindow::setMeasuredOverlay(const Timeline& measured, const QString& wha
                    .arg(c->plannedMakespan, 0, 'f', 2)
                    .arg(c->relativeError >= 0 ? QStringLiteral("+") : QString())
                    .arg(c->relativeError * 100, 0, 'f', 1));
+  stepper_->timelineOpened();  // a failed run opens where it stopped
+  if (!measured.complete) showStateDock();
 }
 
 void MainWindow::clearMeasuredOverlay() {
   view_->clearOverlay();
+  stepper_->timelineOpened();
   showStatus(tr("Measured overlay cleared"));
 }
 

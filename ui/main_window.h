@@ -9,6 +9,7 @@ class QLabel;
 class QMenu;
 class QAction;
 class QComboBox;
+class QDockWidget;
 
 class QPalette;
 
@@ -32,6 +33,8 @@ class LegendBar;
 class SessionDock;
 class DeviationPanel;
 class SearchDock;
+class StepperController;
+class StatePanel;
 
 class MainWindow : public QMainWindow {
   Q_OBJECT
@@ -74,6 +77,10 @@ class MainWindow : public QMainWindow {
   // Search dock (docs/gui.md, "Search dock"); Tools › Search Schedules… shows and raises it.
   SearchDock* searchDock() const { return search_; }
   void showSearchDock();
+  // Step-through (docs/gui.md, "Step-through"): the Debug menu's controller and the State dock.
+  StepperController* stepperController() const { return stepper_; }
+  StatePanel* statePanel() const { return state_; }
+  void showStateDock();
 
  public Q_SLOTS:
   void newFromTemplate();
@@ -88,6 +95,7 @@ class MainWindow : public QMainWindow {
  private:
   void buildActions();
   void buildDocks();
+  void buildStepper();
   void documentChanged();
   void updateTitle();
   void addRecent(const QString& path);
@@ -107,6 +115,9 @@ class MainWindow : public QMainWindow {
   SessionDock* session_ = nullptr;
   DeviationPanel* deviation_ = nullptr;
   SearchDock* search_ = nullptr;
+  StepperController* stepper_ = nullptr;
+  StatePanel* state_ = nullptr;
+  QDockWidget* stateDock_ = nullptr;
   QAction* scaledAction_ = nullptr;
   QLabel* validity_ = nullptr;
   QLabel* message_ = nullptr;

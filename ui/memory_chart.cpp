@@ -103,6 +103,7 @@ void MemoryChart::setTimeline(const ps::core::Timeline& t, std::int64_t capacity
   devices_.clear();
   capacity_ = nullptr;
   cursor_ = nullptr;
+  playhead_ = nullptr;
 
   const double end = std::max(t.metrics.makespan, 1e-6);
   double peak = 0;
@@ -128,6 +129,11 @@ void MemoryChart::setTimeline(const ps::core::Timeline& t, std::int64_t capacity
     capacity_->setPen(QPen(QColor(0xe5, 0x39, 0x35), 1.4, Qt::DashLine));
     c->addSeries(capacity_);
   }
+  // The playhead before the hover cursor, so the cursor stays the last series (drawn on top).
+  playhead_ = new QLineSeries();
+  playhead_->setPen(QPen(QColor(0xd8, 0x1b, 0x60), 2));
+  playhead_->setVisible(false);
+  c->addSeries(playhead_);
   cursor_ = new QLineSeries();
   cursor_->setPen(QPen(QColor(0x80, 0x80, 0x80), 1, Qt::DashLine));
   cursor_->setVisible(false);
@@ -166,7 +172,21 @@ void MemoryChart::setTimeline(const ps::core::Timeline& t, std::int64_t capacity
   // The cursor is not a curve: keep it out of the legend.
   const auto markers = c->legend()->markers(cursor_);
   for (QLegendMarker* m : markers) m->setVisible(false);
+  for (QLegendMarker* m : c->legend()->markers(playhead_)) m->setVisible(false);
   applyTheme();
+  setPlayheadTime(playheadTime_);
+}
+
+void MemoryChart::setPlayheadTime(std::optional<double> ms) {
+  playheadTime_ = ms;
+  if (!playhead_) return;
+  if (!ms) {
+    playhead_->setVisible(false);
+    return;
+  }
+  playhead_->replace(QList<QPointF>{QPointF(*ms, 0), QPointF(*ms, yMax_)});
+  playhead_->setVisible(true);
+  for (QLegendMarker* m : chart()->legend()->markers(playhead_)) m->setVisible(false);
 }
 
 void MemoryChart::setCursorTime(double ms) {

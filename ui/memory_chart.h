@@ -5,6 +5,7 @@
 #include <QLineSeries>
 #include <QList>
 #include <QPointF>
+#include <optional>
 #include <vector>
 
 #include "pipestudio/core/timeline.h"
@@ -22,6 +23,10 @@ class MemoryChart : public QChartView {
   explicit MemoryChart(QWidget* parent = nullptr);
   void setTimeline(const ps::core::Timeline& t, std::int64_t capacityBytes);
   void setCursorTime(double ms);  // negative hides the cursor
+  // Step-through: a solid line at the playhead (ms on the chart's axis; nullopt hides it).
+  void setPlayheadTime(std::optional<double> ms);
+  std::optional<double> playheadTime() const { return playheadTime_; }
+  QLineSeries* playheadSeries() const { return playhead_; }
   const QList<QLineSeries*>& deviceSeries() const { return devices_; }
   QLineSeries* capacitySeries() const { return capacity_; }
 
@@ -31,6 +36,8 @@ class MemoryChart : public QChartView {
   QList<QLineSeries*> devices_;
   QLineSeries* capacity_ = nullptr;
   QLineSeries* cursor_ = nullptr;
+  QLineSeries* playhead_ = nullptr;
+  std::optional<double> playheadTime_;
   double yMax_ = 1;
   double xMax_ = 1;
 };

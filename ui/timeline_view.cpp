@@ -4,6 +4,7 @@
 #include <QContextMenuEvent>
 #include <QHelpEvent>
 #include <QKeyEvent>
+#include <QKeySequence>
 #include <QMenu>
 #include <QMouseEvent>
 #include <QPainter>
@@ -68,6 +69,11 @@ std::int64_t memoryAt(const Timeline& t, int device, double time) {
       std::upper_bound(m.begin(), m.end(), time, [](double v, const MemorySample& s) { return v < s.time; });
   if (it == m.begin()) return m.front().bytes;
   return std::prev(it)->bytes;
+}
+
+// The playhead's colour: apart from every op kind's.
+QColor playheadColor() {
+  return QColor(0xd8, 0x1b, 0x60);
 }
 
 void drawArrow(QPainter& p, QPointF a, QPointF b, const QColor& c, const QString& label, bool dashed) {
@@ -145,6 +151,25 @@ std::function<double(const Op&)> TimelineView::fallbackDuration() const {
   if (mode_ == LayoutMode::Slots) return {};  // one slot each
   QPointer<ScheduleDocument> doc = doc_;
   return [doc](const Op& op) { return doc ? doc->modelDuration(op) : 1.0; };
+}
+
+// ---- step-through ------------------------------------------------------------------------------
+
+void TimelineView::setPlayhead(std::optional<double> axisMs, const QString& label) {
+  if (playhead_ == axisMs && playheadLabel_ == label) return;
+  playhead_ = axisMs;
+  playheadLabel_ = label;
+  viewport()->update();
+}
+
+void TimelineView::setStepMarks(StepMarks marks) {
+  marks_ = std::move(marks);
+  viewport()->update();
+}
+
+std::optional<double> TimelineView::playheadX() const {
+  if (!playhead_) return std::nullopt;
+  return layout_.labelWidth + axis_.toX(*playhead_);
 }
 
 // ---- measured overlay ---------------------------------------------------------------------------
@@ -643,6 +668,7 @@ void TimelineView::paintTimeline(QPainter& p, const QRect& target, const TimeAxi
     p.setPen(QPen(hc, 1, Qt::DashLine));
     p.drawLine(QPointF(hoverX_, plotClip.top()), QPointF(hoverX_, plotClip.bottom()));
   }
+  if (!dragging_) paintStepMarks(p, target, axis, scrollY);
   p.restore();
 
   // Row labels (fixed on the left).
@@ -705,7 +731,104 @@ void TimelineView::paintTimeline(QPainter& p, const QRect& target, const TimeAxi
   p.setPen(muted);
   p.drawText(QRectF(target.left() + 10, ruler.top(), layout_.labelWidth - 14, ruler.height() - 4),
              Qt::AlignLeft | Qt::AlignVCenter, slots ? tr("slot") : tr("time"));
+  // The playhead's flag on the ruler, with its time.
+  if (playhead_) {
+    const double x = plotX0 + axis.toX(*playhead_);
+    if (x >= plotX0 - 1 && x <= plotX0 + plotW + 1) {
+      p.save();
+      p.setClipRect(QRectF(plotX0 - 6, ruler.top(), plotW + 12, ruler.height()));
+      p.setRenderHint(QPainter::Antialiasing, true);
+      const QString txt = playheadLabel_.isEmpty() ? fmtMs(*playhead_) + QStringLiteral(" ms") : playheadLabel_;
+      const double w = fmSmall.horizontalAdvance(txt) + 10;
+      // Keep the flag inside the plot near the right edge.
+      const double left = std::min(x, plotX0 + plotW - w);
+      const QRectF flag(left, ruler.top() + 2, w, ruler.height() - 9);
+      p.setPen(Qt::NoPen);
+      p.setBrush(playheadColor());
+      p.drawRoundedRect(flag, 3, 3);
+      QPolygonF tip;
+      tip << QPointF(x - 5, ruler.bottom() - 7) << QPointF(x + 5, ruler.bottom() - 7) << QPointF(x, ruler.bottom());
+      p.drawPolygon(tip);
+      p.setPen(Qt::white);
+      p.setFont(small);
+      p.drawText(flag, Qt::AlignCenter, txt);
+      p.restore();
+    }
+  }
   p.setFont(font);
+}
+
+void TimelineView::paintStepMarks(QPainter& p, const QRect& target, const TimeAxis& axis, double scrollY) const {
+  const BlockIndex& bi = blocks();
+  const double plotX0 = target.left() + layout_.labelWidth;
+  const double plotW = target.width() - layout_.labelWidth;
+  const QColor ph = playheadColor();
+  const QColor red(0xe5, 0x39, 0x35);
+  // The rectangles of an op: its planned block, and its measured block when the overlay shows.
+  auto rectsOf = [&](int device, const Op& op) {
+    std::vector<QRectF> out;
+    if (auto ref = doc_->find(op))
+      if (const Block* b = bi.block(ref->device, ref->step)) out.push_back(blockRect(*b, axis, scrollY, target));
+    if (overlayShown() && device >= 0 && device < overlay_.devices()) {
+      const double oy = target.top() + layout_.overlayTop(device) - scrollY;
+      for (const Block& b : overlay_.row(device))
+        if (b.op == op) {
+          const double x0 = plotX0 + axis.toX(b.start);
+          const double x1 = std::isfinite(b.end) ? plotX0 + axis.toX(b.end) : plotX0 + plotW;
+          out.push_back(QRectF(x0, oy, std::max(1.0, x1 - x0), layout_.overlayHeight));
+        }
+    }
+    return out;
+  };
+  p.setRenderHint(QPainter::Antialiasing, true);
+  p.setBrush(Qt::NoBrush);
+  for (const auto& [d, op] : marks_.blocked)
+    for (const QRectF& r : rectsOf(d, op)) {
+      QColor fill = red;
+      fill.setAlphaF(0.22f);
+      p.fillRect(r, fill);
+      p.setPen(QPen(red, 2.5, Qt::DashLine));
+      p.drawRect(r.adjusted(1, 1, -1, -1));
+    }
+  for (const auto& [d, op] : marks_.running)
+    for (const QRectF& r : rectsOf(d, op)) {
+      p.setPen(QPen(ph, 3));
+      p.drawRect(r.adjusted(-1, -1, 1, 1));
+    }
+  // Breakpoints: a red dot at the start (or end) of each op they match.
+  if (!marks_.breakpoints.empty()) {
+    const double t0 = axis.toTime(0), t1 = axis.toTime(plotW);
+    p.setPen(QPen(Qt::white, 1.2));
+    p.setBrush(red);
+    for (int d = 0; d < bi.devices(); ++d) {
+      const auto& row = bi.row(d);
+      auto [f, l] = bi.visibleRange(d, t0, t1);
+      for (size_t i = f; i < l && i < row.size(); ++i) {
+        const Block& b = row[i];
+        for (const Op* op : {&b.op, b.second ? &*b.second : nullptr}) {
+          if (!op) continue;
+          TimelineOp t;
+          t.device = d;
+          t.step = b.step;
+          t.op = *op;
+          for (const auto& bp : marks_.breakpoints) {
+            if (!bp.matches(t, bp.on)) continue;
+            const QRectF r = blockRect(b, axis, scrollY, target);
+            const double x = bp.on == StepEventKind::Start ? r.left() + 5 : r.right() - 5;
+            p.drawEllipse(QPointF(x, r.top() + 5), 4.5, 4.5);
+            break;
+          }
+        }
+      }
+    }
+  }
+  // The playhead line.
+  if (playhead_) {
+    const double x = plotX0 + axis.toX(*playhead_);
+    p.setPen(QPen(ph, 2));
+    p.drawLine(QPointF(x, target.top() + layout_.rulerHeight), QPointF(x, target.bottom()));
+  }
+  p.setRenderHint(QPainter::Antialiasing, false);
 }
 
 QSize TimelineView::fullSize(int width) const {
@@ -828,6 +951,15 @@ void TimelineView::mousePressEvent(QMouseEvent* e) {
   setFocus();
   if (e->button() != Qt::LeftButton) return QAbstractScrollArea::mousePressEvent(e);
   auto h = hitAt(e->pos());
+  if (playhead_ && e->pos().x() >= layout_.labelWidth) {
+    // The ruler seeks; so does the playhead line itself where no block is under the pointer.
+    const auto px = playheadX();
+    if (e->pos().y() < layout_.rulerHeight || (!h && px && std::abs(e->pos().x() - *px) <= 4)) {
+      seeking_ = true;
+      Q_EMIT playheadSeekRequested(std::max(0.0, axis_.toTime(e->pos().x() - layout_.labelWidth)));
+      return;
+    }
+  }
   if (!h) {
     selectOp(std::nullopt, false);
     return;
@@ -842,6 +974,14 @@ void TimelineView::mousePressEvent(QMouseEvent* e) {
 
 void TimelineView::mouseMoveEvent(QMouseEvent* e) {
   hoverX_ = e->pos().x();
+  if (seeking_ && (e->buttons() & Qt::LeftButton)) {
+    Q_EMIT playheadSeekRequested(std::max(0.0, axis_.toTime(e->pos().x() - layout_.labelWidth)));
+    return;
+  }
+  if (playhead_ && e->pos().y() < layout_.rulerHeight && e->pos().x() >= layout_.labelWidth)
+    viewport()->setCursor(Qt::SizeHorCursor);
+  else
+    viewport()->unsetCursor();
   if (pressed_ && editable_ && (e->buttons() & Qt::LeftButton)) {
     if (!dragging_ && (e->pos() - pressPos_).manhattanLength() >= QApplication::startDragDistance()) {
       dragging_ = true;
@@ -938,6 +1078,10 @@ void TimelineView::endDrag(bool apply) {
 
 void TimelineView::mouseReleaseEvent(QMouseEvent* e) {
   if (e->button() != Qt::LeftButton) return QAbstractScrollArea::mouseReleaseEvent(e);
+  if (seeking_) {
+    seeking_ = false;
+    return;
+  }
   if (dragging_) {
     updateDrag(e->pos());
     endDrag(true);
@@ -1070,8 +1214,20 @@ void TimelineView::contextMenuEvent(QContextMenuEvent* e) {
       menu.addAction(tr("Offload micro-batch %1 between forward and backward").arg(op->microbatch));
   off->setEnabled(op->microbatch >= 0);
   menu.addSeparator();
+  QAction* brk = menu.addAction(tr("Break When Device %1 Starts %2").arg(ref.device).arg(name));
+  brk->setCheckable(true);
+  for (const auto& bp : marks_.breakpoints)
+    if (bp.device == ref.device && bp.kind == op->kind && bp.stage == op->stage && bp.microbatch == op->microbatch &&
+        bp.on == StepEventKind::Start)
+      brk->setChecked(true);
+  brk->setShortcut(QKeySequence(Qt::Key_F9));
+  menu.addSeparator();
   QAction* zoom = menu.addAction(tr("Zoom to fit"));
   QAction* chosen = menu.exec(e->globalPos());
+  if (chosen == brk) {
+    Q_EMIT breakpointToggleRequested(ref.device, *op);
+    return;
+  }
   QString err;
   bool ok = true;
   if (chosen == split)

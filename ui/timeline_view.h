@@ -10,6 +10,7 @@
 #include <optional>
 #include <unordered_set>
 
+#include "pipestudio/core/stepper.h"
 #include "schedule_document.h"
 #include "timeline_geometry.h"
 
@@ -71,6 +72,21 @@ class TimelineView : public QAbstractScrollArea {
   std::optional<QPoint> blockCenter(ps::core::OpRef ref) const;
   void ensureVisible(ps::core::OpRef ref);
 
+  // Step-through (docs/gui.md, "Step-through"): the playhead at a time on this view's axis
+  // (nullopt hides it); the ops running and blocked at the playhead, each with the device it
+  // runs on; breakpoint markers on the ops they match.
+  struct StepMarks {
+    std::vector<std::pair<int, ps::core::Op>> running;
+    std::vector<std::pair<int, ps::core::Op>> blocked;
+    std::vector<ps::core::Breakpoint> breakpoints;
+  };
+  void setPlayhead(std::optional<double> axisMs, const QString& label = {});
+  std::optional<double> playhead() const { return playhead_; }
+  void setStepMarks(StepMarks marks);
+  const StepMarks& stepMarks() const { return marks_; }
+  // Viewport x of the playhead, when shown.
+  std::optional<double> playheadX() const;
+
  Q_SIGNALS:
   void selectionChanged();
   void hoverTimeChanged(double simulatedMs);  // negative when the pointer leaves
@@ -79,6 +95,10 @@ class TimelineView : public QAbstractScrollArea {
   void previewChanged();
   // The overlay was set, cleared or recompared (comparison() has the new figures).
   void overlayChanged();
+  // Step-through: a click or drag on the time ruler (or the playhead) asks to move it there.
+  void playheadSeekRequested(double axisMs);
+  // The op's context menu asked for a breakpoint "when device starts op" (toggle).
+  void breakpointToggleRequested(int device, ps::core::Op op);
 
  protected:
   void paintEvent(QPaintEvent* e) override;
@@ -114,6 +134,7 @@ class TimelineView : public QAbstractScrollArea {
   std::optional<Hit> hitAt(QPoint viewportPos) const;
   QRectF blockRect(const Block& b, const TimeAxis& axis, double scrollY, const QRect& target) const;
   QString tooltipFor(const Block& b) const;
+  void paintStepMarks(QPainter& p, const QRect& target, const TimeAxis& axis, double scrollY) const;
   void updateDrag(QPoint pos);
   void endDrag(bool apply);
   void moveSelection(int delta);
@@ -148,6 +169,11 @@ class TimelineView : public QAbstractScrollArea {
   OverlayIndex overlay_;
 
   double hoverX_ = -1;  // viewport x of the pointer, -1 when outside
+
+  std::optional<double> playhead_;
+  QString playheadLabel_;
+  StepMarks marks_;
+  bool seeking_ = false;  // dragging the playhead
 };
 
 }  // namespace ps::ui

@@ -2,6 +2,7 @@
 //   pipestudio [FILE.pipe|FILE.csv]
 //   pipestudio --screenshot OUT.png [--size 1600x1000] [FILE]   (renders offscreen and exits)
 //   pipestudio [--trace TRACE.json ...] [--align absolute|scaled] [FILE]  (measured overlay)
+//   pipestudio [--playhead MS | --step N] [--break OP@dD ...] ...          (step-through)
 #include <QApplication>
 #include <QCommandLineParser>
 #include <QFileInfo>
@@ -16,8 +17,58 @@
 
 #include "main_window.h"
 #include "session_dock.h"
+#include "state_panel.h"
+#include "stepper_controller.h"
 #include "schedule_document.h"
 #include "timeline_view.h"
+
+namespace {
+
+// --break, --step and --playhead (docs/gui.md, "Step-through"); false on a malformed value.
+bool applyStepOptions(const QCommandLineParser& parser, const QCommandLineOption& playhead,
+                      const QCommandLineOption& stepN, const QCommandLineOption& breakAt, ps::ui::MainWindow& w) {
+  ps::ui::StepperController* sc = w.stepperController();
+  const auto selected = w.timeline()->selectedOp();
+  for (const QString& b : parser.values(breakAt)) {
+    const QString name = b.section(QLatin1Char(':'), 0, 0);
+    if (!w.selectOpByName(name)) {
+      std::fprintf(stderr, "pipestudio: --break: no op %s in this schedule\n", qPrintable(name));
+      return false;
+    }
+    auto ref = w.timeline()->selection();
+    bool ok = true;
+    const int device = b.contains(QLatin1Char(':')) ? b.section(QLatin1Char(':'), 1).toInt(&ok) : ref->device;
+    if (!ok) {
+      std::fprintf(stderr, "pipestudio: --break wants OP or OP:DEVICE, e.g. B3@s1:1\n");
+      return false;
+    }
+    sc->toggleBreakpoint(device, *w.timeline()->selectedOp());
+    w.timeline()->selectOp(selected, false);
+  }
+  if (parser.isSet(stepN)) {
+    bool ok = false;
+    const qlonglong n = parser.value(stepN).toLongLong(&ok);
+    if (!ok || n < 0) {
+      std::fprintf(stderr, "pipestudio: --step wants an event count, e.g. 12\n");
+      return false;
+    }
+    sc->seekPosition(static_cast<size_t>(n));
+    w.showStateDock();
+  }
+  if (parser.isSet(playhead)) {
+    bool ok = false;
+    const double ms = parser.value(playhead).toDouble(&ok);
+    if (!ok) {
+      std::fprintf(stderr, "pipestudio: --playhead wants milliseconds, e.g. 12.5\n");
+      return false;
+    }
+    sc->seekTime(ms);
+    w.showStateDock();
+  }
+  return true;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   // The screenshot mode needs no display: pick the offscreen platform before Qt starts.
@@ -73,6 +124,18 @@ int main(int argc, char** argv) {
   parser.addOption(trace);
   parser.addOption(run);
   parser.addOption(align);
+  QCommandLineOption playhead(QStringLiteral("playhead"),
+                              QStringLiteral("Step-through: put the playhead at MS (of the stepped timeline) and show the State dock."),
+                              QStringLiteral("MS"));
+  QCommandLineOption stepN(QStringLiteral("step"),
+                           QStringLiteral("Step-through: put the playhead after event N (0 = before the first)."),
+                           QStringLiteral("N"));
+  QCommandLineOption breakAt(QStringLiteral("break"),
+                             QStringLiteral("Step-through: a breakpoint when a device starts OP (e.g. B3@s1, or B3@s1:2 for device 2); repeatable."),
+                             QStringLiteral("OP[:DEVICE]"));
+  parser.addOption(playhead);
+  parser.addOption(stepN);
+  parser.addOption(breakAt);
   parser.addPositionalArgument(QStringLiteral("file"),
                                QStringLiteral("A .pipe or PyTorch .csv schedule to open."),
                                QStringLiteral("[FILE]"));
@@ -130,6 +193,8 @@ int main(int argc, char** argv) {
   if (parser.value(layout) == QStringLiteral("slots")) w.setSlotLayout(true);
   if (parser.isSet(select) && !w.selectOpByName(parser.value(select)))
     std::fprintf(stderr, "pipestudio: no op %s in this schedule\n", qPrintable(parser.value(select)));
+
+  if (!applyStepOptions(parser, playhead, stepN, breakAt, w)) return 2;
 
   if (parser.isSet(shot)) {
     if (!opened) {

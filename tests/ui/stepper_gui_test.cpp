@@ -1,0 +1,388 @@
+// Step-through in the GUI (offscreen): the Debug actions step in Stepper::events order, breakpoints
+// stop playback, the State dock's content at chosen times on a hand-built run, the memory
+// chart's playhead and the diagnostics follow, and a failed run opens where it stopped.
+#include <QAction>
+#include <QDockWidget>
+#include <QLineSeries>
+#include <QMouseEvent>
+#include <QStandardPaths>
+#include <QTreeWidget>
+#include <QtTest>
+#include <cmath>
+
+#include "diagnostics_panel.h"
+#include "main_window.h"
+#include "memory_chart.h"
+#include "pipestudio/core/generators.h"
+#include "schedule_document.h"
+#include "state_panel.h"
+#include "stepper_controller.h"
+#include "timeline_view.h"
+
+using namespace ps::core;
+using namespace ps::ui;
+
+namespace {
+
+Schedule oneFOneB(int devices, int mb) {
+  GeneratorOptions o;
+  o.devices = devices;
+  o.microbatches = mb;
+  return generateSchedule(ScheduleKind::OneFOneB, o).value();
+}
+
+Op op(OpKind k, int stage, int mb) {
+  Op o;
+  o.kind = k;
+  o.stage = stage;
+  o.microbatch = mb;
+  return o;
+}
+
+// A measured run of 1F1B on 2 devices, 2 micro-batches, by hand (ms):
+//   device 0: F0@s0 0-2, F1@s0 2-4, B0@s0 9-12, B1@s0 13.5-16
+//   device 1: F0@s1 3-5, B0@s1 5-8, F1@s1 8-10, B1@s1 10-13
+// transfers: F0 0→1 2-3, F1 0→1 4-5, B0 1→0 8-9, B1 1→0 13-13.5.
+Timeline handRun() {
+  Timeline t;
+  t.source = TimelineSource::Measured;
+  t.label = "hand";
+  t.devices = 2;
+  auto add = [&](int d, int step, Op o, double s, double e) { t.ops.push_back({d, step, o, false, s, e}); };
+  add(0, 0, op(OpKind::F, 0, 0), 0, 2);
+  add(0, 1, op(OpKind::F, 0, 1), 2, 4);
+  add(0, 2, op(OpKind::B, 0, 0), 9, 12);
+  add(0, 3, op(OpKind::B, 0, 1), 13.5, 16);
+  add(1, 0, op(OpKind::F, 1, 0), 3, 5);
+  add(1, 1, op(OpKind::B, 1, 0), 5, 8);
+  add(1, 2, op(OpKind::F, 1, 1), 8, 10);
+  add(1, 3, op(OpKind::B, 1, 1), 10, 13);
+  auto tr = [&](int a, int b, Op p, Op c, double s, double e) { t.transfers.push_back({a, b, p, c, 1 << 20, s, e}); };
+  tr(0, 1, op(OpKind::F, 0, 0), op(OpKind::F, 1, 0), 2, 3);
+  tr(0, 1, op(OpKind::F, 0, 1), op(OpKind::F, 1, 1), 4, 5);
+  tr(1, 0, op(OpKind::B, 1, 0), op(OpKind::B, 0, 0), 8, 9);
+  tr(1, 0, op(OpKind::B, 1, 1), op(OpKind::B, 0, 1), 13, 13.5);
+  t.memory = {{{0, 100 << 20}, {2, 200 << 20}, {4, 300 << 20}, {12, 200 << 20}, {16, 100 << 20}},
+              {{0, 100 << 20}, {5, 200 << 20}, {8, 100 << 20}}};
+  t.metrics = computeMetrics(t);
+  return t;
+}
+
+bool anyRowContains(const QStringList& rows, const QString& needle) {
+  for (const QString& r : rows)
+    if (r.contains(needle)) return true;
+  return false;
+}
+
+}  // namespace
+
+class StepperGuiTest : public QObject {
+  Q_OBJECT
+ private Q_SLOTS:
+  void initTestCase() { QStandardPaths::setTestModeEnabled(true); }
+
+  void nextAndPreviousFollowStepperEvents() {
+    MainWindow w;
+    w.resize(1400, 900);
+    w.document()->load(oneFOneB(3, 4), defaultCostProfile(3));
+    StepperController* sc = w.stepperController();
+    // An independent Stepper over the same simulated timeline gives the expected order.
+    const Analysis& a = w.document()->analysis();
+    auto ref = Stepper::make(a.timeline, a.schedule);
+    QVERIFY(ref.ok());
+    const auto& events = ref->events();
+    QCOMPARE(events.size(), 2 * a.timeline.ops.size());
+    sc->startAction()->trigger();
+    QCOMPARE(sc->position(), size_t{0});
+    QVERIFY(!sc->previousAction()->isEnabled());
+    for (size_t i = 0; i < events.size(); ++i) {
+      sc->nextAction()->trigger();
+      QCOMPARE(sc->position(), i + 1);
+      QCOMPARE(sc->time(), events[i].time);
+      // The status bar names the event just applied.
+      const TimelineOp& o = a.timeline.ops[events[i].op];
+      const QString name = QString::fromStdString(a.schedule.opName(o.op));
+      const QString verb = events[i].kind == StepEventKind::Start ? QStringLiteral("starts") : QStringLiteral("ends");
+      QVERIFY2(w.statusText().contains(QStringLiteral("device %1 %2 %3").arg(o.device).arg(verb, name)),
+               qPrintable(w.statusText()));
+      // The playhead is drawn at the event's time.
+      QVERIFY(w.timeline()->playhead().has_value());
+      QCOMPARE(*w.timeline()->playhead(), events[i].time);
+    }
+    QVERIFY(!sc->nextAction()->isEnabled());
+    for (size_t i = events.size(); i > 0; --i) {
+      sc->previousAction()->trigger();
+      QCOMPARE(sc->position(), i - 1);
+    }
+    // End and start.
+    sc->endAction()->trigger();
+    QCOMPARE(sc->position(), events.size());
+    sc->startAction()->trigger();
+    QCOMPARE(sc->position(), size_t{0});
+  }
+
+  void runToSelectedOpStopsAtItsStart() {
+    MainWindow w;
+    w.resize(1400, 900);
+    w.document()->load(oneFOneB(3, 4), defaultCostProfile(3));
+    StepperController* sc = w.stepperController();
+    QVERIFY(w.selectOpByName(QStringLiteral("B2@s1")));
+    sc->runToSelectedAction()->trigger();
+    const Stepper* s = sc->stepper();
+    QVERIFY(s);
+    const StepEvent& e = s->events()[sc->position() - 1];
+    QCOMPARE(e.kind, StepEventKind::Start);
+    QCOMPARE(s->timeline().ops[e.op].op, op(OpKind::B, 1, 2));
+    // The op runs at the playhead, and the State dock says so.
+    const auto rows = StatePanel::rows(w.statePanel()->deviceItem(1));
+    QVERIFY2(anyRowContains(rows, QStringLiteral("running: B2@s1")), qPrintable(rows.join('\n')));
+  }
+
+  void breakpointsStopPlayback() {
+    MainWindow w;
+    w.resize(1400, 900);
+    w.document()->load(oneFOneB(3, 4), defaultCostProfile(3));
+    StepperController* sc = w.stepperController();
+    const Stepper* s = sc->stepper();
+    QVERIFY(s);
+    // F9 on the selected op: "when device 2 starts B1@s2".
+    QVERIFY(w.selectOpByName(QStringLiteral("B1@s2")));
+    sc->toggleBreakpointAction()->trigger();
+    QCOMPARE(sc->breakpoints().size(), size_t{1});
+    QCOMPARE(w.timeline()->stepMarks().breakpoints.size(), size_t{1});
+    // The event where playback must stop, found by hand.
+    size_t want = 0;
+    for (size_t i = 0; i < s->events().size(); ++i) {
+      const auto& e = s->events()[i];
+      const TimelineOp& o = s->timeline().ops[e.op];
+      if (e.kind == StepEventKind::Start && o.device == 2 && o.op == op(OpKind::B, 2, 1)) {
+        want = i + 1;
+        break;
+      }
+    }
+    QVERIFY(want > 0);
+    sc->goToStart();
+    sc->setSpeed(1);  // 1 ms per second: 100 ms of wall time per tick is 0.1 ms of timeline
+    sc->playAction()->trigger();
+    QVERIFY(sc->isPlaying());
+    int ticks = 0;
+    while (sc->isPlaying() && ticks < 100000) {
+      const double before = sc->time();
+      sc->advance(100);
+      ++ticks;
+      if (sc->isPlaying()) {
+        QVERIFY(sc->time() >= before);
+        QVERIFY(sc->position() < want);  // never plays past the breakpoint
+      }
+    }
+    QVERIFY(!sc->isPlaying());
+    QCOMPARE(sc->position(), want);
+    QCOMPARE(sc->time(), s->timeAt(want));
+    QVERIFY(ticks > 10);  // it played, it did not jump
+    QVERIFY(w.statusText().contains(QStringLiteral("Breakpoint")));
+
+    // A breakpoint added in the list on the end of F3 on any device: run to it from here.
+    Breakpoint end;
+    end.kind = OpKind::F;
+    end.microbatch = 3;
+    end.on = StepEventKind::End;
+    sc->addBreakpoint(end);
+    QVERIFY(sc->runToBreakpoint());
+    const StepEvent& e = s->events()[sc->position() - 1];
+    QCOMPARE(e.kind, StepEventKind::End);
+    QCOMPARE(s->timeline().ops[e.op].op.microbatch, 3);
+    QCOMPARE(s->timeline().ops[e.op].op.kind, OpKind::F);
+    // Back to the previous breakpoint hit.
+    QVERIFY(sc->runBackToBreakpoint());
+    QVERIFY(sc->position() <= want);
+    // Toggling again removes the one on B1@s2; without breakpoints playback reaches the end.
+    sc->toggleBreakpoint(2, op(OpKind::B, 2, 1));
+    sc->removeBreakpoint(0);
+    QVERIFY(sc->breakpoints().empty());
+    sc->goToStart();
+    sc->play();
+    sc->advance(1e9);
+    QVERIFY(!sc->isPlaying());
+    QCOMPARE(sc->position(), s->size());
+  }
+
+  void stateDockAtChosenTimes() {
+    MainWindow w;
+    w.resize(1400, 900);
+    w.document()->load(oneFOneB(2, 2), defaultCostProfile(2));
+    w.setMeasuredOverlay(handRun(), QStringLiteral("hand"));
+    StepperController* sc = w.stepperController();
+    QVERIFY(sc->stepsMeasured());
+    QCOMPARE(sc->position(), size_t{0});  // a complete run opens at its start
+    StatePanel* sp = w.statePanel();
+
+    // t = 2.5: device 0 runs F1@s0; device 1 waits for F0@s0's activation, in the air.
+    sc->seekTime(2.5);
+    QVERIFY(sp->headerText().contains(QStringLiteral("t = 2.50 ms")));
+    QStringList d0 = StatePanel::rows(sp->deviceItem(0));
+    QStringList d1 = StatePanel::rows(sp->deviceItem(1));
+    QVERIFY2(anyRowContains(d0, QStringLiteral("running: F1@s0")), qPrintable(d0.join('\n')));
+    QVERIFY2(anyRowContains(d0, QStringLiteral("in flight: 2 micro-batch(es): 0, 1")), qPrintable(d0.join('\n')));
+    QVERIFY2(anyRowContains(d1, QStringLiteral("next: F0@s1")), qPrintable(d1.join('\n')));
+    QVERIFY2(anyRowContains(d1, QStringLiteral("in flight: none")), qPrintable(d1.join('\n')));
+    QTreeWidgetItem* next1 = sp->deviceItem(1)->child(0);
+    QVERIFY(next1->text(0) == QStringLiteral("next"));
+    const QStringList waits1 = StatePanel::rows(next1);
+    QVERIFY2(anyRowContains(waits1, QStringLiteral("waits for: F0@s0 on device 0: in-transit (arrives 3.00 ms)")),
+             qPrintable(waits1.join('\n')));
+    QVERIFY(sp->deviceItem(1)->text(1).startsWith(QStringLiteral("blocked")));
+    QVERIFY(StatePanel::rows(sp->transfersItem()).join('\n').contains(QStringLiteral("F0@s0 → F0@s1: device 0 → 1, 2.00 → 3.00 ms")));
+    // Measured memory at the playhead, and the plan's at the same progress.
+    QVERIFY(anyRowContains(d0, QStringLiteral("memory: 200 MiB measured")));
+    // The timeline marks device 1's blocked op and the running one.
+    const auto& marks = w.timeline()->stepMarks();
+    QCOMPARE(marks.running.size(), size_t{1});
+    QCOMPARE(marks.running[0].second, op(OpKind::F, 0, 1));
+    QCOMPARE(marks.blocked.size(), size_t{1});
+    QCOMPARE(marks.blocked[0].first, 1);
+    QCOMPARE(marks.blocked[0].second, op(OpKind::F, 1, 0));
+
+    // t = 6: device 0 is blocked on B0@s1, still running on device 1; both hold micro-batch 0.
+    sc->seekTime(6);
+    d0 = StatePanel::rows(sp->deviceItem(0));
+    d1 = StatePanel::rows(sp->deviceItem(1));
+    QVERIFY2(anyRowContains(d1, QStringLiteral("running: B0@s1  (5.00 ms → 8.00 ms)")), qPrintable(d1.join('\n')));
+    QVERIFY2(anyRowContains(d0, QStringLiteral("next: B0@s0")), qPrintable(d0.join('\n')));
+    QVERIFY(sp->deviceItem(0)->text(1).startsWith(QStringLiteral("blocked")));
+    QVERIFY(sp->deviceItem(0)->text(1).contains(QStringLiteral("2 / 4 ops done")));
+    const QStringList waits0 = StatePanel::rows(sp->deviceItem(0)->child(0));
+    QVERIFY2(anyRowContains(waits0, QStringLiteral("waits for: B0@s1 on device 1: running")), qPrintable(waits0.join('\n')));
+    QVERIFY2(anyRowContains(d0, QStringLiteral("in flight: 2 micro-batch(es): 0, 1")), qPrintable(d0.join('\n')));
+    QVERIFY2(anyRowContains(d1, QStringLiteral("in flight: 1 micro-batch(es): 0")), qPrintable(d1.join('\n')));
+    QVERIFY(StatePanel::rows(sp->transfersItem()).isEmpty());
+
+    // Clicking the op it waits for selects it on the timeline.
+    QTreeWidgetItem* wait = sp->deviceItem(0)->child(0)->child(0);
+    Q_EMIT sp->tree()->itemClicked(wait, 1);
+    QVERIFY(w.timeline()->selectedOp().has_value());
+    QCOMPARE(*w.timeline()->selectedOp(), op(OpKind::B, 1, 0));
+
+    // At the end both devices are finished.
+    sc->goToEnd();
+    QVERIFY(sp->deviceItem(0)->text(1).startsWith(QStringLiteral("finished")));
+    QVERIFY(sp->deviceItem(1)->text(1).startsWith(QStringLiteral("finished")));
+  }
+
+  void memoryCursorFollowsThePlayhead() {
+    MainWindow w;
+    w.resize(1400, 900);
+    w.document()->load(oneFOneB(2, 4), defaultCostProfile(2));
+    StepperController* sc = w.stepperController();
+    MemoryChart* chart = w.memoryChart();
+    sc->seekTime(3.25);
+    QVERIFY(chart->playheadTime().has_value());
+    QCOMPARE(*chart->playheadTime(), 3.25);
+    QVERIFY(chart->playheadSeries()->isVisible());
+    QCOMPARE(chart->playheadSeries()->at(0).x(), 3.25);
+    sc->next();
+    QCOMPARE(chart->playheadSeries()->at(0).x(), sc->time());
+    // Reloading the document rebuilds the chart; the playhead stays on it.
+    w.document()->load(oneFOneB(2, 4), defaultCostProfile(2));
+    QApplication::processEvents();
+    QVERIFY(chart->playheadSeries() && chart->playheadSeries()->isVisible());
+    QCOMPARE(chart->playheadSeries()->at(0).x(), sc->toAxis(sc->time()));
+
+    // Measured run scaled onto the plan: the chart and the timeline use the plan's axis.
+    w.setOverlayScaled(true);
+    Timeline m = w.document()->analysis().timeline;
+    m.source = TimelineSource::Measured;
+    for (auto& o : m.ops) {
+      o.start *= 2;
+      o.end *= 2;
+    }
+    m.transfers.clear();
+    m.metrics = computeMetrics(m);
+    w.setMeasuredOverlay(m, QStringLiteral("twice as slow"));
+    sc->seekTime(4.0);  // measured ms
+    const double axis = w.timeline()->comparison()->align(4.0);
+    QVERIFY(std::abs(axis - 2.0) < 1e-9);
+    QCOMPARE(*w.timeline()->playhead(), axis);
+    QCOMPARE(chart->playheadSeries()->at(0).x(), axis);
+  }
+
+  void rulerClickSeeks() {
+    MainWindow w;
+    w.resize(1400, 900);
+    w.document()->load(oneFOneB(2, 4), defaultCostProfile(2));
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    TimelineView* view = w.timeline();
+    StepperController* sc = w.stepperController();
+    const double x = view->rows().labelWidth + view->axis().toX(5.0);
+    const QPoint p(static_cast<int>(std::round(x)), static_cast<int>(view->rows().rulerHeight / 2));
+    QTest::mouseClick(view->viewport(), Qt::LeftButton, Qt::NoModifier, p);
+    const double t = view->axis().toTime(p.x() - view->rows().labelWidth);
+    QVERIFY2(std::abs(sc->time() - t) < 1e-9, qPrintable(QString::number(sc->time())));
+    QCOMPARE(sc->position(), sc->stepper()->positionAt(t));
+  }
+
+  void failedRunOpensWhereItStopped() {
+    MainWindow w;
+    w.resize(1400, 900);
+    w.document()->load(oneFOneB(2, 2), defaultCostProfile(2));
+    // The run failed in B0@s1 on device 1: what ran before it is recorded, nothing after.
+    Timeline t = handRun();
+    std::erase_if(t.ops, [](const TimelineOp& o) { return o.start >= 5; });
+    std::erase_if(t.transfers, [](const Transfer& x) { return x.start >= 5; });
+    t.memory = {{{0, 100 << 20}, {2, 200 << 20}, {4, 300 << 20}}, {{0, 100 << 20}, {5, 200 << 20}}};
+    t.complete = false;
+    Diagnostic fail = makeError("engine.op-failed", "B0@s1 failed on device 1: CUDA out of memory");
+    fail.related.push_back({1, 1});
+    Diagnostic slow = makeWarning("engine.slow", "F1@s0 took twice its planned time");
+    slow.related.push_back({0, 1});
+    t.diagnostics = {fail, slow};
+    t.metrics = computeMetrics(t);
+    w.setMeasuredOverlay(t, QStringLiteral("failed run"));
+
+    StepperController* sc = w.stepperController();
+    const Stepper* s = sc->stepper();
+    QVERIFY(s);
+    QVERIFY(!s->timeline().complete);
+    QCOMPARE(sc->position(), s->stopPosition());
+    QCOMPARE(sc->time(), 5.0);  // F0@s1's end, the last thing that happened
+    // Blocked: device 0's B0@s0 waits for B0@s1, which never ran.
+    const auto& marks = w.timeline()->stepMarks();
+    QCOMPARE(marks.blocked.size(), size_t{1});
+    QCOMPARE(marks.blocked[0].first, 0);
+    QCOMPARE(marks.blocked[0].second, op(OpKind::B, 0, 0));
+    QVERIFY(w.timeline()->selectedOp().has_value());
+    QCOMPARE(*w.timeline()->selectedOp(), op(OpKind::B, 0, 0));
+    StatePanel* sp = w.statePanel();
+    QVERIFY2(sp->headerText().contains(QStringLiteral("Stopped here")), qPrintable(sp->headerText()));
+    QVERIFY(sp->headerText().contains(QStringLiteral("CUDA out of memory")));
+    QVERIFY(sp->deviceItem(0)->text(1).startsWith(QStringLiteral("blocked")));
+    const QStringList waits = StatePanel::rows(sp->deviceItem(0)->child(0));
+    QVERIFY2(anyRowContains(waits, QStringLiteral("waits for: B0@s1 on device 1: never-ran")), qPrintable(waits.join('\n')));
+    auto* dock = w.findChild<QDockWidget*>(QStringLiteral("dock.state"));
+    QVERIFY(dock && !dock->isHidden());
+    QVERIFY(w.statusText().contains(QStringLiteral("stopped")));
+
+    // The diagnostics dock heads with the run's failure.
+    DiagnosticsPanel* dp = w.diagnostics();
+    QVERIFY(dp->topLevelItem(0)->text(0).contains(QStringLiteral("stopped at 5.00 ms")));
+    QVERIFY(dp->topLevelItem(1)->text(0).contains(QStringLiteral("CUDA out of memory")));
+    QVERIFY(dp->topLevelItem(2)->text(0).contains(QStringLiteral("twice its planned time")));
+    // F1@s0 ran 2-4 ms: past at the stop, current at 3 ms, later at 1 ms.
+    QCOMPARE(dp->markOf(2), DiagnosticsPanel::PlayheadMark::None);
+    QCOMPARE(dp->markOf(1), DiagnosticsPanel::PlayheadMark::None);  // B0@s1 never ran
+    sc->seekTime(3);
+    QCOMPARE(dp->markOf(2), DiagnosticsPanel::PlayheadMark::Current);
+    QVERIFY(dp->topLevelItem(2)->font(0).bold());
+    sc->seekTime(1);
+    QCOMPARE(dp->markOf(2), DiagnosticsPanel::PlayheadMark::Later);
+    QVERIFY(!dp->topLevelItem(2)->font(0).bold());
+
+    // Clearing the overlay steps the plan again, and the failure leaves the dock.
+    w.clearMeasuredOverlay();
+    QVERIFY(!sc->stepsMeasured());
+    QVERIFY(!dp->topLevelItem(0)->text(0).contains(QStringLiteral("stopped")));
+  }
+};
+
+QTEST_MAIN(StepperGuiTest)
+#include "stepper_gui_test.moc"
