@@ -84,7 +84,7 @@ void DiagnosticsPanel::addItems(const Diagnostics& ds, bool run) {
     auto* it = new QTreeWidgetItem(this);
     QString msg = QString::fromStdString(d.message);
     if (!d.hint.empty()) msg += QStringLiteral(" (") + QString::fromStdString(d.hint) + QLatin1Char(')');
-    it->setText(0, run ? QStringLiteral("    ") + msg : msg);
+    it->setText(0, msg);
     it->setToolTip(0, QStringLiteral("<p>%1</p><p style='color:gray'>%2</p>")
                           .arg(QString::fromStdString(formatDiagnostic(d)).toHtmlEscaped(),
                                QString::fromStdString(d.code)));

@@ -251,7 +251,7 @@ BreakpointsPanel::BreakpointsPanel(QWidget* parent) : QWidget(parent) {
   lay->setSpacing(4);
   auto* title = new QLabel(tr("<b>Breakpoints</b> (F9 on the selected op)"));
   list_ = new QListWidget;
-  list_->setMaximumHeight(110);
+  list_->setMaximumHeight(72);
   auto spin = [](const QString& any, const QString& prefix) {
     auto* s = new QSpinBox;
     s->setRange(-1, 4096);
