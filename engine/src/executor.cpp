@@ -199,6 +199,8 @@ class Run {
   void forward(int device, const Op& op, bool recompute);
   void backward(int device, const Op& op, bool inputsOnly);
   at::Tensor receive(int device, const Op& op, const MessageKey& key, int srcStage);
+  at::Tensor inputGradientsKeepingGraph(Stash& st, const at::Tensor& grad, bool needInput);
+  void weightGradientsByGraph(int device, const Op& op);
   void deliver(int device, const Op& op, const MessageKey& key, int dstStage, const at::Tensor& t);
   void fail(ErrorInfo e);
   void emit(const nlohmann::json& j);
@@ -286,8 +288,15 @@ core::Status Run::setup() {
                                                            "libtorch; rebuild with a CUDA libtorch");
   if (opt_.device != "cpu" && opt_.device != "cuda")
     return core::makeError("engine.options", "device must be cpu or cuda, got '" + opt_.device + "'");
-  auto part = core::partitionLayers(modelCostProfile(opt_.model, opt_.microbatchSize), S_,
-                                    !opt_.partition.empty() ? opt_.partition : sched_.partition);
+  try {
+    model_ = Model::build(opt_.model, opt_.seed, opt_.microbatchSize, M_);
+  } catch (const std::exception& e) {
+    return core::makeError("engine.model", std::string("cannot build model: ") + e.what());
+  }
+  const core::CostProfile costs = model_->weightGradByGraph
+                                      ? detail::torchScriptCostProfile(*model_, opt_.microbatchSize)
+                                      : modelCostProfile(opt_.model, opt_.microbatchSize);
+  auto part = core::partitionLayers(costs, S_, !opt_.partition.empty() ? opt_.partition : sched_.partition);
   if (!part) {
     core::Diagnostics ds = part.errors();
     for (auto& d : ds) d.code = "engine.partition";
@@ -310,11 +319,6 @@ core::Status Run::setup() {
     if (!conn) return conn.errors();
     remote_ = std::move(conn.value());
     rank_ = opt_.distributed.rank;
-  }
-  try {
-    model_ = Model::build(opt_.model, opt_.seed, opt_.microbatchSize, M_);
-  } catch (const std::exception& e) {
-    return core::makeError("engine.model", std::string("cannot build model: ") + e.what());
   }
   stashes_.resize(static_cast<size_t>(D_));
   ops_.resize(static_cast<size_t>(D_));
@@ -346,7 +350,11 @@ at::Tensor Run::receive(int device, const Op& op, const MessageKey& key, int src
            static_cast<std::int64_t>(env->tensor.numel() * env->tensor.element_size()), env->sentMs, nowMs()});
     return env->tensor;
   }
-  auto t = remote_->recv(key, rankOf(srcDevice), model_->boundaryShape(opt_.microbatchSize), model_->options, timeout,
+  // Activation for stage s: the output of stage s-1's last layer; gradient for stage s: of
+  // stage s's own output.
+  const int boundaryLayer = firstLayer_[static_cast<size_t>(key.kind == 0 ? key.stage : key.stage + 1)] - 1;
+  auto t = remote_->recv(key, rankOf(srcDevice), model_->boundaryShape(opt_.microbatchSize, boundaryLayer),
+                         model_->options, timeout,
                          stop_, opt_.cancel);
   if (!t) throw timedOut();
   tlOpStart = nowMs();
@@ -380,6 +388,7 @@ void Run::forward(int device, const Op& op, bool recompute) {
       throw OpFailure("engine.order", "the stashed input is offloaded; RELOAD must come before R");
     x = st->inputSlot->t;
     st->slots.clear();
+    st->layerOutputs.clear();
   } else {
     x = s == 0 ? model_->microInput(m) : receive(device, op, MessageKey{0, s, m}, s - 1);
     st = &stashes[{s, m}];
@@ -395,8 +404,10 @@ void Run::forward(int device, const Op& op, bool recompute) {
   {
     c10::AutoGradMode mode(keepGraph);
     out = in;
-    for (int l = firstLayer_[static_cast<size_t>(s)]; l < firstLayer_[static_cast<size_t>(s) + 1]; ++l)
+    for (int l = firstLayer_[static_cast<size_t>(s)]; l < firstLayer_[static_cast<size_t>(s) + 1]; ++l) {
       out = model_->layers[static_cast<size_t>(l)]->forward(out, ctx);
+      if (keepGraph && model_->weightGradByGraph) st->layerOutputs.emplace_back(l, out);
+    }
     if (s == S_ - 1) out = model_->loss(out, model_->microTarget(m), 1.0 / M_);
   }
   if (opt_.fault.active() && opt_.fault.kind == "nan" && opt_.fault.op == opName(op))
@@ -428,19 +439,97 @@ void Run::backward(int device, const Op& op, bool inputsOnly) {
   Stash& st = it->second;
   at::Tensor grad;
   if (s < S_ - 1) grad = receive(device, op, MessageKey{1, s, m}, s + 1);
-  for (int l = firstLayer_[static_cast<size_t>(s)]; l < firstLayer_[static_cast<size_t>(s) + 1]; ++l)
-    for (auto* lin : model_->layers[static_cast<size_t>(l)]->linears) lin->deferWeightGrad = inputsOnly;
-  if (grad.defined())
-    torch::autograd::backward({st.output}, {grad});
-  else
-    torch::autograd::backward({st.output});
+  if (st.inputGradDone)
+    throw OpFailure("engine.order", std::string(inputsOnly ? "I" : "B") + " ran twice for this micro-batch");
+  at::Tensor dx;
+  const bool byGraph = inputsOnly && model_->weightGradByGraph;
+  if (byGraph) {
+    dx = inputGradientsKeepingGraph(st, grad, s > 0);
+  } else {
+    for (int l = firstLayer_[static_cast<size_t>(s)]; l < firstLayer_[static_cast<size_t>(s) + 1]; ++l)
+      for (auto* lin : model_->layers[static_cast<size_t>(l)]->linears) lin->deferWeightGrad = inputsOnly;
+    if (grad.defined())
+      torch::autograd::backward({st.output}, {grad});
+    else
+      torch::autograd::backward({st.output});
+    if (s > 0) dx = st.input.grad();
+  }
   if (s > 0) {
-    at::Tensor dx = st.input.grad();
     if (opt_.fault.active() && opt_.fault.kind == "nan" && opt_.fault.op == opName(op))
       dx = dx + std::numeric_limits<double>::quiet_NaN();
     if (!at::isfinite(dx).all().item<bool>())
       throw OpFailure("engine.nan", "the input gradient has NaN or Inf values");
     deliver(device, op, MessageKey{1, s - 1, m}, s - 1, dx);
+  }
+  if (byGraph) {
+    st.inputGradDone = true;  // W needs the graph and the layer-output gradients
+  } else {
+    stashes.erase(it);
+  }
+}
+
+// I for layers whose weights autograd owns: the gradients of the stage input and of every
+// layer output, without accumulating any parameter gradient (autograd::grad computes only
+// what leads to the tensors asked for, so no weight-gradient kernels run). The graph stays.
+at::Tensor Run::inputGradientsKeepingGraph(Stash& st, const at::Tensor& grad, bool needInput) {
+  std::vector<at::Tensor> wrt;
+  std::vector<int> slot;  // index in layerOutputs, -1 = the stage input
+  if (needInput && st.input.requires_grad()) {
+    wrt.push_back(st.input);
+    slot.push_back(-1);
+  }
+  st.layerOutputGrads.assign(st.layerOutputs.size(), at::Tensor());
+  for (size_t i = 0; i < st.layerOutputs.size(); ++i) {
+    const at::Tensor& y = st.layerOutputs[i].second;
+    if (y.is_same(st.output)) {
+      st.layerOutputGrads[i] = grad;  // the stage output: its gradient is the one received
+    } else if (y.requires_grad()) {
+      wrt.push_back(y);
+      slot.push_back(static_cast<int>(i));
+    }
+  }
+  at::Tensor dx;
+  if (wrt.empty()) return dx;
+  std::vector<at::Tensor> outs{st.output};
+  std::vector<at::Tensor> gouts;
+  if (grad.defined()) gouts.push_back(grad);
+  auto gs = torch::autograd::grad(outs, wrt, gouts, /*retain_graph=*/true, /*create_graph=*/false,
+                                  /*allow_unused=*/true);
+  for (size_t k = 0; k < gs.size(); ++k) {
+    if (slot[k] < 0)
+      dx = gs[k].defined() ? gs[k] : at::zeros_like(st.input);
+    else
+      st.layerOutputGrads[static_cast<size_t>(slot[k])] = gs[k];
+  }
+  return dx;
+}
+
+// W for layers whose weights autograd owns: from each layer's output gradient (kept by I)
+// back to that layer's own parameters only. This repeats the activation-gradient work inside
+// a child (e.g. through its nonlinearity) but no other child's, and does every weight-gradient
+// kernel, which I skipped.
+void Run::weightGradientsByGraph(int device, const Op& op) {
+  auto& stashes = stashes_[static_cast<size_t>(device)];
+  auto it = stashes.find({op.stage, op.microbatch});
+  if (it == stashes.end() || !it->second.inputGradDone)
+    throw OpFailure("engine.order", "W found no kept graph (its I has not run)");
+  Stash& st = it->second;
+  for (size_t i = 0; i < st.layerOutputs.size(); ++i) {
+    const at::Tensor& dy = st.layerOutputGrads[i];
+    const auto& layer = model_->layers[static_cast<size_t>(st.layerOutputs[i].first)];
+    std::vector<at::Tensor> leaves;
+    for (const auto& p : layer->params)
+      if (p.value.requires_grad()) leaves.push_back(p.value);
+    if (leaves.empty() || !dy.defined()) continue;
+    try {
+      torch::autograd::backward({st.layerOutputs[i].second}, {dy}, /*retain_graph=*/true, /*create_graph=*/false,
+                                leaves);
+    } catch (const c10::Error& e) {
+      // A parameter the child does not use is no error: its gradient stays zero.
+      const std::string what = e.what_without_backtrace();
+      if (what.find("not have been used") == std::string::npos && what.find("does not require grad") == std::string::npos)
+        throw;
+    }
   }
   stashes.erase(it);
 }
@@ -468,6 +557,10 @@ void Run::execOp(int device, int step, const Op& op) {
     case OpKind::B: backward(device, op, false); break;
     case OpKind::I: backward(device, op, true); break;
     case OpKind::W: {
+      if (model_->weightGradByGraph) {
+        weightGradientsByGraph(device, op);
+        break;
+      }
       bool any = false, hasLinear = false;
       for (int l = firstLayer_[static_cast<size_t>(op.stage)]; l < firstLayer_[static_cast<size_t>(op.stage) + 1]; ++l)
         for (auto* lin : model_->layers[static_cast<size_t>(l)]->linears) {

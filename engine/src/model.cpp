@@ -18,6 +18,8 @@ std::int64_t Stash::deviceBytes() const {
   if (hasGraph) n += bytesOf(output);
   for (const auto& s : slots)
     if (!s->offloaded) n += bytesOf(s->t);
+  for (const auto& [layer, t] : layerOutputs) n += bytesOf(t);
+  for (const auto& g : layerOutputGrads) n += bytesOf(g);
   return n;
 }
 
@@ -188,6 +190,15 @@ class LmHead : public Layer {
 }  // namespace
 
 std::unique_ptr<Model> Model::build(const ModelSpec& spec, std::uint64_t seed, int microbatchSize, int microbatches) {
+  if (spec.kind == "torchscript") {
+    auto model = std::make_unique<Model>();
+    model->spec = spec;
+    model->microbatchSize = microbatchSize;
+    model->microbatches = microbatches;
+    model->options = at::TensorOptions().dtype(spec.dtype == "f64" ? at::kDouble : at::kFloat);
+    buildTorchScript(*model, seed);
+    return model;
+  }
   auto model = std::make_unique<Model>();
   model->spec = spec;
   model->microbatchSize = microbatchSize;
@@ -219,13 +230,21 @@ at::Tensor Model::loss(const at::Tensor& output, const at::Tensor& target, doubl
   at::Tensor l;
   if (spec.kind == "gpt") {
     l = at::cross_entropy_loss(output.reshape({-1, spec.vocab}), target.reshape({-1}));
+  } else if (spec.kind == "torchscript" && spec.loss == "ce") {
+    l = at::cross_entropy_loss(output.reshape({-1, output.size(-1)}), target.reshape({-1}));
   } else {
     l = at::mse_loss(output, target);
   }
   return scale == 1.0 ? l : l * scale;
 }
 
-std::vector<int64_t> Model::boundaryShape(int b) const {
+std::vector<int64_t> Model::boundaryShape(int b, int layer) const {
+  if (spec.kind == "torchscript") {
+    std::vector<int64_t> shape{b};
+    const auto& per = layerOutputShapes.at(static_cast<size_t>(layer));
+    shape.insert(shape.end(), per.begin(), per.end());
+    return shape;
+  }
   if (spec.kind == "gpt") return {b, spec.seq, spec.hidden};
   return {b, spec.hidden};
 }

@@ -28,6 +28,11 @@ struct Stash {
   bool hasGraph = false;
   std::vector<std::shared_ptr<Slot>> slots;  // inputs saved by linear layers
   std::shared_ptr<Slot> inputSlot;           // the stage input as the engine keeps it (for R)
+  // Models whose weight gradients cannot be deferred inside the layers (TorchScript): each
+  // layer's output (layer index, tensor with graph), and after I the gradient of each.
+  std::vector<std::pair<int, at::Tensor>> layerOutputs;
+  std::vector<at::Tensor> layerOutputGrads;
+  bool inputGradDone = false;  // I ran; the graph is kept for W
   std::int64_t deviceBytes() const;
   std::int64_t hostBytes() const;
 };
@@ -77,6 +82,7 @@ class Layer {
 
 class Model {
  public:
+  // Throws std::exception with a message naming the file and child for TorchScript models.
   static std::unique_ptr<Model> build(const ModelSpec& spec, std::uint64_t seed, int microbatchSize, int microbatches);
 
   ModelSpec spec;
@@ -90,14 +96,26 @@ class Model {
   at::Tensor microTarget(int m) const;
   // Mean loss of a batch of outputs against its targets, times scale.
   at::Tensor loss(const at::Tensor& output, const at::Tensor& target, double scale) const;
-  // Shape of what crosses a stage boundary (activation and its gradient) for b samples.
-  std::vector<int64_t> boundaryShape(int b) const;
-  bool inputIsFloat() const { return spec.kind == "mlp"; }
+  // Shape of what crosses a stage boundary after layer `layer` (activation and its gradient)
+  // for b samples.
+  std::vector<int64_t> boundaryShape(int b, int layer) const;
+  bool inputIsFloat() const { return spec.kind != "gpt"; }
+  // W of layers whose weights autograd owns (TorchScript): I keeps the graph and the
+  // gradient of every layer output; W runs autograd from each layer's output to its own
+  // parameters only.
+  bool weightGradByGraph = false;
+  // Per-sample output shape of each layer (TorchScript; measured by a probe forward).
+  std::vector<std::vector<int64_t>> layerOutputShapes;
   std::int64_t parameterCount() const;
 
   // Gradients (name, tensor) of the layers [first, last); undefined grads read as zeros.
   std::vector<NamedParam> gradients(int first, int last) const;
   void zeroGrad();
 };
+
+// TorchScript models (model_torchscript.cpp): fills layers, data and shapes of a Model whose
+// spec, sizes and options are set; throws with a message naming the file and child.
+void buildTorchScript(Model& model, std::uint64_t seed);
+core::CostProfile torchScriptCostProfile(const Model& model, int microbatchSize);
 
 }  // namespace ps::engine::detail

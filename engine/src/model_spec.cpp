@@ -6,6 +6,13 @@
 
 namespace ps::engine {
 
+namespace detail {
+// Defined in model_torchscript.cpp (the one file that loads modules).
+std::vector<std::string> torchScriptLayerNames(const ModelSpec& m);
+core::CostProfile torchScriptCostProfile(const ModelSpec& m, int microbatchSize);
+core::Status checkTorchScript(const ModelSpec& m);
+}  // namespace detail
+
 namespace {
 core::Diagnostic specError(const std::string& msg) { return core::makeError("engine.model-spec", msg); }
 
@@ -23,8 +30,8 @@ core::Result<ModelSpec> parseModelSpec(std::string_view spec) {
     kind = spec.substr(0, colon);
     rest = spec.substr(colon + 1);
   }
-  if (kind != "mlp" && kind != "gpt")
-    return specError("unknown model '" + std::string(kind) + "' (built-in models: mlp, gpt)");
+  if (kind != "mlp" && kind != "gpt" && kind != "torchscript")
+    return specError("unknown model '" + std::string(kind) + "' (built-in models: mlp, gpt; or torchscript:path=FILE)");
   m.kind = std::string(kind);
   if (m.kind == "mlp") m.hidden = 64;
   while (!rest.empty()) {
@@ -37,6 +44,17 @@ core::Result<ModelSpec> parseModelSpec(std::string_view spec) {
       return specError("model option '" + std::string(item) + "' needs a value (key=value)");
     std::string key(item.substr(0, eq));
     std::string_view val = item.substr(eq + 1);
+    if (m.kind == "torchscript" && key == "path") {
+      // The rest of the spec is not split at '=' again, so paths may contain it (not ',').
+      if (val.empty()) return specError("torchscript path is empty");
+      m.path = std::string(val);
+      continue;
+    }
+    if (m.kind == "torchscript" && key == "loss") {
+      if (val != "mse" && val != "ce") return specError("loss must be mse or ce, got '" + std::string(val) + "'");
+      m.loss = std::string(val);
+      continue;
+    }
     if (key == "dtype") {
       if (val != "f32" && val != "f64") return specError("dtype must be f32 or f64, got '" + std::string(val) + "'");
       m.dtype = std::string(val);
@@ -45,6 +63,11 @@ core::Result<ModelSpec> parseModelSpec(std::string_view spec) {
     int v = 0;
     if (!parseInt(val, v) || v < 1)
       return specError("model option " + key + " needs a positive integer, got '" + std::string(val) + "'");
+    if (m.kind == "torchscript") {
+      if (key == "features") m.features = v;
+      else return specError("unknown option '" + key + "' for model torchscript (path, features, loss, dtype)");
+      continue;
+    }
     if (key == "layers") m.layers = v;
     else if (key == "hidden") m.hidden = v;
     else if (key == "heads" && m.kind == "gpt") m.heads = v;
@@ -53,6 +76,8 @@ core::Result<ModelSpec> parseModelSpec(std::string_view spec) {
     else if (key == "ffn" && m.kind == "gpt") m.ffn = v;
     else return specError("unknown option '" + key + "' for model " + m.kind);
   }
+  if (m.kind == "torchscript" && m.path.empty())
+    return specError("torchscript model needs path=FILE (torchscript:path=model.pt)");
   if (m.kind == "gpt" && m.hidden % m.heads != 0)
     return specError("gpt hidden (" + std::to_string(m.hidden) + ") must be a multiple of heads (" +
                      std::to_string(m.heads) + ")");
@@ -60,6 +85,13 @@ core::Result<ModelSpec> parseModelSpec(std::string_view spec) {
 }
 
 std::string modelSpecToString(const ModelSpec& m) {
+  if (m.kind == "torchscript") {
+    std::string s = "torchscript:path=" + m.path;
+    if (m.features > 0) s += ",features=" + std::to_string(m.features);
+    if (m.loss != "mse") s += ",loss=" + m.loss;
+    if (m.dtype != "f32") s += ",dtype=" + m.dtype;
+    return s;
+  }
   std::string s = m.kind + ":layers=" + std::to_string(m.layers) + ",hidden=" + std::to_string(m.hidden);
   if (m.kind == "gpt")
     s += ",heads=" + std::to_string(m.heads) + ",seq=" + std::to_string(m.seq) + ",vocab=" + std::to_string(m.vocab) +
@@ -68,9 +100,13 @@ std::string modelSpecToString(const ModelSpec& m) {
   return s;
 }
 
-int modelLayerCount(const ModelSpec& m) { return m.kind == "gpt" ? m.layers + 2 : m.layers; }
+int modelLayerCount(const ModelSpec& m) {
+  if (m.kind == "torchscript") return static_cast<int>(detail::torchScriptLayerNames(m).size());
+  return m.kind == "gpt" ? m.layers + 2 : m.layers;
+}
 
 std::vector<std::string> modelLayerNames(const ModelSpec& m) {
+  if (m.kind == "torchscript") return detail::torchScriptLayerNames(m);
   std::vector<std::string> names;
   if (m.kind == "gpt") names.emplace_back("embedding");
   for (int i = 0; i < m.layers; ++i) names.push_back("block" + std::to_string(i));
@@ -78,7 +114,13 @@ std::vector<std::string> modelLayerNames(const ModelSpec& m) {
   return names;
 }
 
+core::Status checkModel(const ModelSpec& m) {
+  if (m.kind == "torchscript") return detail::checkTorchScript(m);
+  return core::okStatus();
+}
+
 core::CostProfile modelCostProfile(const ModelSpec& m, int microbatchSize) {
+  if (m.kind == "torchscript") return detail::torchScriptCostProfile(m, microbatchSize);
   core::CostProfile p;
   p.name = modelSpecToString(m);
   const double b = microbatchSize, H = m.hidden, elem = m.dtype == "f64" ? 8 : 4;

@@ -17,9 +17,10 @@
 namespace ps::engine {
 
 // Built-in model, from a spec string such as "gpt:layers=8,hidden=256,heads=4,seq=128,vocab=1000"
-// or "mlp:layers=8,hidden=512". Keys not given keep their defaults.
+// or "mlp:layers=8,hidden=512", or a user's TorchScript module, "torchscript:path=FILE" (split
+// at its top-level children; docs/engine.md). Keys not given keep their defaults.
 struct ModelSpec {
-  std::string kind = "mlp";  // "mlp" or "gpt"
+  std::string kind = "mlp";  // "mlp", "gpt" or "torchscript"
   int layers = 4;            // mlp: Linear+GELU blocks; gpt: decoder blocks
   int hidden = 64;
   int heads = 4;             // gpt
@@ -27,6 +28,10 @@ struct ModelSpec {
   int vocab = 128;           // gpt
   int ffn = 4;               // gpt: MLP width = ffn x hidden
   std::string dtype = "f32";  // "f32" or "f64"
+  // torchscript only
+  std::string path;          // the saved module (torch.jit.save / torch::jit::Module::save)
+  int features = 0;          // input width; 0 = the last dimension of the first 2-D parameter
+  std::string loss = "mse";  // "mse" (random targets) or "ce" (output = logits, random classes)
 };
 
 core::Result<ModelSpec> parseModelSpec(std::string_view spec);
@@ -38,6 +43,9 @@ std::vector<std::string> modelLayerNames(const ModelSpec& m);
 // Analytic per-layer costs of a built-in model for micro-batches of b samples: times from
 // FLOPs at a nominal 50 GFLOP/s, fp32/f64 bytes. The engine's default partition balances these.
 core::CostProfile modelCostProfile(const ModelSpec& m, int microbatchSize);
+// Loads a TorchScript model and runs one forward through its children on a synthetic batch
+// (built-in models always pass). Errors name the file and the failing child.
+core::Status checkModel(const ModelSpec& m);
 
 // Where this process sits in a multi-process run (torchrun-style). worldSize 1 = every device
 // of the schedule runs as a thread of this process.

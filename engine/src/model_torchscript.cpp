@@ -1,0 +1,217 @@
+// User models: a TorchScript module loaded with torch::jit::load and split at its top-level
+// children, which run one after the other (nn.Sequential semantics; the parent's own forward
+// is not used). Synthetic data come from the seed; the loss is MSE against random targets or
+// cross-entropy against random classes when the model ends in logits (loss=ce).
+#include <ATen/CPUGeneratorImpl.h>
+#include <c10/util/Exception.h>
+#include <torch/csrc/jit/api/module.h>
+#include <torch/csrc/jit/serialization/import.h>
+
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+#include "model.h"
+
+namespace ps::engine::detail {
+
+namespace {
+
+std::string shapeText(at::IntArrayRef s) {
+  std::ostringstream o;
+  o << '[';
+  for (size_t i = 0; i < s.size(); ++i) o << (i ? ", " : "") << s[i];
+  o << ']';
+  return o.str();
+}
+
+std::string lastLine(const std::string& text) {
+  size_t end = text.find_last_not_of(" \n\r\t");
+  if (end == std::string::npos) return text;
+  size_t begin = text.rfind('\n', end);
+  return text.substr(begin == std::string::npos ? 0 : begin + 1, end + 1 - (begin == std::string::npos ? 0 : begin + 1));
+}
+
+[[noreturn]] void modelError(const ModelSpec& spec, const std::string& msg) {
+  throw std::runtime_error("torchscript model " + spec.path + ": " + msg);
+}
+
+torch::jit::Module loadModule(const ModelSpec& spec) {
+  {
+    std::ifstream probe(spec.path, std::ios::binary);
+    if (!probe) modelError(spec, "cannot open the file (missing or unreadable)");
+  }
+  try {
+    torch::jit::Module m = torch::jit::load(spec.path);
+    // Dropout off and batch norm on running statistics: otherwise micro-batches would not
+    // compute the full batch's gradients.
+    m.eval();
+    m.to(spec.dtype == "f64" ? at::kDouble : at::kFloat);
+    return m;
+  } catch (const c10::Error& e) {
+    modelError(spec, std::string("not a loadable TorchScript module: ") + e.what_without_backtrace());
+  } catch (const std::exception& e) {
+    modelError(spec, std::string("not a loadable TorchScript module: ") + e.what());
+  }
+}
+
+class TorchScriptLayer : public Layer {
+ public:
+  TorchScriptLayer(std::string childName, torch::jit::Module m, std::string file)
+      : module_(std::move(m)), file_(std::move(file)) {
+    name = std::move(childName);
+    for (const auto& p : module_.named_parameters(/*recurse=*/true)) {
+      at::Tensor t = p.value;
+      t.requires_grad_(true);
+      params.push_back({name + "." + p.name, t});
+    }
+  }
+
+  at::Tensor forward(const at::Tensor& x, ForwardCtx&) override {
+    c10::IValue out;
+    try {
+      out = module_.forward({x});
+    } catch (const c10::Error& e) {
+      throw std::runtime_error("child '" + name + "' of " + file_ + " failed on an input of shape " +
+                               shapeText(x.sizes()) + ": " + lastLine(e.what_without_backtrace()));
+    } catch (const std::exception& e) {
+      // The TorchScript interpreter's errors carry a traceback; its last line is the cause.
+      throw std::runtime_error("child '" + name + "' of " + file_ + " failed on an input of shape " +
+                               shapeText(x.sizes()) + ": " + lastLine(e.what()));
+    }
+    if (!out.isTensor())
+      throw std::runtime_error("child '" + name + "' of " + file_ + " returned a " + out.tagKind() +
+                               ", not a tensor (children must map one tensor to one tensor)");
+    return out.toTensor();
+  }
+
+ private:
+  torch::jit::Module module_;
+  std::string file_;
+};
+
+// Children of the module as layers, without data (names, parameters).
+void addLayers(Model& model, const ModelSpec& spec) {
+  torch::jit::Module root = loadModule(spec);
+  for (const auto& child : root.named_children()) {
+    if (!child.value.find_method("forward"))
+      modelError(spec, "child '" + child.name + "' has no forward method");
+    model.layers.push_back(std::make_unique<TorchScriptLayer>(child.name, child.value, spec.path));
+  }
+  if (model.layers.empty())
+    modelError(spec, "the module has no child modules; the engine splits a model at its top-level children "
+                     "(script an nn.Sequential-like module)");
+}
+
+int64_t inferFeatures(const Model& model, const ModelSpec& spec) {
+  if (spec.features > 0) return spec.features;
+  // nn.Linear-like first layer: weight is [out, in].
+  for (const auto& p : model.layers.front()->params)
+    if (p.value.dim() == 2) return p.value.size(1);
+  modelError(spec, "cannot infer the input width (the first child '" + model.layers.front()->name +
+                       "' has no 2-D weight): give features=N");
+}
+
+}  // namespace
+
+void buildTorchScript(Model& model, std::uint64_t seed) {
+  const ModelSpec& spec = model.spec;
+  addLayers(model, spec);
+  model.weightGradByGraph = true;
+  at::Generator gen = at::detail::createCPUGenerator(seed);
+  const int64_t n = static_cast<int64_t>(model.microbatchSize) * model.microbatches;
+  const int64_t features = inferFeatures(model, spec);
+  model.inputs = at::randn({n, features}, gen, model.options);
+  // Probe: one forward of the whole batch without autograd names the child that fails and
+  // gives every boundary's shape.
+  at::Tensor out = model.inputs;
+  {
+    at::NoGradGuard noGrad;
+    ForwardCtx ctx{-1, nullptr};
+    for (size_t i = 0; i < model.layers.size(); ++i) {
+      auto& layer = *model.layers[i];
+      try {
+        out = layer.forward(out, ctx);
+      } catch (const std::exception& e) {
+        modelError(spec, std::string("layer ") + std::to_string(i) + " of " + std::to_string(model.layers.size()) +
+                             ": " + e.what());
+      }
+      if (!out.is_floating_point() || out.dim() < 1 || out.size(0) != n)
+        modelError(spec, "child '" + layer.name + "' returned shape " + shapeText(out.sizes()) + " of " +
+                             std::string(c10::toString(out.scalar_type())) +
+                             "; the engine needs floating-point tensors with the batch as first dimension (" +
+                             std::to_string(n) + ")");
+      model.layerOutputShapes.emplace_back(out.sizes().begin() + 1, out.sizes().end());
+    }
+  }
+  if (spec.loss == "ce") {
+    if (out.dim() < 2) modelError(spec, "loss=ce needs logits [batch, ..., classes], got " + shapeText(out.sizes()));
+    std::vector<int64_t> targetShape(out.sizes().begin(), out.sizes().end() - 1);
+    model.targets = at::randint(out.size(-1), targetShape, gen, at::TensorOptions().dtype(at::kLong));
+  } else {
+    model.targets = at::randn(out.sizes(), gen, model.options);
+  }
+}
+
+std::vector<std::string> torchScriptLayerNames(const ModelSpec& spec) {
+  std::vector<std::string> names;
+  try {
+    Model m;
+    m.spec = spec;
+    addLayers(m, spec);
+    for (const auto& l : m.layers) names.push_back(l->name);
+  } catch (const std::exception&) {
+    names.clear();  // checkModel() says why
+  }
+  return names;
+}
+
+core::Status checkTorchScript(const ModelSpec& spec) {
+  try {
+    Model::build(spec, 1, 1, 1);
+  } catch (const std::exception& e) {
+    return core::makeError("engine.model", e.what());
+  }
+  return core::okStatus();
+}
+
+core::CostProfile torchScriptCostProfile(const Model& model, int b) {
+  // No FLOP count of arbitrary TorchScript: like a dense layer, 2 FLOPs per parameter and
+  // sample forward (and again for the weight gradient), plus one per output element, at the
+  // nominal 50 GFLOP/s of the built-in models.
+  core::CostProfile p;
+  p.name = modelSpecToString(model.spec);
+  constexpr double kFlopsPerMs = 50e9 / 1e3;
+  const double elem = model.spec.dtype == "f64" ? 8 : 4;
+  double inElems = static_cast<double>(model.inputs.numel()) / std::max<int64_t>(1, model.inputs.size(0));
+  for (size_t i = 0; i < model.layers.size(); ++i) {
+    double params = 0;
+    for (const auto& q : model.layers[i]->params) params += static_cast<double>(q.value.numel());
+    double outElems = 1;
+    for (int64_t d : model.layerOutputShapes[i]) outElems *= static_cast<double>(d);
+    core::LayerCost c;
+    c.name = model.layers[i]->name;
+    c.forwardMs = (2 * b * params + b * outElems) / kFlopsPerMs;
+    c.backwardInputMs = c.forwardMs;
+    c.backwardWeightMs = 2 * b * params / kFlopsPerMs;
+    c.weightBytes = static_cast<std::int64_t>(params * elem);
+    c.activationBytes = static_cast<std::int64_t>(b * (inElems + outElems) * elem);
+    c.outputBytes = static_cast<std::int64_t>(b * outElems * elem);
+    p.layers.push_back(c);
+    inElems = outElems;
+  }
+  return p;
+}
+
+core::CostProfile torchScriptCostProfile(const ModelSpec& spec, int microbatchSize) {
+  try {
+    auto m = Model::build(spec, 1, microbatchSize, 1);
+    return torchScriptCostProfile(*m, microbatchSize);
+  } catch (const std::exception&) {
+    core::CostProfile p;  // no layers: partitioning fails; checkModel() says why
+    p.name = modelSpecToString(spec);
+    return p;
+  }
+}
+
+}  // namespace ps::engine::detail

@@ -1,0 +1,281 @@
+// User models: a TorchScript module built here (children defined from TorchScript source),
+// saved to a temporary file, loaded through "torchscript:path=FILE" and split at its children.
+// Gradients equal the unpipelined model's under B and split I/W schedules; bad files, a module
+// without children and a failing child are refused with messages naming the file and child.
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <gtest/gtest.h>
+#include <torch/csrc/jit/api/module.h>
+#include <unistd.h>
+
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "pipestudio/core/dsl.h"
+#include "pipestudio/core/generators.h"
+#include "pipestudio/core/validator.h"
+#include "pipestudio/engine/engine.h"
+#include "schedules.h"
+
+using namespace ps::engine;
+using ps::core::ScheduleKind;
+
+namespace {
+
+std::string tempPath(const std::string& tag) {
+  return ::testing::TempDir() + "ps_torchscript_" + tag + "_" + std::to_string(::getpid()) + ".pt";
+}
+
+torch::jit::Module linear(const std::string& cls, int64_t in, int64_t out, int seed) {
+  torch::jit::Module m(cls);
+  at::Generator gen = at::detail::createCPUGenerator(static_cast<uint64_t>(seed));
+  m.register_parameter("weight", at::randn({out, in}, gen) / std::sqrt(static_cast<double>(in)), false);
+  m.register_parameter("bias", at::randn({out}, gen) * 0.1, false);
+  m.define(R"(
+def forward(self, x):
+    return torch.matmul(x, self.weight.t()) + self.bias
+)");
+  return m;
+}
+
+torch::jit::Module activation(const std::string& cls, const std::string& fn) {
+  torch::jit::Module m(cls);
+  m.define("def forward(self, x):\n    return torch." + fn + "(x)\n");
+  return m;
+}
+
+// fc0 (8->16), act0 (tanh), fc1 (16->12), norm (LayerNorm-like, own scale), act1 (sigmoid),
+// fc2 (12->out): six children of mixed kinds, widths changing across boundaries.
+std::string saveSequential(const std::string& tag, int64_t out) {
+  torch::jit::Module top("SeqNet");
+  top.register_module("fc0", linear("Lin0", 8, 16, 1));
+  top.register_module("act0", activation("Tanh", "tanh"));
+  top.register_module("fc1", linear("Lin1", 16, 12, 2));
+  torch::jit::Module norm("Norm");
+  norm.register_parameter("scale", at::ones({12}) * 1.5, false);
+  norm.define(R"(
+def forward(self, x):
+    mu = x.mean(-1, keepdim=True)
+    return (x - mu) * self.scale
+)");
+  top.register_module("norm", norm);
+  top.register_module("act1", activation("Sigmoid", "sigmoid"));
+  top.register_module("fc2", linear("Lin2", 12, out, 3));
+  top.define(R"(
+def forward(self, x):
+    return self.fc2.forward(self.act1.forward(self.norm.forward(self.fc1.forward(self.act0.forward(self.fc0.forward(x))))))
+)");
+  std::string path = tempPath(tag);
+  top.save(path);
+  return path;
+}
+
+RunOptions optionsFor(const std::string& spec) {
+  RunOptions o;
+  auto m = parseModelSpec(spec);
+  EXPECT_TRUE(m.ok()) << (m.ok() ? "" : ps::core::formatDiagnostics(m.errors()));
+  if (m.ok()) o.model = *m;
+  o.microbatchSize = 3;
+  o.checkGradients = true;
+  o.timeoutSeconds = 20;
+  o.threads = 1;
+  return o;
+}
+
+ps::core::Schedule generated(ScheduleKind k, int devices, int micro) {
+  auto s = ps::core::generateSchedule(k, {devices, micro, 0});
+  EXPECT_TRUE(s.ok()) << ps::core::scheduleKindName(k);
+  return s.ok() ? s.value() : ps::core::Schedule{};
+}
+
+void expectExact(const ps::core::Schedule& s, const RunOptions& o, size_t params = 7, int layersTotal = 6) {
+  auto valid = ps::core::validateSchedule(s);
+  ASSERT_TRUE(valid.valid()) << s.name << ": " << ps::core::formatDiagnostics(valid.diagnostics);
+  auto r = runSchedule(s, o);
+  ASSERT_TRUE(r.ok()) << ps::core::formatDiagnostics(r.errors());
+  ASSERT_EQ(r->status, RunStatus::Finished) << r->diagnostics[0].message;
+  ASSERT_TRUE(r->gradients.ran);
+  EXPECT_TRUE(r->gradients.passed) << s.name << ": worst " << r->gradients.worstParameter << " "
+                                   << r->gradients.maxRelativeError << ", loss " << r->gradients.lossRelativeError;
+  // fc0, fc1, fc2 weight + bias and norm.scale: every parameter of the file is checked.
+  EXPECT_EQ(r->gradients.parameters.size(), params);
+  EXPECT_GT(r->gradients.lossReference, 0.0);
+  EXPECT_EQ(r->timeline.ops.size(), s.opCount());
+  int layers = 0;
+  for (int n : r->partition) layers += n;
+  EXPECT_EQ(layers, layersTotal);
+}
+
+class TorchScriptModel : public ::testing::Test {
+ protected:
+  void SetUp() override { path_ = saveSequential("seq", 5); }
+  void TearDown() override { std::remove(path_.c_str()); }
+  std::string path_;
+};
+
+}  // namespace
+
+TEST_F(TorchScriptModel, LayerNamesAreTheTopLevelChildren) {
+  auto m = parseModelSpec("torchscript:path=" + path_);
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(m->kind, "torchscript");
+  EXPECT_EQ(m->path, path_);
+  EXPECT_EQ(modelLayerNames(*m), (std::vector<std::string>{"fc0", "act0", "fc1", "norm", "act1", "fc2"}));
+  EXPECT_EQ(modelLayerCount(*m), 6);
+  EXPECT_TRUE(checkModel(*m).ok());
+  auto costs = modelCostProfile(*m, 4);
+  ASSERT_EQ(costs.layers.size(), 6u);
+  // The parameter-free activation costs less than the 8x16 linear before it.
+  EXPECT_LT(costs.layers[1].forwardMs, costs.layers[0].forwardMs);
+  EXPECT_EQ(costs.layers[0].weightBytes, (16 * 8 + 16) * 4);
+  EXPECT_EQ(parseModelSpec(modelSpecToString(*m))->path, path_);
+}
+
+TEST_F(TorchScriptModel, OneFOneBGradientsEqualUnpipelined) {
+  expectExact(generated(ScheduleKind::OneFOneB, 2, 4), optionsFor("torchscript:path=" + path_));
+}
+
+TEST_F(TorchScriptModel, ZbH1SplitBackwardGradientsEqualUnpipelined) {
+  auto s = generated(ScheduleKind::ZBH1, 2, 4);
+  bool hasW = false;
+  for (const auto& dev : s.devices)
+    for (const auto& st : dev) hasW = hasW || st.first.kind == ps::core::OpKind::W;
+  ASSERT_TRUE(hasW) << "ZB-H1 must split the backward";
+  expectExact(s, optionsFor("torchscript:path=" + path_));
+}
+
+TEST_F(TorchScriptModel, EveryScheduleKindGradientsEqualUnpipelined) {
+  for (ScheduleKind k : ps::core::allScheduleKinds()) {
+    SCOPED_TRACE(std::string(ps::core::scheduleKindName(k)));
+    expectExact(generated(k, 2, 4), optionsFor("torchscript:path=" + path_));
+  }
+}
+
+TEST_F(TorchScriptModel, FourStagesSplitBackwardRecomputeAndOffload) {
+  auto o = optionsFor("torchscript:path=" + path_ + ",features=8");
+  expectExact(ps::engine::testing::oneFOneB(4, 4, true), o);
+  expectExact(ps::engine::testing::withRecompute(ps::engine::testing::oneFOneB(3, 4, true)), o);
+  expectExact(ps::engine::testing::withOffload(ps::engine::testing::oneFOneB(2, 4)), o);
+}
+
+TEST_F(TorchScriptModel, InterleavedPlacementAndDoublePrecision) {
+  auto o = optionsFor("torchscript:path=" + path_ + ",dtype=f64");
+  expectExact(ps::engine::testing::loopedBfs(2, 4), o);
+  auto r = runSchedule(ps::engine::testing::loopedBfs(2, 4), o);
+  ASSERT_TRUE(r.ok());
+  EXPECT_LE(r->gradients.maxRelativeError, 1e-10);
+}
+
+// Two Gloo processes: each rank loads the file; boundary widths differ per stage (16, 12, 5),
+// so receives must use the shape of the sending stage's last child.
+TEST_F(TorchScriptModel, TwoGlooProcessesThroughTheCli) {
+  for (ScheduleKind k : {ScheduleKind::OneFOneB, ScheduleKind::ZBH1}) {
+    auto s = generated(k, 2, 4);
+    const std::string pipe = tempPath(std::string(ps::core::scheduleKindName(k))) + ".pipe";
+    std::ofstream(pipe) << ps::core::printDsl(s);
+    const std::string cmd = std::string(PIPESTUDIO_CLI) + " run " + pipe + " --model torchscript:path=" + path_ +
+                            " --partition 2,4 --nproc 2 --threads 1 --check-gradients --timeout 30 2>&1";
+    std::string out;
+    FILE* p = popen(cmd.c_str(), "r");
+    ASSERT_NE(p, nullptr);
+    std::array<char, 4096> buf{};
+    size_t n = 0;
+    while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
+    const int st = pclose(p);
+    EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << out;
+    EXPECT_NE(out.find("gradient check: passed"), std::string::npos) << out;
+    std::remove(pipe.c_str());
+  }
+}
+
+TEST(TorchScriptLoss, CrossEntropyOnLogits) {
+  const std::string path = saveSequential("ce", 7);  // 7 classes
+  expectExact(generated(ScheduleKind::ZBH1, 2, 4), optionsFor("torchscript:path=" + path + ",loss=ce"));
+  std::remove(path.c_str());
+}
+
+TEST(TorchScriptSpec, ParsingErrors) {
+  EXPECT_FALSE(parseModelSpec("torchscript").ok());  // no path
+  EXPECT_FALSE(parseModelSpec("torchscript:path=").ok());
+  EXPECT_FALSE(parseModelSpec("torchscript:path=a.pt,loss=l1").ok());
+  EXPECT_FALSE(parseModelSpec("torchscript:path=a.pt,layers=3").ok());
+  EXPECT_FALSE(parseModelSpec("torchscript:path=a.pt,features=0").ok());
+  auto m = parseModelSpec("torchscript:path=/tmp/x=1.pt,features=8,loss=ce,dtype=f64");
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(m->path, "/tmp/x=1.pt");
+  EXPECT_EQ(m->features, 8);
+  EXPECT_EQ(m->loss, "ce");
+  EXPECT_EQ(m->dtype, "f64");
+}
+
+namespace {
+std::string refusal(const std::string& spec) {
+  auto o = optionsFor(spec);
+  auto r = runSchedule(ps::engine::testing::oneFOneB(2, 2), o);
+  EXPECT_FALSE(r.ok()) << spec << " should be refused";
+  return r.ok() ? std::string() : ps::core::formatDiagnostics(r.errors());
+}
+}  // namespace
+
+TEST(TorchScriptErrors, MissingFileIsNamed) {
+  const std::string path = tempPath("missing");
+  const std::string msg = refusal("torchscript:path=" + path);
+  EXPECT_NE(msg.find(path), std::string::npos) << msg;
+  EXPECT_NE(msg.find("cannot open"), std::string::npos) << msg;
+  EXPECT_FALSE(checkModel(parseModelSpec("torchscript:path=" + path).value()).ok());
+  EXPECT_EQ(modelLayerCount(parseModelSpec("torchscript:path=" + path).value()), 0);
+}
+
+TEST(TorchScriptErrors, CorruptFileIsNamed) {
+  const std::string path = tempPath("corrupt");
+  std::ofstream(path) << "this is not a zip archive";
+  const std::string msg = refusal("torchscript:path=" + path);
+  EXPECT_NE(msg.find(path), std::string::npos) << msg;
+  EXPECT_NE(msg.find("not a loadable TorchScript module"), std::string::npos) << msg;
+  std::remove(path.c_str());
+}
+
+TEST(TorchScriptErrors, ModuleWithoutChildren) {
+  const std::string path = tempPath("flat");
+  torch::jit::Module flat("Flat");
+  flat.register_parameter("weight", at::randn({4, 4}), false);
+  flat.define("def forward(self, x):\n    return torch.matmul(x, self.weight)\n");
+  flat.save(path);
+  const std::string msg = refusal("torchscript:path=" + path);
+  EXPECT_NE(msg.find(path), std::string::npos) << msg;
+  EXPECT_NE(msg.find("no child modules"), std::string::npos) << msg;
+  std::remove(path.c_str());
+}
+
+TEST(TorchScriptErrors, FailingChildIsNamed) {
+  const std::string path = tempPath("badchild");
+  torch::jit::Module top("Broken");
+  top.register_module("first", linear("LinA", 8, 16, 1));
+  top.register_module("mismatch", linear("LinB", 10, 4, 2));  // expects width 10, gets 16
+  top.define("def forward(self, x):\n    return self.mismatch.forward(self.first.forward(x))\n");
+  top.save(path);
+  const std::string msg = refusal("torchscript:path=" + path);
+  EXPECT_NE(msg.find(path), std::string::npos) << msg;
+  EXPECT_NE(msg.find("child 'mismatch'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("layer 1 of 2"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("cannot be multiplied"), std::string::npos) << msg;  // the cause, without the traceback
+  EXPECT_EQ(msg.find("Traceback"), std::string::npos) << msg;
+  std::remove(path.c_str());
+}
+
+TEST(TorchScriptErrors, FirstLayerWidthMustBeGivenWhenItCannotBeInferred) {
+  const std::string path = tempPath("noweight");
+  torch::jit::Module top("ActFirst");
+  top.register_module("act", activation("TanhF", "tanh"));
+  top.register_module("fc", linear("LinC", 6, 3, 1));
+  top.define("def forward(self, x):\n    return self.fc.forward(self.act.forward(x))\n");
+  top.save(path);
+  const std::string msg = refusal("torchscript:path=" + path);
+  EXPECT_NE(msg.find("features=N"), std::string::npos) << msg;
+  expectExact(ps::engine::testing::oneFOneB(2, 2, true), optionsFor("torchscript:path=" + path + ",features=6"), 2, 2);
+  std::remove(path.c_str());
+}
