@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <sstream>
 
 #include "pipestudio/core/validator.h"
@@ -621,4 +624,256 @@ TEST(ProfileModelCommand, PresetMatchesTheBundledProfile) {
   EXPECT_EQ(p->deviceMemoryBytes, 16LL << 30);
   EXPECT_EQ(cli("profile-model --layers 2").status, 2);
   EXPECT_EQ(cli("profile-model --preset nope").status, 2);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Regression: the simulator's output must stay bit-identical across reimplementations of its
+// internals. Each case hashes the whole timeline (every op, transfer and memory sample with
+// the exact bit patterns of its times, the metrics and the diagnostics); the digests were
+// recorded from the implementation before the flat compile (commit 9cf345a), whose results the
+// closed-form tests above check. A change of semantics must update them deliberately.
+namespace {
+
+struct Digest {
+  std::uint64_t h = 1469598103934665603ull;
+  void bytes(const void* p, size_t n) {
+    const auto* b = static_cast<const unsigned char*>(p);
+    for (size_t i = 0; i < n; ++i) {
+      h ^= b[i];
+      h *= 1099511628211ull;
+    }
+  }
+  void i64(std::int64_t v) { bytes(&v, sizeof v); }
+  void f64(double v) { bytes(&v, sizeof v); }
+  void op(const Op& o) {
+    i64(static_cast<std::int64_t>(o.kind));
+    i64(o.stage);
+    i64(o.microbatch);
+  }
+  void str(const std::string& s) {
+    i64(static_cast<std::int64_t>(s.size()));
+    bytes(s.data(), s.size());
+  }
+};
+
+std::uint64_t digestOf(const Timeline& t) {
+  Digest g;
+  g.i64(t.devices);
+  g.i64(t.complete);
+  g.str(t.label);
+  for (const auto& o : t.ops) {
+    g.i64(o.device);
+    g.i64(o.step);
+    g.op(o.op);
+    g.i64(o.overlapped);
+    g.f64(o.start);
+    g.f64(o.end);
+  }
+  for (const auto& x : t.transfers) {
+    g.i64(x.srcDevice);
+    g.i64(x.dstDevice);
+    g.op(x.producer);
+    g.op(x.consumer);
+    g.i64(x.bytes);
+    g.f64(x.start);
+    g.f64(x.end);
+  }
+  g.i64(static_cast<std::int64_t>(t.memory.size()));
+  for (const auto& curve : t.memory) {
+    g.i64(static_cast<std::int64_t>(curve.size()));
+    for (const auto& m : curve) {
+      g.f64(m.time);
+      g.i64(m.bytes);
+    }
+  }
+  const TimelineMetrics& m = t.metrics;
+  g.f64(m.makespan);
+  g.f64(m.bubbleRatio);
+  g.f64(m.lowerBound);
+  g.f64(m.efficiency);
+  g.i64(static_cast<std::int64_t>(m.ops));
+  for (const auto& d : m.devices) {
+    g.i64(d.device);
+    g.f64(d.start);
+    g.f64(d.end);
+    g.f64(d.busy);
+    g.i64(d.staticBytes);
+    g.i64(d.peakMemoryBytes);
+    g.f64(d.peakMemoryTime);
+    g.i64(d.peakMemoryOp.device);
+    g.i64(d.peakMemoryOp.step);
+    g.i64(d.peakInflightMicrobatches);
+  }
+  for (const auto& d : t.diagnostics) {
+    g.str(d.code);
+    g.str(d.message);
+    for (const auto& r : d.related) {
+      g.i64(r.device);
+      g.i64(r.step);
+    }
+  }
+  return g.h;
+}
+
+// Recompute before every backward of even micro-batches; offload after and reload before
+// the backward of micro-batches 1 mod 3 (on the copy stream).
+Schedule withRecomputeAndOffload(Schedule s) {
+  for (auto& dev : s.devices) {
+    std::vector<Step> out;
+    for (const Step& st : dev) {
+      const Op& o = st.first;
+      const bool bwd = !st.overlapped() && (o.kind == OpKind::B || o.kind == OpKind::I) && o.microbatch >= 0;
+      if (bwd && o.microbatch % 2 == 0) out.push_back(Step{Op{OpKind::R, o.stage, o.microbatch}, {}});
+      if (bwd && o.microbatch % 3 == 1) out.push_back(Step{Op{OpKind::Reload, o.stage, o.microbatch}, {}});
+      out.push_back(st);
+      if (!st.overlapped() && o.kind == OpKind::F && o.microbatch % 3 == 1)
+        out.push_back(Step{Op{OpKind::Offload, o.stage, o.microbatch}, {}});
+    }
+    dev = std::move(out);
+  }
+  return s;
+}
+
+// Deterministic neighbour swaps (some orders deadlock, which must be reported identically).
+Schedule shuffled(Schedule s, unsigned seed, int swaps) {
+  unsigned x = seed * 2654435761u + 1;
+  for (int i = 0; i < swaps; ++i) {
+    x = x * 1664525u + 1013904223u;
+    auto& dev = s.devices[(x >> 8) % s.devices.size()];
+    if (dev.size() < 2) continue;
+    x = x * 1664525u + 1013904223u;
+    const size_t at = (x >> 8) % (dev.size() - 1);
+    std::swap(dev[at], dev[at + 1]);
+  }
+  return s;
+}
+
+// Stage costs that differ per stage, so ties and transfers are not all uniform.
+CostProfile heterogeneous(int stages, bool link, bool fixedComm) {
+  CostProfile p = uniform("F=1,I=1,W=1,act=1048576,out=65536,weight=1048576", stages);
+  for (int i = 0; i < stages; ++i) {
+    LayerCost& l = p.layers[static_cast<size_t>(i)];
+    l.forwardMs = 0.7 + 0.13 * (i % 5);
+    l.backwardInputMs = 1.1 + 0.07 * (i % 3);
+    l.backwardWeightMs = 0.9 + 0.05 * (i % 4);
+    l.activationBytes = 1000000 + 4096 * i;
+    l.outputBytes = 50000 + 1000 * i;
+  }
+  if (link) p.link = LinkCost{0.01, 25000};
+  if (fixedComm) p.fixedCommMs = 0.3;
+  p.hostBandwidthBytesPerMs = 2000000;
+  p.overlapFactor = 0.8;
+  return p;
+}
+
+}  // namespace
+
+TEST(SimulatorRegression, GeneratedSchedulesAreBitIdenticalToTheRecordedDigests) {
+  const bool print = std::getenv("PS_PRINT_SIM_DIGESTS") != nullptr;
+  std::vector<std::uint64_t> got;
+  int stalled = 0, transfers = 0, overLimit = 0;
+  for (ScheduleKind k : allScheduleKinds())
+    for (auto [D, M] : {std::pair{4, 8}, std::pair{3, 12}}) {
+      auto gen = generateSchedule(k, GeneratorOptions{D, M});
+      ASSERT_TRUE(gen.ok()) << scheduleKindName(k) << " " << D << "x" << M;
+      const Schedule base = *gen;
+      const int S = base.pipeline.stages;
+      const std::vector<Schedule> variants{base, withRecomputeAndOffload(base), shuffled(base, 7, 3),
+                                           shuffled(withRecomputeAndOffload(base), 11, 2)};
+      for (size_t v = 0; v < variants.size(); ++v)
+        for (int pc = 0; pc < 4; ++pc) {
+          CostProfile p = pc == 0 ? uniform("F=1,I=1,W=1,act=1048576,out=65536,weight=1048576", S)
+                                  : heterogeneous(S, pc != 3, pc == 3);
+          if (pc == 0 && v == 0) p.link = LinkCost{0.01, 25000};
+          SimulationOptions o;
+          if (pc == 2) o.memoryLimitBytes = 14000000;  // some devices go over
+          if (pc == 1 && v == 2) o.recordMemory = o.recordTransfers = false;
+          auto model = makeSimulationModel(variants[v], p);
+          ASSERT_TRUE(model.ok());
+          auto t = simulate(variants[v], *model, o);
+          ASSERT_TRUE(t.ok()) << formatDiagnostics(t.errors());
+          got.push_back(digestOf(*t));
+          stalled += !t->complete;
+          transfers += !t->transfers.empty();
+          for (const auto& d : t->diagnostics) overLimit += d.code == "simulate.memory";
+        }
+    }
+  if (print) {
+    std::string out;
+    for (size_t i = 0; i < got.size(); ++i)
+      out += std::to_string(got[i]) + "ull," + ((i + 1) % 4 == 0 ? "\n" : " ");
+    std::printf("%s", out.c_str());
+  }
+  // The cases cover stalls, transfers and memory over the limit.
+  EXPECT_GT(stalled, 0);
+  EXPECT_GT(transfers, 0);
+  EXPECT_GT(overLimit, 0);
+  const std::vector<std::uint64_t> want{
+      6586215860933887864ull, 3672247031145262436ull, 12816481612875364682ull, 397036770475345789ull,
+      10628822965942536252ull, 2781866723572677332ull, 2781866723572677332ull, 1126285132448056670ull,
+      4100429137435103916ull, 14622115816672563525ull, 10347094941733452945ull, 4017449005577285659ull,
+      13978210676972992009ull, 2110193098499912140ull, 2110193098499912140ull, 17313426135966761564ull,
+      913705514577459543ull, 11919726303463219555ull, 14270107802060005436ull, 10467776270289090596ull,
+      13705874426363427675ull, 2956932533003013247ull, 2956932533003013247ull, 14247863041474707156ull,
+      11393509925353986252ull, 5413172346562135671ull, 11218613290870903956ull, 5463207238553562897ull,
+      1270982152951946326ull, 15692034346485071366ull, 15692034346485071366ull, 1555521962515413649ull,
+      12516325840360047076ull, 13992520773490464750ull, 13992520773490464750ull, 7933195573581011883ull,
+      8281111934662597096ull, 5206278957993994656ull, 5206278957993994656ull, 10450244690971431155ull,
+      5837039398411194830ull, 4332374755738180140ull, 16997454783814318707ull, 9765115011759610089ull,
+      5971648082007858681ull, 5831610651717102168ull, 5831610651717102168ull, 6244071006747950615ull,
+      9641626612746599518ull, 12854609899479691838ull, 12854609899479691838ull, 12139556791211070499ull,
+      8611753394914402820ull, 1976799989181942531ull, 1976799989181942531ull, 2282733566450519728ull,
+      3862149287473715571ull, 6060110928755607670ull, 9156559351744468173ull, 8271865349363709232ull,
+      12625465228334839078ull, 9978330675932822308ull, 9978330675932822308ull, 12226497258298932466ull,
+      6726909723099130910ull, 14142108374324942753ull, 10010159499799197777ull, 5913000001054693058ull,
+      11248795757796254625ull, 9810940564283658946ull, 3833270613112822614ull, 224365388607997579ull,
+      14155198312842323019ull, 9941720168119376209ull, 8560009142071741058ull, 6358291025322612642ull,
+      14648622374454474861ull, 4903248529172353561ull, 12718856614836617065ull, 2052515484030912994ull,
+      8182678310741357618ull, 4451116174084823167ull, 7519231767568256827ull, 6723688417357887499ull,
+      6656082040698250608ull, 17128782035953455600ull, 3726325724385365518ull, 9983122102569144433ull,
+      934728169021205655ull, 17720429338240244088ull, 6090706489817442574ull, 17190487705825097990ull,
+      18016899267431381105ull, 8440723814005176838ull, 14550001910208352188ull, 13669884793911291686ull,
+      14886083604390295353ull, 11126187841000625187ull, 1506429288391752523ull, 2009819060398001558ull,
+      17570178138266971113ull, 10396693553510770471ull, 6167043803106000351ull, 15762699731368623882ull,
+      4717221188592368943ull, 8533289268075429085ull, 17533887771364525747ull, 11660808204116575550ull,
+      1629812278636729781ull, 13160492200310982172ull, 8110287675323621000ull, 14459059567466114545ull,
+      10487390024324074799ull, 3349116535377113591ull, 12053738994226141283ull, 6915024496580527372ull,
+      539826012643214274ull, 11099609573845684380ull, 15381775241936056522ull, 2792712386028319101ull,
+      8886908561743318731ull, 10760571186540225506ull, 10412976086699292362ull, 9392379396381551299ull,
+      9408763066914042182ull, 1029226786436026000ull, 12410881357427808450ull, 10504629549915741943ull,
+      11539014346852750969ull, 15849049015650255763ull, 15849049015650255763ull, 1825914212475764991ull,
+      17078640370979057343ull, 4097155361538821177ull, 4097155361538821177ull, 1621263997430045615ull,
+      17570503495374981972ull, 13094722706114677665ull, 17513416048314352993ull, 13647673039737483643ull,
+      12737713483197596367ull, 11799707711630810812ull, 11799707711630810812ull, 3825584364124702158ull,
+      7566623602161729798ull, 2834459982736786828ull, 2834459982736786828ull, 8168925105515657250ull,
+      14288579412760400954ull, 10715142696189482972ull, 10715142696189482972ull, 17338812408551863626ull,
+      14679661120542002931ull, 13170162791617946692ull, 17387666752246733604ull, 7460138075984267993ull,
+      6929686916802761320ull, 12327190857235369191ull, 12327190857235369191ull, 5900910758812527266ull,
+      15424533754482291417ull, 13968918974144037662ull, 18373105694111759203ull, 5585244535152220034ull,
+      6343729036451905204ull, 12340109691121033406ull, 12340109691121033406ull, 3750007942585627952ull,
+      8302980230935329764ull, 3924812204971104989ull, 6764346420725302536ull, 7016532041675268836ull,
+      3115102200194780023ull, 15908470681572247016ull, 15908470681572247016ull, 9175687154782609255ull,
+      17837136867853071624ull, 12267102603337542561ull, 12267102603337542561ull, 15938878987933661759ull,
+      15855159017475118201ull, 1711054945096493656ull, 1711054945096493656ull, 6563329750793407517ull,
+      13094931135105414754ull, 6441989130970029350ull, 1705183396777415829ull, 2616447816655836548ull,
+      5904804277498716989ull, 10021808213917055426ull, 10021808213917055426ull, 10906280966456913469ull,
+      18336662191946657762ull, 3223968548642898425ull, 6246036760683142697ull, 1060326447950303839ull,
+      17317476926268428087ull, 11001969111038789401ull, 15921041644060685385ull, 3146927434017335064ull,
+      6740379618356121546ull, 16456574778202740115ull, 15334494854154139574ull, 3654371498596784176ull,
+      5748783805215420705ull, 16376507369566882611ull, 3966224828083945767ull, 11572656561313862568ull,
+      15794880808033481472ull, 5399879830085888309ull, 4403021937405690145ull, 7692516485946805475ull,
+      5936784554699512899ull, 11137039063139472096ull, 10324539047171137918ull, 18282982559260709742ull,
+      7929937838836982328ull, 9260436308526715903ull, 6533657377487828719ull, 13279287151166959666ull,
+      1971915598943494411ull, 16088930102681883753ull, 10137477771053308693ull, 11270245295026573920ull,
+      4290718087028449292ull, 10189313741347330382ull, 5903812238425792322ull, 7817415434193038192ull,
+      3236998624705816016ull, 14577271932534567902ull, 10302469658464008978ull, 16976712439684574564ull,
+      13846644577613588318ull, 3136817411206983960ull, 13142436608054030849ull, 14807150143104398158ull,
+      1485516527209253728ull, 13245304750249079338ull, 700921067704974170ull, 2582558384109028552ull,
+      4472696563763234569ull, 8753309106714181189ull, 12857354615164110705ull, 2749129411446887585ull,
+      5882573435965692526ull, 617386877346080189ull, 13287207923606445049ull, 13171914133353572463ull,
+      4306991361611844381ull, 3760654570579841335ull, 7877203179858779397ull, 14660576609630476557ull,
+      9114426645695210286ull, 3411690115216468357ull, 5148642163154430385ull, 11983543338911204860ull,
+  };
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i], want[i]) << "case " << i;
 }
