@@ -8,6 +8,10 @@
 #include <queue>
 #include <string>
 
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
+
 #include "pipestudio/core/validator.h"
 
 namespace ps::core {
@@ -197,6 +201,12 @@ struct Edge {
   int link = -1;
 };
 
+// An edge while the lists are built: its producer step and link (see Edge).
+struct PendingEdge {
+  int producerStep = 0;
+  int link = -1;
+};
+
 // The schedule flattened for the hot loop. Op ids are the DependencyGraph's: device by
 // device, step by step, both ops of a pair in order, so steps are contiguous per device.
 struct Compiled {
@@ -211,11 +221,13 @@ struct Compiled {
   std::vector<Edge> edges;
   std::vector<char> recomputed;  // per (stage, mb): the schedule has its R
   std::vector<int> count;
+  std::vector<PendingEdge> pending;
   // Memory sweep state.
   std::vector<std::int64_t> stash, offloaded;
   std::vector<int> live;
 
   const Op& op(int id) const { return g.op(id); }
+  int stepOf(int opId) const { return opStep.empty() ? opId : opStep[static_cast<size_t>(opId)]; }
 };
 
 // Scratch reused by successive calls on one thread (the GUI re-simulates on every drag
@@ -312,7 +324,9 @@ Status compile(const Schedule& s, const SimulationModel& model, Compiled& c) {
   // Every field is written below, so a reused buffer needs no clearing pass.
   c.steps.resize(nSteps + 1);
   c.stepOp.resize(nSteps + 1);
-  c.opStep.resize(nOps);
+  // Without overlapped pairs op ids are step ids, and opStep is not needed.
+  const bool pairs = nSteps != nOps;
+  c.opStep.resize(pairs ? nOps : 0);
   c.devBegin.clear();
   c.hasCopy.assign(static_cast<size_t>(c.D), 0);
   bool anyR = false, anyHostMove = false;
@@ -346,8 +360,12 @@ Status compile(const Schedule& s, const SimulationModel& model, Compiled& c) {
       r.edges = copy ? kCopyBit : 0;
       if (copy) c.hasCopy[static_cast<size_t>(d)] = 1;
       c.stepOp[static_cast<size_t>(stepId)] = opId;
-      c.opStep[static_cast<size_t>(opId++)] = stepId;
-      if (pair) c.opStep[static_cast<size_t>(opId++)] = stepId;
+      if (pairs) {
+        c.opStep[static_cast<size_t>(opId++)] = stepId;
+        if (pair) c.opStep[static_cast<size_t>(opId++)] = stepId;
+      } else {
+        ++opId;
+      }
     }
   }
   c.devBegin.push_back(stepId);
@@ -358,23 +376,9 @@ Status compile(const Schedule& s, const SimulationModel& model, Compiled& c) {
       c.steps[st].dur = stepDuration(c.stepOp[st], c.stepOp[st + 1] - c.stepOp[st] == 2);
 
   // Successor edges by producer step (dependencies inside an overlapped pair do not delay it).
-  std::vector<int>& count = c.count;
-  count.assign(nSteps + 1, 0);
-  for (size_t st = 0; st < nSteps; ++st) {
-    StepRec& r = c.steps[st];
-    for (int op = c.stepOp[st]; op < c.stepOp[st + 1]; ++op)
-      for (int dep : g.dependencies(op)) {
-        const int ds = c.opStep[static_cast<size_t>(dep)];
-        if (ds == static_cast<int>(st)) continue;
-        ++r.pending;
-        ++count[static_cast<size_t>(ds) + 1];
-      }
-  }
-  for (size_t i = 0; i < nSteps; ++i) count[i + 1] += count[i];
-  if (static_cast<std::uint64_t>(count[nSteps]) >= kCopyBit)
-    return makeError("simulate.size", "the schedule has too many dependencies to simulate");
-  for (size_t i = 0; i <= nSteps; ++i) c.steps[i].edges |= static_cast<std::uint32_t>(count[i]);
-  c.edges.resize(static_cast<size_t>(count[nSteps]));
+  // One pass over the dependencies (in consumer order) counts each producer's successors and
+  // notes each edge's producer step and link; a second, sequential pass scatters them into
+  // the producers' lists. Edges keep the consumer order within each list.
   // What travels across devices is the output of the lower stage (activations forward, their
   // gradients backward): one transfer time per stage.
   const bool fixedComm = prof.fixedCommMs.has_value();
@@ -385,26 +389,65 @@ Status compile(const Schedule& s, const SimulationModel& model, Compiled& c) {
         fixedComm ? *prof.fixedCommMs
                   : prof.link.latencyMs + (prof.link.bandwidthBytesPerMs > 0 ? bytes / prof.link.bandwidthBytesPerMs : 0.0);
   }
+  std::vector<int>& count = c.count;
+  count.assign(nSteps + 1, 0);
+  std::vector<PendingEdge>& pend = c.pending;
+  pend.resize(static_cast<size_t>(g.dependencyCount()));
+  const int* const opStep = c.opStep.data();
+  size_t np = 0;
   for (int d = 0; d < c.D; ++d) {
     const int devBegin = c.devBegin[static_cast<size_t>(d)], devEnd = c.devBegin[static_cast<size_t>(d) + 1];
     for (int st = devBegin; st < devEnd; ++st) {
-      const int first = c.stepOp[static_cast<size_t>(st)];
-      for (int op = first; op < c.stepOp[static_cast<size_t>(st) + 1]; ++op)
+      StepRec& r = c.steps[static_cast<size_t>(st)];
+      const int first = c.stepOp[static_cast<size_t>(st)], last = c.stepOp[static_cast<size_t>(st) + 1];
+      for (int op = first; op < last; ++op)
         for (int dep : g.dependencies(op)) {
-          const int ds = c.opStep[static_cast<size_t>(dep)];
+          const int ds = pairs ? opStep[dep] : dep;
           if (ds == st) continue;
-          Edge& e = c.edges[static_cast<size_t>(count[static_cast<size_t>(ds)]++)];
-          e.consumerStep = st;
-          e.consumerDevice = d;
-          e.link = -1;
+          ++r.pending;
+          ++count[static_cast<size_t>(ds) + 1];
+          int link = -1;
           if (ds < devBegin || ds >= devEnd) {  // across devices
             const int low = std::min(g.op(dep).stage, g.op(op).stage);
-            e.link = low << 2 | (dep - c.stepOp[static_cast<size_t>(ds)]) << 1 | (op - first);
+            link = low << 2 | (dep - (pairs ? c.stepOp[static_cast<size_t>(ds)] : ds)) << 1 | (op - first);
           }
+          pend[np++] = PendingEdge{ds, link};
         }
     }
   }
+  for (size_t i = 0; i < nSteps; ++i) count[i + 1] += count[i];
+  if (static_cast<std::uint64_t>(count[nSteps]) >= kCopyBit)
+    return makeError("simulate.size", "the schedule has too many dependencies to simulate");
+  for (size_t i = 0; i <= nSteps; ++i) c.steps[i].edges |= static_cast<std::uint32_t>(count[i]);
+  c.edges.resize(static_cast<size_t>(count[nSteps]));
+  Edge* const edges = c.edges.data();
+  int* const fill = count.data();
+  size_t k = 0;
+  for (int d = 0; d < c.D; ++d) {
+    const int devBegin = c.devBegin[static_cast<size_t>(d)], devEnd = c.devBegin[static_cast<size_t>(d) + 1];
+    for (int st = devBegin; st < devEnd; ++st)
+      for (int j = c.steps[static_cast<size_t>(st)].pending; j > 0; --j, ++k) {
+        const PendingEdge& pe = pend[k];
+        edges[fill[pe.producerStep]++] = Edge{st, d, pe.link};
+      }
+  }
   return okStatus();
+}
+
+// Reserves a large output vector. On Linux its pages are advised as huge pages first: a
+// million-op timeline is tens of MB written once, and taking it in 2 MiB pages instead of
+// 4 KiB ones saves thousands of page faults per simulation (advice only; ignored elsewhere).
+template <typename T>
+void reserveOutput(std::vector<T>& v, size_t n) {
+  v.reserve(n);
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+  constexpr std::uintptr_t kHuge = std::uintptr_t{2} << 20;
+  const size_t bytes = n * sizeof(T);
+  if (bytes < 4 * kHuge) return;
+  const auto p = reinterpret_cast<std::uintptr_t>(v.data());
+  const std::uintptr_t b = (p + kHuge - 1) & ~(kHuge - 1), e = (p + bytes) & ~(kHuge - 1);
+  if (e > b) madvise(reinterpret_cast<void*>(b), e - b, MADV_HUGEPAGE);
+#endif
 }
 
 std::string formatMs(double v) {
@@ -522,53 +565,15 @@ Result<Timeline> simulate(const Schedule& s, const SimulationModel& model, const
       done += static_cast<size_t>(c.stepOp[static_cast<size_t>(head[static_cast<size_t>(d)])] -
                                   c.stepOp[static_cast<size_t>(c.devBegin[static_cast<size_t>(d)])]);
   }
-  std::vector<char>& hasCopy = c.hasCopy;
-  tl.ops.reserve(done);
+  // --- Ops of the timeline, per-device busy / span, and memory: each device's compute stream
+  // and copy stream are walked in time order (each is ordered by itself), frees before
+  // allocations at equal times. A device without copy-stream steps is in time order already,
+  // so its ops, metrics and memory curve come out of one pass over its steps.
+  std::vector<char>& hasCopy = c.hasCopy;  // per device: some step runs on the copy stream
+  reserveOutput(tl.ops, done);
   TimelineMetrics& m = tl.metrics;
   m.devices.resize(D);
   double first = std::numeric_limits<double>::infinity(), last = -first, busySum = 0;
-  for (int d = 0; d < c.D; ++d) {
-    DeviceMetrics& dm = m.devices[static_cast<size_t>(d)];
-    dm.device = d;
-    const size_t segBegin = tl.ops.size();
-    bool anyCopy = false;
-    const int b = c.devBegin[static_cast<size_t>(d)], e = head[static_cast<size_t>(d)];
-    double lo = std::numeric_limits<double>::infinity(), hi = -lo, busy = 0;
-    for (int h = b; h < e; ++h) {
-      const StepRec& r = steps[static_cast<size_t>(h)];
-      const int o0 = c.stepOp[static_cast<size_t>(h)], o1 = c.stepOp[static_cast<size_t>(h) + 1];
-      const bool pair = o1 - o0 == 2;
-      for (int op = o0; op < o1; ++op) tl.ops.push_back(TimelineOp{d, h - b, c.op(op), pair, r.time, r.time + r.dur});
-      lo = std::min(lo, r.time);
-      hi = std::max(hi, r.time + r.dur);
-      if (r.edges & kCopyBit) anyCopy = true;
-      else busy += r.dur;
-    }
-    dm.busy = busy;
-    if (e > b) {
-      dm.start = lo;
-      dm.end = hi;
-      first = std::min(first, lo);
-      last = std::max(last, hi);
-    }
-    hasCopy[static_cast<size_t>(d)] = anyCopy;
-    if (anyCopy)
-      std::stable_sort(tl.ops.begin() + static_cast<std::ptrdiff_t>(segBegin), tl.ops.end(),
-                       [](const TimelineOp& x, const TimelineOp& y) { return x.start < y.start; });
-    busySum += dm.busy;
-    m.lowerBound = std::max(m.lowerBound, dm.busy);
-  }
-  m.ops = done;
-  if (last >= first) {
-    m.makespan = last - first;
-    if (m.makespan > 0) {
-      m.bubbleRatio = 1.0 - busySum / (static_cast<double>(D) * m.makespan);
-      m.efficiency = m.lowerBound / m.makespan;
-    }
-  }
-
-  // --- Memory: walk each device's compute stream and copy stream in time order (each is
-  // ordered by itself), frees before allocations at equal times.
   const std::int64_t limit = o.memoryLimitBytes.value_or(prof.deviceMemoryBytes);
   const size_t SM = static_cast<size_t>(c.S) * M;
   std::vector<std::int64_t>& stash = c.stash;  // per (stage, mb): activations resident on the device
@@ -581,6 +586,8 @@ Result<Timeline> simulate(const Schedule& s, const SimulationModel& model, const
   std::vector<int> copySteps;
   for (int d = 0; d < c.D; ++d) {
     DeviceMetrics& dm = m.devices[static_cast<size_t>(d)];
+    dm.device = d;
+    const int b = c.devBegin[static_cast<size_t>(d)], e = head[static_cast<size_t>(d)];
     std::int64_t staticBytes = 0;
     for (int st = 0; st < c.S; ++st)
       if (s.pipeline.stageToDevice.size() == static_cast<size_t>(c.S) && s.pipeline.deviceOf(st) == d)
@@ -588,14 +595,15 @@ Result<Timeline> simulate(const Schedule& s, const SimulationModel& model, const
     dm.staticBytes = staticBytes;
     std::int64_t cur = staticBytes;
     dm.peakMemoryBytes = cur;
-    dm.peakMemoryTime = dm.start;
+    // The first sample and the peak time start at the device's first op, known after the pass:
+    // both are set below (nothing before reads them).
+    bool peakMoved = false;
     int inflight = 0;
     bool overLimit = false;
     std::vector<MemorySample>* curve = o.recordMemory ? &tl.memory[static_cast<size_t>(d)] : nullptr;
-    const int b = c.devBegin[static_cast<size_t>(d)], e = head[static_cast<size_t>(d)];
     if (curve) {
       curve->reserve(static_cast<size_t>(e - b) + 2);
-      curve->push_back(MemorySample{dm.peakMemoryTime, cur});
+      curve->push_back(MemorySample{0, cur});
     }
     if (limit > 0 && cur > limit) {
       overLimit = true;
@@ -603,11 +611,6 @@ Result<Timeline> simulate(const Schedule& s, const SimulationModel& model, const
                                                                 " for weights, gradients and optimizer state alone, over its limit of " +
                                                                 formatBytes(limit)));
     }
-    copySteps.clear();
-    if (hasCopy[static_cast<size_t>(d)])
-      for (int h = b; h < e; ++h)
-        if (steps[static_cast<size_t>(h)].edges & kCopyBit) copySteps.push_back(h);
-
     int curStep = 0;  // step index of the op being applied (the peak's op)
     auto apply = [&](double time, std::int64_t delta, const Op& op) {
       if (delta == 0) return;
@@ -621,6 +624,7 @@ Result<Timeline> simulate(const Schedule& s, const SimulationModel& model, const
         dm.peakMemoryBytes = cur;
         dm.peakMemoryTime = time;
         dm.peakMemoryOp = OpRef{d, curStep};
+        peakMoved = true;
       }
       if (limit > 0 && cur > limit && !overLimit) {
         overLimit = true;
@@ -710,50 +714,98 @@ Result<Timeline> simulate(const Schedule& s, const SimulationModel& model, const
     };
 
     // Two ordered streams: compute steps (skipping copy steps) and copy steps.
-    if (copySteps.empty()) {
-      for (int h = b; h < e; ++h) {
+    auto sweepTwoStreams = [&] {
+      if (copySteps.empty()) {
+        for (int h = b; h < e; ++h) {
+          stepEffect(h, 0);
+          stepEffect(h, 1);
+        }
+        return;
+      }
+      int ci = b;
+      size_t qi = 0;
+      int cPhase = 0, qPhase = 0;
+      auto nextCompute = [&] {
+        while (ci < e && (steps[static_cast<size_t>(ci)].edges & kCopyBit)) ++ci;
+      };
+      nextCompute();
+      while (ci < e || qi < copySteps.size()) {
+        double tc = std::numeric_limits<double>::infinity(), tq = tc;
+        if (ci < e) {
+          const StepRec& r = steps[static_cast<size_t>(ci)];
+          tc = cPhase == 0 ? r.time : r.time + r.dur;
+        }
+        if (qi < copySteps.size()) {
+          const StepRec& r = steps[static_cast<size_t>(copySteps[qi])];
+          tq = qPhase == 0 ? r.time : r.time + r.dur;
+        }
+        // Earlier first; at a tie, an end (free) before a start (allocation).
+        const bool takeCompute = tc < tq || (tc == tq && (cPhase == 1 || qPhase == 0));
+        if (takeCompute) {
+          stepEffect(ci, cPhase);
+          if (cPhase == 0) {
+            cPhase = 1;
+          } else {
+            cPhase = 0;
+            ++ci;
+            nextCompute();
+          }
+        } else {
+          stepEffect(copySteps[qi], qPhase);
+          if (qPhase == 0) {
+            qPhase = 1;
+          } else {
+            qPhase = 0;
+            ++qi;
+          }
+        }
+      }
+    };
+    const bool copyDevice = hasCopy[static_cast<size_t>(d)] != 0;
+    const size_t segBegin = tl.ops.size();
+    bool anyCopy = false;
+    double lo = std::numeric_limits<double>::infinity(), hi = -lo, busy = 0;
+    for (int h = b; h < e; ++h) {
+      const StepRec& r = steps[static_cast<size_t>(h)];
+      const int o0 = c.stepOp[static_cast<size_t>(h)], o1 = c.stepOp[static_cast<size_t>(h) + 1];
+      const bool pair = o1 - o0 == 2;
+      for (int op = o0; op < o1; ++op) tl.ops.push_back(TimelineOp{d, h - b, c.op(op), pair, r.time, r.time + r.dur});
+      lo = std::min(lo, r.time);
+      hi = std::max(hi, r.time + r.dur);
+      if (r.edges & kCopyBit) anyCopy = true;
+      else busy += r.dur;
+      if (!copyDevice) {
         stepEffect(h, 0);
         stepEffect(h, 1);
       }
-      continue;
     }
-    int ci = b;
-    size_t qi = 0;
-    int cPhase = 0, qPhase = 0;
-    auto nextCompute = [&] {
-      while (ci < e && (steps[static_cast<size_t>(ci)].edges & kCopyBit)) ++ci;
-    };
-    nextCompute();
-    while (ci < e || qi < copySteps.size()) {
-      double tc = std::numeric_limits<double>::infinity(), tq = tc;
-      if (ci < e) {
-        const StepRec& r = steps[static_cast<size_t>(ci)];
-        tc = cPhase == 0 ? r.time : r.time + r.dur;
-      }
-      if (qi < copySteps.size()) {
-        const StepRec& r = steps[static_cast<size_t>(copySteps[qi])];
-        tq = qPhase == 0 ? r.time : r.time + r.dur;
-      }
-      // Earlier first; at a tie, an end (free) before a start (allocation).
-      const bool takeCompute = tc < tq || (tc == tq && (cPhase == 1 || qPhase == 0));
-      if (takeCompute) {
-        stepEffect(ci, cPhase);
-        if (cPhase == 0) {
-          cPhase = 1;
-        } else {
-          cPhase = 0;
-          ++ci;
-          nextCompute();
-        }
-      } else {
-        stepEffect(copySteps[qi], qPhase);
-        if (qPhase == 0) {
-          qPhase = 1;
-        } else {
-          qPhase = 0;
-          ++qi;
-        }
-      }
+    dm.busy = busy;
+    if (e > b) {
+      dm.start = lo;
+      dm.end = hi;
+      first = std::min(first, lo);
+      last = std::max(last, hi);
+    }
+    if (anyCopy)
+      std::stable_sort(tl.ops.begin() + static_cast<std::ptrdiff_t>(segBegin), tl.ops.end(),
+                       [](const TimelineOp& x, const TimelineOp& y) { return x.start < y.start; });
+    busySum += dm.busy;
+    m.lowerBound = std::max(m.lowerBound, dm.busy);
+    if (copyDevice) {
+      copySteps.clear();
+      for (int h = b; h < e; ++h)
+        if (steps[static_cast<size_t>(h)].edges & kCopyBit) copySteps.push_back(h);
+      sweepTwoStreams();
+    }
+    if (curve) curve->front().time = dm.start;
+    if (!peakMoved) dm.peakMemoryTime = dm.start;
+  }
+  m.ops = done;
+  if (last >= first) {
+    m.makespan = last - first;
+    if (m.makespan > 0) {
+      m.bubbleRatio = 1.0 - busySum / (static_cast<double>(D) * m.makespan);
+      m.efficiency = m.lowerBound / m.makespan;
     }
   }
 
@@ -779,7 +831,7 @@ Result<Timeline> simulate(const Schedule& s, const SimulationModel& model, const
         std::string waits;
         for (int op = first; op < c.stepOp[static_cast<size_t>(h) + 1] && waits.empty(); ++op)
           for (int dep : c.g.dependencies(op)) {
-            const int ds = c.opStep[static_cast<size_t>(dep)];
+            const int ds = c.stepOf(dep);
             const int dd = c.g.deviceOf(dep);
             if (head[static_cast<size_t>(dd)] <= ds && ds != h) {
               waits = s.opName(c.op(dep)) + " on device " + std::to_string(dd);

@@ -11,6 +11,14 @@ namespace {
 // its lookahead window moves).
 bool mayRepeat(OpKind k) { return k == OpKind::Unshard || k == OpKind::Reshard; }
 
+// The graph build looks up a few table cells per op through small lambdas; inlining them
+// lets the compiler fold the constant kinds.
+#if defined(__GNUC__)
+#define PS_GRAPH_INLINE __attribute__((always_inline))
+#else
+#define PS_GRAPH_INLINE
+#endif
+
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
@@ -54,7 +62,7 @@ template <typename Emit, typename Miss>
 void DependencyGraph::forEachDependency(const Op& op, Emit&& emit, Miss&& miss) const {
   const int s = op.stage, m = op.microbatch;
   // find(), inlined: the graph build makes several lookups per op, most for absent kinds.
-  auto at = [&](OpKind k, int st, int mb) -> int {
+  auto at = [&](OpKind k, int st, int mb) PS_GRAPH_INLINE -> int {
     const auto kv = static_cast<size_t>(k);
     if (st < 0 || st >= stages_) return -1;
     if (kv < mbKindIndex_.size() && mbKindIndex_[kv] >= 0) {
@@ -67,14 +75,14 @@ void DependencyGraph::forEachDependency(const Op& op, Emit&& emit, Miss&& miss) 
     }
     return -1;
   };
-  auto need = [&](OpKind k, int st, int mb) {
+  auto need = [&](OpKind k, int st, int mb) PS_GRAPH_INLINE {
     int id = at(k, st, mb);
     if (id >= 0)
       emit(id);
     else
       miss(Op{k, st, mb});
   };
-  auto gradOf = [&](int st, int mb) {
+  auto gradOf = [&](int st, int mb) PS_GRAPH_INLINE {
     int id = at(OpKind::I, st, mb);
     return id >= 0 ? id : at(OpKind::B, st, mb);
   };
@@ -190,9 +198,8 @@ DependencyGraph::DependencyGraph(const Schedule& s) { rebuild(s); }
 void DependencyGraph::rebuild(const Schedule& s) {
   // Clear instead of reallocating: a caller that rebuilds for every simulation keeps its
   // (large) buffers mapped.
-  ops_.clear();
-  refs_.clear();
-  pairSecond_.clear();
+  // ops_, refs_ and pairSecond_ are resized and overwritten below (no clearing pass when the
+  // size does not change, as in a drag loop).
   deviceBegin_.clear();
   depBegin_.clear();
   deps_.clear();
@@ -210,9 +217,9 @@ void DependencyGraph::rebuild(const Schedule& s) {
   size_t nOps = 0;
   for (const auto& dev : s.devices)
     for (const auto& st : dev) nOps += st.overlapped() ? 2 : 1;
-  ops_.reserve(nOps);
-  refs_.reserve(nOps);
-  pairSecond_.reserve(nOps);
+  ops_.resize(nOps);
+  refs_.resize(nOps);
+  pairSecond_.resize(nOps);
   deviceBegin_.reserve(nDev + 1);
 
   std::vector<std::uint8_t> present(kindValues, 0);
@@ -220,25 +227,42 @@ void DependencyGraph::rebuild(const Schedule& s) {
     auto kv = static_cast<size_t>(k);
     return kv < static_cast<size_t>(OpKind::kBuiltinCount) || (kv >= kFirstUserKind && kv < kindValues);
   };
-  for (size_t d = 0; d < nDev; ++d) {
-    deviceBegin_.push_back(static_cast<int>(ops_.size()));
-    const auto& dev = s.devices[d];
-    for (size_t i = 0; i < dev.size(); ++i) {
-      const Step& st = dev[i];
-      OpRef r{static_cast<int>(d), static_cast<int>(i)};
-      ops_.push_back(st.first);
-      refs_.push_back(r);
-      pairSecond_.push_back(0);
-      if (kindOk(st.first.kind)) present[static_cast<size_t>(st.first.kind)] = 1;
-      if (st.second) {
-        ops_.push_back(*st.second);
-        refs_.push_back(r);
-        pairSecond_.push_back(1);
-        if (kindOk(st.second->kind)) present[static_cast<size_t>(st.second->kind)] = 1;
+  {
+    Op* ops = ops_.data();
+    OpRef* refs = refs_.data();
+    std::uint8_t* second = pairSecond_.data();
+    size_t id = 0;
+    // Kinds seen, as a bit set for the built-in kinds (the common case needs no table write
+    // per op); user kinds go to `present` directly.
+    std::uint64_t builtinSeen = 0;
+    static_assert(static_cast<size_t>(OpKind::kBuiltinCount) <= 64);
+    auto see = [&](OpKind k) {
+      auto kv = static_cast<size_t>(k);
+      if (kv < static_cast<size_t>(OpKind::kBuiltinCount)) builtinSeen |= std::uint64_t{1} << kv;
+      else if (kindOk(k)) present[kv] = 1;
+    };
+    for (size_t d = 0; d < nDev; ++d) {
+      deviceBegin_.push_back(static_cast<int>(id));
+      const auto& dev = s.devices[d];
+      for (size_t i = 0; i < dev.size(); ++i) {
+        const Step& st = dev[i];
+        const OpRef r{static_cast<int>(d), static_cast<int>(i)};
+        ops[id] = st.first;
+        refs[id] = r;
+        second[id++] = 0;
+        see(st.first.kind);
+        if (st.second) {
+          ops[id] = *st.second;
+          refs[id] = r;
+          second[id++] = 1;
+          see(st.second->kind);
+        }
       }
     }
+    for (size_t kv = 0; kv < static_cast<size_t>(OpKind::kBuiltinCount) && kv < kindValues; ++kv)
+      if (builtinSeen >> kv & 1) present[kv] = 1;
   }
-  deviceBegin_.push_back(static_cast<int>(ops_.size()));
+  deviceBegin_.push_back(static_cast<int>(nOps));
 
   // Which kinds are per micro-batch and which per stage.
   mbKindIndex_.assign(kindValues, -1);
@@ -281,9 +305,11 @@ void DependencyGraph::rebuild(const Schedule& s) {
   mbTable_.assign(static_cast<size_t>(cells * nMb), -1);
   stageTable_.assign(static_cast<size_t>(stages_) * static_cast<size_t>(nStage), -1);
 
-  std::vector<std::uint8_t> indexed(nOps, 0);
+  std::vector<std::uint8_t>& indexed = indexed_;
+  indexed.resize(nOps);  // every entry is written below
   for (size_t id = 0; id < nOps; ++id) {
     const Op& op = ops_[id];
+    indexed[id] = 0;
     if (!kindOk(op.kind)) {
       problems_.push_back(Problem{ProblemKind::BadKind, static_cast<int>(id), -1, {}});
       continue;

@@ -79,6 +79,8 @@ class DependencyGraph {
     return {deps_.data() + depBegin_[static_cast<size_t>(id)],
             deps_.data() + depBegin_[static_cast<size_t>(id) + 1]};
   }
+  // Total number of dependencies (the sum of dependencies(id).size() over all ids).
+  int dependencyCount() const { return static_cast<int>(deps_.size()); }
   // Ops that depend on `id` (built on first use).
   std::span<const int> dependents(int id) const;
 
@@ -119,6 +121,7 @@ class DependencyGraph {
   std::vector<std::vector<OpKind>> precededBy_;
   std::vector<std::vector<OpKind>> afterKinds_;  // per user kind: resolved `after` kinds
   std::vector<Problem> problems_;
+  std::vector<std::uint8_t> indexed_;  // rebuild's scratch: op id -> has its own table cell
 };
 
 // Direct dependencies of an op within a schedule (the rules above), as ops that exist in the
