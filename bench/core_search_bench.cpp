@@ -7,7 +7,9 @@
 // After the benchmarks a markdown table of every case is printed to stdout.
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <ctime>
 #include <map>
 #include <string>
 #include <vector>
@@ -28,7 +30,9 @@ struct Row {
   double search = 0, builtin = 0, megatron = 0;
   std::string builtinName, megatronNote, bestName;
   double seconds = 0;
+  double cpuSeconds = 0;  // thread CPU time: what the search costs without the other load
   std::size_t evaluated = 0;
+  bool timedOut = false;
   int mbsPlan = 0, mbsBase = 0;
 };
 std::vector<Row>& rows() {
@@ -91,7 +95,14 @@ void BM_Search(benchmark::State& state, std::string name, int D, int M, double m
     o.memoryLimitBytes = limit;
     o.timeLimitSeconds = 10;
     o.seed = 1;
+    // Up to 16 stages: 4 chunks per device on 4 devices, 2 on 8 (more stages per device split
+    // the work finer; beyond 16 the grid costs more than it finds).
+    o.maxChunks = std::max(2, 16 / D);
+    timespec c0{}, c1{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
     auto r = searchSchedule(p, o);
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);
+    row.cpuSeconds = static_cast<double>(c1.tv_sec - c0.tv_sec) + 1e-9 * static_cast<double>(c1.tv_nsec - c0.tv_nsec);
     if (!r) {
       row.bestName = "nothing fits: " + r.error().message;
       rows().push_back(row);
@@ -102,6 +113,7 @@ void BM_Search(benchmark::State& state, std::string name, int D, int M, double m
     row.bestName = r->bestSummary.name;
     row.seconds = r->elapsedSeconds;
     row.evaluated = r->evaluated;
+    row.timedOut = r->timedOut;
     row.builtin = 0;
     for (auto& b : r->builtins)
       if (b.valid && b.fitsMemory && (row.builtin == 0 || b.makespan < row.builtin)) {
@@ -143,7 +155,7 @@ void registerAll() {
 
 void printTable() {
   if (rows().empty()) return;
-  std::printf("\n| model | D | M | memory | best built-in | vs best built-in | vs Megatron interleaved (uniform) | search s | mbs plan / 1F1B |\n");
+  std::printf("\n| model | D | M | memory | best built-in | vs best built-in | vs Megatron interleaved (uniform) | search s (CPU) | mbs plan / 1F1B |\n");
   std::printf("|---|---|---|---|---|---|---|---|---|\n");
   std::map<std::string, std::pair<double, int>> meanByModel;
   for (auto& r : rows()) {
@@ -152,13 +164,13 @@ void printTable() {
       continue;
     }
     const std::string vsBuiltin = r.builtin > 0 ? std::to_string(r.builtin / r.search).substr(0, 5) : "no built-in fits";
-    std::printf("| %s | %d | %d | %.0f GiB | %s | %s | %s | %.2f | %d / %d |\n", r.model.c_str(), r.D, r.M, r.memGiB,
+    std::printf("| %s | %d | %d | %.0f GiB | %s | %s | %s | %.2f (%.2f) | %d / %d |\n", r.model.c_str(), r.D, r.M, r.memGiB,
                 r.builtin > 0 ? r.builtinName.c_str() : "-", vsBuiltin.c_str(),
                 r.megatron > 0 ? (std::to_string(r.megatron / r.search).substr(0, 5) +
                                   (r.megatronNote.empty() ? "" : " (" + r.megatronNote + ")"))
                                      .c_str()
                                : ("n/a " + r.megatronNote).c_str(),
-                r.seconds, r.mbsPlan, r.mbsBase);
+                r.seconds, r.cpuSeconds, r.mbsPlan, r.mbsBase);
     if (r.megatron > 0 && r.search > 0) {
       auto& e = meanByModel[r.model];
       e.first += r.megatron / r.search;
@@ -191,6 +203,15 @@ void printTable() {
     std::printf("largest micro-batch size, plan / compute-balanced 1F1B keep-all: mean %.2fx, min %.2fx over %d cases; "
                 "%d more cases where only the plan fits at all\n",
                 mbsSum / mbsN, mbsMin, mbsN, mbsZero);
+  int cut = 0;
+  double maxWall = 0, maxCpu = 0;
+  for (auto& r : rows()) {
+    cut += r.timedOut;
+    maxWall = std::max(maxWall, r.seconds);
+    maxCpu = std::max(maxCpu, r.cpuSeconds);
+  }
+  std::printf("search time: at most %.2f s wall, %.2f s CPU per case; %d searches cut by the time limit\n", maxWall,
+              maxCpu, cut);
   std::printf("\nbest candidates:\n");
   for (auto& r : rows())
     std::printf("  %s D%d M%d %.0fGiB: %s\n", r.model.c_str(), r.D, r.M, r.memGiB, r.bestName.c_str());

@@ -182,8 +182,8 @@ class Searcher {
   std::vector<Layout> layouts() const;
   void explore();
   Evaluated evaluatePoint(const Point& p, const std::string& family);
-  void refinePartition();
-  void randomKnobs();
+  bool refinePartition();
+  void randomKnobs(const Point& base, int samples);
   void refineOrder();
   std::vector<int> inflightFor(const Pipeline& pl) const;
   PartitionOptions planOptions(const Pipeline& pl) const;
@@ -204,6 +204,8 @@ class Searcher {
   // The point behind the best list-scheduled candidate, for the refinement phases.
   std::optional<Point> bestPoint_;
   double bestPointMakespan_ = 0;
+  // Best point per (layout, split, recompute mode): the runners-up whose knobs are tuned too.
+  std::map<std::string, std::pair<double, Point>> bestPerBase_;
 };
 
 void Searcher::builtins() {
@@ -394,6 +396,12 @@ Searcher::Evaluated Searcher::evaluatePoint(const Point& p, const std::string& f
     bestPoint_ = p;
     bestPointMakespan_ = ev.summary.makespan;
   }
+  if (ev.feasible) {
+    const std::string key = std::to_string(p.layout.chunks) + std::string(placementKindName(p.layout.placement)) + "|" +
+                            joinPartition(p.partition) + (k.recomputeOnDemand ? "|od" : "|fixed");
+    auto it = bestPerBase_.find(key);
+    if (it == bestPerBase_.end() || ev.summary.makespan < it->second.first - 1e-9) bestPerBase_[key] = {ev.summary.makespan, p};
+  }
   return ev;
 }
 
@@ -495,15 +503,13 @@ void Searcher::explore() {
   }
 }
 
-void Searcher::randomKnobs() {
-  // Seeded samples around the best point: per-device warm-up depths (AdaPtis tunes devices
+void Searcher::randomKnobs(const Point& base, int samples) {
+  // Seeded samples around a point: per-device warm-up depths (AdaPtis tunes devices
   // separately), pending-W bounds and groups the grid does not hold.
   phase_ = "list scheduler";
-  if (!bestPoint_) return;
   const int D = o_.devices;
-  const Point base = *bestPoint_;
   std::uniform_int_distribution<int> offset(-1, 4), pend(-1, 2 * D), grp(1, 2 * D);
-  for (int i = 0; i < o_.randomSamples && !shouldStop(); ++i) {
+  for (int i = 0; i < samples && !shouldStop(); ++i) {
     Point p = base;
     p.knobs.warmupDepth.clear();
     auto pl = Pipeline::make(D, static_cast<int>(p.partition.size()), o_.microbatches, p.layout.placement);
@@ -526,11 +532,12 @@ void Searcher::randomKnobs() {
   }
 }
 
-void Searcher::refinePartition() {
+bool Searcher::refinePartition() {
   // AdaPtis-style joint step: move one layer across a stage boundary, re-plan memory and
   // re-schedule, keep it when the simulator says it is faster; until no move helps.
   phase_ = "partitions";
-  if (!bestPoint_) return;
+  if (!bestPoint_) return false;
+  const double start = bestPointMakespan_;
   bool improved = true;
   while (improved && !shouldStop()) {
     improved = false;
@@ -538,7 +545,7 @@ void Searcher::refinePartition() {
     const double before = bestPointMakespan_;
     const int S = static_cast<int>(base.partition.size());
     auto pl = Pipeline::make(o_.devices, S, o_.microbatches, base.layout.placement);
-    if (!pl) return;
+    if (!pl) return bestPointMakespan_ < start - 1e-9;
     for (int b = 0; b + 1 < S && !shouldStop(); ++b) {
       for (int dir : {-1, +1}) {
         Point p = base;
@@ -554,10 +561,11 @@ void Searcher::refinePartition() {
         p.partitionName = "refined";
         evaluatePoint(p, "list");
         if (bestPointMakespan_ < before - 1e-9) improved = true;
-        if (shouldStop()) return;
+        if (shouldStop()) return bestPointMakespan_ < start - 1e-9;
       }
     }
   }
+  return bestPointMakespan_ < start - 1e-9;
 }
 
 void Searcher::refineOrder() {
@@ -625,8 +633,20 @@ Result<SearchResult> Searcher::run() {
   // Built-ins are always evaluated in full (the guarantee rests on them); the limits apply
   // from here on.
   explore();
-  randomKnobs();
-  refinePartition();
+  // Knob samples around the best point, then around the best point of the runners-up bases
+  // (another layout or split may overtake once its knobs are tuned).
+  if (bestPoint_) randomKnobs(*bestPoint_, o_.randomSamples);
+  {
+    std::vector<std::pair<double, Point>> others;
+    for (auto& [key, v] : bestPerBase_) others.push_back(v);
+    std::stable_sort(others.begin(), others.end(), [](auto& a, auto& b) { return a.first < b.first; });
+    for (size_t i = 1; i < std::min<size_t>(others.size(), 4); ++i) randomKnobs(others[i].second, o_.randomSamples / 3);
+  }
+  // Alternate partition moves and knob samples while the partition keeps improving (AdaPtis).
+  for (int round = 0; round < 4 && !shouldStop(); ++round) {
+    if (!refinePartition() || !bestPoint_) break;
+    randomKnobs(*bestPoint_, o_.randomSamples / 3);
+  }
   refineOrder();
   shouldStop();
   result_.elapsedSeconds = elapsed();

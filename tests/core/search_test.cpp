@@ -140,6 +140,41 @@ TEST(Search, RespectsTheMemoryLimit) {
   EXPECT_FALSE(oneF->fitsMemory);
 }
 
+TEST(Search, FullSearchUnderAMemoryLimitIsDeterministicAndFits) {
+  // Every phase runs to its end (no evaluation cap): grid with recompute-on-demand twins,
+  // runner-up knob samples, alternating policy and partition refinement, order refinement.
+  CostProfile p = headHeavy(8);
+  const std::int64_t limit = 1600 + 2 * 2000 + 500;
+  SearchOptions o;
+  o.devices = 4;
+  o.microbatches = 4;
+  o.memoryLimitBytes = limit;
+  o.timeLimitSeconds = 60;
+  o.randomSamples = 12;
+  o.localImprovementRounds = 10;
+  o.seed = 3;
+  auto a = searchSchedule(p, o);
+  auto b = searchSchedule(p, o);
+  ASSERT_TRUE(a.ok() && b.ok()) << (a.ok() ? "" : a.error().message);
+  EXPECT_FALSE(a->timedOut);
+  EXPECT_EQ(a->best, b->best);
+  EXPECT_EQ(a->bestSummary.name, b->bestSummary.name);
+  EXPECT_EQ(a->evaluated, b->evaluated);
+  Timeline tl = resimulate(p, a->best, limit);
+  ASSERT_TRUE(tl.complete);
+  EXPECT_NEAR(tl.metrics.makespan, a->bestSummary.makespan, 1e-9);
+  for (auto& d : tl.metrics.devices) EXPECT_LE(d.peakMemoryBytes, limit);
+  EXPECT_TRUE(validateSchedule(a->best).valid());
+  EXPECT_LE(a->bestSummary.makespan, bestFeasibleBuiltin(*a) + 1e-9);
+  // The best candidates are distinct, feasible and sorted.
+  for (size_t i = 0; i < a->top.size(); ++i) {
+    EXPECT_TRUE(a->top[i].fitsMemory);
+    if (i) {
+      EXPECT_LE(a->top[i - 1].makespan, a->top[i].makespan);
+    }
+  }
+}
+
 TEST(Search, CancelReturnsTheBestSoFarQuickly) {
   CostProfile p = headHeavy(12);
   std::atomic<bool> cancel{true};
