@@ -6,7 +6,7 @@
 #include <QFile>
 #include <QFileDialog>
 #include <QFileInfo>
-#include <QFormLayout>
+#include <QGridLayout>
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QLabel>
@@ -16,6 +16,7 @@
 #include <QPen>
 #include <QProgressBar>
 #include <QPushButton>
+#include <QRegularExpression>
 #include <QSpinBox>
 #include <QSplitter>
 #include <QTableWidget>
@@ -89,6 +90,41 @@ std::shared_ptr<const Schedule> rebuildBuiltin(const CandidateSummary& c, int de
   return std::make_shared<const Schedule>(std::move(out));
 }
 
+// A list-scheduler candidate rebuilt from its summary: the knobs are read back from its name
+// (core's format, e.g. "list(I/W, pending W 4, warm-up +2, group 4) linear x1, ..."), the
+// layout, split and policies from its fields. The caller checks that the rebuild reproduces
+// the candidate's makespan, so a name in another format only means "cannot open".
+std::shared_ptr<const Schedule> rebuildList(const CandidateSummary& c, const CostProfile& profile, int devices,
+                                            int microbatches, std::int64_t memoryLimit) {
+  if (c.family != "list") return nullptr;
+  static const QRegularExpression re(QStringLiteral(
+      "^list\\((I/W|B)(?:, pending W (any|-?\\d+))?, warm-up ([+-]\\d+|\\d+(?: \\d+)*), group (\\d+)\\) "));
+  const auto m = re.match(QString::fromStdString(c.name));
+  if (!m.hasMatch()) return nullptr;
+  ListSchedulerOptions k;
+  k.splitBackward = m.captured(1) == QStringLiteral("I/W");
+  k.maxPendingW = m.captured(2).isEmpty() || m.captured(2) == QStringLiteral("any") ? -1 : m.captured(2).toInt();
+  const QString warm = m.captured(3).trimmed();
+  if (warm.startsWith(QLatin1Char('+')) || warm.startsWith(QLatin1Char('-'))) {
+    k.warmupOffset = warm.toInt();
+  } else {
+    for (const QString& w : warm.split(QLatin1Char(' '), Qt::SkipEmptyParts)) k.warmupDepth.push_back(w.toInt());
+  }
+  k.microbatchGroup = m.captured(4).toInt();
+  k.policies = c.policies;
+  if (memoryLimit > 0) k.memoryLimitBytes = memoryLimit;
+  auto pl = Pipeline::make(devices, devices * c.chunks, microbatches, c.placement);
+  if (!pl) return nullptr;
+  auto costs = stageCosts(profile, pl->stages, c.partition);
+  if (!costs) return nullptr;
+  auto s = listSchedule(*pl, *costs, profile, k);
+  if (!s) return nullptr;
+  Schedule out = std::move(s).value();
+  out.name = "search";
+  out.partition = c.partition;
+  return std::make_shared<const Schedule>(std::move(out));
+}
+
 // True when simulating `s` under `profile` gives the summary's makespan: a rebuilt candidate
 // is only offered when it is the one the table describes.
 bool reproduces(const Schedule& s, const CostProfile& profile, const CandidateSummary& c) {
@@ -97,6 +133,29 @@ bool reproduces(const Schedule& s, const CostProfile& profile, const CandidateSu
   auto t = simulate(s, *model);
   if (!t || !t->complete) return false;
   return std::abs(t->metrics.makespan - c.makespan) <= 1e-9 * std::max(1.0, c.makespan);
+}
+
+QString layersText(std::size_t n) {
+  return n == 1 ? QObject::tr("1 layer") : QObject::tr("%1 layers").arg(n);
+}
+
+QString candidatesText(std::size_t n) {
+  return n == 1 ? QObject::tr("1 candidate") : QObject::tr("%1 candidates").arg(n);
+}
+
+// The knobs and split of a candidate's name, without what the other columns already say:
+// "list(I/W, pending W 4, warm-up +2, group 4) linear x1, bisection split, keep" gives
+// "I/W, pending W 4, warm-up +2, group 4 · bisection split".
+QString knobsText(const CandidateSummary& c) {
+  const QString name = QString::fromStdString(c.name);
+  const QString family = QString::fromStdString(c.family);
+  if (family.isEmpty() || !name.startsWith(family + QLatin1Char('('))) return name;
+  const int close = name.indexOf(QLatin1Char(')'), family.size());
+  if (close < 0) return name;
+  QString out = name.mid(family.size() + 1, close - family.size() - 1);
+  for (const QString& part : name.mid(close + 1).split(QStringLiteral(", ")))
+    if (part.endsWith(QStringLiteral(" split"))) out += QStringLiteral(" · ") + part;
+  return out;
 }
 
 QPushButton* button(const QString& text, const QString& tip) {
@@ -138,23 +197,13 @@ SearchDock::SearchDock(ScheduleDocument* doc, QWidget* parent) : QDockWidget(tr(
   setObjectName(QStringLiteral("dock.search"));
   setFeatures(QDockWidget::DockWidgetMovable | QDockWidget::DockWidgetClosable | QDockWidget::DockWidgetFloatable);
 
-  // Inputs.
+  // Inputs: a compact strip over the chart and the table, so the table gets the width.
   auto* inputs = new QWidget;
-  auto* form = new QFormLayout;
-  form->setContentsMargins(0, 0, 0, 0);
-  form->setFieldGrowthPolicy(QFormLayout::AllNonFixedFieldsGrow);
   profileName_ = new QLabel;
-  profileName_->setWordWrap(true);
   profileName_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  profileName_->setMinimumWidth(120);
   useDocButton_ = button(tr("Document's"), tr("Search with the open document's cost profile"));
   fileButton_ = button(tr("File…"), tr("Search with a cost profile JSON file"));
-  auto* profileButtons = new QHBoxLayout;
-  profileButtons->setContentsMargins(0, 0, 0, 0);
-  profileButtons->addWidget(useDocButton_);
-  profileButtons->addWidget(fileButton_);
-  profileButtons->addStretch(1);
-  form->addRow(tr("Profile"), profileName_);
-  form->addRow(QString(), profileButtons);
   devices_ = new QSpinBox;
   devices_->setRange(1, 1024);
   devices_->setValue(4);
@@ -163,62 +212,71 @@ SearchDock::SearchDock(ScheduleDocument* doc, QWidget* parent) : QDockWidget(tr(
   microbatches_->setValue(8);
   memory_ = new QLineEdit;
   memory_->setToolTip(tr("Device memory limit in GiB; empty = the profile's device memory"));
+  memory_->setMinimumWidth(110);
   timeLimit_ = new QDoubleSpinBox;
   timeLimit_->setRange(0.1, 3600);
   timeLimit_->setDecimals(1);
   timeLimit_->setValue(10);
   timeLimit_->setSuffix(tr(" s"));
+  timeLimit_->setToolTip(tr("Wall-clock limit; the best found so far is kept when it runs out"));
   seed_ = new QSpinBox;
   seed_->setRange(0, 1 << 30);
   seed_->setValue(1);
+  seed_->setToolTip(tr("Same seed, same inputs: same candidates (unless the time limit cuts the search)"));
   maxChunks_ = new QSpinBox;
   maxChunks_->setRange(1, 8);
   maxChunks_->setValue(SearchOptions{}.maxChunks);
   maxChunks_->setToolTip(tr("Stages per device explored: 1 up to this"));
-  auto* sizes = new QHBoxLayout;
-  sizes->setContentsMargins(0, 0, 0, 0);
-  sizes->addWidget(devices_, 1);
-  sizes->addWidget(new QLabel(tr("micro-batches")));
-  sizes->addWidget(microbatches_, 1);
-  form->addRow(tr("Devices"), sizes);
-  auto* limits = new QHBoxLayout;
-  limits->setContentsMargins(0, 0, 0, 0);
-  limits->addWidget(memory_, 1);
-  limits->addWidget(new QLabel(tr("GiB")));
-  form->addRow(tr("Memory"), limits);
-  auto* knobs = new QHBoxLayout;
-  knobs->setContentsMargins(0, 0, 0, 0);
-  knobs->addWidget(timeLimit_, 1);
-  knobs->addWidget(new QLabel(tr("seed")));
-  knobs->addWidget(seed_, 1);
-  form->addRow(tr("Time limit"), knobs);
-  form->addRow(tr("Max chunks"), maxChunks_);
 
   startButton_ = button(tr("Start"), tr("Search with these inputs"));
   cancelButton_ = button(tr("Cancel"), tr("Stop the search and keep the best found so far"));
   openButton_ = button(tr("Open as Design"), tr("Replace the document's schedule with the selected candidate (undoable)"));
-  auto* actions = new QHBoxLayout;
-  actions->setContentsMargins(0, 0, 0, 0);
-  actions->addWidget(startButton_);
-  actions->addWidget(cancelButton_);
-  actions->addStretch(1);
-  actions->addWidget(openButton_);
   progress_ = new QProgressBar;
   progress_->setRange(0, 1000);
   progress_->setValue(0);
   progress_->setTextVisible(true);
   progress_->setFormat(tr("idle"));
+  progress_->setMinimumWidth(200);
   message_ = new QLabel;
   message_->setWordWrap(true);
   message_->setTextInteractionFlags(Qt::TextSelectableByMouse);
 
-  auto* inLay = new QVBoxLayout(inputs);
-  inLay->setContentsMargins(6, 4, 6, 4);
-  inLay->addLayout(form);
-  inLay->addLayout(actions);
-  inLay->addWidget(progress_);
-  inLay->addWidget(message_);
-  inLay->addStretch(1);
+  auto* grid = new QGridLayout(inputs);
+  grid->setContentsMargins(6, 4, 6, 2);
+  grid->setHorizontalSpacing(6);
+  grid->setVerticalSpacing(4);
+  auto label = [](const QString& t) {
+    auto* l = new QLabel(t);
+    l->setAlignment(Qt::AlignRight | Qt::AlignVCenter);
+    return l;
+  };
+  // Row 0: profile; row 1: sizes and limits; row 2: actions and progress; row 3: message.
+  grid->addWidget(label(tr("Profile")), 0, 0);
+  grid->addWidget(profileName_, 0, 1, 1, 5);
+  grid->addWidget(useDocButton_, 0, 6);
+  grid->addWidget(fileButton_, 0, 7);
+  grid->addWidget(label(tr("Devices")), 1, 0);
+  grid->addWidget(devices_, 1, 1);
+  grid->addWidget(label(tr("Micro-batches")), 1, 2);
+  grid->addWidget(microbatches_, 1, 3);
+  grid->addWidget(label(tr("Memory (GiB)")), 1, 4);
+  grid->addWidget(memory_, 1, 5);
+  grid->addWidget(label(tr("Time limit")), 1, 6);
+  grid->addWidget(timeLimit_, 1, 7);
+  grid->addWidget(label(tr("Seed")), 1, 8);
+  grid->addWidget(seed_, 1, 9);
+  grid->addWidget(label(tr("Max chunks")), 1, 10);
+  grid->addWidget(maxChunks_, 1, 11);
+  auto* actions = new QHBoxLayout;
+  actions->setContentsMargins(0, 0, 0, 0);
+  actions->addWidget(startButton_);
+  actions->addWidget(cancelButton_);
+  actions->addWidget(progress_, 1);
+  actions->addWidget(openButton_);
+  grid->addLayout(actions, 2, 0, 1, 12);
+  grid->addWidget(message_, 3, 0, 1, 12);
+  grid->setColumnStretch(5, 1);
+  grid->setColumnStretch(12, 2);
 
   // Chart of the best makespan over elapsed time.
   auto* chart = new QChart;
@@ -260,8 +318,8 @@ SearchDock::SearchDock(ScheduleDocument* doc, QWidget* parent) : QDockWidget(tr(
 
   // Best distinct candidates.
   table_ = new QTableWidget(0, Columns);
-  table_->setHorizontalHeaderLabels({tr("#"), tr("Makespan (ms)"), tr("Bubble"), tr("Peak (GiB)"), tr("Kind"),
-                                     tr("Layout"), tr("Partition"), tr("Memory"), tr("Candidate")});
+  table_->setHorizontalHeaderLabels({tr("#"), tr("Makespan ms"), tr("Bubble"), tr("Peak GiB"), tr("Kind"),
+                                     tr("Layout"), tr("Layers / stage"), tr("Activations"), tr("Knobs · split")});
   table_->setSelectionBehavior(QAbstractItemView::SelectRows);
   table_->setSelectionMode(QAbstractItemView::SingleSelection);
   table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
@@ -275,14 +333,18 @@ SearchDock::SearchDock(ScheduleDocument* doc, QWidget* parent) : QDockWidget(tr(
 
   auto* split = new QSplitter(Qt::Horizontal);
   split->setChildrenCollapsible(false);
-  split->addWidget(inputs);
   split->addWidget(chartView_);
   split->addWidget(table_);
-  split->setStretchFactor(0, 0);
-  split->setStretchFactor(1, 2);
-  split->setStretchFactor(2, 4);
-  split->setSizes({300, 420, 800});
-  setWidget(split);
+  split->setStretchFactor(0, 1);
+  split->setStretchFactor(1, 3);
+  split->setSizes({300, 900});
+  auto* content = new QWidget;
+  auto* lay = new QVBoxLayout(content);
+  lay->setContentsMargins(0, 0, 0, 0);
+  lay->setSpacing(2);
+  lay->addWidget(inputs);
+  lay->addWidget(split, 1);
+  setWidget(content);
 
   tick_ = new QTimer(this);
   tick_->setInterval(100);
@@ -296,9 +358,6 @@ SearchDock::SearchDock(ScheduleDocument* doc, QWidget* parent) : QDockWidget(tr(
   connect(table_, &QTableWidget::cellDoubleClicked, this, [this](int row, int) { openAsDesign(row); });
   connect(doc_, &ScheduleDocument::changed, this, &SearchDock::documentChanged);
   documentChanged();
-  // The document's sizes are a good first guess.
-  devices_->setValue(std::max(1, doc_->schedule().pipeline.devices));
-  microbatches_->setValue(std::max(1, doc_->schedule().pipeline.microbatches));
   updateButtons();
 }
 
@@ -323,10 +382,19 @@ QString SearchDock::statusText() const {
 }
 
 void SearchDock::documentChanged() {
+  // The document's sizes are a good first guess; they follow a newly opened document but
+  // leave what the user typed alone while the document keeps its shape.
+  const auto& pl = doc_->schedule().pipeline;
+  if ((pl.devices != docDevices_ || pl.microbatches != docMicrobatches_) && !running_) {
+    docDevices_ = pl.devices;
+    docMicrobatches_ = pl.microbatches;
+    devices_->setValue(std::max(1, pl.devices));
+    microbatches_->setValue(std::max(1, pl.microbatches));
+  }
   if (!fileProfile_) {
     const CostProfile& p = doc_->profile();
     const QString name = p.name.empty() ? tr("unnamed") : QString::fromStdString(p.name);
-    profileName_->setText(tr("document: %1 (%n layer(s))", nullptr, static_cast<int>(p.layers.size())).arg(name));
+    profileName_->setText(tr("document: %1 (%2)").arg(name, layersText(p.layers.size())));
     profileName_->setToolTip(tr("The open document's cost profile; it follows edits in the Pipeline and costs dock"));
   }
   refreshMemoryPlaceholder();
@@ -365,8 +433,7 @@ bool SearchDock::setProfileFile(const QString& path) {
   }
   fileProfile_ = std::move(prof);
   fileProfilePath_ = QFileInfo(path).absoluteFilePath();
-  profileName_->setText(tr("file: %1 (%n layer(s))", nullptr, static_cast<int>(fileProfile_->layers.size()))
-                            .arg(QFileInfo(path).fileName()));
+  profileName_->setText(tr("file: %1 (%2)").arg(QFileInfo(path).fileName(), layersText(fileProfile_->layers.size())));
   profileName_->setToolTip(fileProfilePath_);
   showInfo(tr("Profile %1 loaded").arg(QString::fromStdString(fileProfile_->name)));
   refreshMemoryPlaceholder();
@@ -412,6 +479,7 @@ bool SearchDock::start() {
   o.maxChunks = maxChunks_->value();
   o.keepTop = 12;
   searchedProfile_ = fileProfile_ ? *fileProfile_ : doc_->profile();
+  searchedLimit_ = o.memoryLimitBytes.value_or(searchedProfile_.deviceMemoryBytes);
   if (searchedProfile_.layers.empty()) {
     showError(tr("The cost profile has no layers"));
     return false;
@@ -443,6 +511,7 @@ bool SearchDock::start() {
   yMin_ = yMax_ = 0;
   xMax_ = o.timeLimitSeconds;
   axisX_->setRange(0, xMax_);
+  axisX_->applyNiceNumbers();
   axisY_->setRange(0, 1);
   evaluated_ = 0;
   phase_.clear();
@@ -517,6 +586,7 @@ void SearchDock::addBestPoint(double seconds, double makespan) {
   if (seconds > xMax_) {
     xMax_ = seconds;
     axisX_->setRange(0, xMax_);
+    axisX_->applyNiceNumbers();
   }
 }
 
@@ -525,7 +595,7 @@ void SearchDock::updateProgressBar() {
   const double t = clock_.elapsed() / 1000.0;
   const double frac = timeLimitSeconds_ > 0 ? std::min(1.0, t / timeLimitSeconds_) : 0;
   progress_->setValue(static_cast<int>(frac * 1000));
-  QString text = tr("%n candidate(s)", nullptr, static_cast<int>(evaluated_));
+  QString text = candidatesText(evaluated_);
   text += tr(" · %1 / %2 s").arg(t, 0, 'f', 1).arg(timeLimitSeconds_, 0, 'f', 1);
   if (!phase_.isEmpty()) text += QStringLiteral(" · ") + phase_;
   progress_->setFormat(text);
@@ -558,17 +628,15 @@ void SearchDock::finished(quint64 generation) {
     result_ = std::move(*outcome).value();
     const SearchResult& r = *result_;
     // Extend the line to the end so the chart shows how long the best stood.
-    if (lastBest_ > 0 && r.elapsedSeconds > 0) {
-      series_->append(r.elapsedSeconds, lastBest_);
-      if (r.elapsedSeconds > xMax_) {
-        xMax_ = r.elapsedSeconds;
-        axisX_->setRange(0, xMax_);
-      }
-    }
+    if (lastBest_ > 0 && r.elapsedSeconds > 0) series_->append(r.elapsedSeconds, lastBest_);
+    // The axis ends where the search ended (it may stop well before its time limit).
+    xMax_ = std::max(r.elapsedSeconds, 1e-3);
+    axisX_->setRange(0, xMax_);
+    axisX_->applyNiceNumbers();
     fillTable();
     progress_->setValue(1000);
     const QString how = r.cancelled ? tr("cancelled") : r.timedOut ? tr("time limit reached") : tr("done");
-    progress_->setFormat(tr("%n candidate(s)", nullptr, static_cast<int>(r.evaluated)) +
+    progress_->setFormat(candidatesText(r.evaluated) +
                          tr(" · %1 s · %2").arg(r.elapsedSeconds, 0, 'f', 1).arg(how));
     double bestBuiltin = 0;
     QString bestBuiltinName;
@@ -577,9 +645,9 @@ void SearchDock::finished(quint64 generation) {
         bestBuiltin = b.makespan;
         bestBuiltinName = QString::fromStdString(b.name);
       }
-    QString msg = tr("Best %1 ms (%2)").arg(r.bestSummary.makespan, 0, 'f', 2).arg(QString::fromStdString(r.bestSummary.name));
+    QString msg = tr("Best %1 ms").arg(r.bestSummary.makespan, 0, 'f', 2);
     if (bestBuiltin > 0)
-      msg += tr("; best built-in %1 %2 ms, %3× faster")
+      msg += tr("; best built-in %1 %2 ms (%3× the best)")
                  .arg(bestBuiltinName)
                  .arg(bestBuiltin, 0, 'f', 2)
                  .arg(bestBuiltin / r.bestSummary.makespan, 0, 'f', 2);
@@ -605,8 +673,9 @@ void SearchDock::fillTable() {
     std::shared_ptr<const Schedule> sched = c.schedule;
     if (!sched && c.name == r.bestSummary.name && std::abs(c.makespan - r.bestSummary.makespan) <= 1e-9)
       sched = std::make_shared<const Schedule>(r.best);
-    if (!sched && c.builtin) {
-      auto rebuilt = rebuildBuiltin(c, r.best.pipeline.devices, r.best.pipeline.microbatches);
+    if (!sched) {
+      const int D = r.best.pipeline.devices, M = r.best.pipeline.microbatches;
+      auto rebuilt = c.builtin ? rebuildBuiltin(c, D, M) : rebuildList(c, searchedProfile_, D, M, searchedLimit_);
       if (rebuilt && reproduces(*rebuilt, searchedProfile_, c)) sched = rebuilt;
     }
     rowSchedules_.push_back(sched);
@@ -620,7 +689,7 @@ void SearchDock::fillTable() {
         layoutText(c),
         partitionText(c.partition),
         policyText(c.policies),
-        QString::fromStdString(c.name)};
+        knobsText(c)};
     // "What differs": the cells that differ from the best candidate are bold.
     const QString bestCells[Columns] = {
         QString(), QString(), QString(), QString(),

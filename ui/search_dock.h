@@ -113,6 +113,7 @@ class SearchDock : public QDockWidget {
   std::optional<ps::core::CostProfile> fileProfile_;
   QString fileProfilePath_;
   ps::core::CostProfile searchedProfile_;
+  std::int64_t searchedLimit_ = 0;
 
   QLabel* profileName_ = nullptr;
   QPushButton* useDocButton_ = nullptr;
@@ -143,6 +144,7 @@ class SearchDock : public QDockWidget {
   quint64 generation_ = 0;
   bool running_ = false;
   double timeLimitSeconds_ = 0;
+  int docDevices_ = -1, docMicrobatches_ = -1;
   double lastBest_ = 0;
   double yMin_ = 0, yMax_ = 0, xMax_ = 0;
   std::optional<ps::core::SearchResult> result_;

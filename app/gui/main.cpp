@@ -5,6 +5,7 @@
 //   pipestudio [--playhead MS | --step N] [--break OP@dD ...] ...          (step-through)
 #include <QApplication>
 #include <QCommandLineParser>
+#include <QDoubleSpinBox>
 #include <QFileInfo>
 #include <QIcon>
 #include <QImage>
@@ -16,6 +17,7 @@
 #include <cstring>
 
 #include "main_window.h"
+#include "search_dock.h"
 #include "session_dock.h"
 #include "state_panel.h"
 #include "stepper_controller.h"
@@ -136,6 +138,21 @@ int main(int argc, char** argv) {
   parser.addOption(playhead);
   parser.addOption(stepN);
   parser.addOption(breakAt);
+  QCommandLineOption dockOpt(QStringLiteral("dock"),
+                             QStringLiteral("Raise a dock at start: search (runs a search with the document's sizes first)."),
+                             QStringLiteral("search"));
+  QCommandLineOption searchProfile(QStringLiteral("search-profile"),
+                                   QStringLiteral("Cost profile JSON for --dock search (default: the document's)."),
+                                   QStringLiteral("P.json"));
+  QCommandLineOption searchTime(QStringLiteral("search-time"),
+                                QStringLiteral("Time limit in seconds for --dock search (default 10)."),
+                                QStringLiteral("S"), QStringLiteral("10"));
+  QCommandLineOption searchOpen(QStringLiteral("search-open"),
+                                QStringLiteral("With --dock search: open the best candidate as the design (undoable)."));
+  parser.addOption(searchOpen);
+  parser.addOption(dockOpt);
+  parser.addOption(searchProfile);
+  parser.addOption(searchTime);
   parser.addPositionalArgument(QStringLiteral("file"),
                                QStringLiteral("A .pipe or PyTorch .csv schedule to open."),
                                QStringLiteral("[FILE]"));
@@ -189,6 +206,33 @@ int main(int argc, char** argv) {
   if (parser.isSet(trace) && !w.openTraces(parser.values(trace), parser.isSet(shot))) {
     std::fprintf(stderr, "pipestudio: %s\n", qPrintable(w.statusText()));
     if (parser.isSet(shot)) return 1;
+  }
+  if (parser.isSet(dockOpt)) {
+    if (parser.value(dockOpt) != QStringLiteral("search")) {
+      std::fprintf(stderr, "pipestudio: --dock takes: search\n");
+      return 2;
+    }
+    // Search dock (docs/gui.md): a finished search to look at.
+    ps::ui::SearchDock* sd = w.searchDock();
+    w.resize(windowSize);
+    w.showSearchDock();
+    w.resizeDocks({sd}, {windowSize.height() * 2 / 5}, Qt::Vertical);
+    bool secondsOk = false;
+    const double seconds = parser.value(searchTime).toDouble(&secondsOk);
+    if (!secondsOk || seconds <= 0) {
+      std::fprintf(stderr, "pipestudio: --search-time wants seconds, e.g. 10\n");
+      return 2;
+    }
+    sd->timeLimitBox()->setValue(seconds);
+    if (parser.isSet(searchProfile) && !sd->setProfileFile(parser.value(searchProfile))) {
+      std::fprintf(stderr, "pipestudio: %s\n", qPrintable(sd->errorText()));
+      if (parser.isSet(shot)) return 1;
+    }
+    if (sd->start() && parser.isSet(shot)) {
+      while (sd->isRunning()) QApplication::processEvents(QEventLoop::WaitForMoreEvents, 100);
+    }
+    if (parser.isSet(searchOpen) && !sd->isRunning() && sd->result()) sd->openAsDesign(0);
+    if (!sd->errorText().isEmpty()) std::fprintf(stderr, "pipestudio: %s\n", qPrintable(sd->errorText()));
   }
   if (parser.value(layout) == QStringLiteral("slots")) w.setSlotLayout(true);
   if (parser.isSet(select) && !w.selectOpByName(parser.value(select)))
