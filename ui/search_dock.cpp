@@ -112,6 +112,12 @@ std::shared_ptr<const Schedule> rebuildList(const CandidateSummary& c, const Cos
   }
   k.microbatchGroup = m.captured(4).toInt();
   k.policies = c.policies;
+  if (c.name.find(", recompute on demand ") != std::string::npos) {
+    // The scheduler chose recompute per micro-batch from Keep stages; the summary's policies
+    // only report which stages ended up recomputing.
+    k.recomputeOnDemand = true;
+    k.policies.assign(c.policies.size(), ActivationPolicy::Keep);
+  }
   if (memoryLimit > 0) k.memoryLimitBytes = memoryLimit;
   auto pl = Pipeline::make(devices, devices * c.chunks, microbatches, c.placement);
   if (!pl) return nullptr;
@@ -154,7 +160,8 @@ QString knobsText(const CandidateSummary& c) {
   if (close < 0) return name;
   QString out = name.mid(family.size() + 1, close - family.size() - 1);
   for (const QString& part : name.mid(close + 1).split(QStringLiteral(", ")))
-    if (part.endsWith(QStringLiteral(" split"))) out += QStringLiteral(" · ") + part;
+    if (part.endsWith(QStringLiteral(" split")) || part.startsWith(QStringLiteral("recompute on demand")))
+      out += QStringLiteral(" · ") + part;
   return out;
 }
 
@@ -705,7 +712,11 @@ void SearchDock::fillTable() {
         item->setFont(f);
       }
       QString tip = QString::fromStdString(c.name);
-      if (!sched) tip += tr("\n(this candidate's schedule was not kept by the search; it cannot be opened)");
+      if (!sched) {
+        // Shown, but greyed: there is no schedule behind it to open.
+        tip += tr("\n(this candidate's schedule was not kept by the search; it cannot be opened)");
+        item->setForeground(table_->palette().color(QPalette::Disabled, QPalette::Text));
+      }
       item->setToolTip(tip);
       if (col == ColMakespan) item->setData(Qt::UserRole, c.makespan);
       table_->setItem(i, col, item);
