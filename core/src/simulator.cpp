@@ -343,42 +343,6 @@ Status compile(const Schedule& s, const SimulationModel& model, Compiled& c) {
       anyHostMove = true;
     }
   };
-  int opId = 0, stepId = 0;
-  for (int d = 0; d < c.D; ++d) {
-    c.devBegin.push_back(stepId);
-    const auto& dev = s.devices[static_cast<size_t>(d)];
-    for (size_t i = 0; i < dev.size(); ++i, ++stepId) {
-      StepRec& r = c.steps[static_cast<size_t>(stepId)];
-      const Step& st = dev[i];
-      const bool pair = st.overlapped();
-      const bool copy = !pair && runsOnCopyStream(st.first.kind);
-      note(st.first);
-      if (pair) note(*st.second);
-      r.time = 0;
-      r.dur = stepDuration(opId, pair);
-      r.pending = 0;
-      r.edges = copy ? kCopyBit : 0;
-      if (copy) c.hasCopy[static_cast<size_t>(d)] = 1;
-      c.stepOp[static_cast<size_t>(stepId)] = opId;
-      if (pairs) {
-        c.opStep[static_cast<size_t>(opId++)] = stepId;
-        if (pair) c.opStep[static_cast<size_t>(opId++)] = stepId;
-      } else {
-        ++opId;
-      }
-    }
-  }
-  c.devBegin.push_back(stepId);
-  c.stepOp[nSteps] = opId;
-  c.steps[nSteps] = StepRec{};
-  if (anyR && anyHostMove)  // an OFFLOAD/RELOAD may precede its R in op order
-    for (size_t st = 0; st < nSteps; ++st)
-      c.steps[st].dur = stepDuration(c.stepOp[st], c.stepOp[st + 1] - c.stepOp[st] == 2);
-
-  // Successor edges by producer step (dependencies inside an overlapped pair do not delay it).
-  // One pass over the dependencies (in consumer order) counts each producer's successors and
-  // notes each edge's producer step and link; a second, sequential pass scatters them into
-  // the producers' lists. Edges keep the consumer order within each list.
   // What travels across devices is the output of the lower stage (activations forward, their
   // gradients backward): one transfer time per stage.
   const bool fixedComm = prof.fixedCommMs.has_value();
@@ -389,32 +353,91 @@ Status compile(const Schedule& s, const SimulationModel& model, Compiled& c) {
         fixedComm ? *prof.fixedCommMs
                   : prof.link.latencyMs + (prof.link.bandwidthBytesPerMs > 0 ? bytes / prof.link.bandwidthBytesPerMs : 0.0);
   }
+
+  // Successor edges by producer step (dependencies inside an overlapped pair do not delay it).
+  // One pass over the dependencies (in consumer order) counts each producer's successors and
+  // notes each edge's producer step and link; a second, sequential pass scatters them into
+  // the producers' lists. Edges keep the consumer order within each list.
   std::vector<int>& count = c.count;
   count.assign(nSteps + 1, 0);
   std::vector<PendingEdge>& pend = c.pending;
   pend.resize(static_cast<size_t>(g.dependencyCount()));
-  const int* const opStep = c.opStep.data();
   size_t np = 0;
-  for (int d = 0; d < c.D; ++d) {
-    const int devBegin = c.devBegin[static_cast<size_t>(d)], devEnd = c.devBegin[static_cast<size_t>(d) + 1];
-    for (int st = devBegin; st < devEnd; ++st) {
-      StepRec& r = c.steps[static_cast<size_t>(st)];
-      const int first = c.stepOp[static_cast<size_t>(st)], last = c.stepOp[static_cast<size_t>(st) + 1];
-      for (int op = first; op < last; ++op)
-        for (int dep : g.dependencies(op)) {
-          const int ds = pairs ? opStep[dep] : dep;
-          if (ds == st) continue;
-          ++r.pending;
-          ++count[static_cast<size_t>(ds) + 1];
-          int link = -1;
-          if (ds < devBegin || ds >= devEnd) {  // across devices
-            const int low = std::min(g.op(dep).stage, g.op(op).stage);
-            link = low << 2 | (dep - (pairs ? c.stepOp[static_cast<size_t>(ds)] : ds)) << 1 | (op - first);
-          }
-          pend[np++] = PendingEdge{ds, link};
+  // The dependencies of step `st` (ops [first, last)) of the device whose steps are
+  // [devBegin, devEnd); needs opStep of the producers when there are pairs.
+  auto countEdges = [&](int devBegin, int devEnd, int st, int first, int last) PS_INLINE_LAMBDA {
+    StepRec& r = c.steps[static_cast<size_t>(st)];
+    for (int op = first; op < last; ++op)
+      for (int dep : g.dependencies(op)) {
+        const int ds = pairs ? c.opStep[static_cast<size_t>(dep)] : dep;
+        if (ds == st) continue;
+        ++r.pending;
+        ++count[static_cast<size_t>(ds) + 1];
+        int link = -1;
+        if (ds < devBegin || ds >= devEnd) {  // across devices
+          const int low = std::min(g.op(dep).stage, g.op(op).stage);
+          link = low << 2 | (dep - (pairs ? c.stepOp[static_cast<size_t>(ds)] : ds)) << 1 | (op - first);
         }
+        pend[np++] = PendingEdge{ds, link};
+      }
+  };
+
+  int opId = 0, stepId = 0;
+  if (!pairs) {
+    // Op ids are step ids: the steps come from the graph's op array, and each step's
+    // dependencies are counted while it is at hand.
+    for (int d = 0; d < c.D; ++d) {
+      const int devBegin = g.deviceBegin(d), devEnd = g.deviceBegin(d + 1);
+      c.devBegin.push_back(devBegin);
+      for (int id = devBegin; id < devEnd; ++id) {
+        const Op& op = g.op(id);
+        StepRec& r = c.steps[static_cast<size_t>(id)];
+        const bool copy = runsOnCopyStream(op.kind);
+        note(op);
+        r.time = 0;
+        r.dur = opDuration(id);
+        r.pending = 0;
+        r.edges = copy ? kCopyBit : 0;
+        if (copy) c.hasCopy[static_cast<size_t>(d)] = 1;
+        c.stepOp[static_cast<size_t>(id)] = id;
+        countEdges(devBegin, devEnd, id, id, id + 1);
+      }
+    }
+    opId = stepId = static_cast<int>(nSteps);
+  } else {
+    for (int d = 0; d < c.D; ++d) {
+      c.devBegin.push_back(stepId);
+      const auto& dev = s.devices[static_cast<size_t>(d)];
+      for (size_t i = 0; i < dev.size(); ++i, ++stepId) {
+        StepRec& r = c.steps[static_cast<size_t>(stepId)];
+        const Step& st = dev[i];
+        const bool pair = st.overlapped();
+        const bool copy = !pair && runsOnCopyStream(st.first.kind);
+        note(st.first);
+        if (pair) note(*st.second);
+        r.time = 0;
+        r.dur = stepDuration(opId, pair);
+        r.pending = 0;
+        r.edges = copy ? kCopyBit : 0;
+        if (copy) c.hasCopy[static_cast<size_t>(d)] = 1;
+        c.stepOp[static_cast<size_t>(stepId)] = opId;
+        c.opStep[static_cast<size_t>(opId++)] = stepId;
+        if (pair) c.opStep[static_cast<size_t>(opId++)] = stepId;
+      }
     }
   }
+  c.devBegin.push_back(stepId);
+  c.stepOp[nSteps] = opId;
+  c.steps[nSteps] = StepRec{};
+  if (anyR && anyHostMove)  // an OFFLOAD/RELOAD may precede its R in op order
+    for (size_t st = 0; st < nSteps; ++st)
+      c.steps[st].dur = stepDuration(c.stepOp[st], c.stepOp[st + 1] - c.stepOp[st] == 2);
+  if (pairs)
+    for (int d = 0; d < c.D; ++d) {
+      const int devBegin = c.devBegin[static_cast<size_t>(d)], devEnd = c.devBegin[static_cast<size_t>(d) + 1];
+      for (int st = devBegin; st < devEnd; ++st)
+        countEdges(devBegin, devEnd, st, c.stepOp[static_cast<size_t>(st)], c.stepOp[static_cast<size_t>(st) + 1]);
+    }
   for (size_t i = 0; i < nSteps; ++i) count[i + 1] += count[i];
   if (static_cast<std::uint64_t>(count[nSteps]) >= kCopyBit)
     return makeError("simulate.size", "the schedule has too many dependencies to simulate");

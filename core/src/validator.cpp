@@ -198,8 +198,6 @@ DependencyGraph::DependencyGraph(const Schedule& s) { rebuild(s); }
 void DependencyGraph::rebuild(const Schedule& s) {
   // Clear instead of reallocating: a caller that rebuilds for every simulation keeps its
   // (large) buffers mapped.
-  // ops_, refs_ and pairSecond_ are resized and overwritten below (no clearing pass when the
-  // size does not change, as in a drag loop).
   deviceBegin_.clear();
   depBegin_.clear();
   deps_.clear();
@@ -214,26 +212,16 @@ void DependencyGraph::rebuild(const Schedule& s) {
   const size_t kindValues = kFirstUserKind + s.userKinds.size();
   const size_t nDev = s.devices.size();
 
-  size_t nOps = 0;
-  for (const auto& dev : s.devices)
-    for (const auto& st : dev) nOps += st.overlapped() ? 2 : 1;
-  ops_.resize(nOps);
-  refs_.resize(nOps);
-  pairSecond_.resize(nOps);
-  deviceBegin_.reserve(nDev + 1);
-
   std::vector<std::uint8_t> present(kindValues, 0);
   auto kindOk = [&](OpKind k) {
     auto kv = static_cast<size_t>(k);
     return kv < static_cast<size_t>(OpKind::kBuiltinCount) || (kv >= kFirstUserKind && kv < kindValues);
   };
+  // First pass: the op count and the kinds that occur (built-in kinds as a bit set, so the
+  // common case writes no table per op). The kinds fix the tables' layout, so the second pass
+  // can copy and index each op in one go.
+  size_t nOps = 0;
   {
-    Op* ops = ops_.data();
-    OpRef* refs = refs_.data();
-    std::uint8_t* second = pairSecond_.data();
-    size_t id = 0;
-    // Kinds seen, as a bit set for the built-in kinds (the common case needs no table write
-    // per op); user kinds go to `present` directly.
     std::uint64_t builtinSeen = 0;
     static_assert(static_cast<size_t>(OpKind::kBuiltinCount) <= 64);
     auto see = [&](OpKind k) {
@@ -241,28 +229,24 @@ void DependencyGraph::rebuild(const Schedule& s) {
       if (kv < static_cast<size_t>(OpKind::kBuiltinCount)) builtinSeen |= std::uint64_t{1} << kv;
       else if (kindOk(k)) present[kv] = 1;
     };
-    for (size_t d = 0; d < nDev; ++d) {
-      deviceBegin_.push_back(static_cast<int>(id));
-      const auto& dev = s.devices[d];
-      for (size_t i = 0; i < dev.size(); ++i) {
-        const Step& st = dev[i];
-        const OpRef r{static_cast<int>(d), static_cast<int>(i)};
-        ops[id] = st.first;
-        refs[id] = r;
-        second[id++] = 0;
+    for (const auto& dev : s.devices)
+      for (const auto& st : dev) {
         see(st.first.kind);
+        ++nOps;
         if (st.second) {
-          ops[id] = *st.second;
-          refs[id] = r;
-          second[id++] = 1;
           see(st.second->kind);
+          ++nOps;
         }
       }
-    }
     for (size_t kv = 0; kv < static_cast<size_t>(OpKind::kBuiltinCount) && kv < kindValues; ++kv)
       if (builtinSeen >> kv & 1) present[kv] = 1;
   }
-  deviceBegin_.push_back(static_cast<int>(nOps));
+  // ops_, refs_ and pairSecond_ are resized and overwritten below (no clearing pass when the
+  // size does not change, as in a drag loop).
+  ops_.resize(nOps);
+  refs_.resize(nOps);
+  pairSecond_.resize(nOps);
+  deviceBegin_.reserve(nDev + 1);
 
   // Which kinds are per micro-batch and which per stage.
   mbKindIndex_.assign(kindValues, -1);
@@ -290,9 +274,38 @@ void DependencyGraph::rebuild(const Schedule& s) {
       if (auto k = s.kindFromName(name)) precededBy_[static_cast<size_t>(*k)].push_back(static_cast<OpKind>(kFirstUserKind + u));
   }
 
+  // Copies the ops in id order (device by device, step by step, pairs first then second),
+  // calling index(id, op) on each.
+  auto copyOps = [&](auto&& index) {
+    Op* ops = ops_.data();
+    OpRef* refs = refs_.data();
+    std::uint8_t* second = pairSecond_.data();
+    size_t id = 0;
+    for (size_t d = 0; d < nDev; ++d) {
+      deviceBegin_.push_back(static_cast<int>(id));
+      const auto& dev = s.devices[d];
+      for (size_t i = 0; i < dev.size(); ++i) {
+        const Step& st = dev[i];
+        const OpRef r{static_cast<int>(d), static_cast<int>(i)};
+        ops[id] = st.first;
+        refs[id] = r;
+        second[id] = 0;
+        index(id++, st.first);
+        if (st.second) {
+          ops[id] = *st.second;
+          refs[id] = r;
+          second[id] = 1;
+          index(id++, *st.second);
+        }
+      }
+    }
+    deviceBegin_.push_back(static_cast<int>(id));
+  };
+
   const long long cells = static_cast<long long>(std::max(stages_, 0)) * std::max(microbatches_, 0);
   if (stages_ < 1 || microbatches_ < 1 || cells > 2LL * static_cast<long long>(nOps) + 4096 ||
       cells * nMb > (1LL << 31) - 1) {
+    copyOps([](size_t, const Op&) {});
     problems_.push_back(Problem{ProblemKind::TooLarge, -1, -1, {}});
     mbKindIndex_.assign(kindValues, -1);
     stageKindIndex_.assign(kindValues, -1);
@@ -307,29 +320,28 @@ void DependencyGraph::rebuild(const Schedule& s) {
 
   std::vector<std::uint8_t>& indexed = indexed_;
   indexed.resize(nOps);  // every entry is written below
-  for (size_t id = 0; id < nOps; ++id) {
-    const Op& op = ops_[id];
+  copyOps([&](size_t id, const Op& op) PS_GRAPH_INLINE {
     indexed[id] = 0;
     if (!kindOk(op.kind)) {
       problems_.push_back(Problem{ProblemKind::BadKind, static_cast<int>(id), -1, {}});
-      continue;
+      return;
     }
     auto kv = static_cast<size_t>(op.kind);
     if (op.stage < 0 || op.stage >= stages_) {
       problems_.push_back(Problem{ProblemKind::OutOfRange, static_cast<int>(id), -1, {}});
-      continue;
+      return;
     }
     int* cell = nullptr;
     if (mbKindIndex_[kv] >= 0) {
       if (op.microbatch < 0 || op.microbatch >= microbatches_) {
         problems_.push_back(Problem{ProblemKind::OutOfRange, static_cast<int>(id), -1, {}});
-        continue;
+        return;
       }
       cell = &mbTable_[static_cast<size_t>((mbKindIndex_[kv] * stages_ + op.stage) * microbatches_ + op.microbatch)];
     } else {
       if (op.microbatch != -1) {
         problems_.push_back(Problem{ProblemKind::OutOfRange, static_cast<int>(id), -1, {}});
-        continue;
+        return;
       }
       cell = &stageTable_[static_cast<size_t>(stageKindIndex_[kv] * stages_ + op.stage)];
     }
@@ -337,11 +349,11 @@ void DependencyGraph::rebuild(const Schedule& s) {
       if (!mayRepeat(op.kind)) problems_.push_back(Problem{ProblemKind::Duplicate, static_cast<int>(id), *cell, {}});
       // Repeats of UNSHARD/RESHARD are indexed by their first occurrence.
       indexed[id] = mayRepeat(op.kind) ? 1 : 0;
-      continue;
+      return;
     }
     *cell = static_cast<int>(id);
     indexed[id] = 1;
-  }
+  });
 
   depBegin_.resize(nOps + 1);
   deps_.reserve(nOps * 2);
