@@ -877,3 +877,45 @@ TEST(SimulatorRegression, GeneratedSchedulesAreBitIdenticalToTheRecordedDigests)
   ASSERT_EQ(got.size(), want.size());
   for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i], want[i]) << "case " << i;
 }
+
+TEST(SimulatorErrors, GraphProblemsAreReportedInOpOrder) {
+  // Duplicates, an op outside the pipeline and an undeclared kind: the graph lists them by op
+  // id, and the simulator refuses the first op it cannot place.
+  Schedule s = build(2, 2, 2, PlacementKind::Linear, {"F0 F0 F1 B0 B1", "F0 B0 F1 B1"});
+  s.devices[1].push_back(Step{Op{OpKind::F, 7, 0}, {}});
+  s.devices[1].push_back(Step{Op{static_cast<OpKind>(kFirstUserKind + 3), 1, 0}, {}});
+  DependencyGraph g(s);
+  ASSERT_EQ(g.problems().size(), 3u);
+  EXPECT_EQ(g.problems()[0].kind, DependencyGraph::ProblemKind::Duplicate);
+  EXPECT_EQ(g.problems()[0].op, 1);
+  EXPECT_EQ(g.problems()[0].other, 0);
+  EXPECT_EQ(g.problems()[1].kind, DependencyGraph::ProblemKind::OutOfRange);
+  EXPECT_EQ(g.problems()[1].op, 9);
+  EXPECT_EQ(g.problems()[2].kind, DependencyGraph::ProblemKind::BadKind);
+  EXPECT_EQ(g.problems()[2].op, 10);
+  EXPECT_EQ(g.size(), 11);
+  EXPECT_EQ(g.deviceBegin(1), 5);
+  EXPECT_EQ(g.find(Op{OpKind::F, 0, 0}), 0);
+  EXPECT_EQ(g.dependencyCount(), static_cast<int>(g.dependencies(0).size() + g.dependencies(1).size() +
+                                                  g.dependencies(2).size() + g.dependencies(3).size() +
+                                                  g.dependencies(4).size() + g.dependencies(5).size() +
+                                                  g.dependencies(6).size() + g.dependencies(7).size() +
+                                                  g.dependencies(8).size()));
+  auto t = simulate(s, makeSimulationModel(s, uniform("F=1,B=2", 2)).value());
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.errors()[0].code, "simulate.op");
+  EXPECT_NE(t.errors()[0].message.find("device 1 step 4"), std::string::npos) << t.errors()[0].message;
+}
+
+TEST(SimulatorErrors, FarTooFewOpsForThePipelineIsRefused) {
+  Schedule s = build(1, 1, 1, PlacementKind::Linear, {"F0 B0"});
+  s.pipeline.microbatches = 1000000;
+  DependencyGraph g(s);
+  ASSERT_EQ(g.problems().size(), 1u);
+  EXPECT_EQ(g.problems()[0].kind, DependencyGraph::ProblemKind::TooLarge);
+  EXPECT_EQ(g.size(), 2);  // the ops are still listed
+  EXPECT_EQ(g.op(1).kind, OpKind::B);
+  auto t = simulate(s, makeSimulationModel(s, uniform("F=1,B=2", 1)).value());
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.errors()[0].code, "simulate.size");
+}
