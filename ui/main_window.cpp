@@ -26,6 +26,7 @@
 #include "memory_chart.h"
 #include "pipestudio/core/generators.h"
 #include "properties_panel.h"
+#include "run_dialog.h"
 #include "pipestudio/core/dsl.h"
 #include "schedule_document.h"
 #include "search_dock.h"
@@ -320,6 +321,14 @@ void MainWindow::buildActions() {
     aSearch->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_F));
   }
   menuBar()->addMenu(stepper_->menu());
+  {  // Run › Run schedule… (docs/gui.md, "Running a schedule")
+    QMenu* runMenu = nullptr;
+    for (QAction* a : menuBar()->actions())
+      if (a->menu() && a->text() == tr("&Run")) runMenu = a->menu();
+    if (!runMenu) runMenu = menuBar()->addMenu(tr("&Run"));
+    QAction* aRunSchedule = runMenu->addAction(tr("Run &Schedule…"), this, [this] { RunDialog::showFor(this); });
+    aRunSchedule->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_R));
+  }
   QMenu* help = menuBar()->addMenu(tr("&Help"));
   help->addAction(tr("&About PipeStudio"), this, [this] {
     QMessageBox::about(

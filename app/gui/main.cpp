@@ -1,6 +1,7 @@
 // pipestudio: the schedule designer.
 //   pipestudio [FILE.pipe|FILE.csv]
 //   pipestudio --screenshot OUT.png [--size 1600x1000] [FILE]   (renders offscreen and exits)
+//   pipestudio --screenshot OUT.png --dialog run [FILE]                (the Run dialog instead)
 //   pipestudio [--trace TRACE.json ...] [--align absolute|scaled] [FILE]  (measured overlay)
 //   pipestudio [--playhead MS | --step N] [--break OP@dD ...] ...          (step-through)
 #include <QApplication>
@@ -18,6 +19,7 @@
 
 #include "main_window.h"
 #include "search_dock.h"
+#include "run_dialog.h"
 #include "session_dock.h"
 #include "state_panel.h"
 #include "stepper_controller.h"
@@ -153,6 +155,10 @@ int main(int argc, char** argv) {
   parser.addOption(dockOpt);
   parser.addOption(searchProfile);
   parser.addOption(searchTime);
+  QCommandLineOption dialog(QStringLiteral("dialog"),
+                            QStringLiteral("With --screenshot: render this dialog instead of the main window (run)."),
+                            QStringLiteral("run"));
+  parser.addOption(dialog);
   parser.addPositionalArgument(QStringLiteral("file"),
                                QStringLiteral("A .pipe or PyTorch .csv schedule to open."),
                                QStringLiteral("[FILE]"));
@@ -252,7 +258,12 @@ int main(int argc, char** argv) {
     if (parser.isSet(select)) w.selectOpByName(parser.value(select));  // after the final layout
     QApplication::processEvents();
     const QString out = parser.value(shot);
-    if (!w.grab().save(out)) {
+    QWidget* target = &w;
+    if (parser.value(dialog) == QStringLiteral("run")) {
+      target = ps::ui::RunDialog::showFor(&w);
+      for (int i = 0; i < 5; ++i) QApplication::processEvents();
+    }
+    if (!target->grab().save(out)) {
       std::fprintf(stderr, "pipestudio: cannot write %s\n", qPrintable(out));
       return 1;
     }

@@ -1,0 +1,233 @@
+// The Run dialog's pure parts: the command line (local and ssh, shell quoting of paths with
+// spaces and quotes), the stdin framing, the version check and the ssh failure messages; and
+// the dialog itself (offscreen): widgets -> request, host list kept in settings, preview.
+#include <QProcess>
+#include <QSettings>
+#include <QTemporaryDir>
+#include <QtTest>
+#include <unistd.h>
+
+#include "pipestudio/core/run_events.h"
+#include "run_controller.h"
+#include "run_dialog.h"
+
+using namespace ps::ui;
+
+namespace {
+
+RemoteHost gpuHost() {
+  RemoteHost h;
+  h.name = QStringLiteral("gpu1");
+  h.host = QStringLiteral("gpu1.example.org");
+  h.user = QStringLiteral("ana");
+  h.port = 2222;
+  h.identityFile = QStringLiteral("/home/ana/my keys/id_ed25519");
+  h.cliPath = QStringLiteral("/opt/pipe studio/bin/pipestudio-cli");
+  return h;
+}
+
+// What /bin/sh makes of a command string: its words, one per line (printf).
+QStringList shellWords(const QString& command) {
+  QProcess p;
+  p.start(QStringLiteral("/bin/sh"), {QStringLiteral("-c"), QStringLiteral("printf '%s\\n' ") + command});
+  p.waitForFinished(5000);
+  QString out = QString::fromUtf8(p.readAllStandardOutput());
+  out.chop(1);
+  return out.split(QLatin1Char('\n'));
+}
+
+}  // namespace
+
+class RunDialogTest : public QObject {
+  Q_OBJECT
+ private Q_SLOTS:
+  void shellQuoteSurvivesTheShell() {
+    const QStringList words{QStringLiteral("plain"), QStringLiteral("with space"), QStringLiteral("it's"),
+                            QStringLiteral("$HOME"), QStringLiteral("a;b|c`d`"), QStringLiteral("\"q\""),
+                            QStringLiteral("gpt:layers=2,hidden=8"), QStringLiteral("")};
+    QStringList quoted;
+    for (const QString& w : words) quoted << shellQuote(w);
+    QCOMPARE(shellWords(quoted.join(QLatin1Char(' '))), words);
+    // Safe words stay readable.
+    QCOMPARE(shellQuote(QStringLiteral("gpt:layers=2,hidden=8")), QStringLiteral("gpt:layers=2,hidden=8"));
+    QCOMPARE(shellQuote(QStringLiteral("it's")), QStringLiteral("'it'\\''s'"));
+  }
+
+  void localCommandRunsTheCliDirectly() {
+    RunRequest r;
+    r.localCli = QStringLiteral("/build dir/app/pipestudio-cli");
+    r.model = QStringLiteral("mlp");
+    r.modelParameters = QStringLiteral("layers=4,hidden=64");
+    r.device = QStringLiteral("cpu");
+    r.processes = 2;
+    r.iterations = 5;
+    r.warmup = 1;
+    r.checkGradients = true;
+    r.timeoutSeconds = 30;
+    const ProcessCommand c = buildRunCommand(r);
+    QCOMPARE(c.program, r.localCli);  // no shell: spaces need no quoting
+    QCOMPARE(c.arguments,
+             QStringList({"run", "-", "--model", "mlp:layers=4,hidden=64", "--device", "cpu", "--nproc", "2",
+                          "--iterations", "5", "--warmup", "1", "--check-gradients", "--timeout", "30", "--events",
+                          "jsonl", "--cancel-on-eof"}));
+    QCOMPARE(c.display().left(33), QStringLiteral("'/build dir/app/pipestudio-cli' r"));
+    const ProcessCommand v = buildVersionCommand(r);
+    QCOMPARE(v.program, r.localCli);
+    QCOMPARE(v.arguments, QStringList{QStringLiteral("--version")});
+  }
+
+  void singleProcessAndDefaultsAddNoFlags() {
+    RunRequest r;
+    r.localCli = QStringLiteral("cli");
+    r.modelParameters = QString();
+    r.iterations = 1;
+    const QStringList a = cliRunArguments(r);
+    QVERIFY(!a.contains(QStringLiteral("--nproc")));
+    QVERIFY(!a.contains(QStringLiteral("--warmup")));
+    QVERIFY(!a.contains(QStringLiteral("--check-gradients")));
+    QVERIFY(!a.contains(QStringLiteral("--microbatch-size")));
+    QCOMPARE(a.at(3), QStringLiteral("gpt"));
+  }
+
+  void torchscriptSpec() {
+    RunRequest r;
+    r.model = QStringLiteral("torchscript");
+    r.torchscriptFile = QStringLiteral("/models/my net.pt");
+    QCOMPARE(r.modelSpec(), QStringLiteral("torchscript:path=/models/my net.pt"));
+  }
+
+  void sshCommandQuotesTheRemoteCommand() {
+    RunRequest r;
+    r.remote = gpuHost();
+    r.remote->sshOptions = {QStringLiteral("UserKnownHostsFile=/tmp/k h")};
+    r.model = QStringLiteral("torchscript");
+    r.torchscriptFile = QStringLiteral("/data/it's a model.pt");
+    r.device = QStringLiteral("cuda");
+    r.connectTimeoutSeconds = 7;
+    const ProcessCommand c = buildRunCommand(r);
+    QCOMPARE(c.program, QStringLiteral("ssh"));
+    const QStringList expectedPrefix{"-o", "BatchMode=yes", "-o", "ConnectTimeout=7", "-p", "2222", "-i",
+                                     "/home/ana/my keys/id_ed25519", "-o", "IdentitiesOnly=yes", "-o",
+                                     "UserKnownHostsFile=/tmp/k h", "ana@gpu1.example.org", "--"};
+    QCOMPARE(c.arguments.mid(0, expectedPrefix.size()), expectedPrefix);
+    QCOMPARE(c.arguments.size(), expectedPrefix.size() + 1);  // one remote command string
+    // The remote shell splits it back into exactly the CLI's words.
+    QStringList expected{r.remote->cliPath};
+    expected << cliRunArguments(r);
+    QCOMPARE(shellWords(c.arguments.last()), expected);
+    QVERIFY(c.arguments.last().startsWith(QStringLiteral("'/opt/pipe studio/bin/pipestudio-cli' run - --model")));
+  }
+
+  void sshWithoutUserOrKeyAndHomeRelativeCli() {
+    RunRequest r;
+    RemoteHost h;
+    h.host = QStringLiteral("10.0.0.5");
+    h.cliPath = QStringLiteral("~/bin/pipestudio-cli");
+    r.remote = h;
+    const ProcessCommand v = buildVersionCommand(r);
+    QVERIFY(!v.arguments.contains(QStringLiteral("-i")));
+    QCOMPARE(v.arguments.at(v.arguments.size() - 2), QStringLiteral("--"));
+    QCOMPARE(v.arguments.at(v.arguments.size() - 3), QStringLiteral("10.0.0.5"));
+    // ~ stays expandable on the remote side.
+    QCOMPARE(v.arguments.last(), QStringLiteral("\"$HOME\"/bin/pipestudio-cli --version"));
+  }
+
+  void stdinEndsWithTheMarker() {
+    QCOMPARE(scheduleStdin(QStringLiteral("devices 1\ndevice 0: F0 B0")),
+             QByteArray("devices 1\ndevice 0: F0 B0\n#%end-of-schedule\n"));
+    QCOMPARE(scheduleStdin(QStringLiteral("a\n")), QByteArray("a\n#%end-of-schedule\n"));
+  }
+
+  void versionCheck() {
+    RunRequest local;
+    local.localCli = QStringLiteral("/x/pipestudio-cli");
+    const QString ours = QString::fromStdString(ps::core::cliVersionLine(PIPESTUDIO_VERSION)) + "\n";
+    QVERIFY(checkCliVersion(local, 0, ours, {}).isEmpty());
+    // Another protocol: refused, both versions named.
+    QString why = checkCliVersion(local, 0, QStringLiteral("pipestudio-cli 9.9.9 (run-event protocol 2)\n"), {});
+    QVERIFY2(why.contains(QStringLiteral("9.9.9")) && why.contains(QStringLiteral("run-event protocol 2")), qPrintable(why));
+    QVERIFY2(why.contains(QStringLiteral(PIPESTUDIO_VERSION)) && why.contains(QStringLiteral("run-event protocol 1")),
+             qPrintable(why));
+    // An older CLI without a protocol is refused too.
+    why = checkCliVersion(local, 0, QStringLiteral("pipestudio-cli 0.0.1\n"), {});
+    QVERIFY2(why.contains(QStringLiteral("no run-event protocol")), qPrintable(why));
+    // Missing binary (the remote shell's 127).
+    RunRequest remote;
+    remote.remote = gpuHost();
+    why = checkCliVersion(remote, 127, {}, QStringLiteral("bash: /opt/pipe studio/bin/pipestudio-cli: No such file or directory\n"));
+    QVERIFY2(why.startsWith(QStringLiteral("pipestudio-cli not found on gpu1 at '/opt/pipe studio/bin/pipestudio-cli'")),
+             qPrintable(why));
+    // Something else answering.
+    why = checkCliVersion(local, 0, QStringLiteral("Python 3.11\n"), {});
+    QVERIFY2(why.contains(QStringLiteral("does not look like pipestudio-cli")), qPrintable(why));
+  }
+
+  void sshFailuresAreNamed() {
+    RunRequest r;
+    r.remote = gpuHost();
+    QString why = describeSshFailure(r, 255, QStringLiteral("ana@gpu1.example.org: Permission denied (publickey).\n"));
+    QVERIFY2(why.startsWith(QStringLiteral("authentication refused by ana@gpu1.example.org on port 2222")), qPrintable(why));
+    QVERIFY(why.contains(QStringLiteral("Permission denied (publickey)")));
+    why = describeSshFailure(r, 255, QStringLiteral("ssh: connect to host gpu1.example.org port 2222: Connection refused\n"));
+    QVERIFY2(why.startsWith(QStringLiteral("cannot reach gpu1.example.org on port 2222")), qPrintable(why));
+    why = describeSshFailure(r, 255, QStringLiteral("Host key verification failed.\n"));
+    QVERIFY2(why.contains(QStringLiteral("host key")), qPrintable(why));
+    QVERIFY(describeSshFailure(r, 1, QStringLiteral("Permission denied")).isEmpty());  // not ssh's exit
+    RunRequest local;
+    QVERIFY(describeSshFailure(local, 255, QStringLiteral("Permission denied")).isEmpty());
+  }
+
+  void hostsRoundTripThroughSettings() {
+    QTemporaryDir dir;
+    QSettings s(dir.filePath(QStringLiteral("s.ini")), QSettings::IniFormat);
+    RemoteHost a = gpuHost();
+    a.sshOptions = {QStringLiteral("StrictHostKeyChecking=accept-new")};
+    RemoteHost b;
+    b.host = QStringLiteral("b");
+    saveRemoteHosts(s, {a, b});
+    QList<RemoteHost> back = loadRemoteHosts(s);
+    QCOMPARE(back.size(), 2);
+    QVERIFY(back[0] == a);
+    QVERIFY(back[1] == b);
+    saveRemoteHosts(s, {b});  // shrinking the list leaves no stale entries
+    QCOMPARE(loadRemoteHosts(s).size(), 1);
+  }
+
+  void dialogBuildsTheRequestFromItsWidgets() {
+    QTemporaryDir dir;
+    QSettings s(dir.filePath(QStringLiteral("s.ini")), QSettings::IniFormat);
+    RunDialog d(nullptr, &s);
+    d.setLocalCli(QStringLiteral("/usr/local/bin/pipestudio-cli"));
+    d.setSchedule(QStringLiteral("tiny"), QStringLiteral("devices 2\n"), 2);
+    d.addHost(gpuHost());
+    RunRequest r;
+    r.remote = gpuHost();
+    r.model = QStringLiteral("mlp");
+    r.modelParameters = QStringLiteral("layers=2,hidden=8");
+    r.device = QStringLiteral("cuda");
+    r.processes = 2;
+    r.iterations = 4;
+    r.warmup = 2;
+    r.checkGradients = true;
+    r.timeoutSeconds = 90;
+    d.setRequest(r);
+    const RunRequest got = d.request();
+    QVERIFY(got.remote && *got.remote == gpuHost());
+    QCOMPARE(got.modelSpec(), QStringLiteral("mlp:layers=2,hidden=8"));
+    QCOMPARE(got.device, QStringLiteral("cuda"));
+    QCOMPARE(got.processes, 2);  // one per device of the schedule
+    QCOMPARE(got.iterations, 4);
+    QCOMPARE(got.warmup, 2);
+    QVERIFY(got.checkGradients);
+    QCOMPARE(got.timeoutSeconds, 90.0);
+    QVERIFY2(d.commandPreview().startsWith(QStringLiteral("ssh -o BatchMode=yes")), qPrintable(d.commandPreview()));
+    QVERIFY(d.commandPreview().contains(QStringLiteral("ana@gpu1.example.org")));
+    // The host list went to the settings; a new dialog sees it.
+    RunDialog again(nullptr, &s);
+    QCOMPARE(again.hosts().size(), 1);
+    QCOMPARE(again.hosts().front().name, QStringLiteral("gpu1"));
+  }
+};
+
+QTEST_MAIN(RunDialogTest)
+#include "run_dialog_test.moc"

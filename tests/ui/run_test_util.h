@@ -1,0 +1,93 @@
+#pragma once
+// Helpers of the Run dialog / controller tests: schedules, fake CLIs, waiting for a run.
+#include <QDir>
+#include <QFile>
+#include <QSignalSpy>
+#include <QString>
+#include <QtTest>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "pipestudio/core/run_events.h"
+#include "run_controller.h"
+
+namespace runtest {
+
+inline const char* kTinyPipe =
+    "name \"tiny\"\n"
+    "devices 2\n"
+    "stages 2\n"
+    "microbatches 3\n"
+    "placement linear\n"
+    "device 0: F0 F1 B0 F2 B1 B2\n"
+    "device 1: F0 B0 F1 B1 F2 B2\n";
+
+inline QString ourVersionLine() {
+  return QString::fromStdString(ps::core::cliVersionLine(PIPESTUDIO_VERSION));
+}
+
+// Writes an executable sh script `dir/name` with `body` and returns its path.
+inline QString writeScript(const QString& dir, const QString& name, const QString& body) {
+  const QString path = QDir(dir).filePath(name);
+  QFile f(path);
+  if (!f.open(QIODevice::WriteOnly | QIODevice::Truncate)) qFatal("cannot write %s", qPrintable(path));
+  f.write(("#!/bin/sh\n" + body).toUtf8());
+  f.close();
+  f.setPermissions(QFileDevice::ReadOwner | QFileDevice::WriteOwner | QFileDevice::ExeOwner);
+  return path;
+}
+
+// Waits for the controller's runFinished and returns the outcome.
+inline ps::ui::RunOutcome waitForOutcome(ps::ui::RunController& c, QSignalSpy& spy, int timeoutMs) {
+  if (spy.isEmpty() && !spy.wait(timeoutMs)) qWarning("run did not finish within %d ms", timeoutMs);
+  if (spy.isEmpty()) return {};
+  return *c.lastOutcome();
+}
+
+inline bool processGone(qint64 pid) {
+  if (pid <= 0) return true;
+  if (::kill(static_cast<pid_t>(pid), 0) == 0) {
+    // A zombie is gone for our purpose only once reaped; read its state.
+    QFile stat(QStringLiteral("/proc/%1/stat").arg(pid));
+    if (stat.open(QIODevice::ReadOnly)) {
+      const QByteArray s = stat.readAll();
+      const int close = s.lastIndexOf(')');
+      return close > 0 && s.size() > close + 2 && s.at(close + 2) == 'Z';
+    }
+    return false;
+  }
+  return errno == ESRCH;
+}
+
+// Live processes whose command line contains every one of `needles`.
+inline QList<qint64> processesWith(const QStringList& needles) {
+  QList<qint64> out;
+  const QStringList entries = QDir(QStringLiteral("/proc")).entryList(QDir::Dirs | QDir::NoDotAndDotDot);
+  for (const QString& e : entries) {
+    bool ok = false;
+    const qint64 pid = e.toLongLong(&ok);
+    if (!ok || pid == ::getpid()) continue;
+    QFile f(QStringLiteral("/proc/%1/cmdline").arg(e));
+    if (!f.open(QIODevice::ReadOnly)) continue;
+    QByteArray cmd = f.readAll();
+    cmd.replace('\0', ' ');
+    bool all = !cmd.isEmpty();
+    for (const QString& n : needles) all = all && cmd.contains(n.toUtf8());
+    if (all && !processGone(pid)) out << pid;
+  }
+  return out;
+}
+
+inline bool waitUntil(const std::function<bool()>& cond, int timeoutMs) {
+  QElapsedTimer t;
+  t.start();
+  while (!cond()) {
+    if (t.elapsed() > timeoutMs) return false;
+    QTest::qWait(50);
+  }
+  return true;
+}
+
+}  // namespace runtest

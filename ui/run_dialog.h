@@ -1,0 +1,127 @@
+#pragma once
+// Run > Run schedule… (docs/gui.md, "Running a schedule"): where (this machine or a remote
+// host kept in QSettings), which model, device, processes, iterations, warm-up, gradient
+// check and timeout. Run starts a RunController; progress, stderr and the outcome show in the
+// dialog; live measured ops go onto the main window's overlay; the finished (or failed,
+// cancelled) run is stored in the open session, or in one the user opens or creates.
+#include <QDialog>
+#include <QList>
+#include <functional>
+
+#include "run_controller.h"
+
+class QCheckBox;
+class QComboBox;
+class QDoubleSpinBox;
+class QLabel;
+class QLineEdit;
+class QPlainTextEdit;
+class QProgressBar;
+class QPushButton;
+class QSettings;
+class QSpinBox;
+
+namespace ps::ui {
+
+class MainWindow;
+
+// Edits one host in a small form; false when cancelled.
+bool editRemoteHost(QWidget* parent, RemoteHost& host);
+
+class RunDialog : public QDialog {
+  Q_OBJECT
+ public:
+  // settings: where the host list and the last choices live (default: PipeStudio's).
+  explicit RunDialog(QWidget* parent = nullptr, QSettings* settings = nullptr);
+  ~RunDialog() override;
+
+  // The window's dialog (created on first use), attached to its document, overlay and
+  // session dock, shown and raised.
+  static RunDialog* showFor(MainWindow* window);
+
+  // The schedule to run (name, .pipe text, device count for --nproc).
+  void setSchedule(const QString& name, const QString& pipeText, int devices);
+  void attach(MainWindow* window);
+
+  RunRequest request() const;            // from the widgets
+  void setRequest(const RunRequest& r);  // into the widgets (hosts must be in the list)
+  QList<RemoteHost> hosts() const { return hosts_; }
+  void setHosts(const QList<RemoteHost>& hosts);  // replaces the list (and saves it)
+  void addHost(const RemoteHost& h);
+  void setLocalCli(const QString& path) { localCli_ = path; updatePreview(); }
+
+  RunController* controller() const { return controller_; }
+  QString commandPreview() const;
+  QString statusText() const;
+  QString logText() const;
+  QProgressBar* progressBar() const { return progress_; }
+  QPushButton* runButton() const { return runButton_; }
+  QPushButton* cancelButton() const { return cancelButton_; }
+
+  // Where a finished run is stored when no session is open: returns a path, or empty for
+  // "don't store". Default: asks (create / open / don't store). Tests replace it.
+  void setSessionChooser(std::function<QString()> chooser) { chooser_ = std::move(chooser); }
+  // The session the last run went to ("" when none) and its run id.
+  QString lastStoredSession() const { return lastSession_; }
+  qint64 lastStoredRun() const { return lastRun_; }
+
+ public Q_SLOTS:
+  void startRun();
+  void cancelRun();
+
+ Q_SIGNALS:
+  void runStored(const QString& sessionPath, qint64 runId);
+
+ protected:
+  void closeEvent(QCloseEvent* e) override;
+
+ private:
+  void buildUi();
+  void updatePreview();
+  void updateModelFields();
+  void loadChoices();
+  void saveChoices() const;
+  void rebuildTargets(int select);
+  void onFinished(const RunOutcome& o);
+  void appendLog(const QString& text);
+  QString askSessionPath();
+
+  QSettings* settings_ = nullptr;
+  bool ownSettings_ = false;
+  MainWindow* window_ = nullptr;
+  RunController* controller_ = nullptr;
+  QList<RemoteHost> hosts_;
+  QString localCli_;
+  QString scheduleName_;
+  QString pipeText_;
+  int devices_ = 1;
+  std::function<QString()> chooser_;
+  QString lastSession_;
+  qint64 lastRun_ = 0;
+
+  QComboBox* target_ = nullptr;
+  QPushButton* addHost_ = nullptr;
+  QPushButton* editHost_ = nullptr;
+  QPushButton* removeHost_ = nullptr;
+  QComboBox* model_ = nullptr;
+  QLineEdit* params_ = nullptr;
+  QLineEdit* torchscript_ = nullptr;
+  QPushButton* browseModel_ = nullptr;
+  QSpinBox* microbatch_ = nullptr;
+  QComboBox* device_ = nullptr;
+  QCheckBox* perDevice_ = nullptr;
+  QSpinBox* iterations_ = nullptr;
+  QSpinBox* warmup_ = nullptr;
+  QCheckBox* gradients_ = nullptr;
+  QDoubleSpinBox* timeout_ = nullptr;
+  QLabel* scheduleLabel_ = nullptr;
+  QLineEdit* preview_ = nullptr;
+  QProgressBar* progress_ = nullptr;
+  QLabel* status_ = nullptr;
+  QPlainTextEdit* log_ = nullptr;
+  QPushButton* runButton_ = nullptr;
+  QPushButton* cancelButton_ = nullptr;
+  QPushButton* closeButton_ = nullptr;
+};
+
+}  // namespace ps::ui
