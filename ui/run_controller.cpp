@@ -474,7 +474,6 @@ void RunController::finish(RunOutcome o) {
 
 Result<StoredRun> storeRunInSession(const QString& sessionPath, const RunOutcome& outcome, const QString& scheduleName,
                                     const QString& pipeText, const Schedule* schedule, const CostProfile* profile) {
-  (void)schedule;
   const RunRequest& r = outcome.request;
   QJsonObject config{{QStringLiteral("model"), r.modelSpec()},
                      {QStringLiteral("device"), r.device},
@@ -486,42 +485,51 @@ Result<StoredRun> storeRunInSession(const QString& sessionPath, const RunOutcome
                      {QStringLiteral("host"), r.remote ? r.remote->destination() : QStringLiteral("localhost")},
                      {QStringLiteral("command"), outcome.command},
                      {QStringLiteral("cli_version"), outcome.cliVersion},
-                     {QStringLiteral("status"), outcome.statusName()},
-                     {QStringLiteral("exit_code"), outcome.exitCode},
-                     {QStringLiteral("stderr"), outcome.stderrText.right(64 * 1024)}};
+                     {QStringLiteral("exit_code"), outcome.exitCode}};
   QJsonArray losses;
   for (double l : outcome.losses) losses.append(l);
   config.insert(QStringLiteral("losses"), losses);
+  if (outcome.finished && outcome.finished->gradientCheck) {
+    const auto& g = *outcome.finished->gradientCheck;
+    config.insert(QStringLiteral("gradient_check"),
+                  QJsonObject{{QStringLiteral("passed"), g.passed},
+                              {QStringLiteral("max_relative_error"), g.maxRelativeError},
+                              {QStringLiteral("worst_parameter"), QString::fromStdString(g.worstParameter)}});
+  }
 
-  sessions::RunRecordingRequest req;
-  req.scheduleName = scheduleName.isEmpty() ? std::string("schedule") : scheduleName.toStdString();
-  req.pipeText = pipeText.toStdString();
+  sessions::MeasuredRunRecording rec;
+  rec.scheduleName = scheduleName.isEmpty() ? std::string("schedule") : scheduleName.toStdString();
+  rec.pipeText = pipeText.toStdString();
   if (profile) {
-    req.profileName = profile->name.empty() ? "profile" : profile->name;
-    req.profileJson = costProfileToJson(*profile);
+    rec.profileName = profile->name.empty() ? "profile" : profile->name;
+    rec.profileJson = costProfileToJson(*profile);
+    rec.profileSource = profile->name.empty() ? sessions::ProfileSource::Analytic : sessions::ProfileSource::Manual;
+    // The prediction: the document's schedule simulated with the document's profile.
+    if (schedule) {
+      if (auto model = makeSimulationModel(*schedule, *profile))
+        if (auto predicted = simulate(*schedule, *model)) rec.predicted = std::move(predicted).value();
+    }
   }
-  req.run.target = r.device.toStdString();
-  req.run.devices = outcome.started && outcome.started->devices > 0 ? outcome.started->devices : outcome.timeline.devices;
-  req.run.model = r.modelSpec().toStdString();
-  req.run.label = QStringLiteral("%1 on %2").arg(scheduleName, outcome.target).toStdString();
-  req.run.configJson = QJsonDocument(config).toJson(QJsonDocument::Compact).toStdString();
-  req.run.source = TimelineSource::Measured;
-  Timeline t = outcome.timeline;
-  t.source = TimelineSource::Measured;
+  rec.measured = outcome.timeline;
+  rec.measured.source = TimelineSource::Measured;
+  rec.target = r.device.toStdString();
+  rec.devices = outcome.started && outcome.started->devices > 0 ? outcome.started->devices : outcome.timeline.devices;
+  rec.model = r.modelSpec().toStdString();
+  rec.label = QStringLiteral("%1 on %2").arg(scheduleName, outcome.target).toStdString();
+  rec.configJson = QJsonDocument(config).toJson(QJsonDocument::Compact).toStdString();
+  rec.status = outcome.status == RunOutcome::Status::Finished    ? sessions::RunStatus::Succeeded
+               : outcome.status == RunOutcome::Status::Cancelled ? sessions::RunStatus::Cancelled
+                                                                 : sessions::RunStatus::Failed;
   if (outcome.status != RunOutcome::Status::Finished) {
-    // The error stored with the run: the outcome and the end of stderr.
-    t.complete = false;
-    std::string error = outcome.statusName().toStdString() + ": " + outcome.message.toStdString();
-    const QString tail = lastLines(outcome.stderrText, 20);
-    if (!tail.isEmpty()) error += "\n--- stderr ---\n" + tail.toStdString();
-    if (!t.diagnostics.empty() && t.diagnostics.front().code.rfind("run.", 0) == 0) t.diagnostics.erase(t.diagnostics.begin());
-    t.diagnostics.insert(t.diagnostics.begin(),
-                         makeError(outcome.status == RunOutcome::Status::Cancelled ? "run.cancelled" : "run.failed", error));
+    rec.measured.complete = false;
+    rec.error = outcome.message.toStdString();
   }
-  auto rec = sessions::recordRun(sessionPath.toStdString(), req, t);
-  if (!rec) return rec.errors();
+  rec.stderrText = outcome.stderrText.toStdString();
+  auto stored = sessions::recordMeasuredRun(sessionPath.toStdString(), rec);
+  if (!stored) return stored.errors();
   StoredRun out;
-  out.runId = rec->runId;
+  out.runId = stored->measuredRunId;
+  if (stored->predictedRunId) out.predictedRunId = *stored->predictedRunId;
   return out;
 }
 

@@ -173,9 +173,10 @@ class RunController : public QObject {
   int cancelGraceMs_ = 5000;
 };
 
-// Files a finished, failed or cancelled run in a session (created when missing): the
-// schedule text as a version, the measured timeline (partial ones too) with status, error and
-// stderr. `profile`/`schedule`: the document's, for the prediction stored beside it.
+// Files a finished, failed or cancelled run in a session (created when missing) through
+// sessions::recordMeasuredRun: the schedule text as a version, the measured timeline (partial
+// ones too) with status, error and stderr, and, given the document's `schedule` and
+// `profile`, the prediction (the schedule simulated with that profile) linked to it.
 struct StoredRun {
   qint64 runId = 0;
   std::optional<qint64> predictedRunId;

@@ -273,7 +273,9 @@ int runRun(const std::vector<std::string>& argv) {
   std::signal(SIGINT, onSignal);
   std::signal(SIGTERM, onSignal);
   o.cancel = &g_cancel;
-  if (cancelOnEof) cancelOnStdinEof();
+  // Only rank 0 watches: its cancel ends the peers (they fail on it), while a peer cancelling
+  // first would make rank 0 report a failure instead of the cancel.
+  if (cancelOnEof && rank0) cancelOnStdinEof();
   if (events && rank0) o.events = emitLine;
   std::ostream& human = events ? std::cerr : std::cout;
 

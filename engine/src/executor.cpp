@@ -829,9 +829,12 @@ void Run::gatherRemote(RunReport& r) {
   if (!errors.empty()) {
     // The root cause is the error whose message the failing rank published as "abort".
     // Otherwise (every rank saw only timeouts or lost peers) the wait that began first.
-    auto root = std::find_if(errors.begin(), errors.end(), [&](const ErrorInfo& e) {
-      return abortMsg && e.message == *abortMsg && e.code != "engine.timeout";
-    });
+    // A cancel on any rank comes first: the peers' lost connections follow from it.
+    auto root = std::find_if(errors.begin(), errors.end(), [](const ErrorInfo& e) { return e.code == "engine.cancelled"; });
+    if (root == errors.end())
+      root = std::find_if(errors.begin(), errors.end(), [&](const ErrorInfo& e) {
+        return abortMsg && e.message == *abortMsg && e.code != "engine.timeout";
+      });
     if (root == errors.end()) {
       for (auto it = errors.begin(); it != errors.end(); ++it)
         if (it->code == "engine.timeout" && (root == errors.end() || it->waitStart < root->waitStart)) root = it;

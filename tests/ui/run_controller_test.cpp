@@ -8,7 +8,10 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include "pipestudio/core/dsl.h"
+#include "pipestudio/sessions/recording.h"
 #include "pipestudio/sessions/session_store.h"
+#include "schedule_document.h"
 #include "run_controller.h"
 #include "run_test_util.h"
 
@@ -75,14 +78,25 @@ class RunControllerTest : public QObject {
     QVERIFY(!c.isActive());
 
     const QString session = dir_.filePath(QStringLiteral("local-%1.session").arg(::getpid()));
-    auto stored = storeRunInSession(session, o, QStringLiteral("tiny"), QString::fromLatin1(kTinyPipe));
+    // Stored with its prediction: the schedule simulated with the document's profile.
+    const auto schedule = ps::core::parseDsl(kTinyPipe);
+    QVERIFY(schedule);
+    const ps::core::CostProfile profile = defaultCostProfile(2);
+    auto stored = storeRunInSession(session, o, QStringLiteral("tiny"), QString::fromLatin1(kTinyPipe), &*schedule, &profile);
     QVERIFY2(stored, stored ? "" : stored.error().message.c_str());
+    QVERIFY(stored->predictedRunId);
     auto store = sessions::SessionStore::open(session.toStdString());
     QVERIFY(store);
-    auto runs = store->listRuns();
-    QVERIFY(runs);
-    QCOMPARE(runs->size(), size_t(1));
-    const auto& run = runs->front();
+    auto link = sessions::predictionFor(*store, stored->runId);
+    QVERIFY(link);
+    QCOMPARE(link->predictedRunId, *stored->predictedRunId);
+    auto predicted = store->loadTimeline(*stored->predictedRunId);
+    QVERIFY(predicted);
+    QCOMPARE(predicted->source, ps::core::TimelineSource::Simulated);
+    QCOMPARE(predicted->ops.size(), size_t(12));
+    auto run0 = store->run(stored->runId);
+    QVERIFY(run0);
+    const auto& run = run0->summary;
     QCOMPARE(run.id, stored->runId);
     QCOMPARE(run.status, sessions::RunStatus::Succeeded);
     QCOMPARE(run.opCount, 12);
@@ -138,7 +152,7 @@ class RunControllerTest : public QObject {
     auto store = sessions::SessionStore::open(session.toStdString());
     auto run = store->run(stored->runId);
     QVERIFY(run);
-    QVERIFY(run->summary.status != sessions::RunStatus::Succeeded);
+    QCOMPARE(run->summary.status, sessions::RunStatus::Cancelled);
     QVERIFY2(QString::fromStdString(run->summary.error).contains(QStringLiteral("cancelled")),
              run->summary.error.c_str());
   }
@@ -204,6 +218,9 @@ class RunControllerTest : public QObject {
     QCOMPARE(run->summary.opCount, 3);
     QVERIFY2(QString::fromStdString(run->summary.error).contains(QStringLiteral("worker 1: Segmentation fault")),
              run->summary.error.c_str());
+    // The whole stderr is kept with the run.
+    QVERIFY2(QString::fromStdString(run->configJson).contains(QStringLiteral("worker 1: Segmentation fault (core dumped)")),
+             run->configJson.c_str());
     auto t = store->loadTimeline(stored->runId);
     QVERIFY(t);
     QCOMPARE(t->ops.size(), size_t(3));
