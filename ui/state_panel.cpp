@@ -1,7 +1,7 @@
 #include "state_panel.h"
 
 #include <QComboBox>
-#include <QFormLayout>
+#include <QGridLayout>
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QLabel>
@@ -252,17 +252,17 @@ BreakpointsPanel::BreakpointsPanel(QWidget* parent) : QWidget(parent) {
   auto* title = new QLabel(tr("<b>Breakpoints</b> (F9 on the selected op)"));
   list_ = new QListWidget;
   list_->setMaximumHeight(72);
-  auto spin = [](const QString& any, const QString& prefix) {
+  auto spin = [](const QString& tip) {
     auto* s = new QSpinBox;
     s->setRange(-1, 4096);
-    s->setSpecialValueText(any);
-    s->setPrefix(prefix);
+    s->setSpecialValueText(tr("any"));
     s->setValue(-1);
+    s->setToolTip(tip);
     return s;
   };
-  device_ = spin(tr("any device"), tr("device "));
-  stage_ = spin(tr("any stage"), tr("stage "));
-  microbatch_ = spin(tr("any micro-batch"), tr("micro-batch "));
+  device_ = spin(tr("The device (any: every device)"));
+  stage_ = spin(tr("The op's stage (any: every stage)"));
+  microbatch_ = spin(tr("The op's micro-batch (any: every micro-batch)"));
   kind_ = new QComboBox;
   kind_->addItem(tr("any op"), -1);
   for (int k = 0; k < static_cast<int>(OpKind::kBuiltinCount); ++k)
@@ -272,20 +272,29 @@ BreakpointsPanel::BreakpointsPanel(QWidget* parent) : QWidget(parent) {
   on_->addItem(tr("ends"));
   auto* add = new QPushButton(tr("Add"));
   auto* remove = new QPushButton(tr("Remove"));
-  auto* row1 = new QHBoxLayout;
-  row1->addWidget(device_);
-  row1->addWidget(on_);
-  row1->addWidget(kind_);
-  auto* row2 = new QHBoxLayout;
-  row2->addWidget(microbatch_);
-  row2->addWidget(stage_);
-  row2->addStretch(1);
-  row2->addWidget(add);
-  row2->addWidget(remove);
+  // Two narrow columns: the dock stays narrow.
+  auto* grid = new QGridLayout;
+  grid->setContentsMargins(0, 0, 0, 0);
+  grid->setHorizontalSpacing(6);
+  grid->setVerticalSpacing(2);
+  grid->addWidget(new QLabel(tr("Device")), 0, 0);
+  grid->addWidget(device_, 0, 1);
+  grid->addWidget(on_, 0, 2, 1, 2);
+  grid->addWidget(new QLabel(tr("Op")), 1, 0);
+  grid->addWidget(kind_, 1, 1);
+  grid->addWidget(new QLabel(tr("mb")), 1, 2);
+  grid->addWidget(microbatch_, 1, 3);
+  grid->addWidget(new QLabel(tr("Stage")), 2, 0);
+  grid->addWidget(stage_, 2, 1);
+  auto* buttons = new QHBoxLayout;
+  buttons->addWidget(add);
+  buttons->addWidget(remove);
+  grid->addLayout(buttons, 2, 2, 1, 2);
+  grid->setColumnStretch(1, 1);
+  grid->setColumnStretch(3, 1);
   lay->addWidget(title);
   lay->addWidget(list_);
-  lay->addLayout(row1);
-  lay->addLayout(row2);
+  lay->addLayout(grid);
   connect(add, &QPushButton::clicked, this, [this] { Q_EMIT addRequested(draft()); });
   connect(remove, &QPushButton::clicked, this, [this] {
     const int r = list_->currentRow();

@@ -183,6 +183,7 @@ void StepperController::ensure() {
 void StepperController::rebuild() {
   dirty_ = false;
   stepper_.reset();
+  opIndex_.reset();
   if (!doc_ || !view_) return;
   const Analysis& a = doc_->analysis();
   measured_ = view_->hasOverlay();
@@ -276,14 +277,20 @@ void StepperController::publish() {
         if (!w.missing.empty()) marks.blocked.emplace_back(d.device, w.op);
   }
   marks.breakpoints = breakpoints_;
+  marks.dimFuture = isPlaying() || (position_ > 0 && position_ < n);
   view_->setStepMarks(std::move(marks));
   if (memory_) memory_->setPlayheadTime(axisT);
   if (state_) state_->setState(st, *stepper_, measured_);
   if (diagnostics_) {
-    // Diagnostics name plan ops; find each one's span in the stepped timeline.
-    auto index = std::make_shared<std::map<std::tuple<int, int, int>, size_t>>();
-    for (size_t i = 0; i < tl.ops.size(); ++i)
-      index->emplace(std::make_tuple(static_cast<int>(tl.ops[i].op.kind), tl.ops[i].op.stage, tl.ops[i].op.microbatch), i);
+    // Diagnostics name plan ops; find each one's span in the stepped timeline (the index is
+    // built once per stepper, not per step).
+    if (!opIndex_) {
+      auto index = std::make_shared<std::map<std::tuple<int, int, int>, size_t>>();
+      for (size_t i = 0; i < tl.ops.size(); ++i)
+        index->emplace(std::make_tuple(static_cast<int>(tl.ops[i].op.kind), tl.ops[i].op.stage, tl.ops[i].op.microbatch), i);
+      opIndex_ = index;
+    }
+    auto index = opIndex_;
     Stepper s = *stepper_;
     diagnostics_->setPlayhead(time_, [s, index](OpRef ref) -> std::optional<std::pair<double, double>> {
       const Op* op = opAt(s.plan(), ref);

@@ -8,7 +8,10 @@
 #include <QElapsedTimer>
 #include <QObject>
 #include <QPointer>
+#include <map>
+#include <memory>
 #include <optional>
+#include <tuple>
 #include <vector>
 
 #include "pipestudio/core/stepper.h"
@@ -114,6 +117,8 @@ class StepperController : public QObject {
   QPointer<BreakpointsPanel> bpPanel_;
 
   std::optional<ps::core::Stepper> stepper_;
+  // (kind, stage, micro-batch) -> index in the stepped timeline's ops, for the diagnostics dock.
+  std::shared_ptr<const std::map<std::tuple<int, int, int>, size_t>> opIndex_;
   bool dirty_ = true;
   bool measured_ = false;
   size_t position_ = 0;

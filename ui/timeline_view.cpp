@@ -780,6 +780,13 @@ void TimelineView::paintStepMarks(QPainter& p, const QRect& target, const TimeAx
     }
     return out;
   };
+  if (playhead_ && marks_.dimFuture) {
+    // What has not happened yet is veiled, so the steps read as progress.
+    const double x = std::max(plotX0, plotX0 + axis.toX(*playhead_));
+    QColor veil = palette().color(QPalette::Base);
+    veil.setAlphaF(0.45f);
+    p.fillRect(QRectF(x, target.top() + layout_.rulerHeight, plotX0 + plotW - x, target.height()), veil);
+  }
   p.setRenderHint(QPainter::Antialiasing, true);
   p.setBrush(Qt::NoBrush);
   for (const auto& [d, op] : marks_.blocked)

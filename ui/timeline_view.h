@@ -79,6 +79,7 @@ class TimelineView : public QAbstractScrollArea {
     std::vector<std::pair<int, ps::core::Op>> running;
     std::vector<std::pair<int, ps::core::Op>> blocked;
     std::vector<ps::core::Breakpoint> breakpoints;
+    bool dimFuture = false;  // veil what lies after the playhead (while stepping)
   };
   void setPlayhead(std::optional<double> axisMs, const QString& label = {});
   std::optional<double> playhead() const { return playhead_; }

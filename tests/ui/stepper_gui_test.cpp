@@ -3,6 +3,8 @@
 // chart's playhead and the diagnostics follow, and a failed run opens where it stopped.
 #include <QAction>
 #include <QDockWidget>
+#include <QListWidget>
+#include <QPushButton>
 #include <QLineSeries>
 #include <QMouseEvent>
 #include <QStandardPaths>
@@ -110,6 +112,10 @@ class StepperGuiTest : public QObject {
       QCOMPARE(*w.timeline()->playhead(), events[i].time);
     }
     QVERIFY(!sc->nextAction()->isEnabled());
+    QVERIFY(!w.timeline()->stepMarks().dimFuture);  // at the end nothing is in the future
+    sc->previousAction()->trigger();
+    QVERIFY(w.timeline()->stepMarks().dimFuture);  // while stepping, what is to come is veiled
+    sc->nextAction()->trigger();
     for (size_t i = events.size(); i > 0; --i) {
       sc->previousAction()->trigger();
       QCOMPARE(sc->position(), i - 1);
@@ -186,7 +192,17 @@ class StepperGuiTest : public QObject {
     end.kind = OpKind::F;
     end.microbatch = 3;
     end.on = StepEventKind::End;
-    sc->addBreakpoint(end);
+    auto* panel = w.findChild<BreakpointsPanel*>();
+    QVERIFY(panel);
+    panel->setDraft(end);
+    QPushButton* add = nullptr;
+    for (auto* b : panel->findChildren<QPushButton*>())
+      if (b->text() == QStringLiteral("Add")) add = b;
+    QVERIFY(add);
+    add->click();
+    QCOMPARE(sc->breakpoints().size(), size_t{2});
+    QCOMPARE(panel->list()->count(), 2);
+    QVERIFY(panel->list()->item(1)->text().contains(QStringLiteral("when any device ends F3")));
     QVERIFY(sc->runToBreakpoint());
     const StepEvent& e = s->events()[sc->position() - 1];
     QCOMPARE(e.kind, StepEventKind::End);
