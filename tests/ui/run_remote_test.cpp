@@ -1,0 +1,302 @@
+// Remote runs through a real OpenSSH server on 127.0.0.1 at a high port, started and stopped
+// by this test with throw-away keys (host key, user key, a wrong key) in a temporary folder:
+// a small schedule runs remotely on our own pipestudio-cli and is stored; cancel ends the
+// remote process; a wrong key is "authentication refused", a closed port "cannot reach", a
+// wrong remote path "not found", a remote crash keeps the partial timeline. Skips with a
+// message where sshd cannot start (no openssh-server, not allowed to run it).
+#include <QFile>
+#include <QProcess>
+#include <QSignalSpy>
+#include <QTemporaryDir>
+#include <QtTest>
+#include <pwd.h>
+#include <unistd.h>
+
+#include "pipestudio/sessions/session_store.h"
+#include "run_controller.h"
+#include "run_test_util.h"
+
+using namespace ps::ui;
+using namespace runtest;
+namespace sessions = ps::sessions;
+
+class RunRemoteTest : public QObject {
+  Q_OBJECT
+ private:
+  QTemporaryDir dir_;
+  QProcess sshd_;
+  int port_ = 0;
+  QString skipReason_;
+
+  QString path(const QString& name) const { return dir_.filePath(name); }
+
+  static bool run(const QString& program, const QStringList& args, QString* err = nullptr) {
+    QProcess p;
+    p.start(program, args);
+    if (!p.waitForFinished(30000) || p.exitStatus() != QProcess::NormalExit || p.exitCode() != 0) {
+      if (err) *err = program + ": " + QString::fromUtf8(p.readAllStandardError()) + p.errorString();
+      return false;
+    }
+    return true;
+  }
+
+  static QString userName() {
+    if (const passwd* pw = getpwuid(getuid())) return QString::fromLocal8Bit(pw->pw_name);
+    return QString::fromLocal8Bit(qgetenv("USER"));
+  }
+
+  RunRequest remoteRequest(const QString& key) const {
+    RunRequest r;
+    RemoteHost h;
+    h.name = QStringLiteral("loopback");
+    h.host = QStringLiteral("127.0.0.1");
+    h.user = userName();
+    h.port = port_;
+    h.identityFile = key;
+    h.cliPath = QStringLiteral(PIPESTUDIO_CLI);
+    h.sshOptions = {QStringLiteral("UserKnownHostsFile=") + path(QStringLiteral("known_hosts")),
+                    QStringLiteral("StrictHostKeyChecking=yes")};
+    r.remote = h;
+    r.model = QStringLiteral("mlp");
+    r.modelParameters = QStringLiteral("layers=2,hidden=8");
+    r.iterations = 2;
+    r.timeoutSeconds = 30;
+    r.connectTimeoutSeconds = 5;
+    return r;
+  }
+
+  bool startSshd(QString& why) {
+    if (!QFileInfo(QStringLiteral("/usr/sbin/sshd")).isExecutable()) {
+      why = QStringLiteral("/usr/sbin/sshd is not installed (openssh-server)");
+      return false;
+    }
+    QString err;
+    for (const char* k : {"host_key", "user_key", "wrong_key"})
+      if (!run(QStringLiteral("ssh-keygen"), {"-q", "-t", "ed25519", "-N", "", "-f", path(QLatin1String(k))}, &err)) {
+        why = QStringLiteral("ssh-keygen failed: ") + err;
+        return false;
+      }
+    QFile::copy(path(QStringLiteral("user_key.pub")), path(QStringLiteral("authorized_keys")));
+    // sshd refuses to start without its privilege separation directory.
+    QDir().mkpath(QStringLiteral("/run/sshd"));
+    for (int attempt = 0; attempt < 5; ++attempt) {
+      port_ = 20000 + static_cast<int>((::getpid() * 7 + attempt * 977) % 30000);
+      QFile cfg(path(QStringLiteral("sshd_config")));
+      if (!cfg.open(QIODevice::WriteOnly | QIODevice::Truncate)) {
+        why = QStringLiteral("cannot write sshd_config");
+        return false;
+      }
+      cfg.write(QStringLiteral("Port %1\nListenAddress 127.0.0.1\nHostKey %2\nPidFile %3\nAuthorizedKeysFile %4\n"
+                               "StrictModes no\nPubkeyAuthentication yes\nPasswordAuthentication no\n"
+                               "KbdInteractiveAuthentication no\nUsePAM no\nPermitRootLogin prohibit-password\n"
+                               "LogLevel INFO\n")
+                    .arg(port_)
+                    .arg(path(QStringLiteral("host_key")), path(QStringLiteral("sshd.pid")),
+                         path(QStringLiteral("authorized_keys")))
+                    .toUtf8());
+      cfg.close();
+      sshd_.setProcessChannelMode(QProcess::MergedChannels);
+      sshd_.start(QStringLiteral("/usr/sbin/sshd"), {"-D", "-e", "-f", path(QStringLiteral("sshd_config"))});
+      if (!sshd_.waitForStarted(5000)) {
+        why = QStringLiteral("sshd did not start: ") + sshd_.errorString();
+        return false;
+      }
+      QByteArray log;
+      QElapsedTimer t;
+      t.start();
+      while (t.elapsed() < 10000 && sshd_.state() == QProcess::Running && !log.contains("Server listening")) {
+        sshd_.waitForReadyRead(200);
+        log += sshd_.readAll();
+      }
+      if (log.contains("Server listening")) {
+        // Known host key, so BatchMode needs no prompt and the key is really checked.
+        QFile pub(path(QStringLiteral("host_key.pub")));
+        QFile known(path(QStringLiteral("known_hosts")));
+        if (!pub.open(QIODevice::ReadOnly) || !known.open(QIODevice::WriteOnly | QIODevice::Truncate)) return false;
+        known.write(QStringLiteral("[127.0.0.1]:%1 ").arg(port_).toUtf8() + pub.readAll());
+        return true;
+      }
+      sshd_.kill();
+      sshd_.waitForFinished(3000);
+      why = QStringLiteral("sshd did not start listening: ") + QString::fromUtf8(log).trimmed();
+      if (!log.contains("Address already in use")) return false;
+    }
+    return false;
+  }
+
+ private Q_SLOTS:
+  void initTestCase() {
+    QVERIFY(dir_.isValid());
+    if (!startSshd(skipReason_)) qWarning("loopback sshd unavailable: %s", qPrintable(skipReason_));
+    else skipReason_.clear();
+  }
+
+  void init() {
+    if (!skipReason_.isEmpty()) QSKIP(qPrintable(QStringLiteral("cannot start a loopback sshd: ") + skipReason_));
+  }
+
+  void cleanupTestCase() {
+    if (sshd_.state() != QProcess::NotRunning) {
+      sshd_.terminate();
+      if (!sshd_.waitForFinished(5000)) sshd_.kill();
+      sshd_.waitForFinished(3000);
+    }
+  }
+
+  void remoteRunIsStored() {
+    RunController c;
+    QSignalSpy done(&c, &RunController::runFinished);
+    QSignalSpy progress(&c, &RunController::progressChanged);
+    const RunRequest r = remoteRequest(path(QStringLiteral("user_key")));
+    QVERIFY(c.start(r, QString::fromLatin1(kTinyPipe), QStringLiteral("tiny")));
+    const RunOutcome o = waitForOutcome(c, done, 120000);
+    QVERIFY2(o.status == RunOutcome::Status::Finished, qPrintable(o.message + "\n" + o.stderrText));
+    QVERIFY(o.command.startsWith(QStringLiteral("ssh -o BatchMode=yes")));
+    QCOMPARE(o.cliVersion, QStringLiteral(PIPESTUDIO_VERSION));
+    QCOMPARE(o.timeline.ops.size(), size_t(12));
+    QVERIFY(o.timeline.complete);
+    QCOMPARE(o.losses.size(), size_t(2));
+    QVERIFY(!progress.isEmpty());
+
+    const QString session = path(QStringLiteral("remote-%1.session").arg(::getpid()));
+    auto stored = storeRunInSession(session, o, QStringLiteral("tiny"), QString::fromLatin1(kTinyPipe));
+    QVERIFY2(stored, stored ? "" : stored.error().message.c_str());
+    auto store = sessions::SessionStore::open(session.toStdString());
+    QVERIFY(store);
+    auto run = store->run(stored->runId);
+    QVERIFY(run);
+    QCOMPARE(run->summary.status, sessions::RunStatus::Succeeded);
+    QCOMPARE(run->summary.opCount, 12);
+    QVERIFY2(QString::fromStdString(run->summary.label).contains(QStringLiteral("loopback")), run->summary.label.c_str());
+    QVERIFY2(QString::fromStdString(run->configJson).contains(QStringLiteral("@127.0.0.1")), run->configJson.c_str());
+    auto t = store->loadTimeline(stored->runId);
+    QVERIFY(t);
+    QCOMPARE(t->ops.size(), size_t(12));
+  }
+
+  void cancelEndsTheRemoteProcess() {
+    RunController c;
+    QSignalSpy done(&c, &RunController::runFinished);
+    QSignalSpy progress(&c, &RunController::progressChanged);
+    RunRequest r = remoteRequest(path(QStringLiteral("user_key")));
+    r.model = QStringLiteral("gpt");
+    r.modelParameters = QStringLiteral("layers=2,hidden=64,heads=2,seq=16,vocab=64");
+    const int marker = 900000 + ::getpid() % 99999;  // finds the remote process in /proc
+    r.iterations = marker;
+    QVERIFY(c.start(r, QString::fromLatin1(kTinyPipe), QStringLiteral("tiny")));
+    QVERIFY(waitUntil([&] { return !progress.isEmpty() && progress.last().at(0).toInt() >= 1; }, 120000));
+    const QStringList needles{QStringLiteral("pipestudio-cli"), QStringLiteral("--iterations"), QString::number(marker)};
+    // The remote CLI (a child of sshd, not of us) and the local ssh client.
+    QList<qint64> remote;
+    for (qint64 pid : processesWith(needles)) {
+      QFile f(QStringLiteral("/proc/%1/cmdline").arg(pid));
+      f.open(QIODevice::ReadOnly);
+      if (!f.readAll().startsWith("ssh")) remote << pid;
+    }
+    QVERIFY2(!remote.isEmpty(), "the remote pipestudio-cli is not running");
+    const qint64 sshPid = c.processId();
+    c.cancel();
+    const RunOutcome o = waitForOutcome(c, done, 30000);
+    QVERIFY2(o.status == RunOutcome::Status::Cancelled, qPrintable(o.message));
+    QVERIFY(o.finished);  // the remote CLI reported its own cancel through the channel
+    QCOMPARE(QString::fromStdString(o.finished->status), QStringLiteral("cancelled"));
+    QVERIFY(processGone(sshPid));
+    QVERIFY2(waitUntil([&] { return processesWith(needles).isEmpty(); }, 10000), "the remote run is still running");
+  }
+
+  void killingTheSshClientEndsTheRemoteRun() {
+    // The GUI dies (or the connection drops): the remote CLI sees EOF and cancels.
+    RunRequest r = remoteRequest(path(QStringLiteral("user_key")));
+    r.model = QStringLiteral("gpt");
+    r.modelParameters = QStringLiteral("layers=2,hidden=64,heads=2,seq=16,vocab=64");
+    const int marker = 800000 + ::getpid() % 99999;
+    r.iterations = marker;
+    const ProcessCommand cmd = buildRunCommand(r);
+    QProcess ssh;
+    ssh.start(cmd.program, cmd.arguments);
+    QVERIFY(ssh.waitForStarted(5000));
+    ssh.write(scheduleStdin(QString::fromLatin1(kTinyPipe)));
+    QByteArray out;
+    QVERIFY(waitUntil([&] {
+      ssh.waitForReadyRead(100);
+      out += ssh.readAllStandardOutput();
+      return out.contains("\"progress\"");
+    }, 120000));
+    const QStringList needles{QStringLiteral("pipestudio-cli"), QStringLiteral("--iterations"), QString::number(marker)};
+    QVERIFY(!processesWith(needles).isEmpty());
+    ssh.kill();
+    ssh.waitForFinished(5000);
+    QVERIFY2(waitUntil([&] { return processesWith(needles).isEmpty(); }, 15000),
+             "the remote run outlived its ssh client");
+  }
+
+  void wrongKeyIsAuthenticationRefused() {
+    RunController c;
+    QSignalSpy done(&c, &RunController::runFinished);
+    QVERIFY(c.start(remoteRequest(path(QStringLiteral("wrong_key"))), QString::fromLatin1(kTinyPipe), QStringLiteral("tiny")));
+    const RunOutcome o = waitForOutcome(c, done, 60000);
+    QVERIFY(o.status == RunOutcome::Status::Failed);
+    QVERIFY2(o.message.startsWith(QStringLiteral("authentication refused by %1@127.0.0.1 on port %2").arg(userName()).arg(port_)),
+             qPrintable(o.message));
+    QVERIFY(o.message.contains(QStringLiteral("Permission denied")));
+    QVERIFY(o.timeline.ops.empty());
+  }
+
+  void closedPortIsUnreachable() {
+    RunController c;
+    QSignalSpy done(&c, &RunController::runFinished);
+    RunRequest r = remoteRequest(path(QStringLiteral("user_key")));
+    r.remote->port = 1;  // nothing listens there
+    QVERIFY(c.start(r, QString::fromLatin1(kTinyPipe), QStringLiteral("tiny")));
+    const RunOutcome o = waitForOutcome(c, done, 60000);
+    QVERIFY(o.status == RunOutcome::Status::Failed);
+    QVERIFY2(o.message.startsWith(QStringLiteral("cannot reach 127.0.0.1 on port 1")), qPrintable(o.message));
+    QVERIFY(o.message.contains(QStringLiteral("Connection refused")));
+  }
+
+  void missingRemoteBinary() {
+    RunController c;
+    QSignalSpy done(&c, &RunController::runFinished);
+    RunRequest r = remoteRequest(path(QStringLiteral("user_key")));
+    r.remote->cliPath = path(QStringLiteral("not installed/pipestudio-cli"));
+    QVERIFY(c.start(r, QString::fromLatin1(kTinyPipe), QStringLiteral("tiny")));
+    const RunOutcome o = waitForOutcome(c, done, 60000);
+    QVERIFY(o.status == RunOutcome::Status::Failed);
+    QVERIFY2(o.message.startsWith(QStringLiteral("pipestudio-cli not found on loopback at '%1'").arg(r.remote->cliPath)),
+             qPrintable(o.message));
+  }
+
+  void remoteCrashKeepsThePartialTimeline() {
+    const QString cli = writeScript(
+        dir_.path(), QStringLiteral("remote crash cli"),
+        QStringLiteral("if [ \"$1\" = --version ]; then echo '%1'; exit 0; fi\n"
+                       "while IFS= read -r line; do [ \"$line\" = '#%end-of-schedule' ] && break; done\n"
+                       "echo '{\"type\":\"started\",\"protocol_version\":1,\"devices\":2}'\n"
+                       "echo '{\"type\":\"op\",\"iteration\":0,\"device\":0,\"step\":0,\"kind\":\"F\",\"stage\":0,\"microbatch\":0,\"start_ms\":0,\"end_ms\":1}'\n"
+                       "echo '{\"type\":\"op\",\"iteration\":0,\"device\":1,\"step\":0,\"kind\":\"F\",\"stage\":1,\"microbatch\":0,\"start_ms\":1,\"end_ms\":2}'\n"
+                       "echo 'remote worker: out of memory' >&2\n"
+                       "exit 1\n")
+            .arg(ourVersionLine()));
+    RunController c;
+    QSignalSpy done(&c, &RunController::runFinished);
+    RunRequest r = remoteRequest(path(QStringLiteral("user_key")));
+    r.remote->cliPath = cli;  // a path with spaces, quoted for the remote shell
+    QVERIFY(c.start(r, QString::fromLatin1(kTinyPipe), QStringLiteral("tiny")));
+    const RunOutcome o = waitForOutcome(c, done, 60000);
+    QVERIFY(o.status == RunOutcome::Status::Failed);
+    QCOMPARE(o.timeline.ops.size(), size_t(2));
+    QVERIFY(o.stderrText.contains(QStringLiteral("remote worker: out of memory")));
+    QVERIFY2(o.message.contains(QStringLiteral("exit code 1")), qPrintable(o.message));
+    const QString session = path(QStringLiteral("remote-crash-%1.session").arg(::getpid()));
+    auto stored = storeRunInSession(session, o, QStringLiteral("tiny"), QString::fromLatin1(kTinyPipe));
+    QVERIFY(stored);
+    auto store = sessions::SessionStore::open(session.toStdString());
+    auto run = store->run(stored->runId);
+    QVERIFY(run);
+    QCOMPARE(run->summary.status, sessions::RunStatus::Failed);
+    QCOMPARE(run->summary.opCount, 2);
+  }
+};
+
+QTEST_MAIN(RunRemoteTest)
+#include "run_remote_test.moc"
