@@ -104,6 +104,7 @@ RunDialog::RunDialog(QWidget* parent, QSettings* settings) : QDialog(parent), se
   updatePreview();
 
   connect(controller_, &RunController::phaseChanged, this, [this](const QString& t) {
+    if (!controller_->isActive()) return;  // the outcome: onFinished shows it with where it went
     status_->setText(t);
     appendLog(t);
   });

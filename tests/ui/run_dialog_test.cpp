@@ -1,13 +1,22 @@
 // The Run dialog's pure parts: the command line (local and ssh, shell quoting of paths with
 // spaces and quotes), the stdin framing, the version check and the ssh failure messages; and
 // the dialog itself (offscreen): widgets -> request, host list kept in settings, preview.
+#include <QFile>
 #include <QProcess>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QStandardItemModel>
 #include <QSettings>
 #include <QTemporaryDir>
 #include <QtTest>
 #include <unistd.h>
 
+#include "main_window.h"
 #include "pipestudio/core/run_events.h"
+#include "pipestudio/sessions/session_store.h"
+#include "run_test_util.h"
+#include "session_dock.h"
+#include "timeline_view.h"
 #include "run_controller.h"
 #include "run_dialog.h"
 
@@ -40,7 +49,15 @@ QStringList shellWords(const QString& command) {
 
 class RunDialogTest : public QObject {
   Q_OBJECT
+  QTemporaryDir home_;
+
  private Q_SLOTS:
+  void initTestCase() {
+    // The dialog of a main window keeps its choices in the user's settings: use a scratch place.
+    QVERIFY(home_.isValid());
+    qputenv("XDG_CONFIG_HOME", home_.path().toUtf8());
+  }
+
   void shellQuoteSurvivesTheShell() {
     const QStringList words{QStringLiteral("plain"), QStringLiteral("with space"), QStringLiteral("it's"),
                             QStringLiteral("$HOME"), QStringLiteral("a;b|c`d`"), QStringLiteral("\"q\""),
@@ -226,6 +243,65 @@ class RunDialogTest : public QObject {
     RunDialog again(nullptr, &s);
     QCOMPARE(again.hosts().size(), 1);
     QCOMPARE(again.hosts().front().name, QStringLiteral("gpu1"));
+  }
+
+  // Run > Run Schedule… end to end on this machine: the dialog runs the window's schedule,
+  // the live timeline goes onto the overlay, the run lands in the session the user chose and
+  // the Session dock shows it.
+  void dialogRunsTheDocumentAndStoresIt() {
+    const QString pipe = home_.filePath(QStringLiteral("tiny.pipe"));
+    {
+      QFile f(pipe);
+      QVERIFY(f.open(QIODevice::WriteOnly));
+      f.write(runtest::kTinyPipe);
+    }
+    MainWindow w;
+    QVERIFY(w.openFile(pipe, true));
+    w.resize(1400, 900);
+    RunDialog* d = RunDialog::showFor(&w);
+    QVERIFY(d);
+    QCOMPARE(RunDialog::showFor(&w), d);  // one dialog per window
+    const QString session = home_.filePath(QStringLiteral("runs-%1.session").arg(::getpid()));
+    int asked = 0;
+    d->setSessionChooser([&] {
+      ++asked;
+      return session;
+    });
+    d->setLocalCli(QStringLiteral(PIPESTUDIO_CLI));
+    RunRequest r = d->request();
+    r.remote.reset();
+    r.model = QStringLiteral("mlp");
+    r.modelParameters = QStringLiteral("layers=2,hidden=8");
+    r.iterations = 2;
+    r.warmup = 0;
+    r.processes = 1;
+    d->setRequest(r);
+    QSignalSpy stored(d, &RunDialog::runStored);
+    d->runButton()->click();
+    QVERIFY(!d->runButton()->isEnabled());
+    QVERIFY(d->cancelButton()->isEnabled());
+    QVERIFY(stored.wait(120000));
+    QCOMPARE(asked, 1);
+    QCOMPARE(stored.first().at(0).toString(), session);
+    QVERIFY2(d->statusText().startsWith(QStringLiteral("finished on this machine")), qPrintable(d->statusText()));
+    QVERIFY2(d->statusText().contains(QStringLiteral("stored as run")), qPrintable(d->statusText()));
+    QCOMPARE(d->progressBar()->value(), d->progressBar()->maximum());
+    QVERIFY(d->runButton()->isEnabled());
+    QVERIFY(!d->cancelButton()->isEnabled());
+    QVERIFY(w.timeline()->hasOverlay());
+    QVERIFY(w.sessionDock()->hasSession());
+    QCOMPARE(w.sessionDock()->sessionPath(), session);
+    QVERIFY(w.sessionDock()->runsModel()->rowCount() >= 1);
+    auto store = ps::sessions::SessionStore::open(session.toStdString());
+    QVERIFY(store);
+    auto run = store->run(stored.first().at(1).toLongLong());
+    QVERIFY(run);
+    QCOMPARE(run->summary.status, ps::sessions::RunStatus::Succeeded);
+    QCOMPARE(run->summary.opCount, 12);
+    if (qEnvironmentVariableIsSet("PS_RUN_DIALOG_SHOT")) {
+      d->grab().save(qEnvironmentVariable("PS_RUN_DIALOG_SHOT"));
+      w.grab().save(qEnvironmentVariable("PS_RUN_DIALOG_SHOT") + QStringLiteral(".window.png"));
+    }
   }
 };
 
