@@ -123,6 +123,35 @@ struct RunReport {
 // RunReport::status and diagnostics, with the partial timeline kept.
 core::Result<RunReport> runSchedule(const core::Schedule& schedule, const RunOptions& options);
 
+// --- Profiler: measured per-layer costs of a built-in model (engine/src/profiler.cpp) ---
+
+struct ProfileOptions {
+  std::string device = "cpu";  // "cpu" or "cuda"
+  int microbatchSize = 2;
+  int repetitions = 10;  // timed repetitions per layer; each time is their median
+  int warmup = 3;        // repetitions run first and left out
+  // Intra-op threads while timing, as a run sets them per worker: threads > 0 as given, else
+  // cores / workers (RunOptions::threads = 0 with `workers` devices on this host). Profile with
+  // the setting of the run the profile is meant to predict.
+  int threads = 0;
+  int workers = 1;
+  std::uint64_t seed = 1;
+};
+
+// The intra-op thread count a run (and the profiler) uses per worker: `threads` when > 0, else
+// max(1, cores / workersOnHost).
+int intraOpThreads(int threads, int workersOnHost);
+
+// Per layer of the model (modelLayerNames order): forward, backward-input and backward-weight
+// times, each the median over the repetitions of the engine's own F, I (autograd with the
+// weight gradients deferred) and W (the deferred weight-gradient matmuls); the last layer's F
+// and I include the loss. Bytes: weights = the layer's parameters; activation = what F stashes
+// for the backward as the engine counts it (inputs of the linear layers plus the layer's
+// output); weight_grad_stash = what W still holds after I (X and dY of each linear, at most the
+// activation); output = the layer's output (the loss, 1 element, for the last layer).
+// Errors: bad options, cuda without a CUDA build or GPU.
+core::Result<core::CostProfile> profileModel(const ModelSpec& model, const ProfileOptions& options);
+
 // True when this engine was built against a libtorch with CUDA.
 bool cudaCompiled();
 // True when CUDA is compiled in and at least one GPU is present.
