@@ -15,6 +15,11 @@
 #include "pipestudio/core/simulator.h"
 #include "pipestudio/core/trace_import.h"
 #include "pipestudio/core/validator.h"
+#include <nlohmann/json.hpp>
+#ifdef PIPESTUDIO_HAVE_SESSIONS
+#include "pipestudio/sessions/recording.h"
+#include "pipestudio/sessions/session_store.h"
+#endif
 
 namespace {
 
@@ -29,7 +34,8 @@ const char* kUsage =
     "profile named in the .pipe header) and compares it with the measured timeline read from the\n"
     "TRACE files: Chrome traces written by torch.profiler, whose pipeline actions are ranges named\n"
     "PP:<action> (one file per rank, a directory of them, or one merged file), or PipeStudio's\n"
-    "own trace export.\n"
+    "own trace export; or one run of a session file, DB:ID (e.g. recorded by `run --session`):\n"
+    "then the profile defaults to the one its prediction used and the partition to the run's.\n"
     "Prints the predicted and measured makespan, the relative error, the error per op kind and\n"
     "per device, the measured critical path and the attribution of each device's idle time.\n"
     "  --align     absolute (default) or scaled: measured times scaled to the planned makespan\n"
@@ -107,12 +113,91 @@ void printTable(std::ostream& os, const std::string& title, const std::vector<Er
   row(all);
 }
 
+#ifdef PIPESTUDIO_HAVE_SESSIONS
+// A measured run of a session named DB:ID, as compare reads it.
+struct SessionRun {
+  std::string db;
+  ps::sessions::Id id = 0;
+  Timeline timeline;
+  std::vector<int> partition;       // from the run's configuration, when recorded
+  std::optional<std::string> profileJson;  // of the run's prediction, when recorded
+  std::string profileName;
+};
+
+// "DB:ID" where DB is an existing file and ID a run id; false when `arg` is not of that form.
+bool splitSessionRun(const std::string& arg, std::string& db, ps::sessions::Id& id) {
+  std::error_code ec;
+  auto colon = arg.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == arg.size()) return false;
+  if (std::filesystem::exists(arg, ec)) return false;  // a trace file whose name has a colon
+  const std::string digits = arg.substr(colon + 1);
+  if (digits.find_first_not_of("0123456789") != std::string::npos || digits.size() > 15) return false;
+  db = arg.substr(0, colon);
+  if (!std::filesystem::is_regular_file(db, ec)) return false;
+  id = std::stoll(digits);
+  return true;
+}
+
+Result<SessionRun> loadSessionRun(const std::string& db, ps::sessions::Id id) {
+  using namespace ps::sessions;
+  auto store = SessionStore::open(db, {OpenMode::ReadOnly});
+  if (!store) return store.errors();
+  auto run = store->run(id);
+  if (!run) return run.errors();
+  auto timeline = store->loadTimeline(id);
+  if (!timeline) return timeline.errors();
+  SessionRun out;
+  out.db = db;
+  out.id = id;
+  out.timeline = std::move(*timeline);
+  out.timeline.label = db + ":" + std::to_string(id);
+  auto config = nlohmann::json::parse(run->configJson, nullptr, false);
+  if (config.is_object() && config.contains("partition") && config["partition"].is_array()) {
+    for (const auto& v : config["partition"])
+      if (v.is_number_integer()) out.partition.push_back(v.get<int>());
+  }
+  std::optional<Id> profileId = run->summary.profileId;
+  if (auto link = predictionFor(*store, id)) profileId = link->profileId;
+  if (profileId) {
+    auto profile = store->profile(*profileId);
+    if (!profile) return profile.errors();
+    out.profileJson = profile->json;
+    out.profileName = db + ": profile " + std::to_string(*profileId) + " '" + profile->info.name + "'";
+  }
+  return out;
+}
+#endif
+
 int runCompare(const std::vector<std::string>& argv) {
   ps::cli::Args args(argv,
                      {"--profile", "--cost", "--comm", "--partition", "--set", "--align", "--side", "--iteration", "--gaps"},
                      {"--json"});
   if (!args.ok()) return usage(args.error());
-  if (args.positionals().size() < 2) return usage("expected PLAN and at least one TRACE");
+  if (args.positionals().size() < 2) return usage("expected PLAN and at least one TRACE (or DB:ID)");
+  // RUN may be a session run DB:ID instead of trace files.
+  std::optional<std::pair<std::string, std::int64_t>> sessionRunArg;
+  for (size_t i = 1; i < args.positionals().size(); ++i) {
+    std::string db;
+    std::int64_t id = 0;
+#ifdef PIPESTUDIO_HAVE_SESSIONS
+    if (!splitSessionRun(args.positionals()[i], db, id)) continue;
+#else
+    continue;
+#endif
+    if (args.positionals().size() != 2) return usage("a session run DB:ID is compared alone, not with trace files");
+    sessionRunArg = std::make_pair(db, id);
+  }
+#ifdef PIPESTUDIO_HAVE_SESSIONS
+  std::optional<SessionRun> sessionRun;
+  if (sessionRunArg) {
+    auto loaded = loadSessionRun(sessionRunArg->first, sessionRunArg->second);
+    if (!loaded) {
+      std::cerr << formatDiagnostics(loaded.errors());
+      return ps::cli::kExitInvalid;
+    }
+    sessionRun = std::move(*loaded);
+  }
+#endif
   if (args.has("--profile") && args.has("--cost")) return usage("give --profile or --cost, not both");
 
   auto alignment = alignmentFromName(args.value("--align", "absolute"));
@@ -187,15 +272,25 @@ int runCompare(const std::vector<std::string>& argv) {
     profileName = "--cost " + args.value("--cost");
   } else {
     std::string path = args.value("--profile");
-    if (path.empty() && plan->profile) path = resolveProfilePath(*plan->profile, planPath);
-    if (path.empty()) return usage("the plan names no cost profile: give --profile P.json or --cost F=1,I=1,W=1");
     std::string text;
-    if (!ps::cli::readInput(path, text, error)) {
-      std::cerr << "pipestudio-cli compare: " << error << "\n";
-      return ps::cli::kExitUsage;
+#ifdef PIPESTUDIO_HAVE_SESSIONS
+    // A session run's own prediction profile comes before the one the plan names.
+    if (path.empty() && sessionRun && sessionRun->profileJson) {
+      text = *sessionRun->profileJson;
+      profileName = sessionRun->profileName;
+      path = profileName;
+    }
+#endif
+    if (profileName.empty()) {
+      if (path.empty() && plan->profile) path = resolveProfilePath(*plan->profile, planPath);
+      if (path.empty()) return usage("the plan names no cost profile: give --profile P.json or --cost F=1,I=1,W=1");
+      if (!ps::cli::readInput(path, text, error)) {
+        std::cerr << "pipestudio-cli compare: " << error << "\n";
+        return ps::cli::kExitUsage;
+      }
+      profileName = path;
     }
     profile = parseCostProfile(text, path);
-    profileName = path;
   }
   if (!profile.ok()) {
     std::cerr << formatDiagnostics(profile.errors());
@@ -208,6 +303,14 @@ int runCompare(const std::vector<std::string>& argv) {
       return usage("--comm needs a time in ms");
     }
   }
+#ifdef PIPESTUDIO_HAVE_SESSIONS
+  // The layers per stage the measured run used, when it recorded them and they fit.
+  if (partition.empty() && sessionRun && static_cast<int>(sessionRun->partition.size()) == plan->pipeline.stages) {
+    int total = 0;
+    for (int n : sessionRun->partition) total += n;
+    if (total == static_cast<int>(profile->layers.size())) partition = sessionRun->partition;
+  }
+#endif
   if (partition.empty()) partition = plan->partition;
   auto model = makeSimulationModel(*plan, *profile, partition);
   if (!model.ok()) {
@@ -221,43 +324,55 @@ int runCompare(const std::vector<std::string>& argv) {
   }
   if (planned->label.empty()) planned->label = planPath;
 
-  // The measurement.
-  // A directory (torch.profiler's tensorboard_trace_handler writes one file per rank into
-  // one) stands for the .json files in it, in name order.
-  std::vector<std::string> paths;
-  for (size_t i = 1; i < args.positionals().size(); ++i) {
-    const std::string& p = args.positionals()[i];
-    std::error_code ec;
-    if (std::filesystem::is_directory(p, ec)) {
-      std::vector<std::string> inDir;
-      for (const auto& entry : std::filesystem::directory_iterator(p, ec))
-        if (entry.is_regular_file() && endsWith(entry.path().string(), ".json")) inDir.push_back(entry.path().string());
-      if (inDir.empty()) {
-        std::cerr << "pipestudio-cli compare: " << p << ": no .json trace files in this directory\n";
+  // The measurement: trace files, or a session run.
+  Timeline measuredTimeline;
+  std::string measuredFormat = "session run";
+  int iteration = 0, iterations = 1;
+#ifdef PIPESTUDIO_HAVE_SESSIONS
+  if (sessionRun) measuredTimeline = sessionRun->timeline;
+#endif
+  if (!sessionRunArg) {
+    // A directory (torch.profiler's tensorboard_trace_handler writes one file per rank into
+    // one) stands for the .json files in it, in name order.
+    std::vector<std::string> paths;
+    for (size_t i = 1; i < args.positionals().size(); ++i) {
+      const std::string& p = args.positionals()[i];
+      std::error_code ec;
+      if (std::filesystem::is_directory(p, ec)) {
+        std::vector<std::string> inDir;
+        for (const auto& entry : std::filesystem::directory_iterator(p, ec))
+          if (entry.is_regular_file() && endsWith(entry.path().string(), ".json")) inDir.push_back(entry.path().string());
+        if (inDir.empty()) {
+          std::cerr << "pipestudio-cli compare: " << p << ": no .json trace files in this directory\n";
+          return ps::cli::kExitUsage;
+        }
+        std::sort(inDir.begin(), inDir.end());
+        paths.insert(paths.end(), inDir.begin(), inDir.end());
+      } else {
+        paths.push_back(p);
+      }
+    }
+    std::vector<TraceFile> files;
+    for (const auto& path : paths) {
+      TraceFile f;
+      f.name = path;
+      if (!ps::cli::readInput(f.name, f.text, error)) {
+        std::cerr << "pipestudio-cli compare: " << error << "\n";
         return ps::cli::kExitUsage;
       }
-      std::sort(inDir.begin(), inDir.end());
-      paths.insert(paths.end(), inDir.begin(), inDir.end());
-    } else {
-      paths.push_back(p);
+      files.push_back(std::move(f));
     }
-  }
-  std::vector<TraceFile> files;
-  for (const auto& path : paths) {
-    TraceFile f;
-    f.name = path;
-    if (!ps::cli::readInput(f.name, f.text, error)) {
-      std::cerr << "pipestudio-cli compare: " << error << "\n";
-      return ps::cli::kExitUsage;
+    auto imported = importChromeTraces(files, importOptions);
+    if (!imported.ok()) {
+      std::cerr << formatDiagnostics(imported.errors());
+      return ps::cli::kExitInvalid;
     }
-    files.push_back(std::move(f));
+    measuredTimeline = std::move(imported->timeline);
+    measuredFormat = imported->format == TraceFormat::PipeStudio ? "PipeStudio trace" : "torch.profiler";
+    iteration = imported->iteration;
+    iterations = imported->iterations;
   }
-  auto imported = importChromeTraces(files, importOptions);
-  if (!imported.ok()) {
-    std::cerr << formatDiagnostics(imported.errors());
-    return ps::cli::kExitInvalid;
-  }
-  const Timeline& measured = imported->timeline;
+  const Timeline& measured = measuredTimeline;
 
   ComparisonOptions co;
   co.alignment = *alignment;
@@ -270,18 +385,24 @@ int runCompare(const std::vector<std::string>& argv) {
   if (!notes.empty()) std::cerr << formatDiagnostics(notes);
 
   if (args.has("--json")) {
-    std::cout << comparisonToJson(c, *plan, *planned, measured);
+    // Plus what the prediction was made with.
+    auto j = nlohmann::json::parse(comparisonToJson(c, *plan, *planned, measured));
+    j["profile"] = profileName;
+    j["partition"] = nlohmann::json::array();
+    for (const auto& st : model->stages) j["partition"].push_back(st.layerCount);
+    std::cout << j.dump(2) << "\n";
     return ps::cli::kExitOk;
   }
 
   std::ostream& os = std::cout;
   os << "plan:      " << planPath << " (" << plan->pipeline.devices << " devices, " << plan->opCount()
-     << " ops), simulated with " << profileName << (planned->complete ? "" : " [stalled]") << "\n";
+     << " ops), simulated with " << profileName << ", partition";
+  for (size_t i = 0; i < model->stages.size(); ++i) os << (i ? "," : " ") << model->stages[i].layerCount;
+  os << (planned->complete ? "" : " [stalled]") << "\n";
   os << "measured:  " << measured.label << " ("
-     << (imported->format == TraceFormat::PipeStudio ? "PipeStudio trace" : "torch.profiler") << ", "
+     << measuredFormat << ", "
      << measured.devices << " rank(s), " << measured.ops.size() << " ops";
-  if (imported->iterations > 1)
-    os << ", iteration " << imported->iteration << " of " << imported->iterations;
+  if (iterations > 1) os << ", iteration " << iteration << " of " << iterations;
   os << (measured.complete ? "" : ", incomplete") << ")\n";
   os << "makespan:  predicted " << fmt(c.plannedMakespan) << " ms, measured " << fmt(c.measuredMakespan)
      << " ms, error " << percent(c.relativeError) << "\n";
