@@ -222,6 +222,7 @@ struct Compiled {
   std::vector<char> recomputed;  // per (stage, mb): the schedule has its R
   std::vector<int> count;
   std::vector<PendingEdge> pending;
+  size_t timedTransfers = 0;  // edges across devices whose link takes time (the most transfers)
   // Memory sweep state.
   std::vector<std::int64_t> stash, offloaded;
   std::vector<int> live;
@@ -363,6 +364,7 @@ Status compile(const Schedule& s, const SimulationModel& model, Compiled& c) {
   std::vector<PendingEdge>& pend = c.pending;
   pend.resize(static_cast<size_t>(g.dependencyCount()));
   size_t np = 0;
+  c.timedTransfers = 0;
   // The dependencies of step `st` (ops [first, last)) of the device whose steps are
   // [devBegin, devEnd); needs opStep of the producers when there are pairs.
   auto countEdges = [&](int devBegin, int devEnd, int st, int first, int last) PS_INLINE_LAMBDA {
@@ -377,6 +379,7 @@ Status compile(const Schedule& s, const SimulationModel& model, Compiled& c) {
         if (ds < devBegin || ds >= devEnd) {  // across devices
           const int low = std::min(g.op(dep).stage, g.op(op).stage);
           link = low << 2 | (dep - (pairs ? c.stepOp[static_cast<size_t>(ds)] : ds)) << 1 | (op - first);
+          if (c.linkCost[static_cast<size_t>(low)] > 0) ++c.timedTransfers;
         }
         pend[np++] = PendingEdge{ds, link};
       }
@@ -515,6 +518,7 @@ Result<Timeline> simulate(const Schedule& s, const SimulationModel& model, const
   work.reserve(D);
   for (int d = c.D - 1; d >= 0; --d) work.push_back(d);
   const std::uint32_t nEdges = static_cast<std::uint32_t>(c.edges.size());
+  if (o.recordTransfers) reserveOutput(tl.transfers, c.timedTransfers);
   constexpr std::uint32_t kPrefetchEdges = 8;
   while (!work.empty()) {
     const int d = work.back();
