@@ -10,6 +10,7 @@
 #include <random>
 #include <sstream>
 
+#include "pipestudio/core/comparison.h"
 #include "pipestudio/core/generators.h"
 #include "pipestudio/core/simulator.h"
 #include "pipestudio/core/validator.h"
@@ -185,6 +186,7 @@ class Searcher {
   bool refinePartition();
   void randomKnobs(const Point& base, int samples);
   void refineOrder();
+  void refineCriticalPath();
   std::vector<int> inflightFor(const Pipeline& pl) const;
   PartitionOptions planOptions(const Pipeline& pl) const;
   std::optional<std::vector<int>> deviceBalanced(std::vector<int> split, const Pipeline& pl) const;
@@ -568,6 +570,54 @@ bool Searcher::refinePartition() {
   return bestPointMakespan_ < start - 1e-9;
 }
 
+void Searcher::refineCriticalPath() {
+  // Moves guided by the best schedule's critical path: an op of the chain that waited for its
+  // device (the previous op there was still running) is pulled one to three places earlier in
+  // its device's order; the first move the simulator confirms as faster is kept, and the
+  // path is recomputed. Only the chain sets the makespan, so moves elsewhere cannot help.
+  phase_ = "local improvement";
+  if (!haveBest_ || !o_.localImprovement) return;
+  const int rounds = std::max(0, o_.localImprovementRounds / 6);
+  for (int round = 0; round < rounds && !shouldStop(); ++round) {
+    const Schedule cur = result_.best;
+    const CandidateSummary curSummary = result_.bestSummary;
+    const SimulationModel* model = modelFor(cur, cur.partition);
+    if (!model) return;
+    SimulationOptions so;
+    so.memoryLimitBytes = o_.memoryLimitBytes;
+    so.recordTransfers = false;
+    auto tl = simulate(cur, *model, so);
+    if (!tl || !tl->complete) return;
+    const CriticalPath cp = criticalPath(*tl, cur);
+    // Latest steps first: moves near the end shorten the tail directly.
+    std::vector<std::pair<int, int>> moves;  // (device, step)
+    for (auto it = cp.steps.rbegin(); it != cp.steps.rend() && moves.size() < 6; ++it) {
+      if (it->via != CriticalLink::DeviceOrder || it->op >= tl->ops.size()) continue;
+      const TimelineOp& op = tl->ops[it->op];
+      if (op.step > 0 && !op.overlapped) moves.emplace_back(op.device, op.step);
+    }
+    bool improved = false;
+    for (auto [dev, step] : moves) {
+      for (int back = 1; back <= 3 && !improved && !shouldStop(); ++back) {
+        if (step - back < 0) break;
+        Schedule cand = cur;
+        auto& ord = cand.devices[static_cast<size_t>(dev)];
+        Step moved = ord[static_cast<size_t>(step)];
+        ord.erase(ord.begin() + step);
+        ord.insert(ord.begin() + (step - back), moved);
+        CandidateSummary c = curSummary;
+        c.family = "list+local";
+        if (c.name.rfind("local ", 0) != 0) c.name = "local improvement of " + curSummary.name;
+        c.builtin = false;
+        auto ev = evaluate(std::move(cand), c);
+        improved = ev.feasible && result_.bestSummary.makespan < curSummary.makespan - 1e-9;
+      }
+      if (improved) break;
+    }
+    if (!improved) return;
+  }
+}
+
 void Searcher::refineOrder() {
   // Move ops earlier into the bubbles the simulated timeline shows: for the longest idle gaps,
   // try pulling one of the next few ops of that device in front of the op after the gap.
@@ -647,6 +697,7 @@ Result<SearchResult> Searcher::run() {
     if (!refinePartition() || !bestPoint_) break;
     randomKnobs(*bestPoint_, o_.randomSamples / 3);
   }
+  refineCriticalPath();
   refineOrder();
   shouldStop();
   result_.elapsedSeconds = elapsed();
