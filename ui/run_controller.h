@@ -130,6 +130,7 @@ class RunController : public QObject {
   qint64 processId() const;  // the current child's pid (0 when none)
   const ps::core::RunEventReader& reader() const { return *reader_; }
   const std::optional<RunOutcome>& lastOutcome() const { return outcome_; }
+  const RunRequest& request() const { return request_; }  // of the current (or last) run
   QString scheduleName() const { return scheduleName_; }
   QString pipeText() const { return pipeText_; }
 

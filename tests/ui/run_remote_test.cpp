@@ -176,6 +176,7 @@ class RunRemoteTest : public QObject {
 
   void cancelEndsTheRemoteProcess() {
     RunController c;
+    c.setCancelGraceMs(120000);  // only the remote CLI's cancel on EOF can end it in time
     QSignalSpy done(&c, &RunController::runFinished);
     QSignalSpy progress(&c, &RunController::progressChanged);
     RunRequest r = remoteRequest(path(QStringLiteral("user_key")));
@@ -196,7 +197,7 @@ class RunRemoteTest : public QObject {
     QVERIFY2(!remote.isEmpty(), "the remote pipestudio-cli is not running");
     const qint64 sshPid = c.processId();
     c.cancel();
-    const RunOutcome o = waitForOutcome(c, done, 30000);
+    const RunOutcome o = waitForOutcome(c, done, 60000);
     QVERIFY2(o.status == RunOutcome::Status::Cancelled, qPrintable(o.message));
     QVERIFY(o.finished);  // the remote CLI reported its own cancel through the channel
     QCOMPARE(QString::fromStdString(o.finished->status), QStringLiteral("cancelled"));
