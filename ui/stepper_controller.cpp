@@ -127,7 +127,6 @@ void StepperController::attach(MemoryChart* memory, DiagnosticsPanel* diagnostic
     connect(bpPanel_, &BreakpointsPanel::removeRequested, this, &StepperController::removeBreakpoint);
     bpPanel_->setBreakpoints(breakpoints_);
   }
-  ensure();
   publish();
 }
 
@@ -170,7 +169,6 @@ void StepperController::markDirty() {
   if (!wasDirty || !stepper_)
     QTimer::singleShot(0, this, [this] {
       if (!dirty_) return;
-      ensure();
       publish();
       Q_EMIT moved();
     });
@@ -247,7 +245,24 @@ QString StepperController::describe(const StepEvent& e) const {
       .arg(QString::fromStdString(stepper_->plan().opName(o.op)));
 }
 
+bool StepperController::isEngaged() const {
+  return engaged_ || (view_ && view_->hasOverlay());
+}
+
 void StepperController::publish() {
+  if (!isEngaged()) {
+    // Not stepping yet: no stepper is built (an edit of a large plan does not pay for it), no
+    // playhead; breakpoint markers still show. Every action engages.
+    for (QAction* a : {aNext_, aEnd_, aRunBp_, aPlay_, aPrev_, aStart_, aRunBack_, aRunToOp_}) a->setEnabled(true);
+    if (!view_) return;
+    view_->setPlayhead(std::nullopt);
+    view_->setStepMarks({{}, {}, breakpoints_});
+    if (memory_) memory_->setPlayheadTime(std::nullopt);
+    if (diagnostics_) diagnostics_->setPlayhead(std::nullopt, {});
+    if (state_)
+      state_->clearState(tr("Step through the timeline with the Debug menu (F10: next event) or click the time ruler."));
+    return;
+  }
   if (dirty_) rebuild();
   const bool have = stepper_.has_value();
   const size_t n = have ? stepper_->size() : 0;
@@ -282,21 +297,22 @@ void StepperController::publish() {
   if (memory_) memory_->setPlayheadTime(axisT);
   if (state_) state_->setState(st, *stepper_, measured_);
   if (diagnostics_) {
-    // Diagnostics name plan ops; find each one's span in the stepped timeline (the index is
-    // built once per stepper, not per step).
-    if (!opIndex_) {
-      auto index = std::make_shared<std::map<std::tuple<int, int, int>, size_t>>();
-      for (size_t i = 0; i < tl.ops.size(); ++i)
-        index->emplace(std::make_tuple(static_cast<int>(tl.ops[i].op.kind), tl.ops[i].op.stage, tl.ops[i].op.microbatch), i);
-      opIndex_ = index;
-    }
+    // Diagnostics name plan ops; find each one's span in the stepped timeline. The index is
+    // built on the first lookup (only when a diagnostic names an op), once per stepper.
+    if (!opIndex_) opIndex_ = std::make_shared<OpIndex>();
     auto index = opIndex_;
     Stepper s = *stepper_;
     diagnostics_->setPlayhead(time_, [s, index](OpRef ref) -> std::optional<std::pair<double, double>> {
       const Op* op = opAt(s.plan(), ref);
       if (!op) return std::nullopt;
-      auto it = index->find(std::make_tuple(static_cast<int>(op->kind), op->stage, op->microbatch));
-      if (it == index->end()) return std::nullopt;
+      if (!index->built) {
+        const auto& ops = s.timeline().ops;
+        for (size_t i = 0; i < ops.size(); ++i)
+          index->map.emplace(std::make_tuple(static_cast<int>(ops[i].op.kind), ops[i].op.stage, ops[i].op.microbatch), i);
+        index->built = true;
+      }
+      auto it = index->map.find(std::make_tuple(static_cast<int>(op->kind), op->stage, op->microbatch));
+      if (it == index->map.end()) return std::nullopt;
       const TimelineOp& o = s.timeline().ops[it->second];
       const double end = std::isfinite(o.end) && o.end >= o.start ? o.end : INFINITY;
       return std::make_pair(o.start, end);
@@ -305,6 +321,7 @@ void StepperController::publish() {
 }
 
 void StepperController::seekPosition(size_t position) {
+  engaged_ = true;
   ensure();
   if (!stepper_) return;
   position = std::min(position, stepper_->size());
@@ -312,6 +329,7 @@ void StepperController::seekPosition(size_t position) {
 }
 
 void StepperController::seekTime(double t) {
+  engaged_ = true;
   ensure();
   if (!stepper_) return;
   const double lo = std::min(0.0, stepper_->timeAt(0));
@@ -320,6 +338,7 @@ void StepperController::seekTime(double t) {
 }
 
 void StepperController::next() {
+  engaged_ = true;
   ensure();
   if (!stepper_) return;
   if (auto p = stepper_->next(position_)) {
@@ -331,6 +350,7 @@ void StepperController::next() {
 }
 
 void StepperController::previous() {
+  engaged_ = true;
   ensure();
   if (!stepper_) return;
   // Between events, back to the last one applied; else one event back.
@@ -352,6 +372,7 @@ void StepperController::goToStart() {
 
 void StepperController::goToEnd() {
   pause();
+  engaged_ = true;
   ensure();
   if (!stepper_) return;
   seekPosition(stepper_->stopPosition());
@@ -360,6 +381,7 @@ void StepperController::goToEnd() {
 }
 
 bool StepperController::runToSelected() {
+  engaged_ = true;
   ensure();
   if (!stepper_ || !view_) return false;
   const auto op = view_->selectedOp();
@@ -380,6 +402,7 @@ bool StepperController::runToSelected() {
 }
 
 bool StepperController::runToBreakpoint() {
+  engaged_ = true;
   ensure();
   if (!stepper_) return false;
   if (auto p = stepper_->runToBreakpoint(position_, breakpoints_)) {
@@ -393,6 +416,7 @@ bool StepperController::runToBreakpoint() {
 }
 
 bool StepperController::runBackToBreakpoint() {
+  engaged_ = true;
   ensure();
   if (!stepper_) return false;
   if (auto p = stepper_->runBackToBreakpoint(position_, breakpoints_)) {
@@ -406,6 +430,7 @@ bool StepperController::runBackToBreakpoint() {
 }
 
 void StepperController::play() {
+  engaged_ = true;
   ensure();
   if (!stepper_ || stepper_->size() == 0) return;
   if (position_ >= stepper_->size()) setPosition(0, stepper_->timeAt(0));  // replay from the start
@@ -427,6 +452,7 @@ void StepperController::pause() {
 }
 
 void StepperController::advance(double wallMs) {
+  engaged_ = true;
   ensure();
   if (!stepper_ || stepper_->size() == 0) {
     pause();
@@ -498,6 +524,7 @@ void StepperController::toggleBreakpointOnSelection() {
 void StepperController::timelineOpened() {
   pause();
   dirty_ = true;
+  engaged_ = true;
   ensure();
   if (diagnostics_) diagnostics_->setRunDiagnostics({}, {});
   if (!stepper_) {

@@ -64,6 +64,9 @@ class StepperController : public QObject {
   double fromAxis(double x) const;
 
   bool isPlaying() const;
+  // False until the first Debug action, seek or run overlay: until then no stepper is kept
+  // up to date and no playhead is drawn.
+  bool engaged() const { return isEngaged(); }
   double speed() const { return speed_; }  // timeline ms per wall second
 
  public Q_SLOTS:
@@ -105,6 +108,7 @@ class StepperController : public QObject {
   void ensure();
   void rebuild();
   void publish();
+  bool isEngaged() const;
   void setPosition(size_t position, double time);
   QString describe(const ps::core::StepEvent& e) const;
   void chooseDefaultSpeed();
@@ -118,7 +122,12 @@ class StepperController : public QObject {
 
   std::optional<ps::core::Stepper> stepper_;
   // (kind, stage, micro-batch) -> index in the stepped timeline's ops, for the diagnostics dock.
-  std::shared_ptr<const std::map<std::tuple<int, int, int>, size_t>> opIndex_;
+  struct OpIndex {
+    bool built = false;
+    std::map<std::tuple<int, int, int>, size_t> map;
+  };
+  std::shared_ptr<OpIndex> opIndex_;
+  bool engaged_ = false;  // the user has stepped (or a run is open): keep a stepper built
   bool dirty_ = true;
   bool measured_ = false;
   size_t position_ = 0;

@@ -958,8 +958,9 @@ void TimelineView::mousePressEvent(QMouseEvent* e) {
   setFocus();
   if (e->button() != Qt::LeftButton) return QAbstractScrollArea::mousePressEvent(e);
   auto h = hitAt(e->pos());
-  if (playhead_ && e->pos().x() >= layout_.labelWidth) {
-    // The ruler seeks; so does the playhead line itself where no block is under the pointer.
+  if (e->pos().x() >= layout_.labelWidth && mode_ == LayoutMode::Time) {
+    // The ruler seeks (and starts stepping); so does the playhead line itself where no block
+    // is under the pointer.
     const auto px = playheadX();
     if (e->pos().y() < layout_.rulerHeight || (!h && px && std::abs(e->pos().x() - *px) <= 4)) {
       seeking_ = true;
@@ -985,7 +986,7 @@ void TimelineView::mouseMoveEvent(QMouseEvent* e) {
     Q_EMIT playheadSeekRequested(std::max(0.0, axis_.toTime(e->pos().x() - layout_.labelWidth)));
     return;
   }
-  if (playhead_ && e->pos().y() < layout_.rulerHeight && e->pos().x() >= layout_.labelWidth)
+  if (mode_ == LayoutMode::Time && e->pos().y() < layout_.rulerHeight && e->pos().x() >= layout_.labelWidth)
     viewport()->setCursor(Qt::SizeHorCursor);
   else
     viewport()->unsetCursor();

@@ -127,6 +127,27 @@ class StepperGuiTest : public QObject {
     QCOMPARE(sc->position(), size_t{0});
   }
 
+  void noPlayheadUntilTheUserSteps() {
+    MainWindow w;
+    w.resize(1400, 900);
+    w.document()->load(oneFOneB(3, 4), defaultCostProfile(3));
+    QApplication::processEvents();
+    StepperController* sc = w.stepperController();
+    // A designer who never steps pays nothing: no playhead, no cursor.
+    QVERIFY(!sc->engaged());
+    QVERIFY(!w.timeline()->playhead().has_value());
+    QVERIFY(!w.memoryChart()->playheadTime().has_value());
+    sc->nextAction()->trigger();
+    QVERIFY(sc->engaged());
+    QCOMPARE(sc->position(), size_t{1});
+    QVERIFY(w.timeline()->playhead().has_value());
+    // An edit keeps the playhead (rebuilt on the new simulation).
+    w.document()->load(oneFOneB(3, 5), defaultCostProfile(3));
+    QApplication::processEvents();
+    QVERIFY(w.timeline()->playhead().has_value());
+    QCOMPARE(sc->stepper()->size(), 2 * w.document()->analysis().timeline.ops.size());
+  }
+
   void runToSelectedOpStopsAtItsStart() {
     MainWindow w;
     w.resize(1400, 900);
