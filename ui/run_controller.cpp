@@ -10,6 +10,7 @@
 #include <QSettings>
 #include <QTimer>
 
+#include "pipestudio/core/dsl.h"
 #include "pipestudio/core/simulator.h"
 #include "pipestudio/sessions/recording.h"
 
@@ -285,6 +286,12 @@ bool RunController::start(const RunRequest& request, const QString& pipeText, co
   lastIteration_ = -2;
   reader_ = std::make_unique<RunEventReader>(request_.remote ? "ssh " + request_.remote->displayName().toStdString()
                                                              : std::string("pipestudio-cli run"));
+  // User-declared kinds come back by name: give the reader the schedule's table.
+  if (auto parsed = parseDsl(pipeText.toStdString())) {
+    std::vector<std::string> kinds;
+    for (const auto& k : parsed->userKinds) kinds.push_back(k.name);
+    reader_->setUserKinds(std::move(kinds));
+  }
   setPhase(Phase::CheckingVersion, QStringLiteral("Checking %1…").arg(cliLabel(request_)));
   startProcess(buildVersionCommand(request_));
   return true;

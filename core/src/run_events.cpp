@@ -160,7 +160,9 @@ size_t RunEventReader::parseLine(std::string_view raw) {
     auto kind = builtinKindFromName(kindName);
     if (!kind) {
       // A user-declared kind: the stream does not carry the schedule's kind table.
-      return bad("has kind '" + kindName + "' this reader does not know");
+      auto it = std::find(userKinds_.begin(), userKinds_.end(), kindName);
+      if (it == userKinds_.end()) return bad("has kind '" + kindName + "' this reader does not know");
+      kind = static_cast<OpKind>(kFirstUserKind + static_cast<int>(it - userKinds_.begin()));
     }
     if (iteration > iteration_) {
       // A new measured iteration: the timeline is the newest one.

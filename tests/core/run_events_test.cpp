@@ -222,6 +222,19 @@ TEST(RunEvents, UnknownEventTypesAndBadFieldsAreWarnings) {
   EXPECT_EQ(r.timeline().ops[0].op.microbatch, 2);
 }
 
+TEST(RunEvents, UserKindsOfTheScheduleAreKnownWhenGiven) {
+  const std::string line =
+      R"({"type":"op","iteration":0,"device":0,"step":3,"kind":"ALLREDUCE","stage":1,"microbatch":-1,"start_ms":5,"end_ms":5.1})"
+      "\n";
+  RunEventReader r;
+  r.setUserKinds({"OPT", "ALLREDUCE"});
+  r.feed(line);
+  EXPECT_EQ(r.warningCount(), 0u);
+  ASSERT_EQ(r.timeline().ops.size(), 1u);
+  EXPECT_EQ(static_cast<int>(r.timeline().ops[0].op.kind), kFirstUserKind + 1);
+  EXPECT_EQ(r.timeline().ops[0].op.microbatch, -1);
+}
+
 TEST(RunEvents, ErrorThenFinishedFailedKeepsThePartialTimeline) {
   RunEventReader r;
   size_t cut = 0;

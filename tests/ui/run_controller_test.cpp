@@ -110,6 +110,33 @@ class RunControllerTest : public QObject {
     QCOMPARE(sched->pipeText, std::string(kTinyPipe));
   }
 
+  // The bundled example declares its own ALLREDUCE kind; its ops come back under the
+  // schedule's kind index, not as unknown-kind warnings.
+  void userDeclaredKindsComeBack() {
+    QFile f(QStringLiteral(PIPESTUDIO_RESOURCES_DIR "/examples/example.pipe"));
+    QVERIFY(f.open(QIODevice::ReadOnly));
+    const QString text = QString::fromUtf8(f.readAll());
+    const auto schedule = ps::core::parseDsl(text.toStdString());
+    QVERIFY(schedule);
+    RunController c;
+    QSignalSpy done(&c, &RunController::runFinished);
+    RunRequest r = localRequest(QStringLiteral(PIPESTUDIO_CLI));
+    r.iterations = 1;
+    r.modelParameters = QStringLiteral("layers=8,hidden=16");
+    QVERIFY(c.start(r, text, QStringLiteral("example")));
+    const RunOutcome o = waitForOutcome(c, done, 120000);
+    QVERIFY2(o.status == RunOutcome::Status::Finished, qPrintable(o.message + "\n" + o.stderrText));
+    QVERIFY2(o.streamWarnings.empty(), ps::core::formatDiagnostics(o.streamWarnings).c_str());
+    QCOMPARE(o.timeline.ops.size(), schedule->opCount());
+    int user = 0;
+    for (const auto& op : o.timeline.ops)
+      if (ps::core::isUserKind(op.op.kind)) {
+        ++user;
+        QCOMPARE(schedule->kindName(op.op.kind), std::string("ALLREDUCE"));
+      }
+    QCOMPARE(user, 4);
+  }
+
   void cancelStopsALocalRun_data() {
     QTest::addColumn<int>("processes");
     QTest::newRow("one process") << 1;

@@ -81,6 +81,11 @@ class RunEventReader {
   // `source` names the stream in warnings (e.g. "ssh gpu1: pipestudio-cli run").
   explicit RunEventReader(std::string source = "<run events>");
 
+  // The schedule's user-declared kinds (Schedule::userKinds names, in order): op events of
+  // those kinds then map to OpKind(kFirstUserKind + i) as in the schedule; without them such
+  // events are warnings.
+  void setUserKinds(std::vector<std::string> names) { userKinds_ = std::move(names); }
+
   // Parses every complete line in `bytes` (plus what was kept from before). Returns the
   // number of events accepted.
   size_t feed(std::string_view bytes);
@@ -132,6 +137,7 @@ class RunEventReader {
   int iteration_ = -1;  // iteration the kept ops belong to
   int maxDevice_ = -1;
   std::vector<TimelineOp> ops_;
+  std::vector<std::string> userKinds_;
   std::vector<std::vector<MemorySample>> memory_;
 };
 
