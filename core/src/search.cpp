@@ -572,7 +572,7 @@ bool Searcher::refinePartition() {
 
 void Searcher::refineCriticalPath() {
   // Moves guided by the best schedule's critical path: an op of the chain that waited for its
-  // device (the previous op there was still running) is pulled one to three places earlier in
+  // device (the previous op there was still running) is pulled one to five places earlier in
   // its device's order; the first move the simulator confirms as faster is kept, and the
   // path is recomputed. Only the chain sets the makespan, so moves elsewhere cannot help.
   phase_ = "local improvement";
@@ -591,14 +591,14 @@ void Searcher::refineCriticalPath() {
     const CriticalPath cp = criticalPath(*tl, cur);
     // Latest steps first: moves near the end shorten the tail directly.
     std::vector<std::pair<int, int>> moves;  // (device, step)
-    for (auto it = cp.steps.rbegin(); it != cp.steps.rend() && moves.size() < 6; ++it) {
+    for (auto it = cp.steps.rbegin(); it != cp.steps.rend() && moves.size() < 12; ++it) {
       if (it->via != CriticalLink::DeviceOrder || it->op >= tl->ops.size()) continue;
       const TimelineOp& op = tl->ops[it->op];
       if (op.step > 0 && !op.overlapped) moves.emplace_back(op.device, op.step);
     }
     bool improved = false;
     for (auto [dev, step] : moves) {
-      for (int back = 1; back <= 3 && !improved && !shouldStop(); ++back) {
+      for (int back = 1; back <= 5 && !improved && !shouldStop(); ++back) {
         if (step - back < 0) break;
         Schedule cand = cur;
         auto& ord = cand.devices[static_cast<size_t>(dev)];
