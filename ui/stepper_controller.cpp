@@ -522,7 +522,8 @@ void StepperController::toggleBreakpointOnSelection() {
 }
 
 void StepperController::timelineOpened() {
-  pause();
+  // A live run refreshes its overlay as ops arrive: keep the user's playhead then.
+  const bool refresh = measured_ && stepper_.has_value() && view_ && view_->hasOverlay();
   dirty_ = true;
   engaged_ = true;
   ensure();
@@ -533,6 +534,7 @@ void StepperController::timelineOpened() {
   }
   const Timeline& tl = stepper_->timeline();
   if (measured_ && !tl.complete) {
+    pause();
     const size_t stop = stepper_->stopPosition();
     position_ = stop;
     time_ = stepper_->timeAt(stop);
@@ -559,8 +561,11 @@ void StepperController::timelineOpened() {
                              .arg(fmtMs(time_)));
     return;
   }
-  position_ = 0;
-  time_ = stepper_->timeAt(0);
+  if (!refresh) {
+    pause();
+    position_ = 0;
+    time_ = stepper_->timeAt(0);
+  }
   publish();
   Q_EMIT moved();
 }

@@ -93,7 +93,8 @@ class StepperController : public QObject {
   void toggleBreakpointOnSelection();
 
   // A run was laid over the plan (or cleared): rebuild, and open a failed or hung run at its
-  // stop point; a complete one at its start.
+  // stop point; a complete one at its start, unless it refreshes the run already shown (a
+  // live run's ops arriving), which keeps the playhead.
   void timelineOpened();
 
  Q_SIGNALS:

@@ -299,6 +299,10 @@ class StepperGuiTest : public QObject {
     QVERIFY(w.timeline()->selectedOp().has_value());
     QCOMPARE(*w.timeline()->selectedOp(), op(OpKind::B, 1, 0));
 
+    // The run's overlay refreshed (a live run's ops arriving) keeps the playhead.
+    w.setMeasuredOverlay(handRun(), QStringLiteral("hand, refreshed"));
+    QCOMPARE(sc->time(), 6.0);
+
     // At the end both devices are finished.
     sc->goToEnd();
     QVERIFY(sp->deviceItem(0)->text(1).startsWith(QStringLiteral("finished")));
