@@ -7,6 +7,8 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <string>
 
 #include "pipestudio/engine/engine.h"
 
@@ -26,10 +28,11 @@ ps::core::Schedule oneDeviceGpipe() {
   return s;
 }
 
-void BM_ExecutorOverhead(benchmark::State& state) {
+void runOverhead(benchmark::State& state, const std::string& device) {
   const int hidden = static_cast<int>(state.range(0)), batch = static_cast<int>(state.range(1));
   auto sched = oneDeviceGpipe();
   ps::engine::RunOptions o;
+  o.device = device;
   o.model = ps::engine::parseModelSpec("mlp:layers=4,hidden=" + std::to_string(hidden)).value();
   o.microbatchSize = batch;
   o.iterations = kIters;
@@ -39,7 +42,7 @@ void BM_ExecutorOverhead(benchmark::State& state) {
   for (auto _ : state) {
     auto r = ps::engine::runSchedule(sched, o);
     if (!r || r->status != ps::engine::RunStatus::Finished) {
-      state.SkipWithError("run failed");
+      state.SkipWithError(!r ? r.errors().front().message.c_str() : r->diagnostics.front().message.c_str());
       return;
     }
     std::vector<double> it = r->iterationMs;
@@ -58,9 +61,29 @@ void BM_ExecutorOverhead(benchmark::State& state) {
   state.counters["overhead_pct"] = 100.0 * gapMs / (busyMs + gapMs);
 }
 
+void BM_ExecutorOverhead(benchmark::State& state) { runOverhead(state, "cpu"); }
+
 // hidden x micro-batch rows: tiny ops (~0.05 ms, overhead shows) and ~1-10 ms ops.
 BENCHMARK(BM_ExecutorOverhead)->Args({128, 16})->Args({512, 64})->Args({1024, 128})->UseManualTime()->Unit(benchmark::kMillisecond);
 
 }  // namespace
 
-BENCHMARK_MAIN();
+// The CUDA variant (op times from CUDA events, streams, allocator statistics) is registered
+// only when a GPU is there; otherwise the run says why it is missing.
+int main(int argc, char** argv) {
+  if (ps::engine::cudaAvailable()) {
+    benchmark::RegisterBenchmark("BM_ExecutorOverheadCuda", [](benchmark::State& st) { runOverhead(st, "cuda"); })
+        ->Args({1024, 128})
+        ->Args({4096, 512})
+        ->UseManualTime()
+        ->Unit(benchmark::kMillisecond);
+  } else {
+    std::fprintf(stderr, "BM_ExecutorOverheadCuda skipped: %s\n",
+                 ps::engine::cudaCompiled() ? "no GPU visible" : "CPU-only libtorch build");
+  }
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -100,6 +100,26 @@ Linear* Layer::addLinear(const std::string& n, int64_t in, int64_t out, at::Gene
   return owned.back().get();
 }
 
+void Layer::to(const at::Device& device) {
+  auto move = [&](at::Tensor& t) {
+    if (t.defined() && t.device() != device) t.set_data(t.to(device));
+  };
+  for (auto* lin : linears) {
+    move(lin->weight);
+    move(lin->bias);
+    move(lin->gradWeight);
+    move(lin->gradBias);
+  }
+  for (auto& p : params) move(p.value);
+}
+
+void Model::to(const at::Device& device) {
+  for (auto& l : layers) l->to(device);
+  inputs = inputs.to(device);
+  targets = targets.to(device);
+  options = options.device(device);
+}
+
 namespace {
 
 class MlpBlock : public Layer {
@@ -145,6 +165,11 @@ class DecoderBlock : public Layer {
     fc1_ = addLinear("mlp.fc1", s.hidden, static_cast<int64_t>(s.ffn) * s.hidden, gen, opt);
     fc2_ = addLinear("mlp.fc2", static_cast<int64_t>(s.ffn) * s.hidden, s.hidden, gen, opt);
     causal_ = at::ones({s.seq, s.seq}, at::TensorOptions().dtype(at::kBool).device(opt.device())).triu(1);
+  }
+
+  void to(const at::Device& device) override {
+    Layer::to(device);
+    causal_ = causal_.to(device);
   }
 
   at::Tensor forward(const at::Tensor& x, ForwardCtx& ctx) override {

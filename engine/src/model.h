@@ -73,6 +73,9 @@ class Layer {
  public:
   virtual ~Layer() = default;
   virtual at::Tensor forward(const at::Tensor& x, ForwardCtx& ctx) = 0;
+  // Moves every tensor of the layer to `device` in place (set_data keeps each tensor's
+  // identity, so members and `params` still alias).
+  virtual void to(const at::Device& device);
   std::string name;
   std::vector<Linear*> linears;         // owned below, listed for W and gradients
   std::vector<NamedParam> params;       // autograd parameters (LayerNorm, embeddings)
@@ -107,6 +110,7 @@ class Model {
   // Per-sample output shape of each layer (TorchScript; measured by a probe forward).
   std::vector<std::vector<int64_t>> layerOutputShapes;
   std::int64_t parameterCount() const;
+  void to(const at::Device& device);  // layers, data and options
 
   // Gradients (name, tensor) of the layers [first, last); undefined grads read as zeros.
   std::vector<NamedParam> gradients(int first, int last) const;

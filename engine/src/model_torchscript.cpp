@@ -85,6 +85,9 @@ class TorchScriptLayer : public Layer {
     return out.toTensor();
   }
 
+  // Module::to moves parameters with set_data, so `params` keeps aliasing them.
+  void to(const at::Device& device) override { module_.to(device); }
+
  private:
   torch::jit::Module module_;
   std::string file_;

@@ -1,7 +1,8 @@
 #pragma once
 // Transports between devices (private to the engine). Stages on devices of this process hand
 // tensors over through the in-process mailbox; devices of other processes are reached through
-// a RemoteTransport (c10d ProcessGroupGloo over a TCPStore; NCCL when CUDA is built in).
+// a RemoteTransport (c10d ProcessGroupGloo over a TCPStore; NCCL when CUDA is built in,
+// nccl_transport.cpp, declared in cuda_device.h).
 #include <ATen/ATen.h>
 
 #include <atomic>
@@ -35,6 +36,7 @@ struct Envelope {
   int srcDevice = 0;
   core::Op producer;
   double sentMs = 0;  // sender's clock, ms since the iteration origin
+  std::shared_ptr<void> ready;  // GPU: event on the producer's stream the consumer waits for
 };
 
 // Thrown by waits that give up because the run is being stopped (another worker failed, or

@@ -156,5 +156,7 @@ core::Result<core::CostProfile> profileModel(const ModelSpec& model, const Profi
 bool cudaCompiled();
 // True when CUDA is compiled in and at least one GPU is present.
 bool cudaAvailable();
+// GPUs visible to this process (0 without CUDA).
+int cudaDeviceCount();
 
 }  // namespace ps::engine

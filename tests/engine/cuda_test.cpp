@@ -1,0 +1,131 @@
+// GPU paths. On a CPU-only build: --device cuda is refused with a clear message and the GPU
+// tests skip. On a GPU: gradients equal the unpipelined model's for 1F1B and ZB-H1 on one GPU
+// (a stream per pipeline device), offload to pinned memory and overlapped pairs keep them
+// exact, the timeline comes from CUDA events and memory from the caching allocator; with two
+// GPUs, two processes over NCCL.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "pipestudio/core/dsl.h"
+#include "pipestudio/core/generators.h"
+#include "pipestudio/engine/engine.h"
+#include "schedules.h"
+
+using namespace ps::engine;
+using ps::core::ScheduleKind;
+
+namespace {
+
+RunOptions gpuOptions() {
+  RunOptions o;
+  o.model = parseModelSpec("gpt:layers=2,hidden=32,heads=2,seq=8,vocab=32").value();
+  o.device = "cuda";
+  o.microbatchSize = 2;
+  o.checkGradients = true;
+  o.timeoutSeconds = 60;
+  o.iterations = 2;
+  o.warmup = 1;
+  return o;
+}
+
+ps::core::Schedule generated(ScheduleKind k, int devices = 2, int micro = 4) {
+  auto s = ps::core::generateSchedule(k, {devices, micro, 0});
+  EXPECT_TRUE(s.ok()) << ps::core::scheduleKindName(k);
+  return s.ok() ? s.value() : ps::core::Schedule{};
+}
+
+void expectExactOnGpu(const ps::core::Schedule& s, const RunOptions& o) {
+  auto r = runSchedule(s, o);
+  ASSERT_TRUE(r.ok()) << ps::core::formatDiagnostics(r.errors());
+  ASSERT_EQ(r->status, RunStatus::Finished) << r->diagnostics[0].message;
+  EXPECT_TRUE(r->gradients.passed) << s.name << ": worst " << r->gradients.worstParameter << " "
+                                   << r->gradients.maxRelativeError << ", loss " << r->gradients.lossRelativeError;
+  ASSERT_EQ(r->timeline.ops.size(), s.opCount());
+  // CUDA-event times: inside the iteration, ordered within each op.
+  for (const auto& op : r->timeline.ops) {
+    EXPECT_GE(op.start, 0.0);
+    EXPECT_LE(op.start, op.end);
+    EXPECT_LE(op.end, r->iterationMs.back() + 1.0);
+  }
+  // Allocator statistics: the GPU holds at least the model while ops run.
+  bool sawBytes = false;
+  for (const auto& dev : r->timeline.memory)
+    for (const auto& m : dev) sawBytes = sawBytes || m.bytes > 0;
+  EXPECT_TRUE(sawBytes);
+}
+
+#define SKIP_WITHOUT_GPU()                                                                               \
+  if (!cudaAvailable())                                                                                  \
+  GTEST_SKIP() << (cudaCompiled() ? "no GPU visible to this process"                                     \
+                                  : "CPU-only build (Debian libtorch): GPU tests run on a CUDA build, see " \
+                                    "docs/engine.md \"GPU builds\"")
+
+}  // namespace
+
+TEST(CudaBuild, DeviceCudaIsRefusedClearlyWithoutAGpu) {
+  if (cudaAvailable()) GTEST_SKIP() << "a GPU is present: nothing to refuse";
+  auto r = runSchedule(generated(ScheduleKind::OneFOneB), gpuOptions());
+  ASSERT_FALSE(r.ok());
+  const std::string msg = ps::core::formatDiagnostics(r.errors());
+  EXPECT_NE(msg.find("--device cuda"), std::string::npos) << msg;
+  if (!cudaCompiled()) {
+    EXPECT_NE(msg.find("CPU-only"), std::string::npos) << msg;
+    EXPECT_EQ(cudaDeviceCount(), 0);
+  }
+}
+
+TEST(CudaGpu, OneFOneBGradientsEqualUnpipelined) {
+  SKIP_WITHOUT_GPU();
+  expectExactOnGpu(generated(ScheduleKind::OneFOneB), gpuOptions());
+}
+
+TEST(CudaGpu, ZbH1GradientsEqualUnpipelined) {
+  SKIP_WITHOUT_GPU();
+  expectExactOnGpu(generated(ScheduleKind::ZBH1), gpuOptions());
+}
+
+TEST(CudaGpu, OffloadToPinnedMemoryAndRecomputeStayExact) {
+  SKIP_WITHOUT_GPU();
+  expectExactOnGpu(ps::engine::testing::withOffload(generated(ScheduleKind::OneFOneB)), gpuOptions());
+  expectExactOnGpu(ps::engine::testing::withRecompute(generated(ScheduleKind::ZBH1)), gpuOptions());
+}
+
+TEST(CudaGpu, OverlappedPairsOnTwoStreamsStayExact) {
+  SKIP_WITHOUT_GPU();
+  auto s = generated(ScheduleKind::DualPipeV, 2, 8);
+  bool pairs = false;
+  for (const auto& dev : s.devices)
+    for (const auto& st : dev) pairs = pairs || st.overlapped();
+  ASSERT_TRUE(pairs) << "DualPipeV should overlap F and B";
+  expectExactOnGpu(s, gpuOptions());
+}
+
+TEST(CudaGpu, TwoProcessesOverNccl) {
+  SKIP_WITHOUT_GPU();
+  if (cudaDeviceCount() < 2) GTEST_SKIP() << "NCCL test needs 2 GPUs, " << cudaDeviceCount() << " visible";
+  for (ScheduleKind k : {ScheduleKind::OneFOneB, ScheduleKind::ZBH1}) {
+    auto s = generated(k);
+    const std::string pipe = ::testing::TempDir() + "ps_cuda_nccl_" + std::to_string(::getpid()) + "_" +
+                             std::string(ps::core::scheduleKindName(k)) + ".pipe";
+    std::ofstream(pipe) << ps::core::printDsl(s);
+    const std::string cmd = std::string(PIPESTUDIO_CLI) + " run " + pipe +
+                            " --model gpt:layers=2,hidden=32,heads=2,seq=8,vocab=32 --device cuda --nproc 2"
+                            " --check-gradients --timeout 60 2>&1";
+    std::string out;
+    FILE* p = popen(cmd.c_str(), "r");
+    ASSERT_NE(p, nullptr);
+    std::array<char, 4096> buf{};
+    size_t n = 0;
+    while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
+    const int st = pclose(p);
+    EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << out;
+    EXPECT_NE(out.find("gradient check: passed"), std::string::npos) << out;
+    std::remove(pipe.c_str());
+  }
+}
