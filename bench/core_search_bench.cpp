@@ -1,7 +1,11 @@
 // Schedule and partition search over the heterogeneous model zoo (docs/benchmarks.md,
 // "Search"). Each case runs one search (time limit 10 s) and reports, as counters:
 //   vs_builtin    best built-in makespan / search makespan        (>= 1 by construction)
-//   vs_megatron   interleaved 1F1B with a uniform layer split / search makespan
+//   vs_megatron   interleaved 1F1B with Megatron-LM's default split (transformer blocks evenly
+//                 over the stages, the embedding with the first stage and the LM head with the
+//                 last) / search makespan
+//   vs_uniform    interleaved 1F1B with every layer, embedding and LM head included, counted
+//                 evenly over the stages (a kinder baseline) / search makespan
 //   mbs_ratio     largest micro-batch size that fits with the DawnPiper plan / with a
 //                 compute-balanced 1F1B split keeping all activations
 // After the benchmarks a markdown table of every case is printed to stdout.
@@ -27,8 +31,8 @@ struct Row {
   std::string model;
   int D = 0, M = 0;
   double memGiB = 0;
-  double search = 0, builtin = 0, megatron = 0;
-  std::string builtinName, megatronNote, bestName;
+  double search = 0, builtin = 0, megatron = 0, uniform = 0;
+  std::string builtinName, megatronNote, uniformNote, bestName;
   double seconds = 0;
   double cpuSeconds = 0;  // thread CPU time: what the search costs without the other load
   std::size_t evaluated = 0;
@@ -61,15 +65,26 @@ double simulateWith(const Schedule& s, const CostProfile& p, const std::vector<i
   return tl->metrics.makespan;
 }
 
-// Megatron's interleaved 1F1B (2 chunks per device) on a uniform layer split; with full
-// recompute when it does not fit otherwise (what a Megatron user does).
-double megatron(const CostProfile& p, int D, int M, std::int64_t limit, std::string& note) {
+// Megatron-LM's default split: its pipeline split counts transformer blocks only, evenly over
+// the (virtual) stages, and puts the embedding on the first stage and the LM head on the last.
+// Every zoo profile starts with its embedding and ends with its LM head.
+std::vector<int> megatronPartition(int layers, int stages) {
+  auto part = uniformPartition(layers - 2, stages);
+  part.front() += 1;
+  part.back() += 1;
+  return part;
+}
+
+// Megatron's interleaved 1F1B (2 chunks per device) on a given split; with full recompute
+// when it does not fit otherwise (what a Megatron user does).
+double megatron(const CostProfile& p, int D, int M, std::int64_t limit, bool megatronSplit, std::string& note) {
   auto s = generateSchedule(ScheduleKind::Interleaved1F1B, GeneratorOptions{D, M, 2});
   if (!s) {
     note = "n/a";
     return 0;
   }
-  auto part = uniformPartition(static_cast<int>(p.layers.size()), s->pipeline.stages);
+  const int layers = static_cast<int>(p.layers.size());
+  auto part = megatronSplit ? megatronPartition(layers, s->pipeline.stages) : uniformPartition(layers, s->pipeline.stages);
   bool fits = false;
   double t = simulateWith(*s, p, part, limit, fits);
   if (fits) return t;
@@ -121,7 +136,8 @@ void BM_Search(benchmark::State& state, std::string name, int D, int M, double m
         row.builtinName = b.name;
       }
   }
-  row.megatron = megatron(p, D, M, limit, row.megatronNote);
+  row.megatron = megatron(p, D, M, limit, true, row.megatronNote);
+  row.uniform = megatron(p, D, M, limit, false, row.uniformNote);
   // Largest micro-batch size on a linear pipeline of D stages under 1F1B.
   PartitionOptions po;
   po.stages = D;
@@ -133,6 +149,7 @@ void BM_Search(benchmark::State& state, std::string name, int D, int M, double m
   row.mbsBase = largestMicrobatchSizeFixed(p, {}, plain, 512).largestMicrobatchSize;
   state.counters["vs_builtin"] = row.builtin > 0 ? row.builtin / row.search : 0;
   state.counters["vs_megatron"] = row.megatron > 0 ? row.megatron / row.search : 0;
+  state.counters["vs_uniform"] = row.uniform > 0 ? row.uniform / row.search : 0;
   state.counters["mbs_ratio"] = row.mbsBase > 0 ? static_cast<double>(row.mbsPlan) / row.mbsBase : 0;
   state.counters["evaluated"] = static_cast<double>(row.evaluated);
   rows().push_back(row);
@@ -153,31 +170,21 @@ void registerAll() {
         }
 }
 
-void printTable() {
-  if (rows().empty()) return;
-  std::printf("\n| model | D | M | memory | best built-in | vs best built-in | vs Megatron interleaved (uniform) | search s (CPU) | mbs plan / 1F1B |\n");
-  std::printf("|---|---|---|---|---|---|---|---|---|\n");
+// "1.234 (full recompute)", or "n/a does not fit".
+std::string ratioCell(double baseline, double search, const std::string& note) {
+  if (baseline <= 0) return "n/a " + note;
+  return std::to_string(baseline / search).substr(0, 5) + (note.empty() ? "" : " (" + note + ")");
+}
+
+void printMeans(const char* title, double Row::*baseline) {
   std::map<std::string, std::pair<double, int>> meanByModel;
-  for (auto& r : rows()) {
-    if (r.search <= 0) {
-      std::printf("| %s | %d | %d | %.0f GiB | nothing fits | - | - | - | - |\n", r.model.c_str(), r.D, r.M, r.memGiB);
-      continue;
-    }
-    const std::string vsBuiltin = r.builtin > 0 ? std::to_string(r.builtin / r.search).substr(0, 5) : "no built-in fits";
-    std::printf("| %s | %d | %d | %.0f GiB | %s | %s | %s | %.2f (%.2f) | %d / %d |\n", r.model.c_str(), r.D, r.M, r.memGiB,
-                r.builtin > 0 ? r.builtinName.c_str() : "-", vsBuiltin.c_str(),
-                r.megatron > 0 ? (std::to_string(r.megatron / r.search).substr(0, 5) +
-                                  (r.megatronNote.empty() ? "" : " (" + r.megatronNote + ")"))
-                                     .c_str()
-                               : ("n/a " + r.megatronNote).c_str(),
-                r.seconds, r.cpuSeconds, r.mbsPlan, r.mbsBase);
-    if (r.megatron > 0 && r.search > 0) {
+  for (auto& r : rows())
+    if (r.*baseline > 0 && r.search > 0) {
       auto& e = meanByModel[r.model];
-      e.first += r.megatron / r.search;
+      e.first += r.*baseline / r.search;
       ++e.second;
     }
-  }
-  std::printf("\nmean speed-up over Megatron interleaved 1F1B (uniform split):\n");
+  std::printf("\nmean speed-up over %s:\n", title);
   for (auto& [m, e] : meanByModel) std::printf("  %s: %.3f over %d cases\n", m.c_str(), e.first / e.second, e.second);
   double hetSum = 0;
   int hetN = 0;
@@ -187,6 +194,27 @@ void printTable() {
       hetN += e.second;
     }
   if (hetN) std::printf("  heterogeneous models: %.3f over %d cases\n", hetSum / hetN, hetN);
+}
+
+void printTable() {
+  if (rows().empty()) return;
+  std::printf("\n| model | D | M | memory | best built-in | vs best built-in | vs Megatron interleaved (default split) "
+              "| vs interleaved (all layers even) | search s (CPU) | mbs plan / 1F1B |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|\n");
+  for (auto& r : rows()) {
+    if (r.search <= 0) {
+      std::printf("| %s | %d | %d | %.0f GiB | nothing fits | - | - | - | - | - |\n", r.model.c_str(), r.D, r.M,
+                  r.memGiB);
+      continue;
+    }
+    const std::string vsBuiltin = r.builtin > 0 ? std::to_string(r.builtin / r.search).substr(0, 5) : "no built-in fits";
+    std::printf("| %s | %d | %d | %.0f GiB | %s | %s | %s | %s | %.2f (%.2f) | %d / %d |\n", r.model.c_str(), r.D, r.M,
+                r.memGiB, r.builtin > 0 ? r.builtinName.c_str() : "-", vsBuiltin.c_str(),
+                ratioCell(r.megatron, r.search, r.megatronNote).c_str(),
+                ratioCell(r.uniform, r.search, r.uniformNote).c_str(), r.seconds, r.cpuSeconds, r.mbsPlan, r.mbsBase);
+  }
+  printMeans("Megatron interleaved 1F1B, default split (blocks even, embedding first, LM head last)", &Row::megatron);
+  printMeans("interleaved 1F1B, every layer counted evenly", &Row::uniform);
   int mbsN = 0, mbsZero = 0;
   double mbsMin = 1e9, mbsSum = 0;
   for (auto& r : rows()) {

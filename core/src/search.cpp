@@ -162,9 +162,12 @@ class Searcher {
     auto& top = result_.top;
     for (auto& t : top)
       if (t.name == c.name && std::abs(t.makespan - c.makespan) < 1e-9) return;
+    const size_t keep = std::max<size_t>(1, o_.keepTop);
+    if (top.size() >= keep && c.makespan >= top.back().makespan) return;  // would be dropped
     top.push_back(c);
+    top.back().schedule = std::make_shared<const Schedule>(s);
     std::stable_sort(top.begin(), top.end(), [](auto& a, auto& b) { return a.makespan < b.makespan; });
-    if (top.size() > std::max<size_t>(1, o_.keepTop)) top.resize(std::max<size_t>(1, o_.keepTop));
+    if (top.size() > keep) top.resize(keep);
   }
 
   void reportProgress(bool force) {

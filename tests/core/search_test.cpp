@@ -166,12 +166,19 @@ TEST(Search, FullSearchUnderAMemoryLimitIsDeterministicAndFits) {
   for (auto& d : tl.metrics.devices) EXPECT_LE(d.peakMemoryBytes, limit);
   EXPECT_TRUE(validateSchedule(a->best).valid());
   EXPECT_LE(a->bestSummary.makespan, bestFeasibleBuiltin(*a) + 1e-9);
-  // The best candidates are distinct, feasible and sorted.
+  // The best candidates are distinct, feasible and sorted, and each keeps its schedule: what
+  // the simulator says of it is what the list says (the GUI opens any of them as a design).
+  ASSERT_FALSE(a->top.empty());
+  EXPECT_NEAR(a->top.front().makespan, a->bestSummary.makespan, 1e-9);
   for (size_t i = 0; i < a->top.size(); ++i) {
     EXPECT_TRUE(a->top[i].fitsMemory);
     if (i) {
       EXPECT_LE(a->top[i - 1].makespan, a->top[i].makespan);
     }
+    ASSERT_TRUE(a->top[i].schedule) << a->top[i].name;
+    Timeline t = resimulate(p, *a->top[i].schedule, limit);
+    ASSERT_TRUE(t.complete) << a->top[i].name;
+    EXPECT_NEAR(t.metrics.makespan, a->top[i].makespan, 1e-9) << a->top[i].name;
   }
 }
 
