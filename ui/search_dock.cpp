@@ -243,7 +243,7 @@ SearchDock::SearchDock(ScheduleDocument* doc, QWidget* parent) : QDockWidget(tr(
   progress_->setValue(0);
   progress_->setTextVisible(true);
   progress_->setFormat(tr("idle"));
-  progress_->setMinimumWidth(200);
+  progress_->setMinimumWidth(120);
   message_ = new QLabel;
   message_->setWordWrap(true);
   message_->setTextInteractionFlags(Qt::TextSelectableByMouse);
@@ -257,33 +257,34 @@ SearchDock::SearchDock(ScheduleDocument* doc, QWidget* parent) : QDockWidget(tr(
     l->setAlignment(Qt::AlignRight | Qt::AlignVCenter);
     return l;
   };
-  // Row 0: profile; row 1: sizes and limits; row 2: actions and progress; row 3: message.
+  // Row 0: profile; rows 1-2: sizes and limits, three to a row so the dock stays narrow
+  // enough to share the window's side with the other docks; row 3: actions and progress;
+  // row 4: message.
   grid->addWidget(label(tr("Profile")), 0, 0);
-  grid->addWidget(profileName_, 0, 1, 1, 5);
-  grid->addWidget(useDocButton_, 0, 6);
-  grid->addWidget(fileButton_, 0, 7);
+  grid->addWidget(profileName_, 0, 1, 1, 3);
+  grid->addWidget(useDocButton_, 0, 4);
+  grid->addWidget(fileButton_, 0, 5);
   grid->addWidget(label(tr("Devices")), 1, 0);
   grid->addWidget(devices_, 1, 1);
   grid->addWidget(label(tr("Micro-batches")), 1, 2);
   grid->addWidget(microbatches_, 1, 3);
   grid->addWidget(label(tr("Memory (GiB)")), 1, 4);
   grid->addWidget(memory_, 1, 5);
-  grid->addWidget(label(tr("Time limit")), 1, 6);
-  grid->addWidget(timeLimit_, 1, 7);
-  grid->addWidget(label(tr("Seed")), 1, 8);
-  grid->addWidget(seed_, 1, 9);
-  grid->addWidget(label(tr("Max chunks")), 1, 10);
-  grid->addWidget(maxChunks_, 1, 11);
+  grid->addWidget(label(tr("Time limit")), 2, 0);
+  grid->addWidget(timeLimit_, 2, 1);
+  grid->addWidget(label(tr("Seed")), 2, 2);
+  grid->addWidget(seed_, 2, 3);
+  grid->addWidget(label(tr("Max chunks")), 2, 4);
+  grid->addWidget(maxChunks_, 2, 5);
   auto* actions = new QHBoxLayout;
   actions->setContentsMargins(0, 0, 0, 0);
   actions->addWidget(startButton_);
   actions->addWidget(cancelButton_);
   actions->addWidget(progress_, 1);
   actions->addWidget(openButton_);
-  grid->addLayout(actions, 2, 0, 1, 12);
-  grid->addWidget(message_, 3, 0, 1, 12);
-  grid->setColumnStretch(5, 1);
-  grid->setColumnStretch(12, 2);
+  grid->addLayout(actions, 3, 0, 1, 6);
+  grid->addWidget(message_, 4, 0, 1, 6);
+  for (int c : {1, 3, 5}) grid->setColumnStretch(c, 1);
 
   // Chart of the best makespan over elapsed time.
   auto* chart = new QChart;
@@ -336,7 +337,7 @@ SearchDock::SearchDock(ScheduleDocument* doc, QWidget* parent) : QDockWidget(tr(
   table_->horizontalHeader()->setStretchLastSection(true);
   table_->horizontalHeader()->setSectionResizeMode(QHeaderView::Interactive);
   table_->verticalHeader()->setDefaultSectionSize(table_->fontMetrics().height() + 6);
-  table_->setMinimumWidth(360);
+  table_->setMinimumWidth(240);
 
   auto* split = new QSplitter(Qt::Horizontal);
   split->setChildrenCollapsible(false);
