@@ -206,6 +206,8 @@ class Run {
   void deliver(int device, const Op& op, const MessageKey& key, int dstStage, const at::Tensor& t);
   void fail(ErrorInfo e);
   void emit(const nlohmann::json& j);
+  // The run-event protocol's "op" event for a measured op of `iteration`.
+  void emitOp(int iteration, const core::TimelineOp& r);
   static double nowMs() { return msBetween(tlOrigin, Clock::now()); }
   static thread_local Clock::time_point tlOrigin;  // this worker's iteration origin
   // The running op's compute start (after its input arrived) and end (when its output was
@@ -723,9 +725,7 @@ void Run::runIteration(int device, int iteration) {
       if (gpu(device)) {
         events.emplace_back(tlEvStart, tlEvEnd);  // times and op events after the iteration
       } else if (measured_)
-        emit({{"type", "op"}, {"iteration", iteration}, {"device", device}, {"step", i}, {"op", opName(op)},
-              {"kind", sched_.kindName(op.kind)}, {"stage", op.stage}, {"microbatch", op.microbatch},
-              {"overlapped", step.overlapped()}, {"start_ms", start}, {"end_ms", end}});
+        emitOp(iteration, rec);
       sampleMemory(device, end);
     }
   }
@@ -741,11 +741,7 @@ void Run::runIteration(int device, int iteration) {
         recs[j].start = ms[static_cast<size_t>(a)];
         recs[j].end = std::max(ms[static_cast<size_t>(b)], recs[j].start);
       }
-      const auto& r = recs[j];
-      if (measured_)
-        emit({{"type", "op"}, {"iteration", iteration}, {"device", device}, {"step", r.step}, {"op", opName(r.op)},
-              {"kind", sched_.kindName(r.op.kind)}, {"stage", r.op.stage}, {"microbatch", r.op.microbatch},
-              {"overlapped", r.overlapped}, {"start_ms", r.start}, {"end_ms", r.end}});
+      if (measured_) emitOp(iteration, recs[j]);
     }
   }
   iterEndMs_[static_cast<size_t>(device)] = nowMs();
@@ -870,6 +866,12 @@ nlohmann::json reportToJson(const RunReport& r, const std::optional<ErrorInfo>& 
   return j;
 }
 
+void Run::emitOp(int iteration, const core::TimelineOp& r) {
+  emit({{"type", "op"}, {"iteration", iteration}, {"device", r.device}, {"step", r.step}, {"op", opName(r.op)},
+        {"kind", sched_.kindName(r.op.kind)}, {"stage", r.op.stage}, {"microbatch", r.op.microbatch},
+        {"overlapped", r.overlapped}, {"start_ms", r.start}, {"end_ms", r.end}});
+}
+
 void Run::gatherRemote(RunReport& r) {
   const auto wait = std::chrono::milliseconds(static_cast<long>(std::min(opt_.timeoutSeconds, 30.0) * 1000) + 2000);
   std::optional<ErrorInfo> err;
@@ -903,15 +905,24 @@ void Run::gatherRemote(RunReport& r) {
     }
     auto j = nlohmann::json::parse(*text, nullptr, false);
     if (j.is_discarded()) continue;
-    for (const auto& o : j["ops"])
+    // Only this rank streams events, so the other ranks' ops and memory of the measured
+    // iteration reach the event stream here, before "finished": a reader of the stream ends
+    // with every device, as the returned timeline does.
+    for (const auto& o : j["ops"]) {
       r.timeline.ops.push_back({o[0].get<int>(), o[1].get<int>(), opFromJson(o[2]), o[3].get<bool>(), o[4].get<double>(),
                                 o[5].get<double>()});
+      if (measured_) emitOp(iteration_, r.timeline.ops.back());
+    }
     for (const auto& t : j["transfers"])
       r.timeline.transfers.push_back({t[0].get<int>(), t[1].get<int>(), opFromJson(t[2]), opFromJson(t[3]),
                                       t[4].get<std::int64_t>(), t[5].get<double>(), t[6].get<double>()});
     for (const auto& s : j["memory"]) {
       size_t d = s[0].get<size_t>();
-      if (d < r.timeline.memory.size()) r.timeline.memory[d].push_back({s[1].get<double>(), s[2].get<std::int64_t>()});
+      if (d >= r.timeline.memory.size()) continue;
+      r.timeline.memory[d].push_back({s[1].get<double>(), s[2].get<std::int64_t>()});
+      if (measured_)
+        emit({{"type", "memory"}, {"iteration", iteration_}, {"device", d}, {"time_ms", s[1].get<double>()},
+              {"bytes", s[2].get<std::int64_t>()}});
     }
     auto losses = j["losses"].get<std::vector<double>>();
     for (size_t i = 0; i < losses.size() && i < r.losses.size(); ++i) r.losses[i] += losses[i];

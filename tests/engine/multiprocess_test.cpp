@@ -8,6 +8,9 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 
 #include "pipestudio/core/dsl.h"
@@ -61,6 +64,36 @@ TEST(MultiProcess, TwoGlooRanksGiveExactGradientsZeroBubble) {
   auto r = runCli("run " + path + " " + kModel + " --nproc 2 --check-gradients --timeout 30");
   EXPECT_EQ(r.exitCode, 0) << r.output;
   EXPECT_NE(r.output.find("gradient check: passed"), std::string::npos) << r.output;
+}
+
+TEST(MultiProcess, EventStreamCarriesEveryRanksOpsAndMemory) {
+  // Rank 0 streams the events; the other rank's ops and memory of the measured iteration must
+  // reach the stream too (the GUI and remote runs read only the stream).
+  auto path = writeSchedule(ps::core::ScheduleKind::OneFOneB, 2, 4, "mp_events");
+  auto r = runCli("run " + path + " " + kModel + " --nproc 2 --warmup 1 --iterations 1 --events jsonl --timeout 30");
+  ASSERT_EQ(r.exitCode, 0) << r.output;
+  std::map<int, int> opsPerDevice;
+  std::map<int, int> memoryPerDevice;
+  int finishedAt = -1, lastOpAt = -1, line = 0;
+  std::istringstream in(r.output);
+  for (std::string text; std::getline(in, text); ++line) {
+    auto j = nlohmann::json::parse(text, nullptr, false);
+    if (j.is_discarded() || !j.is_object()) continue;
+    const std::string type = j.value("type", "");
+    if (type == "op" && j.value("iteration", -1) == 1) {
+      ++opsPerDevice[j.value("device", -1)];
+      lastOpAt = line;
+      EXPECT_LE(j.value("start_ms", 0.0), j.value("end_ms", -1.0)) << text;
+    }
+    if (type == "memory" && j.value("iteration", -1) == 1) ++memoryPerDevice[j.value("device", -1)];
+    if (type == "finished") finishedAt = line;
+  }
+  // 1F1B, 4 micro-batches: 4 F and 4 B on each device, each once, before "finished".
+  EXPECT_EQ(opsPerDevice[0], 8) << r.output;
+  EXPECT_EQ(opsPerDevice[1], 8) << r.output;
+  EXPECT_EQ(opsPerDevice.size(), 2u) << r.output;
+  EXPECT_GT(memoryPerDevice[1], 0) << r.output;
+  EXPECT_GT(finishedAt, lastOpAt);
 }
 
 TEST(MultiProcess, ExceptionInOneRankFailsTheRunNamingTheOp) {
