@@ -26,7 +26,8 @@ const char* kUsage =
     "and I include the loss. Each time is the median of N repetitions (default 10) after K\n"
     "warm-up ones (default 3). Bytes: weights, what F stashes, what W holds after I, output.\n"
     "Threads: as a run sets them per worker, T when given, else cores / D (D = devices the run\n"
-    "will have on this host, default 1); profile with the run's setting.\n"
+    "will have on this host, default 1); ops are timed on D worker threads at once, as the\n"
+    "workers of a run share the cores. Profile with the run's setting.\n"
     "Writes the cost-profile JSON (stdout without -o) with \"source\": \"profiled\" and the\n"
     "settings under \"profiler\"; with -o, prints a table of the layers.\n"
     "Exit status: 0 ok, 1 the model cannot be profiled (e.g. cuda without a GPU), 2 usage.\n";

@@ -7,6 +7,7 @@
 #include <torch/csrc/autograd/autograd.h>
 
 #include <algorithm>
+#include <barrier>
 #include <chrono>
 #include <thread>
 
@@ -122,49 +123,81 @@ core::Result<core::CostProfile> profileModel(const ModelSpec& spec, const Profil
   if (!checked) return checked.errors();
 
   try {
+    // As in a run: the thread count is set by the calling thread, and ops run on worker
+    // threads, `workers` of them at once (each on its own copy of the model), so the timings
+    // include what the workers of a run do to each other on this host's cores.
     ThreadSetting threads(intraOpThreads(o.threads, o.workers));
-    auto model = detail::Model::build(spec, o.seed, o.microbatchSize, 1);
-    if (model->weightGradByGraph)
+    const int W = o.workers;
+    std::vector<std::unique_ptr<detail::Model>> models;
+    for (int w = 0; w < W; ++w) models.push_back(detail::Model::build(spec, o.seed, o.microbatchSize, 1));
+    const detail::Model& model0 = *models.front();
+    if (model0.weightGradByGraph)
       return core::makeError("engine.profile",
                              "profile: " + spec.kind + " models are not profiled yet (their weight gradients come from "
                              "the autograd graph, not from deferred Linear layers); built-in mlp and gpt are");
     const auto names = modelLayerNames(spec);
-    if (names.size() != model->layers.size())
-      return core::makeError("engine.model", "profile: the model has " + std::to_string(model->layers.size()) +
+    if (names.size() != model0.layers.size())
+      return core::makeError("engine.model", "profile: the model has " + std::to_string(model0.layers.size()) +
                                                  " layers but names " + std::to_string(names.size()));
-    // The input of every layer: the micro-batch carried through the layers before it.
-    std::vector<at::Tensor> inputs;
-    {
+    const size_t L = model0.layers.size();
+    // The input of every layer: the micro-batch carried through the layers before it; and the
+    // gradient that arrives from the next stage, shaped like the layer's output.
+    std::vector<std::vector<at::Tensor>> inputs(static_cast<size_t>(W)), grads(static_cast<size_t>(W));
+    for (int w = 0; w < W; ++w) {
       c10::NoGradGuard noGrad;
       detail::ForwardCtx ctx{-1, nullptr};
-      at::Tensor x = model->microInput(0);
-      for (auto& layer : model->layers) {
-        inputs.push_back(x);
-        x = layer->forward(x, ctx);
+      detail::Model& m = *models[static_cast<size_t>(w)];
+      at::Tensor x = m.microInput(0);
+      for (size_t l = 0; l < L; ++l) {
+        inputs[static_cast<size_t>(w)].push_back(x);
+        x = m.layers[l]->forward(x, ctx);
+        grads[static_cast<size_t>(w)].push_back(l + 1 < L ? at::randn_like(x) * 1e-3 : at::Tensor());
       }
     }
-    const at::Tensor target = model->microTarget(0);
+
+    std::vector<std::vector<std::vector<LayerSample>>> samples(
+        static_cast<size_t>(W), std::vector<std::vector<LayerSample>>(L));
+    std::vector<std::string> errors(static_cast<size_t>(W));
+    std::barrier sync(W);
+    auto worker = [&](int w) {
+      const auto wi = static_cast<size_t>(w);
+      detail::Model& m = *models[wi];
+      const at::Tensor target = m.microTarget(0);
+      bool failed = false;
+      for (size_t l = 0; l < L; ++l)
+        for (int r = 0; r < o.warmup + o.repetitions; ++r) {
+          sync.arrive_and_wait();  // the workers start each repetition together
+          if (failed) continue;
+          try {
+            LayerSample one = runLayerOnce(m, l, inputs[wi][l], grads[wi][l], target);
+            if (r >= o.warmup) samples[wi][l].push_back(one);
+          } catch (const c10::Error& e) {
+            errors[wi] = e.what_without_backtrace();
+            failed = true;
+          } catch (const std::exception& e) {
+            errors[wi] = e.what();
+            failed = true;
+          }
+        }
+    };
+    std::vector<std::thread> pool;
+    for (int w = 0; w < W; ++w) pool.emplace_back(worker, w);
+    for (auto& t : pool) t.join();
+    for (const auto& e : errors)
+      if (!e.empty()) return core::makeError("engine.profile", "profile: " + e);
 
     core::CostProfile profile;
     profile.name = "profiled " + modelSpecToString(spec) + " b=" + std::to_string(o.microbatchSize);
-    for (size_t l = 0; l < model->layers.size(); ++l) {
-      const detail::Layer& layer = *model->layers[l];
-      at::Tensor dy;
-      if (l + 1 < model->layers.size()) {
-        // The gradient that arrives from the next stage: shaped like this layer's output.
-        c10::NoGradGuard noGrad;
-        detail::ForwardCtx ctx{-1, nullptr};
-        dy = at::randn_like(model->layers[l]->forward(inputs[l], ctx)) * 1e-3;
-      }
+    for (size_t l = 0; l < L; ++l) {
+      const detail::Layer& layer = *model0.layers[l];
       std::vector<double> f, i, w;
-      LayerSample last;
-      for (int r = 0; r < o.warmup + o.repetitions; ++r) {
-        last = runLayerOnce(*model, l, inputs[l], dy, target);
-        if (r < o.warmup) continue;
-        f.push_back(last.f);
-        i.push_back(last.i);
-        w.push_back(last.w);
-      }
+      for (const auto& perWorker : samples)
+        for (const LayerSample& one : perWorker[l]) {
+          f.push_back(one.f);
+          i.push_back(one.i);
+          w.push_back(one.w);
+        }
+      const LayerSample& last = samples.front()[l].back();
       core::LayerCost c;
       c.name = names[l];
       c.forwardMs = median(f);

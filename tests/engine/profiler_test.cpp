@@ -111,6 +111,23 @@ TEST(Profiler, ProfileRoundTripsThroughTheCoreLoaderAndPartitions) {
   EXPECT_NEAR((*stages)[0].F, p->layers[0].forwardMs + p->layers[1].forwardMs, 1e-9);
 }
 
+TEST(Profiler, ConcurrentWorkersGiveTheSameBytesAndPositiveTimes) {
+  auto spec = *parseModelSpec("mlp:layers=2,hidden=32");
+  ProfileOptions o = quick(2);
+  auto one = profileModel(spec, o);
+  o.workers = 2;  // two copies timed at once, as two workers of a run share the cores
+  auto two = profileModel(spec, o);
+  ASSERT_TRUE(one && two) << (two ? "" : two.error().message);
+  ASSERT_EQ(two->layers.size(), 2u);
+  for (size_t l = 0; l < 2; ++l) {
+    EXPECT_EQ(two->layers[l].weightBytes, one->layers[l].weightBytes);
+    EXPECT_EQ(two->layers[l].activationBytes, one->layers[l].activationBytes);
+    EXPECT_GT(two->layers[l].forwardMs, 0);
+    EXPECT_GT(two->layers[l].backwardInputMs, 0);
+    EXPECT_GT(two->layers[l].backwardWeightMs, 0);
+  }
+}
+
 TEST(Profiler, RefusesBadOptionsAndCudaWithoutGpu) {
   auto spec = *parseModelSpec("mlp:layers=2,hidden=16");
   ProfileOptions o = quick(2);

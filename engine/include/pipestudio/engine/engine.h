@@ -130,9 +130,10 @@ struct ProfileOptions {
   int microbatchSize = 2;
   int repetitions = 10;  // timed repetitions per layer; each time is their median
   int warmup = 3;        // repetitions run first and left out
-  // Intra-op threads while timing, as a run sets them per worker: threads > 0 as given, else
-  // cores / workers (RunOptions::threads = 0 with `workers` devices on this host). Profile with
-  // the setting of the run the profile is meant to predict.
+  // Intra-op threads, set as a run sets them per worker: threads > 0 as given, else
+  // cores / workers (RunOptions::threads = 0 with `workers` devices on this host). Ops are
+  // timed on `workers` worker threads at once, each on its own copy of the model, as the
+  // workers of a run share this host's cores. Profile with the setting of the run to predict.
   int threads = 0;
   int workers = 1;
   std::uint64_t seed = 1;
