@@ -25,6 +25,7 @@
 #include "legend_bar.h"
 #include "memory_chart.h"
 #include "pipestudio/core/generators.h"
+#include "profile_dialog.h"
 #include "properties_panel.h"
 #include "run_dialog.h"
 #include "pipestudio/core/dsl.h"
@@ -328,6 +329,7 @@ void MainWindow::buildActions() {
     if (!runMenu) runMenu = menuBar()->addMenu(tr("&Run"));
     QAction* aRunSchedule = runMenu->addAction(tr("Run &Schedule…"), this, [this] { RunDialog::showFor(this); });
     aRunSchedule->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_R));
+    runMenu->addAction(tr("&Profile Model…"), this, [this] { ProfileDialog::showFor(this); });  // docs/gui.md
   }
   QMenu* help = menuBar()->addMenu(tr("&Help"));
   help->addAction(tr("&About PipeStudio"), this, [this] {

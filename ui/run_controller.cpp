@@ -152,6 +152,7 @@ QStringList cliRunArguments(const RunRequest& r) {
 
 ProcessCommand buildRunCommand(const RunRequest& r) { return wrap(r, cliRunArguments(r)); }
 ProcessCommand buildVersionCommand(const RunRequest& r) { return wrap(r, {QStringLiteral("--version")}); }
+ProcessCommand buildCliCommand(const RunRequest& r, const QStringList& cliArgs) { return wrap(r, cliArgs); }
 
 QByteArray scheduleStdin(const QString& pipeText) {
   QByteArray b = pipeText.toUtf8();

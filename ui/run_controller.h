@@ -85,6 +85,8 @@ QStringList cliRunArguments(const RunRequest& r);
 // [-o OPT]... DEST -- <the remote command, shell-quoted>.
 ProcessCommand buildRunCommand(const RunRequest& r);
 ProcessCommand buildVersionCommand(const RunRequest& r);
+// Any CLI subcommand on the request's target, wrapped like buildRunCommand (e.g. `profile`).
+ProcessCommand buildCliCommand(const RunRequest& r, const QStringList& cliArgs);
 // What is written to the run's stdin: the schedule and the end-of-schedule line.
 QByteArray scheduleStdin(const QString& pipeText);
 

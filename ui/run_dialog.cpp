@@ -31,6 +31,12 @@ namespace {
 const char* kDefaultParams[] = {"layers=8,hidden=256,heads=4,seq=128,vocab=1000", "layers=8,hidden=512"};
 }
 
+QString defaultModelParameters(const QString& model) {
+  if (model == QStringLiteral("gpt")) return QString::fromLatin1(kDefaultParams[0]);
+  if (model == QStringLiteral("mlp")) return QString::fromLatin1(kDefaultParams[1]);
+  return {};
+}
+
 bool editRemoteHost(QWidget* parent, RemoteHost& host) {
   QDialog d(parent);
   d.setWindowTitle(host.host.isEmpty() ? QObject::tr("Add Remote Host") : QObject::tr("Edit Remote Host"));

@@ -27,6 +27,8 @@ class MainWindow;
 
 // Edits one host in a small form; false when cancelled.
 bool editRemoteHost(QWidget* parent, RemoteHost& host);
+// The parameters the dialogs propose for a built-in model ("gpt", "mlp"); empty otherwise.
+QString defaultModelParameters(const QString& model);
 
 class RunDialog : public QDialog {
   Q_OBJECT

@@ -2,6 +2,7 @@
 //   pipestudio [FILE.pipe|FILE.csv]
 //   pipestudio --screenshot OUT.png [--size 1600x1000] [FILE]   (renders offscreen and exits)
 //   pipestudio --screenshot OUT.png --dialog run [FILE]                (the Run dialog instead)
+//   pipestudio --screenshot OUT.png --dialog profile [FILE]            (the Profile Model dialog)
 //   pipestudio [--trace TRACE.json ...] [--align absolute|scaled] [FILE]  (measured overlay)
 //   pipestudio [--playhead MS | --step N] [--break OP@dD ...] ...          (step-through)
 #include <QApplication>
@@ -19,6 +20,7 @@
 
 #include "main_window.h"
 #include "search_dock.h"
+#include "profile_dialog.h"
 #include "run_dialog.h"
 #include "session_dock.h"
 #include "state_panel.h"
@@ -156,7 +158,7 @@ int main(int argc, char** argv) {
   parser.addOption(searchProfile);
   parser.addOption(searchTime);
   QCommandLineOption dialog(QStringLiteral("dialog"),
-                            QStringLiteral("With --screenshot: render this dialog instead of the main window (run)."),
+                            QStringLiteral("With --screenshot: render this dialog instead of the main window (run, profile)."),
                             QStringLiteral("run"));
   parser.addOption(dialog);
   parser.addPositionalArgument(QStringLiteral("file"),
@@ -261,6 +263,9 @@ int main(int argc, char** argv) {
     QWidget* target = &w;
     if (parser.value(dialog) == QStringLiteral("run")) {
       target = ps::ui::RunDialog::showFor(&w);
+      for (int i = 0; i < 5; ++i) QApplication::processEvents();
+    } else if (parser.value(dialog) == QStringLiteral("profile")) {
+      target = ps::ui::ProfileDialog::showFor(&w);
       for (int i = 0; i < 5; ++i) QApplication::processEvents();
     }
     if (!target->grab().save(out)) {
