@@ -5,6 +5,7 @@
 #include <QDialogButtonBox>
 #include <QFile>
 #include <QFileDialog>
+#include <QFontDatabase>
 #include <QFormLayout>
 #include <QGroupBox>
 #include <QHBoxLayout>
@@ -274,6 +275,7 @@ void ProfileDialog::buildUi() {
   log_->setMaximumBlockCount(2000);
   log_->setPlaceholderText(tr("pipestudio-cli's messages"));
   log_->setMinimumHeight(90);
+  log_->setFont(QFontDatabase::systemFont(QFontDatabase::FixedFont));  // the layer table lines up
 
   profileButton_ = new QPushButton(tr("Profile"));
   profileButton_->setDefault(true);
@@ -469,8 +471,16 @@ void ProfileDialog::onFinished(const ProfileOutcome& o) {
   }
   saveButton_->setEnabled(true);
   const QString msg = tr("Profiled %1 on %2: %3 layers, now the document's cost profile")
-                          .arg(lastName_, o.request.target.targetName())
+                          .arg(spec, o.request.target.targetName())
                           .arg(layers);
+  // The measured numbers, as the CLI's table prints them.
+  log_->appendPlainText(QStringLiteral("%1 %2 %3 %4").arg(tr("layer"), -14).arg(tr("F ms"), 10).arg(tr("I ms"), 10).arg(tr("W ms"), 10));
+  for (const auto& l : profile.layers)
+    log_->appendPlainText(QStringLiteral("%1 %2 %3 %4")
+                              .arg(QString::fromStdString(l.name), -14)
+                              .arg(l.forwardMs, 10, 'f', 3)
+                              .arg(l.backwardInputMs, 10, 'f', 3)
+                              .arg(l.backwardWeightMs, 10, 'f', 3));
   status_->setText(msg + stored + QLatin1Char('.'));
   if (window_) window_->statusBar()->showMessage(msg, 15000);
   Q_EMIT profileApplied(msg);

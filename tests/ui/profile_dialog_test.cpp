@@ -134,9 +134,15 @@ class ProfileDialogTest : public QObject {
       QVERIFY(l.weightBytes > 0);
     }
     QCOMPARE(doc->undoStack()->count(), undoBefore + 1);
-    QVERIFY(d->statusText().contains(QStringLiteral("2 layers")));
+    QVERIFY2(d->statusText().startsWith(QStringLiteral("Profiled mlp:layers=2,hidden=16 on this machine: 2 layers")),
+             qPrintable(d->statusText()));
+    QVERIFY(d->logText().contains(QString::fromStdString(p.layers[1].name)));  // the layer table
     QVERIFY(d->saveButton()->isEnabled());
     QVERIFY(d->profileButton()->isEnabled());
+    if (const QByteArray shot = qgetenv("PS_PROFILE_DIALOG_SHOT"); !shot.isEmpty()) {  // docs/gui.md's picture
+      for (int i = 0; i < 5; ++i) QCoreApplication::processEvents();
+      QVERIFY(d->grab().save(QString::fromLocal8Bit(shot)));
+    }
     QVERIFY(!d->cancelButton()->isEnabled());
 
     // Stored in the session as profiled.
