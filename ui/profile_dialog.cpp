@@ -229,8 +229,7 @@ void ProfileDialog::buildUi() {
   auto* form = new QFormLayout(modelBox);
   model_ = new QComboBox;
   model_->setObjectName(QStringLiteral("model"));
-  model_->addItem(tr("GPT (built-in)"), QStringLiteral("gpt"));
-  model_->addItem(tr("MLP (built-in)"), QStringLiteral("mlp"));
+  addModelItems(model_, false);  // the profiler measures built-in models only
   params_ = new QLineEdit(defaultModelParameters(QStringLiteral("gpt")));
   params_->setObjectName(QStringLiteral("modelParameters"));
   params_->setToolTip(tr("key=value list (docs/engine.md, Models); keys not given keep their defaults"));
@@ -319,16 +318,7 @@ void ProfileDialog::buildUi() {
 }
 
 void ProfileDialog::rebuildTargets() {
-  const QSignalBlocker block(target_);
-  const int keep = target_->currentIndex();
-  target_->clear();
-  target_->addItem(tr("This machine"));
-  for (const RemoteHost& h : hosts_) {
-    QString text = h.displayName();
-    if (!h.name.isEmpty()) text += QStringLiteral(" (%1:%2)").arg(h.destination()).arg(h.port);
-    target_->addItem(text);
-  }
-  target_->setCurrentIndex(std::clamp(keep, 0, static_cast<int>(target_->count()) - 1));
+  fillTargetCombo(target_, hosts_, target_->currentIndex());
 }
 
 ProfileDialog* ProfileDialog::showFor(MainWindow* window) {

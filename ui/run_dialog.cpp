@@ -37,6 +37,24 @@ QString defaultModelParameters(const QString& model) {
   return {};
 }
 
+void fillTargetCombo(QComboBox* combo, const QList<RemoteHost>& hosts, int select) {
+  const QSignalBlocker block(combo);
+  combo->clear();
+  combo->addItem(QObject::tr("This machine"));
+  for (const RemoteHost& h : hosts) {
+    QString text = h.displayName();
+    if (!h.name.isEmpty()) text += QStringLiteral(" (%1:%2)").arg(h.destination()).arg(h.port);
+    combo->addItem(text);
+  }
+  combo->setCurrentIndex(std::clamp(select, 0, static_cast<int>(combo->count()) - 1));
+}
+
+void addModelItems(QComboBox* combo, bool torchscript) {
+  combo->addItem(QObject::tr("GPT (built-in)"), QStringLiteral("gpt"));
+  combo->addItem(QObject::tr("MLP (built-in)"), QStringLiteral("mlp"));
+  if (torchscript) combo->addItem(QObject::tr("TorchScript file"), QStringLiteral("torchscript"));
+}
+
 bool editRemoteHost(QWidget* parent, RemoteHost& host) {
   QDialog d(parent);
   d.setWindowTitle(host.host.isEmpty() ? QObject::tr("Add Remote Host") : QObject::tr("Edit Remote Host"));
@@ -172,9 +190,7 @@ void RunDialog::buildUi() {
   auto* modelBox = new QGroupBox(tr("Model"));
   auto* mForm = new QFormLayout(modelBox);
   model_ = new QComboBox;
-  model_->addItem(tr("GPT (built-in)"), QStringLiteral("gpt"));
-  model_->addItem(tr("MLP (built-in)"), QStringLiteral("mlp"));
-  model_->addItem(tr("TorchScript file"), QStringLiteral("torchscript"));
+  addModelItems(model_, true);
   params_ = new QLineEdit;
   params_->setObjectName(QStringLiteral("modelParameters"));
   params_->setToolTip(tr("key=value list (docs/engine.md, Models); keys not given keep their defaults"));
@@ -289,15 +305,7 @@ void RunDialog::buildUi() {
 }
 
 void RunDialog::rebuildTargets(int select) {
-  const QSignalBlocker block(target_);
-  target_->clear();
-  target_->addItem(tr("This machine"));
-  for (const RemoteHost& h : hosts_) {
-    QString text = h.displayName();
-    if (!h.name.isEmpty()) text += QStringLiteral(" (%1:%2)").arg(h.destination()).arg(h.port);
-    target_->addItem(text);
-  }
-  target_->setCurrentIndex(std::clamp(select, 0, static_cast<int>(target_->count()) - 1));
+  fillTargetCombo(target_, hosts_, select);
   editHost_->setEnabled(target_->currentIndex() > 0);
   removeHost_->setEnabled(target_->currentIndex() > 0);
   updatePreview();

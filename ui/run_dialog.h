@@ -29,6 +29,11 @@ class MainWindow;
 bool editRemoteHost(QWidget* parent, RemoteHost& host);
 // The parameters the dialogs propose for a built-in model ("gpt", "mlp"); empty otherwise.
 QString defaultModelParameters(const QString& model);
+// Shared by the Run and Profile Model dialogs. The target list: "This machine", then each
+// host (index i + 1 is hosts[i]); `select` is clamped. Signals are blocked while it fills.
+void fillTargetCombo(QComboBox* combo, const QList<RemoteHost>& hosts, int select);
+// The built-in models (item data "gpt", "mlp"), then "torchscript" when asked for.
+void addModelItems(QComboBox* combo, bool torchscript);
 
 class RunDialog : public QDialog {
   Q_OBJECT

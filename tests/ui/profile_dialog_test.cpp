@@ -2,7 +2,9 @@
 // through the dialog of a main window (the document's profile replaced as one undoable edit,
 // the profile stored in the open session as "profiled", Save As), a failing CLI (clear
 // message, document unchanged), and cancel (the process really ends).
+#include <QComboBox>
 #include <QFile>
+#include <QMenuBar>
 #include <QProgressBar>
 #include <QPushButton>
 #include <QSettings>
@@ -96,6 +98,38 @@ class ProfileDialogTest : public QObject {
     r.target.remote = h;
     const QString ssh = describeProfileFailure(r, 255, QStringLiteral("ssh: connect to host gpu1 port 22: Connection refused"));
     QVERIFY2(ssh.contains(QStringLiteral("cannot reach gpu1")), qPrintable(ssh));
+  }
+
+  void runMenuOpensTheDialogWithTheSharedHostList() {
+    RemoteHost h;
+    h.name = QStringLiteral("gpu-%1").arg(::getpid());
+    h.host = QStringLiteral("gpu1.example.org");
+    {
+      QSettings s(QStringLiteral("PipeStudio"), QStringLiteral("PipeStudio"));  // the Run dialog's list
+      saveRemoteHosts(s, {h});
+    }
+    MainWindow w;
+    QVERIFY(w.openFile(writePipe(), true));
+    QAction* action = nullptr;
+    for (QAction* menu : w.menuBar()->actions())
+      if (menu->menu() && menu->text() == QStringLiteral("&Run"))
+        for (QAction* a : menu->menu()->actions())
+          if (a->text() == QStringLiteral("&Profile Model…")) action = a;
+    QVERIFY(action);
+    action->trigger();
+    auto* d = w.findChild<ProfileDialog*>(QStringLiteral("profileDialog"));
+    QVERIFY(d);
+    QVERIFY(d->isVisible());
+    auto* target = d->findChild<QComboBox*>(QStringLiteral("target"));
+    QVERIFY(target);
+    QCOMPARE(target->count(), 2);  // this machine + the saved host
+    QVERIFY(target->itemText(1).startsWith(h.name));
+    target->setCurrentIndex(1);
+    QVERIFY(d->request().target.remote.has_value());
+    QCOMPARE(buildProfileCommand(d->request()).program, QStringLiteral("ssh"));
+    QVERIFY(d->commandPreview().startsWith(QStringLiteral("ssh ")));
+    QSettings s(QStringLiteral("PipeStudio"), QStringLiteral("PipeStudio"));
+    saveRemoteHosts(s, {});
   }
 
   void dialogProfilesATinyModelIntoTheDocumentAndSession() {
