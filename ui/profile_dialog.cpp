@@ -54,7 +54,19 @@ QStringList cliProfileArguments(const ProfileRequest& r) {
   return a;
 }
 
-ProcessCommand buildProfileCommand(const ProfileRequest& r) { return buildCliCommand(r.target, cliProfileArguments(r)); }
+ProcessCommand buildProfileCommand(const ProfileRequest& r) {
+  ProcessCommand c = buildCliCommand(r.target, cliProfileArguments(r));
+  if (!r.target.remote || c.arguments.isEmpty()) return c;
+  // Over ssh without a tty nothing signals the remote CLI when the client goes away, and the
+  // profile writes nothing until it is done. So the remote shell watches its stdin (kept open
+  // by the client): at EOF (Cancel closes it, or the connection drops) it kills the CLI.
+  const QString script =
+      QStringLiteral("exec 3<&0; %1 </dev/null 3<&- & p=$!; { cat <&3 >/dev/null 2>&1; kill $p 2>/dev/null; } & "
+                     "w=$!; exec 3<&-; wait $p; s=$?; kill $w 2>/dev/null; exit $s")
+          .arg(c.arguments.last());
+  c.arguments.last() = QStringLiteral("sh -c ") + shellQuote(script);
+  return c;
+}
 
 QString describeProfileFailure(const ProfileRequest& r, int exitCode, const QString& stderrText) {
   if (QString ssh = describeSshFailure(r.target, exitCode, stderrText); !ssh.isEmpty()) return ssh;
@@ -131,14 +143,16 @@ bool ProfileController::start(const ProfileRequest& r) {
     if (p == proc_) done(code, st);
   });
   proc_->start();
-  proc_->closeWriteChannel();  // the profile reads nothing
+  // Locally the profile reads nothing; over ssh stdin stays open: its end stops the remote CLI.
+  if (!request_.target.remote) proc_->closeWriteChannel();
   return true;
 }
 
 void ProfileController::cancel() {
   if (!proc_ || cancelled_) return;
   cancelled_ = true;
-  proc_->terminate();  // for ssh: the client ends and the remote session with it
+  proc_->closeWriteChannel();  // the remote shell sees EOF and kills the CLI (buildProfileCommand)
+  proc_->terminate();          // the CLI, or the ssh client (whose end is an EOF there too)
   killTimer_->start(graceMs_);
 }
 

@@ -42,7 +42,8 @@ struct ProfileRequest {
 
 // profile --model SPEC --device D [--microbatch-size B] --workers N --repetitions R --warmup K -o -
 QStringList cliProfileArguments(const ProfileRequest& r);
-// The CLI locally, or `ssh ... -- <remote command>` (buildCliCommand).
+// The CLI locally, or `ssh ... -- sh -c '<watch stdin; the CLI>'` (buildCliCommand): the
+// remote CLI is killed when the ssh channel's stdin ends (cancel, lost connection).
 ProcessCommand buildProfileCommand(const ProfileRequest& r);
 // Why a profile command failed, in one line (ssh failure, missing binary, bad model spec, the
 // model cannot be profiled), with the CLI's last stderr lines.

@@ -5,6 +5,7 @@
 #include <QComboBox>
 #include <QFile>
 #include <QMenuBar>
+#include <QProcess>
 #include <QProgressBar>
 #include <QPushButton>
 #include <QSettings>
@@ -82,11 +83,61 @@ class ProfileDialogTest : public QObject {
     r.target.connectTimeoutSeconds = 7;
     const ProcessCommand c = buildProfileCommand(r);
     QCOMPARE(c.program, QStringLiteral("ssh"));
-    QCOMPARE(c.arguments,
+    QCOMPARE(c.arguments.mid(0, 12),
              (QStringList{"-o", "BatchMode=yes", "-o", "ConnectTimeout=7", "-p", "2222", "-i", "/k/id", "-o",
-                          "IdentitiesOnly=yes", "ana@gpu1.example.org", "--",
-                          "'/opt/pipe studio/pipestudio-cli' profile --model mlp:layers=2,hidden=16 --device cuda "
-                          "--workers 1 --repetitions 2 --warmup 0 -o -"}));
+                          "IdentitiesOnly=yes", "ana@gpu1.example.org", "--"}));
+    QCOMPARE(c.arguments.size(), 13);
+    // The remote command: sh -c with a watcher script that runs exactly this CLI command.
+    const QString remote = c.arguments.last();
+    QVERIFY(remote.startsWith(QStringLiteral("sh -c '")));
+    QProcess sh;  // what the remote login shell makes of it: sh, -c, one script
+    sh.start(QStringLiteral("sh"), {QStringLiteral("-c"), QStringLiteral("for w in ") + remote.mid(6) +
+                                                             QStringLiteral("; do printf '%s\\n' \"$w\"; done")});
+    QVERIFY(sh.waitForFinished(5000));
+    const QString script = QString::fromUtf8(sh.readAllStandardOutput()).trimmed();
+    QVERIFY2(script.contains(QStringLiteral("'/opt/pipe studio/pipestudio-cli' profile --model mlp:layers=2,hidden=16 "
+                                            "--device cuda --workers 1 --repetitions 2 --warmup 0 -o - </dev/null")),
+             qPrintable(script));
+  }
+
+  // The remote side of a profile, run here by sh as sshd would: the CLI's output and exit
+  // status come through; the end of stdin (Cancel, a dropped connection) kills the CLI.
+  void remoteScriptPassesOutputAndStopsTheCliAtEndOfInput() {
+    QTemporaryDir bin;
+    const QString pidFile = bin.filePath(QStringLiteral("pid"));
+    const QString ok = runtest::writeScript(bin.path(), QStringLiteral("ok-cli"),
+                                            QStringLiteral("echo \"$*\"\necho oops >&2\nexit 3\n"));
+    const QString slow = runtest::writeScript(bin.path(), QStringLiteral("slow-cli"),
+                                              QStringLiteral("echo $$ > '%1'\nexec sleep 60\n").arg(pidFile));
+    ProfileRequest r = tinyRequest(QStringLiteral("/local/cli"));
+    RemoteHost h;
+    h.host = QStringLiteral("gpu1");
+    h.cliPath = ok;
+    r.target.remote = h;
+    auto remoteShell = [](const ProfileRequest& req) {
+      return QStringList{QStringLiteral("-c"), buildProfileCommand(req).arguments.last()};
+    };
+    QProcess p;
+    p.start(QStringLiteral("sh"), remoteShell(r));
+    QVERIFY(p.waitForStarted(5000));
+    QVERIFY(p.waitForFinished(10000));  // ends by itself with stdin still open
+    QCOMPARE(p.exitCode(), 3);
+    QVERIFY(p.readAllStandardOutput().startsWith("profile --model mlp:layers=2,hidden=16"));
+    QCOMPARE(p.readAllStandardError().trimmed(), QByteArray("oops"));
+
+    r.target.remote->cliPath = slow;
+    QProcess q;
+    q.start(QStringLiteral("sh"), remoteShell(r));
+    QVERIFY(q.waitForStarted(5000));
+    QTRY_VERIFY_WITH_TIMEOUT(QFile(pidFile).size() > 0, 5000);
+    QFile f(pidFile);
+    QVERIFY(f.open(QIODevice::ReadOnly));
+    const qint64 cliPid = f.readAll().trimmed().toLongLong();
+    QVERIFY(cliPid > 0);
+    QVERIFY(!runtest::processGone(cliPid));
+    q.closeWriteChannel();
+    QVERIFY(q.waitForFinished(10000));
+    QTRY_VERIFY_WITH_TIMEOUT(runtest::processGone(cliPid), 5000);
   }
 
   void failureMessagesNameTheCause() {
