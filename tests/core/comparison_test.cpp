@@ -10,6 +10,7 @@
 
 #include "pipestudio/core/comparison.h"
 #include "hand_built.h"
+#include "../cli_runner.h"
 
 using namespace ps::core;
 
@@ -183,22 +184,10 @@ TEST(Comparison, AlignmentNames) {
 
 namespace {
 
-struct CliResult {
-  int rc = -1;
-  std::string out;
-};
+using ps::test::CliResult;
 
 CliResult cli(const std::string& args, bool withStderr = false) {
-  std::string cmd = std::string(PIPESTUDIO_CLI) + " " + args + (withStderr ? " 2>&1" : " 2>/dev/null");
-  CliResult r;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-  int status = pclose(p);
-  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+  return ps::test::runCli(args, withStderr ? ps::test::Stderr::Merge : ps::test::Stderr::Drop);
 }
 
 std::string traces() {
@@ -211,7 +200,7 @@ std::string traces() {
 
 TEST(CompareCli, TextReportsMakespansTablesPathAndBubbles) {
   CliResult r = cli("compare " + traces());
-  ASSERT_EQ(r.rc, 0) << r.out;
+  ASSERT_EQ(r.exitCode, 0) << r.out;
   EXPECT_NE(r.out.find("predicted 9.000 ms, measured 11.400 ms, error +26.7%"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("critical path: 6 ops"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("waiting for B0@s1 on device 1 before B0@s0"), std::string::npos) << r.out;
@@ -219,7 +208,7 @@ TEST(CompareCli, TextReportsMakespansTablesPathAndBubbles) {
 
 TEST(CompareCli, JsonMatchesTheHandComputedCase) {
   CliResult r = cli("compare " + traces() + " --json");
-  ASSERT_EQ(r.rc, 0) << r.out;
+  ASSERT_EQ(r.exitCode, 0) << r.out;
   auto j = nlohmann::json::parse(r.out);
   EXPECT_NEAR(j["makespan_predicted"].get<double>(), 9.0, 1e-6);
   EXPECT_NEAR(j["makespan_measured"].get<double>(), 11.4, 1e-6);
@@ -246,7 +235,7 @@ TEST(CompareCli, DirectoryOfRankFiles) {
   // tests/data/traces/run_dir holds copies of the two rank files (nothing else).
   std::string d = std::string(PIPESTUDIO_TEST_DATA_DIR) + "/traces/";
   CliResult r = cli("compare " + d + "1f1b_d2_m2.pipe --cost F=1,B=2 --json " + d + "run_dir");
-  ASSERT_EQ(r.rc, 0) << r.out;
+  ASSERT_EQ(r.exitCode, 0) << r.out;
   auto j = nlohmann::json::parse(r.out);
   EXPECT_NEAR(j["makespan_measured"].get<double>(), 11.4, 1e-6);
   EXPECT_EQ(j["matched"], 8);
@@ -254,7 +243,7 @@ TEST(CompareCli, DirectoryOfRankFiles) {
 
 TEST(CompareCli, ScaledAlignment) {
   CliResult r = cli("compare " + traces() + " --json --align scaled");
-  ASSERT_EQ(r.rc, 0);
+  ASSERT_EQ(r.exitCode, 0);
   auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["alignment"], "scaled");
   EXPECT_NEAR(j["scale"].get<double>(), 9.0 / 11.4, 1e-6);
@@ -266,11 +255,11 @@ TEST(CompareCli, ScaledAlignment) {
 TEST(CompareCli, MalformedTraceAndUsageErrors) {
   std::string d = std::string(PIPESTUDIO_TEST_DATA_DIR) + "/traces/";
   CliResult bad = cli("compare " + d + "1f1b_d2_m2.pipe --cost F=1,B=2 " + d + "malformed_rank0.json", true);
-  EXPECT_EQ(bad.rc, 1);
+  EXPECT_EQ(bad.exitCode, 1);
   EXPECT_NE(bad.out.find("malformed_rank0.json:3:"), std::string::npos) << bad.out;
   EXPECT_NE(bad.out.find("not valid JSON"), std::string::npos) << bad.out;
 
-  EXPECT_EQ(cli("compare " + d + "1f1b_d2_m2.pipe " + d + "1f1b_d2_m2_rank0.pt.trace.json").rc, 2);  // no profile
-  EXPECT_EQ(cli("compare " + traces() + " --align sideways").rc, 2);
-  EXPECT_EQ(cli("compare " + d + "1f1b_d2_m2.pipe --cost F=1 " + d + "missing.json").rc, 2);
+  EXPECT_EQ(cli("compare " + d + "1f1b_d2_m2.pipe " + d + "1f1b_d2_m2_rank0.pt.trace.json").exitCode, 2);  // no profile
+  EXPECT_EQ(cli("compare " + traces() + " --align sideways").exitCode, 2);
+  EXPECT_EQ(cli("compare " + d + "1f1b_d2_m2.pipe --cost F=1 " + d + "missing.json").exitCode, 2);
 }

@@ -14,28 +14,15 @@
 #include "pipestudio/core/dsl.h"
 #include "pipestudio/core/generators.h"
 #include "pipestudio/core/pytorch_csv.h"
+#include "../cli_runner.h"
 
 using namespace ps::core;
 
 namespace {
 
-struct CliRun {
-  int status = -1;
-  std::string out;  // stdout and stderr
-};
+using ps::test::CliResult;
 
-CliRun cli(const std::string& args) {
-  CliRun r;
-  std::string cmd = std::string(PIPESTUDIO_CLI) + " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf{};
-  size_t n = 0;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  int st = pclose(p);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
-}
+CliResult cli(const std::string& args) { return ps::test::runCli(args); }
 
 class TempDir {
  public:
@@ -73,8 +60,8 @@ std::string resource(const std::string& rel) { return std::string(PIPESTUDIO_RES
 TEST(DslCli, FmtPrintsCanonicalForm) {
   TempDir t;
   std::string f = t.file("a.pipe", "devices 2 microbatches 2   # messy\ndevice 1:F0 B0 F1 B1\ndevice 0 : F0 F1 B0 B1");
-  CliRun r = cli("fmt " + f);
-  EXPECT_EQ(r.status, 0) << r.out;
+  CliResult r = cli("fmt " + f);
+  EXPECT_EQ(r.exitCode, 0) << r.out;
   EXPECT_EQ(r.out,
             "devices 2\nstages 2\nmicrobatches 2\nplacement linear\n\ndevice 0: F0 F1 B0 B1\ndevice 1: F0 B0 F1 B1\n");
   // Formatting canonical text changes nothing.
@@ -85,42 +72,42 @@ TEST(DslCli, FmtPrintsCanonicalForm) {
 TEST(DslCli, FmtReportsErrorsWithPlaceAndExitOne) {
   TempDir t;
   std::string f = t.file("bad.pipe", "devices 1\nmicrobatches 1\ndevice 0: F0 X0\n");
-  CliRun r = cli("fmt " + f);
-  EXPECT_EQ(r.status, 1);
+  CliResult r = cli("fmt " + f);
+  EXPECT_EQ(r.exitCode, 1);
   EXPECT_NE(r.out.find(f + ":3:14: error: unknown op kind 'X'"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("  device 0: F0 X0\n               ^\n"), std::string::npos) << r.out;
 }
 
 TEST(DslCli, UsageErrorsExitTwo) {
-  EXPECT_EQ(cli("fmt").status, 2);
-  EXPECT_EQ(cli("fmt /nonexistent/x.pipe").status, 2);
-  EXPECT_EQ(cli("fmt a.pipe b.pipe").status, 2);
-  EXPECT_EQ(cli("expand " + resource("schedules/1f1b.pipe") + " --set devices").status, 2);
-  EXPECT_EQ(cli("expand " + resource("schedules/1f1b.pipe") + " --set devices=x").status, 2);
-  EXPECT_EQ(cli("convert a.txt b.csv").status, 2);
-  EXPECT_EQ(cli("convert " + resource("schedules/1f1b.pipe") + " x.csv --csv-format full").status, 2);
+  EXPECT_EQ(cli("fmt").exitCode, 2);
+  EXPECT_EQ(cli("fmt /nonexistent/x.pipe").exitCode, 2);
+  EXPECT_EQ(cli("fmt a.pipe b.pipe").exitCode, 2);
+  EXPECT_EQ(cli("expand " + resource("schedules/1f1b.pipe") + " --set devices").exitCode, 2);
+  EXPECT_EQ(cli("expand " + resource("schedules/1f1b.pipe") + " --set devices=x").exitCode, 2);
+  EXPECT_EQ(cli("convert a.txt b.csv").exitCode, 2);
+  EXPECT_EQ(cli("convert " + resource("schedules/1f1b.pipe") + " x.csv --csv-format full").exitCode, 2);
 }
 
 TEST(DslCli, ExpandWithOverrides) {
-  CliRun r = cli("expand " + resource("schedules/1f1b.pipe") + " --set devices=3 --set microbatches=4");
-  ASSERT_EQ(r.status, 0) << r.out;
+  CliResult r = cli("expand " + resource("schedules/1f1b.pipe") + " --set devices=3 --set microbatches=4");
+  ASSERT_EQ(r.exitCode, 0) << r.out;
   EXPECT_NE(r.out.find("devices 3\n"), std::string::npos);
   EXPECT_NE(r.out.find("device 0: F0 F1 F2 B0 F3 B1 B2 B3\n"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("device 2: F0 B0 F1 B1 F2 B2 F3 B3\n"), std::string::npos) << r.out;
-  CliRun bad = cli("expand " + resource("schedules/1f1b.pipe") + " --set microbatch=4");
-  EXPECT_EQ(bad.status, 1);
+  CliResult bad = cli("expand " + resource("schedules/1f1b.pipe") + " --set microbatch=4");
+  EXPECT_EQ(bad.exitCode, 1);
   EXPECT_NE(bad.out.find("did you mean"), std::string::npos) << bad.out;
-  CliRun piped = cli("expand - < " + resource("schedules/gpipe.pipe"));
-  EXPECT_EQ(piped.status, 0) << piped.out;
+  CliResult piped = cli("expand - < " + resource("schedules/gpipe.pipe"));
+  EXPECT_EQ(piped.exitCode, 0) << piped.out;
 }
 
 TEST(DslCli, ConvertPipeCsvPipeKeepsEveryAction) {
   TempDir t;
   std::string csv = t.file("dp.csv"), back = t.file("dp.pipe"), csv2 = t.file("dp2.csv");
-  ASSERT_EQ(cli("convert " + resource("schedules/dualpipe-v.pipe") + " " + csv + " --csv-format compute_comms").status,
+  ASSERT_EQ(cli("convert " + resource("schedules/dualpipe-v.pipe") + " " + csv + " --csv-format compute_comms").exitCode,
             0);
-  ASSERT_EQ(cli("convert " + csv + " " + back).status, 0);
-  ASSERT_EQ(cli("convert " + back + " " + csv2 + " --csv-format compute_comms").status, 0);
+  ASSERT_EQ(cli("convert " + csv + " " + back).exitCode, 0);
+  ASSERT_EQ(cli("convert " + back + " " + csv2 + " --csv-format compute_comms").exitCode, 0);
   EXPECT_EQ(readFile(csv), readFile(csv2));
   // The compute ops of the program survive the trip through CSV.
   auto original = parseDsl(readFile(resource("schedules/dualpipe-v.pipe")));
@@ -142,8 +129,8 @@ TEST(DslCli, ConvertPipeCsvPipeKeepsEveryAction) {
   EXPECT_EQ(csvBack->pipeline, original->pipeline);
   // Invalid input: exit 1 with the CSV cell's place.
   std::string bad = t.file("bad.csv", "0F0,0Q1\n");
-  CliRun r = cli("convert " + bad + " " + t.file("o.pipe"));
-  EXPECT_EQ(r.status, 1);
+  CliResult r = cli("convert " + bad + " " + t.file("o.pipe"));
+  EXPECT_EQ(r.exitCode, 1);
   EXPECT_NE(r.out.find("bad.csv:1:5"), std::string::npos) << r.out;
 }
 

@@ -494,35 +494,13 @@ TEST(SimulatorClosedForm, EveryGeneratorSimulatesAndAgreesWithComputeMetrics) {
 #include <fstream>
 #include <unistd.h>
 #include <nlohmann/json.hpp>
+#include "../cli_runner.h"
 
 namespace {
 
-struct CliResult {
-  int status = -1;
-  std::string out, err;
-};
+using ps::test::CliResult;
 
-CliResult cli(const std::string& args) {
-  static int n = 0;
-  auto dir = std::filesystem::temp_directory_path();
-  // ctest runs test cases as parallel processes: the pid keeps their files apart.
-  std::string errFile =
-      (dir / ("ps_sim_test_err_" + std::to_string(::getpid()) + "_" + std::to_string(++n) + ".txt")).string();
-  std::string cmd = std::string(PIPESTUDIO_CLI) + " " + args + " 2>" + errFile;
-  CliResult r;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  size_t got;
-  while ((got = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, got);
-  int st = pclose(p);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  std::ifstream e(errFile);
-  r.err.assign(std::istreambuf_iterator<char>(e), {});
-  std::filesystem::remove(errFile);
-  return r;
-}
-
+CliResult cli(const std::string& args) { return ps::test::runCli(args, ps::test::Stderr::Separate); }
 std::filesystem::path tempDir() {
   auto dir = std::filesystem::temp_directory_path() / ("ps_sim_test_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
@@ -543,7 +521,7 @@ TEST(SimulateCommand, JsonMetricsOfAPipeFile) {
                                "devices 2\nstages 2\nmicrobatches 3\nplacement linear\n"
                                "device 0: F0 F1 F2 B0 B1 B2\ndevice 1: F0 F1 F2 B0 B1 B2\n");
   CliResult r = cli("simulate " + pipe + " --cost F=1,I=1,W=1,act=10 --json");
-  ASSERT_EQ(r.status, 0) << r.err;
+  ASSERT_EQ(r.exitCode, 0) << r.err;
   auto j = nlohmann::json::parse(r.out);
   EXPECT_DOUBLE_EQ(j["makespan"].get<double>(), (3 + 2 - 1) * 3.0);
   EXPECT_DOUBLE_EQ(j["lower_bound"].get<double>(), 9);
@@ -568,12 +546,12 @@ TEST(SimulateCommand, HeaderProfileAndPartitionRelativeToThePipeFile) {
                                "profile \"p4.json\"\npartition 3, 1\ndevices 2\nstages 2\nmicrobatches 1\n"
                                "placement linear\ndevice 0: F0 B0\ndevice 1: F0 B0\n");
   CliResult r = cli("simulate " + pipe + " --json");
-  ASSERT_EQ(r.status, 0) << r.err << r.out;
+  ASSERT_EQ(r.exitCode, 0) << r.err << r.out;
   auto j = nlohmann::json::parse(r.out);
   EXPECT_DOUBLE_EQ(j["makespan"].get<double>(), 3 + 1 + 2 + 6);  // stage 0 has 3 layers
   // --partition overrides the header's.
   r = cli("simulate " + pipe + " --partition 2,2 --json");
-  ASSERT_EQ(r.status, 0) << r.err;
+  ASSERT_EQ(r.exitCode, 0) << r.err;
   EXPECT_DOUBLE_EQ(nlohmann::json::parse(r.out)["makespan"].get<double>(), 12);
   // --comm adds a fixed time per transfer (two transfers on the critical path).
   r = cli("simulate " + pipe + " --comm 0.5 --json");
@@ -585,23 +563,23 @@ TEST(SimulateCommand, DeadlockAndMemoryExitOne) {
                                "devices 2\nstages 2\nmicrobatches 1\nplacement linear\n"
                                "device 0: B0 F0\ndevice 1: F0 B0\n");
   CliResult r = cli("simulate " + pipe + " --cost F=1");
-  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.exitCode, 1);
   EXPECT_NE(r.err.find("deadlock"), std::string::npos) << r.err;
   std::string ok = writeTemp("m.pipe",
                              "devices 1\nstages 1\nmicrobatches 2\nplacement linear\ndevice 0: F0 F1 B0 B1\n");
   r = cli("simulate " + ok + " --cost F=1,act=100 --memory-limit 150 --json");
-  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.exitCode, 1);
   EXPECT_NE(r.err.find("device 0 exceeds its memory limit at 1 ms during F1@s0"), std::string::npos) << r.err;
   EXPECT_EQ(nlohmann::json::parse(r.out)["valid"], false);
-  EXPECT_EQ(cli("simulate " + ok).status, 2);  // no profile at all
-  EXPECT_EQ(cli("simulate " + ok + " --cost F=1 --profile x.json").status, 2);
+  EXPECT_EQ(cli("simulate " + ok).exitCode, 2);  // no profile at all
+  EXPECT_EQ(cli("simulate " + ok + " --cost F=1 --profile x.json").exitCode, 2);
 }
 
 TEST(SimulateCommand, PyTorchCsvAndTrace) {
   std::string csv = writeTemp("s.csv", "0F0,0F1,0B0,0B1\n,1F0,1B0,1F1,1B1\n");
   std::string trace = (tempDir() / "t.json").string();
   CliResult r = cli("simulate " + csv + " --cost F=1,B=2 --trace " + trace);
-  ASSERT_EQ(r.status, 0) << r.err;
+  ASSERT_EQ(r.exitCode, 0) << r.err;
   EXPECT_NE(r.out.find("makespan"), std::string::npos);
   std::ifstream in(trace);
   auto j = nlohmann::json::parse(in);
@@ -610,20 +588,20 @@ TEST(SimulateCommand, PyTorchCsvAndTrace) {
 
 TEST(ProfileModelCommand, PresetMatchesTheBundledProfile) {
   CliResult r = cli("profile-model --preset gpt3-1.3b");
-  ASSERT_EQ(r.status, 0) << r.err;
+  ASSERT_EQ(r.exitCode, 0) << r.err;
   std::ifstream in(std::string(PIPESTUDIO_RESOURCES_DIR) + "/profiles/gpt3-1.3b.json");
   std::string bundled((std::istreambuf_iterator<char>(in)), {});
   EXPECT_EQ(r.out, bundled);
   r = cli("profile-model --layers 2 --hidden 64 --heads 4 --seq 16 --vocab 100 --microbatch-size 2 --dtype bf16 "
           "--gpu-tflops 100 --hbm-gbps 1000 --link-gbps 10 --memory-gb 16 --name tiny");
-  ASSERT_EQ(r.status, 0) << r.err;
+  ASSERT_EQ(r.exitCode, 0) << r.err;
   auto p = parseCostProfile(r.out);
   ASSERT_TRUE(p.ok());
   EXPECT_EQ(p->name, "tiny");
   EXPECT_EQ(p->layers.size(), 4u);
   EXPECT_EQ(p->deviceMemoryBytes, 16LL << 30);
-  EXPECT_EQ(cli("profile-model --layers 2").status, 2);
-  EXPECT_EQ(cli("profile-model --preset nope").status, 2);
+  EXPECT_EQ(cli("profile-model --layers 2").exitCode, 2);
+  EXPECT_EQ(cli("profile-model --preset nope").exitCode, 2);
 }
 
 // ---------------------------------------------------------------------------------------------

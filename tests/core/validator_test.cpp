@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "pipestudio/core/generators.h"
+#include "../cli_runner.h"
 
 using namespace ps::core;
 
@@ -266,37 +267,22 @@ TEST(Validator, CapsTheNumberOfDiagnostics) {
 
 namespace {
 
-struct CliRun {
-  int status;
-  std::string out;  // stdout and stderr together
-};
-
-CliRun runCli(const std::string& args) {
-  std::string cmd = std::string(PIPESTUDIO_CLI) + " " + args + " 2>&1";
-  CliRun r{-1, {}};
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-  int st = pclose(p);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
-}
+using ps::test::CliResult;
+using ps::test::runCli;
 
 std::string data(const std::string& name) { return std::string(PIPESTUDIO_TEST_DATA_DIR) + "/" + name; }
 
 }  // namespace
 
 TEST(ValidateCli, ValidCsvExitsZero) {
-  CliRun r = runCli("validate " + data("pytorch_1f1b_compute_comms.csv"));
-  EXPECT_EQ(r.status, 0) << r.out;
+  CliResult r = runCli("validate " + data("pytorch_1f1b_compute_comms.csv"));
+  EXPECT_EQ(r.exitCode, 0) << r.out;
   EXPECT_NE(r.out.find("valid (2 devices, 2 stages, 2 micro-batches"), std::string::npos) << r.out;
 }
 
 TEST(ValidateCli, DeadlockExitsOneWithTheCycle) {
-  CliRun r = runCli("validate " + data("pytorch_deadlock.csv"));
-  EXPECT_EQ(r.status, 1) << r.out;
+  CliResult r = runCli("validate " + data("pytorch_deadlock.csv"));
+  EXPECT_EQ(r.exitCode, 1) << r.out;
   // Pointed at the cell of the stuck op (row 1, cell 0B0 at column 5).
   EXPECT_NE(r.out.find("pytorch_deadlock.csv:1:5: error: deadlock: device 0 waits at B0@s0 for B0@s1 on device 1"),
             std::string::npos)
@@ -304,37 +290,37 @@ TEST(ValidateCli, DeadlockExitsOneWithTheCycle) {
 }
 
 TEST(ValidateCli, ParseErrorsExitOneAndUsageExitsTwo) {
-  CliRun bad = runCli("validate " + data("pytorch_bad_action.csv"));
-  EXPECT_EQ(bad.status, 1) << bad.out;
+  CliResult bad = runCli("validate " + data("pytorch_bad_action.csv"));
+  EXPECT_EQ(bad.exitCode, 1) << bad.out;
   EXPECT_NE(bad.out.find("pytorch_bad_action.csv:1:11: error:"), std::string::npos) << bad.out;
-  EXPECT_EQ(runCli("validate").status, 2);
-  EXPECT_EQ(runCli("validate /nonexistent/file.pipe").status, 2);
-  EXPECT_EQ(runCli("validate --bogus x.pipe").status, 2);
+  EXPECT_EQ(runCli("validate").exitCode, 2);
+  EXPECT_EQ(runCli("validate /nonexistent/file.pipe").exitCode, 2);
+  EXPECT_EQ(runCli("validate --bogus x.pipe").exitCode, 2);
 }
 
 TEST(GenerateCli, EveryKindGeneratesAPipeFileThatValidates) {
   for (const char* kind : {"gpipe", "1f1b", "interleaved-1f1b", "looped-bfs", "zb-h1", "zb-h2", "zb-v", "dualpipe-v"}) {
-    CliRun r = runCli(std::string("generate ") + kind + " --devices 4 --microbatches 8 | " + PIPESTUDIO_CLI +
+    CliResult r = runCli(std::string("generate ") + kind + " --devices 4 --microbatches 8 | " + PIPESTUDIO_CLI +
                    " validate -");
-    EXPECT_EQ(r.status, 0) << kind << ": " << r.out;
+    EXPECT_EQ(r.exitCode, 0) << kind << ": " << r.out;
     EXPECT_NE(r.out.find("valid (4 devices"), std::string::npos) << kind << ": " << r.out;
   }
 }
 
 TEST(GenerateCli, CsvByExtensionAndClearSizeErrors) {
   std::string out = ::testing::TempDir() + "gen_cli_test.csv";
-  CliRun r = runCli("generate 1f1b --devices 2 --microbatches 3 -o " + out);
-  ASSERT_EQ(r.status, 0) << r.out;
-  CliRun v = runCli("validate " + out);
-  EXPECT_EQ(v.status, 0) << v.out;
-  CliRun c = runCli("generate 1f1b --devices 2 --microbatches 2 --format csv --csv-format compute_comms");
-  EXPECT_EQ(c.status, 0);
+  CliResult r = runCli("generate 1f1b --devices 2 --microbatches 3 -o " + out);
+  ASSERT_EQ(r.exitCode, 0) << r.out;
+  CliResult v = runCli("validate " + out);
+  EXPECT_EQ(v.exitCode, 0) << v.out;
+  CliResult c = runCli("generate 1f1b --devices 2 --microbatches 2 --format csv --csv-format compute_comms");
+  EXPECT_EQ(c.exitCode, 0);
   EXPECT_EQ(c.out, "0F0,0SEND_F0,0F1,0SEND_F1,0RECV_B0,0B0,0RECV_B1,0B1\n1RECV_F0,1F0,1B0,1SEND_B0,1RECV_F1,1F1,1B1,1SEND_B1\n");
-  CliRun bad = runCli("generate interleaved-1f1b --devices 4 --microbatches 6");
-  EXPECT_EQ(bad.status, 2);
+  CliResult bad = runCli("generate interleaved-1f1b --devices 4 --microbatches 6");
+  EXPECT_EQ(bad.exitCode, 2);
   EXPECT_NE(bad.out.find("multiple of devices"), std::string::npos) << bad.out;
-  EXPECT_EQ(runCli("generate 3f3b --devices 2 --microbatches 2").status, 2);
-  EXPECT_EQ(runCli("generate 1f1b --devices two --microbatches 2").status, 2);
+  EXPECT_EQ(runCli("generate 3f3b --devices 2 --microbatches 2").exitCode, 2);
+  EXPECT_EQ(runCli("generate 1f1b --devices two --microbatches 2").exitCode, 2);
 }
 
 // ---- deadlock detection against a naive reference ---------------------------------------

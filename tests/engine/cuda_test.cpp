@@ -16,6 +16,7 @@
 #include "pipestudio/core/generators.h"
 #include "pipestudio/engine/engine.h"
 #include "schedules.h"
+#include "../cli_runner.h"
 
 using namespace ps::engine;
 using ps::core::ScheduleKind;
@@ -116,15 +117,10 @@ TEST(CudaGpu, TwoProcessesOverNccl) {
     std::ofstream(pipe) << ps::core::printDsl(s);
     const std::string cmd = std::string(PIPESTUDIO_CLI) + " run " + pipe +
                             " --model gpt:layers=2,hidden=32,heads=2,seq=8,vocab=32 --device cuda --nproc 2"
-                            " --check-gradients --timeout 60 2>&1";
-    std::string out;
-    FILE* p = popen(cmd.c_str(), "r");
-    ASSERT_NE(p, nullptr);
-    std::array<char, 4096> buf{};
-    size_t n = 0;
-    while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
-    const int st = pclose(p);
-    EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << out;
+                            " --check-gradients --timeout 60";
+    const auto result = ps::test::runCommand(cmd);
+    const std::string& out = result.out;
+    EXPECT_EQ(result.exitCode, 0) << out;
     EXPECT_NE(out.find("gradient check: passed"), std::string::npos) << out;
     std::remove(pipe.c_str());
   }

@@ -15,29 +15,11 @@
 
 #include "pipestudio/core/dsl.h"
 #include "pipestudio/core/generators.h"
+#include "../cli_runner.h"
 
 namespace {
 
-struct CliResult {
-  int exitCode = -1;
-  std::string output;  // stdout and stderr
-  double seconds = 0;
-};
-
-CliResult runCli(const std::string& args) {
-  CliResult r;
-  auto t0 = std::chrono::steady_clock::now();
-  std::string cmd = std::string(PIPESTUDIO_CLI) + " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf{};
-  size_t n = 0;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.output.append(buf.data(), n);
-  int st = pclose(p);
-  r.exitCode = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return r;
-}
+using ps::test::runCli;
 
 std::string writeSchedule(ps::core::ScheduleKind kind, int devices, int micro, const std::string& name) {
   auto s = ps::core::generateSchedule(kind, {devices, micro, 0});
@@ -54,16 +36,16 @@ const char* kModel = "--model gpt:layers=2,hidden=16,heads=2,seq=4,vocab=16 --th
 TEST(MultiProcess, TwoGlooRanksGiveExactGradients1F1B) {
   auto path = writeSchedule(ps::core::ScheduleKind::OneFOneB, 2, 4, "mp_1f1b");
   auto r = runCli("run " + path + " " + kModel + " --nproc 2 --check-gradients --iterations 2 --timeout 30");
-  EXPECT_EQ(r.exitCode, 0) << r.output;
-  EXPECT_NE(r.output.find("gradient check: passed"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("16 ops"), std::string::npos) << r.output;  // both ranks' ops in the timeline
+  EXPECT_EQ(r.exitCode, 0) << r.out;
+  EXPECT_NE(r.out.find("gradient check: passed"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("16 ops"), std::string::npos) << r.out;  // both ranks' ops in the timeline
 }
 
 TEST(MultiProcess, TwoGlooRanksGiveExactGradientsZeroBubble) {
   auto path = writeSchedule(ps::core::ScheduleKind::ZBH1, 2, 4, "mp_zbh1");
   auto r = runCli("run " + path + " " + kModel + " --nproc 2 --check-gradients --timeout 30");
-  EXPECT_EQ(r.exitCode, 0) << r.output;
-  EXPECT_NE(r.output.find("gradient check: passed"), std::string::npos) << r.output;
+  EXPECT_EQ(r.exitCode, 0) << r.out;
+  EXPECT_NE(r.out.find("gradient check: passed"), std::string::npos) << r.out;
 }
 
 TEST(MultiProcess, EventStreamCarriesEveryRanksOpsAndMemory) {
@@ -71,11 +53,11 @@ TEST(MultiProcess, EventStreamCarriesEveryRanksOpsAndMemory) {
   // reach the stream too (the GUI and remote runs read only the stream).
   auto path = writeSchedule(ps::core::ScheduleKind::OneFOneB, 2, 4, "mp_events");
   auto r = runCli("run " + path + " " + kModel + " --nproc 2 --warmup 1 --iterations 1 --events jsonl --timeout 30");
-  ASSERT_EQ(r.exitCode, 0) << r.output;
+  ASSERT_EQ(r.exitCode, 0) << r.out;
   std::map<int, int> opsPerDevice;
   std::map<int, int> memoryPerDevice;
   int finishedAt = -1, lastOpAt = -1, line = 0;
-  std::istringstream in(r.output);
+  std::istringstream in(r.out);
   for (std::string text; std::getline(in, text); ++line) {
     auto j = nlohmann::json::parse(text, nullptr, false);
     if (j.is_discarded() || !j.is_object()) continue;
@@ -89,27 +71,27 @@ TEST(MultiProcess, EventStreamCarriesEveryRanksOpsAndMemory) {
     if (type == "finished") finishedAt = line;
   }
   // 1F1B, 4 micro-batches: 4 F and 4 B on each device, each once, before "finished".
-  EXPECT_EQ(opsPerDevice[0], 8) << r.output;
-  EXPECT_EQ(opsPerDevice[1], 8) << r.output;
-  EXPECT_EQ(opsPerDevice.size(), 2u) << r.output;
-  EXPECT_GT(memoryPerDevice[1], 0) << r.output;
+  EXPECT_EQ(opsPerDevice[0], 8) << r.out;
+  EXPECT_EQ(opsPerDevice[1], 8) << r.out;
+  EXPECT_EQ(opsPerDevice.size(), 2u) << r.out;
+  EXPECT_GT(memoryPerDevice[1], 0) << r.out;
   EXPECT_GT(finishedAt, lastOpAt);
 }
 
 TEST(MultiProcess, ExceptionInOneRankFailsTheRunNamingTheOp) {
   auto path = writeSchedule(ps::core::ScheduleKind::OneFOneB, 2, 4, "mp_fail");
   auto r = runCli("run " + path + " " + kModel + " --nproc 2 --timeout 30 --inject-fault throw:B1@s1");
-  EXPECT_EQ(r.exitCode, 1) << r.output;
-  EXPECT_NE(r.output.find("device 1 at B1@s1: injected failure"), std::string::npos) << r.output;
+  EXPECT_EQ(r.exitCode, 1) << r.out;
+  EXPECT_NE(r.out.find("device 1 at B1@s1: injected failure"), std::string::npos) << r.out;
   EXPECT_LT(r.seconds, 20.0);  // well under the 30 s transfer timeout
 }
 
 TEST(MultiProcess, LostTransferTimesOutNamingOpAndPeer) {
   auto path = writeSchedule(ps::core::ScheduleKind::GPipe, 2, 2, "mp_drop");
   auto r = runCli("run " + path + " " + kModel + " --nproc 2 --timeout 2 --inject-fault drop:F0@s0");
-  EXPECT_EQ(r.exitCode, 1) << r.output;
-  EXPECT_NE(r.output.find("device 1 at F0@s1"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("from stage 0 on device 0"), std::string::npos) << r.output;
+  EXPECT_EQ(r.exitCode, 1) << r.out;
+  EXPECT_NE(r.out.find("device 1 at F0@s1"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("from stage 0 on device 0"), std::string::npos) << r.out;
   EXPECT_LT(r.seconds, 20.0);
 }
 
@@ -117,12 +99,12 @@ TEST(RunCommand, ThreadsRunWritesEventsAndTrace) {
   auto path = writeSchedule(ps::core::ScheduleKind::ZBH1, 2, 2, "cli_events");
   std::string trace = ::testing::TempDir() + "cli_events_trace.json";
   auto r = runCli("run " + path + " " + kModel + " --events jsonl --check-gradients --trace " + trace);
-  EXPECT_EQ(r.exitCode, 0) << r.output;
-  EXPECT_NE(r.output.find("{\"device\":\"cpu\""), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("\"type\":\"started\""), std::string::npos);
-  EXPECT_NE(r.output.find("\"type\":\"op\""), std::string::npos);
-  EXPECT_NE(r.output.find("\"type\":\"finished\""), std::string::npos);
-  EXPECT_NE(r.output.find("\"passed\":true"), std::string::npos);
+  EXPECT_EQ(r.exitCode, 0) << r.out;
+  EXPECT_NE(r.out.find("{\"device\":\"cpu\""), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\"type\":\"started\""), std::string::npos);
+  EXPECT_NE(r.out.find("\"type\":\"op\""), std::string::npos);
+  EXPECT_NE(r.out.find("\"type\":\"finished\""), std::string::npos);
+  EXPECT_NE(r.out.find("\"passed\":true"), std::string::npos);
   std::ifstream in(trace);
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   EXPECT_NE(text.find("traceEvents"), std::string::npos);
@@ -135,9 +117,9 @@ TEST(RunCommand, InvalidScheduleIsRefusedBeforeStarting) {
   s->devices[1].pop_back();  // a backward goes missing
   std::ofstream(path) << ps::core::printDsl(*s);
   auto r = runCli("run " + path + " " + kModel + " --events jsonl");
-  EXPECT_EQ(r.exitCode, 1) << r.output;
-  EXPECT_NE(r.output.find("\"type\":\"error\""), std::string::npos) << r.output;
-  EXPECT_EQ(r.output.find("\"type\":\"started\""), std::string::npos) << r.output;
+  EXPECT_EQ(r.exitCode, 1) << r.out;
+  EXPECT_NE(r.out.find("\"type\":\"error\""), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("\"type\":\"started\""), std::string::npos) << r.out;
 }
 
 TEST(RunCommand, UsageErrors) {

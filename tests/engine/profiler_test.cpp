@@ -14,6 +14,7 @@
 
 #include "pipestudio/core/cost_profile.h"
 #include "pipestudio/engine/engine.h"
+#include "../cli_runner.h"
 
 namespace ps::engine {
 namespace {
@@ -155,16 +156,9 @@ TEST(Profiler, ThreadsFollowTheRunsPerWorkerRule) {
 }
 
 std::string runCli(const std::string& args, int& code) {
-  std::string cmd = std::string(PIPESTUDIO_CLI) + " " + args + " 2>&1";
-  std::string out;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  int status = pclose(p);
-  code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return out;
+  auto r = ps::test::runCli(args);
+  code = r.exitCode;
+  return r.out;
 }
 
 TEST(ProfileCli, WritesALoadableProfileWithItsSettings) {

@@ -20,6 +20,7 @@
 #include "pipestudio/core/validator.h"
 #include "pipestudio/engine/engine.h"
 #include "schedules.h"
+#include "../cli_runner.h"
 
 using namespace ps::engine;
 using ps::core::ScheduleKind;
@@ -178,15 +179,10 @@ TEST_F(TorchScriptModel, TwoGlooProcessesThroughTheCli) {
     const std::string pipe = tempPath(std::string(ps::core::scheduleKindName(k))) + ".pipe";
     std::ofstream(pipe) << ps::core::printDsl(s);
     const std::string cmd = std::string(PIPESTUDIO_CLI) + " run " + pipe + " --model torchscript:path=" + path_ +
-                            " --partition 2,4 --nproc 2 --threads 1 --check-gradients --timeout 30 2>&1";
-    std::string out;
-    FILE* p = popen(cmd.c_str(), "r");
-    ASSERT_NE(p, nullptr);
-    std::array<char, 4096> buf{};
-    size_t n = 0;
-    while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
-    const int st = pclose(p);
-    EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << out;
+                            " --partition 2,4 --nproc 2 --threads 1 --check-gradients --timeout 30";
+    const auto result = ps::test::runCommand(cmd);
+    const std::string& out = result.out;
+    EXPECT_EQ(result.exitCode, 0) << out;
     EXPECT_NE(out.find("gradient check: passed"), std::string::npos) << out;
     std::remove(pipe.c_str());
   }

@@ -9,28 +9,17 @@
 #include "pipestudio/core/trace_import.h"
 #include "pipestudio/sessions/session_store.h"
 #include "session_test_util.h"
+#include "../cli_runner.h"
 
 using namespace ps::sessions;
 using namespace ps::sessions::test;
 
 namespace {
 
-struct CliResult {
-  int exitCode = -1;
-  std::string out;  // stdout, and stderr unless left out
-};
+using ps::test::CliResult;
 
 CliResult runCli(const std::string& args, bool withStderr = true) {
-  CliResult r;
-  std::string cmd = std::string(PIPESTUDIO_CLI) + " " + args + (withStderr ? " 2>&1" : " 2>/dev/null");
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-  int status = pclose(p);
-  r.exitCode = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+  return ps::test::runCli(args, withStderr ? ps::test::Stderr::Merge : ps::test::Stderr::Drop);
 }
 
 struct Fixture {
