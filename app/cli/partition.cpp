@@ -165,7 +165,8 @@ const ps::cli::CommandRegistrar kPartition({
     "(default: the profile's device memory). Prints the plan and, for comparison, the\n"
     "compute-balanced split that keeps every activation. --microbatch-size scales times and\n"
     "activation bytes (profiles are for size 1); --largest-microbatch-size reports the largest\n"
-    "size that fits either way. BYTES accepts suffixes KiB, MiB, GiB, KB, MB, GB.\n"
+    "size that fits either way. BYTES accepts suffixes KiB MiB GiB TiB (powers of 1024) and\n"
+    "K M G T, KB MB GB TB (powers of 1000).\n"
     "Exit status: 0 ok, 1 no partition fits or the profile is invalid, 2 usage.\n",
     runPartition,
 });

@@ -185,6 +185,36 @@ class Searcher {
   void builtins();
   std::vector<Layout> layouts() const;
   void explore();
+  // The best schedule's timeline (ops, no transfers or memory curves) for the refinement
+  // phases; nullopt when it cannot be simulated to the end.
+  std::optional<Timeline> bestTimeline() {
+    const SimulationModel* model = modelFor(result_.best, result_.best.partition);
+    if (!model) return std::nullopt;
+    SimulationOptions so;
+    so.memoryLimitBytes = o_.memoryLimitBytes;
+    so.recordTransfers = false;
+    auto tl = simulate(result_.best, *model, so);
+    if (!tl || !tl->complete) return std::nullopt;
+    return std::move(tl).value();
+  }
+
+  // A local improvement of `cur` (the best so far, summarised by `curSummary`): its op at
+  // `from` on `device` moved to `to`, evaluated. True when that made it the new best.
+  bool tryMove(const Schedule& cur, const CandidateSummary& curSummary, int device, size_t from, size_t to) {
+    Schedule cand = cur;
+    auto& ord = cand.devices[static_cast<size_t>(device)];
+    Step moved = ord[from];
+    ord.erase(ord.begin() + static_cast<long>(from));
+    ord.insert(ord.begin() + static_cast<long>(to), moved);
+    CandidateSummary c = curSummary;
+    c.family = "list+local";
+    if (c.name.rfind("local ", 0) != 0) c.name = "local improvement of " + curSummary.name;
+    c.builtin = false;
+    auto ev = evaluate(std::move(cand), c);
+    return ev.feasible && ev.summary.makespan < curSummary.makespan - 1e-9 &&
+           result_.bestSummary.makespan < curSummary.makespan - 1e-9;
+  }
+
   Evaluated evaluatePoint(const Point& p, const std::string& family);
   bool refinePartition();
   void randomKnobs(const Point& base, int samples);
@@ -584,13 +614,8 @@ void Searcher::refineCriticalPath() {
   for (int round = 0; round < rounds && !shouldStop(); ++round) {
     const Schedule cur = result_.best;
     const CandidateSummary curSummary = result_.bestSummary;
-    const SimulationModel* model = modelFor(cur, cur.partition);
-    if (!model) return;
-    SimulationOptions so;
-    so.memoryLimitBytes = o_.memoryLimitBytes;
-    so.recordTransfers = false;
-    auto tl = simulate(cur, *model, so);
-    if (!tl || !tl->complete) return;
+    auto tl = bestTimeline();
+    if (!tl) return;
     const CriticalPath cp = criticalPath(*tl, cur);
     // Latest steps first: moves near the end shorten the tail directly.
     std::vector<std::pair<int, int>> moves;  // (device, step)
@@ -603,17 +628,7 @@ void Searcher::refineCriticalPath() {
     for (auto [dev, step] : moves) {
       for (int back = 1; back <= 5 && !improved && !shouldStop(); ++back) {
         if (step - back < 0) break;
-        Schedule cand = cur;
-        auto& ord = cand.devices[static_cast<size_t>(dev)];
-        Step moved = ord[static_cast<size_t>(step)];
-        ord.erase(ord.begin() + step);
-        ord.insert(ord.begin() + (step - back), moved);
-        CandidateSummary c = curSummary;
-        c.family = "list+local";
-        if (c.name.rfind("local ", 0) != 0) c.name = "local improvement of " + curSummary.name;
-        c.builtin = false;
-        auto ev = evaluate(std::move(cand), c);
-        improved = ev.feasible && result_.bestSummary.makespan < curSummary.makespan - 1e-9;
+        improved = tryMove(cur, curSummary, dev, static_cast<size_t>(step), static_cast<size_t>(step - back));
       }
       if (improved) break;
     }
@@ -627,15 +642,10 @@ void Searcher::refineOrder() {
   phase_ = "local improvement";
   if (!haveBest_ || !o_.localImprovement) return;
   for (int round = 0; round < o_.localImprovementRounds && !shouldStop(); ++round) {
-    Schedule cur = result_.best;
+    const Schedule cur = result_.best;
     const CandidateSummary curSummary = result_.bestSummary;
-    const SimulationModel* model = modelFor(cur, cur.partition);
-    if (!model) return;
-    SimulationOptions so;
-    so.memoryLimitBytes = o_.memoryLimitBytes;
-    so.recordTransfers = false;
-    auto tl = simulate(cur, *model, so);
-    if (!tl || !tl->complete) return;
+    auto tl = bestTimeline();
+    if (!tl) return;
     struct Gap {
       double length;
       int device;
@@ -659,18 +669,7 @@ void Searcher::refineOrder() {
     for (int ahead = 1; ahead <= 8 && !improved && !shouldStop(); ++ahead) {
       const size_t from = static_cast<size_t>(g.step + ahead);
       if (from >= order.size()) break;
-      Schedule cand = cur;
-      auto& ord = cand.devices[static_cast<size_t>(g.device)];
-      Step moved = ord[from];
-      ord.erase(ord.begin() + static_cast<long>(from));
-      ord.insert(ord.begin() + g.step, moved);
-      CandidateSummary c = curSummary;
-      c.family = "list+local";
-      if (c.name.rfind("local ", 0) != 0) c.name = "local improvement of " + curSummary.name;
-      c.builtin = false;
-      auto ev = evaluate(std::move(cand), c);
-      improved = ev.feasible && ev.summary.makespan < curSummary.makespan - 1e-9 &&
-                 result_.bestSummary.makespan < curSummary.makespan - 1e-9;
+      improved = tryMove(cur, curSummary, g.device, from, static_cast<size_t>(g.step));
     }
   }
 }
