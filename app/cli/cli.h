@@ -12,6 +12,8 @@ namespace ps::cli {
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitInvalid = 1;  // input parsed but is invalid (diagnostics printed)
 inline constexpr int kExitUsage = 2;    // bad flags, unreadable file
+// 3: internal error (an exception escaped a subcommand).
+inline constexpr int kExitEngine = 4;   // pipestudio-engine (run, profile) not found or mismatched
 
 struct Command {
   std::string name;
