@@ -32,7 +32,7 @@ fs::path schedule() {
     EXPECT_EQ(r.exitCode, 0) << r.out;
     return d / "1f1b.pipe";
   }();
-  return schedule;
+  return p;
 }
 
 struct Stream {
