@@ -83,6 +83,17 @@ bool readInput(const std::string& path, std::string& out, std::string& error) {
     error = path + ": cannot open file";
     return false;
   }
+  // One read into a string of the file's size (no stream buffer growing and copying).
+  in.seekg(0, std::ios::end);
+  const std::streamoff size = in.tellg();
+  in.seekg(0, std::ios::beg);
+  if (size > 0) {
+    out.resize(static_cast<size_t>(size));
+    in.read(out.data(), size);
+    out.resize(static_cast<size_t>(in.gcount()));
+    return true;
+  }
+  in.clear();  // not seekable (a pipe, /dev/stdin): read it as a stream
   std::ostringstream ss;
   ss << in.rdbuf();
   out = ss.str();
