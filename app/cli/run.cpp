@@ -66,6 +66,9 @@ const char* kUsage =
     "mismatch, 2 usage, 130 cancelled (SIGINT, SIGTERM, --cancel-on-eof).\n";
 
 constexpr int kExitCancelled = 130;
+// Rank 0 tells its launcher (on the launcher's private event pipe, never on stdout) that the
+// session record is written: a rank 0 killed after `finished` but before that still gets one.
+constexpr const char* kSessionRecordedLine = "{\"type\":\"pipestudio-session-recorded\"}";
 
 std::atomic<bool> g_cancel{false};
 void onSignal(int) { g_cancel = true; }
@@ -203,6 +206,7 @@ struct LauncherRun {
 #endif
   std::vector<ps::core::RunEventReader> readers;
   std::string deathMessage;
+  bool sessionRecorded = false;
 
   int launch(const std::vector<std::string>& rankArgs) {
     using namespace ps::engine;
@@ -219,7 +223,13 @@ struct LauncherRun {
     lo.nproc = nproc;
     lo.graceSeconds = std::max(2.0, std::min(options.timeoutSeconds, 10.0));
     lo.deathGraceSeconds = 4;
-    lo.onEvent = [this](int rank, const std::string& line) { readers[static_cast<size_t>(rank)].feed(line + "\n"); };
+    lo.onEvent = [this](int rank, const std::string& line) {
+      if (line == kSessionRecordedLine) {
+        sessionRecorded = true;
+        return;
+      }
+      readers[static_cast<size_t>(rank)].feed(line + "\n");
+    };
     lo.onRankDied = [this](const RankEnd& e) {
       deathMessage = "rank " + std::to_string(e.rank) + " (device " + std::to_string(e.rank) + ") was killed by " +
                      signalName(e.signal) + " (signal " + std::to_string(e.signal) + ")";
@@ -232,14 +242,20 @@ struct LauncherRun {
     }
     for (auto& r : readers) r.end();
     if (!res->death) return res->exitStatus;
-    // Rank 0 outlived the death and reported it (naming the lost peer): its outcome stands.
-    if (readers[0].finished()) return ps::cli::kExitInvalid;
-    takeOver(*res, started);
+    // Rank 0 outlived the death and reported it (naming the lost peer): its outcome stands,
+    // unless it died itself before its session record was written.
+    if (readers[0].finished()) {
+#ifdef PIPESTUDIO_HAVE_SESSIONS
+      if (session && !sessionRecorded && res->death->rank == 0) takeOver(*res, started, /*eventsToo=*/false);
+#endif
+      return ps::cli::kExitInvalid;
+    }
+    takeOver(*res, started, true);
     return ps::cli::kExitInvalid;
   }
 
   // Rank 0 cannot report: the launcher does, from the events the ranks sent before.
-  void takeOver(const ps::engine::LaunchResult& res, std::chrono::system_clock::time_point started) {
+  void takeOver(const ps::engine::LaunchResult& res, std::chrono::system_clock::time_point started, bool eventsToo) {
     using namespace ps::core;
     const int D = schedule.pipeline.devices;
     Timeline tl;
@@ -268,7 +284,7 @@ struct LauncherRun {
     Diagnostic d = makeError("engine.rank-died", deathMessage + "; the run is failed with its partial timeline");
     tl.diagnostics.push_back(d);
     tl.metrics = computeMetrics(tl);
-    if (events) {
+    if (events && eventsToo) {
       emitLine(nlohmann::json{{"type", "error"}, {"code", d.code}, {"message", d.message}, {"device", dead}, {"step", -1}}
                    .dump());
       emitLine(nlohmann::json{{"type", "finished"},
@@ -280,10 +296,12 @@ struct LauncherRun {
                    .dump());
     }
     std::ostream& human = events ? std::cerr : std::cout;
-    human << name << ": failed (" << D << " devices, " << schedule.pipeline.stages << " stages, "
+    if (eventsToo) {
+      human << name << ": failed (" << D << " devices, " << schedule.pipeline.stages << " stages, "
           << schedule.pipeline.microbatches << " micro-batches; " << tl.ops.size()
           << " ops measured before the failure)\n";
-    std::cerr << "pipestudio-cli run: failed: " << d.message << "\n";
+      std::cerr << "pipestudio-cli run: failed: " << d.message << "\n";
+    }
 #ifdef PIPESTUDIO_HAVE_SESSIONS
     if (session) {
       ps::engine::RunReport rep;
@@ -515,6 +533,7 @@ int runRun(const std::vector<std::string>& argv) {
                                      o.distributed.worldSize > 1 ? "gloo" : o.device, &o, &r, predictionProfile};
     rec.startedMs = std::chrono::duration_cast<std::chrono::milliseconds>(runStarted.time_since_epoch()).count();
     if (!ps::cli::recordRunInSession(rec, human)) return ps::cli::kExitInvalid;
+    if (eventFd >= 0) writeLine(eventFd, kSessionRecordedLine);
   }
 #endif
   if (r.status != RunStatus::Finished) return statusExit;

@@ -875,6 +875,8 @@ void Run::worker(int device) {
     barrier_->wakeAll();
   } catch (const detail::PeerLost& e) {
     fail({"engine.peer-lost", "device " + std::to_string(device) + ": " + e.what(), device, -1, -1, e.rank});
+  } catch (const detail::WaitTimedOut& e) {
+    fail({"engine.timeout", "device " + std::to_string(device) + ": " + e.what(), device, -1});
   } catch (const std::exception& e) {
     fail({"engine.worker", "device " + std::to_string(device) + ": " + detail::errorText(e), device, -1});
   }

@@ -89,6 +89,9 @@ class GlooTransport : public RemoteTransport {
       try {
         w->wait(timeout);
       } catch (const std::exception& e) {
+        if (isTimeout(e))
+          throw WaitTimedOut("timed out after " + formatSeconds(timeout.count() / 1000.0) +
+                             " waiting for rank " + std::to_string(dst) + " to take what this rank sent");
         lost(dst, e);
       }
     }
@@ -96,10 +99,14 @@ class GlooTransport : public RemoteTransport {
 
   void barrier(std::chrono::milliseconds timeout, const std::atomic<bool>* cancel) override {
     (void)cancel;
+    const auto start = std::chrono::steady_clock::now();
     try {
       auto work = pg_->barrier();
       work->wait(timeout);
     } catch (const std::exception& e) {
+      if (isTimeout(e) || std::chrono::steady_clock::now() - start >= timeout * 9 / 10)
+        throw WaitTimedOut("timed out after " + formatSeconds(timeout.count() / 1000.0) +
+                           " waiting for every rank at the start of the iteration");
       lost(-1, e);
     }
   }

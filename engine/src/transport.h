@@ -53,6 +53,11 @@ struct PeerLost : std::runtime_error {
   int rank;
 };
 
+// Thrown by a remote barrier or the wait for sends when the timeout ran out.
+struct WaitTimedOut : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
 class Mailbox {
  public:
   void put(const MessageKey& key, Envelope e);

@@ -246,6 +246,8 @@ TEST(RankFailure, TinyTimeoutGivesOneClearLineNoBacktrace) {
   EXPECT_EQ(r.err.find("Exception raised from"), std::string::npos) << r.err;
   EXPECT_EQ(r.err.find("frame #"), std::string::npos) << r.err;
   EXPECT_EQ(r.err.find("000000 s"), std::string::npos) << r.err;  // "0.001 s", not "0.001000 s"
+  EXPECT_NE(r.err.find("timed out after 0.001 s"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("ended without reporting"), std::string::npos) << r.err;  // nobody died
   EXPECT_LT(r.seconds, 60.0);
 }
 
