@@ -104,6 +104,8 @@ TEST(RankFailure, KillNineOfOneRankFailsTheRunAtOnceNamingRankDeviceAndSignal) {
   const std::string err = b.stderrText();
   EXPECT_NE(err.find("rank 2 (device 2) was killed by SIGKILL (signal 9)"), std::string::npos) << err;
   EXPECT_EQ(err.find("Connection reset by peer"), std::string::npos) << err;
+  EXPECT_EQ(err.find("  loss:"), std::string::npos) << err;  // no partial loss for a failed run
+  EXPECT_EQ(err.find("%"), std::string::npos) << err;        // nor a prediction error of a partial makespan
   bool whole = false;
   auto evs = events(b.stdoutText(), whole);
   EXPECT_TRUE(whole) << b.stdoutText();
@@ -313,4 +315,16 @@ TEST(RunCommand, InjectFaultOnAnOpNotInTheScheduleIsAUsageError) {
   EXPECT_EQ(r.exitCode, 2) << r.out;
   EXPECT_NE(r.out.find("F9@s0"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("no op"), std::string::npos) << r.out;
+}
+
+TEST(RunCommand, FailedRunPrintsNoLossNorPredictionError) {
+  auto path = writeSchedule(ps::core::ScheduleKind::OneFOneB, 2, 4, "failed_no_loss");
+  const std::string db = ::testing::TempDir() + "failed_no_loss_" + std::to_string(getpid()) + ".pssession";
+  std::filesystem::remove(db);
+  auto r = ps::test::runCli("run " + path + " " + kModel + " --iterations 3 --inject-fault throw:B3@s0 --session '" + db + "'");
+  EXPECT_EQ(r.exitCode, 1) << r.out;
+  EXPECT_NE(r.out.find("device 0 at B3@s0: injected failure"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("  loss:"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("%"), std::string::npos) << r.out;  // no "error -100%" against the prediction
+  EXPECT_NE(r.out.find("measured run"), std::string::npos) << r.out;  // still recorded
 }
