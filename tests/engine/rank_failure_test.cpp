@@ -328,3 +328,14 @@ TEST(RunCommand, FailedRunPrintsNoLossNorPredictionError) {
   EXPECT_EQ(r.out.find("%"), std::string::npos) << r.out;  // no "error -100%" against the prediction
   EXPECT_NE(r.out.find("measured run"), std::string::npos) << r.out;  // still recorded
 }
+
+TEST(RunCommand, HelpMentionsTorchScriptTorchrunAndSlurm) {
+  auto r = ps::test::runCli("run --help");
+  EXPECT_NE(r.out.find("torchscript:path="), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("torch.jit.script"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("--no-python"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("srun"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("LOCAL_WORLD_SIZE"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("SLURM_PROCID"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("--connect-timeout"), std::string::npos) << r.out;
+}
