@@ -2,9 +2,11 @@
 // engine (CPU threads, local Gloo processes, torchrun-style ranks) and reports the measured
 // timeline, the loss and, with --check-gradients, the gradient comparison.
 #ifdef PIPESTUDIO_HAVE_ENGINE
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <atomic>
 #include <cerrno>
 #include <csignal>
@@ -30,25 +32,43 @@ namespace {
 const char* kUsage =
     "usage: pipestudio-cli run FILE --model SPEC [--device cpu|cuda] [--nproc N] [--iterations K]\n"
     "         [--warmup K] [--microbatch-size B] [--check-gradients] [--trace OUT.json]\n"
-    "         [--events jsonl] [--timeout S] [--partition N,N,...] [--seed N] [--threads N]\n"
-    "         [--format pipe|csv] [--set name=value]... [--inject-fault KIND:OP] [--cancel-on-eof]\n"
-    "         [--session DB [--profile P.json]]\n\n"
-    "Runs the schedule in FILE (.pipe or PyTorch .csv; - reads stdin) on a built-in model split\n"
-    "into the schedule's stages: SPEC is like 'mlp:layers=8,hidden=512' or\n"
-    "'gpt:layers=8,hidden=256,heads=4,seq=128,vocab=1000' (add dtype=f64 for double).\n"
+    "         [--events jsonl] [--timeout S] [--connect-timeout S] [--partition N,N,...] [--seed N]\n"
+    "         [--threads N] [--format pipe|csv] [--set name=value]... [--inject-fault KIND:OP]\n"
+    "         [--cancel-on-eof] [--session DB [--profile P.json]]\n\n"
+    "Runs the schedule in FILE (.pipe or PyTorch .csv; - reads stdin) on a model split into the\n"
+    "schedule's stages. SPEC is a built-in model, 'mlp:layers=8,hidden=512' or\n"
+    "'gpt:layers=8,hidden=256,heads=4,seq=128,vocab=1000' (add dtype=f64 for double), or your own\n"
+    "TorchScript module, 'torchscript:path=net.pt[,features=N][,seq=N][,loss=mse|ce]', saved with\n"
+    "torch.jit.save(torch.jit.script(model)); it is split at its top-level children, and its\n"
+    "forward must be the plain chain of them (nn.Sequential-like; docs/engine.md).\n"
     "Each device runs its step list on a thread; --nproc N starts N local processes (one per\n"
-    "device) that exchange tensors through c10d Gloo; ranks also start from torchrun-style\n"
-    "RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT.\n"
+    "device) that exchange tensors through c10d Gloo. Ranks also start from torchrun's variables\n"
+    "(RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT) or Slurm's (SLURM_PROCID,\n"
+    "SLURM_NTASKS, SLURM_NTASKS_PER_NODE, SLURM_JOB_NODELIST); each rank uses cores / ranks on\n"
+    "its host intra-op threads unless --threads is given. Every rank must be given the same\n"
+    "arguments (checked at the rendezvous). For example, two hosts of 4 ranks each:\n"
+    "  torchrun --nnodes 2 --node-rank R --master-addr HOST0 --master-port 29500 \\\n"
+    "      --nproc-per-node 4 --no-python pipestudio-cli run s.pipe --model gpt --events jsonl\n"
+    "  srun --nodes 2 --ntasks-per-node 4 pipestudio-cli run s.pipe --model gpt\n"
+    "--timeout S bounds each wait for a tensor (default 60); --connect-timeout S bounds the\n"
+    "rendezvous of the ranks (default 60).\n"
     "--partition gives layers per stage (default: balanced by the model's compute).\n"
     "--check-gradients compares every gradient and the loss with the unpipelined model on\n"
     "the whole batch. --events jsonl streams the run-event protocol (docs/engine.md) on\n"
-    "stdout. --inject-fault throw|nan|drop:OP makes one op fail (testing).\n"
+    "stdout. --inject-fault throw|nan|drop:OP makes one op of the schedule fail (testing).\n"
     "--cancel-on-eof: the run is cancelled when stdin ends (a GUI or ssh client went away); with\n"
     "FILE '-' the schedule on stdin ends at a line '#%end-of-schedule' and stdin stays open.\n"
     "--session DB records the measured run in a session file together with its prediction: the\n"
     "schedule simulated with --profile P.json, else the model's analytic cost profile.\n"
-    "Exit status: 0 finished (and gradients equal), 1 invalid schedule, failed, cancelled or\n"
-    "gradient mismatch, 2 usage.\n";
+    "With --nproc, a rank that dies (killed, crashed) fails the run at once, naming the rank,\n"
+    "its device and the signal; the partial timeline still reaches the events and the session.\n"
+    "Exit status: 0 finished (and gradients equal), 1 invalid schedule, failed or gradient\n"
+    "mismatch, 2 usage, 130 cancelled (SIGINT, SIGTERM, --cancel-on-eof).\n";
+
+constexpr int kExitCancelled = 130;
+// Rank 0 tells its launcher (on the launcher's private event pipe, never on stdout) that the
+// session record is written: a rank 0 killed after `finished` but before that still gets one.
+constexpr const char* kSessionRecordedLine = "{\"type\":\"pipestudio-session-recorded\"}";
 
 std::atomic<bool> g_cancel{false};
 void onSignal(int) { g_cancel = true; }
@@ -62,9 +82,49 @@ int usage(const std::string& message) {
   return ps::cli::kExitUsage;
 }
 
+// One write per line: a process killed mid-stream never leaves half a line (pipes take
+// writes up to PIPE_BUF whole; longer lines are rare and still written in one call).
+void writeLine(int fd, const std::string& line) {
+  std::string s = line + "\n";
+  size_t done = 0;
+  while (done < s.size()) {
+    const ssize_t n = ::write(fd, s.data() + done, s.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    done += static_cast<size_t>(n);
+  }
+}
+
 void emitLine(const std::string& line) {
-  std::cout << line << "\n";
   std::cout.flush();
+  writeLine(STDOUT_FILENO, line);
+}
+
+// A launched rank: its launcher's pipes (launcher.h). -1 when absent.
+int inheritedFd(const char* variable) {
+  const char* v = std::getenv(variable);
+  if (!v || !*v) return -1;
+  char* end = nullptr;
+  const long fd = std::strtol(v, &end, 10);
+  if (*end != '\0' || fd < 0 || fcntl(static_cast<int>(fd), F_GETFD) < 0) return -1;
+  return static_cast<int>(fd);
+}
+
+// A launched rank watches its lifeline: its end means the launcher is gone (killed, or its
+// ssh channel dropped), so the rank cancels, and leaves for good if the cancel is not done
+// within a few seconds (a wait on a peer that will never answer).
+void watchLifeline(int fd) {
+  std::thread([fd] {
+    char buf[64];
+    for (;;) {
+      const ssize_t n = ::read(fd, buf, sizeof buf);
+      if (n > 0 || (n < 0 && errno == EINTR)) continue;
+      break;
+    }
+    g_cancel = true;
+    std::this_thread::sleep_for(std::chrono::seconds(5));
+    std::_Exit(130);
+  }).detach();
 }
 
 int refuse(bool events, const ps::core::Diagnostics& ds, const std::string* text, int code) {
@@ -131,11 +191,139 @@ void cancelOnStdinEof() {
   }).detach();
 }
 
+// `--nproc N` without torchrun variables: this process starts the ranks and watches them. It
+// reads every rank's run events (a pipe each), so when a rank dies (kill -9, a crash) it names
+// the rank, its device and the signal at once, ends the others, and when rank 0 cannot report
+// any more it writes the `error` event, the partial timeline and the session record itself.
+struct LauncherRun {
+  const ps::core::Schedule& schedule;
+  const ps::engine::RunOptions& options;
+  std::string name;
+  bool events = false;
+  int nproc = 2;
+#ifdef PIPESTUDIO_HAVE_SESSIONS
+  std::optional<ps::cli::RunSessionRecording> session;
+#endif
+  std::vector<ps::core::RunEventReader> readers;
+  std::string deathMessage;
+  bool sessionRecorded = false;
+
+  int launch(const std::vector<std::string>& rankArgs) {
+    using namespace ps::engine;
+    std::vector<std::string> kinds;
+    for (const auto& k : schedule.userKinds) kinds.push_back(k.name);
+    for (int r = 0; r < nproc; ++r) {
+      readers.emplace_back("rank " + std::to_string(r));
+      readers.back().setUserKinds(kinds);
+    }
+    const auto started = std::chrono::system_clock::now();
+    LaunchOptions lo;
+    lo.program = "/proc/self/exe";
+    lo.args = rankArgs;
+    lo.nproc = nproc;
+    lo.graceSeconds = std::max(2.0, std::min(options.timeoutSeconds, 10.0));
+    lo.deathGraceSeconds = 4;
+    lo.onEvent = [this](int rank, const std::string& line) {
+      if (line == kSessionRecordedLine) {
+        sessionRecorded = true;
+        return;
+      }
+      readers[static_cast<size_t>(rank)].feed(line + "\n");
+    };
+    lo.onRankDied = [this](const RankEnd& e) {
+      deathMessage = "rank " + std::to_string(e.rank) + " (device " + std::to_string(e.rank) + ") was killed by " +
+                     signalName(e.signal) + " (signal " + std::to_string(e.signal) + ")";
+      std::cerr << "pipestudio-cli run: " << deathMessage << "; ending the other ranks\n";
+    };
+    auto res = launchLocalRanks(lo);
+    if (!res) {
+      std::cerr << "pipestudio-cli run: " << res.error().message << "\n";
+      return ps::cli::kExitInvalid;
+    }
+    for (auto& r : readers) r.end();
+    if (!res->death) return res->exitStatus;
+    // Rank 0 outlived the death and reported it (naming the lost peer): its outcome stands,
+    // unless it died itself before its session record was written.
+    if (readers[0].finished()) {
+#ifdef PIPESTUDIO_HAVE_SESSIONS
+      if (session && !sessionRecorded && res->death->rank == 0) takeOver(*res, started, /*eventsToo=*/false);
+#endif
+      return ps::cli::kExitInvalid;
+    }
+    takeOver(*res, started, true);
+    return ps::cli::kExitInvalid;
+  }
+
+  // Rank 0 cannot report: the launcher does, from the events the ranks sent before.
+  void takeOver(const ps::engine::LaunchResult& res, std::chrono::system_clock::time_point started, bool eventsToo) {
+    using namespace ps::core;
+    const int D = schedule.pipeline.devices;
+    Timeline tl;
+    tl.source = TimelineSource::Measured;
+    tl.label = schedule.name;
+    tl.devices = D;
+    tl.memory.resize(static_cast<size_t>(D));
+    // Each rank's own device, of the newest iteration any rank reached.
+    int newest = -1;
+    for (const auto& r : readers) newest = std::max(newest, r.timelineIteration());
+    for (int rank = 0; rank < nproc; ++rank) {
+      const auto& reader = readers[static_cast<size_t>(rank)];
+      if (reader.timelineIteration() != newest || newest < 0) continue;
+      Timeline part = reader.timeline();
+      for (const auto& op : part.ops)
+        if (op.device == rank) tl.ops.push_back(op);
+      for (const auto& t : part.transfers)
+        if (t.dstDevice == rank) tl.transfers.push_back(t);
+      if (rank < D && static_cast<size_t>(rank) < part.memory.size())
+        tl.memory[static_cast<size_t>(rank)] = part.memory[static_cast<size_t>(rank)];
+    }
+    std::sort(tl.ops.begin(), tl.ops.end(),
+              [](const auto& a, const auto& b) { return std::tie(a.device, a.start) < std::tie(b.device, b.start); });
+    tl.complete = false;
+    const int dead = res.death->rank;
+    Diagnostic d = makeError("engine.rank-died", deathMessage + "; the run is failed with its partial timeline");
+    tl.diagnostics.push_back(d);
+    tl.metrics = computeMetrics(tl);
+    if (events && eventsToo) {
+      emitLine(nlohmann::json{{"type", "error"}, {"code", d.code}, {"message", d.message}, {"device", dead}, {"step", -1}}
+                   .dump());
+      emitLine(nlohmann::json{{"type", "finished"},
+                              {"status", "failed"},
+                              {"losses", nlohmann::json::array()},
+                              {"iteration_ms", nlohmann::json::array()},
+                              {"makespan_ms", tl.metrics.makespan},
+                              {"bubble_ratio", tl.metrics.bubbleRatio}}
+                   .dump());
+    }
+    std::ostream& human = events ? std::cerr : std::cout;
+    if (eventsToo) {
+      human << name << ": failed (" << D << " devices, " << schedule.pipeline.stages << " stages, "
+          << schedule.pipeline.microbatches << " micro-batches; " << tl.ops.size()
+          << " ops measured before the failure)\n";
+      std::cerr << "pipestudio-cli run: failed: " << d.message << "\n";
+    }
+#ifdef PIPESTUDIO_HAVE_SESSIONS
+    if (session) {
+      ps::engine::RunReport rep;
+      rep.status = ps::engine::RunStatus::Failed;
+      rep.diagnostics.push_back(d);
+      rep.timeline = tl;
+      if (readers[0].started()) rep.partition = readers[0].started()->partition;
+      session->report = &rep;
+      session->startedMs = std::chrono::duration_cast<std::chrono::milliseconds>(started.time_since_epoch()).count();
+      ps::cli::recordRunInSession(*session, human);
+    }
+#else
+    (void)started;
+#endif
+  }
+};
+
 int runRun(const std::vector<std::string>& argv) {
   using namespace ps::core;
   using namespace ps::engine;
   const std::vector<std::string> valueFlags{"--model", "--device", "--nproc", "--iterations", "--warmup",
-                                            "--microbatch-size", "--trace", "--events", "--timeout", "--partition",
+                                            "--microbatch-size", "--trace", "--events", "--timeout", "--connect-timeout", "--partition",
                                             "--seed", "--threads", "--format", "--set", "--inject-fault",
                                             "--session", "--profile"};
   ps::cli::Args args(argv, valueFlags, {"--check-gradients", "--cancel-on-eof"});
@@ -176,6 +364,12 @@ int runRun(const std::vector<std::string>& argv) {
     if (!parseNumber(args.value("--timeout"), o.timeoutSeconds) || o.timeoutSeconds <= 0)
       return usage("--timeout needs a positive number of seconds");
   }
+  if (args.has("--connect-timeout")) {
+    double c = 0;
+    if (!parseNumber(args.value("--connect-timeout"), c) || c <= 0)
+      return usage("--connect-timeout needs a positive number of seconds");
+    o.distributed.connectTimeoutSeconds = c;
+  }
   if (args.has("--partition") && !parseIntList(args.value("--partition"), o.partition))
     return usage("--partition needs layers per stage, e.g. 2,3,3");
   if (args.has("--inject-fault")) {
@@ -198,41 +392,12 @@ int runRun(const std::vector<std::string>& argv) {
   auto env = distributedFromEnvironment();
   if (!env) return usage(env.error().message);
   const bool cancelOnEof = args.has("--cancel-on-eof");
-  if (nproc > 1 && !env->has_value()) {
-    // The launcher: start the ranks (this same command) and wait for them.
-    std::string error;
-    std::vector<std::string> rankArgs{"run"};
-    rankArgs.insert(rankArgs.end(), argv.begin(), argv.end());
-    std::string scheduleFile;
-    if (args.positionals()[0] == "-") {
-      // The ranks cannot all read one stdin: hand them the schedule in a file.
-      std::string text;
-      if (cancelOnEof ? !readScheduleUntilMarker(text) : !ps::cli::readInput("-", text, error)) {
-        std::cerr << "pipestudio-cli run: stdin ended before the schedule did (cancelled)\n";
-        return ps::cli::kExitInvalid;
-      }
-      char tmpl[] = "/tmp/pipestudio-run-XXXXXX";
-      int fd = mkstemp(tmpl);
-      if (fd < 0 || ::write(fd, text.data(), text.size()) != static_cast<ssize_t>(text.size())) {
-        std::cerr << "pipestudio-cli run: cannot write a temporary schedule file\n";
-        return ps::cli::kExitUsage;
-      }
-      ::close(fd);
-      scheduleFile = tmpl;
-      for (size_t i = 1; i < rankArgs.size(); ++i)  // the positional '-', not a flag's value
-        if (rankArgs[i] == "-" &&
-            std::find(valueFlags.begin(), valueFlags.end(), rankArgs[i - 1]) == valueFlags.end())
-          rankArgs[i] = scheduleFile;
-    }
-    int rc = launchLocalRanks("/proc/self/exe", rankArgs, nproc, std::max(2.0, std::min(o.timeoutSeconds, 10.0)), error);
-    if (!scheduleFile.empty()) ::unlink(scheduleFile.c_str());
-    if (rc < 0) {
-      std::cerr << "pipestudio-cli run: " << error << "\n";
-      return ps::cli::kExitInvalid;
-    }
-    return rc;
+  const bool launcher = nproc > 1 && !env->has_value();
+  if (env->has_value()) {
+    const double connect = o.distributed.connectTimeoutSeconds;
+    o.distributed = **env;
+    o.distributed.connectTimeoutSeconds = connect;
   }
-  if (env->has_value()) o.distributed = **env;
   const bool rank0 = o.distributed.rank == 0;
 
   const std::string path = args.positionals()[0];
@@ -269,6 +434,39 @@ int runRun(const std::vector<std::string>& argv) {
     return refuse(events && rank0, report.diagnostics, &text, ps::cli::kExitInvalid);
   }
   if (schedule->name.empty()) schedule->name = name;
+  if (auto st = checkFaultInjection(*schedule, o.fault); !st) return usage(st.error().message);
+
+  if (launcher) {
+    // The launcher: start the ranks (this same command) and watch them.
+    std::vector<std::string> rankArgs{"run"};
+    rankArgs.insert(rankArgs.end(), argv.begin(), argv.end());
+    std::string scheduleFile;
+    if (path == "-") {
+      // The ranks cannot all read one stdin: hand them the schedule in a file.
+      char tmpl[] = "/tmp/pipestudio-run-XXXXXX";
+      int fd = mkstemp(tmpl);
+      if (fd < 0 || ::write(fd, text.data(), text.size()) != static_cast<ssize_t>(text.size())) {
+        std::cerr << "pipestudio-cli run: cannot write a temporary schedule file\n";
+        return ps::cli::kExitUsage;
+      }
+      ::close(fd);
+      scheduleFile = tmpl;
+      for (size_t i = 1; i < rankArgs.size(); ++i)  // the positional '-', not a flag's value
+        if (rankArgs[i] == "-" &&
+            std::find(valueFlags.begin(), valueFlags.end(), rankArgs[i - 1]) == valueFlags.end())
+          rankArgs[i] = scheduleFile;
+    }
+    LauncherRun lr{*schedule, o, name, events, nproc};
+#ifdef PIPESTUDIO_HAVE_SESSIONS
+    if (args.has("--session"))
+      lr.session = ps::cli::RunSessionRecording{args.value("--session"), &*schedule,
+                                                format == "pipe" ? text : printDsl(*schedule), "gloo", &o, nullptr,
+                                                predictionProfile};
+#endif
+    const int rc = lr.launch(rankArgs);
+    if (!scheduleFile.empty()) ::unlink(scheduleFile.c_str());
+    return rc;
+  }
 
   std::signal(SIGINT, onSignal);
   std::signal(SIGTERM, onSignal);
@@ -276,13 +474,28 @@ int runRun(const std::vector<std::string>& argv) {
   // Only rank 0 watches: its cancel ends the peers (they fail on it), while a peer cancelling
   // first would make rank 0 report a failure instead of the cancel.
   if (cancelOnEof && rank0) cancelOnStdinEof();
-  if (events && rank0) o.events = emitLine;
+  // Started by a launcher (--nproc): every rank's events also go to the launcher's pipe, and
+  // the rank ends when its launcher does.
+  const int eventFd = inheritedFd(kEventFdVariable);
+  if (const int lifeline = inheritedFd(kLifelineFdVariable); lifeline >= 0) watchLifeline(lifeline);
+  if (eventFd >= 0) std::signal(SIGPIPE, SIG_IGN);
+  const bool streamEvents = events && rank0;
+  if (streamEvents || eventFd >= 0)
+    o.events = [streamEvents, eventFd](const std::string& line) {
+      if (streamEvents) emitLine(line);
+      if (eventFd >= 0) writeLine(eventFd, line);
+    };
   std::ostream& human = events ? std::cerr : std::cout;
 
+  const auto runStarted = std::chrono::system_clock::now();  // the session's STARTED
   auto result = runSchedule(*schedule, o);
   if (!result) return refuse(events && rank0, result.errors(), nullptr, ps::cli::kExitInvalid);
   const RunReport& r = *result;
-  if (!rank0) return r.status == RunStatus::Finished ? ps::cli::kExitOk : ps::cli::kExitInvalid;
+  // A cancelled run exits as shells report SIGINT: 128 + 2.
+  const int statusExit = r.status == RunStatus::Finished    ? ps::cli::kExitOk
+                         : r.status == RunStatus::Cancelled ? kExitCancelled
+                                                            : ps::cli::kExitInvalid;
+  if (!rank0) return statusExit;
 
   const auto& m = r.timeline.metrics;
   human << name << ": " << runStatusName(r.status) << " (" << schedule->pipeline.devices << " devices, "
@@ -299,7 +512,8 @@ int runRun(const std::vector<std::string>& argv) {
   }
   human << "  last iteration: makespan " << m.makespan << " ms, bubble ratio " << m.bubbleRatio << ", "
         << r.timeline.ops.size() << " ops, " << r.timeline.transfers.size() << " transfers\n";
-  if (!r.losses.empty()) human << "  loss: " << r.losses.back() << "\n";
+  // A failed or cancelled run has no loss worth printing (the iteration did not complete).
+  if (r.status == RunStatus::Finished && !r.losses.empty()) human << "  loss: " << r.losses.back() << "\n";
   if (r.gradients.ran) {
     human << "  gradient check: " << (r.gradients.passed ? "passed" : "FAILED") << ", max relative error "
           << r.gradients.maxRelativeError << " (" << r.gradients.worstParameter << "), loss relative error "
@@ -317,10 +531,12 @@ int runRun(const std::vector<std::string>& argv) {
   if (args.has("--session")) {
     ps::cli::RunSessionRecording rec{args.value("--session"), &*schedule, format == "pipe" ? text : printDsl(*schedule),
                                      o.distributed.worldSize > 1 ? "gloo" : o.device, &o, &r, predictionProfile};
+    rec.startedMs = std::chrono::duration_cast<std::chrono::milliseconds>(runStarted.time_since_epoch()).count();
     if (!ps::cli::recordRunInSession(rec, human)) return ps::cli::kExitInvalid;
+    if (eventFd >= 0) writeLine(eventFd, kSessionRecordedLine);
   }
 #endif
-  if (r.status != RunStatus::Finished) return ps::cli::kExitInvalid;
+  if (r.status != RunStatus::Finished) return statusExit;
   if (r.gradients.ran && !r.gradients.passed) return ps::cli::kExitInvalid;
   return ps::cli::kExitOk;
 }

@@ -67,6 +67,7 @@ bool recordRunInSession(const RunSessionRecording& r, std::ostream& out) {
               << core::formatDiagnostics(model.errors());
   }
   rec.measured = rep.timeline;
+  rec.startedMs = r.startedMs;
   rec.target = r.target;
   rec.devices = r.schedule->pipeline.devices;
   rec.model = engine::modelSpecToString(o.model);
@@ -88,7 +89,7 @@ bool recordRunInSession(const RunSessionRecording& r, std::ostream& out) {
                            {"world_size", o.distributed.worldSize},
                            {"iteration_ms", rep.iterationMs},
                            {"parameters", rep.parameterCount}};
-  if (!rep.losses.empty()) config["loss"] = rep.losses.back();
+  if (!rep.losses.empty() && rep.status == engine::RunStatus::Finished) config["loss"] = rep.losses.back();
   if (rep.gradients.ran)
     config["gradient_check"] = {{"passed", rep.gradients.passed}, {"max_relative_error", rep.gradients.maxRelativeError}};
   rec.configJson = config.dump();
@@ -103,7 +104,9 @@ bool recordRunInSession(const RunSessionRecording& r, std::ostream& out) {
     const double predicted = rec.predicted->metrics.makespan, measured = rep.timeline.metrics.makespan;
     out << ", predicted run " << *stored->predictedRunId << " (profile '" << profile.name << "', makespan predicted "
         << predicted << " ms, measured " << measured << " ms";
-    if (predicted > 0) out << ", error " << (measured - predicted) / predicted * 100.0 << "%";
+    // A failed or cancelled run's makespan covers part of the schedule: no error to give.
+    if (predicted > 0 && rep.status == engine::RunStatus::Finished)
+      out << ", error " << (measured - predicted) / predicted * 100.0 << "%";
     out << ")";
   }
   out << "\n";

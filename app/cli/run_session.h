@@ -3,6 +3,7 @@
 // profile used for the prediction, and both timelines filed in the session (recordMeasuredRun).
 // Kept out of run.cpp so that the run command itself stays small.
 #if defined(PIPESTUDIO_HAVE_ENGINE) && defined(PIPESTUDIO_HAVE_SESSIONS)
+#include <cstdint>
 #include <optional>
 #include <ostream>
 #include <string>
@@ -34,6 +35,7 @@ struct RunSessionRecording {
   const engine::RunOptions* options = nullptr;
   const engine::RunReport* report = nullptr;
   std::optional<PredictionProfile> profile;  // none: the analytic one
+  std::int64_t startedMs = 0;  // when the run started (Unix ms); 0: now
 };
 
 // Records the run and its prediction; prints one summary line to `out`, errors to stderr.

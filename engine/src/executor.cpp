@@ -19,6 +19,7 @@
 #include "cuda_device.h"
 #include "model.h"
 #include "nvtx.h"
+#include "pipestudio/core/dsl.h"
 #include "pipestudio/core/run_events.h"
 #include "pipestudio/core/validator.h"
 #include "pipestudio/engine/engine.h"
@@ -80,10 +81,11 @@ using detail::Model;
 using detail::Stash;
 
 struct OpFailure : std::runtime_error {
-  OpFailure(std::string code_, const std::string& msg, double waitStart_ = -1)
-      : std::runtime_error(msg), code(std::move(code_)), waitStart(waitStart_) {}
+  OpFailure(std::string code_, const std::string& msg, double waitStart_ = -1, int lostRank_ = -1)
+      : std::runtime_error(msg), code(std::move(code_)), waitStart(waitStart_), lostRank(lostRank_) {}
   std::string code;
   double waitStart;  // timeouts: when the wait began
+  int lostRank;      // engine.peer-lost: the rank that ended without a word (-1 unknown)
 };
 
 double msBetween(Clock::time_point a, Clock::time_point b) {
@@ -183,6 +185,7 @@ struct ErrorInfo {
   int device = -1;
   int step = -1;
   double waitStart = -1;  // timeouts: when the wait began
+  int lostRank = -1;      // engine.peer-lost: the rank that ended without reporting
 };
 
 class Run {
@@ -220,6 +223,9 @@ class Run {
     return cuda_ ? gpus_[static_cast<size_t>(device)].get() : nullptr;
   }
   core::Status setupCuda();
+  // Every rank must run the same thing: compared at the rendezvous through the store.
+  nlohmann::json fingerprint() const;
+  core::Status checkFingerprints();
   static thread_local int tlEvStart;  // GPU: event indices of the running op
   static thread_local int tlEvEnd;
   bool local(int device) const { return rankOf(device) == rank_; }
@@ -249,6 +255,7 @@ class Run {
   int firstLocal_ = 0;
   int iteration_ = 0;
   bool measured_ = false;
+  int iterationsDone_ = 0;  // iterations every local worker completed (warm-up included)
 
   // Per device (touched only by its worker while running).
   std::vector<std::map<std::pair<int, int>, Stash>> stashes_;
@@ -301,10 +308,11 @@ core::Status Run::setup() {
                                                            "libtorch; rebuild with a CUDA libtorch");
   if (opt_.device != "cpu" && opt_.device != "cuda")
     return core::makeError("engine.options", "device must be cpu or cuda, got '" + opt_.device + "'");
+  if (auto st = checkFaultInjection(sched_, opt_.fault); !st) return st.errors();
   try {
     model_ = Model::build(opt_.model, opt_.seed, opt_.microbatchSize, M_);
   } catch (const std::exception& e) {
-    return core::makeError("engine.model", std::string("cannot build model: ") + e.what());
+    return core::makeError("engine.model", std::string("cannot build model: ") + detail::errorText(e));
   }
   const core::CostProfile costs = model_->weightGradByGraph
                                       ? detail::torchScriptCostProfile(*model_, opt_.microbatchSize)
@@ -353,6 +361,7 @@ core::Status Run::setup() {
       remote_ = std::move(conn.value());
     }
     rank_ = opt_.distributed.rank;
+    if (auto st = checkFingerprints(); !st) return st;
   }
   cuda_ = opt_.device == "cuda";
   if (cuda_) {
@@ -363,6 +372,65 @@ core::Status Run::setup() {
   transfers_.resize(static_cast<size_t>(D_));
   memory_.resize(static_cast<size_t>(D_));
   iterEndMs_.assign(static_cast<size_t>(D_), 0.0);
+  return core::okStatus();
+}
+
+nlohmann::json Run::fingerprint() const {
+  // FNV-1a of the schedule as the DSL prints it: equal schedules, equal text.
+  const std::string text = core::printDsl(sched_);
+  std::uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : text) h = (h ^ c) * 1099511628211ull;
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+  return {{"protocol version", core::kRunEventProtocolVersion},
+          {"world size", opt_.distributed.worldSize},
+          {"schedule", std::string(hex)},
+          {"model", modelSpecToString(opt_.model)},
+          {"seed", opt_.seed},
+          {"partition", partition_},
+          {"micro-batch size", opt_.microbatchSize},
+          {"iterations", opt_.iterations + opt_.warmup},
+          {"device", opt_.device}};
+}
+
+core::Status Run::checkFingerprints() {
+  const auto connect = std::chrono::milliseconds(static_cast<long>(opt_.distributed.connectTimeoutSeconds * 1000));
+  const nlohmann::json mine = fingerprint();
+  std::vector<nlohmann::json> all(static_cast<size_t>(remote_->worldSize()));
+  try {
+    remote_->setKey("fingerprint/" + std::to_string(rank_), mine.dump());
+    for (int q = 0; q < remote_->worldSize(); ++q) {
+      auto text = remote_->getKey("fingerprint/" + std::to_string(q), connect);
+      if (!text) return core::makeError("engine.distributed", "rank " + std::to_string(q) + " did not describe its run in time");
+      all[static_cast<size_t>(q)] = nlohmann::json::parse(*text, nullptr, false);
+    }
+  } catch (const std::exception& e) {
+    return core::makeError("engine.distributed", "comparing the ranks' runs: " + detail::errorText(e));
+  }
+  // The first field in which some rank differs from rank 0, with every rank that differs.
+  std::string error;
+  for (const auto& [field, value] : all[0].items()) {
+    std::string ranks;
+    for (size_t q = 1; q < all.size(); ++q)
+      if (!all[q].is_object() || !all[q].contains(field) || all[q][field] != value)
+        ranks += (ranks.empty() ? "" : ", ") + std::string("rank ") + std::to_string(q) + " has " +
+                 (all[q].is_object() && all[q].contains(field) ? all[q][field].dump() : std::string("none"));
+    if (!ranks.empty()) {
+      error = "the ranks do not run the same thing: " + field + " differs (rank 0 has " + value.dump() + ", " + ranks +
+              "); start every rank with the same schedule, --model, --seed, --partition, --microbatch-size and "
+              "iterations";
+      break;
+    }
+  }
+  // Rank 0 hosts the store: it leaves only once every rank has read what it needs.
+  try {
+    remote_->setKey("fingerprint-read/" + std::to_string(rank_), "1");
+    if (rank_ == 0)
+      for (int q = 1; q < remote_->worldSize(); ++q)
+        (void)remote_->getKey("fingerprint-read/" + std::to_string(q), std::chrono::milliseconds(5000));
+  } catch (const std::exception&) {
+  }
+  if (!error.empty()) return core::makeError("engine.mismatch", error);
   return core::okStatus();
 }
 
@@ -379,7 +447,7 @@ core::Status Run::setupCuda() {
       if (local(d)) gpus_[static_cast<size_t>(d)] = detail::makeCudaDevice(gpuIndex);
     model_->to(at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(gpuIndex)));
   } catch (const std::exception& e) {
-    return core::makeError("engine.cuda", "GPU " + std::to_string(gpuIndex) + ": " + e.what());
+    return core::makeError("engine.cuda", "GPU " + std::to_string(gpuIndex) + ": " + detail::errorText(e));
   }
   return core::okStatus();
 #else
@@ -393,7 +461,7 @@ at::Tensor Run::receive(int device, const Op& op, const MessageKey& key, int src
   const char* what = key.kind == 0 ? "the activation" : "the gradient";
   Op producer{key.kind == 0 ? OpKind::F : OpKind::B, srcStage, key.microbatch};
   auto timedOut = [&, start = nowMs()]() {
-    return OpFailure("engine.timeout", std::string("timed out after ") + std::to_string(opt_.timeoutSeconds) +
+    return OpFailure("engine.timeout", "timed out after " + formatSeconds(opt_.timeoutSeconds) +
                                            " s waiting for " + what + " of micro-batch " +
                                            std::to_string(key.microbatch) + " from stage " + std::to_string(srcStage) +
                                            " on device " + std::to_string(srcDevice), start);
@@ -416,9 +484,16 @@ at::Tensor Run::receive(int device, const Op& op, const MessageKey& key, int src
   // Activation for stage s: the output of stage s-1's last layer; gradient for stage s: of
   // stage s's own output.
   const int boundaryLayer = firstLayer_[static_cast<size_t>(key.kind == 0 ? key.stage : key.stage + 1)] - 1;
-  auto t = remote_->recv(key, rankOf(srcDevice), model_->boundaryShape(opt_.microbatchSize, boundaryLayer),
-                         model_->options, timeout,
-                         stop_, opt_.cancel);
+  std::optional<at::Tensor> t;
+  try {
+    t = remote_->recv(key, rankOf(srcDevice), model_->boundaryShape(opt_.microbatchSize, boundaryLayer),
+                      model_->options, timeout, stop_, opt_.cancel);
+  } catch (const detail::PeerLost& e) {
+    throw OpFailure("engine.peer-lost", std::string(e.what()) + " while this device waited for " + what +
+                                            " of micro-batch " + std::to_string(key.microbatch) + " from stage " +
+                                            std::to_string(srcStage),
+                    -1, e.rank);
+  }
   if (!t) throw timedOut();
   tlOpStart = nowMs();
   if (auto* g = gpu(device)) tlEvStart = g->recordEvent();
@@ -439,7 +514,11 @@ void Run::deliver(int device, const Op& op, const MessageKey& key, int dstStage,
   if (local(dst)) {
     mailbox_.put(key, Envelope{t, device, op, tlOpEnd, std::move(ready)});
   } else {
-    remote_->send(key, t.contiguous(), rankOf(dst));
+    try {
+      remote_->send(key, t.contiguous(), rankOf(dst));
+    } catch (const detail::PeerLost& e) {
+      throw OpFailure("engine.peer-lost", e.what(), -1, e.rank);
+    }
   }
 }
 
@@ -707,15 +786,15 @@ void Run::runIteration(int device, int iteration) {
         throw;
       } catch (const OpFailure& e) {
         fail({e.code, "device " + std::to_string(device) + " at " + opName(op) + ": " + e.what(), device,
-              static_cast<int>(i), e.waitStart});
+              static_cast<int>(i), e.waitStart, e.lostRank});
         throw Aborted{};
       } catch (const c10::Error& e) {
-        fail({"engine.torch", "device " + std::to_string(device) + " at " + opName(op) + ": " + e.what_without_backtrace(),
+        fail({"engine.torch", "device " + std::to_string(device) + " at " + opName(op) + ": " + detail::errorText(e),
               device, static_cast<int>(i)});
         throw Aborted{};
       } catch (const std::exception& e) {
-        fail({"engine.op-failed", "device " + std::to_string(device) + " at " + opName(op) + ": " + e.what(), device,
-              static_cast<int>(i)});
+        fail({"engine.op-failed", "device " + std::to_string(device) + " at " + opName(op) + ": " + detail::errorText(e),
+              device, static_cast<int>(i)});
         throw Aborted{};
       }
       const double start = tlOpStart;
@@ -784,6 +863,7 @@ void Run::worker(int device) {
           if (local(d)) end = std::max(end, iterEndMs_[static_cast<size_t>(d)]);
         iterationMs_.push_back(end);
       }
+      if (device == firstLocal_) ++iterationsDone_;
     }
   } catch (const Aborted&) {
     if (opt_.cancel && opt_.cancel->load()) {
@@ -793,8 +873,12 @@ void Run::worker(int device) {
     stop_ = true;
     mailbox_.wakeAll();
     barrier_->wakeAll();
+  } catch (const detail::PeerLost& e) {
+    fail({"engine.peer-lost", "device " + std::to_string(device) + ": " + e.what(), device, -1, -1, e.rank});
+  } catch (const detail::WaitTimedOut& e) {
+    fail({"engine.timeout", "device " + std::to_string(device) + ": " + e.what(), device, -1});
   } catch (const std::exception& e) {
-    fail({"engine.worker", "device " + std::to_string(device) + ": " + e.what(), device, -1});
+    fail({"engine.worker", "device " + std::to_string(device) + ": " + detail::errorText(e), device, -1});
   }
 }
 
@@ -862,7 +946,7 @@ nlohmann::json reportToJson(const RunReport& r, const std::optional<ErrorInfo>& 
                    {"loss_pipelined", r.gradients.lossPipelined}, {"loss_error", r.gradients.lossRelativeError}};
   if (err)
     j["error"] = {{"code", err->code}, {"message", err->message}, {"device", err->device}, {"step", err->step},
-                  {"wait_start", err->waitStart}};
+                  {"wait_start", err->waitStart}, {"lost_rank", err->lostRank}};
   return j;
 }
 
@@ -893,17 +977,55 @@ void Run::gatherRemote(RunReport& r) {
   }
   std::vector<ErrorInfo> errors;
   if (err) errors.push_back(*err);
-  for (int q = 1; q < remote_->worldSize(); ++q) {
-    std::optional<std::string> text;
-    try {
-      text = remote_->getKey("report/" + std::to_string(q), wait);
-    } catch (const std::exception&) {
+  // The reports, in the order they arrive. A rank named lost by a peer (or any lost
+  // connection, when it could not be told whose) will send none: it is waited for briefly,
+  // not for the whole timeout.
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<std::pair<int, std::string>> texts;
+  std::set<int> missing, named;
+  for (int q = 1; q < remote_->worldSize(); ++q) missing.insert(q);
+  bool connectionLost = err && err->code == "engine.peer-lost";
+  if (err && err->lostRank >= 0) named.insert(err->lostRank);
+  while (!missing.empty()) {
+    for (auto it = missing.begin(); it != missing.end();) {
+      std::optional<std::string> text;
+      try {
+        if (remote_->hasKey("report/" + std::to_string(*it)))
+          text = remote_->getKey("report/" + std::to_string(*it), std::chrono::milliseconds(1000));
+      } catch (const std::exception&) {
+      }
+      if (!text) {
+        ++it;
+        continue;
+      }
+      auto j = nlohmann::json::parse(*text, nullptr, false);
+      if (j.is_object() && j.contains("error")) {
+        connectionLost = connectionLost || j["error"].value("code", std::string()) == "engine.peer-lost";
+        if (int l = j["error"].value("lost_rank", -1); l >= 0) named.insert(l);
+      }
+      texts.emplace_back(*it, std::move(*text));
+      it = missing.erase(it);
     }
-    if (!text) {
-      errors.push_back({"engine.rank-lost", "rank " + std::to_string(q) + " sent no report (it crashed or hung)", q, -1});
-      continue;
-    }
-    auto j = nlohmann::json::parse(*text, nullptr, false);
+    const auto waited = std::chrono::steady_clock::now() - start;
+    const bool onlyLost = std::all_of(missing.begin(), missing.end(), [&](int q) { return named.count(q) > 0; });
+    if (missing.empty() || waited >= wait || (onlyLost && waited >= std::chrono::milliseconds(500)) ||
+        (connectionLost && waited >= std::chrono::milliseconds(2000)))
+      break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  // The loss lives with the last stage: without its rank's report there is none to give.
+  const int lossRank = rankOf(sched_.pipeline.deviceOf(S_ - 1));
+  if (lossRank != 0 && missing.count(lossRank)) r.losses.clear();
+  for (int q : missing) {
+    const bool died = named.count(q) > 0 || connectionLost;
+    errors.push_back({"engine.rank-lost",
+                      "rank " + std::to_string(q) + " (device " + std::to_string(q) + ") " +
+                          (died ? "ended without reporting an error (killed or crashed)"
+                                : "sent no report (it crashed or hung)"),
+                      q, -1, -1, q});
+  }
+  for (auto& [q, text] : texts) {
+    auto j = nlohmann::json::parse(text, nullptr, false);
     if (j.is_discarded()) continue;
     // Only this rank streams events, so the other ranks' ops and memory of the measured
     // iteration reach the event stream here, before "finished": a reader of the stream ends
@@ -945,7 +1067,7 @@ void Run::gatherRemote(RunReport& r) {
     if (j.contains("error"))
       errors.push_back({j["error"]["code"].get<std::string>(), j["error"]["message"].get<std::string>(),
                         j["error"]["device"].get<int>(), j["error"]["step"].get<int>(),
-                        j["error"].value("wait_start", -1.0)});
+                        j["error"].value("wait_start", -1.0), j["error"].value("lost_rank", -1)});
   }
   std::sort(r.timeline.ops.begin(), r.timeline.ops.end(),
             [](const auto& a, const auto& b) { return std::tie(a.device, a.start) < std::tie(b.device, b.start); });
@@ -975,9 +1097,9 @@ core::Result<RunReport> Run::execute() {
   try {
     if (auto st = setup(); !st) return st.errors();
   } catch (const c10::Error& e) {
-    return core::makeError("engine.setup", e.what_without_backtrace());
+    return core::makeError("engine.setup", detail::errorText(e));
   } catch (const std::exception& e) {
-    return core::makeError("engine.setup", e.what());
+    return core::makeError("engine.setup", detail::errorText(e));
   }
   std::vector<int> localDevices;
   for (int d = 0; d < D_; ++d)
@@ -1002,7 +1124,9 @@ core::Result<RunReport> Run::execute() {
         {"warmup", opt_.warmup},
         {"partition", partition_},
         {"rank", rank_},
-        {"world_size", remote_ ? remote_->worldSize() : 1}});
+        {"world_size", remote_ ? remote_->worldSize() : 1},
+        {"threads", perWorker},
+        {"local_world_size", remote_ ? std::max(1, opt_.distributed.localWorldSize) : 1}});
   std::vector<std::thread> threads;
   for (int d : localDevices) threads.emplace_back([this, d] { worker(d); });
   for (auto& t : threads) t.join();
@@ -1030,13 +1154,16 @@ core::Result<RunReport> Run::execute() {
     try {
       gradientCheck(r);
     } catch (const std::exception& e) {
-      fail({"engine.gradient-check", std::string("gradient check failed to run: ") + e.what(), -1, -1});
+      fail({"engine.gradient-check", std::string("gradient check failed to run: ") + detail::errorText(e), -1, -1});
     }
   }
   if (remote_) {
     if (error_ || stop_) remote_->close();
     gatherRemote(r);
   }
+  // A failed or cancelled iteration's loss is partial (some micro-batches never got there).
+  if (error_ && r.losses.size() > static_cast<size_t>(iterationsDone_))
+    r.losses.resize(static_cast<size_t>(iterationsDone_));
   tl.complete = !error_.has_value();
   tl.metrics = core::computeMetrics(tl);
   if (error_) {
@@ -1064,13 +1191,14 @@ core::Result<RunReport> Run::execute() {
 }  // namespace
 
 core::Result<RunReport> runSchedule(const core::Schedule& schedule, const RunOptions& options) {
+  detail::quietTorchLogging();
   Run run(schedule, options);
   try {
     return run.execute();
   } catch (const c10::Error& e) {
-    return core::makeError("engine.torch", e.what_without_backtrace());
+    return core::makeError("engine.torch", detail::errorText(e));
   } catch (const std::exception& e) {
-    return core::makeError("engine.internal", e.what());
+    return core::makeError("engine.internal", detail::errorText(e));
   }
 }
 

@@ -8,7 +8,10 @@
 #define USE_C10D_GLOO
 #endif
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include <cstdlib>
 
 #include "transport.h"
 
@@ -18,7 +21,7 @@ namespace {
 
 class GlooTransport : public RemoteTransport {
  public:
-  GlooTransport(c10::intrusive_ptr<c10d::TCPStore> store, c10::intrusive_ptr<c10d::ProcessGroupGloo> pg, int rank,
+  GlooTransport(c10::intrusive_ptr<c10d::Store> store, c10::intrusive_ptr<c10d::ProcessGroupGloo> pg, int rank,
                 int world)
       : store_(std::move(store)), pg_(std::move(pg)), rank_(rank), world_(world) {}
 
@@ -27,9 +30,14 @@ class GlooTransport : public RemoteTransport {
 
   void send(const MessageKey& key, const at::Tensor& t, int dstRank) override {
     std::vector<at::Tensor> v{t};
-    auto work = pg_->send(v, dstRank, key.tag());
+    c10::intrusive_ptr<c10d::Work> work;
+    try {
+      work = pg_->send(v, dstRank, key.tag());
+    } catch (const std::exception& e) {
+      lost(dstRank, e);
+    }
     std::lock_guard lock(mu_);
-    pending_.push_back(work);
+    pending_.push_back({work, dstRank});
   }
 
   std::optional<at::Tensor> recv(const MessageKey& key, int srcRank, at::IntArrayRef shape,
@@ -47,29 +55,59 @@ class GlooTransport : public RemoteTransport {
       // deadline arrives it is the same situation as our own timeout.
       const auto waited = std::chrono::steady_clock::now() - start;
       if (isTimeout(e) || waited >= timeout * 9 / 10) return std::nullopt;
-      if (hasKeyQuietly("abort")) throw Aborted{};
-      throw;
+      lost(srcRank, e);
     }
     return std::nullopt;
   }
 
+  // A wait failed on a closed connection: another rank's published failure (Aborted), the
+  // store's host gone (rank 0), or `peer` ended without a word.
+  [[noreturn]] void lost(int peer, const std::exception& e) {
+    bool aborted = false, storeGone = false;
+    try {
+      aborted = store_->check({"abort"});
+    } catch (const std::exception&) {
+      storeGone = true;
+    }
+    if (aborted) throw Aborted{};
+    if (storeGone && rank_ != 0)
+      throw PeerLost(0, "rank 0 (device 0), which hosts the store, ended without reporting an error (" +
+                            errorText(e) + ")");
+    if (peer < 0 && world_ == 2) peer = 1 - rank_;  // of two ranks, the other one
+    if (peer < 0) throw PeerLost(-1, "a peer rank ended without reporting an error (its connection closed)");
+    throw PeerLost(peer, "rank " + std::to_string(peer) + " (device " + std::to_string(peer) +
+                             ") ended without reporting an error: its connection closed");
+  }
+
   void flush(std::chrono::milliseconds timeout) override {
-    std::vector<c10::intrusive_ptr<c10d::Work>> works;
+    std::vector<std::pair<c10::intrusive_ptr<c10d::Work>, int>> works;
     {
       std::lock_guard lock(mu_);
       works.swap(pending_);
     }
-    for (auto& w : works) w->wait(timeout);
+    for (auto& [w, dst] : works) {
+      try {
+        w->wait(timeout);
+      } catch (const std::exception& e) {
+        if (isTimeout(e))
+          throw WaitTimedOut("timed out after " + formatSeconds(timeout.count() / 1000.0) +
+                             " waiting for rank " + std::to_string(dst) + " to take what this rank sent");
+        lost(dst, e);
+      }
+    }
   }
 
   void barrier(std::chrono::milliseconds timeout, const std::atomic<bool>* cancel) override {
     (void)cancel;
-    auto work = pg_->barrier();
+    const auto start = std::chrono::steady_clock::now();
     try {
+      auto work = pg_->barrier();
       work->wait(timeout);
     } catch (const std::exception& e) {
-      if (hasKeyQuietly("abort")) throw Aborted{};
-      throw;
+      if (isTimeout(e) || std::chrono::steady_clock::now() - start >= timeout * 9 / 10)
+        throw WaitTimedOut("timed out after " + formatSeconds(timeout.count() / 1000.0) +
+                           " waiting for every rank at the start of the iteration");
+      lost(-1, e);
     }
   }
 
@@ -84,14 +122,6 @@ class GlooTransport : public RemoteTransport {
   static bool isTimeout(const std::exception& e) {
     std::string what = e.what();
     return what.find("imed out") != std::string::npos;
-  }
-
-  bool hasKeyQuietly(const std::string& key) {
-    try {
-      return store_->check({key});
-    } catch (const std::exception&) {
-      return false;
-    }
   }
 
   void setKey(const std::string& key, const std::string& value) override {
@@ -111,11 +141,11 @@ class GlooTransport : public RemoteTransport {
   bool hasKey(const std::string& key) override { return store_->check({key}); }
 
  private:
-  c10::intrusive_ptr<c10d::TCPStore> store_;
+  c10::intrusive_ptr<c10d::Store> store_;
   c10::intrusive_ptr<c10d::ProcessGroupGloo> pg_;
   int rank_, world_;
   std::mutex mu_;
-  std::vector<c10::intrusive_ptr<c10d::Work>> pending_;
+  std::vector<std::pair<c10::intrusive_ptr<c10d::Work>, int>> pending_;  // sends and their destination
 };
 
 }  // namespace
@@ -126,27 +156,35 @@ core::Result<std::unique_ptr<RemoteTransport>> connectGloo(const DistributedOpti
                                                      std::to_string(d.worldSize - 1));
   if (d.masterPort <= 0 || d.masterPort > 65535)
     return core::makeError("engine.distributed", "master port " + std::to_string(d.masterPort) + " is not a port");
+  const std::string where = "rank " + std::to_string(d.rank) + " cannot join the run at " + d.masterAddr + ":" +
+                            std::to_string(d.masterPort);
   try {
-    const auto timeout = std::chrono::milliseconds(static_cast<long>(std::max(timeoutSeconds, 1.0) * 1000));
+    (void)timeoutSeconds;  // waits after the rendezvous pass their own bounds
+    const auto connect =
+        std::chrono::milliseconds(static_cast<long>(std::max(d.connectTimeoutSeconds, 0.001) * 1000));
     c10d::TCPStoreOptions so;
     so.port = static_cast<std::uint16_t>(d.masterPort);
-    so.isServer = d.rank == 0;
+    // torchrun (2.x) may hand its workers its own store (TORCH_ELASTIC_USE_AGENT_STORE): then
+    // rank 0 joins it as a client, and our keys live under a prefix of their own.
+    const char* agent = std::getenv("TORCH_ELASTIC_USE_AGENT_STORE");
+    const bool agentStore = agent && std::string(agent) == "True";
+    so.isServer = d.rank == 0 && !agentStore;
     so.numWorkers = static_cast<std::size_t>(d.worldSize);
     so.waitWorkers = false;
-    so.timeout = timeout;
-    auto store = c10::make_intrusive<c10d::TCPStore>(d.masterAddr, so);
-    auto opts = c10d::ProcessGroupGloo::Options::create(timeout);
+    so.timeout = connect;
+    c10::intrusive_ptr<c10d::Store> store = c10::make_intrusive<c10d::TCPStore>(d.masterAddr, so);
+    if (agentStore) store = c10::make_intrusive<c10d::PrefixStore>("pipestudio", store);
+    auto opts = c10d::ProcessGroupGloo::Options::create(connect);
     const bool loopback = d.masterAddr == "127.0.0.1" || d.masterAddr == "localhost";
     opts->devices.push_back(loopback ? c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1")
                                      : c10d::ProcessGroupGloo::createDefaultDevice());
     auto pg = c10::make_intrusive<c10d::ProcessGroupGloo>(store, d.rank, d.worldSize, opts);
     return std::unique_ptr<RemoteTransport>(std::make_unique<GlooTransport>(store, pg, d.rank, d.worldSize));
-  } catch (const c10::Error& e) {
-    return core::makeError("engine.distributed", "rank " + std::to_string(d.rank) + " cannot join " + d.masterAddr + ":" +
-                                                     std::to_string(d.masterPort) + ": " + e.what_without_backtrace());
   } catch (const std::exception& e) {
-    return core::makeError("engine.distributed", "rank " + std::to_string(d.rank) + " cannot join " + d.masterAddr + ":" +
-                                                     std::to_string(d.masterPort) + ": " + e.what());
+    std::string why = errorText(e);
+    if (why.find("imeout") != std::string::npos || why.find("imed out") != std::string::npos)
+      why = "not every rank joined within --connect-timeout " + formatSeconds(d.connectTimeoutSeconds) + " (" + why + ")";
+    return core::makeError("engine.distributed", where + ": " + why);
   }
 }
 

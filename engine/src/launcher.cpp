@@ -1,15 +1,20 @@
-// Fork/exec of local ranks. The parent only starts, forwards signals and waits; the ranks
-// find each other through the TCPStore that rank 0 hosts on MASTER_PORT.
+// Fork/exec of local ranks. The parent starts them, forwards signals, reads their run events
+// and notices a rank's death at once; the ranks find each other through the TCPStore that
+// rank 0 hosts on MASTER_PORT.
 #include "pipestudio/engine/launcher.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <poll.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -54,45 +59,145 @@ int pickFreePort() {
   return port;
 }
 
+namespace {
+// The first host of a Slurm node list: "gpu[03-04,07],cpu1" -> "gpu03", "a,b" -> "a".
+std::string firstSlurmHost(const std::string& list) {
+  std::string host;
+  for (size_t i = 0; i < list.size(); ++i) {
+    const char c = list[i];
+    if (c == ',') break;
+    if (c == '[') {
+      size_t j = i + 1;
+      while (j < list.size() && std::isdigit(static_cast<unsigned char>(list[j]))) host += list[j++];
+      break;
+    }
+    host += c;
+  }
+  return host;
+}
+
+// SLURM_NTASKS_PER_NODE / SLURM_TASKS_PER_NODE look like "4" or "2(x3),1": this node's count
+// is not known from them alone, the first group's is used.
+std::optional<int> slurmTasksPerNode() {
+  for (const char* name : {"SLURM_NTASKS_PER_NODE", "SLURM_TASKS_PER_NODE"}) {
+    const char* v = std::getenv(name);
+    if (!v || !*v) continue;
+    char* end = nullptr;
+    const long n = std::strtol(v, &end, 10);
+    if (end != v && n >= 1) return static_cast<int>(n);
+  }
+  return std::nullopt;
+}
+}  // namespace
+
 core::Result<std::optional<DistributedOptions>> distributedFromEnvironment() {
   auto rank = envInt("RANK"), world = envInt("WORLD_SIZE");
+  // torchrun's variables first; under srun (no torchrun) Slurm's.
+  const bool slurm = (!rank || !world) && envInt("SLURM_PROCID") && envInt("SLURM_NTASKS");
+  if (slurm) {
+    rank = envInt("SLURM_PROCID");
+    world = envInt("SLURM_NTASKS");
+  }
   if (!rank || !world) return std::optional<DistributedOptions>{};
   DistributedOptions d;
   d.rank = *rank;
   d.worldSize = *world;
+  const std::string names = slurm ? "SLURM_PROCID " : "RANK ";
   if (d.worldSize < 1 || d.rank < 0 || d.rank >= d.worldSize)
-    return core::makeError("engine.distributed", "RANK " + std::to_string(d.rank) + " / WORLD_SIZE " +
+    return core::makeError("engine.distributed", names + std::to_string(d.rank) + " / " +
+                                                     (slurm ? "SLURM_NTASKS " : "WORLD_SIZE ") +
                                                      std::to_string(d.worldSize) + " do not make a rank");
-  if (const char* a = std::getenv("MASTER_ADDR"); a && *a) d.masterAddr = a;
+  if (const char* a = std::getenv("MASTER_ADDR"); a && *a) {
+    d.masterAddr = a;
+  } else if (const char* nodes = std::getenv("SLURM_JOB_NODELIST"); slurm && nodes && *nodes) {
+    d.masterAddr = firstSlurmHost(nodes);
+  } else if (const char* nodes2 = std::getenv("SLURM_NODELIST"); slurm && nodes2 && *nodes2) {
+    d.masterAddr = firstSlurmHost(nodes2);
+  }
   if (auto p = envInt("MASTER_PORT")) d.masterPort = *p;
-  if (auto l = envInt("LOCAL_WORLD_SIZE"); l && *l >= 1) d.localWorldSize = *l;
+  // Ranks on this host share its cores: LOCAL_WORLD_SIZE (torchrun), Slurm's tasks per node,
+  // else every rank when the store is on this host (ranks started by hand on one machine).
+  if (auto l = envInt("LOCAL_WORLD_SIZE"); l && *l >= 1) {
+    d.localWorldSize = *l;
+  } else if (auto t = slurmTasksPerNode(); slurm && t) {
+    d.localWorldSize = *t;
+  } else if (d.masterAddr == "127.0.0.1" || d.masterAddr == "localhost") {
+    d.localWorldSize = d.worldSize;
+  }
   if (d.masterPort <= 0 || d.masterPort > 65535)
     return core::makeError("engine.distributed", "MASTER_PORT is not a port number");
   return std::optional<DistributedOptions>{d};
 }
 
-int launchLocalRanks(const std::string& program, const std::vector<std::string>& args, int nproc, double graceSeconds,
-                     std::string& error) {
+std::string signalName(int signal) {
+  switch (signal) {
+    case SIGKILL: return "SIGKILL";
+    case SIGTERM: return "SIGTERM";
+    case SIGINT: return "SIGINT";
+    case SIGSEGV: return "SIGSEGV";
+    case SIGABRT: return "SIGABRT";
+    case SIGBUS: return "SIGBUS";
+    case SIGFPE: return "SIGFPE";
+    case SIGILL: return "SIGILL";
+    case SIGPIPE: return "SIGPIPE";
+    case SIGHUP: return "SIGHUP";
+    default: return "signal " + std::to_string(signal);
+  }
+}
+
+core::Result<LaunchResult> launchLocalRanks(const LaunchOptions& o) {
+  const int nproc = o.nproc;
   const int port = pickFreePort();
-  if (port == 0) {
-    error = "no free TCP port on 127.0.0.1 for the ranks' store";
-    return -1;
+  if (port == 0) return core::makeError("engine.launch", "no free TCP port on 127.0.0.1 for the ranks' store");
+  struct Pipe {
+    int read = -1, write = -1;
+  };
+  std::vector<Pipe> events(static_cast<size_t>(nproc)), lifelines(static_cast<size_t>(nproc));
+  auto closeAll = [&] {
+    for (auto* v : {&events, &lifelines})
+      for (auto& p : *v) {
+        if (p.read >= 0) ::close(p.read);
+        if (p.write >= 0) ::close(p.write);
+        p.read = p.write = -1;
+      }
+  };
+  for (int r = 0; r < nproc; ++r) {
+    int e[2], l[2];
+    if (pipe2(e, O_CLOEXEC) != 0 || pipe2(l, O_CLOEXEC) != 0) {
+      closeAll();
+      return core::makeError("engine.launch", std::string("cannot create pipes: ") + std::strerror(errno));
+    }
+    events[static_cast<size_t>(r)] = {e[0], e[1]};
+    lifelines[static_cast<size_t>(r)] = {l[0], l[1]};
   }
   g_children.assign(static_cast<size_t>(nproc), 0);
+  g_forwarded = 0;
   struct sigaction sa {};
   sa.sa_handler = forwardSignal;
   sigemptyset(&sa.sa_mask);
   struct sigaction oldInt {}, oldTerm {};
   sigaction(SIGINT, &sa, &oldInt);
   sigaction(SIGTERM, &sa, &oldTerm);
+  const pid_t launcher = getpid();
+  std::string startError;
   for (int r = 0; r < nproc; ++r) {
     pid_t pid = fork();
     if (pid < 0) {
-      error = std::string("fork failed: ") + std::strerror(errno);
-      forwardSignal(SIGTERM);
+      startError = std::string("fork failed: ") + std::strerror(errno);
+      forwardSignal(SIGKILL);
       break;
     }
     if (pid == 0) {
+      // The rank ends with its launcher: the parent-death signal (a cancel, like Ctrl-C), and
+      // the lifeline's EOF for the case where the launcher died before prctl took effect.
+      prctl(PR_SET_PDEATHSIG, SIGTERM);
+      if (getppid() != launcher) _exit(130);
+      // fds 3 and 4 in the rank: its event pipe and its lifeline (dup2 clears close-on-exec).
+      const int ev = fcntl(events[static_cast<size_t>(r)].write, F_DUPFD_CLOEXEC, 10);
+      const int life = fcntl(lifelines[static_cast<size_t>(r)].read, F_DUPFD_CLOEXEC, 10);
+      if (ev < 0 || life < 0 || dup2(ev, 3) < 0 || dup2(life, 4) < 0) _exit(127);
+      setenv(kEventFdVariable, "3", 1);
+      setenv(kLifelineFdVariable, "4", 1);
       setenv("RANK", std::to_string(r).c_str(), 1);
       setenv("LOCAL_RANK", std::to_string(r).c_str(), 1);
       setenv("WORLD_SIZE", std::to_string(nproc).c_str(), 1);
@@ -104,49 +209,129 @@ int launchLocalRanks(const std::string& program, const std::vector<std::string>&
         if (devnull >= 0) dup2(devnull, STDOUT_FILENO);
       }
       std::vector<char*> argv;
-      argv.push_back(const_cast<char*>(program.c_str()));
-      for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+      argv.push_back(const_cast<char*>(o.program.c_str()));
+      for (const auto& a : o.args) argv.push_back(const_cast<char*>(a.c_str()));
       argv.push_back(nullptr);
-      execv(program.c_str(), argv.data());
+      execv(o.program.c_str(), argv.data());
       _exit(127);
     }
     g_children[static_cast<size_t>(r)] = pid;
   }
-  std::vector<int> status(static_cast<size_t>(nproc), -1);
+  // The launcher keeps the events' read ends and the lifelines' write ends.
+  for (auto& p : events) {
+    ::close(p.write);
+    p.write = -1;
+  }
+  for (auto& p : lifelines) {
+    ::close(p.read);
+    p.read = -1;
+  }
+
+  LaunchResult result;
+  result.ends.resize(static_cast<size_t>(nproc));
+  std::vector<std::string> partial(static_cast<size_t>(nproc));
+  // 1: read some, 0: end of the pipe, -1: nothing now (or an error).
+  auto readEvents = [&](int r) -> int {
+    char buf[65536];
+    const ssize_t n = ::read(events[static_cast<size_t>(r)].read, buf, sizeof buf);
+    if (n < 0) return errno == EINTR ? 1 : -1;
+    if (n == 0) return 0;
+    std::string& acc = partial[static_cast<size_t>(r)];
+    acc.append(buf, static_cast<size_t>(n));
+    size_t startLine = 0;
+    for (size_t nl; (nl = acc.find('\n', startLine)) != std::string::npos; startLine = nl + 1)
+      if (o.onEvent) o.onEvent(r, acc.substr(startLine, nl - startLine));
+    acc.erase(0, startLine);
+    return 1;
+  };
+
   int running = 0;
   for (pid_t p : g_children) running += p > 0 ? 1 : 0;
-  bool killPending = false;
-  auto killAt = std::chrono::steady_clock::now();
-  while (running > 0) {
-    int st = 0;
-    pid_t pid = waitpid(-1, &st, WNOHANG);
-    if (pid > 0) {
-      for (size_t r = 0; r < g_children.size(); ++r)
-        if (g_children[r] == pid) {
-          status[r] = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
-          g_children[r] = 0;
-          --running;
-          if (status[r] != 0 && !killPending) {
-            killPending = true;
-            killAt = std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<long>(graceSeconds * 1000));
+  std::vector<bool> killedByUs(static_cast<size_t>(nproc), false);
+  std::optional<std::chrono::steady_clock::time_point> killAt;
+  auto killRunning = [&] {
+    for (size_t r = 0; r < g_children.size(); ++r)
+      if (g_children[r] > 0) {
+        killedByUs[r] = true;
+        kill(g_children[r], SIGKILL);
+      }
+  };
+  while (running > 0 || std::any_of(events.begin(), events.end(), [](const Pipe& p) { return p.read >= 0; })) {
+    std::vector<pollfd> fds;
+    std::vector<int> who;
+    for (int r = 0; r < nproc; ++r)
+      if (events[static_cast<size_t>(r)].read >= 0) {
+        fds.push_back({events[static_cast<size_t>(r)].read, POLLIN, 0});
+        who.push_back(r);
+      }
+    // Children that ended are noticed within 20 ms.
+    if (!fds.empty()) {
+      if (poll(fds.data(), fds.size(), 20) > 0)
+        for (size_t i = 0; i < fds.size(); ++i)
+          if ((fds[i].revents & (POLLIN | POLLHUP | POLLERR)) && readEvents(who[i]) <= 0) {
+            ::close(events[static_cast<size_t>(who[i])].read);
+            events[static_cast<size_t>(who[i])].read = -1;
           }
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    for (;;) {
+      int st = 0;
+      pid_t pid = waitpid(-1, &st, WNOHANG);
+      if (pid <= 0) break;
+      for (size_t r = 0; r < g_children.size(); ++r) {
+        if (g_children[r] != pid) continue;
+        RankEnd& e = result.ends[r];
+        e.rank = static_cast<int>(r);
+        e.exitCode = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+        e.signal = WIFSIGNALED(st) ? WTERMSIG(st) : 0;
+        e.killedByLauncher = killedByUs[r];
+        g_children[r] = 0;
+        --running;
+        // A signal the launcher forwarded (a cancel) is no death, even if it came early.
+        const bool forwarded = g_forwarded != 0 && e.signal == g_forwarded;
+        if (e.signal > 0 && !e.killedByLauncher && !forwarded && !result.death) {
+          result.death = e;
+          if (o.onRankDied) o.onRankDied(e);
+          // Without rank 0 (the store and the report) nobody can finish: end the others now.
+          if (r == 0) killRunning();
         }
-      continue;
+        // A rank that failed and said so: the others get the grace to report; one that died:
+        // at most deathGraceSeconds.
+        const double grace = result.death ? std::min(o.graceSeconds, o.deathGraceSeconds) : o.graceSeconds;
+        const auto at = std::chrono::steady_clock::now() +
+                        std::chrono::milliseconds(static_cast<long>(std::max(0.0, grace) * 1000));
+        if ((e.signal > 0 || e.exitCode != 0) && (!killAt || at < *killAt)) killAt = at;
+      }
     }
-    if (killPending && std::chrono::steady_clock::now() >= killAt) {
-      for (pid_t p : g_children)
-        if (p > 0) kill(p, SIGKILL);
-      killPending = false;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (killAt && std::chrono::steady_clock::now() >= *killAt && running > 0) killRunning();
+    // Every rank ended: read what is left (a cut last line is dropped) without waiting for
+    // descendants that might still hold a pipe.
+    if (running == 0)
+      for (int r = 0; r < nproc; ++r) {
+        auto& p = events[static_cast<size_t>(r)];
+        if (p.read < 0) continue;
+        fcntl(p.read, F_SETFL, fcntl(p.read, F_GETFL) | O_NONBLOCK);
+        while (readEvents(r) > 0) {
+        }
+        ::close(p.read);
+        p.read = -1;
+      }
   }
+  closeAll();
   sigaction(SIGINT, &oldInt, nullptr);
   sigaction(SIGTERM, &oldTerm, nullptr);
   g_children.clear();
-  if (status[0] != 0) return status[0];
-  for (int s : status)
-    if (s != 0) return s;
-  return 0;
+  if (!startError.empty()) return core::makeError("engine.launch", startError);
+  auto statusOf = [](const RankEnd& e) { return e.signal > 0 ? 128 + e.signal : e.exitCode; };
+  result.exitStatus = statusOf(result.ends[0]);
+  if (result.exitStatus == 0)
+    for (const auto& e : result.ends)
+      if (statusOf(e) != 0) {
+        result.exitStatus = statusOf(e);
+        break;
+      }
+  return result;
 }
 
 }  // namespace ps::engine

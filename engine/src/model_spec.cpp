@@ -65,7 +65,8 @@ core::Result<ModelSpec> parseModelSpec(std::string_view spec) {
       return specError("model option " + key + " needs a positive integer, got '" + std::string(val) + "'");
     if (m.kind == "torchscript") {
       if (key == "features") m.features = v;
-      else return specError("unknown option '" + key + "' for model torchscript (path, features, loss, dtype)");
+      else if (key == "seq") m.seq = v;  // tokens per sample when the first child is an nn.Embedding
+      else return specError("unknown option '" + key + "' for model torchscript (path, features, seq, loss, dtype)");
       continue;
     }
     if (key == "layers") m.layers = v;
@@ -88,6 +89,7 @@ std::string modelSpecToString(const ModelSpec& m) {
   if (m.kind == "torchscript") {
     std::string s = "torchscript:path=" + m.path;
     if (m.features > 0) s += ",features=" + std::to_string(m.features);
+    if (m.seq != ModelSpec{}.seq) s += ",seq=" + std::to_string(m.seq);
     if (m.loss != "mse") s += ",loss=" + m.loss;
     if (m.dtype != "f32") s += ",dtype=" + m.dtype;
     return s;
@@ -164,6 +166,20 @@ core::Result<FaultInjection> parseFaultInjection(std::string_view text) {
     return core::makeError("engine.fault", "fault kind must be throw, nan or drop, got '" + f.kind + "'");
   if (f.op.empty()) return core::makeError("engine.fault", "fault names no op");
   return f;
+}
+
+core::Status checkFaultInjection(const core::Schedule& schedule, const FaultInjection& fault) {
+  if (!fault.active()) return core::okStatus();
+  for (const auto& device : schedule.devices)
+    for (const auto& step : device) {
+      if (schedule.opName(step.first) == fault.op) return core::okStatus();
+      if (step.second && schedule.opName(*step.second) == fault.op) return core::okStatus();
+    }
+  std::string example;
+  if (!schedule.devices.empty() && !schedule.devices.front().empty())
+    example = " (ops are named like " + schedule.opName(schedule.devices.front().front().first) + ")";
+  return core::makeError("engine.fault", "--inject-fault " + fault.kind + ":" + fault.op + ": the schedule has no op " +
+                                             fault.op + example + ", so the fault would never fire");
 }
 
 std::string_view runStatusName(RunStatus s) {

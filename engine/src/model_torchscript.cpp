@@ -1,16 +1,22 @@
 // User models: a TorchScript module loaded with torch::jit::load and split at its top-level
-// children, which run one after the other (nn.Sequential semantics; the parent's own forward
-// is not used). Synthetic data come from the seed; the loss is MSE against random targets or
-// cross-entropy against random classes when the model ends in logits (loss=ce).
+// children, which run one after the other (nn.Sequential semantics). The parent's forward is
+// inspected first: only a plain chain of its children is accepted, anything else (a residual,
+// reordered or reused children, extra computation) is refused, since the engine would run a
+// different network. Synthetic data come from the seed; the loss is MSE against random targets
+// or cross-entropy against random classes when the model ends in logits (loss=ce).
 #include <ATen/CPUGeneratorImpl.h>
 #include <c10/util/Exception.h>
 #include <torch/csrc/jit/api/module.h>
+#include <torch/csrc/jit/ir/ir.h>
 #include <torch/csrc/jit/serialization/import.h>
 
+#include <algorithm>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 
+#include "error_text.h"
 #include "model.h"
 
 namespace ps::engine::detail {
@@ -93,17 +99,105 @@ class TorchScriptLayer : public Layer {
   std::string file_;
 };
 
-// Children of the module as layers, without data (names, parameters).
-void addLayers(Model& model, const ModelSpec& spec) {
+const char* const kChainForm =
+    "the engine accepts a forward that only calls the top-level children once each, in the order "
+    "they are registered, each on the previous child's output, and returns the last one's output "
+    "(nn.Sequential, or `def forward(self, x): return self.c(self.b(self.a(x)))`); put residuals "
+    "and other computation inside a child";
+
+// Where a node of the parent's forward comes from, for messages: "line N: CODE".
+std::string nodePlace(const torch::jit::Node* n) {
+  const auto& range = n->sourceRange();
+  if (!range.source()) return n->kind().toQualString();
+  std::string text = range.text().str();
+  if (const auto nl = text.find('\n'); nl != std::string::npos) text = text.substr(0, nl) + " ...";
+  std::string where;
+  if (auto flc = range.file_line_col()) where = "line " + std::to_string(std::get<1>(*flc)) + ": ";
+  return where + "`" + text + "`";
+}
+
+// The parent's forward must be the plain chain of its children (addLayers' order).
+void checkPlainChain(const torch::jit::Module& root, const ModelSpec& spec, const std::vector<std::string>& children) {
+  auto refuse = [&](const std::string& why) {
+    modelError(spec, "its forward is not a plain chain of its children: " + why + "; " + kChainForm);
+  };
+  auto forward = root.find_method("forward");
+  if (!forward) modelError(spec, "the module has no forward method");
+  std::shared_ptr<torch::jit::Graph> graph = forward->graph();
+  const auto inputs = graph->inputs();
+  if (inputs.size() != 2)
+    refuse("forward takes " + std::to_string(inputs.size() - 1) + " inputs, the engine feeds one tensor");
+  const torch::jit::Value* self = inputs[0];
+  torch::jit::Value* current = inputs[1];
+  std::string producer = "the input";
+  size_t next = 0;
+  std::set<std::string> called;
+  for (torch::jit::Node* n : graph->nodes()) {
+    const auto kind = n->kind();
+    if (kind == c10::prim::Constant) continue;  // judged by what uses it
+    if (kind == c10::prim::GetAttr && n->input(0) == self) continue;  // judged where it is used
+    const bool childCall = kind == c10::prim::CallMethod && n->inputs().size() == 2 &&
+                           n->input(0)->node()->kind() == c10::prim::GetAttr &&
+                           n->input(0)->node()->input(0) == self;
+    if (!childCall) refuse("it computes " + nodePlace(n) + " (" + kind.toQualString() + ") besides calling children");
+    const std::string child = n->input(0)->node()->s(c10::attr::name);
+    const std::string method = n->s(c10::attr::name);
+    if (std::find(children.begin(), children.end(), child) == children.end())
+      refuse("it calls '" + child + "', which is not a child module");
+    if (method != "forward") refuse("it calls " + child + "." + method + " rather than " + child + "'s forward");
+    if (called.count(child)) refuse("it calls child '" + child + "' twice (" + nodePlace(n) + ")");
+    if (next >= children.size() || children[next] != child)
+      refuse("it calls child '" + child + "' where child '" + (next < children.size() ? children[next] : child) +
+             "' comes next in registration order (" + nodePlace(n) + ")");
+    if (n->input(1) != current)
+      refuse("child '" + child + "' does not take " + producer + " as its input (" + nodePlace(n) + ")");
+    if (current->uses().size() != 1)
+      refuse(producer + " is used " + std::to_string(current->uses().size()) +
+             " times (a residual connection or a branch); each value may feed only the next child");
+    called.insert(child);
+    current = n->output();
+    producer = "the output of child '" + child + "'";
+    ++next;
+  }
+  if (next < children.size()) refuse("it never calls child '" + children[next] + "'");
+  const auto outputs = graph->outputs();
+  if (outputs.size() != 1 || outputs[0] != current || current->uses().size() != 1)
+    refuse("it does not return " + producer + " alone");
+}
+
+// Children of the module as layers, without data (names, parameters). Returns the number of
+// embeddings when the first child is an nn.Embedding (its input is token ids), else 0.
+int64_t addLayers(Model& model, const ModelSpec& spec) {
+  int64_t embeddings = 0;
   torch::jit::Module root = loadModule(spec);
+  std::vector<std::string> names;
   for (const auto& child : root.named_children()) {
-    if (!child.value.find_method("forward"))
-      modelError(spec, "child '" + child.name + "' has no forward method");
+    if (!child.value.find_method("forward")) {
+      // nn.LSTM / GRU / RNN script to overloads (forward__0, forward__1) returning tuples.
+      std::string overloads;
+      for (const auto& m : child.value.get_methods())
+        if (m.name().rfind("forward__", 0) == 0) overloads += (overloads.empty() ? "" : ", ") + m.name();
+      const std::string type = child.value.type()->name() ? child.value.type()->name()->name() : "module";
+      if (!overloads.empty())
+        modelError(spec, "child '" + child.name + "' (" + type + ") has only overloaded forwards (" + overloads +
+                             "), as a scripted nn.LSTM, nn.GRU or nn.RNN has: they take and return tuples (output, "
+                             "hidden state), and the engine needs children that map one tensor to one tensor; wrap "
+                             "it in a module whose forward returns only the output tensor");
+      modelError(spec, "child '" + child.name + "' (" + type + ") has no forward method; children must map one "
+                       "tensor to one tensor");
+    }
+    if (names.empty() && child.value.type()->name() &&
+        child.value.type()->name()->qualifiedName().find("torch.nn.modules.sparse.Embedding") != std::string::npos)
+      for (const auto& p : child.value.named_parameters(/*recurse=*/false))
+        if (p.name == "weight" && p.value.dim() == 2) embeddings = p.value.size(0);
+    names.push_back(child.name);
     model.layers.push_back(std::make_unique<TorchScriptLayer>(child.name, child.value, spec.path));
   }
   if (model.layers.empty())
     modelError(spec, "the module has no child modules; the engine splits a model at its top-level children "
                      "(script an nn.Sequential-like module)");
+  checkPlainChain(root, spec, names);
+  return embeddings;
 }
 
 int64_t inferFeatures(const Model& model, const ModelSpec& spec) {
@@ -119,12 +213,17 @@ int64_t inferFeatures(const Model& model, const ModelSpec& spec) {
 
 void buildTorchScript(Model& model, std::uint64_t seed) {
   const ModelSpec& spec = model.spec;
-  addLayers(model, spec);
+  const int64_t embeddings = addLayers(model, spec);
   model.weightGradByGraph = true;
   at::Generator gen = at::detail::createCPUGenerator(seed);
   const int64_t n = static_cast<int64_t>(model.microbatchSize) * model.microbatches;
-  const int64_t features = inferFeatures(model, spec);
-  model.inputs = at::randn({n, features}, gen, model.options);
+  if (embeddings > 0) {
+    // An nn.Embedding first: token ids, uniform over its table, `seq` per sample.
+    model.inputs = at::randint(embeddings, {n, spec.seq}, gen, at::TensorOptions().dtype(at::kLong));
+  } else {
+    const int64_t features = inferFeatures(model, spec);
+    model.inputs = at::randn({n, features}, gen, model.options);
+  }
   // Probe: one forward of the whole batch without autograd names the child that fails and
   // gives every boundary's shape.
   at::Tensor out = model.inputs;
@@ -161,7 +260,7 @@ std::vector<std::string> torchScriptLayerNames(const ModelSpec& spec) {
   try {
     Model m;
     m.spec = spec;
-    addLayers(m, spec);
+    (void)addLayers(m, spec);
     for (const auto& l : m.layers) names.push_back(l->name);
   } catch (const std::exception&) {
     names.clear();  // checkModel() says why

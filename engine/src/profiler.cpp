@@ -11,6 +11,7 @@
 #include <chrono>
 #include <thread>
 
+#include "error_text.h"
 #include "model.h"
 #include "pipestudio/engine/engine.h"
 
@@ -172,10 +173,10 @@ core::Result<core::CostProfile> profileModel(const ModelSpec& spec, const Profil
             LayerSample one = runLayerOnce(m, l, inputs[wi][l], grads[wi][l], target);
             if (r >= o.warmup) samples[wi][l].push_back(one);
           } catch (const c10::Error& e) {
-            errors[wi] = e.what_without_backtrace();
+            errors[wi] = detail::errorText(e);
             failed = true;
           } catch (const std::exception& e) {
-            errors[wi] = e.what();
+            errors[wi] = detail::errorText(e);
             failed = true;
           }
         }
@@ -217,9 +218,9 @@ core::Result<core::CostProfile> profileModel(const ModelSpec& spec, const Profil
     profile.optimizerBytesPerWeightByte = 0;
     return profile;
   } catch (const c10::Error& e) {
-    return core::makeError("engine.profile", std::string("profile: ") + e.what_without_backtrace());
+    return core::makeError("engine.profile", std::string("profile: ") + detail::errorText(e));
   } catch (const std::exception& e) {
-    return core::makeError("engine.profile", std::string("profile: ") + e.what());
+    return core::makeError("engine.profile", std::string("profile: ") + detail::errorText(e));
   }
 }
 

@@ -12,9 +12,11 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <tuple>
 
+#include "error_text.h"
 #include "pipestudio/core/result.h"
 #include "pipestudio/engine/engine.h"
 
@@ -43,6 +45,19 @@ struct Envelope {
 // the user cancelled): the waiting worker reports nothing of its own.
 struct Aborted {};
 
+// Thrown by remote waits whose connection to a peer closed while no rank had published an
+// error: the peer process ended (killed, crashed) without reporting. `rank` is the peer the
+// wait was for, -1 when the operation involves several peers (a barrier).
+struct PeerLost : std::runtime_error {
+  PeerLost(int rank_, const std::string& what) : std::runtime_error(what), rank(rank_) {}
+  int rank;
+};
+
+// Thrown by a remote barrier or the wait for sends when the timeout ran out.
+struct WaitTimedOut : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
 class Mailbox {
  public:
   void put(const MessageKey& key, Envelope e);
@@ -66,7 +81,7 @@ class RemoteTransport {
   virtual int worldSize() const = 0;
   virtual void send(const MessageKey& key, const at::Tensor& t, int dstRank) = 0;
   // Returns nullopt on timeout; throws Aborted when the peer is gone because another rank
-  // published an abort; throws std::exception when the peer is gone otherwise.
+  // published an abort; throws PeerLost when the peer is gone without a word.
   virtual std::optional<at::Tensor> recv(const MessageKey& key, int srcRank, at::IntArrayRef shape,
                                          const at::TensorOptions& options, std::chrono::milliseconds timeout,
                                          const std::atomic<bool>& stop, const std::atomic<bool>* cancel) = 0;
@@ -80,6 +95,7 @@ class RemoteTransport {
   virtual void close() = 0;
 };
 
+// d.connectTimeoutSeconds bounds the rendezvous; timeoutSeconds each wait afterwards.
 core::Result<std::unique_ptr<RemoteTransport>> connectGloo(const DistributedOptions& d, double timeoutSeconds);
 
 }  // namespace ps::engine::detail

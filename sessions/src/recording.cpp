@@ -200,6 +200,7 @@ core::Result<RecordedMeasuredRun> recordMeasuredRun(SessionStore& store, const M
   m.configJson = measuredConfig.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   m.source = core::TimelineSource::Measured;
   m.status = RunStatus::Running;
+  m.startedMs = rec.startedMs;
   auto mid = store.beginRun(m);
   if (!mid) return mid.errors();
   out.measuredRunId = *mid;

@@ -621,7 +621,7 @@ Result<Id> SessionStore::beginRun(const RunInfo& info) {
   s->bind(6, info.label);
   s->bind(7, sourceName(info.source));
   s->bind(8, runStatusName(info.status));
-  s->bind(9, nowMs());
+  s->bind(9, info.startedMs > 0 ? info.startedMs : nowMs());
   s->bind(10, info.configJson);
   s->bind(11, static_cast<std::int64_t>(getpid()));
   s->bind(12, host);

@@ -55,6 +55,9 @@ struct DistributedOptions {
   std::string masterAddr = "127.0.0.1";
   int masterPort = 29500;
   int localWorldSize = 1;  // ranks on this host (LOCAL_WORLD_SIZE), to share its cores
+  // Bound of the rendezvous (every rank joining the store and the process group), apart from
+  // RunOptions::timeoutSeconds, which bounds each wait of the run itself.
+  double connectTimeoutSeconds = 60;
 };
 
 // Test and demonstration hook: make one op fail on purpose. kind: "throw" (exception in the
@@ -66,6 +69,8 @@ struct FaultInjection {
   bool active() const { return !kind.empty(); }
 };
 core::Result<FaultInjection> parseFaultInjection(std::string_view text);  // "throw:B1@s1"
+// A fault naming an op that is not in the schedule would never fire: an error naming the op.
+core::Status checkFaultInjection(const core::Schedule& schedule, const FaultInjection& fault);
 
 struct RunOptions {
   ModelSpec model;
@@ -122,6 +127,9 @@ struct RunReport {
 // asked for without a CUDA build. Everything that goes wrong after the start is reported in
 // RunReport::status and diagnostics, with the partial timeline kept.
 core::Result<RunReport> runSchedule(const core::Schedule& schedule, const RunOptions& options);
+
+// Seconds as messages print them: "5.00 s", "0.25 s", "0.001 s".
+std::string formatSeconds(double seconds);
 
 // --- Profiler: measured per-layer costs of a built-in model (engine/src/profiler.cpp) ---
 

@@ -1,6 +1,8 @@
 #pragma once
 // Local multi-process launch: starts N ranks of the same program with torchrun-style
 // environment variables and waits for them. No torch here.
+#include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -11,16 +13,55 @@ namespace ps::engine {
 // A free TCP port on 127.0.0.1 (0 when none could be found).
 int pickFreePort();
 
-// torchrun-style variables (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT) when
-// RANK and WORLD_SIZE are set; nullopt otherwise. Bad values are errors.
+// torchrun-style variables (RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT) when
+// RANK and WORLD_SIZE are set, else Slurm's (SLURM_PROCID, SLURM_NTASKS, SLURM_NTASKS_PER_NODE,
+// the first host of SLURM_JOB_NODELIST as MASTER_ADDR unless it is set); nullopt otherwise.
+// Ranks per host (threads per rank = cores / ranks per host): LOCAL_WORLD_SIZE, else Slurm's
+// tasks per node, else the world size when MASTER_ADDR is this host, else 1. Bad values are errors.
 core::Result<std::optional<DistributedOptions>> distributedFromEnvironment();
 
-// Starts `nproc` copies of `program` (argv[0] is replaced by the program) with RANK 0..N-1 and
-// the other variables set, ranks above 0 with stdout sent to /dev/null. SIGINT and SIGTERM
-// received meanwhile are forwarded. When one rank fails, the others get `graceSeconds` to end
-// on their own and are then terminated. Returns rank 0's exit status, or the first failing
-// rank's when rank 0 succeeded; -1 with `error` set when nothing could be started.
-int launchLocalRanks(const std::string& program, const std::vector<std::string>& args, int nproc, double graceSeconds,
-                     std::string& error);
+// How a rank process ended: exitCode >= 0 when it exited, signal > 0 when a signal ended it.
+struct RankEnd {
+  int rank = -1;
+  int exitCode = -1;
+  int signal = 0;
+  bool killedByLauncher = false;  // the launcher ended it (after another rank died or failed)
+};
+
+// The environment variables a launched rank finds (set by launchLocalRanks).
+inline constexpr const char* kEventFdVariable = "PIPESTUDIO_EVENT_FD";        // its run events go here
+inline constexpr const char* kLifelineFdVariable = "PIPESTUDIO_LIFELINE_FD";  // EOF: the launcher is gone
+
+struct LaunchOptions {
+  std::string program;            // argv[0] of every rank
+  std::vector<std::string> args;  // the rest of the command line
+  int nproc = 2;
+  // When a rank fails (and says so), the others get graceSeconds to end on their own; when
+  // one dies (a signal), at most deathGraceSeconds (rank 0 names the lost peer and writes its
+  // report meanwhile). Then they are killed.
+  double graceSeconds = 10;
+  double deathGraceSeconds = 4;
+  // Every complete line a rank writes to its event pipe (fd kEventFdVariable), in order.
+  std::function<void(int rank, const std::string& line)> onEvent;
+  // Once, as soon as a rank is found ended by a signal it was not sent by the launcher.
+  std::function<void(const RankEnd&)> onRankDied;
+};
+
+struct LaunchResult {
+  std::vector<RankEnd> ends;      // per rank
+  std::optional<RankEnd> death;   // the first rank ended by a signal (kill -9, crash)
+  int exitStatus = 0;             // rank 0's exit status, else the first failing rank's
+};
+
+// Starts `nproc` copies of the program with RANK 0..N-1 and the torchrun variables set, ranks
+// above 0 with stdout sent to /dev/null; each rank gets a pipe for its run events and a
+// lifeline (a pipe whose end tells it that the launcher is gone) and the parent-death signal
+// SIGTERM. SIGINT and SIGTERM received meanwhile are forwarded. A rank that dies is noticed at
+// once (waitpid every 20 ms): rank 0's death kills the others at once, another rank's gives
+// them graceSeconds to report. Errors: nothing could be started.
+core::Result<LaunchResult> launchLocalRanks(const LaunchOptions& options);
+
+// "SIGKILL", "SIGSEGV", ... ("signal N" for others).
+std::string signalName(int signal);
 
 }  // namespace ps::engine

@@ -80,6 +80,7 @@ struct MeasuredRunRecording {
   RunStatus status = RunStatus::Succeeded;  // Succeeded, Failed or Cancelled
   std::string error;       // why it failed or was cancelled
   std::string stderrText;  // the run's stderr, kept with the run (last 64 KiB)
+  std::int64_t startedMs = 0;  // when the run started (Unix ms); 0: when it is recorded
 };
 
 struct RecordedMeasuredRun {

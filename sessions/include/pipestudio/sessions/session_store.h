@@ -83,6 +83,7 @@ struct RunInfo {
   std::string configJson = "{}";      // run configuration (flags, options), a JSON object
   core::TimelineSource source = core::TimelineSource::Simulated;
   RunStatus status = RunStatus::Running;  // Queued or Running when it begins
+  std::int64_t startedMs = 0;  // Unix ms; 0: when beginRun is called (a run recorded after it ran gives its start)
 };
 
 struct RunSummary {

@@ -1,0 +1,85 @@
+// One-line error texts: c10 errors carry a backtrace and "Exception raised from" frames that
+// mean nothing to a user; every message the engine reports goes through errorText.
+#include <c10/util/Exception.h>
+#include <c10/util/Logging.h>
+
+#include <cstdio>
+#include <iostream>
+#include <mutex>
+#include <set>
+#include <string>
+
+#include "pipestudio/engine/engine.h"
+#include "error_text.h"
+
+namespace ps::engine {
+
+std::string formatSeconds(double seconds) {
+  char buf[64];
+  if (seconds >= 1 || seconds == 0)
+    std::snprintf(buf, sizeof buf, "%.2f s", seconds);
+  else
+    std::snprintf(buf, sizeof buf, "%.3g s", seconds);
+  return buf;
+}
+
+namespace detail {
+
+std::string errorText(const std::exception& e) {
+  const auto* c = dynamic_cast<const c10::Error*>(&e);
+  std::string s = c ? c->what_without_backtrace() : e.what();
+  for (const char* marker : {"Exception raised from", "frame #0"}) {
+    const auto cut = s.find(marker);
+    if (cut != std::string::npos) s.resize(cut);
+  }
+  std::string out;
+  size_t start = 0;
+  while (start <= s.size()) {
+    size_t end = s.find('\n', start);
+    if (end == std::string::npos) end = s.size();
+    std::string line = s.substr(start, end - start);
+    while (!line.empty() && (line.back() == ' ' || line.back() == '\r' || line.back() == '\t')) line.pop_back();
+    size_t lead = line.find_first_not_of(" \t");
+    if (lead != std::string::npos) {
+      if (!out.empty()) out += "; ";
+      out += line.substr(lead);
+    }
+    start = end + 1;
+  }
+  return out.empty() ? std::string("unknown error") : out;
+}
+
+namespace {
+// c10 warnings (TORCH_WARN) as one line each, every distinct one once: a run of many
+// iterations must not repeat the same advice on every op.
+class OnceWarningHandler : public c10::WarningHandler {
+ public:
+  void process(const c10::SourceLocation&, const std::string& msg, const bool) override {
+    std::lock_guard lock(mu_);
+    if (!seen_.insert(msg).second) return;
+    std::string line = msg;
+    for (char& c : line)
+      if (c == '\n') c = ' ';
+    std::cerr << "pipestudio: torch warning: " << line << "\n";
+  }
+
+ private:
+  std::mutex mu_;
+  std::set<std::string> seen_;
+};
+}  // namespace
+
+void quietTorchLogging() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    static OnceWarningHandler handler;
+    c10::Warning::set_warning_handler(&handler);
+#ifdef C10_USE_GLOG
+    // glog's INFO and WARNING lines (Gloo, c10d) are noise to a user; errors still show.
+    FLAGS_minloglevel = 2;
+#endif
+  });
+}
+
+}  // namespace detail
+}  // namespace ps::engine

@@ -1,0 +1,11 @@
+#pragma once
+// One line for any exception: a c10::Error without its backtrace and C++ frames.
+#include <exception>
+#include <string>
+
+namespace ps::engine::detail {
+std::string errorText(const std::exception& e);
+// Installs, once, a c10 warning handler that prints each distinct warning once on one line,
+// and raises glog's threshold to errors.
+void quietTorchLogging();
+}  // namespace ps::engine::detail

@@ -1,0 +1,121 @@
+// Ranks meeting at the rendezvous: they must run the same thing (a fingerprint compared through
+// the store), and they find their place from torchrun's or Slurm's variables, sharing the
+// host's cores by the number of ranks on it.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "pipestudio/engine/launcher.h"
+#include "../cli_runner.h"
+#include "background_process.h"
+
+namespace {
+
+using namespace ps::test;
+using Env = std::vector<std::pair<std::string, std::string>>;
+
+const char* kModel = "--model mlp:layers=4,hidden=16 --threads 1";
+
+// Two ranks started by hand with their own arguments and variables; both are waited for.
+struct Pair {
+  Background r0, r1;
+  bool done = false;
+};
+Pair runPair(const std::string& args0, const std::string& args1, const Env& env0, const Env& env1, const std::string& tag) {
+  Pair p{Background::start(args0, tag + "_r0", env0), Background::start(args1, tag + "_r1", env1)};
+  p.done = p.r0.waitFor(std::chrono::seconds(90)) && p.r1.waitFor(std::chrono::seconds(30));
+  if (!p.done) {
+    p.r0.killTree();
+    p.r1.killTree();
+  }
+  return p;
+}
+
+Env torchrunEnv(int rank, int port) {
+  return {{"RANK", std::to_string(rank)}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "127.0.0.1"},
+          {"MASTER_PORT", std::to_string(port)}};
+}
+
+nlohmann::json startedEvent(const std::string& out) {
+  std::istringstream in(out);
+  for (std::string line; std::getline(in, line);) {
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_object() && j.value("type", "") == "started") return j;
+  }
+  return {};
+}
+
+int cores() { return std::max(1u, std::thread::hardware_concurrency()); }
+
+}  // namespace
+
+TEST(Rendezvous, DifferentSeedOnOneRankIsRefusedNamingTheFieldAndRanks) {
+  auto path = writeSchedule(ps::core::ScheduleKind::OneFOneB, 2, 4, "fp_seed");
+  const int port = ps::engine::pickFreePort();
+  const std::string args = "run " + path + " " + kModel + " --timeout 30";
+  auto p = runPair(args + " --seed 1", args + " --seed 2", torchrunEnv(0, port), torchrunEnv(1, port), "fp_seed");
+  ASSERT_TRUE(p.done);
+  EXPECT_EQ(p.r0.exitCode(), 1) << p.r0.stderrText();
+  EXPECT_EQ(p.r1.exitCode(), 1) << p.r1.stderrText();
+  const std::string err = p.r0.stderrText();
+  EXPECT_NE(err.find("seed differs (rank 0 has 1, rank 1 has 2)"), std::string::npos) << err;
+}
+
+TEST(Rendezvous, DifferentScheduleIsRefusedAtOnceNotAfterTheTimeout) {
+  auto a = writeSchedule(ps::core::ScheduleKind::OneFOneB, 2, 4, "fp_sched_a");
+  auto b = writeSchedule(ps::core::ScheduleKind::GPipe, 2, 4, "fp_sched_b");
+  const int port = ps::engine::pickFreePort();
+  const auto t0 = std::chrono::steady_clock::now();
+  auto p = runPair("run " + a + " " + kModel + " --timeout 60", "run " + b + " " + kModel + " --timeout 60",
+                   torchrunEnv(0, port), torchrunEnv(1, port), "fp_sched");
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_TRUE(p.done);
+  EXPECT_EQ(p.r0.exitCode(), 1);
+  EXPECT_LT(seconds, 45.0);
+  EXPECT_NE(p.r0.stderrText().find("schedule differs"), std::string::npos) << p.r0.stderrText();
+  EXPECT_NE(p.r1.stderrText().find("schedule differs"), std::string::npos) << p.r1.stderrText();
+}
+
+TEST(Rendezvous, SlurmVariablesPlaceTheRanksAndShareTheCores) {
+  auto path = writeSchedule(ps::core::ScheduleKind::OneFOneB, 2, 4, "slurm_env");
+  const int port = ps::engine::pickFreePort();
+  auto slurm = [&](int rank) {
+    return Env{{"SLURM_PROCID", std::to_string(rank)}, {"SLURM_NTASKS", "2"}, {"SLURM_LOCALID", std::to_string(rank)},
+               {"SLURM_NTASKS_PER_NODE", "2"}, {"SLURM_JOB_NODELIST", "127.0.0.1"},
+               {"MASTER_PORT", std::to_string(port)}};
+  };
+  // No --threads: each rank takes cores / ranks on the host.
+  const std::string args = "run " + path + " --model mlp:layers=4,hidden=16 --events jsonl --check-gradients --timeout 30";
+  auto p = runPair(args, args, slurm(0), slurm(1), "slurm_env");
+  ASSERT_TRUE(p.done);
+  EXPECT_EQ(p.r0.exitCode(), 0) << p.r0.stderrText();
+  EXPECT_EQ(p.r1.exitCode(), 0) << p.r1.stderrText();
+  auto started = startedEvent(p.r0.stdoutText());
+  ASSERT_TRUE(started.is_object()) << p.r0.stdoutText();
+  EXPECT_EQ(started["world_size"], 2);
+  EXPECT_EQ(started["local_world_size"], 2);
+  EXPECT_EQ(started["threads"], std::max(1, cores() / 2));
+}
+
+TEST(Rendezvous, RanksOnOneHostShareItsCores) {
+  // Rank 0 without LOCAL_WORLD_SIZE and the store on this host: both ranks are here, so each
+  // takes half the cores (not all of them, which made a 2-rank run 15x slower); rank 1 says
+  // LOCAL_WORLD_SIZE=1 and takes them all (it does not stream events; only rank 0 is checked).
+  auto path = writeSchedule(ps::core::ScheduleKind::OneFOneB, 2, 4, "lws_env");
+  const int port = ps::engine::pickFreePort();
+  Env e1 = torchrunEnv(1, port);
+  e1.push_back({"LOCAL_WORLD_SIZE", "1"});
+  const std::string args = "run " + path + " --model mlp:layers=4,hidden=16 --events jsonl --timeout 30";
+  auto p = runPair(args, args, torchrunEnv(0, port), e1, "lws_env");
+  ASSERT_TRUE(p.done);
+  ASSERT_EQ(p.r0.exitCode(), 0) << p.r0.stderrText();
+  auto started = startedEvent(p.r0.stdoutText());
+  EXPECT_EQ(started["local_world_size"], 2) << p.r0.stdoutText();
+  EXPECT_EQ(started["threads"], std::max(1, cores() / 2)) << p.r0.stdoutText();
+}
