@@ -34,7 +34,7 @@ QString fmtMs(double v) {
 }
 
 QString fmtBytes(std::int64_t b) {
-  return bytesText(b);
+  return QString::fromStdString(ps::core::formatByteSize(b));
 }
 
 void setOp(QTreeWidgetItem* it, const Op& op) {

@@ -55,7 +55,7 @@ QString fmtMs(double v) {
 }
 
 QString fmtBytes(std::int64_t b) {
-  return bytesText(b);
+  return QString::fromStdString(ps::core::formatByteSize(b));
 }
 
 // The span of (device, step) in a timeline (ops sorted by device, then start).

@@ -534,7 +534,8 @@ class DesignerHonestyTest : public QObject {
     QCOMPARE(QString::fromStdString(formatDurationMs(3.35554)), QStringLiteral("3.36 ms"));
     QCOMPARE(QString::fromStdString(formatDurationMs(0.004)), QStringLiteral("0.004 ms"));
     QCOMPARE(QString::fromStdString(formatDurationMs(1234.56)), QStringLiteral("1234.6 ms"));
-    QCOMPARE(QString::fromStdString(formatByteSize(512LL << 20)), QStringLiteral("512.0 MiB"));
+    QCOMPARE(QString::fromStdString(formatByteSize(512LL << 20)), QStringLiteral("512 MiB"));
+    QCOMPARE(QString::fromStdString(formatByteSize((17LL << 20) / 2)), QStringLiteral("8.5 MiB"));
     QCOMPARE(QString::fromStdString(formatByteSize(static_cast<std::int64_t>(79.71 * (1LL << 30)))),
              QStringLiteral("79.71 GiB"));
     QCOMPARE(QString::fromStdString(formatByteSize(100)), QStringLiteral("100 B"));

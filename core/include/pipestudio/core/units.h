@@ -25,7 +25,7 @@ inline std::string formatMsValue(double ms) {
 // "3.36 ms".
 inline std::string formatDurationMs(double ms) { return formatMsValue(ms) + " ms"; }
 
-// Binary units: "512 B", "8.0 KiB", "512.0 MiB", "79.71 GiB", "1.50 TiB".
+// Binary units: "512 B", "8 KiB", "8.5 MiB", "512 MiB", "79.71 GiB", "1.50 TiB".
 inline std::string formatByteSize(std::int64_t bytes) {
   char buf[64];
   const double v = static_cast<double>(bytes);
@@ -33,9 +33,15 @@ inline std::string formatByteSize(std::int64_t bytes) {
   constexpr long long kKiB = 1LL << 10, kMiB = 1LL << 20, kGiB = 1LL << 30, kTiB = 1LL << 40;
   if (a >= kTiB) std::snprintf(buf, sizeof buf, "%.2f TiB", v / static_cast<double>(kTiB));
   else if (a >= kGiB) std::snprintf(buf, sizeof buf, "%.2f GiB", v / static_cast<double>(kGiB));
-  else if (a >= kMiB) std::snprintf(buf, sizeof buf, "%.1f MiB", v / static_cast<double>(kMiB));
-  else if (a >= kKiB) std::snprintf(buf, sizeof buf, "%.1f KiB", v / static_cast<double>(kKiB));
-  else std::snprintf(buf, sizeof buf, "%lld B", static_cast<long long>(bytes));
+  else if (a < kKiB) std::snprintf(buf, sizeof buf, "%lld B", static_cast<long long>(bytes));
+  else {
+    // MiB and KiB with one decimal, none when it is 0 ("512 MiB", "8.5 MiB").
+    const bool mib = a >= kMiB;
+    std::snprintf(buf, sizeof buf, "%.1f", v / static_cast<double>(mib ? kMiB : kKiB));
+    std::string n = buf;
+    if (n.size() > 2 && n.compare(n.size() - 2, 2, ".0") == 0) n.resize(n.size() - 2);
+    return n + (mib ? " MiB" : " KiB");
+  }
   return buf;
 }
 
