@@ -11,9 +11,10 @@ DiagnosticsPanel::DiagnosticsPanel(QWidget* parent) : QTreeWidget(parent) {
   setColumnCount(1);
   setHeaderHidden(true);
   setRootIsDecorated(false);
-  setUniformRowHeights(true);
-  setWordWrap(false);
-  setTextElideMode(Qt::ElideRight);
+  // Findings wrap onto more lines in a narrow dock instead of being cut ("waits for B1@...").
+  setUniformRowHeights(false);
+  setWordWrap(true);
+  setTextElideMode(Qt::ElideNone);
   connect(this, &QTreeWidget::itemClicked, this, [this](QTreeWidgetItem* it) {
     const int d = it->data(0, Qt::UserRole).toInt();
     const int s = it->data(0, Qt::UserRole + 1).toInt();

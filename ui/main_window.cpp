@@ -21,6 +21,9 @@
 #include <QPalette>
 #include <QScrollArea>
 #include <QSettings>
+#include <QResizeEvent>
+#include <QShowEvent>
+#include <QTimer>
 #include <QStatusBar>
 #include <QStyle>
 #include <QToolBar>
@@ -258,7 +261,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   resize(1440, 900);
   QSettings st = settings();
   restoreGeometry(st.value(QStringLiteral("window/geometry")).toByteArray());
-  restoreState(st.value(QStringLiteral("window/state")).toByteArray());
+  restoredState_ = restoreState(st.value(QStringLiteral("window/state")).toByteArray());
   rebuildRecentMenu();
   documentChanged();
 }
@@ -545,7 +548,11 @@ void MainWindow::documentChanged() {
   else
     v = tr("<span style='color:#e53935'>●</span> %n error(s)", nullptr, errors);
   if (warnings) v += tr(" · %n warning(s)", nullptr, warnings);
-  v += tr(" · %1 ops · makespan %2").arg(a.schedule.opCount()).arg(makespanText(a).toHtmlEscaped());
+  const SimulationProgress progress = simulationProgress(a);
+  v += tr(" · %1 ops · makespan %2")
+           .arg(a.schedule.opCount())
+           .arg(progress.finished ? makespanText(a) : tr("n/a, %1").arg(stalledText(progress)));
+  validity_->setToolTip(progress.finished ? QString() : notAvailableText(progress));
   validity_->setText(v + QStringLiteral("&nbsp;&nbsp;"));
   updateTitle();
 }
@@ -567,10 +574,11 @@ void MainWindow::updateTitle() {
   if (name.isEmpty()) name = tr("Untitled");
   if (!doc_->filePath().isEmpty() && (isBundled(doc_->filePath()) || !QFileInfo(doc_->filePath()).isWritable()))
     name += tr(" (read-only)");  // Save asks for a new name
+  name += QStringLiteral("[*]");  // the unsaved marker goes right after the schedule's name
   if (session_ && session_->hasSession())
     name += tr(" — session %1%2").arg(QFileInfo(session_->sessionPath()).fileName(),
                                       session_->isReadOnly() ? tr(" (read-only)") : QString());
-  setWindowTitle(name + QStringLiteral("[*] — PipeStudio"));
+  setWindowTitle(name + QStringLiteral(" — PipeStudio"));
   setWindowModified(doc_->isModified());
 }
 
@@ -889,6 +897,30 @@ bool MainWindow::maybeSave() {
   if (r == QMessageBox::Cancel) return false;
   if (r == QMessageBox::Save) return save();
   return true;
+}
+
+void MainWindow::resizeEvent(QResizeEvent* e) {
+  QMainWindow::resizeEvent(e);
+  applyCompactLayout();
+}
+
+void MainWindow::showEvent(QShowEvent* e) {
+  QMainWindow::showEvent(e);
+  applyCompactLayout();
+}
+
+void MainWindow::applyCompactLayout() {
+  if (restoredState_ || compactApplied_ || !isVisible() || width() >= 1300) return;
+  compactApplied_ = true;
+  // Made small (e.g. 1024x700) with no saved layout: narrower side docks and a lower bottom
+  // dock, so the timeline keeps most of the room. Once; the user's own sizes then stay.
+  QTimer::singleShot(0, this, [this] {
+    auto* dp = findChild<QDockWidget*>(QStringLiteral("dock.properties"));
+    auto* ds = findChild<QDockWidget*>(QStringLiteral("dock.summary"));
+    auto* dm = findChild<QDockWidget*>(QStringLiteral("dock.memory"));
+    if (dp && ds) resizeDocks({dp, ds}, {width() * 24 / 100, width() * 30 / 100}, Qt::Horizontal);
+    if (dm) resizeDocks({dm}, {height() / 4}, Qt::Vertical);
+  });
 }
 
 void MainWindow::closeEvent(QCloseEvent* e) {

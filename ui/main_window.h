@@ -102,6 +102,8 @@ class MainWindow : public QMainWindow {
 
  protected:
   void closeEvent(QCloseEvent* e) override;
+  void resizeEvent(QResizeEvent* e) override;
+  void showEvent(QShowEvent* e) override;
 
  private:
   void buildActions();
@@ -111,6 +113,8 @@ class MainWindow : public QMainWindow {
   // A measured overlay whose ops are not this schedule's (another shape) is cleared.
   // Returns what it did for the status bar ("" when the overlay stays).
   QString dropMismatchedOverlay();
+  // Narrower docks once when the window is small and no layout was saved.
+  void applyCompactLayout();
   // New / Open: leave step mode, drop an overlay of another schedule.
   QString documentReplaced();
   void updateTitle();
@@ -142,6 +146,8 @@ class MainWindow : public QMainWindow {
   QComboBox* layoutCombo_ = nullptr;
   QString loadNote_;
   QString overlayWhat_;
+  bool restoredState_ = false;
+  bool compactApplied_ = false;
   QLabel* overlayLabel_ = nullptr;
 };
 

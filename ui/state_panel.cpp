@@ -70,7 +70,9 @@ StatePanel::StatePanel(QWidget* parent) : QWidget(parent) {
   tree_->setUniformRowHeights(true);
   tree_->setAlternatingRowColors(true);
   tree_->header()->setSectionResizeMode(0, QHeaderView::ResizeToContents);
-  tree_->header()->setStretchLastSection(true);
+  // Values as wide as they are (a narrow dock scrolls sideways instead of eliding them).
+  tree_->header()->setSectionResizeMode(1, QHeaderView::ResizeToContents);
+  tree_->header()->setStretchLastSection(false);
   lay->addWidget(header_);
   lay->addWidget(tree_, 1);
   connect(tree_, &QTreeWidget::itemClicked, this, [this](QTreeWidgetItem* it) {

@@ -85,7 +85,10 @@ StepperController::StepperController(ScheduleDocument* doc, TimelineView* view, 
   menu_->addSeparator();
   // Shift+F5 stops debugging in most IDEs.
   aStop_ = act(tr("S&top Debugging"), QKeySequence(Qt::SHIFT | Qt::Key_F5),
-               tr("Leave step mode: no playhead, the whole timeline shown"), [this] { stopDebugging(); });
+               tr("Leave step mode: no playhead, the whole timeline shown"), [this] {
+                 stopDebugging();
+                 Q_EMIT statusMessage(tr("Stopped debugging"));
+               });
   connect(aClear, &QAction::triggered, this, [this] {
     breakpoints_.clear();
     Q_EMIT breakpointsChanged();

@@ -64,7 +64,8 @@ SummaryPanel::SummaryPanel(QWidget* parent) : QTreeWidget(parent) {
   setSelectionMode(QAbstractItemView::NoSelection);
   setFocusPolicy(Qt::NoFocus);
   header()->setStretchLastSection(false);
-  header()->setSectionResizeMode(0, QHeaderView::Stretch);
+  // Every column as wide as its contents (no "Make..."): a narrow dock scrolls sideways.
+  header()->setSectionResizeMode(0, QHeaderView::ResizeToContents);
   for (int c = 1; c < 4; ++c) header()->setSectionResizeMode(c, QHeaderView::ResizeToContents);
   header()->setDefaultAlignment(Qt::AlignLeft | Qt::AlignVCenter);
 }

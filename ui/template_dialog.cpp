@@ -7,6 +7,7 @@
 #include <QLabel>
 #include <QPushButton>
 #include <QSettings>
+#include <QTimer>
 #include <QSpinBox>
 #include <QVBoxLayout>
 
@@ -93,6 +94,12 @@ void TemplateDialog::setChunks(int c) {
   chunks_->setValue(c);
 }
 
+void TemplateDialog::showEvent(QShowEvent* e) {
+  QDialog::showEvent(e);
+  // The first preview is fitted before the dialog has its size: fit again once shown.
+  QTimer::singleShot(0, preview_, &TimelineView::zoomToFit);
+}
+
 QString TemplateDialog::kindName() const {
   return kind_->currentText();
 }
@@ -143,6 +150,7 @@ void TemplateDialog::regenerate() {
                      .arg(schedule_->pipeline.devices));
   buttons_->button(QDialogButtonBox::Ok)->setEnabled(true);
   preview_->zoomToFit();
+
 }
 
 }  // namespace ps::ui

@@ -38,6 +38,9 @@ class TemplateDialog : public QDialog {
   // The preview's analysis under the default model (makespan, stalled or not).
   const Analysis& previewAnalysis() const;
 
+ protected:
+  void showEvent(QShowEvent* e) override;
+
  private:
   void regenerate();
 
