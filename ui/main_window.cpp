@@ -92,6 +92,9 @@ QPalette lightPalette() {
   p.setColor(QPalette::PlaceholderText, QColor(0x6a, 0x73, 0x7d));
   p.setColor(QPalette::ToolTipBase, Qt::white);
   p.setColor(QPalette::ToolTipText, QColor(0x1f, 0x23, 0x28));
+  p.setColor(QPalette::Disabled, QPalette::Text, QColor(0xa0, 0xa4, 0xaa));
+  p.setColor(QPalette::Disabled, QPalette::ButtonText, QColor(0xa0, 0xa4, 0xaa));
+  p.setColor(QPalette::Disabled, QPalette::WindowText, QColor(0xa0, 0xa4, 0xaa));
   return p;
 }
 
@@ -910,10 +913,11 @@ void MainWindow::showEvent(QShowEvent* e) {
 }
 
 void MainWindow::applyCompactLayout() {
-  if (restoredState_ || compactApplied_ || !isVisible() || width() >= 1300) return;
-  compactApplied_ = true;
+  // Again only after a large change of width, so the user's own dock sizes stay.
+  if (restoredState_ || !isVisible() || width() >= 1300 || std::abs(width() - compactWidth_) < 100) return;
+  compactWidth_ = width();
   // Made small (e.g. 1024x700) with no saved layout: narrower side docks and a lower bottom
-  // dock, so the timeline keeps most of the room. Once; the user's own sizes then stay.
+  // dock, so the timeline keeps most of the room.
   QTimer::singleShot(0, this, [this] {
     auto* dp = findChild<QDockWidget*>(QStringLiteral("dock.properties"));
     auto* ds = findChild<QDockWidget*>(QStringLiteral("dock.summary"));

@@ -147,7 +147,7 @@ class MainWindow : public QMainWindow {
   QString loadNote_;
   QString overlayWhat_;
   bool restoredState_ = false;
-  bool compactApplied_ = false;
+  int compactWidth_ = -1000;  // the width the compact dock sizes were last made for
   QLabel* overlayLabel_ = nullptr;
 };
 

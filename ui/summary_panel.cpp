@@ -59,11 +59,13 @@ SummaryPanel::SummaryPanel(QWidget* parent) : QTreeWidget(parent) {
   setColumnCount(4);
   setHeaderLabels({tr("Metric"), tr("Now"), tr("Saved"), tr("Change")});
   setRootIsDecorated(true);
-  setUniformRowHeights(true);
+  // The "not available (stalled at …)" line wraps rather than being cut off.
+  setUniformRowHeights(false);
+  setWordWrap(true);
   setAlternatingRowColors(true);
   setSelectionMode(QAbstractItemView::NoSelection);
   setFocusPolicy(Qt::NoFocus);
-  header()->setStretchLastSection(false);
+  header()->setStretchLastSection(true);
   // Every column as wide as its contents (no "Make..."): a narrow dock scrolls sideways.
   header()->setSectionResizeMode(0, QHeaderView::ResizeToContents);
   for (int c = 1; c < 4; ++c) header()->setSectionResizeMode(c, QHeaderView::ResizeToContents);
@@ -92,10 +94,10 @@ void SummaryPanel::setMetrics(const ps::core::TimelineMetrics& cur, const ps::co
     if (p->finished) continue;
     // A spanned line above the figures: why they are missing and how far the simulation got.
     auto* note = new QTreeWidgetItem(this);
-    note->setText(0, tr("%1: %2").arg(which, notAvailableText(*p)));
+    note->setText(0, tr("%1: not available\n(%2)").arg(which, stalledText(*p)));
     note->setFirstColumnSpanned(true);
     note->setForeground(0, QColor(0xe5, 0x39, 0x35));
-    note->setToolTip(0, note->text(0));
+    note->setToolTip(0, tr("%1: %2").arg(which, notAvailableText(*p)));
   }
   addRow(nullptr, this, tr("Makespan"), cur.makespan, saved.makespan, 2, tr(" ms"), Better::Lower, have);
   addRow(nullptr, this, tr("Bubble ratio"), cur.bubbleRatio * 100, saved.bubbleRatio * 100, 1,

@@ -6,6 +6,8 @@
 //   pipestudio [--trace TRACE.json ...] [--align absolute|scaled] [FILE]  (measured overlay)
 //   pipestudio [--playhead MS | --step N] [--break OP@dD ...] ...          (step-through)
 #include <QApplication>
+#include <QDockWidget>
+#include <QToolBar>
 #include <QCommandLineParser>
 #include <QDoubleSpinBox>
 #include <QFileInfo>
@@ -257,6 +259,8 @@ int main(int argc, char** argv) {
     w.show();
     w.timeline()->zoomToFit();
     for (int i = 0; i < 5; ++i) QApplication::processEvents();
+    w.resize(windowSize);  // again once laid out: the first layout may have widened it
+    for (int i = 0; i < 5; ++i) QApplication::processEvents();
     w.timeline()->zoomToFit();  // again: a small window narrows its docks once shown
     QApplication::processEvents();
     if (parser.isSet(select)) w.selectOpByName(parser.value(select));  // after the final layout
@@ -269,6 +273,12 @@ int main(int argc, char** argv) {
     } else if (parser.value(dialog) == QStringLiteral("profile")) {
       target = ps::ui::ProfileDialog::showFor(&w);
       for (int i = 0; i < 5; ++i) QApplication::processEvents();
+    }
+    if (qEnvironmentVariableIsSet("PS_DEBUG_SIZES")) {
+      for (QDockWidget* d : w.findChildren<QDockWidget*>())
+        std::fprintf(stderr, "%s visible=%d min=%d widget=%s\n", qPrintable(d->objectName()), d->isVisible(), d->minimumSizeHint().width(), d->widget() ? d->widget()->metaObject()->className() : "-");
+      for (QToolBar* t : w.findChildren<QToolBar*>()) std::fprintf(stderr, "%s min=%d\n", qPrintable(t->objectName()), t->minimumSizeHint().width());
+      std::fprintf(stderr, "window min=%d size=%d\n", w.minimumSizeHint().width(), w.width());
     }
     if (!target->grab().save(out)) {
       std::fprintf(stderr, "pipestudio: cannot write %s\n", qPrintable(out));
