@@ -11,10 +11,13 @@ DiagnosticsPanel::DiagnosticsPanel(QWidget* parent) : QTreeWidget(parent) {
   setColumnCount(1);
   setHeaderHidden(true);
   setRootIsDecorated(false);
-  // Findings wrap onto more lines in a narrow dock instead of being cut ("waits for B1@...").
-  setUniformRowHeights(false);
-  setWordWrap(true);
+  // Findings are never cut ("waits for B1@..."): the column is as wide as the longest one and
+  // a narrow dock scrolls sideways (the whole finding is also in the tooltip).
+  setUniformRowHeights(true);
+  setWordWrap(false);
   setTextElideMode(Qt::ElideNone);
+  header()->setSectionResizeMode(QHeaderView::ResizeToContents);
+  header()->setStretchLastSection(false);
   connect(this, &QTreeWidget::itemClicked, this, [this](QTreeWidgetItem* it) {
     const int d = it->data(0, Qt::UserRole).toInt();
     const int s = it->data(0, Qt::UserRole + 1).toInt();
