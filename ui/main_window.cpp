@@ -918,13 +918,15 @@ void MainWindow::applyCompactLayout() {
   compactWidth_ = width();
   // Made small (e.g. 1024x700) with no saved layout: narrower side docks and a lower bottom
   // dock, so the timeline keeps most of the room.
-  QTimer::singleShot(0, this, [this] {
+  auto apply = [this] {
     auto* dp = findChild<QDockWidget*>(QStringLiteral("dock.properties"));
     auto* ds = findChild<QDockWidget*>(QStringLiteral("dock.summary"));
     auto* dm = findChild<QDockWidget*>(QStringLiteral("dock.memory"));
-    if (dp && ds) resizeDocks({dp, ds}, {width() * 24 / 100, width() * 30 / 100}, Qt::Horizontal);
+    if (dp && ds) resizeDocks({dp, ds}, {width() * 30 / 100, width() * 28 / 100}, Qt::Horizontal);
     if (dm) resizeDocks({dm}, {height() / 4}, Qt::Vertical);
-  });
+  };
+  apply();
+  QTimer::singleShot(0, this, apply);  // and once the layout has taken the new size
 }
 
 void MainWindow::closeEvent(QCloseEvent* e) {
