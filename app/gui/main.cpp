@@ -6,8 +6,6 @@
 //   pipestudio [--trace TRACE.json ...] [--align absolute|scaled] [FILE]  (measured overlay)
 //   pipestudio [--playhead MS | --step N] [--break OP@dD ...] ...          (step-through)
 #include <QApplication>
-#include <QDockWidget>
-#include <QToolBar>
 #include <QCommandLineParser>
 #include <QDoubleSpinBox>
 #include <QFileInfo>
@@ -273,12 +271,6 @@ int main(int argc, char** argv) {
     } else if (parser.value(dialog) == QStringLiteral("profile")) {
       target = ps::ui::ProfileDialog::showFor(&w);
       for (int i = 0; i < 5; ++i) QApplication::processEvents();
-    }
-    if (qEnvironmentVariableIsSet("PS_DEBUG_SIZES")) {
-      for (QDockWidget* d : w.findChildren<QDockWidget*>())
-        std::fprintf(stderr, "%s visible=%d min=%d widget=%s\n", qPrintable(d->objectName()), d->isVisible(), d->minimumSizeHint().width(), d->widget() ? d->widget()->metaObject()->className() : "-");
-      for (QToolBar* t : w.findChildren<QToolBar*>()) std::fprintf(stderr, "%s min=%d\n", qPrintable(t->objectName()), t->minimumSizeHint().width());
-      std::fprintf(stderr, "window min=%d size=%d\n", w.minimumSizeHint().width(), w.width());
     }
     if (!target->grab().save(out)) {
       std::fprintf(stderr, "pipestudio: cannot write %s\n", qPrintable(out));
