@@ -11,9 +11,13 @@ DiagnosticsPanel::DiagnosticsPanel(QWidget* parent) : QTreeWidget(parent) {
   setColumnCount(1);
   setHeaderHidden(true);
   setRootIsDecorated(false);
+  // Findings are never cut ("waits for B1@..."): the column is as wide as the longest one and
+  // a narrow dock scrolls sideways (the whole finding is also in the tooltip).
   setUniformRowHeights(true);
   setWordWrap(false);
-  setTextElideMode(Qt::ElideRight);
+  setTextElideMode(Qt::ElideNone);
+  header()->setSectionResizeMode(QHeaderView::ResizeToContents);
+  header()->setStretchLastSection(false);
   connect(this, &QTreeWidget::itemClicked, this, [this](QTreeWidgetItem* it) {
     const int d = it->data(0, Qt::UserRole).toInt();
     const int s = it->data(0, Qt::UserRole + 1).toInt();
@@ -48,6 +52,7 @@ DiagnosticsPanel::PlayheadMark DiagnosticsPanel::markOf(int row) const {
 void DiagnosticsPanel::rebuild() {
   clear();
   errors_ = 0;
+  shownMessages_.clear();
   if (!run_.empty() || !runTitle_.isEmpty()) {
     auto* head = new QTreeWidgetItem(this);
     head->setText(0, runTitle_);
@@ -80,10 +85,14 @@ void DiagnosticsPanel::addItems(const Diagnostics& ds, bool run) {
   int shown = 0;
   for (const auto& d : ds) {
     if (d.severity == Severity::Error && !run) ++errors_;
-    if (shown++ >= kMaxShown) continue;
-    auto* it = new QTreeWidgetItem(this);
     QString msg = QString::fromStdString(d.message);
     if (!d.hint.empty()) msg += QStringLiteral(" (") + QString::fromStdString(d.hint) + QLatin1Char(')');
+    // A failed run's deadlock is often the plan's own (and a run may report it twice): list
+    // each finding once, under the run's heading when it is the run's.
+    if (shownMessages_.contains(msg)) continue;
+    shownMessages_.insert(msg);
+    if (shown++ >= kMaxShown) continue;
+    auto* it = new QTreeWidgetItem(this);
     it->setText(0, msg);
     it->setToolTip(0, QStringLiteral("<p>%1</p><p style='color:gray'>%2</p>")
                           .arg(QString::fromStdString(formatDiagnostic(d)).toHtmlEscaped(),

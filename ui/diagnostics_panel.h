@@ -2,6 +2,7 @@
 // Diagnostics dock: validation and simulation findings; clicking one selects its op. With a
 // step-through playhead, findings about ops at the playhead are bold and later ones grey; a
 // failed or hung run's own diagnostics (the failure) head the list.
+#include <QSet>
 #include <QTreeWidget>
 #include <functional>
 #include <optional>
@@ -42,6 +43,7 @@ class DiagnosticsPanel : public QTreeWidget {
   ps::core::Diagnostics doc_;
   ps::core::Diagnostics run_;
   QString runTitle_;
+  QSet<QString> shownMessages_;  // each finding once (rebuild)
   std::optional<double> playhead_;
   SpanOf spanOf_;
 };

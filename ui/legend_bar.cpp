@@ -1,6 +1,7 @@
 #include "legend_bar.h"
 
 #include <QPainter>
+#include <QResizeEvent>
 #include <set>
 
 #include "op_style.h"
@@ -11,11 +12,68 @@ namespace ps::ui {
 using namespace ps::core;
 
 LegendBar::LegendBar(QWidget* parent) : QWidget(parent) {
-  setSizePolicy(QSizePolicy::Expanding, QSizePolicy::Fixed);
+  QSizePolicy sp(QSizePolicy::Expanding, QSizePolicy::Preferred);
+  sp.setHeightForWidth(true);
+  setSizePolicy(sp);
+}
+
+int LegendBar::lineHeight() const {
+  return fontMetrics().height() + 8;
 }
 
 QSize LegendBar::sizeHint() const {
-  return QSize(400, fontMetrics().height() + 14);
+  return QSize(400, heightForWidth(width() > 0 ? width() : 400));
+}
+
+QSize LegendBar::minimumSizeHint() const {
+  return QSize(100, lineHeight() + 6);
+}
+
+std::vector<LegendBar::Entry> LegendBar::allEntries() const {
+  std::vector<Entry> all = entries_;
+  if (overlay_) {
+    all.push_back({tr("Measured ≤1.1×"), TimelineView::deviationColor(DeviationBand::Good), 0});
+    all.push_back({tr("<1.5×"), TimelineView::deviationColor(DeviationBand::Warn), 0});
+    all.push_back({tr("≥1.5×"), TimelineView::deviationColor(DeviationBand::Bad), 0});
+    all.push_back({tr("unplanned"), TimelineView::deviationColor(DeviationBand::Unknown), 0});
+    all.push_back({tr("critical path"), palette().color(QPalette::Text), 4});
+  }
+  return all;
+}
+
+std::vector<QRect> LegendBar::entryRects(int width) const {
+  const QFontMetrics fm = fontMetrics();
+  const int lh = lineHeight();
+  std::vector<QRect> out;
+  int x = 12, line = 0;
+  for (const Entry& e : allEntries()) {
+    const int w = 24 + fm.horizontalAdvance(e.label) + 2;
+    if (x > 12 && x + w > width - 4) {
+      x = 12;
+      ++line;
+    }
+    out.emplace_back(x, 3 + line * lh, w, lh);
+    x += w + 16;
+  }
+  return out;
+}
+
+int LegendBar::heightForWidth(int width) const {
+  const auto rects = entryRects(width);
+  const int lines = rects.empty() ? 1 : (rects.back().bottom() - 3) / lineHeight() + 1;
+  return lines * lineHeight() + 6;
+}
+
+QStringList LegendBar::labels() const {
+  QStringList out;
+  for (const Entry& e : allEntries()) out << e.label;
+  return out;
+}
+
+void LegendBar::resizeEvent(QResizeEvent* e) {
+  QWidget::resizeEvent(e);
+  // The parent layout asks for our height again at the new width (wrapped lines).
+  if (heightForWidth(width()) != height()) updateGeometry();
 }
 
 void LegendBar::setSchedule(const Schedule& s) {
@@ -59,11 +117,13 @@ void LegendBar::setSchedule(const Schedule& s) {
   if (maxChunks > 1) entries_.push_back({tr("Later chunk"), blockColor(OpKind::F, 1, false), 3});
   entries_.push_back({tr("Invalid"), QColor(0xe5, 0x39, 0x35), 1});
   entries_.push_back({tr("Deadlock"), QColor(0xff, 0x6f, 0x00), 2});
+  updateGeometry();
   update();
 }
 
 void LegendBar::setOverlayShown(bool on) {
   overlay_ = on;
+  updateGeometry();
   update();
 }
 
@@ -72,20 +132,14 @@ void LegendBar::paintEvent(QPaintEvent*) {
   p.fillRect(rect(), palette().color(QPalette::Base));
   const QFontMetrics fm = fontMetrics();
   const int h = 12;
-  int x = 12;
-  const int y = (height() - h) / 2;
   QColor text = palette().color(QPalette::Text);
   text.setAlphaF(0.8f);
-  std::vector<Entry> all = entries_;
-  if (overlay_) {
-    all.push_back({tr("Measured ≤1.1×"), TimelineView::deviationColor(DeviationBand::Good), 0});
-    all.push_back({tr("<1.5×"), TimelineView::deviationColor(DeviationBand::Warn), 0});
-    all.push_back({tr("≥1.5×"), TimelineView::deviationColor(DeviationBand::Bad), 0});
-    all.push_back({tr("unplanned"), TimelineView::deviationColor(DeviationBand::Unknown), 0});
-    all.push_back({tr("critical path"), palette().color(QPalette::Text), 4});
-  }
-  for (const auto& e : all) {
-    QRect sw(x, y, 18, h);
+  const std::vector<Entry> all = allEntries();
+  const std::vector<QRect> rects = entryRects(width());
+  for (size_t i = 0; i < all.size(); ++i) {
+    const Entry& e = all[i];
+    const QRect& r = rects[i];
+    const QRect sw(r.x(), r.y() + (r.height() - h) / 2, 18, h);
     switch (e.style) {
       case 0:
       case 3:
@@ -107,11 +161,9 @@ void LegendBar::paintEvent(QPaintEvent*) {
       default:
         break;
     }
-    x += 24;
     p.setPen(text);
-    p.drawText(QRect(x, 0, fm.horizontalAdvance(e.label) + 2, height()), Qt::AlignVCenter | Qt::AlignLeft,
-               e.label);
-    x += fm.horizontalAdvance(e.label) + 18;
+    p.drawText(QRect(r.x() + 24, r.y(), fm.horizontalAdvance(e.label) + 2, r.height()),
+               Qt::AlignVCenter | Qt::AlignLeft, e.label);
   }
   QColor sep = palette().color(QPalette::Text);
   sep.setAlphaF(0.12f);

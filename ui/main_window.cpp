@@ -3,6 +3,12 @@
 #include <QAction>
 #include <QApplication>
 #include <QCloseEvent>
+#include <QDesktopServices>
+#include <QDir>
+#include <QDialogButtonBox>
+#include <QTextBrowser>
+#include <QUrl>
+#include <functional>
 #include <QComboBox>
 #include <QDockWidget>
 #include <QFileDialog>
@@ -13,7 +19,11 @@
 #include <QMenuBar>
 #include <QMessageBox>
 #include <QPalette>
+#include <QScrollArea>
 #include <QSettings>
+#include <QResizeEvent>
+#include <QShowEvent>
+#include <QTimer>
 #include <QStatusBar>
 #include <QStyle>
 #include <QToolBar>
@@ -24,6 +34,7 @@
 #include "pipestudio/core/trace_import.h"
 #include "legend_bar.h"
 #include "memory_chart.h"
+#include "metrics_text.h"
 #include "pipestudio/core/generators.h"
 #include "profile_dialog.h"
 #include "properties_panel.h"
@@ -52,8 +63,18 @@ constexpr int kMaxRecent = 8;
 QSettings settings() {
   return QSettings(QStringLiteral("PipeStudio"), QStringLiteral("PipeStudio"));
 }
-QString fmtMs(double v) {
-  return QString::number(v, 'f', v < 10 ? 2 : 1);
+// Each kind of file dialog starts in the folder it last used (QSettings "dialogDirs/<purpose>"),
+// not in whatever folder another dialog visited last.
+void rememberDialogDir(const QString& purpose, const QString& path) {
+  if (path.isEmpty()) return;
+  settings().setValue(QStringLiteral("dialogDirs/") + purpose, QFileInfo(path).absolutePath());
+}
+
+// A file shipped with the application (resources/: examples, profiles).
+bool isBundled(const QString& path) {
+  const QString res = QFileInfo(resourcesDir()).canonicalFilePath();
+  const QString p = QFileInfo(path).canonicalFilePath();
+  return !res.isEmpty() && !p.isEmpty() && p.startsWith(res + QLatin1Char('/'));
 }
 }  // namespace
 
@@ -71,6 +92,9 @@ QPalette lightPalette() {
   p.setColor(QPalette::PlaceholderText, QColor(0x6a, 0x73, 0x7d));
   p.setColor(QPalette::ToolTipBase, Qt::white);
   p.setColor(QPalette::ToolTipText, QColor(0x1f, 0x23, 0x28));
+  p.setColor(QPalette::Disabled, QPalette::Text, QColor(0xa0, 0xa4, 0xaa));
+  p.setColor(QPalette::Disabled, QPalette::ButtonText, QColor(0xa0, 0xa4, 0xaa));
+  p.setColor(QPalette::Disabled, QPalette::WindowText, QColor(0xa0, 0xa4, 0xaa));
   return p;
 }
 
@@ -92,6 +116,69 @@ QPalette darkPalette() {
   p.setColor(QPalette::Disabled, QPalette::ButtonText, QColor(0x70, 0x74, 0x7a));
   p.setColor(QPalette::Disabled, QPalette::WindowText, QColor(0x70, 0x74, 0x7a));
   return p;
+}
+
+QString MainWindow::dialogDir(const QString& purpose) {
+  const QString saved = settings().value(QStringLiteral("dialogDirs/") + purpose).toString();
+  if (!saved.isEmpty() && QFileInfo(saved).isDir()) return saved;
+  // First use: the examples for opening, the home folder for what the user writes.
+  if (purpose == QStringLiteral("open") || purpose == QStringLiteral("session"))
+    return resourcesDir() + QStringLiteral("/examples");
+  return QDir::homePath();
+}
+
+QString MainWindow::documentationDir() {
+  // The source tree's docs/ beside resources/, or share/doc/pipestudio when installed.
+  for (const QString& d : {QFileInfo(resourcesDir()).absoluteFilePath() + QStringLiteral("/../docs"),
+                           QCoreApplication::applicationDirPath() + QStringLiteral("/../share/doc/pipestudio")})
+    if (QFileInfo(d + QStringLiteral("/gui.md")).isFile()) return QFileInfo(d).canonicalFilePath();
+  return {};
+}
+
+QString MainWindow::shortcutsHtml() const {
+  // Generated from the menus' actions, so it cannot drift from what the keys do.
+  QString html = QStringLiteral("<table cellspacing='0' cellpadding='3'>");
+  std::function<void(const QMenu*, const QString&)> walk = [&](const QMenu* m, const QString& path) {
+    for (QAction* a : m->actions()) {
+      if (a->isSeparator()) continue;
+      const QString name = QString(a->text()).remove(QLatin1Char('&')).remove(QStringLiteral("…"));
+      if (a->menu()) {
+        walk(a->menu(), path + name + QStringLiteral(" › "));
+        continue;
+      }
+      if (a->shortcuts().isEmpty()) continue;
+      QStringList keys;
+      for (const QKeySequence& k : a->shortcuts()) keys << k.toString(QKeySequence::NativeText).toHtmlEscaped();
+      html += QStringLiteral("<tr><td><b>%1</b></td><td>%2</td></tr>")
+                  .arg(keys.join(QStringLiteral(", ")), (path + name).toHtmlEscaped());
+    }
+  };
+  for (QAction* top : menuBar()->actions())
+    if (top->menu()) {
+      html += QStringLiteral("<tr><td colspan='2'><br><b>%1</b></td></tr>")
+                  .arg(QString(top->text()).remove(QLatin1Char('&')).toHtmlEscaped());
+      walk(top->menu(), QString());
+    }
+  html += QStringLiteral("</table><p>%1</p>")
+              .arg(tr("On the timeline: drag a block along its row to reorder, Esc cancels; ← / → move "
+                      "the selection earlier / later; Ctrl+← / Ctrl+→ and ↑ / ↓ walk the selection; "
+                      "Ctrl+wheel zooms, Shift+wheel pans; double-click zooms to an op."));
+  return html;
+}
+
+void MainWindow::showShortcuts() {
+  QDialog dlg(this);
+  dlg.setWindowTitle(tr("Keyboard Shortcuts"));
+  auto* lay = new QVBoxLayout(&dlg);
+  auto* text = new QTextBrowser;
+  text->setHtml(shortcutsHtml());
+  text->setOpenExternalLinks(true);
+  lay->addWidget(text);
+  auto* buttons = new QDialogButtonBox(QDialogButtonBox::Close);
+  connect(buttons, &QDialogButtonBox::rejected, &dlg, &QDialog::reject);
+  lay->addWidget(buttons);
+  dlg.resize(560, 600);
+  dlg.exec();
 }
 
 bool MainWindow::selectOpByName(const QString& name) {
@@ -132,22 +219,41 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   buildDocks();
   buildStepper();
   buildActions();
+  // Docks whose forms are wide (the Search inputs, the breakpoint row, the cost table) scroll
+  // instead of setting the window's minimum width: it fits 1024x700 with the default docks.
+  for (QDockWidget* d : findChildren<QDockWidget*>()) {
+    QWidget* inner = d->widget();
+    if (!inner || qobject_cast<QScrollArea*>(inner) || inner->minimumSizeHint().width() <= 220) continue;
+    auto* sa = new QScrollArea;
+    sa->setFrameShape(QFrame::NoFrame);
+    sa->setWidgetResizable(true);
+    sa->setHorizontalScrollBarPolicy(Qt::ScrollBarAsNeeded);
+    d->setWidget(sa);
+    sa->setWidget(inner);
+  }
 
   validity_ = new QLabel;
   validity_->setTextFormat(Qt::RichText);
   message_ = new QLabel;
   statusBar()->addWidget(validity_);
   statusBar()->addWidget(message_, 1);
+  overlayLabel_ = new QLabel;
+  overlayLabel_->hide();
+  statusBar()->addPermanentWidget(overlayLabel_);
   statusBar()->setSizeGripEnabled(true);
 
   connect(doc_, &ScheduleDocument::changed, this, &MainWindow::documentChanged);
+  // The "*" follows the undo stack's clean state once a command has been applied: during an
+  // edit (redo/undo in progress) the stack's index has not moved yet.
+  connect(doc_->undoStack(), &QUndoStack::cleanChanged, this, &MainWindow::updateTitle);
   connect(doc_, &ScheduleDocument::effectChanged, this, &MainWindow::showStatus);
   connect(view_, &TimelineView::statusMessage, this, &MainWindow::showStatus);
   connect(view_, &TimelineView::hoverTimeChanged, memory_, &MemoryChart::setCursorTime);
   // The summary follows the live drag preview, and returns to the document when it ends.
   connect(view_, &TimelineView::previewChanged, this, [this] {
     const Analysis* p = view_->previewAnalysis();
-    summary_->setMetrics(p ? p->timeline.metrics : doc_->analysis().timeline.metrics, doc_->savedMetrics());
+    const Analysis& shown = p ? *p : doc_->analysis();
+    summary_->setMetrics(shown.timeline.metrics, doc_->savedMetrics(), simulationProgress(shown), doc_->savedProgress());
   });
   connect(diagnostics_, &DiagnosticsPanel::opActivated, this, [this](OpRef r) {
     view_->selectRef(r, true);
@@ -158,7 +264,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   resize(1440, 900);
   QSettings st = settings();
   restoreGeometry(st.value(QStringLiteral("window/geometry")).toByteArray());
-  restoreState(st.value(QStringLiteral("window/state")).toByteArray());
+  restoredState_ = restoreState(st.value(QStringLiteral("window/state")).toByteArray());
   rebuildRecentMenu();
   documentChanged();
 }
@@ -241,9 +347,11 @@ void MainWindow::buildActions() {
   file->addAction(tr("Open Sess&ion…"), this, &MainWindow::openSessionDialog);
   QAction* aTraceIn = file->addAction(tr("Open &Measured Trace…"), this, [this] {
     const QStringList paths = QFileDialog::getOpenFileNames(
-        this, tr("Open measured trace (one file per rank)"), QString(),
+        this, tr("Open measured trace (one file per rank)"), dialogDir(QStringLiteral("trace")),
         tr("Chrome traces (*.json);;All files (*)"));
-    if (!paths.isEmpty()) openTraces(paths);
+    if (paths.isEmpty()) return;
+    rememberDialogDir(QStringLiteral("trace"), paths.front());
+    openTraces(paths);
   });
   aTraceIn->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_T));
   file->addAction(tr("&Clear Measured Overlay"), this, &MainWindow::clearMeasuredOverlay);
@@ -276,7 +384,12 @@ void MainWindow::buildActions() {
   aUndo->setShortcut(QKeySequence::Undo);
   aUndo->setIcon(st->standardIcon(QStyle::SP_ArrowBack));
   QAction* aRedo = doc_->undoStack()->createRedoAction(this, tr("&Redo"));
-  aRedo->setShortcut(QKeySequence::Redo);
+  {  // The platform's redo keys (Ctrl+Shift+Z here) and Ctrl+Y, which many users expect.
+    QList<QKeySequence> keys = QKeySequence::keyBindings(QKeySequence::Redo);
+    const QKeySequence ctrlY(Qt::CTRL | Qt::Key_Y);
+    if (!keys.contains(ctrlY)) keys << ctrlY;
+    aRedo->setShortcuts(keys);
+  }
   aRedo->setIcon(st->standardIcon(QStyle::SP_ArrowForward));
   edit->addAction(aUndo);
   edit->addAction(aRedo);
@@ -332,6 +445,13 @@ void MainWindow::buildActions() {
     runMenu->addAction(tr("&Profile Model…"), this, [this] { ProfileDialog::showFor(this); });  // docs/gui.md
   }
   QMenu* help = menuBar()->addMenu(tr("&Help"));
+  help->addAction(tr("&Keyboard Shortcuts"), this, &MainWindow::showShortcuts);
+  help->addAction(tr("&Documentation"), this, [this] {
+    const QString docs = documentationDir();
+    if (!docs.isEmpty()) QDesktopServices::openUrl(QUrl::fromLocalFile(docs + QStringLiteral("/gui.md")));
+    else QDesktopServices::openUrl(QUrl(QStringLiteral("https://github.com/pipestudio/pipestudio/tree/main/docs")));
+  });
+  help->addSeparator();
   help->addAction(tr("&About PipeStudio"), this, [this] {
     QMessageBox::about(
         this, tr("About PipeStudio"),
@@ -345,6 +465,17 @@ void MainWindow::buildActions() {
   tb->setMovable(false);
   tb->setIconSize(QSize(18, 18));
   tb->setToolButtonStyle(Qt::ToolButtonTextBesideIcon);
+  // Short, fixed button texts (icon text) so the toolbar never reflows when an action's text
+  // changes ("Undo Open search candidate #1 (487.30 ms)"); the details are in the tooltips,
+  // which follow the action's text.
+  aNew->setIconText(tr("New"));
+  aNew->setToolTip(tr("New from template (%1)").arg(aNew->shortcut().toString(QKeySequence::NativeText)));
+  aOpen->setIconText(tr("Open"));
+  aOpen->setToolTip(tr("Open a schedule (%1)").arg(aOpen->shortcut().toString(QKeySequence::NativeText)));
+  aSave->setIconText(tr("Save"));
+  aSave->setToolTip(tr("Save (%1)").arg(aSave->shortcut().toString(QKeySequence::NativeText)));
+  aUndo->setIconText(tr("Undo"));
+  aRedo->setIconText(tr("Redo"));
   tb->addAction(aNew);
   tb->addAction(aOpen);
   tb->addAction(aSave);
@@ -357,13 +488,11 @@ void MainWindow::buildActions() {
   tb->addAction(tr("−"), view_, &TimelineView::zoomOut)->setToolTip(tr("Zoom out (Ctrl+-)"));
   tb->addAction(tr("+"), view_, &TimelineView::zoomIn)->setToolTip(tr("Zoom in (Ctrl++)"));
   tb->addSeparator();
-  auto* lbl = new QLabel(tr("  Layout "));
-  tb->addWidget(lbl);
   layoutCombo_ = new QComboBox;
-  layoutCombo_->addItem(tr("Simulated time"));
-  layoutCombo_->addItem(tr("Unit slots"));
+  layoutCombo_->addItem(tr("Time"));
+  layoutCombo_->addItem(tr("Slots"));
   layoutCombo_->setToolTip(
-      tr("Blocks by the cost model's simulated time, or one slot per action as PyTorch's "
+      tr("Layout: blocks by the cost model's simulated time, or one slot per action as PyTorch's "
          "visualiser draws them"));
   connect(layoutCombo_, &QComboBox::currentIndexChanged, this, [this](int i) {
     view_->setLayoutMode(i == 0 ? TimelineView::LayoutMode::Time : TimelineView::LayoutMode::Slots);
@@ -411,7 +540,7 @@ void MainWindow::documentChanged() {
   legend_->setSchedule(a.schedule);
   std::int64_t cap = doc_->profile().deviceMemoryBytes;
   memory_->setTimeline(a.timeline, cap);
-  summary_->setMetrics(a.timeline.metrics, doc_->savedMetrics());
+  summary_->setMetrics(a.timeline.metrics, doc_->savedMetrics(), simulationProgress(a), doc_->savedProgress());
   diagnostics_->setDiagnostics(a.diagnostics);
   int errors = 0, warnings = 0;
   for (const auto& d : a.diagnostics)
@@ -422,7 +551,11 @@ void MainWindow::documentChanged() {
   else
     v = tr("<span style='color:#e53935'>●</span> %n error(s)", nullptr, errors);
   if (warnings) v += tr(" · %n warning(s)", nullptr, warnings);
-  v += tr(" · %1 ops · makespan %2 ms").arg(a.schedule.opCount()).arg(fmtMs(a.makespan()));
+  const SimulationProgress progress = simulationProgress(a);
+  v += tr(" · %1 ops · makespan %2")
+           .arg(a.schedule.opCount())
+           .arg(progress.finished ? makespanText(a) : tr("n/a, %1").arg(stalledText(progress)));
+  validity_->setToolTip(progress.finished ? QString() : notAvailableText(progress));
   validity_->setText(v + QStringLiteral("&nbsp;&nbsp;"));
   updateTitle();
 }
@@ -442,10 +575,13 @@ void MainWindow::updateTitle() {
   QString name = doc_->filePath().isEmpty() ? QString::fromStdString(doc_->schedule().name)
                                             : QFileInfo(doc_->filePath()).fileName();
   if (name.isEmpty()) name = tr("Untitled");
+  if (!doc_->filePath().isEmpty() && (isBundled(doc_->filePath()) || !QFileInfo(doc_->filePath()).isWritable()))
+    name += tr(" (read-only)");  // Save asks for a new name
+  name += QStringLiteral("[*]");  // the unsaved marker goes right after the schedule's name
   if (session_ && session_->hasSession())
     name += tr(" — session %1%2").arg(QFileInfo(session_->sessionPath()).fileName(),
                                       session_->isReadOnly() ? tr(" (read-only)") : QString());
-  setWindowTitle(name + QStringLiteral("[*] — PipeStudio"));
+  setWindowTitle(name + QStringLiteral(" — PipeStudio"));
   setWindowModified(doc_->isModified());
 }
 
@@ -458,11 +594,13 @@ bool MainWindow::openFile(const QString& path, bool quiet) {
     return false;
   }
   doc_->load(std::move(loaded->schedule), std::move(loaded->profile), QFileInfo(path).absoluteFilePath());
+  const QString dropped = documentReplaced();
   view_->selectOp(std::nullopt, false);
   view_->zoomToFit();
   addRecent(QFileInfo(path).absoluteFilePath());
-  showStatus(loaded->notes.empty() ? tr("Opened %1").arg(QFileInfo(path).fileName())
-                                   : QString::fromStdString(loaded->notes.front().message));
+  showStatus((loaded->notes.empty() ? tr("Opened %1").arg(QFileInfo(path).fileName())
+                                    : QString::fromStdString(loaded->notes.front().message)) +
+             (dropped.isEmpty() ? QString() : QStringLiteral(" · ") + dropped));
   return true;
 }
 
@@ -496,11 +634,20 @@ bool MainWindow::openTraces(const QStringList& paths, bool quiet) {
   return true;
 }
 
-void MainWindow::setMeasuredOverlay(const Timeline& measured, const QString& what) {
+void MainWindow::setMeasuredOverlay(const Timeline& measured, const QString& what, bool live) {
   ComparisonOptions o;
   o.alignment = scaledAction_ && scaledAction_->isChecked() ? Alignment::Scaled : Alignment::Absolute;
   view_->setOverlay(measured, o);
-  if (const Comparison* c = view_->comparison())
+  overlayWhat_ = what;
+  overlayLabel_->setText(tr("Measured: %1").arg(what));
+  overlayLabel_->setToolTip(tr("The measured lanes, the Deviation dock and the State dock compare the plan with %1").arg(what));
+  overlayLabel_->show();
+  if (live)
+    showStatus(tr("Run in progress (%1): %2 of %3 ops measured")
+                   .arg(what)
+                   .arg(measured.ops.size())
+                   .arg(doc_->schedule().opCount()));
+  else if (const Comparison* c = view_->comparison())
     showStatus(tr("Measured overlay from %1: %2 ops · makespan %3 ms vs planned %4 ms (%5%6 %)")
                    .arg(what)
                    .arg(measured.ops.size())
@@ -508,14 +655,47 @@ void MainWindow::setMeasuredOverlay(const Timeline& measured, const QString& wha
                    .arg(c->plannedMakespan, 0, 'f', 2)
                    .arg(c->relativeError >= 0 ? QStringLiteral("+") : QString())
                    .arg(c->relativeError * 100, 0, 'f', 1));
-  stepper_->timelineOpened();  // a failed run opens where it stopped
-  if (!measured.complete) showStateDock();
+  stepper_->timelineOpened(live);  // a failed run opens where it stopped
+  if (!measured.complete && !live) showStateDock();
 }
 
 void MainWindow::clearMeasuredOverlay() {
+  const bool had = view_->hasOverlay();
   view_->clearOverlay();
-  stepper_->timelineOpened();
+  overlayWhat_.clear();
+  overlayLabel_->clear();
+  overlayLabel_->hide();
+  if (had) stepper_->timelineOpened();
   showStatus(tr("Measured overlay cleared"));
+}
+
+QString MainWindow::dropMismatchedOverlay() {
+  if (!view_->hasOverlay()) return {};
+  const Timeline* m = view_->overlayTimeline();
+  if (!m) return {};
+  // The overlay belongs to this schedule when every measured op is one of its ops, on the
+  // device the plan puts it (a run of another schedule would be compared op by op with
+  // unrelated work).
+  QString why;
+  if (m->devices > 0 && m->devices != doc_->schedule().pipeline.devices)
+    why = tr("%1 devices measured, %2 planned").arg(m->devices).arg(doc_->schedule().pipeline.devices);
+  for (size_t i = 0; why.isEmpty() && i < m->ops.size(); ++i) {
+    const TimelineOp& o = m->ops[i];
+    const auto ref = doc_->find(o.op);
+    if (!ref || ref->device != o.device)
+      why = tr("%1 on device %2 is not in this schedule").arg(QString::fromStdString(doc_->schedule().opName(o.op))).arg(o.device);
+  }
+  if (why.isEmpty()) return {};
+  const QString what = overlayWhat_;
+  clearMeasuredOverlay();
+  const QString note = tr("measured overlay (%1) cleared: it is not a run of this schedule (%2)").arg(what, why);
+  showStatus(note);
+  return note;
+}
+
+QString MainWindow::documentReplaced() {
+  stepper_->stopDebugging();
+  return dropMismatchedOverlay();
 }
 
 void MainWindow::setOverlayScaled(bool scaled) {
@@ -535,7 +715,7 @@ void MainWindow::openDefault() {
   if (s) {
     Schedule sched = std::move(s).value();
     if (sched.name.empty()) sched.name = "1f1b";
-    doc_->load(sched, defaultCostProfile(sched.pipeline.stages));
+    doc_->load(sched, defaultCostProfile(sched));
     view_->zoomToFit();
   }
 }
@@ -545,20 +725,22 @@ void MainWindow::newFromTemplate() {
   TemplateDialog dlg(this);
   if (dlg.exec() != QDialog::Accepted || !dlg.schedule()) return;
   Schedule s = *dlg.schedule();
-  doc_->load(s, defaultCostProfile(s.pipeline.stages));
+  doc_->load(s, defaultCostProfile(s));
+  const QString dropped = documentReplaced();
   view_->selectOp(std::nullopt, false);
   view_->zoomToFit();
-  showStatus(tr("New %1 schedule").arg(QString::fromStdString(s.name)));
+  showStatus(tr("New %1 schedule").arg(QString::fromStdString(s.name)) +
+             (dropped.isEmpty() ? QString() : QStringLiteral(" · ") + dropped));
 }
 
 void MainWindow::open() {
   if (!maybeSave()) return;
-  const QString dir = doc_->filePath().isEmpty() ? resourcesDir() + QStringLiteral("/examples")
-                                                 : QFileInfo(doc_->filePath()).path();
   const QString path =
-      QFileDialog::getOpenFileName(this, tr("Open schedule"), dir,
+      QFileDialog::getOpenFileName(this, tr("Open schedule"), dialogDir(QStringLiteral("open")),
                                    tr("Schedules (*.pipe *.csv);;PipeStudio (*.pipe);;PyTorch CSV (*.csv)"));
-  if (!path.isEmpty()) openFile(path);
+  if (path.isEmpty()) return;
+  rememberDialogDir(QStringLiteral("open"), path);
+  openFile(path);
 }
 
 bool MainWindow::saveTo(const QString& path) {
@@ -568,6 +750,7 @@ bool MainWindow::saveTo(const QString& path) {
     return false;
   }
   doc_->markSaved(QFileInfo(path).absoluteFilePath());
+  rememberDialogDir(QStringLiteral("save"), path);
   addRecent(QFileInfo(path).absoluteFilePath());
   showStatus(tr("Saved %1").arg(QFileInfo(path).fileName()));
   return true;
@@ -589,11 +772,16 @@ bool MainWindow::save() {
     }
   }
   // Examples from the resources folder are not overwritten in place.
-  if (p.isEmpty() || p.startsWith(QFileInfo(resourcesDir()).absoluteFilePath())) return saveAs();
+  if (p.isEmpty() || p.startsWith(QFileInfo(resourcesDir()).absoluteFilePath()) || isBundled(p) ||
+      !QFileInfo(p).isWritable())
+    return saveAs();
   return saveTo(p);
 }
 
 bool MainWindow::openSession(const QString& path, bool readOnly) {
+  // The bundled example and files we may not write are never changed by opening them (no
+  // migration, no switch to WAL, no -wal/-shm files beside them).
+  if (isBundled(path) || (QFileInfo(path).isFile() && !QFileInfo(path).isWritable())) readOnly = true;
   session_->setFallbackProfile(doc_->profile());
   const bool ok = session_->openSession(path, readOnly);
   session_->show();
@@ -604,8 +792,9 @@ bool MainWindow::openSession(const QString& path, bool readOnly) {
 }
 
 void MainWindow::openSessionDialog() {
-  const QString path = QFileDialog::getOpenFileName(this, tr("Open session"), resourcesDir() + QStringLiteral("/examples"),
+  const QString path = QFileDialog::getOpenFileName(this, tr("Open session"), dialogDir(QStringLiteral("session")),
                                                     tr("PipeStudio sessions (*.session);;All files (*)"));
+  rememberDialogDir(QStringLiteral("session"), path);
   if (!path.isEmpty() && !openSession(path)) QMessageBox::warning(this, tr("Cannot open session"), session_->errorText());
 }
 
@@ -621,17 +810,25 @@ bool MainWindow::openSessionVersion(const QString& text, const QString& name, qi
   Schedule s = std::move(parsed).value();
   if (s.name.empty()) s.name = name.toStdString();
   CostProfile p = session_->profileForVersion(id).value_or(doc_->profile());
-  if (!makeSimulationModel(s, p)) p = defaultCostProfile(s.pipeline.stages);
+  if (!makeSimulationModel(s, p)) p = defaultCostProfile(s);
   doc_->load(std::move(s), std::move(p));
+  const QString dropped = documentReplaced();
   view_->selectOp(std::nullopt, false);
   view_->zoomToFit();
-  showStatus(tr("Opened version %1 of %2 from the session").arg(id).arg(name));
+  showStatus(tr("Opened version %1 of %2 from the session").arg(id).arg(name) +
+             (dropped.isEmpty() ? QString() : QStringLiteral(" · ") + dropped));
   return true;
 }
 
 bool MainWindow::saveAs() {
-  const QString path = QFileDialog::getSaveFileName(this, tr("Save schedule"), doc_->filePath(),
-                                                    tr("PipeStudio schedule (*.pipe);;PyTorch CSV (*.csv)"));
+  // The user's own file's folder, else where schedules were last saved (never resources/).
+  QString start = dialogDir(QStringLiteral("save"));
+  const QString cur = doc_->filePath();
+  const QString name = cur.isEmpty() ? QString::fromStdString(doc_->schedule().name) : QFileInfo(cur).completeBaseName();
+  if (!cur.isEmpty() && !isBundled(cur)) start = QFileInfo(cur).absolutePath();
+  const QString path = QFileDialog::getSaveFileName(
+      this, tr("Save schedule"), QDir(start).filePath((name.isEmpty() ? QStringLiteral("schedule") : name) + QStringLiteral(".pipe")),
+      tr("PipeStudio schedule (*.pipe);;PyTorch CSV (*.csv)"));
   if (path.isEmpty()) return false;
   return saveTo(path);
 }
@@ -663,8 +860,10 @@ bool MainWindow::exportFile(const QString& path) {
 void MainWindow::exportAs(const QString& filter, const QString& suffix) {
   QString base = doc_->filePath().isEmpty() ? QStringLiteral("schedule")
                                             : QFileInfo(doc_->filePath()).completeBaseName();
-  QString path = QFileDialog::getSaveFileName(this, tr("Export"), base + QLatin1Char('.') + suffix, filter);
+  QString path = QFileDialog::getSaveFileName(
+      this, tr("Export"), QDir(dialogDir(QStringLiteral("export"))).filePath(base + QLatin1Char('.') + suffix), filter);
   if (path.isEmpty()) return;
+  rememberDialogDir(QStringLiteral("export"), path);
   if (QFileInfo(path).suffix().isEmpty()) path += QLatin1Char('.') + suffix;
   showStatus(exportFile(path) ? tr("Exported %1").arg(QFileInfo(path).fileName())
                               : tr("Export to %1 failed").arg(path));
@@ -701,6 +900,33 @@ bool MainWindow::maybeSave() {
   if (r == QMessageBox::Cancel) return false;
   if (r == QMessageBox::Save) return save();
   return true;
+}
+
+void MainWindow::resizeEvent(QResizeEvent* e) {
+  QMainWindow::resizeEvent(e);
+  applyCompactLayout();
+}
+
+void MainWindow::showEvent(QShowEvent* e) {
+  QMainWindow::showEvent(e);
+  applyCompactLayout();
+}
+
+void MainWindow::applyCompactLayout() {
+  // Again only after a large change of width, so the user's own dock sizes stay.
+  if (restoredState_ || !isVisible() || width() >= 1300 || std::abs(width() - compactWidth_) < 100) return;
+  compactWidth_ = width();
+  // Made small (e.g. 1024x700) with no saved layout: narrower side docks and a lower bottom
+  // dock, so the timeline keeps most of the room.
+  auto apply = [this] {
+    auto* dp = findChild<QDockWidget*>(QStringLiteral("dock.properties"));
+    auto* ds = findChild<QDockWidget*>(QStringLiteral("dock.summary"));
+    auto* dm = findChild<QDockWidget*>(QStringLiteral("dock.memory"));
+    if (dp && ds) resizeDocks({dp, ds}, {width() * 30 / 100, width() * 28 / 100}, Qt::Horizontal);
+    if (dm) resizeDocks({dm}, {height() / 4}, Qt::Vertical);
+  };
+  apply();
+  QTimer::singleShot(0, this, apply);  // and once the layout has taken the new size
 }
 
 void MainWindow::closeEvent(QCloseEvent* e) {

@@ -69,7 +69,10 @@ class MainWindow : public QMainWindow {
   // PP: ranges, one file per rank, or PipeStudio's own) and lays them over the plan. On a
   // malformed trace shows why (dialog unless quiet), keeps document and overlay, returns false.
   bool openTraces(const QStringList& paths, bool quiet = false);
-  void setMeasuredOverlay(const ps::core::Timeline& measured, const QString& what);
+  // `live`: a run still in progress sends its ops as they arrive (not a failed run).
+  void setMeasuredOverlay(const ps::core::Timeline& measured, const QString& what, bool live = false);
+  // What the overlay is (e.g. "run 3"), empty without one.
+  QString overlaySource() const { return overlayWhat_; }
   void clearMeasuredOverlay();
   void setOverlayScaled(bool scaled);
   DeviationPanel* deviation() const { return deviation_; }
@@ -81,6 +84,14 @@ class MainWindow : public QMainWindow {
   StepperController* stepperController() const { return stepper_; }
   StatePanel* statePanel() const { return state_; }
   void showStateDock();
+  // Help › Keyboard Shortcuts: every menu action with its keys (generated, HTML).
+  QString shortcutsHtml() const;
+  void showShortcuts();
+  // Where a file dialog for `purpose` ("open", "save", "export", "trace", "session") starts:
+  // the folder that kind of dialog last used.
+  static QString dialogDir(const QString& purpose);
+  // docs/ of the source tree or the installed documentation ("" when neither is there).
+  static QString documentationDir();
 
  public Q_SLOTS:
   void newFromTemplate();
@@ -91,12 +102,21 @@ class MainWindow : public QMainWindow {
 
  protected:
   void closeEvent(QCloseEvent* e) override;
+  void resizeEvent(QResizeEvent* e) override;
+  void showEvent(QShowEvent* e) override;
 
  private:
   void buildActions();
   void buildDocks();
   void buildStepper();
   void documentChanged();
+  // A measured overlay whose ops are not this schedule's (another shape) is cleared.
+  // Returns what it did for the status bar ("" when the overlay stays).
+  QString dropMismatchedOverlay();
+  // Narrower docks once when the window is small and no layout was saved.
+  void applyCompactLayout();
+  // New / Open: leave step mode, drop an overlay of another schedule.
+  QString documentReplaced();
   void updateTitle();
   void addRecent(const QString& path);
   void rebuildRecentMenu();
@@ -125,6 +145,10 @@ class MainWindow : public QMainWindow {
   QMenu* viewMenu_ = nullptr;
   QComboBox* layoutCombo_ = nullptr;
   QString loadNote_;
+  QString overlayWhat_;
+  bool restoredState_ = false;
+  int compactWidth_ = -1000;  // the width the compact dock sizes were last made for
+  QLabel* overlayLabel_ = nullptr;
 };
 
 }  // namespace ps::ui

@@ -14,14 +14,25 @@ namespace ps::ui {
 namespace {
 constexpr double kGiB = double(1LL << 30);
 
-QColor deviceColor(int d) {
-  static const QColor colors[] = {
-      QColor(0x1f, 0x77, 0xb4), QColor(0xff, 0x7f, 0x0e), QColor(0x2c, 0xa0, 0x2c), QColor(0xd6, 0x27, 0x28),
-      QColor(0x94, 0x67, 0xbd), QColor(0x8c, 0x56, 0x4b), QColor(0xe3, 0x77, 0xc2), QColor(0x7f, 0x7f, 0x7f),
-      QColor(0xbc, 0xbd, 0x22), QColor(0x17, 0xbe, 0xcf)};
-  return colors[d % 10];
-}
 }  // namespace
+
+QColor memoryCapacityColor() {
+  return QColor(0xe5, 0x39, 0x35);  // red: no device curve is red
+}
+
+QColor memoryDeviceColor(int d) {
+  // Distinct hues, none of them red (the capacity) or the playhead's magenta; grey is left out
+  // (it reads as "disabled"). Past the list, hues step by the golden angle around the wheel,
+  // skipping the reds.
+  static const QColor colors[] = {QColor(0x1f, 0x77, 0xb4), QColor(0xff, 0x7f, 0x0e), QColor(0x2c, 0xa0, 0x2c),
+                                  QColor(0x94, 0x67, 0xbd), QColor(0x17, 0xbe, 0xcf), QColor(0xa6, 0x76, 0x1d),
+                                  QColor(0xbc, 0xbd, 0x22), QColor(0x00, 0x3f, 0x8c), QColor(0x00, 0x80, 0x6b),
+                                  QColor(0xd9, 0xa4, 0x00)};
+  constexpr int n = static_cast<int>(sizeof colors / sizeof colors[0]);
+  if (d >= 0 && d < n) return colors[d];
+  int hue = static_cast<int>(std::fmod(40.0 + d * 137.508, 280.0)) + 40;  // 40..320: no reds
+  return QColor::fromHsv(hue, 200, d % 2 ? 150 : 200);
+}
 
 QList<QPointF> memoryCurvePoints(const std::vector<ps::core::MemorySample>& samples, double endMs,
                                  int maxPoints) {
@@ -113,7 +124,7 @@ void MemoryChart::setTimeline(const ps::core::Timeline& t, std::int64_t capacity
     const QList<QPointF> pts = memoryCurvePoints(t.memory[d], end);
     for (const auto& p : pts) peak = std::max(peak, p.y());
     s->replace(pts);
-    QPen pen(deviceColor(static_cast<int>(d)), 1.6);
+    QPen pen(memoryDeviceColor(static_cast<int>(d)), 1.6);
     s->setPen(pen);
     c->addSeries(s);
     devices_.append(s);
@@ -126,7 +137,7 @@ void MemoryChart::setTimeline(const ps::core::Timeline& t, std::int64_t capacity
     capacity_->setName(tr("Capacity"));
     capacity_->append(0, cap);
     capacity_->append(end, cap);
-    capacity_->setPen(QPen(QColor(0xe5, 0x39, 0x35), 1.4, Qt::DashLine));
+    capacity_->setPen(QPen(memoryCapacityColor(), 2.0, Qt::DashLine));
     c->addSeries(capacity_);
   }
   // The playhead before the hover cursor, so the cursor stays the last series (drawn on top).

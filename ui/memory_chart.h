@@ -2,6 +2,7 @@
 // Memory dock: per-device memory over time (Qt Charts) with the capacity line; a vertical
 // cursor follows the timeline hover.
 #include <QChartView>
+#include <QColor>
 #include <QLineSeries>
 #include <QList>
 #include <QPointF>
@@ -16,6 +17,10 @@ namespace ps::ui {
 // Longer curves are reduced to at most ~maxPoints points keeping each bucket's extremes.
 QList<QPointF> memoryCurvePoints(const std::vector<ps::core::MemorySample>& samples, double endMs,
                                  int maxPoints = 4000);
+
+// Device d's curve colour (distinct hues, never the capacity's) and the capacity line's.
+QColor memoryDeviceColor(int d);
+QColor memoryCapacityColor();
 
 class MemoryChart : public QChartView {
   Q_OBJECT

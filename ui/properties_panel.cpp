@@ -77,7 +77,7 @@ PropertiesPanel::PropertiesPanel(ScheduleDocument* doc, QWidget* parent) : QWidg
 
   table_ = new QTableWidget(0, kCols);
   table_->setHorizontalHeaderLabels(
-      {tr("Layer"), tr("F"), tr("I"), tr("W"), tr("R"), tr("Act"), tr("Wt"), tr("Out")});
+      {tr("Layer"), tr("F ms"), tr("I ms"), tr("W ms"), tr("R ms"), tr("Act MiB"), tr("Wt MiB"), tr("Out MiB")});
   const QString tips[] = {tr("Layer name"),
                           tr("Forward time (ms)"),
                           tr("Backward for inputs (ms)"),
@@ -89,8 +89,11 @@ PropertiesPanel::PropertiesPanel(ScheduleDocument* doc, QWidget* parent) : QWidg
   for (int c = 0; c < kCols; ++c) table_->horizontalHeaderItem(c)->setToolTip(tips[c]);
   table_->verticalHeader()->setVisible(false);
   table_->verticalHeader()->setDefaultSectionSize(table_->fontMetrics().height() + 8);
-  table_->horizontalHeader()->setSectionResizeMode(QHeaderView::Stretch);
-  table_->horizontalHeader()->setSectionResizeMode(kName, QHeaderView::ResizeToContents);
+  // Columns as wide as their contents (a real profile's "1.23457", "transformer.h.11"); the
+  // table scrolls sideways in a narrow dock rather than eliding numbers to "1...".
+  table_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+  table_->horizontalHeader()->setStretchLastSection(false);
+  table_->setHorizontalScrollBarPolicy(Qt::ScrollBarAsNeeded);
   table_->horizontalHeader()->setMinimumSectionSize(28);
   auto* unitNote = new QLabel(tr("Times in ms, sizes in MiB. Edit a cell to re-simulate."));
   unitNote->setWordWrap(true);
@@ -219,7 +222,7 @@ void PropertiesPanel::profileChosen(int index) {
     }
   }
   if (path.isEmpty()) {
-    doc_->setProfile(defaultCostProfile(doc_->schedule().pipeline.stages), tr("Use the default profile"));
+    doc_->setProfile(defaultCostProfile(doc_->schedule()), tr("Use the default profile"));
     return;
   }
   QFile f(path);

@@ -429,7 +429,8 @@ void RunDialog::attach(MainWindow* window) {
   // Live measured ops over the plan; the controller throttles these to 10 per second.
   connect(controller_, &RunController::timelineUpdated, window, [this](const ps::core::Timeline& t) {
     if (window_ && !t.ops.empty())
-      window_->setMeasuredOverlay(t, tr("run on %1").arg(controller_->request().targetName()));
+      window_->setMeasuredOverlay(t, tr("run on %1").arg(controller_->request().targetName()),
+                                  controller_->isActive());  // the last update comes after the end
   });
 }
 

@@ -22,16 +22,29 @@ std::uint64_t opKey(const Op& op) {
 }
 
 CostProfile defaultCostProfile(int stages) {
+  return defaultCostProfile(stages, stages);
+}
+
+CostProfile defaultCostProfile(const Schedule& s) {
+  return defaultCostProfile(s.pipeline.stages, s.pipeline.devices);
+}
+
+CostProfile defaultCostProfile(int stages, int devices) {
   CostProfile p;
   p.name = "default";
-  for (int s = 0; s < std::max(1, stages); ++s) {
+  stages = std::max(1, stages);
+  devices = std::max(1, devices);
+  // Each stage holds devices/stages of one 1 ms block; a stage's output (what crosses a link)
+  // does not shrink with it.
+  const double share = static_cast<double>(devices) / stages;
+  for (int s = 0; s < stages; ++s) {
     LayerCost l;
-    l.name = "stage" + std::to_string(s);
-    l.forwardMs = 1.0;
-    l.backwardInputMs = 1.0;
-    l.backwardWeightMs = 0.8;
-    l.activationBytes = 512LL << 20;
-    l.weightBytes = 256LL << 20;
+    l.name = stages == devices ? "stage" + std::to_string(s) : "layer" + std::to_string(s);
+    l.forwardMs = 1.0 * share;
+    l.backwardInputMs = 1.0 * share;
+    l.backwardWeightMs = 0.8 * share;
+    l.activationBytes = static_cast<std::int64_t>(static_cast<double>(512LL << 20) * share);
+    l.weightBytes = static_cast<std::int64_t>(static_cast<double>(256LL << 20) * share);
     l.outputBytes = 8LL << 20;
     p.layers.push_back(l);
   }
@@ -81,7 +94,7 @@ Result<LoadedFile> readScheduleFile(const QString& path) {
     if (!s) return s.errors();
     out.schedule = std::move(s).value();
   }
-  out.profile = defaultCostProfile(out.schedule.pipeline.stages);
+  out.profile = defaultCostProfile(out.schedule);
   if (out.schedule.profile && !out.schedule.profile->empty()) {
     const QString name = QString::fromStdString(*out.schedule.profile);
     const QStringList candidates = {
@@ -190,10 +203,6 @@ class ReplaceDesignCommand : public QUndoCommand {
   CostProfile afterProfile_;
 };
 
-QString fmtMs(double v) {
-  return QString::number(v, 'f', v < 10 ? 2 : 1);
-}
-
 bool fail(QString* error, const Diagnostics& ds) {
   if (error && !ds.empty()) *error = QString::fromStdString(ds.front().message);
   return false;
@@ -227,6 +236,7 @@ void ScheduleDocument::load(Schedule s, CostProfile profile, const QString& path
   rebuildModel();
   reanalyze(analysis_->schedule, false);
   saved_ = analysis_->timeline.metrics;
+  savedProgress_ = simulationProgress(*analysis_);
   lastEffect_.clear();
   undo_.setClean();
   Q_EMIT changed();
@@ -235,6 +245,7 @@ void ScheduleDocument::load(Schedule s, CostProfile profile, const QString& path
 void ScheduleDocument::markSaved(const QString& path) {
   path_ = path;
   saved_ = analysis_->timeline.metrics;
+  savedProgress_ = simulationProgress(*analysis_);
   undo_.setClean();
   Q_EMIT changed();
 }
@@ -261,7 +272,7 @@ void ScheduleDocument::rebuildModel() {
     d.message += " (simulating with the default profile)";
     modelDiagnostics_.push_back(d);
   }
-  auto fallback = makeSimulationModel(s, defaultCostProfile(s.pipeline.stages));
+  auto fallback = makeSimulationModel(s, defaultCostProfile(s));
   modelOk_ = static_cast<bool>(fallback);
   if (fallback) model_ = std::move(fallback).value();
 }
@@ -286,6 +297,7 @@ Analysis ScheduleDocument::analyze(const Schedule& s) const {
       }
     } else {
       a.diagnostics.insert(a.diagnostics.end(), t.errors().begin(), t.errors().end());
+      a.timeline.complete = false;  // no timeline: nothing finished
     }
     if (slotsWanted_) {
       // PyTorch's visualiser layout: every action takes one slot, links are free.
@@ -309,16 +321,19 @@ Analysis ScheduleDocument::analyze(const Schedule& s) const {
       auto u = simulate(s, unit, o);
       if (u) a.slots = std::move(u).value();
     }
+  } else {
+    a.timeline.complete = s.opCount() == 0;  // no cost model, nothing simulated
   }
   return a;
 }
 
 void ScheduleDocument::reanalyze(const Schedule& s, bool reportEffect) {
-  const double before = analysis_->timeline.metrics.makespan;
+  const QString before = makespanText(*analysis_);
   const bool wasValid = analysis_->valid();
   auto a = std::make_shared<Analysis>(analyze(s));
   if (reportEffect) {
-    QString e = QStringLiteral("makespan %1 → %2 ms").arg(fmtMs(before), fmtMs(a->makespan()));
+    // A stalled side reads "not available (stalled at …)", never as a shorter makespan.
+    QString e = QStringLiteral("makespan %1 → %2").arg(before, makespanText(*a));
     if (wasValid && !a->valid())
       e += QStringLiteral(" · now invalid");
     else if (!wasValid && a->valid())

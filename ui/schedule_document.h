@@ -9,6 +9,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "metrics_text.h"
 #include "pipestudio/core/cost_profile.h"
 #include "pipestudio/core/schedule.h"
 #include "pipestudio/core/simulator.h"
@@ -31,6 +32,13 @@ struct Analysis {
 // A default cost profile for `stages` stages when a schedule names none: one layer per
 // stage, F 1 ms, I 1 ms, W 0.8 ms, 512 MiB activations, 256 MiB weights, 16 GiB devices.
 ps::core::CostProfile defaultCostProfile(int stages);
+// The default as a model split over the stages: a uniform model as large as `devices` of the
+// stages above (per micro-batch F devices x 1 ms, ...), each of the `stages` stages taking an
+// equal share. Chunking (interleaved, V-shape) then cuts the same model finer instead of making
+// it bigger, so previews of 1F1B and interleaved 1F1B on the same devices are comparable.
+ps::core::CostProfile defaultCostProfile(int stages, int devices);
+// The default for a schedule: defaultCostProfile(stages, devices) of its pipeline.
+ps::core::CostProfile defaultCostProfile(const ps::core::Schedule& s);
 
 // Where bundled resources live (examples, profiles): $PIPESTUDIO_RESOURCES, the build-time
 // source folder, or share/pipestudio next to the executable.
@@ -61,6 +69,8 @@ class ScheduleDocument : public QObject {
   const Analysis& analysis() const { return *analysis_; }
   std::shared_ptr<const Analysis> analysisPtr() const { return analysis_; }
   const ps::core::TimelineMetrics& savedMetrics() const { return saved_; }
+  // Whether the saved baseline's simulation finished (and how far it got when not).
+  const SimulationProgress& savedProgress() const { return savedProgress_; }
   QUndoStack* undoStack() { return &undo_; }
   QString filePath() const { return path_; }
   bool isModified() const { return !undo_.isClean(); }
@@ -121,6 +131,7 @@ class ScheduleDocument : public QObject {
   bool modelOk_ = false;
   std::shared_ptr<const Analysis> analysis_;
   ps::core::TimelineMetrics saved_;
+  SimulationProgress savedProgress_;
   QUndoStack undo_;
   QString path_;
   QString lastEffect_;

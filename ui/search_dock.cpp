@@ -690,9 +690,10 @@ void SearchDock::fillTable() {
 
     const QString cells[Columns] = {
         QString::number(i + 1),
-        QString::number(c.makespan, 'f', 2),
-        QStringLiteral("%1 %").arg(c.bubbleRatio * 100, 0, 'f', 1),
-        gib(c.peakMemoryBytes),
+        // A candidate whose simulation did not finish has no figures (never a "better" one).
+        c.valid ? QString::number(c.makespan, 'f', 2) : tr("not available (stalled)"),
+        c.valid ? QStringLiteral("%1 %").arg(c.bubbleRatio * 100, 0, 'f', 1) : tr("n/a"),
+        c.valid ? gib(c.peakMemoryBytes) : tr("n/a"),
         QString::fromStdString(c.family.empty() ? c.name : c.family),
         layoutText(c),
         partitionText(c.partition),

@@ -1,4 +1,5 @@
 #include "session_dock.h"
+#include "units_text.h"
 
 #include <QDateTime>
 #include <QFileInfo>
@@ -35,7 +36,7 @@ QString timeText(std::int64_t ms) {
   return QDateTime::fromMSecsSinceEpoch(ms).toString(QStringLiteral("yyyy-MM-dd hh:mm:ss"));
 }
 
-QString msText(double ms) { return QString::number(ms, 'f', ms < 100 ? 2 : 1); }
+QString msCell(double ms) { return msValue(ms); }
 
 // A read-only cell; the row's id sits in Qt::UserRole of column 0 for the views' handlers.
 QStandardItem* cell(const QString& text, const QVariant& sortKey = {}) {
@@ -205,6 +206,9 @@ void SessionDock::refresh() {
       r[0]->setData(QVariant::fromValue<qint64>(s.id), Qt::UserRole);
       schedules_->appendRow(r);
     }
+    // Versions in the order they were made (the store lists them by name), by number.
+    schedules_->setSortRole(Qt::UserRole);
+    schedules_->sort(0, Qt::AscendingOrder);
   } else {
     problems << errorsText(schedules.errors());
   }
@@ -219,7 +223,7 @@ void SessionDock::refresh() {
                               cell(sched != scheduleNames.end() ? sched->second : QString()),
                               cell(status),
                               cell(duration ? tr("%1 s").arg(double(*duration) / 1000.0, 0, 'f', 2) : QString()),
-                              cell(run.opCount > 0 ? msText(run.makespan) : QString()),
+                              cell(run.opCount > 0 ? msCell(run.makespan) : QString()),
                               cell(run.opCount > 0 ? QStringLiteral("%1 %").arg(run.bubbleRatio * 100, 0, 'f', 1) : QString())};
       r[0]->setData(QVariant::fromValue<qint64>(run.id), Qt::UserRole);
       if (!run.error.empty()) {
@@ -370,7 +374,7 @@ std::vector<VersionComparison> SessionDock::compareVersions(const std::vector<qi
       if (model) c.profileName = tr("current cost model");
     }
     if (!model) {
-      model = makeSimulationModel(s, defaultCostProfile(s.pipeline.stages));
+      model = makeSimulationModel(s, defaultCostProfile(s));
       if (model) c.profileName = tr("default cost model");
     }
     if (!model) {
@@ -412,7 +416,7 @@ void SessionDock::compareSelected() {
     if (c.ok)
       lines << tr("v%1 %2: makespan %3 ms, bubble %4 % (%5)")
                    .arg(c.versionId)
-                   .arg(c.name, msText(c.makespan))
+                   .arg(c.name, msCell(c.makespan))
                    .arg(c.bubbleRatio * 100, 0, 'f', 1)
                    .arg(c.profileName);
     else
@@ -423,7 +427,7 @@ void SessionDock::compareSelected() {
     lines << tr("v%1 − v%2: %3 ms (%4 %)")
                  .arg(comparison_[1].versionId)
                  .arg(comparison_[0].versionId)
-                 .arg(msText(d))
+                 .arg(msCell(d))
                  .arg(d / comparison_[0].makespan * 100, 0, 'f', 1);
   }
   compare_->setText(lines.join(QLatin1Char('\n')));

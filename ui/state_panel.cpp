@@ -1,4 +1,5 @@
 #include "state_panel.h"
+#include "units_text.h"
 
 #include <QComboBox>
 #include <QGridLayout>
@@ -29,13 +30,11 @@ constexpr int kMbRole = Qt::UserRole + 3;
 
 QString fmtMs(double v) {
   if (!std::isfinite(v)) return QStringLiteral("–");
-  return QString::number(v, 'f', std::abs(v) < 10 ? 2 : 1);
+  return msValue(v);
 }
 
 QString fmtBytes(std::int64_t b) {
-  const double gib = static_cast<double>(b) / double(1LL << 30);
-  if (std::abs(gib) >= 1) return QString::number(gib, 'f', 2) + QStringLiteral(" GiB");
-  return QString::number(static_cast<double>(b) / double(1 << 20), 'f', 0) + QStringLiteral(" MiB");
+  return QString::fromStdString(ps::core::formatByteSize(b));
 }
 
 void setOp(QTreeWidgetItem* it, const Op& op) {
@@ -71,7 +70,9 @@ StatePanel::StatePanel(QWidget* parent) : QWidget(parent) {
   tree_->setUniformRowHeights(true);
   tree_->setAlternatingRowColors(true);
   tree_->header()->setSectionResizeMode(0, QHeaderView::ResizeToContents);
-  tree_->header()->setStretchLastSection(true);
+  // Values as wide as they are (a narrow dock scrolls sideways instead of eliding them).
+  tree_->header()->setSectionResizeMode(1, QHeaderView::ResizeToContents);
+  tree_->header()->setStretchLastSection(false);
   lay->addWidget(header_);
   lay->addWidget(tree_, 1);
   connect(tree_, &QTreeWidget::itemClicked, this, [this](QTreeWidgetItem* it) {
@@ -111,8 +112,11 @@ void StatePanel::setState(const StepState& st, const Stepper& stepper, bool meas
                      .arg(fmtMs(st.time))
                      .arg(st.position)
                      .arg(stepper.size())
-                     .arg(measured ? tr("measured run") : tr("planned (simulated) timeline"));
-  if (st.stopped) {
+                     .arg(measured ? (live_ ? tr("run in progress") : tr("measured run"))
+                                   : tr("planned (simulated) timeline"));
+  if (st.stopped && live_) {
+    head += tr("<br>The run is still going: the newest measured event so far.");
+  } else if (st.stopped) {
     QString why = st.diagnostics.empty() ? tr("the timeline is incomplete")
                                          : QString::fromStdString(st.diagnostics.front().message).toHtmlEscaped();
     head += tr("<br><span style='color:#e53935'><b>Stopped here:</b> %1</span>").arg(why);
@@ -134,6 +138,9 @@ void StatePanel::setState(const StepState& st, const Stepper& stepper, bool meas
       dev->setForeground(1, kPlayhead);
     } else if (d.finished) {
       status = tr("finished");
+      dev->setForeground(1, muted);
+    } else if (d.blocked && live_) {
+      status = tr("waiting");
       dev->setForeground(1, muted);
     } else if (d.blocked) {
       status = tr("blocked");
@@ -159,17 +166,19 @@ void StatePanel::setState(const StepState& st, const Stepper& stepper, bool meas
         v += tr("  waits for %n input(s)", nullptr, static_cast<int>(w.missing.size()));
       auto* n = addRow(dev, tr("next"), v);
       setOp(n, w.op);
-      if (!w.missing.empty() && d.blocked) n->setForeground(1, kRed);
+      if (!w.missing.empty() && d.blocked && !live_) n->setForeground(1, kRed);
       for (const InputWait& m : w.missing) {
+        const bool pending = live_ && m.status == InputStatus::NeverRan;
         QString mv = tr("%1 on device %2: %3")
                          .arg(name(m.input))
                          .arg(m.device)
-                         .arg(QString::fromUtf8(inputStatusName(m.status).data()));
+                         .arg(pending ? tr("not measured yet")
+                                      : QString::fromUtf8(inputStatusName(m.status).data()));
         if (m.status == InputStatus::InTransit && m.transfer && *m.transfer < tl.transfers.size())
           mv += tr(" (arrives %1 ms)").arg(fmtMs(tl.transfers[*m.transfer].end));
         auto* c = addRow(n, tr("waits for"), mv);
         setOp(c, m.input);
-        if (m.status == InputStatus::NeverRan) c->setForeground(1, kRed);
+        if (m.status == InputStatus::NeverRan && !pending) c->setForeground(1, kRed);
       }
       n->setExpanded(true);
     }

@@ -26,6 +26,10 @@ class StatePanel : public QWidget {
   // `measured`: the stepped timeline is a measured run (memory reads "measured").
   void setState(const ps::core::StepState& state, const ps::core::Stepper& stepper, bool measured);
   void clearState(const QString& why);
+  // A run still in progress: what it has not measured yet is pending, not "never-ran", and
+  // the end of its stream is not where it stopped.
+  void setLive(bool live) { live_ = live; }
+  bool isLive() const { return live_; }
 
   QTreeWidget* tree() const { return tree_; }
   QString headerText() const;
@@ -41,6 +45,7 @@ class StatePanel : public QWidget {
   void opActivated(const ps::core::Op& op);
 
  private:
+  bool live_ = false;
   QLabel* header_ = nullptr;
   QTreeWidget* tree_ = nullptr;
   QTreeWidgetItem* transfers_ = nullptr;

@@ -1,4 +1,5 @@
 #include "stepper_controller.h"
+#include "units_text.h"
 
 #include <QAction>
 #include <QComboBox>
@@ -26,7 +27,7 @@ using namespace ps::core;
 namespace {
 
 QString fmtMs(double v) {
-  return QString::number(v, 'f', std::abs(v) < 10 ? 2 : 1);
+  return msValue(v);
 }
 
 // Playback speeds offered, in timeline ms per wall second.
@@ -72,7 +73,7 @@ StepperController::StepperController(ScheduleDocument* doc, TimelineView* view, 
                   [this] { runToSelected(); });
   aRunBp_ = act(tr("&Run to Breakpoint"), QKeySequence(Qt::Key_F5), tr("Run until the next breakpoint"),
                 [this] { runToBreakpoint(); });
-  aRunBack_ = act(tr("Run &Back to Breakpoint"), QKeySequence(Qt::SHIFT | Qt::Key_F5),
+  aRunBack_ = act(tr("Run &Back to Breakpoint"), QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_F5),
                   tr("Run backwards to the previous breakpoint"), [this] { runBackToBreakpoint(); });
   aPlay_ = act(tr("P&lay"), QKeySequence(Qt::Key_F8), tr("Play / pause at the chosen speed; breakpoints stop it"),
                [this] { isPlaying() ? pause() : play(); });
@@ -81,6 +82,13 @@ StepperController::StepperController(ScheduleDocument* doc, TimelineView* view, 
   aToggleBp_ = act(tr("&Toggle Breakpoint on Selected Op"), QKeySequence(Qt::Key_F9),
                    tr("Break when the selected op's device starts it"), [this] { toggleBreakpointOnSelection(); });
   QAction* aClear = menu_->addAction(tr("Remove &All Breakpoints"));
+  menu_->addSeparator();
+  // Shift+F5 stops debugging in most IDEs.
+  aStop_ = act(tr("S&top Debugging"), QKeySequence(Qt::SHIFT | Qt::Key_F5),
+               tr("Leave step mode: no playhead, the whole timeline shown"), [this] {
+                 stopDebugging();
+                 Q_EMIT statusMessage(tr("Stopped debugging"));
+               });
   connect(aClear, &QAction::triggered, this, [this] {
     breakpoints_.clear();
     Q_EMIT breakpointsChanged();
@@ -101,6 +109,7 @@ StepperController::StepperController(ScheduleDocument* doc, TimelineView* view, 
   tool(aNext_, tr("Next ▶"));
   tool(aEnd_, tr("End"));
   tool(aRunBp_, tr("To Breakpoint"));
+  tool(aStop_, tr("Stop"));
   speedCombo_ = new QComboBox;
   for (double s : kSpeeds) speedCombo_->addItem(tr("%1 ms/s").arg(s), s);
   speedCombo_->setToolTip(tr("Playback speed: timeline milliseconds per second"));
@@ -287,7 +296,7 @@ void StepperController::publish() {
   const Timeline& tl = stepper_->timeline();
   for (const DeviceState& d : st.devices) {
     for (size_t i : d.running) marks.running.emplace_back(tl.ops[i].device, tl.ops[i].op);
-    if (d.blocked)
+    if (d.blocked && !live_)
       for (const WaitingOp& w : d.next)
         if (!w.missing.empty()) marks.blocked.emplace_back(d.device, w.op);
   }
@@ -376,7 +385,7 @@ void StepperController::goToEnd() {
   ensure();
   if (!stepper_) return;
   seekPosition(stepper_->stopPosition());
-  if (!stepper_->timeline().complete)
+  if (!stepper_->timeline().complete && !live_)
     Q_EMIT statusMessage(tr("Where the run stopped: %1 ms").arg(fmtMs(time_)));
 }
 
@@ -521,9 +530,26 @@ void StepperController::toggleBreakpointOnSelection() {
   toggleBreakpoint(ref->device, *op);
 }
 
-void StepperController::timelineOpened() {
+void StepperController::stopDebugging() {
+  pause();
+  engaged_ = false;
+  live_ = false;
+  if (state_) state_->setLive(false);
+  stepper_.reset();
+  opIndex_.reset();
+  dirty_ = true;
+  position_ = 0;
+  time_ = 0;
+  if (diagnostics_) diagnostics_->setRunDiagnostics({}, {});
+  publish();
+  Q_EMIT moved();
+}
+
+void StepperController::timelineOpened(bool live) {
   // A live run refreshes its overlay as ops arrive: keep the user's playhead then.
   const bool refresh = measured_ && stepper_.has_value() && view_ && view_->hasOverlay();
+  live_ = live && view_ && view_->hasOverlay();
+  if (state_) state_->setLive(live_);
   dirty_ = true;
   engaged_ = true;
   ensure();
@@ -533,7 +559,7 @@ void StepperController::timelineOpened() {
     return;
   }
   const Timeline& tl = stepper_->timeline();
-  if (measured_ && !tl.complete) {
+  if (measured_ && !tl.complete && !live_) {
     pause();
     const size_t stop = stepper_->stopPosition();
     position_ = stop;

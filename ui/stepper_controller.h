@@ -50,6 +50,8 @@ class StepperController : public QObject {
   QAction* startAction() const { return aStart_; }
   QAction* endAction() const { return aEnd_; }
   QAction* toggleBreakpointAction() const { return aToggleBp_; }
+  QAction* stopAction() const { return aStop_; }
+  bool isLive() const { return live_; }
 
   // The stepper of the shown timeline (null when it cannot be built, e.g. an empty schedule).
   const ps::core::Stepper* stepper();
@@ -95,7 +97,10 @@ class StepperController : public QObject {
   // A run was laid over the plan (or cleared): rebuild, and open a failed or hung run at its
   // stop point; a complete one at its start, unless it refreshes the run already shown (a
   // live run's ops arriving), which keeps the playhead.
-  void timelineOpened();
+  // `live`: a run still in progress (its ops arriving): not a failure, nothing "never ran".
+  void timelineOpened(bool live = false);
+  // Debug › Stop Debugging: leave step mode (no playhead, no stepper kept); also on New/Open.
+  void stopDebugging();
 
  Q_SIGNALS:
   void moved();  // position or time changed (also after a rebuild)
@@ -152,6 +157,8 @@ class StepperController : public QObject {
   QAction* aStart_ = nullptr;
   QAction* aEnd_ = nullptr;
   QAction* aToggleBp_ = nullptr;
+  QAction* aStop_ = nullptr;
+  bool live_ = false;
 };
 
 // "device 2 starts B5@s3": a breakpoint in words (unset fields read "any").

@@ -2,6 +2,7 @@
 
 #include <QHeaderView>
 #include <cmath>
+#include <utility>
 
 namespace ps::ui {
 
@@ -19,12 +20,27 @@ QString fmt(double v, int decimals) {
   return QString::number(v, 'f', decimals);
 }
 
+// Whether each side's figures exist (its simulation finished).
+struct Sides {
+  bool cur = true;
+  bool saved = true;
+};
+
 void addRow(QTreeWidgetItem* parent, QTreeWidget* tree, const QString& name, double cur, double saved,
-            int decimals, const QString& unit, Better better) {
+            int decimals, const QString& unit, Better better, Sides have = {}) {
   auto* it = parent ? new QTreeWidgetItem(parent) : new QTreeWidgetItem(tree);
   it->setText(0, name);
-  it->setText(1, fmt(cur, decimals) + unit);
-  it->setText(2, fmt(saved, decimals) + unit);
+  const QString na = QObject::tr("n/a");
+  it->setText(1, have.cur ? fmt(cur, decimals) + unit : na);
+  it->setText(2, have.saved ? fmt(saved, decimals) + unit : na);
+  for (int c = 1; c < 4; ++c) it->setTextAlignment(c, Qt::AlignRight | Qt::AlignVCenter);
+  if (!have.cur || !have.saved) {
+    // Nothing to compare: a schedule that does not finish has no figures to be better or worse.
+    it->setText(3, QStringLiteral("—"));
+    it->setForeground(3, tree->palette().color(QPalette::PlaceholderText));
+    if (!have.cur) it->setForeground(1, tree->palette().color(QPalette::PlaceholderText));
+    return;
+  }
   const double diff = cur - saved;
   const double eps = 0.5 * std::pow(10.0, -decimals);
   if (std::abs(diff) < eps) {
@@ -35,7 +51,6 @@ void addRow(QTreeWidgetItem* parent, QTreeWidget* tree, const QString& name, dou
     const bool good = better == Better::Lower ? diff < 0 : diff > 0;
     it->setForeground(3, good ? QColor(0x2e, 0x9d, 0x4e) : QColor(0xe5, 0x39, 0x35));
   }
-  for (int c = 1; c < 4; ++c) it->setTextAlignment(c, Qt::AlignRight | Qt::AlignVCenter);
 }
 
 }  // namespace
@@ -44,17 +59,26 @@ SummaryPanel::SummaryPanel(QWidget* parent) : QTreeWidget(parent) {
   setColumnCount(4);
   setHeaderLabels({tr("Metric"), tr("Now"), tr("Saved"), tr("Change")});
   setRootIsDecorated(true);
-  setUniformRowHeights(true);
+  // The "not available (stalled at …)" line wraps rather than being cut off.
+  setUniformRowHeights(false);
+  setWordWrap(true);
   setAlternatingRowColors(true);
   setSelectionMode(QAbstractItemView::NoSelection);
   setFocusPolicy(Qt::NoFocus);
-  header()->setStretchLastSection(false);
-  header()->setSectionResizeMode(0, QHeaderView::Stretch);
+  header()->setStretchLastSection(true);
+  // Every column as wide as its contents (no "Make..."): a narrow dock scrolls sideways.
+  header()->setSectionResizeMode(0, QHeaderView::ResizeToContents);
   for (int c = 1; c < 4; ++c) header()->setSectionResizeMode(c, QHeaderView::ResizeToContents);
   header()->setDefaultAlignment(Qt::AlignLeft | Qt::AlignVCenter);
 }
 
 void SummaryPanel::setMetrics(const ps::core::TimelineMetrics& cur, const ps::core::TimelineMetrics& saved) {
+  setMetrics(cur, saved, SimulationProgress{}, SimulationProgress{});
+}
+
+void SummaryPanel::setMetrics(const ps::core::TimelineMetrics& cur, const ps::core::TimelineMetrics& saved,
+                              const SimulationProgress& curProgress, const SimulationProgress& savedProgress) {
+  const Sides have{curProgress.finished, savedProgress.finished};
   setUpdatesEnabled(false);
   // Keep the device groups the user closed closed.
   for (int i = 0; i < topLevelItemCount(); ++i) {
@@ -66,31 +90,46 @@ void SummaryPanel::setMetrics(const ps::core::TimelineMetrics& cur, const ps::co
       collapsed_.insert(it->text(0));
   }
   clear();
-  addRow(nullptr, this, tr("Makespan"), cur.makespan, saved.makespan, 2, tr(" ms"), Better::Lower);
+  for (const auto& [p, which] : {std::pair{&curProgress, tr("Now")}, std::pair{&savedProgress, tr("Saved")}}) {
+    if (p->finished) continue;
+    // A spanned line above the figures: why they are missing and how far the simulation got.
+    auto* note = new QTreeWidgetItem(this);
+    note->setText(0, tr("%1: not available\n(%2)").arg(which, stalledText(*p)));
+    note->setFirstColumnSpanned(true);
+    note->setForeground(0, QColor(0xe5, 0x39, 0x35));
+    note->setToolTip(0, tr("%1: %2").arg(which, notAvailableText(*p)));
+  }
+  addRow(nullptr, this, tr("Makespan"), cur.makespan, saved.makespan, 2, tr(" ms"), Better::Lower, have);
   addRow(nullptr, this, tr("Bubble ratio"), cur.bubbleRatio * 100, saved.bubbleRatio * 100, 1,
-         QStringLiteral(" %"), Better::Lower);
+         QStringLiteral(" %"), Better::Lower, have);
   addRow(nullptr, this, tr("Efficiency"), cur.efficiency * 100, saved.efficiency * 100, 1,
-         QStringLiteral(" %"), Better::Higher);
-  addRow(nullptr, this, tr("Lower bound"), cur.lowerBound, saved.lowerBound, 2, tr(" ms"), Better::Lower);
+         QStringLiteral(" %"), Better::Higher, have);
+  addRow(nullptr, this, tr("Lower bound"), cur.lowerBound, saved.lowerBound, 2, tr(" ms"), Better::Lower, have);
   constexpr double kGiB = double(1LL << 30);
   for (size_t d = 0; d < cur.devices.size(); ++d) {
     const auto& c = cur.devices[d];
     const ps::core::DeviceMetrics s = d < saved.devices.size() ? saved.devices[d] : ps::core::DeviceMetrics{};
     auto* group = new QTreeWidgetItem(this);
     group->setText(0, tr("Device %1").arg(d));
-    group->setText(1, QString::number(static_cast<double>(c.peakMemoryBytes) / kGiB, 'f', 2) + tr(" GiB"));
+    group->setText(1, have.cur ? QString::number(static_cast<double>(c.peakMemoryBytes) / kGiB, 'f', 2) + tr(" GiB")
+                               : tr("n/a"));
     group->setTextAlignment(1, Qt::AlignRight | Qt::AlignVCenter);
     QFont f = group->font(0);
     f.setBold(true);
     group->setFont(0, f);
     addRow(group, this, tr("Peak memory"), static_cast<double>(c.peakMemoryBytes) / kGiB,
-           static_cast<double>(s.peakMemoryBytes) / kGiB, 2, tr(" GiB"), Better::Lower);
+           static_cast<double>(s.peakMemoryBytes) / kGiB, 2, tr(" GiB"), Better::Lower, have);
     addRow(group, this, tr("In flight"), c.peakInflightMicrobatches, s.peakInflightMicrobatches, 0, QString(),
-           Better::Lower);
-    addRow(group, this, tr("Busy"), c.busy, s.busy, 2, tr(" ms"), Better::Higher);
+           Better::Lower, have);
+    addRow(group, this, tr("Busy"), c.busy, s.busy, 2, tr(" ms"), Better::Higher, have);
     group->setExpanded(cur.devices.size() <= 8 && !collapsed_.contains(group->text(0)));
   }
   setUpdatesEnabled(true);
+}
+
+QString SummaryPanel::changeValue(const QString& metric) const {
+  const auto items = findItems(metric, Qt::MatchExactly | Qt::MatchRecursive, 0);
+  return items.isEmpty() ? QString() : items.front()->text(3);
 }
 
 QString SummaryPanel::currentValue(const QString& metric) const {

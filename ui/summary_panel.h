@@ -4,6 +4,7 @@
 #include <QSet>
 #include <QTreeWidget>
 
+#include "metrics_text.h"
 #include "pipestudio/core/timeline.h"
 
 namespace ps::ui {
@@ -13,6 +14,12 @@ class SummaryPanel : public QTreeWidget {
  public:
   explicit SummaryPanel(QWidget* parent = nullptr);
   void setMetrics(const ps::core::TimelineMetrics& current, const ps::core::TimelineMetrics& saved);
+  // A side whose simulation did not finish shows "n/a" and how far it got; no change is
+  // computed against it (a stalled schedule is never "better").
+  void setMetrics(const ps::core::TimelineMetrics& current, const ps::core::TimelineMetrics& saved,
+                  const SimulationProgress& currentProgress, const SimulationProgress& savedProgress);
+  // Text of a row's "change" column by metric name (tests).
+  QString changeValue(const QString& metric) const;
   // Text of a row's "current" column by metric name (tests).
   QString currentValue(const QString& metric) const;
 

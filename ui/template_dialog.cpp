@@ -6,9 +6,12 @@
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QPushButton>
+#include <QSettings>
+#include <QTimer>
 #include <QSpinBox>
 #include <QVBoxLayout>
 
+#include "metrics_text.h"
 #include "schedule_document.h"
 #include "timeline_view.h"
 
@@ -60,7 +63,20 @@ TemplateDialog::TemplateDialog(QWidget* parent) : QDialog(parent) {
   connect(kind_, &QComboBox::currentIndexChanged, this, &TemplateDialog::regenerate);
   for (auto* s : {devices_, microbatches_, chunks_})
     connect(s, &QSpinBox::valueChanged, this, &TemplateDialog::regenerate);
-  kind_->setCurrentIndex(std::max(0, kind_->findText(QStringLiteral("1f1b"))));
+  // The last kind and sizes the user created (QSettings), else 1F1B on 4 devices x 8.
+  QSettings st(QStringLiteral("PipeStudio"), QStringLiteral("PipeStudio"));
+  const int lastKind = kind_->findText(st.value(QStringLiteral("template/kind")).toString());
+  kind_->setCurrentIndex(lastKind >= 0 ? lastKind : std::max(0, kind_->findText(QStringLiteral("1f1b"))));
+  devices_->setValue(st.value(QStringLiteral("template/devices"), 4).toInt());
+  microbatches_->setValue(st.value(QStringLiteral("template/microbatches"), 8).toInt());
+  chunks_->setValue(st.value(QStringLiteral("template/chunks"), 0).toInt());
+  connect(this, &QDialog::accepted, this, [this] {
+    QSettings st(QStringLiteral("PipeStudio"), QStringLiteral("PipeStudio"));
+    st.setValue(QStringLiteral("template/kind"), kind_->currentText());
+    st.setValue(QStringLiteral("template/devices"), devices_->value());
+    st.setValue(QStringLiteral("template/microbatches"), microbatches_->value());
+    st.setValue(QStringLiteral("template/chunks"), chunks_->value());
+  });
   regenerate();
   resize(820, 460);
 }
@@ -76,6 +92,28 @@ void TemplateDialog::setMicrobatches(int m) {
 }
 void TemplateDialog::setChunks(int c) {
   chunks_->setValue(c);
+}
+
+void TemplateDialog::showEvent(QShowEvent* e) {
+  QDialog::showEvent(e);
+  // The first preview is fitted before the dialog has its size: fit again once shown.
+  QTimer::singleShot(0, preview_, &TimelineView::zoomToFit);
+}
+
+QString TemplateDialog::kindName() const {
+  return kind_->currentText();
+}
+int TemplateDialog::devices() const {
+  return devices_->value();
+}
+int TemplateDialog::microbatches() const {
+  return microbatches_->value();
+}
+int TemplateDialog::chunks() const {
+  return chunks_->value();
+}
+const Analysis& TemplateDialog::previewAnalysis() const {
+  return previewDoc_->analysis();
 }
 
 QString TemplateDialog::errorText() const {
@@ -101,15 +139,18 @@ void TemplateDialog::regenerate() {
     return;
   }
   schedule_ = s.value();
-  previewDoc_->load(*schedule_, defaultCostProfile(schedule_->pipeline.stages));
+  previewDoc_->load(*schedule_, defaultCostProfile(*schedule_));
   const auto& m = previewDoc_->analysis().timeline.metrics;
-  info_->setText(tr("%1 stages, %2 ops · makespan %3 ms · bubble %4 % (default costs: F 1, I 1, W 0.8 ms)")
+  info_->setText(tr("%1 stages, %2 ops · makespan %3 · bubble %4 % (default model: %5 × (F 1, I 1, W 0.8 ms) "
+                    "per micro-batch, split over the %1 stages)")
                      .arg(schedule_->pipeline.stages)
                      .arg(schedule_->opCount())
-                     .arg(m.makespan, 0, 'f', 1)
-                     .arg(m.bubbleRatio * 100, 0, 'f', 1));
+                     .arg(makespanText(previewDoc_->analysis()))
+                     .arg(m.bubbleRatio * 100, 0, 'f', 1)
+                     .arg(schedule_->pipeline.devices));
   buttons_->button(QDialogButtonBox::Ok)->setEnabled(true);
   preview_->zoomToFit();
+
 }
 
 }  // namespace ps::ui

@@ -15,6 +15,7 @@ class QDialogButtonBox;
 namespace ps::ui {
 
 class ScheduleDocument;
+struct Analysis;
 class TimelineView;
 
 class TemplateDialog : public QDialog {
@@ -29,6 +30,16 @@ class TemplateDialog : public QDialog {
   // The generated schedule, or nothing when the kind cannot serve these sizes.
   const std::optional<ps::core::Schedule>& schedule() const { return schedule_; }
   QString errorText() const;
+  // What the dialog shows now (tests; the last accepted values come back next time).
+  QString kindName() const;
+  int devices() const;
+  int microbatches() const;
+  int chunks() const;
+  // The preview's analysis under the default model (makespan, stalled or not).
+  const Analysis& previewAnalysis() const;
+
+ protected:
+  void showEvent(QShowEvent* e) override;
 
  private:
   void regenerate();

@@ -344,4 +344,24 @@ std::optional<size_t> OverlayIndex::hitTest(int device, double t, double toleran
   return best;
 }
 
+std::vector<DotCluster> clusterDots(std::vector<std::pair<double, double>> dots, double minGapPx) {
+  std::sort(dots.begin(), dots.end());
+  std::vector<DotCluster> out;
+  double firstX = 0, sumX = 0, sumY = 0;
+  for (const auto& [x, y] : dots) {
+    if (out.empty() || x - firstX >= minGapPx) {
+      out.push_back({x, y, 0});
+      firstX = x;
+      sumX = sumY = 0;
+    }
+    DotCluster& c = out.back();
+    ++c.count;
+    sumX += x;
+    sumY += y;
+    c.x = sumX / c.count;
+    c.y = sumY / c.count;
+  }
+  return out;
+}
+
 }  // namespace ps::ui

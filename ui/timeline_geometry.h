@@ -197,4 +197,13 @@ class OverlayIndex {
 // minSpacingPx apart.
 double tickStep(double pixelsPerMs, double minSpacingPx);
 
+// Breakpoint dots of one row (x, y in pixels): dots closer than `minGapPx` to the previous
+// cluster's first dot join it, so a zoomed-out row shows one dot per cluster with a count
+// instead of a smeared line. Clusters come out in x order; a cluster sits at its dots' mean.
+struct DotCluster {
+  double x = 0, y = 0;
+  int count = 0;
+};
+std::vector<DotCluster> clusterDots(std::vector<std::pair<double, double>> dots, double minGapPx);
+
 }  // namespace ps::ui

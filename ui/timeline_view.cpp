@@ -1,4 +1,7 @@
 #include "timeline_view.h"
+#include "units_text.h"
+
+#include "metrics_text.h"
 
 #include <QApplication>
 #include <QContextMenuEvent>
@@ -29,6 +32,11 @@ using namespace ps::core;
 namespace {
 
 constexpr double kMinBlockPx = 3.0;  // thinner blocks merge (level of detail)
+constexpr double kMinCommPx = 6.0;   // SEND / RECV are drawn at least this wide
+constexpr double kBreakpointDotPx = 10.0;  // breakpoint dots closer than this merge
+bool isCommKind(OpKind k) {
+  return k == OpKind::SendF || k == OpKind::RecvF || k == OpKind::SendB || k == OpKind::RecvB;
+}
 constexpr double kHitSlopPx = 3.0;
 
 std::uint64_t refKey(int device, int step) {
@@ -36,14 +44,18 @@ std::uint64_t refKey(int device, int step) {
          static_cast<std::uint32_t>(step);
 }
 
+// Tooltips are laid out as one line per <br>: a value never breaks inside ("(1.00" / "ms)").
+QString noWrap(const QString& html) {
+  return QStringLiteral("<div style='white-space:pre'>%1</div>").arg(html);
+}
+
+// One formatter across the GUI and CLI (pipestudio/core/units.h).
 QString fmtMs(double v) {
-  return QString::number(v, 'f', std::abs(v) < 10 ? 2 : 1);
+  return msValue(v);
 }
 
 QString fmtBytes(std::int64_t b) {
-  const double gib = static_cast<double>(b) / double(1LL << 30);
-  if (std::abs(gib) >= 1) return QString::number(gib, 'f', 2) + QStringLiteral(" GiB");
-  return QString::number(static_cast<double>(b) / double(1 << 20), 'f', 0) + QStringLiteral(" MiB");
+  return QString::fromStdString(ps::core::formatByteSize(b));
 }
 
 // The span of (device, step) in a timeline (ops sorted by device, then start).
@@ -493,6 +505,11 @@ void TimelineView::paintTimeline(QPainter& p, const QRect& target, const TimeAxi
         }
         QRectF r(plotX0 + sp.x0, y + laneOff, std::max(1.0, sp.x1 - sp.x0), laneH);
         if (!sp.merged && r.width() > 5) r.adjust(0, 0, -1, 0);  // a hairline between neighbours
+        if (r.width() < kMinCommPx && isCommKind(b.op.kind)) {
+          // SEND / RECV of a compute_comms CSV take (almost) no time: a marker wide enough to
+          // see and hover, centred on when it was posted.
+          r = QRectF(r.center().x() - kMinCommPx / 2, r.top(), kMinCommPx, r.height());
+        }
         if (!b.reached) {
           c.setAlphaF(0.35f);
           p.fillRect(r, c);
@@ -515,18 +532,23 @@ void TimelineView::paintTimeline(QPainter& p, const QRect& target, const TimeAxi
       }
     }
     if (overlayShown() && d < overlay_.devices()) {
-      // Measured lane: blocks coloured by deviation, the measured critical path outlined.
+      // Measured lane: blocks in their op kind's colour (F and B tell apart as on the plan),
+      // the deviation from the plan as a band along the bottom edge, the measured critical
+      // path outlined.
       const double oy = target.top() + layout_.overlayTop(d) - scrollY;
       const auto& orow = overlay_.row(d);
       auto [of, ol] = overlay_.visibleRange(d, t0, t1);
       const auto spans = levelOfDetail(orow, of, ol, axis, kMinBlockPx, -1);
       for (const auto& sp : spans) {
         const auto& inf = overlay_.info(d, sp.dominant);
-        QColor c = deviationColor(deviationBand(inf.deviation));
+        const Block& ob = orow[sp.dominant];
+        QColor c = blockColor(ob.op.kind, ob.chunk, ob.second.has_value());
         if (sp.merged) c.setAlphaF(0.8f);
         QRectF r(plotX0 + sp.x0, oy, std::max(1.0, sp.x1 - sp.x0), layout_.overlayHeight);
         if (!sp.merged && r.width() > 5) r.adjust(0, 0, -1, 0);
         p.fillRect(r, c);
+        const double bandH = std::max(3.0, std::round(layout_.overlayHeight * 0.22));
+        p.fillRect(QRectF(r.left(), r.bottom() - bandH, r.width(), bandH), deviationColor(deviationBand(inf.deviation)));
         if (sp.merged) continue;
         if (inf.critical) {
           p.setPen(QPen(textCol, 2));
@@ -540,7 +562,7 @@ void TimelineView::paintTimeline(QPainter& p, const QRect& target, const TimeAxi
             label += QStringLiteral(" %1×").arg(*inf.deviation, 0, 'f', 2);
           if (r.width() >= digitW * label.size() + 3) {
             p.setPen(textColorOn(c));
-            p.drawText(r, Qt::AlignCenter, label);
+            p.drawText(r.adjusted(0, 0, 0, -bandH), Qt::AlignCenter, label);
           }
         }
       }
@@ -807,9 +829,13 @@ void TimelineView::paintStepMarks(QPainter& p, const QRect& target, const TimeAx
     const double t0 = axis.toTime(0), t1 = axis.toTime(plotW);
     p.setPen(QPen(Qt::white, 1.2));
     p.setBrush(red);
+    QFont countFont = p.font();
+    countFont.setPointSizeF(countFont.pointSizeF() * 0.75);
+    countFont.setBold(true);
     for (int d = 0; d < bi.devices(); ++d) {
       const auto& row = bi.row(d);
       auto [f, l] = bi.visibleRange(d, t0, t1);
+      std::vector<std::pair<double, double>> dots;
       for (size_t i = f; i < l && i < row.size(); ++i) {
         const Block& b = row[i];
         for (const Op* op : {&b.op, b.second ? &*b.second : nullptr}) {
@@ -822,10 +848,28 @@ void TimelineView::paintStepMarks(QPainter& p, const QRect& target, const TimeAx
             if (!bp.matches(t, bp.on)) continue;
             const QRectF r = blockRect(b, axis, scrollY, target);
             const double x = bp.on == StepEventKind::Start ? r.left() + 5 : r.right() - 5;
-            p.drawEllipse(QPointF(x, r.top() + 5), 4.5, 4.5);
+            dots.emplace_back(x, r.top() + 5);
             break;
           }
         }
+      }
+      // Zoomed out, dots closer than a dot's width would blur into a line: one dot per
+      // cluster, with the number of breakpoint hits it stands for.
+      for (const DotCluster& g : clusterDots(std::move(dots), kBreakpointDotPx)) {
+        const QPointF center(g.x, g.y);
+        if (g.count == 1) {
+          p.drawEllipse(center, 4.5, 4.5);
+          continue;
+        }
+        const QString n = QString::number(g.count);
+        const double w = std::max(11.0, QFontMetricsF(countFont).horizontalAdvance(n) + 6);
+        const QRectF pill(center.x() - w / 2, center.y() - 5.5, w, 11);
+        p.drawRoundedRect(pill, 5.5, 5.5);
+        p.save();
+        p.setFont(countFont);
+        p.setPen(Qt::white);
+        p.drawText(pill, Qt::AlignCenter, n);
+        p.restore();
       }
     }
   }
@@ -926,7 +970,7 @@ bool TimelineView::viewportEvent(QEvent* e) {
     auto* he = static_cast<QHelpEvent*>(e);
     if (auto h = hitAt(he->pos()); h && !dragging_) {
       if (const Block* b = blocks().block(h->device, h->step)) {
-        QToolTip::showText(he->globalPos(), tooltipFor(*b), viewport());
+        QToolTip::showText(he->globalPos(), noWrap(tooltipFor(*b)), viewport());
         return true;
       }
     }
@@ -936,7 +980,7 @@ bool TimelineView::viewportEvent(QEvent* e) {
       if (d >= 0 && y >= layout_.overlayTop(d) && y <= layout_.overlayBottom(d)) {
         const double t = axis_.toTime(he->pos().x() - layout_.labelWidth);
         if (auto i = overlay_.hitTest(d, t, kHitSlopPx / axis_.pixelsPerMs())) {
-          QToolTip::showText(he->globalPos(), overlayTooltip(d, *i), viewport());
+          QToolTip::showText(he->globalPos(), noWrap(overlayTooltip(d, *i)), viewport());
           return true;
         }
       }
@@ -1051,10 +1095,10 @@ void TimelineView::updateDrag(QPoint pos) {
       preview_ = std::make_shared<Analysis>(doc_->analyze(*moved));
       previewBlocks_ =
           BlockIndex::build(preview_->schedule, displayTimeline(*preview_), 1.0, fallbackDuration());
-      QString msg = tr("Drop %1 at position %2: makespan %3 → %4 ms")
+      QString msg = tr("Drop %1 at position %2: makespan %3 → %4")
                         .arg(QString::fromStdString(s.opName(src->op)))
                         .arg(target)
-                        .arg(fmtMs(doc_->analysis().makespan()), fmtMs(preview_->makespan()));
+                        .arg(makespanText(doc_->analysis()), makespanText(*preview_));
       if (!preview_->valid()) msg += tr(" · breaks a dependency");
       report(msg);
       Q_EMIT previewChanged();

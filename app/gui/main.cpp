@@ -257,6 +257,10 @@ int main(int argc, char** argv) {
     w.show();
     w.timeline()->zoomToFit();
     for (int i = 0; i < 5; ++i) QApplication::processEvents();
+    w.resize(windowSize);  // again once laid out: the first layout may have widened it
+    for (int i = 0; i < 5; ++i) QApplication::processEvents();
+    w.timeline()->zoomToFit();  // again: a small window narrows its docks once shown
+    QApplication::processEvents();
     if (parser.isSet(select)) w.selectOpByName(parser.value(select));  // after the final layout
     QApplication::processEvents();
     const QString out = parser.value(shot);

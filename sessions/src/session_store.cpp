@@ -383,7 +383,26 @@ Status openConnection(SessionStore::Impl& impl, bool readOnly) {
     impl.db = nullptr;
   }
   int flags = SQLITE_OPEN_NOMUTEX | (readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
-  int rc = sqlite3_open_v2(impl.path.c_str(), &impl.db, flags, nullptr);
+  std::string name = impl.path;
+  if (readOnly && ::access(impl.path.c_str(), W_OK) != 0) {
+    // A file we cannot write (installed with the application, a read-only share) cannot change
+    // under us through this process, and SQLite would otherwise try to create -shm / -wal files
+    // beside a WAL-mode file: open it immutable, which takes no locks and creates nothing.
+    name = "file:";
+    for (unsigned char ch : impl.path) {
+      if (ch == '%' || ch == '?' || ch == '#' || ch < 0x20) {
+        static const char* hex = "0123456789ABCDEF";
+        name += '%';
+        name += hex[ch >> 4];
+        name += hex[ch & 15];
+      } else {
+        name += static_cast<char>(ch);
+      }
+    }
+    name += "?mode=ro&immutable=1";
+    flags |= SQLITE_OPEN_URI;
+  }
+  int rc = sqlite3_open_v2(name.c_str(), &impl.db, flags, nullptr);
   if (rc != SQLITE_OK) {
     Diagnostic d = impl.sqlError("cannot open the session file", rc);
     sqlite3_close_v2(impl.db);
