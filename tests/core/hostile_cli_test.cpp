@@ -3,6 +3,8 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -96,4 +98,25 @@ TEST_F(HostileCli, SimulateWarnsOnStderrBeforeALargeExpansion) {
   EXPECT_EQ(r.exitCode, 0) << r.err;
   EXPECT_NE(r.err.find(plan + ":5:"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("warning: the program expands to more than 1000000 ops"), std::string::npos) << r.err;
+}
+
+TEST_F(HostileCli, HostileTracesAreRefusedWithinTwoGigabytes) {
+  // Each once sized per-rank arrays from its rank (gigabytes, or bad_alloc): under a 2 GiB
+  // address-space limit the CLI must still answer with exit 1 and the reason.
+  auto plan = write("plan.pipe", kPlan);
+  const std::string event = R"({"ph":"X","name":"PP:0F0","pid":1,"tid":1,"ts":0,"dur":5)";
+  const std::vector<std::pair<std::string, std::string>> traces = {
+      {"a.json", "{\"traceEvents\":[" + event + ",\"args\":{\"rank\":200000000}}]}"},
+      {"b.json", "{\"traceEvents\":[{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":1,\"args\":{\"name\":\"rank "
+                 "2000000000\"}}," + event + "}]}"},
+      {"c.json", "{\"distributedInfo\":{\"rank\":1e30},\"traceEvents\":[" + event + "}]}"},
+      {"d.json", "{\"traceEvents\":[{\"ph\":\"X\",\"name\":\"PP:2147483647F0\",\"pid\":1,\"tid\":1,\"ts\":0,\"dur\":5}]}"},
+  };
+  for (const auto& [name, text] : traces) {
+    auto trace = write(name, text);
+    auto r = ps::test::runCommand("ulimit -v 2097152; '" + std::string(PIPESTUDIO_CLI) + "' compare " + plan + " " +
+                                      trace + " --cost F=1",
+                                  Stderr::Separate);
+    expectRefused(r, trace, "out of range");
+  }
 }
