@@ -258,12 +258,15 @@ struct Collector {
 
 // Extracts the op(s) of a slice name; nullopt when the slice is no pipeline action.
 std::optional<PipelineAction> actionOf(const json& e, const std::string& name, bool own, Collector& c,
-                                       const std::string& file) {
+                                       const std::string& file, std::string_view text) {
   std::string_view n = trim(name);
   if (n.size() > 3 && n.substr(0, 3) == "PP:") {
     auto a = parsePipelineAction(n.substr(3));
     if (!a && a.error().code == "trace.limit") {
-      c.error("trace.limit", file + ": " + a.error().message, SourceLocation{file, 0, 0});
+      // The slice's name as written (when it needs no JSON escapes) gives the line and column.
+      size_t at = text.find("\"" + name + "\"");
+      c.error("trace.limit", a.error().message,
+              at == std::string_view::npos ? SourceLocation{file, 0, 0} : locationOfOffset(text, at + 1, file));
       return std::nullopt;
     }
     if (!a) {
@@ -412,7 +415,7 @@ Status scanFile(size_t index, const TraceFile& f, Collector& c, FileScan& scan) 
   };
 
   auto addRange = [&](const json& e, const std::string& name, double startUs, double endUs) {
-    auto a = actionOf(e, name, scan.own, c, f.name);
+    auto a = actionOf(e, name, scan.own, c, f.name, f.text);
     if (!a) {
       ++c.ignored;
       return;

@@ -108,6 +108,8 @@ TEST(HostileTrace, StageOrMicrobatchBeyondLimitsIsRefused) {
                              "s.json");
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().code, "trace.limit");
+  EXPECT_EQ(r.error().location.line, 1);
+  EXPECT_EQ(r.error().location.column, 35);  // the slice name's first character
   auto m = importChromeTrace(trace("", R"({"ph":"X","name":"PP:0F2000000000","pid":1,"tid":1,"ts":0,"dur":5})"),
                              "m.json");
   // 2e9 does not even read as an int: an unreadable action, ignored, so nothing is left.
