@@ -6,7 +6,7 @@ ifeq ($(CI),true)
   CMAKE_FLAGS += -DPIPESTUDIO_WERROR=ON
 endif
 
-.PHONY: all deps configure build run test demo asan-test clean
+.PHONY: all deps configure build run test demo asan-test fuzz-build fuzz-smoke clean
 
 all: build
 
@@ -39,5 +39,21 @@ asan-test: deps
 	@cmake --build build-asan -j $(JOBS) --target all
 	@cd build-asan && ctest --output-on-failure -j $(JOBS) -L core
 
+# libFuzzer targets of every parser (tests/fuzz, docs/fuzzing.md) under the address and
+# undefined-behaviour sanitizers; fuzz-smoke runs each for FUZZ_SECONDS (CI: 6 x 25 s).
+FUZZ_DIR ?= build-fuzz
+FUZZ_SECONDS ?= 25
+FUZZ_CXX ?= clang++-14
+FUZZ_TARGETS ?= dsl pytorch_csv cost_profile trace_import run_events session
+
+fuzz-build: deps
+	@cmake -S . -B $(FUZZ_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=$(FUZZ_CXX) \
+	  -DPIPESTUDIO_FUZZ=ON -DPIPESTUDIO_BUILD_TESTS=OFF -DPIPESTUDIO_BUILD_UI=OFF -DPIPESTUDIO_BUILD_ENGINE=OFF \
+	  -DPIPESTUDIO_BUILD_BENCH=OFF >/dev/null
+	@cmake --build $(FUZZ_DIR) -j $(JOBS) --target fuzzers
+
+fuzz-smoke: fuzz-build
+	@bash tests/fuzz/run.sh $(FUZZ_DIR) $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+
 clean:
-	rm -rf $(BUILD_DIR) build-asan
+	rm -rf $(BUILD_DIR) build-asan $(FUZZ_DIR)

@@ -1,5 +1,7 @@
 #include "cli_schedule.h"
 
+#include <iostream>
+
 #include "pipestudio/core/dsl.h"
 
 namespace ps::cli {
@@ -27,6 +29,7 @@ std::optional<core::Result<core::Schedule>> parseScheduleText(const std::string&
   }
   core::DslOptions o;
   o.filename = name;
+  o.onLargeExpansion = printLargeExpansion;
   for (const auto& a : overrides) {
     std::string error;
     if (!core::parseOverride(a, o, error)) {
@@ -36,5 +39,7 @@ std::optional<core::Result<core::Schedule>> parseScheduleText(const std::string&
   }
   return core::parseDsl(text, o);
 }
+
+void printLargeExpansion(const core::Diagnostic& d) { std::cerr << core::formatDiagnostic(d) << std::flush; }
 
 }  // namespace ps::cli

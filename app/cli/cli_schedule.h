@@ -20,6 +20,9 @@ std::string scheduleFormatOf(std::string_view path);
 // The name diagnostics use for a path: "<stdin>" for "-".
 std::string inputName(const std::string& path);
 
+// Prints the DSL's "this expands to many ops" warning on stderr as it happens.
+void printLargeExpansion(const core::Diagnostic& d);
+
 // Parses `text` read from `name`: a PyTorch CSV when `csv` (with `csvOptions`, filename set
 // from `name`; `cells`, when given, receives each step's cell), else a .pipe with the `--set`
 // assignments applied. A malformed assignment, or assignments given for a CSV, is a usage

@@ -342,7 +342,9 @@ int exportCommand(SessionStore& store, const ps::cli::Args& args) {
     auto rec = store.run(id);
     if (!rec) return reportErrors(rec.errors(), ps::cli::kExitInvalid);
     auto t = store.loadTimeline(id);
-    if (!t) return reportErrors(t.errors(), ps::cli::kExitUsage);
+    // A run whose stored numbers are out of range is an invalid file (1), not an unreadable one.
+    if (!t) return reportErrors(t.errors(), t.error().code == "session.invalid-value" ? ps::cli::kExitInvalid
+                                                                                      : ps::cli::kExitUsage);
     if (format == "json") {
       text = ps::sessions::runToJson(*rec, *t);
     } else {

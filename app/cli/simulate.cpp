@@ -117,7 +117,11 @@ int runSimulate(const std::vector<std::string>& argv) {
     return kExitUsage;
   }
   Result<Schedule> parsed = ps::cli::endsWith(file, ".csv") ? readPytorchCsv(text, CsvReadOptions{file})
-                                                            : parseDsl(text, DslOptions{file});
+                                                            : parseDsl(text, [&] {
+                                                                DslOptions o{file};
+                                                                o.onLargeExpansion = ps::cli::printLargeExpansion;
+                                                                return o;
+                                                              }());
   if (!parsed) {
     std::cerr << formatDiagnostics(parsed.errors(), &text);
     return kExitInvalid;
@@ -144,8 +148,9 @@ int runSimulate(const std::vector<std::string>& argv) {
     }
     profile = parseCostProfile(ptext, path);
     if (!profile) {
+      // A readable profile with bad values is invalid input (1), as everywhere (docs/cli.md).
       std::cerr << formatDiagnostics(profile.errors());
-      return kExitUsage;
+      return kExitInvalid;
     }
   }
   if (args.has("--comm")) {

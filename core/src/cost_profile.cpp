@@ -3,8 +3,12 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <nlohmann/json.hpp>
 #include <numeric>
+
+#include "json_locate.h"
+#include "pipestudio/core/limits.h"
 
 namespace ps::core {
 
@@ -15,10 +19,15 @@ using nlohmann::json;
 // Reads typed fields of one JSON object, collecting errors that name file and JSON path.
 class FieldReader {
  public:
-  FieldReader(const std::string& file, Diagnostics& errors) : file_(file), errors_(errors) {}
+  FieldReader(const std::string& file, std::string_view text, Diagnostics& errors)
+      : file_(file), text_(text), errors_(errors) {}
 
-  void error(const std::string& path, const std::string& what) {
-    errors_.push_back(makeError("profile.field", file_ + ": " + path + ": " + what, SourceLocation{file_, 0, 0}));
+  // `value`, when given, finds the line of the offending number (the first of that key otherwise).
+  void error(const std::string& path, const std::string& what, std::optional<double> value = std::nullopt) {
+    auto dot = path.find_last_of('.');
+    std::string key = dot == std::string::npos ? path : path.substr(dot + 1);
+    SourceLocation loc = value ? detail::locateJsonKey(text_, key, value, file_) : SourceLocation{file_, 0, 0};
+    errors_.push_back(makeError("profile.field", file_ + ": " + path + ": " + what, loc));
   }
 
   bool object(const json& j, const std::string& path) {
@@ -29,7 +38,10 @@ class FieldReader {
 
   // Optional non-negative number; leaves `out` untouched when absent.
   template <typename T>
-  bool number(const json& obj, const char* key, const std::string& path, T& out, bool required = false) {
+  // `max` bounds the value (times, bytes and factors each have theirs in limits.h), so that
+  // sums over layers and micro-batches stay finite and within int64.
+  bool number(const json& obj, const char* key, const std::string& path, T& out, bool required = false,
+              double max = limits::kMaxTimeMs) {
     auto it = obj.find(key);
     std::string p = path.empty() ? key : path + "." + key;
     if (it == obj.end()) {
@@ -42,14 +54,17 @@ class FieldReader {
     }
     double v = it->get<double>();
     if (!std::isfinite(v) || v < 0) {
-      error(p, "expected a non-negative number");
+      error(p, "expected a non-negative number", v);
+      return false;
+    }
+    if constexpr (std::is_integral_v<T>) max = static_cast<double>(limits::kMaxBytes);
+    if (v > max) {
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "%g is too large (at most %g)", v, max);
+      error(p, buf, v);
       return false;
     }
     if constexpr (std::is_integral_v<T>) {
-      if (v > 9.0e18) {
-        error(p, "number too large");
-        return false;
-      }
       out = static_cast<T>(std::llround(v));
     } else {
       out = static_cast<T>(v);
@@ -70,6 +85,7 @@ class FieldReader {
 
  private:
   const std::string& file_;
+  std::string_view text_;
   Diagnostics& errors_;
 };
 
@@ -90,23 +106,23 @@ Result<CostProfile> parseCostProfile(std::string_view text, const std::string& f
   }
 
   Diagnostics errors;
-  FieldReader r(filename, errors);
+  FieldReader r(filename, text, errors);
   CostProfile p;
   if (!r.object(root, "(root)")) return errors;
   r.string(root, "name", "", p.name);
-  r.number(root, "optimizer_bytes_per_weight_byte", "", p.optimizerBytesPerWeightByte);
-  r.number(root, "gradient_bytes_per_weight_byte", "", p.gradientBytesPerWeightByte);
-  r.number(root, "overlap_factor", "", p.overlapFactor);
+  r.number(root, "optimizer_bytes_per_weight_byte", "", p.optimizerBytesPerWeightByte, false, limits::kMaxFactor);
+  r.number(root, "gradient_bytes_per_weight_byte", "", p.gradientBytesPerWeightByte, false, limits::kMaxFactor);
+  r.number(root, "overlap_factor", "", p.overlapFactor, false, limits::kMaxFactor);
   if (double c = 0; r.number(root, "fixed_comm_ms", "", c)) p.fixedCommMs = c;
 
   if (auto it = root.find("device"); it != root.end() && r.object(*it, "device"))
     r.number(*it, "memory_bytes", "device", p.deviceMemoryBytes);
   if (auto it = root.find("link"); it != root.end() && r.object(*it, "link")) {
     r.number(*it, "latency_ms", "link", p.link.latencyMs);
-    r.number(*it, "bandwidth_bytes_per_ms", "link", p.link.bandwidthBytesPerMs);
+    r.number(*it, "bandwidth_bytes_per_ms", "link", p.link.bandwidthBytesPerMs, false, 1e18);
   }
   if (auto it = root.find("host"); it != root.end() && r.object(*it, "host"))
-    r.number(*it, "bandwidth_bytes_per_ms", "host", p.hostBandwidthBytesPerMs);
+    r.number(*it, "bandwidth_bytes_per_ms", "host", p.hostBandwidthBytesPerMs, false, 1e18);
 
   auto layers = root.find("layers");
   if (layers == root.end()) {
@@ -115,6 +131,9 @@ Result<CostProfile> parseCostProfile(std::string_view text, const std::string& f
     r.error("layers", "expected an array");
   } else if (layers->empty()) {
     r.error("layers", "expected at least one layer");
+  } else if (layers->size() > static_cast<size_t>(limits::kMaxStages)) {
+    r.error("layers", std::to_string(layers->size()) + " layers, more than the limit of " +
+                          std::to_string(limits::kMaxStages));
   } else {
     for (size_t i = 0; i < layers->size(); ++i) {
       const json& lj = (*layers)[i];
@@ -153,6 +172,10 @@ Result<CostProfile> parseCostProfile(std::string_view text, const std::string& f
       p.layers.push_back(std::move(l));
     }
   }
+  // A bandwidth so small that one byte count takes longer than any time the model can hold.
+  for (auto [bw, path] : {std::pair{p.link.bandwidthBytesPerMs, "link.bandwidth_bytes_per_ms"},
+                          std::pair{p.hostBandwidthBytesPerMs, "host.bandwidth_bytes_per_ms"}})
+    if (bw > 0 && bw < 1e-3) r.error(path, "must be 0 (unlimited) or at least 0.001 bytes/ms", bw);
   if (!errors.empty()) return errors;
   return p;
 }
@@ -206,6 +229,11 @@ Result<CostProfile> uniformCostProfile(std::string_view spec, int stages) {
     auto [ptr, ec] = std::from_chars(val.data(), val.data() + val.size(), v);
     if (ec != std::errc() || ptr != val.data() + val.size() || !std::isfinite(v) || v < 0)
       return makeError("profile.uniform", "--cost: " + key + ": expected a non-negative number, got '" + val + "'");
+    const bool bytesKey = key == "act" || key == "out" || key == "weight" || key == "mem";
+    const double max = bytesKey ? static_cast<double>(limits::kMaxBytes) : key == "overlap" ? limits::kMaxFactor : limits::kMaxTimeMs;
+    if (v > max)
+      return makeError("profile.uniform", "--cost: " + key + "=" + val + " is too large (at most " +
+                                              (bytesKey ? std::to_string(limits::kMaxBytes) : std::to_string(static_cast<long long>(max))) + ")");
     if (key == "F") F = v;
     else if (key == "B") B = v;
     else if (key == "I") I = v;
@@ -337,6 +365,14 @@ Result<std::vector<StageCost>> stageCosts(const CostProfile& p, int stages, cons
   if (!part) return part.errors();
   std::vector<StageCost> out(static_cast<size_t>(stages));
   const double staticFactor = 1.0 + p.gradientBytesPerWeightByte + p.optimizerBytesPerWeightByte;
+  // A profile built in code may hold any values: sums that leave int64 or turn inf are refused.
+  auto overflow = [&](int s, const char* what) {
+    return makeError("profile.overflow", "profile '" + p.name + "': stage " + std::to_string(s) + ": the sum of " + what +
+                                             " over its layers is too large (limits: " +
+                                             std::to_string(limits::kMaxBytes) + " bytes, " +
+                                             std::to_string(static_cast<long long>(limits::kMaxTimeMs)) +
+                                             " ms per value)");
+  };
   int layer = 0;
   for (int s = 0; s < stages; ++s) {
     StageCost& c = out[static_cast<size_t>(s)];
@@ -345,17 +381,21 @@ Result<std::vector<StageCost>> stageCosts(const CostProfile& p, int stages, cons
     c.inputBytes = layer > 0 ? p.layers[static_cast<size_t>(layer - 1)].outputBytes : 0;
     for (int k = 0; k < c.layerCount; ++k, ++layer) {
       const LayerCost& l = p.layers[static_cast<size_t>(layer)];
-      c.F += l.forwardMs;
-      c.I += l.backwardInputMs;
-      c.W += l.backwardWeightMs;
-      c.R += l.recomputeMs.value_or(l.forwardMs);
-      c.activationBytes += l.activationBytes;
-      c.weightGradStashBytes += l.weightGradStashBytes.value_or(l.activationBytes / 2);
-      c.weightBytes += l.weightBytes;
+      if (!limits::addTime(c.F, l.forwardMs) || !limits::addTime(c.I, l.backwardInputMs) ||
+          !limits::addTime(c.W, l.backwardWeightMs) || !limits::addTime(c.R, l.recomputeMs.value_or(l.forwardMs)))
+        return overflow(s, "times");
+      if (!limits::addBytes(c.activationBytes, l.activationBytes) ||
+          !limits::addBytes(c.weightGradStashBytes, l.weightGradStashBytes.value_or(l.activationBytes / 2)) ||
+          !limits::addBytes(c.weightBytes, l.weightBytes))
+        return overflow(s, "bytes");
       c.outputBytes = l.outputBytes;
     }
     c.B = c.I + c.W;
-    c.staticBytes = static_cast<std::int64_t>(std::llround(static_cast<double>(c.weightBytes) * staticFactor));
+    if (!std::isfinite(c.B) || !std::isfinite(c.F) || c.F < 0 || c.I < 0 || c.W < 0 || c.R < 0)
+      return overflow(s, "times");
+    auto st = limits::scaleBytes(c.weightBytes, staticFactor);
+    if (!st || !std::isfinite(staticFactor)) return overflow(s, "weight, gradient and optimizer bytes");
+    c.staticBytes = *st;
   }
   return out;
 }

@@ -13,9 +13,9 @@ namespace {
 
 constexpr int kMaxCallDepth = 64;
 constexpr int kMaxBlockDepth = 400;
-constexpr std::int64_t kMaxDevices = 65536;
-constexpr std::int64_t kMaxStages = 1 << 20;
-constexpr std::int64_t kMaxMicrobatches = 1 << 24;
+constexpr std::int64_t kMaxDevices = limits::kMaxDevices;
+constexpr std::int64_t kMaxStages = limits::kMaxStages;
+constexpr std::int64_t kMaxMicrobatches = limits::kMaxMicrobatches;
 
 // Next micro-batch per (stage, kind): the smallest one not yet emitted.
 // Also remembers when each emitted op completes (unit time), for ready() in greedy blocks.
@@ -74,6 +74,7 @@ class Expander {
   int blockDepth_ = 0;
   long long steps_ = 0;
   long long ops_ = 0;
+  bool warnedLarge_ = false;
   long long emitted_ = 0;  // steps emitted through the tracked path (greedy progress)
   bool abort_ = false;
   std::unordered_map<std::uint64_t, Cursor> cursors_;
@@ -603,6 +604,14 @@ class Expander {
     auto& list = out_.devices[static_cast<size_t>(curDevice_)];
     const auto& ops = s.ops;
     ops_ += static_cast<long long>(ops.size());
+    if (!warnedLarge_ && ops_ > opt_.largeOps && opt_.onLargeExpansion) {
+      warnedLarge_ = true;
+      opt_.onLargeExpansion(makeWarning(
+          "dsl.large", "the program expands to more than " + std::to_string(opt_.largeOps) +
+                           " ops (expansion stops at " + std::to_string(opt_.maxOps) +
+                           "); expanding and simulating this many takes a while",
+          sink_.location(s.offset)));
+    }
     if (ops_ > opt_.maxOps)
       return fatal(s.offset, "dsl.limit",
                    "the expanded schedule has more than " + std::to_string(opt_.maxOps) + " ops");

@@ -39,6 +39,12 @@ class DiagSink {
   bool errorNoLocation(std::string code, std::string message, std::string hint = {});
   bool full() const { return static_cast<int>(diags_.size()) >= std::max(1, options_.maxErrors); }
   bool any() const { return !diags_.empty(); }
+  SourceLocation location(std::uint32_t offset) const {
+    SourceLocation loc;
+    loc.file = options_.filename;
+    map_.locate(offset, loc.line, loc.column);
+    return loc;
+  }
   Diagnostics take() { return std::move(diags_); }
   const Diagnostics& diags() const { return diags_; }
 

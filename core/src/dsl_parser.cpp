@@ -727,6 +727,10 @@ class Parser {
       if (__builtin_mul_overflow(v, mul, &v)) return fail(numTok, "byte count is too large");
       advance();
     }
+    // Memory sums over ops and micro-batches must stay within int64 (docs/dsl.md, Limits).
+    if (v > limits::kMaxBytes)
+      return fail(numTok, "byte count " + std::to_string(v) + " is too large (at most " +
+                              std::to_string(limits::kMaxBytes) + " bytes, 1 PiB)");
     out = neg ? -v : v;
     return true;
   }

@@ -1,7 +1,11 @@
 #include "pipestudio/core/run_events.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <limits>
 #include <nlohmann/json.hpp>
+
+#include "pipestudio/core/limits.h"
 
 namespace ps::core {
 
@@ -14,16 +18,25 @@ using nlohmann::json;
 constexpr size_t kMaxLineBytes = 16u << 20;
 
 // Typed field access that never throws: a wrong type is "missing".
+// Numbers that do not fit the target type are "missing" too (never a wrapped or undefined cast).
 bool getInt(const json& j, const char* key, int& out) {
   auto it = j.find(key);
   if (it == j.end() || !it->is_number()) return false;
   if (it->is_number_float()) {
-    double v = it->get<double>();
-    if (v != static_cast<double>(static_cast<long long>(v))) return false;
-    out = static_cast<int>(v);
+    auto v = limits::wholeInRange(it->get<double>(), std::numeric_limits<int>::min(), std::numeric_limits<int>::max());
+    if (!v) return false;
+    out = static_cast<int>(*v);
     return true;
   }
-  out = static_cast<int>(it->get<long long>());
+  if (it->is_number_unsigned()) {
+    auto u = it->get<std::uint64_t>();
+    if (u > static_cast<std::uint64_t>(std::numeric_limits<int>::max())) return false;
+    out = static_cast<int>(u);
+    return true;
+  }
+  auto v = it->get<std::int64_t>();
+  if (v < std::numeric_limits<int>::min() || v > std::numeric_limits<int>::max()) return false;
+  out = static_cast<int>(v);
   return true;
 }
 bool getDouble(const json& j, const char* key, double& out) {
@@ -35,7 +48,14 @@ bool getDouble(const json& j, const char* key, double& out) {
 bool getInt64(const json& j, const char* key, std::int64_t& out) {
   auto it = j.find(key);
   if (it == j.end() || !it->is_number()) return false;
-  out = it->is_number_float() ? static_cast<std::int64_t>(it->get<double>()) : it->get<std::int64_t>();
+  if (it->is_number_float()) {
+    auto v = limits::toInt64(it->get<double>());
+    if (!v) return false;
+    out = *v;
+    return true;
+  }
+  if (it->is_number_unsigned() && it->get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX)) return false;
+  out = it->get<std::int64_t>();
   return true;
 }
 std::string getString(const json& j, const char* key) {
@@ -150,10 +170,15 @@ size_t RunEventReader::parseLine(std::string_view raw) {
   if (type == "op") {
     int device = 0, step = -1, stage = 0, microbatch = 0, iteration = 0;
     double start = 0, end = 0;
-    if (!getInt(j, "device", device) || device < 0 || device > 1 << 20) return bad("has no valid device");
-    if (!getDouble(j, "start_ms", start) || !getDouble(j, "end_ms", end)) return bad("has no start_ms/end_ms");
-    if (!getInt(j, "stage", stage)) return bad("has no stage");
+    if (!getInt(j, "device", device) || device < 0 || device > limits::kMaxRank) return bad("has no valid device");
+    if (!getDouble(j, "start_ms", start) || !getDouble(j, "end_ms", end) || !limits::validTimeMs(start) ||
+        !limits::validTimeMs(end))
+      return bad("has no valid start_ms/end_ms");
+    if (!getInt(j, "stage", stage) || stage < 0 || stage >= limits::kMaxStages) return bad("has no valid stage");
     getInt(j, "microbatch", microbatch);
+    if (microbatch < -1 || microbatch >= limits::kMaxMicrobatches) return bad("has an out-of-range microbatch");
+    if (ops_.size() >= static_cast<size_t>(limits::kMaxOps))
+      return bad("is past the limit of " + std::to_string(limits::kMaxOps) + " ops per iteration");
     getInt(j, "step", step);
     getInt(j, "iteration", iteration);
     const std::string kindName = getString(j, "kind");
@@ -186,8 +211,10 @@ size_t RunEventReader::parseLine(std::string_view raw) {
   } else if (type == "memory") {
     int device = 0, iteration = 0;
     MemorySample s;
-    if (!getInt(j, "device", device) || device < 0 || device > 1 << 20) return bad("has no valid device");
-    if (!getDouble(j, "time_ms", s.time) || !getInt64(j, "bytes", s.bytes)) return bad("has no time_ms/bytes");
+    if (!getInt(j, "device", device) || device < 0 || device > limits::kMaxRank) return bad("has no valid device");
+    if (!getDouble(j, "time_ms", s.time) || !getInt64(j, "bytes", s.bytes) || !limits::validTimeMs(s.time) ||
+        !limits::validBytes(s.bytes))
+      return bad("has no valid time_ms/bytes");
     getInt(j, "iteration", iteration);
     if (iteration > iteration_) {
       iteration_ = iteration;
@@ -217,12 +244,24 @@ size_t RunEventReader::parseLine(std::string_view raw) {
     getInt(j, "devices", s.devices);
     getInt(j, "stages", s.stages);
     getInt(j, "microbatches", s.microbatches);
+    // The timeline sizes per-device arrays from `devices`.
+    if (s.devices < 0 || s.devices > limits::kMaxDevices)
+      return bad("has devices " + std::to_string(s.devices) + ", out of range (0.." + std::to_string(limits::kMaxDevices) + ")");
+    if (s.stages < 0 || s.stages > limits::kMaxStages)
+      return bad("has stages " + std::to_string(s.stages) + ", out of range (0.." + std::to_string(limits::kMaxStages) + ")");
+    if (s.microbatches < 0 || s.microbatches > limits::kMaxMicrobatches)
+      return bad("has microbatches " + std::to_string(s.microbatches) + ", out of range (0.." +
+                 std::to_string(limits::kMaxMicrobatches) + ")");
     getInt(j, "microbatch_size", s.microbatchSize);
     getInt(j, "iterations", s.iterations);
     getInt(j, "warmup", s.warmup);
     getInt(j, "rank", s.rank);
     getInt(j, "world_size", s.worldSize);
-    for (double v : getDoubles(j, "partition")) s.partition.push_back(static_cast<int>(v));
+    for (double v : getDoubles(j, "partition")) {
+      auto layers = limits::wholeInRange(v, 0, std::numeric_limits<int>::max());
+      if (!layers) return bad("has a partition entry out of range");
+      s.partition.push_back(static_cast<int>(*layers));
+    }
     if (s.protocolVersion != kRunEventProtocolVersion)
       warn("run-events.protocol", where + ": the stream speaks run-event protocol " + std::to_string(s.protocolVersion) +
                                       ", this reader protocol " + std::to_string(kRunEventProtocolVersion));

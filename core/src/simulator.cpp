@@ -1,5 +1,7 @@
 #include "pipestudio/core/simulator.h"
 
+#include "pipestudio/core/limits.h"
+
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -282,6 +284,10 @@ Status compile(const Schedule& s, const SimulationModel& model, Compiled& c) {
         e.message = "kind " + s.userKinds[u].name + ": " + e.message;
         return e;
       }
+      if (!std::isfinite(*v) || *v > limits::kMaxTimeMs)
+        return makeError("simulate.overflow", "kind " + s.userKinds[u].name + ": duration on stage " + std::to_string(st) +
+                                                  " is " + std::to_string(*v) + " ms, not a finite time within " +
+                                                  std::to_string(static_cast<long long>(limits::kMaxTimeMs)) + " ms");
       userDur[u * static_cast<size_t>(c.S) + static_cast<size_t>(st)] = std::max(0.0, *v);
     }
   }
@@ -618,7 +624,8 @@ Result<Timeline> simulate(const Schedule& s, const SimulationModel& model, const
     std::int64_t staticBytes = 0;
     for (int st = 0; st < c.S; ++st)
       if (s.pipeline.stageToDevice.size() == static_cast<size_t>(c.S) && s.pipeline.deviceOf(st) == d)
-        staticBytes += model.stages[static_cast<size_t>(st)].staticBytes;
+        if (!limits::addBytes(staticBytes, model.stages[static_cast<size_t>(st)].staticBytes))
+          return makeError("simulate.overflow", "device " + std::to_string(d) + ": the static memory of its stages overflows 64 bits");
     dm.staticBytes = staticBytes;
     std::int64_t cur = staticBytes;
     dm.peakMemoryBytes = cur;
@@ -639,9 +646,19 @@ Result<Timeline> simulate(const Schedule& s, const SimulationModel& model, const
                                                                 formatBytes(limit)));
     }
     int curStep = 0;  // step index of the op being applied (the peak's op)
+    bool memOverflow = false;
     auto apply = [&](double time, std::int64_t delta, const Op& op) {
       if (delta == 0) return;
-      cur += delta;
+      if (!limits::addBytes(cur, delta)) {
+        // Saturate and report once: a wrapped sum would print as a plausible (or negative) peak.
+        cur = delta > 0 ? std::numeric_limits<std::int64_t>::max() : std::numeric_limits<std::int64_t>::min();
+        if (!memOverflow) {
+          memOverflow = true;
+          tl.diagnostics.push_back(makeError("simulate.overflow", "device " + std::to_string(d) +
+                                                                      ": memory in use overflows 64 bits during " +
+                                                                      s.opName(op)));
+        }
+      }
       if (curve) {
         // Changes at one instant collapse into one sample, but the first (static) sample stays.
         if (curve->size() > 1 && curve->back().time == time) curve->back().bytes = cur;
@@ -835,6 +852,12 @@ Result<Timeline> simulate(const Schedule& s, const SimulationModel& model, const
       m.efficiency = m.lowerBound / m.makespan;
     }
   }
+  // Costs built in code are not bounded like a parsed profile: an infinite time is an error.
+  if (!std::isfinite(m.makespan) || !std::isfinite(busySum))
+    tl.diagnostics.push_back(makeError("simulate.overflow", "the simulated times are not finite (a cost too large "
+                                                            "for the model; times are bounded by " +
+                                                            std::to_string(static_cast<long long>(limits::kMaxTimeMs)) +
+                                                            " ms per value)"));
 
   if (stalled) {
     tl.complete = false;

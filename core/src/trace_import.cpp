@@ -3,12 +3,16 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdio>
 #include <cstdint>
 #include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <tuple>
+
+#include "json_locate.h"
+#include "pipestudio/core/limits.h"
 
 namespace ps::core {
 
@@ -52,6 +56,9 @@ Result<Op> parseSimpleAction(std::string_view text, std::string_view whole) {
   size_t pos = 0;
   int stage = 0;
   if (!readInt(text, pos, stage)) return bad("expected a stage number first");
+  if (stage >= limits::kMaxStages)
+    return makeError("trace.limit", "pipeline action '" + std::string(whole) + "': stage " + std::to_string(stage) +
+                                        " is out of range (at most " + std::to_string(limits::kMaxStages - 1) + ")");
   size_t kindBegin = pos;
   while (pos < text.size() && (std::isupper(static_cast<unsigned char>(text[pos])) || text[pos] == '_')) ++pos;
   std::string_view kindName = text.substr(kindBegin, pos - kindBegin);
@@ -68,6 +75,9 @@ Result<Op> parseSimpleAction(std::string_view text, std::string_view whole) {
   }
   int mb = 0;
   if (!readInt(text, pos, mb)) return bad("expected a micro-batch number after the kind");
+  if (mb >= limits::kMaxMicrobatches)
+    return makeError("trace.limit", "pipeline action '" + std::string(whole) + "': micro-batch " + std::to_string(mb) +
+                                        " is out of range (at most " + std::to_string(limits::kMaxMicrobatches - 1) + ")");
   if (pos != text.size()) return bad("unexpected '" + std::string(text.substr(pos)) + "'");
   op.microbatch = mb;
   return op;
@@ -93,6 +103,7 @@ std::optional<Op> parseOpToken(std::string_view text) {
   size_t sp = at + 2;
   int stage = 0;
   if (!readInt(text, sp, stage) || sp != text.size()) return std::nullopt;
+  if (stage >= limits::kMaxStages || op.microbatch >= limits::kMaxMicrobatches) return std::nullopt;
   op.stage = stage;
   return op;
 }
@@ -133,10 +144,24 @@ std::optional<double> number(const json& j, const char* key) {
   return std::nullopt;
 }
 
+// A number outside int64 is "missing": the cast would be undefined.
 std::optional<long long> integer(const json& j, const char* key) {
   auto v = number(j, key);
-  if (!v || !std::isfinite(*v)) return std::nullopt;
-  return static_cast<long long>(*v);
+  if (!v) return std::nullopt;
+  if (auto i = limits::toInt64(*v)) return static_cast<long long>(*i);
+  return std::nullopt;
+}
+
+// Stage and micro-batch numbers of an op given in args: within the limits, else none.
+std::optional<int> stageNumber(const json& j, const char* key) {
+  auto v = integer(j, key);
+  if (!v || *v < 0 || *v >= limits::kMaxStages) return std::nullopt;
+  return static_cast<int>(*v);
+}
+std::optional<int> microbatchNumber(const json& j, const char* key) {
+  auto v = integer(j, key);
+  if (!v || *v < -1 || *v >= limits::kMaxMicrobatches) return std::nullopt;
+  return static_cast<int>(*v);
 }
 
 std::string stringField(const json& j, const char* key) {
@@ -214,8 +239,13 @@ struct Collector {
   std::vector<RawTransfer> transfers;
   std::vector<RawMemory> memory;
   Diagnostics diags;
+  Diagnostics errors;  // values out of range: the import is refused
   size_t ignored = 0;
   size_t warnings = 0;
+
+  void error(std::string code, std::string message, SourceLocation loc) {
+    if (errors.size() < 20) errors.push_back(makeError(std::move(code), std::move(message), std::move(loc)));
+  }
 
   void warn(std::string code, std::string message, const std::string& file) {
     // Keep the list readable for a trace with thousands of oddities.
@@ -228,10 +258,17 @@ struct Collector {
 
 // Extracts the op(s) of a slice name; nullopt when the slice is no pipeline action.
 std::optional<PipelineAction> actionOf(const json& e, const std::string& name, bool own, Collector& c,
-                                       const std::string& file) {
+                                       const std::string& file, std::string_view text) {
   std::string_view n = trim(name);
   if (n.size() > 3 && n.substr(0, 3) == "PP:") {
     auto a = parsePipelineAction(n.substr(3));
+    if (!a && a.error().code == "trace.limit") {
+      // The slice's name as written (when it needs no JSON escapes) gives the line and column.
+      size_t at = text.find("\"" + name + "\"");
+      c.error("trace.limit", a.error().message,
+              at == std::string_view::npos ? SourceLocation{file, 0, 0} : locationOfOffset(text, at + 1, file));
+      return std::nullopt;
+    }
     if (!a) {
       c.warn("trace.action", file + ": " + a.error().message + " (event ignored)", file);
       return std::nullopt;
@@ -243,15 +280,15 @@ std::optional<PipelineAction> actionOf(const json& e, const std::string& name, b
   auto args = e.find("args");
   if (args != e.end() && args->is_object()) {
     std::string kindName = stringField(*args, "kind");
-    auto stage = integer(*args, "stage");
+    auto stage = stageNumber(*args, "stage");
     if (!kindName.empty() && stage) {
       if (auto k = builtinKindFromName(kindName)) {
         PipelineAction a;
         a.op.kind = *k;
-        a.op.stage = static_cast<int>(*stage);
-        auto mb = integer(*args, "microbatch");
-        if (!mb) mb = integer(*args, "micro_batch");
-        a.op.microbatch = mb ? static_cast<int>(*mb) : -1;
+        a.op.stage = *stage;
+        auto mb = microbatchNumber(*args, "microbatch");
+        if (!mb) mb = microbatchNumber(*args, "micro_batch");
+        a.op.microbatch = mb ? *mb : -1;
         return a;
       }
     }
@@ -268,14 +305,48 @@ std::optional<PipelineAction> actionOf(const json& e, const std::string& name, b
 std::optional<Op> opFromArgs(const json& j) {
   if (!j.is_object()) return std::nullopt;
   auto k = builtinKindFromName(stringField(j, "kind"));
-  auto stage = integer(j, "stage");
+  auto stage = stageNumber(j, "stage");
   if (!k || !stage) return std::nullopt;
-  auto mb = integer(j, "microbatch");
-  if (!mb) mb = integer(j, "mb");
-  return Op{*k, static_cast<int>(*stage), mb ? static_cast<int>(*mb) : -1};
+  auto mb = microbatchNumber(j, "microbatch");
+  if (!mb) mb = microbatchNumber(j, "mb");
+  return Op{*k, *stage, mb ? *mb : -1};
 }
 
+std::string showNumber(double v) {
+  if (std::isfinite(v) && std::trunc(v) == v && std::fabs(v) < 1e15) return std::to_string(static_cast<long long>(v));
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+std::string rankRange() { return "(ranks are 0.." + std::to_string(limits::kMaxRank) + ")"; }
+
 Status scanFile(size_t index, const TraceFile& f, Collector& c, FileScan& scan) {
+  // A rank read from the file: negative means "none"; anything else outside the limits refuses
+  // the import (per-rank arrays are sized from the largest rank).
+  auto rankValue = [&](const json& obj, const char* key, const std::string& what) -> std::optional<int> {
+    auto v = number(obj, key);
+    if (!v) return std::nullopt;
+    if (std::isfinite(*v) && *v < 0) return std::nullopt;
+    auto r = limits::wholeInRange(*v, 0, limits::kMaxRank);
+    if (!r) {
+      c.error("trace.rank", what + " " + showNumber(*v) + " is out of range " + rankRange(),
+              detail::locateJsonKey(f.text, key, *v, f.name));
+      return std::nullopt;
+    }
+    return static_cast<int>(*r);
+  };
+  auto checkedRank = [&](std::optional<int> r, const std::string& what) -> std::optional<int> {
+    if (r && *r > limits::kMaxRank) {
+      c.error("trace.rank", f.name + ": " + what + " names rank " + std::to_string(*r) + ", out of range " + rankRange(),
+              SourceLocation{f.name, 0, 0});
+      return std::nullopt;
+    }
+    return r;
+  };
+  if (f.rank && (*f.rank < 0 || *f.rank > limits::kMaxRank))
+    return makeError("trace.rank", f.name + ": rank " + std::to_string(*f.rank) + " is out of range " + rankRange(),
+                     SourceLocation{f.name, 0, 0});
   json top;
   try {
     top = json::parse(f.text);
@@ -311,8 +382,15 @@ Status scanFile(size_t index, const TraceFile& f, Collector& c, FileScan& scan) 
   if (top.is_object()) {
     auto di = top.find("distributedInfo");
     if (!scan.fileRank && di != top.end() && di->is_object())
-      if (auto r = integer(*di, "rank"); r && *r >= 0) scan.fileRank = static_cast<int>(*r);
-    if (auto b = integer(top, "baseTimeNanoseconds")) scan.baseTimeNs = *b;
+      if (auto r = rankValue(*di, "rank", "distributedInfo.rank")) scan.fileRank = *r;
+    // Base times of several files are subtracted: half the int64 range keeps that exact.
+    if (auto b = number(top, "baseTimeNanoseconds")) {
+      if (auto ns = limits::wholeInRange(*b, -(1LL << 62), 1LL << 62))
+        scan.baseTimeNs = *ns;
+      else
+        c.error("trace.time", "baseTimeNanoseconds " + showNumber(*b) + " is out of range",
+                detail::locateJsonKey(f.text, "baseTimeNanoseconds", *b, f.name));
+    }
     auto od = top.find("otherData");
     if (scan.own && od != top.end() && od->is_object()) {
       if (auto c = od->find("complete"); c != od->end() && c->is_boolean()) scan.complete = c->get<bool>();
@@ -320,7 +398,7 @@ Status scanFile(size_t index, const TraceFile& f, Collector& c, FileScan& scan) 
     }
   }
   if (!scan.fileRank && !scan.own)
-    if (auto r = rankIn(baseName(f.name), "rank")) scan.fileRank = *r;
+    if (auto r = checkedRank(rankIn(baseName(f.name), "rank"), "the file name")) scan.fileRank = *r;
 
   // Begin events waiting for their end, per (pid, tid).
   struct Open {
@@ -337,7 +415,7 @@ Status scanFile(size_t index, const TraceFile& f, Collector& c, FileScan& scan) 
   };
 
   auto addRange = [&](const json& e, const std::string& name, double startUs, double endUs) {
-    auto a = actionOf(e, name, scan.own, c, f.name);
+    auto a = actionOf(e, name, scan.own, c, f.name, f.text);
     if (!a) {
       ++c.ignored;
       return;
@@ -352,9 +430,9 @@ Status scanFile(size_t index, const TraceFile& f, Collector& c, FileScan& scan) 
     r.endUs = endUs;
     auto args = e.find("args");
     if (args != e.end() && args->is_object()) {
-      if (auto rk = integer(*args, "rank"); rk && *rk >= 0) r.rank = static_cast<int>(*rk);
+      if (auto rk = rankValue(*args, "rank", "event " + name + ": args.rank")) r.rank = *rk;
       if (scan.own)
-        if (auto d = integer(*args, "device"); d && *d >= 0) r.rank = static_cast<int>(*d);
+        if (auto d = rankValue(*args, "device", "event " + name + ": args.device")) r.rank = *d;
     }
     c.ranges.push_back(std::move(r));
   };
@@ -375,16 +453,16 @@ Status scanFile(size_t index, const TraceFile& f, Collector& c, FileScan& scan) 
         std::string label = stringField(*args, name == "process_name" ? "name" : "labels");
         std::optional<int> r = rankIn(label, "rank");
         if (!r && scan.own) r = rankIn(label, "device");
-        if (r) scan.pidRank[*pid] = *r;
+        if (auto ok = checkedRank(r, "process label '" + label.substr(0, 80) + "'")) scan.pidRank[*pid] = *ok;
       }
-      if (auto r = integer(*args, "rank"); r && *r >= 0) scan.pidRank[*pid] = static_cast<int>(*r);
+      if (auto r = rankValue(*args, "rank", "process metadata args.rank")) scan.pidRank[*pid] = *r;
       continue;
     }
     if (ph == "C" && scan.own && name == "memory") {
       auto ts = number(e, "ts");
       auto args = e.find("args");
       if (ts && args != e.end() && args->is_object())
-        if (auto b = integer(*args, "bytes"))
+        if (auto b = integer(*args, "bytes"); b && limits::validBytes(*b) && limits::validTimeMs(*ts / 1000))
           c.memory.push_back(RawMemory{index, integer(e, "pid").value_or(0), false, -1, *ts, *b});
       continue;
     }
@@ -392,7 +470,7 @@ Status scanFile(size_t index, const TraceFile& f, Collector& c, FileScan& scan) 
       auto ts = number(e, "ts");
       auto args = e.find("args");
       if (ts && args != e.end() && args->is_object())
-        if (auto b = integer(*args, "Total Allocated")) {
+        if (auto b = integer(*args, "Total Allocated"); b && limits::validBytes(*b) && limits::validTimeMs(*ts / 1000)) {
           bool gpu = integer(*args, "Device Type").value_or(0) == 1;
           c.memory.push_back(RawMemory{index, integer(e, "pid").value_or(0), gpu, -1, *ts, *b});
         }
@@ -407,13 +485,15 @@ Status scanFile(size_t index, const TraceFile& f, Collector& c, FileScan& scan) 
         auto dst = integer(*args, "dst");
         auto prod = args->contains("producer_op") ? opFromArgs((*args)["producer_op"]) : std::nullopt;
         auto cons = args->contains("consumer_op") ? opFromArgs((*args)["consumer_op"]) : std::nullopt;
-        if (src && dst && prod && cons) {
+        bool inRange = src && dst && *src >= 0 && *dst >= 0 && *src <= limits::kMaxRank && *dst <= limits::kMaxRank &&
+                       std::isfinite(*ts) && std::isfinite(*dur) && std::fabs(*ts) <= 1e18 && std::fabs(*dur) <= 1e18;
+        if (inRange && prod && cons) {
           RawTransfer rt;
           rt.transfer.srcDevice = static_cast<int>(*src);
           rt.transfer.dstDevice = static_cast<int>(*dst);
           rt.transfer.producer = *prod;
           rt.transfer.consumer = *cons;
-          rt.transfer.bytes = integer(*args, "bytes").value_or(0);
+          rt.transfer.bytes = std::clamp<long long>(integer(*args, "bytes").value_or(0), 0, limits::kMaxBytes);
           rt.transfer.start = *ts;
           rt.transfer.end = *ts + *dur;
           c.transfers.push_back(rt);
@@ -426,7 +506,9 @@ Status scanFile(size_t index, const TraceFile& f, Collector& c, FileScan& scan) 
     if (ph == "X") {
       auto ts = number(e, "ts");
       auto dur = number(e, "dur");
-      if (!ts || !dur || !std::isfinite(*ts) || !std::isfinite(*dur) || *dur < 0) {
+      // Microseconds; 1e18 us keeps ts + dur finite and exact enough (absolute epoch times are ~1.7e15).
+      if (!ts || !dur || !std::isfinite(*ts) || !std::isfinite(*dur) || *dur < 0 || std::fabs(*ts) > 1e18 ||
+          *dur > 1e18) {
         if (name.rfind("PP:", 0) == 0)
           c.warn("trace.event", f.name + ": event " + std::to_string(i) + " '" + name +
                                     "' has no valid ts/dur (ignored)", f.name);
@@ -436,7 +518,7 @@ Status scanFile(size_t index, const TraceFile& f, Collector& c, FileScan& scan) 
       addRange(e, name, *ts, *ts + *dur);
     } else if (ph == "B" || ph == "E") {
       auto ts = number(e, "ts");
-      if (!ts || !std::isfinite(*ts)) {
+      if (!ts || !std::isfinite(*ts) || std::fabs(*ts) > 1e18) {
         ++c.ignored;
         continue;
       }
@@ -468,6 +550,11 @@ Status scanFile(size_t index, const TraceFile& f, Collector& c, FileScan& scan) 
     for (auto& o : stack)
       if (o.name.rfind("PP:", 0) == 0)
         c.warn("trace.unmatched", f.name + ": range '" + o.name + "' begins but never ends (ignored)", f.name);
+  if (!c.errors.empty()) {
+    Diagnostics e = std::move(c.errors);
+    c.errors.clear();
+    return e;
+  }
   return okStatus();
 }
 
@@ -515,6 +602,10 @@ Result<PipelineAction> parsePipelineAction(std::string_view text) {
 
 Result<ImportedTrace> importChromeTraces(const std::vector<TraceFile>& files, const TraceImportOptions& options) {
   if (files.empty()) return makeError("trace.input", "no trace files given");
+  // Without rank metadata a file's position is its rank.
+  if (files.size() > static_cast<size_t>(limits::kMaxDevices))
+    return makeError("trace.input", std::to_string(files.size()) + " trace files: more than the " +
+                                        std::to_string(limits::kMaxDevices) + " ranks a pipeline may have");
   Collector c;
   std::vector<FileScan> scans(files.size());
   Diagnostics errors;
@@ -782,10 +873,23 @@ Result<ImportedTrace> importChromeTrace(std::string_view text, const std::string
 }
 
 Result<Schedule> scheduleFromTimeline(const Timeline& t) {
+  // The timeline may come from any reader: its numbers size the plan, so bound them first.
+  if (t.devices > limits::kMaxDevices)
+    return makeError("trace.schedule", "the timeline has " + std::to_string(t.devices) + " devices, more than " +
+                                           std::to_string(limits::kMaxDevices));
+  if (t.ops.size() > static_cast<size_t>(limits::kMaxOps))
+    return makeError("trace.schedule", "the timeline has " + std::to_string(t.ops.size()) + " ops, more than " +
+                                           std::to_string(limits::kMaxOps));
   int stages = 0;
   int mbs = 0;
   for (const auto& o : t.ops) {
     if (o.op.stage < 0) return makeError("trace.schedule", "an op has a negative stage");
+    if (o.op.stage >= limits::kMaxStages)
+      return makeError("trace.schedule", "an op has stage " + std::to_string(o.op.stage) + ", out of range (at most " +
+                                             std::to_string(limits::kMaxStages - 1) + ")");
+    if (o.op.microbatch >= limits::kMaxMicrobatches)
+      return makeError("trace.schedule", "an op has micro-batch " + std::to_string(o.op.microbatch) +
+                                             ", out of range (at most " + std::to_string(limits::kMaxMicrobatches - 1) + ")");
     stages = std::max(stages, o.op.stage + 1);
     mbs = std::max(mbs, o.op.microbatch + 1);
   }

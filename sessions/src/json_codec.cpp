@@ -1,5 +1,10 @@
 #include "json_codec.h"
 
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <type_traits>
+
 namespace ps::sessions::detail {
 
 using nlohmann::json;
@@ -9,6 +14,30 @@ template <typename T>
 T get(const json& j, const char* key, T fallback) {
   auto it = j.find(key);
   if (it == j.end() || it->is_null()) return fallback;
+  // An integer out of T's range (1e300 read as int) is the fallback: the cast would be undefined.
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    if (!it->is_number()) return fallback;
+    if (it->is_number_float()) {
+      double v = it->get<double>();
+      if (!std::isfinite(v) || v < static_cast<double>(std::numeric_limits<T>::min()) ||
+          v >= std::ldexp(1.0, std::numeric_limits<T>::digits))
+        return fallback;
+      return static_cast<T>(v);
+    }
+    if (it->is_number_unsigned()) {
+      auto u = it->get<std::uint64_t>();
+      if (u > static_cast<std::uint64_t>(std::numeric_limits<T>::max())) return fallback;
+      return static_cast<T>(u);
+    }
+    auto v = it->get<std::int64_t>();
+    if (v < 0 && !std::is_signed_v<T>) return fallback;
+    if constexpr (std::is_signed_v<T>) {
+      if (v < static_cast<std::int64_t>(std::numeric_limits<T>::min()) ||
+          v > static_cast<std::int64_t>(std::numeric_limits<T>::max()))
+        return fallback;
+    }
+    return static_cast<T>(v);
+  }
   try {
     return it->get<T>();
   } catch (const json::exception&) {

@@ -86,7 +86,8 @@ std::string runToJson(const RunRecord& record, const core::Timeline& t) {
                              {"transfers", transfers},
                              {"memory", memory}};
   nlohmann::json out = {{"format", "pipestudio-run"}, {"version", 1}, {"run", run}, {"timeline", timeline}};
-  return out.dump(1) + "\n";
+  // A label or message that is not UTF-8 (any file may hold one) must not throw out of here.
+  return out.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
 }  // namespace ps::sessions

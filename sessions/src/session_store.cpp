@@ -13,6 +13,7 @@
 #include <unordered_map>
 
 #include "json_codec.h"
+#include "pipestudio/core/limits.h"
 
 namespace ps::sessions {
 
@@ -965,6 +966,35 @@ Result<core::Timeline> SessionStore::loadTimeline(Id runId) const {
   PS_TRY(txn.begin(what));
   core::Timeline t;
   RunStatus status = RunStatus::Running;
+  // Every number of a row is checked before it sizes memory or indexes a table: a session file
+  // is a file like any other, and may have been written by something else.
+  namespace lim = core::limits;
+  auto bad = [&](const char* table, const std::string& row, const char* column, const std::string& value,
+                 const std::string& range) {
+    return impl_->error("session.invalid-value", what + ": table " + table + ", " + row + ": " + column + " " + value +
+                                                     " is out of range (" + range + ")");
+  };
+  auto checkInt = [&](const Stmt& s, int col, std::int64_t lo, std::int64_t hi, const char* table,
+                      const std::string& row, const char* column, std::int64_t& out) -> std::optional<Diagnostic> {
+    std::int64_t v = s.i64(col);
+    if (s.isNull(col) || v < lo || v > hi)
+      return bad(table, row, column, s.isNull(col) ? std::string("NULL") : std::to_string(v),
+                 std::to_string(lo) + ".." + std::to_string(hi));
+    out = v;
+    return std::nullopt;
+  };
+  auto checkTime = [&](const Stmt& s, int col, const char* table, const std::string& row, const char* column,
+                       double& out) -> std::optional<Diagnostic> {
+    double v = s.f64(col);
+    if (!lim::validTimeMs(v))
+      return bad(table, row, column, std::to_string(v), "a finite time within " + std::to_string(lim::kMaxTimeMs) + " ms");
+    out = v;
+    return std::nullopt;
+  };
+  auto validKind = [](std::int64_t k) {
+    return (k >= 0 && k < static_cast<std::int64_t>(core::OpKind::kBuiltinCount)) ||
+           (k >= core::kFirstUserKind && k < 65536);
+  };
   {
     auto s = statement(*impl_,
                        "SELECT devices, label, source, status, metrics_json, diagnostics_json, makespan_ms, "
@@ -975,7 +1005,13 @@ Result<core::Timeline> SessionStore::loadTimeline(Id runId) const {
     int rc = s->step();
     if (rc == SQLITE_DONE) return impl_->error("session.not-found", "no run " + std::to_string(runId) + " in the session");
     if (rc != SQLITE_ROW) return impl_->sqlError(what, rc);
-    t.devices = s->i32(0);
+    const std::string row = "id " + std::to_string(runId);
+    std::int64_t devices = 0;
+    if (auto e = checkInt(*s, 0, 0, lim::kMaxDevices, "runs", row, "devices", devices)) return *e;
+    std::int64_t opCount = 0;
+    if (!s->isNull(8))
+      if (auto e = checkInt(*s, 8, 0, lim::kMaxOps, "runs", row, "op_count", opCount)) return *e;
+    t.devices = static_cast<int>(devices);
     t.label = s->text(1);
     t.source = sourceFromName(s->text(2));
     status = runStatusFromName(s->text(3)).value_or(RunStatus::Failed);
@@ -985,30 +1021,40 @@ Result<core::Timeline> SessionStore::loadTimeline(Id runId) const {
     } else {
       t.metrics.makespan = s->f64(6);
       t.metrics.bubbleRatio = s->f64(7);
-      t.metrics.ops = static_cast<size_t>(s->i64(8));
+      t.metrics.ops = static_cast<size_t>(opCount);
     }
     t.diagnostics = detail::diagnosticsFromJson(nlohmann::json::parse(s->text(5), nullptr, false));
-    t.ops.reserve(static_cast<size_t>(s->i64(8)));
+    t.ops.reserve(static_cast<size_t>(opCount));
   }
   t.complete = status == RunStatus::Succeeded;
   {
     auto s = statement(*impl_,
-                       "SELECT device, step, kind, stage, microbatch, overlapped, start_ms, end_ms FROM run_ops "
+                       "SELECT device, step, kind, stage, microbatch, overlapped, start_ms, end_ms, seq FROM run_ops "
                        "WHERE run_id = ?1 ORDER BY seq",
                        what);
     if (!s) return s.errors();
     s->bind(1, runId);
     int rc;
     while ((rc = s->step()) == SQLITE_ROW) {
+      const std::string row = "run_id " + std::to_string(runId) + " seq " + std::to_string(s->i64(8));
+      if (t.ops.size() >= static_cast<size_t>(lim::kMaxOps))
+        return bad("run_ops", row, "row count", std::to_string(t.ops.size() + 1), "at most " + std::to_string(lim::kMaxOps));
+      std::int64_t device = 0, step = 0, kind = 0, stage = 0, mb = 0;
       core::TimelineOp op;
-      op.device = s->i32(0);
-      op.step = s->i32(1);
-      op.op.kind = static_cast<core::OpKind>(s->i32(2));
-      op.op.stage = s->i32(3);
-      op.op.microbatch = s->i32(4);
-      op.overlapped = s->i32(5) != 0;
-      op.start = s->f64(6);
-      op.end = s->f64(7);
+      if (auto e = checkInt(*s, 0, 0, lim::kMaxRank, "run_ops", row, "device", device)) return *e;
+      if (auto e = checkInt(*s, 1, -1, lim::kMaxOps, "run_ops", row, "step", step)) return *e;
+      if (auto e = checkInt(*s, 2, 0, 65535, "run_ops", row, "kind", kind)) return *e;
+      if (!validKind(kind)) return bad("run_ops", row, "kind", std::to_string(kind), "a built-in or user op kind");
+      if (auto e = checkInt(*s, 3, 0, lim::kMaxStages - 1, "run_ops", row, "stage", stage)) return *e;
+      if (auto e = checkInt(*s, 4, -1, lim::kMaxMicrobatches - 1, "run_ops", row, "microbatch", mb)) return *e;
+      if (auto e = checkTime(*s, 6, "run_ops", row, "start_ms", op.start)) return *e;
+      if (auto e = checkTime(*s, 7, "run_ops", row, "end_ms", op.end)) return *e;
+      op.device = static_cast<int>(device);
+      op.step = static_cast<int>(step);
+      op.op.kind = static_cast<core::OpKind>(kind);
+      op.op.stage = static_cast<int>(stage);
+      op.op.microbatch = static_cast<int>(mb);
+      op.overlapped = s->i64(5) != 0;
       t.ops.push_back(op);
     }
     if (rc != SQLITE_DONE) return impl_->sqlError(what, rc);
@@ -1021,36 +1067,61 @@ Result<core::Timeline> SessionStore::loadTimeline(Id runId) const {
   }
   {
     auto s = statement(*impl_,
-                       "SELECT device, time_ms, bytes FROM memory_samples WHERE run_id = ?1 ORDER BY device, seq",
+                       "SELECT device, time_ms, bytes, seq FROM memory_samples WHERE run_id = ?1 ORDER BY device, seq",
                        what);
     if (!s) return s.errors();
     s->bind(1, runId);
     int rc;
+    size_t samples = 0;
     while ((rc = s->step()) == SQLITE_ROW) {
-      auto device = static_cast<size_t>(std::max(0, s->i32(0)));
+      const std::string row = "run_id " + std::to_string(runId) + " device " + std::to_string(s->i64(0)) + " seq " +
+                              std::to_string(s->i64(3));
+      if (++samples > static_cast<size_t>(lim::kMaxOps) * 4)
+        return bad("memory_samples", row, "row count", std::to_string(samples), "at most " + std::to_string(lim::kMaxOps * 4));
+      std::int64_t dev = 0, bytes = 0;
+      core::MemorySample m;
+      if (auto e = checkInt(*s, 0, 0, lim::kMaxRank, "memory_samples", row, "device", dev)) return *e;
+      if (auto e = checkTime(*s, 1, "memory_samples", row, "time_ms", m.time)) return *e;
+      if (auto e = checkInt(*s, 2, -lim::kMaxBytes, lim::kMaxBytes, "memory_samples", row, "bytes", bytes)) return *e;
+      m.bytes = bytes;
+      auto device = static_cast<size_t>(dev);
       if (t.memory.size() <= device) t.memory.resize(std::max(device + 1, static_cast<size_t>(t.devices)));
-      t.memory[device].push_back(core::MemorySample{s->f64(1), s->i64(2)});
+      t.memory[device].push_back(m);
     }
     if (rc != SQLITE_DONE) return impl_->sqlError(what, rc);
   }
   {
     auto s = statement(*impl_,
                        "SELECT src_device, dst_device, producer_kind, producer_stage, producer_microbatch, "
-                       "consumer_kind, consumer_stage, consumer_microbatch, bytes, start_ms, end_ms FROM transfers "
+                       "consumer_kind, consumer_stage, consumer_microbatch, bytes, start_ms, end_ms, seq FROM transfers "
                        "WHERE run_id = ?1 ORDER BY seq",
                        what);
     if (!s) return s.errors();
     s->bind(1, runId);
     int rc;
     while ((rc = s->step()) == SQLITE_ROW) {
+      const std::string row = "run_id " + std::to_string(runId) + " seq " + std::to_string(s->i64(11));
+      if (t.transfers.size() >= static_cast<size_t>(lim::kMaxOps))
+        return bad("transfers", row, "row count", std::to_string(t.transfers.size() + 1), "at most " + std::to_string(lim::kMaxOps));
+      std::int64_t v[9] = {};
+      static const char* const cols[] = {"src_device",          "dst_device",    "producer_kind",
+                                         "producer_stage",      "producer_microbatch", "consumer_kind",
+                                         "consumer_stage",      "consumer_microbatch", "bytes"};
+      const std::int64_t lo[] = {0, 0, 0, 0, -1, 0, 0, -1, 0};
+      const std::int64_t hi[] = {lim::kMaxRank, lim::kMaxRank,  65535, lim::kMaxStages - 1, lim::kMaxMicrobatches - 1,
+                                 65535,         lim::kMaxStages - 1, lim::kMaxMicrobatches - 1, lim::kMaxBytes};
+      for (int c = 0; c < 9; ++c)
+        if (auto e = checkInt(*s, c, lo[c], hi[c], "transfers", row, cols[c], v[c])) return *e;
+      if (!validKind(v[2])) return bad("transfers", row, "producer_kind", std::to_string(v[2]), "a built-in or user op kind");
+      if (!validKind(v[5])) return bad("transfers", row, "consumer_kind", std::to_string(v[5]), "a built-in or user op kind");
       core::Transfer x;
-      x.srcDevice = s->i32(0);
-      x.dstDevice = s->i32(1);
-      x.producer = core::Op{static_cast<core::OpKind>(s->i32(2)), s->i32(3), s->i32(4)};
-      x.consumer = core::Op{static_cast<core::OpKind>(s->i32(5)), s->i32(6), s->i32(7)};
-      x.bytes = s->i64(8);
-      x.start = s->f64(9);
-      x.end = s->f64(10);
+      x.srcDevice = static_cast<int>(v[0]);
+      x.dstDevice = static_cast<int>(v[1]);
+      x.producer = core::Op{static_cast<core::OpKind>(v[2]), static_cast<int>(v[3]), static_cast<int>(v[4])};
+      x.consumer = core::Op{static_cast<core::OpKind>(v[5]), static_cast<int>(v[6]), static_cast<int>(v[7])};
+      x.bytes = v[8];
+      if (auto e = checkTime(*s, 9, "transfers", row, "start_ms", x.start)) return *e;
+      if (auto e = checkTime(*s, 10, "transfers", row, "end_ms", x.end)) return *e;
       t.transfers.push_back(x);
     }
     if (rc != SQLITE_DONE) return impl_->sqlError(what, rc);

@@ -2,10 +2,12 @@
 // The .pipe DSL (docs/dsl.md): explicit form (header + one op list per device) and the
 // programmable form (variables, arithmetic, loops, conditionals, templates, cursors) that
 // expands to it.
+#include <functional>
 #include <map>
 #include <string>
 #include <string_view>
 
+#include "pipestudio/core/limits.h"
 #include "pipestudio/core/schedule.h"
 
 namespace ps::core {
@@ -15,8 +17,12 @@ struct DslOptions {
   std::map<std::string, long long> overrides;  // --set name=value, replaces `let` defaults
   int maxErrors = 50;
   // Guards against runaway programs: expansion stops with an error past these.
-  long long maxOps = 16'000'000;    // ops in the expanded schedule
-  long long maxSteps = 50'000'000;  // statements and loop iterations executed
+  long long maxOps = limits::kMaxOps;  // ops in the expanded schedule
+  long long maxSteps = 50'000'000;     // statements and loop iterations executed
+  // Called once, while expanding, when the schedule passes largeOps ops (with the place of the
+  // statement that crossed it): a front end tells the user before a long simulate or draw.
+  long long largeOps = limits::kLargeExpansionOps;
+  std::function<void(const Diagnostic&)> onLargeExpansion;
 };
 
 // Parses either form and returns the explicit schedule, or every error found (up to

@@ -1,0 +1,118 @@
+// Session files written by something else: every number of a run's rows is bounded before it
+// sizes memory (docs/limits.md); the error names the table and the row, nothing throws.
+#include <chrono>
+
+#include <gtest/gtest.h>
+
+#include "pipestudio/sessions/run_export.h"
+#include "pipestudio/sessions/session_store.h"
+#include "session_test_util.h"
+#include "../cli_runner.h"
+
+using namespace ps::sessions;
+using namespace ps::sessions::test;
+
+namespace {
+
+struct Hostile {
+  std::string path;
+  Id run = 0;
+};
+
+Hostile makeSession(const std::filesystem::path& dir) {
+  Hostile h;
+  h.path = (dir / "hostile.session").string();
+  auto store = SessionStore::open(h.path);
+  EXPECT_TRUE(store.ok());
+  auto t = syntheticTimeline(8, 2);
+  t.memory.resize(2);
+  t.memory[0].push_back(ps::core::MemorySample{0.5, 1024});
+  t.memory[1].push_back(ps::core::MemorySample{0.5, 2048});
+  h.run = *store->recordTimeline(RunInfo{}, t);
+  return h;
+}
+
+// Opens the file, loads the run's timeline and returns the error (which must exist).
+ps::core::Diagnostic loadError(const Hostile& h) {
+  auto store = SessionStore::open(h.path);
+  EXPECT_TRUE(store.ok());
+  auto t0 = std::chrono::steady_clock::now();
+  auto t = store->loadTimeline(h.run);
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 5.0);
+  EXPECT_FALSE(t.ok());
+  return t.ok() ? ps::core::Diagnostic{} : t.error();
+}
+
+}  // namespace
+
+TEST(HostileSession, NegativeOrHugeOpCountIsRefusedNamingTableAndRow) {
+  auto dir = freshDir();
+  auto h = makeSession(dir);
+  for (const char* v : {"-5", "9000000000000000000"}) {
+    RawDb(h.path).mustExec(std::string("UPDATE runs SET op_count = ") + v);
+    auto e = loadError(h);
+    EXPECT_EQ(e.code, "session.invalid-value");
+    EXPECT_NE(e.message.find("table runs"), std::string::npos) << e.message;
+    EXPECT_NE(e.message.find("id " + std::to_string(h.run)), std::string::npos) << e.message;
+    EXPECT_NE(e.message.find("op_count"), std::string::npos) << e.message;
+    EXPECT_NE(e.message.find(v), std::string::npos) << e.message;
+  }
+}
+
+TEST(HostileSession, DevicesOutOfRangeInEveryTableAreRefused) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"UPDATE runs SET devices = -3", "runs"},
+      {"UPDATE runs SET devices = 2000000000", "runs"},
+      {"UPDATE run_ops SET device = 1500000000 WHERE seq = 3", "run_ops"},
+      {"UPDATE run_ops SET device = -1 WHERE seq = 0", "run_ops"},
+      {"UPDATE run_ops SET stage = 4294967296 WHERE seq = 1", "run_ops"},
+      {"UPDATE run_ops SET kind = 40 WHERE seq = 1", "run_ops"},
+      {"UPDATE run_ops SET start_ms = 1e308 * 10 WHERE seq = 1", "run_ops"},
+      {"UPDATE memory_samples SET device = 1000000000 WHERE device = 1", "memory_samples"},
+      {"UPDATE memory_samples SET bytes = -9000000000000000000", "memory_samples"},
+  };
+  for (const auto& [sql, table] : cases) {
+    auto dir = freshDir();
+    auto h = makeSession(dir);
+    RawDb(h.path).mustExec(sql);
+    auto e = loadError(h);
+    EXPECT_EQ(e.code, "session.invalid-value") << sql;
+    EXPECT_NE(e.message.find("table " + table), std::string::npos) << sql << ": " << e.message;
+    EXPECT_EQ(e.location.file, h.path);
+  }
+}
+
+TEST(HostileSession, HugeMetricsReadAsFallbackAndExportDoesNotThrow) {
+  auto dir = freshDir();
+  auto h = makeSession(dir);
+  RawDb(h.path).mustExec(
+      R"(UPDATE runs SET label = 'bad )" "\xff\xfe" R"(', metrics_json = '{"makespan":1,"ops":-1,"devices":[{"device":1e300,"peakInflightMicrobatches":1e300,"staticBytes":1e300,"peakMemoryOp":{"device":1e300,"step":-1e300}}]}')");
+  auto store = SessionStore::open(h.path);
+  ASSERT_TRUE(store.ok());
+  auto t = store->loadTimeline(h.run);
+  ASSERT_TRUE(t.ok()) << ps::core::formatDiagnostics(t.errors());
+  ASSERT_EQ(t->metrics.devices.size(), 1u);
+  EXPECT_EQ(t->metrics.devices[0].device, 0);
+  EXPECT_EQ(t->metrics.devices[0].peakInflightMicrobatches, 0);
+  EXPECT_EQ(t->metrics.devices[0].staticBytes, 0);
+  EXPECT_EQ(t->metrics.ops, 0u);
+  auto rec = store->run(h.run);
+  ASSERT_TRUE(rec.ok());
+  std::string json = runToJson(*rec, *t);  // a label that is not UTF-8 must not throw
+  EXPECT_NE(json.find("pipestudio-run"), std::string::npos);
+}
+
+TEST(HostileSession, CliExportRefusesWithExitOneAndTheRow) {
+  auto dir = freshDir();
+  auto h = makeSession(dir);
+  RawDb(h.path).mustExec("UPDATE memory_samples SET device = 2147483647 WHERE device = 1");
+  for (const char* format : {"json", "chrome"}) {
+    auto r = ps::test::runCli("session export " + h.path + " --run " + std::to_string(h.run) + " --format " + format,
+                              ps::test::Stderr::Separate);
+    EXPECT_EQ(r.exitCode, 1) << r.out << r.err;
+    EXPECT_NE(r.err.find("table memory_samples"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("2147483647"), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("internal error"), std::string::npos) << r.err;
+    EXPECT_LT(r.seconds, 10.0);
+  }
+}
