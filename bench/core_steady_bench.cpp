@@ -1,0 +1,484 @@
+// Steady-state search (docs/benchmarks.md, "Steady state"): the iteration time a long run pays
+// when each device starts its next iteration after its own optimizer step (overlap boundary).
+//
+// Part 1, Zero Bubble's grid: 4 and 8 devices (one stage each), 8..32 micro-batches, uniform,
+// realistic and heterogeneous per-stage costs, memory limits of D and 2D activations (48
+// cases). Zero Bubble's automatic scheduler (its heuristic `manual_order` over its eight flag
+// combinations, as in sail-sg/zero-bubble-pipeline-parallelism auto_schedule.py; re-implemented
+// here from its description of the algorithm) gives its own metric, the longest per-stage span
+// from first forward to last weight gradient. PipeStudio's search runs with the steady-state
+// objective (and, separately, the makespan objective) under the same memory limit.
+//
+// Part 2, the model zoo: the steady-state objective against the best built-in measured the
+// same way.
+//
+// After the benchmarks markdown tables are printed to stdout.
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <ctime>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "pipestudio/core/iterations.h"
+#include "pipestudio/core/model_zoo_hetero.h"
+#include "pipestudio/core/search.h"
+#include "pipestudio/core/simulator.h"
+
+using namespace ps::core;
+
+namespace {
+
+// ---- Zero Bubble's heuristic (manual_order), one stage per device -----------------------------
+
+struct StageCosts {
+  std::vector<double> f, b, w;        // times (ms); b is the input-gradient pass (our I)
+  std::vector<double> memF, memB, memW;  // memory units; memF + memB + memW == 0
+  double comm = 0;
+};
+
+struct ZbResult {
+  bool ok = false;
+  double bestTime = 0;  // max over stages of (last W end - first F start)
+  std::vector<std::vector<std::pair<int, int>>> order;  // per stage: (type 0 F / 1 B / 2 W, micro-batch)
+};
+
+// One run of the greedy with its three flags. Follows the published algorithm step by step:
+// a first round that decides each stage's warm-up forwards from memory and the time the first
+// backward needs to come back, then per micro-batch a forward round (top to bottom) and a
+// backward round (bottom to top), inserting W passes where the stage would otherwise idle or
+// run out of memory, then the remaining W passes.
+ZbResult zbManualOrder(const StageCosts& c, int S, int M, const std::vector<double>& maxMem, bool allowBubbleBeforeFirstB,
+                       bool prioritizeB, bool noBubbleGreedy) {
+  ZbResult r;
+  r.order.assign(static_cast<size_t>(S), {});
+  std::vector<int> f(S, 0), b(S, 0), w(S, 0);
+  std::vector<double> mem(S, 0), e(S, 0), bubble(S, 0);
+  std::vector<double> t(static_cast<size_t>(3 * S * M), 0.0);
+  auto T = [&](int type, int s, int mb) -> double& { return t[static_cast<size_t>((type * S + s) * M + mb)]; };
+  auto cost = [&](int type, int s) { return type == 0 ? c.f[s] : type == 1 ? c.b[s] : c.w[s]; };
+  auto memOf = [&](int type, int s) { return type == 0 ? c.memF[s] : type == 1 ? c.memB[s] : c.memW[s]; };
+  auto maxBubble = [&] { return *std::max_element(bubble.begin(), bubble.end()); };
+  bool failed = false;
+  auto put = [&](int j, int k) {
+    const int i = k == 0 ? f[j] : k == 1 ? b[j] : w[j];
+    if (i >= M || mem[j] + memOf(k, j) > maxMem[j] + 1e-9) {
+      failed = true;
+      return;
+    }
+    double tmp = e[j] + cost(k, j);
+    const double noBubble = tmp;
+    if (j > 0 && k == 0) tmp = std::max(tmp, T(0, j - 1, i) + c.comm + cost(k, j));
+    if (j < S - 1 && k == 1) tmp = std::max(tmp, T(1, j + 1, i) + c.comm + cost(k, j));
+    if (f[j] > 0) bubble[j] += tmp - noBubble;
+    e[j] = tmp;
+    T(k, j, i) = tmp;
+    mem[j] += memOf(k, j);
+    (k == 0 ? f[j] : k == 1 ? b[j] : w[j]) += 1;
+    r.order[static_cast<size_t>(j)].emplace_back(k, i);
+  };
+  auto fillW = [&](int j, double until) {
+    // W passes that fit before `until`, then one more when the gap is worth it.
+    while (w[j] < b[j] && e[j] + cost(2, j) <= until) put(j, 2);
+    if (w[j] < b[j] && e[j] < until) {
+      if (until - e[j] <= maxBubble() - bubble[j]) {
+        if (noBubbleGreedy) put(j, 2);
+      } else {
+        put(j, 2);
+      }
+    }
+  };
+  for (int i = 0; i < M && !failed; ++i) {
+    if (i == 0) {
+      for (int j = 0; j < S; ++j) put(j, 0);
+      std::vector<int> req(S, 0);
+      double lastT = 0;
+      for (int j = S - 1; j >= 0; --j) {
+        if (j == S - 1) {
+          lastT = T(0, j, i) + cost(1, j);
+          continue;
+        }
+        double m = mem[j], cst = e[j];
+        while (f[j] + req[j] < M && m + memOf(0, j) <= maxMem[j] + 1e-9) {
+          if (allowBubbleBeforeFirstB) {
+            if (cst + cost(0, j) > lastT + c.comm) break;
+          } else if (cst >= lastT + c.comm) {
+            break;
+          }
+          m += memOf(0, j);
+          cst += cost(0, j);
+          ++req[j];
+        }
+        lastT = std::max(cst, lastT + c.comm) + cost(1, j);
+      }
+      for (int j = 1; j < S; ++j)
+        while (req[j] > 0 && req[j] >= req[j - 1] && f[j] + req[j] < M) --req[j];
+      for (int j = 0; j < S; ++j)
+        for (int k = 0; k < req[j]; ++k) put(j, 0);
+      for (int j = S - 1; j >= 0; --j) put(j, 1);
+      continue;
+    }
+    std::vector<int> req(S, 0);
+    for (int j = 0; j < S; ++j) {
+      if (f[j] >= M) continue;
+      if (j + 1 < S && f[j] >= f[j + 1] + 2 && prioritizeB) {
+        const double nextPlusFw = e[j + 1] + cost(0, j + 1) + cost(1, j + 1) + c.comm;
+        if (e[j] >= nextPlusFw) continue;
+        double wCost = 0;
+        int wCnt = 0;
+        double memWithW = mem[j] + memOf(0, j);
+        while (memWithW > maxMem[j] + 1e-9 && w[j] + wCnt < b[j]) {
+          wCost += cost(2, j);
+          memWithW += memOf(2, j);
+          ++wCnt;
+        }
+        if (e[j] + cost(0, j) + wCost <= nextPlusFw) {
+          req[j] = 1;
+          continue;
+        }
+        if (nextPlusFw - e[j] <= maxBubble() - bubble[j]) continue;
+      }
+      req[j] = 1;
+    }
+    for (int j = S - 2; j >= 0; --j) req[j] = std::min(req[j], req[j + 1]);
+    for (int j = 0; j < S && !failed; ++j) {
+      if (!req[j]) continue;
+      while (mem[j] + memOf(0, j) > maxMem[j] + 1e-9 && !failed) {
+        if (w[j] >= b[j]) failed = true;
+        else put(j, 2);
+      }
+      if (failed) break;
+      if (j > 0) fillW(j, T(0, j - 1, f[j]) + c.comm);
+      put(j, 0);
+    }
+    for (int j = S - 1; j >= 0 && !failed; --j) {
+      while (mem[j] + memOf(1, j) > maxMem[j] + 1e-9 && !failed) {
+        if (w[j] >= b[j]) failed = true;
+        else put(j, 2);
+      }
+      if (failed) break;
+      if (j + 1 < S) fillW(j, T(1, j + 1, i) + c.comm);
+      if (j == 0 && f[j] == M)
+        while (w[j] < b[j]) put(j, 2);
+      put(j, 1);
+    }
+  }
+  for (int j = 0; j < S && !failed; ++j)
+    while (w[j] < M && !failed) put(j, 2);
+  if (failed) return r;
+  r.ok = true;
+  for (int j = 0; j < S; ++j) r.bestTime = std::max(r.bestTime, T(2, j, M - 1) - T(0, j, 0) + cost(0, j));
+  return r;
+}
+
+// Zero Bubble's initial_solution: the best of the eight flag combinations.
+ZbResult zbHeuristic(const StageCosts& c, int S, int M, const std::vector<double>& maxMem) {
+  ZbResult best;
+  for (bool a : {true, false})
+    for (bool p : {true, false})
+      for (bool g : {true, false}) {
+        ZbResult r = zbManualOrder(c, S, M, maxMem, a, p, g);
+        if (r.ok && (!best.ok || r.bestTime < best.bestTime)) best = r;
+      }
+  return best;
+}
+
+// ---- the grid ---------------------------------------------------------------------------------
+
+constexpr std::int64_t kUnitBytes = 1000;  // one memory unit of the ZB configs
+
+StageCosts gridCosts(const std::string& kind, int D) {
+  StageCosts c;
+  if (kind == "uniform") {
+    c.f.assign(D, 1.0);
+    c.b.assign(D, 1.0);
+    c.w.assign(D, 1.0);
+    c.memF.assign(D, 2);
+    c.memB.assign(D, -1);
+    c.memW.assign(D, -1);
+  } else if (kind == "realistic") {
+    // Zero Bubble's measured example: F 5478 µs, B 5806 µs, W 3534 µs, 200 µs per transfer.
+    c.f.assign(D, 5.478);
+    c.b.assign(D, 5.806);
+    c.w.assign(D, 3.534);
+    c.comm = 0.2;
+    c.memF.assign(D, 2);
+    c.memB.assign(D, -1);
+    c.memW.assign(D, -1);
+  } else {
+    // Zero Bubble's heterogeneous 8-stage profile (embedding-light first stage, LM head on the
+    // last); on 4 devices neighbouring stages are merged.
+    const std::vector<double> f8 = {30715, 29233, 29106, 29078, 28850, 28919, 28924, 41678};
+    const std::vector<double> b8 = {31308, 29344, 29357, 29455, 29217, 29384, 29354, 38731};
+    const std::vector<double> w8 = {18746, 18789, 19062, 19367, 19455, 19967, 20096, 32833};
+    const std::vector<double> mf8 = {943, 1240, 1240, 1240, 1240, 1240, 1240, 1071};
+    const std::vector<double> mb8 = {-533, -688, -688, -688, -688, -688, -688, -588};
+    const int per = 8 / D;
+    for (int d = 0; d < D; ++d) {
+      double F = 0, B = 0, W = 0, mf = 0, mb = 0;
+      for (int k = 0; k < per; ++k) {
+        const size_t s = static_cast<size_t>(d * per + k);
+        F += f8[s] / 1000;
+        B += b8[s] / 1000;
+        W += w8[s] / 1000;
+        mf += mf8[s];
+        mb += mb8[s];
+      }
+      c.f.push_back(F);
+      c.b.push_back(B);
+      c.w.push_back(W);
+      c.memF.push_back(mf);
+      c.memB.push_back(mb);
+      c.memW.push_back(-mf - mb);
+    }
+    c.comm = 0.473;
+  }
+  return c;
+}
+
+CostProfile profileOf(const StageCosts& c, int D) {
+  CostProfile p;
+  p.name = "zb-grid";
+  for (int d = 0; d < D; ++d) {
+    LayerCost l;
+    l.name = "stage" + std::to_string(d);
+    l.forwardMs = c.f[d];
+    l.backwardInputMs = c.b[d];
+    l.backwardWeightMs = c.w[d];
+    l.activationBytes = static_cast<std::int64_t>(c.memF[d] * kUnitBytes);
+    l.weightGradStashBytes = static_cast<std::int64_t>(-c.memW[d] * kUnitBytes);
+    p.layers.push_back(l);
+  }
+  p.fixedCommMs = c.comm;
+  p.optimizerBytesPerWeightByte = 0;
+  p.gradientBytesPerWeightByte = 0;
+  return p;
+}
+
+Schedule scheduleOf(const ZbResult& z, int D, int M) {
+  Schedule s;
+  s.name = "zero-bubble heuristic";
+  s.pipeline = *Pipeline::make(D, D, M, PlacementKind::Linear);
+  s.devices.assign(static_cast<size_t>(D), {});
+  for (int d = 0; d < D; ++d)
+    for (auto [type, mb] : z.order[static_cast<size_t>(d)])
+      s.devices[static_cast<size_t>(d)].push_back(Step{Op{type == 0 ? OpKind::F : type == 1 ? OpKind::I : OpKind::W, d, mb}, std::nullopt});
+  return s;
+}
+
+struct Steady {
+  double steady = 0, maxSpan = 0, makespan = 0;
+  std::int64_t peak = 0;
+};
+
+std::optional<Steady> measure(const Schedule& s, const CostProfile& p, std::int64_t limit, int K) {
+  auto m = makeSimulationModel(s, p);
+  if (!m) return std::nullopt;
+  SimulationOptions so;
+  so.memoryLimitBytes = limit;
+  so.recordTransfers = false;
+  auto one = simulate(s, *m, so);
+  if (!one || !one->complete) return std::nullopt;
+  IterationOptions io;
+  io.iterations = K;
+  io.simulation = so;
+  io.buildTimeline = false;
+  auto it = simulateIterations(s, *m, io);
+  if (!it || !it->complete) return std::nullopt;
+  return Steady{it->steadyStateMs, it->maxFirstSpan, one->metrics.makespan, it->peakMemoryBytes};
+}
+
+struct GridRow {
+  std::string costs;
+  int D = 0, M = 0, memAct = 0;
+  bool zbOk = false;
+  double zbSpan = 0;          // Zero Bubble's own metric of its schedule
+  Steady zbSim;               // its schedule in our simulator
+  Steady steady;              // our search, steady-state objective (checked with 8 iterations)
+  Steady mk;                  // our search, makespan objective
+  double steadySeconds = 0, mkSeconds = 0;
+  std::int64_t limit = 0;
+  std::string bestName;
+};
+std::vector<GridRow>& gridRows() {
+  static std::vector<GridRow> r;
+  return r;
+}
+
+void BM_ZbGrid(benchmark::State& state, std::string costs, int D, int M, int memAct) {
+  GridRow row;
+  row.costs = costs;
+  row.D = D;
+  row.M = M;
+  row.memAct = memAct;
+  const StageCosts c = gridCosts(costs, D);
+  const double unit = *std::max_element(c.memF.begin(), c.memF.end());
+  const std::vector<double> maxMem(static_cast<size_t>(D), unit * memAct);
+  const CostProfile p = profileOf(c, D);
+  row.limit = static_cast<std::int64_t>(unit * memAct * kUnitBytes);
+  for (auto _ : state) {
+    ZbResult z = zbHeuristic(c, D, M, maxMem);
+    row.zbOk = z.ok;
+    if (z.ok) {
+      row.zbSpan = z.bestTime;
+      if (auto m = measure(scheduleOf(z, D, M), p, row.limit, 8)) row.zbSim = *m;
+    }
+    for (auto objective : {SearchObjective::SteadyState, SearchObjective::Makespan}) {
+      SearchOptions o;
+      o.devices = D;
+      o.microbatches = M;
+      o.memoryLimitBytes = row.limit;
+      o.timeLimitSeconds = 10;
+      o.seed = 1;
+      o.objective = objective;
+      auto r = searchSchedule(p, o);
+      if (!r) continue;
+      auto m = measure(r->best, p, row.limit, 8);
+      if (!m) continue;
+      if (objective == SearchObjective::SteadyState) {
+        row.steady = *m;
+        row.steadySeconds = r->elapsedSeconds;
+        row.bestName = r->bestSummary.name;
+      } else {
+        row.mk = *m;
+        row.mkSeconds = r->elapsedSeconds;
+      }
+    }
+  }
+  if (row.zbOk && row.steady.steady > 0) state.counters["zb_span_over_ours"] = row.zbSpan / row.steady.steady;
+  gridRows().push_back(row);
+}
+
+// ---- the model zoo ------------------------------------------------------------------------------
+
+struct ZooRow {
+  std::string model;
+  int D = 0, M = 0;
+  double search = 0, searchMakespan = 0, builtin = 0;
+  std::string builtinName, bestName;
+  double seconds = 0;
+  bool timedOut = false;
+};
+std::vector<ZooRow>& zooRows() {
+  static std::vector<ZooRow> r;
+  return r;
+}
+
+void BM_Zoo(benchmark::State& state, std::string name, int D, int M) {
+  static std::map<std::string, CostProfile> cache;
+  if (cache.empty())
+    for (auto& p : heterogeneousZoo()) cache[p.name] = p;
+  const CostProfile& p = cache.at(name);
+  ZooRow row;
+  row.model = name;
+  row.D = D;
+  row.M = M;
+  for (auto _ : state) {
+    SearchOptions o;
+    o.devices = D;
+    o.microbatches = M;
+    o.memoryLimitBytes = 80LL << 30;
+    o.timeLimitSeconds = 10;
+    o.seed = 1;
+    o.objective = SearchObjective::SteadyState;
+    auto r = searchSchedule(p, o);
+    if (!r) {
+      state.SkipWithError(r.error().message.c_str());
+      return;
+    }
+    row.search = r->bestSummary.steadyStateMs;
+    row.searchMakespan = r->bestSummary.makespan;
+    row.bestName = r->bestSummary.name;
+    row.seconds = r->elapsedSeconds;
+    row.timedOut = r->timedOut;
+    for (auto& b : r->builtins)
+      if (b.valid && b.fitsMemory && b.steadyStateMs > 0 && (row.builtin == 0 || b.steadyStateMs < row.builtin)) {
+        row.builtin = b.steadyStateMs;
+        row.builtinName = b.name;
+      }
+  }
+  state.counters["vs_builtin"] = row.builtin > 0 ? row.builtin / row.search : 0;
+  zooRows().push_back(row);
+}
+
+void registerAll() {
+  for (const std::string costs : {"uniform", "realistic", "heterogeneous"})
+    for (int D : {4, 8})
+      for (int M : {8, 16, 24, 32})
+        for (int memMul : {1, 2}) {
+          const std::string n = "ZbGrid/" + costs + "/D" + std::to_string(D) + "/M" + std::to_string(M) + "/mem" +
+                                std::to_string(memMul) + "D";
+          benchmark::RegisterBenchmark(n.c_str(), BM_ZbGrid, costs, D, M, memMul * D)
+              ->Iterations(1)
+              ->Unit(benchmark::kSecond)
+              ->UseRealTime();
+        }
+  for (const std::string m : {"gemma-2b", "gemma-7b", "deepseek-v2-lite", "nemotron-h-8b", "llama2-7b"})
+    for (int D : {4, 8})
+      for (int M : {2 * D, 4 * D}) {
+        const std::string n = "Zoo/" + m + "/D" + std::to_string(D) + "/M" + std::to_string(M);
+        benchmark::RegisterBenchmark(n.c_str(), BM_Zoo, m, D, M)->Iterations(1)->Unit(benchmark::kSecond)->UseRealTime();
+      }
+}
+
+std::string ratio(double a, double b) {
+  if (a <= 0 || b <= 0) return "-";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3f", a / b);
+  return buf;
+}
+
+void printTables() {
+  if (!gridRows().empty()) {
+    std::printf("\n| costs | D | M | memory | ZB span | ZB schedule steady (ours) | search steady | ZB span / search "
+                "| search max span | makespan: ZB / search(makespan) | search s (steady, makespan) |\n");
+    std::printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
+    int wins = 0, ties = 0, losses = 0, spanLosses = 0, mkLosses = 0;
+    double worst = 1e9, bestGain = 0, maxSeconds = 0;
+    for (auto& r : gridRows()) {
+      const double ours = r.steady.steady;
+      if (r.zbOk && ours > 0) {
+        const double q = r.zbSpan / ours;
+        if (q > 1 + 1e-9) ++wins;
+        else if (q < 1 - 1e-9) ++losses;
+        else ++ties;
+        worst = std::min(worst, q);
+        bestGain = std::max(bestGain, q);
+        if (r.steady.maxSpan > r.zbSpan + 1e-9) ++spanLosses;
+        if (r.zbSim.makespan > 0 && r.mk.makespan > r.zbSim.makespan + 1e-9) ++mkLosses;
+      }
+      maxSeconds = std::max({maxSeconds, r.steadySeconds, r.mkSeconds});
+      std::printf("| %s | %d | %d | %dD | %s | %.3f | %.3f | %s | %.3f | %s | %.2f, %.2f |\n", r.costs.c_str(), r.D, r.M,
+                  r.memAct / r.D, r.zbOk ? std::to_string(r.zbSpan).substr(0, 8).c_str() : "does not fit", r.zbSim.steady,
+                  ours, ratio(r.zbSpan, ours).c_str(), r.steady.maxSpan, ratio(r.zbSim.makespan, r.mk.makespan).c_str(),
+                  r.steadySeconds, r.mkSeconds);
+    }
+    std::printf("\nsteady state vs Zero Bubble's per-stage span: %d better, %d equal, %d worse (ratio min %.3f, max %.3f); "
+                "search's own longest span above ZB's in %d cases; makespan objective above ZB's makespan in %d cases; "
+                "search time at most %.2f s\n",
+                wins, ties, losses, worst, bestGain, spanLosses, mkLosses, maxSeconds);
+  }
+  if (!zooRows().empty()) {
+    std::printf("\n| model | D | M | best built-in (steady) | built-in steady ms | search steady ms | vs best built-in | "
+                "search makespan ms | search s |\n|---|---|---|---|---|---|---|---|---|\n");
+    for (auto& r : zooRows())
+      std::printf("| %s | %d | %d | %s | %.2f | %.2f | %s | %.2f | %.2f%s |\n", r.model.c_str(), r.D, r.M,
+                  r.builtinName.c_str(), r.builtin, r.search, ratio(r.builtin, r.search).c_str(), r.searchMakespan,
+                  r.seconds, r.timedOut ? " (limit)" : "");
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  registerAll();
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  printTables();
+  return 0;
+}
