@@ -15,6 +15,7 @@
 #include "pipestudio/core/iterations.h"
 #include "pipestudio/core/simulator.h"
 #include "pipestudio/core/validator.h"
+#include "zb_greedy.h"
 
 namespace ps::core {
 
@@ -271,6 +272,7 @@ class Searcher {
   }
 
   Evaluated evaluatePoint(const Point& p, const std::string& family);
+  void zbGreedy(const std::vector<Point>& bases);
   bool refinePartition();
   void randomKnobs(const Point& base, int samples);
   void refineOrder();
@@ -569,6 +571,7 @@ void Searcher::explore() {
       }
     }
   }
+  zbGreedy(bases);
   // Knob grid, the ZB- and 1F1B-like settings first.
   struct Knob {
     bool split;
@@ -592,6 +595,44 @@ void Searcher::explore() {
       p.knobs.warmupOffset = k.warm;
       p.knobs.microbatchGroup = k.group;
       evaluatePoint(p, "list");
+    }
+  }
+}
+
+void Searcher::zbGreedy(const std::vector<Point>& bases) {
+  // Zero Bubble's greedy (its eight variants) on every linear split that keeps all
+  // activations: a different way to place W passes than the list scheduler's priorities.
+  std::set<std::vector<int>> done;
+  for (const Point& b : bases) {
+    if (b.layout.chunks != 1 || b.layout.placement != PlacementKind::Linear || b.knobs.recomputeOnDemand) continue;
+    if (std::any_of(b.policies.begin(), b.policies.end(), [](auto x) { return x != ActivationPolicy::Keep; })) continue;
+    if (!done.insert(b.partition).second) continue;
+    const auto* costs = costsFor(o_.devices, b.partition);
+    if (!costs) continue;
+    const auto in = detail::zbGreedyInput(*costs, profile_, limit_);
+    for (int v = 0; v < 8; ++v) {
+      if (shouldStop()) return;
+      detail::ZbGreedyFlags fl;
+      fl.allowBubbleBeforeFirstB = v & 1;
+      fl.prioritizeB = v & 2;
+      fl.noBubbleGreedy = v & 4;
+      auto sched = detail::zbGreedySchedule(in, o_.microbatches, fl);
+      if (!sched) continue;
+      sched->name = "search";
+      std::size_t h = std::hash<std::string>{}(joinPartition(b.partition));
+      for (const auto& dev : sched->devices)
+        for (const auto& st : dev)
+          h = h * 1000003u ^ (static_cast<std::size_t>(st.first.kind) * 131071u + static_cast<std::size_t>(st.first.stage) * 8191u +
+                              static_cast<std::size_t>(st.first.microbatch));
+      if (!seen_.insert(h).second) continue;
+      CandidateSummary c;
+      c.family = "zb-greedy";
+      c.name = std::string("zb-greedy(") + (fl.allowBubbleBeforeFirstB ? "early F" : "no early F") +
+               (fl.prioritizeB ? ", backward first" : "") + (fl.noBubbleGreedy ? ", W into gaps" : "") + ") linear x1, " +
+               b.partitionName + " split, keep";
+      c.partition = b.partition;
+      c.policies = b.policies;
+      evaluate(std::move(*sched), c);
     }
   }
 }

@@ -10,6 +10,7 @@
 #include "pipestudio/core/iterations.h"
 #include "pipestudio/core/search.h"
 #include "pipestudio/core/simulator.h"
+#include "../../core/src/zb_greedy.h"
 
 using namespace ps::core;
 
@@ -232,4 +233,34 @@ TEST(SearchObjective, CliStatesTheObjectiveAndExplainsAbsentBuiltins) {
   EXPECT_NE(t.out.find("ties go to the lower peak memory, then the lower bubble ratio"), std::string::npos);
   auto bad = ps::test::runCli("search --profile '" + path + "' --devices 4 --microbatches 6 --boundary sync");
   EXPECT_EQ(bad.exitCode, 2) << bad.out;
+}
+
+// Zero Bubble's greedy, as the search uses it: with F = I = W = 1 on 4 devices and a limit of
+// 2p activations it finds the zero-bubble order (every span 3m = 24 ms); with p activations
+// (1F1B's memory) device 0 must wait p - 1 for its first gradient as in ZB-H1 (27 ms). Both
+// stay within the limit in the simulator.
+TEST(SearchObjective, ZeroBubbleGreedyReachesTheKnownSpans) {
+  const int D = 4, M = 8;
+  CostProfile p = uniformLayers(D);
+  auto costs = stageCosts(p, D);
+  ASSERT_TRUE(costs.ok());
+  for (auto [acts, span] : {std::pair{2 * D, 24.0}, std::pair{D, 27.0}}) {
+    const std::int64_t limit = (*costs)[0].staticBytes + acts * 1000;
+    double best = 1e9;
+    for (int v = 0; v < 8; ++v) {
+      detail::ZbGreedyFlags fl{(v & 1) != 0, (v & 2) != 0, (v & 4) != 0};
+      auto s = detail::zbGreedySchedule(detail::zbGreedyInput(*costs, p, limit), M, fl);
+      if (!s) continue;
+      auto model = makeSimulationModel(*s, p);
+      ASSERT_TRUE(model.ok());
+      IterationOptions io;
+      io.iterations = 3;
+      io.simulation.memoryLimitBytes = limit;
+      auto it = simulateIterations(*s, *model, io);
+      ASSERT_TRUE(it.ok() && it->complete);
+      EXPECT_LE(it->peakMemoryBytes, limit);
+      best = std::min(best, it->maxFirstSpan);
+    }
+    EXPECT_DOUBLE_EQ(best, span) << acts << " activations";
+  }
 }
