@@ -76,6 +76,7 @@ class SearchDock : public QDockWidget {
   bool openSelectedAsDesign();
 
   QString errorText() const { return error_; }
+  QString infoText() const { return info_; }  // the last message that is not an error
   QString statusText() const;
   QTableWidget* table() const { return table_; }
   QLineSeries* bestSeries() const { return series_; }
