@@ -16,6 +16,8 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <array>
+#include <deque>
 #include <cmath>
 #include <cstdio>
 #include <ctime>
@@ -187,6 +189,153 @@ ZbResult zbHeuristic(const StageCosts& c, int S, int M, const std::vector<double
   return best;
 }
 
+// ---- Zero Bubble's ZB-V scheduler (try_v_schedule / get_v_schedule), uniform stage costs ---------
+
+struct ZbvResult {
+  bool ok = false;
+  double maxBubble = 0;
+  std::vector<std::vector<std::array<int, 3>>> order;  // per device: (cat 0 F / 1 B / 2 W, chunk, micro-batch)
+};
+
+// Two chunks per device in a V: chunk 0 is model stage d (down), chunk 1 model stage 2S-1-d (up).
+// Follows the published greedy: a warm-up of chunk-0 forwards bounded by memory, then alternating
+// backward and forward sweeps, W passes filling the gaps before a dependency arrives or when
+// memory needs them; a second pass may retry with the first pass's bubbles as the budget.
+ZbvResult zbvTry(int S, int M, double fc, double bc, double wc, double cc, double fm, double bm, double wm, double maxMem,
+                 bool fillF, bool fillB, const std::vector<double>* approved) {
+  ZbvResult r;
+  const double cost[3] = {fc, bc, wc}, memc[3] = {fm, bm, wm};
+  std::vector<std::array<int, 6>> count(static_cast<size_t>(S), std::array<int, 6>{});
+  std::vector<double> endT(static_cast<size_t>(6 * S * M), -1), cur(S, 0), mem(S, 0), bubble(S, 0);
+  std::vector<std::deque<int>> pendingW(static_cast<size_t>(S));  // chunks of pending W
+  r.order.assign(static_cast<size_t>(S), {});
+  std::vector<double> appr = approved ? *approved : std::vector<double>(S, -1);
+  const double maxAppr = *std::max_element(appr.begin(), appr.end());
+  auto id = [&](int cat, int chunk, int st, int mb) { return static_cast<size_t>(((cat * 2 + chunk) * S + st) * M + mb); };
+  auto maxStageBubble = [&](int st) {
+    double m = *std::max_element(bubble.begin(), bubble.end());
+    if (st >= 0) m = std::max(m, maxAppr - appr[st]);
+    return m;
+  };
+  bool failed = false;
+  auto put = [&](int cat, int chunk, int st) {
+    if (failed) return;
+    double tmp = cur[st] + cost[cat];
+    const double noBubble = tmp;
+    const int cnt = count[st][cat * 2 + chunk];
+    if (cnt >= M || mem[st] + memc[cat] > maxMem + 1e-9) {
+      failed = true;
+      return;
+    }
+    if (chunk == 1 && cat < 2 && st < S - 1) {
+      const double e = endT[id(cat, chunk, st + 1, cnt)];
+      if (e < 0) { failed = true; return; }
+      tmp = std::max(tmp, e + cc + cost[cat]);
+    }
+    if (chunk == 0 && cat < 2 && st > 0) {
+      const double e = endT[id(cat, chunk, st - 1, cnt)];
+      if (e < 0) { failed = true; return; }
+      tmp = std::max(tmp, e + cc + cost[cat]);
+    }
+    if (count[st][0] > 0) bubble[st] += tmp - noBubble;
+    endT[id(cat, chunk, st, cnt)] = tmp;
+    cur[st] = tmp;
+    mem[st] += memc[cat];
+    r.order[static_cast<size_t>(st)].push_back({cat, chunk, cnt});
+    if (cat == 1) pendingW[static_cast<size_t>(st)].push_back(chunk);
+    ++count[st][cat * 2 + chunk];
+  };
+  auto putW = [&](int st) {
+    if (pendingW[static_cast<size_t>(st)].empty()) { failed = true; return; }
+    const int chunk = pendingW[static_cast<size_t>(st)].front();
+    pendingW[static_cast<size_t>(st)].pop_front();
+    put(2, chunk, st);
+  };
+  for (int i = 0; i < S; ++i) put(0, 0, i);
+  for (int i = S - 1; i >= 0 && !failed; --i) {
+    if (i == S - 1) {
+      put(0, 1, i);
+      continue;
+    }
+    const double tmp = endT[id(0, 1, i + 1, 0)] + cc;
+    while (!failed && mem[i] + fm * (2 + i * 2) <= maxMem + 1e-9 && cur[i] + fc <= tmp && count[i][0] < M - i)
+      for (int j = 0; j <= i; ++j) put(0, 0, j);
+    put(0, 1, i);
+  }
+  int iterChunk = 0;
+  for (int i = 1; i < S && !failed; ++i)
+    while (!failed && (count[i][0] + count[i][1] < count[i - 1][0] + count[i - 1][1] || (count[i][1] <= count[i - 1][1] && count[i - 1][1] < M))) {
+      for (int j = S - 1; j >= i; --j)
+        if (count[j][iterChunk] < M) put(0, iterChunk, j);
+      iterChunk = 1 - iterChunk;
+    }
+  for (int round = 0; round < 2 * M && !failed; ++round) {
+    for (int i = 0; i < S && !failed; ++i)
+      while (!failed && mem[i] + bm > maxMem + 1e-9) putW(i);
+    std::vector<int> b0, b1;
+    for (int i = 0; i < S; ++i) {
+      if (count[i][3] >= count[i][2]) b0.push_back(i);
+      else if (i == S - 1) b1.push_back(i);
+      else if (endT[id(1, 1, i + 1, count[i][3])] >= 0 || count[i][2] >= M) b1.push_back(i);
+      else b0.push_back(i);
+    }
+    std::vector<std::pair<int, int>> ranks;
+    for (auto it = b1.rbegin(); it != b1.rend(); ++it) ranks.emplace_back(*it, 1);
+    for (int i : b0) ranks.emplace_back(i, 0);
+    for (auto [i, ch] : ranks) {
+      if (failed) break;
+      long fa = -1;
+      if (ch == 1 && i < S - 1) fa = static_cast<long>(id(1, 1, i + 1, count[i][3]));
+      if (ch == 0 && i > 0) fa = static_cast<long>(id(1, 0, i - 1, count[i][2]));
+      auto faEnd = [&] { return fa >= 0 ? endT[static_cast<size_t>(fa)] : endT.back(); };  // Python's end_time[-1]
+      while (!failed && !pendingW[static_cast<size_t>(i)].empty() && fa >= 0 && faEnd() + cc >= cur[i] + wc) putW(i);
+      if (!pendingW[static_cast<size_t>(i)].empty() && faEnd() + cc - cur[i] > maxStageBubble(i) - bubble[i])
+        if (ch == 1 || fillB) putW(i);
+      put(1, ch, i);
+    }
+    for (int i = 0; i < S && !failed; ++i) {
+      if (count[i][1] >= M) continue;
+      int item = -1;
+      if (count[i][1] >= count[i][0]) item = 0;
+      else if (i == S - 1) item = 1;
+      else if (endT[id(0, 1, i + 1, count[i][1])] >= 0) item = 1;
+      else if (count[i][0] < M && (i == 0 || endT[id(0, 0, i - 1, count[i][0])] >= 0)) item = 0;
+      if (item < 0) continue;
+      while (!failed && mem[i] + fm > maxMem + 1e-9) putW(i);
+      long fa = -1;
+      if (item == 0 && i > 0) fa = static_cast<long>(id(0, 0, i - 1, count[i][0]));
+      if (item == 1 && i < S - 1) fa = static_cast<long>(id(0, 1, i + 1, count[i][1]));
+      auto faEnd = [&] { return fa >= 0 ? endT[static_cast<size_t>(fa)] : endT.back(); };
+      while (!failed && !pendingW[static_cast<size_t>(i)].empty() && fa >= 0 && faEnd() + cc >= cur[i] + wc) putW(i);
+      if (!pendingW[static_cast<size_t>(i)].empty() && faEnd() + cc - cur[i] > maxStageBubble(i) - bubble[i])
+        if (fillF) putW(i);
+      put(0, item, i);
+    }
+  }
+  for (int i = 0; i < S && !failed; ++i)
+    while (!failed && !pendingW[static_cast<size_t>(i)].empty()) putW(i);
+  if (failed) return r;
+  for (int i = 0; i < S; ++i)
+    if (count[i][4] < M || count[i][5] < M) return r;  // did not finish every W
+  r.ok = true;
+  r.maxBubble = maxStageBubble(-1);
+  if (maxAppr < 0 || r.maxBubble < maxAppr) {
+    ZbvResult again = zbvTry(S, M, fc, bc, wc, cc, fm, bm, wm, maxMem, fillF, fillB, &bubble);
+    if (again.ok && again.maxBubble < r.maxBubble) return again;
+  }
+  return r;
+}
+
+ZbvResult zbvSchedule(int S, int M, double fc, double bc, double wc, double cc, double maxMem) {
+  ZbvResult best;
+  for (bool fillB : {true, false})
+    for (bool fillF : {true, false}) {
+      ZbvResult r = zbvTry(S, M, fc, bc, wc, cc, 2, -1, -1, maxMem, fillF, fillB, nullptr);
+      if (r.ok && (!best.ok || r.maxBubble < best.maxBubble)) best = r;
+    }
+  return best;
+}
+
 // ---- the grid ---------------------------------------------------------------------------------
 
 constexpr std::int64_t kUnitBytes = 1000;  // one memory unit of the ZB configs
@@ -355,6 +504,86 @@ void BM_ZbGrid(benchmark::State& state, std::string costs, int D, int M, int mem
   gridRows().push_back(row);
 }
 
+// ---- ZB-V grid: two chunks per device -------------------------------------------------------------
+
+struct ZbvRow {
+  std::string costs;
+  int D = 0, M = 0, memAct = 0;
+  bool ok = false;
+  double zbvSpan = 0;  // ZB-V's own metric: busy time + the largest stage bubble
+  Steady zbvSim, steady;
+  double seconds = 0;
+  std::string bestName;
+};
+std::vector<ZbvRow>& zbvRows() {
+  static std::vector<ZbvRow> r;
+  return r;
+}
+
+void BM_ZbvGrid(benchmark::State& state, std::string costs, int D, int M, int memMul) {
+  ZbvRow row;
+  row.costs = costs;
+  row.D = D;
+  row.M = M;
+  row.memAct = memMul * D;
+  const bool uni = costs == "uniform";
+  const double fc = uni ? 1 : 5.478, bc = uni ? 1 : 5.806, wc = uni ? 1 : 3.534, cc = uni ? 0 : 0.2;
+  // One activation = both chunks of a device (2 x 2 units): D activations is 1F1B's memory.
+  const double maxMem = 2.0 * 2.0 * memMul * D;
+  const std::int64_t limit = static_cast<std::int64_t>(maxMem * kUnitBytes);
+  CostProfile p;
+  p.name = "zbv-grid";
+  for (int s = 0; s < 2 * D; ++s) {
+    LayerCost l;
+    l.name = "chunk" + std::to_string(s);
+    l.forwardMs = fc;
+    l.backwardInputMs = bc;
+    l.backwardWeightMs = wc;
+    l.activationBytes = 2 * kUnitBytes;
+    l.weightGradStashBytes = kUnitBytes;
+    p.layers.push_back(l);
+  }
+  p.fixedCommMs = cc;
+  p.optimizerBytesPerWeightByte = p.gradientBytesPerWeightByte = 0;
+  for (auto _ : state) {
+    ZbvResult z = zbvSchedule(D, M, fc, bc, wc, cc, maxMem);
+    row.ok = z.ok;
+    if (z.ok) {
+      row.zbvSpan = z.maxBubble + (fc + bc + wc) * M * 2;
+      Schedule s;
+      s.name = "zb-v scheduler";
+      s.pipeline = *Pipeline::make(D, 2 * D, M, PlacementKind::VShape);
+      s.devices.assign(static_cast<size_t>(D), {});
+      for (int d = 0; d < D; ++d)
+        for (auto [cat, chunk, mb] : z.order[static_cast<size_t>(d)]) {
+          // Its backward chunks are numbered the other way round (chunk 1 = the down chunk's
+          // backward, which follows the next device's), as its own output reverses them.
+          const int modelChunk = cat == 0 ? chunk : 1 - chunk;
+          const int stage = modelChunk == 0 ? d : 2 * D - 1 - d;
+          s.devices[static_cast<size_t>(d)].push_back(
+              Step{Op{cat == 0 ? OpKind::F : cat == 1 ? OpKind::I : OpKind::W, stage, mb}, std::nullopt});
+        }
+      if (auto m = measure(s, p, limit, 8)) row.zbvSim = *m;
+    }
+    SearchOptions o;
+    o.devices = D;
+    o.microbatches = M;
+    o.memoryLimitBytes = limit;
+    o.timeLimitSeconds = 10;
+    o.seed = 1;
+    o.maxChunks = 2;
+    o.objective = SearchObjective::SteadyState;
+    auto r = searchSchedule(p, o);
+    if (r) {
+      if (auto m = measure(r->best, p, limit, 8)) row.steady = *m;
+      row.seconds = r->elapsedSeconds;
+      row.bestName = r->bestSummary.name;
+    }
+  }
+  if (row.ok && row.steady.steady > 0) state.counters["zbv_span_over_ours"] = row.zbvSpan / row.steady.steady;
+  zbvRows().push_back(row);
+}
+
 // ---- the model zoo ------------------------------------------------------------------------------
 
 struct ZooRow {
@@ -421,6 +650,17 @@ void registerAll() {
               ->Unit(benchmark::kSecond)
               ->UseRealTime();
         }
+  for (const std::string costs : {"uniform", "realistic"})
+    for (int D : {4, 8})
+      for (int M : {8, 16, 24, 32})
+        for (int memMul : {1, 2}) {
+          const std::string n = "ZbvGrid/" + costs + "/D" + std::to_string(D) + "/M" + std::to_string(M) + "/mem" +
+                                std::to_string(memMul) + "D";
+          benchmark::RegisterBenchmark(n.c_str(), BM_ZbvGrid, costs, D, M, memMul)
+              ->Iterations(1)
+              ->Unit(benchmark::kSecond)
+              ->UseRealTime();
+        }
   for (const std::string m : {"gemma-2b", "gemma-7b", "deepseek-v2-lite", "nemotron-h-8b", "llama2-7b"})
     for (int D : {4, 8})
       for (int M : {2 * D, 4 * D}) {
@@ -466,6 +706,23 @@ void printTables() {
                 "search's own longest span above ZB's in %d cases; makespan objective above ZB's makespan in %d cases; "
                 "search time at most %.2f s; the search's 3-iteration figure differs from 8 iterations' in %d cases\n",
                 wins, ties, losses, worst, bestGain, spanLosses, mkLosses, maxSeconds, kDiffers);
+  }
+  if (!zbvRows().empty()) {
+    std::printf("\n| costs | D | M | memory | ZB-V span | ZB-V schedule steady (ours) | search steady | ZB-V span / search | "
+                "search s | search's best |\n|---|---|---|---|---|---|---|---|---|---|\n");
+    int wins = 0, ties = 0, losses = 0;
+    for (auto& r : zbvRows()) {
+      if (r.ok && r.steady.steady > 0) {
+        const double q = r.zbvSpan / r.steady.steady;
+        if (q > 1 + 1e-9) ++wins;
+        else if (q < 1 - 1e-9) ++losses;
+        else ++ties;
+      }
+      std::printf("| %s | %d | %d | %dD | %s | %.3f | %.3f | %s | %.2f | %s |\n", r.costs.c_str(), r.D, r.M, r.memAct / r.D,
+                  r.ok ? std::to_string(r.zbvSpan).substr(0, 8).c_str() : "failed", r.zbvSim.steady, r.steady.steady,
+                  ratio(r.zbvSpan, r.steady.steady).c_str(), r.seconds, r.bestName.c_str());
+    }
+    std::printf("\nsteady state vs ZB-V's span: %d better, %d equal, %d worse\n", wins, ties, losses);
   }
   if (!zooRows().empty()) {
     std::printf("\n| model | D | M | best built-in (steady) | built-in steady ms | search steady ms | vs best built-in | "

@@ -602,21 +602,25 @@ void Searcher::explore() {
 void Searcher::zbGreedy(const std::vector<Point>& bases) {
   // Zero Bubble's greedy (its eight variants) on every linear split that keeps all
   // activations: a different way to place W passes than the list scheduler's priorities.
-  std::set<std::vector<int>> done;
+  std::set<std::pair<int, std::vector<int>>> done;
   for (const Point& b : bases) {
-    if (b.layout.chunks != 1 || b.layout.placement != PlacementKind::Linear || b.knobs.recomputeOnDemand) continue;
+    const bool linear = b.layout.chunks == 1 && b.layout.placement == PlacementKind::Linear;
+    const bool vshape = b.layout.chunks == 2 && b.layout.placement == PlacementKind::VShape;
+    if ((!linear && !vshape) || b.knobs.recomputeOnDemand) continue;
     if (std::any_of(b.policies.begin(), b.policies.end(), [](auto x) { return x != ActivationPolicy::Keep; })) continue;
-    if (!done.insert(b.partition).second) continue;
-    const auto* costs = costsFor(o_.devices, b.partition);
+    if (!done.insert({b.layout.chunks, b.partition}).second) continue;
+    const auto* costs = costsFor(o_.devices * b.layout.chunks, b.partition);
     if (!costs) continue;
     const auto in = detail::zbGreedyInput(*costs, profile_, limit_);
-    for (int v = 0; v < 8; ++v) {
+    // Linear: Zero Bubble's heuristic, eight variants; V: its ZB-V greedy, four variants.
+    for (int v = 0; v < (linear ? 8 : 4); ++v) {
       if (shouldStop()) return;
       detail::ZbGreedyFlags fl;
       fl.allowBubbleBeforeFirstB = v & 1;
       fl.prioritizeB = v & 2;
       fl.noBubbleGreedy = v & 4;
-      auto sched = detail::zbGreedySchedule(in, o_.microbatches, fl);
+      auto sched = linear ? detail::zbGreedySchedule(in, o_.microbatches, fl)
+                          : detail::zbvGreedySchedule(*costs, profile_, limit_, o_.microbatches, v & 1, v & 2);
       if (!sched) continue;
       sched->name = "search";
       std::size_t h = std::hash<std::string>{}(joinPartition(b.partition));
@@ -626,10 +630,14 @@ void Searcher::zbGreedy(const std::vector<Point>& bases) {
                               static_cast<std::size_t>(st.first.microbatch));
       if (!seen_.insert(h).second) continue;
       CandidateSummary c;
-      c.family = "zb-greedy";
-      c.name = std::string("zb-greedy(") + (fl.allowBubbleBeforeFirstB ? "early F" : "no early F") +
-               (fl.prioritizeB ? ", backward first" : "") + (fl.noBubbleGreedy ? ", W into gaps" : "") + ") linear x1, " +
-               b.partitionName + " split, keep";
+      c.family = linear ? "zb-greedy" : "zbv-greedy";
+      c.name = linear ? std::string("zb-greedy(") + (fl.allowBubbleBeforeFirstB ? "early F" : "no early F") +
+                            (fl.prioritizeB ? ", backward first" : "") + (fl.noBubbleGreedy ? ", W into gaps" : "") +
+                            ") linear x1, " + b.partitionName + " split, keep"
+                      : std::string("zbv-greedy(") + (v & 1 ? "W before F" : "no W before F") +
+                            (v & 2 ? ", W before B" : "") + ") vshape x2, " + b.partitionName + " split, keep";
+      c.chunks = b.layout.chunks;
+      c.placement = b.layout.placement;
       c.partition = b.partition;
       c.policies = b.policies;
       evaluate(std::move(*sched), c);

@@ -36,3 +36,15 @@ std::optional<Schedule> zbGreedySchedule(const ZbGreedyInput& in, int microbatch
 ZbGreedyInput zbGreedyInput(const std::vector<StageCost>& stages, const CostProfile& profile, std::int64_t limit);
 
 }  // namespace ps::core::detail
+
+namespace ps::core::detail {
+
+// Zero Bubble's ZB-V greedy (try_v_schedule): two stages per device in a V (stage d and stage
+// 2D-1-d on device d), warm-up forwards bounded by memory, then alternating backward and
+// forward sweeps with W passes filling the gaps before a dependency arrives or where memory
+// needs them; a second pass retries with the first pass's bubbles as its budget. `stages` are
+// the 2D stage costs in model order. nullopt when it cannot finish within memory.
+std::optional<Schedule> zbvGreedySchedule(const std::vector<StageCost>& stages, const CostProfile& profile,
+                                          std::int64_t limit, int microbatches, bool fillF, bool fillB);
+
+}  // namespace ps::core::detail

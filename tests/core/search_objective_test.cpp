@@ -264,3 +264,30 @@ TEST(SearchObjective, ZeroBubbleGreedyReachesTheKnownSpans) {
     EXPECT_DOUBLE_EQ(best, span) << acts << " activations";
   }
 }
+
+// Its ZB-V greedy on a V of two stages per device, F = I = W = 1 per stage, 4 devices, 8
+// micro-batches, within 1F1B's memory (4 activations of both chunks): every device is busy
+// 2 x 3 x 8 = 48 ms without a gap, so a long run pays 48 ms per iteration.
+TEST(SearchObjective, ZbvGreedyReachesZeroBubbleWithinOneFOneBMemory) {
+  const int D = 4, M = 8;
+  CostProfile p = uniformLayers(2 * D);
+  auto costs = stageCosts(p, 2 * D);
+  ASSERT_TRUE(costs.ok());
+  const std::int64_t limit = 2 * (*costs)[0].staticBytes + D * 2 * 1000;
+  double best = 1e9;
+  for (int v = 0; v < 4; ++v) {
+    auto s = detail::zbvGreedySchedule(*costs, p, limit, M, v & 1, v & 2);
+    if (!s) continue;
+    EXPECT_EQ(s->pipeline.placementKind, PlacementKind::VShape);
+    auto model = makeSimulationModel(*s, p);
+    ASSERT_TRUE(model.ok());
+    IterationOptions io;
+    io.iterations = 3;
+    io.simulation.memoryLimitBytes = limit;
+    auto it = simulateIterations(*s, *model, io);
+    ASSERT_TRUE(it.ok() && it->complete);
+    EXPECT_LE(it->peakMemoryBytes, limit);
+    best = std::min(best, it->steadyStateMs);
+  }
+  EXPECT_DOUBLE_EQ(best, 2.0 * 3 * M);
+}
