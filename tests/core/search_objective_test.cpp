@@ -2,12 +2,14 @@
 // it reports about candidates it could not build.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "../cli_runner.h"
 #include "pipestudio/core/generators.h"
 #include "pipestudio/core/iterations.h"
+#include "pipestudio/core/partition_search.h"
 #include "pipestudio/core/search.h"
 #include "pipestudio/core/simulator.h"
 #include "../../core/src/zb_greedy.h"
@@ -290,4 +292,27 @@ TEST(SearchObjective, ZbvGreedyReachesZeroBubbleWithinOneFOneBMemory) {
     best = std::min(best, it->steadyStateMs);
   }
   EXPECT_DOUBLE_EQ(best, 2.0 * 3 * M);
+}
+
+// The partition planner offers offload only with a host bandwidth: with one, a stage whose
+// activations do not fit is offloaded (its copies hide behind compute); without one the same
+// stage recomputes instead of offloading for free.
+TEST(SearchObjective, PartitionPlanOffloadsOnlyWithAHostBandwidth) {
+  PartitionOptions o;
+  o.stages = 4;
+  o.inflightPerStage = {6, 6, 6, 6};
+  o.allowRecompute = true;
+  o.allowOffload = true;
+  // Static 4 x 800 bytes per stage of 4 layers, 4000 bytes of activations per micro-batch:
+  // offload needs 3 stashes, keeping 6 does not fit.
+  o.memoryLimitBytes = 3200 + 3 * 4000 + 100;
+  CostProfile with = uniformLayers(16, true);
+  with.hostBandwidthBytesPerMs = 1e9;
+  auto a = partitionBisection(with, o);
+  ASSERT_TRUE(a.ok()) << a.error().message;
+  EXPECT_NE(std::count(a->policies.begin(), a->policies.end(), ActivationPolicy::Offload), 0);
+  auto b = partitionBisection(uniformLayers(16, false), o);
+  ASSERT_TRUE(b.ok()) << b.error().message;
+  EXPECT_EQ(std::count(b->policies.begin(), b->policies.end(), ActivationPolicy::Offload), 0);
+  EXPECT_NE(std::count(b->policies.begin(), b->policies.end(), ActivationPolicy::Recompute), 0);
 }
