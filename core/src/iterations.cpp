@@ -1,4 +1,4 @@
-// K iterations back to back over the one-iteration simulator (docs/simulator.md "Iterations").
+// K iterations back to back over the one-iteration simulator (docs/search.md "Iterations").
 #include "pipestudio/core/iterations.h"
 
 #include <algorithm>
