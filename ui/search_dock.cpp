@@ -2,6 +2,7 @@
 
 #include <QChart>
 #include <QChartView>
+#include <QComboBox>
 #include <QDoubleSpinBox>
 #include <QFile>
 #include <QFileDialog>
@@ -234,6 +235,13 @@ SearchDock::SearchDock(ScheduleDocument* doc, QWidget* parent) : QDockWidget(tr(
   maxChunks_->setRange(1, 8);
   maxChunks_->setValue(SearchOptions{}.maxChunks);
   maxChunks_->setToolTip(tr("Stages per device explored: 1 up to this"));
+  objective_ = new QComboBox;
+  objective_->addItem(tr("Makespan (one iteration)"), QStringLiteral("makespan"));
+  objective_->addItem(tr("Steady state (overlap boundary)"), QStringLiteral("steady-state"));
+  objective_->setToolTip(tr("What the search minimises. Makespan: one iteration from first start to last end. "
+                            "Steady state: the iteration time of a long run, each device starting its next "
+                            "iteration after its own optimizer step. Ties go to the lower peak memory, then the "
+                            "lower bubble ratio."));
 
   startButton_ = button(tr("Start"), tr("Search with these inputs"));
   cancelButton_ = button(tr("Cancel"), tr("Stop the search and keep the best found so far"));
@@ -276,14 +284,16 @@ SearchDock::SearchDock(ScheduleDocument* doc, QWidget* parent) : QDockWidget(tr(
   grid->addWidget(seed_, 2, 3);
   grid->addWidget(label(tr("Max chunks")), 2, 4);
   grid->addWidget(maxChunks_, 2, 5);
+  grid->addWidget(label(tr("Objective")), 3, 0);
+  grid->addWidget(objective_, 3, 1, 1, 3);
   auto* actions = new QHBoxLayout;
   actions->setContentsMargins(0, 0, 0, 0);
   actions->addWidget(startButton_);
   actions->addWidget(cancelButton_);
   actions->addWidget(progress_, 1);
   actions->addWidget(openButton_);
-  grid->addLayout(actions, 3, 0, 1, 6);
-  grid->addWidget(message_, 4, 0, 1, 6);
+  grid->addLayout(actions, 4, 0, 1, 6);
+  grid->addWidget(message_, 5, 0, 1, 6);
   for (int c : {1, 3, 5}) grid->setColumnStretch(c, 1);
 
   // Chart of the best makespan over elapsed time.
@@ -485,6 +495,12 @@ bool SearchDock::start() {
   o.timeLimitSeconds = timeLimit_->value();
   o.seed = static_cast<std::uint64_t>(seed_->value());
   o.maxChunks = maxChunks_->value();
+  if (auto obj = searchObjectiveFromName(objective_->currentData().toString().toStdString())) o.objective = *obj;
+  {
+    const bool steady = o.objective == SearchObjective::SteadyState;
+    axisY_->setTitleText(steady ? tr("best steady-state iteration (ms)") : tr("best makespan (ms)"));
+    table_->horizontalHeaderItem(ColMakespan)->setText(steady ? tr("Steady ms") : tr("Makespan ms"));
+  }
   o.keepTop = 12;
   searchedProfile_ = fileProfile_ ? *fileProfile_ : doc_->profile();
   searchedLimit_ = o.memoryLimitBytes.value_or(searchedProfile_.deviceMemoryBytes);
@@ -502,9 +518,9 @@ bool SearchDock::start() {
     {
       std::lock_guard<std::mutex> lock(sh->mutex);
       sh->latest = p;
-      if (p.bestMakespan > 0 && p.bestMakespan != sh->workerBest) {
-        sh->improvements.emplace_back(p.elapsedSeconds, p.bestMakespan);
-        sh->workerBest = p.bestMakespan;
+      if (p.bestObjective > 0 && p.bestObjective != sh->workerBest) {
+        sh->improvements.emplace_back(p.elapsedSeconds, p.bestObjective);
+        sh->workerBest = p.bestObjective;
       }
     }
     if (!sh->posted.exchange(true))
@@ -649,16 +665,19 @@ void SearchDock::finished(quint64 generation) {
     double bestBuiltin = 0;
     QString bestBuiltinName;
     for (const auto& b : r.builtins)
-      if (b.valid && b.fitsMemory && b.makespan > 0 && (bestBuiltin == 0 || b.makespan < bestBuiltin)) {
-        bestBuiltin = b.makespan;
+      if (b.valid && b.fitsMemory && b.objective > 0 && (bestBuiltin == 0 || b.objective < bestBuiltin)) {
+        bestBuiltin = b.objective;
         bestBuiltinName = QString::fromStdString(b.name);
       }
-    QString msg = tr("Best %1 ms").arg(r.bestSummary.makespan, 0, 'f', 2);
+    const bool steady = r.objective == SearchObjective::SteadyState;
+    QString msg = (steady ? tr("Best steady-state iteration %1 ms") : tr("Best %1 ms")).arg(r.bestSummary.objective, 0, 'f', 2);
     if (bestBuiltin > 0)
       msg += tr("; best built-in %1 %2 ms (%3× the best)")
                  .arg(bestBuiltinName)
                  .arg(bestBuiltin, 0, 'f', 2)
-                 .arg(bestBuiltin / r.bestSummary.makespan, 0, 'f', 2);
+                 .arg(bestBuiltin / r.bestSummary.objective, 0, 'f', 2);
+    msg += tr("; equal times ordered by peak memory, then bubble");
+    for (const auto& n : r.notes) msg += QStringLiteral("; ") + QString::fromStdString(n);
     if (r.cancelled) msg = tr("Cancelled after %1 s. ").arg(t, 0, 'f', 1) + msg;
     showInfo(msg);
     if (table_->rowCount() > 0) table_->selectRow(0);
@@ -691,7 +710,7 @@ void SearchDock::fillTable() {
     const QString cells[Columns] = {
         QString::number(i + 1),
         // A candidate whose simulation did not finish has no figures (never a "better" one).
-        c.valid ? QString::number(c.makespan, 'f', 2) : tr("not available (stalled)"),
+        c.valid ? QString::number(c.objective > 0 ? c.objective : c.makespan, 'f', 2) : tr("not available (stalled)"),
         c.valid ? QStringLiteral("%1 %").arg(c.bubbleRatio * 100, 0, 'f', 1) : tr("n/a"),
         c.valid ? gib(c.peakMemoryBytes) : tr("n/a"),
         QString::fromStdString(c.family.empty() ? c.name : c.family),
@@ -720,7 +739,7 @@ void SearchDock::fillTable() {
         item->setForeground(table_->palette().color(QPalette::Disabled, QPalette::Text));
       }
       item->setToolTip(tip);
-      if (col == ColMakespan) item->setData(Qt::UserRole, c.makespan);
+      if (col == ColMakespan) item->setData(Qt::UserRole, c.objective > 0 ? c.objective : c.makespan);
       table_->setItem(i, col, item);
     }
   }

@@ -25,6 +25,7 @@ class QLineSeries;
 class QProgressBar;
 class QPushButton;
 class QSpinBox;
+class QComboBox;
 class QTableWidget;
 class QThread;
 class QTimer;
@@ -61,6 +62,8 @@ class SearchDock : public QDockWidget {
   QDoubleSpinBox* timeLimitBox() const { return timeLimit_; }
   QSpinBox* seedBox() const { return seed_; }
   QSpinBox* maxChunksBox() const { return maxChunks_; }
+  // Objective: item data "steady-state" (overlap boundary) or "makespan".
+  QComboBox* objectiveBox() const { return objective_; }
 
   // Starts a search with the current inputs; false (reason in errorText()) when it cannot.
   bool start();
@@ -73,6 +76,7 @@ class SearchDock : public QDockWidget {
   bool openSelectedAsDesign();
 
   QString errorText() const { return error_; }
+  QString infoText() const { return info_; }  // the last message that is not an error
   QString statusText() const;
   QTableWidget* table() const { return table_; }
   QLineSeries* bestSeries() const { return series_; }
@@ -124,6 +128,7 @@ class SearchDock : public QDockWidget {
   QDoubleSpinBox* timeLimit_ = nullptr;
   QSpinBox* seed_ = nullptr;
   QSpinBox* maxChunks_ = nullptr;
+  QComboBox* objective_ = nullptr;
   QPushButton* startButton_ = nullptr;
   QPushButton* cancelButton_ = nullptr;
   QPushButton* openButton_ = nullptr;

@@ -16,7 +16,7 @@ using ps::cli::search_util::loadProfile;
 using ps::cli::search_util::memoryLimitFlag;
 using ps::cli::search_util::parseInt;
 
-nlohmann::json candidateJson(const CandidateSummary& c, double bestMakespan) {
+nlohmann::json candidateJson(const CandidateSummary& c, double bestObjective, bool steady) {
   nlohmann::json j;
   j["name"] = c.name;
   j["family"] = c.family;
@@ -28,25 +28,40 @@ nlohmann::json candidateJson(const CandidateSummary& c, double bestMakespan) {
   for (auto p : c.policies) pol.emplace_back(activationPolicyName(p));
   j["policies"] = pol;
   j["valid"] = c.valid;
-  j["fits_memory"] = c.fitsMemory;
   if (c.valid) {
+    j["fits_memory"] = c.fitsMemory;
     j["makespan_ms"] = c.makespan;
+    if (steady) {
+      j["steady_state_ms"] = c.steadyStateMs;
+      j["max_stage_span_ms"] = c.maxStageSpanMs;
+    }
+    j["objective_ms"] = c.objective;
     j["bubble_ratio"] = c.bubbleRatio;
     j["peak_memory_bytes"] = c.peakMemoryBytes;
-    if (c.makespan > 0 && c.fitsMemory) j["speedup_of_best"] = c.makespan / bestMakespan;
+    if (c.objective > 0 && c.fitsMemory) j["speedup_of_best"] = c.objective / bestObjective;
+  } else {
+    // Never built or never finished: nothing is known about its time or memory.
+    j["fits_memory"] = nullptr;
+    j["makespan_ms"] = nullptr;
+    j["absent_because"] = c.note.empty() ? std::string("it could not be built") : c.note;
   }
   if (!c.note.empty()) j["note"] = c.note;
   return j;
 }
 
-void printRow(std::ostream& out, const CandidateSummary& c, double best) {
+void printRow(std::ostream& out, const CandidateSummary& c, double best, bool steady) {
   char buf[512];
   if (!c.valid) {
-    std::snprintf(buf, sizeof buf, "  %-28s %s\n", c.name.c_str(), c.note.c_str());
+    std::snprintf(buf, sizeof buf, "  %-28s not built: %s\n", c.name.c_str(), c.note.c_str());
   } else {
-    std::snprintf(buf, sizeof buf, "  %-28s %12.3f %8.3f %12s %6s %9s\n", c.name.c_str(), c.makespan, c.bubbleRatio,
-                  formatBytes(c.peakMemoryBytes).c_str(), c.fitsMemory ? "yes" : "NO",
-                  c.fitsMemory && c.makespan > 0 ? (std::to_string(c.makespan / best).substr(0, 5) + "x").c_str() : "-");
+    const std::string vs = c.fitsMemory && c.objective > 0 ? (std::to_string(c.objective / best).substr(0, 5) + "x") : "-";
+    if (steady)
+      std::snprintf(buf, sizeof buf, "  %-28s %12.3f %12.3f %12.3f %12s %8.3f %6s %9s\n", c.name.c_str(), c.steadyStateMs,
+                    c.maxStageSpanMs, c.makespan, formatBytes(c.peakMemoryBytes).c_str(), c.bubbleRatio,
+                    c.fitsMemory ? "yes" : "NO", vs.c_str());
+    else
+      std::snprintf(buf, sizeof buf, "  %-28s %12.3f %12s %8.3f %6s %9s\n", c.name.c_str(), c.makespan,
+                    formatBytes(c.peakMemoryBytes).c_str(), c.bubbleRatio, c.fitsMemory ? "yes" : "NO", vs.c_str());
   }
   out << buf;
 }
@@ -54,12 +69,14 @@ void printRow(std::ostream& out, const CandidateSummary& c, double best) {
 int runSearch(const std::vector<std::string>& argv) {
   ps::cli::Args args(argv,
                      {"--profile", "--devices", "--microbatches", "--memory-limit", "--time-limit", "--seed",
-                      "--max-chunks", "--max-evaluations", "-o"},
+                      "--max-chunks", "--max-evaluations", "-o", "--objective", "--boundary", "--iterations",
+                      "--optimizer-step"},
                      {"--json", "--no-recompute", "--no-offload", "--no-local"});
   const char* usage =
       "usage: pipestudio-cli search --profile P.json --devices D --microbatches M [--memory-limit BYTES]\n"
       "       [--time-limit S] [--seed N] [--max-chunks C] [--max-evaluations N] [--no-recompute]\n"
-      "       [--no-offload] [--no-local] [-o best.pipe] [--json]\n";
+      "       [--no-offload] [--no-local] [--objective makespan|steady-state] [--boundary overlap|sync]\n"
+      "       [--iterations K] [--optimizer-step MS] [-o best.pipe] [--json]\n";
   if (!args.ok() || !args.positionals().empty() || !args.has("--profile") || !args.has("--devices") ||
       !args.has("--microbatches")) {
     std::cerr << "pipestudio-cli search: "
@@ -101,6 +118,43 @@ int runSearch(const std::vector<std::string>& argv) {
   o.allowRecompute = !args.has("--no-recompute");
   o.allowOffload = !args.has("--no-offload");
   o.localImprovement = !args.has("--no-local");
+  if (args.has("--objective")) {
+    auto obj = searchObjectiveFromName(args.value("--objective"));
+    if (!obj) {
+      std::cerr << "pipestudio-cli search: --objective: expected makespan or steady-state\n" << usage;
+      return ps::cli::kExitUsage;
+    }
+    o.objective = *obj;
+  }
+  const bool steady = o.objective == SearchObjective::SteadyState;
+  if ((args.has("--boundary") || args.has("--iterations") || args.has("--optimizer-step")) && !steady) {
+    std::cerr << "pipestudio-cli search: --boundary, --iterations and --optimizer-step belong to --objective steady-state\n"
+              << usage;
+    return ps::cli::kExitUsage;
+  }
+  if (args.has("--boundary")) {
+    auto b = iterationBoundaryFromName(args.value("--boundary"));
+    if (!b) {
+      std::cerr << "pipestudio-cli search: --boundary: expected overlap or sync\n" << usage;
+      return ps::cli::kExitUsage;
+    }
+    o.boundary = *b;
+  }
+  if (args.has("--iterations") && (!parseInt(args.value("--iterations"), o.iterations, 2) || o.iterations > 64)) {
+    std::cerr << "pipestudio-cli search: --iterations: expected a whole number from 2 to 64\n" << usage;
+    return ps::cli::kExitUsage;
+  }
+  if (args.has("--optimizer-step")) {
+    try {
+      size_t used = 0;
+      const double v = std::stod(args.value("--optimizer-step"), &used);
+      if (used != args.value("--optimizer-step").size() || !(v >= 0)) throw 0;
+      o.optimizerStepMs = v;
+    } catch (...) {
+      std::cerr << "pipestudio-cli search: --optimizer-step takes a non-negative number of ms\n";
+      return ps::cli::kExitUsage;
+    }
+  }
 
   auto r = searchSchedule(*profile, o);
   if (!r) {
@@ -113,7 +167,11 @@ int runSearch(const std::vector<std::string>& argv) {
   const std::string outPath = args.value("-o");
   const bool dslToStdout = outPath == "-";
   std::ostream& report = dslToStdout ? std::cerr : std::cout;
-  const double bestMs = r->bestSummary.makespan;
+  const double bestMs = r->bestSummary.objective;
+  const std::string objectiveText =
+      steady ? "steady-state iteration time (" + std::to_string(r->iterations) + " iterations, " +
+                   std::string(iterationBoundaryName(r->boundary)) + " boundary)"
+             : std::string("makespan of one iteration");
 
   if (args.has("--json")) {
     nlohmann::json j;
@@ -123,17 +181,24 @@ int runSearch(const std::vector<std::string>& argv) {
     const std::int64_t limit = o.memoryLimitBytes.value_or(profile->deviceMemoryBytes);
     j["memory_limit_bytes"] = limit;
     j["seed"] = o.seed;
+    j["objective"] = std::string(searchObjectiveName(r->objective));
+    if (steady) {
+      j["boundary"] = std::string(iterationBoundaryName(r->boundary));
+      j["iterations"] = r->iterations;
+    }
+    j["order"] = {steady ? "steady_state_ms" : "makespan_ms", "peak_memory_bytes", "bubble_ratio"};
+    j["notes"] = r->notes;
     j["evaluated"] = r->evaluated;
     j["elapsed_s"] = r->elapsedSeconds;
     j["timed_out"] = r->timedOut;
-    j["best"] = candidateJson(r->bestSummary, bestMs);
+    j["best"] = candidateJson(r->bestSummary, bestMs, steady);
     j["best"]["stages"] = best.pipeline.stages;
     j["best"]["stage_to_device"] = best.pipeline.stageToDevice;
     nlohmann::json b = nlohmann::json::array();
-    for (auto& c : r->builtins) b.push_back(candidateJson(c, bestMs));
+    for (auto& c : r->builtins) b.push_back(candidateJson(c, bestMs, steady));
     j["builtins"] = b;
     nlohmann::json t = nlohmann::json::array();
-    for (auto& c : r->top) t.push_back(candidateJson(c, bestMs));
+    for (auto& c : r->top) t.push_back(candidateJson(c, bestMs, steady));
     j["top"] = t;
     report << j.dump(2) << "\n";
   } else {
@@ -145,6 +210,8 @@ int runSearch(const std::vector<std::string>& argv) {
     std::snprintf(buf, sizeof buf, "; %zu candidates in %.2f s%s\n", r->evaluated, r->elapsedSeconds,
                   r->timedOut ? " (time limit reached)" : "");
     report << buf;
+    report << "objective: " << objectiveText << "; ties go to the lower peak memory, then the lower bubble ratio\n";
+    for (const auto& n : r->notes) report << "note: " << n << "\n";
     report << "best: " << r->bestSummary.name << "\n";
     report << "  partition";
     for (int c : best.partition) report << " " << c;
@@ -152,13 +219,17 @@ int runSearch(const std::vector<std::string>& argv) {
     for (size_t s = 0; s < best.pipeline.stageToDevice.size(); ++s)
       report << (s ? " " : "") << best.pipeline.stageToDevice[s];
     report << ")\n\n";
-    std::snprintf(buf, sizeof buf, "  %-28s %12s %8s %12s %6s %9s\n", "schedule", "makespan ms", "bubble", "peak mem",
-                  "fits", "vs best");
+    if (steady)
+      std::snprintf(buf, sizeof buf, "  %-28s %12s %12s %12s %12s %8s %6s %9s\n", "schedule", "steady ms", "max span ms",
+                    "makespan ms", "peak mem", "bubble", "fits", "vs best");
+    else
+      std::snprintf(buf, sizeof buf, "  %-28s %12s %12s %8s %6s %9s\n", "schedule", "makespan ms", "peak mem", "bubble",
+                    "fits", "vs best");
     report << buf;
     CandidateSummary bs = r->bestSummary;
     bs.name = "search (best)";
-    printRow(report, bs, bestMs);
-    for (auto& c : r->builtins) printRow(report, c, bestMs);
+    printRow(report, bs, bestMs, steady);
+    for (auto& c : r->builtins) printRow(report, c, bestMs, steady);
   }
   if (!outPath.empty()) {
     if (!ps::cli::writeOutput(outPath, printDsl(best), error)) {
@@ -174,7 +245,8 @@ const ps::cli::CommandRegistrar kSearch({
     "find a fast schedule, partition and placement for a profile",
     "usage: pipestudio-cli search --profile P.json --devices D --microbatches M [--memory-limit BYTES]\n"
     "       [--time-limit S] [--seed N] [--max-chunks C] [--max-evaluations N] [--no-recompute]\n"
-    "       [--no-offload] [--no-local] [-o best.pipe] [--json]\n\n"
+    "       [--no-offload] [--no-local] [--objective makespan|steady-state] [--boundary overlap|sync]\n"
+    "       [--iterations K] [--optimizer-step MS] [-o best.pipe] [--json]\n\n"
     "Evaluates every built-in schedule on the profile's compute-balanced split, then explores\n"
     "partitions (bisection with per-stage recompute / offload), placements (linear, interleaved,\n"
     "V-shape with up to C chunks per device), list-scheduler knobs, partition refinement and\n"
@@ -184,6 +256,11 @@ const ps::cli::CommandRegistrar kSearch({
     "placement (-o - writes it to stdout and the report to stderr). Defaults: --time-limit 10,\n"
     "--seed 1, --max-chunks 2, memory limit = the profile's device memory. Deterministic for a\n"
     "seed unless the time limit cuts the search short (--max-evaluations caps it exactly).\n"
+    "--objective steady-state minimises the iteration time of a long run instead: K iterations\n"
+    "(--iterations, default 3) back to back with the --boundary (overlap: each device starts its\n"
+    "next iteration after its own optimizer step; sync: after all devices finish), the time being\n"
+    "the last iteration's end minus the one before. Equal objectives are ordered by peak memory,\n"
+    "then bubble ratio. Offload is not considered when the profile has no host bandwidth.\n"
     "Exit status: 0 ok, 1 invalid profile or nothing fits, 2 usage.\n",
     runSearch,
 });

@@ -12,6 +12,7 @@
 #include "pipestudio/core/chrome_trace.h"
 #include "pipestudio/core/cost_profile.h"
 #include "pipestudio/core/dsl.h"
+#include "pipestudio/core/iterations.h"
 #include "pipestudio/core/pytorch_csv.h"
 #include "pipestudio/core/simulator.h"
 #include "pipestudio/core/validator.h"
@@ -25,7 +26,8 @@ using namespace ps::core;
 const char* kUsage =
     "usage: pipestudio-cli simulate FILE [--profile P.json | --cost F=1,I=1,W=1] [--comm T]\n"
     "                                [--partition 3,4,4,5] [--memory-limit BYTES] [--json]\n"
-    "                                [--trace OUT.json]\n"
+    "                                [--trace OUT.json] [--iterations K [--boundary sync|overlap]\n"
+    "                                [--optimizer-step MS]]\n"
     "\n"
     "Simulates a schedule (.pipe or PyTorch .csv) with a cost model and prints makespan, bubble\n"
     "ratio, lower bound, efficiency and per-device busy time, span, peak memory and peak\n"
@@ -40,7 +42,16 @@ const char* kUsage =
     "                       one layer per stage or balanced by time)\n"
     "  --memory-limit BYTES device memory limit (overrides the profile's; suffixes K M G KiB MiB GiB)\n"
     "  --json               print one JSON object instead of the table\n"
-    "  --trace OUT.json     write a Chrome trace (Perfetto, chrome://tracing)\n"
+    "  --trace OUT.json     write a Chrome trace (Perfetto, chrome://tracing); with --iterations,\n"
+    "                       of all K iterations\n"
+    "  --iterations K       also simulate K iterations back to back and print the steady-state\n"
+    "                       iteration time (the last iteration's end minus the one before) and\n"
+    "                       each device's span (first op to last op of one iteration)\n"
+    "  --boundary B         between iterations: overlap (default; each device starts its next\n"
+    "                       iteration after its own optimizer step, Zero Bubble's post-validation)\n"
+    "                       or sync (all devices finish, then the optimizer step, then the next)\n"
+    "  --optimizer-step MS  optimizer step time per stage (default: the profile's\n"
+    "                       optimizer_step_ms per layer, summed; 0 when absent)\n"
     "  --session FILE       record the run (schedule version, profile, timeline) in a session\n"
     "                       file, created when missing (docs/sessions.md)\n"
     "  --session-name NAME  the schedule's name in the session (default: its name, else the\n"
@@ -101,7 +112,8 @@ nlohmann::ordered_json diagnosticJson(const Diagnostic& d) {
 }
 
 int runSimulate(const std::vector<std::string>& argv) {
-  Args args(argv, {"--profile", "--cost", "--comm", "--partition", "--memory-limit", "--trace", "--session", "--session-name"}, {"--json"});
+  Args args(argv, {"--profile", "--cost", "--comm", "--partition", "--memory-limit", "--trace", "--session", "--session-name",
+                         "--iterations", "--boundary", "--optimizer-step"}, {"--json"});
   auto usage = [](const std::string& msg) {
     std::cerr << "pipestudio-cli simulate: " << msg << "\n" << kUsage;
     return kExitUsage;
@@ -171,6 +183,28 @@ int runSimulate(const std::vector<std::string>& argv) {
     opts.memoryLimitBytes = lim;
   }
 
+  int iterations = 0;
+  IterationBoundary boundary = IterationBoundary::Overlap;
+  std::optional<double> optimizerStep;
+  if (args.has("--iterations")) {
+    const std::string v = args.value("--iterations");
+    auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), iterations);
+    if (ec != std::errc() || p != v.data() + v.size() || iterations < 1 || iterations > 10000)
+      return usage("--iterations: expected a whole number from 1 to 10000");
+  }
+  if (args.has("--boundary")) {
+    auto b = iterationBoundaryFromName(args.value("--boundary"));
+    if (!b) return usage("--boundary: expected sync or overlap");
+    if (!iterations) return usage("--boundary needs --iterations K");
+    boundary = *b;
+  }
+  if (args.has("--optimizer-step")) {
+    double v = 0;
+    if (!parseDouble(args.value("--optimizer-step"), v)) return usage("--optimizer-step: expected a non-negative number of ms");
+    if (!iterations) return usage("--optimizer-step needs --iterations K");
+    optimizerStep = v;
+  }
+
   auto model = makeSimulationModel(s, *profile, partition);
   if (!model) {
     std::cerr << formatDiagnostics(model.errors());
@@ -184,16 +218,36 @@ int runSimulate(const std::vector<std::string>& argv) {
   }
   Timeline& t = *timeline;
 
+  std::optional<IterationResult> iter;
+  if (iterations) {
+    IterationOptions io;
+    io.iterations = iterations;
+    io.boundary = boundary;
+    io.optimizerStepMs = optimizerStep;
+    io.simulation = opts;
+    io.buildTimeline = args.has("--trace");
+    auto r = simulateIterations(s, *model, io);
+    if (!r) {
+      std::cerr << formatDiagnostics(r.errors());
+      return kExitInvalid;
+    }
+    iter = std::move(r).value();
+  }
+
   // The validator's deadlock is the simulator's stall too: report it once.
   Diagnostics diags;
   for (const Diagnostic& d : report.diagnostics)
     if (!(d.code == "validate.deadlock" && !t.complete)) diags.push_back(d);
   diags.insert(diags.end(), t.diagnostics.begin(), t.diagnostics.end());
-  const bool valid = t.complete && !hasErrors(diags);
+  if (iter && t.complete)  // one iteration's problems are already listed
+    for (const Diagnostic& d : iter->diagnostics)
+      if (d.code != "simulate.memory" || !hasErrors(t.diagnostics)) diags.push_back(d);
+  const bool valid = t.complete && !hasErrors(diags) && (!iter || iter->complete);
   const TimelineMetrics& m = t.metrics;
 
   if (args.has("--trace")) {
-    if (!writeOutput(args.value("--trace"), exportChromeTrace(t, &s), err)) {
+    const std::string trace = iter ? exportChromeTrace(iter->timeline, &iter->unrolled) : exportChromeTrace(t, &s);
+    if (!writeOutput(args.value("--trace"), trace, err)) {
       std::cerr << "pipestudio-cli simulate: " << err << "\n";
       return kExitUsage;
     }
@@ -252,6 +306,28 @@ int runSimulate(const std::vector<std::string>& argv) {
     nlohmann::ordered_json dl = nlohmann::ordered_json::array();
     for (const Diagnostic& d : diags) dl.push_back(diagnosticJson(d));
     j["diagnostics"] = std::move(dl);
+    if (iter) {
+      nlohmann::ordered_json ij;
+      ij["count"] = iter->iterations;
+      ij["boundary"] = std::string(iterationBoundaryName(iter->boundary));
+      ij["complete"] = iter->complete;
+      ij["steady_state_ms"] = iter->steadyStateMs;
+      ij["first_iteration_ms"] = iter->firstIterationMs;
+      ij["iteration_ends_ms"] = iter->iterationEnds;
+      ij["max_stage_span_ms"] = iter->maxFirstSpan;
+      ij["max_steady_stage_span_ms"] = iter->maxSteadySpan;
+      ij["peak_memory_bytes"] = iter->peakMemoryBytes;
+      nlohmann::ordered_json idevs = nlohmann::ordered_json::array();
+      for (const auto& d : iter->devices)
+        idevs.push_back({{"device", d.device},
+                         {"optimizer_step_ms", d.optimizerStepMs},
+                         {"span_ms", d.firstSpan},
+                         {"steady_span_ms", d.steadySpan},
+                         {"period_ms", d.period},
+                         {"peak_memory_bytes", d.peakMemoryBytes}});
+      ij["devices"] = std::move(idevs);
+      j["iterations"] = std::move(ij);
+    }
     std::cout << j.dump(2) << "\n";
   } else {
     std::ostringstream o;
@@ -271,6 +347,19 @@ int runSimulate(const std::vector<std::string>& argv) {
       o << pad(std::to_string(d.device), 6) << pad(fmt(d.busy), 12) << pad(fmt(d.span()), 12) << pad(fmt(idle, 2), 8)
         << pad(bytesText(d.peakMemoryBytes), 13) << pad(fmt(d.peakMemoryTime), 11) << "  " << pad(opName, 12, false)
         << pad(std::to_string(d.peakInflightMicrobatches), 9) << "\n";
+    }
+    if (iter) {
+      o << "\n" << iter->iterations << " iterations, " << iterationBoundaryName(iter->boundary) << " boundary: ";
+      if (iter->complete)
+        o << "steady-state iteration " << fmt(iter->steadyStateMs) << " ms   first iteration "
+          << fmt(iter->firstIterationMs) << " ms   longest device span " << fmt(iter->maxFirstSpan) << " ms\n";
+      else
+        o << "stalled (see the diagnostics)\n";
+      o << pad("device", 6) << pad("step ms", 10) << pad("span ms", 12) << pad("steady span", 13) << pad("period ms", 12)
+        << pad("peak memory", 13) << "\n";
+      for (const auto& d : iter->devices)
+        o << pad(std::to_string(d.device), 6) << pad(fmt(d.optimizerStepMs), 10) << pad(fmt(d.firstSpan), 12)
+          << pad(fmt(d.steadySpan), 13) << pad(fmt(d.period), 12) << pad(bytesText(d.peakMemoryBytes), 13) << "\n";
     }
     std::cout << o.str();
   }

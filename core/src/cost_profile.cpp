@@ -163,6 +163,7 @@ Result<CostProfile> parseCostProfile(std::string_view text, const std::string& f
       r.number(lj, "activation_bytes", path, l.activationBytes);
       r.number(lj, "weight_bytes", path, l.weightBytes);
       r.number(lj, "output_bytes", path, l.outputBytes);
+      r.number(lj, "optimizer_step_ms", path, l.optimizerStepMs);
       if (std::int64_t ws = 0; r.number(lj, "weight_grad_stash_bytes", path, ws)) {
         if (ws > l.activationBytes)
           r.error(path + ".weight_grad_stash_bytes", "must not exceed activation_bytes");
@@ -196,6 +197,7 @@ std::string costProfileToJson(const CostProfile& p) {
     if (l.weightGradStashBytes) lj["weight_grad_stash_bytes"] = *l.weightGradStashBytes;
     lj["weight_bytes"] = l.weightBytes;
     lj["output_bytes"] = l.outputBytes;
+    if (l.optimizerStepMs > 0) lj["optimizer_step_ms"] = l.optimizerStepMs;
     layers.push_back(std::move(lj));
   }
   root["layers"] = std::move(layers);

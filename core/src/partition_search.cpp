@@ -108,11 +108,13 @@ std::optional<StagePlan> planStageFast(const CostProfile& p, const Prefix& px, i
     consider(ActivationPolicy::Recompute, fb + r,
              sp.staticBytes + static_cast<std::int64_t>(inflight) * input + act);
   }
-  if (allowOffload && inflight > 2) {
+  // Without a host bandwidth the copies cannot be timed: offload would look free, so it is
+  // not offered (docs/search.md).
+  if (allowOffload && inflight > 2 && p.hostBandwidthBytesPerMs > 0) {
     // Resident at once: the micro-batch being offloaded, the one prefetched and the one in
     // its backward. The copies run beside compute; only what exceeds the stage's compute
     // time is exposed.
-    const double copy = p.hostBandwidthBytesPerMs > 0 ? 2.0 * static_cast<double>(act) / p.hostBandwidthBytesPerMs : 0;
+    const double copy = 2.0 * static_cast<double>(act) / p.hostBandwidthBytesPerMs;
     const double exposed = std::max(0.0, copy - fb);
     consider(ActivationPolicy::Offload, fb + exposed, sp.staticBytes + 3 * act);
   }

@@ -12,10 +12,30 @@
 
 #include "pipestudio/core/comparison.h"
 #include "pipestudio/core/generators.h"
+#include "pipestudio/core/iterations.h"
 #include "pipestudio/core/simulator.h"
 #include "pipestudio/core/validator.h"
+#include "zb_greedy.h"
 
 namespace ps::core {
+
+std::string_view searchObjectiveName(SearchObjective o) {
+  return o == SearchObjective::SteadyState ? "steady-state" : "makespan";
+}
+
+std::optional<SearchObjective> searchObjectiveFromName(std::string_view name) {
+  if (name == "makespan") return SearchObjective::Makespan;
+  if (name == "steady-state" || name == "steady_state" || name == "steady") return SearchObjective::SteadyState;
+  return std::nullopt;
+}
+
+bool candidateBefore(const CandidateSummary& a, const CandidateSummary& b) {
+  const double tol = 1e-9 * std::max({1.0, std::abs(a.objective), std::abs(b.objective)});
+  if (a.objective < b.objective - tol) return true;
+  if (b.objective < a.objective - tol) return false;
+  if (a.peakMemoryBytes != b.peakMemoryBytes) return a.peakMemoryBytes < b.peakMemoryBytes;
+  return a.bubbleRatio < b.bubbleRatio - 1e-12;
+}
 
 std::vector<int> uniformPartition(int layers, int stages) {
   std::vector<int> out;
@@ -66,6 +86,16 @@ class Searcher {
   Searcher(const CostProfile& p, const SearchOptions& o) : profile_(p), o_(o), rng_(o.seed) {
     limit_ = o.memoryLimitBytes ? *o.memoryLimitBytes : p.deviceMemoryBytes;
     start_ = Clock::now();
+    result_.objective = o.objective;
+    result_.boundary = o.boundary;
+    result_.iterations = steady() ? std::max(2, o.iterations) : 1;
+    if (o_.allowOffload && p.hostBandwidthBytesPerMs <= 0) {
+      // Without a host bandwidth the copies would take no time and offload would look free.
+      o_.allowOffload = false;
+      result_.notes.push_back(
+          "offload not considered: the cost profile gives no host bandwidth (host.bandwidth_bytes_per_ms), so its "
+          "copies cannot be timed");
+    }
   }
 
   Result<SearchResult> run();
@@ -90,6 +120,7 @@ class Searcher {
     }
     return stopped_;
   }
+  bool steady() const { return o_.objective == SearchObjective::SteadyState; }
   double elapsed() const { return std::chrono::duration<double>(Clock::now() - start_).count(); }
 
   const SimulationModel* modelFor(const Schedule& s, const std::vector<int>& partition) {
@@ -117,6 +148,7 @@ class Searcher {
     const SimulationModel* model = modelFor(s, summary.partition);
     if (!model) {
       summary.valid = false;
+      summary.fitsMemory = false;
       summary.note = "cost model rejected the partition";
       ev.summary = summary;
       return ev;
@@ -128,6 +160,7 @@ class Searcher {
     auto tl = simulate(s, *model, so);
     if (!tl || !tl->complete) {
       summary.valid = false;
+      summary.fitsMemory = false;
       summary.note = tl ? "simulation stalled" : (tl.errors().empty() ? "simulation failed" : tl.error().message);
       ev.summary = summary;
       return ev;
@@ -136,6 +169,29 @@ class Searcher {
     summary.bubbleRatio = tl->metrics.bubbleRatio;
     summary.peakMemoryBytes = 0;
     for (auto& d : tl->metrics.devices) summary.peakMemoryBytes = std::max(summary.peakMemoryBytes, d.peakMemoryBytes);
+    summary.objective = summary.makespan;
+    if (steady()) {
+      // K iterations back to back: memory in flight across the boundary counts too.
+      IterationOptions io;
+      io.iterations = result_.iterations;
+      io.boundary = o_.boundary;
+      io.optimizerStepMs = o_.optimizerStepMs;
+      io.simulation = so;
+      io.buildTimeline = false;
+      auto it = simulateIterations(s, *model, io);
+      if (!it || !it->complete) {
+        summary.valid = false;
+        summary.fitsMemory = false;
+        summary.note = it ? "the multi-iteration simulation stalled"
+                          : (it.errors().empty() ? "multi-iteration simulation failed" : it.error().message);
+        ev.summary = summary;
+        return ev;
+      }
+      summary.steadyStateMs = it->steadyStateMs;
+      summary.maxStageSpanMs = it->maxFirstSpan;
+      summary.objective = it->steadyStateMs;
+      summary.peakMemoryBytes = std::max(summary.peakMemoryBytes, it->peakMemoryBytes);
+    }
     summary.fitsMemory = limit_ <= 0 || summary.peakMemoryBytes <= limit_;
     if (!summary.fitsMemory) summary.note = "exceeds the memory limit";
     ev.feasible = summary.fitsMemory && summary.valid;
@@ -149,7 +205,7 @@ class Searcher {
   }
 
   void record(const Schedule& s, const CandidateSummary& c) {
-    const bool improves = !haveBest_ || c.makespan < result_.bestSummary.makespan - 1e-9;
+    const bool improves = !haveBest_ || candidateBefore(c, result_.bestSummary);
     if (improves) {
       // Every result passes the validator; a candidate that does not is dropped.
       if (!validateSchedule(s).valid()) return;
@@ -161,12 +217,12 @@ class Searcher {
     // Keep the best distinct candidates.
     auto& top = result_.top;
     for (auto& t : top)
-      if (t.name == c.name && std::abs(t.makespan - c.makespan) < 1e-9) return;
+      if (t.name == c.name && std::abs(t.objective - c.objective) < 1e-9 && t.peakMemoryBytes == c.peakMemoryBytes) return;
     const size_t keep = std::max<size_t>(1, o_.keepTop);
-    if (top.size() >= keep && c.makespan >= top.back().makespan) return;  // would be dropped
+    if (top.size() >= keep && !candidateBefore(c, top.back())) return;  // would be dropped
     top.push_back(c);
     top.back().schedule = std::make_shared<const Schedule>(s);
-    std::stable_sort(top.begin(), top.end(), [](auto& a, auto& b) { return a.makespan < b.makespan; });
+    std::stable_sort(top.begin(), top.end(), [](auto& a, auto& b) { return candidateBefore(a, b); });
     if (top.size() > keep) top.resize(keep);
   }
 
@@ -176,6 +232,7 @@ class Searcher {
     SearchProgress pr;
     pr.evaluated = result_.evaluated;
     pr.bestMakespan = haveBest_ ? result_.bestSummary.makespan : 0;
+    pr.bestObjective = haveBest_ ? result_.bestSummary.objective : 0;
     pr.bestDescription = haveBest_ ? result_.bestSummary.name : std::string();
     pr.elapsedSeconds = elapsed();
     pr.phase = phase_;
@@ -211,11 +268,11 @@ class Searcher {
     if (c.name.rfind("local ", 0) != 0) c.name = "local improvement of " + curSummary.name;
     c.builtin = false;
     auto ev = evaluate(std::move(cand), c);
-    return ev.feasible && ev.summary.makespan < curSummary.makespan - 1e-9 &&
-           result_.bestSummary.makespan < curSummary.makespan - 1e-9;
+    return ev.feasible && candidateBefore(ev.summary, curSummary) && candidateBefore(result_.bestSummary, curSummary);
   }
 
   Evaluated evaluatePoint(const Point& p, const std::string& family);
+  void zbGreedy(const std::vector<Point>& bases);
   bool refinePartition();
   void randomKnobs(const Point& base, int samples);
   void refineOrder();
@@ -238,9 +295,9 @@ class Searcher {
   std::set<std::size_t> seen_;  // hashes of list-scheduled candidates already simulated
   // The point behind the best list-scheduled candidate, for the refinement phases.
   std::optional<Point> bestPoint_;
-  double bestPointMakespan_ = 0;
+  CandidateSummary bestPointSummary_;
   // Best point per (layout, split, recompute mode): the runners-up whose knobs are tuned too.
-  std::map<std::string, std::pair<double, Point>> bestPerBase_;
+  std::map<std::string, std::pair<CandidateSummary, Point>> bestPerBase_;
 };
 
 void Searcher::builtins() {
@@ -257,6 +314,7 @@ void Searcher::builtins() {
     auto s = generateSchedule(k, g);
     if (!s) {
       c.valid = false;
+      c.fitsMemory = false;  // never built: nothing is known to fit
       c.note = s.error().message;
       result_.builtins.push_back(c);
       continue;
@@ -266,6 +324,7 @@ void Searcher::builtins() {
     c.placement = s->pipeline.placementKind;
     if (layers < S) {
       c.valid = false;
+      c.fitsMemory = false;
       c.note = "the profile has fewer layers (" + std::to_string(layers) + ") than stages (" + std::to_string(S) + ")";
       result_.builtins.push_back(c);
       continue;
@@ -273,6 +332,7 @@ void Searcher::builtins() {
     auto part = partitionLayers(profile_, S);
     if (!part) {
       c.valid = false;
+      c.fitsMemory = false;
       c.note = part.error().message;
       result_.builtins.push_back(c);
       continue;
@@ -427,15 +487,15 @@ Searcher::Evaluated Searcher::evaluatePoint(const Point& p, const std::string& f
                           static_cast<std::size_t>(st.first.microbatch));
   if (!seen_.insert(h).second) return none;
   auto ev = evaluate(std::move(s).value(), c);
-  if (ev.feasible && (!bestPoint_ || ev.summary.makespan < bestPointMakespan_ - 1e-9)) {
+  if (ev.feasible && (!bestPoint_ || candidateBefore(ev.summary, bestPointSummary_))) {
     bestPoint_ = p;
-    bestPointMakespan_ = ev.summary.makespan;
+    bestPointSummary_ = ev.summary;
   }
   if (ev.feasible) {
     const std::string key = std::to_string(p.layout.chunks) + std::string(placementKindName(p.layout.placement)) + "|" +
                             joinPartition(p.partition) + (k.recomputeOnDemand ? "|od" : "|fixed");
     auto it = bestPerBase_.find(key);
-    if (it == bestPerBase_.end() || ev.summary.makespan < it->second.first - 1e-9) bestPerBase_[key] = {ev.summary.makespan, p};
+    if (it == bestPerBase_.end() || candidateBefore(ev.summary, it->second.first)) bestPerBase_[key] = {ev.summary, p};
   }
   return ev;
 }
@@ -511,6 +571,7 @@ void Searcher::explore() {
       }
     }
   }
+  zbGreedy(bases);
   // Knob grid, the ZB- and 1F1B-like settings first.
   struct Knob {
     bool split;
@@ -534,6 +595,52 @@ void Searcher::explore() {
       p.knobs.warmupOffset = k.warm;
       p.knobs.microbatchGroup = k.group;
       evaluatePoint(p, "list");
+    }
+  }
+}
+
+void Searcher::zbGreedy(const std::vector<Point>& bases) {
+  // Zero Bubble's greedy (its eight variants) on every linear split that keeps all
+  // activations: a different way to place W passes than the list scheduler's priorities.
+  std::set<std::pair<int, std::vector<int>>> done;
+  for (const Point& b : bases) {
+    const bool linear = b.layout.chunks == 1 && b.layout.placement == PlacementKind::Linear;
+    const bool vshape = b.layout.chunks == 2 && b.layout.placement == PlacementKind::VShape;
+    if ((!linear && !vshape) || b.knobs.recomputeOnDemand) continue;
+    if (std::any_of(b.policies.begin(), b.policies.end(), [](auto x) { return x != ActivationPolicy::Keep; })) continue;
+    if (!done.insert({b.layout.chunks, b.partition}).second) continue;
+    const auto* costs = costsFor(o_.devices * b.layout.chunks, b.partition);
+    if (!costs) continue;
+    const auto in = detail::zbGreedyInput(*costs, profile_, limit_);
+    // Linear: Zero Bubble's heuristic, eight variants; V: its ZB-V greedy, four variants.
+    for (int v = 0; v < (linear ? 8 : 4); ++v) {
+      if (shouldStop()) return;
+      detail::ZbGreedyFlags fl;
+      fl.allowBubbleBeforeFirstB = v & 1;
+      fl.prioritizeB = v & 2;
+      fl.noBubbleGreedy = v & 4;
+      auto sched = linear ? detail::zbGreedySchedule(in, o_.microbatches, fl)
+                          : detail::zbvGreedySchedule(*costs, profile_, limit_, o_.microbatches, v & 1, v & 2);
+      if (!sched) continue;
+      sched->name = "search";
+      std::size_t h = std::hash<std::string>{}(joinPartition(b.partition));
+      for (const auto& dev : sched->devices)
+        for (const auto& st : dev)
+          h = h * 1000003u ^ (static_cast<std::size_t>(st.first.kind) * 131071u + static_cast<std::size_t>(st.first.stage) * 8191u +
+                              static_cast<std::size_t>(st.first.microbatch));
+      if (!seen_.insert(h).second) continue;
+      CandidateSummary c;
+      c.family = linear ? "zb-greedy" : "zbv-greedy";
+      c.name = linear ? std::string("zb-greedy(") + (fl.allowBubbleBeforeFirstB ? "early F" : "no early F") +
+                            (fl.prioritizeB ? ", backward first" : "") + (fl.noBubbleGreedy ? ", W into gaps" : "") +
+                            ") linear x1, " + b.partitionName + " split, keep"
+                      : std::string("zbv-greedy(") + (v & 1 ? "W before F" : "no W before F") +
+                            (v & 2 ? ", W before B" : "") + ") vshape x2, " + b.partitionName + " split, keep";
+      c.chunks = b.layout.chunks;
+      c.placement = b.layout.placement;
+      c.partition = b.partition;
+      c.policies = b.policies;
+      evaluate(std::move(*sched), c);
     }
   }
 }
@@ -572,15 +679,15 @@ bool Searcher::refinePartition() {
   // re-schedule, keep it when the simulator says it is faster; until no move helps.
   phase_ = "partitions";
   if (!bestPoint_) return false;
-  const double start = bestPointMakespan_;
+  const CandidateSummary start = bestPointSummary_;
   bool improved = true;
   while (improved && !shouldStop()) {
     improved = false;
     Point base = *bestPoint_;
-    const double before = bestPointMakespan_;
+    const CandidateSummary before = bestPointSummary_;
     const int S = static_cast<int>(base.partition.size());
     auto pl = Pipeline::make(o_.devices, S, o_.microbatches, base.layout.placement);
-    if (!pl) return bestPointMakespan_ < start - 1e-9;
+    if (!pl) return candidateBefore(bestPointSummary_, start);
     for (int b = 0; b + 1 < S && !shouldStop(); ++b) {
       for (int dir : {-1, +1}) {
         Point p = base;
@@ -595,12 +702,12 @@ bool Searcher::refinePartition() {
         if (p.knobs.recomputeOnDemand) p.policies.assign(p.policies.size(), ActivationPolicy::Keep);
         p.partitionName = "refined";
         evaluatePoint(p, "list");
-        if (bestPointMakespan_ < before - 1e-9) improved = true;
-        if (shouldStop()) return bestPointMakespan_ < start - 1e-9;
+        if (candidateBefore(bestPointSummary_, before)) improved = true;
+        if (shouldStop()) return candidateBefore(bestPointSummary_, start);
       }
     }
   }
-  return bestPointMakespan_ < start - 1e-9;
+  return candidateBefore(bestPointSummary_, start);
 }
 
 void Searcher::refineCriticalPath() {
@@ -689,9 +796,9 @@ Result<SearchResult> Searcher::run() {
   // (another layout or split may overtake once its knobs are tuned).
   if (bestPoint_) randomKnobs(*bestPoint_, o_.randomSamples);
   {
-    std::vector<std::pair<double, Point>> others;
+    std::vector<std::pair<CandidateSummary, Point>> others;
     for (auto& [key, v] : bestPerBase_) others.push_back(v);
-    std::stable_sort(others.begin(), others.end(), [](auto& a, auto& b) { return a.first < b.first; });
+    std::stable_sort(others.begin(), others.end(), [](auto& a, auto& b) { return candidateBefore(a.first, b.first); });
     for (size_t i = 1; i < std::min<size_t>(others.size(), 4); ++i) randomKnobs(others[i].second, o_.randomSamples / 3);
   }
   // Alternate partition moves and knob samples while the partition keeps improving (AdaPtis).

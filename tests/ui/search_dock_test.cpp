@@ -3,6 +3,7 @@
 // Open as Design is one undo step that undo reverses exactly; Cancel and closing the window
 // stop a long search promptly; bad inputs are reported in the dock.
 #include <QChartView>
+#include <QComboBox>
 #include <QElapsedTimer>
 #include <QFile>
 #include <QLineEdit>
@@ -377,6 +378,38 @@ class SearchDockTest : public QObject {
     for (QAction* a : window_->findChildren<QAction*>())
       if (a == dock_->toggleViewAction()) inView = true;
     QVERIFY(inView || !dock_->toggleViewAction()->associatedObjects().isEmpty());
+  }
+
+  // The objective selector: steady state (overlap boundary) is searched, said in the header and
+  // the message, and rows of equal time are ordered by peak memory (issue: equal makespans
+  // used to open the memory-hungriest).
+  void steadyStateObjectiveAndMemoryTieBreak() {
+    QComboBox* obj = dock_->objectiveBox();
+    QVERIFY(obj);
+    QCOMPARE(obj->currentData().toString(), QStringLiteral("makespan"));
+    obj->setCurrentIndex(obj->findData(QStringLiteral("steady-state")));
+    setInputs(dock_, 4, 8, 2.0);
+    QSignalSpy done(dock_, &SearchDock::searchFinished);
+    QVERIFY(dock_->start());
+    QVERIFY(waitFinished(dock_, done, 60000));
+    QVERIFY2(dock_->errorText().isEmpty(), qPrintable(dock_->errorText()));
+    QVERIFY(dock_->result());
+    const SearchResult& r = *dock_->result();
+    QCOMPARE(r.objective, SearchObjective::SteadyState);
+    QTableWidget* t = dock_->table();
+    QCOMPARE(t->horizontalHeaderItem(SearchDock::ColMakespan)->text(), QStringLiteral("Steady ms"));
+    QVERIFY(t->rowCount() > 1);
+    for (int row = 0; row < t->rowCount(); ++row) {
+      const CandidateSummary& c = r.top[static_cast<size_t>(row)];
+      QVERIFY(c.steadyStateMs > 0);
+      QCOMPARE(t->item(row, SearchDock::ColMakespan)->data(Qt::UserRole).toDouble(), c.steadyStateMs);
+      if (row > 0) {
+        const CandidateSummary& p = r.top[static_cast<size_t>(row) - 1];
+        QVERIFY(p.objective <= c.objective + 1e-9);
+        if (std::abs(p.objective - c.objective) <= 1e-9) QVERIFY(p.peakMemoryBytes <= c.peakMemoryBytes);
+      }
+    }
+    QVERIFY2(dock_->infoText().contains(QStringLiteral("steady-state")), qPrintable(dock_->infoText()));
   }
 
  private:

@@ -23,6 +23,8 @@ struct LayerCost {
   // Part of activationBytes that W still needs after I (inputs of the layer's matmuls);
   // I frees the rest. Default: half of activationBytes.
   std::optional<std::int64_t> weightGradStashBytes;
+  // Optimizer step over this layer's parameters, once per iteration (multi-iteration runs).
+  double optimizerStepMs = 0;
 };
 
 struct LinkCost {

@@ -10,9 +10,11 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "pipestudio/core/cost_profile.h"
+#include "pipestudio/core/iterations.h"
 #include "pipestudio/core/partition_search.h"
 #include "pipestudio/core/result.h"
 #include "pipestudio/core/schedule.h"
@@ -55,9 +57,18 @@ Result<Schedule> listSchedule(const Pipeline& pipeline, const std::vector<StageC
 
 // ---- search ---------------------------------------------------------------------------
 
+// What the search minimises. Makespan: one iteration, first start to last end. SteadyState:
+// the iteration time of a long run (K iterations back to back with SearchOptions::boundary;
+// docs/search.md "Objective"). Ties on the objective go to the lower peak memory, then the
+// lower bubble ratio.
+enum class SearchObjective : std::uint8_t { Makespan, SteadyState };
+std::string_view searchObjectiveName(SearchObjective o);  // "makespan", "steady-state"
+std::optional<SearchObjective> searchObjectiveFromName(std::string_view name);
+
 struct SearchProgress {
   std::size_t evaluated = 0;     // candidates simulated so far
   double bestMakespan = 0;       // ms; 0 before the first feasible candidate
+  double bestObjective = 0;      // the best's objective value (ms): makespan or steady-state time
   std::string bestDescription;
   double elapsedSeconds = 0;
   std::string phase;             // "built-ins", "partitions", "list scheduler", "local improvement"
@@ -80,6 +91,12 @@ struct SearchOptions {
   bool localImprovement = true;
   int localImprovementRounds = 200;
   std::size_t keepTop = 10;      // candidates kept in SearchResult::top
+  SearchObjective objective = SearchObjective::Makespan;
+  // Steady-state objective: the boundary between iterations and how many are simulated (the
+  // steady-state time is the difference of the last two iterations' ends).
+  IterationBoundary boundary = IterationBoundary::Overlap;
+  int iterations = 3;
+  std::optional<double> optimizerStepMs;  // per stage; unset = the profile's optimizer_step_ms
   const std::atomic<bool>* cancel = nullptr;      // set to true to stop; the best so far is returned
   std::function<void(const SearchProgress&)> progress;  // called from the searching thread
 };
@@ -95,7 +112,12 @@ struct CandidateSummary {
   std::vector<ActivationPolicy> policies;
   double makespan = 0;
   double bubbleRatio = 0;
-  std::int64_t peakMemoryBytes = 0;  // max over devices
+  std::int64_t peakMemoryBytes = 0;  // max over devices (over all simulated iterations)
+  // Steady-state objective only (0 otherwise): the iteration time of a long run and the
+  // longest per-device span of one iteration (first op start to last op end).
+  double steadyStateMs = 0;
+  double maxStageSpanMs = 0;
+  double objective = 0;     // the value the search minimised: makespan or steadyStateMs
   bool fitsMemory = true;
   bool valid = true;        // validateSchedule and a complete simulation
   std::string note;         // why a built-in failed (memory, sizes), empty otherwise
@@ -104,7 +126,15 @@ struct CandidateSummary {
   std::shared_ptr<const Schedule> schedule;
 };
 
+// The search's order: lower objective first (equal within 1e-9 relative), then lower peak
+// memory, then lower bubble ratio. True when `a` comes before `b`.
+bool candidateBefore(const CandidateSummary& a, const CandidateSummary& b);
+
 struct SearchResult {
+  SearchObjective objective = SearchObjective::Makespan;
+  IterationBoundary boundary = IterationBoundary::Overlap;  // steady-state objective only
+  int iterations = 1;       // iterations simulated per candidate
+  std::vector<std::string> notes;  // choices the search made for the user (e.g. offload refused)
   Schedule best;            // with partition and placement in its header
   CandidateSummary bestSummary;
   std::vector<CandidateSummary> builtins;  // every built-in family tried, feasible or not
