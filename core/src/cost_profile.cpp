@@ -107,6 +107,8 @@ Result<CostProfile> parseCostProfile(std::string_view text, const std::string& f
   }
   if (auto it = root.find("host"); it != root.end() && r.object(*it, "host"))
     r.number(*it, "bandwidth_bytes_per_ms", "host", p.hostBandwidthBytesPerMs);
+  if (auto it = root.find("data_parallel"); it != root.end() && r.object(*it, "data_parallel"))
+    r.number(*it, "bandwidth_bytes_per_ms", "data_parallel", p.dataParallelBandwidthBytesPerMs);
 
   auto layers = root.find("layers");
   if (layers == root.end()) {
@@ -181,6 +183,8 @@ std::string costProfileToJson(const CostProfile& p) {
   root["device"] = json{{"memory_bytes", p.deviceMemoryBytes}};
   root["link"] = json{{"latency_ms", p.link.latencyMs}, {"bandwidth_bytes_per_ms", p.link.bandwidthBytesPerMs}};
   root["host"] = json{{"bandwidth_bytes_per_ms", p.hostBandwidthBytesPerMs}};
+  if (p.dataParallelBandwidthBytesPerMs > 0)
+    root["data_parallel"] = json{{"bandwidth_bytes_per_ms", p.dataParallelBandwidthBytesPerMs}};
   root["overlap_factor"] = p.overlapFactor;
   if (p.fixedCommMs) root["fixed_comm_ms"] = *p.fixedCommMs;
   return root.dump(2) + "\n";
