@@ -865,6 +865,21 @@ void MainWindow::exportAs(const QString& filter, const QString& suffix) {
   if (path.isEmpty()) return;
   rememberDialogDir(QStringLiteral("export"), path);
   if (QFileInfo(path).suffix().isEmpty()) path += QLatin1Char('.') + suffix;
+  if (QFileInfo(path).suffix().compare(QStringLiteral("csv"), Qt::CaseInsensitive) == 0) {
+    // A PyTorch CSV holds the op orders only: say what the design loses before writing it.
+    const auto lost = csvExportLosses(doc_->schedule(), csvFormatFor(doc_->schedule()));
+    if (!lost.empty()) {
+      QStringList items;
+      for (const auto& l : lost) items << QString::fromStdString(l).toHtmlEscaped();
+      const auto answer = QMessageBox::information(
+          this, tr("Export as PyTorch CSV"),
+          tr("<p>%1 will not carry:</p><ul><li>%2</li></ul><p>Simulating the CSV under the same cost profile "
+             "can give a different result. The .pipe keeps all of it.</p>")
+              .arg(QFileInfo(path).fileName().toHtmlEscaped(), items.join(QStringLiteral("</li><li>"))),
+          QMessageBox::Ok | QMessageBox::Cancel, QMessageBox::Ok);
+      if (answer != QMessageBox::Ok) return;
+    }
+  }
   showStatus(exportFile(path) ? tr("Exported %1").arg(QFileInfo(path).fileName())
                               : tr("Export to %1 failed").arg(path));
 }

@@ -128,9 +128,30 @@ Result<LoadedFile> readScheduleFile(const QString& path) {
   return out;
 }
 
+CsvFormat csvFormatFor(const Schedule& s) {
+  for (const auto& dev : s.devices)
+    for (const auto& st : dev) {
+      const OpKind k = st.first.kind;
+      if (k == OpKind::SendF || k == OpKind::RecvF || k == OpKind::SendB || k == OpKind::RecvB ||
+          k == OpKind::Unshard || k == OpKind::Reshard)
+        return CsvFormat::ComputeComms;
+    }
+  return CsvFormat::ComputeOnly;
+}
+
 Status writeScheduleFile(const QString& path, const Schedule& s) {
   const bool csv = path.endsWith(QStringLiteral(".csv"), Qt::CaseInsensitive);
-  const std::string text = csv ? writePytorchCsv(s) : printDsl(s);
+  std::string text;
+  if (csv) {
+    text = writePytorchCsv(s, csvFormatFor(s));
+  } else if (s.profile && QFileInfo(QString::fromStdString(*s.profile)).isAbsolute()) {
+    // The .pipe names its profile relative to itself where it can.
+    Schedule relative = s;
+    relative.profile = profileReferenceFor(*s.profile, path.toStdString());
+    text = printDsl(relative);
+  } else {
+    text = printDsl(s);
+  }
   QFile f(path);
   if (!f.open(QIODevice::WriteOnly | QIODevice::Truncate))
     return makeError("io.write", "cannot write " + path.toStdString() + ": " + f.errorString().toStdString());

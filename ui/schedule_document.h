@@ -11,6 +11,7 @@
 
 #include "metrics_text.h"
 #include "pipestudio/core/cost_profile.h"
+#include "pipestudio/core/pytorch_csv.h"
 #include "pipestudio/core/schedule.h"
 #include "pipestudio/core/simulator.h"
 #include "pipestudio/core/timeline.h"
@@ -54,6 +55,9 @@ struct LoadedFile {
 ps::core::Result<LoadedFile> readScheduleFile(const QString& path);
 // Writes by extension: .csv -> PyTorch CSV, .json -> Chrome trace of `timeline`, else DSL.
 ps::core::Status writeScheduleFile(const QString& path, const ps::core::Schedule& s);
+// The CSV form that keeps every action of `s`: compute_comms when it holds SEND/RECV or
+// UNSHARD/RESHARD, else compute_only.
+ps::core::CsvFormat csvFormatFor(const ps::core::Schedule& s);
 
 class ScheduleDocument : public QObject {
   Q_OBJECT

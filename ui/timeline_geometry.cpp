@@ -31,7 +31,8 @@ int RowLayout::laneAt(double offsetInRow, bool twoLanes) const {
 }
 
 bool runsOnCopyLane(ps::core::OpKind k) {
-  return k == ps::core::OpKind::Offload || k == ps::core::OpKind::Reload;
+  // The simulator's copy stream: OFFLOAD/RELOAD and the data-parallel UNSHARD / REDUCE_GRAD.
+  return ps::core::runsOnCopyStream(k);
 }
 
 int RowLayout::rowAt(double y, int devices) const {

@@ -42,4 +42,21 @@ std::optional<core::Result<core::Schedule>> parseScheduleText(const std::string&
 
 void printLargeExpansion(const core::Diagnostic& d) { std::cerr << core::formatDiagnostic(d) << std::flush; }
 
+void locateScheduleDiagnostics(core::Diagnostics& diagnostics, const std::string& name, bool csv,
+                               const core::CsvStepLocations& cells) {
+  for (auto& d : diagnostics) {
+    if (!d.location.file.empty()) continue;
+    d.location.file = name;
+    if (!csv || d.related.empty()) continue;
+    const core::OpRef& r = d.related.front();
+    if (r.device < 0) continue;
+    if (r.step < 0) {
+      d.location.line = r.device + 1;  // rank r is line r + 1
+    } else if (static_cast<size_t>(r.device) < cells.size() &&
+               static_cast<size_t>(r.step) < cells[static_cast<size_t>(r.device)].size()) {
+      d.location = cells[static_cast<size_t>(r.device)][static_cast<size_t>(r.step)];
+    }
+  }
+}
+
 }  // namespace ps::cli

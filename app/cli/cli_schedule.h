@@ -33,4 +33,10 @@ std::optional<core::Result<core::Schedule>> parseScheduleText(const std::string&
                                                                core::CsvReadOptions csvOptions = {},
                                                                core::CsvStepLocations* cells = nullptr);
 
+// Gives validator diagnostics without a location one: the file `name`, and for a CSV the cell
+// of the first op they name (`cells` from parseScheduleText), or the rank's row
+// (`file.csv:LINE:`) when they name a device's order as a whole (step -1, e.g. a missing op).
+void locateScheduleDiagnostics(core::Diagnostics& diagnostics, const std::string& name, bool csv,
+                               const core::CsvStepLocations& cells);
+
 }  // namespace ps::cli

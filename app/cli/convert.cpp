@@ -1,5 +1,6 @@
 // pipestudio-cli convert IN OUT : between the .pipe DSL and PyTorch pipelining CSV, formats
 // picked by extension (or --from / --to for stdin / stdout).
+#include <filesystem>
 #include <iostream>
 
 #include "cli.h"
@@ -76,9 +77,25 @@ int runConvert(const std::vector<std::string>& argv) {
     std::cerr << formatDiagnostics(schedule.errors(), &text);
     return ps::cli::kExitInvalid;
   }
-  std::string output = to == "pipe" ? printDsl(*schedule)
-                                    : writePytorchCsv(*schedule, csvFormat == "compute_comms" ? CsvFormat::ComputeComms
-                                                                                              : CsvFormat::ComputeOnly);
+  const CsvFormat csvForm = csvFormat == "compute_comms" ? CsvFormat::ComputeComms : CsvFormat::ComputeOnly;
+  if (to == "pipe" && from == "pipe" && schedule->profile && out != "-" && in != "-") {
+    // Keep the profile reachable from the new file's folder.
+    std::filesystem::path p(*schedule->profile);
+    if (p.is_relative()) p = std::filesystem::path(in).parent_path() / p;
+    schedule->profile = profileReferenceFor(p.string(), out);
+  }
+  std::string output = to == "pipe" ? printDsl(*schedule) : writePytorchCsv(*schedule, csvForm);
+  if (to == "csv") {
+    // A CSV holds the op orders only: say what the design loses, so that a simulation of the
+    // CSV under the same profile is not taken for the design's.
+    const std::vector<std::string> lost = csvExportLosses(*schedule, csvForm);
+    if (!lost.empty()) {
+      std::string list;
+      for (size_t i = 0; i < lost.size(); ++i) list += (i ? "; " : "") + lost[i];
+      std::cerr << "pipestudio-cli convert: note: " << (out == "-" ? std::string("the CSV") : out)
+                << " does not carry " << list << ". The .pipe keeps them.\n";
+    }
+  }
   if (!ps::cli::writeOutput(out, output, error)) {
     std::cerr << "pipestudio-cli convert: " << error << "\n";
     return ps::cli::kExitUsage;

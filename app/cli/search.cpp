@@ -162,9 +162,10 @@ int runSearch(const std::vector<std::string>& argv) {
     return ps::cli::kExitInvalid;
   }
   Schedule best = r->best;
-  best.profile = profilePath;
-  best.name = "search";
   const std::string outPath = args.value("-o");
+  // The .pipe names its profile relative to itself, so the two can move together.
+  best.profile = outPath.empty() ? profilePath : profileReferenceFor(profilePath, outPath);
+  best.name = "search";
   const bool dslToStdout = outPath == "-";
   std::ostream& report = dslToStdout ? std::cerr : std::cout;
   const double bestMs = r->bestSummary.objective;

@@ -128,12 +128,13 @@ int runSimulate(const std::vector<std::string>& argv) {
     std::cerr << "pipestudio-cli simulate: " << err << "\n";
     return kExitUsage;
   }
-  Result<Schedule> parsed = ps::cli::endsWith(file, ".csv") ? readPytorchCsv(text, CsvReadOptions{file})
-                                                            : parseDsl(text, [&] {
-                                                                DslOptions o{file};
-                                                                o.onLargeExpansion = ps::cli::printLargeExpansion;
-                                                                return o;
-                                                              }());
+  const bool csvInput = ps::cli::endsWith(file, ".csv");
+  CsvStepLocations cells;
+  Result<Schedule> parsed = csvInput ? readPytorchCsv(text, CsvReadOptions{file}, &cells) : parseDsl(text, [&] {
+    DslOptions o{file};
+    o.onLargeExpansion = ps::cli::printLargeExpansion;
+    return o;
+  }());
   if (!parsed) {
     std::cerr << formatDiagnostics(parsed.errors(), &text);
     return kExitInvalid;
@@ -211,6 +212,7 @@ int runSimulate(const std::vector<std::string>& argv) {
     return kExitInvalid;
   }
   ValidationReport report = validateSchedule(s);
+  if (csvInput) ps::cli::locateScheduleDiagnostics(report.diagnostics, file, true, cells);
   auto timeline = simulate(s, *model, opts);
   if (!timeline) {
     std::cerr << formatDiagnostics(report.diagnostics) << formatDiagnostics(timeline.errors());

@@ -47,17 +47,8 @@ int runValidate(const std::vector<std::string>& argv) {
     return ps::cli::kExitInvalid;
   }
   ValidationReport report = validateSchedule(*schedule);
-  for (auto& d : report.diagnostics) {
-    if (!d.location.file.empty()) continue;
-    d.location.file = name;
-    // CSV: point at the cell of the first op the diagnostic is about.
-    if (!d.related.empty()) {
-      const OpRef& r = d.related.front();
-      if (r.device >= 0 && static_cast<size_t>(r.device) < cells.size() && r.step >= 0 &&
-          static_cast<size_t>(r.step) < cells[static_cast<size_t>(r.device)].size())
-        d.location = cells[static_cast<size_t>(r.device)][static_cast<size_t>(r.step)];
-    }
-  }
+  // CSV: point at the cell of the first op the diagnostic is about, or at the rank's row.
+  ps::cli::locateScheduleDiagnostics(report.diagnostics, name, format == "csv", cells);
   if (!report.diagnostics.empty()) std::cerr << formatDiagnostics(report.diagnostics, &text);
   if (!report.valid()) return ps::cli::kExitInvalid;
   const Pipeline& p = schedule->pipeline;

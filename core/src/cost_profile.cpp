@@ -123,6 +123,8 @@ Result<CostProfile> parseCostProfile(std::string_view text, const std::string& f
   }
   if (auto it = root.find("host"); it != root.end() && r.object(*it, "host"))
     r.number(*it, "bandwidth_bytes_per_ms", "host", p.hostBandwidthBytesPerMs, false, 1e18);
+  if (auto it = root.find("data_parallel"); it != root.end() && r.object(*it, "data_parallel"))
+    r.number(*it, "bandwidth_bytes_per_ms", "data_parallel", p.dataParallelBandwidthBytesPerMs, false, 1e18);
 
   auto layers = root.find("layers");
   if (layers == root.end()) {
@@ -175,7 +177,8 @@ Result<CostProfile> parseCostProfile(std::string_view text, const std::string& f
   }
   // A bandwidth so small that one byte count takes longer than any time the model can hold.
   for (auto [bw, path] : {std::pair{p.link.bandwidthBytesPerMs, "link.bandwidth_bytes_per_ms"},
-                          std::pair{p.hostBandwidthBytesPerMs, "host.bandwidth_bytes_per_ms"}})
+                          std::pair{p.hostBandwidthBytesPerMs, "host.bandwidth_bytes_per_ms"},
+                          std::pair{p.dataParallelBandwidthBytesPerMs, "data_parallel.bandwidth_bytes_per_ms"}})
     if (bw > 0 && bw < 1e-3) r.error(path, "must be 0 (unlimited) or at least 0.001 bytes/ms", bw);
   if (!errors.empty()) return errors;
   return p;
@@ -206,6 +209,8 @@ std::string costProfileToJson(const CostProfile& p) {
   root["device"] = json{{"memory_bytes", p.deviceMemoryBytes}};
   root["link"] = json{{"latency_ms", p.link.latencyMs}, {"bandwidth_bytes_per_ms", p.link.bandwidthBytesPerMs}};
   root["host"] = json{{"bandwidth_bytes_per_ms", p.hostBandwidthBytesPerMs}};
+  if (p.dataParallelBandwidthBytesPerMs > 0)
+    root["data_parallel"] = json{{"bandwidth_bytes_per_ms", p.dataParallelBandwidthBytesPerMs}};
   root["overlap_factor"] = p.overlapFactor;
   if (p.fixedCommMs) root["fixed_comm_ms"] = *p.fixedCommMs;
   return root.dump(2) + "\n";

@@ -1,6 +1,7 @@
 // Canonical explicit form of a Schedule. parseDsl(printDsl(s)) == s for every schedule whose
 // ops are well formed (stage-level kinds without micro-batch, the others with one).
 #include <charconv>
+#include <filesystem>
 
 #include "dsl_internal.h"
 
@@ -164,6 +165,18 @@ std::string printDsl(const Schedule& s) {
     out += '\n';
   }
   return out;
+}
+
+std::string profileReferenceFor(std::string_view profilePath, std::string_view pipePath) {
+  namespace fs = std::filesystem;
+  if (profilePath.empty() || pipePath.empty() || pipePath == "-") return std::string(profilePath);
+  std::error_code ec;
+  const fs::path profile = fs::absolute(fs::path(profilePath), ec).lexically_normal();
+  if (ec) return std::string(profilePath);
+  const fs::path dir = fs::absolute(fs::path(pipePath), ec).lexically_normal().parent_path();
+  if (ec || profile.root_name() != dir.root_name()) return std::string(profilePath);
+  const fs::path rel = profile.lexically_relative(dir);
+  return rel.empty() ? std::string(profilePath) : rel.generic_string();
 }
 
 }  // namespace ps::core

@@ -333,9 +333,14 @@ std::string writePytorchCsv(const Schedule& s, CsvFormat format) {
     if (st.second) return "(" + actionText(st.first) + ";" + actionText(*st.second) + ")OVERLAP_F_B";
     return actionText(st.first);
   };
+  // compute_only is what PyTorch's pipeline_order holds: compute actions and REDUCE_GRAD
+  // (_add_reduce_grad puts it in the orders of Schedule1F1B / ScheduleGPipe), so that a
+  // round trip keeps it. SEND/RECV and UNSHARD/RESHARD exist only in the lowered
+  // compute_comms order (_add_send_recv, _add_unshard_reshard).
   auto keep = [&](const Step& st) {
     if (st.second) return true;
-    return format == CsvFormat::ComputeOnly ? isCompute(st.first.kind) : csvExpressible(st.first.kind);
+    return format == CsvFormat::ComputeOnly ? isCompute(st.first.kind) || st.first.kind == OpKind::ReduceGrad
+                                            : csvExpressible(st.first.kind);
   };
 
   // compute_comms without explicit communication: add a SEND after each op whose result
@@ -386,6 +391,31 @@ std::string writePytorchCsv(const Schedule& s, CsvFormat format) {
     }
     out += '\n';
   }
+  return out;
+}
+
+std::vector<std::string> csvExportLosses(const Schedule& s, CsvFormat format) {
+  std::vector<std::string> out;
+  if (!s.partition.empty()) {
+    std::string p;
+    for (size_t i = 0; i < s.partition.size(); ++i) p += (i ? "," : "") + std::to_string(s.partition[i]);
+    out.push_back("the partition (layers per stage " + p + ")");
+  }
+  if (s.profile && !s.profile->empty()) out.push_back("the cost profile (" + *s.profile + ")");
+  size_t noAction = 0, comms = 0;
+  for (const auto& dev : s.devices)
+    for (const auto& st : dev) {
+      if (st.second) continue;
+      const OpKind k = st.first.kind;
+      if (!csvExpressible(k)) ++noAction;
+      else if (format == CsvFormat::ComputeOnly && !isCompute(k) && k != OpKind::ReduceGrad) ++comms;
+    }
+  if (noAction)
+    out.push_back(std::to_string(noAction) + " ops with no PyTorch action (R, OFFLOAD, RELOAD, declared kinds)");
+  if (comms)
+    out.push_back(std::to_string(comms) +
+                  " SEND/RECV/UNSHARD/RESHARD actions, which compute_only does not hold (use compute_comms)");
+  if (!s.userKinds.empty()) out.push_back("the declared op kinds");
   return out;
 }
 

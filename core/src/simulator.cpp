@@ -225,6 +225,7 @@ struct Compiled {
   std::vector<int> count;
   std::vector<PendingEdge> pending;
   size_t timedTransfers = 0;  // edges across devices whose link takes time (the most transfers)
+  bool anyUnshard = false;    // some step is an UNSHARD: the stage's ops wait for it
   // Memory sweep state.
   std::vector<std::int64_t> stash, offloaded;
   std::vector<int> live;
@@ -312,6 +313,17 @@ Status compile(const Schedule& s, const SimulationModel& model, Compiled& c) {
       case OpKind::I: return sc.I;
       case OpKind::W: return sc.W;
       case OpKind::R: return sc.R;
+      // PyTorch's data-parallel collectives: UNSHARD all-gathers the stage's weights,
+      // REDUCE_GRAD reduces its gradients; RESHARD only frees memory.
+      case OpKind::Unshard:
+        return prof.dataParallelBandwidthBytesPerMs > 0
+                   ? static_cast<double>(sc.weightBytes) / prof.dataParallelBandwidthBytesPerMs
+                   : 0.0;
+      case OpKind::ReduceGrad:
+        return prof.dataParallelBandwidthBytesPerMs > 0
+                   ? static_cast<double>(sc.weightBytes) * prof.gradientBytesPerWeightByte /
+                         prof.dataParallelBandwidthBytesPerMs
+                   : 0.0;
       case OpKind::Offload:
       case OpKind::Reload: {
         if (prof.hostBandwidthBytesPerMs <= 0 || op.microbatch < 0) return 0.0;
@@ -336,6 +348,7 @@ Status compile(const Schedule& s, const SimulationModel& model, Compiled& c) {
   c.opStep.resize(pairs ? nOps : 0);
   c.devBegin.clear();
   c.hasCopy.assign(static_cast<size_t>(c.D), 0);
+  c.anyUnshard = false;
   bool anyR = false, anyHostMove = false;
   auto stepDuration = [&](int firstOp, bool pair) {
     const double dur = opDuration(firstOp);
@@ -348,6 +361,8 @@ Status compile(const Schedule& s, const SimulationModel& model, Compiled& c) {
         c.recomputed[static_cast<size_t>(op.stage) * static_cast<size_t>(c.M) + static_cast<size_t>(op.microbatch)] = 1;
     } else if (op.kind == OpKind::Offload || op.kind == OpKind::Reload) {
       anyHostMove = true;
+    } else if (op.kind == OpKind::Unshard) {
+      c.anyUnshard = true;
     }
   };
   // What travels across devices is the output of the lower stage (activations forward, their
@@ -519,6 +534,10 @@ Result<Timeline> simulate(const Schedule& s, const SimulationModel& model, const
   // ready (copy-stream ops aside, which send nothing across devices).
   std::vector<int> head(c.devBegin.begin(), c.devBegin.end() - 1);
   std::vector<double> devFree(D, 0.0), copyFree(D, 0.0), channelFree(D * D, 0.0);
+  // When each stage's weights are gathered: its compute waits for the UNSHARD before it in
+  // its device's order, as _PipelineScheduleRuntime waits for the unshard handle at the
+  // stage's next compute action (_assert_unsharded).
+  std::vector<double> unshardedAt(c.anyUnshard ? static_cast<size_t>(c.S) : 0, 0.0);
   std::vector<int> work;
   std::vector<char> queued(D, 1);
   work.reserve(D);
@@ -541,8 +560,15 @@ Result<Timeline> simulate(const Schedule& s, const SimulationModel& model, const
         double& cf = copyFree[static_cast<size_t>(d)];
         start = std::max({free, r.time, cf});
         cf = start + r.dur;
+        if (c.anyUnshard) {
+          const Op& op = c.op(c.stepOp[static_cast<size_t>(h)]);
+          if (op.kind == OpKind::Unshard) unshardedAt[static_cast<size_t>(op.stage)] = cf;
+        }
       } else {
         start = std::max(free, r.time);
+        if (c.anyUnshard)
+          for (int op = c.stepOp[static_cast<size_t>(h)]; op < c.stepOp[static_cast<size_t>(h) + 1]; ++op)
+            start = std::max(start, unshardedAt[static_cast<size_t>(c.op(op).stage)]);
         free = start + r.dur;
       }
       r.time = start;
@@ -612,6 +638,8 @@ Result<Timeline> simulate(const Schedule& s, const SimulationModel& model, const
   std::vector<std::int64_t>& stash = c.stash;  // per (stage, mb): activations resident on the device
   std::vector<std::int64_t>& offloaded = c.offloaded;  // per (stage, mb): activations on the host
   std::vector<int>& live = c.live;                     // F..B/I stashes alive per (device, mb)
+  // Per stage: gathered (unsharded) weights held from UNSHARD to RESHARD.
+  std::vector<std::int64_t> gathered(c.anyUnshard ? static_cast<size_t>(c.S) : 0, 0);
   stash.assign(SM, 0);
   offloaded.assign(SM, 0);
   live.assign(D * M, 0);
@@ -739,6 +767,19 @@ Result<Timeline> simulate(const Schedule& s, const SimulationModel& model, const
             offloaded[sm] = 0;
             stash[sm] += back;
             apply(time, back, op);
+          }
+          break;
+        case OpKind::Unshard:
+          if (phase == 0 && gathered[static_cast<size_t>(op.stage)] == 0) {
+            gathered[static_cast<size_t>(op.stage)] = sc.weightBytes;
+            apply(time, sc.weightBytes, op);
+          }
+          break;
+        case OpKind::Reshard:
+          if (phase == 1 && !gathered.empty()) {
+            const std::int64_t freed = gathered[static_cast<size_t>(op.stage)];
+            gathered[static_cast<size_t>(op.stage)] = 0;
+            apply(time, -freed, op);
           }
           break;
         default:

@@ -7,7 +7,9 @@
 
 namespace ps::core {
 
-bool runsOnCopyStream(OpKind k) { return k == OpKind::Offload || k == OpKind::Reload; }
+bool runsOnCopyStream(OpKind k) {
+  return k == OpKind::Offload || k == OpKind::Reload || k == OpKind::Unshard || k == OpKind::ReduceGrad;
+}
 
 namespace {
 

@@ -88,23 +88,33 @@ void DependencyGraph::forEachDependency(const Op& op, Emit&& emit, Miss&& miss) 
   };
   const bool perMb = m >= 0;
   switch (op.kind) {
+    // PyTorch's runtime posts a RECV without waiting (_batch_p2p) and waits for its data at
+    // the compute action that consumes it (_wait_batch_p2p): the consumer follows its posted
+    // RECV on its own device and the data itself, i.e. the peer's SEND (or, without one, the
+    // producing op).
     case OpKind::F:
-      if (int r = at(OpKind::RecvF, s, m); r >= 0)
-        emit(r);
-      else if (s > 0)
-        need(OpKind::F, s - 1, m);
+      if (int r = at(OpKind::RecvF, s, m); r >= 0) emit(r);
+      if (s > 0) {
+        if (int snd = at(OpKind::SendF, s - 1, m); snd >= 0)
+          emit(snd);
+        else
+          need(OpKind::F, s - 1, m);
+      }
       break;
     case OpKind::B:
     case OpKind::I: {
       need(OpKind::F, s, m);
-      if (int r = at(OpKind::RecvB, s, m); r >= 0) {
-        emit(r);
-      } else if (s + 1 < stages_) {
-        int g = gradOf(s + 1, m);
-        if (g >= 0)
-          emit(g);
-        else
-          miss(Op{op.kind, s + 1, m});
+      if (int r = at(OpKind::RecvB, s, m); r >= 0) emit(r);
+      if (s + 1 < stages_) {
+        if (int snd = at(OpKind::SendB, s + 1, m); snd >= 0) {
+          emit(snd);
+        } else {
+          int g = gradOf(s + 1, m);
+          if (g >= 0)
+            emit(g);
+          else
+            miss(Op{op.kind, s + 1, m});
+        }
       }
       if (int r = at(OpKind::R, s, m); r >= 0) emit(r);
       if (int r = at(OpKind::Reload, s, m); r >= 0) emit(r);
@@ -115,14 +125,6 @@ void DependencyGraph::forEachDependency(const Op& op, Emit&& emit, Miss&& miss) 
     case OpKind::Offload:
     case OpKind::SendF: need(OpKind::F, s, m); break;
     case OpKind::Reload: need(OpKind::Offload, s, m); break;
-    case OpKind::RecvF:
-      if (s > 0) {
-        if (int r = at(OpKind::SendF, s - 1, m); r >= 0)
-          emit(r);
-        else
-          need(OpKind::F, s - 1, m);
-      }
-      break;
     case OpKind::SendB: {
       int g = gradOf(s, m);
       if (g >= 0)
@@ -131,19 +133,8 @@ void DependencyGraph::forEachDependency(const Op& op, Emit&& emit, Miss&& miss) 
         miss(Op{OpKind::B, s, m});
       break;
     }
-    case OpKind::RecvB:
-      if (s + 1 < stages_) {
-        if (int r = at(OpKind::SendB, s + 1, m); r >= 0) {
-          emit(r);
-        } else {
-          int g = gradOf(s + 1, m);
-          if (g >= 0)
-            emit(g);
-          else
-            miss(Op{OpKind::B, s + 1, m});
-        }
-      }
-      break;
+    case OpKind::RecvF:
+    case OpKind::RecvB: break;  // posting a receive waits for nothing
     case OpKind::ReduceGrad:
       for (int mb = 0; mb < microbatches_; ++mb) {
         int id = at(OpKind::W, s, mb);
@@ -418,6 +409,11 @@ class Reporter {
     d.related = std::move(related);
     report_.diagnostics.push_back(std::move(d));
   }
+  void warning(std::string code, std::string message, std::vector<OpRef> related = {}) {
+    Diagnostic d = makeWarning(std::move(code), std::move(message));
+    d.related = std::move(related);
+    report_.diagnostics.push_back(std::move(d));
+  }
   // For loops that may produce very many errors: builds the message only when it is shown.
   template <typename MakeMessage>
   void errorLazy(const char* code, MakeMessage&& make, std::vector<OpRef> related = {}) {
@@ -444,6 +440,105 @@ class Reporter {
 };
 
 std::string where(const OpRef& r) { return "device " + std::to_string(r.device) + " step " + std::to_string(r.step); }
+
+bool usesStageWeights(OpKind k) {
+  return k == OpKind::F || k == OpKind::B || k == OpKind::I || k == OpKind::W || k == OpKind::R;
+}
+
+// PyTorch's stage actions along each device's order, as _PipelineScheduleRuntime runs them:
+// a stage with UNSHARD/RESHARD actions (FSDP) computes only between an UNSHARD and the next
+// RESHARD (_assert_unsharded), is not unsharded twice nor resharded while sharded; REDUCE_GRAD
+// comes after the stage's last backward (B or W), as _add_reduce_grad places it.
+void checkStageActions(const Schedule& s, const DependencyGraph& g, Reporter& rep) {
+  const int S = s.pipeline.stages;
+  std::vector<std::uint8_t> fsdp(static_cast<size_t>(S), 0);
+  bool anyStageAction = false;
+  for (int id = 0; id < g.size(); ++id) {
+    const Op& op = g.op(id);
+    if (!isStageLevelKind(op.kind) || op.stage < 0 || op.stage >= S) continue;
+    anyStageAction = true;
+    if (op.kind != OpKind::ReduceGrad) fsdp[static_cast<size_t>(op.stage)] = 1;
+  }
+  if (!anyStageAction) return;
+  auto name = [&](int id) { return s.opName(g.op(id)); };
+  std::vector<int> unshardAt(static_cast<size_t>(S), -1);   // the UNSHARD in force, or -1
+  std::vector<int> reshardAt(static_cast<size_t>(S), -1);   // the last RESHARD, or -1
+  std::vector<std::uint8_t> used(static_cast<size_t>(S), 0);  // the UNSHARD in force was used
+  std::vector<int> lastGrad(static_cast<size_t>(S), -1);
+  for (int d = 0; d < g.devices(); ++d) {
+    const int b = g.deviceBegin(d), e = g.deviceBegin(d + 1);
+    for (int id = b; id < e; ++id) {
+      const Op& op = g.op(id);
+      if ((op.kind == OpKind::B || op.kind == OpKind::W) && op.stage >= 0 && op.stage < S)
+        lastGrad[static_cast<size_t>(op.stage)] = id;
+    }
+    auto unused = [&](int st, const std::string& until) {
+      const int u = unshardAt[static_cast<size_t>(st)];
+      rep.warning("validate.unshard-unused",
+                  where(g.ref(u)) + ": " + name(u) + " gathers stage " + std::to_string(st) +
+                      "'s weights but no op of the stage runs before " + until,
+                  {g.ref(u)});
+    };
+    for (int id = b; id < e; ++id) {
+      const Op& op = g.op(id);
+      if (op.stage < 0 || op.stage >= S) continue;
+      const auto st = static_cast<size_t>(op.stage);
+      switch (op.kind) {
+        case OpKind::Unshard:
+          if (unshardAt[st] >= 0)
+            rep.error("validate.unshard", where(g.ref(id)) + ": " + name(id) + " unshards stage " +
+                                              std::to_string(op.stage) + " again; it is unsharded since " +
+                                              where(g.ref(unshardAt[st])) + " with no RESHARD between",
+                      {g.ref(id), g.ref(unshardAt[st])});
+          else {
+            unshardAt[st] = id;
+            used[st] = 0;
+          }
+          break;
+        case OpKind::Reshard:
+          if (unshardAt[st] < 0) {
+            rep.error("validate.reshard", where(g.ref(id)) + ": " + name(id) + " reshards stage " +
+                                              std::to_string(op.stage) + ", which is not unsharded here (no " +
+                                              s.opName(Op{OpKind::Unshard, op.stage, -1}) + " before it)",
+                      {g.ref(id)});
+          } else {
+            if (!used[st]) unused(op.stage, name(id));
+            unshardAt[st] = -1;
+          }
+          reshardAt[st] = id;
+          break;
+        case OpKind::ReduceGrad:
+          if (lastGrad[st] > id)
+            rep.error("validate.reduce-grad",
+                      where(g.ref(id)) + ": " + name(id) + " comes before " + name(lastGrad[st]) + " (" +
+                          where(g.ref(lastGrad[st])) + "), the stage's last backward; it reduces the " +
+                          "gradients after all of them",
+                      {g.ref(id), g.ref(lastGrad[st])});
+          break;
+        default:
+          if (!usesStageWeights(op.kind) || !fsdp[st]) break;
+          if (unshardAt[st] >= 0) {
+            used[st] = 1;
+          } else if (reshardAt[st] >= 0) {
+            rep.error("validate.sharded", where(g.ref(id)) + ": " + name(id) + " runs after " +
+                                              name(reshardAt[st]) + " (" + where(g.ref(reshardAt[st])) +
+                                              ") with no new UNSHARD: stage " + std::to_string(op.stage) +
+                                              " is sharded here",
+                      {g.ref(id), g.ref(reshardAt[st])});
+          } else {
+            rep.error("validate.sharded", where(g.ref(id)) + ": " + name(id) + " runs before " +
+                                              s.opName(Op{OpKind::Unshard, op.stage, -1}) + ": stage " +
+                                              std::to_string(op.stage) + " is still sharded here",
+                      {g.ref(id)});
+          }
+          break;
+      }
+    }
+    for (int st = 0; st < S; ++st)
+      if (s.pipeline.deviceOf(st) == d && unshardAt[static_cast<size_t>(st)] >= 0 && !used[static_cast<size_t>(st)])
+        unused(st, "the end of device " + std::to_string(d) + "'s order");
+  }
+}
 
 }  // namespace
 
@@ -612,7 +707,9 @@ ValidationReport validateSchedule(const Schedule& s, const ValidateOptions& opti
         return " (stage " + std::to_string(st) + " on device " + std::to_string(p.deviceOf(st)) + ")";
       };
       auto op = [&](OpKind k) { return s.opName(Op{k, st, m}); };
-      if (f < 0) rep.errorLazy("validate.missing", [&] { return op(OpKind::F) + " is missing" + onDev(); });
+      // The op has no place of its own: point at its device's order (a CSV rank's row).
+      const std::vector<OpRef> row{OpRef{p.deviceOf(st), -1}};
+      if (f < 0) rep.errorLazy("validate.missing", [&] { return op(OpKind::F) + " is missing" + onDev(); }, row);
       if (b >= 0 && (i >= 0 || w >= 0)) {
         std::vector<OpRef> rel{g.ref(b)};
         if (i >= 0) rel.push_back(g.ref(i));
@@ -626,9 +723,10 @@ ValidationReport validateSchedule(const Schedule& s, const ValidateOptions& opti
             rel);
       } else if (b < 0) {
         if (i < 0 && w < 0)
-          rep.errorLazy("validate.missing", [&] {
-            return op(OpKind::B) + " (or " + op(OpKind::I) + " and " + op(OpKind::W) + ") is missing" + onDev();
-          });
+          rep.errorLazy(
+              "validate.missing",
+              [&] { return op(OpKind::B) + " (or " + op(OpKind::I) + " and " + op(OpKind::W) + ") is missing" + onDev(); },
+              row);
         else if (i < 0)
           rep.errorLazy(
               "validate.missing", [&] { return op(OpKind::I) + " is missing" + onDev() + "; " + op(OpKind::W) + " needs it"; },
@@ -640,6 +738,8 @@ ValidationReport validateSchedule(const Schedule& s, const ValidateOptions& opti
       }
     }
   }
+
+  checkStageActions(s, g, rep);
 
   // Order and deadlock: run the device orders; a device advances while its next step's
   // dependencies are done, otherwise it waits on the first undone one.

@@ -168,8 +168,8 @@ TEST(PytorchCsv, RoundTripKeepsEveryActionInOrder) {
   auto r = readPytorchCsv(spaced);
   ASSERT_TRUE(r.ok()) << formatDiagnostics(r.errors());
   EXPECT_EQ(actions(writePytorchCsv(*r, CsvFormat::ComputeComms)), actions(spaced));
-  // compute_only keeps only compute actions.
-  EXPECT_EQ(writePytorchCsv(*r, CsvFormat::ComputeOnly), "0F0,(0F1;0B0)OVERLAP_F_B,0B1\n");
+  // compute_only keeps the compute actions and REDUCE_GRAD, as PyTorch's pipeline_order does.
+  EXPECT_EQ(writePytorchCsv(*r, CsvFormat::ComputeOnly), "0F0,(0F1;0B0)OVERLAP_F_B,0B1,0REDUCE_GRAD\n");
 }
 
 TEST(PytorchCsv, ComputeCommsInsertsSendAndReceiveBetweenRanks) {

@@ -167,9 +167,11 @@ TEST(Validator, RecomputeOffloadAndCommunicationDependencies) {
   EXPECT_NE(std::find(deps.begin(), deps.end(), Op{OpKind::RecvB, 0, 0}), deps.end());
   EXPECT_NE(std::find(deps.begin(), deps.end(), Op{OpKind::R, 0, 0}), deps.end());
   EXPECT_NE(std::find(deps.begin(), deps.end(), Op{OpKind::Reload, 0, 0}), deps.end());
-  // With an explicit RECV_F, F of stage 1 waits on it rather than on F of stage 0.
-  EXPECT_EQ(dependenciesOf(s, Op{OpKind::F, 1, 0}), (std::vector<Op>{Op{OpKind::RecvF, 1, 0}}));
-  EXPECT_EQ(dependenciesOf(s, Op{OpKind::RecvF, 1, 0}), (std::vector<Op>{Op{OpKind::SendF, 0, 0}}));
+  // With explicit communication, F of stage 1 waits on its posted RECV_F and on the data the
+  // SEND_F sends (not on F of stage 0); posting the RECV waits for nothing (PyTorch's
+  // _batch_p2p / _wait_batch_p2p).
+  EXPECT_EQ(dependenciesOf(s, Op{OpKind::F, 1, 0}), (std::vector<Op>{Op{OpKind::RecvF, 1, 0}, Op{OpKind::SendF, 0, 0}}));
+  EXPECT_EQ(dependenciesOf(s, Op{OpKind::RecvF, 1, 0}), (std::vector<Op>{}));
 
   // Sends and receives come in matched pairs.
   Schedule lonely = make(2, 2, 1, {"F0 SEND_F0 B0", "F0 B0 SEND_B0"});

@@ -40,6 +40,9 @@ struct CostProfile {
   std::int64_t deviceMemoryBytes = 0;      // 0 = unlimited
   LinkCost link;
   double hostBandwidthBytesPerMs = 0;      // offload / reload copies; 0 = infinite
+  // PyTorch's UNSHARD (all-gather of a stage's weights) and REDUCE_GRAD (reduction of its
+  // gradients) across the data-parallel group: effective bytes per ms; 0 = instantaneous.
+  double dataParallelBandwidthBytesPerMs = 0;
   double overlapFactor = 1.0;              // overlapped F+B pair time = factor x (F + B)
   std::optional<double> fixedCommMs;       // --comm T: fixed time per cross-device transfer
 };

@@ -32,6 +32,11 @@ Result<Schedule> parseDsl(std::string_view text, const DslOptions& options = {})
 // Canonical explicit form; parseDsl(printDsl(s)) == s.
 std::string printDsl(const Schedule& s);
 
+// How a .pipe written to `pipePath` names its cost profile at `profilePath`: relative to the
+// .pipe's folder where both are on one file system root (so the pair can move together), else
+// `profilePath` unchanged. Lexical only: nothing is read.
+std::string profileReferenceFor(std::string_view profilePath, std::string_view pipePath);
+
 // Parses "name=value" (as given to --set) into options.overrides; false with a message on error.
 bool parseOverride(std::string_view assignment, DslOptions& options, std::string& error);
 

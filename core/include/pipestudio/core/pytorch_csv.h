@@ -26,4 +26,9 @@ using CsvStepLocations = std::vector<std::vector<SourceLocation>>;
 Result<Schedule> readPytorchCsv(std::string_view text, const CsvReadOptions& options, CsvStepLocations* locations);
 std::string writePytorchCsv(const Schedule& s, CsvFormat format = CsvFormat::ComputeOnly);
 
+// What writing `s` as a PyTorch CSV of `format` leaves out, one phrase each (empty when
+// nothing): the partition, the cost profile, ops without a PyTorch action, and for
+// compute_only the SEND/RECV and UNSHARD/RESHARD actions. Exports say so.
+std::vector<std::string> csvExportLosses(const Schedule& s, CsvFormat format);
+
 }  // namespace ps::core

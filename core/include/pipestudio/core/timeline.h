@@ -72,8 +72,8 @@ struct Timeline {
   bool complete = true;     // false for a stalled simulation or a failed/partial run
 };
 
-// OFFLOAD / RELOAD run on a device's copy stream beside compute: they count towards span but
-// not busy time.
+// OFFLOAD / RELOAD, and the data-parallel collectives UNSHARD (all-gather) and REDUCE_GRAD,
+// run on a device's copy stream beside compute: they count towards span but not busy time.
 bool runsOnCopyStream(OpKind k);
 
 // Recomputes makespan, busy, span, bubble ratio, lower bound and efficiency from ops, and

@@ -29,19 +29,23 @@ struct ValidationReport {
 // (kind, stage, micro-batch); no maps.
 //
 // Dependency rules (DESIGN.md "Semantics everyone shares", with these choices):
-//   F(s,m)       after F(s-1,m); after RECV_F(s,m) instead when the schedule has one.
+//   F(s,m)       after F(s-1,m), or after SEND_F(s-1,m) instead when the schedule has it;
+//                also after RECV_F(s,m) when the schedule has one.
 //   B/I(s,m)     after F(s,m); after the B or I of (s+1,m) (none on the last stage), or after
-//                RECV_B(s,m) instead when the schedule has one; after R(s,m) and RELOAD(s,m)
-//                when the schedule has them.
+//                SEND_B(s+1,m) instead when the schedule has it; also after RECV_B(s,m) when
+//                the schedule has one; after R(s,m) and RELOAD(s,m) when the schedule has them.
 //   W(s,m)       after I(s,m).
 //   R(s,m)       after F(s,m).                OFFLOAD(s,m) after F(s,m).
 //   RELOAD(s,m)  after OFFLOAD(s,m).
-//   SEND_F(s,m)  after F(s,m).                RECV_F(s,m) after SEND_F(s-1,m) (or F(s-1,m)
-//   SEND_B(s,m)  after B/I(s,m).              RECV_B(s,m) after SEND_B(s+1,m) (or B/I(s+1,m)
-//                                             when the schedule has no matching send).
+//   SEND_F(s,m)  after F(s,m).                SEND_B(s,m) after B/I(s,m).
+//   RECV_F, RECV_B: nothing. As in PyTorch's _PipelineScheduleRuntime, a receive is only
+//                posted where it stands (_batch_p2p) and the compute op that consumes it
+//                waits for the data (_wait_batch_p2p): the consumer depends on the peer's
+//                SEND, so a RECV never blocks the ops after it.
 //   REDUCE_GRAD(s) after every W(s,m), or B(s,m) for micro-batches without W.
-//   UNSHARD(s), RESHARD(s): ordering hints only (PyTorch's FSDP actions); no dependencies,
-//                and they may appear several times per stage.
+//   UNSHARD(s), RESHARD(s): no dependencies (they may appear several times per stage); the
+//                validator checks their order on the device (stage used only while
+//                unsharded) and the simulator makes the stage's ops wait for the UNSHARD.
 //   User kinds:  X after each kind K in X.after, X before each kind K in X.before, matched on
 //                the same stage and micro-batch; a stage-level kind relates to every
 //                micro-batch of a per-micro-batch kind on its stage.
