@@ -183,8 +183,10 @@ class DesignerHonestyTest : public QObject {
     const QString path = dir.filePath(QStringLiteral("dead.csv"));
     QFile f(path);
     QVERIFY(f.open(QIODevice::WriteOnly));
-    // Rank 0 waits for rank 1's gradient before sending its activation: a cycle.
-    f.write("0F0,0RECV_B0,0SEND_F0,0B0\n1RECV_F0,1F0,1B0,1SEND_B0\n");
+    // Rank 0's backward waits for rank 1's gradient before rank 0 posts the send of its
+    // activation, which rank 1 needs to make that gradient: a cycle. (A receive is only posted,
+    // as in PyTorch's runtime; it is the consuming compute action that waits.)
+    f.write("0F0,0RECV_B0,0B0,0SEND_F0\n1RECV_F0,1F0,1B0,1SEND_B0\n");
     f.close();
     QVERIFY(window_->openFile(path, true));
     const Analysis& a = window_->document()->analysis();
