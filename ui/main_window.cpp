@@ -31,6 +31,7 @@
 
 #include "deviation_panel.h"
 #include "diagnostics_panel.h"
+#include "iterations_controls.h"
 #include "pipestudio/core/trace_import.h"
 #include "legend_bar.h"
 #include "memory_chart.h"
@@ -253,6 +254,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   connect(view_, &TimelineView::previewChanged, this, [this] {
     const Analysis* p = view_->previewAnalysis();
     const Analysis& shown = p ? *p : doc_->analysis();
+    summary_->setIterations(shown.iterations ? &*shown.iterations : nullptr);
     summary_->setMetrics(shown.timeline.metrics, doc_->savedMetrics(), simulationProgress(shown), doc_->savedProgress());
   });
   connect(diagnostics_, &DiagnosticsPanel::opActivated, this, [this](OpRef r) {
@@ -498,6 +500,8 @@ void MainWindow::buildActions() {
     view_->setLayoutMode(i == 0 ? TimelineView::LayoutMode::Time : TimelineView::LayoutMode::Slots);
   });
   tb->addWidget(layoutCombo_);
+  tb->addSeparator();
+  tb->addWidget(new IterationsControls(doc_, tb));
   addToolBar(stepper_->toolBar());
 }
 
@@ -540,6 +544,7 @@ void MainWindow::documentChanged() {
   legend_->setSchedule(a.schedule);
   std::int64_t cap = doc_->profile().deviceMemoryBytes;
   memory_->setTimeline(a.timeline, cap);
+  summary_->setIterations(a.iterations ? &*a.iterations : nullptr);
   summary_->setMetrics(a.timeline.metrics, doc_->savedMetrics(), simulationProgress(a), doc_->savedProgress());
   diagnostics_->setDiagnostics(a.diagnostics);
   int errors = 0, warnings = 0;
