@@ -3,6 +3,7 @@
 #include <QComboBox>
 #include <QHBoxLayout>
 #include <QLabel>
+#include <QSignalBlocker>
 #include <QSpinBox>
 
 #include "schedule_document.h"
@@ -35,7 +36,17 @@ IterationsControls::IterationsControls(ScheduleDocument* doc, QWidget* parent) :
   lay->addWidget(count_);
   lay->addWidget(boundary_);
   connect(count_, &QSpinBox::valueChanged, this, &IterationsControls::apply);
+  if (doc) connect(doc, &ScheduleDocument::changed, this, &IterationsControls::follow);
   connect(boundary_, &QComboBox::currentIndexChanged, this, &IterationsControls::apply);
+}
+
+void IterationsControls::follow() {
+  // The setting may also come from elsewhere (command line): show it without re-applying.
+  if (!doc_) return;
+  const QSignalBlocker a(count_), b(boundary_);
+  count_->setValue(doc_->iterations());
+  boundary_->setCurrentIndex(doc_->iterationBoundary() == IterationBoundary::Sync ? 0 : 1);
+  boundary_->setEnabled(count_->value() > 1);
 }
 
 void IterationsControls::apply() {

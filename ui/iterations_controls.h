@@ -1,6 +1,6 @@
 #pragma once
-// The "Iterations" spin box (1..16) and "Boundary" combo (sync / overlap) of the main
-// toolbar: how many training iterations the designer shows back to back (docs/gui.md,
+// The "Iterations" spin box (1..16) and "Boundary" combo (sync / overlap) of View ›
+// Iterations: how many training iterations the designer shows back to back (docs/gui.md,
 // "Iterations"). They set the document's view setting; the core simulates.
 #include <QPointer>
 #include <QWidget>
@@ -21,6 +21,7 @@ class IterationsControls : public QWidget {
 
  private:
   void apply();
+  void follow();
   QPointer<ScheduleDocument> doc_;
   QSpinBox* count_ = nullptr;
   QComboBox* boundary_ = nullptr;

@@ -28,6 +28,7 @@
 #include <QStyle>
 #include <QToolBar>
 #include <QVBoxLayout>
+#include <QWidgetAction>
 
 #include "deviation_panel.h"
 #include "diagnostics_panel.h"
@@ -425,6 +426,13 @@ void MainWindow::buildActions() {
   connect(scaledAction_, &QAction::toggled, this, [this](bool on) {
     view_->setOverlayAlignment(on ? Alignment::Scaled : Alignment::Absolute);
   });
+  {  // View › Iterations: K iterations back to back (in the menu: the toolbars must fit 1024 px)
+    QMenu* iter = viewMenu_->addMenu(tr("&Iterations"));
+    auto* controls = new QWidgetAction(iter);
+    controls->setObjectName(QStringLiteral("action.iterations"));
+    controls->setDefaultWidget(new IterationsControls(doc_));
+    iter->addAction(controls);
+  }
   viewMenu_->addSeparator();
   for (QDockWidget* d : findChildren<QDockWidget*>()) viewMenu_->addAction(d->toggleViewAction());
 
@@ -500,8 +508,6 @@ void MainWindow::buildActions() {
     view_->setLayoutMode(i == 0 ? TimelineView::LayoutMode::Time : TimelineView::LayoutMode::Slots);
   });
   tb->addWidget(layoutCombo_);
-  tb->addSeparator();
-  tb->addWidget(new IterationsControls(doc_, tb));
   addToolBar(stepper_->toolBar());
 }
 

@@ -8,6 +8,7 @@
 #include <QSettings>
 #include <QSpinBox>
 #include <QStandardPaths>
+#include <QWidgetAction>
 #include <QtTest>
 #include <map>
 #include <tuple>
@@ -76,9 +77,11 @@ class IterationsViewTest : public QObject {
     QVERIFY(!view->iterationsShown());
     QVERIFY(view->iterationMarks().empty());
 
-    // Asked for through the toolbar's controls.
-    auto* count = w.findChild<QSpinBox*>(QStringLiteral("iterations.count"));
-    auto* boundary = w.findChild<QComboBox*>(QStringLiteral("iterations.boundary"));
+    // Asked for through View › Iterations.
+    auto* action = w.findChild<QWidgetAction*>(QStringLiteral("action.iterations"));
+    QVERIFY(action && action->defaultWidget());
+    auto* count = action->defaultWidget()->findChild<QSpinBox*>(QStringLiteral("iterations.count"));
+    auto* boundary = action->defaultWidget()->findChild<QComboBox*>(QStringLiteral("iterations.boundary"));
     QVERIFY(count && boundary);
     QCOMPARE(count->minimum(), 1);
     QCOMPARE(count->maximum(), 16);
@@ -165,6 +168,11 @@ class IterationsViewTest : public QObject {
     QCOMPARE(summary->currentValue(QStringLiteral("Boundary")), QStringLiteral("sync"));
     QCOMPARE(summary->currentValue(QStringLiteral("Steady-state iteration")),
              QString::number(sync->steadyStateMs, 'f', 2) + QStringLiteral(" ms"));
+
+    // Set elsewhere (command line): the controls follow the document.
+    doc->setIterations(4, IterationBoundary::Overlap);
+    QCOMPARE(count->value(), 4);
+    QCOMPARE(boundary->currentText(), QStringLiteral("overlap"));
 
     // Back to one iteration: the plain, editable timeline again.
     count->setValue(1);
