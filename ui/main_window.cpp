@@ -549,7 +549,11 @@ void MainWindow::documentChanged() {
   const Analysis& a = doc_->analysis();
   legend_->setSchedule(a.schedule);
   std::int64_t cap = doc_->profile().deviceMemoryBytes;
-  memory_->setTimeline(a.timeline, cap);
+  // The memory chart follows what the timeline shows (K iterations when asked for).
+  memory_->setTimeline(a.iterations && !view_->iterationsShown() ? a.timeline
+                       : a.iterations                            ? a.iterations->timeline
+                                                                 : a.timeline,
+                       cap);
   summary_->setIterations(a.iterations ? &*a.iterations : nullptr);
   summary_->setMetrics(a.timeline.metrics, doc_->savedMetrics(), simulationProgress(a), doc_->savedProgress());
   diagnostics_->setDiagnostics(a.diagnostics);
