@@ -28,9 +28,11 @@
 #include <QStyle>
 #include <QToolBar>
 #include <QVBoxLayout>
+#include <QWidgetAction>
 
 #include "deviation_panel.h"
 #include "diagnostics_panel.h"
+#include "iterations_controls.h"
 #include "pipestudio/core/trace_import.h"
 #include "legend_bar.h"
 #include "memory_chart.h"
@@ -253,6 +255,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   connect(view_, &TimelineView::previewChanged, this, [this] {
     const Analysis* p = view_->previewAnalysis();
     const Analysis& shown = p ? *p : doc_->analysis();
+    summary_->setIterations(shown.iterations ? &*shown.iterations : nullptr);
     summary_->setMetrics(shown.timeline.metrics, doc_->savedMetrics(), simulationProgress(shown), doc_->savedProgress());
   });
   connect(diagnostics_, &DiagnosticsPanel::opActivated, this, [this](OpRef r) {
@@ -423,6 +426,13 @@ void MainWindow::buildActions() {
   connect(scaledAction_, &QAction::toggled, this, [this](bool on) {
     view_->setOverlayAlignment(on ? Alignment::Scaled : Alignment::Absolute);
   });
+  {  // View › Iterations: K iterations back to back (in the menu: the toolbars must fit 1024 px)
+    QMenu* iter = viewMenu_->addMenu(tr("&Iterations"));
+    auto* controls = new QWidgetAction(iter);
+    controls->setObjectName(QStringLiteral("action.iterations"));
+    controls->setDefaultWidget(new IterationsControls(doc_));
+    iter->addAction(controls);
+  }
   viewMenu_->addSeparator();
   for (QDockWidget* d : findChildren<QDockWidget*>()) viewMenu_->addAction(d->toggleViewAction());
 
@@ -539,7 +549,12 @@ void MainWindow::documentChanged() {
   const Analysis& a = doc_->analysis();
   legend_->setSchedule(a.schedule);
   std::int64_t cap = doc_->profile().deviceMemoryBytes;
-  memory_->setTimeline(a.timeline, cap);
+  // The memory chart follows what the timeline shows (K iterations when asked for).
+  memory_->setTimeline(a.iterations && !view_->iterationsShown() ? a.timeline
+                       : a.iterations                            ? a.iterations->timeline
+                                                                 : a.timeline,
+                       cap);
+  summary_->setIterations(a.iterations ? &*a.iterations : nullptr);
   summary_->setMetrics(a.timeline.metrics, doc_->savedMetrics(), simulationProgress(a), doc_->savedProgress());
   diagnostics_->setDiagnostics(a.diagnostics);
   int errors = 0, warnings = 0;

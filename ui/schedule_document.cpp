@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "pipestudio/core/dsl.h"
+#include "pipestudio/core/iterations.h"
 #include "pipestudio/core/pytorch_csv.h"
 #include "schedule_edits.h"
 
@@ -278,6 +279,15 @@ void ScheduleDocument::setSlotsWanted(bool on) {
   Q_EMIT changed();
 }
 
+void ScheduleDocument::setIterations(int k, IterationBoundary boundary) {
+  k = std::clamp(k, 1, 16);
+  if (k == iterations_ && boundary == boundary_) return;
+  iterations_ = k;
+  boundary_ = boundary;
+  reanalyze(analysis_->schedule, false);
+  Q_EMIT changed();
+}
+
 void ScheduleDocument::rebuildModel() {
   const Schedule& s = analysis_->schedule;
   modelDiagnostics_.clear();
@@ -319,6 +329,26 @@ Analysis ScheduleDocument::analyze(const Schedule& s) const {
     } else {
       a.diagnostics.insert(a.diagnostics.end(), t.errors().begin(), t.errors().end());
       a.timeline.complete = false;  // no timeline: nothing finished
+    }
+    if (iterations_ > 1 && a.valid()) {
+      // The core runs the K iterations; the views only draw its timeline.
+      IterationOptions io;
+      io.iterations = iterations_;
+      io.boundary = boundary_;
+      auto r = simulateIterations(s, model_, io);
+      if (r) {
+        a.iterations = std::move(r).value();
+      } else {
+        for (auto d : r.errors()) {
+          d.severity = Severity::Warning;
+          d.message = "cannot show " + std::to_string(iterations_) + " iterations: " + d.message;
+          a.diagnostics.push_back(d);
+        }
+      }
+    } else if (iterations_ > 1) {
+      a.diagnostics.push_back(makeWarning("iterations.not_shown", "showing one iteration, not " +
+                                                                      std::to_string(iterations_) +
+                                                                      ": the schedule has errors"));
     }
     if (slotsWanted_) {
       // PyTorch's visualiser layout: every action takes one slot, links are free.

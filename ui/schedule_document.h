@@ -11,6 +11,7 @@
 
 #include "metrics_text.h"
 #include "pipestudio/core/cost_profile.h"
+#include "pipestudio/core/iterations.h"
 #include "pipestudio/core/pytorch_csv.h"
 #include "pipestudio/core/schedule.h"
 #include "pipestudio/core/simulator.h"
@@ -26,6 +27,10 @@ struct Analysis {
   ps::core::Timeline timeline;              // simulated with the cost model (ms)
   std::optional<ps::core::Timeline> slots;  // unit slots (one step = 1), when asked for
   ps::core::Diagnostics diagnostics;        // validation + simulation + model problems
+  // K > 1 iterations asked for (docs/gui.md, "Iterations"): the core's run of K iterations
+  // back to back with the boundary, timeline and unrolled schedule included. Unset for K = 1
+  // or when the K iterations could not be simulated (then a warning says why).
+  std::optional<ps::core::IterationResult> iterations;
   bool valid() const { return !ps::core::hasErrors(diagnostics); }
   double makespan() const { return timeline.metrics.makespan; }
 };
@@ -86,6 +91,12 @@ class ScheduleDocument : public QObject {
   void setSlotsWanted(bool on);
   bool slotsWanted() const { return slotsWanted_; }
 
+  // How many iterations the designer shows (1..16) and their boundary; a view setting, not
+  // part of the schedule or the undo history.
+  void setIterations(int k, ps::core::IterationBoundary boundary);
+  int iterations() const { return iterations_; }
+  ps::core::IterationBoundary iterationBoundary() const { return boundary_; }
+
   // Validates and simulates a candidate schedule with the current cost model (used for the
   // live preview while dragging). Does not change the document.
   Analysis analyze(const ps::core::Schedule& s) const;
@@ -140,6 +151,8 @@ class ScheduleDocument : public QObject {
   QString path_;
   QString lastEffect_;
   bool slotsWanted_ = false;
+  int iterations_ = 1;
+  ps::core::IterationBoundary boundary_ = ps::core::IterationBoundary::Overlap;
   std::unordered_map<std::uint64_t, ps::core::OpRef> index_;
   mutable std::unique_ptr<ps::core::DependencyGraph> graph_;
   mutable std::shared_ptr<const Analysis> graphFor_;  // the analysis graph_ was built for

@@ -2,6 +2,7 @@
 
 #include <QHeaderView>
 #include <cmath>
+#include <string>
 #include <utility>
 
 namespace ps::ui {
@@ -105,6 +106,7 @@ void SummaryPanel::setMetrics(const ps::core::TimelineMetrics& cur, const ps::co
   addRow(nullptr, this, tr("Efficiency"), cur.efficiency * 100, saved.efficiency * 100, 1,
          QStringLiteral(" %"), Better::Higher, have);
   addRow(nullptr, this, tr("Lower bound"), cur.lowerBound, saved.lowerBound, 2, tr(" ms"), Better::Lower, have);
+  addIterationRows();
   constexpr double kGiB = double(1LL << 30);
   for (size_t d = 0; d < cur.devices.size(); ++d) {
     const auto& c = cur.devices[d];
@@ -125,6 +127,46 @@ void SummaryPanel::setMetrics(const ps::core::TimelineMetrics& cur, const ps::co
     group->setExpanded(cur.devices.size() <= 8 && !collapsed_.contains(group->text(0)));
   }
   setUpdatesEnabled(true);
+}
+
+void SummaryPanel::setIterations(const ps::core::IterationResult* r) {
+  if (!r) {
+    iterations_.reset();
+    return;
+  }
+  iterations_ = IterationFigures{r->iterations, r->boundary,       r->steadyStateMs,
+                                 r->firstIterationMs, r->maxSteadySpan, r->complete};
+}
+
+void SummaryPanel::addIterationRows() {
+  if (!iterations_) return;
+  const IterationFigures& it = *iterations_;
+  const QString boundary = QString::fromStdString(std::string(ps::core::iterationBoundaryName(it.boundary)));
+  auto* group = new QTreeWidgetItem(this);
+  group->setText(0, tr("Iterations"));
+  group->setText(1, tr("%1 × %2").arg(it.iterations).arg(boundary));
+  group->setToolTip(0, tr("The timeline shows %1 iterations back to back with a %2 boundary; the figures "
+                          "above are those of one iteration.")
+                           .arg(it.iterations)
+                           .arg(boundary));
+  QFont f = group->font(0);
+  f.setBold(true);
+  group->setFont(0, f);
+  auto row = [&](const QString& name, const QString& value) {
+    auto* r = new QTreeWidgetItem(group);
+    r->setText(0, name);
+    r->setText(1, value);
+    r->setText(2, QStringLiteral("—"));
+    for (int c = 1; c < 4; ++c) r->setTextAlignment(c, Qt::AlignRight | Qt::AlignVCenter);
+    r->setForeground(2, palette().color(QPalette::PlaceholderText));
+  };
+  const QString na = tr("n/a");
+  auto ms = [&](double v) { return it.complete ? fmt(v, 2) + tr(" ms") : na; };
+  row(tr("Boundary"), boundary);
+  row(tr("Steady-state iteration"), ms(it.steadyStateMs));
+  row(tr("First iteration"), ms(it.firstIterationMs));
+  row(tr("Longest device span"), ms(it.maxSteadySpan));
+  group->setExpanded(!collapsed_.contains(group->text(0)));
 }
 
 QString SummaryPanel::changeValue(const QString& metric) const {

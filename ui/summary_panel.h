@@ -4,7 +4,10 @@
 #include <QSet>
 #include <QTreeWidget>
 
+#include <optional>
+
 #include "metrics_text.h"
+#include "pipestudio/core/iterations.h"
 #include "pipestudio/core/timeline.h"
 
 namespace ps::ui {
@@ -18,12 +21,25 @@ class SummaryPanel : public QTreeWidget {
   // computed against it (a stalled schedule is never "better").
   void setMetrics(const ps::core::TimelineMetrics& current, const ps::core::TimelineMetrics& saved,
                   const SimulationProgress& currentProgress, const SimulationProgress& savedProgress);
+  // K > 1 iterations shown (nullptr: one): an "Iterations" group with the boundary and the
+  // core's steady-state iteration time, added by the next setMetrics (call this first).
+  void setIterations(const ps::core::IterationResult* r);
   // Text of a row's "change" column by metric name (tests).
   QString changeValue(const QString& metric) const;
   // Text of a row's "current" column by metric name (tests).
   QString currentValue(const QString& metric) const;
 
  private:
+  void addIterationRows();
+  struct IterationFigures {
+    int iterations = 0;
+    ps::core::IterationBoundary boundary = ps::core::IterationBoundary::Overlap;
+    double steadyStateMs = 0;
+    double firstIterationMs = 0;
+    double maxSteadySpan = 0;
+    bool complete = true;
+  };
+  std::optional<IterationFigures> iterations_;
   QSet<QString> collapsed_;
 };
 

@@ -154,9 +154,22 @@ void TimelineView::setLayoutMode(LayoutMode m) {
   rebuild();
 }
 
+bool TimelineView::iterationsShownFor(const Analysis& a) const {
+  return mode_ == LayoutMode::Time && a.iterations && !a.iterations->unrolled.devices.empty();
+}
+
+bool TimelineView::iterationsShown() const {
+  return iterationsShownFor(displayAnalysis());
+}
+
 const Timeline& TimelineView::displayTimeline(const Analysis& a) const {
   if (mode_ == LayoutMode::Slots && a.slots) return *a.slots;
+  if (iterationsShownFor(a)) return a.iterations->timeline;
   return a.timeline;
+}
+
+const Schedule& TimelineView::displaySchedule(const Analysis& a) const {
+  return iterationsShownFor(a) ? a.iterations->unrolled : a.schedule;
 }
 
 std::function<double(const Op&)> TimelineView::fallbackDuration() const {
@@ -271,8 +284,19 @@ void collectOutlines(const Analysis& a, std::unordered_set<std::uint64_t>& inval
 
 void TimelineView::rebuild() {
   const Analysis& a = doc_->analysis();
-  blocks_ = BlockIndex::build(a.schedule, displayTimeline(a), 1.0, fallbackDuration());
+  const bool iter = iterationsShownFor(a);
+  blocks_ = BlockIndex::build(displaySchedule(a), displayTimeline(a), 1.0, fallbackDuration());
+  marks_iter_ = iter ? ps::ui::iterationMarks(*a.iterations) : std::vector<IterationMark>{};
   collectOutlines(a, invalid_, cycle_);
+  if (iter) {
+    // Outlines and selection name steps of the one-iteration schedule, not of the K shown.
+    invalid_.clear();
+    cycle_.clear();
+    if (selected_) {
+      selected_.reset();
+      Q_EMIT selectionChanged();
+    }
+  }
   rebuildOverlay();
   fitRowHeight();
   if (selected_ && !doc_->find(*selected_)) {
@@ -362,6 +386,8 @@ std::optional<OpRef> TimelineView::selection() const {
 }
 
 void TimelineView::selectOp(std::optional<Op> op, bool scrollTo) {
+  // K iterations shown: the blocks are not the document's steps, so nothing is selectable.
+  if (op && iterationsShown()) op.reset();
   selected_ = op;
   if (scrollTo && op)
     if (auto r = doc_->find(*op)) ensureVisible(*r);
@@ -440,7 +466,7 @@ void TimelineView::paintTimeline(QPainter& p, const QRect& target, const TimeAxi
   const QPalette pal = palette();
   const Analysis& a = displayAnalysis();
   const BlockIndex& bi = blocks();
-  const Schedule& s = a.schedule;
+  const Schedule& s = displaySchedule(a);
   const int D = bi.devices();
   const bool dark = pal.color(QPalette::Base).lightnessF() < 0.5;
   const QColor base = pal.color(QPalette::Base);
@@ -691,6 +717,7 @@ void TimelineView::paintTimeline(QPainter& p, const QRect& target, const TimeAxi
     p.drawLine(QPointF(hoverX_, plotClip.top()), QPointF(hoverX_, plotClip.bottom()));
   }
   if (!dragging_) paintStepMarks(p, target, axis, scrollY);
+  paintIterationMarks(p, target, axis, scrollY);
   p.restore();
 
   // Row labels (fixed on the left).
@@ -910,10 +937,55 @@ void TimelineView::renderSvg(const QString& path, QSize size) const {
 #endif
 }
 
+// ---- iteration boundary --------------------------------------------------------------------
+
+void TimelineView::paintIterationMarks(QPainter& p, const QRect& target, const TimeAxis& axis,
+                                       double scrollY) const {
+  if (marks_iter_.empty() || dragging_) return;
+  const int K = displayAnalysis().iterations ? displayAnalysis().iterations->iterations : 0;
+  const double plotX0 = target.left() + layout_.labelWidth;
+  const QColor line(0x6a, 0x1b, 0x9a);
+  QColor shade = line;
+  shade.setAlphaF(0.18f);
+  QFont small = p.font();
+  small.setPointSizeF(small.pointSizeF() * 0.78);
+  p.save();
+  p.setFont(small);
+  for (const IterationMark& m : marks_iter_) {
+    const double top = target.top() + layout_.rowTop(m.device) - scrollY;
+    const double h = layout_.rowHeight;
+    const double xs = plotX0 + axis.toX(m.stepStart);
+    const double xe = plotX0 + axis.toX(m.end);
+    // The optimizer step shaded across the whole lane, the iteration end as a line.
+    if (xe > xs) p.fillRect(QRectF(xs, top - 2, xe - xs, h + 4), shade);
+    p.setPen(QPen(line, 2));
+    p.drawLine(QPointF(xe, top - 3), QPointF(xe, top + h + 3));
+    if (m.iteration + 1 < K || K == 0) {
+      p.setPen(line);
+      p.drawText(QPointF(xe + 3, top + h + 1), tr("iteration %1").arg(m.iteration + 2));
+    }
+  }
+  p.restore();
+}
+
 // ---- tooltip ----------------------------------------------------------------------------------
 
 QString TimelineView::tooltipFor(const Block& b) const {
   const Analysis& a = displayAnalysis();
+  if (iterationsShownFor(a)) {
+    // The K-iteration run: its own op names and times, nothing of the one-iteration analysis.
+    const auto& r = *a.iterations;
+    const QString name = QString::fromStdString(r.unrolled.opName(b.op));
+    QString html = QStringLiteral("<b>%1</b> &nbsp;<span style='color:gray'>device %2</span>")
+                       .arg(name.toHtmlEscaped())
+                       .arg(b.device);
+    if (const TimelineOp* t = timedOp(r.timeline, b.device, b.step))
+      html += tr("<br>start %1 ms &nbsp;end %2 ms &nbsp;(%3 ms)").arg(fmtMs(t->start), fmtMs(t->end), fmtMs(t->duration()));
+    html += tr("<br>%1 iterations, %2 boundary; edit with Iterations = 1")
+                .arg(r.iterations)
+                .arg(QString::fromStdString(std::string(iterationBoundaryName(r.boundary))));
+    return html;
+  }
   const Schedule& s = a.schedule;
   QString name = QString::fromStdString(s.opName(b.op));
   if (b.second) name += QStringLiteral(" + ") + QString::fromStdString(s.opName(*b.second));
@@ -1014,6 +1086,11 @@ void TimelineView::mousePressEvent(QMouseEvent* e) {
   }
   if (!h) {
     selectOp(std::nullopt, false);
+    return;
+  }
+  if (iterationsShown()) {
+    // Blocks of later iterations are not steps of the document's schedule.
+    report(tr("Editing works on one iteration: set Iterations to 1 to drag or edit ops"));
     return;
   }
   selectRef(OpRef{h->device, h->step}, false);
@@ -1178,6 +1255,10 @@ void TimelineView::wheelEvent(QWheelEvent* e) {
 void TimelineView::moveSelection(int delta) {
   auto ref = selection();
   if (!ref) return;
+  if (iterationsShown()) {
+    report(tr("Editing works on one iteration: set Iterations to 1 to drag or edit ops"));
+    return;
+  }
   const int n = static_cast<int>(doc_->schedule().devices[static_cast<size_t>(ref->device)].size());
   const int to = ref->step + delta;
   if (to < 0 || to >= n) {
@@ -1246,6 +1327,10 @@ void TimelineView::keyPressEvent(QKeyEvent* e) {
 void TimelineView::contextMenuEvent(QContextMenuEvent* e) {
   auto h = hitAt(e->pos());
   if (!h || !editable_) return;
+  if (iterationsShown()) {
+    report(tr("Editing works on one iteration: set Iterations to 1 to drag or edit ops"));
+    return;
+  }
   const OpRef ref{h->device, h->step};
   selectRef(ref, false);
   const Schedule& s = doc_->schedule();

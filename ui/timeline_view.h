@@ -11,6 +11,7 @@
 #include <unordered_set>
 
 #include "pipestudio/core/stepper.h"
+#include "iteration_marks.h"
 #include "schedule_document.h"
 #include "timeline_geometry.h"
 
@@ -65,6 +66,11 @@ class TimelineView : public QAbstractScrollArea {
   const OverlayIndex& overlayBlocks() const { return overlay_; }
   // Fill colour of a measured block by its deviation band.
   static QColor deviationColor(DeviationBand band);
+
+  // Iterations (docs/gui.md, "Iterations"): with K > 1 asked for in the document, the time
+  // layout shows the core's K-iteration timeline and marks each device's iteration ends.
+  bool iterationsShown() const;
+  const std::vector<IterationMark>& iterationMarks() const { return marks_iter_; }
 
   // Ops outlined as invalid (errors naming them), for tests and the diagnostics dock.
   bool isOutlinedInvalid(ps::core::OpRef ref) const;
@@ -130,6 +136,9 @@ class TimelineView : public QAbstractScrollArea {
   void fitRowHeight();
   std::function<double(const ps::core::Op&)> fallbackDuration() const;
   const ps::core::Timeline& displayTimeline(const Analysis& a) const;
+  const ps::core::Schedule& displaySchedule(const Analysis& a) const;
+  bool iterationsShownFor(const Analysis& a) const;
+  void paintIterationMarks(QPainter& p, const QRect& target, const TimeAxis& axis, double scrollY) const;
   const Analysis& displayAnalysis() const { return preview_ ? *preview_ : doc_->analysis(); }
   double plotWidth() const;
   std::optional<Hit> hitAt(QPoint viewportPos) const;
@@ -150,6 +159,7 @@ class TimelineView : public QAbstractScrollArea {
   std::unordered_set<std::uint64_t> invalid_;  // (device << 32 | step) with errors
   std::unordered_set<std::uint64_t> cycle_;    // ops in a deadlock cycle
   bool fitted_ = true;
+  std::vector<IterationMark> marks_iter_;  // of the shown K-iteration timeline
   std::optional<ps::core::Op> selected_;
 
   // Drag state.

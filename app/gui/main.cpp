@@ -4,6 +4,7 @@
 //   pipestudio --screenshot OUT.png --dialog run [FILE]                (the Run dialog instead)
 //   pipestudio --screenshot OUT.png --dialog profile [FILE]            (the Profile Model dialog)
 //   pipestudio [--trace TRACE.json ...] [--align absolute|scaled] [FILE]  (measured overlay)
+//   pipestudio [--iterations K] [--boundary sync|overlap] [FILE]           (K iterations)
 //   pipestudio [--playhead MS | --step N] [--break OP@dD ...] ...          (step-through)
 #include <QApplication>
 #include <QCommandLineParser>
@@ -103,6 +104,12 @@ int main(int argc, char** argv) {
   QCommandLineOption select(QStringLiteral("select"),
                             QStringLiteral("Select an op, e.g. B3@s1 (shows its dependency arrows)."),
                             QStringLiteral("OP"));
+  QCommandLineOption iterations(QStringLiteral("iterations"),
+                                QStringLiteral("Show K training iterations back to back (1..16, default 1)."),
+                                QStringLiteral("K"), QStringLiteral("1"));
+  QCommandLineOption boundary(QStringLiteral("boundary"),
+                              QStringLiteral("Iteration boundary with --iterations: sync or overlap (default)."),
+                              QStringLiteral("sync|overlap"), QStringLiteral("overlap"));
   QCommandLineOption layout(QStringLiteral("layout"),
                             QStringLiteral("Timeline layout: time (default) or slots."),
                             QStringLiteral("time|slots"), QStringLiteral("time"));
@@ -113,6 +120,8 @@ int main(int argc, char** argv) {
   parser.addOption(size);
   parser.addOption(select);
   parser.addOption(layout);
+  parser.addOption(iterations);
+  parser.addOption(boundary);
   parser.addOption(palette);
   QCommandLineOption session(QStringLiteral("session"),
                              QStringLiteral("A session file to show in the Session dock (default: the bundled example, read-only)."),
@@ -241,6 +250,16 @@ int main(int argc, char** argv) {
     }
     if (parser.isSet(searchOpen) && !sd->isRunning() && sd->result()) sd->openAsDesign(0);
     if (!sd->errorText().isEmpty()) std::fprintf(stderr, "pipestudio: %s\n", qPrintable(sd->errorText()));
+  }
+  if (parser.isSet(iterations) || parser.isSet(boundary)) {
+    bool ok = false;
+    const int k = parser.value(iterations).toInt(&ok);
+    const auto b = ps::core::iterationBoundaryFromName(parser.value(boundary).toStdString());
+    if (!ok || k < 1 || k > 16 || !b) {
+      std::fprintf(stderr, "pipestudio: --iterations wants 1..16 and --boundary sync or overlap\n");
+      return 2;
+    }
+    w.document()->setIterations(k, *b);
   }
   if (parser.value(layout) == QStringLiteral("slots")) w.setSlotLayout(true);
   if (parser.isSet(select) && !w.selectOpByName(parser.value(select)))
