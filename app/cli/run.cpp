@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <atomic>
 #include <cerrno>
 #include <csignal>
@@ -34,7 +35,7 @@ const char* kUsage =
     "         [--warmup K] [--microbatch-size B] [--check-gradients] [--trace OUT.json]\n"
     "         [--events jsonl] [--timeout S] [--connect-timeout S] [--partition N,N,...] [--seed N]\n"
     "         [--threads N] [--format pipe|csv] [--set name=value]... [--inject-fault KIND:OP]\n"
-    "         [--cancel-on-eof] [--session DB [--profile P.json]]\n\n"
+    "         [--cancel-on-eof] [--session DB [--profile P.json]] [--optimizer sgd|adamw [--lr X]]\n\n"
     "Runs the schedule in FILE (.pipe or PyTorch .csv; - reads stdin) on a model split into the\n"
     "schedule's stages. SPEC is a built-in model, 'mlp:layers=8,hidden=512' or\n"
     "'gpt:layers=8,hidden=256,heads=4,seq=128,vocab=1000' (add dtype=f64 for double), or your own\n"
@@ -53,8 +54,13 @@ const char* kUsage =
     "--timeout S bounds each wait for a tensor (default 60); --connect-timeout S bounds the\n"
     "rendezvous of the ranks (default 60).\n"
     "--partition gives layers per stage (default: balanced by the model's compute).\n"
-    "--check-gradients compares every gradient and the loss with the unpipelined model on\n"
-    "the whole batch. --events jsonl streams the run-event protocol (docs/engine.md) on\n"
+    "--optimizer sgd|adamw makes every iteration a training step: after its last op each device\n"
+    "steps its own stages' parameters with libtorch's SGD or AdamW (PyTorch's defaults, learning\n"
+    "rate --lr X, default 0.01 for sgd and 0.001 for adamw), timed as an OPTIMIZER op of the\n"
+    "timeline; AdamW's state (2 x the parameter bytes) counts in the device's memory. The loss of\n"
+    "every iteration is printed. Without it, iterations repeat forward and backward only.\n"
+    "--check-gradients compares every gradient (of the first iteration, before any step) and the\n"
+    "loss with the unpipelined model on the whole batch. --events jsonl streams the run-event protocol (docs/engine.md) on\n"
     "stdout. --inject-fault throw|nan|drop:OP makes one op of the schedule fail (testing).\n"
     "--cancel-on-eof: the run is cancelled when stdin ends (a GUI or ssh client went away); with\n"
     "FILE '-' the schedule on stdin ends at a line '#%end-of-schedule' and stdin stays open.\n"
@@ -325,7 +331,7 @@ int runRun(const std::vector<std::string>& argv) {
   const std::vector<std::string> valueFlags{"--model", "--device", "--nproc", "--iterations", "--warmup",
                                             "--microbatch-size", "--trace", "--events", "--timeout", "--connect-timeout", "--partition",
                                             "--seed", "--threads", "--format", "--set", "--inject-fault",
-                                            "--session", "--profile"};
+                                            "--session", "--profile", "--optimizer", "--lr"};
   ps::cli::Args args(argv, valueFlags, {"--check-gradients", "--cancel-on-eof"});
   if (!args.ok()) return usage(args.error());
   if (args.positionals().size() != 1) return usage("expected one FILE (or -)");
@@ -372,6 +378,16 @@ int runRun(const std::vector<std::string>& argv) {
   }
   if (args.has("--partition") && !parseIntList(args.value("--partition"), o.partition))
     return usage("--partition needs layers per stage, e.g. 2,3,3");
+  if (args.has("--optimizer")) {
+    o.optimizer = args.value("--optimizer");
+    if (!isOptimizerName(o.optimizer)) return usage("--optimizer takes sgd or adamw, not '" + o.optimizer + "'");
+    o.learningRate = defaultLearningRate(o.optimizer);
+  }
+  if (args.has("--lr")) {
+    if (o.optimizer.empty()) return usage("--lr is the optimizer's learning rate: give it with --optimizer sgd|adamw");
+    if (!parseNumber(args.value("--lr"), o.learningRate) || !(o.learningRate > 0) || !std::isfinite(o.learningRate))
+      return usage("--lr needs a positive learning rate, e.g. 0.01");
+  }
   if (args.has("--inject-fault")) {
     auto f = parseFaultInjection(args.value("--inject-fault"));
     if (!f) return usage(f.error().message);
@@ -434,7 +450,15 @@ int runRun(const std::vector<std::string>& argv) {
     return refuse(events && rank0, report.diagnostics, &text, ps::cli::kExitInvalid);
   }
   if (schedule->name.empty()) schedule->name = name;
-  if (auto st = checkFaultInjection(*schedule, o.fault); !st) return usage(st.error().message);
+  // What the engine runs: with --optimizer, the schedule plus an OPTIMIZER step per device.
+  // Traces, sessions and the launcher's event readers name the measured ops by this one.
+  Schedule executed = *schedule;
+  if (!o.optimizer.empty()) {
+    auto w = scheduleWithOptimizerSteps(*schedule);
+    if (!w) return refuse(events && rank0, w.errors(), nullptr, ps::cli::kExitInvalid);
+    executed = std::move(*w);
+  }
+  if (auto st = checkFaultInjection(executed, o.fault); !st) return usage(st.error().message);
 
   if (launcher) {
     // The launcher: start the ranks (this same command) and watch them.
@@ -456,12 +480,12 @@ int runRun(const std::vector<std::string>& argv) {
             std::find(valueFlags.begin(), valueFlags.end(), rankArgs[i - 1]) == valueFlags.end())
           rankArgs[i] = scheduleFile;
     }
-    LauncherRun lr{*schedule, o, name, events, nproc};
+    LauncherRun lr{executed, o, name, events, nproc};
 #ifdef PIPESTUDIO_HAVE_SESSIONS
     if (args.has("--session"))
-      lr.session = ps::cli::RunSessionRecording{args.value("--session"), &*schedule,
-                                                format == "pipe" ? text : printDsl(*schedule), "gloo", &o, nullptr,
-                                                predictionProfile};
+      lr.session = ps::cli::RunSessionRecording{args.value("--session"), &executed,
+                                                format == "pipe" && o.optimizer.empty() ? text : printDsl(executed),
+                                                "gloo", &o, nullptr, predictionProfile};
 #endif
     const int rc = lr.launch(rankArgs);
     if (!scheduleFile.empty()) ::unlink(scheduleFile.c_str());
@@ -514,6 +538,14 @@ int runRun(const std::vector<std::string>& argv) {
         << r.timeline.ops.size() << " ops, " << r.timeline.transfers.size() << " transfers\n";
   // A failed or cancelled run has no loss worth printing (the iteration did not complete).
   if (r.status == RunStatus::Finished && !r.losses.empty()) human << "  loss: " << r.losses.back() << "\n";
+  if (!o.optimizer.empty() && !r.losses.empty()) {
+    human << "  loss per iteration (" << o.optimizer << ", lr " << o.learningRate << "):";
+    for (size_t i = 0; i < r.losses.size(); ++i) human << (i ? ", " : " ") << r.losses[i];
+    human << "\n";
+    std::int64_t state = 0;
+    for (auto b : r.optimizerStateBytes) state += b;
+    human << "  optimizer state: " << state << " bytes on this process's devices\n";
+  }
   if (r.gradients.ran) {
     human << "  gradient check: " << (r.gradients.passed ? "passed" : "FAILED") << ", max relative error "
           << r.gradients.maxRelativeError << " (" << r.gradients.worstParameter << "), loss relative error "
@@ -522,14 +554,15 @@ int runRun(const std::vector<std::string>& argv) {
   }
   for (const auto& d : r.diagnostics) std::cerr << "pipestudio-cli run: " << runStatusName(r.status) << ": " << d.message << "\n";
   if (args.has("--trace")) {
-    if (!ps::cli::writeOutput(args.value("--trace"), exportChromeTrace(r.timeline, &*schedule), error)) {
+    if (!ps::cli::writeOutput(args.value("--trace"), exportChromeTrace(r.timeline, &executed), error)) {
       std::cerr << "pipestudio-cli run: " << error << "\n";
       return ps::cli::kExitUsage;
     }
   }
 #ifdef PIPESTUDIO_HAVE_SESSIONS
   if (args.has("--session")) {
-    ps::cli::RunSessionRecording rec{args.value("--session"), &*schedule, format == "pipe" ? text : printDsl(*schedule),
+    ps::cli::RunSessionRecording rec{args.value("--session"), &executed,
+                                     format == "pipe" && o.optimizer.empty() ? text : printDsl(executed),
                                      o.distributed.worldSize > 1 ? "gloo" : o.device, &o, &r, predictionProfile};
     rec.startedMs = std::chrono::duration_cast<std::chrono::milliseconds>(runStarted.time_since_epoch()).count();
     if (!ps::cli::recordRunInSession(rec, human)) return ps::cli::kExitInvalid;

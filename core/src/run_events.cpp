@@ -5,6 +5,7 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "pipestudio/core/iterations.h"
 #include "pipestudio/core/limits.h"
 
 namespace ps::core {
@@ -186,6 +187,11 @@ size_t RunEventReader::parseLine(std::string_view raw) {
     if (!kind) {
       // A user-declared kind: the stream does not carry the schedule's kind table.
       auto it = std::find(userKinds_.begin(), userKinds_.end(), kindName);
+      if (it == userKinds_.end() && kindName == kOptimizerStepKind) {
+        // `run --optimizer` declares the optimizer step after the schedule's own kinds.
+        userKinds_.push_back(kindName);
+        it = userKinds_.end() - 1;
+      }
       if (it == userKinds_.end()) return bad("has kind '" + kindName + "' this reader does not know");
       kind = static_cast<OpKind>(kFirstUserKind + static_cast<int>(it - userKinds_.begin()));
     }

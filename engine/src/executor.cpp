@@ -19,7 +19,9 @@
 #include "cuda_device.h"
 #include "model.h"
 #include "nvtx.h"
+#include "optimizer.h"
 #include "pipestudio/core/dsl.h"
+#include "pipestudio/core/iterations.h"
 #include "pipestudio/core/run_events.h"
 #include "pipestudio/core/validator.h"
 #include "pipestudio/engine/engine.h"
@@ -230,6 +232,10 @@ class Run {
   static thread_local int tlEvEnd;
   bool local(int device) const { return rankOf(device) == rank_; }
   void sampleMemory(int device, double t);
+  // The OPTIMIZER op: the device's optimizer step (after a copy of the first iteration's
+  // gradients when they are to be checked).
+  void optimizerStep(int device);
+  std::vector<detail::Layer*> layersOn(int device) const;
   // --- after the run
   void gradientCheck(RunReport& r);
   void gatherRemote(RunReport& r);
@@ -263,6 +269,14 @@ class Run {
   std::vector<std::vector<core::Transfer>> transfers_;
   std::vector<std::vector<core::MemorySample>> memory_;
   std::vector<double> iterEndMs_;
+  // --optimizer: the step's kind in sched_, the optimizer and its state bytes per device; for
+  // the gradient check, the first iteration's gradients (per device, before its step) and
+  // every parameter's initial value.
+  std::optional<OpKind> stepKind_;
+  std::vector<std::unique_ptr<detail::StageOptimizer>> optimizers_;
+  std::vector<std::int64_t> stateBytes_;
+  std::vector<std::vector<detail::NamedParam>> firstGradients_;
+  std::vector<at::Tensor> initialParams_;
 
   std::mutex lossMu_;
   std::vector<double> losses_;
@@ -367,6 +381,31 @@ core::Status Run::setup() {
   if (cuda_) {
     if (auto st = setupCuda(); !st) return st.errors();
   }
+  stateBytes_.assign(static_cast<size_t>(D_), 0);
+  firstGradients_.resize(static_cast<size_t>(D_));
+  optimizers_.resize(static_cast<size_t>(D_));
+  if (!opt_.optimizer.empty()) {
+    stepKind_ = sched_.kindFromName(core::kOptimizerStepKind);
+    if (!stepKind_) return core::makeError("engine.optimizer", "the schedule has no OPTIMIZER steps");
+    try {
+      for (int d = 0; d < D_; ++d)
+        if (local(d))
+          optimizers_[static_cast<size_t>(d)] =
+              detail::StageOptimizer::make(opt_.optimizer, opt_.learningRate, layersOn(d));
+      if (opt_.checkGradients) {
+        at::NoGradGuard noGrad;
+        for (const auto& l : model_->layers) {
+          for (auto* lin : l->linears) {
+            initialParams_.push_back(lin->weight.detach().clone());
+            initialParams_.push_back(lin->bias.defined() ? lin->bias.detach().clone() : at::Tensor());
+          }
+          for (auto& p : l->params) initialParams_.push_back(p.value.detach().clone());
+        }
+      }
+    } catch (const std::exception& e) {
+      return core::makeError("engine.optimizer", "cannot set up the optimizer: " + detail::errorText(e));
+    }
+  }
   stashes_.resize(static_cast<size_t>(D_));
   ops_.resize(static_cast<size_t>(D_));
   transfers_.resize(static_cast<size_t>(D_));
@@ -390,7 +429,9 @@ nlohmann::json Run::fingerprint() const {
           {"partition", partition_},
           {"micro-batch size", opt_.microbatchSize},
           {"iterations", opt_.iterations + opt_.warmup},
-          {"device", opt_.device}};
+          {"device", opt_.device},
+          {"optimizer", opt_.optimizer.empty() ? std::string("none")
+                                               : opt_.optimizer + " lr " + std::to_string(opt_.learningRate)}};
 }
 
 core::Status Run::checkFingerprints() {
@@ -417,8 +458,8 @@ core::Status Run::checkFingerprints() {
                  (all[q].is_object() && all[q].contains(field) ? all[q][field].dump() : std::string("none"));
     if (!ranks.empty()) {
       error = "the ranks do not run the same thing: " + field + " differs (rank 0 has " + value.dump() + ", " + ranks +
-              "); start every rank with the same schedule, --model, --seed, --partition, --microbatch-size and "
-              "iterations";
+              "); start every rank with the same schedule, --model, --seed, --partition, --microbatch-size, "
+              "iterations and --optimizer/--lr";
       break;
     }
   }
@@ -691,6 +732,8 @@ void Run::sampleMemory(int device, double t) {
   for (int s : sched_.pipeline.stagesOn(device))
     for (int l = firstLayer_[static_cast<size_t>(s)]; l < firstLayer_[static_cast<size_t>(s) + 1]; ++l)
       for (auto* lin : model_->layers[static_cast<size_t>(l)]->linears) bytes += lin->pendingBytes();
+  // Optimizer state is the device's from the first step on (the GPU's allocator sees it).
+  bytes += stateBytes_[static_cast<size_t>(device)];
   }
   auto& mem = memory_[static_cast<size_t>(device)];
   if (!mem.empty() && mem.back().bytes == bytes) return;
@@ -703,6 +746,10 @@ void Run::execOp(int device, int step, const Op& op) {
     throw OpFailure("engine.injected", "injected failure");
   auto& stashes = stashes_[static_cast<size_t>(device)];
   (void)step;
+  if (stepKind_ && op.kind == *stepKind_) {
+    optimizerStep(device);
+    return;
+  }
   switch (op.kind) {
     case OpKind::F: forward(device, op, false); break;
     case OpKind::R: forward(device, op, true); break;
@@ -748,6 +795,30 @@ void Run::execOp(int device, int step, const Op& op) {
       // single replica. They are recorded with their (tiny) duration.
       break;
   }
+}
+
+std::vector<detail::Layer*> Run::layersOn(int device) const {
+  std::vector<detail::Layer*> out;
+  for (int s : sched_.pipeline.stagesOn(device))
+    for (int l = firstLayer_[static_cast<size_t>(s)]; l < firstLayer_[static_cast<size_t>(s) + 1]; ++l)
+      out.push_back(model_->layers[static_cast<size_t>(l)].get());
+  return out;
+}
+
+void Run::optimizerStep(int device) {
+  auto& opt = optimizers_[static_cast<size_t>(device)];
+  if (!opt) return;
+  if (opt_.checkGradients && iteration_ == 0) {
+    // The check compares the first iteration's gradients, which the step is about to use.
+    auto& keep = firstGradients_[static_cast<size_t>(device)];
+    for (int s : sched_.pipeline.stagesOn(device))
+      for (auto& p : model_->gradients(firstLayer_[static_cast<size_t>(s)], firstLayer_[static_cast<size_t>(s) + 1]))
+        keep.push_back({p.name, p.value.clone()});
+    tlOpStart = nowMs();  // the copy is not the step's time
+  }
+  at::NoGradGuard noGrad;
+  opt->step();
+  stateBytes_[static_cast<size_t>(device)] = opt->stateBytes();
 }
 
 thread_local Clock::time_point Run::tlOrigin;
@@ -854,7 +925,7 @@ void Run::worker(int device) {
         remote_->barrier(std::chrono::milliseconds(static_cast<long>(opt_.timeoutSeconds * 1000)), opt_.cancel);
       tlOrigin = barrier_->arrive(stop_, opt_.cancel);
       if (auto* g = gpu(device)) g->beginIteration();
-      memory_[static_cast<size_t>(device)].push_back({0.0, 0});
+      memory_[static_cast<size_t>(device)].push_back({0.0, gpu(device) ? 0 : stateBytes_[static_cast<size_t>(device)]});
       runIteration(device, it);
       barrier_->arrive(stop_, opt_.cancel);
       if (device == firstLocal_ && it >= opt_.warmup) {
@@ -898,8 +969,25 @@ void Run::gradientCheck(RunReport& r) {
   for (int s = 0; s < S_; ++s)
     if (local(sched_.pipeline.deviceOf(s))) ranges.push_back({firstLayer_[static_cast<size_t>(s)], firstLayer_[static_cast<size_t>(s) + 1]});
   std::vector<detail::NamedParam> piped;
-  for (auto [a, b] : ranges)
-    for (auto& p : model_->gradients(a, b)) piped.push_back({p.name, p.value.clone()});
+  if (stepKind_) {
+    // Optimizer runs: the first iteration's gradients, against the model as it was then.
+    for (int d = 0; d < D_; ++d)
+      if (local(d))
+        for (auto& p : firstGradients_[static_cast<size_t>(d)]) piped.push_back(p);
+    at::NoGradGuard noGrad;
+    size_t i = 0;
+    for (const auto& l : model_->layers) {
+      for (auto* lin : l->linears) {
+        lin->weight.detach().copy_(initialParams_[i++]);
+        if (lin->bias.defined()) lin->bias.detach().copy_(initialParams_[i]);
+        ++i;
+      }
+      for (auto& p : l->params) p.value.detach().copy_(initialParams_[i++]);
+    }
+  } else {
+    for (auto [a, b] : ranges)
+      for (auto& p : model_->gradients(a, b)) piped.push_back({p.name, p.value.clone()});
+  }
   model_->zeroGrad();
   for (auto& l : model_->layers)
     for (auto* lin : l->linears) lin->deferWeightGrad = false;
@@ -926,7 +1014,7 @@ void Run::gradientCheck(RunReport& r) {
   }
   g.lossReference = loss.item<double>();
   if (local(sched_.pipeline.deviceOf(S_ - 1))) {
-    g.lossPipelined = losses_.empty() ? 0 : losses_.back();
+    g.lossPipelined = losses_.empty() ? 0 : stepKind_ ? losses_.front() : losses_.back();
     g.lossRelativeError = std::abs(g.lossPipelined - g.lossReference) / std::max(std::abs(g.lossReference), 1e-30);
   }
   g.passed = g.maxRelativeError <= g.tolerance && g.lossRelativeError <= g.tolerance;
@@ -1126,6 +1214,8 @@ core::Result<RunReport> Run::execute() {
         {"rank", rank_},
         {"world_size", remote_ ? remote_->worldSize() : 1},
         {"threads", perWorker},
+        {"optimizer", opt_.optimizer.empty() ? std::string("none") : opt_.optimizer},
+        {"lr", opt_.learningRate},
         {"local_world_size", remote_ ? std::max(1, opt_.distributed.localWorldSize) : 1}});
   std::vector<std::thread> threads;
   for (int d : localDevices) threads.emplace_back([this, d] { worker(d); });
@@ -1138,6 +1228,7 @@ core::Result<RunReport> Run::execute() {
   r.parameterCount = model_->parameterCount();
   r.losses = losses_;
   r.iterationMs = iterationMs_;
+  if (stepKind_) r.optimizerStateBytes = stateBytes_;
   core::Timeline& tl = r.timeline;
   tl.source = core::TimelineSource::Measured;
   tl.label = sched_.name.empty() ? "run" : sched_.name;
@@ -1190,9 +1281,42 @@ core::Result<RunReport> Run::execute() {
 
 }  // namespace
 
+bool isOptimizerName(std::string_view name) { return name == "sgd" || name == "adamw"; }
+
+double defaultLearningRate(std::string_view optimizer) { return optimizer == "adamw" ? 1e-3 : 1e-2; }
+
+core::Result<core::Schedule> scheduleWithOptimizerSteps(const core::Schedule& s) {
+  const std::string name(core::kOptimizerStepKind);
+  if (s.kindFromName(name))
+    return core::makeError("engine.optimizer", "the schedule already declares a kind named " + name +
+                                                   ", the name of the optimizer step; rename that kind to run with "
+                                                   "--optimizer");
+  core::Schedule out = s;
+  core::UserKind u;
+  u.name = name;
+  u.durationExpr = "0";
+  out.userKinds.push_back(u);
+  const auto kind = static_cast<OpKind>(core::kFirstUserKind + out.userKinds.size() - 1);
+  for (int d = 0; d < out.pipeline.devices && d < static_cast<int>(out.devices.size()); ++d) {
+    const auto stages = out.pipeline.stagesOn(d);
+    if (!stages.empty()) out.devices[static_cast<size_t>(d)].push_back(core::Step{Op{kind, stages.front(), 0}, std::nullopt});
+  }
+  return out;
+}
+
 core::Result<RunReport> runSchedule(const core::Schedule& schedule, const RunOptions& options) {
   detail::quietTorchLogging();
-  Run run(schedule, options);
+  std::optional<core::Schedule> withSteps;
+  if (!options.optimizer.empty()) {
+    if (!isOptimizerName(options.optimizer))
+      return core::makeError("engine.options", "optimizer must be sgd or adamw, got '" + options.optimizer + "'");
+    if (!(options.learningRate > 0) || !std::isfinite(options.learningRate))
+      return core::makeError("engine.options", "the learning rate must be a positive number");
+    auto w = scheduleWithOptimizerSteps(schedule);
+    if (!w) return w.errors();
+    withSteps = std::move(*w);
+  }
+  Run run(withSteps ? *withSteps : schedule, options);
   try {
     return run.execute();
   } catch (const c10::Error& e) {

@@ -83,7 +83,8 @@ class RunEventReader {
 
   // The schedule's user-declared kinds (Schedule::userKinds names, in order): op events of
   // those kinds then map to OpKind(kFirstUserKind + i) as in the schedule; without them such
-  // events are warnings.
+  // events are warnings. OPTIMIZER (`run --optimizer`'s step) is known without being set: it
+  // maps to the kind after the schedule's own, as engine::scheduleWithOptimizerSteps declares it.
   void setUserKinds(std::vector<std::string> names) { userKinds_ = std::move(names); }
 
   // Parses every complete line in `bytes` (plus what was kept from before). Returns the

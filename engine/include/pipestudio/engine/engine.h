@@ -85,12 +85,27 @@ struct RunOptions {
   int threads = 0;             // intra-op threads per worker (0 = cores / workers on this host)
   DistributedOptions distributed;
   FaultInjection fault;
+  // Training steps: "" (none: forward and backward only), "sgd" or "adamw" (libtorch's, with
+  // PyTorch's defaults apart from the learning rate). Each device steps the parameters of its
+  // own stages after its last op of every iteration, as an OPTIMIZER op of the timeline.
+  std::string optimizer;
+  double learningRate = 0;  // > 0 when optimizer is set
   // Set from another thread (or a signal handler) to cancel: workers stop at the next op.
   const std::atomic<bool>* cancel = nullptr;
   // JSON lines of the run-event protocol (docs/engine.md), one call per line; called from
   // worker threads but never concurrently.
   std::function<void(const std::string&)> events;
 };
+
+// The optimizers `optimizer` takes, and the learning rate each uses unless one is given.
+bool isOptimizerName(std::string_view name);               // "sgd", "adamw"
+double defaultLearningRate(std::string_view optimizer);    // sgd 0.01, adamw 0.001
+// The schedule an optimizer run executes: `s` with the user kind OPTIMIZER (core's optimizer
+// step, iterations.h) declared last and one OPTIMIZER op (micro-batch 0, the device's first
+// stage) appended to every device's order. The measured timeline's OPTIMIZER ops name these
+// steps, so traces and sessions of such a run use this schedule. Error: `s` already declares
+// a kind named OPTIMIZER.
+core::Result<core::Schedule> scheduleWithOptimizerSteps(const core::Schedule& s);
 
 struct ParameterError {
   std::string name;       // e.g. "block3.attn.qkv.weight"
@@ -118,6 +133,9 @@ struct RunReport {
   core::Timeline timeline;         // last measured iteration (partial when failed)
   std::vector<double> iterationMs; // wall time of each measured iteration
   std::vector<double> losses;      // loss of each iteration (warm-up included)
+  // With an optimizer: bytes of optimizer state per device at the end (0 for other ranks'
+  // devices and for SGD).
+  std::vector<std::int64_t> optimizerStateBytes;
   GradientCheck gradients;
   std::vector<int> partition;      // layers per stage actually used
   std::int64_t parameterCount = 0;
