@@ -241,7 +241,12 @@ TEST(ExecutorFailure, NanIsCaughtAtTheOpThatProducedIt) {
 
 TEST(ExecutorFailure, MissingTransferTimesOutNamingOpAndPeer) {
   auto s = gpipe(2, 2);
-  auto o = smallOptions("mlp:layers=2,hidden=8");
+  // Forwards that take a while: device 1 starts waiting for the dropped activation well before
+  // device 0 (busy with F0 and F1) starts waiting for a gradient, also on a loaded machine, so
+  // the wait that began first (the root cause) is device 1's.
+  auto o = smallOptions("mlp:layers=2,hidden=1024");
+  o.microbatchSize = 256;
+  o.checkGradients = false;
   o.timeoutSeconds = 0.5;
   o.fault = parseFaultInjection("drop:F0@s0").value();
   auto t0 = std::chrono::steady_clock::now();
