@@ -129,8 +129,9 @@ int runSimulate(const std::vector<std::string>& argv) {
     return kExitUsage;
   }
   const bool csvInput = ps::cli::endsWith(file, ".csv");
-  CsvStepLocations cells;
-  Result<Schedule> parsed = csvInput ? readPytorchCsv(text, CsvReadOptions{file}, &cells) : parseDsl(text, [&] {
+  // The CSV cells' locations are only needed to place diagnostics: they are read again
+  // below when there are any (a location per op is a string per op).
+  Result<Schedule> parsed = csvInput ? readPytorchCsv(text, CsvReadOptions{file}) : parseDsl(text, [&] {
     DslOptions o{file};
     o.onLargeExpansion = ps::cli::printLargeExpansion;
     return o;
@@ -212,7 +213,11 @@ int runSimulate(const std::vector<std::string>& argv) {
     return kExitInvalid;
   }
   ValidationReport report = validateSchedule(s);
-  if (csvInput) ps::cli::locateScheduleDiagnostics(report.diagnostics, file, true, cells);
+  if (csvInput && !report.diagnostics.empty()) {
+    CsvStepLocations cells;
+    (void)readPytorchCsv(text, CsvReadOptions{file}, &cells);
+    ps::cli::locateScheduleDiagnostics(report.diagnostics, file, true, cells);
+  }
   auto timeline = simulate(s, *model, opts);
   if (!timeline) {
     std::cerr << formatDiagnostics(report.diagnostics) << formatDiagnostics(timeline.errors());
