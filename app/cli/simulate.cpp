@@ -212,13 +212,15 @@ int runSimulate(const std::vector<std::string>& argv) {
     std::cerr << formatDiagnostics(model.errors());
     return kExitInvalid;
   }
-  ValidationReport report = validateSchedule(s);
+  // One dependency graph for both the validator and the simulator.
+  const DependencyGraph graph(s);
+  ValidationReport report = validateSchedule(s, ValidateOptions{}, graph);
   if (csvInput && !report.diagnostics.empty()) {
     CsvStepLocations cells;
     (void)readPytorchCsv(text, CsvReadOptions{file}, &cells);
     ps::cli::locateScheduleDiagnostics(report.diagnostics, file, true, cells);
   }
-  auto timeline = simulate(s, *model, opts);
+  auto timeline = simulate(s, *model, opts, graph);
   if (!timeline) {
     std::cerr << formatDiagnostics(report.diagnostics) << formatDiagnostics(timeline.errors());
     return kExitInvalid;
