@@ -122,8 +122,8 @@ nlohmann::ordered_json diagnosticJson(const Diagnostic& d) {
 void preferHugePages() {
 #if defined(__GLIBC__) && defined(__linux__)
   constexpr size_t kRegion = size_t{64} << 20, kHuge = size_t{2} << 20;
-  mallopt(M_MMAP_THRESHOLD, 256 << 20);  // big buffers from the heap, not one mapping each
-  mallopt(M_TRIM_THRESHOLD, 512 << 20);  // keep freed memory for the next buffer
+  // main() already keeps freed memory (M_TRIM_THRESHOLD); serve big buffers from the heap too.
+  mallopt(M_MMAP_THRESHOLD, 256 << 20);
   mallopt(M_TOP_PAD, static_cast<int>(kRegion));  // grow the heap in one step
   void* probe = malloc(kHuge);
   if (!probe) return;
