@@ -5,6 +5,11 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#if defined(__GLIBC__) && defined(__linux__)
+#include <malloc.h>
+#include <sys/mman.h>
+#include <unistd.h>
+#endif
 
 #include "cli.h"
 #include "cli_schedule.h"
@@ -111,7 +116,26 @@ nlohmann::ordered_json diagnosticJson(const Diagnostic& d) {
   return j;
 }
 
+// A large schedule's buffers (tens of MB, each touched about once) cost more in page faults
+// than in simulation: have them come from one heap region backed by transparent huge pages
+// where the kernel offers them on request (THP "madvise"), so there are few faults.
+void preferHugePages() {
+#if defined(__GLIBC__) && defined(__linux__)
+  constexpr size_t kRegion = size_t{64} << 20, kHuge = size_t{2} << 20;
+  // main() already keeps freed memory (M_TRIM_THRESHOLD); serve big buffers from the heap too.
+  mallopt(M_MMAP_THRESHOLD, 256 << 20);
+  mallopt(M_TOP_PAD, static_cast<int>(kRegion));  // grow the heap in one step
+  void* probe = malloc(kHuge);
+  if (!probe) return;
+  auto lo = (reinterpret_cast<std::uintptr_t>(probe) + kHuge - 1) & ~(kHuge - 1);
+  auto hi = reinterpret_cast<std::uintptr_t>(sbrk(0)) & ~(kHuge - 1);
+  free(probe);
+  if (hi > lo) madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_HUGEPAGE);  // advice only
+#endif
+}
+
 int runSimulate(const std::vector<std::string>& argv) {
+  preferHugePages();
   Args args(argv, {"--profile", "--cost", "--comm", "--partition", "--memory-limit", "--trace", "--session", "--session-name",
                          "--iterations", "--boundary", "--optimizer-step"}, {"--json"});
   auto usage = [](const std::string& msg) {
@@ -129,8 +153,9 @@ int runSimulate(const std::vector<std::string>& argv) {
     return kExitUsage;
   }
   const bool csvInput = ps::cli::endsWith(file, ".csv");
-  CsvStepLocations cells;
-  Result<Schedule> parsed = csvInput ? readPytorchCsv(text, CsvReadOptions{file}, &cells) : parseDsl(text, [&] {
+  // The CSV cells' locations are only needed to place diagnostics: they are read again
+  // below when there are any (a location per op is a string per op).
+  Result<Schedule> parsed = csvInput ? readPytorchCsv(text, CsvReadOptions{file}) : parseDsl(text, [&] {
     DslOptions o{file};
     o.onLargeExpansion = ps::cli::printLargeExpansion;
     return o;
@@ -211,9 +236,15 @@ int runSimulate(const std::vector<std::string>& argv) {
     std::cerr << formatDiagnostics(model.errors());
     return kExitInvalid;
   }
-  ValidationReport report = validateSchedule(s);
-  if (csvInput) ps::cli::locateScheduleDiagnostics(report.diagnostics, file, true, cells);
-  auto timeline = simulate(s, *model, opts);
+  // One dependency graph for both the validator and the simulator.
+  const DependencyGraph graph(s);
+  ValidationReport report = validateSchedule(s, ValidateOptions{}, graph);
+  if (csvInput && !report.diagnostics.empty()) {
+    CsvStepLocations cells;
+    (void)readPytorchCsv(text, CsvReadOptions{file}, &cells);
+    ps::cli::locateScheduleDiagnostics(report.diagnostics, file, true, cells);
+  }
+  auto timeline = simulate(s, *model, opts, graph);
   if (!timeline) {
     std::cerr << formatDiagnostics(report.diagnostics) << formatDiagnostics(timeline.errors());
     return kExitInvalid;

@@ -2,20 +2,22 @@
 
 #include <algorithm>
 #include <charconv>
+#include <deque>
 
 namespace ps::core {
 
 namespace {
 
 struct CsvCell {
-  std::string text;  // unquoted
-  int column = 1;    // 1-based byte column of the cell's first non-space character
+  std::string_view text;  // unquoted: a view of the line, or of `owned` for a quoted cell
+  int column = 1;         // 1-based byte column of the cell's first non-space character
 };
 
-// Splits one CSV line into cells (RFC 4180 quotes; a quoted cell may not span lines here,
-// since actions never contain newlines).
-std::vector<CsvCell> splitCells(std::string_view line) {
-  std::vector<CsvCell> cells;
+// Splits one CSV line into `cells` (RFC 4180 quotes; a quoted cell may not span lines here,
+// since actions never contain newlines). Unquoted cells, the common case, are views of the
+// line; a quoted cell's text is kept in `owned` (a deque, so the views stay valid).
+void splitCells(std::string_view line, std::vector<CsvCell>& cells, std::deque<std::string>& owned) {
+  cells.clear();
   size_t i = 0;
   while (true) {
     CsvCell c;
@@ -23,31 +25,33 @@ std::vector<CsvCell> splitCells(std::string_view line) {
     while (i < line.size() && (line[i] == ' ' || line[i] == '\t')) ++i;
     c.column = static_cast<int>(i) + 1;
     if (i < line.size() && line[i] == '"') {
+      std::string text;
       ++i;
       while (i < line.size()) {
         if (line[i] == '"') {
           if (i + 1 < line.size() && line[i + 1] == '"') {
-            c.text += '"';
+            text += '"';
             i += 2;
             continue;
           }
           ++i;
           break;
         }
-        c.text += line[i++];
+        text += line[i++];
       }
       // Anything after the closing quote up to the comma is kept (and will fail to parse
       // unless it is blank).
-      while (i < line.size() && line[i] != ',') c.text += line[i++];
+      while (i < line.size() && line[i] != ',') text += line[i++];
+      c.text = owned.emplace_back(std::move(text));
     } else {
       i = start;
-      while (i < line.size() && line[i] != ',') c.text += line[i++];
+      while (i < line.size() && line[i] != ',') ++i;
+      c.text = line.substr(start, i - start);
     }
-    cells.push_back(std::move(c));
+    cells.push_back(c);
     if (i >= line.size()) break;
     ++i;  // the comma
   }
-  return cells;
 }
 
 std::string_view trim(std::string_view s) {
@@ -151,17 +155,18 @@ Result<Schedule> readPytorchCsv(std::string_view text, const CsvReadOptions& opt
   struct Located {
     Step step;
     int line, column;
-    std::string cell;
+    std::string_view cell;  // a view of `text` or of `ownedCells`
   };
   std::vector<std::vector<Located>> rows(lines.size());
   int maxStage = -1, maxMb = -1;
 
-  auto parseAction = [&](std::string_view a, int line, int col, const std::string& cell, Op& out) -> bool {
+  auto parseAction = [&](std::string_view a, int line, int col, std::string_view cellView, Op& out) -> bool {
+    const auto cell = [cellView] { return std::string(cellView); };
     a = trim(a);
     size_t i = 0;
     while (i < a.size() && isDigit(a[i])) ++i;
     if (i == 0) {
-      fail(line, col, "'" + cell + "': an action starts with its stage number, e.g. 2F0");
+      fail(line, col, "'" + cell() + "': an action starts with its stage number, e.g. 2F0");
       return false;
     }
     size_t t = i;
@@ -169,28 +174,28 @@ Result<Schedule> readPytorchCsv(std::string_view text, const CsvReadOptions& opt
     std::string_view stageStr = a.substr(0, i), type = a.substr(i, t - i), mbStr = a.substr(t);
     auto kind = actionKind(type);
     if (!kind) {
-      fail(line, col, "'" + cell + "': unknown action type '" + std::string(type) + "'", hintFor(type));
+      fail(line, col, "'" + cell() + "': unknown action type '" + std::string(type) + "'", hintFor(type));
       return false;
     }
     int stage = 0, mb = -1;
     if (!parseInt(stageStr, stage) || stage > kMaxStage) {
-      fail(line, col, "'" + cell + "': stage number " + std::string(stageStr) + " is too large (at most " +
+      fail(line, col, "'" + cell() + "': stage number " + std::string(stageStr) + " is too large (at most " +
                           std::to_string(kMaxStage) + ")");
       return false;
     }
     bool stageLevel = isStageLevelKind(*kind);
     if (stageLevel && !mbStr.empty()) {
-      fail(line, col, "'" + cell + "': " + std::string(type) + " is a stage action and takes no micro-batch");
+      fail(line, col, "'" + cell() + "': " + std::string(type) + " is a stage action and takes no micro-batch");
       return false;
     }
     if (!stageLevel) {
       if (mbStr.empty()) {
-        fail(line, col, "'" + cell + "': " + std::string(type) + " needs a micro-batch number, e.g. " +
+        fail(line, col, "'" + cell() + "': " + std::string(type) + " needs a micro-batch number, e.g. " +
                             std::string(stageStr) + std::string(type) + "0");
         return false;
       }
       if (!parseInt(mbStr, mb)) {
-        fail(line, col, "'" + cell + "': '" + std::string(mbStr) + "' is not a micro-batch number");
+        fail(line, col, "'" + cell() + "': '" + std::string(mbStr) + "' is not a micro-batch number");
         return false;
       }
     }
@@ -198,24 +203,28 @@ Result<Schedule> readPytorchCsv(std::string_view text, const CsvReadOptions& opt
     return true;
   };
 
+  std::vector<CsvCell> lineCells;
+  std::deque<std::string> ownedCells;
   for (size_t r = 0; r < lines.size(); ++r) {
     const int lineNo = static_cast<int>(r) + 1;
     if (trim(lines[r]).empty()) continue;  // a rank with no actions
-    for (const CsvCell& c : splitCells(lines[r])) {
+    splitCells(lines[r], lineCells, ownedCells);
+    rows[r].reserve(lineCells.size());
+    for (const CsvCell& c : lineCells) {
       std::string_view cell = trim(c.text);
       if (cell.empty()) continue;  // idle step
-      std::string cellStr(cell);
+      const std::string_view cellStr = cell;
       Step step;
       bool ok = true;
       if (cell.front() == '(') {
         size_t close = cell.find(')');
         if (close == std::string_view::npos) {
-          fail(lineNo, c.column, "'" + cellStr + "': overlapped actions need a closing ')', e.g. (0F7;7B3)OVERLAP_F_B");
+          fail(lineNo, c.column, "'" + std::string(cellStr) + "': overlapped actions need a closing ')', e.g. (0F7;7B3)OVERLAP_F_B");
           continue;
         }
         std::string_view inner = cell.substr(1, close - 1), suffix = trim(cell.substr(close + 1));
         if (suffix != "OVERLAP_F_B") {
-          fail(lineNo, c.column, "'" + cellStr + "': overlapped actions end with OVERLAP_F_B, not '" + std::string(suffix) + "'");
+          fail(lineNo, c.column, "'" + std::string(cellStr) + "': overlapped actions end with OVERLAP_F_B, not '" + std::string(suffix) + "'");
           continue;
         }
         std::vector<Op> subs;
@@ -231,7 +240,7 @@ Result<Schedule> readPytorchCsv(std::string_view text, const CsvReadOptions& opt
         }
         if (!ok) continue;
         if (subs.size() != 2) {
-          fail(lineNo, c.column, "'" + cellStr + "': an overlapped cell holds exactly two actions, got " +
+          fail(lineNo, c.column, "'" + std::string(cellStr) + "': an overlapped cell holds exactly two actions, got " +
                                      std::to_string(subs.size()));
           continue;
         }
@@ -268,7 +277,7 @@ Result<Schedule> readPytorchCsv(std::string_view text, const CsvReadOptions& opt
           firstSeen[su] = &l;
         } else if (stageToDevice[su] != d) {
           fail(l.line, l.column,
-               "'" + l.cell + "': stage " + std::to_string(op->stage) + " appears on rank " + std::to_string(d) +
+               "'" + std::string(l.cell) + "': stage " + std::to_string(op->stage) + " appears on rank " + std::to_string(d) +
                    " but already on rank " + std::to_string(stageToDevice[su]) + " (" + options.filename + ":" +
                    std::to_string(firstSeen[su]->line) + ":" + std::to_string(firstSeen[su]->column) + ")");
         }
@@ -285,7 +294,7 @@ Result<Schedule> readPytorchCsv(std::string_view text, const CsvReadOptions& opt
       for (const Located& l : row)
         for (const Op* op : {&l.step.first, l.step.second ? &*l.step.second : nullptr})
           if (op && op->microbatch >= microbatches)
-            fail(l.line, l.column, "'" + l.cell + "': micro-batch " + std::to_string(op->microbatch) +
+            fail(l.line, l.column, "'" + std::string(l.cell) + "': micro-batch " + std::to_string(op->microbatch) +
                                        " is outside 0.." + std::to_string(microbatches - 1));
   if (!errors.empty()) return errors;
 
@@ -315,9 +324,11 @@ Result<Schedule> readPytorchCsv(std::string_view text, const CsvReadOptions& opt
   }
   if (locations) {
     locations->assign(static_cast<size_t>(devices), {});
-    for (int d = 0; d < devices; ++d)
+    for (int d = 0; d < devices; ++d) {
+      (*locations)[static_cast<size_t>(d)].reserve(rows[static_cast<size_t>(d)].size());
       for (const Located& l : rows[static_cast<size_t>(d)])
         (*locations)[static_cast<size_t>(d)].push_back(SourceLocation{options.filename, l.line, l.column});
+    }
   }
   return s;
 }

@@ -213,7 +213,8 @@ struct PendingEdge {
 // device, step by step, both ops of a pair in order, so steps are contiguous per device.
 struct Compiled {
   int D = 0, S = 0, M = 0;
-  DependencyGraph g;
+  DependencyGraph ownGraph;             // built here unless the caller gives one
+  const DependencyGraph* g = nullptr;  // ownGraph or the caller's
   std::vector<StepRec> steps;  // one more than the steps: its `edges` ends the last one's
   std::vector<int> stepOp;     // first op id of each step, then the op count
   std::vector<int> opStep;
@@ -230,7 +231,7 @@ struct Compiled {
   std::vector<std::int64_t> stash, offloaded;
   std::vector<int> live;
 
-  const Op& op(int id) const { return g.op(id); }
+  const Op& op(int id) const { return g->op(id); }
   int stepOf(int opId) const { return opStep.empty() ? opId : opStep[static_cast<size_t>(opId)]; }
 };
 
@@ -241,7 +242,7 @@ Compiled& scratch() {
   return c;
 }
 
-Status compile(const Schedule& s, const SimulationModel& model, Compiled& c) {
+Status compile(const Schedule& s, const SimulationModel& model, Compiled& c, const DependencyGraph* given) {
   const Pipeline& p = s.pipeline;
   c.D = p.devices;
   c.S = p.stages;
@@ -254,8 +255,13 @@ Status compile(const Schedule& s, const SimulationModel& model, Compiled& c) {
   if (static_cast<int>(model.stages.size()) != c.S)
     return makeError("simulate.model", "the cost model has " + std::to_string(model.stages.size()) +
                                            " stages but the schedule has " + std::to_string(c.S));
-  c.g.rebuild(s);
-  const DependencyGraph& g = c.g;
+  if (given) {
+    c.g = given;
+  } else {
+    c.ownGraph.rebuild(s);
+    c.g = &c.ownGraph;
+  }
+  const DependencyGraph& g = *c.g;
   for (const auto& pr : g.problems()) {
     using PK = DependencyGraph::ProblemKind;
     if (pr.kind == PK::TooLarge)
@@ -514,9 +520,25 @@ std::string formatBytes(std::int64_t b) {
 
 }  // namespace
 
+namespace {
+Result<Timeline> run(const Schedule& s, const SimulationModel& model, const SimulationOptions& o,
+                     const DependencyGraph* given);
+}  // namespace
+
 Result<Timeline> simulate(const Schedule& s, const SimulationModel& model, const SimulationOptions& o) {
+  return run(s, model, o, nullptr);
+}
+
+Result<Timeline> simulate(const Schedule& s, const SimulationModel& model, const SimulationOptions& o,
+                          const DependencyGraph& graph) {
+  return run(s, model, o, &graph);
+}
+
+namespace {
+Result<Timeline> run(const Schedule& s, const SimulationModel& model, const SimulationOptions& o,
+                     const DependencyGraph* given) {
   Compiled& c = scratch();
-  if (auto st = compile(s, model, c); !st) return st.errors();
+  if (auto st = compile(s, model, c, given); !st) return st.errors();
   const CostProfile& prof = model.profile;
   const size_t D = static_cast<size_t>(c.D);
   const size_t M = static_cast<size_t>(c.M);
@@ -617,7 +639,7 @@ Result<Timeline> simulate(const Schedule& s, const SimulationModel& model, const
     if (head[static_cast<size_t>(d)] < c.devBegin[static_cast<size_t>(d) + 1]) stalled = true;
 
   // --- Ops of the timeline, sorted by (device, start), and per-device busy / span.
-  size_t done = static_cast<size_t>(c.g.size());
+  size_t done = static_cast<size_t>(c.g->size());
   if (stalled) {
     done = 0;
     for (int d = 0; d < c.D; ++d)
@@ -921,9 +943,9 @@ Result<Timeline> simulate(const Schedule& s, const SimulationModel& model, const
         const int first = c.stepOp[static_cast<size_t>(h)];
         std::string waits;
         for (int op = first; op < c.stepOp[static_cast<size_t>(h) + 1] && waits.empty(); ++op)
-          for (int dep : c.g.dependencies(op)) {
+          for (int dep : c.g->dependencies(op)) {
             const int ds = c.stepOf(dep);
-            const int dd = c.g.deviceOf(dep);
+            const int dd = c.g->deviceOf(dep);
             if (head[static_cast<size_t>(dd)] <= ds && ds != h) {
               waits = s.opName(c.op(dep)) + " on device " + std::to_string(dd);
               break;
@@ -940,5 +962,6 @@ Result<Timeline> simulate(const Schedule& s, const SimulationModel& model, const
   }
   return tl;
 }
+}  // namespace
 
 }  // namespace ps::core

@@ -544,7 +544,20 @@ void checkStageActions(const Schedule& s, const DependencyGraph& g, Reporter& re
 
 ValidationReport validateSchedule(const Schedule& s) { return validateSchedule(s, ValidateOptions{}); }
 
+namespace {
+ValidationReport validate(const Schedule& s, const ValidateOptions& options, const DependencyGraph* given);
+}  // namespace
+
 ValidationReport validateSchedule(const Schedule& s, const ValidateOptions& options) {
+  return validate(s, options, nullptr);
+}
+
+ValidationReport validateSchedule(const Schedule& s, const ValidateOptions& options, const DependencyGraph& graph) {
+  return validate(s, options, &graph);
+}
+
+namespace {
+ValidationReport validate(const Schedule& s, const ValidateOptions& options, const DependencyGraph* given) {
   ValidationReport report;
   Reporter rep(report, std::max(1, options.maxDiagnostics));
   const Pipeline& p = s.pipeline;
@@ -585,7 +598,9 @@ ValidationReport validateSchedule(const Schedule& s, const ValidateOptions& opti
       if (!s.kindFromName(n)) rep.error("validate.kind-rule", "kind " + u.name + " must precede unknown kind '" + n + "'");
   }
 
-  DependencyGraph g(s);
+  DependencyGraph own;
+  if (!given) own.rebuild(s);
+  const DependencyGraph& g = given ? *given : own;
   const int nOps = g.size();
   auto name = [&](int id) { return s.opName(g.op(id)); };
 
@@ -855,5 +870,6 @@ ValidationReport validateSchedule(const Schedule& s, const ValidateOptions& opti
   rep.finish();
   return report;
 }
+}  // namespace
 
 }  // namespace ps::core

@@ -30,9 +30,15 @@ Result<SimulationModel> makeSimulationModel(const Schedule& s, const CostProfile
 // over one stage's costs; the error names the column.
 Result<double> evaluateDurationExpression(std::string_view expr, const StageCost& stage);
 
+class DependencyGraph;  // validator.h
+
 // Always returns a Timeline for a structurally sound schedule; a stall (deadlock) gives an
 // incomplete timeline with the cycle in its diagnostics, a memory overflow a diagnostic
 // naming device, time and op. Errors only for schedules it cannot interpret at all.
 Result<Timeline> simulate(const Schedule& s, const SimulationModel& model, const SimulationOptions& o = {});
+// The same with `graph`, DependencyGraph(s) built by the caller (e.g. shared with
+// validateSchedule), instead of building one.
+Result<Timeline> simulate(const Schedule& s, const SimulationModel& model, const SimulationOptions& o,
+                          const DependencyGraph& graph);
 
 }  // namespace ps::core

@@ -141,5 +141,8 @@ struct ValidateOptions {
 // unit durations and reports a deadlock with the cycle of waiting ops and devices.
 ValidationReport validateSchedule(const Schedule& s);
 ValidationReport validateSchedule(const Schedule& s, const ValidateOptions& options);
+// The same with `graph`, DependencyGraph(s) built by the caller, so that a caller that also
+// simulates (simulate(s, model, o, graph)) builds it once.
+ValidationReport validateSchedule(const Schedule& s, const ValidateOptions& options, const DependencyGraph& graph);
 
 }  // namespace ps::core
