@@ -8,6 +8,8 @@
 #include <string>
 #include <string_view>
 
+#include "pipestudio/core/run_events.h"
+
 namespace ps::cli {
 
 inline constexpr const char* kEngineStampSection = ".pipestudio_engine";
@@ -44,35 +46,12 @@ constexpr std::array<char, kEngineStampSize> makeEngineStamp(std::string_view ve
   return out;
 }
 
-struct EngineVersion {
-  std::string program;  // "0.1.0"
-  int protocol = 0;     // 0 when the line names none
-};
+// The engine's version and protocol, read by the same parser as the CLI's own line.
+using EngineVersion = ps::core::CliVersion;
 
 // Parses "pipestudio-engine 0.1.0 (run-event protocol 1)" (the first line of `text`).
 inline std::optional<EngineVersion> parseEngineStamp(std::string_view text) {
-  std::string_view line = text.substr(0, text.find('\n'));
-  while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\0')) line.remove_suffix(1);
-  const std::string prefix = std::string(kEngineName) + " ";
-  if (line.substr(0, prefix.size()) != prefix) return std::nullopt;
-  line.remove_prefix(prefix.size());
-  EngineVersion v;
-  const size_t sp = line.find(' ');
-  v.program = std::string(line.substr(0, sp));
-  if (v.program.empty()) return std::nullopt;
-  if (sp == std::string_view::npos) return v;
-  std::string_view rest = line.substr(sp + 1);
-  constexpr std::string_view proto = "(run-event protocol ";
-  if (rest.substr(0, proto.size()) != proto || rest.back() != ')') return v;
-  rest = rest.substr(proto.size(), rest.size() - proto.size() - 1);
-  if (rest.empty() || rest.size() > 6) return v;
-  int n = 0;
-  for (char c : rest) {
-    if (c < '0' || c > '9') return v;
-    n = n * 10 + (c - '0');
-  }
-  v.protocol = n;
-  return v;
+  return ps::core::parseVersionLine(text, kEngineName);
 }
 
 }  // namespace ps::cli

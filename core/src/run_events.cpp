@@ -343,12 +343,13 @@ std::string cliVersionLine(std::string_view programVersion) {
          std::to_string(kRunEventProtocolVersion) + ")";
 }
 
-std::optional<CliVersion> parseCliVersion(std::string_view output) {
+std::optional<CliVersion> parseVersionLine(std::string_view output, std::string_view programName) {
   std::string_view line = output.substr(0, output.find('\n'));
-  while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.remove_suffix(1);
-  constexpr std::string_view prefix = "pipestudio-cli ";
-  if (line.substr(0, prefix.size()) != prefix) return std::nullopt;
-  line.remove_prefix(prefix.size());
+  while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\0')) line.remove_suffix(1);
+  if (line.size() <= programName.size() || line.substr(0, programName.size()) != programName ||
+      line[programName.size()] != ' ')
+    return std::nullopt;
+  line.remove_prefix(programName.size() + 1);
   CliVersion v;
   const size_t sp = line.find(' ');
   v.program = std::string(line.substr(0, sp));
@@ -367,5 +368,7 @@ std::optional<CliVersion> parseCliVersion(std::string_view output) {
   v.protocol = n;
   return v;
 }
+
+std::optional<CliVersion> parseCliVersion(std::string_view output) { return parseVersionLine(output, "pipestudio-cli"); }
 
 }  // namespace ps::core

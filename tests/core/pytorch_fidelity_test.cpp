@@ -15,6 +15,7 @@
 #include "pipestudio/core/pytorch_csv.h"
 #include "pipestudio/core/simulator.h"
 #include "pipestudio/core/validator.h"
+#include "csv_cells.h"
 
 using namespace ps::core;
 namespace fs = std::filesystem;
@@ -38,25 +39,7 @@ std::vector<fs::path> csvFiles() {
   return out;
 }
 
-// Non-empty cells of each row, trimmed, in order.
-std::vector<std::vector<std::string>> actions(const std::string& csv) {
-  std::vector<std::vector<std::string>> rows;
-  std::istringstream in(csv);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    std::vector<std::string> row;
-    std::istringstream cells(line);
-    std::string cell;
-    while (std::getline(cells, cell, ',')) {
-      auto b = cell.find_first_not_of(" \t");
-      if (b == std::string::npos) continue;
-      row.push_back(cell.substr(b, cell.find_last_not_of(" \t") - b + 1));
-    }
-    rows.push_back(row);
-  }
-  return rows;
-}
+std::vector<std::vector<std::string>> actions(const std::string& csv) { return ps::test::csvActions(csv); }
 
 Schedule readCsv(const std::string& text) {
   auto r = readPytorchCsv(text);

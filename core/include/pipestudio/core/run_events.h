@@ -150,5 +150,8 @@ struct CliVersion {
 };
 // Parses the first line of `pipestudio-cli --version` output; nullopt when it is not one.
 std::optional<CliVersion> parseCliVersion(std::string_view output);
+// The same for any program's "NAME VERSION (run-event protocol N)" line (the engine's too);
+// trailing blanks and NULs (an ELF section's padding) are ignored.
+std::optional<CliVersion> parseVersionLine(std::string_view output, std::string_view programName);
 
 }  // namespace ps::core
