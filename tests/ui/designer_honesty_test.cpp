@@ -36,6 +36,7 @@
 #include "summary_panel.h"
 #include "template_dialog.h"
 #include "timeline_view.h"
+#include "drag_util.h"
 #include "units_text.h"
 
 using namespace ps::core;
@@ -51,25 +52,8 @@ Schedule generate(ScheduleKind k, int devices, int mb, int chunks = 0) {
   return generateSchedule(k, o).value();
 }
 
-int stepOf(const Schedule& s, int device, const Op& op) {
-  const auto& row = s.devices[size_t(device)];
-  for (size_t i = 0; i < row.size(); ++i)
-    if (row[i].first == op) return int(i);
-  return -1;
-}
-
-void dragBlock(TimelineView* v, QPoint from, QPoint to, const std::function<void()>& beforeRelease = {}) {
-  QWidget* vp = v->viewport();
-  QTest::mousePress(vp, Qt::LeftButton, Qt::NoModifier, from);
-  const int steps = 12;
-  for (int i = 1; i <= steps; ++i) {
-    const QPoint p = from + (to - from) * i / steps;
-    QMouseEvent move(QEvent::MouseMove, p, vp->mapToGlobal(p), Qt::NoButton, Qt::LeftButton, Qt::NoModifier);
-    QApplication::sendEvent(vp, &move);
-  }
-  if (beforeRelease) beforeRelease();
-  QTest::mouseRelease(vp, Qt::LeftButton, Qt::NoModifier, to);
-}
+using ps::test::dragBlock;
+using ps::test::stepOf;
 
 QString allText(const QTreeWidget* t) {
   QStringList out;

@@ -16,6 +16,7 @@
 #include "summary_panel.h"
 #include "template_dialog.h"
 #include "timeline_view.h"
+#include "drag_util.h"
 
 using namespace ps::core;
 using namespace ps::ui;
@@ -29,26 +30,8 @@ Schedule oneFOneB(int devices = 4, int mb = 8) {
   return generateSchedule(ScheduleKind::OneFOneB, o).value();
 }
 
-int stepOf(const Schedule& s, int device, const Op& op) {
-  const auto& row = s.devices[size_t(device)];
-  for (size_t i = 0; i < row.size(); ++i)
-    if (row[i].first == op) return int(i);
-  return -1;
-}
-
-// Presses on a block, drags to `to` in small steps (as a user would) and releases.
-void dragBlock(TimelineView* v, QPoint from, QPoint to, const std::function<void()>& beforeRelease = {}) {
-  QWidget* vp = v->viewport();
-  QTest::mousePress(vp, Qt::LeftButton, Qt::NoModifier, from);
-  const int steps = 12;
-  for (int i = 1; i <= steps; ++i) {
-    const QPoint p = from + (to - from) * i / steps;
-    QMouseEvent move(QEvent::MouseMove, p, vp->mapToGlobal(p), Qt::NoButton, Qt::LeftButton, Qt::NoModifier);
-    QApplication::sendEvent(vp, &move);
-  }
-  if (beforeRelease) beforeRelease();
-  QTest::mouseRelease(vp, Qt::LeftButton, Qt::NoModifier, to);
-}
+using ps::test::dragBlock;
+using ps::test::stepOf;
 
 }  // namespace
 
