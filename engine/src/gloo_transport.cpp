@@ -1,5 +1,5 @@
 // Transport between processes: c10d ProcessGroupGloo over a TCPStore (rank 0 hosts the
-// store). Sends are asynchronous and awaited at the end of the iteration, so schedules that
+// store, or the launcher does: hosted_store.h). Sends are asynchronous and awaited at the end of the iteration, so schedules that
 // send both ways between two devices cannot deadlock on rendezvous. A receive waits once for
 // the whole timeout: a timed-out wait makes Gloo tear the context down, so waits cannot be
 // sliced. A rank that fails closes its group instead, and the peers' receives fail at once
@@ -13,6 +13,7 @@
 
 #include <cstdlib>
 
+#include "hosted_store.h"
 #include "transport.h"
 
 namespace ps::engine::detail {
@@ -148,7 +149,31 @@ class GlooTransport : public RemoteTransport {
   std::vector<std::pair<c10::intrusive_ptr<c10d::Work>, int>> pending_;  // sends and their destination
 };
 
+class TcpHostedStore : public HostedStore {
+ public:
+  explicit TcpHostedStore(c10::intrusive_ptr<c10d::TCPStore> store) : store_(std::move(store)) {}
+  int port() const override { return store_->getPort(); }
+
+ private:
+  c10::intrusive_ptr<c10d::TCPStore> store_;
+};
+
 }  // namespace
+
+core::Result<std::unique_ptr<HostedStore>> hostLocalStore(int worldSize) {
+  try {
+    c10d::TCPStoreOptions so;
+    so.port = 0;  // the server binds a free port and reports it
+    so.isServer = true;
+    so.numWorkers = static_cast<std::size_t>(worldSize);
+    so.waitWorkers = false;
+    auto store = c10::make_intrusive<c10d::TCPStore>("127.0.0.1", so);
+    if (store->getPort() == 0) return core::makeError("engine.launch", "the ranks' store on 127.0.0.1 reports no port");
+    return std::unique_ptr<HostedStore>(std::make_unique<TcpHostedStore>(std::move(store)));
+  } catch (const std::exception& e) {
+    return core::makeError("engine.launch", "cannot host the ranks' store on 127.0.0.1: " + errorText(e));
+  }
+}
 
 core::Result<std::unique_ptr<RemoteTransport>> connectGloo(const DistributedOptions& d, double timeoutSeconds) {
   if (d.rank < 0 || d.rank >= d.worldSize)
@@ -164,9 +189,10 @@ core::Result<std::unique_ptr<RemoteTransport>> connectGloo(const DistributedOpti
         std::chrono::milliseconds(static_cast<long>(std::max(d.connectTimeoutSeconds, 0.001) * 1000));
     c10d::TCPStoreOptions so;
     so.port = static_cast<std::uint16_t>(d.masterPort);
-    // torchrun (2.x) may hand its workers its own store (TORCH_ELASTIC_USE_AGENT_STORE): then
-    // rank 0 joins it as a client, and our keys live under a prefix of their own.
-    const char* agent = std::getenv("TORCH_ELASTIC_USE_AGENT_STORE");
+    // torchrun may hand its workers its agent's store (TORCHELASTIC_USE_AGENT_STORE=True), and
+    // our own launcher does: then rank 0 joins it as a client, and our keys live under a
+    // prefix of their own.
+    const char* agent = std::getenv(kAgentStoreVariable);
     const bool agentStore = agent && std::string(agent) == "True";
     so.isServer = d.rank == 0 && !agentStore;
     so.numWorkers = static_cast<std::size_t>(d.worldSize);

@@ -1,7 +1,9 @@
 // Fork/exec of local ranks. The parent starts them, forwards signals, reads their run events
 // and notices a rank's death at once; the ranks find each other through the TCPStore that
-// rank 0 hosts on MASTER_PORT.
+// the launcher hosts on MASTER_PORT (hosted_store.h), as torchrun's agent does.
 #include "pipestudio/engine/launcher.h"
+
+#include "hosted_store.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -147,8 +149,9 @@ std::string signalName(int signal) {
 
 core::Result<LaunchResult> launchLocalRanks(const LaunchOptions& o) {
   const int nproc = o.nproc;
-  const int port = pickFreePort();
-  if (port == 0) return core::makeError("engine.launch", "no free TCP port on 127.0.0.1 for the ranks' store");
+  auto store = detail::hostLocalStore(nproc);
+  if (!store) return store.error();
+  const int port = (*store)->port();
   struct Pipe {
     int read = -1, write = -1;
   };
@@ -204,6 +207,7 @@ core::Result<LaunchResult> launchLocalRanks(const LaunchOptions& o) {
       setenv("LOCAL_WORLD_SIZE", std::to_string(nproc).c_str(), 1);
       setenv("MASTER_ADDR", "127.0.0.1", 1);
       setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+      setenv(detail::kAgentStoreVariable, "True", 1);
       if (r != 0) {
         int devnull = open("/dev/null", O_WRONLY);
         if (devnull >= 0) dup2(devnull, STDOUT_FILENO);

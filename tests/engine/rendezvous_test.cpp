@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "pipestudio/engine/launcher.h"
+#include "../../engine/src/hosted_store.h"
 #include "../cli_runner.h"
 #include "background_process.h"
 
@@ -118,4 +119,41 @@ TEST(Rendezvous, RanksOnOneHostShareItsCores) {
   auto started = startedEvent(p.r0.stdoutText());
   EXPECT_EQ(started["local_world_size"], 2) << p.r0.stdoutText();
   EXPECT_EQ(started["threads"], std::max(1, cores() / 2)) << p.r0.stdoutText();
+}
+
+TEST(Rendezvous, TorchrunAgentStoreIsJoinedAsAClientByEveryRank) {
+  // torchrun's agent hosts the store on MASTER_PORT and says so with
+  // TORCHELASTIC_USE_AGENT_STORE=True: rank 0 must join it, not try to bind the same port.
+  auto store = ps::engine::detail::hostLocalStore(2);
+  ASSERT_TRUE(store.ok()) << store.error().message;
+  const int port = (*store)->port();
+  ASSERT_GT(port, 0);
+  auto path = writeSchedule(ps::core::ScheduleKind::OneFOneB, 2, 4, "agent_store");
+  auto env = [&](int rank) {
+    Env e = torchrunEnv(rank, port);
+    e.push_back({ps::engine::detail::kAgentStoreVariable, "True"});
+    return e;
+  };
+  const std::string args = "run " + path + " " + kModel + " --check-gradients --connect-timeout 20 --timeout 30";
+  auto p = runPair(args, args, env(0), env(1), "agent_store");
+  ASSERT_TRUE(p.done);
+  EXPECT_EQ(p.r0.exitCode(), 0) << p.r0.stderrText();
+  EXPECT_EQ(p.r1.exitCode(), 0) << p.r1.stderrText();
+  EXPECT_NE(p.r0.stdoutText().find("gradient check: passed"), std::string::npos) << p.r0.stdoutText();
+}
+
+TEST(Rendezvous, ConcurrentLocalLaunchesNeverMeetEachOthersRanks) {
+  // Each --nproc launch hosts its own store on a port the store itself bound: launches started
+  // together (as ctest -j runs them) never share a port, so no rank joins another run.
+  auto a = writeSchedule(ps::core::ScheduleKind::OneFOneB, 2, 4, "conc_a");
+  auto b = writeSchedule(ps::core::ScheduleKind::GPipe, 2, 4, "conc_b");
+  std::vector<Background> runs;
+  for (int i = 0; i < 4; ++i)
+    runs.push_back(Background::start("run " + (i % 2 ? a : b) + " " + kModel + " --nproc 2 --iterations " +
+                                         std::to_string(1 + i % 2) + " --timeout 30",
+                                     "conc_" + std::to_string(i), {}));
+  for (auto& r : runs) {
+    ASSERT_TRUE(r.waitFor(std::chrono::seconds(90)));
+    EXPECT_EQ(r.exitCode(), 0) << r.stderrText();
+  }
 }
