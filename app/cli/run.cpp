@@ -26,6 +26,7 @@
 #include "pipestudio/core/validator.h"
 #include "pipestudio/engine/engine.h"
 #include "pipestudio/engine/launcher.h"
+#include "run_cluster.h"
 #include "run_session.h"
 
 namespace {
@@ -35,7 +36,8 @@ const char* kUsage =
     "         [--warmup K] [--microbatch-size B] [--check-gradients] [--trace OUT.json]\n"
     "         [--events jsonl] [--timeout S] [--connect-timeout S] [--partition N,N,...] [--seed N]\n"
     "         [--threads N] [--format pipe|csv] [--set name=value]... [--inject-fault KIND:OP]\n"
-    "         [--cancel-on-eof] [--session DB [--profile P.json]] [--optimizer sgd|adamw [--lr X]]\n\n"
+    "         [--cancel-on-eof] [--session DB [--profile P.json]] [--optimizer sgd|adamw [--lr X]]\n"
+    "         [--hosts HOSTS.txt [--print-launch torchrun|slurm]]\n\n"
     "Runs the schedule in FILE (.pipe or PyTorch .csv; - reads stdin) on a model split into the\n"
     "schedule's stages. SPEC is a built-in model, 'mlp:layers=8,hidden=512' or\n"
     "'gpt:layers=8,hidden=256,heads=4,seq=128,vocab=1000' (add dtype=f64 for double), or your own\n"
@@ -68,6 +70,12 @@ const char* kUsage =
     "schedule simulated with --profile P.json, else the model's analytic cost profile.\n"
     "With --nproc, a rank that dies (killed, crashed) fails the run at once, naming the rank,\n"
     "its device and the signal; the partial timeline still reaches the events and the session.\n"
+    "--hosts HOSTS.txt runs the ranks on several hosts, started over ssh (BatchMode) with torchrun's\n"
+    "variables: one host a line, '[user@]host[:port] ranks=N [key=PATH] [cli=PATH] [addr=A] [ssh=OPT]'\n"
+    "(docs/cli.md). Every host is checked first (reachable, key, CLI, same protocol), the schedule\n"
+    "is staged in a temporary folder there, rank 0's events come back here, a host that fails\n"
+    "fails the run at once (named) and ends every rank. --print-launch torchrun|slurm prints the\n"
+    "torchrun and srun/sbatch commands for the same run instead of starting it.\n"
     "Exit status: 0 finished (and gradients equal), 1 invalid schedule, failed or gradient\n"
     "mismatch, 2 usage, 130 cancelled (SIGINT, SIGTERM, --cancel-on-eof).\n";
 
@@ -331,7 +339,8 @@ int runRun(const std::vector<std::string>& argv) {
   const std::vector<std::string> valueFlags{"--model", "--device", "--nproc", "--iterations", "--warmup",
                                             "--microbatch-size", "--trace", "--events", "--timeout", "--connect-timeout", "--partition",
                                             "--seed", "--threads", "--format", "--set", "--inject-fault",
-                                            "--session", "--profile", "--optimizer", "--lr"};
+                                            "--session", "--profile", "--optimizer", "--lr",
+                                            "--hosts", "--print-launch"};
   ps::cli::Args args(argv, valueFlags, {"--check-gradients", "--cancel-on-eof"});
   if (!args.ok()) return usage(args.error());
   if (args.positionals().size() != 1) return usage("expected one FILE (or -)");
@@ -459,6 +468,40 @@ int runRun(const std::vector<std::string>& argv) {
     executed = std::move(*w);
   }
   if (auto st = checkFaultInjection(executed, o.fault); !st) return usage(st.error().message);
+
+  if (args.has("--hosts") || args.has("--print-launch")) {
+    // Ranks on several hosts (run_cluster.h): this process launches, watches and records.
+    const std::string pl = args.value("--print-launch");
+    if (args.has("--print-launch") && pl != "torchrun" && pl != "slurm")
+      return usage("--print-launch takes torchrun or slurm, not '" + pl + "'");
+    if (args.has("--nproc")) return usage("--hosts gives the ranks of each host: leave out --nproc");
+    if (env->has_value()) return usage("--hosts starts the ranks itself: unset RANK / WORLD_SIZE (torchrun, Slurm)");
+    ps::cli::ClusterRun cr;
+    cr.hostsPath = args.value("--hosts");
+    cr.printLaunch = pl;
+    cr.argv = argv;
+    cr.valueFlags = valueFlags;
+    cr.path = path;
+    cr.format = format;
+    cr.text = text;
+    cr.name = name;
+    cr.executed = &executed;
+    cr.sessionText = format == "pipe" && o.optimizer.empty() ? text : printDsl(executed);
+    cr.options = &o;
+    cr.events = events;
+    cr.cancel = &g_cancel;
+    cr.connectTimeoutSeconds = std::min(60.0, o.distributed.connectTimeoutSeconds);
+    cr.sessionPath = args.value("--session");
+#ifdef PIPESTUDIO_HAVE_SESSIONS
+    cr.prediction = predictionProfile;
+#endif
+    if (pl.empty()) {
+      std::signal(SIGINT, onSignal);
+      std::signal(SIGTERM, onSignal);
+      if (cancelOnEof) cancelOnStdinEof();
+    }
+    return ps::cli::runOnCluster(cr);
+  }
 
   if (launcher) {
     // The launcher: start the ranks (this same command) and watch them.

@@ -1,0 +1,285 @@
+// `run --hosts` and `run --print-launch` (run_cluster.h).
+#ifdef PIPESTUDIO_HAVE_ENGINE
+#include "run_cluster.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "cli.h"
+#include "pipestudio/core/cluster.h"
+#include "pipestudio/core/run_events.h"
+#include "pipestudio/engine/cluster_launcher.h"
+
+namespace ps::cli {
+
+namespace {
+
+constexpr int kExitCancelled = 130;
+
+void emit(const std::string& line) {
+  std::cout.flush();
+  const std::string s = line + "\n";
+  size_t done = 0;
+  while (done < s.size()) {
+    const ssize_t n = ::write(STDOUT_FILENO, s.data() + done, s.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    done += static_cast<size_t>(n);
+  }
+}
+
+std::string flagName(const std::string& a) { return a.substr(0, a.find('=')); }
+
+// The ranks' arguments: the run's own, less what only the launcher does (hosts, events, the
+// session, the trace), the schedule and a TorchScript file as staged ("{dir}/...").
+struct RankArgs {
+  std::vector<std::string> args;
+  std::string modelFile;  // a TorchScript model to stage, as given
+};
+
+RankArgs rankArguments(const ClusterRun& c, const std::string& stagedSchedule, const std::string& stagedModel) {
+  static const std::vector<std::string> launcherOnly{"--hosts", "--print-launch", "--events", "--session",
+                                                     "--profile", "--trace", "--nproc", "--format"};
+  RankArgs out;
+  bool positionalDone = false;
+  for (size_t i = 0; i < c.argv.size(); ++i) {
+    const std::string& a = c.argv[i];
+    const bool isFlag = a.size() > 2 && a.rfind("--", 0) == 0;
+    if (isFlag) {
+      const std::string name = flagName(a);
+      const bool inlineValue = a.find('=') != std::string::npos;
+      const bool takesValue = std::find(c.valueFlags.begin(), c.valueFlags.end(), name) != c.valueFlags.end();
+      std::string value = inlineValue ? a.substr(a.find('=') + 1) : (takesValue && i + 1 < c.argv.size() ? c.argv[i + 1] : "");
+      if (takesValue && !inlineValue) ++i;
+      if (name == "--cancel-on-eof") continue;
+      if (std::find(launcherOnly.begin(), launcherOnly.end(), name) != launcherOnly.end()) continue;
+      if (name == "--model" && value.rfind("torchscript:", 0) == 0) {
+        // torchscript:path=net.pt,features=4 -> the staged copy's path.
+        std::string spec = value;
+        const size_t p = spec.find("path=");
+        if (p != std::string::npos) {
+          const size_t e = spec.find(',', p);
+          out.modelFile = spec.substr(p + 5, e == std::string::npos ? std::string::npos : e - p - 5);
+          spec.replace(p + 5, out.modelFile.size(), stagedModel);
+        }
+        value = spec;
+      }
+      out.args.push_back(name);
+      if (takesValue) out.args.push_back(value);
+      continue;
+    }
+    if (!positionalDone && a == c.path) {
+      out.args.push_back(stagedSchedule);
+      positionalDone = true;
+      continue;
+    }
+    out.args.push_back(a);
+  }
+  out.args.push_back("--format");
+  out.args.push_back(c.format);
+  return out;
+}
+
+}  // namespace
+
+int runOnCluster(const ClusterRun& c) {
+  using namespace ps::core;
+  std::string text, error;
+  if (c.hostsPath.empty()) {
+    std::cerr << "pipestudio-cli run: --print-launch needs --hosts FILE (the nodes and their ranks)\n";
+    return kExitUsage;
+  }
+  if (!readInput(c.hostsPath, text, error)) {
+    std::cerr << "pipestudio-cli run: " << error << "\n";
+    return kExitUsage;
+  }
+  auto hosts = parseHostFile(text, c.hostsPath);
+  if (!hosts) {
+    std::cerr << formatDiagnostics(hosts.errors(), &text);
+    return kExitUsage;
+  }
+  const int world = clusterWorldSize(*hosts);
+  const int devices = c.executed->pipeline.devices;
+  if (world != devices) {
+    std::cerr << "pipestudio-cli run: " << c.hostsPath << " gives " << world << " ranks (one per device), the schedule has "
+              << devices << " devices\n";
+    return kExitUsage;
+  }
+  const std::string scheduleFile = c.format == "csv" ? "schedule.csv" : "schedule.pipe";
+
+  if (!c.printLaunch.empty()) {
+    const std::string dir = "/tmp/pipestudio-run";
+    RankArgs ra = rankArguments(c, dir + "/" + scheduleFile, dir + "/model.pt");
+    const auto kind = c.printLaunch == "slurm" ? LaunchKind::Slurm : LaunchKind::Torchrun;
+    std::cout << printLaunchCommands(*hosts, kind, ra.args, dir + "/" + scheduleFile, 29500);
+    if (!ra.modelFile.empty())
+      std::cout << "# and the TorchScript model " << ra.modelFile << " at " << dir << "/model.pt on every host\n";
+    return kExitOk;
+  }
+
+  RankArgs ra = rankArguments(c, "{dir}/" + scheduleFile, "{dir}/model.pt");
+  engine::ClusterLaunchOptions lo;
+  lo.hosts = *hosts;
+  lo.files.push_back({scheduleFile, c.text});
+  if (!ra.modelFile.empty()) {
+    std::string model;
+    if (!readInput(ra.modelFile, model, error)) {
+      std::cerr << "pipestudio-cli run: " << error << "\n";
+      return kExitUsage;
+    }
+    lo.files.push_back({"model.pt", std::move(model)});
+  }
+  lo.args = ra.args;
+  lo.rank0Args = {"--events", "jsonl"};
+  lo.connectTimeoutSeconds = c.connectTimeoutSeconds;
+  lo.cancel = c.cancel;
+  std::ostream& human = c.events ? std::cerr : std::cout;
+
+  std::vector<std::string> kinds;
+  for (const auto& k : c.executed->userKinds) kinds.push_back(k.name);
+  std::vector<RunEventReader> readers;
+  for (int r = 0; r < world; ++r) {
+    readers.emplace_back("rank " + std::to_string(r));
+    readers.back().setUserKinds(kinds);
+  }
+  std::vector<std::string> rankHost(static_cast<size_t>(world));
+  {
+    int r = 0;
+    for (const auto& h : *hosts)
+      for (int l = 0; l < h.ranks; ++l) rankHost[static_cast<size_t>(r++)] = h.label();
+  }
+  bool errorEmitted = false;
+  lo.onEvent = [&](int r, const std::string& line) {
+    readers[static_cast<size_t>(r)].feed(line + "\n");
+    if (r == 0 && c.events) emit(line);
+  };
+  lo.onStderr = [&](int r, const std::string& line) {
+    if (r == 0) human << line << "\n";
+    else std::cerr << "[rank " << r << " on " << rankHost[static_cast<size_t>(r)] << "] " << line << "\n";
+    human.flush();
+  };
+  lo.onPhase = [&](const std::string& m) { std::cerr << "pipestudio-cli run: " << m << "\n"; };
+  lo.onRankFailed = [&](const engine::ClusterRankEnd& e, const std::string& message) {
+    std::cerr << "pipestudio-cli run: " << message << "; ending the other ranks\n";
+    // Rank 0 failing on its own (exit 1) has reported why itself.
+    if (e.rank == 0 && e.exitCode != 255) return;
+    if (c.events && !readers[0].finished())
+      emit(nlohmann::json{{"type", "error"}, {"code", "cluster.rank-lost"}, {"message", message}, {"device", e.rank}, {"step", -1}}
+               .dump());
+    errorEmitted = true;
+  };
+
+  const auto started = std::chrono::system_clock::now();
+  auto res = engine::launchClusterRanks(lo);
+  for (auto& r : readers) r.end();
+
+  engine::RunReport rep;
+  const RunEventReader& r0 = readers[0];
+  int exitStatus = kExitInvalid;
+  if (!res) {
+    // Nothing ran: a host is unreachable, refuses the key, lacks the CLI or another version.
+    std::cerr << formatDiagnostics(res.errors(), &text);
+    if (c.events)
+      emit(nlohmann::json{{"type", "error"},
+                          {"protocol_version", kRunEventProtocolVersion},
+                          {"code", res.error().code},
+                          {"message", res.error().message},
+                          {"stage", "refused"}}
+               .dump());
+    rep.status = engine::RunStatus::Failed;
+    rep.diagnostics = res.errors();
+    rep.timeline.devices = devices;
+    rep.timeline.label = c.executed->name;
+    rep.timeline.source = TimelineSource::Measured;
+    rep.timeline.complete = false;
+    rep.timeline.diagnostics = res.errors();
+  } else if (r0.finished()) {
+    // Rank 0's own report (it gathers every device's timeline) stands.
+    const auto& f = *r0.finished();
+    rep.status = f.status == "finished" ? engine::RunStatus::Finished
+                 : f.status == "cancelled" ? engine::RunStatus::Cancelled
+                                           : engine::RunStatus::Failed;
+    rep.timeline = r0.timeline();
+    rep.iterationMs = f.iterationMs;
+    rep.losses = f.losses;
+    if (f.gradientCheck) {
+      rep.gradients.ran = true;
+      rep.gradients.passed = f.gradientCheck->passed;
+      rep.gradients.maxRelativeError = f.gradientCheck->maxRelativeError;
+      rep.gradients.worstParameter = f.gradientCheck->worstParameter;
+    }
+    for (const auto& e : r0.errors()) rep.diagnostics.push_back(makeError(e.code, e.message));
+    if (!res->failure.empty() && rep.status != engine::RunStatus::Finished)
+      rep.diagnostics.insert(rep.diagnostics.begin(), makeError("cluster.rank-lost", res->failure));
+    exitStatus = rep.status == engine::RunStatus::Finished    ? (res->exitStatus == 0 ? kExitOk : kExitInvalid)
+                 : rep.status == engine::RunStatus::Cancelled ? kExitCancelled
+                                                              : kExitInvalid;
+  } else {
+    // Rank 0 could not report: the partial timeline from what each rank sent about its device.
+    Timeline tl;
+    tl.source = TimelineSource::Measured;
+    tl.label = c.executed->name;
+    tl.devices = devices;
+    tl.memory.resize(static_cast<size_t>(devices));
+    int newest = -1;
+    for (const auto& rd : readers) newest = std::max(newest, rd.timelineIteration());
+    for (int rank = 0; rank < world; ++rank) {
+      const auto& rd = readers[static_cast<size_t>(rank)];
+      if (newest < 0 || rd.timelineIteration() != newest) continue;
+      Timeline part = rd.timeline();
+      for (const auto& op : part.ops)
+        if (op.device == rank) tl.ops.push_back(op);
+      for (const auto& t : part.transfers)
+        if (t.dstDevice == rank) tl.transfers.push_back(t);
+      if (rank < devices && static_cast<size_t>(rank) < part.memory.size())
+        tl.memory[static_cast<size_t>(rank)] = part.memory[static_cast<size_t>(rank)];
+    }
+    std::sort(tl.ops.begin(), tl.ops.end(),
+              [](const auto& a, const auto& b) { return std::tie(a.device, a.start) < std::tie(b.device, b.start); });
+    tl.complete = false;
+    const bool cancelled = res->cancelled && res->failure.empty();
+    Diagnostic d = cancelled ? makeError("engine.cancelled", "cancelled before rank 0 could report")
+                             : makeError("cluster.rank-lost", (res->failure.empty() ? std::string("rank 0 ended without a report")
+                                                                                    : res->failure) +
+                                                                  "; the run is failed with its partial timeline");
+    tl.diagnostics.push_back(d);
+    tl.metrics = computeMetrics(tl);
+    rep.status = cancelled ? engine::RunStatus::Cancelled : engine::RunStatus::Failed;
+    rep.diagnostics.push_back(d);
+    rep.timeline = tl;
+    if (r0.started()) rep.partition = r0.started()->partition;
+    if (c.events) {
+      if (!errorEmitted || cancelled)
+        emit(nlohmann::json{{"type", "error"}, {"code", d.code}, {"message", d.message}, {"device", -1}, {"step", -1}}.dump());
+      emit(nlohmann::json{{"type", "finished"},
+                          {"status", cancelled ? "cancelled" : "failed"},
+                          {"losses", nlohmann::json::array()},
+                          {"iteration_ms", nlohmann::json::array()},
+                          {"makespan_ms", tl.metrics.makespan},
+                          {"bubble_ratio", tl.metrics.bubbleRatio}}
+               .dump());
+    }
+    human << c.name << ": " << (cancelled ? "cancelled" : "failed") << " (" << devices << " devices on " << hosts->size()
+          << " hosts; " << tl.ops.size() << " ops measured before the end)\n";
+    exitStatus = cancelled ? kExitCancelled : kExitInvalid;
+  }
+  if (res && !res->failure.empty()) std::cerr << "pipestudio-cli run: failed: " << res->failure << "\n";
+#ifdef PIPESTUDIO_HAVE_SESSIONS
+  if (!c.sessionPath.empty()) {
+    RunSessionRecording rec{c.sessionPath, c.executed, c.sessionText, "gloo", c.options, &rep, c.prediction};
+    rec.startedMs = std::chrono::duration_cast<std::chrono::milliseconds>(started.time_since_epoch()).count();
+    if (!recordRunInSession(rec, human)) return kExitInvalid;
+  }
+#else
+  (void)started;
+#endif
+  return exitStatus;
+}
+
+}  // namespace ps::cli
+#endif

@@ -1,0 +1,514 @@
+// Ranks on several hosts over ssh (cluster_launcher.h). Every remote action is one `ssh`
+// child with pipes; one poll loop reads them all, so a host that fails is noticed at once.
+#include "pipestudio/engine/cluster_launcher.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "pipestudio/core/run_events.h"
+
+namespace ps::engine {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// The remote shell sees one string: every word quoted; a leading ~/ stays expandable.
+std::string remoteWord(const std::string& word) {
+  if (word.rfind("~/", 0) == 0) return "\"$HOME\"/" + core::shellQuoteWord(word.substr(2));
+  return core::shellQuoteWord(word);
+}
+
+std::string lastLine(const std::string& text) {
+  std::string t = text;
+  while (!t.empty() && (t.back() == '\n' || t.back() == '\r' || t.back() == ' ')) t.pop_back();
+  const size_t nl = t.rfind('\n');
+  return nl == std::string::npos ? t : t.substr(nl + 1);
+}
+
+// One ssh child: stdin (kept open while wanted), stdout and stderr pipes.
+struct Child {
+  pid_t pid = -1;
+  int in = -1, out = -1, err = -1;
+  std::string stdoutText, stderrText;  // whole (checks) or the unfinished line (ranks)
+  std::string pendingIn;               // still to write to stdin
+  bool closeInWhenWritten = true;
+  bool reaped = false;
+  int exitCode = -1;
+};
+
+void closeFd(int& fd) {
+  if (fd >= 0) ::close(fd);
+  fd = -1;
+}
+
+bool spawn(Child& c, const std::vector<std::string>& argv) {
+  int in[2], out[2], err[2];
+  if (pipe2(in, O_CLOEXEC) != 0) return false;
+  if (pipe2(out, O_CLOEXEC) != 0) {
+    ::close(in[0]), ::close(in[1]);
+    return false;
+  }
+  if (pipe2(err, O_CLOEXEC) != 0) {
+    ::close(in[0]), ::close(in[1]), ::close(out[0]), ::close(out[1]);
+    return false;
+  }
+  const pid_t parent = getpid();
+  const pid_t pid = fork();
+  if (pid < 0) {
+    for (int fd : {in[0], in[1], out[0], out[1], err[0], err[1]}) ::close(fd);
+    return false;
+  }
+  if (pid == 0) {
+    // The ssh client ends with the launcher (killed or crashed): the channel closes and the
+    // remote rank's lifeline ends it there.
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (getppid() != parent) _exit(130);
+    if (dup2(in[0], 0) < 0 || dup2(out[1], 1) < 0 || dup2(err[1], 2) < 0) _exit(127);
+    // A Ctrl-C at the terminal goes to the launcher, which cancels in order; not to ssh.
+    setpgid(0, 0);
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    execvp(args[0], args.data());
+    const char msg[] = "cannot start ssh\n";
+    (void)!::write(2, msg, sizeof msg - 1);
+    _exit(127);
+  }
+  ::close(in[0]);
+  ::close(out[1]);
+  ::close(err[1]);
+  c.pid = pid;
+  c.in = in[1];
+  c.out = out[0];
+  c.err = err[0];
+  fcntl(c.in, F_SETFL, fcntl(c.in, F_GETFL) | O_NONBLOCK);
+  return true;
+}
+
+// Reads what is there; false at the end of the pipe.
+bool drain(int& fd, std::string& into) {
+  char buf[65536];
+  const ssize_t n = ::read(fd, buf, sizeof buf);
+  if (n < 0 && (errno == EINTR || errno == EAGAIN)) return true;
+  if (n <= 0) {
+    closeFd(fd);
+    return false;
+  }
+  into.append(buf, static_cast<size_t>(n));
+  return true;
+}
+
+void writeSome(Child& c) {
+  while (c.in >= 0 && !c.pendingIn.empty()) {
+    const ssize_t n = ::write(c.in, c.pendingIn.data(), c.pendingIn.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EAGAIN) return;
+    if (n <= 0) {
+      closeFd(c.in);
+      return;
+    }
+    c.pendingIn.erase(0, static_cast<size_t>(n));
+  }
+  if (c.in >= 0 && c.pendingIn.empty() && c.closeInWhenWritten) closeFd(c.in);
+}
+
+void reap(Child& c, bool block) {
+  if (c.reaped || c.pid <= 0) return;
+  int st = 0;
+  const pid_t r = waitpid(c.pid, &st, block ? 0 : WNOHANG);
+  if (r != c.pid) return;
+  c.reaped = true;
+  c.exitCode = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+// Runs one short ssh command per host at once (checks, staging, cleanup), bounded in time;
+// a child still running at the deadline is killed (exit code -1).
+void runAll(std::vector<Child>& children, const std::vector<std::vector<std::string>>& commands, double seconds) {
+  for (size_t i = 0; i < children.size(); ++i)
+    if (!spawn(children[i], commands[i])) children[i].reaped = true;
+  const auto deadline = Clock::now() + std::chrono::milliseconds(static_cast<long>(seconds * 1000));
+  for (;;) {
+    std::vector<pollfd> fds;
+    std::vector<std::pair<Child*, int>> who;
+    bool running = false;
+    for (auto& c : children) {
+      writeSome(c);
+      if (c.out >= 0) fds.push_back({c.out, POLLIN, 0}), who.emplace_back(&c, 1);
+      if (c.err >= 0) fds.push_back({c.err, POLLIN, 0}), who.emplace_back(&c, 2);
+      if (c.in >= 0) fds.push_back({c.in, POLLOUT, 0}), who.emplace_back(&c, 0);
+      reap(c, false);
+      running = running || !c.reaped || c.out >= 0 || c.err >= 0;
+    }
+    if (!running) break;
+    if (Clock::now() >= deadline) {
+      for (auto& c : children)
+        if (!c.reaped && c.pid > 0) {
+          kill(c.pid, SIGKILL);
+          reap(c, true);
+          c.exitCode = -1;
+        }
+      for (auto& c : children) closeFd(c.in), closeFd(c.out), closeFd(c.err);
+      break;
+    }
+    if (fds.empty()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      continue;
+    }
+    if (poll(fds.data(), fds.size(), 50) <= 0) continue;
+    for (size_t i = 0; i < fds.size(); ++i) {
+      if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR | POLLOUT))) continue;
+      auto [c, which] = who[i];
+      if (which == 1) drain(c->out, c->stdoutText);
+      else if (which == 2) drain(c->err, c->stderrText);
+    }
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> sshCommand(const core::ClusterHost& h, double connectTimeoutSeconds,
+                                    const std::string& remoteCommand) {
+  std::vector<std::string> a{"ssh", "-o", "BatchMode=yes", "-o",
+                             "ConnectTimeout=" + std::to_string(std::max(1, static_cast<int>(connectTimeoutSeconds))),
+                             "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=2",
+                             "-p", std::to_string(h.port)};
+  if (!h.key.empty()) a.insert(a.end(), {"-i", h.key, "-o", "IdentitiesOnly=yes"});
+  for (const auto& o : h.sshOptions) a.insert(a.end(), {"-o", o});
+  a.insert(a.end(), {h.destination(), "--", remoteCommand});
+  return a;
+}
+
+std::string describeSshFailure(const core::ClusterHost& h, int exitCode, const std::string& stderrText) {
+  if (exitCode != 255) return {};
+  const std::string msg = lastLine(stderrText);
+  const std::string where = h.destination() + " on port " + std::to_string(h.port);
+  if (stderrText.find("Permission denied") != std::string::npos)
+    return "authentication refused by " + where + ": " + msg;
+  if (stderrText.find("Host key verification failed") != std::string::npos ||
+      stderrText.find("REMOTE HOST IDENTIFICATION HAS CHANGED") != std::string::npos)
+    return "the host key of " + h.label() + " is not trusted (add it to known_hosts): " + msg;
+  if (stderrText.find("Connection refused") != std::string::npos ||
+      stderrText.find("timed out") != std::string::npos || stderrText.find("No route") != std::string::npos ||
+      stderrText.find("Could not resolve") != std::string::npos ||
+      stderrText.find("Network is unreachable") != std::string::npos)
+    return "cannot reach " + h.host + " on port " + std::to_string(h.port) + ": " + msg;
+  return "the connection to " + where + " failed: " + (msg.empty() ? "ssh exit status 255" : msg);
+}
+
+core::Result<ClusterLaunchResult> launchClusterRanks(const ClusterLaunchOptions& o) {
+  const auto& hosts = o.hosts;
+  const size_t H = hosts.size();
+  if (H == 0) return core::makeError("cluster.hosts", "no hosts");
+  if (o.files.empty()) return core::makeError("cluster.files", "no schedule to stage");
+  const double bound = o.connectTimeoutSeconds + 20;
+  auto phase = [&](const std::string& m) {
+    if (o.onPhase) o.onPhase(m);
+  };
+  ClusterLaunchResult result;
+
+  // 1. Every host: reachable, key accepted, the CLI and its engine there, our protocol.
+  phase("checking pipestudio-cli on " + std::to_string(H) + " hosts");
+  {
+    std::vector<Child> checks(H);
+    std::vector<std::vector<std::string>> cmds;
+    for (const auto& h : hosts) cmds.push_back(sshCommand(h, o.connectTimeoutSeconds, remoteWord(h.cli) + " --version"));
+    runAll(checks, cmds, bound);
+    core::Diagnostics errors;
+    for (size_t i = 0; i < H; ++i) {
+      const auto& h = hosts[i];
+      const Child& c = checks[i];
+      std::string why;
+      if (c.exitCode == -1) {
+        why = "host " + h.label() + " did not answer within " + std::to_string(static_cast<int>(bound)) + " s";
+      } else if (std::string ssh = describeSshFailure(h, c.exitCode, c.stderrText); !ssh.empty()) {
+        why = ssh;
+      } else if (c.exitCode == 127 || c.stderrText.find("not found") != std::string::npos ||
+                 c.stderrText.find("No such file") != std::string::npos) {
+        why = "pipestudio-cli not found on " + h.label() + " at '" + h.cli + "': " + lastLine(c.stderrText);
+      } else if (auto v = core::parseCliVersion(c.stdoutText); !v) {
+        why = "'" + h.cli + "' on " + h.label() + " does not look like pipestudio-cli (--version printed '" +
+              lastLine(c.stdoutText).substr(0, 120) + "')";
+      } else if (v->protocol != core::kRunEventProtocolVersion) {
+        why = "version mismatch on " + h.label() + ": pipestudio-cli " + v->program + " speaks run-event protocol " +
+              std::to_string(v->protocol) + ", this one " + std::to_string(core::kRunEventProtocolVersion) +
+              ": install the matching pipestudio-cli there";
+      } else if (c.exitCode != 0) {
+        // The CLI is there but its engine is not (or is another build's).
+        why = "pipestudio-cli on " + h.label() + " cannot run: " + lastLine(c.stderrText);
+      } else {
+        result.versions.push_back(c.stdoutText.substr(0, c.stdoutText.find('\n')));
+      }
+      if (!why.empty()) errors.push_back(core::makeError("cluster.host", why, h.location));
+    }
+    if (!errors.empty()) return errors;
+    for (size_t i = 1; i < H; ++i)
+      if (result.versions[i] != result.versions[0])
+        return core::makeError("cluster.version",
+                               "hosts run different PipeStudio builds: '" + result.versions[0] + "' on " +
+                                   hosts[0].label() + ", '" + result.versions[i] + "' on " + hosts[i].label(),
+                               hosts[i].location);
+  }
+
+  // 2. Stage the files in a fresh folder on every host; host 0 also names a free port.
+  phase("staging the schedule on " + std::to_string(H) + " hosts");
+  std::vector<std::string> dirs(H);
+  int masterPort = 0;
+  auto cleanup = [&] {
+    std::vector<Child> rm;
+    std::vector<std::vector<std::string>> cmds;
+    std::vector<size_t> which;
+    for (size_t i = 0; i < H; ++i)
+      if (!dirs[i].empty()) {
+        cmds.push_back(sshCommand(hosts[i], o.connectTimeoutSeconds, "rm -rf " + core::shellQuoteWord(dirs[i])));
+        which.push_back(i);
+      }
+    rm.resize(cmds.size());
+    if (!cmds.empty()) runAll(rm, cmds, std::min(10.0, bound));
+  };
+  {
+    std::vector<Child> stage(H);
+    std::vector<std::vector<std::string>> cmds;
+    for (size_t i = 0; i < H; ++i) {
+      std::string script =
+          "d=$(mktemp -d \"${TMPDIR:-/tmp}/pipestudio-cluster.XXXXXX\") && cat > \"$d\"/" +
+          core::shellQuoteWord(o.files[0].name) + " && echo \"$d\"";
+      if (i == 0) script += " && " + remoteWord(hosts[0].cli) + " free-port";
+      cmds.push_back(sshCommand(hosts[i], o.connectTimeoutSeconds, script));
+      stage[i].pendingIn = o.files[0].content;
+    }
+    runAll(stage, cmds, bound);
+    std::string why;
+    for (size_t i = 0; i < H; ++i) {
+      const Child& c = stage[i];
+      std::string out = c.stdoutText;
+      const size_t nl = out.find('\n');
+      if (c.exitCode == 0 && nl != std::string::npos && out.rfind('/', 0) == 0) dirs[i] = out.substr(0, nl);
+      if (i == 0 && c.exitCode == 0 && nl != std::string::npos) masterPort = std::atoi(out.c_str() + nl + 1);
+      if (why.empty() && (c.exitCode != 0 || dirs[i].empty())) {
+        why = describeSshFailure(hosts[i], c.exitCode, c.stderrText);
+        if (why.empty())
+          why = "cannot stage the schedule on " + hosts[i].label() + ": " +
+                (c.exitCode == -1 ? std::string("no answer in time") : lastLine(c.stderrText));
+      }
+    }
+    if (why.empty() && (masterPort <= 0 || masterPort > 65535))
+      why = "no free port on " + hosts[0].label() + " for the rendezvous ('" + hosts[0].cli + " free-port' failed)";
+    // More files (a TorchScript model): one more copy each.
+    for (size_t f = 1; why.empty() && f < o.files.size(); ++f) {
+      std::vector<Child> copy(H);
+      std::vector<std::vector<std::string>> more;
+      for (size_t i = 0; i < H; ++i) {
+        more.push_back(sshCommand(hosts[i], o.connectTimeoutSeconds,
+                                  "cat > " + core::shellQuoteWord(dirs[i] + "/" + o.files[f].name)));
+        copy[i].pendingIn = o.files[f].content;
+      }
+      runAll(copy, more, bound + 60);
+      for (size_t i = 0; i < H && why.empty(); ++i)
+        if (copy[i].exitCode != 0) {
+          why = describeSshFailure(hosts[i], copy[i].exitCode, copy[i].stderrText);
+          if (why.empty()) why = "cannot copy " + o.files[f].name + " to " + hosts[i].label() + ": " + lastLine(copy[i].stderrText);
+        }
+    }
+    if (!why.empty()) {
+      cleanup();
+      return core::makeError("cluster.stage", why);
+    }
+  }
+
+  // 3. The ranks: host by host, local ranks 0..n-1; rank 0's host holds the store.
+  struct Rank {
+    Child child;
+    int host = 0, localRank = 0;
+    bool endedByLauncher = false;
+  };
+  const int world = core::clusterWorldSize(hosts);
+  std::vector<Rank> ranks(static_cast<size_t>(world));
+  {
+    int r = 0;
+    for (size_t i = 0; i < H; ++i)
+      for (int l = 0; l < hosts[i].ranks; ++l, ++r) {
+        ranks[static_cast<size_t>(r)].host = static_cast<int>(i);
+        ranks[static_cast<size_t>(r)].localRank = l;
+      }
+  }
+  phase("starting " + std::to_string(world) + " ranks on " + std::to_string(H) + " hosts");
+  std::string startError;
+  for (int r = 0; r < world && startError.empty(); ++r) {
+    Rank& k = ranks[static_cast<size_t>(r)];
+    const auto& h = hosts[static_cast<size_t>(k.host)];
+    const std::string& dir = dirs[static_cast<size_t>(k.host)];
+    std::string cmd = "cd " + core::shellQuoteWord(dir) + " && exec env RANK=" + std::to_string(r) +
+                      " WORLD_SIZE=" + std::to_string(world) + " LOCAL_RANK=" + std::to_string(k.localRank) +
+                      " LOCAL_WORLD_SIZE=" + std::to_string(h.ranks) +
+                      " MASTER_ADDR=" + core::shellQuoteWord(hosts[0].address()) +
+                      " MASTER_PORT=" + std::to_string(masterPort) + " PIPESTUDIO_LIFELINE_FD=0";
+    if (r != 0) cmd += " PIPESTUDIO_EVENT_FD=1";
+    cmd += " " + remoteWord(h.cli) + " run";
+    for (std::string a : o.args) {
+      for (size_t p; (p = a.find("{dir}")) != std::string::npos;) a.replace(p, 5, dir);
+      cmd += " " + core::shellQuoteWord(a);
+    }
+    if (r == 0)
+      for (const auto& a : o.rank0Args) cmd += " " + core::shellQuoteWord(a);
+    k.child.closeInWhenWritten = false;  // stdin is the lifeline
+    if (!spawn(k.child, sshCommand(h, o.connectTimeoutSeconds, cmd)))
+      startError = std::string("cannot start ssh: ") + std::strerror(errno);
+  }
+
+  result.ends.resize(static_cast<size_t>(world));
+  std::optional<Clock::time_point> endAt, killAt, cancelAt;
+  bool lifelinesClosed = false, cancelSeen = false, termSent = false;
+  auto rankName = [&](int r) {
+    const Rank& k = ranks[static_cast<size_t>(r)];
+    return "rank " + std::to_string(r) + " (device " + std::to_string(r) + ") on host " +
+           hosts[static_cast<size_t>(k.host)].label();
+  };
+  auto closeLifelines = [&] {
+    if (lifelinesClosed) return;
+    lifelinesClosed = true;
+    for (auto& k : ranks) {
+      if (!k.child.reaped) k.endedByLauncher = true;
+      closeFd(k.child.in);
+    }
+    killAt = Clock::now() + std::chrono::seconds(8);  // the lifeline ends a rank within 5 s
+  };
+  if (!startError.empty()) closeLifelines();
+  auto emitLines = [&](int r, std::string& acc, bool err) {
+    size_t start = 0;
+    for (size_t nl; (nl = acc.find('\n', start)) != std::string::npos; start = nl + 1) {
+      std::string line = acc.substr(start, nl - start);
+      if (!line.empty() && line.back() == '\r') line.pop_back();
+      if (err) {
+        if (o.onStderr) o.onStderr(r, line);
+      } else if (o.onEvent) {
+        o.onEvent(r, line);
+      }
+    }
+    acc.erase(0, start);
+  };
+  std::vector<std::string> stderrTail(static_cast<size_t>(world));
+  for (;;) {
+    const auto now = Clock::now();
+    if (o.cancel && *o.cancel && !cancelSeen) {
+      // Rank 0 first: its cancel ends the peers in order and it reports "cancelled".
+      cancelSeen = true;
+      result.cancelled = true;
+      closeFd(ranks[0].child.in);
+      cancelAt = now + std::chrono::milliseconds(static_cast<long>(o.cancelGraceSeconds * 1000));
+    }
+    if ((cancelAt && now >= *cancelAt) || (endAt && now >= *endAt)) closeLifelines();
+    if (killAt && now >= *killAt) {
+      for (auto& k : ranks)
+        if (!k.child.reaped && k.child.pid > 0) kill(k.child.pid, termSent ? SIGKILL : SIGTERM);
+      termSent = true;
+      killAt = now + std::chrono::seconds(2);
+    }
+    std::vector<pollfd> fds;
+    std::vector<std::pair<int, int>> who;
+    bool running = false;
+    for (int r = 0; r < world; ++r) {
+      Rank& k = ranks[static_cast<size_t>(r)];
+      if (k.child.out >= 0) fds.push_back({k.child.out, POLLIN, 0}), who.emplace_back(r, 1);
+      if (k.child.err >= 0) fds.push_back({k.child.err, POLLIN, 0}), who.emplace_back(r, 2);
+      const bool was = k.child.reaped;
+      reap(k.child, false);
+      if (!was && k.child.reaped) {
+        // Read what it left before judging its end (rank 0's report comes first).
+        while (k.child.out >= 0 && drain(k.child.out, k.child.stdoutText)) {
+          emitLines(r, k.child.stdoutText, false);
+          if (k.child.out >= 0) {
+            pollfd p{k.child.out, POLLIN, 0};
+            if (poll(&p, 1, 0) <= 0) break;
+          }
+        }
+        ClusterRankEnd& e = result.ends[static_cast<size_t>(r)];
+        e.rank = r;
+        e.host = k.host;
+        e.exitCode = k.child.exitCode;
+        e.endedByLauncher = k.endedByLauncher;
+        closeFd(k.child.in);
+        const bool bad = k.child.exitCode != 0 && !k.endedByLauncher && !cancelSeen;
+        // A rank that vanished (ssh's 255: killed, host gone) is the cause; a peer that failed
+        // on the loss just before it was noticed is not.
+        const bool lost = k.child.exitCode == 255;
+        const bool replaces = result.failedRank && lost && result.ends[static_cast<size_t>(*result.failedRank)].exitCode != 255;
+        if (bad && (!result.failedRank || replaces)) {
+          result.failedRank = r;
+          const auto& h = hosts[static_cast<size_t>(k.host)];
+          std::string ssh = describeSshFailure(h, k.child.exitCode, stderrTail[static_cast<size_t>(r)]);
+          std::string why = !ssh.empty() && ssh.rfind("the connection", 0) != 0 ? ssh
+                            : k.child.exitCode == 255 ? "it was killed or its host " + h.label() + " went away"
+                                                      : "exit status " + std::to_string(k.child.exitCode);
+          const std::string tail = lastLine(stderrTail[static_cast<size_t>(r)]);
+          result.failure = rankName(r) + " ended: " + why;
+          if (!tail.empty() && ssh.empty() && k.child.exitCode != 255) result.failure += " (" + tail + ")";
+          if (o.onRankFailed) o.onRankFailed(e, result.failure);
+          // Rank 0 gone: nobody reports, end the rest now; else rank 0 may name the loss first.
+          const auto at = r == 0 ? now : now + std::chrono::milliseconds(static_cast<long>(o.deathGraceSeconds * 1000));
+          if (!endAt || at < *endAt) endAt = at;
+        }
+        // Rank 0 done (its report is in): the others have no reason to stay.
+        if (r == 0 && !endAt) endAt = now + std::chrono::milliseconds(static_cast<long>(o.deathGraceSeconds * 1000));
+      }
+      running = running || !k.child.reaped;
+    }
+    if (!running) break;
+    if (fds.empty()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      continue;
+    }
+    if (poll(fds.data(), fds.size(), 20) <= 0) continue;
+    for (size_t i = 0; i < fds.size(); ++i) {
+      if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      auto [r, which] = who[i];
+      Child& c = ranks[static_cast<size_t>(r)].child;
+      if (which == 1) {
+        drain(c.out, c.stdoutText);
+        emitLines(r, c.stdoutText, false);
+      } else {
+        const size_t before = c.stderrText.size();
+        drain(c.err, c.stderrText);
+        std::string& tail = stderrTail[static_cast<size_t>(r)];
+        tail += c.stderrText.substr(before);
+        if (tail.size() > 8192) tail.erase(0, tail.size() - 8192);
+        emitLines(r, c.stderrText, true);
+      }
+    }
+  }
+  // Whatever is left in the pipes (descendants may hold them: do not wait).
+  for (int r = 0; r < world; ++r) {
+    Child& c = ranks[static_cast<size_t>(r)].child;
+    for (int* fd : {&c.out, &c.err}) {
+      if (*fd < 0) continue;
+      fcntl(*fd, F_SETFL, fcntl(*fd, F_GETFL) | O_NONBLOCK);
+      std::string& acc = fd == &c.out ? c.stdoutText : c.stderrText;
+      while (*fd >= 0 && drain(*fd, acc)) {
+        pollfd p{*fd, POLLIN, 0};
+        if (poll(&p, 1, 0) <= 0) break;
+      }
+      if (!acc.empty()) acc += "\n";
+      emitLines(r, acc, fd == &c.err);
+      closeFd(*fd);
+    }
+    closeFd(c.in);
+  }
+  phase("removing the staged files");
+  cleanup();
+  if (!startError.empty()) return core::makeError("cluster.start", startError);
+  result.exitStatus = result.ends[0].exitCode;
+  if (result.failedRank) result.exitStatus = result.exitStatus == 0 ? 1 : result.exitStatus;
+  return result;
+}
+
+}  // namespace ps::engine
