@@ -2,12 +2,14 @@
 
 #include <QCoreApplication>
 #include <QDir>
+#include <QFile>
 #include <QFileInfo>
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QRegularExpression>
 #include <QSettings>
+#include <QTemporaryDir>
 #include <QTimer>
 
 #include "pipestudio/core/dsl.h"
@@ -33,7 +35,7 @@ QString lastLines(const QString& text, int lines) {
 }
 
 QString cliLabel(const RunRequest& r) {
-  return r.remote ? QStringLiteral("pipestudio-cli (%1) on %2").arg(r.remote->cliPath, r.remote->displayName())
+  return r.remote && r.cluster.empty() ? QStringLiteral("pipestudio-cli (%1) on %2").arg(r.remote->cliPath, r.remote->displayName())
                   : QStringLiteral("pipestudio-cli (%1)").arg(r.localCli);
 }
 
@@ -57,7 +59,7 @@ QStringList sshPrefix(const RunRequest& r) {
 }
 
 ProcessCommand wrap(const RunRequest& r, const QStringList& cliArgs) {
-  if (!r.remote) return {r.localCli.isEmpty() ? defaultLocalCli() : r.localCli, cliArgs};
+  if (!r.remote || !r.cluster.empty()) return {r.localCli.isEmpty() ? defaultLocalCli() : r.localCli, cliArgs};
   QStringList words{remoteWord(r.remote->cliPath)};
   for (const QString& a : cliArgs) words << shellQuote(a);
   return {QStringLiteral("ssh"), sshPrefix(r) << words.join(QLatin1Char(' '))};
@@ -89,6 +91,17 @@ QList<RemoteHost> loadRemoteHosts(QSettings& s) {
   return out;
 }
 
+std::vector<ClusterHost> loadClusterHosts(QSettings& s) {
+  const QString text = s.value(QStringLiteral("runCluster/hosts")).toString();
+  if (text.trimmed().isEmpty()) return {};
+  auto hosts = parseHostFile(text.toStdString(), "settings");
+  return hosts ? *hosts : std::vector<ClusterHost>{};
+}
+
+void saveClusterHosts(QSettings& s, const std::vector<ClusterHost>& hosts) {
+  s.setValue(QStringLiteral("runCluster/hosts"), QString::fromStdString(formatHostFile(hosts)));
+}
+
 void saveRemoteHosts(QSettings& s, const QList<RemoteHost>& hosts) {
   s.remove(QStringLiteral("runHosts"));
   s.beginWriteArray(QStringLiteral("runHosts"), static_cast<int>(hosts.size()));
@@ -114,7 +127,11 @@ QString RunRequest::modelSpec() const {
   return p.isEmpty() ? model : model + QLatin1Char(':') + p;
 }
 
-QString RunRequest::targetName() const { return remote ? remote->displayName() : QStringLiteral("this machine"); }
+QString RunRequest::targetName() const {
+  if (!cluster.empty())
+    return QStringLiteral("cluster (%1 hosts, %2 ranks)").arg(cluster.size()).arg(clusterWorldSize(cluster));
+  return remote ? remote->displayName() : QStringLiteral("this machine");
+}
 
 QString ProcessCommand::display() const {
   QStringList words{shellQuote(program)};
@@ -140,7 +157,11 @@ QString defaultLocalCli() {
 QStringList cliRunArguments(const RunRequest& r) {
   QStringList a{QStringLiteral("run"), QStringLiteral("-"), QStringLiteral("--model"), r.modelSpec(),
                 QStringLiteral("--device"), r.device};
-  if (r.processes > 1) a << QStringLiteral("--nproc") << QString::number(r.processes);
+  if (!r.cluster.empty())
+    a << QStringLiteral("--hosts") << (r.hostsFile.isEmpty() ? QStringLiteral("hosts.txt") : r.hostsFile)
+      << QStringLiteral("--connect-timeout") << QString::number(std::max(1, r.connectTimeoutSeconds));
+  else if (r.processes > 1)
+    a << QStringLiteral("--nproc") << QString::number(r.processes);
   a << QStringLiteral("--iterations") << QString::number(std::max(1, r.iterations));
   if (r.warmup > 0) a << QStringLiteral("--warmup") << QString::number(r.warmup);
   if (r.microbatchSize > 0) a << QStringLiteral("--microbatch-size") << QString::number(r.microbatchSize);
@@ -153,6 +174,32 @@ QStringList cliRunArguments(const RunRequest& r) {
 ProcessCommand buildRunCommand(const RunRequest& r) { return wrap(r, cliRunArguments(r)); }
 ProcessCommand buildVersionCommand(const RunRequest& r) { return wrap(r, {QStringLiteral("--version")}); }
 ProcessCommand buildCliCommand(const RunRequest& r, const QStringList& cliArgs) { return wrap(r, cliArgs); }
+
+QString clusterLaunchCommands(const RunRequest& r, LaunchKind kind) {
+  // The ranks' arguments as `run --hosts` passes them (run_cluster.cpp): the schedule staged,
+  // no events, session or launcher flags.
+  const QString staged = QStringLiteral("/tmp/pipestudio-run/schedule.pipe");
+  RunRequest plain = r;
+  plain.cluster.clear();
+  plain.processes = 1;
+  if (plain.model == QStringLiteral("torchscript")) plain.torchscriptFile = QStringLiteral("/tmp/pipestudio-run/model.pt");
+  std::vector<std::string> args;
+  const QStringList a = cliRunArguments(plain);
+  for (int i = 1; i < a.size(); ++i) {
+    if (a[i] == QStringLiteral("--events")) {
+      ++i;
+      continue;
+    }
+    if (a[i] == QStringLiteral("--cancel-on-eof")) continue;
+    args.push_back(a[i] == QStringLiteral("-") ? staged.toStdString() : a[i].toStdString());
+  }
+  args.push_back("--format");
+  args.push_back("pipe");
+  QString text = QString::fromStdString(printLaunchCommands(r.cluster, kind, args, staged.toStdString(), 29500));
+  if (r.model == QStringLiteral("torchscript"))
+    text += QStringLiteral("# and the TorchScript model %1 at /tmp/pipestudio-run/model.pt on every host\n").arg(r.torchscriptFile);
+  return text;
+}
 
 QByteArray scheduleStdin(const QString& pipeText) {
   QByteArray b = pipeText.toUtf8();
@@ -273,6 +320,18 @@ void RunController::setPhase(Phase p, const QString& text) {
 bool RunController::start(const RunRequest& request, const QString& pipeText, const QString& scheduleName) {
   if (isActive()) return false;
   request_ = request;
+  clusterDir_.reset();
+  if (!request_.cluster.empty()) {
+    // A cluster run is this machine's CLI launching over ssh: it reads the hosts from a file.
+    request_.remote.reset();
+    clusterDir_ = std::make_unique<QTemporaryDir>();
+    request_.hostsFile = clusterDir_->filePath(QStringLiteral("hosts.txt"));
+    QFile f(request_.hostsFile);
+    if (!clusterDir_->isValid() || !f.open(QIODevice::WriteOnly | QIODevice::Truncate) ||
+        f.write(QByteArray::fromStdString(formatHostFile(request_.cluster))) < 0) {
+      request_.hostsFile.clear();
+    }
+  }
   if (!request_.remote && request_.localCli.isEmpty()) request_.localCli = defaultLocalCli();
   pipeText_ = pipeText;
   scheduleName_ = scheduleName;
@@ -490,7 +549,9 @@ Result<StoredRun> storeRunInSession(const QString& sessionPath, const RunOutcome
                      {QStringLiteral("warmup"), r.warmup},
                      {QStringLiteral("check_gradients"), r.checkGradients},
                      {QStringLiteral("timeout_s"), r.timeoutSeconds},
-                     {QStringLiteral("host"), r.remote ? r.remote->destination() : QStringLiteral("localhost")},
+                     {QStringLiteral("host"), !r.cluster.empty() ? QString::fromStdString(formatHostFile(r.cluster)).trimmed()
+                                              : r.remote      ? r.remote->destination()
+                                                              : QStringLiteral("localhost")},
                      {QStringLiteral("command"), outcome.command},
                      {QStringLiteral("cli_version"), outcome.cliVersion},
                      {QStringLiteral("exit_code"), outcome.exitCode}};

@@ -21,6 +21,7 @@
 #include <optional>
 #include <vector>
 
+#include "pipestudio/core/cluster.h"
 #include "pipestudio/core/cost_profile.h"
 #include "pipestudio/core/result.h"
 #include "pipestudio/core/run_events.h"
@@ -29,6 +30,7 @@
 #include "session_dock.h"  // Q_DECLARE_METATYPE(ps::core::Timeline)
 
 class QSettings;
+class QTemporaryDir;
 class QTimer;
 
 namespace ps::ui {
@@ -49,10 +51,17 @@ struct RemoteHost {
 
 QList<RemoteHost> loadRemoteHosts(QSettings& settings);
 void saveRemoteHosts(QSettings& settings, const QList<RemoteHost>& hosts);
+// The cluster target, kept in QSettings ("runCluster/hosts") as host-file text (docs/cli.md).
+std::vector<ps::core::ClusterHost> loadClusterHosts(QSettings& settings);
+void saveClusterHosts(QSettings& settings, const std::vector<ps::core::ClusterHost>& hosts);
 
 // Everything the Run dialog asks.
 struct RunRequest {
   std::optional<RemoteHost> remote;  // none: this machine
+  // Non-empty: a cluster target. This machine's CLI starts the ranks on these hosts over ssh
+  // (`run --hosts FILE`); `remote` is then unused.
+  std::vector<ps::core::ClusterHost> cluster;
+  QString hostsFile;  // the host file given to --hosts (the controller writes it at start)
   QString localCli;                  // this machine's pipestudio-cli (defaultLocalCli())
   QString model = QStringLiteral("gpt");  // "gpt", "mlp" or "torchscript"
   QString modelParameters;                // "layers=4,hidden=128" (gpt/mlp)
@@ -66,7 +75,7 @@ struct RunRequest {
   double timeoutSeconds = 60;     // --timeout: a transfer waiting longer fails the run
   int connectTimeoutSeconds = 10; // ssh -o ConnectTimeout
   QString modelSpec() const;      // "gpt:layers=4", "torchscript:path=/m.pt"
-  QString targetName() const;     // "this machine" or the host's display name
+  QString targetName() const;     // "this machine", the host's display name, "cluster (2 hosts, 4 ranks)"
 };
 
 struct ProcessCommand {
@@ -87,6 +96,9 @@ ProcessCommand buildRunCommand(const RunRequest& r);
 ProcessCommand buildVersionCommand(const RunRequest& r);
 // Any CLI subcommand on the request's target, wrapped like buildRunCommand (e.g. `profile`).
 ProcessCommand buildCliCommand(const RunRequest& r, const QStringList& cliArgs);
+// A cluster request's `run --print-launch torchrun|slurm` text: the commands for the same run
+// where ssh fan-out is not allowed (the schedule staged under /tmp/pipestudio-run).
+QString clusterLaunchCommands(const RunRequest& r, ps::core::LaunchKind kind);
 // What is written to the run's stdin: the schedule and the end-of-schedule line.
 QByteArray scheduleStdin(const QString& pipeText);
 
@@ -174,6 +186,7 @@ class RunController : public QObject {
   bool failedToStart_ = false;
   int stopStage_ = 0;
   int cancelGraceMs_ = 5000;
+  std::unique_ptr<QTemporaryDir> clusterDir_;  // holds a cluster run's host file
 };
 
 // Files a finished, failed or cancelled run in a session (created when missing) through

@@ -12,6 +12,7 @@
 #include <pwd.h>
 #include <unistd.h>
 
+#include "loopback_sshd.h"
 #include "pipestudio/sessions/session_store.h"
 #include "run_controller.h"
 #include "run_test_util.h"
@@ -24,26 +25,13 @@ class RunRemoteTest : public QObject {
   Q_OBJECT
  private:
   QTemporaryDir dir_;
-  QProcess sshd_;
+  LoopbackSshd sshd_;
   int port_ = 0;
   QString skipReason_;
 
   QString path(const QString& name) const { return dir_.filePath(name); }
 
-  static bool run(const QString& program, const QStringList& args, QString* err = nullptr) {
-    QProcess p;
-    p.start(program, args);
-    if (!p.waitForFinished(30000) || p.exitStatus() != QProcess::NormalExit || p.exitCode() != 0) {
-      if (err) *err = program + ": " + QString::fromUtf8(p.readAllStandardError()) + p.errorString();
-      return false;
-    }
-    return true;
-  }
-
-  static QString userName() {
-    if (const passwd* pw = getpwuid(getuid())) return QString::fromLocal8Bit(pw->pw_name);
-    return QString::fromLocal8Bit(qgetenv("USER"));
-  }
+  static QString userName() { return LoopbackSshd::userName(); }
 
   RunRequest remoteRequest(const QString& key) const {
     RunRequest r;
@@ -54,8 +42,7 @@ class RunRemoteTest : public QObject {
     h.port = port_;
     h.identityFile = key;
     h.cliPath = QStringLiteral(PIPESTUDIO_CLI);
-    h.sshOptions = {QStringLiteral("UserKnownHostsFile=") + path(QStringLiteral("known_hosts")),
-                    QStringLiteral("StrictHostKeyChecking=yes")};
+    h.sshOptions = sshd_.sshOptions();
     r.remote = h;
     r.model = QStringLiteral("mlp");
     r.modelParameters = QStringLiteral("layers=2,hidden=8");
@@ -66,62 +53,9 @@ class RunRemoteTest : public QObject {
   }
 
   bool startSshd(QString& why) {
-    if (!QFileInfo(QStringLiteral("/usr/sbin/sshd")).isExecutable()) {
-      why = QStringLiteral("/usr/sbin/sshd is not installed (openssh-server)");
-      return false;
-    }
-    QString err;
-    for (const char* k : {"host_key", "user_key", "wrong_key"})
-      if (!run(QStringLiteral("ssh-keygen"), {"-q", "-t", "ed25519", "-N", "", "-f", path(QLatin1String(k))}, &err)) {
-        why = QStringLiteral("ssh-keygen failed: ") + err;
-        return false;
-      }
-    QFile::copy(path(QStringLiteral("user_key.pub")), path(QStringLiteral("authorized_keys")));
-    // sshd refuses to start without its privilege separation directory.
-    QDir().mkpath(QStringLiteral("/run/sshd"));
-    for (int attempt = 0; attempt < 5; ++attempt) {
-      port_ = 20000 + static_cast<int>((::getpid() * 7 + attempt * 977) % 30000);
-      QFile cfg(path(QStringLiteral("sshd_config")));
-      if (!cfg.open(QIODevice::WriteOnly | QIODevice::Truncate)) {
-        why = QStringLiteral("cannot write sshd_config");
-        return false;
-      }
-      cfg.write(QStringLiteral("Port %1\nListenAddress 127.0.0.1\nHostKey %2\nPidFile %3\nAuthorizedKeysFile %4\n"
-                               "StrictModes no\nPubkeyAuthentication yes\nPasswordAuthentication no\n"
-                               "KbdInteractiveAuthentication no\nUsePAM no\nPermitRootLogin prohibit-password\n"
-                               "LogLevel INFO\n")
-                    .arg(port_)
-                    .arg(path(QStringLiteral("host_key")), path(QStringLiteral("sshd.pid")),
-                         path(QStringLiteral("authorized_keys")))
-                    .toUtf8());
-      cfg.close();
-      sshd_.setProcessChannelMode(QProcess::MergedChannels);
-      sshd_.start(QStringLiteral("/usr/sbin/sshd"), {"-D", "-e", "-f", path(QStringLiteral("sshd_config"))});
-      if (!sshd_.waitForStarted(5000)) {
-        why = QStringLiteral("sshd did not start: ") + sshd_.errorString();
-        return false;
-      }
-      QByteArray log;
-      QElapsedTimer t;
-      t.start();
-      while (t.elapsed() < 10000 && sshd_.state() == QProcess::Running && !log.contains("Server listening")) {
-        sshd_.waitForReadyRead(200);
-        log += sshd_.readAll();
-      }
-      if (log.contains("Server listening")) {
-        // Known host key, so BatchMode needs no prompt and the key is really checked.
-        QFile pub(path(QStringLiteral("host_key.pub")));
-        QFile known(path(QStringLiteral("known_hosts")));
-        if (!pub.open(QIODevice::ReadOnly) || !known.open(QIODevice::WriteOnly | QIODevice::Truncate)) return false;
-        known.write(QStringLiteral("[127.0.0.1]:%1 ").arg(port_).toUtf8() + pub.readAll());
-        return true;
-      }
-      sshd_.kill();
-      sshd_.waitForFinished(3000);
-      why = QStringLiteral("sshd did not start listening: ") + QString::fromUtf8(log).trimmed();
-      if (!log.contains("Address already in use")) return false;
-    }
-    return false;
+    if (!sshd_.start(dir_.path(), QStringLiteral("127.0.0.1"), why)) return false;
+    port_ = sshd_.port();
+    return true;
   }
 
  private Q_SLOTS:
@@ -135,13 +69,7 @@ class RunRemoteTest : public QObject {
     if (!skipReason_.isEmpty()) QSKIP(qPrintable(QStringLiteral("cannot start a loopback sshd: ") + skipReason_));
   }
 
-  void cleanupTestCase() {
-    if (sshd_.state() != QProcess::NotRunning) {
-      sshd_.terminate();
-      if (!sshd_.waitForFinished(5000)) sshd_.kill();
-      sshd_.waitForFinished(3000);
-    }
-  }
+  void cleanupTestCase() { sshd_.stop(); }
 
   void remoteRunIsStored() {
     RunController c;

@@ -1,0 +1,359 @@
+// Cluster runs (`run --hosts`, the Run dialog's Cluster target) for real: two OpenSSH servers
+// on 127.0.0.1 and 127.0.0.2 (LoopbackSshd, throw-away keys) stand for two hosts of two ranks
+// each; the ranks meet through c10d Gloo. A 2 x 2 run with the gradient check, a cancel from
+// the GUI that ends every rank, one host's ranks killed mid-run and one host's sshd stopped
+// before the run (both fail fast, name the host, leave no rank and record the failed run), and
+// the --print-launch commands. Skips the ssh parts where sshd cannot start here.
+#include <QFile>
+#include <QProcess>
+#include <QRegularExpression>
+#include <QSignalSpy>
+#include <QTemporaryDir>
+#include <QtTest>
+#include <signal.h>
+#include <unistd.h>
+
+#include "loopback_sshd.h"
+#include "pipestudio/core/cluster.h"
+#include "pipestudio/core/run_events.h"
+#include "pipestudio/sessions/session_store.h"
+#include "run_controller.h"
+#include "run_test_util.h"
+
+using namespace ps::ui;
+using namespace runtest;
+namespace sessions = ps::sessions;
+
+namespace {
+
+// Four devices, GPipe order: every device's forwards, then its backwards.
+const char* kFourPipe =
+    "name \"four\"\n"
+    "devices 4\n"
+    "stages 4\n"
+    "microbatches 2\n"
+    "placement linear\n"
+    "device 0: F0 F1 B0 B1\n"
+    "device 1: F0 F1 B0 B1\n"
+    "device 2: F0 F1 B0 B1\n"
+    "device 3: F0 F1 B0 B1\n";
+
+const char* kModel = "gpt:layers=4,hidden=16,heads=2,seq=4,vocab=16";
+
+struct CliResult {
+  int exitCode = -1;
+  bool finished = false;
+  QByteArray out, err;
+  qint64 ms = 0;
+};
+
+// Processes whose environment has RANK=<rank> among those with `needles` in their command line.
+QList<qint64> rankProcesses(const QStringList& needles, const QSet<int>& ranks) {
+  QList<qint64> out;
+  for (qint64 pid : processesWith(needles)) {
+    QFile env(QStringLiteral("/proc/%1/environ").arg(pid));
+    if (!env.open(QIODevice::ReadOnly)) continue;
+    for (const QByteArray& kv : env.readAll().split('\0'))
+      if (kv.startsWith("RANK=") && ranks.contains(kv.mid(5).toInt())) out << pid;
+  }
+  return out;
+}
+
+// The remote rank processes (children of sshd), not the local ssh clients or the launcher.
+QList<qint64> remoteRanks(const QStringList& needles) {
+  return rankProcesses(needles, {0, 1, 2, 3});
+}
+
+}  // namespace
+
+class RunClusterTest : public QObject {
+  Q_OBJECT
+ private:
+  QTemporaryDir dir_;
+  LoopbackSshd a_, b_;
+  QString skipReason_;
+
+  QString path(const QString& name) const { return dir_.filePath(name); }
+
+  std::vector<ps::core::ClusterHost> hosts() const {
+    std::vector<ps::core::ClusterHost> out;
+    for (const LoopbackSshd* s : {&a_, &b_}) {
+      ps::core::ClusterHost h;
+      h.host = s->address().toStdString();
+      h.user = LoopbackSshd::userName().toStdString();
+      h.port = s->port();
+      h.ranks = 2;
+      h.key = s->userKey().toStdString();
+      h.cli = PIPESTUDIO_CLI;
+      for (const QString& o : s->sshOptions()) h.sshOptions.push_back(o.toStdString());
+      out.push_back(h);
+    }
+    return out;
+  }
+
+  QString writeFiles() {
+    QFile h(path(QStringLiteral("hosts.txt")));
+    if (!h.open(QIODevice::WriteOnly | QIODevice::Truncate)) qFatal("cannot write hosts.txt");
+    h.write("# two loopback hosts, two ranks each\n");
+    h.write(QByteArray::fromStdString(ps::core::formatHostFile(hosts())));
+    h.close();
+    QFile s(path(QStringLiteral("four.pipe")));
+    if (!s.open(QIODevice::WriteOnly | QIODevice::Truncate)) qFatal("cannot write four.pipe");
+    s.write(kFourPipe);
+    return path(QStringLiteral("hosts.txt"));
+  }
+
+  QStringList runArgs(const QStringList& extra) {
+    const QString hostsFile = writeFiles();
+    return QStringList{QStringLiteral("run"), path(QStringLiteral("four.pipe")), QStringLiteral("--hosts"), hostsFile,
+                       QStringLiteral("--model"), QLatin1String(kModel), QStringLiteral("--threads"), QStringLiteral("1"),
+                       QStringLiteral("--connect-timeout"), QStringLiteral("10"), QStringLiteral("--timeout"),
+                       QStringLiteral("20")} +
+           extra;
+  }
+
+  static CliResult cli(const QStringList& args, int timeoutMs) {
+    CliResult r;
+    QProcess p;
+    QElapsedTimer t;
+    t.start();
+    p.start(QStringLiteral(PIPESTUDIO_CLI), args);
+    r.finished = p.waitForFinished(timeoutMs);
+    if (!r.finished) {
+      p.kill();
+      p.waitForFinished(3000);
+    }
+    r.ms = t.elapsed();
+    r.exitCode = p.exitCode();
+    r.out = p.readAllStandardOutput();
+    r.err = p.readAllStandardError();
+    return r;
+  }
+
+  RunRequest clusterRequest() const {
+    RunRequest r;
+    r.cluster = hosts();
+    r.localCli = QStringLiteral(PIPESTUDIO_CLI);
+    r.model = QStringLiteral("gpt");
+    r.modelParameters = QStringLiteral("layers=4,hidden=16,heads=2,seq=4,vocab=16");
+    r.iterations = 1;
+    r.timeoutSeconds = 20;
+    r.connectTimeoutSeconds = 10;
+    return r;
+  }
+
+  static std::optional<sessions::RunSummary> measuredRun(const QString& session) {
+    auto store = sessions::SessionStore::open(session.toStdString());
+    if (!store) return std::nullopt;
+    auto runs = store->listRuns();
+    if (!runs) return std::nullopt;
+    for (const auto& r : *runs)
+      if (r.target == "gloo") return r;
+    return std::nullopt;
+  }
+
+ private Q_SLOTS:
+  void initTestCase() {
+    QVERIFY(dir_.isValid());
+    QString why;
+    if (!a_.start(dir_.path(), QStringLiteral("127.0.0.1"), why) || !b_.start(dir_.path(), QStringLiteral("127.0.0.2"), why))
+      skipReason_ = why;
+    if (!skipReason_.isEmpty()) qWarning("loopback sshd unavailable: %s", qPrintable(skipReason_));
+  }
+
+  void cleanupTestCase() {
+    a_.stop();
+    b_.stop();
+  }
+
+  void printLaunchGivesTorchrunAndSlurmCommands() {
+    // No ssh needed: the commands are printed, not run.
+    CliResult r = cli(runArgs({QStringLiteral("--check-gradients"), QStringLiteral("--print-launch"), QStringLiteral("torchrun")}), 60000);
+    QVERIFY2(r.finished && r.exitCode == 0, r.err.constData());
+    const QString text = QString::fromUtf8(r.out);
+    QVERIFY2(text.contains(QStringLiteral("/tmp/pipestudio-run/schedule.pipe on every host")), qPrintable(text));
+    QStringList commands;
+    for (const QString& line : text.split(QLatin1Char('\n')))
+      if (line.startsWith(QStringLiteral("torchrun "))) commands << line;
+    QCOMPARE(commands.size(), 3);  // static rendezvous per node, then the c10d one
+    auto flag = [](const QStringList& words, const QString& name) {
+      const qsizetype i = words.indexOf(name);
+      return i >= 0 && i + 1 < words.size() ? words[i + 1] : QString();
+    };
+    for (int node = 0; node < 3; ++node) {
+      const QStringList w = commands[node].split(QLatin1Char(' '), Qt::SkipEmptyParts);
+      QCOMPARE(flag(w, QStringLiteral("--nnodes")), QStringLiteral("2"));
+      QCOMPARE(flag(w, QStringLiteral("--nproc-per-node")), QStringLiteral("2"));
+      // --no-python: the rest is the program and its arguments, as the ranks get them.
+      const qsizetype np = w.indexOf(QStringLiteral("--no-python"));
+      QVERIFY(np > 0);
+      QCOMPARE(w.mid(np + 1, 3), (QStringList{QStringLiteral(PIPESTUDIO_CLI), QStringLiteral("run"),
+                                              QStringLiteral("/tmp/pipestudio-run/schedule.pipe")}));
+      QCOMPARE(flag(w, QStringLiteral("--model")), QLatin1String(kModel));
+      QVERIFY(w.contains(QStringLiteral("--check-gradients")));
+      QVERIFY(!w.contains(QStringLiteral("--hosts")) && !w.contains(QStringLiteral("--print-launch")));
+      if (node < 2) {
+        QCOMPARE(flag(w, QStringLiteral("--node-rank")), QString::number(node));
+        QCOMPARE(flag(w, QStringLiteral("--master-addr")), QStringLiteral("127.0.0.1"));
+        bool ok = false;
+        QVERIFY(flag(w, QStringLiteral("--master-port")).toInt(&ok) > 0 && ok);
+      } else {
+        QCOMPARE(flag(w, QStringLiteral("--rdzv-backend")), QStringLiteral("c10d"));
+        QVERIFY(QRegularExpression(QStringLiteral("^127\\.0\\.0\\.1:\\d+$")).match(flag(w, QStringLiteral("--rdzv-endpoint"))).hasMatch());
+      }
+    }
+
+    r = cli(runArgs({QStringLiteral("--print-launch"), QStringLiteral("slurm")}), 60000);
+    QVERIFY2(r.finished && r.exitCode == 0, r.err.constData());
+    const QString slurm = QString::fromUtf8(r.out);
+    QVERIFY2(slurm.contains(QStringLiteral("#SBATCH --nodes=2\n")), qPrintable(slurm));
+    QVERIFY(slurm.contains(QStringLiteral("#SBATCH --ntasks-per-node=2\n")));
+    QVERIFY(slurm.contains(QStringLiteral("#SBATCH --nodelist=127.0.0.1,127.0.0.2\n")));
+    QVERIFY(QRegularExpression(QStringLiteral("^export MASTER_PORT=\\d+$"), QRegularExpression::MultilineOption).match(slurm).hasMatch());
+    QVERIFY(slurm.contains(QStringLiteral("srun --kill-on-bad-exit=1 ") + QStringLiteral(PIPESTUDIO_CLI) +
+                           QStringLiteral(" run /tmp/pipestudio-run/schedule.pipe")));
+    QVERIFY(slurm.contains(QStringLiteral("srun --nodes=2 --ntasks-per-node=2 ")));
+
+    // The GUI's "Copy launch command" prints the same kind of text from the same function.
+    RunRequest req = clusterRequest();
+    const QString gui = clusterLaunchCommands(req, ps::core::LaunchKind::Torchrun);
+    QVERIFY2(gui.contains(QStringLiteral("torchrun --nnodes 2 --nproc-per-node 2 --node-rank 1 --master-addr 127.0.0.1")), qPrintable(gui));
+    QVERIFY(!gui.contains(QStringLiteral("--events")) && !gui.contains(QStringLiteral("--cancel-on-eof")));
+  }
+
+  void twoHostsTwoRanksCheckGradients() {
+    if (!skipReason_.isEmpty()) QSKIP(qPrintable(QStringLiteral("cannot start loopback sshds: ") + skipReason_));
+    const QString session = path(QStringLiteral("ok.session"));
+    CliResult r = cli(runArgs({QStringLiteral("--check-gradients"), QStringLiteral("--events"), QStringLiteral("jsonl"),
+                               QStringLiteral("--session"), session}),
+                      60000);
+    QVERIFY2(r.finished && r.exitCode == 0, r.err.constData());
+    ps::core::RunEventReader reader;
+    reader.feed(std::string_view(r.out.constData(), static_cast<size_t>(r.out.size())));
+    reader.end();
+    QVERIFY(reader.started());
+    QCOMPARE(reader.started()->worldSize, 4);
+    QVERIFY(reader.finished());
+    QCOMPARE(QString::fromStdString(reader.finished()->status), QStringLiteral("finished"));
+    QVERIFY(reader.finished()->gradientCheck);
+    QVERIFY(reader.finished()->gradientCheck->passed);
+    // Rank 0's stream carries every device's ops, from both hosts.
+    const auto tl = reader.timeline();
+    QCOMPARE(tl.ops.size(), size_t(16));
+    QSet<int> devices;
+    for (const auto& op : tl.ops) devices << op.device;
+    QCOMPARE(devices, (QSet<int>{0, 1, 2, 3}));
+    const QString err = QString::fromUtf8(r.err);
+    QVERIFY2(err.contains(QStringLiteral("starting 4 ranks on 2 hosts")), qPrintable(err));
+    QVERIFY(err.contains(QStringLiteral("gradient check: passed")));
+    // The staged folders are removed from both hosts.
+    const auto staged = QRegularExpression(QStringLiteral("(/\\S*pipestudio-cluster\\.\\w+)/")).match(err);
+    QVERIFY2(staged.hasMatch(), qPrintable(err));
+    QVERIFY(!QFileInfo::exists(staged.captured(1)));
+    const auto run = measuredRun(session);
+    QVERIFY(run);
+    QCOMPARE(run->status, sessions::RunStatus::Succeeded);
+    QCOMPARE(run->opCount, 16);
+    QCOMPARE(run->devices, 4);
+  }
+
+  void cancelFromTheGuiEndsEveryRank() {
+    if (!skipReason_.isEmpty()) QSKIP(qPrintable(QStringLiteral("cannot start loopback sshds: ") + skipReason_));
+    RunController c;
+    c.setCancelGraceMs(30000);  // only the launcher's own cancel can end it in time
+    QSignalSpy done(&c, &RunController::runFinished);
+    QSignalSpy progress(&c, &RunController::progressChanged);
+    RunRequest r = clusterRequest();
+    const int marker = 700000 + ::getpid() % 99999;
+    r.iterations = marker;
+    QVERIFY(c.start(r, QString::fromLatin1(kFourPipe), QStringLiteral("four")));
+    QVERIFY(c.request().targetName().startsWith(QStringLiteral("cluster (2 hosts, 4 ranks)")));
+    QVERIFY(waitUntil([&] { return !progress.isEmpty() && progress.last().at(0).toInt() >= 1; }, 60000));
+    const QStringList needles{QStringLiteral("--iterations"), QString::number(marker)};
+    QCOMPARE(remoteRanks(needles).size(), 4);
+    c.cancel();
+    const RunOutcome o = waitForOutcome(c, done, 30000);
+    QVERIFY2(o.status == RunOutcome::Status::Cancelled, qPrintable(o.message + "\n" + o.stderrText));
+    QVERIFY(o.finished);
+    QCOMPARE(QString::fromStdString(o.finished->status), QStringLiteral("cancelled"));
+    QVERIFY2(waitUntil([&] { return processesWith(needles).isEmpty(); }, 10000), "a rank outlived the cancel");
+    QVERIFY(QString::fromStdString(ps::core::formatHostFile(o.request.cluster)).contains(QStringLiteral("127.0.0.2")));
+  }
+
+  void killedHostFailsFastAndKeepsThePartialRun() {
+    if (!skipReason_.isEmpty()) QSKIP(qPrintable(QStringLiteral("cannot start loopback sshds: ") + skipReason_));
+    const QString session = path(QStringLiteral("killed.session"));
+    const int marker = 600000 + ::getpid() % 99999;
+    QProcess p;
+    p.start(QStringLiteral(PIPESTUDIO_CLI),
+            runArgs({QStringLiteral("--iterations"), QString::number(marker), QStringLiteral("--events"),
+                     QStringLiteral("jsonl"), QStringLiteral("--session"), session}));
+    QByteArray out;
+    QVERIFY(waitUntil([&] {
+      p.waitForReadyRead(50);
+      out += p.readAllStandardOutput();
+      return out.count("\"progress\"") >= 2;
+    }, 60000));
+    const QStringList needles{QStringLiteral("--iterations"), QString::number(marker)};
+    const QList<qint64> hostB = rankProcesses(needles, {2, 3});
+    QCOMPARE(hostB.size(), 2);
+    QElapsedTimer t;
+    t.start();
+    for (qint64 pid : hostB) ::kill(static_cast<pid_t>(pid), SIGKILL);
+    QVERIFY2(p.waitForFinished(15000), "the run did not fail within 15 s of losing a host");
+    const qint64 failedAfter = t.elapsed();
+    out += p.readAllStandardOutput();
+    const QString err = QString::fromUtf8(p.readAllStandardError());
+    QCOMPARE(p.exitCode(), 1);
+    QVERIFY2(err.contains(QStringLiteral("on host 127.0.0.2:%1").arg(b_.port())), qPrintable(err));
+    QVERIFY2(waitUntil([&] { return processesWith(needles).isEmpty(); }, 10000), "a rank is still running");
+    qInfo("failed %lld ms after host 127.0.0.2's ranks were killed", failedAfter);
+    ps::core::RunEventReader reader;
+    reader.feed(std::string_view(out.constData(), static_cast<size_t>(out.size())));
+    reader.end();
+    QVERIFY(reader.finished());
+    QCOMPARE(QString::fromStdString(reader.finished()->status), QStringLiteral("failed"));
+    bool named = false;
+    for (const auto& e : reader.errors()) named = named || QString::fromStdString(e.message).contains(QStringLiteral("127.0.0.2"));
+    QVERIFY2(named, out.right(2000).constData());
+    const auto run = measuredRun(session);
+    QVERIFY(run);
+    QCOMPARE(run->status, sessions::RunStatus::Failed);
+    QVERIFY(run->opCount > 0);  // the partial timeline
+    QVERIFY2(QString::fromStdString(run->error).contains(QStringLiteral("127.0.0.2")) ||
+                 QString::fromStdString(run->error).contains(QStringLiteral("rank 2")) ||
+                 QString::fromStdString(run->error).contains(QStringLiteral("rank 3")),
+             run->error.c_str());
+  }
+
+  void stoppedSshdFailsFastNamingTheHost() {
+    if (!skipReason_.isEmpty()) QSKIP(qPrintable(QStringLiteral("cannot start loopback sshds: ") + skipReason_));
+    const int bPort = b_.port();
+    b_.stop();
+    const QString session = path(QStringLiteral("down.session"));
+    const int marker = 500000 + ::getpid() % 99999;
+    CliResult r = cli(runArgs({QStringLiteral("--iterations"), QString::number(marker), QStringLiteral("--session"), session}), 30000);
+    QVERIFY(r.finished);
+    QCOMPARE(r.exitCode, 1);
+    QVERIFY2(r.ms < 10000, qPrintable(QString::number(r.ms)));
+    const QString err = QString::fromUtf8(r.err);
+    QVERIFY2(err.contains(path(QStringLiteral("hosts.txt")) + QStringLiteral(":3:1: error: cannot reach 127.0.0.2 on port %1").arg(bPort)),
+             qPrintable(err));
+    QVERIFY(processesWith({QStringLiteral("--iterations"), QString::number(marker)}).isEmpty());
+    const auto run = measuredRun(session);
+    QVERIFY(run);
+    QCOMPARE(run->status, sessions::RunStatus::Failed);
+    QVERIFY(QString::fromStdString(run->error).contains(QStringLiteral("127.0.0.2")));
+
+    // The GUI says the same.
+    RunController c;
+    QSignalSpy done(&c, &RunController::runFinished);
+    QVERIFY(c.start(clusterRequest(), QString::fromLatin1(kFourPipe), QStringLiteral("four")));
+    const RunOutcome o = waitForOutcome(c, done, 30000);
+    QVERIFY(o.status == RunOutcome::Status::Failed);
+    QVERIFY2(o.message.contains(QStringLiteral("cannot reach 127.0.0.2 on port %1").arg(bPort)), qPrintable(o.message));
+  }
+};
+
+QTEST_MAIN(RunClusterTest)
+#include "run_cluster_test.moc"
