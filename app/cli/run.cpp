@@ -492,6 +492,7 @@ int runRun(const std::vector<std::string>& argv) {
     cr.cancel = &g_cancel;
     cr.connectTimeoutSeconds = std::min(60.0, o.distributed.connectTimeoutSeconds);
     cr.sessionPath = args.value("--session");
+    cr.tracePath = args.value("--trace");
 #ifdef PIPESTUDIO_HAVE_SESSIONS
     cr.prediction = predictionProfile;
 #endif

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli.h"
+#include "pipestudio/core/chrome_trace.h"
 #include "pipestudio/core/cluster.h"
 #include "pipestudio/core/run_events.h"
 #include "pipestudio/engine/cluster_launcher.h"
@@ -110,7 +111,14 @@ int runOnCluster(const ClusterRun& c) {
               << devices << " devices\n";
     return kExitUsage;
   }
-  const std::string scheduleFile = c.format == "csv" ? "schedule.csv" : "schedule.pipe";
+  // Staged under its own name (the ranks' messages name it), when that is a plain file name.
+  std::string scheduleFile = c.format == "csv" ? "schedule.csv" : "schedule.pipe";
+  if (c.path != "-") {
+    const std::string base = c.path.substr(c.path.find_last_of('/') + 1);
+    if (!base.empty() && base.front() != '.' && base.size() < 200 &&
+        base.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") == std::string::npos)
+      scheduleFile = base;
+  }
 
   if (!c.printLaunch.empty()) {
     const std::string dir = "/tmp/pipestudio-run";
@@ -269,6 +277,12 @@ int runOnCluster(const ClusterRun& c) {
     exitStatus = cancelled ? kExitCancelled : kExitInvalid;
   }
   if (res && !res->failure.empty()) std::cerr << "pipestudio-cli run: failed: " << res->failure << "\n";
+  if (!c.tracePath.empty() && res) {
+    if (!writeOutput(c.tracePath, exportChromeTrace(rep.timeline, c.executed), error)) {
+      std::cerr << "pipestudio-cli run: " << error << "\n";
+      return kExitUsage;
+    }
+  }
 #ifdef PIPESTUDIO_HAVE_SESSIONS
   if (!c.sessionPath.empty()) {
     RunSessionRecording rec{c.sessionPath, c.executed, c.sessionText, "gloo", c.options, &rep, c.prediction};

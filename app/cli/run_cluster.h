@@ -31,6 +31,7 @@ struct ClusterRun {
   std::atomic<bool>* cancel = nullptr;
   double connectTimeoutSeconds = 10;
   std::string sessionPath;   // --session; empty: none
+  std::string tracePath;     // --trace; empty: none
 #ifdef PIPESTUDIO_HAVE_SESSIONS
   std::optional<PredictionProfile> prediction;
 #endif

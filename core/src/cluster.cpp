@@ -40,18 +40,39 @@ Result<std::vector<ClusterHost>> parseHostFile(std::string_view text, const std:
     ++lineNo;
     const size_t lineStart = pos;
     pos = end + 1;
-    if (const size_t hash = line.find('#'); hash != std::string_view::npos) line = line.substr(0, hash);
-    // Words and their columns.
-    std::vector<std::pair<std::string_view, int>> words;
+    // Words and their columns; "..." keeps blanks and '#' in a value (\" and \\ inside).
+    std::vector<std::pair<std::string, int>> words;
+    bool unterminated = false;
     for (size_t i = 0; i < line.size();) {
       if (blankOrControl(line[i])) {
         ++i;
         continue;
       }
-      size_t j = i;
-      while (j < line.size() && !blankOrControl(line[j])) ++j;
-      words.emplace_back(line.substr(i, j - i), static_cast<int>(i) + 1);
-      i = j;
+      if (line[i] == '#') break;  // a comment to the end of the line
+      const int col = static_cast<int>(i) + 1;
+      std::string word;
+      while (i < line.size() && !blankOrControl(line[i])) {
+        if (line[i] != '"') {
+          word += line[i++];
+          continue;
+        }
+        ++i;
+        while (i < line.size() && line[i] != '"') {
+          if (line[i] == '\\' && i + 1 < line.size()) ++i;
+          word += line[i++];
+        }
+        if (i >= line.size()) {
+          unterminated = true;
+          errors.push_back(makeError("hosts.syntax", "a '\"' is not closed on this line", SourceLocation{filename, lineNo, col}));
+          break;
+        }
+        ++i;
+      }
+      words.emplace_back(std::move(word), col);
+    }
+    if (unterminated) {
+      if (end == text.size()) break;
+      continue;
     }
     (void)lineStart;
     if (words.empty()) {
@@ -107,7 +128,8 @@ Result<std::vector<ClusterHost>> parseHostFile(std::string_view text, const std:
     h.host = std::string(dest);
     bool bad = false;
     for (size_t w = 1; w < words.size() && !bad; ++w) {
-      const auto [word, col] = words[w];
+      const std::string_view word = words[w].first;
+      const int col = words[w].second;
       const size_t eq = word.find('=');
       if (eq == std::string_view::npos || eq == 0) {
         fail(col, "expected key=value (ranks, user, port, key, cli, addr, ssh), not '" + std::string(word) + "'");
@@ -162,16 +184,31 @@ Result<std::vector<ClusterHost>> parseHostFile(std::string_view text, const std:
   return hosts;
 }
 
+namespace {
+// A value as the parser reads it back: quoted when it has blanks, quotes or '#'.
+std::string hostFileValue(const std::string& v) {
+  bool plain = !v.empty();
+  for (char c : v) plain = plain && !blankOrControl(c) && c != '"' && c != '#' && c != '\\';
+  if (plain) return v;
+  std::string q = "\"";
+  for (char c : v) {
+    if (c == '"' || c == '\\') q += '\\';
+    q += c;
+  }
+  return q + "\"";
+}
+}  // namespace
+
 std::string formatHostFile(const std::vector<ClusterHost>& hosts) {
   std::string out;
   for (const auto& h : hosts) {
     out += h.destination();
     if (h.port != 22) out += " port=" + std::to_string(h.port);
     out += " ranks=" + std::to_string(h.ranks);
-    if (!h.key.empty()) out += " key=" + h.key;
-    if (!h.cli.empty() && h.cli != "pipestudio-cli") out += " cli=" + h.cli;
-    if (!h.addr.empty()) out += " addr=" + h.addr;
-    for (const auto& o : h.sshOptions) out += " ssh=" + o;
+    if (!h.key.empty()) out += " key=" + hostFileValue(h.key);
+    if (!h.cli.empty() && h.cli != "pipestudio-cli") out += " cli=" + hostFileValue(h.cli);
+    if (!h.addr.empty()) out += " addr=" + hostFileValue(h.addr);
+    for (const auto& o : h.sshOptions) out += " ssh=" + hostFileValue(o);
     out += "\n";
   }
   return out;

@@ -171,7 +171,7 @@ class RunClusterTest : public QObject {
     CliResult r = cli(runArgs({QStringLiteral("--check-gradients"), QStringLiteral("--print-launch"), QStringLiteral("torchrun")}), 60000);
     QVERIFY2(r.finished && r.exitCode == 0, r.err.constData());
     const QString text = QString::fromUtf8(r.out);
-    QVERIFY2(text.contains(QStringLiteral("/tmp/pipestudio-run/schedule.pipe on every host")), qPrintable(text));
+    QVERIFY2(text.contains(QStringLiteral("/tmp/pipestudio-run/four.pipe on every host")), qPrintable(text));
     QStringList commands;
     for (const QString& line : text.split(QLatin1Char('\n')))
       if (line.startsWith(QStringLiteral("torchrun "))) commands << line;
@@ -188,7 +188,7 @@ class RunClusterTest : public QObject {
       const qsizetype np = w.indexOf(QStringLiteral("--no-python"));
       QVERIFY(np > 0);
       QCOMPARE(w.mid(np + 1, 3), (QStringList{QStringLiteral(PIPESTUDIO_CLI), QStringLiteral("run"),
-                                              QStringLiteral("/tmp/pipestudio-run/schedule.pipe")}));
+                                              QStringLiteral("/tmp/pipestudio-run/four.pipe")}));
       QCOMPARE(flag(w, QStringLiteral("--model")), QLatin1String(kModel));
       QVERIFY(w.contains(QStringLiteral("--check-gradients")));
       QVERIFY(!w.contains(QStringLiteral("--hosts")) && !w.contains(QStringLiteral("--print-launch")));
@@ -211,7 +211,7 @@ class RunClusterTest : public QObject {
     QVERIFY(slurm.contains(QStringLiteral("#SBATCH --nodelist=127.0.0.1,127.0.0.2\n")));
     QVERIFY(QRegularExpression(QStringLiteral("^export MASTER_PORT=\\d+$"), QRegularExpression::MultilineOption).match(slurm).hasMatch());
     QVERIFY(slurm.contains(QStringLiteral("srun --kill-on-bad-exit=1 ") + QStringLiteral(PIPESTUDIO_CLI) +
-                           QStringLiteral(" run /tmp/pipestudio-run/schedule.pipe")));
+                           QStringLiteral(" run /tmp/pipestudio-run/four.pipe")));
     QVERIFY(slurm.contains(QStringLiteral("srun --nodes=2 --ntasks-per-node=2 ")));
 
     // The GUI's "Copy launch command" prints the same kind of text from the same function.
@@ -324,6 +324,30 @@ class RunClusterTest : public QObject {
                  QString::fromStdString(run->error).contains(QStringLiteral("rank 2")) ||
                  QString::fromStdString(run->error).contains(QStringLiteral("rank 3")),
              run->error.c_str());
+  }
+
+  void refusedKeyAndMissingCliNameTheHost() {
+    if (!skipReason_.isEmpty()) QSKIP(qPrintable(QStringLiteral("cannot start loopback sshds: ") + skipReason_));
+    RunRequest r = clusterRequest();
+    r.cluster[1].key = a_.path(QStringLiteral("wrong_key")).toStdString();
+    RunController c;
+    QSignalSpy done(&c, &RunController::runFinished);
+    QVERIFY(c.start(r, QString::fromLatin1(kFourPipe), QStringLiteral("four")));
+    RunOutcome o = waitForOutcome(c, done, 30000);
+    QVERIFY(o.status == RunOutcome::Status::Failed);
+    QVERIFY2(o.message.contains(QStringLiteral("authentication refused by %1@127.0.0.2 on port %2")
+                                    .arg(LoopbackSshd::userName())
+                                    .arg(b_.port())),
+             qPrintable(o.message));
+    QVERIFY(o.timeline.ops.empty());
+
+    r = clusterRequest();
+    r.cluster[1].cli = path(QStringLiteral("not installed/pipestudio-cli")).toStdString();
+    done.clear();
+    QVERIFY(c.start(r, QString::fromLatin1(kFourPipe), QStringLiteral("four")));
+    o = waitForOutcome(c, done, 30000);
+    QVERIFY(o.status == RunOutcome::Status::Failed);
+    QVERIFY2(o.message.contains(QStringLiteral("pipestudio-cli not found on 127.0.0.2:%1").arg(b_.port())), qPrintable(o.message));
   }
 
   void stoppedSshdFailsFastNamingTheHost() {

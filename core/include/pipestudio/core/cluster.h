@@ -29,10 +29,10 @@ struct ClusterHost {
 
 // One host a line:   [user@]host[:port] [ranks=N] [user=U] [port=P] [key=PATH] [cli=PATH]
 //                    [addr=A] [ssh=OPTION]...
-// '#' starts a comment; blank lines are skipped. Errors name file:line:col.
+// '#' starts a comment; blank lines are skipped; a value in double quotes may hold blanks and
+// '#' (\" and \\ inside). Errors name file:line:col.
 Result<std::vector<ClusterHost>> parseHostFile(std::string_view text, const std::string& filename);
-// The host file text for `hosts` (what parseHostFile reads back); values with blanks are refused
-// by the parser, so the GUI keeps them out.
+// The host file text for `hosts` (what parseHostFile reads back; values quoted where needed).
 std::string formatHostFile(const std::vector<ClusterHost>& hosts);
 int clusterWorldSize(const std::vector<ClusterHost>& hosts);
 
