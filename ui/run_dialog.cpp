@@ -1,17 +1,21 @@
 #include "run_dialog.h"
 
+#include <QApplication>
 #include <QCheckBox>
+#include <QClipboard>
 #include <QCloseEvent>
 #include <QComboBox>
 #include <QDialogButtonBox>
 #include <QDoubleSpinBox>
 #include <QFileDialog>
 #include <QFileInfo>
+#include <QFont>
 #include <QFormLayout>
 #include <QGroupBox>
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QLineEdit>
+#include <QMenu>
 #include <QMessageBox>
 #include <QPlainTextEdit>
 #include <QProgressBar>
@@ -112,6 +116,48 @@ bool editRemoteHost(QWidget* parent, RemoteHost& host) {
   return true;
 }
 
+bool editClusterHosts(QWidget* parent, std::vector<ps::core::ClusterHost>& hosts) {
+  QDialog d(parent);
+  d.setWindowTitle(QObject::tr("Cluster Hosts"));
+  auto* help = new QLabel(QObject::tr(
+      "One host a line: <tt>[user@]host[:port] ranks=N [key=PATH] [cli=PATH] [addr=A] [ssh=OPTION]</tt>. "
+      "Ranks are numbered host by host; the first host's rank 0 holds the rendezvous (MASTER_ADDR is its "
+      "<tt>addr=</tt>, else its name). Every host runs its ranks over ssh in batch mode, so its key must be "
+      "accepted without a prompt."));
+  help->setWordWrap(true);
+  auto* edit = new QPlainTextEdit(QString::fromStdString(ps::core::formatHostFile(hosts)));
+  edit->setObjectName(QStringLiteral("clusterHosts"));
+  edit->setFont(QFont(QStringLiteral("monospace")));
+  edit->setPlaceholderText(QStringLiteral("gpu1 ranks=4 key=~/.ssh/id_ed25519\nalice@gpu2:2222 ranks=4 cli=/opt/pipestudio/bin/pipestudio-cli"));
+  auto* errors = new QLabel;
+  errors->setWordWrap(true);
+  errors->setStyleSheet(QStringLiteral("color: #b00020"));
+  auto* buttons = new QDialogButtonBox(QDialogButtonBox::Ok | QDialogButtonBox::Cancel);
+  std::vector<ps::core::ClusterHost> parsed;
+  QObject::connect(buttons, &QDialogButtonBox::accepted, &d, [&] {
+    auto r = ps::core::parseHostFile(edit->toPlainText().toStdString(), "hosts");
+    if (!r) {
+      QStringList lines;
+      for (const auto& e : r.errors())
+        lines << QObject::tr("line %1, column %2: %3").arg(e.location.line).arg(e.location.column).arg(QString::fromStdString(e.message));
+      errors->setText(lines.join(QLatin1Char('\n')));
+      return;
+    }
+    parsed = *r;
+    d.accept();
+  });
+  QObject::connect(buttons, &QDialogButtonBox::rejected, &d, &QDialog::reject);
+  auto* v = new QVBoxLayout(&d);
+  v->addWidget(help);
+  v->addWidget(edit, 1);
+  v->addWidget(errors);
+  v->addWidget(buttons);
+  d.resize(720, 320);
+  if (d.exec() != QDialog::Accepted) return false;
+  hosts = std::move(parsed);
+  return true;
+}
+
 RunDialog::RunDialog(QWidget* parent, QSettings* settings) : QDialog(parent), settings_(settings) {
   if (!settings_) {
     settings_ = new QSettings(QStringLiteral("PipeStudio"), QStringLiteral("PipeStudio"));
@@ -122,6 +168,7 @@ RunDialog::RunDialog(QWidget* parent, QSettings* settings) : QDialog(parent), se
   controller_ = new RunController(this);
   localCli_ = defaultLocalCli();
   hosts_ = loadRemoteHosts(*settings_);
+  cluster_ = loadClusterHosts(*settings_);
   buildUi();
   loadChoices();
   updateModelFields();
@@ -152,17 +199,35 @@ void RunDialog::buildUi() {
   addHost_ = new QPushButton(tr("Add…"));
   editHost_ = new QPushButton(tr("Edit…"));
   removeHost_ = new QPushButton(tr("Remove"));
-  auto* tRow = new QHBoxLayout(targetBox);
+  copyLaunch_ = new QPushButton(tr("Copy launch command"));
+  copyLaunch_->setObjectName(QStringLiteral("copyLaunch"));
+  copyLaunch_->setToolTip(tr("The torchrun or Slurm commands for this run, where ssh to every host is not allowed"));
+  auto* launchMenu = new QMenu(copyLaunch_);
+  launchMenu->addAction(tr("torchrun"), this, [this] { copyLaunchCommand(ps::core::LaunchKind::Torchrun); });
+  launchMenu->addAction(tr("Slurm (sbatch / srun)"), this, [this] { copyLaunchCommand(ps::core::LaunchKind::Slurm); });
+  copyLaunch_->setMenu(launchMenu);
+  auto* tGrid = new QVBoxLayout(targetBox);
+  auto* tRow = new QHBoxLayout;
   tRow->addWidget(target_, 1);
   tRow->addWidget(addHost_);
   tRow->addWidget(editHost_);
   tRow->addWidget(removeHost_);
+  auto* tRow2 = new QHBoxLayout;
+  tRow2->addStretch(1);
+  tRow2->addWidget(copyLaunch_);
+  tGrid->addLayout(tRow);
+  tGrid->addLayout(tRow2);
   rebuildTargets(0);
   connect(addHost_, &QPushButton::clicked, this, [this] {
     RemoteHost h;
     if (editRemoteHost(this, h)) addHost(h);
   });
   connect(editHost_, &QPushButton::clicked, this, [this] {
+    if (target_->currentIndex() == clusterTargetIndex()) {
+      std::vector<ps::core::ClusterHost> c = cluster_;
+      if (editClusterHosts(this, c)) setCluster(c);
+      return;
+    }
     const int i = target_->currentIndex() - 1;
     if (i < 0 || i >= hosts_.size()) return;
     RemoteHost h = hosts_[i];
@@ -172,6 +237,11 @@ void RunDialog::buildUi() {
     rebuildTargets(i + 1);
   });
   connect(removeHost_, &QPushButton::clicked, this, [this] {
+    if (target_->currentIndex() == clusterTargetIndex()) {
+      if (QMessageBox::question(this, tr("Clear Cluster"), tr("Clear the cluster's host list?")) == QMessageBox::Yes)
+        setCluster({});
+      return;
+    }
     const int i = target_->currentIndex() - 1;
     if (i < 0 || i >= hosts_.size()) return;
     if (QMessageBox::question(this, tr("Remove Host"), tr("Remove %1 from the list?").arg(hosts_[i].displayName())) !=
@@ -182,8 +252,7 @@ void RunDialog::buildUi() {
     rebuildTargets(0);
   });
   connect(target_, &QComboBox::currentIndexChanged, this, [this] {
-    editHost_->setEnabled(target_->currentIndex() > 0);
-    removeHost_->setEnabled(target_->currentIndex() > 0);
+    updateTargetButtons();
     updatePreview();
   });
 
@@ -306,9 +375,39 @@ void RunDialog::buildUi() {
 
 void RunDialog::rebuildTargets(int select) {
   fillTargetCombo(target_, hosts_, select);
-  editHost_->setEnabled(target_->currentIndex() > 0);
-  removeHost_->setEnabled(target_->currentIndex() > 0);
+  {
+    const QSignalBlocker block(target_);
+    target_->addItem(cluster_.empty() ? tr("Cluster (no hosts yet: Edit…)")
+                                      : tr("Cluster (%1 hosts, %2 ranks)").arg(cluster_.size()).arg(ps::core::clusterWorldSize(cluster_)));
+    if (select == clusterTargetIndex()) target_->setCurrentIndex(select);
+  }
+  updateTargetButtons();
   updatePreview();
+}
+
+void RunDialog::updateTargetButtons() {
+  const bool cluster = target_->currentIndex() == clusterTargetIndex();
+  editHost_->setEnabled(target_->currentIndex() > 0);
+  removeHost_->setEnabled(target_->currentIndex() > 0 && (!cluster || !cluster_.empty()));
+  copyLaunch_->setEnabled(cluster && !cluster_.empty());
+  // A cluster has its ranks from the host list (one process per device, always).
+  if (perDevice_) perDevice_->setEnabled(!cluster);
+}
+
+void RunDialog::setCluster(const std::vector<ps::core::ClusterHost>& hosts) {
+  cluster_ = hosts;
+  saveClusterHosts(*settings_, cluster_);
+  rebuildTargets(clusterTargetIndex());
+}
+
+QString RunDialog::copyLaunchCommand(ps::core::LaunchKind kind) {
+  const RunRequest r = request();
+  if (r.cluster.empty()) return {};
+  const QString text = clusterLaunchCommands(r, kind);
+  QApplication::clipboard()->setText(text);
+  status_->setText(kind == ps::core::LaunchKind::Slurm ? tr("Slurm commands copied to the clipboard")
+                                                       : tr("torchrun commands copied to the clipboard"));
+  return text;
 }
 
 void RunDialog::setHosts(const QList<RemoteHost>& hosts) {
@@ -334,12 +433,13 @@ RunRequest RunDialog::request() const {
   RunRequest r;
   const int t = target_->currentIndex();
   if (t > 0 && t - 1 < hosts_.size()) r.remote = hosts_[t - 1];
+  if (t == clusterTargetIndex()) r.cluster = cluster_;
   r.localCli = localCli_;
   r.model = model_->currentData().toString();
   r.modelParameters = params_->text().trimmed();
   r.torchscriptFile = torchscript_->text().trimmed();
   r.device = device_->currentText();
-  r.processes = perDevice_->isChecked() ? std::max(1, devices_) : 1;
+  r.processes = perDevice_->isChecked() && r.cluster.empty() ? std::max(1, devices_) : 1;
   r.iterations = iterations_->value();
   r.warmup = warmup_->value();
   r.microbatchSize = microbatch_->value();
@@ -353,6 +453,10 @@ void RunDialog::setRequest(const RunRequest& r) {
   if (r.remote)
     for (int i = 0; i < hosts_.size(); ++i)
       if (hosts_[i] == *r.remote) t = i + 1;
+  if (!r.cluster.empty()) {
+    if (ps::core::formatHostFile(r.cluster) != ps::core::formatHostFile(cluster_)) setCluster(r.cluster);
+    t = clusterTargetIndex();
+  }
   target_->setCurrentIndex(t);
   if (!r.localCli.isEmpty()) localCli_ = r.localCli;
   const QSignalBlocker block(model_);
@@ -388,7 +492,7 @@ void RunDialog::loadChoices() {
   const int target = settings_->value(QStringLiteral("target"), 0).toInt();
   settings_->endGroup();
   setRequest(r);
-  if (target > 0 && target <= hosts_.size()) target_->setCurrentIndex(target);
+  if (target > 0 && target <= clusterTargetIndex()) target_->setCurrentIndex(target);
 }
 
 void RunDialog::saveChoices() const {

@@ -1,6 +1,6 @@
 #pragma once
-// Run > Run schedule… (docs/gui.md, "Running a schedule"): where (this machine or a remote
-// host kept in QSettings), which model, device, processes, iterations, warm-up, gradient
+// Run > Run schedule… (docs/gui.md, "Running a schedule"): where (this machine, a remote
+// host, or the cluster: several hosts with ranks each, all kept in QSettings), which model, device, processes, iterations, warm-up, gradient
 // check and timeout. Run starts a RunController; progress, stderr and the outcome show in the
 // dialog; live measured ops go onto the main window's overlay; the finished (or failed,
 // cancelled) run is stored in the open session, or in one the user opens or creates.
@@ -29,6 +29,8 @@ class MainWindow;
 bool editRemoteHost(QWidget* parent, RemoteHost& host);
 // The parameters the dialogs propose for a built-in model ("gpt", "mlp"); empty otherwise.
 QString defaultModelParameters(const QString& model);
+// Edits the cluster's host list as host-file text (docs/cli.md); false when cancelled.
+bool editClusterHosts(QWidget* parent, std::vector<ps::core::ClusterHost>& hosts);
 // Shared by the Run and Profile Model dialogs. The target list: "This machine", then each
 // host (index i + 1 is hosts[i]); `select` is clamped. Signals are blocked while it fills.
 void fillTargetCombo(QComboBox* combo, const QList<RemoteHost>& hosts, int select);
@@ -56,6 +58,14 @@ class RunDialog : public QDialog {
   void setHosts(const QList<RemoteHost>& hosts);  // replaces the list (and saves it)
   void addHost(const RemoteHost& h);
   void setLocalCli(const QString& path) { localCli_ = path; updatePreview(); }
+  // The cluster target: the last entry of the target list.
+  const std::vector<ps::core::ClusterHost>& cluster() const { return cluster_; }
+  void setCluster(const std::vector<ps::core::ClusterHost>& hosts);  // replaces it (and saves it)
+  int clusterTargetIndex() const { return static_cast<int>(hosts_.size()) + 1; }
+  // "Copy launch command": the torchrun or Slurm commands of the cluster run, also put on the
+  // clipboard; empty when the target is not the cluster.
+  QString copyLaunchCommand(ps::core::LaunchKind kind);
+  QPushButton* copyLaunchButton() const { return copyLaunch_; }
 
   RunController* controller() const { return controller_; }
   QString commandPreview() const;
@@ -89,6 +99,7 @@ class RunDialog : public QDialog {
   void loadChoices();
   void saveChoices() const;
   void rebuildTargets(int select);
+  void updateTargetButtons();
   void onFinished(const RunOutcome& o);
   void appendLog(const QString& text);
   QString askSessionPath();
@@ -98,6 +109,7 @@ class RunDialog : public QDialog {
   MainWindow* window_ = nullptr;
   RunController* controller_ = nullptr;
   QList<RemoteHost> hosts_;
+  std::vector<ps::core::ClusterHost> cluster_;
   QString localCli_;
   QString scheduleName_;
   QString pipeText_;
@@ -110,6 +122,7 @@ class RunDialog : public QDialog {
   QPushButton* addHost_ = nullptr;
   QPushButton* editHost_ = nullptr;
   QPushButton* removeHost_ = nullptr;
+  QPushButton* copyLaunch_ = nullptr;
   QComboBox* model_ = nullptr;
   QLineEdit* params_ = nullptr;
   QLineEdit* torchscript_ = nullptr;
