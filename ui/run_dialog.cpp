@@ -379,6 +379,10 @@ void RunDialog::rebuildTargets(int select) {
     const QSignalBlocker block(target_);
     target_->addItem(cluster_.empty() ? tr("Cluster (no hosts yet: Edit…)")
                                       : tr("Cluster (%1 hosts, %2 ranks)").arg(cluster_.size()).arg(ps::core::clusterWorldSize(cluster_)));
+    target_->setItemData(clusterTargetIndex(),
+                         cluster_.empty() ? tr("Several hosts, ranks on each, started over ssh (Edit… to list them)")
+                                          : QString::fromStdString(ps::core::formatHostFile(cluster_)).trimmed(),
+                         Qt::ToolTipRole);
     if (select == clusterTargetIndex()) target_->setCurrentIndex(select);
   }
   updateTargetButtons();

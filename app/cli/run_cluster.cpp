@@ -167,13 +167,14 @@ int runOnCluster(const ClusterRun& c) {
     if (r == 0 && c.events) emit(line);
   };
   lo.onStderr = [&](int r, const std::string& line) {
-    if (r == 0) human << line << "\n";
-    else std::cerr << "[rank " << r << " on " << rankHost[static_cast<size_t>(r)] << "] " << line << "\n";
+    // One write a line: a reader of our stderr (the GUI's log) gets whole lines.
+    if (r == 0) human << (line + "\n");
+    else std::cerr << ("[rank " + std::to_string(r) + " on " + rankHost[static_cast<size_t>(r)] + "] " + line + "\n");
     human.flush();
   };
-  lo.onPhase = [&](const std::string& m) { std::cerr << "pipestudio-cli run: " << m << "\n"; };
+  lo.onPhase = [&](const std::string& m) { std::cerr << ("pipestudio-cli run: " + m + "\n"); };
   lo.onRankFailed = [&](const engine::ClusterRankEnd& e, const std::string& message) {
-    std::cerr << "pipestudio-cli run: " << message << "; ending the other ranks\n";
+    std::cerr << ("pipestudio-cli run: " + message + "; ending the other ranks\n");
     // Rank 0 failing on its own (exit 1) has reported why itself.
     if (e.rank == 0 && e.exitCode != 255) return;
     if (c.events && !readers[0].finished())
@@ -276,7 +277,7 @@ int runOnCluster(const ClusterRun& c) {
           << " hosts; " << tl.ops.size() << " ops measured before the end)\n";
     exitStatus = cancelled ? kExitCancelled : kExitInvalid;
   }
-  if (res && !res->failure.empty()) std::cerr << "pipestudio-cli run: failed: " << res->failure << "\n";
+  if (res && !res->failure.empty()) std::cerr << ("pipestudio-cli run: failed: " + res->failure + "\n");
   if (!c.tracePath.empty() && res) {
     if (!writeOutput(c.tracePath, exportChromeTrace(rep.timeline, c.executed), error)) {
       std::cerr << "pipestudio-cli run: " << error << "\n";

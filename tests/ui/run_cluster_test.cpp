@@ -6,6 +6,9 @@
 // the --print-launch commands. Skips the ssh parts where sshd cannot start here.
 #include <QFile>
 #include <QProcess>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QSettings>
 #include <QRegularExpression>
 #include <QSignalSpy>
 #include <QTemporaryDir>
@@ -18,6 +21,7 @@
 #include "pipestudio/core/run_events.h"
 #include "pipestudio/sessions/session_store.h"
 #include "run_controller.h"
+#include "run_dialog.h"
 #include "run_test_util.h"
 
 using namespace ps::ui;
@@ -255,6 +259,44 @@ class RunClusterTest : public QObject {
     QCOMPARE(run->status, sessions::RunStatus::Succeeded);
     QCOMPARE(run->opCount, 16);
     QCOMPARE(run->devices, 4);
+  }
+
+  void runDialogRunsOnTheClusterAndStoresIt() {
+    if (!skipReason_.isEmpty()) QSKIP(qPrintable(QStringLiteral("cannot start loopback sshds: ") + skipReason_));
+    QSettings settings(path(QStringLiteral("gui.ini")), QSettings::IniFormat);
+    RunDialog d(nullptr, &settings);
+    const QString session = path(QStringLiteral("gui.session"));
+    d.setSessionChooser([&] { return session; });
+    d.setLocalCli(QStringLiteral(PIPESTUDIO_CLI));
+    d.setSchedule(QStringLiteral("four"), QString::fromLatin1(kFourPipe), 4);
+    d.setCluster(hosts());
+    RunRequest r = d.request();
+    QCOMPARE(r.cluster.size(), size_t(2));
+    r.model = QStringLiteral("gpt");
+    r.modelParameters = QStringLiteral("layers=4,hidden=16,heads=2,seq=4,vocab=16");
+    r.iterations = 2;
+    r.warmup = 0;
+    r.checkGradients = true;
+    r.timeoutSeconds = 20;
+    d.setRequest(r);
+    d.resize(980, 640);
+    d.show();
+    QSignalSpy stored(&d, &RunDialog::runStored);
+    d.runButton()->click();
+    QVERIFY(stored.wait(60000));
+    QVERIFY2(d.statusText().startsWith(QStringLiteral("finished on cluster (2 hosts, 4 ranks)")), qPrintable(d.statusText()));
+    QVERIFY(d.statusText().contains(QStringLiteral("gradient check passed")));
+    QVERIFY2(d.logText().contains(QStringLiteral("starting 4 ranks on 2 hosts")), qPrintable(d.logText()));
+    QCOMPARE(d.progressBar()->value(), d.progressBar()->maximum());
+    auto store = sessions::SessionStore::open(session.toStdString());
+    QVERIFY(store);
+    auto run = store->run(stored.first().at(1).toLongLong());
+    QVERIFY(run);
+    QCOMPARE(run->summary.status, sessions::RunStatus::Succeeded);
+    QCOMPARE(run->summary.opCount, 16);
+    QCOMPARE(run->summary.devices, 4);
+    QVERIFY(QString::fromStdString(run->configJson).contains(QStringLiteral("127.0.0.2")));
+    if (qEnvironmentVariableIsSet("PS_RUN_CLUSTER_SHOT")) d.grab().save(qEnvironmentVariable("PS_RUN_CLUSTER_SHOT"));
   }
 
   void cancelFromTheGuiEndsEveryRank() {
