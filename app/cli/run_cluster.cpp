@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cerrno>
 #include <chrono>
 #include <iostream>
@@ -124,7 +125,11 @@ int runOnCluster(const ClusterRun& c) {
     const std::string dir = "/tmp/pipestudio-run";
     RankArgs ra = rankArguments(c, dir + "/" + scheduleFile, dir + "/model.pt");
     const auto kind = c.printLaunch == "slurm" ? LaunchKind::Slurm : LaunchKind::Torchrun;
-    std::cout << printLaunchCommands(*hosts, kind, ra.args, dir + "/" + scheduleFile, 29500);
+    // The rendezvous port: MASTER_PORT when set, else torchrun's default.
+    int port = 29500;
+    if (const char* mp = std::getenv("MASTER_PORT"); mp && std::atoi(mp) > 0 && std::atoi(mp) < 65536) port = std::atoi(mp);
+    std::cout << printLaunchCommands(*hosts, kind, ra.args, dir + "/" + scheduleFile, port,
+                                     c.path == "-" ? std::string("SCHEDULE") : c.path);
     if (!ra.modelFile.empty())
       std::cout << "# and the TorchScript model " << ra.modelFile << " at " << dir << "/model.pt on every host\n";
     return kExitOk;

@@ -230,7 +230,7 @@ std::string shellQuoteWord(std::string_view word) {
 
 std::string printLaunchCommands(const std::vector<ClusterHost>& hosts, LaunchKind kind,
                                 const std::vector<std::string>& cliArgs, const std::string& stagedSchedule,
-                                int masterPort) {
+                                int masterPort, const std::string& localSchedule) {
   std::ostringstream out;
   if (hosts.empty()) return {};
   const ClusterHost& first = hosts.front();
@@ -242,25 +242,32 @@ std::string printLaunchCommands(const std::vector<ClusterHost>& hosts, LaunchKin
     for (const auto& a : cliArgs) s += " " + shellQuoteWord(a);
     return s;
   };
+  const size_t slash = stagedSchedule.rfind('/');
+  const std::string stagedDir = slash == std::string::npos || slash == 0 ? "/" : stagedSchedule.substr(0, slash);
   out << "# The schedule must be at " << stagedSchedule << " on every host (a shared file system, or copy it):\n";
-  for (const auto& h : hosts)
-    out << "#   scp" << (h.port != 22 ? " -P " + std::to_string(h.port) : std::string()) << " SCHEDULE "
-        << h.destination() << ":" << stagedSchedule << "\n";
+  for (const auto& h : hosts) {
+    const std::string p = h.port != 22 ? std::to_string(h.port) : std::string();
+    out << "#   ssh" << (p.empty() ? "" : " -p " + p) << " " << h.destination() << " mkdir -p " << shellQuoteWord(stagedDir)
+        << " && scp" << (p.empty() ? "" : " -P " + p) << " " << shellQuoteWord(localSchedule) << " " << h.destination()
+        << ":" << shellQuoteWord(stagedSchedule) << "\n";
+  }
   if (kind == LaunchKind::Torchrun) {
-    out << "# torchrun, static rendezvous: on each host, its own --node-rank (the first host's store on port "
+    // The underscore spellings: every torchrun accepts them (torch 2.x also takes "--nproc-per-node"
+    // and the like, torch 1.x only these).
+    out << "# torchrun, static rendezvous: on each host, its own --node_rank (the first host's store on port "
         << masterPort << "):\n";
     for (size_t i = 0; i < hosts.size(); ++i) {
       const auto& h = hosts[i];
       out << "# on " << h.label() << ":\n";
-      out << "torchrun --nnodes " << nodes << " --nproc-per-node " << h.ranks << " --node-rank " << i
-          << " --master-addr " << shellQuoteWord(first.address()) << " --master-port " << masterPort
-          << " --no-python " << command(h) << "\n";
+      out << "torchrun --nnodes " << nodes << " --nproc_per_node " << h.ranks << " --node_rank " << i
+          << " --master_addr " << shellQuoteWord(first.address()) << " --master_port " << masterPort
+          << " --no_python " << command(h) << "\n";
     }
     if (uniform) {
       out << "# or torchrun, c10d rendezvous: the same command on every host:\n";
-      out << "torchrun --nnodes " << nodes << " --nproc-per-node " << first.ranks
-          << " --rdzv-backend c10d --rdzv-endpoint " << shellQuoteWord(first.address()) << ":" << masterPort
-          << " --rdzv-id pipestudio-" << masterPort << " --no-python " << command(first) << "\n";
+      out << "torchrun --nnodes " << nodes << " --nproc_per_node " << first.ranks
+          << " --rdzv_backend c10d --rdzv_endpoint " << shellQuoteWord(first.address()) << ":" << masterPort
+          << " --rdzv_id pipestudio-" << masterPort << " --no_python " << command(first) << "\n";
     }
   } else {
     std::string nodelist;

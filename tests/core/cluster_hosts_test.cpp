@@ -122,14 +122,14 @@ TEST(ClusterHosts, TorchrunCommandsPerNodeAndRendezvous) {
     if (l.rfind("torchrun ", 0) == 0) cmds.push_back(l);
   ASSERT_EQ(cmds.size(), 3u) << t;
   EXPECT_EQ(cmds[0],
-            "torchrun --nnodes 2 --nproc-per-node 2 --node-rank 0 --master-addr 10.0.0.1 --master-port 29500 "
-            "--no-python pipestudio-cli run /tmp/s.pipe --model gpt:layers=2");
+            "torchrun --nnodes 2 --nproc_per_node 2 --node_rank 0 --master_addr 10.0.0.1 --master_port 29500 "
+            "--no_python pipestudio-cli run /tmp/s.pipe --model gpt:layers=2");
   EXPECT_EQ(cmds[1],
-            "torchrun --nnodes 2 --nproc-per-node 2 --node-rank 1 --master-addr 10.0.0.1 --master-port 29500 "
-            "--no-python /opt/pipestudio-cli run /tmp/s.pipe --model gpt:layers=2");
-  EXPECT_NE(cmds[2].find("--rdzv-backend c10d --rdzv-endpoint 10.0.0.1:29500 --rdzv-id pipestudio-29500 --no-python"),
+            "torchrun --nnodes 2 --nproc_per_node 2 --node_rank 1 --master_addr 10.0.0.1 --master_port 29500 "
+            "--no_python /opt/pipestudio-cli run /tmp/s.pipe --model gpt:layers=2");
+  EXPECT_NE(cmds[2].find("--rdzv_backend c10d --rdzv_endpoint 10.0.0.1:29500 --rdzv_id pipestudio-29500 --no_python"),
             std::string::npos);
-  EXPECT_NE(t.find("scp SCHEDULE n1:/tmp/s.pipe"), std::string::npos);
+  EXPECT_NE(t.find("#   ssh n1 mkdir -p /tmp && scp SCHEDULE n1:/tmp/s.pipe\n"), std::string::npos) << t;
 }
 
 TEST(ClusterHosts, SlurmCommandsAndUnevenNodes) {
@@ -145,9 +145,9 @@ TEST(ClusterHosts, SlurmCommandsAndUnevenNodes) {
   const std::string u = printLaunchCommands(*uneven, LaunchKind::Slurm, {"/tmp/s.pipe"}, "/tmp/s.pipe", 29501);
   EXPECT_NE(u.find("cat > pipestudio.hosts <<'EOF'\nn0\nn0\nn0\nn1\nEOF\n"), std::string::npos) << u;
   EXPECT_NE(u.find("--ntasks=4 --distribution=arbitrary"), std::string::npos);
-  // Uneven nodes have no single torchrun rendezvous command (each node's --nproc-per-node differs).
+  // Uneven nodes have no single torchrun rendezvous command (each node's --nproc_per_node differs).
   const std::string tu = printLaunchCommands(*uneven, LaunchKind::Torchrun, {"/tmp/s.pipe"}, "/tmp/s.pipe", 29501);
-  EXPECT_NE(tu.find("--nproc-per-node 3 --node-rank 0"), std::string::npos);
-  EXPECT_NE(tu.find("--nproc-per-node 1 --node-rank 1"), std::string::npos);
-  EXPECT_EQ(tu.find("--rdzv-backend"), std::string::npos);
+  EXPECT_NE(tu.find("--nproc_per_node 3 --node_rank 0"), std::string::npos);
+  EXPECT_NE(tu.find("--nproc_per_node 1 --node_rank 1"), std::string::npos);
+  EXPECT_EQ(tu.find("--rdzv_backend"), std::string::npos);
 }

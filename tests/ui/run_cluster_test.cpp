@@ -9,6 +9,7 @@
 #include <QProgressBar>
 #include <QPushButton>
 #include <QSettings>
+#include <QStandardPaths>
 #include <QRegularExpression>
 #include <QSignalSpy>
 #include <QTemporaryDir>
@@ -85,7 +86,7 @@ class RunClusterTest : public QObject {
       ps::core::ClusterHost h;
       h.host = s->address().toStdString();
       h.user = LoopbackSshd::userName().toStdString();
-      h.port = s->port();
+      h.port = s->port() > 0 ? s->port() : 22;  // no sshd: only the printed commands use it
       h.ranks = 2;
       h.key = s->userKey().toStdString();
       h.cli = PIPESTUDIO_CLI;
@@ -187,9 +188,9 @@ class RunClusterTest : public QObject {
     for (int node = 0; node < 3; ++node) {
       const QStringList w = commands[node].split(QLatin1Char(' '), Qt::SkipEmptyParts);
       QCOMPARE(flag(w, QStringLiteral("--nnodes")), QStringLiteral("2"));
-      QCOMPARE(flag(w, QStringLiteral("--nproc-per-node")), QStringLiteral("2"));
-      // --no-python: the rest is the program and its arguments, as the ranks get them.
-      const qsizetype np = w.indexOf(QStringLiteral("--no-python"));
+      QCOMPARE(flag(w, QStringLiteral("--nproc_per_node")), QStringLiteral("2"));
+      // --no_python: the rest is the program and its arguments, as the ranks get them.
+      const qsizetype np = w.indexOf(QStringLiteral("--no_python"));
       QVERIFY(np > 0);
       QCOMPARE(w.mid(np + 1, 3), (QStringList{QStringLiteral(PIPESTUDIO_CLI), QStringLiteral("run"),
                                               QStringLiteral("/tmp/pipestudio-run/four.pipe")}));
@@ -197,13 +198,13 @@ class RunClusterTest : public QObject {
       QVERIFY(w.contains(QStringLiteral("--check-gradients")));
       QVERIFY(!w.contains(QStringLiteral("--hosts")) && !w.contains(QStringLiteral("--print-launch")));
       if (node < 2) {
-        QCOMPARE(flag(w, QStringLiteral("--node-rank")), QString::number(node));
-        QCOMPARE(flag(w, QStringLiteral("--master-addr")), QStringLiteral("127.0.0.1"));
+        QCOMPARE(flag(w, QStringLiteral("--node_rank")), QString::number(node));
+        QCOMPARE(flag(w, QStringLiteral("--master_addr")), QStringLiteral("127.0.0.1"));
         bool ok = false;
-        QVERIFY(flag(w, QStringLiteral("--master-port")).toInt(&ok) > 0 && ok);
+        QVERIFY(flag(w, QStringLiteral("--master_port")).toInt(&ok) > 0 && ok);
       } else {
-        QCOMPARE(flag(w, QStringLiteral("--rdzv-backend")), QStringLiteral("c10d"));
-        QVERIFY(QRegularExpression(QStringLiteral("^127\\.0\\.0\\.1:\\d+$")).match(flag(w, QStringLiteral("--rdzv-endpoint"))).hasMatch());
+        QCOMPARE(flag(w, QStringLiteral("--rdzv_backend")), QStringLiteral("c10d"));
+        QVERIFY(QRegularExpression(QStringLiteral("^127\\.0\\.0\\.1:\\d+$")).match(flag(w, QStringLiteral("--rdzv_endpoint"))).hasMatch());
       }
     }
 
@@ -221,8 +222,91 @@ class RunClusterTest : public QObject {
     // The GUI's "Copy launch command" prints the same kind of text from the same function.
     RunRequest req = clusterRequest();
     const QString gui = clusterLaunchCommands(req, ps::core::LaunchKind::Torchrun);
-    QVERIFY2(gui.contains(QStringLiteral("torchrun --nnodes 2 --nproc-per-node 2 --node-rank 1 --master-addr 127.0.0.1")), qPrintable(gui));
+    QVERIFY2(gui.contains(QStringLiteral("torchrun --nnodes 2 --nproc_per_node 2 --node_rank 1 --master_addr 127.0.0.1")), qPrintable(gui));
     QVERIFY(!gui.contains(QStringLiteral("--events")) && !gui.contains(QStringLiteral("--cancel-on-eof")));
+  }
+
+  void printedTorchrunCommandsRunUnderTorchrun() {
+    // The static-rendezvous commands, one per "node", run as printed by the real torchrun
+    // (both nodes on this machine): its agent hosts the store, the ranks join it.
+    const QString torchrun = QStandardPaths::findExecutable(QStringLiteral("torchrun"));
+    if (torchrun.isEmpty()) QSKIP("torchrun is not installed");
+    QFile script(torchrun);
+    QVERIFY(script.open(QIODevice::ReadOnly));
+    const QByteArray shebang = script.readLine().trimmed();
+    if (!shebang.startsWith("#!")) QSKIP("torchrun is not a Python script");
+    // Debian's torch 1.13 torchrun under Python 3.11 reads its default --redirects as None and
+    // cannot start any worker; this wrapper only turns that None into "no redirect".
+    const QString shimDir = path(QStringLiteral("torchrun-shim"));
+    QDir().mkpath(shimDir);
+    QFile shim(QDir(shimDir).filePath(QStringLiteral("torchrun")));
+    QVERIFY(shim.open(QIODevice::WriteOnly | QIODevice::Truncate));
+    shim.write(shebang + "\n"
+               "import sys\n"
+               "import torch.distributed.elastic.multiprocessing.api as api\n"
+               "import torch.distributed.elastic.multiprocessing as mp\n"
+               "_orig = api.to_map\n"
+               "def to_map(v, n):\n"
+               "    return _orig(api.Std.NONE if v is None else v, n)\n"
+               "api.to_map = to_map\n"
+               "mp.to_map = to_map\n"
+               "from torch.distributed.run import main\n"
+               "sys.exit(main())\n");
+    shim.close();
+    shim.setPermissions(QFileDevice::ReadOwner | QFileDevice::WriteOwner | QFileDevice::ExeOwner);
+
+    // A schedule of its own name: the commands expect it at /tmp/pipestudio-run/NAME.
+    const QString name = QStringLiteral("four-%1.pipe").arg(::getpid());
+    writeFiles();
+    QFile::remove(path(name));
+    QVERIFY(QFile::copy(path(QStringLiteral("four.pipe")), path(name)));
+    QProcess portProc;
+    portProc.start(QStringLiteral(PIPESTUDIO_CLI), {QStringLiteral("free-port")});
+    QVERIFY(portProc.waitForFinished(10000));
+    const QString port = QString::fromUtf8(portProc.readAllStandardOutput()).trimmed();
+    QVERIFY(port.toInt() > 0);
+    QProcess print;
+    QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+    env.insert(QStringLiteral("MASTER_PORT"), port);
+    print.setProcessEnvironment(env);
+    print.start(QStringLiteral(PIPESTUDIO_CLI),
+                {QStringLiteral("run"), path(name), QStringLiteral("--hosts"), path(QStringLiteral("hosts.txt")),
+                 QStringLiteral("--model"), QLatin1String(kModel), QStringLiteral("--threads"), QStringLiteral("1"),
+                 QStringLiteral("--check-gradients"), QStringLiteral("--print-launch"), QStringLiteral("torchrun")});
+    QVERIFY(print.waitForFinished(30000));
+    QCOMPARE(print.exitCode(), 0);
+    QStringList nodes;
+    for (const QString& line : QString::fromUtf8(print.readAllStandardOutput()).split(QLatin1Char('\n')))
+      if (line.startsWith(QStringLiteral("torchrun ")) && line.contains(QStringLiteral("--node_rank"))) nodes << line;
+    QCOMPARE(nodes.size(), 2);
+    QVERIFY(nodes[0].contains(QStringLiteral("--master_port %1 ").arg(port)));
+    const QString staged = QStringLiteral("/tmp/pipestudio-run/") + name;
+    QDir().mkpath(QStringLiteral("/tmp/pipestudio-run"));
+    QFile::remove(staged);
+    QVERIFY(QFile::copy(path(name), staged));
+    env.remove(QStringLiteral("MASTER_PORT"));
+    env.insert(QStringLiteral("PATH"), shimDir + QLatin1Char(':') + env.value(QStringLiteral("PATH")));
+    std::vector<std::unique_ptr<QProcess>> procs;
+    for (const QString& line : nodes) {
+      procs.push_back(std::make_unique<QProcess>());
+      procs.back()->setProcessEnvironment(env);
+      procs.back()->start(QStringLiteral("sh"), {QStringLiteral("-c"), line});
+    }
+    bool ok = true;
+    for (auto& p : procs) ok = p->waitForFinished(60000) && ok;
+    for (auto& p : procs)
+      if (p->state() != QProcess::NotRunning) {
+        p->kill();
+        p->waitForFinished(3000);
+      }
+    QFile::remove(staged);
+    QVERIFY(ok);
+    const QString out0 = QString::fromUtf8(procs[0]->readAllStandardOutput());
+    const QString err0 = QString::fromUtf8(procs[0]->readAllStandardError());
+    QVERIFY2(procs[0]->exitCode() == 0 && procs[1]->exitCode() == 0,
+             qPrintable(err0.right(2000) + QString::fromUtf8(procs[1]->readAllStandardError()).right(2000)));
+    QVERIFY2(out0.contains(QStringLiteral("finished (4 devices")), qPrintable(out0 + err0.right(2000)));
+    QVERIFY(out0.contains(QStringLiteral("gradient check: passed")));
   }
 
   void twoHostsTwoRanksCheckGradients() {

@@ -45,8 +45,8 @@ class RunDialogClusterTest : public QObject {
 
       const QString torchrun = d.copyLaunchCommand(ps::core::LaunchKind::Torchrun);
       QCOMPARE(QApplication::clipboard()->text(), torchrun);
-      QVERIFY2(torchrun.contains(QStringLiteral("torchrun --nnodes 2 --nproc-per-node 2 --node-rank 1 --master-addr gpu1 "
-                                                "--master-port 29500 --no-python '/opt/ps tools/pipestudio-cli' run "
+      QVERIFY2(torchrun.contains(QStringLiteral("torchrun --nnodes 2 --nproc_per_node 2 --node_rank 1 --master_addr gpu1 "
+                                                "--master_port 29500 --no_python '/opt/ps tools/pipestudio-cli' run "
                                                 "/tmp/pipestudio-run/schedule.pipe --model")),
                qPrintable(torchrun));
       const QString slurm = d.copyLaunchCommand(ps::core::LaunchKind::Slurm);

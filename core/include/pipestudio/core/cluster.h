@@ -39,11 +39,12 @@ int clusterWorldSize(const std::vector<ClusterHost>& hosts);
 // `--print-launch torchrun|slurm`: shell commands for the same run without ssh fan-out.
 // `cliArgs` are the run's arguments after `pipestudio-cli run` with the schedule as
 // `stagedSchedule` (the path where the schedule must be on every host). `masterPort` is the
-// rendezvous port on the first host.
+// rendezvous port on the first host; `localSchedule` names the file to copy there. Flags are
+// spelled as every torchrun version accepts them (--nproc_per_node, --node_rank, ...).
 enum class LaunchKind { Torchrun, Slurm };
 std::string printLaunchCommands(const std::vector<ClusterHost>& hosts, LaunchKind kind,
                                 const std::vector<std::string>& cliArgs, const std::string& stagedSchedule,
-                                int masterPort);
+                                int masterPort, const std::string& localSchedule = "SCHEDULE");
 // POSIX shell quoting of one word.
 std::string shellQuoteWord(std::string_view word);
 
