@@ -77,6 +77,7 @@ bool spawn(Child& c, const std::vector<std::string>& argv) {
     if (dup2(in[0], 0) < 0 || dup2(out[1], 1) < 0 || dup2(err[1], 2) < 0) _exit(127);
     // A Ctrl-C at the terminal goes to the launcher, which cancels in order; not to ssh.
     setpgid(0, 0);
+    signal(SIGPIPE, SIG_DFL);
     std::vector<char*> args;
     for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
     args.push_back(nullptr);
@@ -212,6 +213,16 @@ core::Result<ClusterLaunchResult> launchClusterRanks(const ClusterLaunchOptions&
   if (H == 0) return core::makeError("cluster.hosts", "no hosts");
   if (o.files.empty()) return core::makeError("cluster.files", "no schedule to stage");
   const double bound = o.connectTimeoutSeconds + 20;
+  // A host that drops while its stdin is written must not take the launcher down with SIGPIPE.
+  struct IgnorePipe {
+    struct sigaction old {};
+    IgnorePipe() {
+      struct sigaction ign {};
+      ign.sa_handler = SIG_IGN;
+      sigaction(SIGPIPE, &ign, &old);
+    }
+    ~IgnorePipe() { sigaction(SIGPIPE, &old, nullptr); }
+  } ignorePipe;
   auto phase = [&](const std::string& m) {
     if (o.onPhase) o.onPhase(m);
   };
@@ -231,6 +242,8 @@ core::Result<ClusterLaunchResult> launchClusterRanks(const ClusterLaunchOptions&
       std::string why;
       if (c.exitCode == -1) {
         why = "host " + h.label() + " did not answer within " + std::to_string(static_cast<int>(bound)) + " s";
+      } else if (c.exitCode == 127 && c.stderrText.rfind("cannot start ssh", 0) == 0) {
+        why = "cannot start the ssh client ('ssh'); install openssh-client";
       } else if (std::string ssh = describeSshFailure(h, c.exitCode, c.stderrText); !ssh.empty()) {
         why = ssh;
       } else if (c.exitCode == 127 || c.stderrText.find("not found") != std::string::npos ||
