@@ -38,7 +38,6 @@ Result<std::vector<ClusterHost>> parseHostFile(std::string_view text, const std:
     if (end == std::string_view::npos) end = text.size();
     std::string_view line = text.substr(pos, end - pos);
     ++lineNo;
-    const size_t lineStart = pos;
     pos = end + 1;
     // Words and their columns; "..." keeps blanks and '#' in a value (\" and \\ inside).
     std::vector<std::pair<std::string, int>> words;
@@ -51,7 +50,12 @@ Result<std::vector<ClusterHost>> parseHostFile(std::string_view text, const std:
       if (line[i] == '#') break;  // a comment to the end of the line
       const int col = static_cast<int>(i) + 1;
       std::string word;
+      bool comment = false;
       while (i < line.size() && !blankOrControl(line[i])) {
+        if (line[i] == '#') {  // unquoted: the rest of the line is a comment
+          comment = true;
+          break;
+        }
         if (line[i] != '"') {
           word += line[i++];
           continue;
@@ -68,13 +72,13 @@ Result<std::vector<ClusterHost>> parseHostFile(std::string_view text, const std:
         }
         ++i;
       }
-      words.emplace_back(std::move(word), col);
+      if (!word.empty() || !comment) words.emplace_back(std::move(word), col);
+      if (comment || unterminated) break;
     }
     if (unterminated) {
       if (end == text.size()) break;
       continue;
     }
-    (void)lineStart;
     if (words.empty()) {
       if (end == text.size()) break;
       continue;

@@ -471,8 +471,14 @@ core::Result<ClusterLaunchResult> launchClusterRanks(const ClusterLaunchOptions&
           const auto at = r == 0 ? now : now + std::chrono::milliseconds(static_cast<long>(o.deathGraceSeconds * 1000));
           if (!endAt || at < *endAt) endAt = at;
         }
-        // Rank 0 done (its report is in): the others have no reason to stay.
-        if (r == 0 && !endAt) endAt = now + std::chrono::milliseconds(static_cast<long>(o.deathGraceSeconds * 1000));
+        // Rank 0 done (its report is in): the others have no reason to stay; after a failure
+        // none of them can finish, so they are ended at once.
+        if (r == 0) {
+          const auto at = result.failedRank || k.child.exitCode != 0
+                              ? now
+                              : now + std::chrono::milliseconds(static_cast<long>(o.deathGraceSeconds * 1000));
+          if (!endAt || at < *endAt) endAt = at;
+        }
       }
       running = running || !k.child.reaped;
     }

@@ -107,6 +107,9 @@ TEST(ClusterHosts, QuotedValuesKeepBlanksAndHashes) {
   ASSERT_TRUE(again) << formatHostFile({odd});
   EXPECT_EQ((*again)[0].cli, odd.cli);
   EXPECT_EQ((*again)[0].sshOptions, odd.sshOptions);
+  auto hash = parseHostFile("gpu1 ranks=2#two\n", "h.txt");
+  ASSERT_TRUE(hash);
+  EXPECT_EQ((*hash)[0].ranks, 2);
   auto open = parseHostFile("gpu1 cli=\"/opt/x\n", "h.txt");
   ASSERT_FALSE(open);
   EXPECT_EQ(open.error().location.column, 6);

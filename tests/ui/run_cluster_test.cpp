@@ -108,10 +108,10 @@ class RunClusterTest : public QObject {
     return path(QStringLiteral("hosts.txt"));
   }
 
-  QStringList runArgs(const QStringList& extra) {
+  QStringList runArgs(const QStringList& extra, const QString& model = QLatin1String(kModel)) {
     const QString hostsFile = writeFiles();
     return QStringList{QStringLiteral("run"), path(QStringLiteral("four.pipe")), QStringLiteral("--hosts"), hostsFile,
-                       QStringLiteral("--model"), QLatin1String(kModel), QStringLiteral("--threads"), QStringLiteral("1"),
+                       QStringLiteral("--model"), model, QStringLiteral("--threads"), QStringLiteral("1"),
                        QStringLiteral("--connect-timeout"), QStringLiteral("10"), QStringLiteral("--timeout"),
                        QStringLiteral("20")} +
            extra;
@@ -411,14 +411,22 @@ class RunClusterTest : public QObject {
     const QString session = path(QStringLiteral("killed.session"));
     const int marker = 600000 + ::getpid() % 99999;
     QProcess p;
+    // Iterations of some 300 ms, and the kill once device 0 has measured an op of the second
+    // one: that iteration cannot finish without host 127.0.0.2, so the run fails inside it
+    // with a partial timeline (a kill at an iteration's very start would leave it empty).
     p.start(QStringLiteral(PIPESTUDIO_CLI),
-            runArgs({QStringLiteral("--iterations"), QString::number(marker), QStringLiteral("--events"),
-                     QStringLiteral("jsonl"), QStringLiteral("--session"), session}));
+            runArgs({QStringLiteral("--iterations"), QString::number(marker), QStringLiteral("--microbatch-size"),
+                     QStringLiteral("32"), QStringLiteral("--events"), QStringLiteral("jsonl"), QStringLiteral("--session"),
+                     session},
+                    QStringLiteral("gpt:layers=4,hidden=128,heads=2,seq=64,vocab=64")));
     QByteArray out;
+    ps::core::RunEventReader live;
     QVERIFY(waitUntil([&] {
-      p.waitForReadyRead(50);
-      out += p.readAllStandardOutput();
-      return out.count("\"progress\"") >= 2;
+      p.waitForReadyRead(20);
+      const QByteArray more = p.readAllStandardOutput();
+      out += more;
+      live.feed(std::string_view(more.constData(), static_cast<size_t>(more.size())));
+      return live.timelineIteration() >= 1 && !live.timeline().ops.empty();
     }, 60000));
     const QStringList needles{QStringLiteral("--iterations"), QString::number(marker)};
     const QList<qint64> hostB = rankProcesses(needles, {2, 3});
