@@ -10,6 +10,8 @@
 #include <chrono>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <set>
+#include <tuple>
 
 #include "cli.h"
 #include "pipestudio/core/chrome_trace.h"
@@ -167,9 +169,30 @@ int runOnCluster(const ClusterRun& c) {
       for (int l = 0; l < h.ranks; ++l) rankHost[static_cast<size_t>(r++)] = h.label();
   }
   bool errorEmitted = false;
+  // Every device's ops live: each rank's own op events go on as they come (rank 0 alone
+  // streams only its device until it merges the others' at the end); those merged copies are
+  // then left out, so a reader gets each op once.
+  std::set<std::tuple<int, int, int>> forwarded;  // (iteration, device, step)
+  auto opKey = [](const nlohmann::json& j) {
+    return std::make_tuple(j.value("iteration", -1), j.value("device", -1), j.value("step", -1));
+  };
   lo.onEvent = [&](int r, const std::string& line) {
     readers[static_cast<size_t>(r)].feed(line + "\n");
-    if (r == 0 && c.events) emit(line);
+    if (!c.events) return;
+    const bool maybeOp = line.find("\"op\"") != std::string::npos;
+    if (r == 0) {
+      if (maybeOp) {
+        auto j = nlohmann::json::parse(line, nullptr, false);
+        if (j.is_object() && j.value("type", "") == "op" && j.value("device", 0) != 0 && forwarded.count(opKey(j))) return;
+      }
+      emit(line);
+    } else if (maybeOp) {
+      auto j = nlohmann::json::parse(line, nullptr, false);
+      if (j.is_object() && j.value("type", "") == "op" && j.value("device", -1) == r && !readers[0].finished()) {
+        forwarded.insert(opKey(j));
+        emit(line);
+      }
+    }
   };
   lo.onStderr = [&](int r, const std::string& line) {
     // One write a line: a reader of our stderr (the GUI's log) gets whole lines.

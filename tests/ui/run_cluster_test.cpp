@@ -325,7 +325,8 @@ class RunClusterTest : public QObject {
     QCOMPARE(QString::fromStdString(reader.finished()->status), QStringLiteral("finished"));
     QVERIFY(reader.finished()->gradientCheck);
     QVERIFY(reader.finished()->gradientCheck->passed);
-    // Rank 0's stream carries every device's ops, from both hosts.
+    // The stream carries every device's ops, from both hosts, each once.
+    QVERIFY2(reader.warnings().empty(), reader.warnings().empty() ? "" : reader.warnings().front().message.c_str());
     const auto tl = reader.timeline();
     QCOMPARE(tl.ops.size(), size_t(16));
     QSet<int> devices;
@@ -397,6 +398,12 @@ class RunClusterTest : public QObject {
     QVERIFY(waitUntil([&] { return !progress.isEmpty() && progress.last().at(0).toInt() >= 1; }, 60000));
     const QStringList needles{QStringLiteral("--iterations"), QString::number(marker)};
     QCOMPARE(remoteRanks(needles).size(), 4);
+    // Every device's ops arrive while the run goes on, from both hosts.
+    QVERIFY2(waitUntil([&] {
+      QSet<int> devices;
+      for (const auto& op : c.reader().timeline().ops) devices << op.device;
+      return devices == QSet<int>{0, 1, 2, 3};
+    }, 30000), "not every device's ops came live");
     c.cancel();
     const RunOutcome o = waitForOutcome(c, done, 30000);
     QVERIFY2(o.status == RunOutcome::Status::Cancelled, qPrintable(o.message + "\n" + o.stderrText));
