@@ -324,7 +324,7 @@ core::Status Run::setup() {
     return core::makeError("engine.options", "device must be cpu or cuda, got '" + opt_.device + "'");
   if (auto st = checkFaultInjection(sched_, opt_.fault); !st) return st.errors();
   try {
-    model_ = Model::build(opt_.model, opt_.seed, opt_.microbatchSize, M_);
+    model_ = Model::build(opt_.model, opt_.seed, opt_.microbatchSize, M_, opt_.inputsPath);
   } catch (const std::exception& e) {
     return core::makeError("engine.model", std::string("cannot build model: ") + detail::errorText(e));
   }
@@ -426,6 +426,7 @@ nlohmann::json Run::fingerprint() const {
           {"schedule", std::string(hex)},
           {"model", modelSpecToString(opt_.model)},
           {"seed", opt_.seed},
+          {"data", model_->dataSource},
           {"partition", partition_},
           {"micro-batch size", opt_.microbatchSize},
           {"iterations", opt_.iterations + opt_.warmup},
@@ -1226,6 +1227,7 @@ core::Result<RunReport> Run::execute() {
   RunReport r;
   r.partition = partition_;
   r.parameterCount = model_->parameterCount();
+  r.data = model_->dataNote;
   r.losses = losses_;
   r.iterationMs = iterationMs_;
   if (stepKind_) r.optimizerStateBytes = stateBytes_;

@@ -82,6 +82,10 @@ struct RunOptions {
   double timeoutSeconds = 60;  // a receive that waits longer fails the run
   std::vector<int> partition;  // layers per stage; empty = the schedule's, else an even split
   std::uint64_t seed = 1;
+  // A batch saved by PyTorch's torch.save instead of synthetic data (docs/engine.md, "Data"):
+  // a tensor of inputs, a tuple (inputs, targets) or a dict {"inputs", "targets"}; the first
+  // micro-batches x microbatchSize samples are used. Empty: synthetic data from the seed.
+  std::string inputsPath;
   int threads = 0;             // intra-op threads per worker (0 = cores / workers on this host)
   DistributedOptions distributed;
   FaultInjection fault;
@@ -139,6 +143,9 @@ struct RunReport {
   GradientCheck gradients;
   std::vector<int> partition;      // layers per stage actually used
   std::int64_t parameterCount = 0;
+  // Where the batch came from, for people: "synthetic from seed 1", or "FILE: samples 0..7 of
+  // 12, targets from the file" (or "from seed 1").
+  std::string data;
 };
 
 // Refuses (error Result) what cannot start: invalid schedule, bad model or partition, CUDA
