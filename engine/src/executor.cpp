@@ -1287,6 +1287,13 @@ bool isOptimizerName(std::string_view name) { return name == "sgd" || name == "a
 
 double defaultLearningRate(std::string_view optimizer) { return optimizer == "adamw" ? 1e-3 : 1e-2; }
 
+void addNominalOptimizerStepCosts(core::CostProfile& profile, std::string_view optimizer) {
+  if (!isOptimizerName(optimizer)) return;
+  constexpr double kBytesPerMs = 10e9 / 1e3;
+  const double passes = optimizer == "adamw" ? 22.0 : 3.0;
+  for (auto& l : profile.layers) l.optimizerStepMs = passes * static_cast<double>(l.weightBytes) / kBytesPerMs;
+}
+
 core::Result<core::Schedule> scheduleWithOptimizerSteps(const core::Schedule& s) {
   const std::string name(core::kOptimizerStepKind);
   if (s.kindFromName(name))
@@ -1296,7 +1303,8 @@ core::Result<core::Schedule> scheduleWithOptimizerSteps(const core::Schedule& s)
   core::Schedule out = s;
   core::UserKind u;
   u.name = name;
-  u.durationExpr = "0";
+  // The stage's optimizer step; a prediction adds the device's other stages (run_session).
+  u.durationExpr = "O";
   out.userKinds.push_back(u);
   const auto kind = static_cast<OpKind>(core::kFirstUserKind + out.userKinds.size() - 1);
   for (int d = 0; d < out.pipeline.devices && d < static_cast<int>(out.devices.size()); ++d) {

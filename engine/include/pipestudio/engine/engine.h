@@ -104,6 +104,11 @@ struct RunOptions {
 // The optimizers `optimizer` takes, and the learning rate each uses unless one is given.
 bool isOptimizerName(std::string_view name);               // "sgd", "adamw"
 double defaultLearningRate(std::string_view optimizer);    // sgd 0.01, adamw 0.001
+// Nominal optimizer step times for an analytic profile (the model's, modelCostProfile): each
+// layer's optimizer_step_ms from the bytes the step streams over its weights (SGD 3 passes:
+// read p and g, write p; AdamW 22, as libtorch's per-tensor AdamW runs it) at a nominal
+// 10 GB/s. Unknown optimizers leave the profile as it is.
+void addNominalOptimizerStepCosts(core::CostProfile& profile, std::string_view optimizer);
 // The schedule an optimizer run executes: `s` with the user kind OPTIMIZER (core's optimizer
 // step, iterations.h) declared last and one OPTIMIZER op (micro-batch 0, the device's first
 // stage) appended to every device's order. The measured timeline's OPTIMIZER ops name these
