@@ -175,6 +175,9 @@ struct ProfileOptions {
   int threads = 0;
   int workers = 1;
   std::uint64_t seed = 1;
+  // "sgd" or "adamw": also time each layer's optimizer step (libtorch's, as `run --optimizer`
+  // steps), written as optimizer_step_ms; "" leaves it out.
+  std::string optimizer;
 };
 
 // The intra-op thread count a run (and the profiler) uses per worker: `threads` when > 0, else
