@@ -50,7 +50,9 @@ QStringList cliProfileArguments(const ProfileRequest& r) {
   if (r.target.microbatchSize > 0) a << QStringLiteral("--microbatch-size") << QString::number(r.target.microbatchSize);
   a << QStringLiteral("--workers") << QString::number(std::max(1, r.workers)) << QStringLiteral("--repetitions")
     << QString::number(std::max(1, r.repetitions)) << QStringLiteral("--warmup")
-    << QString::number(std::max(0, r.warmup)) << QStringLiteral("-o") << QStringLiteral("-");
+    << QString::number(std::max(0, r.warmup));
+  if (!r.optimizer.isEmpty()) a << QStringLiteral("--optimizer") << r.optimizer;
+  a << QStringLiteral("-o") << QStringLiteral("-");
   return a;
 }
 
@@ -270,6 +272,14 @@ void ProfileDialog::buildUi() {
   form->addRow(tr("Workers:"), workers_);
   form->addRow(tr("Repetitions (median):"), repetitions_);
   form->addRow(tr("Warm-up:"), warmup_);
+  optimizer_ = new QComboBox;
+  optimizer_->setObjectName(QStringLiteral("optimizer"));
+  optimizer_->addItem(tr("none"), QString());
+  optimizer_->addItem(QStringLiteral("SGD"), QStringLiteral("sgd"));
+  optimizer_->addItem(QStringLiteral("AdamW"), QStringLiteral("adamw"));
+  optimizer_->setToolTip(tr("Also time each layer's optimizer step (optimizer_step_ms), so that runs training with "
+                            "this optimizer are predicted with their steps"));
+  form->addRow(tr("Optimizer step:"), optimizer_);
 
   preview_ = new QLineEdit;
   preview_->setReadOnly(true);
@@ -321,7 +331,8 @@ void ProfileDialog::buildUi() {
     params_->setCursorPosition(0);
     updatePreview();
   });
-  for (QComboBox* c : {target_, device_}) connect(c, &QComboBox::currentIndexChanged, this, &ProfileDialog::updatePreview);
+  for (QComboBox* c : {target_, device_, optimizer_})
+    connect(c, &QComboBox::currentIndexChanged, this, &ProfileDialog::updatePreview);
   connect(params_, &QLineEdit::textChanged, this, &ProfileDialog::updatePreview);
   for (QSpinBox* s : {microbatch_, workers_, repetitions_, warmup_})
     connect(s, &QSpinBox::valueChanged, this, &ProfileDialog::updatePreview);
@@ -371,6 +382,7 @@ ProfileRequest ProfileDialog::request() const {
   r.workers = workers_->value();
   r.repetitions = repetitions_->value();
   r.warmup = warmup_->value();
+  r.optimizer = optimizer_->currentData().toString();
   return r;
 }
 
@@ -387,6 +399,7 @@ void ProfileDialog::setRequest(const ProfileRequest& r) {
   workers_->setValue(r.workers);
   repetitions_->setValue(r.repetitions);
   warmup_->setValue(r.warmup);
+  optimizer_->setCurrentIndex(std::max(0, optimizer_->findData(r.optimizer)));
   if (!r.target.localCli.isEmpty()) localCli_ = r.target.localCli;
   updatePreview();
 }
@@ -414,7 +427,7 @@ void ProfileDialog::setBusy(bool busy) {
   profileButton_->setEnabled(!busy);
   cancelButton_->setEnabled(busy);
   for (QWidget* w : std::initializer_list<QWidget*>{target_, model_, params_, device_, microbatch_, workers_,
-                                                    repetitions_, warmup_})
+                                                    repetitions_, warmup_, optimizer_})
     w->setEnabled(!busy);
 }
 

@@ -38,9 +38,11 @@ struct ProfileRequest {
   int workers = 1;      // --workers: ops timed with this many concurrent workers
   int repetitions = 10;
   int warmup = 3;
+  QString optimizer;  // "sgd" or "adamw": also time each layer's optimizer step; "" none
 };
 
-// profile --model SPEC --device D [--microbatch-size B] --workers N --repetitions R --warmup K -o -
+// profile --model SPEC --device D [--microbatch-size B] --workers N --repetitions R --warmup K
+//   [--optimizer O] -o -
 QStringList cliProfileArguments(const ProfileRequest& r);
 // The CLI locally, or `ssh ... -- sh -c '<watch stdin; the CLI>'` (buildCliCommand): the
 // remote CLI is killed when the ssh channel's stdin ends (cancel, lost connection).
@@ -160,6 +162,7 @@ class ProfileDialog : public QDialog {
   QSpinBox* workers_ = nullptr;
   QSpinBox* repetitions_ = nullptr;
   QSpinBox* warmup_ = nullptr;
+  QComboBox* optimizer_ = nullptr;
   QLineEdit* preview_ = nullptr;
   QProgressBar* progress_ = nullptr;
   QLabel* status_ = nullptr;

@@ -18,7 +18,8 @@ namespace {
 
 const char* kUsage =
     "usage: pipestudio-cli profile --model SPEC [--device cpu|cuda] [--microbatch-size B]\n"
-    "           [--repetitions N] [--warmup K] [--threads T] [--workers D] [--seed S] [-o profile.json]\n\n"
+    "           [--repetitions N] [--warmup K] [--threads T] [--workers D] [--seed S] [-o profile.json]\n"
+    "           [--optimizer sgd|adamw]\n\n"
     "Runs every layer of the built-in model (SPEC as for `run`, e.g.\n"
     "'gpt:layers=8,hidden=256,heads=4,seq=128,vocab=1000') on one micro-batch of B samples\n"
     "(default 2), the way the engine runs it: forward (F), backward for the input with the\n"
@@ -28,6 +29,8 @@ const char* kUsage =
     "Threads: as a run sets them per worker, T when given, else cores / D (D = devices the run\n"
     "will have on this host, default 1); ops are timed on D worker threads at once, as the\n"
     "workers of a run share the cores. Profile with the run's setting.\n"
+    "--optimizer sgd|adamw also times each layer's optimizer step (libtorch's, as `run\n"
+    "--optimizer` takes it) as optimizer_step_ms, which predictions of such runs use.\n"
     "Writes the cost-profile JSON (stdout without -o) with \"source\": \"profiled\" and the\n"
     "settings under \"profiler\"; with -o, prints a table of the layers.\n"
     "Exit status: 0 ok, 1 the model cannot be profiled (e.g. cuda without a GPU), 2 usage.\n";
@@ -55,7 +58,7 @@ int runProfile(const std::vector<std::string>& argv) {
   using namespace ps::engine;
   ps::cli::Args args(argv,
                      {"--model", "--device", "--microbatch-size", "--repetitions", "--warmup", "--threads", "--workers",
-                      "--seed", "-o", "--output"},
+                      "--seed", "-o", "--output", "--optimizer"},
                      {});
   if (!args.ok()) return usage(args.error());
   if (!args.positionals().empty()) return usage("unexpected argument '" + args.positionals()[0] + "'");
@@ -81,6 +84,9 @@ int runProfile(const std::vector<std::string>& argv) {
     if (args.has(f.flag) && !toInt(args.value(f.flag), f.minimum, *f.out))
       return usage(std::string(f.flag) + " needs " + f.need);
   o.seed = static_cast<std::uint64_t>(seed);
+  o.optimizer = args.value("--optimizer");
+  if (args.has("--optimizer") && !isOptimizerName(o.optimizer))
+    return usage("--optimizer takes sgd or adamw, not '" + o.optimizer + "'");
 
   auto profile = profileModel(*model, o);
   if (!profile) {
@@ -100,6 +106,7 @@ int runProfile(const std::vector<std::string>& argv) {
                    {"workers", o.workers},
                    {"repetitions", o.repetitions},
                    {"warmup", o.warmup},
+                   {"optimizer", o.optimizer.empty() ? std::string("none") : o.optimizer},
                    {"statistic", "median"},
                    {"host", hostName()},
                    {"cores", std::thread::hardware_concurrency()},

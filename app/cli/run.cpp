@@ -37,7 +37,7 @@ const char* kUsage =
     "         [--events jsonl] [--timeout S] [--connect-timeout S] [--partition N,N,...] [--seed N]\n"
     "         [--threads N] [--format pipe|csv] [--set name=value]... [--inject-fault KIND:OP]\n"
     "         [--cancel-on-eof] [--session DB [--profile P.json]] [--optimizer sgd|adamw [--lr X]]\n"
-    "         [--hosts HOSTS.txt [--print-launch torchrun|slurm]]\n\n"
+    "         [--inputs BATCH.pt] [--hosts HOSTS.txt [--print-launch torchrun|slurm]]\n\n"
     "Runs the schedule in FILE (.pipe or PyTorch .csv; - reads stdin) on a model split into the\n"
     "schedule's stages. SPEC is a built-in model, 'mlp:layers=8,hidden=512' or\n"
     "'gpt:layers=8,hidden=256,heads=4,seq=128,vocab=1000' (add dtype=f64 for double), or your own\n"
@@ -56,6 +56,10 @@ const char* kUsage =
     "--timeout S bounds each wait for a tensor (default 60); --connect-timeout S bounds the\n"
     "rendezvous of the ranks (default 60).\n"
     "--partition gives layers per stage (default: balanced by the model's compute).\n"
+    "Data are synthetic, drawn from --seed (docs/engine.md), unless --inputs BATCH.pt gives a\n"
+    "batch saved by torch.save: a tensor of inputs, a tuple (inputs, targets) or a dict with\n"
+    "'inputs' and 'targets' (targets missing: drawn from the seed); the first micro-batches x\n"
+    "--microbatch-size samples are used, and every rank must read the same bytes.\n"
     "--optimizer sgd|adamw makes every iteration a training step: after its last op each device\n"
     "steps its own stages' parameters with libtorch's SGD or AdamW (PyTorch's defaults, learning\n"
     "rate --lr X, default 0.01 for sgd and 0.001 for adamw), timed as an OPTIMIZER op of the\n"
@@ -339,7 +343,7 @@ int runRun(const std::vector<std::string>& argv) {
   const std::vector<std::string> valueFlags{"--model", "--device", "--nproc", "--iterations", "--warmup",
                                             "--microbatch-size", "--trace", "--events", "--timeout", "--connect-timeout", "--partition",
                                             "--seed", "--threads", "--format", "--set", "--inject-fault",
-                                            "--session", "--profile", "--optimizer", "--lr",
+                                            "--session", "--profile", "--optimizer", "--lr", "--inputs",
                                             "--hosts", "--print-launch"};
   ps::cli::Args args(argv, valueFlags, {"--check-gradients", "--cancel-on-eof"});
   if (!args.ok()) return usage(args.error());
@@ -396,6 +400,10 @@ int runRun(const std::vector<std::string>& argv) {
     if (o.optimizer.empty()) return usage("--lr is the optimizer's learning rate: give it with --optimizer sgd|adamw");
     if (!parseNumber(args.value("--lr"), o.learningRate) || !(o.learningRate > 0) || !std::isfinite(o.learningRate))
       return usage("--lr needs a positive learning rate, e.g. 0.01");
+  }
+  if (args.has("--inputs")) {
+    o.inputsPath = args.value("--inputs");
+    if (o.inputsPath.empty()) return usage("--inputs needs a file saved by torch.save");
   }
   if (args.has("--inject-fault")) {
     auto f = parseFaultInjection(args.value("--inject-fault"));
@@ -572,6 +580,7 @@ int runRun(const std::vector<std::string>& argv) {
         << " parameters, partition";
   for (size_t i = 0; i < r.partition.size(); ++i) human << (i ? "," : " ") << r.partition[i];
   human << ")\n";
+  if (!r.data.empty()) human << "  data: " << r.data << "\n";
   if (!r.iterationMs.empty()) {
     std::vector<double> it = r.iterationMs;
     std::sort(it.begin(), it.end());

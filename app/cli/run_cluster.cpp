@@ -43,10 +43,12 @@ std::string flagName(const std::string& a) { return a.substr(0, a.find('=')); }
 // session, the trace), the schedule and a TorchScript file as staged ("{dir}/...").
 struct RankArgs {
   std::vector<std::string> args;
-  std::string modelFile;  // a TorchScript model to stage, as given
+  std::string modelFile;   // a TorchScript model to stage (as model.pt), as given
+  std::string inputsFile;  // --inputs BATCH.pt to stage (as inputs.pt), as given
 };
 
-RankArgs rankArguments(const ClusterRun& c, const std::string& stagedSchedule, const std::string& stagedModel) {
+RankArgs rankArguments(const ClusterRun& c, const std::string& stagedSchedule, const std::string& stagedModel,
+                       const std::string& stagedInputs) {
   static const std::vector<std::string> launcherOnly{"--hosts", "--print-launch", "--events", "--session",
                                                      "--profile", "--trace", "--nproc", "--format"};
   RankArgs out;
@@ -72,6 +74,10 @@ RankArgs rankArguments(const ClusterRun& c, const std::string& stagedSchedule, c
           spec.replace(p + 5, out.modelFile.size(), stagedModel);
         }
         value = spec;
+      }
+      if (name == "--inputs") {
+        out.inputsFile = value;
+        value = stagedInputs;
       }
       out.args.push_back(name);
       if (takesValue) out.args.push_back(value);
@@ -125,7 +131,7 @@ int runOnCluster(const ClusterRun& c) {
 
   if (!c.printLaunch.empty()) {
     const std::string dir = "/tmp/pipestudio-run";
-    RankArgs ra = rankArguments(c, dir + "/" + scheduleFile, dir + "/model.pt");
+    RankArgs ra = rankArguments(c, dir + "/" + scheduleFile, dir + "/model.pt", dir + "/inputs.pt");
     const auto kind = c.printLaunch == "slurm" ? LaunchKind::Slurm : LaunchKind::Torchrun;
     // The rendezvous port: MASTER_PORT when set, else torchrun's default.
     int port = 29500;
@@ -134,20 +140,24 @@ int runOnCluster(const ClusterRun& c) {
                                      c.path == "-" ? std::string("SCHEDULE") : c.path);
     if (!ra.modelFile.empty())
       std::cout << "# and the TorchScript model " << ra.modelFile << " at " << dir << "/model.pt on every host\n";
+    if (!ra.inputsFile.empty())
+      std::cout << "# and the --inputs batch " << ra.inputsFile << " at " << dir << "/inputs.pt on every host\n";
     return kExitOk;
   }
 
-  RankArgs ra = rankArguments(c, "{dir}/" + scheduleFile, "{dir}/model.pt");
+  RankArgs ra = rankArguments(c, "{dir}/" + scheduleFile, "{dir}/model.pt", "{dir}/inputs.pt");
   engine::ClusterLaunchOptions lo;
   lo.hosts = *hosts;
   lo.files.push_back({scheduleFile, c.text});
-  if (!ra.modelFile.empty()) {
-    std::string model;
-    if (!readInput(ra.modelFile, model, error)) {
+  // Files the ranks read go with the schedule: a TorchScript model, an --inputs batch.
+  for (const auto& [local, staged] : {std::pair{ra.modelFile, std::string("model.pt")}, std::pair{ra.inputsFile, std::string("inputs.pt")}}) {
+    if (local.empty()) continue;
+    std::string content;
+    if (!readInput(local, content, error)) {
       std::cerr << "pipestudio-cli run: " << error << "\n";
       return kExitUsage;
     }
-    lo.files.push_back({"model.pt", std::move(model)});
+    lo.files.push_back({staged, std::move(content)});
   }
   lo.args = ra.args;
   lo.rank0Args = {"--events", "jsonl"};

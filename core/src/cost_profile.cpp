@@ -389,7 +389,8 @@ Result<std::vector<StageCost>> stageCosts(const CostProfile& p, int stages, cons
     for (int k = 0; k < c.layerCount; ++k, ++layer) {
       const LayerCost& l = p.layers[static_cast<size_t>(layer)];
       if (!limits::addTime(c.F, l.forwardMs) || !limits::addTime(c.I, l.backwardInputMs) ||
-          !limits::addTime(c.W, l.backwardWeightMs) || !limits::addTime(c.R, l.recomputeMs.value_or(l.forwardMs)))
+          !limits::addTime(c.W, l.backwardWeightMs) || !limits::addTime(c.R, l.recomputeMs.value_or(l.forwardMs)) ||
+          !limits::addTime(c.O, l.optimizerStepMs))
         return overflow(s, "times");
       if (!limits::addBytes(c.activationBytes, l.activationBytes) ||
           !limits::addBytes(c.weightGradStashBytes, l.weightGradStashBytes.value_or(l.activationBytes / 2)) ||
@@ -398,7 +399,7 @@ Result<std::vector<StageCost>> stageCosts(const CostProfile& p, int stages, cons
       c.outputBytes = l.outputBytes;
     }
     c.B = c.I + c.W;
-    if (!std::isfinite(c.B) || !std::isfinite(c.F) || c.F < 0 || c.I < 0 || c.W < 0 || c.R < 0)
+    if (!std::isfinite(c.B) || !std::isfinite(c.F) || c.F < 0 || c.I < 0 || c.W < 0 || c.R < 0 || c.O < 0)
       return overflow(s, "times");
     auto st = limits::scaleBytes(c.weightBytes, staticFactor);
     if (!st || !std::isfinite(staticFactor)) return overflow(s, "weight, gradient and optimizer bytes");

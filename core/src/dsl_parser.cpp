@@ -736,7 +736,7 @@ class Parser {
   }
 
   // Duration expressions are kept as text (the cost model evaluates them); here they are only
-  // checked: numbers, F B I W R, + - * /, parentheses, min/max.
+  // checked: numbers, F B I W R O, + - * /, parentheses, min/max.
   bool parseDuration(std::uint32_t& end) {
     if (!parseDurSum(end, 0)) return false;
     return true;
@@ -777,7 +777,7 @@ class Parser {
     }
     if (t.type == Tok::Ident) {
       std::string_view n = txt(t);
-      if (n == "F" || n == "B" || n == "I" || n == "W" || n == "R") {
+      if (n == "F" || n == "B" || n == "I" || n == "W" || n == "R" || n == "O") {
         end = t.offset + t.length;
         advance();
         return true;
@@ -791,9 +791,9 @@ class Parser {
         end = cur().offset + cur().length;
         return expect(Tok::RParen, "')'");
       }
-      return fail(t, "a duration uses numbers and the stage's times F, B, I, W, R; found '" +
+      return fail(t, "a duration uses numbers and the stage's times F, B, I, W, R, O; found '" +
                          std::string(n.substr(0, 40)) + "'",
-                  suggest(n, {"F", "B", "I", "W", "R", "min", "max"}));
+                  suggest(n, {"F", "B", "I", "W", "R", "O", "min", "max"}));
     }
     return fail(t, "expected a duration expression, found " + found(t));
   }

@@ -101,7 +101,7 @@ class ExprEval {
   double primary() {
     skip();
     if (pos_ >= t_.size()) {
-      setErr("expected a number, F, B, I, W, R or '('");
+      setErr("expected a number, F, B, I, W, R, O or '('");
       return 0;
     }
     char ch = t_[pos_];
@@ -134,8 +134,9 @@ class ExprEval {
       if (id == "I") return c_.I;
       if (id == "W") return c_.W;
       if (id == "R") return c_.R;
+      if (id == "O") return c_.O;
       pos_ = b;
-      setErr("unknown name '" + std::string(id) + "' (expected F, B, I, W or R)");
+      setErr("unknown name '" + std::string(id) + "' (expected F, B, I, W, R or O)");
       pos_ = t_.size();
       return 0;
     }

@@ -324,7 +324,7 @@ core::Status Run::setup() {
     return core::makeError("engine.options", "device must be cpu or cuda, got '" + opt_.device + "'");
   if (auto st = checkFaultInjection(sched_, opt_.fault); !st) return st.errors();
   try {
-    model_ = Model::build(opt_.model, opt_.seed, opt_.microbatchSize, M_);
+    model_ = Model::build(opt_.model, opt_.seed, opt_.microbatchSize, M_, opt_.inputsPath);
   } catch (const std::exception& e) {
     return core::makeError("engine.model", std::string("cannot build model: ") + detail::errorText(e));
   }
@@ -426,6 +426,7 @@ nlohmann::json Run::fingerprint() const {
           {"schedule", std::string(hex)},
           {"model", modelSpecToString(opt_.model)},
           {"seed", opt_.seed},
+          {"data", model_->dataSource},
           {"partition", partition_},
           {"micro-batch size", opt_.microbatchSize},
           {"iterations", opt_.iterations + opt_.warmup},
@@ -1226,6 +1227,7 @@ core::Result<RunReport> Run::execute() {
   RunReport r;
   r.partition = partition_;
   r.parameterCount = model_->parameterCount();
+  r.data = model_->dataNote;
   r.losses = losses_;
   r.iterationMs = iterationMs_;
   if (stepKind_) r.optimizerStateBytes = stateBytes_;
@@ -1285,6 +1287,13 @@ bool isOptimizerName(std::string_view name) { return name == "sgd" || name == "a
 
 double defaultLearningRate(std::string_view optimizer) { return optimizer == "adamw" ? 1e-3 : 1e-2; }
 
+void addNominalOptimizerStepCosts(core::CostProfile& profile, std::string_view optimizer) {
+  if (!isOptimizerName(optimizer)) return;
+  constexpr double kBytesPerMs = 10e9 / 1e3;
+  const double passes = optimizer == "adamw" ? 22.0 : 3.0;
+  for (auto& l : profile.layers) l.optimizerStepMs = passes * static_cast<double>(l.weightBytes) / kBytesPerMs;
+}
+
 core::Result<core::Schedule> scheduleWithOptimizerSteps(const core::Schedule& s) {
   const std::string name(core::kOptimizerStepKind);
   if (s.kindFromName(name))
@@ -1294,7 +1303,8 @@ core::Result<core::Schedule> scheduleWithOptimizerSteps(const core::Schedule& s)
   core::Schedule out = s;
   core::UserKind u;
   u.name = name;
-  u.durationExpr = "0";
+  // The stage's optimizer step; a prediction adds the device's other stages (run_session).
+  u.durationExpr = "O";
   out.userKinds.push_back(u);
   const auto kind = static_cast<OpKind>(core::kFirstUserKind + out.userKinds.size() - 1);
   for (int d = 0; d < out.pipeline.devices && d < static_cast<int>(out.devices.size()); ++d) {

@@ -64,6 +64,8 @@ int pickFreePort() {
 namespace {
 // The first host of a Slurm node list: "gpu[03-04,07],cpu1" -> "gpu03", "a,b" -> "a".
 std::string firstSlurmHost(const std::string& list) {
+  // Slurm's hostlist syntax: comma-separated names, each with any number of bracketed ranges
+  // ("rack[1-2]-node[01-04]-ib"); the first host takes the first value of every range.
   std::string host;
   for (size_t i = 0; i < list.size(); ++i) {
     const char c = list[i];
@@ -71,7 +73,10 @@ std::string firstSlurmHost(const std::string& list) {
     if (c == '[') {
       size_t j = i + 1;
       while (j < list.size() && std::isdigit(static_cast<unsigned char>(list[j]))) host += list[j++];
-      break;
+      const size_t close = list.find(']', j);
+      if (close == std::string::npos) break;
+      i = close;
+      continue;
     }
     host += c;
   }

@@ -2,9 +2,13 @@
 // decoder blocks with causal self-attention and MLP, LM head with cross-entropy).
 #include "model.h"
 
+#include "data_file.h"
+
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <cmath>
+
+#include "data_file.h"
 
 namespace ps::engine::detail {
 
@@ -214,14 +218,15 @@ class LmHead : public Layer {
 
 }  // namespace
 
-std::unique_ptr<Model> Model::build(const ModelSpec& spec, std::uint64_t seed, int microbatchSize, int microbatches) {
+std::unique_ptr<Model> Model::build(const ModelSpec& spec, std::uint64_t seed, int microbatchSize, int microbatches,
+                                     const std::string& inputsPath) {
   if (spec.kind == "torchscript") {
     auto model = std::make_unique<Model>();
     model->spec = spec;
     model->microbatchSize = microbatchSize;
     model->microbatches = microbatches;
     model->options = at::TensorOptions().dtype(spec.dtype == "f64" ? at::kDouble : at::kFloat);
-    buildTorchScript(*model, seed);
+    buildTorchScript(*model, seed, inputsPath);
     return model;
   }
   auto model = std::make_unique<Model>();
@@ -244,6 +249,22 @@ std::unique_ptr<Model> Model::build(const ModelSpec& spec, std::uint64_t seed, i
       model->layers.push_back(std::make_unique<MlpBlock>("block" + std::to_string(i), spec.hidden, gen, opt));
     model->inputs = at::randn({n, spec.hidden}, gen, opt);
     model->targets = at::randn({n, spec.hidden}, gen, opt);
+  }
+  if (!inputsPath.empty()) {
+    // The synthetic batch gives the shapes and dtypes the file's tensors must have.
+    const DataFile file = loadDataFile(inputsPath);
+    const bool tokens = spec.kind == "gpt";
+    const std::string vocab = "the model (vocab=" + std::to_string(spec.vocab) + ")";
+    model->inputs = takeSamples(file, file.inputs, "inputs", model->inputs, n, false);
+    if (tokens) checkIds(file, model->inputs, "inputs", spec.vocab, vocab.c_str());
+    if (file.targets.defined()) {
+      model->targets = takeSamples(file, file.targets, "targets", model->targets, n, false);
+      if (tokens) checkIds(file, model->targets, "targets", spec.vocab, vocab.c_str());
+    }
+    model->dataSource = describeDataSource(file);
+    model->dataNote = describeDataUse(file, n, seed);
+  } else {
+    model->dataNote = "synthetic from seed " + std::to_string(seed);
   }
   return model;
 }

@@ -86,7 +86,10 @@ class Layer {
 class Model {
  public:
   // Throws std::exception with a message naming the file and child for TorchScript models.
-  static std::unique_ptr<Model> build(const ModelSpec& spec, std::uint64_t seed, int microbatchSize, int microbatches);
+  // `inputsPath`: a batch saved by torch.save (data_file.h) instead of synthetic data; its
+  // targets, when it has none, still come from the seed.
+  static std::unique_ptr<Model> build(const ModelSpec& spec, std::uint64_t seed, int microbatchSize, int microbatches,
+                                      const std::string& inputsPath = "");
 
   ModelSpec spec;
   int microbatchSize = 1;
@@ -94,6 +97,10 @@ class Model {
   at::TensorOptions options;
   std::vector<std::unique_ptr<Layer>> layers;
   at::Tensor inputs, targets;  // the whole batch; micro-batch m is rows [m·b, (m+1)·b)
+  // Where they come from: "synthetic" (from the seed) or "file <FNV-1a of its bytes>"
+  // (+ " with synthetic targets"); ranks compare it at rendezvous.
+  std::string dataSource = "synthetic";
+  std::string dataNote;  // the same for people (RunReport::data)
 
   at::Tensor microInput(int m) const;
   at::Tensor microTarget(int m) const;
@@ -119,7 +126,7 @@ class Model {
 
 // TorchScript models (model_torchscript.cpp): fills layers, data and shapes of a Model whose
 // spec, sizes and options are set; throws with a message naming the file and child.
-void buildTorchScript(Model& model, std::uint64_t seed);
+void buildTorchScript(Model& model, std::uint64_t seed, const std::string& inputsPath);
 core::CostProfile torchScriptCostProfile(const Model& model, int microbatchSize);
 
 }  // namespace ps::engine::detail

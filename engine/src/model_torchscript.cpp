@@ -12,10 +12,12 @@
 
 #include <algorithm>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <stdexcept>
 
+#include "data_file.h"
 #include "error_text.h"
 #include "model.h"
 
@@ -211,13 +213,24 @@ int64_t inferFeatures(const Model& model, const ModelSpec& spec) {
 
 }  // namespace
 
-void buildTorchScript(Model& model, std::uint64_t seed) {
+void buildTorchScript(Model& model, std::uint64_t seed, const std::string& inputsPath) {
   const ModelSpec& spec = model.spec;
   const int64_t embeddings = addLayers(model, spec);
   model.weightGradByGraph = true;
   at::Generator gen = at::detail::createCPUGenerator(seed);
   const int64_t n = static_cast<int64_t>(model.microbatchSize) * model.microbatches;
-  if (embeddings > 0) {
+  std::optional<DataFile> file;
+  if (!inputsPath.empty()) {
+    // Any per-sample shape: the probe forward below says whether the model takes it.
+    file = loadDataFile(inputsPath);
+    const at::Tensor like = embeddings > 0 ? at::empty({n}, at::TensorOptions().dtype(at::kLong)) : at::empty({n}, model.options);
+    model.inputs = takeSamples(*file, file->inputs, "inputs", like, n, true);
+    if (embeddings > 0)
+      checkIds(*file, model.inputs, "inputs", embeddings,
+               ("the first child's embedding table (" + std::to_string(embeddings) + " rows)").c_str());
+    model.dataSource = describeDataSource(*file);
+    model.dataNote = describeDataUse(*file, n, seed);
+  } else if (embeddings > 0) {
     // An nn.Embedding first: token ids, uniform over its table, `seq` per sample.
     model.inputs = at::randint(embeddings, {n, spec.seq}, gen, at::TensorOptions().dtype(at::kLong));
   } else {
@@ -235,8 +248,13 @@ void buildTorchScript(Model& model, std::uint64_t seed) {
       try {
         out = layer.forward(out, ctx);
       } catch (const std::exception& e) {
-        modelError(spec, std::string("layer ") + std::to_string(i) + " of " + std::to_string(model.layers.size()) +
-                             ": " + e.what());
+        const std::string what = std::string("layer ") + std::to_string(i) + " of " +
+                                 std::to_string(model.layers.size()) + ": " + e.what();
+        // The batch of --inputs is the likelier culprit than the model: name the file first.
+        if (file && i == 0)
+          throw std::runtime_error("--inputs " + file->path + ": the model does not take its inputs (torchscript model " +
+                                   spec.path + ", " + what + ")");
+        modelError(spec, what);
       }
       if (!out.is_floating_point() || out.dim() < 1 || out.size(0) != n)
         modelError(spec, "child '" + layer.name + "' returned shape " + shapeText(out.sizes()) + " of " +
@@ -252,6 +270,13 @@ void buildTorchScript(Model& model, std::uint64_t seed) {
     model.targets = at::randint(out.size(-1), targetShape, gen, at::TensorOptions().dtype(at::kLong));
   } else {
     model.targets = at::randn(out.sizes(), gen, model.options);
+  }
+  if (!file) model.dataNote = "synthetic from seed " + std::to_string(seed);
+  if (file && file->targets.defined()) {
+    model.targets = takeSamples(*file, file->targets, "targets", model.targets, n, false);
+    if (spec.loss == "ce")
+      checkIds(*file, model.targets, "targets", out.size(-1),
+               ("loss=ce over the output's " + std::to_string(out.size(-1)) + " classes").c_str());
   }
 }
 

@@ -13,6 +13,7 @@
 
 #include "error_text.h"
 #include "model.h"
+#include "optimizer.h"
 #include "pipestudio/engine/engine.h"
 
 namespace ps::engine {
@@ -120,6 +121,8 @@ core::Result<core::CostProfile> profileModel(const ModelSpec& spec, const Profil
   if (o.warmup < 0) return core::makeError("engine.options", "profile: warm-up repetitions cannot be negative");
   if (o.threads < 0 || o.workers < 1)
     return core::makeError("engine.options", "profile: threads must be >= 0 and workers >= 1");
+  if (!o.optimizer.empty() && !isOptimizerName(o.optimizer))
+    return core::makeError("engine.options", "profile: optimizer must be sgd or adamw, got '" + o.optimizer + "'");
   auto checked = parseModelSpec(modelSpecToString(spec));
   if (!checked) return checked.errors();
 
@@ -159,6 +162,7 @@ core::Result<core::CostProfile> profileModel(const ModelSpec& spec, const Profil
     std::vector<std::vector<std::vector<LayerSample>>> samples(
         static_cast<size_t>(W), std::vector<std::vector<LayerSample>>(L));
     std::vector<std::string> errors(static_cast<size_t>(W));
+    std::vector<std::vector<std::vector<double>>> stepMs(static_cast<size_t>(W), std::vector<std::vector<double>>(L));
     std::barrier sync(W);
     auto worker = [&](int w) {
       const auto wi = static_cast<size_t>(w);
@@ -180,6 +184,28 @@ core::Result<core::CostProfile> profileModel(const ModelSpec& spec, const Profil
             failed = true;
           }
         }
+      // The optimizer step of each layer on its own, over the gradients the repetitions above
+      // left (a step's time does not depend on their values).
+      if (o.optimizer.empty()) return;
+      for (size_t l = 0; l < L; ++l) {
+        const bool hasParams = !m.layers[l]->linears.empty() || !m.layers[l]->params.empty();
+        auto step = failed || !hasParams
+                        ? nullptr
+                        : detail::StageOptimizer::make(o.optimizer, defaultLearningRate(o.optimizer), {m.layers[l].get()});
+        for (int r = 0; r < o.warmup + o.repetitions; ++r) {
+          sync.arrive_and_wait();  // as above: the workers step together
+          if (failed || !step) continue;
+          try {
+            const auto t0 = std::chrono::steady_clock::now();
+            step->step();
+            const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+            if (r >= o.warmup) stepMs[wi][l].push_back(ms);
+          } catch (const std::exception& e) {
+            errors[wi] = detail::errorText(e);
+            failed = true;
+          }
+        }
+      }
     };
     std::vector<std::thread> pool;
     for (int w = 0; w < W; ++w) pool.emplace_back(worker, w);
@@ -211,11 +237,17 @@ core::Result<core::CostProfile> profileModel(const ModelSpec& spec, const Profil
       for (const auto* lin : layer.linears) weights += bytesOf(lin->weight) + bytesOf(lin->bias);
       for (const auto& p : layer.params) weights += bytesOf(p.value);
       c.weightBytes = weights;
+      if (!o.optimizer.empty()) {
+        std::vector<double> steps;
+        for (const auto& perWorker : stepMs) steps.insert(steps.end(), perWorker[l].begin(), perWorker[l].end());
+        c.optimizerStepMs = weights > 0 && !steps.empty() ? median(steps) : 0.0;
+      }
       profile.layers.push_back(c);
     }
-    // Gradients and optimizer: the engine keeps one gradient per weight and no optimizer state.
+    // Gradients and optimizer: the engine keeps one gradient per weight; AdamW's state is two
+    // more (exp_avg, exp_avg_sq), plain SGD keeps none.
     profile.gradientBytesPerWeightByte = 1;
-    profile.optimizerBytesPerWeightByte = 0;
+    profile.optimizerBytesPerWeightByte = o.optimizer == "adamw" ? 2 : 0;
     return profile;
   } catch (const c10::Error& e) {
     return core::makeError("engine.profile", std::string("profile: ") + detail::errorText(e));

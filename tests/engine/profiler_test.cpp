@@ -197,5 +197,50 @@ TEST(ProfileCli, UsageErrorsAndUnavailableDevice) {
   }
 }
 
+TEST(Profiler, OptimizerStepsAreTimedPerLayerOnlyWhenAsked) {
+  auto spec = parseModelSpec("gpt:layers=2,hidden=32,heads=2,seq=4,vocab=16");
+  ASSERT_TRUE(spec);
+  auto plain = profileModel(*spec, quick(2));
+  ASSERT_TRUE(plain) << plain.error().message;
+  for (const auto& c : plain->layers) EXPECT_EQ(c.optimizerStepMs, 0.0) << c.name;
+  EXPECT_EQ(plain->optimizerBytesPerWeightByte, 0.0);
+  for (const char* opt : {"sgd", "adamw"}) {
+    ProfileOptions o = quick(2);
+    o.optimizer = opt;
+    o.workers = 2;
+    auto p = profileModel(*spec, o);
+    ASSERT_TRUE(p) << p.error().message;
+    for (const auto& c : p->layers) EXPECT_GT(c.optimizerStepMs, 0.0) << opt << " " << c.name;
+    EXPECT_EQ(p->optimizerBytesPerWeightByte, std::string(opt) == "adamw" ? 2.0 : 0.0);
+  }
+  ProfileOptions bad = quick(2);
+  bad.optimizer = "lamb";
+  auto refused = profileModel(*spec, bad);
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().message.find("'lamb'"), std::string::npos);
+}
+
+TEST(ProfileCli, AProfileWithOptimizerStepsPredictsTheRunsSteps) {
+  // profile --optimizer, then a run with that optimizer predicted from the profile: the
+  // OPTIMIZER ops are predicted (not at 0 ms), from the measured steps.
+  const auto dir = std::filesystem::temp_directory_path() / ("ps_prof_opt_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  int code = -1;
+  const std::string model = "--model mlp:layers=4,hidden=64 --threads 1";
+  runCli("profile " + model + " --optimizer adamw --repetitions 3 -o " + (dir / "p.json").string(), code);
+  ASSERT_EQ(code, 0);
+  runCli("generate 1f1b --devices 2 --microbatches 4 -o " + (dir / "s.pipe").string(), code);
+  ASSERT_EQ(code, 0);
+  std::string out = runCli("run " + (dir / "s.pipe").string() + " " + model + " --optimizer adamw --session " +
+                               (dir / "s.db").string() + " --profile " + (dir / "p.json").string(),
+                           code);
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("predicted run"), std::string::npos) << out;
+  EXPECT_EQ(out.find("predicted at 0 ms"), std::string::npos) << out;
+  out = runCli("profile " + model + " --optimizer lamb", code);
+  EXPECT_EQ(code, 2) << out;
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace ps::engine

@@ -157,3 +157,26 @@ TEST(Rendezvous, ConcurrentLocalLaunchesNeverMeetEachOthersRanks) {
     EXPECT_EQ(r.exitCode(), 0) << r.stderrText();
   }
 }
+
+TEST(Rendezvous, SlurmNodeListsGiveTheirFirstHostAsTheMasterAddress) {
+  for (const char* v : {"RANK", "WORLD_SIZE", "MASTER_ADDR", "LOCAL_WORLD_SIZE", "SLURM_LAUNCH_NODE_IPADDR"}) unsetenv(v);
+  setenv("SLURM_PROCID", "1", 1);
+  setenv("SLURM_NTASKS", "8", 1);
+  setenv("SLURM_NTASKS_PER_NODE", "4", 1);
+  const std::pair<const char*, const char*> cases[] = {
+      {"gpu07", "gpu07"},
+      {"gpu[03-04,07],cpu1", "gpu03"},
+      {"node[1-2]-ib", "node1-ib"},
+      {"rack[1-2]-node[01-04]-ib,login", "rack1-node01-ib"},
+      {"a,b[0-1]", "a"},
+  };
+  for (const auto& [list, first] : cases) {
+    setenv("SLURM_JOB_NODELIST", list, 1);
+    auto d = ps::engine::distributedFromEnvironment();
+    ASSERT_TRUE(d.ok()) << list << ": " << d.error().message;
+    ASSERT_TRUE(d->has_value()) << list;
+    EXPECT_EQ((*d)->masterAddr, first) << list;
+    EXPECT_EQ((*d)->rank, 1);
+    EXPECT_EQ((*d)->worldSize, 8);
+  }
+}

@@ -3,6 +3,7 @@
 #include <sys/wait.h>
 
 #include <cstdio>
+#include <map>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -149,6 +150,79 @@ TEST(RunSessionCli, BadProfileOrProfileWithoutSessionStopsBeforeRunning) {
   EXPECT_FALSE(std::filesystem::exists(db));
   r = runCli("run " + (dir / "s.pipe").string() + " --model mlp:layers=4,hidden=32 --profile " + (dir / "bad.json").string());
   EXPECT_EQ(r.exitCode, 2) << r.out;
+}
+
+// Interleaved 1F1B on 2 devices of 2 stages each, as `generate interleaved-1f1b` writes it.
+std::string interleavedPipe(const std::filesystem::path& dir) {
+  auto g = runCli("generate interleaved-1f1b --devices 2 --microbatches 4 -o " + (dir / "i.pipe").string());
+  EXPECT_EQ(g.exitCode, 0) << g.out;
+  return (dir / "i.pipe").string();
+}
+
+// The predicted OPTIMIZER ops' durations by device (the only user kind of the runs below).
+std::map<int, double> predictedSteps(const std::string& db) {
+  std::map<int, double> out;
+  auto store = SessionStore::open(db, {OpenMode::ReadOnly});
+  EXPECT_TRUE(store);
+  if (!store) return out;
+  auto runs = store->listRuns();
+  EXPECT_TRUE(runs);
+  if (!runs) return out;
+  const std::vector<RunSummary> list = *runs;
+  for (const auto& s : list) {
+    if (s.target == "cpu") continue;
+    auto t = store->loadTimeline(s.id);
+    EXPECT_TRUE(t);
+    if (!t) continue;
+    for (const auto& op : t->ops)
+      if (static_cast<std::uint16_t>(op.op.kind) >= ps::core::kFirstUserKind) out[op.device] += op.duration();
+  }
+  return out;
+}
+
+TEST(RunSessionCli, OptimizerStepsArePredictedFromTheProfileOverEveryStageOfTheDevice) {
+  if (!engineBuilt()) GTEST_SKIP() << "pipestudio-cli was built without the engine";
+  auto dir = freshDir();
+  const std::string pipe = interleavedPipe(dir);
+  // Four layers, one per stage: stages 0 and 2 on device 0, 1 and 3 on device 1.
+  writeBytes(dir / "p.json", R"({"name": "steps", "layers": [
+    {"name": "l0", "forward_ms": 1, "backward_input_ms": 1, "backward_weight_ms": 1, "optimizer_step_ms": 0.25},
+    {"name": "l1", "forward_ms": 1, "backward_input_ms": 1, "backward_weight_ms": 1, "optimizer_step_ms": 0.5},
+    {"name": "l2", "forward_ms": 1, "backward_input_ms": 1, "backward_weight_ms": 1, "optimizer_step_ms": 1},
+    {"name": "l3", "forward_ms": 1, "backward_input_ms": 1, "backward_weight_ms": 1, "optimizer_step_ms": 2}]})");
+  const std::string db = (dir / "s.db").string();
+  auto r = runCli("run " + pipe + " --model mlp:layers=4,hidden=16 --optimizer sgd --threads 1 --session " + db +
+                  " --profile " + (dir / "p.json").string());
+  ASSERT_EQ(r.exitCode, 0) << r.out;
+  auto steps = predictedSteps(db);
+  EXPECT_NEAR(steps[0], 1.25, 1e-9) << r.out;  // l0 + l2
+  EXPECT_NEAR(steps[1], 2.5, 1e-9) << r.out;   // l1 + l3
+  EXPECT_EQ(r.out.find("predicted at 0 ms"), std::string::npos) << r.out;
+}
+
+TEST(RunSessionCli, OptimizerStepsTheProfileDoesNotTimeAreSaidToBePredictedAtZero) {
+  if (!engineBuilt()) GTEST_SKIP() << "pipestudio-cli was built without the engine";
+  auto dir = freshDir();
+  writeBytes(dir / "s.pipe", kPipe);
+  writeBytes(dir / "p.json", kProfile);
+  const std::string db = (dir / "s.db").string();
+  auto r = runCli("run " + (dir / "s.pipe").string() + " --model mlp:layers=4,hidden=32 --partition 2,2 --optimizer sgd "
+                  "--session " + db + " --profile " + (dir / "p.json").string());
+  ASSERT_EQ(r.exitCode, 0) << r.out;
+  EXPECT_NE(r.out.find("OPTIMIZER steps are predicted at 0 ms (profile 'uniform test' gives no optimizer_step_ms)"),
+            std::string::npos)
+      << r.out;
+  // The analytic profile times them nominally from the weight bytes: AdamW's more than SGD's.
+  const std::string sgdDb = (dir / "sgd.db").string(), adamDb = (dir / "adam.db").string();
+  for (const auto& [opt, path] : {std::pair{"sgd", sgdDb}, std::pair{"adamw", adamDb}}) {
+    auto a = runCli("run " + (dir / "s.pipe").string() + " --model mlp:layers=4,hidden=32 --optimizer " + opt +
+                    " --session " + path);
+    ASSERT_EQ(a.exitCode, 0) << a.out;
+    EXPECT_NE(a.out.find("timed nominally"), std::string::npos) << a.out;
+  }
+  auto sgd = predictedSteps(sgdDb), adam = predictedSteps(adamDb);
+  ASSERT_GT(sgd[0], 0.0);
+  EXPECT_NEAR(adam[0] / sgd[0], 22.0 / 3.0, 1e-6);
 }
 
 }  // namespace

@@ -70,6 +70,26 @@ class ProfileDialogTest : public QObject {
     QVERIFY(!buildProfileCommand(r).arguments.contains(QStringLiteral("--microbatch-size")));
   }
 
+  void optimizerChoiceTimesTheStepsAndRoundTrips() {
+    ProfileRequest r = tinyRequest(QStringLiteral("/opt/ps/pipestudio-cli"));
+    QVERIFY(!buildProfileCommand(r).arguments.contains(QStringLiteral("--optimizer")));
+    r.optimizer = QStringLiteral("adamw");
+    const QStringList a = buildProfileCommand(r).arguments;
+    QCOMPARE(a.mid(a.indexOf(QStringLiteral("--optimizer")), 2), (QStringList{"--optimizer", "adamw"}));
+    QCOMPARE(a.mid(a.size() - 2), (QStringList{"-o", "-"}));
+    // The dialog: the combo sets it, the preview shows it, setRequest restores it.
+    ProfileDialog d;
+    auto* combo = d.findChild<QComboBox*>(QStringLiteral("optimizer"));
+    QVERIFY(combo);
+    d.setRequest(tinyRequest(QStringLiteral("/opt/ps/pipestudio-cli")));
+    QCOMPARE(d.request().optimizer, QString());
+    combo->setCurrentIndex(combo->findData(QStringLiteral("sgd")));
+    QCOMPARE(d.request().optimizer, QStringLiteral("sgd"));
+    QVERIFY2(d.commandPreview().contains(QStringLiteral("--optimizer sgd")), qPrintable(d.commandPreview()));
+    d.setRequest(r);
+    QCOMPARE(combo->currentData().toString(), QStringLiteral("adamw"));
+  }
+
   void sshCommandLineQuotesTheRemoteCommand() {
     ProfileRequest r = tinyRequest(QStringLiteral("/local/cli"));
     RemoteHost h;

@@ -346,6 +346,23 @@ class RunClusterTest : public QObject {
     QCOMPARE(run->devices, 4);
   }
 
+  void inputsBatchIsStagedOnEveryHost() {
+    if (!skipReason_.isEmpty()) QSKIP(qPrintable(QStringLiteral("cannot start loopback sshds: ") + skipReason_));
+    // --inputs BATCH.pt (read by every rank) goes with the schedule to every host.
+    const QString batch = QStringLiteral(PIPESTUDIO_TEST_DATA_DIR "/inputs/mlp_inputs.pt");
+    if (!QFileInfo::exists(batch)) QSKIP("no --inputs test batch in this tree");
+    CliResult r = cli(runArgs({QStringLiteral("--inputs"), batch, QStringLiteral("--check-gradients")},
+                              QStringLiteral("mlp:layers=4,hidden=16")),
+                      60000);
+    const QString out = QString::fromUtf8(r.out + r.err);
+    QVERIFY2(r.finished && r.exitCode == 0, qPrintable(out));
+    QVERIFY2(QRegularExpression(QStringLiteral("data: /\\S*pipestudio-cluster\\.\\w+/inputs\\.pt: samples 0\\.\\.3 of 12"))
+                 .match(out)
+                 .hasMatch(),
+             qPrintable(out));
+    QVERIFY(out.contains(QStringLiteral("gradient check: passed")));
+  }
+
   void runDialogRunsOnTheClusterAndStoresIt() {
     if (!skipReason_.isEmpty()) QSKIP(qPrintable(QStringLiteral("cannot start loopback sshds: ") + skipReason_));
     QSettings settings(path(QStringLiteral("gui.ini")), QSettings::IniFormat);

@@ -50,6 +50,7 @@ struct CostProfile {
 // Costs of one stage after partitioning (sums over its layers).
 struct StageCost {
   double F = 0, B = 0, I = 0, W = 0, R = 0;  // B = I + W
+  double O = 0;  // optimizer step over the stage's parameters (optimizer_step_ms of its layers)
   std::int64_t activationBytes = 0;
   std::int64_t inputBytes = 0;   // the stage input (kept when recomputing)
   std::int64_t outputBytes = 0;

@@ -26,7 +26,7 @@ struct SimulationModel {
 Result<SimulationModel> makeSimulationModel(const Schedule& s, const CostProfile& p,
                                             const std::vector<int>& layersPerStage = {});
 
-// Evaluates a user kind's duration expression (numbers, F B I W R, + - * / and parentheses)
+// Evaluates a user kind's duration expression (numbers, F B I W R O, + - * / and parentheses)
 // over one stage's costs; the error names the column.
 Result<double> evaluateDurationExpression(std::string_view expr, const StageCost& stage);
 

@@ -82,6 +82,10 @@ struct RunOptions {
   double timeoutSeconds = 60;  // a receive that waits longer fails the run
   std::vector<int> partition;  // layers per stage; empty = the schedule's, else an even split
   std::uint64_t seed = 1;
+  // A batch saved by PyTorch's torch.save instead of synthetic data (docs/engine.md, "Data"):
+  // a tensor of inputs, a tuple (inputs, targets) or a dict {"inputs", "targets"}; the first
+  // micro-batches x microbatchSize samples are used. Empty: synthetic data from the seed.
+  std::string inputsPath;
   int threads = 0;             // intra-op threads per worker (0 = cores / workers on this host)
   DistributedOptions distributed;
   FaultInjection fault;
@@ -100,6 +104,11 @@ struct RunOptions {
 // The optimizers `optimizer` takes, and the learning rate each uses unless one is given.
 bool isOptimizerName(std::string_view name);               // "sgd", "adamw"
 double defaultLearningRate(std::string_view optimizer);    // sgd 0.01, adamw 0.001
+// Nominal optimizer step times for an analytic profile (the model's, modelCostProfile): each
+// layer's optimizer_step_ms from the bytes the step streams over its weights (SGD 3 passes:
+// read p and g, write p; AdamW 22, as libtorch's per-tensor AdamW runs it) at a nominal
+// 10 GB/s. Unknown optimizers leave the profile as it is.
+void addNominalOptimizerStepCosts(core::CostProfile& profile, std::string_view optimizer);
 // The schedule an optimizer run executes: `s` with the user kind OPTIMIZER (core's optimizer
 // step, iterations.h) declared last and one OPTIMIZER op (micro-batch 0, the device's first
 // stage) appended to every device's order. The measured timeline's OPTIMIZER ops name these
@@ -139,6 +148,9 @@ struct RunReport {
   GradientCheck gradients;
   std::vector<int> partition;      // layers per stage actually used
   std::int64_t parameterCount = 0;
+  // Where the batch came from, for people: "synthetic from seed 1", or "FILE: samples 0..7 of
+  // 12, targets from the file" (or "from seed 1").
+  std::string data;
 };
 
 // Refuses (error Result) what cannot start: invalid schedule, bad model or partition, CUDA
@@ -163,6 +175,9 @@ struct ProfileOptions {
   int threads = 0;
   int workers = 1;
   std::uint64_t seed = 1;
+  // "sgd" or "adamw": also time each layer's optimizer step (libtorch's, as `run --optimizer`
+  // steps), written as optimizer_step_ms; "" leaves it out.
+  std::string optimizer;
 };
 
 // The intra-op thread count a run (and the profiler) uses per worker: `threads` when > 0, else

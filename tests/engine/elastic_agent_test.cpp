@@ -1,0 +1,37 @@
+// Ranks started by PyTorch's own elastic agent (the launcher behind torchrun, from Debian's
+// python3-torch): the agent hosts the store and says so with TORCHELASTIC_USE_AGENT_STORE, and
+// rank 0 must join it rather than bind the same port. Skips, saying why, where python3 has no
+// torch.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "pipestudio/core/generators.h"
+#include "pipestudio/engine/launcher.h"
+#include "background_process.h"
+#include "../cli_runner.h"
+
+namespace {
+
+const char* kPython = "/usr/bin/python3";
+
+bool pythonHasTorch() {
+  return ps::test::runCommand(std::string(kPython) + " -c 'import torch.distributed.launcher.api'").exitCode == 0;
+}
+
+std::string launcher() { return std::string(PIPESTUDIO_SOURCE_TEST_DIR) + "/engine/elastic_launch.py"; }
+
+}  // namespace
+
+TEST(ElasticAgent, TwoRanksStartedByTorchsAgentGiveExactGradients) {
+  if (!pythonHasTorch()) GTEST_SKIP() << kPython << " cannot import torch (install python3-torch)";
+  auto path = ps::test::writeSchedule(ps::core::ScheduleKind::OneFOneB, 2, 4, "elastic_1f1b");
+  const int port = ps::engine::pickFreePort();
+  auto r = ps::test::runCommand("timeout 120 " + std::string(kPython) + " " + launcher() + " " + std::to_string(port) +
+                                " 2 " + PIPESTUDIO_CLI + " run " + path +
+                                " --model mlp:layers=4,hidden=16 --threads 1 --check-gradients --timeout 30 "
+                                "--connect-timeout 30");
+  EXPECT_EQ(r.exitCode, 0) << r.out;
+  EXPECT_NE(r.out.find("gradient check: passed"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("16 ops"), std::string::npos) << r.out;  // rank 0 gathered both devices
+}
