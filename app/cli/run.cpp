@@ -53,6 +53,8 @@ const char* kUsage =
     "  torchrun --nnodes 2 --node-rank R --master-addr HOST0 --master-port 29500 \\\n"
     "      --nproc-per-node 4 --no-python pipestudio-cli run s.pipe --model gpt --events jsonl\n"
     "  srun --nodes 2 --ntasks-per-node 4 pipestudio-cli run s.pipe --model gpt\n"
+    "(torchrun before PyTorch 2.0 takes only --nproc_per_node, --node_rank, --master_addr,\n"
+    "--master_port, --no_python; 2.x takes both spellings, and --print-launch prints those.)\n"
     "--timeout S bounds each wait for a tensor (default 60); --connect-timeout S bounds the\n"
     "rendezvous of the ranks (default 60).\n"
     "--partition gives layers per stage (default: balanced by the model's compute).\n"

@@ -300,6 +300,7 @@ class RunClusterTest : public QObject {
         p->waitForFinished(3000);
       }
     QFile::remove(staged);
+    QDir().rmdir(QStringLiteral("/tmp/pipestudio-run"));  // only when nothing else is in it
     QVERIFY(ok);
     const QString out0 = QString::fromUtf8(procs[0]->readAllStandardOutput());
     const QString err0 = QString::fromUtf8(procs[0]->readAllStandardError());
