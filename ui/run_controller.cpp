@@ -166,6 +166,11 @@ QStringList cliRunArguments(const RunRequest& r) {
   if (r.warmup > 0) a << QStringLiteral("--warmup") << QString::number(r.warmup);
   if (r.microbatchSize > 0) a << QStringLiteral("--microbatch-size") << QString::number(r.microbatchSize);
   if (r.checkGradients) a << QStringLiteral("--check-gradients");
+  if (!r.optimizer.isEmpty()) {
+    a << QStringLiteral("--optimizer") << r.optimizer;
+    if (r.learningRate > 0) a << QStringLiteral("--lr") << QString::number(r.learningRate);
+  }
+  if (!r.inputsFile.isEmpty()) a << QStringLiteral("--inputs") << r.inputsFile;
   if (r.timeoutSeconds > 0) a << QStringLiteral("--timeout") << QString::number(r.timeoutSeconds);
   a << QStringLiteral("--events") << QStringLiteral("jsonl") << QStringLiteral("--cancel-on-eof");
   return a;
@@ -183,6 +188,7 @@ QString clusterLaunchCommands(const RunRequest& r, LaunchKind kind) {
   plain.cluster.clear();
   plain.processes = 1;
   if (plain.model == QStringLiteral("torchscript")) plain.torchscriptFile = QStringLiteral("/tmp/pipestudio-run/model.pt");
+  if (!plain.inputsFile.isEmpty()) plain.inputsFile = QStringLiteral("/tmp/pipestudio-run/inputs.pt");
   std::vector<std::string> args;
   const QStringList a = cliRunArguments(plain);
   for (int i = 1; i < a.size(); ++i) {
@@ -198,6 +204,8 @@ QString clusterLaunchCommands(const RunRequest& r, LaunchKind kind) {
   QString text = QString::fromStdString(printLaunchCommands(r.cluster, kind, args, staged.toStdString(), 29500));
   if (r.model == QStringLiteral("torchscript"))
     text += QStringLiteral("# and the TorchScript model %1 at /tmp/pipestudio-run/model.pt on every host\n").arg(r.torchscriptFile);
+  if (!r.inputsFile.isEmpty())
+    text += QStringLiteral("# and the batch %1 at /tmp/pipestudio-run/inputs.pt on every host\n").arg(r.inputsFile);
   return text;
 }
 

@@ -72,6 +72,9 @@ struct RunRequest {
   int warmup = 0;
   int microbatchSize = 0;  // 0: the CLI's default
   bool checkGradients = false;
+  QString optimizer;          // --optimizer: "sgd" or "adamw" (a training step per iteration); "" none
+  double learningRate = 0;    // --lr; 0: the optimizer's default
+  QString inputsFile;         // --inputs: a torch.save batch, a path on the target; "" synthetic data
   double timeoutSeconds = 60;     // --timeout: a transfer waiting longer fails the run
   int connectTimeoutSeconds = 10; // ssh -o ConnectTimeout
   QString modelSpec() const;      // "gpt:layers=4", "torchscript:path=/m.pt"

@@ -276,6 +276,22 @@ void RunDialog::buildUi() {
   mForm->addRow(tr("Parameters:"), params_);
   mForm->addRow(tr("TorchScript:"), tsRow);
   mForm->addRow(tr("Micro-batch size:"), microbatch_);
+  inputs_ = new QLineEdit;
+  inputs_->setObjectName(QStringLiteral("inputsFile"));
+  inputs_->setPlaceholderText(tr("synthetic from the seed"));
+  inputs_->setToolTip(tr("A batch saved by torch.save, a path on the target (a cluster run copies it from this machine "
+                         "to every host): a tensor of inputs, (inputs, targets) or "
+                         "{\"inputs\", \"targets\"} (--inputs; docs/engine.md, Data from a file)"));
+  auto* browseInputs = new QPushButton(tr("Browse…"));
+  auto* inRow = new QHBoxLayout;
+  inRow->addWidget(inputs_, 1);
+  inRow->addWidget(browseInputs);
+  mForm->addRow(tr("Data:"), inRow);
+  connect(browseInputs, &QPushButton::clicked, this, [this] {
+    const QString f = QFileDialog::getOpenFileName(this, tr("Batch (torch.save)"), inputs_->text(),
+                                                   tr("PyTorch (*.pt *.pth);;All files (*)"));
+    if (!f.isEmpty()) inputs_->setText(f);
+  });
   connect(model_, &QComboBox::currentIndexChanged, this, [this] {
     const int i = model_->currentIndex();
     if (i >= 0 && i < 2) {
@@ -313,6 +329,32 @@ void RunDialog::buildUi() {
   eForm->addRow(tr("Iterations:"), iterations_);
   eForm->addRow(tr("Warm-up:"), warmup_);
   eForm->addRow(tr("Gradient check:"), gradients_);
+  optimizer_ = new QComboBox;
+  optimizer_->setObjectName(QStringLiteral("optimizer"));
+  optimizer_->addItem(tr("none (forward and backward)"), QString());
+  optimizer_->addItem(QStringLiteral("SGD"), QStringLiteral("sgd"));
+  optimizer_->addItem(QStringLiteral("AdamW"), QStringLiteral("adamw"));
+  optimizer_->setToolTip(tr("Make every iteration a training step: libtorch's optimizer steps each device's stages "
+                            "after its last op, timed as an OPTIMIZER op (--optimizer)"));
+  learningRate_ = new QDoubleSpinBox;
+  learningRate_->setObjectName(QStringLiteral("learningRate"));
+  learningRate_->setDecimals(6);
+  learningRate_->setRange(0.000001, 10);
+  learningRate_->setSingleStep(0.001);
+  learningRate_->setPrefix(tr("lr "));
+  learningRate_->setValue(0.01);
+  auto* trainRow = new QHBoxLayout;
+  trainRow->addWidget(optimizer_, 1);
+  trainRow->addWidget(learningRate_);
+  eForm->addRow(tr("Training step:"), trainRow);
+  connect(optimizer_, &QComboBox::currentIndexChanged, this, [this] {
+    // Each optimizer's own default learning rate, as the CLI has them.
+    const QString o = optimizer_->currentData().toString();
+    if (!o.isEmpty()) learningRate_->setValue(o == QStringLiteral("adamw") ? 0.001 : 0.01);
+    learningRate_->setEnabled(!o.isEmpty());
+    updatePreview();
+  });
+  learningRate_->setEnabled(false);
   eForm->addRow(tr("Timeout:"), timeout_);
 
   scheduleLabel_ = new QLabel(tr("No schedule"));
@@ -347,13 +389,13 @@ void RunDialog::buildUi() {
   buttons->addWidget(cancelButton_);
   buttons->addWidget(closeButton_);
 
-  for (QWidget* w : std::initializer_list<QWidget*>{params_, torchscript_})
+  for (QWidget* w : std::initializer_list<QWidget*>{params_, torchscript_, inputs_})
     connect(static_cast<QLineEdit*>(w), &QLineEdit::textChanged, this, &RunDialog::updatePreview);
   connect(device_, &QComboBox::currentIndexChanged, this, &RunDialog::updatePreview);
   connect(perDevice_, &QCheckBox::toggled, this, &RunDialog::updatePreview);
   connect(gradients_, &QCheckBox::toggled, this, &RunDialog::updatePreview);
   for (QSpinBox* s : {microbatch_, iterations_, warmup_}) connect(s, &QSpinBox::valueChanged, this, &RunDialog::updatePreview);
-  connect(timeout_, &QDoubleSpinBox::valueChanged, this, &RunDialog::updatePreview);
+  for (QDoubleSpinBox* s : {timeout_, learningRate_}) connect(s, &QDoubleSpinBox::valueChanged, this, &RunDialog::updatePreview);
 
   auto* top = new QHBoxLayout;
   auto* left = new QVBoxLayout;
@@ -448,6 +490,9 @@ RunRequest RunDialog::request() const {
   r.warmup = warmup_->value();
   r.microbatchSize = microbatch_->value();
   r.checkGradients = gradients_->isChecked();
+  r.optimizer = optimizer_->currentData().toString();
+  r.learningRate = r.optimizer.isEmpty() ? 0 : learningRate_->value();
+  r.inputsFile = inputs_->text().trimmed();
   r.timeoutSeconds = timeout_->value();
   return r;
 }
@@ -474,6 +519,9 @@ void RunDialog::setRequest(const RunRequest& r) {
   warmup_->setValue(r.warmup);
   microbatch_->setValue(r.microbatchSize);
   gradients_->setChecked(r.checkGradients);
+  optimizer_->setCurrentIndex(std::max(0, optimizer_->findData(r.optimizer)));
+  if (r.learningRate > 0) learningRate_->setValue(r.learningRate);
+  inputs_->setText(r.inputsFile);
   timeout_->setValue(r.timeoutSeconds);
   updateModelFields();
   updatePreview();
@@ -493,6 +541,9 @@ void RunDialog::loadChoices() {
   r.microbatchSize = settings_->value(QStringLiteral("microbatchSize"), 0).toInt();
   r.checkGradients = settings_->value(QStringLiteral("checkGradients"), false).toBool();
   r.timeoutSeconds = settings_->value(QStringLiteral("timeout"), 60.0).toDouble();
+  r.optimizer = settings_->value(QStringLiteral("optimizer")).toString();
+  r.learningRate = settings_->value(QStringLiteral("learningRate"), 0.0).toDouble();
+  r.inputsFile = settings_->value(QStringLiteral("inputs")).toString();
   const int target = settings_->value(QStringLiteral("target"), 0).toInt();
   settings_->endGroup();
   setRequest(r);
@@ -512,6 +563,9 @@ void RunDialog::saveChoices() const {
   settings_->setValue(QStringLiteral("microbatchSize"), r.microbatchSize);
   settings_->setValue(QStringLiteral("checkGradients"), r.checkGradients);
   settings_->setValue(QStringLiteral("timeout"), r.timeoutSeconds);
+  settings_->setValue(QStringLiteral("optimizer"), r.optimizer);
+  settings_->setValue(QStringLiteral("learningRate"), r.learningRate);
+  settings_->setValue(QStringLiteral("inputs"), r.inputsFile);
   settings_->setValue(QStringLiteral("target"), target_->currentIndex());
   settings_->endGroup();
 }

@@ -134,6 +134,9 @@ class RunDialog : public QDialog {
   QSpinBox* warmup_ = nullptr;
   QCheckBox* gradients_ = nullptr;
   QDoubleSpinBox* timeout_ = nullptr;
+  QLineEdit* inputs_ = nullptr;
+  QComboBox* optimizer_ = nullptr;
+  QDoubleSpinBox* learningRate_ = nullptr;
   QLabel* scheduleLabel_ = nullptr;
   QLineEdit* preview_ = nullptr;
   QProgressBar* progress_ = nullptr;

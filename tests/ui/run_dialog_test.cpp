@@ -1,12 +1,15 @@
 // The Run dialog's pure parts: the command line (local and ssh, shell quoting of paths with
 // spaces and quotes), the stdin framing, the version check and the ssh failure messages; and
 // the dialog itself (offscreen): widgets -> request, host list kept in settings, preview.
+#include <QComboBox>
+#include <QDoubleSpinBox>
 #include <QFile>
+#include <QLineEdit>
 #include <QProcess>
 #include <QProgressBar>
 #include <QPushButton>
-#include <QStandardItemModel>
 #include <QSettings>
+#include <QStandardItemModel>
 #include <QTemporaryDir>
 #include <QtTest>
 #include <unistd.h>
@@ -243,6 +246,57 @@ class RunDialogTest : public QObject {
     RunDialog again(nullptr, &s);
     QCOMPARE(again.hosts().size(), 1);
     QCOMPARE(again.hosts().front().name, QStringLiteral("gpu1"));
+  }
+
+  // Training step and data file: the widgets set --optimizer/--lr/--inputs, each optimizer
+  // brings its own default learning rate, the choices are kept; a real run through the dialog
+  // steps every device (one OPTIMIZER op each) on the file's batch.
+  void trainingStepAndDataFileReachTheRun() {
+    QTemporaryDir dir;
+    QSettings s(dir.filePath(QStringLiteral("s.ini")), QSettings::IniFormat);
+    const QString batch = QStringLiteral(PIPESTUDIO_TEST_DATA_DIR) + QStringLiteral("/inputs/mlp_inputs.pt");
+    {
+      RunDialog d(nullptr, &s);
+      d.setLocalCli(QStringLiteral(PIPESTUDIO_CLI));
+      d.setSchedule(QStringLiteral("tiny"), QString::fromUtf8(runtest::kTinyPipe), 2);
+      auto* optimizer = d.findChild<QComboBox*>(QStringLiteral("optimizer"));
+      auto* lr = d.findChild<QDoubleSpinBox*>(QStringLiteral("learningRate"));
+      auto* inputs = d.findChild<QLineEdit*>(QStringLiteral("inputsFile"));
+      QVERIFY(optimizer && lr && inputs);
+      QVERIFY(!lr->isEnabled());
+      QVERIFY(!d.commandPreview().contains(QStringLiteral("--optimizer")));
+      optimizer->setCurrentIndex(optimizer->findData(QStringLiteral("adamw")));
+      QVERIFY(lr->isEnabled());
+      QCOMPARE(lr->value(), 0.001);
+      optimizer->setCurrentIndex(optimizer->findData(QStringLiteral("sgd")));
+      QCOMPARE(lr->value(), 0.01);
+      lr->setValue(0.05);
+      inputs->setText(batch);
+      const QStringList a = cliRunArguments(d.request());
+      QCOMPARE(a.mid(a.indexOf(QStringLiteral("--optimizer")), 4), (QStringList{"--optimizer", "sgd", "--lr", "0.05"}));
+      QCOMPARE(a.mid(a.indexOf(QStringLiteral("--inputs")), 2), (QStringList{"--inputs", batch}));
+      QVERIFY2(d.commandPreview().contains(QStringLiteral("--optimizer sgd --lr 0.05")), qPrintable(d.commandPreview()));
+      RunRequest r = d.request();
+      r.model = QStringLiteral("mlp");
+      r.modelParameters = QStringLiteral("layers=2,hidden=16");
+      r.iterations = 2;
+      r.warmup = 0;
+      d.setRequest(r);
+      d.setSessionChooser([] { return QString(); });  // do not store
+      QSignalSpy done(d.controller(), &RunController::runFinished);
+      d.runButton()->click();
+      QVERIFY(done.wait(120000));
+      QVERIFY2(d.statusText().startsWith(QStringLiteral("finished")), qPrintable(d.statusText() + d.logText()));
+      QVERIFY2(d.logText().contains(QStringLiteral("loss per iteration (sgd, lr 0.05)")), qPrintable(d.logText()));
+      QVERIFY2(d.logText().contains(QStringLiteral("data: ") + batch + QStringLiteral(": samples 0..5 of 12")),
+               qPrintable(d.logText()));
+      QVERIFY2(d.logText().contains(QStringLiteral("14 ops")), qPrintable(d.logText()));  // 12 + 2 OPTIMIZER
+    }
+    RunDialog again(nullptr, &s);  // the choices were kept
+    const RunRequest kept = again.request();
+    QCOMPARE(kept.optimizer, QStringLiteral("sgd"));
+    QCOMPARE(kept.learningRate, 0.05);
+    QCOMPARE(kept.inputsFile, batch);
   }
 
   // Run > Run Schedule… end to end on this machine: the dialog runs the window's schedule,
