@@ -278,28 +278,7 @@ struct LauncherRun {
   void takeOver(const ps::engine::LaunchResult& res, std::chrono::system_clock::time_point started, bool eventsToo) {
     using namespace ps::core;
     const int D = schedule.pipeline.devices;
-    Timeline tl;
-    tl.source = TimelineSource::Measured;
-    tl.label = schedule.name;
-    tl.devices = D;
-    tl.memory.resize(static_cast<size_t>(D));
-    // Each rank's own device, of the newest iteration any rank reached.
-    int newest = -1;
-    for (const auto& r : readers) newest = std::max(newest, r.timelineIteration());
-    for (int rank = 0; rank < nproc; ++rank) {
-      const auto& reader = readers[static_cast<size_t>(rank)];
-      if (reader.timelineIteration() != newest || newest < 0) continue;
-      Timeline part = reader.timeline();
-      for (const auto& op : part.ops)
-        if (op.device == rank) tl.ops.push_back(op);
-      for (const auto& t : part.transfers)
-        if (t.dstDevice == rank) tl.transfers.push_back(t);
-      if (rank < D && static_cast<size_t>(rank) < part.memory.size())
-        tl.memory[static_cast<size_t>(rank)] = part.memory[static_cast<size_t>(rank)];
-    }
-    std::sort(tl.ops.begin(), tl.ops.end(),
-              [](const auto& a, const auto& b) { return std::tie(a.device, a.start) < std::tie(b.device, b.start); });
-    tl.complete = false;
+    Timeline tl = partialTimelineFromRanks(readers, D, schedule.name);
     const int dead = res.death->rank;
     Diagnostic d = makeError("engine.rank-died", deathMessage + "; the run is failed with its partial timeline");
     tl.diagnostics.push_back(d);

@@ -268,27 +268,7 @@ int runOnCluster(const ClusterRun& c) {
                                                               : kExitInvalid;
   } else {
     // Rank 0 could not report: the partial timeline from what each rank sent about its device.
-    Timeline tl;
-    tl.source = TimelineSource::Measured;
-    tl.label = c.executed->name;
-    tl.devices = devices;
-    tl.memory.resize(static_cast<size_t>(devices));
-    int newest = -1;
-    for (const auto& rd : readers) newest = std::max(newest, rd.timelineIteration());
-    for (int rank = 0; rank < world; ++rank) {
-      const auto& rd = readers[static_cast<size_t>(rank)];
-      if (newest < 0 || rd.timelineIteration() != newest) continue;
-      Timeline part = rd.timeline();
-      for (const auto& op : part.ops)
-        if (op.device == rank) tl.ops.push_back(op);
-      for (const auto& t : part.transfers)
-        if (t.dstDevice == rank) tl.transfers.push_back(t);
-      if (rank < devices && static_cast<size_t>(rank) < part.memory.size())
-        tl.memory[static_cast<size_t>(rank)] = part.memory[static_cast<size_t>(rank)];
-    }
-    std::sort(tl.ops.begin(), tl.ops.end(),
-              [](const auto& a, const auto& b) { return std::tie(a.device, a.start) < std::tie(b.device, b.start); });
-    tl.complete = false;
+    Timeline tl = partialTimelineFromRanks(readers, devices, c.executed->name);
     const bool cancelled = res->cancelled && res->failure.empty();
     Diagnostic d = cancelled ? makeError("engine.cancelled", "cancelled before rank 0 could report")
                              : makeError("cluster.rank-lost", (res->failure.empty() ? std::string("rank 0 ended without a report")

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <tuple>
 #include <nlohmann/json.hpp>
 
 #include "pipestudio/core/iterations.h"
@@ -370,5 +371,30 @@ std::optional<CliVersion> parseVersionLine(std::string_view output, std::string_
 }
 
 std::optional<CliVersion> parseCliVersion(std::string_view output) { return parseVersionLine(output, "pipestudio-cli"); }
+
+Timeline partialTimelineFromRanks(const std::vector<RunEventReader>& readers, int devices, std::string label) {
+  Timeline tl;
+  tl.source = TimelineSource::Measured;
+  tl.label = std::move(label);
+  tl.devices = devices;
+  tl.memory.resize(static_cast<size_t>(std::max(0, devices)));
+  int newest = -1;
+  for (const auto& r : readers) newest = std::max(newest, r.timelineIteration());
+  for (int rank = 0; rank < static_cast<int>(readers.size()); ++rank) {
+    const auto& reader = readers[static_cast<size_t>(rank)];
+    if (newest < 0 || reader.timelineIteration() != newest) continue;
+    Timeline part = reader.timeline();
+    for (const auto& op : part.ops)
+      if (op.device == rank) tl.ops.push_back(op);
+    for (const auto& t : part.transfers)
+      if (t.dstDevice == rank) tl.transfers.push_back(t);
+    if (rank < devices && static_cast<size_t>(rank) < part.memory.size())
+      tl.memory[static_cast<size_t>(rank)] = part.memory[static_cast<size_t>(rank)];
+  }
+  std::sort(tl.ops.begin(), tl.ops.end(),
+            [](const auto& a, const auto& b) { return std::tie(a.device, a.start) < std::tie(b.device, b.start); });
+  tl.complete = false;
+  return tl;
+}
 
 }  // namespace ps::core

@@ -336,3 +336,32 @@ TEST(RunEvents, CliVersionReportsThisProtocol) {
   EXPECT_EQ(v->protocol, kRunEventProtocolVersion) << out;
 }
 #endif
+
+TEST(RunEvents, PartialTimelineFromRanksKeepsEachRanksOwnDeviceOfTheNewestIteration) {
+  auto op = [](int it, int device, int step, const char* name, const char* kind, int stage, double s, double e) {
+    return std::string(R"({"type":"op","iteration":)") + std::to_string(it) + R"(,"device":)" + std::to_string(device) +
+           R"(,"step":)" + std::to_string(step) + R"(,"op":")" + name + R"(","kind":")" + kind + R"(","stage":)" +
+           std::to_string(stage) + R"(,"microbatch":0,"start_ms":)" + std::to_string(s) + R"(,"end_ms":)" +
+           std::to_string(e) + "}\n";
+  };
+  std::vector<RunEventReader> readers(3);
+  // Rank 0 reached iteration 1 and also relayed a copy of device 1's op: only its own counts.
+  readers[0].feed(op(0, 0, 0, "F0@s0", "F", 0, 0, 1) + op(1, 0, 0, "F0@s0", "F", 0, 10, 11) +
+                  op(1, 1, 0, "F0@s1", "F", 1, 11, 12));
+  readers[1].feed(op(1, 1, 0, "F0@s1", "F", 1, 11.5, 12.5) + op(1, 1, 1, "B0@s1", "B", 1, 12.5, 14));
+  readers[2].feed(op(0, 2, 0, "F0@s2", "F", 2, 2, 3));  // still in iteration 0: left out
+  for (auto& r : readers) r.end();
+  Timeline tl = partialTimelineFromRanks(readers, 3, "three");
+  EXPECT_FALSE(tl.complete);
+  EXPECT_EQ(tl.source, TimelineSource::Measured);
+  EXPECT_EQ(tl.label, "three");
+  EXPECT_EQ(tl.devices, 3);
+  ASSERT_EQ(tl.ops.size(), 3u);
+  EXPECT_EQ(tl.ops[0].device, 0);
+  EXPECT_DOUBLE_EQ(tl.ops[0].start, 10);
+  EXPECT_EQ(tl.ops[1].device, 1);
+  EXPECT_DOUBLE_EQ(tl.ops[1].start, 11.5);  // rank 1's own record, not rank 0's copy
+  EXPECT_EQ(tl.ops[2].op.kind, OpKind::B);
+  EXPECT_EQ(tl.memory.size(), 3u);
+  EXPECT_TRUE(partialTimelineFromRanks({}, 2, "none").ops.empty());
+}

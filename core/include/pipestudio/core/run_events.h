@@ -150,6 +150,12 @@ struct CliVersion {
 };
 // Parses the first line of `pipestudio-cli --version` output; nullopt when it is not one.
 std::optional<CliVersion> parseCliVersion(std::string_view output);
+// The partial timeline of a multi-process run whose rank 0 could not report, from what each
+// rank streamed about its own device (rank r runs device r): its ops, the transfers into it and
+// its memory, of the newest iteration any rank reached; sorted by device and start, measured,
+// incomplete, without metrics (the caller adds its diagnostic first).
+Timeline partialTimelineFromRanks(const std::vector<RunEventReader>& readers, int devices, std::string label);
+
 // The same for any program's "NAME VERSION (run-event protocol N)" line (the engine's too);
 // trailing blanks and NULs (an ELF section's padding) are ignored.
 std::optional<CliVersion> parseVersionLine(std::string_view output, std::string_view programName);
