@@ -5,13 +5,10 @@
 
 #include "hosted_store.h"
 
-#include <arpa/inet.h>
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <poll.h>
 #include <sys/prctl.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -43,25 +40,7 @@ std::optional<int> envInt(const char* name) {
   if (*end != '\0') return -1;
   return static_cast<int>(x);
 }
-}  // namespace
 
-int pickFreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return 0;
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  int port = 0;
-  socklen_t len = sizeof(addr);
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0)
-    port = ntohs(addr.sin_port);
-  close(fd);
-  return port;
-}
-
-namespace {
 // The first host of a Slurm node list: "gpu[03-04,07],cpu1" -> "gpu03", "a,b" -> "a".
 std::string firstSlurmHost(const std::string& list) {
   // Slurm's hostlist syntax: comma-separated names, each with any number of bracketed ranges

@@ -2,6 +2,9 @@
 // the GUI relies on, and the torchrun / Slurm commands printed for the same run.
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <set>
+
 #include "pipestudio/core/cluster.h"
 
 using namespace ps::core;
@@ -153,4 +156,22 @@ TEST(ClusterHosts, SlurmCommandsAndUnevenNodes) {
   EXPECT_NE(tu.find("--nproc_per_node 3 --node_rank 0"), std::string::npos);
   EXPECT_NE(tu.find("--nproc_per_node 1 --node_rank 1"), std::string::npos);
   EXPECT_EQ(tu.find("--rdzv_backend"), std::string::npos);
+}
+
+TEST(ClusterHosts, RendezvousPortsComeFromBelowTheEphemeralRange) {
+  // Below the range the kernel hands out for port 0 (stores, connections), so nothing else
+  // can take the port between the pick and rank 0's bind.
+  int low = 32768;
+  std::ifstream("/proc/sys/net/ipv4/ip_local_port_range") >> low;
+  std::set<int> seen;
+  for (int i = 0; i < 20; ++i) {
+    const int port = ps::core::pickRendezvousPort();
+    ASSERT_GT(port, 0);
+    if (low - 10000 >= 1000) {
+      EXPECT_GE(port, 10000);
+      EXPECT_LT(port, low);
+    }
+    seen.insert(port);
+  }
+  EXPECT_GT(seen.size(), 10u);  // random, not one port for every caller
 }

@@ -6,8 +6,8 @@
 
 #include <string>
 
+#include "pipestudio/core/cluster.h"
 #include "pipestudio/core/generators.h"
-#include "pipestudio/engine/launcher.h"
 #include "background_process.h"
 #include "../cli_runner.h"
 
@@ -26,7 +26,7 @@ std::string launcher() { return std::string(PIPESTUDIO_SOURCE_TEST_DIR) + "/engi
 TEST(ElasticAgent, TwoRanksStartedByTorchsAgentGiveExactGradients) {
   if (!pythonHasTorch()) GTEST_SKIP() << kPython << " cannot import torch (install python3-torch)";
   auto path = ps::test::writeSchedule(ps::core::ScheduleKind::OneFOneB, 2, 4, "elastic_1f1b");
-  const int port = ps::engine::pickFreePort();
+  const int port = ps::core::pickRendezvousPort();
   auto r = ps::test::runCommand("timeout 120 " + std::string(kPython) + " " + launcher() + " " + std::to_string(port) +
                                 " 2 " + PIPESTUDIO_CLI + " run " + path +
                                 " --model mlp:layers=4,hidden=16 --threads 1 --check-gradients --timeout 30 "

@@ -10,8 +10,8 @@
 #include <regex>
 #include <string>
 
+#include "pipestudio/core/cluster.h"
 #include "pipestudio/core/generators.h"
-#include "pipestudio/engine/launcher.h"
 #include "background_process.h"
 #include "../cli_runner.h"
 
@@ -105,7 +105,7 @@ TEST(InputsFile, TooFewSamplesForTheMicroBatchesAreRefused) {
 
 TEST(InputsFile, RanksReadingDifferentDataAreRefusedAtTheRendezvous) {
   const std::string s = schedule();
-  const int port = ps::engine::pickFreePort();
+  const int port = ps::core::pickRendezvousPort();
   auto env = [&](int rank) {
     return std::vector<std::pair<std::string, std::string>>{
         {"RANK", std::to_string(rank)}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", std::to_string(port)}};

@@ -22,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "pipestudio/core/cluster.h"
 #include "pipestudio/core/dsl.h"
 #include "pipestudio/core/generators.h"
 #include "pipestudio/engine/launcher.h"
@@ -155,7 +156,7 @@ TEST(RankFailure, KillNineOfRankZeroLeavesTheLauncherToReport) {
 
 TEST(RankFailure, RanksStartedByHandBlameTheDeadPeer) {
   auto path = writeSchedule(ps::core::ScheduleKind::OneFOneB, 2, 4, "hand_kill");
-  const int port = ps::engine::pickFreePort();
+  const int port = ps::core::pickRendezvousPort();
   ASSERT_GT(port, 0);
   auto env = [&](int rank) {
     return std::vector<std::pair<std::string, std::string>>{{"RANK", std::to_string(rank)},
@@ -208,7 +209,7 @@ TEST(RankFailure, TimeoutDoesNotBoundTheRendezvous) {
   // Rank 1 starts three seconds after rank 0; the receive timeout is one second. The
   // rendezvous has its own bound (--connect-timeout, 60 s by default), so the run succeeds.
   auto path = writeSchedule(ps::core::ScheduleKind::OneFOneB, 2, 2, "late_rank");
-  const int port = ps::engine::pickFreePort();
+  const int port = ps::core::pickRendezvousPort();
   auto env = [&](int rank) {
     return std::vector<std::pair<std::string, std::string>>{
         {"RANK", std::to_string(rank)}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", std::to_string(port)}};
@@ -230,7 +231,7 @@ TEST(RankFailure, TimeoutDoesNotBoundTheRendezvous) {
 TEST(RankFailure, ConnectTimeoutNamesTheRendezvousInOneLine) {
   // Rank 1 never comes: rank 0 gives up after --connect-timeout, in one line.
   auto path = writeSchedule(ps::core::ScheduleKind::OneFOneB, 2, 2, "lonely_rank");
-  const int port = ps::engine::pickFreePort();
+  const int port = ps::core::pickRendezvousPort();
   auto b = Background::start("run " + path + " " + kModel + " --connect-timeout 1", "lonely_rank",
                              {{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", std::to_string(port)}});
   const bool done = b.waitFor(30s);

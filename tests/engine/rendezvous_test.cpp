@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "pipestudio/core/cluster.h"
 #include "pipestudio/engine/launcher.h"
 #include "../../engine/src/hosted_store.h"
 #include "../cli_runner.h"
@@ -58,7 +59,7 @@ int cores() { return std::max(1u, std::thread::hardware_concurrency()); }
 
 TEST(Rendezvous, DifferentSeedOnOneRankIsRefusedNamingTheFieldAndRanks) {
   auto path = writeSchedule(ps::core::ScheduleKind::OneFOneB, 2, 4, "fp_seed");
-  const int port = ps::engine::pickFreePort();
+  const int port = ps::core::pickRendezvousPort();
   const std::string args = "run " + path + " " + kModel + " --timeout 30";
   auto p = runPair(args + " --seed 1", args + " --seed 2", torchrunEnv(0, port), torchrunEnv(1, port), "fp_seed");
   ASSERT_TRUE(p.done);
@@ -71,7 +72,7 @@ TEST(Rendezvous, DifferentSeedOnOneRankIsRefusedNamingTheFieldAndRanks) {
 TEST(Rendezvous, DifferentScheduleIsRefusedAtOnceNotAfterTheTimeout) {
   auto a = writeSchedule(ps::core::ScheduleKind::OneFOneB, 2, 4, "fp_sched_a");
   auto b = writeSchedule(ps::core::ScheduleKind::GPipe, 2, 4, "fp_sched_b");
-  const int port = ps::engine::pickFreePort();
+  const int port = ps::core::pickRendezvousPort();
   const auto t0 = std::chrono::steady_clock::now();
   auto p = runPair("run " + a + " " + kModel + " --timeout 60", "run " + b + " " + kModel + " --timeout 60",
                    torchrunEnv(0, port), torchrunEnv(1, port), "fp_sched");
@@ -85,7 +86,7 @@ TEST(Rendezvous, DifferentScheduleIsRefusedAtOnceNotAfterTheTimeout) {
 
 TEST(Rendezvous, SlurmVariablesPlaceTheRanksAndShareTheCores) {
   auto path = writeSchedule(ps::core::ScheduleKind::OneFOneB, 2, 4, "slurm_env");
-  const int port = ps::engine::pickFreePort();
+  const int port = ps::core::pickRendezvousPort();
   auto slurm = [&](int rank) {
     return Env{{"SLURM_PROCID", std::to_string(rank)}, {"SLURM_NTASKS", "2"}, {"SLURM_LOCALID", std::to_string(rank)},
                {"SLURM_NTASKS_PER_NODE", "2"}, {"SLURM_JOB_NODELIST", "127.0.0.1"},
@@ -109,7 +110,7 @@ TEST(Rendezvous, RanksOnOneHostShareItsCores) {
   // takes half the cores (not all of them, which made a 2-rank run 15x slower); rank 1 says
   // LOCAL_WORLD_SIZE=1 and takes them all (it does not stream events; only rank 0 is checked).
   auto path = writeSchedule(ps::core::ScheduleKind::OneFOneB, 2, 4, "lws_env");
-  const int port = ps::engine::pickFreePort();
+  const int port = ps::core::pickRendezvousPort();
   Env e1 = torchrunEnv(1, port);
   e1.push_back({"LOCAL_WORLD_SIZE", "1"});
   const std::string args = "run " + path + " --model mlp:layers=4,hidden=16 --events jsonl --timeout 30";

@@ -48,4 +48,12 @@ std::string printLaunchCommands(const std::vector<ClusterHost>& hosts, LaunchKin
 // POSIX shell quoting of one word.
 std::string shellQuoteWord(std::string_view word);
 
+// A TCP port free on this host for a rendezvous store that binds it later (a MASTER_PORT for
+// ranks started by hand or over ssh). Picked at random below the kernel's ephemeral range
+// (/proc/sys/net/ipv4/ip_local_port_range, from port 10000), so that no port the kernel hands
+// out meanwhile (another run's store bound to port 0, the local end of any connection) can
+// take it before the store binds; checked bindable on every address. Where that range leaves
+// no room below it, the kernel's own choice. 0 when no port could be bound.
+int pickRendezvousPort();
+
 }  // namespace ps::core

@@ -10,9 +10,6 @@
 
 namespace ps::engine {
 
-// A free TCP port on 127.0.0.1 (0 when none could be found).
-int pickFreePort();
-
 // torchrun-style variables (RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT) when
 // RANK and WORLD_SIZE are set, else Slurm's (SLURM_PROCID, SLURM_NTASKS, SLURM_NTASKS_PER_NODE,
 // the first host of SLURM_JOB_NODELIST as MASTER_ADDR unless it is set); nullopt otherwise.
