@@ -51,5 +51,11 @@ class Args {
 bool readInput(const std::string& path, std::string& out, std::string& error);
 // Writes a file, or stdout when path is "-" or empty.
 bool writeOutput(const std::string& path, const std::string& text, std::string& error);
+// One line (a newline added) in one write where the pipe allows: a process killed mid-stream
+// never leaves half a line (pipes take writes up to PIPE_BUF whole; longer lines are rare and
+// still written in one call). Errors end the write silently (the reader is gone).
+void writeLine(int fd, const std::string& line);
+// A run-event line on stdout, after whatever std::cout holds (the human text before it).
+void emitEventLine(const std::string& line);
 
 }  // namespace ps::cli

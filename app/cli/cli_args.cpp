@@ -1,6 +1,9 @@
 // Shared by pipestudio-cli and pipestudio-engine: the subcommand registry, the argument
 // scanner and file/stdin helpers of cli.h.
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <fstream>
 #include <iostream>
 #include <iterator>
@@ -98,6 +101,22 @@ bool readInput(const std::string& path, std::string& out, std::string& error) {
   ss << in.rdbuf();
   out = ss.str();
   return true;
+}
+
+void writeLine(int fd, const std::string& line) {
+  const std::string s = line + "\n";
+  size_t done = 0;
+  while (done < s.size()) {
+    const ssize_t n = ::write(fd, s.data() + done, s.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    done += static_cast<size_t>(n);
+  }
+}
+
+void emitEventLine(const std::string& line) {
+  std::cout.flush();
+  writeLine(STDOUT_FILENO, line);
 }
 
 bool writeOutput(const std::string& path, const std::string& text, std::string& error) {

@@ -102,24 +102,6 @@ int usage(const std::string& message) {
   return ps::cli::kExitUsage;
 }
 
-// One write per line: a process killed mid-stream never leaves half a line (pipes take
-// writes up to PIPE_BUF whole; longer lines are rare and still written in one call).
-void writeLine(int fd, const std::string& line) {
-  std::string s = line + "\n";
-  size_t done = 0;
-  while (done < s.size()) {
-    const ssize_t n = ::write(fd, s.data() + done, s.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;
-    done += static_cast<size_t>(n);
-  }
-}
-
-void emitLine(const std::string& line) {
-  std::cout.flush();
-  writeLine(STDOUT_FILENO, line);
-}
-
 // A launched rank: its launcher's pipes (launcher.h). -1 when absent.
 int inheritedFd(const char* variable) {
   const char* v = std::getenv(variable);
@@ -150,7 +132,7 @@ void watchLifeline(int fd) {
 int refuse(bool events, const ps::core::Diagnostics& ds, const std::string* text, int code) {
   std::cerr << ps::core::formatDiagnostics(ds, text);
   if (events)
-    emitLine(nlohmann::json{{"type", "error"},
+    ps::cli::emitEventLine(nlohmann::json{{"type", "error"},
                             {"protocol_version", ps::core::kRunEventProtocolVersion},
                             {"code", ds.empty() ? "engine.refused" : ds.front().code},
                             {"message", ds.empty() ? "refused" : ds.front().message},
@@ -284,9 +266,9 @@ struct LauncherRun {
     tl.diagnostics.push_back(d);
     tl.metrics = computeMetrics(tl);
     if (events && eventsToo) {
-      emitLine(nlohmann::json{{"type", "error"}, {"code", d.code}, {"message", d.message}, {"device", dead}, {"step", -1}}
+      ps::cli::emitEventLine(nlohmann::json{{"type", "error"}, {"code", d.code}, {"message", d.message}, {"device", dead}, {"step", -1}}
                    .dump());
-      emitLine(nlohmann::json{{"type", "finished"},
+      ps::cli::emitEventLine(nlohmann::json{{"type", "finished"},
                               {"status", "failed"},
                               {"losses", nlohmann::json::array()},
                               {"iteration_ms", nlohmann::json::array()},
@@ -539,8 +521,8 @@ int runRun(const std::vector<std::string>& argv) {
   const bool streamEvents = events && rank0;
   if (streamEvents || eventFd >= 0)
     o.events = [streamEvents, eventFd](const std::string& line) {
-      if (streamEvents) emitLine(line);
-      if (eventFd >= 0) writeLine(eventFd, line);
+      if (streamEvents) ps::cli::emitEventLine(line);
+      if (eventFd >= 0) ps::cli::writeLine(eventFd, line);
     };
   std::ostream& human = events ? std::cerr : std::cout;
 
@@ -600,7 +582,7 @@ int runRun(const std::vector<std::string>& argv) {
                                      o.distributed.worldSize > 1 ? "gloo" : o.device, &o, &r, predictionProfile};
     rec.startedMs = std::chrono::duration_cast<std::chrono::milliseconds>(runStarted.time_since_epoch()).count();
     if (!ps::cli::recordRunInSession(rec, human)) return ps::cli::kExitInvalid;
-    if (eventFd >= 0) writeLine(eventFd, kSessionRecordedLine);
+    if (eventFd >= 0) ps::cli::writeLine(eventFd, kSessionRecordedLine);
   }
 #endif
   if (r.status != RunStatus::Finished) return statusExit;

@@ -25,18 +25,6 @@ namespace {
 
 constexpr int kExitCancelled = 130;
 
-void emit(const std::string& line) {
-  std::cout.flush();
-  const std::string s = line + "\n";
-  size_t done = 0;
-  while (done < s.size()) {
-    const ssize_t n = ::write(STDOUT_FILENO, s.data() + done, s.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;
-    done += static_cast<size_t>(n);
-  }
-}
-
 std::string flagName(const std::string& a) { return a.substr(0, a.find('=')); }
 
 // The ranks' arguments: the run's own, less what only the launcher does (hosts, events, the
@@ -195,12 +183,12 @@ int runOnCluster(const ClusterRun& c) {
         auto j = nlohmann::json::parse(line, nullptr, false);
         if (j.is_object() && j.value("type", "") == "op" && j.value("device", 0) != 0 && forwarded.count(opKey(j))) return;
       }
-      emit(line);
+      emitEventLine(line);
     } else if (maybeOp) {
       auto j = nlohmann::json::parse(line, nullptr, false);
       if (j.is_object() && j.value("type", "") == "op" && j.value("device", -1) == r && !readers[0].finished()) {
         forwarded.insert(opKey(j));
-        emit(line);
+        emitEventLine(line);
       }
     }
   };
@@ -216,7 +204,7 @@ int runOnCluster(const ClusterRun& c) {
     // Rank 0 failing on its own (exit 1) has reported why itself.
     if (e.rank == 0 && e.exitCode != 255) return;
     if (c.events && !readers[0].finished())
-      emit(nlohmann::json{{"type", "error"}, {"code", "cluster.rank-lost"}, {"message", message}, {"device", e.rank}, {"step", -1}}
+      emitEventLine(nlohmann::json{{"type", "error"}, {"code", "cluster.rank-lost"}, {"message", message}, {"device", e.rank}, {"step", -1}}
                .dump());
     errorEmitted = true;
   };
@@ -232,7 +220,7 @@ int runOnCluster(const ClusterRun& c) {
     // Nothing ran: a host is unreachable, refuses the key, lacks the CLI or another version.
     std::cerr << formatDiagnostics(res.errors(), &text);
     if (c.events)
-      emit(nlohmann::json{{"type", "error"},
+      emitEventLine(nlohmann::json{{"type", "error"},
                           {"protocol_version", kRunEventProtocolVersion},
                           {"code", res.error().code},
                           {"message", res.error().message},
@@ -282,8 +270,8 @@ int runOnCluster(const ClusterRun& c) {
     if (r0.started()) rep.partition = r0.started()->partition;
     if (c.events) {
       if (!errorEmitted || cancelled)
-        emit(nlohmann::json{{"type", "error"}, {"code", d.code}, {"message", d.message}, {"device", -1}, {"step", -1}}.dump());
-      emit(nlohmann::json{{"type", "finished"},
+        emitEventLine(nlohmann::json{{"type", "error"}, {"code", d.code}, {"message", d.message}, {"device", -1}, {"step", -1}}.dump());
+      emitEventLine(nlohmann::json{{"type", "finished"},
                           {"status", cancelled ? "cancelled" : "failed"},
                           {"losses", nlohmann::json::array()},
                           {"iteration_ms", nlohmann::json::array()},
