@@ -6,12 +6,12 @@
 #include <map>
 #include <random>
 
-#include "pipestudio/core/comparison.h"
-#include "pipestudio/core/cost_profile.h"
-#include "pipestudio/core/generators.h"
-#include "pipestudio/core/simulator.h"
-#include "pipestudio/core/stepper.h"
-#include "pipestudio/core/trace_import.h"
+#include "pipestudio/core/analysis/comparison.h"
+#include "pipestudio/core/model/cost_profile.h"
+#include "pipestudio/core/planning/generators.h"
+#include "pipestudio/core/analysis/simulator.h"
+#include "pipestudio/core/analysis/stepper.h"
+#include "pipestudio/core/io/trace_import.h"
 
 using namespace ps::core;
 

@@ -6,8 +6,8 @@
 #include <map>
 #include <sstream>
 
-#include "pipestudio/core/dsl.h"
-#include "pipestudio/core/generators.h"
+#include "pipestudio/core/io/dsl.h"
+#include "pipestudio/core/planning/generators.h"
 
 using namespace ps::core;
 

@@ -18,10 +18,10 @@
 #include <string>
 #include <vector>
 
-#include "pipestudio/core/generators.h"
-#include "pipestudio/core/model_zoo_hetero.h"
-#include "pipestudio/core/search.h"
-#include "pipestudio/core/simulator.h"
+#include "pipestudio/core/planning/generators.h"
+#include "pipestudio/core/planning/model_zoo_hetero.h"
+#include "pipestudio/core/planning/search.h"
+#include "pipestudio/core/analysis/simulator.h"
 
 using namespace ps::core;
 

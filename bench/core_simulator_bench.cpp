@@ -4,8 +4,8 @@
 
 #include <utility>
 
-#include "pipestudio/core/generators.h"
-#include "pipestudio/core/simulator.h"
+#include "pipestudio/core/planning/generators.h"
+#include "pipestudio/core/analysis/simulator.h"
 
 using namespace ps::core;
 

@@ -1,9 +1,9 @@
 // Validating 1,000,000-op schedules (target: at least 5M ops/s on the 2-core CI machine).
 #include <benchmark/benchmark.h>
 
-#include "pipestudio/core/generators.h"
-#include "pipestudio/core/pytorch_csv.h"
-#include "pipestudio/core/validator.h"
+#include "pipestudio/core/planning/generators.h"
+#include "pipestudio/core/io/pytorch_csv.h"
+#include "pipestudio/core/analysis/validator.h"
 
 using namespace ps::core;
 

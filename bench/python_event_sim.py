@@ -3,7 +3,7 @@
 baseline of docs/benchmarks.md ("simulate of a 131k-op PyTorch CSV").
 
 Same semantics as `pipestudio-cli simulate FILE --cost F=f,I=i,W=w --comm c` (DESIGN.md,
-core/src/simulator.cpp):
+core/src/analysis/simulator.cpp):
 - one row per rank (device); each device runs its cells in order, one at a time; an empty
   cell is idle; a stage runs on the rank whose row names it;
 - F(s,m) after F(s-1,m); B or I (s,m) after F(s,m) and after B or I of (s+1,m); W(s,m) after

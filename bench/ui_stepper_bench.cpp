@@ -8,11 +8,11 @@
 #include <QPainter>
 #include <QStandardPaths>
 
-#include "main_window.h"
-#include "pipestudio/core/generators.h"
-#include "schedule_document.h"
-#include "stepper_controller.h"
-#include "timeline_view.h"
+#include "shell/main_window.h"
+#include "pipestudio/core/planning/generators.h"
+#include "document/schedule_document.h"
+#include "debugger/stepper_controller.h"
+#include "timeline/timeline_view.h"
 
 using namespace ps::core;
 using namespace ps::ui;

@@ -5,10 +5,10 @@
 #include <QImage>
 #include <QPainter>
 
-#include "pipestudio/core/generators.h"
-#include "schedule_document.h"
-#include "schedule_edits.h"
-#include "timeline_view.h"
+#include "pipestudio/core/planning/generators.h"
+#include "document/schedule_document.h"
+#include "document/schedule_edits.h"
+#include "timeline/timeline_view.h"
 
 using namespace ps::core;
 using namespace ps::ui;

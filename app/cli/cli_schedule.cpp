@@ -2,7 +2,7 @@
 
 #include <iostream>
 
-#include "pipestudio/core/dsl.h"
+#include "pipestudio/core/io/dsl.h"
 
 namespace ps::cli {
 

@@ -6,9 +6,9 @@
 #include <string_view>
 #include <vector>
 
-#include "pipestudio/core/pytorch_csv.h"
-#include "pipestudio/core/result.h"
-#include "pipestudio/core/schedule.h"
+#include "pipestudio/core/io/pytorch_csv.h"
+#include "pipestudio/core/model/result.h"
+#include "pipestudio/core/model/schedule.h"
 
 namespace ps::cli {
 

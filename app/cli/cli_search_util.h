@@ -7,7 +7,7 @@
 #include <utility>
 
 #include "cli.h"
-#include "pipestudio/core/cost_profile.h"
+#include "pipestudio/core/model/cost_profile.h"
 
 namespace ps::cli::search_util {
 

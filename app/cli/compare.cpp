@@ -8,18 +8,16 @@
 #include <sstream>
 
 #include "cli.h"
-#include "pipestudio/core/comparison.h"
-#include "pipestudio/core/cost_profile.h"
-#include "pipestudio/core/dsl.h"
-#include "pipestudio/core/pytorch_csv.h"
-#include "pipestudio/core/simulator.h"
-#include "pipestudio/core/trace_import.h"
-#include "pipestudio/core/validator.h"
+#include "pipestudio/core/analysis/comparison.h"
+#include "pipestudio/core/model/cost_profile.h"
+#include "pipestudio/core/io/dsl.h"
+#include "pipestudio/core/io/pytorch_csv.h"
+#include "pipestudio/core/analysis/simulator.h"
+#include "pipestudio/core/io/trace_import.h"
+#include "pipestudio/core/analysis/validator.h"
 #include <nlohmann/json.hpp>
-#ifdef PIPESTUDIO_HAVE_SESSIONS
 #include "pipestudio/sessions/recording.h"
 #include "pipestudio/sessions/session_store.h"
-#endif
 
 namespace {
 
@@ -113,7 +111,6 @@ void printTable(std::ostream& os, const std::string& title, const std::vector<Er
   row(all);
 }
 
-#ifdef PIPESTUDIO_HAVE_SESSIONS
 // A measured run of a session named DB:ID, as compare reads it.
 struct SessionRun {
   std::string db;
@@ -141,11 +138,11 @@ bool splitSessionRun(const std::string& arg, std::string& db, ps::sessions::Id& 
 Result<SessionRun> loadSessionRun(const std::string& db, ps::sessions::Id id) {
   using namespace ps::sessions;
   auto store = SessionStore::open(db, {OpenMode::ReadOnly});
-  if (!store) return store.errors();
+  PS_TRY(store);
   auto run = store->run(id);
-  if (!run) return run.errors();
+  PS_TRY(run);
   auto timeline = store->loadTimeline(id);
-  if (!timeline) return timeline.errors();
+  PS_TRY(timeline);
   SessionRun out;
   out.db = db;
   out.id = id;
@@ -160,13 +157,12 @@ Result<SessionRun> loadSessionRun(const std::string& db, ps::sessions::Id id) {
   if (auto link = predictionFor(*store, id)) profileId = link->profileId;
   if (profileId) {
     auto profile = store->profile(*profileId);
-    if (!profile) return profile.errors();
+    PS_TRY(profile);
     out.profileJson = profile->json;
     out.profileName = db + ": profile " + std::to_string(*profileId) + " '" + profile->info.name + "'";
   }
   return out;
 }
-#endif
 
 int runCompare(const std::vector<std::string>& argv) {
   ps::cli::Args args(argv,
@@ -179,15 +175,10 @@ int runCompare(const std::vector<std::string>& argv) {
   for (size_t i = 1; i < args.positionals().size(); ++i) {
     std::string db;
     std::int64_t id = 0;
-#ifdef PIPESTUDIO_HAVE_SESSIONS
     if (!splitSessionRun(args.positionals()[i], db, id)) continue;
-#else
-    continue;
-#endif
     if (args.positionals().size() != 2) return usage("a session run DB:ID is compared alone, not with trace files");
     sessionRunArg = std::make_pair(db, id);
   }
-#ifdef PIPESTUDIO_HAVE_SESSIONS
   std::optional<SessionRun> sessionRun;
   if (sessionRunArg) {
     auto loaded = loadSessionRun(sessionRunArg->first, sessionRunArg->second);
@@ -197,7 +188,6 @@ int runCompare(const std::vector<std::string>& argv) {
     }
     sessionRun = std::move(*loaded);
   }
-#endif
   if (args.has("--profile") && args.has("--cost")) return usage("give --profile or --cost, not both");
 
   auto alignment = alignmentFromName(args.value("--align", "absolute"));
@@ -273,14 +263,12 @@ int runCompare(const std::vector<std::string>& argv) {
   } else {
     std::string path = args.value("--profile");
     std::string text;
-#ifdef PIPESTUDIO_HAVE_SESSIONS
     // A session run's own prediction profile comes before the one the plan names.
     if (path.empty() && sessionRun && sessionRun->profileJson) {
       text = *sessionRun->profileJson;
       profileName = sessionRun->profileName;
       path = profileName;
     }
-#endif
     if (profileName.empty()) {
       if (path.empty() && plan->profile) path = resolveProfilePath(*plan->profile, planPath);
       if (path.empty()) return usage("the plan names no cost profile: give --profile P.json or --cost F=1,I=1,W=1");
@@ -303,14 +291,12 @@ int runCompare(const std::vector<std::string>& argv) {
       return usage("--comm needs a time in ms");
     }
   }
-#ifdef PIPESTUDIO_HAVE_SESSIONS
   // The layers per stage the measured run used, when it recorded them and they fit.
   if (partition.empty() && sessionRun && static_cast<int>(sessionRun->partition.size()) == plan->pipeline.stages) {
     int total = 0;
     for (int n : sessionRun->partition) total += n;
     if (total == static_cast<int>(profile->layers.size())) partition = sessionRun->partition;
   }
-#endif
   if (partition.empty()) partition = plan->partition;
   auto model = makeSimulationModel(*plan, *profile, partition);
   if (!model.ok()) {
@@ -328,9 +314,7 @@ int runCompare(const std::vector<std::string>& argv) {
   Timeline measuredTimeline;
   std::string measuredFormat = "session run";
   int iteration = 0, iterations = 1;
-#ifdef PIPESTUDIO_HAVE_SESSIONS
   if (sessionRun) measuredTimeline = sessionRun->timeline;
-#endif
   if (!sessionRunArg) {
     // A directory (torch.profiler's tensorboard_trace_handler writes one file per rank into
     // one) stands for the .json files in it, in name order.

@@ -15,7 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli.h"
-#include "pipestudio/core/run_events.h"
+#include "pipestudio/core/io/run_events.h"
 
 #ifndef PIPESTUDIO_ENGINE_RELDIR
 #define PIPESTUDIO_ENGINE_RELDIR "../libexec/pipestudio"

@@ -8,7 +8,7 @@
 #include <string>
 #include <string_view>
 
-#include "pipestudio/core/run_events.h"
+#include "pipestudio/core/io/run_events.h"
 
 namespace ps::cli {
 

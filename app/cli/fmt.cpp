@@ -3,7 +3,7 @@
 
 #include "cli.h"
 #include "dsl_print_command.h"
-#include "pipestudio/core/dsl.h"
+#include "pipestudio/core/io/dsl.h"
 
 namespace ps::cli {
 

@@ -4,7 +4,7 @@
 #include <iostream>
 
 #include "cli.h"
-#include "pipestudio/core/cluster.h"
+#include "pipestudio/core/io/cluster.h"
 
 namespace {
 

@@ -5,9 +5,9 @@
 #include <iostream>
 
 #include "cli.h"
-#include "pipestudio/core/dsl.h"
-#include "pipestudio/core/generators.h"
-#include "pipestudio/core/pytorch_csv.h"
+#include "pipestudio/core/io/dsl.h"
+#include "pipestudio/core/planning/generators.h"
+#include "pipestudio/core/io/pytorch_csv.h"
 
 namespace {
 

@@ -7,7 +7,7 @@
 
 #include "cli.h"
 #include "cli_search_util.h"
-#include "pipestudio/core/partition_search.h"
+#include "pipestudio/core/planning/partition_search.h"
 
 namespace {
 

@@ -1,6 +1,5 @@
 // pipestudio-cli profile --model SPEC: measures a built-in model layer by layer through the
 // engine and writes the cost profile (docs/formats.md) that simulate, search and compare load.
-#ifdef PIPESTUDIO_HAVE_ENGINE
 #include <unistd.h>
 
 #include <charconv>
@@ -11,7 +10,7 @@
 #include <thread>
 
 #include "cli.h"
-#include "pipestudio/core/cost_profile.h"
+#include "pipestudio/core/model/cost_profile.h"
 #include "pipestudio/engine/engine.h"
 
 namespace {
@@ -141,4 +140,3 @@ const ps::cli::CommandRegistrar kRegister{
     {"profile", "measure a built-in model's per-layer costs (libtorch) into a cost profile", kUsage, runProfile}};
 
 }  // namespace
-#endif  // PIPESTUDIO_HAVE_ENGINE

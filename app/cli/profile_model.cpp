@@ -3,7 +3,7 @@
 #include <iostream>
 
 #include "cli.h"
-#include "pipestudio/core/model_zoo.h"
+#include "pipestudio/core/planning/model_zoo.h"
 
 namespace ps::cli {
 namespace {

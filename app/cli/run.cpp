@@ -1,7 +1,6 @@
 // pipestudio-cli run FILE --model SPEC ... : executes a schedule for real through the libtorch
 // engine (CPU threads, local Gloo processes, torchrun-style ranks) and reports the measured
 // timeline, the loss and, with --check-gradients, the gradient comparison.
-#ifdef PIPESTUDIO_HAVE_ENGINE
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -19,11 +18,11 @@
 #include <thread>
 
 #include "cli.h"
-#include "pipestudio/core/chrome_trace.h"
-#include "pipestudio/core/dsl.h"
-#include "pipestudio/core/pytorch_csv.h"
-#include "pipestudio/core/run_events.h"
-#include "pipestudio/core/validator.h"
+#include "pipestudio/core/io/chrome_trace.h"
+#include "pipestudio/core/io/dsl.h"
+#include "pipestudio/core/io/pytorch_csv.h"
+#include "pipestudio/core/io/run_events.h"
+#include "pipestudio/core/analysis/validator.h"
 #include "pipestudio/engine/engine.h"
 #include "pipestudio/engine/launcher.h"
 #include "run_cluster.h"
@@ -203,9 +202,7 @@ struct LauncherRun {
   std::string name;
   bool events = false;
   int nproc = 2;
-#ifdef PIPESTUDIO_HAVE_SESSIONS
   std::optional<ps::cli::RunSessionRecording> session;
-#endif
   std::vector<ps::core::RunEventReader> readers;
   std::string deathMessage;
   bool sessionRecorded = false;
@@ -247,9 +244,7 @@ struct LauncherRun {
     // Rank 0 outlived the death and reported it (naming the lost peer): its outcome stands,
     // unless it died itself before its session record was written.
     if (readers[0].finished()) {
-#ifdef PIPESTUDIO_HAVE_SESSIONS
       if (session && !sessionRecorded && res->death->rank == 0) takeOver(*res, started, /*eventsToo=*/false);
-#endif
       return ps::cli::kExitInvalid;
     }
     takeOver(*res, started, true);
@@ -283,7 +278,6 @@ struct LauncherRun {
           << " ops measured before the failure)\n";
       std::cerr << "pipestudio-cli run: failed: " << d.message << "\n";
     }
-#ifdef PIPESTUDIO_HAVE_SESSIONS
     if (session) {
       ps::engine::RunReport rep;
       rep.status = ps::engine::RunStatus::Failed;
@@ -294,9 +288,6 @@ struct LauncherRun {
       session->startedMs = std::chrono::duration_cast<std::chrono::milliseconds>(started.time_since_epoch()).count();
       ps::cli::recordRunInSession(*session, human);
     }
-#else
-    (void)started;
-#endif
   }
 };
 
@@ -374,7 +365,6 @@ int runRun(const std::vector<std::string>& argv) {
     o.fault = *f;
   }
 
-#ifdef PIPESTUDIO_HAVE_SESSIONS
   std::optional<ps::cli::PredictionProfile> predictionProfile;  // --session: read before the run
   if (args.has("--profile")) {
     if (!args.has("--session")) return usage("--profile is the prediction's cost profile: give it with --session DB");
@@ -382,9 +372,6 @@ int runRun(const std::vector<std::string>& argv) {
     if (!p) return refuse(events, p.errors(), nullptr, ps::cli::kExitInvalid);
     predictionProfile = std::move(*p);
   }
-#else
-  if (args.has("--session")) return usage("--session needs a build with session support");
-#endif
   auto env = distributedFromEnvironment();
   if (!env) return usage(env.error().message);
   const bool cancelOnEof = args.has("--cancel-on-eof");
@@ -464,9 +451,7 @@ int runRun(const std::vector<std::string>& argv) {
     cr.connectTimeoutSeconds = std::min(60.0, o.distributed.connectTimeoutSeconds);
     cr.sessionPath = args.value("--session");
     cr.tracePath = args.value("--trace");
-#ifdef PIPESTUDIO_HAVE_SESSIONS
     cr.prediction = predictionProfile;
-#endif
     if (pl.empty()) {
       std::signal(SIGINT, onSignal);
       std::signal(SIGTERM, onSignal);
@@ -496,12 +481,10 @@ int runRun(const std::vector<std::string>& argv) {
           rankArgs[i] = scheduleFile;
     }
     LauncherRun lr{executed, o, name, events, nproc};
-#ifdef PIPESTUDIO_HAVE_SESSIONS
     if (args.has("--session"))
       lr.session = ps::cli::RunSessionRecording{args.value("--session"), &executed,
                                                 format == "pipe" && o.optimizer.empty() ? text : printDsl(executed),
                                                 "gloo", &o, nullptr, predictionProfile};
-#endif
     const int rc = lr.launch(rankArgs);
     if (!scheduleFile.empty()) ::unlink(scheduleFile.c_str());
     return rc;
@@ -575,7 +558,6 @@ int runRun(const std::vector<std::string>& argv) {
       return ps::cli::kExitUsage;
     }
   }
-#ifdef PIPESTUDIO_HAVE_SESSIONS
   if (args.has("--session")) {
     ps::cli::RunSessionRecording rec{args.value("--session"), &executed,
                                      format == "pipe" && o.optimizer.empty() ? text : printDsl(executed),
@@ -584,7 +566,6 @@ int runRun(const std::vector<std::string>& argv) {
     if (!ps::cli::recordRunInSession(rec, human)) return ps::cli::kExitInvalid;
     if (eventFd >= 0) ps::cli::writeLine(eventFd, kSessionRecordedLine);
   }
-#endif
   if (r.status != RunStatus::Finished) return statusExit;
   if (r.gradients.ran && !r.gradients.passed) return ps::cli::kExitInvalid;
   return ps::cli::kExitOk;
@@ -593,4 +574,3 @@ int runRun(const std::vector<std::string>& argv) {
 const ps::cli::CommandRegistrar kRegister{{"run", "execute a schedule on a real model (libtorch)", kUsage, runRun}};
 
 }  // namespace
-#endif  // PIPESTUDIO_HAVE_ENGINE

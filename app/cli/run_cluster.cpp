@@ -1,5 +1,4 @@
 // `run --hosts` and `run --print-launch` (run_cluster.h).
-#ifdef PIPESTUDIO_HAVE_ENGINE
 #include "run_cluster.h"
 
 #include <unistd.h>
@@ -14,9 +13,9 @@
 #include <tuple>
 
 #include "cli.h"
-#include "pipestudio/core/chrome_trace.h"
-#include "pipestudio/core/cluster.h"
-#include "pipestudio/core/run_events.h"
+#include "pipestudio/core/io/chrome_trace.h"
+#include "pipestudio/core/io/cluster.h"
+#include "pipestudio/core/io/run_events.h"
 #include "pipestudio/engine/cluster_launcher.h"
 
 namespace ps::cli {
@@ -290,17 +289,12 @@ int runOnCluster(const ClusterRun& c) {
       return kExitUsage;
     }
   }
-#ifdef PIPESTUDIO_HAVE_SESSIONS
   if (!c.sessionPath.empty()) {
     RunSessionRecording rec{c.sessionPath, c.executed, c.sessionText, "gloo", c.options, &rep, c.prediction};
     rec.startedMs = std::chrono::duration_cast<std::chrono::milliseconds>(started.time_since_epoch()).count();
     if (!recordRunInSession(rec, human)) return kExitInvalid;
   }
-#else
-  (void)started;
-#endif
   return exitStatus;
 }
 
 }  // namespace ps::cli
-#endif

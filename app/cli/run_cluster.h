@@ -3,13 +3,12 @@
 // (engine::launchClusterRanks), rank 0's events streamed back and the run recorded here;
 // `--print-launch torchrun|slurm`: the commands for the same run without ssh fan-out.
 // Kept out of run.cpp so that the run command itself stays small.
-#ifdef PIPESTUDIO_HAVE_ENGINE
 #include <atomic>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "pipestudio/core/schedule.h"
+#include "pipestudio/core/model/schedule.h"
 #include "pipestudio/engine/engine.h"
 #include "run_session.h"
 
@@ -32,13 +31,10 @@ struct ClusterRun {
   double connectTimeoutSeconds = 10;
   std::string sessionPath;   // --session; empty: none
   std::string tracePath;     // --trace; empty: none
-#ifdef PIPESTUDIO_HAVE_SESSIONS
   std::optional<PredictionProfile> prediction;
-#endif
 };
 
 // The exit status of `run` (0 finished, 1 failed, 2 usage, 130 cancelled).
 int runOnCluster(const ClusterRun& c);
 
 }  // namespace ps::cli
-#endif

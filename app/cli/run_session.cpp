@@ -1,5 +1,4 @@
 // `run --session`: the run's prediction and measurement filed in a session (run_session.h).
-#if defined(PIPESTUDIO_HAVE_ENGINE) && defined(PIPESTUDIO_HAVE_SESSIONS)
 #include "run_session.h"
 
 #include <filesystem>
@@ -7,8 +6,8 @@
 #include <nlohmann/json.hpp>
 
 #include "cli.h"
-#include "pipestudio/core/iterations.h"
-#include "pipestudio/core/simulator.h"
+#include "pipestudio/core/analysis/iterations.h"
+#include "pipestudio/core/analysis/simulator.h"
 #include "pipestudio/sessions/recording.h"
 
 namespace ps::cli {
@@ -17,7 +16,7 @@ core::Result<PredictionProfile> loadPredictionProfile(const std::string& path) {
   std::string text, error;
   if (!readInput(path, text, error)) return core::makeError("cli.read", error, core::SourceLocation{path, 0, 0});
   auto p = core::parseCostProfile(text, path);
-  if (!p) return p.errors();
+  PS_TRY(p);
   PredictionProfile out;
   out.profile = *p;
   out.json = text;
@@ -140,4 +139,3 @@ bool recordRunInSession(const RunSessionRecording& r, std::ostream& out) {
 }
 
 }  // namespace ps::cli
-#endif

@@ -2,15 +2,14 @@
 // `run --session DB [--profile P.json]`: after a real run, the schedule simulated with the cost
 // profile used for the prediction, and both timelines filed in the session (recordMeasuredRun).
 // Kept out of run.cpp so that the run command itself stays small.
-#if defined(PIPESTUDIO_HAVE_ENGINE) && defined(PIPESTUDIO_HAVE_SESSIONS)
 #include <cstdint>
 #include <optional>
 #include <ostream>
 #include <string>
 
-#include "pipestudio/core/cost_profile.h"
-#include "pipestudio/core/result.h"
-#include "pipestudio/core/schedule.h"
+#include "pipestudio/core/model/cost_profile.h"
+#include "pipestudio/core/model/result.h"
+#include "pipestudio/core/model/schedule.h"
 #include "pipestudio/engine/engine.h"
 
 namespace ps::cli {
@@ -42,4 +41,3 @@ struct RunSessionRecording {
 bool recordRunInSession(const RunSessionRecording& r, std::ostream& out);
 
 }  // namespace ps::cli
-#endif

@@ -5,8 +5,8 @@
 
 #include "cli.h"
 #include "cli_search_util.h"
-#include "pipestudio/core/dsl.h"
-#include "pipestudio/core/search.h"
+#include "pipestudio/core/io/dsl.h"
+#include "pipestudio/core/planning/search.h"
 
 namespace {
 

@@ -8,8 +8,8 @@
 #include <nlohmann/json.hpp>
 
 #include "cli.h"
-#include "pipestudio/core/chrome_trace.h"
-#include "pipestudio/core/dsl.h"
+#include "pipestudio/core/io/chrome_trace.h"
+#include "pipestudio/core/io/dsl.h"
 #include "pipestudio/sessions/run_export.h"
 #include "pipestudio/sessions/session_store.h"
 

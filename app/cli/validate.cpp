@@ -4,9 +4,9 @@
 
 #include "cli.h"
 #include "cli_schedule.h"
-#include "pipestudio/core/dsl.h"
-#include "pipestudio/core/pytorch_csv.h"
-#include "pipestudio/core/validator.h"
+#include "pipestudio/core/io/dsl.h"
+#include "pipestudio/core/io/pytorch_csv.h"
+#include "pipestudio/core/analysis/validator.h"
 
 namespace {
 

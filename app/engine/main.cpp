@@ -10,7 +10,7 @@
 
 #include "cli.h"
 #include "engine_stamp.h"
-#include "pipestudio/core/run_events.h"
+#include "pipestudio/core/io/run_events.h"
 
 namespace {
 

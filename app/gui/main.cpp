@@ -19,15 +19,15 @@
 #include <cstdio>
 #include <cstring>
 
-#include "main_window.h"
-#include "search_dock.h"
-#include "profile_dialog.h"
-#include "run_dialog.h"
-#include "session_dock.h"
-#include "state_panel.h"
-#include "stepper_controller.h"
-#include "schedule_document.h"
-#include "timeline_view.h"
+#include "shell/main_window.h"
+#include "docks/search_dock.h"
+#include "remote/profile_dialog.h"
+#include "remote/run_dialog.h"
+#include "docks/session_dock.h"
+#include "debugger/state_panel.h"
+#include "debugger/stepper_controller.h"
+#include "document/schedule_document.h"
+#include "timeline/timeline_view.h"
 
 namespace {
 

@@ -15,7 +15,7 @@
 #include <cstring>
 #include <thread>
 
-#include "pipestudio/core/run_events.h"
+#include "pipestudio/core/io/run_events.h"
 
 namespace ps::engine {
 

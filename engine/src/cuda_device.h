@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "pipestudio/core/result.h"
+#include "pipestudio/core/model/result.h"
 #include "pipestudio/engine/engine.h"
 #include "transport.h"
 

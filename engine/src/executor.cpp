@@ -20,10 +20,10 @@
 #include "model.h"
 #include "nvtx.h"
 #include "optimizer.h"
-#include "pipestudio/core/dsl.h"
-#include "pipestudio/core/iterations.h"
-#include "pipestudio/core/run_events.h"
-#include "pipestudio/core/validator.h"
+#include "pipestudio/core/io/dsl.h"
+#include "pipestudio/core/analysis/iterations.h"
+#include "pipestudio/core/io/run_events.h"
+#include "pipestudio/core/analysis/validator.h"
 #include "pipestudio/engine/engine.h"
 #include "transport.h"
 
@@ -312,7 +312,7 @@ core::Status Run::setup() {
   M_ = p.microbatches;
   S_ = p.stages;
   D_ = p.devices;
-  if (auto st = checkRunnable(sched_); !st) return st.errors();
+  PS_TRY(checkRunnable(sched_));
   if (opt_.microbatchSize < 1) return core::makeError("engine.options", "micro-batch size must be at least 1");
   if (opt_.iterations < 1 || opt_.warmup < 0)
     return core::makeError("engine.options", "iterations must be at least 1 and warm-up at least 0");
@@ -322,7 +322,7 @@ core::Status Run::setup() {
                                                            "libtorch; rebuild with a CUDA libtorch");
   if (opt_.device != "cpu" && opt_.device != "cuda")
     return core::makeError("engine.options", "device must be cpu or cuda, got '" + opt_.device + "'");
-  if (auto st = checkFaultInjection(sched_, opt_.fault); !st) return st.errors();
+  PS_TRY(checkFaultInjection(sched_, opt_.fault));
   try {
     model_ = Model::build(opt_.model, opt_.seed, opt_.microbatchSize, M_, opt_.inputsPath);
   } catch (const std::exception& e) {
@@ -365,13 +365,13 @@ core::Status Run::setup() {
       const int local = opt_.distributed.rank % std::max(1, opt_.distributed.localWorldSize);
       auto conn = detail::connectNccl(opt_.distributed, opt_.timeoutSeconds,
                                       local % std::max(1, detail::cudaDeviceCount()), pairs);
-      if (!conn) return conn.errors();
+      PS_TRY(conn);
       remote_ = std::move(conn.value());
     }
 #endif
     if (!remote_) {
       auto conn = detail::connectGloo(opt_.distributed, opt_.timeoutSeconds);
-      if (!conn) return conn.errors();
+      PS_TRY(conn);
       remote_ = std::move(conn.value());
     }
     rank_ = opt_.distributed.rank;
@@ -379,7 +379,7 @@ core::Status Run::setup() {
   }
   cuda_ = opt_.device == "cuda";
   if (cuda_) {
-    if (auto st = setupCuda(); !st) return st.errors();
+    PS_TRY(setupCuda());
   }
   stateBytes_.assign(static_cast<size_t>(D_), 0);
   firstGradients_.resize(static_cast<size_t>(D_));
@@ -1184,7 +1184,7 @@ void Run::gatherRemote(RunReport& r) {
 
 core::Result<RunReport> Run::execute() {
   try {
-    if (auto st = setup(); !st) return st.errors();
+    PS_TRY(setup());
   } catch (const c10::Error& e) {
     return core::makeError("engine.setup", detail::errorText(e));
   } catch (const std::exception& e) {
@@ -1323,7 +1323,7 @@ core::Result<RunReport> runSchedule(const core::Schedule& schedule, const RunOpt
     if (!(options.learningRate > 0) || !std::isfinite(options.learningRate))
       return core::makeError("engine.options", "the learning rate must be a positive number");
     auto w = scheduleWithOptimizerSteps(schedule);
-    if (!w) return w.errors();
+    PS_TRY(w);
     withSteps = std::move(*w);
   }
   Run run(withSteps ? *withSteps : schedule, options);

@@ -5,7 +5,7 @@
 // No torch here: the launcher stays torch-free.
 #include <memory>
 
-#include "pipestudio/core/result.h"
+#include "pipestudio/core/model/result.h"
 
 namespace ps::engine::detail {
 

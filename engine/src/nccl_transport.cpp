@@ -200,7 +200,7 @@ class NcclTransport final : public RemoteTransport {
 core::Result<std::unique_ptr<RemoteTransport>> connectNccl(const DistributedOptions& d, double timeoutSeconds, int gpu,
                                                            const std::vector<std::pair<int, int>>& pairs) {
   auto control = connectGloo(d, timeoutSeconds);
-  if (!control) return control.errors();
+  PS_TRY(control);
   try {
     const auto timeout = std::chrono::milliseconds(static_cast<long>(std::max(timeoutSeconds, 1.0) * 1000));
     return std::unique_ptr<RemoteTransport>(

@@ -124,7 +124,7 @@ core::Result<core::CostProfile> profileModel(const ModelSpec& spec, const Profil
   if (!o.optimizer.empty() && !isOptimizerName(o.optimizer))
     return core::makeError("engine.options", "profile: optimizer must be sgd or adamw, got '" + o.optimizer + "'");
   auto checked = parseModelSpec(modelSpecToString(spec));
-  if (!checked) return checked.errors();
+  PS_TRY(checked);
 
   try {
     // As in a run: the thread count is set by the calling thread, and ops run on worker

@@ -17,7 +17,7 @@
 #include <tuple>
 
 #include "error_text.h"
-#include "pipestudio/core/result.h"
+#include "pipestudio/core/model/result.h"
 #include "pipestudio/engine/engine.h"
 
 namespace ps::engine::detail {

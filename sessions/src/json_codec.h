@@ -3,8 +3,8 @@
 // the store and the run export.
 #include <nlohmann/json.hpp>
 
-#include "pipestudio/core/result.h"
-#include "pipestudio/core/timeline.h"
+#include "pipestudio/core/model/result.h"
+#include "pipestudio/core/model/timeline.h"
 
 namespace ps::sessions::detail {
 

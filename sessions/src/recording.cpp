@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <span>
 
-#include "pipestudio/core/dsl.h"
+#include "pipestudio/core/io/dsl.h"
 
 namespace ps::sessions {
 
@@ -24,25 +24,25 @@ core::Status storeScheduleAndProfile(SessionStore& store, const std::string& sch
     std::optional<Id> parent;
     if (latest) parent = latest->info.id;
     auto id = store.addSchedule(scheduleName, pipeText, parent);
-    if (!id) return id.errors();
+    PS_TRY(id);
     out.scheduleId = *id;
     out.newScheduleVersion = true;
   }
 
   if (!profileName.empty()) {
     auto profiles = store.listProfiles();
-    if (!profiles) return profiles.errors();
+    PS_TRY(profiles);
     // Any stored profile of that name and source with the same JSON is reused (runs often
     // alternate between a few profiles); otherwise it becomes a new one.
     for (auto it = profiles->rbegin(); it != profiles->rend() && !out.profileId; ++it) {
       if (it->name != profileName || it->source != profileSource) continue;
       auto p = store.profile(it->id);
-      if (!p) return p.errors();
+      PS_TRY(p);
       if (p->json == profileJson) out.profileId = it->id;
     }
     if (!out.profileId) {
       auto id = store.addProfile(profileName, profileJson, profileSource);
-      if (!id) return id.errors();
+      PS_TRY(id);
       out.profileId = *id;
       out.newProfileVersion = true;
     }
@@ -65,7 +65,7 @@ core::Result<RecordedRun> recordRun(SessionStore& store, const RunRecordingReque
   info.profileId = out.profileId;
   if (info.label.empty()) info.label = request.scheduleName;
   auto run = store.recordTimeline(info, timeline);
-  if (!run) return run.errors();
+  PS_TRY(run);
   out.runId = *run;
   return out;
 }
@@ -73,7 +73,7 @@ core::Result<RecordedRun> recordRun(SessionStore& store, const RunRecordingReque
 core::Result<RecordedRun> recordRun(const std::string& sessionPath, const RunRecordingRequest& request,
                                     const core::Timeline& timeline) {
   auto store = SessionStore::open(sessionPath);
-  if (!store) return store.errors();
+  PS_TRY(store);
   return recordRun(*store, request, timeline);
 }
 
@@ -178,7 +178,7 @@ core::Result<RecordedMeasuredRun> recordMeasuredRun(SessionStore& store, const M
     core::Timeline predicted = *rec.predicted;
     predicted.source = core::TimelineSource::Simulated;
     auto id = store.recordTimeline(p, predicted);
-    if (!id) return id.errors();
+    PS_TRY(id);
     out.predictedRunId = *id;
   }
 
@@ -202,7 +202,7 @@ core::Result<RecordedMeasuredRun> recordMeasuredRun(SessionStore& store, const M
   m.status = RunStatus::Running;
   m.startedMs = rec.startedMs;
   auto mid = store.beginRun(m);
-  if (!mid) return mid.errors();
+  PS_TRY(mid);
   out.measuredRunId = *mid;
   if (auto st = appendTimeline(store, *mid, rec.measured); !st) {
     (void)store.finishRun(*mid, RunStatus::Failed, st.error().message);
@@ -219,18 +219,18 @@ core::Result<RecordedMeasuredRun> recordMeasuredRun(SessionStore& store, const M
         break;
       }
   }
-  if (auto st = store.finishRun(*mid, rec.status, error, metrics, rec.measured.diagnostics); !st) return st.errors();
+  PS_TRY(store.finishRun(*mid, rec.status, error, metrics, rec.measured.diagnostics));
 
   if (out.predictedRunId) {
     predictedConfig["measured_run"] = out.measuredRunId;
-    if (auto st = store.setRunConfig(*out.predictedRunId, predictedConfig.dump()); !st) return st.errors();
+    PS_TRY(store.setRunConfig(*out.predictedRunId, predictedConfig.dump()));
   }
   return out;
 }
 
 core::Result<RecordedMeasuredRun> recordMeasuredRun(const std::string& sessionPath, const MeasuredRunRecording& recording) {
   auto store = SessionStore::open(sessionPath);
-  if (!store) return store.errors();
+  PS_TRY(store);
   return recordMeasuredRun(*store, recording);
 }
 
@@ -238,7 +238,7 @@ namespace {
 
 core::Result<PredictionLink> linkFrom(const SessionStore& store, Id runId, bool fromMeasured) {
   auto run = store.run(runId);
-  if (!run) return run.errors();
+  PS_TRY(run);
   auto config = nlohmann::json::parse(run->configJson, nullptr, false);
   const char* key = fromMeasured ? "predicted_run" : "measured_run";
   std::optional<Id> other;
@@ -249,7 +249,7 @@ core::Result<PredictionLink> linkFrom(const SessionStore& store, Id runId, bool 
                                                                           : " is not the prediction of a measured run"),
                            core::SourceLocation{store.path(), 0, 0});
   auto peer = store.run(*other);
-  if (!peer) return peer.errors();
+  PS_TRY(peer);
   PredictionLink link;
   link.measuredRunId = fromMeasured ? runId : *other;
   link.predictedRunId = fromMeasured ? *other : runId;

@@ -13,7 +13,7 @@
 #include <unordered_map>
 
 #include "json_codec.h"
-#include "pipestudio/core/limits.h"
+#include "pipestudio/core/model/limits.h"
 
 namespace ps::sessions {
 
@@ -238,7 +238,7 @@ class Stmt {
 
 Result<Stmt> statement(SessionStore::Impl& impl, const char* sql, const std::string& what) {
   auto s = impl.prepare(sql, what);
-  if (!s) return s.errors();
+  PS_TRY(s);
   return Stmt(impl, *s);
 }
 
@@ -290,12 +290,6 @@ class ReadTxn {
   SessionStore::Impl& impl_;
   bool active_ = false;
 };
-
-#define PS_TRY(expr)                          \
-  do {                                        \
-    auto _ps_status = (expr);                 \
-    if (!_ps_status) return _ps_status.errors(); \
-  } while (0)
 
 bool processGone(std::int64_t pid, const std::string& host, const std::string& thisHost) {
   if (pid <= 0 || host.empty() || host != thisHost) return false;  // unknown: assume alive
@@ -358,7 +352,7 @@ Status migrate(SessionStore::Impl& impl, int from) {
     PS_TRY(txn.begin(what));
     // Another process may have migrated while we waited for the lock.
     auto id = identify(impl);
-    if (!id) return id.errors();
+    PS_TRY(id);
     if (id->userVersion != v) {
       if (id->userVersion > v) {
         v = id->userVersion - 1;
@@ -505,7 +499,7 @@ Result<Id> SessionStore::addSchedule(const std::string& name, const std::string&
   PS_TRY(txn.begin(what));
   auto s = statement(*impl_,
                      "INSERT INTO schedules(name, pipe_text, parent_id, created_ms) VALUES(?1, ?2, ?3, ?4)", what);
-  if (!s) return s.errors();
+  PS_TRY(s);
   s->bind(1, name);
   s->bind(2, pipeText);
   s->bind(3, parentId);
@@ -519,7 +513,7 @@ Result<Id> SessionStore::addSchedule(const std::string& name, const std::string&
 Result<std::vector<ScheduleInfo>> SessionStore::listSchedules() const {
   const std::string what = "cannot list schedules";
   auto s = statement(*impl_, "SELECT id, name, parent_id, created_ms FROM schedules ORDER BY name, id", what);
-  if (!s) return s.errors();
+  PS_TRY(s);
   std::vector<ScheduleInfo> out;
   int rc;
   while ((rc = s->step()) == SQLITE_ROW)
@@ -543,7 +537,7 @@ Result<ScheduleVersion> readSchedule(SessionStore::Impl& impl, Stmt& s, const st
 Result<ScheduleVersion> SessionStore::schedule(Id id) const {
   const std::string what = "cannot read schedule version " + std::to_string(id);
   auto s = statement(*impl_, "SELECT id, name, parent_id, created_ms, pipe_text FROM schedules WHERE id = ?1", what);
-  if (!s) return s.errors();
+  PS_TRY(s);
   s->bind(1, id);
   return readSchedule(*impl_, *s, what, "no schedule version " + std::to_string(id) + " in the session");
 }
@@ -554,7 +548,7 @@ Result<ScheduleVersion> SessionStore::latestSchedule(const std::string& name) co
                      "SELECT id, name, parent_id, created_ms, pipe_text FROM schedules WHERE name = ?1 "
                      "ORDER BY id DESC LIMIT 1",
                      what);
-  if (!s) return s.errors();
+  PS_TRY(s);
   s->bind(1, name);
   return readSchedule(*impl_, *s, what, "no schedule named '" + name + "' in the session");
 }
@@ -573,7 +567,7 @@ Result<Id> SessionStore::addProfile(const std::string& name, const std::string& 
   auto s = statement(*impl_,
                      "INSERT INTO profiles(name, json, source, run_id, created_ms) VALUES(?1, ?2, ?3, ?4, ?5)",
                      what);
-  if (!s) return s.errors();
+  PS_TRY(s);
   s->bind(1, name);
   s->bind(2, json);
   s->bind(3, profileSourceName(source));
@@ -588,7 +582,7 @@ Result<Id> SessionStore::addProfile(const std::string& name, const std::string& 
 Result<std::vector<ProfileInfo>> SessionStore::listProfiles() const {
   const std::string what = "cannot list cost profiles";
   auto s = statement(*impl_, "SELECT id, name, source, run_id, created_ms FROM profiles ORDER BY name, id", what);
-  if (!s) return s.errors();
+  PS_TRY(s);
   std::vector<ProfileInfo> out;
   int rc;
   while ((rc = s->step()) == SQLITE_ROW)
@@ -601,7 +595,7 @@ Result<std::vector<ProfileInfo>> SessionStore::listProfiles() const {
 Result<ProfileVersion> SessionStore::profile(Id id) const {
   const std::string what = "cannot read cost profile " + std::to_string(id);
   auto s = statement(*impl_, "SELECT id, name, source, run_id, created_ms, json FROM profiles WHERE id = ?1", what);
-  if (!s) return s.errors();
+  PS_TRY(s);
   s->bind(1, id);
   int rc = s->step();
   if (rc == SQLITE_ROW)
@@ -631,7 +625,7 @@ Result<Id> SessionStore::beginRun(const RunInfo& info) {
                      "started_ms, config_json, writer_pid, writer_host) "
                      "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
                      what);
-  if (!s) return s.errors();
+  PS_TRY(s);
   static const std::string host = hostName();
   s->bind(1, info.scheduleId);
   s->bind(2, info.profileId);
@@ -655,7 +649,7 @@ namespace {
 // Inside a write transaction: the run exists and is still open for appends.
 Status requireOpenRun(SessionStore::Impl& impl, Id runId, const std::string& what) {
   auto s = statement(impl, "SELECT status FROM runs WHERE id = ?1", what);
-  if (!s) return s.errors();
+  PS_TRY(s);
   s->bind(1, runId);
   int rc = s->step();
   if (rc == SQLITE_DONE) return impl.error("session.not-found", what + ": no run " + std::to_string(runId) + " in the session");
@@ -670,7 +664,7 @@ Status requireOpenRun(SessionStore::Impl& impl, Id runId, const std::string& wha
 Result<std::int64_t> nextSeq(SessionStore::Impl& impl, const char* sql, Id runId, std::optional<int> device,
                              const std::string& what) {
   auto s = statement(impl, sql, what);
-  if (!s) return s.errors();
+  PS_TRY(s);
   s->bind(1, runId);
   if (device) s->bind(2, *device);
   int rc = s->step();
@@ -688,7 +682,7 @@ Status SessionStore::setRunStatus(Id runId, RunStatus status) {
   PS_TRY(txn.begin(what));
   PS_TRY(requireOpenRun(*impl_, runId, what));
   auto s = statement(*impl_, "UPDATE runs SET status = ?2 WHERE id = ?1", what);
-  if (!s) return s.errors();
+  PS_TRY(s);
   s->bind(1, runId);
   s->bind(2, runStatusName(status));
   if (int rc = s->run(); rc != SQLITE_OK) return impl_->sqlError(what, rc);
@@ -707,9 +701,9 @@ Status appendRows(SessionStore::Impl& impl, Id runId, std::span<const Row> rows,
   PS_TRY(txn.begin(what));
   PS_TRY(requireOpenRun(impl, runId, what));
   auto seq = nextSeq(impl, nextSeqSql, runId, device, what);
-  if (!seq) return seq.errors();
+  PS_TRY(seq);
   auto s = statement(impl, insertSql, what);
-  if (!s) return s.errors();
+  PS_TRY(s);
   std::int64_t next = *seq;
   for (const auto& row : rows) {
     s->bind(1, runId);
@@ -718,7 +712,7 @@ Status appendRows(SessionStore::Impl& impl, Id runId, std::span<const Row> rows,
   }
   if constexpr (std::is_same_v<Row, core::TimelineOp>) {
     auto u = statement(impl, "UPDATE runs SET op_count = op_count + ?2 WHERE id = ?1", what);
-    if (!u) return u.errors();
+    PS_TRY(u);
     u->bind(1, runId);
     u->bind(2, static_cast<std::int64_t>(rows.size()));
     if (int rc = u->run(); rc != SQLITE_OK) return impl.sqlError(what, rc);
@@ -805,7 +799,7 @@ Status SessionStore::finishRun(Id runId, RunStatus status, const std::string& er
                        "ELSE o.end_ms - o.start_ms END), 0), r.devices "
                        "FROM runs r LEFT JOIN run_ops o ON o.run_id = r.id WHERE r.id = ?1",
                        what);
-    if (!s) return s.errors();
+    PS_TRY(s);
     s->bind(1, runId);
     int rc = s->step();
     if (rc != SQLITE_ROW) return impl_->sqlError(what, rc);
@@ -818,7 +812,7 @@ Status SessionStore::finishRun(Id runId, RunStatus status, const std::string& er
                      "UPDATE runs SET status = ?2, ended_ms = ?3, error = ?4, makespan_ms = ?5, bubble_ratio = ?6, "
                      "metrics_json = ?7, diagnostics_json = ?8 WHERE id = ?1",
                      what);
-  if (!u) return u.errors();
+  PS_TRY(u);
   std::string diagnosticsJson = detail::diagnosticsToJson(diagnostics).dump();
   u->bind(1, runId);
   u->bind(2, runStatusName(status));
@@ -841,7 +835,7 @@ Status SessionStore::setRunConfig(Id runId, const std::string& configJson) {
   WriteTxn txn(*impl_);
   PS_TRY(txn.begin(what));
   auto s = statement(*impl_, "UPDATE runs SET config_json = ?2 WHERE id = ?1", what);
-  if (!s) return s.errors();
+  PS_TRY(s);
   s->bind(1, runId);
   s->bind(2, configJson);
   if (int rc = s->run(); rc != SQLITE_OK) return impl_->sqlError(what, rc);
@@ -857,7 +851,7 @@ Result<Id> SessionStore::recordTimeline(const RunInfo& info, const core::Timelin
   begin.source = timeline.source;
   begin.status = RunStatus::Running;
   auto runId = beginRun(begin);
-  if (!runId) return runId.errors();
+  PS_TRY(runId);
 
   auto fail = [&](const core::Diagnostics& errors) -> Result<Id> {
     // Best effort: leave the run marked failed rather than running forever.
@@ -894,7 +888,7 @@ Result<Id> SessionStore::recordTimeline(const RunInfo& info, const core::Timelin
   if (timeline.metrics.makespan > 0 || timeline.ops.empty()) metrics = timeline.metrics;
   auto st = finishRun(*runId, timeline.complete ? RunStatus::Succeeded : RunStatus::Failed, error, metrics,
                       timeline.diagnostics);
-  if (!st) return st.errors();
+  PS_TRY(st);
   return *runId;
 }
 
@@ -930,7 +924,7 @@ Result<std::vector<RunSummary>> SessionStore::listRuns(const RunFilter& filter) 
                                  " FROM runs WHERE (?1 IS NULL OR schedule_id = ?1) AND (?2 IS NULL OR status = ?2) "
                                  "ORDER BY id DESC LIMIT ?3";
   auto s = statement(*impl_, sql.c_str(), what);
-  if (!s) return s.errors();
+  PS_TRY(s);
   s->bind(1, filter.scheduleId);
   if (filter.status) s->bind(2, runStatusName(*filter.status));
   s->bind(3, filter.limit > 0 ? filter.limit : -1);
@@ -947,7 +941,7 @@ Result<RunRecord> SessionStore::run(Id runId) const {
   static const std::string sql =
       std::string("SELECT ") + kRunColumns + ", config_json, source FROM runs WHERE id = ?1";
   auto s = statement(*impl_, sql.c_str(), what);
-  if (!s) return s.errors();
+  PS_TRY(s);
   s->bind(1, runId);
   int rc = s->step();
   if (rc == SQLITE_DONE) return impl_->error("session.not-found", "no run " + std::to_string(runId) + " in the session");
@@ -1000,7 +994,7 @@ Result<core::Timeline> SessionStore::loadTimeline(Id runId) const {
                        "SELECT devices, label, source, status, metrics_json, diagnostics_json, makespan_ms, "
                        "bubble_ratio, op_count FROM runs WHERE id = ?1",
                        what);
-    if (!s) return s.errors();
+    PS_TRY(s);
     s->bind(1, runId);
     int rc = s->step();
     if (rc == SQLITE_DONE) return impl_->error("session.not-found", "no run " + std::to_string(runId) + " in the session");
@@ -1032,7 +1026,7 @@ Result<core::Timeline> SessionStore::loadTimeline(Id runId) const {
                        "SELECT device, step, kind, stage, microbatch, overlapped, start_ms, end_ms, seq FROM run_ops "
                        "WHERE run_id = ?1 ORDER BY seq",
                        what);
-    if (!s) return s.errors();
+    PS_TRY(s);
     s->bind(1, runId);
     int rc;
     while ((rc = s->step()) == SQLITE_ROW) {
@@ -1069,7 +1063,7 @@ Result<core::Timeline> SessionStore::loadTimeline(Id runId) const {
     auto s = statement(*impl_,
                        "SELECT device, time_ms, bytes, seq FROM memory_samples WHERE run_id = ?1 ORDER BY device, seq",
                        what);
-    if (!s) return s.errors();
+    PS_TRY(s);
     s->bind(1, runId);
     int rc;
     size_t samples = 0;
@@ -1096,7 +1090,7 @@ Result<core::Timeline> SessionStore::loadTimeline(Id runId) const {
                        "consumer_kind, consumer_stage, consumer_microbatch, bytes, start_ms, end_ms, seq FROM transfers "
                        "WHERE run_id = ?1 ORDER BY seq",
                        what);
-    if (!s) return s.errors();
+    PS_TRY(s);
     s->bind(1, runId);
     int rc;
     while ((rc = s->step()) == SQLITE_ROW) {
@@ -1137,7 +1131,7 @@ Status deleteById(SessionStore::Impl& impl, const char* sql, Id id, const std::s
   WriteTxn txn(impl);
   PS_TRY(txn.begin(what));
   auto s = statement(impl, sql, what);
-  if (!s) return s.errors();
+  PS_TRY(s);
   s->bind(1, id);
   if (int rc = s->run(); rc != SQLITE_OK) return impl.sqlError(what, rc);
   if (sqlite3_changes(impl.db) == 0)
@@ -1160,7 +1154,7 @@ Result<Id> SessionStore::addAnnotation(const Annotation& a) {
                      "INSERT INTO annotations(schedule_id, run_id, time_ms, device, text, created_ms) "
                      "VALUES(?1, ?2, ?3, ?4, ?5, ?6)",
                      what);
-  if (!s) return s.errors();
+  PS_TRY(s);
   s->bind(1, a.scheduleId);
   s->bind(2, a.runId);
   s->bind(3, a.time);
@@ -1180,7 +1174,7 @@ Result<std::vector<Annotation>> SessionStore::annotations(std::optional<Id> sche
                      "WHERE (?1 IS NULL OR schedule_id = ?1) AND (?2 IS NULL OR run_id = ?2) "
                      "ORDER BY coalesce(time_ms, 0), id",
                      what);
-  if (!s) return s.errors();
+  PS_TRY(s);
   s->bind(1, scheduleId);
   s->bind(2, runId);
   std::vector<Annotation> out;

@@ -1,4 +1,4 @@
-#include "pipestudio/core/chrome_trace.h"
+#include "pipestudio/core/io/chrome_trace.h"
 
 #include <gtest/gtest.h>
 
@@ -6,8 +6,8 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "pipestudio/core/simulator.h"
-#include "pipestudio/core/trace_import.h"
+#include "pipestudio/core/analysis/simulator.h"
+#include "pipestudio/core/io/trace_import.h"
 
 using namespace ps::core;
 using nlohmann::json;

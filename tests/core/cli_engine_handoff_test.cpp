@@ -11,7 +11,7 @@
 
 #include <gtest/gtest.h>
 
-#include "pipestudio/core/run_events.h"
+#include "pipestudio/core/io/run_events.h"
 #include "../cli_runner.h"
 
 namespace fs = std::filesystem;

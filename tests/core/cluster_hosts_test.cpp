@@ -5,7 +5,7 @@
 #include <fstream>
 #include <set>
 
-#include "pipestudio/core/cluster.h"
+#include "pipestudio/core/io/cluster.h"
 
 using namespace ps::core;
 

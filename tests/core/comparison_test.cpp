@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "pipestudio/core/comparison.h"
+#include "pipestudio/core/analysis/comparison.h"
 #include "hand_built.h"
 #include "../cli_runner.h"
 

@@ -1,4 +1,4 @@
-#include "pipestudio/core/cost_profile.h"
+#include "pipestudio/core/model/cost_profile.h"
 
 #include <gtest/gtest.h>
 

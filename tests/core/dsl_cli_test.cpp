@@ -11,9 +11,9 @@
 #include <fstream>
 #include <sstream>
 
-#include "pipestudio/core/dsl.h"
-#include "pipestudio/core/generators.h"
-#include "pipestudio/core/pytorch_csv.h"
+#include "pipestudio/core/io/dsl.h"
+#include "pipestudio/core/planning/generators.h"
+#include "pipestudio/core/io/pytorch_csv.h"
 #include "../cli_runner.h"
 
 using namespace ps::core;

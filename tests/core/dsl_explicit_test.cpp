@@ -1,7 +1,7 @@
 // Explicit form of the .pipe DSL: header, op tokens, pairs, kinds, and the canonical printer.
 #include <gtest/gtest.h>
 
-#include "pipestudio/core/dsl.h"
+#include "pipestudio/core/io/dsl.h"
 
 using namespace ps::core;
 

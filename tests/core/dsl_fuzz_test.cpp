@@ -8,7 +8,7 @@
 #include <random>
 #include <sstream>
 
-#include "pipestudio/core/dsl.h"
+#include "pipestudio/core/io/dsl.h"
 
 using namespace ps::core;
 

@@ -2,7 +2,7 @@
 // cursors, and the errors each of them can produce.
 #include <gtest/gtest.h>
 
-#include "pipestudio/core/dsl.h"
+#include "pipestudio/core/io/dsl.h"
 
 using namespace ps::core;
 

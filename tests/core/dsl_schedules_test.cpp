@@ -5,8 +5,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "pipestudio/core/dsl.h"
-#include "pipestudio/core/generators.h"
+#include "pipestudio/core/io/dsl.h"
+#include "pipestudio/core/planning/generators.h"
 
 using namespace ps::core;
 

@@ -1,11 +1,11 @@
-#include "pipestudio/core/generators.h"
+#include "pipestudio/core/planning/generators.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <string>
 
-#include "pipestudio/core/validator.h"
+#include "pipestudio/core/analysis/validator.h"
 
 using namespace ps::core;
 

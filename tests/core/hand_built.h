@@ -1,8 +1,8 @@
 #pragma once
 // The hand-built two-device, two-micro-batch 1F1B plan that the comparison, critical-path and
 // stepper tests lay their measured timelines over, and shorthands for writing those timelines.
-#include "pipestudio/core/schedule.h"
-#include "pipestudio/core/timeline.h"
+#include "pipestudio/core/model/schedule.h"
+#include "pipestudio/core/model/timeline.h"
 
 namespace ps::core::test {
 

@@ -6,12 +6,12 @@
 
 #include <gtest/gtest.h>
 
-#include "pipestudio/core/cost_profile.h"
-#include "pipestudio/core/dsl.h"
-#include "pipestudio/core/limits.h"
-#include "pipestudio/core/run_events.h"
-#include "pipestudio/core/simulator.h"
-#include "pipestudio/core/trace_import.h"
+#include "pipestudio/core/model/cost_profile.h"
+#include "pipestudio/core/io/dsl.h"
+#include "pipestudio/core/model/limits.h"
+#include "pipestudio/core/io/run_events.h"
+#include "pipestudio/core/analysis/simulator.h"
+#include "pipestudio/core/io/trace_import.h"
 
 using namespace ps::core;
 

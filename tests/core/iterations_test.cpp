@@ -1,4 +1,4 @@
-#include "pipestudio/core/iterations.h"
+#include "pipestudio/core/analysis/iterations.h"
 
 #include <gtest/gtest.h>
 
@@ -6,10 +6,10 @@
 #include <nlohmann/json.hpp>
 
 #include "../cli_runner.h"
-#include "pipestudio/core/dsl.h"
-#include "pipestudio/core/generators.h"
-#include "pipestudio/core/simulator.h"
-#include "pipestudio/core/validator.h"
+#include "pipestudio/core/io/dsl.h"
+#include "pipestudio/core/planning/generators.h"
+#include "pipestudio/core/analysis/simulator.h"
+#include "pipestudio/core/analysis/validator.h"
 
 using namespace ps::core;
 

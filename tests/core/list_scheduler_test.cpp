@@ -2,10 +2,10 @@
 
 #include <algorithm>
 
-#include "pipestudio/core/generators.h"
-#include "pipestudio/core/search.h"
-#include "pipestudio/core/simulator.h"
-#include "pipestudio/core/validator.h"
+#include "pipestudio/core/planning/generators.h"
+#include "pipestudio/core/planning/search.h"
+#include "pipestudio/core/analysis/simulator.h"
+#include "pipestudio/core/analysis/validator.h"
 
 using namespace ps::core;
 

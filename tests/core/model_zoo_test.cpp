@@ -1,4 +1,4 @@
-#include "pipestudio/core/model_zoo.h"
+#include "pipestudio/core/planning/model_zoo.h"
 
 #include <gtest/gtest.h>
 

@@ -1,13 +1,13 @@
-#include "pipestudio/core/partition_search.h"
+#include "pipestudio/core/planning/partition_search.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <random>
 
-#include "pipestudio/core/generators.h"
-#include "pipestudio/core/simulator.h"
-#include "pipestudio/core/validator.h"
+#include "pipestudio/core/planning/generators.h"
+#include "pipestudio/core/analysis/simulator.h"
+#include "pipestudio/core/analysis/validator.h"
 
 using namespace ps::core;
 

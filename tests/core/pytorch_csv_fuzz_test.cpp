@@ -5,9 +5,9 @@
 #include <cstdint>
 #include <string>
 
-#include "pipestudio/core/generators.h"
-#include "pipestudio/core/pytorch_csv.h"
-#include "pipestudio/core/validator.h"
+#include "pipestudio/core/planning/generators.h"
+#include "pipestudio/core/io/pytorch_csv.h"
+#include "pipestudio/core/analysis/validator.h"
 
 using namespace ps::core;
 

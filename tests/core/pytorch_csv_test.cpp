@@ -1,12 +1,12 @@
-#include "pipestudio/core/pytorch_csv.h"
+#include "pipestudio/core/io/pytorch_csv.h"
 
 #include <gtest/gtest.h>
 
 #include <fstream>
 #include <sstream>
 
-#include "pipestudio/core/generators.h"
-#include "pipestudio/core/validator.h"
+#include "pipestudio/core/planning/generators.h"
+#include "pipestudio/core/analysis/validator.h"
 #include "csv_cells.h"
 
 using namespace ps::core;

@@ -10,11 +10,11 @@
 #include <sstream>
 
 #include "../cli_runner.h"
-#include "pipestudio/core/cost_profile.h"
-#include "pipestudio/core/dsl.h"
-#include "pipestudio/core/pytorch_csv.h"
-#include "pipestudio/core/simulator.h"
-#include "pipestudio/core/validator.h"
+#include "pipestudio/core/model/cost_profile.h"
+#include "pipestudio/core/io/dsl.h"
+#include "pipestudio/core/io/pytorch_csv.h"
+#include "pipestudio/core/analysis/simulator.h"
+#include "pipestudio/core/analysis/validator.h"
 #include "csv_cells.h"
 
 using namespace ps::core;

@@ -1,4 +1,4 @@
-#include "pipestudio/core/run_events.h"
+#include "pipestudio/core/io/run_events.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

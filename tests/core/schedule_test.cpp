@@ -1,4 +1,4 @@
-#include "pipestudio/core/schedule.h"
+#include "pipestudio/core/model/schedule.h"
 
 #include <gtest/gtest.h>
 

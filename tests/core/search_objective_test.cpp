@@ -7,12 +7,12 @@
 #include <nlohmann/json.hpp>
 
 #include "../cli_runner.h"
-#include "pipestudio/core/generators.h"
-#include "pipestudio/core/iterations.h"
-#include "pipestudio/core/partition_search.h"
-#include "pipestudio/core/search.h"
-#include "pipestudio/core/simulator.h"
-#include "../../core/src/zb_greedy.h"
+#include "pipestudio/core/planning/generators.h"
+#include "pipestudio/core/analysis/iterations.h"
+#include "pipestudio/core/planning/partition_search.h"
+#include "pipestudio/core/planning/search.h"
+#include "pipestudio/core/analysis/simulator.h"
+#include "../../core/src/planning/zb_greedy.h"
 
 using namespace ps::core;
 

@@ -1,4 +1,4 @@
-#include "pipestudio/core/search.h"
+#include "pipestudio/core/planning/search.h"
 
 #include <gtest/gtest.h>
 
@@ -9,11 +9,11 @@
 #include <cstdlib>
 #include <sys/wait.h>
 
-#include "pipestudio/core/dsl.h"
-#include "pipestudio/core/generators.h"
-#include "pipestudio/core/model_zoo_hetero.h"
-#include "pipestudio/core/simulator.h"
-#include "pipestudio/core/validator.h"
+#include "pipestudio/core/io/dsl.h"
+#include "pipestudio/core/planning/generators.h"
+#include "pipestudio/core/planning/model_zoo_hetero.h"
+#include "pipestudio/core/analysis/simulator.h"
+#include "pipestudio/core/analysis/validator.h"
 
 using namespace ps::core;
 

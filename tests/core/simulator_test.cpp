@@ -1,4 +1,4 @@
-#include "pipestudio/core/simulator.h"
+#include "pipestudio/core/analysis/simulator.h"
 
 #include <gtest/gtest.h>
 
@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <sstream>
 
-#include "pipestudio/core/validator.h"
+#include "pipestudio/core/analysis/validator.h"
 
 using namespace ps::core;
 
@@ -393,7 +393,7 @@ TEST(Simulator, PartitionFromTheScheduleHeader) {
 
 // ---- Closed forms on the built-in generators (uniform costs, no communication).
 
-#include "pipestudio/core/generators.h"
+#include "pipestudio/core/planning/generators.h"
 
 namespace {
 

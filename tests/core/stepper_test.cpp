@@ -7,10 +7,10 @@
 #include <cmath>
 #include <limits>
 
-#include "pipestudio/core/cost_profile.h"
-#include "pipestudio/core/generators.h"
-#include "pipestudio/core/simulator.h"
-#include "pipestudio/core/stepper.h"
+#include "pipestudio/core/model/cost_profile.h"
+#include "pipestudio/core/planning/generators.h"
+#include "pipestudio/core/analysis/simulator.h"
+#include "pipestudio/core/analysis/stepper.h"
 #include "hand_built.h"
 
 using namespace ps::core;

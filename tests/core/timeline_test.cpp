@@ -1,4 +1,4 @@
-#include "pipestudio/core/timeline.h"
+#include "pipestudio/core/model/timeline.h"
 
 #include <gtest/gtest.h>
 

@@ -6,11 +6,11 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
-#include "pipestudio/core/chrome_trace.h"
-#include "pipestudio/core/cost_profile.h"
-#include "pipestudio/core/generators.h"
-#include "pipestudio/core/simulator.h"
-#include "pipestudio/core/trace_import.h"
+#include "pipestudio/core/io/chrome_trace.h"
+#include "pipestudio/core/model/cost_profile.h"
+#include "pipestudio/core/planning/generators.h"
+#include "pipestudio/core/analysis/simulator.h"
+#include "pipestudio/core/io/trace_import.h"
 
 using namespace ps::core;
 using nlohmann::json;

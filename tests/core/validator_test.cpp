@@ -1,4 +1,4 @@
-#include "pipestudio/core/validator.h"
+#include "pipestudio/core/analysis/validator.h"
 
 #include <gtest/gtest.h>
 
@@ -9,7 +9,7 @@
 #include <cstdio>
 #include <sstream>
 
-#include "pipestudio/core/generators.h"
+#include "pipestudio/core/planning/generators.h"
 #include "../cli_runner.h"
 
 using namespace ps::core;

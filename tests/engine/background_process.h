@@ -18,8 +18,8 @@
 #include <thread>
 #include <vector>
 
-#include "pipestudio/core/dsl.h"
-#include "pipestudio/core/generators.h"
+#include "pipestudio/core/io/dsl.h"
+#include "pipestudio/core/planning/generators.h"
 
 namespace ps::test {
 

@@ -12,8 +12,8 @@
 #include <fstream>
 #include <string>
 
-#include "pipestudio/core/dsl.h"
-#include "pipestudio/core/generators.h"
+#include "pipestudio/core/io/dsl.h"
+#include "pipestudio/core/planning/generators.h"
 #include "pipestudio/engine/engine.h"
 #include "schedules.h"
 #include "../cli_runner.h"

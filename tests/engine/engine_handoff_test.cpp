@@ -12,7 +12,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "pipestudio/core/run_events.h"
+#include "pipestudio/core/io/run_events.h"
 #include "../cli_runner.h"
 
 namespace fs = std::filesystem;

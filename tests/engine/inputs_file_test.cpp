@@ -10,8 +10,8 @@
 #include <regex>
 #include <string>
 
-#include "pipestudio/core/cluster.h"
-#include "pipestudio/core/generators.h"
+#include "pipestudio/core/io/cluster.h"
+#include "pipestudio/core/planning/generators.h"
 #include "background_process.h"
 #include "../cli_runner.h"
 

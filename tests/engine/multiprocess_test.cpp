@@ -13,8 +13,8 @@
 #include <sstream>
 #include <string>
 
-#include "pipestudio/core/dsl.h"
-#include "pipestudio/core/generators.h"
+#include "pipestudio/core/io/dsl.h"
+#include "pipestudio/core/planning/generators.h"
 #include "../cli_runner.h"
 
 namespace {

@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "../cli_runner.h"
-#include "pipestudio/core/dsl.h"
-#include "pipestudio/core/run_events.h"
+#include "pipestudio/core/io/dsl.h"
+#include "pipestudio/core/io/run_events.h"
 #include "pipestudio/engine/engine.h"
 #include "schedules.h"
 

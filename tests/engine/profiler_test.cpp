@@ -12,7 +12,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "pipestudio/core/cost_profile.h"
+#include "pipestudio/core/model/cost_profile.h"
 #include "pipestudio/engine/engine.h"
 #include "../cli_runner.h"
 

@@ -22,9 +22,9 @@
 #include <thread>
 #include <vector>
 
-#include "pipestudio/core/cluster.h"
-#include "pipestudio/core/dsl.h"
-#include "pipestudio/core/generators.h"
+#include "pipestudio/core/io/cluster.h"
+#include "pipestudio/core/io/dsl.h"
+#include "pipestudio/core/planning/generators.h"
 #include "pipestudio/engine/launcher.h"
 #include "../cli_runner.h"
 #include "background_process.h"

@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "pipestudio/core/cluster.h"
+#include "pipestudio/core/io/cluster.h"
 #include "pipestudio/engine/launcher.h"
 #include "../../engine/src/hosted_store.h"
 #include "../cli_runner.h"

@@ -2,8 +2,8 @@
 // with gradients and loss equal to the unpipelined model's.
 #include <gtest/gtest.h>
 
-#include "pipestudio/core/generators.h"
-#include "pipestudio/core/validator.h"
+#include "pipestudio/core/planning/generators.h"
+#include "pipestudio/core/analysis/validator.h"
 #include "pipestudio/engine/engine.h"
 #include "schedules.h"
 

@@ -3,7 +3,7 @@
 // helpers that add recompute and offload ops to any schedule.
 #include <algorithm>
 
-#include "pipestudio/core/schedule.h"
+#include "pipestudio/core/model/schedule.h"
 
 namespace ps::engine::testing {
 

@@ -15,9 +15,9 @@
 #include <fstream>
 #include <string>
 
-#include "pipestudio/core/dsl.h"
-#include "pipestudio/core/generators.h"
-#include "pipestudio/core/validator.h"
+#include "pipestudio/core/io/dsl.h"
+#include "pipestudio/core/planning/generators.h"
+#include "pipestudio/core/analysis/validator.h"
 #include "pipestudio/engine/engine.h"
 #include "schedules.h"
 #include "../cli_runner.h"

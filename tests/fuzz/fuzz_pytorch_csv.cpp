@@ -3,7 +3,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "pipestudio/core/pytorch_csv.h"
+#include "pipestudio/core/io/pytorch_csv.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   std::string_view text(reinterpret_cast<const char*>(data), size);

@@ -10,7 +10,7 @@
 #include <fstream>
 #include <string>
 
-#include "pipestudio/core/chrome_trace.h"
+#include "pipestudio/core/io/chrome_trace.h"
 #include "pipestudio/sessions/run_export.h"
 #include "pipestudio/sessions/session_store.h"
 

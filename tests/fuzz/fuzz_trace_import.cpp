@@ -3,7 +3,7 @@
 #include <cstdint>
 #include <string>
 
-#include "pipestudio/core/trace_import.h"
+#include "pipestudio/core/io/trace_import.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   // The first line, when short, is the file name (ranks may come from "x.rank3.json").

@@ -7,9 +7,9 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "pipestudio/core/cost_profile.h"
-#include "pipestudio/core/dsl.h"
-#include "pipestudio/core/simulator.h"
+#include "pipestudio/core/model/cost_profile.h"
+#include "pipestudio/core/io/dsl.h"
+#include "pipestudio/core/analysis/simulator.h"
 #include "pipestudio/sessions/recording.h"
 #include "pipestudio/sessions/session_store.h"
 #include "session_test_util.h"

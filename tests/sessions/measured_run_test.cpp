@@ -3,7 +3,7 @@
 
 #include <gtest/gtest.h>
 
-#include "pipestudio/core/cost_profile.h"
+#include "pipestudio/core/model/cost_profile.h"
 #include "pipestudio/sessions/recording.h"
 #include "pipestudio/sessions/session_store.h"
 #include "session_test_util.h"

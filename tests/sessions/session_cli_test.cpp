@@ -6,7 +6,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "pipestudio/core/trace_import.h"
+#include "pipestudio/core/io/trace_import.h"
 #include "pipestudio/sessions/session_store.h"
 #include "session_test_util.h"
 #include "../cli_runner.h"

@@ -5,10 +5,10 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
-#include "pipestudio/core/cost_profile.h"
-#include "pipestudio/core/dsl.h"
-#include "pipestudio/core/generators.h"
-#include "pipestudio/core/simulator.h"
+#include "pipestudio/core/model/cost_profile.h"
+#include "pipestudio/core/io/dsl.h"
+#include "pipestudio/core/planning/generators.h"
+#include "pipestudio/core/analysis/simulator.h"
 #include "pipestudio/sessions/recording.h"
 #include "pipestudio/sessions/run_export.h"
 #include "session_test_util.h"

@@ -11,7 +11,7 @@
 
 #include <gtest/gtest.h>
 
-#include "pipestudio/core/timeline.h"
+#include "pipestudio/core/model/timeline.h"
 
 namespace ps::sessions::test {
 

@@ -7,15 +7,15 @@
 #include <QtTest>
 #include <functional>
 
-#include "diagnostics_panel.h"
-#include "main_window.h"
-#include "memory_chart.h"
-#include "pipestudio/core/generators.h"
-#include "properties_panel.h"
-#include "schedule_document.h"
-#include "summary_panel.h"
-#include "template_dialog.h"
-#include "timeline_view.h"
+#include "panels/diagnostics_panel.h"
+#include "shell/main_window.h"
+#include "panels/memory_chart.h"
+#include "pipestudio/core/planning/generators.h"
+#include "panels/properties_panel.h"
+#include "document/schedule_document.h"
+#include "panels/summary_panel.h"
+#include "shell/template_dialog.h"
+#include "timeline/timeline_view.h"
 #include "drag_util.h"
 
 using namespace ps::core;

@@ -6,8 +6,8 @@
 #include <QtTest>
 #include <functional>
 
-#include "pipestudio/core/schedule.h"
-#include "timeline_view.h"
+#include "pipestudio/core/model/schedule.h"
+#include "timeline/timeline_view.h"
 
 namespace ps::test {
 

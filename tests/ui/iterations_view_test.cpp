@@ -13,12 +13,12 @@
 #include <map>
 #include <tuple>
 
-#include "main_window.h"
-#include "pipestudio/core/generators.h"
-#include "pipestudio/core/iterations.h"
-#include "schedule_document.h"
-#include "summary_panel.h"
-#include "timeline_view.h"
+#include "shell/main_window.h"
+#include "pipestudio/core/planning/generators.h"
+#include "pipestudio/core/analysis/iterations.h"
+#include "document/schedule_document.h"
+#include "panels/summary_panel.h"
+#include "timeline/timeline_view.h"
 
 using namespace ps::core;
 using namespace ps::ui;

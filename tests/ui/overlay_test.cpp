@@ -6,13 +6,13 @@
 #include <QTimer>
 #include <QtTest>
 
-#include "deviation_panel.h"
-#include "main_window.h"
-#include "pipestudio/core/dsl.h"
-#include "pipestudio/core/generators.h"
-#include "schedule_document.h"
-#include "session_dock.h"
-#include "timeline_view.h"
+#include "debugger/deviation_panel.h"
+#include "shell/main_window.h"
+#include "pipestudio/core/io/dsl.h"
+#include "pipestudio/core/planning/generators.h"
+#include "document/schedule_document.h"
+#include "docks/session_dock.h"
+#include "timeline/timeline_view.h"
 
 using namespace ps::core;
 using namespace ps::ui;

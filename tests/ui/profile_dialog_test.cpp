@@ -15,12 +15,12 @@
 #include <QtTest>
 #include <unistd.h>
 
-#include "main_window.h"
+#include "shell/main_window.h"
 #include "pipestudio/sessions/session_store.h"
-#include "profile_dialog.h"
+#include "remote/profile_dialog.h"
 #include "run_test_util.h"
-#include "schedule_document.h"
-#include "session_dock.h"
+#include "document/schedule_document.h"
+#include "docks/session_dock.h"
 
 using namespace ps::ui;
 

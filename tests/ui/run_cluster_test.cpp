@@ -18,11 +18,11 @@
 #include <unistd.h>
 
 #include "loopback_sshd.h"
-#include "pipestudio/core/cluster.h"
-#include "pipestudio/core/run_events.h"
+#include "pipestudio/core/io/cluster.h"
+#include "pipestudio/core/io/run_events.h"
 #include "pipestudio/sessions/session_store.h"
-#include "run_controller.h"
-#include "run_dialog.h"
+#include "remote/run_controller.h"
+#include "remote/run_dialog.h"
 #include "run_test_util.h"
 
 using namespace ps::ui;

@@ -8,11 +8,11 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
-#include "pipestudio/core/dsl.h"
+#include "pipestudio/core/io/dsl.h"
 #include "pipestudio/sessions/recording.h"
 #include "pipestudio/sessions/session_store.h"
-#include "schedule_document.h"
-#include "run_controller.h"
+#include "document/schedule_document.h"
+#include "remote/run_controller.h"
 #include "run_test_util.h"
 
 using namespace ps::ui;

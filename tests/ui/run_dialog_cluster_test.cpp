@@ -9,8 +9,8 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
-#include "pipestudio/core/cluster.h"
-#include "run_dialog.h"
+#include "pipestudio/core/io/cluster.h"
+#include "remote/run_dialog.h"
 
 using namespace ps::ui;
 

@@ -14,14 +14,14 @@
 #include <QtTest>
 #include <unistd.h>
 
-#include "main_window.h"
-#include "pipestudio/core/run_events.h"
+#include "shell/main_window.h"
+#include "pipestudio/core/io/run_events.h"
 #include "pipestudio/sessions/session_store.h"
 #include "run_test_util.h"
-#include "session_dock.h"
-#include "timeline_view.h"
-#include "run_controller.h"
-#include "run_dialog.h"
+#include "docks/session_dock.h"
+#include "timeline/timeline_view.h"
+#include "remote/run_controller.h"
+#include "remote/run_dialog.h"
 
 using namespace ps::ui;
 

@@ -14,7 +14,7 @@
 
 #include "loopback_sshd.h"
 #include "pipestudio/sessions/session_store.h"
-#include "run_controller.h"
+#include "remote/run_controller.h"
 #include "run_test_util.h"
 
 using namespace ps::ui;

@@ -10,8 +10,8 @@
 
 #include <cerrno>
 
-#include "pipestudio/core/run_events.h"
-#include "run_controller.h"
+#include "pipestudio/core/io/run_events.h"
+#include "remote/run_controller.h"
 
 namespace runtest {
 

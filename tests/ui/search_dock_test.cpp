@@ -19,12 +19,12 @@
 #include <QtTest>
 #include <memory>
 
-#include "main_window.h"
-#include "pipestudio/core/dsl.h"
-#include "pipestudio/core/generators.h"
-#include "pipestudio/core/simulator.h"
-#include "schedule_document.h"
-#include "search_dock.h"
+#include "shell/main_window.h"
+#include "pipestudio/core/io/dsl.h"
+#include "pipestudio/core/planning/generators.h"
+#include "pipestudio/core/analysis/simulator.h"
+#include "document/schedule_document.h"
+#include "docks/search_dock.h"
 
 using namespace ps::core;
 using namespace ps::ui;

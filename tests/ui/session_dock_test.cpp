@@ -10,14 +10,14 @@
 #include <QTreeView>
 #include <QtTest>
 
-#include "pipestudio/core/dsl.h"
-#include "pipestudio/core/generators.h"
-#include "pipestudio/core/simulator.h"
+#include "pipestudio/core/io/dsl.h"
+#include "pipestudio/core/planning/generators.h"
+#include "pipestudio/core/analysis/simulator.h"
 #include "pipestudio/sessions/recording.h"
 #include "pipestudio/sessions/session_store.h"
-#include "main_window.h"
-#include "schedule_document.h"
-#include "session_dock.h"
+#include "shell/main_window.h"
+#include "document/schedule_document.h"
+#include "docks/session_dock.h"
 
 using namespace ps::core;
 using namespace ps::ui;

@@ -2,12 +2,12 @@
 // own colours, the data-parallel collectives on the copy lane, and saved without loss.
 #include <QtTest>
 
-#include "op_style.h"
-#include "pipestudio/core/cost_profile.h"
-#include "pipestudio/core/pytorch_csv.h"
-#include "pipestudio/core/simulator.h"
-#include "schedule_document.h"
-#include "timeline_geometry.h"
+#include "timeline/op_style.h"
+#include "pipestudio/core/model/cost_profile.h"
+#include "pipestudio/core/io/pytorch_csv.h"
+#include "pipestudio/core/analysis/simulator.h"
+#include "document/schedule_document.h"
+#include "timeline/timeline_geometry.h"
 
 using namespace ps::core;
 using namespace ps::ui;

@@ -12,14 +12,14 @@
 #include <QtTest>
 #include <cmath>
 
-#include "diagnostics_panel.h"
-#include "main_window.h"
-#include "memory_chart.h"
-#include "pipestudio/core/generators.h"
-#include "schedule_document.h"
-#include "state_panel.h"
-#include "stepper_controller.h"
-#include "timeline_view.h"
+#include "panels/diagnostics_panel.h"
+#include "shell/main_window.h"
+#include "panels/memory_chart.h"
+#include "pipestudio/core/planning/generators.h"
+#include "document/schedule_document.h"
+#include "debugger/state_panel.h"
+#include "debugger/stepper_controller.h"
+#include "timeline/timeline_view.h"
 
 using namespace ps::core;
 using namespace ps::ui;

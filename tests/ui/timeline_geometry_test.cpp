@@ -1,9 +1,9 @@
 // Pure timeline geometry: time <-> x, rows, blocks, hit testing, level of detail, drop targets.
-#include "timeline_geometry.h"
+#include "timeline/timeline_geometry.h"
 
 #include <QtTest>
 
-#include "schedule_edits.h"
+#include "document/schedule_edits.h"
 
 using namespace ps::core;
 using namespace ps::ui;

@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "pipestudio/core/cluster.h"
-#include "pipestudio/core/result.h"
+#include "pipestudio/core/io/cluster.h"
+#include "pipestudio/core/model/result.h"
 
 namespace ps::engine {
 

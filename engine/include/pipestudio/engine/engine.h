@@ -9,10 +9,10 @@
 #include <string_view>
 #include <vector>
 
-#include "pipestudio/core/cost_profile.h"
-#include "pipestudio/core/result.h"
-#include "pipestudio/core/schedule.h"
-#include "pipestudio/core/timeline.h"
+#include "pipestudio/core/model/cost_profile.h"
+#include "pipestudio/core/model/result.h"
+#include "pipestudio/core/model/schedule.h"
+#include "pipestudio/core/model/timeline.h"
 
 namespace ps::engine {
 

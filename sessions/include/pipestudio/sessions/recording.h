@@ -7,10 +7,10 @@
 #include <optional>
 #include <string>
 
-#include "pipestudio/core/cost_profile.h"
-#include "pipestudio/core/result.h"
-#include "pipestudio/core/schedule.h"
-#include "pipestudio/core/timeline.h"
+#include "pipestudio/core/model/cost_profile.h"
+#include "pipestudio/core/model/result.h"
+#include "pipestudio/core/model/schedule.h"
+#include "pipestudio/core/model/timeline.h"
 #include "pipestudio/sessions/session_store.h"
 
 namespace ps::sessions {

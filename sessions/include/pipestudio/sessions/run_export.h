@@ -3,7 +3,7 @@
 // timeline, for scripts and notebooks.
 #include <string>
 
-#include "pipestudio/core/timeline.h"
+#include "pipestudio/core/model/timeline.h"
 #include "pipestudio/sessions/session_store.h"
 
 namespace ps::sessions {

@@ -14,8 +14,8 @@
 #include <string_view>
 #include <vector>
 
-#include "pipestudio/core/result.h"
-#include "pipestudio/core/timeline.h"
+#include "pipestudio/core/model/result.h"
+#include "pipestudio/core/model/timeline.h"
 
 namespace ps::sessions {
 

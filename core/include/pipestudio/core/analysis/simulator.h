@@ -1,0 +1,44 @@
+#pragma once
+// Event-driven simulator: a schedule + stage costs -> a predicted Timeline.
+#include <cstdint>
+#include <optional>
+#include <string_view>
+#include <vector>
+
+#include "pipestudio/core/model/cost_profile.h"
+#include "pipestudio/core/model/schedule.h"
+#include "pipestudio/core/model/timeline.h"
+
+namespace ps::core {
+
+struct SimulationOptions {
+  std::optional<std::int64_t> memoryLimitBytes;  // overrides the profile's device memory
+  bool recordMemory = true;     // memory curves (the GUI and trace export want them)
+  bool recordTransfers = true;
+};
+
+// The inputs that don't change while a user drags ops: build once, simulate many times.
+struct SimulationModel {
+  CostProfile profile;
+  std::vector<StageCost> stages;
+};
+
+Result<SimulationModel> makeSimulationModel(const Schedule& s, const CostProfile& p,
+                                            const std::vector<int>& layersPerStage = {});
+
+// Evaluates a user kind's duration expression (numbers, F B I W R O, + - * / and parentheses)
+// over one stage's costs; the error names the column.
+Result<double> evaluateDurationExpression(std::string_view expr, const StageCost& stage);
+
+class DependencyGraph;  // validator.h
+
+// Always returns a Timeline for a structurally sound schedule; a stall (deadlock) gives an
+// incomplete timeline with the cycle in its diagnostics, a memory overflow a diagnostic
+// naming device, time and op. Errors only for schedules it cannot interpret at all.
+Result<Timeline> simulate(const Schedule& s, const SimulationModel& model, const SimulationOptions& o = {});
+// The same with `graph`, DependencyGraph(s) built by the caller (e.g. shared with
+// validateSchedule), instead of building one.
+Result<Timeline> simulate(const Schedule& s, const SimulationModel& model, const SimulationOptions& o,
+                          const DependencyGraph& graph);
+
+}  // namespace ps::core

@@ -1,0 +1,59 @@
+#pragma once
+// A cluster target: the hosts a run spans, read from a host file (`pipestudio-cli run FILE
+// --hosts hosts.txt`, docs/cli.md), and the torchrun / Slurm commands for the same run
+// (`--print-launch`). Torch-free and Qt-free: the engine's ssh launcher, the CLI and the GUI
+// share it.
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "pipestudio/core/model/result.h"
+
+namespace ps::core {
+
+struct ClusterHost {
+  std::string host;                 // ssh destination host name or address
+  std::string user;                 // empty: ssh's default
+  int port = 22;                    // ssh port
+  int ranks = 1;                    // processes (devices) on this host
+  std::string key;                  // ssh identity file; empty: ssh's default keys / agent
+  std::string cli = "pipestudio-cli";  // the CLI on this host (PATH or absolute)
+  std::string addr;                 // how the other hosts reach this one; empty: host
+  std::vector<std::string> sshOptions;  // extra `ssh -o` values
+  SourceLocation location;          // its line in the host file
+  std::string destination() const { return user.empty() ? host : user + "@" + host; }
+  std::string address() const { return addr.empty() ? host : addr; }
+  // "127.0.0.2" or "127.0.0.2:2222" (the port when not 22): how messages name the host.
+  std::string label() const;
+};
+
+// One host a line:   [user@]host[:port] [ranks=N] [user=U] [port=P] [key=PATH] [cli=PATH]
+//                    [addr=A] [ssh=OPTION]...
+// '#' starts a comment; blank lines are skipped; a value in double quotes may hold blanks and
+// '#' (\" and \\ inside). Errors name file:line:col.
+Result<std::vector<ClusterHost>> parseHostFile(std::string_view text, const std::string& filename);
+// The host file text for `hosts` (what parseHostFile reads back; values quoted where needed).
+std::string formatHostFile(const std::vector<ClusterHost>& hosts);
+int clusterWorldSize(const std::vector<ClusterHost>& hosts);
+
+// `--print-launch torchrun|slurm`: shell commands for the same run without ssh fan-out.
+// `cliArgs` are the run's arguments after `pipestudio-cli run` with the schedule as
+// `stagedSchedule` (the path where the schedule must be on every host). `masterPort` is the
+// rendezvous port on the first host; `localSchedule` names the file to copy there. Flags are
+// spelled as every torchrun version accepts them (--nproc_per_node, --node_rank, ...).
+enum class LaunchKind { Torchrun, Slurm };
+std::string printLaunchCommands(const std::vector<ClusterHost>& hosts, LaunchKind kind,
+                                const std::vector<std::string>& cliArgs, const std::string& stagedSchedule,
+                                int masterPort, const std::string& localSchedule = "SCHEDULE");
+// POSIX shell quoting of one word.
+std::string shellQuoteWord(std::string_view word);
+
+// A TCP port free on this host for a rendezvous store that binds it later (a MASTER_PORT for
+// ranks started by hand or over ssh). Picked at random below the kernel's ephemeral range
+// (/proc/sys/net/ipv4/ip_local_port_range, from port 10000), so that no port the kernel hands
+// out meanwhile (another run's store bound to port 0, the local end of any connection) can
+// take it before the store binds; checked bindable on every address. Where that range leaves
+// no room below it, the kernel's own choice. 0 when no port could be bound.
+int pickRendezvousPort();
+
+}  // namespace ps::core

@@ -1,0 +1,34 @@
+#pragma once
+// torch.distributed.pipelining schedule CSV: one row per rank, one action per cell,
+// empty cell = idle step.
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "pipestudio/core/model/schedule.h"
+
+namespace ps::core {
+
+enum class CsvFormat : std::uint8_t { ComputeOnly, ComputeComms };
+
+struct CsvReadOptions {
+  std::string filename = "<input>";
+  int microbatches = 0;  // 0 = inferred (max micro-batch + 1)
+  int maxErrors = 50;
+};
+
+// Stage -> rank inferred from the rows; diagnostics point at row and cell (line:col).
+Result<Schedule> readPytorchCsv(std::string_view text, const CsvReadOptions& options = {});
+
+// Where each step of the returned schedule came from: [device][step] -> file:line:col of its
+// cell, so that validator diagnostics (which name OpRefs) can point at cells.
+using CsvStepLocations = std::vector<std::vector<SourceLocation>>;
+Result<Schedule> readPytorchCsv(std::string_view text, const CsvReadOptions& options, CsvStepLocations* locations);
+std::string writePytorchCsv(const Schedule& s, CsvFormat format = CsvFormat::ComputeOnly);
+
+// What writing `s` as a PyTorch CSV of `format` leaves out, one phrase each (empty when
+// nothing): the partition, the cost profile, ops without a PyTorch action, and for
+// compute_only the SEND/RECV and UNSHARD/RESHARD actions. Exports say so.
+std::vector<std::string> csvExportLosses(const Schedule& s, CsvFormat format);
+
+}  // namespace ps::core

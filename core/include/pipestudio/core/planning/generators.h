@@ -1,0 +1,37 @@
+#pragma once
+// Built-in schedule generators.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "pipestudio/core/model/schedule.h"
+
+namespace ps::core {
+
+enum class ScheduleKind : std::uint8_t {
+  GPipe, OneFOneB, Interleaved1F1B, LoopedBFS, ZBH1, ZBH2, ZBV, DualPipeV
+};
+
+// "gpipe", "1f1b", "interleaved-1f1b", "looped-bfs", "zb-h1", "zb-h2", "zb-v", "dualpipe-v"
+std::string_view scheduleKindName(ScheduleKind k);
+std::optional<ScheduleKind> scheduleKindFromName(std::string_view name);
+const std::vector<ScheduleKind>& allScheduleKinds();
+
+struct GeneratorOptions {
+  int devices = 1;
+  int microbatches = 1;
+  int chunks = 0;  // stages per device; 0 = the kind's default (defaultChunks)
+};
+
+// Stages per device when GeneratorOptions::chunks is 0: 2 for interleaved-1f1b, looped-bfs,
+// zb-v and dualpipe-v; 1 otherwise.
+int defaultChunks(ScheduleKind k);
+
+// A clear error naming the constraint when the kind cannot serve these sizes:
+//   gpipe, 1f1b, zb-h1, zb-h2: chunks 1;  interleaved-1f1b: micro-batches % devices == 0;
+//   zb-v: chunks 2;  dualpipe-v: chunks 2 and micro-batches >= 2 x devices.
+Result<Schedule> generateSchedule(ScheduleKind kind, const GeneratorOptions& options);
+
+}  // namespace ps::core

@@ -1,0 +1,968 @@
+#include "pipestudio/core/analysis/simulator.h"
+
+#include "pipestudio/core/model/limits.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+#include <queue>
+#include <string>
+
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
+
+#include "pipestudio/core/analysis/validator.h"
+
+namespace ps::core {
+
+// ---------------------------------------------------------------------------------------------
+// Duration expressions of user kinds: a tiny recursive-descent evaluator.
+namespace {
+
+class ExprEval {
+ public:
+  ExprEval(std::string_view text, const StageCost& c) : t_(text), c_(c) {}
+
+  Result<double> run() {
+    skip();
+    if (pos_ >= t_.size()) return 0.0;  // no expression: takes no time
+    double v = sum();
+    skip();
+    if (!err_.empty()) return fail();
+    if (pos_ < t_.size()) {
+      err_ = "unexpected '" + std::string(1, t_[pos_]) + "'";
+      return fail();
+    }
+    return v;
+  }
+
+ private:
+  Diagnostic fail() const {
+    return makeError("simulate.duration", "duration expression '" + std::string(t_) + "': " + err_ + " at column " +
+                                              std::to_string(errPos_ + 1));
+  }
+  void skip() {
+    while (pos_ < t_.size() && std::isspace(static_cast<unsigned char>(t_[pos_]))) ++pos_;
+  }
+  void setErr(std::string e) {
+    if (err_.empty()) {
+      err_ = std::move(e);
+      errPos_ = pos_;
+    }
+  }
+  double sum() {
+    double v = product();
+    for (;;) {
+      skip();
+      if (pos_ < t_.size() && (t_[pos_] == '+' || t_[pos_] == '-')) {
+        char op = t_[pos_++];
+        double r = product();
+        v = op == '+' ? v + r : v - r;
+      } else {
+        return v;
+      }
+    }
+  }
+  double product() {
+    double v = unary();
+    for (;;) {
+      skip();
+      if (pos_ < t_.size() && (t_[pos_] == '*' || t_[pos_] == '/')) {
+        char op = t_[pos_++];
+        double r = unary();
+        if (op == '*') {
+          v *= r;
+        } else if (r == 0) {
+          setErr("division by zero");
+          v = 0;
+        } else {
+          v /= r;
+        }
+      } else {
+        return v;
+      }
+    }
+  }
+  double unary() {
+    skip();
+    if (pos_ < t_.size() && t_[pos_] == '-') {
+      ++pos_;
+      return -unary();
+    }
+    if (pos_ < t_.size() && t_[pos_] == '+') {
+      ++pos_;
+      return unary();
+    }
+    return primary();
+  }
+  double primary() {
+    skip();
+    if (pos_ >= t_.size()) {
+      setErr("expected a number, F, B, I, W, R, O or '('");
+      return 0;
+    }
+    char ch = t_[pos_];
+    if (ch == '(') {
+      ++pos_;
+      double v = sum();
+      skip();
+      if (pos_ < t_.size() && t_[pos_] == ')') ++pos_;
+      else setErr("expected ')'");
+      return v;
+    }
+    if (std::isdigit(static_cast<unsigned char>(ch)) || ch == '.') {
+      std::string num;
+      while (pos_ < t_.size() && (std::isdigit(static_cast<unsigned char>(t_[pos_])) || t_[pos_] == '.' ||
+                                  t_[pos_] == 'e' || t_[pos_] == 'E' ||
+                                  ((t_[pos_] == '-' || t_[pos_] == '+') && !num.empty() &&
+                                   (num.back() == 'e' || num.back() == 'E'))))
+        num += t_[pos_++];
+      char* end = nullptr;
+      double v = std::strtod(num.c_str(), &end);
+      if (end != num.c_str() + num.size()) setErr("bad number '" + num + "'");
+      return v;
+    }
+    if (std::isalpha(static_cast<unsigned char>(ch)) || ch == '_') {
+      size_t b = pos_;
+      while (pos_ < t_.size() && (std::isalnum(static_cast<unsigned char>(t_[pos_])) || t_[pos_] == '_')) ++pos_;
+      std::string_view id = t_.substr(b, pos_ - b);
+      if (id == "F") return c_.F;
+      if (id == "B") return c_.B;
+      if (id == "I") return c_.I;
+      if (id == "W") return c_.W;
+      if (id == "R") return c_.R;
+      if (id == "O") return c_.O;
+      pos_ = b;
+      setErr("unknown name '" + std::string(id) + "' (expected F, B, I, W, R or O)");
+      pos_ = t_.size();
+      return 0;
+    }
+    setErr("unexpected '" + std::string(1, ch) + "'");
+    pos_ = t_.size();
+    return 0;
+  }
+
+  std::string_view t_;
+  const StageCost& c_;
+  size_t pos_ = 0;
+  std::string err_;
+  size_t errPos_ = 0;
+};
+
+}  // namespace
+
+Result<double> evaluateDurationExpression(std::string_view expr, const StageCost& stage) {
+  return ExprEval(expr, stage).run();
+}
+
+Result<SimulationModel> makeSimulationModel(const Schedule& s, const CostProfile& p,
+                                            const std::vector<int>& layersPerStage) {
+  const std::vector<int>& part = layersPerStage.empty() ? s.partition : layersPerStage;
+  auto costs = stageCosts(p, s.pipeline.stages, part);
+  PS_TRY(costs);
+  SimulationModel m;
+  m.profile = p;
+  m.stages = std::move(*costs);
+  return m;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The simulation: flat arrays, op ids precomputed once per call, a worklist of devices.
+namespace {
+
+constexpr int kNone = -1;
+
+// The memory sweep's per-op lambdas are small but called a few million times per simulation.
+#if defined(__GNUC__)
+#define PS_INLINE_LAMBDA __attribute__((always_inline))
+#else
+#define PS_INLINE_LAMBDA
+#endif
+
+// One entry of a device's order: only what the timing loop touches (24 bytes). The timing
+// loop visits the devices' step lists in a wavefront that defeats the prefetcher, so its
+// cost is mostly the bytes of these records and of the edges; the rest (first op, op count,
+// device) lives in Compiled::stepOp and the device ranges.
+struct StepRec {
+  double time = 0;  // when its dependencies are ready; once scheduled, its start
+  double dur = 0;   // ends at time + dur once scheduled
+  int pending = 0;  // dependencies not yet scheduled
+  std::uint32_t edges = 0;  // first successor in Compiled::edges (the next record's is the end), | kCopyBit
+};
+constexpr std::uint32_t kCopyBit = 0x80000000u;  // runs on the copy stream
+constexpr std::uint32_t kEdgeMask = ~kCopyBit;
+
+// A dependency from a producer step to a consumer step.
+struct Edge {
+  int consumerStep = 0;
+  int consumerDevice = 0;
+  // Across devices: lower stage << 2 | producer slot << 1 | consumer slot (the slot is which
+  // op of a pair); -1 on one device (no transfer).
+  int link = -1;
+};
+
+// An edge while the lists are built: its producer step and link (see Edge).
+struct PendingEdge {
+  int producerStep = 0;
+  int link = -1;
+};
+
+// The schedule flattened for the hot loop. Op ids are the DependencyGraph's: device by
+// device, step by step, both ops of a pair in order, so steps are contiguous per device.
+struct Compiled {
+  int D = 0, S = 0, M = 0;
+  DependencyGraph ownGraph;             // built here unless the caller gives one
+  const DependencyGraph* g = nullptr;  // ownGraph or the caller's
+  std::vector<StepRec> steps;  // one more than the steps: its `edges` ends the last one's
+  std::vector<int> stepOp;     // first op id of each step, then the op count
+  std::vector<int> opStep;
+  std::vector<char> hasCopy;   // per device: some step runs on the copy stream
+  std::vector<double> linkCost;  // per lower stage: transfer time across devices
+  std::vector<int> devBegin;  // steps of device d: [devBegin[d], devBegin[d + 1])
+  std::vector<Edge> edges;
+  std::vector<char> recomputed;  // per (stage, mb): the schedule has its R
+  std::vector<int> count;
+  std::vector<PendingEdge> pending;
+  size_t timedTransfers = 0;  // edges across devices whose link takes time (the most transfers)
+  bool anyUnshard = false;    // some step is an UNSHARD: the stage's ops wait for it
+  // Memory sweep state.
+  std::vector<std::int64_t> stash, offloaded;
+  std::vector<int> live;
+
+  const Op& op(int id) const { return g->op(id); }
+  int stepOf(int opId) const { return opStep.empty() ? opId : opStep[static_cast<size_t>(opId)]; }
+};
+
+// Scratch reused by successive calls on one thread (the GUI re-simulates on every drag
+// step): large buffers stay mapped instead of being faulted in again each time.
+Compiled& scratch() {
+  thread_local Compiled c;
+  return c;
+}
+
+Status compile(const Schedule& s, const SimulationModel& model, Compiled& c, const DependencyGraph* given) {
+  const Pipeline& p = s.pipeline;
+  c.D = p.devices;
+  c.S = p.stages;
+  c.M = p.microbatches;
+  if (c.D < 1 || c.S < 1 || c.M < 1)
+    return makeError("simulate.pipeline", "the pipeline needs at least one device, stage and micro-batch");
+  if (static_cast<int>(s.devices.size()) != c.D)
+    return makeError("simulate.pipeline", "the schedule lists " + std::to_string(s.devices.size()) +
+                                              " devices but its pipeline has " + std::to_string(c.D));
+  if (static_cast<int>(model.stages.size()) != c.S)
+    return makeError("simulate.model", "the cost model has " + std::to_string(model.stages.size()) +
+                                           " stages but the schedule has " + std::to_string(c.S));
+  if (given) {
+    c.g = given;
+  } else {
+    c.ownGraph.rebuild(s);
+    c.g = &c.ownGraph;
+  }
+  const DependencyGraph& g = *c.g;
+  for (const auto& pr : g.problems()) {
+    using PK = DependencyGraph::ProblemKind;
+    if (pr.kind == PK::TooLarge)
+      return makeError("simulate.size", "the schedule has far fewer ops than its " + std::to_string(c.S) +
+                                            " stages x " + std::to_string(c.M) + " micro-batches need");
+    if (pr.kind == PK::BadKind || pr.kind == PK::OutOfRange) {
+      OpRef r = g.ref(pr.op);
+      Diagnostic e = makeError("simulate.op", "device " + std::to_string(r.device) + " step " + std::to_string(r.step) +
+                                                  ": " + s.opName(g.op(pr.op)) +
+                                                  (pr.kind == PK::BadKind ? " has an undeclared kind"
+                                                                          : " names a stage or micro-batch outside the pipeline"));
+      e.related.push_back(r);
+      return e;
+    }
+  }
+  const size_t nOps = static_cast<size_t>(g.size());
+  const size_t SM = static_cast<size_t>(c.S) * static_cast<size_t>(c.M);
+
+  // Durations of user kinds per (kind, stage), evaluated once.
+  const CostProfile& prof = model.profile;
+  std::vector<double> userDur(s.userKinds.size() * static_cast<size_t>(c.S), 0.0);
+  for (size_t u = 0; u < s.userKinds.size(); ++u) {
+    for (int st = 0; st < c.S; ++st) {
+      auto v = evaluateDurationExpression(s.userKinds[u].durationExpr, model.stages[static_cast<size_t>(st)]);
+      if (!v) {
+        Diagnostic e = v.error();
+        e.message = "kind " + s.userKinds[u].name + ": " + e.message;
+        return e;
+      }
+      if (!std::isfinite(*v) || *v > limits::kMaxTimeMs)
+        return makeError("simulate.overflow", "kind " + s.userKinds[u].name + ": duration on stage " + std::to_string(st) +
+                                                  " is " + std::to_string(*v) + " ms, not a finite time within " +
+                                                  std::to_string(static_cast<long long>(limits::kMaxTimeMs)) + " ms");
+      userDur[u * static_cast<size_t>(c.S) + static_cast<size_t>(st)] = std::max(0.0, *v);
+    }
+  }
+  // Marked while the steps are built (OFFLOAD/RELOAD durations depend on it and are fixed
+  // afterwards when both occur).
+  c.recomputed.assign(SM, 0);
+  // F, B, I, W, R per stage in one table: the common case is one load.
+  std::vector<double> kindDur(5 * static_cast<size_t>(c.S));
+  for (int st = 0; st < c.S; ++st) {
+    const StageCost& sc = model.stages[static_cast<size_t>(st)];
+    const double v[5] = {sc.F, sc.B, sc.I, sc.W, sc.R};
+    for (int k = 0; k < 5; ++k) kindDur[static_cast<size_t>(k) * static_cast<size_t>(c.S) + static_cast<size_t>(st)] = v[k];
+  }
+  auto opDuration = [&](int id) -> double {
+    const Op& op = g.op(id);
+    if (static_cast<std::uint16_t>(op.kind) <= static_cast<std::uint16_t>(OpKind::R))
+      return kindDur[static_cast<size_t>(op.kind) * static_cast<size_t>(c.S) + static_cast<size_t>(op.stage)];
+    const StageCost& sc = model.stages[static_cast<size_t>(op.stage)];
+    switch (op.kind) {
+      case OpKind::F: return sc.F;
+      case OpKind::B: return sc.B;
+      case OpKind::I: return sc.I;
+      case OpKind::W: return sc.W;
+      case OpKind::R: return sc.R;
+      // PyTorch's data-parallel collectives: UNSHARD all-gathers the stage's weights,
+      // REDUCE_GRAD reduces its gradients; RESHARD only frees memory.
+      case OpKind::Unshard:
+        return prof.dataParallelBandwidthBytesPerMs > 0
+                   ? static_cast<double>(sc.weightBytes) / prof.dataParallelBandwidthBytesPerMs
+                   : 0.0;
+      case OpKind::ReduceGrad:
+        return prof.dataParallelBandwidthBytesPerMs > 0
+                   ? static_cast<double>(sc.weightBytes) * prof.gradientBytesPerWeightByte /
+                         prof.dataParallelBandwidthBytesPerMs
+                   : 0.0;
+      case OpKind::Offload:
+      case OpKind::Reload: {
+        if (prof.hostBandwidthBytesPerMs <= 0 || op.microbatch < 0) return 0.0;
+        bool rec = c.recomputed[static_cast<size_t>(op.stage) * static_cast<size_t>(c.M) + static_cast<size_t>(op.microbatch)];
+        return static_cast<double>(rec ? sc.inputBytes : sc.activationBytes) / prof.hostBandwidthBytesPerMs;
+      }
+      default:
+        if (isUserKind(op.kind))
+          return userDur[(static_cast<size_t>(op.kind) - kFirstUserKind) * static_cast<size_t>(c.S) +
+                         static_cast<size_t>(op.stage)];
+        return 0.0;
+    }
+  };
+
+  size_t nSteps = 0;
+  for (const auto& dev : s.devices) nSteps += dev.size();
+  // Every field is written below, so a reused buffer needs no clearing pass.
+  c.steps.resize(nSteps + 1);
+  c.stepOp.resize(nSteps + 1);
+  // Without overlapped pairs op ids are step ids, and opStep is not needed.
+  const bool pairs = nSteps != nOps;
+  c.opStep.resize(pairs ? nOps : 0);
+  c.devBegin.clear();
+  c.hasCopy.assign(static_cast<size_t>(c.D), 0);
+  c.anyUnshard = false;
+  bool anyR = false, anyHostMove = false;
+  auto stepDuration = [&](int firstOp, bool pair) {
+    const double dur = opDuration(firstOp);
+    return pair ? prof.overlapFactor * (dur + opDuration(firstOp + 1)) : dur;
+  };
+  auto note = [&](const Op& op) {
+    if (op.kind == OpKind::R) {
+      anyR = true;
+      if (op.microbatch >= 0)
+        c.recomputed[static_cast<size_t>(op.stage) * static_cast<size_t>(c.M) + static_cast<size_t>(op.microbatch)] = 1;
+    } else if (op.kind == OpKind::Offload || op.kind == OpKind::Reload) {
+      anyHostMove = true;
+    } else if (op.kind == OpKind::Unshard) {
+      c.anyUnshard = true;
+    }
+  };
+  // What travels across devices is the output of the lower stage (activations forward, their
+  // gradients backward): one transfer time per stage.
+  const bool fixedComm = prof.fixedCommMs.has_value();
+  c.linkCost.resize(static_cast<size_t>(c.S));
+  for (int st = 0; st < c.S; ++st) {
+    const auto bytes = static_cast<double>(model.stages[static_cast<size_t>(st)].outputBytes);
+    c.linkCost[static_cast<size_t>(st)] =
+        fixedComm ? *prof.fixedCommMs
+                  : prof.link.latencyMs + (prof.link.bandwidthBytesPerMs > 0 ? bytes / prof.link.bandwidthBytesPerMs : 0.0);
+  }
+
+  // Successor edges by producer step (dependencies inside an overlapped pair do not delay it).
+  // One pass over the dependencies (in consumer order) counts each producer's successors and
+  // notes each edge's producer step and link; a second, sequential pass scatters them into
+  // the producers' lists. Edges keep the consumer order within each list.
+  std::vector<int>& count = c.count;
+  count.assign(nSteps + 1, 0);
+  std::vector<PendingEdge>& pend = c.pending;
+  pend.resize(static_cast<size_t>(g.dependencyCount()));
+  size_t np = 0;
+  c.timedTransfers = 0;
+  // The dependencies of step `st` (ops [first, last)) of the device whose steps are
+  // [devBegin, devEnd); needs opStep of the producers when there are pairs.
+  auto countEdges = [&](int devBegin, int devEnd, int st, int first, int last) PS_INLINE_LAMBDA {
+    StepRec& r = c.steps[static_cast<size_t>(st)];
+    for (int op = first; op < last; ++op)
+      for (int dep : g.dependencies(op)) {
+        const int ds = pairs ? c.opStep[static_cast<size_t>(dep)] : dep;
+        if (ds == st) continue;
+        ++r.pending;
+        ++count[static_cast<size_t>(ds) + 1];
+        int link = -1;
+        if (ds < devBegin || ds >= devEnd) {  // across devices
+          const int low = std::min(g.op(dep).stage, g.op(op).stage);
+          link = low << 2 | (dep - (pairs ? c.stepOp[static_cast<size_t>(ds)] : ds)) << 1 | (op - first);
+          if (c.linkCost[static_cast<size_t>(low)] > 0) ++c.timedTransfers;
+        }
+        pend[np++] = PendingEdge{ds, link};
+      }
+  };
+
+  int opId = 0, stepId = 0;
+  if (!pairs) {
+    // Op ids are step ids: the steps come from the graph's op array, and each step's
+    // dependencies are counted while it is at hand.
+    for (int d = 0; d < c.D; ++d) {
+      const int devBegin = g.deviceBegin(d), devEnd = g.deviceBegin(d + 1);
+      c.devBegin.push_back(devBegin);
+      for (int id = devBegin; id < devEnd; ++id) {
+        const Op& op = g.op(id);
+        StepRec& r = c.steps[static_cast<size_t>(id)];
+        const bool copy = runsOnCopyStream(op.kind);
+        note(op);
+        r.time = 0;
+        r.dur = opDuration(id);
+        r.pending = 0;
+        r.edges = copy ? kCopyBit : 0;
+        if (copy) c.hasCopy[static_cast<size_t>(d)] = 1;
+        c.stepOp[static_cast<size_t>(id)] = id;
+        countEdges(devBegin, devEnd, id, id, id + 1);
+      }
+    }
+    opId = stepId = static_cast<int>(nSteps);
+  } else {
+    for (int d = 0; d < c.D; ++d) {
+      c.devBegin.push_back(stepId);
+      const auto& dev = s.devices[static_cast<size_t>(d)];
+      for (size_t i = 0; i < dev.size(); ++i, ++stepId) {
+        StepRec& r = c.steps[static_cast<size_t>(stepId)];
+        const Step& st = dev[i];
+        const bool pair = st.overlapped();
+        const bool copy = !pair && runsOnCopyStream(st.first.kind);
+        note(st.first);
+        if (pair) note(*st.second);
+        r.time = 0;
+        r.dur = stepDuration(opId, pair);
+        r.pending = 0;
+        r.edges = copy ? kCopyBit : 0;
+        if (copy) c.hasCopy[static_cast<size_t>(d)] = 1;
+        c.stepOp[static_cast<size_t>(stepId)] = opId;
+        c.opStep[static_cast<size_t>(opId++)] = stepId;
+        if (pair) c.opStep[static_cast<size_t>(opId++)] = stepId;
+      }
+    }
+  }
+  c.devBegin.push_back(stepId);
+  c.stepOp[nSteps] = opId;
+  c.steps[nSteps] = StepRec{};
+  if (anyR && anyHostMove)  // an OFFLOAD/RELOAD may precede its R in op order
+    for (size_t st = 0; st < nSteps; ++st)
+      c.steps[st].dur = stepDuration(c.stepOp[st], c.stepOp[st + 1] - c.stepOp[st] == 2);
+  if (pairs)
+    for (int d = 0; d < c.D; ++d) {
+      const int devBegin = c.devBegin[static_cast<size_t>(d)], devEnd = c.devBegin[static_cast<size_t>(d) + 1];
+      for (int st = devBegin; st < devEnd; ++st)
+        countEdges(devBegin, devEnd, st, c.stepOp[static_cast<size_t>(st)], c.stepOp[static_cast<size_t>(st) + 1]);
+    }
+  for (size_t i = 0; i < nSteps; ++i) count[i + 1] += count[i];
+  if (static_cast<std::uint64_t>(count[nSteps]) >= kCopyBit)
+    return makeError("simulate.size", "the schedule has too many dependencies to simulate");
+  for (size_t i = 0; i <= nSteps; ++i) c.steps[i].edges |= static_cast<std::uint32_t>(count[i]);
+  c.edges.resize(static_cast<size_t>(count[nSteps]));
+  Edge* const edges = c.edges.data();
+  int* const fill = count.data();
+  size_t k = 0;
+  for (int d = 0; d < c.D; ++d) {
+    const int devBegin = c.devBegin[static_cast<size_t>(d)], devEnd = c.devBegin[static_cast<size_t>(d) + 1];
+    for (int st = devBegin; st < devEnd; ++st)
+      for (int j = c.steps[static_cast<size_t>(st)].pending; j > 0; --j, ++k) {
+        const PendingEdge& pe = pend[k];
+        edges[fill[pe.producerStep]++] = Edge{st, d, pe.link};
+      }
+  }
+  return okStatus();
+}
+
+// Reserves a large output vector. On Linux its pages are advised as huge pages first: a
+// million-op timeline is tens of MB written once, and taking it in 2 MiB pages instead of
+// 4 KiB ones saves thousands of page faults per simulation (advice only; ignored elsewhere).
+template <typename T>
+void reserveOutput(std::vector<T>& v, size_t n) {
+  v.reserve(n);
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+  constexpr std::uintptr_t kHuge = std::uintptr_t{2} << 20;
+  const size_t bytes = n * sizeof(T);
+  if (bytes < 4 * kHuge) return;
+  const auto p = reinterpret_cast<std::uintptr_t>(v.data());
+  const std::uintptr_t b = (p + kHuge - 1) & ~(kHuge - 1), e = (p + bytes) & ~(kHuge - 1);
+  if (e > b) madvise(reinterpret_cast<void*>(b), e - b, MADV_HUGEPAGE);
+#endif
+}
+
+std::string formatMs(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.6g ms", v);
+  return buf;
+}
+
+std::string formatBytes(std::int64_t b) {
+  char buf[64];
+  double v = static_cast<double>(b);
+  if (std::llabs(b) >= (1LL << 30)) std::snprintf(buf, sizeof buf, "%.2f GiB", v / (1LL << 30));
+  else if (std::llabs(b) >= (1LL << 20)) std::snprintf(buf, sizeof buf, "%.2f MiB", v / (1LL << 20));
+  else std::snprintf(buf, sizeof buf, "%lld B", static_cast<long long>(b));
+  return buf;
+}
+
+}  // namespace
+
+namespace {
+Result<Timeline> run(const Schedule& s, const SimulationModel& model, const SimulationOptions& o,
+                     const DependencyGraph* given);
+}  // namespace
+
+Result<Timeline> simulate(const Schedule& s, const SimulationModel& model, const SimulationOptions& o) {
+  return run(s, model, o, nullptr);
+}
+
+Result<Timeline> simulate(const Schedule& s, const SimulationModel& model, const SimulationOptions& o,
+                          const DependencyGraph& graph) {
+  return run(s, model, o, &graph);
+}
+
+namespace {
+Result<Timeline> run(const Schedule& s, const SimulationModel& model, const SimulationOptions& o,
+                     const DependencyGraph* given) {
+  Compiled& c = scratch();
+  PS_TRY(compile(s, model, c, given));
+  const CostProfile& prof = model.profile;
+  const size_t D = static_cast<size_t>(c.D);
+  const size_t M = static_cast<size_t>(c.M);
+  std::vector<StepRec>& steps = c.steps;
+
+  Timeline tl;
+  tl.source = TimelineSource::Simulated;
+  tl.label = s.name;
+  tl.devices = c.D;
+
+  // --- Timing. A device runs its steps while their dependencies are scheduled; a step that
+  // is scheduled hands its end time (plus the transfer, across devices) to its successors and
+  // wakes a device whose next step became ready. Each link direction is one channel: a device
+  // schedules its steps in order, so transfers enter the channel in the order their data is
+  // ready (copy-stream ops aside, which send nothing across devices).
+  std::vector<int> head(c.devBegin.begin(), c.devBegin.end() - 1);
+  std::vector<double> devFree(D, 0.0), copyFree(D, 0.0), channelFree(D * D, 0.0);
+  // When each stage's weights are gathered: its compute waits for the UNSHARD before it in
+  // its device's order, as _PipelineScheduleRuntime waits for the unshard handle at the
+  // stage's next compute action (_assert_unsharded).
+  std::vector<double> unshardedAt(c.anyUnshard ? static_cast<size_t>(c.S) : 0, 0.0);
+  std::vector<int> work;
+  std::vector<char> queued(D, 1);
+  work.reserve(D);
+  for (int d = c.D - 1; d >= 0; --d) work.push_back(d);
+  const std::uint32_t nEdges = static_cast<std::uint32_t>(c.edges.size());
+  if (o.recordTransfers) reserveOutput(tl.transfers, c.timedTransfers);
+  constexpr std::uint32_t kPrefetchEdges = 8;
+  while (!work.empty()) {
+    const int d = work.back();
+    work.pop_back();
+    queued[static_cast<size_t>(d)] = 0;
+    int h = head[static_cast<size_t>(d)];
+    const int stop = c.devBegin[static_cast<size_t>(d) + 1];
+    double free = devFree[static_cast<size_t>(d)];
+    for (; h < stop; ++h) {
+      StepRec& r = steps[static_cast<size_t>(h)];
+      if (r.pending > 0) break;
+      double start;
+      if (r.edges & kCopyBit) {
+        double& cf = copyFree[static_cast<size_t>(d)];
+        start = std::max({free, r.time, cf});
+        cf = start + r.dur;
+        if (c.anyUnshard) {
+          const Op& op = c.op(c.stepOp[static_cast<size_t>(h)]);
+          if (op.kind == OpKind::Unshard) unshardedAt[static_cast<size_t>(op.stage)] = cf;
+        }
+      } else {
+        start = std::max(free, r.time);
+        if (c.anyUnshard)
+          for (int op = c.stepOp[static_cast<size_t>(h)]; op < c.stepOp[static_cast<size_t>(h) + 1]; ++op)
+            start = std::max(start, unshardedAt[static_cast<size_t>(c.op(op).stage)]);
+        free = start + r.dur;
+      }
+      r.time = start;
+      const double end = start + r.dur;
+      const std::uint32_t edgeEnd = steps[static_cast<size_t>(h) + 1].edges & kEdgeMask;
+      for (std::uint32_t k = r.edges & kEdgeMask; k < edgeEnd; ++k) {
+        // A consumer's record is usually first touched here, on another device's list and
+        // long after compile() wrote it: fetch a few edges ahead so the misses overlap.
+        if (k + kPrefetchEdges < nEdges)
+          __builtin_prefetch(&steps[static_cast<size_t>(c.edges[k + kPrefetchEdges].consumerStep)], 1);
+        const Edge& e = c.edges[k];
+        StepRec& cons = steps[static_cast<size_t>(e.consumerStep)];
+        const int cd = e.consumerDevice;
+        double arrival = end;
+        if (e.link >= 0) {
+          const int low = e.link >> 2;
+          const double cost = c.linkCost[static_cast<size_t>(low)];
+          if (cost > 0) {
+            double& ch = channelFree[static_cast<size_t>(d) * D + static_cast<size_t>(cd)];
+            const double ts = std::max(end, ch);
+            ch = ts + cost;
+            arrival = ch;
+            if (o.recordTransfers) {
+              const Op& prod = c.op(c.stepOp[static_cast<size_t>(h)] + ((e.link >> 1) & 1));
+              const Op& con = c.op(c.stepOp[static_cast<size_t>(e.consumerStep)] + (e.link & 1));
+              const std::int64_t bytes = model.stages[static_cast<size_t>(low)].outputBytes;
+              tl.transfers.push_back(Transfer{d, cd, prod, con, bytes, ts, arrival});
+            }
+          }
+        }
+        if (arrival > cons.time) cons.time = arrival;
+        if (--cons.pending == 0 && cd != d && head[static_cast<size_t>(cd)] == e.consumerStep &&
+            !queued[static_cast<size_t>(cd)]) {
+          queued[static_cast<size_t>(cd)] = 1;
+          work.push_back(cd);
+        }
+      }
+    }
+    head[static_cast<size_t>(d)] = h;
+    devFree[static_cast<size_t>(d)] = free;
+  }
+  // Transfers stay in the order they were scheduled: per link direction, in time order.
+
+  bool stalled = false;
+  for (int d = 0; d < c.D; ++d)
+    if (head[static_cast<size_t>(d)] < c.devBegin[static_cast<size_t>(d) + 1]) stalled = true;
+
+  // --- Ops of the timeline, sorted by (device, start), and per-device busy / span.
+  size_t done = static_cast<size_t>(c.g->size());
+  if (stalled) {
+    done = 0;
+    for (int d = 0; d < c.D; ++d)
+      done += static_cast<size_t>(c.stepOp[static_cast<size_t>(head[static_cast<size_t>(d)])] -
+                                  c.stepOp[static_cast<size_t>(c.devBegin[static_cast<size_t>(d)])]);
+  }
+  // --- Ops of the timeline, per-device busy / span, and memory: each device's compute stream
+  // and copy stream are walked in time order (each is ordered by itself), frees before
+  // allocations at equal times. A device without copy-stream steps is in time order already,
+  // so its ops, metrics and memory curve come out of one pass over its steps.
+  std::vector<char>& hasCopy = c.hasCopy;  // per device: some step runs on the copy stream
+  reserveOutput(tl.ops, done);
+  TimelineMetrics& m = tl.metrics;
+  m.devices.resize(D);
+  double first = std::numeric_limits<double>::infinity(), last = -first, busySum = 0;
+  const std::int64_t limit = o.memoryLimitBytes.value_or(prof.deviceMemoryBytes);
+  const size_t SM = static_cast<size_t>(c.S) * M;
+  std::vector<std::int64_t>& stash = c.stash;  // per (stage, mb): activations resident on the device
+  std::vector<std::int64_t>& offloaded = c.offloaded;  // per (stage, mb): activations on the host
+  std::vector<int>& live = c.live;                     // F..B/I stashes alive per (device, mb)
+  // Per stage: gathered (unsharded) weights held from UNSHARD to RESHARD.
+  std::vector<std::int64_t> gathered(c.anyUnshard ? static_cast<size_t>(c.S) : 0, 0);
+  stash.assign(SM, 0);
+  offloaded.assign(SM, 0);
+  live.assign(D * M, 0);
+  if (o.recordMemory) tl.memory.resize(D);
+  std::vector<int> copySteps;
+  for (int d = 0; d < c.D; ++d) {
+    DeviceMetrics& dm = m.devices[static_cast<size_t>(d)];
+    dm.device = d;
+    const int b = c.devBegin[static_cast<size_t>(d)], e = head[static_cast<size_t>(d)];
+    std::int64_t staticBytes = 0;
+    for (int st = 0; st < c.S; ++st)
+      if (s.pipeline.stageToDevice.size() == static_cast<size_t>(c.S) && s.pipeline.deviceOf(st) == d)
+        if (!limits::addBytes(staticBytes, model.stages[static_cast<size_t>(st)].staticBytes))
+          return makeError("simulate.overflow", "device " + std::to_string(d) + ": the static memory of its stages overflows 64 bits");
+    dm.staticBytes = staticBytes;
+    std::int64_t cur = staticBytes;
+    dm.peakMemoryBytes = cur;
+    // The first sample and the peak time start at the device's first op, known after the pass:
+    // both are set below (nothing before reads them).
+    bool peakMoved = false;
+    int inflight = 0;
+    bool overLimit = false;
+    std::vector<MemorySample>* curve = o.recordMemory ? &tl.memory[static_cast<size_t>(d)] : nullptr;
+    if (curve) {
+      curve->reserve(static_cast<size_t>(e - b) + 2);
+      curve->push_back(MemorySample{0, cur});
+    }
+    if (limit > 0 && cur > limit) {
+      overLimit = true;
+      tl.diagnostics.push_back(makeError("simulate.memory", "device " + std::to_string(d) + " needs " + formatBytes(cur) +
+                                                                " for weights, gradients and optimizer state alone, over its limit of " +
+                                                                formatBytes(limit)));
+    }
+    int curStep = 0;  // step index of the op being applied (the peak's op)
+    bool memOverflow = false;
+    auto apply = [&](double time, std::int64_t delta, const Op& op) {
+      if (delta == 0) return;
+      if (!limits::addBytes(cur, delta)) {
+        // Saturate and report once: a wrapped sum would print as a plausible (or negative) peak.
+        cur = delta > 0 ? std::numeric_limits<std::int64_t>::max() : std::numeric_limits<std::int64_t>::min();
+        if (!memOverflow) {
+          memOverflow = true;
+          tl.diagnostics.push_back(makeError("simulate.overflow", "device " + std::to_string(d) +
+                                                                      ": memory in use overflows 64 bits during " +
+                                                                      s.opName(op)));
+        }
+      }
+      if (curve) {
+        // Changes at one instant collapse into one sample, but the first (static) sample stays.
+        if (curve->size() > 1 && curve->back().time == time) curve->back().bytes = cur;
+        else curve->push_back(MemorySample{time, cur});
+      }
+      if (cur > dm.peakMemoryBytes) {
+        dm.peakMemoryBytes = cur;
+        dm.peakMemoryTime = time;
+        dm.peakMemoryOp = OpRef{d, curStep};
+        peakMoved = true;
+      }
+      if (limit > 0 && cur > limit && !overLimit) {
+        overLimit = true;
+        Diagnostic diag = makeError("simulate.memory", "device " + std::to_string(d) + " exceeds its memory limit at " +
+                                                           formatMs(time) + " during " + s.opName(op) + ": " +
+                                                           formatBytes(cur) + " > " + formatBytes(limit));
+        diag.related.push_back(OpRef{d, curStep});
+        tl.diagnostics.push_back(std::move(diag));
+      }
+    };
+    auto inflightDelta = [&](const Op& op, int delta) PS_INLINE_LAMBDA {
+      if (op.microbatch < 0) return;
+      int& n = live[static_cast<size_t>(d) * M + static_cast<size_t>(op.microbatch)];
+      if (delta > 0) {
+        if (n++ == 0) dm.peakInflightMicrobatches = std::max(dm.peakInflightMicrobatches, ++inflight);
+      } else if (n > 0) {
+        if (--n == 0) --inflight;
+      }
+    };
+    // Memory effect of one op at its start (phase 0) or end (phase 1).
+    auto effect = [&](const Op& op, int phase, double time) PS_INLINE_LAMBDA {
+      const StageCost& sc = model.stages[static_cast<size_t>(op.stage)];
+      const size_t sm = op.microbatch >= 0 ? static_cast<size_t>(op.stage) * M + static_cast<size_t>(op.microbatch) : 0;
+      switch (op.kind) {
+        case OpKind::F:
+          if (phase == 0 && op.microbatch >= 0) {
+            const std::int64_t bytes = c.recomputed[sm] ? sc.inputBytes : sc.activationBytes;
+            stash[sm] = bytes;
+            inflightDelta(op, +1);
+            apply(time, bytes, op);
+          }
+          break;
+        case OpKind::R:
+          if (phase == 0 && op.microbatch >= 0) {
+            stash[sm] += sc.activationBytes;
+            apply(time, sc.activationBytes, op);
+          }
+          break;
+        case OpKind::B:
+        case OpKind::I:
+          if (phase == 1 && op.microbatch >= 0) {
+            std::int64_t& st = stash[sm];
+            const std::int64_t freed =
+                op.kind == OpKind::B ? st : std::max<std::int64_t>(0, st - std::min(st, sc.weightGradStashBytes));
+            st -= freed;
+            inflightDelta(op, -1);
+            apply(time, -freed, op);
+          }
+          break;
+        case OpKind::W:
+          if (phase == 1 && op.microbatch >= 0) {
+            const std::int64_t freed = stash[sm];
+            stash[sm] = 0;
+            apply(time, -freed, op);
+          }
+          break;
+        case OpKind::Offload:
+          if (phase == 1 && op.microbatch >= 0) {
+            const std::int64_t moved = stash[sm];
+            offloaded[sm] += moved;
+            stash[sm] = 0;
+            apply(time, -moved, op);
+          }
+          break;
+        case OpKind::Reload:
+          if (phase == 0 && op.microbatch >= 0) {
+            const std::int64_t back = offloaded[sm];
+            offloaded[sm] = 0;
+            stash[sm] += back;
+            apply(time, back, op);
+          }
+          break;
+        case OpKind::Unshard:
+          if (phase == 0 && gathered[static_cast<size_t>(op.stage)] == 0) {
+            gathered[static_cast<size_t>(op.stage)] = sc.weightBytes;
+            apply(time, sc.weightBytes, op);
+          }
+          break;
+        case OpKind::Reshard:
+          if (phase == 1 && !gathered.empty()) {
+            const std::int64_t freed = gathered[static_cast<size_t>(op.stage)];
+            gathered[static_cast<size_t>(op.stage)] = 0;
+            apply(time, -freed, op);
+          }
+          break;
+        default:
+          if (const UserKind* u = s.userKind(op.kind)) {
+            if (phase == 0) apply(time, u->memory.transientBytes, op);
+            else apply(time, u->memory.deltaBytes - u->memory.transientBytes, op);
+          }
+          break;
+      }
+    };
+    auto stepEffect = [&](int h, int phase) PS_INLINE_LAMBDA {
+      const StepRec& r = steps[static_cast<size_t>(h)];
+      const double time = phase == 0 ? r.time : r.time + r.dur;
+      curStep = h - b;
+      for (int op = c.stepOp[static_cast<size_t>(h)]; op < c.stepOp[static_cast<size_t>(h) + 1]; ++op)
+        effect(c.op(op), phase, time);
+    };
+
+    // Two ordered streams: compute steps (skipping copy steps) and copy steps.
+    auto sweepTwoStreams = [&] {
+      if (copySteps.empty()) {
+        for (int h = b; h < e; ++h) {
+          stepEffect(h, 0);
+          stepEffect(h, 1);
+        }
+        return;
+      }
+      int ci = b;
+      size_t qi = 0;
+      int cPhase = 0, qPhase = 0;
+      auto nextCompute = [&] {
+        while (ci < e && (steps[static_cast<size_t>(ci)].edges & kCopyBit)) ++ci;
+      };
+      nextCompute();
+      while (ci < e || qi < copySteps.size()) {
+        double tc = std::numeric_limits<double>::infinity(), tq = tc;
+        if (ci < e) {
+          const StepRec& r = steps[static_cast<size_t>(ci)];
+          tc = cPhase == 0 ? r.time : r.time + r.dur;
+        }
+        if (qi < copySteps.size()) {
+          const StepRec& r = steps[static_cast<size_t>(copySteps[qi])];
+          tq = qPhase == 0 ? r.time : r.time + r.dur;
+        }
+        // Earlier first; at a tie, an end (free) before a start (allocation).
+        const bool takeCompute = tc < tq || (tc == tq && (cPhase == 1 || qPhase == 0));
+        if (takeCompute) {
+          stepEffect(ci, cPhase);
+          if (cPhase == 0) {
+            cPhase = 1;
+          } else {
+            cPhase = 0;
+            ++ci;
+            nextCompute();
+          }
+        } else {
+          stepEffect(copySteps[qi], qPhase);
+          if (qPhase == 0) {
+            qPhase = 1;
+          } else {
+            qPhase = 0;
+            ++qi;
+          }
+        }
+      }
+    };
+    const bool copyDevice = hasCopy[static_cast<size_t>(d)] != 0;
+    const size_t segBegin = tl.ops.size();
+    bool anyCopy = false;
+    double lo = std::numeric_limits<double>::infinity(), hi = -lo, busy = 0;
+    for (int h = b; h < e; ++h) {
+      const StepRec& r = steps[static_cast<size_t>(h)];
+      const int o0 = c.stepOp[static_cast<size_t>(h)], o1 = c.stepOp[static_cast<size_t>(h) + 1];
+      const bool pair = o1 - o0 == 2;
+      for (int op = o0; op < o1; ++op) tl.ops.push_back(TimelineOp{d, h - b, c.op(op), pair, r.time, r.time + r.dur});
+      lo = std::min(lo, r.time);
+      hi = std::max(hi, r.time + r.dur);
+      if (r.edges & kCopyBit) anyCopy = true;
+      else busy += r.dur;
+      if (!copyDevice) {
+        stepEffect(h, 0);
+        stepEffect(h, 1);
+      }
+    }
+    dm.busy = busy;
+    if (e > b) {
+      dm.start = lo;
+      dm.end = hi;
+      first = std::min(first, lo);
+      last = std::max(last, hi);
+    }
+    if (anyCopy)
+      std::stable_sort(tl.ops.begin() + static_cast<std::ptrdiff_t>(segBegin), tl.ops.end(),
+                       [](const TimelineOp& x, const TimelineOp& y) { return x.start < y.start; });
+    busySum += dm.busy;
+    m.lowerBound = std::max(m.lowerBound, dm.busy);
+    if (copyDevice) {
+      copySteps.clear();
+      for (int h = b; h < e; ++h)
+        if (steps[static_cast<size_t>(h)].edges & kCopyBit) copySteps.push_back(h);
+      sweepTwoStreams();
+    }
+    if (curve) curve->front().time = dm.start;
+    if (!peakMoved) dm.peakMemoryTime = dm.start;
+  }
+  m.ops = done;
+  if (last >= first) {
+    m.makespan = last - first;
+    if (m.makespan > 0) {
+      m.bubbleRatio = 1.0 - busySum / (static_cast<double>(D) * m.makespan);
+      m.efficiency = m.lowerBound / m.makespan;
+    }
+  }
+  // Costs built in code are not bounded like a parsed profile: an infinite time is an error.
+  if (!std::isfinite(m.makespan) || !std::isfinite(busySum))
+    tl.diagnostics.push_back(makeError("simulate.overflow", "the simulated times are not finite (a cost too large "
+                                                            "for the model; times are bounded by " +
+                                                            std::to_string(static_cast<long long>(limits::kMaxTimeMs)) +
+                                                            " ms per value)"));
+
+  if (stalled) {
+    tl.complete = false;
+    ValidationReport report = validateSchedule(s);
+    bool reported = false;
+    for (const Diagnostic& dg : report.diagnostics) {
+      if (dg.code == "validate.deadlock") {
+        tl.diagnostics.push_back(dg);
+        reported = true;
+      }
+    }
+    if (!reported) {
+      // The validator found no cycle (e.g. a dependency it does not model): name where each
+      // device stopped and what it waits for.
+      std::string msg = "simulation stalled:";
+      Diagnostic diag = makeError("simulate.stall", "");
+      for (int d = 0; d < c.D; ++d) {
+        const int h = head[static_cast<size_t>(d)];
+        if (h >= c.devBegin[static_cast<size_t>(d) + 1]) continue;
+        const int first = c.stepOp[static_cast<size_t>(h)];
+        std::string waits;
+        for (int op = first; op < c.stepOp[static_cast<size_t>(h) + 1] && waits.empty(); ++op)
+          for (int dep : c.g->dependencies(op)) {
+            const int ds = c.stepOf(dep);
+            const int dd = c.g->deviceOf(dep);
+            if (head[static_cast<size_t>(dd)] <= ds && ds != h) {
+              waits = s.opName(c.op(dep)) + " on device " + std::to_string(dd);
+              break;
+            }
+          }
+        msg += " device " + std::to_string(d) + " at " + s.opName(c.op(first)) + " waits for " +
+               (waits.empty() ? std::string("?") : waits) + ";";
+        diag.related.push_back(OpRef{d, h - c.devBegin[static_cast<size_t>(d)]});
+      }
+      msg.pop_back();
+      diag.message = msg;
+      tl.diagnostics.push_back(std::move(diag));
+    }
+  }
+  return tl;
+}
+}  // namespace
+
+}  // namespace ps::core

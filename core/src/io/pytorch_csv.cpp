@@ -1,0 +1,433 @@
+#include "pipestudio/core/io/pytorch_csv.h"
+
+#include <algorithm>
+#include <charconv>
+#include <deque>
+
+namespace ps::core {
+
+namespace {
+
+struct CsvCell {
+  std::string_view text;  // unquoted: a view of the line, or of `owned` for a quoted cell
+  int column = 1;         // 1-based byte column of the cell's first non-space character
+};
+
+// Splits one CSV line into `cells` (RFC 4180 quotes; a quoted cell may not span lines here,
+// since actions never contain newlines). Unquoted cells, the common case, are views of the
+// line; a quoted cell's text is kept in `owned` (a deque, so the views stay valid).
+void splitCells(std::string_view line, std::vector<CsvCell>& cells, std::deque<std::string>& owned) {
+  cells.clear();
+  size_t i = 0;
+  while (true) {
+    CsvCell c;
+    size_t start = i;
+    while (i < line.size() && (line[i] == ' ' || line[i] == '\t')) ++i;
+    c.column = static_cast<int>(i) + 1;
+    if (i < line.size() && line[i] == '"') {
+      std::string text;
+      ++i;
+      while (i < line.size()) {
+        if (line[i] == '"') {
+          if (i + 1 < line.size() && line[i + 1] == '"') {
+            text += '"';
+            i += 2;
+            continue;
+          }
+          ++i;
+          break;
+        }
+        text += line[i++];
+      }
+      // Anything after the closing quote up to the comma is kept (and will fail to parse
+      // unless it is blank).
+      while (i < line.size() && line[i] != ',') text += line[i++];
+      c.text = owned.emplace_back(std::move(text));
+    } else {
+      i = start;
+      while (i < line.size() && line[i] != ',') ++i;
+      c.text = line.substr(start, i - start);
+    }
+    cells.push_back(c);
+    if (i >= line.size()) break;
+    ++i;  // the comma
+  }
+}
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+constexpr int kMaxStage = 100'000;
+
+bool isDigit(char c) { return c >= '0' && c <= '9'; }
+
+// PyTorch's action type names and ours.
+std::optional<OpKind> actionKind(std::string_view t) {
+  if (t == "F") return OpKind::F;
+  if (t == "B") return OpKind::B;
+  if (t == "I") return OpKind::I;
+  if (t == "W") return OpKind::W;
+  if (t == "UNSHARD") return OpKind::Unshard;
+  if (t == "RESHARD") return OpKind::Reshard;
+  if (t == "REDUCE_GRAD") return OpKind::ReduceGrad;
+  if (t == "SEND_F") return OpKind::SendF;
+  if (t == "RECV_F") return OpKind::RecvF;
+  if (t == "SEND_B") return OpKind::SendB;
+  if (t == "RECV_B") return OpKind::RecvB;
+  return std::nullopt;
+}
+
+bool csvExpressible(OpKind k) {
+  switch (k) {
+    case OpKind::F:
+    case OpKind::B:
+    case OpKind::I:
+    case OpKind::W:
+    case OpKind::Unshard:
+    case OpKind::Reshard:
+    case OpKind::ReduceGrad:
+    case OpKind::SendF:
+    case OpKind::RecvF:
+    case OpKind::SendB:
+    case OpKind::RecvB: return true;
+    default: return false;
+  }
+}
+
+bool isCompute(OpKind k) { return k == OpKind::F || k == OpKind::B || k == OpKind::I || k == OpKind::W; }
+
+std::string hintFor(std::string_view type) {
+  static const char* names[] = {"F", "B", "I", "W", "UNSHARD", "RESHARD", "REDUCE_GRAD", "SEND_F", "RECV_F", "SEND_B", "RECV_B"};
+  std::string upper(type);
+  for (char& c : upper) c = static_cast<char>(c >= 'a' && c <= 'z' ? c - 'a' + 'A' : c);
+  for (const char* n : names)
+    if (upper == n) return std::string("did you mean ") + n + "? (action types are upper case)";
+  if (upper == "SEND_F_RECV_B" || upper == "SEND_B_RECV_F")
+    return "combined send/receive actions are not supported; write SEND and RECV cells";
+  return "action types: F, I, W, B, UNSHARD, RESHARD, REDUCE_GRAD, SEND_F, RECV_F, SEND_B, RECV_B";
+}
+
+bool parseInt(std::string_view s, int& out) {
+  if (s.empty() || s.size() > 9) return false;
+  auto r = std::from_chars(s.data(), s.data() + s.size(), out);
+  return r.ec == std::errc() && r.ptr == s.data() + s.size();
+}
+
+}  // namespace
+
+Result<Schedule> readPytorchCsv(std::string_view text, const CsvReadOptions& options) {
+  return readPytorchCsv(text, options, nullptr);
+}
+
+Result<Schedule> readPytorchCsv(std::string_view text, const CsvReadOptions& options, CsvStepLocations* locations) {
+  Diagnostics errors;
+  const int maxErrors = std::max(1, options.maxErrors);
+  auto fail = [&](int line, int col, const std::string& msg, std::string hint = {}) {
+    if (static_cast<int>(errors.size()) >= maxErrors) return;
+    Diagnostic d = makeError("csv.action", msg, SourceLocation{options.filename, line, col});
+    d.hint = std::move(hint);
+    errors.push_back(std::move(d));
+  };
+
+  if (text.size() >= 3 && static_cast<unsigned char>(text[0]) == 0xEF && static_cast<unsigned char>(text[1]) == 0xBB &&
+      static_cast<unsigned char>(text[2]) == 0xBF)
+    text.remove_prefix(3);
+
+  // Rows, one per rank; a final newline does not start another rank.
+  std::vector<std::string_view> lines;
+  {
+    size_t pos = 0;
+    while (pos < text.size()) {
+      size_t nl = text.find('\n', pos);
+      std::string_view line = text.substr(pos, nl == std::string_view::npos ? std::string_view::npos : nl - pos);
+      if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+      lines.push_back(line);
+      if (nl == std::string_view::npos) break;
+      pos = nl + 1;
+    }
+  }
+  if (lines.empty()) return makeError("csv.empty", "the CSV has no rows (one row per rank expected)",
+                                      SourceLocation{options.filename, 1, 1});
+
+  struct Located {
+    Step step;
+    int line, column;
+    std::string_view cell;  // a view of `text` or of `ownedCells`
+  };
+  std::vector<std::vector<Located>> rows(lines.size());
+  int maxStage = -1, maxMb = -1;
+
+  auto parseAction = [&](std::string_view a, int line, int col, std::string_view cellView, Op& out) -> bool {
+    const auto cell = [cellView] { return std::string(cellView); };
+    a = trim(a);
+    size_t i = 0;
+    while (i < a.size() && isDigit(a[i])) ++i;
+    if (i == 0) {
+      fail(line, col, "'" + cell() + "': an action starts with its stage number, e.g. 2F0");
+      return false;
+    }
+    size_t t = i;
+    while (t < a.size() && !isDigit(a[t])) ++t;
+    std::string_view stageStr = a.substr(0, i), type = a.substr(i, t - i), mbStr = a.substr(t);
+    auto kind = actionKind(type);
+    if (!kind) {
+      fail(line, col, "'" + cell() + "': unknown action type '" + std::string(type) + "'", hintFor(type));
+      return false;
+    }
+    int stage = 0, mb = -1;
+    if (!parseInt(stageStr, stage) || stage > kMaxStage) {
+      fail(line, col, "'" + cell() + "': stage number " + std::string(stageStr) + " is too large (at most " +
+                          std::to_string(kMaxStage) + ")");
+      return false;
+    }
+    bool stageLevel = isStageLevelKind(*kind);
+    if (stageLevel && !mbStr.empty()) {
+      fail(line, col, "'" + cell() + "': " + std::string(type) + " is a stage action and takes no micro-batch");
+      return false;
+    }
+    if (!stageLevel) {
+      if (mbStr.empty()) {
+        fail(line, col, "'" + cell() + "': " + std::string(type) + " needs a micro-batch number, e.g. " +
+                            std::string(stageStr) + std::string(type) + "0");
+        return false;
+      }
+      if (!parseInt(mbStr, mb)) {
+        fail(line, col, "'" + cell() + "': '" + std::string(mbStr) + "' is not a micro-batch number");
+        return false;
+      }
+    }
+    out = Op{*kind, stage, mb};
+    return true;
+  };
+
+  std::vector<CsvCell> lineCells;
+  std::deque<std::string> ownedCells;
+  for (size_t r = 0; r < lines.size(); ++r) {
+    const int lineNo = static_cast<int>(r) + 1;
+    if (trim(lines[r]).empty()) continue;  // a rank with no actions
+    splitCells(lines[r], lineCells, ownedCells);
+    rows[r].reserve(lineCells.size());
+    for (const CsvCell& c : lineCells) {
+      std::string_view cell = trim(c.text);
+      if (cell.empty()) continue;  // idle step
+      const std::string_view cellStr = cell;
+      Step step;
+      bool ok = true;
+      if (cell.front() == '(') {
+        size_t close = cell.find(')');
+        if (close == std::string_view::npos) {
+          fail(lineNo, c.column, "'" + std::string(cellStr) + "': overlapped actions need a closing ')', e.g. (0F7;7B3)OVERLAP_F_B");
+          continue;
+        }
+        std::string_view inner = cell.substr(1, close - 1), suffix = trim(cell.substr(close + 1));
+        if (suffix != "OVERLAP_F_B") {
+          fail(lineNo, c.column, "'" + std::string(cellStr) + "': overlapped actions end with OVERLAP_F_B, not '" + std::string(suffix) + "'");
+          continue;
+        }
+        std::vector<Op> subs;
+        size_t start = 0;
+        while (ok) {
+          size_t semi = inner.find(';', start);
+          std::string_view part = inner.substr(start, semi == std::string_view::npos ? std::string_view::npos : semi - start);
+          Op op;
+          if (!parseAction(part, lineNo, c.column, cellStr, op)) ok = false;
+          subs.push_back(op);
+          if (semi == std::string_view::npos) break;
+          start = semi + 1;
+        }
+        if (!ok) continue;
+        if (subs.size() != 2) {
+          fail(lineNo, c.column, "'" + std::string(cellStr) + "': an overlapped cell holds exactly two actions, got " +
+                                     std::to_string(subs.size()));
+          continue;
+        }
+        step = Step{subs[0], subs[1]};
+      } else {
+        Op op;
+        if (!parseAction(cell, lineNo, c.column, cellStr, op)) continue;
+        step = Step{op, {}};
+      }
+      for (const Op* op : {&step.first, step.second ? &*step.second : nullptr}) {
+        if (!op) continue;
+        maxStage = std::max(maxStage, op->stage);
+        maxMb = std::max(maxMb, op->microbatch);
+      }
+      rows[r].push_back(Located{step, lineNo, c.column, cellStr});
+    }
+  }
+  if (!errors.empty()) return errors;
+  if (maxStage < 0)
+    return makeError("csv.empty", "the CSV holds no actions", SourceLocation{options.filename, 1, 1});
+
+  // Stage -> rank from the rows.
+  const int devices = static_cast<int>(rows.size());
+  const int stages = maxStage + 1;
+  std::vector<int> stageToDevice(static_cast<size_t>(stages), -1);
+  std::vector<const Located*> firstSeen(static_cast<size_t>(stages), nullptr);
+  for (int d = 0; d < devices; ++d) {
+    for (const Located& l : rows[static_cast<size_t>(d)]) {
+      for (const Op* op : {&l.step.first, l.step.second ? &*l.step.second : nullptr}) {
+        if (!op) continue;
+        auto su = static_cast<size_t>(op->stage);
+        if (stageToDevice[su] < 0) {
+          stageToDevice[su] = d;
+          firstSeen[su] = &l;
+        } else if (stageToDevice[su] != d) {
+          fail(l.line, l.column,
+               "'" + std::string(l.cell) + "': stage " + std::to_string(op->stage) + " appears on rank " + std::to_string(d) +
+                   " but already on rank " + std::to_string(stageToDevice[su]) + " (" + options.filename + ":" +
+                   std::to_string(firstSeen[su]->line) + ":" + std::to_string(firstSeen[su]->column) + ")");
+        }
+      }
+    }
+  }
+  for (int st = 0; st < stages; ++st)
+    if (stageToDevice[static_cast<size_t>(st)] < 0)
+      fail(1, 1, "stage " + std::to_string(st) + " appears in no row, so its rank is unknown (stages 0.." +
+                     std::to_string(maxStage) + " are used)");
+  int microbatches = options.microbatches > 0 ? options.microbatches : std::max(maxMb + 1, 1);
+  if (options.microbatches > 0)
+    for (const auto& row : rows)
+      for (const Located& l : row)
+        for (const Op* op : {&l.step.first, l.step.second ? &*l.step.second : nullptr})
+          if (op && op->microbatch >= microbatches)
+            fail(l.line, l.column, "'" + std::string(l.cell) + "': micro-batch " + std::to_string(op->microbatch) +
+                                       " is outside 0.." + std::to_string(microbatches - 1));
+  if (!errors.empty()) return errors;
+
+  // Recognise a named placement, else keep the explicit list.
+  Pipeline pipeline;
+  bool named = false;
+  for (PlacementKind k : {PlacementKind::Linear, PlacementKind::Interleaved, PlacementKind::VShape}) {
+    auto p = Pipeline::make(devices, stages, microbatches, k);
+    if (p.ok() && p->stageToDevice == stageToDevice) {
+      pipeline = std::move(*p);
+      named = true;
+      break;
+    }
+  }
+  if (!named) {
+    auto p = Pipeline::makeExplicit(devices, microbatches, stageToDevice);
+    PS_TRY(p);
+    pipeline = std::move(*p);
+  }
+  Schedule s;
+  s.pipeline = std::move(pipeline);
+  s.devices.resize(static_cast<size_t>(devices));
+  for (int d = 0; d < devices; ++d) {
+    auto& out = s.devices[static_cast<size_t>(d)];
+    out.reserve(rows[static_cast<size_t>(d)].size());
+    for (const Located& l : rows[static_cast<size_t>(d)]) out.push_back(l.step);
+  }
+  if (locations) {
+    locations->assign(static_cast<size_t>(devices), {});
+    for (int d = 0; d < devices; ++d) {
+      (*locations)[static_cast<size_t>(d)].reserve(rows[static_cast<size_t>(d)].size());
+      for (const Located& l : rows[static_cast<size_t>(d)])
+        (*locations)[static_cast<size_t>(d)].push_back(SourceLocation{options.filename, l.line, l.column});
+    }
+  }
+  return s;
+}
+
+std::string writePytorchCsv(const Schedule& s, CsvFormat format) {
+  auto actionText = [&](const Op& op) {
+    std::string t = std::to_string(op.stage);
+    t += builtinKindName(op.kind);
+    if (op.microbatch >= 0) t += std::to_string(op.microbatch);
+    return t;
+  };
+  auto stepText = [&](const Step& st) {
+    if (st.second) return "(" + actionText(st.first) + ";" + actionText(*st.second) + ")OVERLAP_F_B";
+    return actionText(st.first);
+  };
+  // compute_only is what PyTorch's pipeline_order holds: compute actions and REDUCE_GRAD
+  // (_add_reduce_grad puts it in the orders of Schedule1F1B / ScheduleGPipe), so that a
+  // round trip keeps it. SEND/RECV and UNSHARD/RESHARD exist only in the lowered
+  // compute_comms order (_add_send_recv, _add_unshard_reshard).
+  auto keep = [&](const Step& st) {
+    if (st.second) return true;
+    return format == CsvFormat::ComputeOnly ? isCompute(st.first.kind) || st.first.kind == OpKind::ReduceGrad
+                                            : csvExpressible(st.first.kind);
+  };
+
+  // compute_comms without explicit communication: add a SEND after each op whose result
+  // another rank needs and a RECV before each op that consumes one.
+  bool hasComms = false;
+  for (const auto& dev : s.devices)
+    for (const auto& st : dev) {
+      OpKind k = st.first.kind;
+      if (k == OpKind::SendF || k == OpKind::RecvF || k == OpKind::SendB || k == OpKind::RecvB) hasComms = true;
+    }
+  const bool insertComms = format == CsvFormat::ComputeComms && !hasComms;
+  const int S = s.pipeline.stages;
+  auto rankOf = [&](int stage) {
+    return stage >= 0 && stage < S && static_cast<size_t>(stage) < s.pipeline.stageToDevice.size()
+               ? s.pipeline.stageToDevice[static_cast<size_t>(stage)]
+               : -1;
+  };
+  auto crosses = [&](int a, int b) { return rankOf(a) >= 0 && rankOf(b) >= 0 && rankOf(a) != rankOf(b); };
+
+  std::string out;
+  for (const auto& dev : s.devices) {
+    std::vector<std::string> cells;
+    for (const auto& st : dev) {
+      if (!keep(st)) continue;
+      std::vector<std::string> after;
+      if (insertComms) {
+        for (const Op* op : {&st.first, st.second ? &*st.second : nullptr}) {
+          if (!op) continue;
+          if (op->kind == OpKind::F) {
+            if (op->stage > 0 && crosses(op->stage - 1, op->stage))
+              cells.push_back(actionText(Op{OpKind::RecvF, op->stage, op->microbatch}));
+            if (op->stage + 1 < S && crosses(op->stage, op->stage + 1))
+              after.push_back(actionText(Op{OpKind::SendF, op->stage, op->microbatch}));
+          } else if (op->kind == OpKind::B || op->kind == OpKind::I) {
+            if (op->stage + 1 < S && crosses(op->stage + 1, op->stage))
+              cells.push_back(actionText(Op{OpKind::RecvB, op->stage, op->microbatch}));
+            if (op->stage > 0 && crosses(op->stage, op->stage - 1))
+              after.push_back(actionText(Op{OpKind::SendB, op->stage, op->microbatch}));
+          }
+        }
+      }
+      cells.push_back(stepText(st));
+      for (auto& a : after) cells.push_back(std::move(a));
+    }
+    for (size_t i = 0; i < cells.size(); ++i) {
+      if (i) out += ',';
+      out += cells[i];
+    }
+    out += '\n';
+  }
+  return out;
+}
+
+std::vector<std::string> csvExportLosses(const Schedule& s, CsvFormat format) {
+  std::vector<std::string> out;
+  if (!s.partition.empty()) {
+    std::string p;
+    for (size_t i = 0; i < s.partition.size(); ++i) p += (i ? "," : "") + std::to_string(s.partition[i]);
+    out.push_back("the partition (layers per stage " + p + ")");
+  }
+  if (s.profile && !s.profile->empty()) out.push_back("the cost profile (" + *s.profile + ")");
+  size_t noAction = 0, comms = 0;
+  for (const auto& dev : s.devices)
+    for (const auto& st : dev) {
+      if (st.second) continue;
+      const OpKind k = st.first.kind;
+      if (!csvExpressible(k)) ++noAction;
+      else if (format == CsvFormat::ComputeOnly && !isCompute(k) && k != OpKind::ReduceGrad) ++comms;
+    }
+  if (noAction)
+    out.push_back(std::to_string(noAction) + " ops with no PyTorch action (R, OFFLOAD, RELOAD, declared kinds)");
+  if (comms)
+    out.push_back(std::to_string(comms) +
+                  " SEND/RECV/UNSHARD/RESHARD actions, which compute_only does not hold (use compute_comms)");
+  if (!s.userKinds.empty()) out.push_back("the declared op kinds");
+  return out;
+}
+
+}  // namespace ps::core

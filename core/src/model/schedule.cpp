@@ -1,0 +1,138 @@
+#include "pipestudio/core/model/schedule.h"
+
+#include <array>
+
+namespace ps::core {
+
+namespace {
+constexpr std::array<std::string_view, static_cast<size_t>(OpKind::kBuiltinCount)> kNames = {
+    "F", "B", "I", "W", "R", "OFFLOAD", "RELOAD", "SEND_F", "RECV_F", "SEND_B", "RECV_B",
+    "UNSHARD", "RESHARD", "REDUCE_GRAD"};
+}
+
+bool isUserKind(OpKind k) { return static_cast<std::uint16_t>(k) >= kFirstUserKind; }
+
+std::string_view builtinKindName(OpKind k) {
+  auto i = static_cast<size_t>(k);
+  return i < kNames.size() ? kNames[i] : std::string_view("?");
+}
+
+std::optional<OpKind> builtinKindFromName(std::string_view name) {
+  for (size_t i = 0; i < kNames.size(); ++i)
+    if (kNames[i] == name) return static_cast<OpKind>(i);
+  return std::nullopt;
+}
+
+bool isStageLevelKind(OpKind k) {
+  return k == OpKind::Unshard || k == OpKind::Reshard || k == OpKind::ReduceGrad;
+}
+
+std::string_view placementKindName(PlacementKind k) {
+  switch (k) {
+    case PlacementKind::Linear: return "linear";
+    case PlacementKind::Interleaved: return "interleaved";
+    case PlacementKind::VShape: return "vshape";
+    case PlacementKind::Explicit: return "explicit";
+  }
+  return "explicit";
+}
+
+Result<Pipeline> Pipeline::make(int devices, int stages, int microbatches, PlacementKind kind) {
+  if (devices < 1) return makeError("pipeline.devices", "devices must be at least 1, got " + std::to_string(devices));
+  if (stages < 1) return makeError("pipeline.stages", "stages must be at least 1, got " + std::to_string(stages));
+  if (microbatches < 1)
+    return makeError("pipeline.microbatches", "micro-batches must be at least 1, got " + std::to_string(microbatches));
+  Pipeline p;
+  p.devices = devices;
+  p.stages = stages;
+  p.microbatches = microbatches;
+  p.placementKind = kind;
+  p.stageToDevice.resize(static_cast<size_t>(stages));
+  switch (kind) {
+    case PlacementKind::Linear:
+      if (stages % devices != 0)
+        return makeError("pipeline.placement", "linear placement needs stages (" + std::to_string(stages) +
+                                                   ") to be a multiple of devices (" + std::to_string(devices) + ")");
+      for (int s = 0; s < stages; ++s) p.stageToDevice[static_cast<size_t>(s)] = s / (stages / devices);
+      break;
+    case PlacementKind::Interleaved:
+      if (stages % devices != 0)
+        return makeError("pipeline.placement", "interleaved placement needs stages (" + std::to_string(stages) +
+                                                   ") to be a multiple of devices (" + std::to_string(devices) + ")");
+      for (int s = 0; s < stages; ++s) p.stageToDevice[static_cast<size_t>(s)] = s % devices;
+      break;
+    case PlacementKind::VShape:
+      if (stages % (2 * devices) != 0)
+        return makeError("pipeline.placement", "V-shape placement needs stages (" + std::to_string(stages) +
+                                                   ") to be a multiple of 2 x devices (" + std::to_string(2 * devices) + ")");
+      for (int s = 0; s < stages; ++s) {
+        int r = s % (2 * devices);
+        p.stageToDevice[static_cast<size_t>(s)] = r < devices ? r : 2 * devices - 1 - r;
+      }
+      break;
+    case PlacementKind::Explicit:
+      return makeError("pipeline.placement", "explicit placement needs a stage-to-device list");
+  }
+  return p;
+}
+
+Result<Pipeline> Pipeline::makeExplicit(int devices, int microbatches, std::vector<int> stageToDevice) {
+  if (stageToDevice.empty()) return makeError("pipeline.placement", "explicit placement lists no stages");
+  if (devices < 1) return makeError("pipeline.devices", "devices must be at least 1, got " + std::to_string(devices));
+  if (microbatches < 1)
+    return makeError("pipeline.microbatches", "micro-batches must be at least 1, got " + std::to_string(microbatches));
+  for (size_t s = 0; s < stageToDevice.size(); ++s) {
+    int d = stageToDevice[s];
+    if (d < 0 || d >= devices)
+      return makeError("pipeline.placement", "stage " + std::to_string(s) + " is placed on device " + std::to_string(d) +
+                                                 ", outside 0.." + std::to_string(devices - 1));
+  }
+  Pipeline p;
+  p.devices = devices;
+  p.stages = static_cast<int>(stageToDevice.size());
+  p.microbatches = microbatches;
+  p.placementKind = PlacementKind::Explicit;
+  p.stageToDevice = std::move(stageToDevice);
+  return p;
+}
+
+std::vector<int> Pipeline::stagesOn(int device) const {
+  std::vector<int> out;
+  for (int s = 0; s < stages; ++s)
+    if (stageToDevice[static_cast<size_t>(s)] == device) out.push_back(s);
+  return out;
+}
+
+size_t Schedule::opCount() const {
+  size_t n = 0;
+  for (const auto& dev : devices)
+    for (const auto& st : dev) n += st.overlapped() ? 2 : 1;
+  return n;
+}
+
+const UserKind* Schedule::userKind(OpKind k) const {
+  if (!isUserKind(k)) return nullptr;
+  size_t i = static_cast<size_t>(k) - kFirstUserKind;
+  return i < userKinds.size() ? &userKinds[i] : nullptr;
+}
+
+std::string Schedule::kindName(OpKind k) const {
+  if (const UserKind* u = userKind(k)) return u->name;
+  return std::string(builtinKindName(k));
+}
+
+std::optional<OpKind> Schedule::kindFromName(std::string_view name) const {
+  if (auto k = builtinKindFromName(name)) return k;
+  for (size_t i = 0; i < userKinds.size(); ++i)
+    if (userKinds[i].name == name) return static_cast<OpKind>(kFirstUserKind + i);
+  return std::nullopt;
+}
+
+std::string Schedule::opName(const Op& op) const {
+  std::string s = kindName(op.kind);
+  if (op.microbatch >= 0) s += std::to_string(op.microbatch);
+  s += "@s" + std::to_string(op.stage);
+  return s;
+}
+
+}  // namespace ps::core

@@ -1,0 +1,76 @@
+#include "debugger/deviation_panel.h"
+
+#include <QHeaderView>
+#include <QLabel>
+#include <QTableWidget>
+#include <QVBoxLayout>
+
+#include "pipestudio/core/analysis/comparison.h"
+
+namespace ps::ui {
+
+using namespace ps::core;
+
+DeviationPanel::DeviationPanel(QWidget* parent) : QWidget(parent) {
+  auto* lay = new QVBoxLayout(this);
+  lay->setContentsMargins(6, 6, 6, 6);
+  headline_ = new QLabel(tr("No measured overlay. File › Open Measured Trace… or open a run from a session."));
+  headline_->setWordWrap(true);
+  table_ = new QTableWidget(0, 6);
+  table_->setHorizontalHeaderLabels(
+      {tr("Group"), tr("Ops"), tr("Planned ms"), tr("Measured ms"), tr("Ratio"), tr("Mean |err|")});
+  table_->verticalHeader()->setVisible(false);
+  table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
+  table_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+  table_->horizontalHeader()->setStretchLastSection(true);
+  lay->addWidget(headline_);
+  lay->addWidget(table_, 1);
+}
+
+QString DeviationPanel::headline() const {
+  return headline_->text();
+}
+
+void DeviationPanel::setComparison(const Comparison* c) {
+  table_->setRowCount(0);
+  if (!c) {
+    headline_->setText(tr("No measured overlay. File › Open Measured Trace… or open a run from a session."));
+    return;
+  }
+  headline_->setText(tr("Makespan: planned %1 ms, measured %2 ms (%3%4 %) · %5 matched, %6 not in the plan, "
+                        "%7 planned ops not measured · alignment %8")
+                         .arg(c->plannedMakespan, 0, 'f', 2)
+                         .arg(c->measuredMakespan, 0, 'f', 2)
+                         .arg(c->relativeError >= 0 ? QStringLiteral("+") : QString())
+                         .arg(c->relativeError * 100, 0, 'f', 1)
+                         .arg(c->matches.size())
+                         .arg(c->unmatchedMeasured.size())
+                         .arg(c->unmatchedPlanned.size())
+                         .arg(QString::fromUtf8(alignmentName(c->alignment).data(),
+                                                static_cast<int>(alignmentName(c->alignment).size()))));
+  std::vector<const ErrorStats*> rows{&c->overall};
+  for (const auto& e : c->byKind) rows.push_back(&e);
+  for (const auto& e : c->byDevice) rows.push_back(&e);
+  table_->setRowCount(static_cast<int>(rows.size()));
+  for (int r = 0; r < static_cast<int>(rows.size()); ++r) {
+    const ErrorStats& e = *rows[static_cast<size_t>(r)];
+    const QStringList cells{QString::fromStdString(e.label),
+                            QString::number(e.count),
+                            QString::number(e.plannedMs, 'f', 2),
+                            QString::number(e.measuredMs, 'f', 2),
+                            e.plannedMs > 0 ? QString::number(e.ratio, 'f', 2) + QStringLiteral("×") : QStringLiteral("–"),
+                            QString::number(e.meanAbsError * 100, 'f', 1) + QStringLiteral(" %")};
+    for (int col = 0; col < cells.size(); ++col) {
+      auto* it = new QTableWidgetItem(cells[col]);
+      if (col > 0) it->setTextAlignment(Qt::AlignRight | Qt::AlignVCenter);
+      if (r == 0) {
+        QFont f = it->font();
+        f.setBold(true);
+        it->setFont(f);
+      }
+      table_->setItem(r, col, it);
+    }
+  }
+}
+
+}  // namespace ps::ui

@@ -1,0 +1,436 @@
+#include "docks/session_dock.h"
+#include "panels/units_text.h"
+
+#include <QDateTime>
+#include <QFileInfo>
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QItemSelectionModel>
+#include <QLabel>
+#include <QPushButton>
+#include <QStandardItemModel>
+#include <QTabWidget>
+#include <QTreeView>
+#include <QVBoxLayout>
+#include <algorithm>
+#include <map>
+
+#include "pipestudio/core/io/dsl.h"
+#include "pipestudio/core/analysis/simulator.h"
+#include "pipestudio/sessions/session_store.h"
+#include "document/schedule_document.h"
+
+namespace ps::ui {
+
+using namespace ps::core;
+using ps::sessions::Id;
+using ps::sessions::SessionStore;
+
+namespace {
+
+QString qs(const std::string& s) { return QString::fromStdString(s); }
+
+QString errorsText(const Diagnostics& ds) { return qs(formatDiagnostics(ds)).trimmed(); }
+
+QString timeText(std::int64_t ms) {
+  return QDateTime::fromMSecsSinceEpoch(ms).toString(QStringLiteral("yyyy-MM-dd hh:mm:ss"));
+}
+
+QString msCell(double ms) { return msValue(ms); }
+
+// A read-only cell; the row's id sits in Qt::UserRole of column 0 for the views' handlers.
+QStandardItem* cell(const QString& text, const QVariant& sortKey = {}) {
+  auto* it = new QStandardItem(text);
+  it->setEditable(false);
+  if (sortKey.isValid()) it->setData(sortKey, Qt::UserRole + 1);
+  return it;
+}
+
+QTreeView* makeView(QStandardItemModel* model) {
+  auto* v = new QTreeView;
+  v->setModel(model);
+  v->setRootIsDecorated(false);
+  v->setUniformRowHeights(true);
+  v->setAlternatingRowColors(true);
+  v->setEditTriggers(QAbstractItemView::NoEditTriggers);
+  v->setSelectionBehavior(QAbstractItemView::SelectRows);
+  v->header()->setStretchLastSection(true);
+  return v;
+}
+
+qint64 rowId(const QModelIndex& index) {
+  return index.sibling(index.row(), 0).data(Qt::UserRole).toLongLong();
+}
+
+}  // namespace
+
+SessionDock::SessionDock(QWidget* parent) : QDockWidget(tr("Session"), parent) {
+  setObjectName(QStringLiteral("dock.session"));
+  qRegisterMetaType<ps::core::Timeline>();
+
+  schedules_ = new QStandardItemModel(0, ScheduleColumns, this);
+  schedules_->setHorizontalHeaderLabels({tr("Version"), tr("Name"), tr("Created"), tr("Parent")});
+  runs_ = new QStandardItemModel(0, RunColumns, this);
+  runs_->setHorizontalHeaderLabels(
+      {tr("Run"), tr("Label"), tr("Schedule"), tr("Status"), tr("Duration"), tr("Makespan (ms)"), tr("Bubble")});
+  profiles_ = new QStandardItemModel(0, ProfileColumns, this);
+  profiles_->setHorizontalHeaderLabels({tr("Profile"), tr("Name"), tr("Source"), tr("Created")});
+
+  scheduleView_ = makeView(schedules_);
+  scheduleView_->setSelectionMode(QAbstractItemView::ExtendedSelection);
+  runView_ = makeView(runs_);
+  runView_->setSelectionMode(QAbstractItemView::SingleSelection);
+  profileView_ = makeView(profiles_);
+  profileView_->setSelectionMode(QAbstractItemView::SingleSelection);
+
+  connect(scheduleView_, &QTreeView::doubleClicked, this,
+          [this](const QModelIndex& i) { openScheduleVersion(rowId(i)); });
+  connect(runView_, &QTreeView::doubleClicked, this, [this](const QModelIndex& i) { openRun(rowId(i)); });
+
+  // Schedules tab: the list, then Compare and its result.
+  auto* schedulePage = new QWidget;
+  auto* sl = new QVBoxLayout(schedulePage);
+  sl->setContentsMargins(0, 0, 0, 0);
+  sl->addWidget(scheduleView_, 1);
+  auto* row = new QHBoxLayout;
+  compareButton_ = new QPushButton(tr("Compare"));
+  compareButton_->setToolTip(tr("Simulate the two selected versions and compare makespan and bubble ratio"));
+  compareButton_->setEnabled(false);
+  row->addWidget(compareButton_);
+  row->addStretch(1);
+  sl->addLayout(row);
+  compare_ = new QLabel;
+  compare_->setWordWrap(true);
+  compare_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  sl->addWidget(compare_);
+  connect(compareButton_, &QPushButton::clicked, this, &SessionDock::compareSelected);
+  connect(scheduleView_->selectionModel(), &QItemSelectionModel::selectionChanged, this, [this] {
+    compareButton_->setEnabled(scheduleView_->selectionModel()->selectedRows().size() == 2);
+  });
+
+  tabs_ = new QTabWidget;
+  tabs_->addTab(schedulePage, tr("Schedules"));
+  tabs_->addTab(runView_, tr("Runs"));
+  tabs_->addTab(profileView_, tr("Profiles"));
+
+  auto* body = new QWidget;
+  auto* bl = new QVBoxLayout(body);
+  bl->setContentsMargins(4, 4, 4, 4);
+  auto* top = new QHBoxLayout;
+  message_ = new QLabel(tr("No session open (File ▸ Open Session…)"));
+  message_->setWordWrap(true);
+  message_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  auto* refreshButton = new QPushButton(tr("Refresh"));
+  connect(refreshButton, &QPushButton::clicked, this, &SessionDock::refresh);
+  top->addWidget(message_, 1);
+  top->addWidget(refreshButton);
+  bl->addLayout(top);
+  bl->addWidget(tabs_, 1);
+  setWidget(body);
+  setFeatures(QDockWidget::DockWidgetMovable | QDockWidget::DockWidgetClosable | QDockWidget::DockWidgetFloatable);
+}
+
+SessionDock::~SessionDock() = default;
+
+bool SessionDock::hasSession() const { return store_ != nullptr; }
+bool SessionDock::isReadOnly() const { return store_ && store_->readOnly(); }
+
+void SessionDock::showError(const QString& text) {
+  messageIsError_ = true;
+  message_->setStyleSheet(QStringLiteral("color: #c62828;"));
+  message_->setText(text);
+}
+
+void SessionDock::showMessage(const QString& text) {
+  messageIsError_ = false;
+  message_->setStyleSheet({});
+  message_->setText(text);
+}
+
+QString SessionDock::errorText() const { return messageIsError_ ? message_->text() : QString(); }
+QString SessionDock::messageText() const { return message_->text(); }
+QString SessionDock::compareText() const { return compare_->text(); }
+
+void SessionDock::clearModels() {
+  schedules_->removeRows(0, schedules_->rowCount());
+  runs_->removeRows(0, runs_->rowCount());
+  profiles_->removeRows(0, profiles_->rowCount());
+  compare_->clear();
+  comparison_.clear();
+}
+
+bool SessionDock::openSession(const QString& path, bool readOnly) {
+  closeSession();
+  // The store creates a missing file in read-write mode; the dock only opens existing ones.
+  if (!QFileInfo(path).isFile()) {
+    showError(tr("Cannot open session %1: no such file").arg(path));
+    return false;
+  }
+  sessions::OpenOptions o;
+  o.mode = readOnly ? sessions::OpenMode::ReadOnly : sessions::OpenMode::ReadWrite;
+  auto opened = SessionStore::open(path.toStdString(), o);
+  if (!opened) {
+    showError(tr("Cannot open session: %1").arg(errorsText(opened.errors())));
+    Q_EMIT sessionChanged();
+    return false;
+  }
+  store_ = std::make_unique<SessionStore>(std::move(opened).value());
+  path_ = QFileInfo(path).absoluteFilePath();
+  refresh();
+  return hasSession();
+}
+
+void SessionDock::closeSession() {
+  store_.reset();
+  path_.clear();
+  current_.reset();
+  clearModels();
+  showMessage(tr("No session open (File ▸ Open Session…)"));
+  Q_EMIT sessionChanged();
+}
+
+void SessionDock::refresh() {
+  if (!store_) return;
+  clearModels();
+  auto schedules = store_->listSchedules();
+  auto runs = store_->listRuns();
+  auto profiles = store_->listProfiles();
+  QStringList problems;
+  std::map<Id, QString> scheduleNames;
+  if (schedules) {
+    for (const auto& s : *schedules) {
+      const QString name = qs(s.name);
+      scheduleNames[s.id] = QStringLiteral("%1 (v%2)").arg(name).arg(s.id);
+      QList<QStandardItem*> r{cell(QString::number(s.id)), cell(name), cell(timeText(s.createdMs)),
+                              cell(s.parentId ? QString::number(*s.parentId) : QString())};
+      r[0]->setData(QVariant::fromValue<qint64>(s.id), Qt::UserRole);
+      schedules_->appendRow(r);
+    }
+    // Versions in the order they were made (the store lists them by name), by number.
+    schedules_->setSortRole(Qt::UserRole);
+    schedules_->sort(0, Qt::AscendingOrder);
+  } else {
+    problems << errorsText(schedules.errors());
+  }
+  if (runs) {
+    for (const auto& run : *runs) {
+      QString status = qs(std::string(sessions::runStatusName(run.status)));
+      if (run.interrupted) status += tr(" (interrupted)");
+      const auto duration = run.durationMs();
+      const auto sched = run.scheduleId ? scheduleNames.find(*run.scheduleId) : scheduleNames.end();
+      QList<QStandardItem*> r{cell(QString::number(run.id)),
+                              cell(qs(run.label)),
+                              cell(sched != scheduleNames.end() ? sched->second : QString()),
+                              cell(status),
+                              cell(duration ? tr("%1 s").arg(double(*duration) / 1000.0, 0, 'f', 2) : QString()),
+                              cell(run.opCount > 0 ? msCell(run.makespan) : QString()),
+                              cell(run.opCount > 0 ? QStringLiteral("%1 %").arg(run.bubbleRatio * 100, 0, 'f', 1) : QString())};
+      r[0]->setData(QVariant::fromValue<qint64>(run.id), Qt::UserRole);
+      if (!run.error.empty()) {
+        for (auto* c : r) c->setToolTip(qs(run.error));
+      }
+      runs_->appendRow(r);
+    }
+  } else {
+    problems << errorsText(runs.errors());
+  }
+  if (profiles) {
+    for (const auto& p : *profiles) {
+      QList<QStandardItem*> r{cell(QString::number(p.id)), cell(qs(p.name)),
+                              cell(qs(std::string(sessions::profileSourceName(p.source)))), cell(timeText(p.createdMs))};
+      r[0]->setData(QVariant::fromValue<qint64>(p.id), Qt::UserRole);
+      profiles_->appendRow(r);
+    }
+  } else {
+    problems << errorsText(profiles.errors());
+  }
+  for (int c = 0; c < schedules_->columnCount(); ++c) scheduleView_->resizeColumnToContents(c);
+  for (int c = 0; c < runs_->columnCount(); ++c) runView_->resizeColumnToContents(c);
+
+  if (!problems.isEmpty()) {
+    showError(tr("Cannot read session %1: %2").arg(QFileInfo(path_).fileName(), problems.join(QLatin1Char('\n'))));
+  } else {
+    QString text = tr("%1 · %n version(s)", nullptr, schedules_->rowCount()).arg(QFileInfo(path_).fileName());
+    text += tr(" · %n run(s)", nullptr, runs_->rowCount());
+    if (store_->readOnly()) {
+      text += tr(" · read-only");
+      for (const auto& n : store_->notes()) text += QStringLiteral("\n") + qs(n.message);
+    }
+    showMessage(text);
+  }
+  Q_EMIT sessionChanged();
+}
+
+void SessionDock::openScheduleVersion(qint64 id) {
+  if (!store_) return;
+  auto v = store_->schedule(id);
+  if (!v) {
+    showError(tr("Cannot open version %1: %2").arg(id).arg(errorsText(v.errors())));
+    return;
+  }
+  current_ = id;
+  Q_EMIT openScheduleRequested(qs(v->pipeText), qs(v->info.name), id);
+}
+
+void SessionDock::openRun(qint64 id) {
+  if (!store_) return;
+  auto run = store_->run(id);
+  if (!run) {
+    showError(tr("Cannot open run %1: %2").arg(id).arg(errorsText(run.errors())));
+    return;
+  }
+  auto timeline = store_->loadTimeline(id);
+  if (!timeline) {
+    showError(tr("Cannot load run %1: %2").arg(id).arg(errorsText(timeline.errors())));
+    return;
+  }
+  QString text, name;
+  if (run->summary.scheduleId) {
+    auto v = store_->schedule(*run->summary.scheduleId);
+    if (v) {
+      text = qs(v->pipeText);
+      name = qs(v->info.name);
+      current_ = v->info.id;
+    }
+  }
+  Q_EMIT openRunRequested(id, *timeline, text, name);
+}
+
+bool SessionDock::saveVersion(const QString& name, const QString& pipeText) {
+  if (!store_) {
+    showError(tr("No session open"));
+    return false;
+  }
+  if (store_->readOnly()) {
+    showError(tr("%1 is open read-only; the version was not stored").arg(QFileInfo(path_).fileName()));
+    return false;
+  }
+  auto id = store_->addSchedule(name.isEmpty() ? std::string("schedule") : name.toStdString(), pipeText.toStdString(),
+                                current_ ? std::optional<Id>(*current_) : std::nullopt);
+  if (!id) {
+    showError(tr("Cannot store the version: %1").arg(errorsText(id.errors())));
+    return false;
+  }
+  current_ = *id;
+  refresh();
+  for (int r = 0; r < schedules_->rowCount(); ++r) {
+    if (schedules_->item(r, 0)->data(Qt::UserRole).toLongLong() == *id) {
+      scheduleView_->setCurrentIndex(schedules_->index(r, 0));
+      break;
+    }
+  }
+  return true;
+}
+
+std::optional<CostProfile> SessionDock::profileForVersion(qint64 id, QString* name) const {
+  if (!store_) return std::nullopt;
+  sessions::RunFilter f;
+  f.scheduleId = id;
+  auto runs = store_->listRuns(f);
+  if (!runs) return std::nullopt;
+  for (const auto& r : *runs) {  // newest first
+    if (!r.profileId) continue;
+    auto pv = store_->profile(*r.profileId);
+    if (!pv) continue;
+    auto p = parseCostProfile(pv->json, pv->info.name);
+    if (!p) continue;
+    if (name) *name = qs(pv->info.name);
+    return std::move(p).value();
+  }
+  return std::nullopt;
+}
+
+std::vector<VersionComparison> SessionDock::compareVersions(const std::vector<qint64>& ids) const {
+  std::vector<VersionComparison> out;
+  if (!store_) return out;
+  for (qint64 id : ids) {
+    VersionComparison c;
+    c.versionId = id;
+    auto v = store_->schedule(id);
+    if (!v) {
+      c.error = errorsText(v.errors());
+      out.push_back(c);
+      continue;
+    }
+    c.name = qs(v->info.name);
+    DslOptions dopts;
+    dopts.filename = v->info.name + " (v" + std::to_string(id) + ")";
+    auto parsed = parseDsl(v->pipeText, dopts);
+    if (!parsed) {
+      c.error = errorsText(parsed.errors());
+      out.push_back(c);
+      continue;
+    }
+    const Schedule& s = *parsed;
+    // Costs: the profile recorded with this version's newest run that has one, else the
+    // designer's current model, else the default model for this stage count.
+    QString profileName;
+    std::optional<CostProfile> profile = profileForVersion(id, &profileName);
+    if (profile) c.profileName = profileName;
+    Result<SimulationModel> model = Diagnostics{};
+    if (profile) model = makeSimulationModel(s, *profile);
+    if (!profile && fallback_) {
+      model = makeSimulationModel(s, *fallback_);
+      if (model) c.profileName = tr("current cost model");
+    }
+    if (!model) {
+      model = makeSimulationModel(s, defaultCostProfile(s));
+      if (model) c.profileName = tr("default cost model");
+    }
+    if (!model) {
+      c.error = errorsText(model.errors());
+      out.push_back(c);
+      continue;
+    }
+    SimulationOptions so;
+    so.recordMemory = false;
+    so.recordTransfers = false;
+    auto t = simulate(s, *model, so);
+    if (!t) {
+      c.error = errorsText(t.errors());
+    } else {
+      c.ok = true;
+      c.makespan = t->metrics.makespan;
+      c.bubbleRatio = t->metrics.bubbleRatio;
+      if (!t->complete) {
+        c.ok = false;
+        c.error = tr("the simulation stalls: %1").arg(errorsText(t->diagnostics));
+      }
+    }
+    out.push_back(c);
+  }
+  return out;
+}
+
+void SessionDock::compareSelected() {
+  std::vector<qint64> ids;
+  for (const QModelIndex& i : scheduleView_->selectionModel()->selectedRows()) ids.push_back(rowId(i));
+  std::sort(ids.begin(), ids.end());
+  if (ids.size() != 2) {
+    compare_->setText(tr("Select two versions to compare."));
+    return;
+  }
+  comparison_ = compareVersions(ids);
+  QStringList lines;
+  for (const auto& c : comparison_) {
+    if (c.ok)
+      lines << tr("v%1 %2: makespan %3 ms, bubble %4 % (%5)")
+                   .arg(c.versionId)
+                   .arg(c.name, msCell(c.makespan))
+                   .arg(c.bubbleRatio * 100, 0, 'f', 1)
+                   .arg(c.profileName);
+    else
+      lines << tr("v%1 %2: cannot simulate: %3").arg(c.versionId).arg(c.name, c.error);
+  }
+  if (comparison_.size() == 2 && comparison_[0].ok && comparison_[1].ok && comparison_[0].makespan > 0) {
+    const double d = comparison_[1].makespan - comparison_[0].makespan;
+    lines << tr("v%1 − v%2: %3 ms (%4 %)")
+                 .arg(comparison_[1].versionId)
+                 .arg(comparison_[0].versionId)
+                 .arg(msCell(d))
+                 .arg(d / comparison_[0].makespan * 100, 0, 'f', 1);
+  }
+  compare_->setText(lines.join(QLatin1Char('\n')));
+}
+
+}  // namespace ps::ui

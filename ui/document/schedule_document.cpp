@@ -1,0 +1,558 @@
+#include "document/schedule_document.h"
+
+#include <QCoreApplication>
+#include <QDir>
+#include <QFile>
+#include <QFileInfo>
+#include <QUndoCommand>
+#include <algorithm>
+
+#include "pipestudio/core/io/dsl.h"
+#include "pipestudio/core/analysis/iterations.h"
+#include "pipestudio/core/io/pytorch_csv.h"
+#include "document/schedule_edits.h"
+
+namespace ps::ui {
+
+using namespace ps::core;
+
+std::uint64_t opKey(const Op& op) {
+  return (static_cast<std::uint64_t>(static_cast<std::uint16_t>(op.kind)) << 48) ^
+         (static_cast<std::uint64_t>(static_cast<std::uint16_t>(op.stage)) << 32) ^
+         static_cast<std::uint32_t>(op.microbatch);
+}
+
+CostProfile defaultCostProfile(int stages) {
+  return defaultCostProfile(stages, stages);
+}
+
+CostProfile defaultCostProfile(const Schedule& s) {
+  return defaultCostProfile(s.pipeline.stages, s.pipeline.devices);
+}
+
+CostProfile defaultCostProfile(int stages, int devices) {
+  CostProfile p;
+  p.name = "default";
+  stages = std::max(1, stages);
+  devices = std::max(1, devices);
+  // Each stage holds devices/stages of one 1 ms block; a stage's output (what crosses a link)
+  // does not shrink with it.
+  const double share = static_cast<double>(devices) / stages;
+  for (int s = 0; s < stages; ++s) {
+    LayerCost l;
+    l.name = stages == devices ? "stage" + std::to_string(s) : "layer" + std::to_string(s);
+    l.forwardMs = 1.0 * share;
+    l.backwardInputMs = 1.0 * share;
+    l.backwardWeightMs = 0.8 * share;
+    l.activationBytes = static_cast<std::int64_t>(static_cast<double>(512LL << 20) * share);
+    l.weightBytes = static_cast<std::int64_t>(static_cast<double>(256LL << 20) * share);
+    l.outputBytes = 8LL << 20;
+    p.layers.push_back(l);
+  }
+  p.deviceMemoryBytes = 16LL << 30;
+  p.link.latencyMs = 0.02;
+  p.link.bandwidthBytesPerMs = 25e6;  // 25 GB/s
+  p.hostBandwidthBytesPerMs = 12e6;   // 12 GB/s
+  return p;
+}
+
+QString resourcesDir() {
+  const QByteArray env = qgetenv("PIPESTUDIO_RESOURCES");
+  if (!env.isEmpty() && QFileInfo(QString::fromLocal8Bit(env)).isDir()) return QString::fromLocal8Bit(env);
+#ifdef PIPESTUDIO_RESOURCES_DIR
+  if (QFileInfo(QStringLiteral(PIPESTUDIO_RESOURCES_DIR)).isDir())
+    return QStringLiteral(PIPESTUDIO_RESOURCES_DIR);
+#endif
+  return QDir(QCoreApplication::applicationDirPath()).absoluteFilePath(QStringLiteral("../share/pipestudio"));
+}
+
+namespace {
+
+Result<std::string> readText(const QString& path) {
+  QFile f(path);
+  if (!f.open(QIODevice::ReadOnly))
+    return makeError("io.read", "cannot read " + path.toStdString() + ": " + f.errorString().toStdString());
+  return f.readAll().toStdString();
+}
+
+}  // namespace
+
+Result<LoadedFile> readScheduleFile(const QString& path) {
+  auto text = readText(path);
+  PS_TRY(text);
+  LoadedFile out;
+  const bool csv = path.endsWith(QStringLiteral(".csv"), Qt::CaseInsensitive);
+  if (csv) {
+    CsvReadOptions o;
+    o.filename = path.toStdString();
+    auto s = readPytorchCsv(*text, o);
+    PS_TRY(s);
+    out.schedule = std::move(s).value();
+  } else {
+    DslOptions o;
+    o.filename = path.toStdString();
+    auto s = parseDsl(*text, o);
+    PS_TRY(s);
+    out.schedule = std::move(s).value();
+  }
+  out.profile = defaultCostProfile(out.schedule);
+  if (out.schedule.profile && !out.schedule.profile->empty()) {
+    const QString name = QString::fromStdString(*out.schedule.profile);
+    const QStringList candidates = {
+        QFileInfo(path).dir().absoluteFilePath(name), QDir(resourcesDir()).absoluteFilePath(name),
+        QDir(resourcesDir() + QStringLiteral("/profiles")).absoluteFilePath(name),
+        QDir(resourcesDir() + QStringLiteral("/profiles")).absoluteFilePath(name + ".json")};
+    bool found = false;
+    for (const QString& c : candidates) {
+      if (!QFileInfo(c).isFile()) continue;
+      found = true;
+      auto json = readText(c);
+      if (!json) {
+        out.notes.push_back(json.error());
+        break;
+      }
+      auto p = parseCostProfile(*json, c.toStdString());
+      if (p) {
+        out.profile = std::move(p).value();
+      } else {
+        for (auto d : p.errors()) {
+          d.severity = Severity::Warning;
+          out.notes.push_back(d);
+        }
+      }
+      break;
+    }
+    if (!found)
+      out.notes.push_back(makeWarning("profile.missing", "cost profile '" + name.toStdString() +
+                                                             "' not found; using the default profile"));
+  }
+  return out;
+}
+
+CsvFormat csvFormatFor(const Schedule& s) {
+  for (const auto& dev : s.devices)
+    for (const auto& st : dev) {
+      const OpKind k = st.first.kind;
+      if (k == OpKind::SendF || k == OpKind::RecvF || k == OpKind::SendB || k == OpKind::RecvB ||
+          k == OpKind::Unshard || k == OpKind::Reshard)
+        return CsvFormat::ComputeComms;
+    }
+  return CsvFormat::ComputeOnly;
+}
+
+Status writeScheduleFile(const QString& path, const Schedule& s) {
+  const bool csv = path.endsWith(QStringLiteral(".csv"), Qt::CaseInsensitive);
+  std::string text;
+  if (csv) {
+    text = writePytorchCsv(s, csvFormatFor(s));
+  } else if (s.profile && QFileInfo(QString::fromStdString(*s.profile)).isAbsolute()) {
+    // The .pipe names its profile relative to itself where it can.
+    Schedule relative = s;
+    relative.profile = profileReferenceFor(*s.profile, path.toStdString());
+    text = printDsl(relative);
+  } else {
+    text = printDsl(s);
+  }
+  QFile f(path);
+  if (!f.open(QIODevice::WriteOnly | QIODevice::Truncate))
+    return makeError("io.write", "cannot write " + path.toStdString() + ": " + f.errorString().toStdString());
+  if (f.write(text.data(), static_cast<qint64>(text.size())) != static_cast<qint64>(text.size()))
+    return makeError("io.write", "cannot write " + path.toStdString() + ": " + f.errorString().toStdString());
+  return okStatus();
+}
+
+// ---- undo commands -------------------------------------------------------------------------
+
+namespace {
+
+class MoveStepCommand : public QUndoCommand {
+ public:
+  MoveStepCommand(ScheduleDocument* doc, int device, int from, int to, const QString& text)
+      : QUndoCommand(text), doc_(doc), device_(device), from_(from), to_(to) {}
+  void redo() override { apply(from_, to_); }
+  void undo() override { apply(to_, from_); }
+
+ private:
+  void apply(int a, int b) {
+    auto s = ps::ui::moveStep(doc_->schedule(), device_, a, b);
+    if (s) doc_->applyScheduleInternal(std::move(s).value());
+  }
+  ScheduleDocument* doc_;
+  int device_, from_, to_;
+};
+
+class ReplaceScheduleCommand : public QUndoCommand {
+ public:
+  ReplaceScheduleCommand(ScheduleDocument* doc, Schedule before, Schedule after, const QString& text)
+      : QUndoCommand(text), doc_(doc), before_(std::move(before)), after_(std::move(after)) {}
+  void redo() override { doc_->applyScheduleInternal(after_); }
+  void undo() override { doc_->applyScheduleInternal(before_); }
+
+ private:
+  ScheduleDocument* doc_;
+  Schedule before_, after_;
+};
+
+class ProfileCommand : public QUndoCommand {
+ public:
+  ProfileCommand(ScheduleDocument* doc, CostProfile before, CostProfile after, const QString& text)
+      : QUndoCommand(text), doc_(doc), before_(std::move(before)), after_(std::move(after)) {}
+  void redo() override { doc_->applyProfileInternal(after_); }
+  void undo() override { doc_->applyProfileInternal(before_); }
+
+ private:
+  ScheduleDocument* doc_;
+  CostProfile before_, after_;
+};
+
+class ReplaceDesignCommand : public QUndoCommand {
+ public:
+  ReplaceDesignCommand(ScheduleDocument* doc, Schedule after, CostProfile afterProfile, const QString& text)
+      : QUndoCommand(text),
+        doc_(doc),
+        before_(doc->schedule()),
+        beforeProfile_(doc->profile()),
+        after_(std::move(after)),
+        afterProfile_(std::move(afterProfile)) {}
+  void redo() override { doc_->applyDesignInternal(after_, afterProfile_); }
+  void undo() override { doc_->applyDesignInternal(before_, beforeProfile_); }
+
+ private:
+  ScheduleDocument* doc_;
+  Schedule before_;
+  CostProfile beforeProfile_;
+  Schedule after_;
+  CostProfile afterProfile_;
+};
+
+bool fail(QString* error, const Diagnostics& ds) {
+  if (error && !ds.empty()) *error = QString::fromStdString(ds.front().message);
+  return false;
+}
+
+}  // namespace
+
+// ---- document ------------------------------------------------------------------------------
+
+ScheduleDocument::ScheduleDocument(QObject* parent) : QObject(parent) {
+  auto a = std::make_shared<Analysis>();
+  a->schedule.pipeline = Pipeline::make(1, 1, 1, PlacementKind::Linear).value();
+  a->schedule.devices.resize(1);
+  a->timeline.devices = 1;
+  analysis_ = a;
+  profile_ = defaultCostProfile(1);
+}
+
+ScheduleDocument::~ScheduleDocument() {
+  // Commands refer to this document: drop them before it goes.
+  undo_.clear();
+}
+
+void ScheduleDocument::load(Schedule s, CostProfile profile, const QString& path) {
+  undo_.clear();
+  profile_ = std::move(profile);
+  path_ = path;
+  auto a = std::make_shared<Analysis>();
+  a->schedule = std::move(s);
+  analysis_ = a;
+  rebuildModel();
+  reanalyze(analysis_->schedule, false);
+  saved_ = analysis_->timeline.metrics;
+  savedProgress_ = simulationProgress(*analysis_);
+  lastEffect_.clear();
+  undo_.setClean();
+  Q_EMIT changed();
+}
+
+void ScheduleDocument::markSaved(const QString& path) {
+  path_ = path;
+  saved_ = analysis_->timeline.metrics;
+  savedProgress_ = simulationProgress(*analysis_);
+  undo_.setClean();
+  Q_EMIT changed();
+}
+
+void ScheduleDocument::setSlotsWanted(bool on) {
+  if (slotsWanted_ == on) return;
+  slotsWanted_ = on;
+  reanalyze(analysis_->schedule, false);
+  Q_EMIT changed();
+}
+
+void ScheduleDocument::setIterations(int k, IterationBoundary boundary) {
+  k = std::clamp(k, 1, 16);
+  if (k == iterations_ && boundary == boundary_) return;
+  iterations_ = k;
+  boundary_ = boundary;
+  reanalyze(analysis_->schedule, false);
+  Q_EMIT changed();
+}
+
+void ScheduleDocument::rebuildModel() {
+  const Schedule& s = analysis_->schedule;
+  modelDiagnostics_.clear();
+  auto m = makeSimulationModel(s, profile_, s.partition);
+  if (m) {
+    model_ = std::move(m).value();
+    modelOk_ = true;
+    return;
+  }
+  // The profile does not fit this pipeline: keep going with the default one, say why.
+  for (auto d : m.errors()) {
+    d.severity = Severity::Warning;
+    d.message += " (simulating with the default profile)";
+    modelDiagnostics_.push_back(d);
+  }
+  auto fallback = makeSimulationModel(s, defaultCostProfile(s));
+  modelOk_ = static_cast<bool>(fallback);
+  if (fallback) model_ = std::move(fallback).value();
+}
+
+Analysis ScheduleDocument::analyze(const Schedule& s) const {
+  Analysis a;
+  a.schedule = s;
+  a.validation = validateSchedule(s);
+  a.diagnostics = a.validation.diagnostics;
+  a.diagnostics.insert(a.diagnostics.end(), modelDiagnostics_.begin(), modelDiagnostics_.end());
+  a.timeline.devices = s.pipeline.devices;
+  if (modelOk_) {
+    auto t = simulate(s, model_);
+    if (t) {
+      a.timeline = std::move(t).value();
+      for (const auto& d : a.timeline.diagnostics) {
+        // The validator already reports a deadlock with its cycle; keep other findings.
+        const bool dup = std::any_of(a.diagnostics.begin(), a.diagnostics.end(), [&](const Diagnostic& e) {
+          return e.code == d.code && e.message == d.message;
+        });
+        if (!dup) a.diagnostics.push_back(d);
+      }
+    } else {
+      a.diagnostics.insert(a.diagnostics.end(), t.errors().begin(), t.errors().end());
+      a.timeline.complete = false;  // no timeline: nothing finished
+    }
+    if (iterations_ > 1 && a.valid()) {
+      // The core runs the K iterations; the views only draw its timeline.
+      IterationOptions io;
+      io.iterations = iterations_;
+      io.boundary = boundary_;
+      auto r = simulateIterations(s, model_, io);
+      if (r) {
+        a.iterations = std::move(r).value();
+      } else {
+        for (auto d : r.errors()) {
+          d.severity = Severity::Warning;
+          d.message = "cannot show " + std::to_string(iterations_) + " iterations: " + d.message;
+          a.diagnostics.push_back(d);
+        }
+      }
+    } else if (iterations_ > 1) {
+      a.diagnostics.push_back(makeWarning("iterations.not_shown", "showing one iteration, not " +
+                                                                      std::to_string(iterations_) +
+                                                                      ": the schedule has errors"));
+    }
+    if (slotsWanted_) {
+      // PyTorch's visualiser layout: every action takes one slot, links are free.
+      SimulationModel unit;
+      unit.profile = model_.profile;
+      unit.profile.link = LinkCost{};
+      unit.profile.fixedCommMs = 0.0;
+      unit.profile.overlapFactor = 0.5;
+      unit.profile.hostBandwidthBytesPerMs = 1;
+      unit.profile.deviceMemoryBytes = 0;
+      unit.stages = model_.stages;
+      for (auto& st : unit.stages) {
+        st.F = st.B = st.I = st.W = st.R = 1;
+        st.activationBytes = 1;
+        st.inputBytes = 1;
+        st.outputBytes = 0;
+      }
+      SimulationOptions o;
+      o.recordMemory = false;
+      o.recordTransfers = false;
+      auto u = simulate(s, unit, o);
+      if (u) a.slots = std::move(u).value();
+    }
+  } else {
+    a.timeline.complete = s.opCount() == 0;  // no cost model, nothing simulated
+  }
+  return a;
+}
+
+void ScheduleDocument::reanalyze(const Schedule& s, bool reportEffect) {
+  const QString before = makespanText(*analysis_);
+  const bool wasValid = analysis_->valid();
+  auto a = std::make_shared<Analysis>(analyze(s));
+  if (reportEffect) {
+    // A stalled side reads "not available (stalled at …)", never as a shorter makespan.
+    QString e = QStringLiteral("makespan %1 → %2").arg(before, makespanText(*a));
+    if (wasValid && !a->valid())
+      e += QStringLiteral(" · now invalid");
+    else if (!wasValid && a->valid())
+      e += QStringLiteral(" · valid again");
+    lastEffect_ = e;
+  }
+  analysis_ = std::move(a);
+  rebuildIndex();
+  if (reportEffect) Q_EMIT effectChanged(lastEffect_);
+}
+
+void ScheduleDocument::rebuildIndex() {
+  index_.clear();
+  const Schedule& s = analysis_->schedule;
+  index_.reserve(s.opCount());
+  for (int d = 0; d < static_cast<int>(s.devices.size()); ++d) {
+    const auto& row = s.devices[static_cast<size_t>(d)];
+    for (int i = 0; i < static_cast<int>(row.size()); ++i) {
+      index_.emplace(opKey(row[static_cast<size_t>(i)].first), OpRef{d, i});
+      if (row[static_cast<size_t>(i)].second)
+        index_.emplace(opKey(*row[static_cast<size_t>(i)].second), OpRef{d, i});
+    }
+  }
+}
+
+void ScheduleDocument::applyScheduleInternal(Schedule s) {
+  const bool pipelineChanged =
+      !(s.pipeline == analysis_->schedule.pipeline) || s.partition != analysis_->schedule.partition;
+  auto tmp = std::make_shared<Analysis>(*analysis_);
+  tmp->schedule = s;
+  if (pipelineChanged) {
+    analysis_ = tmp;
+    rebuildModel();
+  }
+  reanalyze(s, true);
+  Q_EMIT changed();
+}
+
+void ScheduleDocument::applyProfileInternal(CostProfile p) {
+  profile_ = std::move(p);
+  rebuildModel();
+  reanalyze(analysis_->schedule, true);
+  Q_EMIT changed();
+}
+
+void ScheduleDocument::applyDesignInternal(Schedule s, CostProfile p) {
+  profile_ = std::move(p);
+  auto tmp = std::make_shared<Analysis>(*analysis_);
+  tmp->schedule = s;
+  analysis_ = tmp;
+  rebuildModel();
+  reanalyze(s, true);
+  Q_EMIT changed();
+}
+
+bool ScheduleDocument::moveStep(int device, int from, int to, QString* error) {
+  if (from == to) return fail(error, {makeError("edit.move", "the op is already there")});
+  auto s = ps::ui::moveStep(schedule(), device, from, to);
+  if (!s) return fail(error, s.errors());
+  const Op& op = schedule().devices[static_cast<size_t>(device)][static_cast<size_t>(from)].first;
+  undo_.push(new MoveStepCommand(
+      this, device, from, to,
+      tr("Move %1 %2")
+          .arg(QString::fromStdString(schedule().opName(op)), to < from ? tr("earlier") : tr("later"))));
+  return true;
+}
+
+bool ScheduleDocument::splitBackward(OpRef at, QString* error) {
+  auto s = ps::ui::splitBackward(schedule(), at);
+  if (!s) return fail(error, s.errors());
+  const Op* op = opAt(schedule(), at);
+  undo_.push(new ReplaceScheduleCommand(
+      this, schedule(), std::move(s).value(),
+      tr("Split %1 into I + W").arg(QString::fromStdString(schedule().opName(*op)))));
+  return true;
+}
+
+bool ScheduleDocument::mergeInputWeight(OpRef at, QString* error) {
+  auto s = ps::ui::mergeInputWeight(schedule(), at);
+  if (!s) return fail(error, s.errors());
+  const Op* op = opAt(schedule(), at);
+  undo_.push(new ReplaceScheduleCommand(
+      this, schedule(), std::move(s).value(),
+      tr("Merge I + W of micro-batch %1, stage %2 into B").arg(op->microbatch).arg(op->stage)));
+  return true;
+}
+
+bool ScheduleDocument::toggleRecompute(int stage, QString* error) {
+  const bool had = stageRecomputes(schedule(), stage);
+  auto s = ps::ui::toggleRecompute(schedule(), stage);
+  if (!s) return fail(error, s.errors());
+  undo_.push(new ReplaceScheduleCommand(
+      this, schedule(), std::move(s).value(),
+      had ? tr("Stop recomputing stage %1").arg(stage) : tr("Recompute stage %1").arg(stage)));
+  return true;
+}
+
+bool ScheduleDocument::addOffloadReload(OpRef at, QString* error) {
+  auto s = ps::ui::addOffloadReload(schedule(), at);
+  if (!s) return fail(error, s.errors());
+  const Op* op = opAt(schedule(), at);
+  undo_.push(new ReplaceScheduleCommand(
+      this, schedule(), std::move(s).value(),
+      tr("Offload micro-batch %1 of stage %2").arg(op->microbatch).arg(op->stage)));
+  return true;
+}
+
+void ScheduleDocument::setProfile(const CostProfile& p, const QString& description) {
+  undo_.push(new ProfileCommand(this, profile_, p, description));
+}
+
+void ScheduleDocument::replaceSchedule(const Schedule& s, const QString& description) {
+  undo_.push(new ReplaceScheduleCommand(this, schedule(), s, description));
+}
+
+void ScheduleDocument::replaceDesign(const Schedule& s, const CostProfile& p, const QString& description) {
+  undo_.push(new ReplaceDesignCommand(this, s, p, description));
+}
+
+double ScheduleDocument::modelDuration(const Op& op) const {
+  if (op.stage < 0 || op.stage >= static_cast<int>(model_.stages.size())) return 1.0;
+  const StageCost& c = model_.stages[static_cast<size_t>(op.stage)];
+  switch (op.kind) {
+    case OpKind::F:
+      return c.F;
+    case OpKind::B:
+      return c.B;
+    case OpKind::I:
+      return c.I;
+    case OpKind::W:
+      return c.W;
+    case OpKind::R:
+      return c.R;
+    default:
+      return std::max(0.1, c.F / 4);
+  }
+}
+
+std::optional<OpRef> ScheduleDocument::find(const Op& op) const {
+  auto it = index_.find(opKey(op));
+  if (it == index_.end()) return std::nullopt;
+  return it->second;
+}
+
+const DependencyGraph& ScheduleDocument::graph() const {
+  if (!graph_ || graphFor_ != analysis_) {
+    graph_ = std::make_unique<DependencyGraph>(analysis_->schedule);
+    graphFor_ = analysis_;
+  }
+  return *graph_;
+}
+
+std::vector<Op> ScheduleDocument::dependencies(const Op& op) const {
+  const DependencyGraph& g = graph();
+  const int id = g.find(op);
+  if (id < 0) return dependenciesOf(schedule(), op);
+  std::vector<Op> out;
+  for (int dep : g.dependencies(id)) out.push_back(g.op(dep));
+  return out;
+}
+
+std::vector<Op> ScheduleDocument::dependents(const Op& op) const {
+  const DependencyGraph& g = graph();
+  const int id = g.find(op);
+  std::vector<Op> out;
+  if (id < 0) return out;
+  for (int next : g.dependents(id)) out.push_back(g.op(next));
+  return out;
+}
+
+}  // namespace ps::ui

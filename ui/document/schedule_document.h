@@ -1,0 +1,163 @@
+#pragma once
+// The document behind the designer: a Schedule, its cost profile and the last analysis
+// (validation + simulation), with a QUndoStack on which every edit is one command.
+#include <QObject>
+#include <QString>
+#include <QUndoStack>
+#include <memory>
+#include <optional>
+#include <unordered_map>
+#include <vector>
+
+#include "panels/metrics_text.h"
+#include "pipestudio/core/model/cost_profile.h"
+#include "pipestudio/core/analysis/iterations.h"
+#include "pipestudio/core/io/pytorch_csv.h"
+#include "pipestudio/core/model/schedule.h"
+#include "pipestudio/core/analysis/simulator.h"
+#include "pipestudio/core/model/timeline.h"
+#include "pipestudio/core/analysis/validator.h"
+
+namespace ps::ui {
+
+// Everything derived from one schedule: what the views draw. Immutable once made.
+struct Analysis {
+  ps::core::Schedule schedule;
+  ps::core::ValidationReport validation;
+  ps::core::Timeline timeline;              // simulated with the cost model (ms)
+  std::optional<ps::core::Timeline> slots;  // unit slots (one step = 1), when asked for
+  ps::core::Diagnostics diagnostics;        // validation + simulation + model problems
+  // K > 1 iterations asked for (docs/gui.md, "Iterations"): the core's run of K iterations
+  // back to back with the boundary, timeline and unrolled schedule included. Unset for K = 1
+  // or when the K iterations could not be simulated (then a warning says why).
+  std::optional<ps::core::IterationResult> iterations;
+  bool valid() const { return !ps::core::hasErrors(diagnostics); }
+  double makespan() const { return timeline.metrics.makespan; }
+};
+
+// A default cost profile for `stages` stages when a schedule names none: one layer per
+// stage, F 1 ms, I 1 ms, W 0.8 ms, 512 MiB activations, 256 MiB weights, 16 GiB devices.
+ps::core::CostProfile defaultCostProfile(int stages);
+// The default as a model split over the stages: a uniform model as large as `devices` of the
+// stages above (per micro-batch F devices x 1 ms, ...), each of the `stages` stages taking an
+// equal share. Chunking (interleaved, V-shape) then cuts the same model finer instead of making
+// it bigger, so previews of 1F1B and interleaved 1F1B on the same devices are comparable.
+ps::core::CostProfile defaultCostProfile(int stages, int devices);
+// The default for a schedule: defaultCostProfile(stages, devices) of its pipeline.
+ps::core::CostProfile defaultCostProfile(const ps::core::Schedule& s);
+
+// Where bundled resources live (examples, profiles): $PIPESTUDIO_RESOURCES, the build-time
+// source folder, or share/pipestudio next to the executable.
+QString resourcesDir();
+
+struct LoadedFile {
+  ps::core::Schedule schedule;
+  ps::core::CostProfile profile;
+  ps::core::Diagnostics notes;  // e.g. a named profile that could not be read
+};
+// Reads a .pipe (DSL) or .csv (PyTorch) file; a profile named in the header is looked up
+// next to the file and in resources/profiles.
+ps::core::Result<LoadedFile> readScheduleFile(const QString& path);
+// Writes by extension: .csv -> PyTorch CSV, .json -> Chrome trace of `timeline`, else DSL.
+ps::core::Status writeScheduleFile(const QString& path, const ps::core::Schedule& s);
+// The CSV form that keeps every action of `s`: compute_comms when it holds SEND/RECV or
+// UNSHARD/RESHARD, else compute_only.
+ps::core::CsvFormat csvFormatFor(const ps::core::Schedule& s);
+
+class ScheduleDocument : public QObject {
+  Q_OBJECT
+ public:
+  explicit ScheduleDocument(QObject* parent = nullptr);
+  ~ScheduleDocument() override;
+
+  // Replaces everything (open, new): clears undo history and sets the "last saved" baseline.
+  void load(ps::core::Schedule s, ps::core::CostProfile profile, const QString& path = {});
+
+  const ps::core::Schedule& schedule() const { return analysis_->schedule; }
+  const ps::core::CostProfile& profile() const { return profile_; }
+  const Analysis& analysis() const { return *analysis_; }
+  std::shared_ptr<const Analysis> analysisPtr() const { return analysis_; }
+  const ps::core::TimelineMetrics& savedMetrics() const { return saved_; }
+  // Whether the saved baseline's simulation finished (and how far it got when not).
+  const SimulationProgress& savedProgress() const { return savedProgress_; }
+  QUndoStack* undoStack() { return &undo_; }
+  QString filePath() const { return path_; }
+  bool isModified() const { return !undo_.isClean(); }
+  // The schedule is now on disk at `path`: it becomes the "last saved" baseline.
+  void markSaved(const QString& path);
+  QString lastEffect() const { return lastEffect_; }
+
+  // Unit slot layout (PyTorch visualiser) alongside simulated time.
+  void setSlotsWanted(bool on);
+  bool slotsWanted() const { return slotsWanted_; }
+
+  // How many iterations the designer shows (1..16) and their boundary; a view setting, not
+  // part of the schedule or the undo history.
+  void setIterations(int k, ps::core::IterationBoundary boundary);
+  int iterations() const { return iterations_; }
+  ps::core::IterationBoundary iterationBoundary() const { return boundary_; }
+
+  // Validates and simulates a candidate schedule with the current cost model (used for the
+  // live preview while dragging). Does not change the document.
+  Analysis analyze(const ps::core::Schedule& s) const;
+
+  // Edits: each pushes one undo command; false (and `error` set) when the edit does not apply.
+  bool moveStep(int device, int from, int to, QString* error = nullptr);
+  bool splitBackward(ps::core::OpRef at, QString* error = nullptr);
+  bool mergeInputWeight(ps::core::OpRef at, QString* error = nullptr);
+  bool toggleRecompute(int stage, QString* error = nullptr);
+  bool addOffloadReload(ps::core::OpRef at, QString* error = nullptr);
+  void setProfile(const ps::core::CostProfile& p, const QString& description);
+  void replaceSchedule(const ps::core::Schedule& s, const QString& description);
+  // Replaces schedule and cost profile together as one undo step (e.g. a search result with
+  // its own partition, placement and profile); undo restores both exactly.
+  void replaceDesign(const ps::core::Schedule& s, const ps::core::CostProfile& p, const QString& description);
+
+  // The cost model's time for an op (what the simulator would charge), for ops a stalled
+  // simulation never reached.
+  double modelDuration(const ps::core::Op& op) const;
+
+  // Where an op sits in the current schedule.
+  std::optional<ps::core::OpRef> find(const ps::core::Op& op) const;
+  // What an op waits for and what waits for it (ops present in the schedule).
+  std::vector<ps::core::Op> dependencies(const ps::core::Op& op) const;
+  std::vector<ps::core::Op> dependents(const ps::core::Op& op) const;
+
+  // Called by the undo commands.
+  void applyScheduleInternal(ps::core::Schedule s);
+  void applyProfileInternal(ps::core::CostProfile p);
+  void applyDesignInternal(ps::core::Schedule s, ps::core::CostProfile p);
+
+ Q_SIGNALS:
+  void changed();  // schedule, profile or analysis changed
+  void effectChanged(const QString& effect);
+
+ private:
+  void rebuildModel();
+  void reanalyze(const ps::core::Schedule& s, bool reportEffect);
+  void rebuildIndex();
+  // The dependency graph of the current schedule, built on first use after each analysis
+  // so selecting an op costs O(its edges), not a pass over the schedule per candidate.
+  const ps::core::DependencyGraph& graph() const;
+
+  ps::core::CostProfile profile_;
+  ps::core::SimulationModel model_;
+  ps::core::Diagnostics modelDiagnostics_;
+  bool modelOk_ = false;
+  std::shared_ptr<const Analysis> analysis_;
+  ps::core::TimelineMetrics saved_;
+  SimulationProgress savedProgress_;
+  QUndoStack undo_;
+  QString path_;
+  QString lastEffect_;
+  bool slotsWanted_ = false;
+  int iterations_ = 1;
+  ps::core::IterationBoundary boundary_ = ps::core::IterationBoundary::Overlap;
+  std::unordered_map<std::uint64_t, ps::core::OpRef> index_;
+  mutable std::unique_ptr<ps::core::DependencyGraph> graph_;
+  mutable std::shared_ptr<const Analysis> graphFor_;  // the analysis graph_ was built for
+};
+
+std::uint64_t opKey(const ps::core::Op& op);
+
+}  // namespace ps::ui

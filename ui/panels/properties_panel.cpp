@@ -1,0 +1,244 @@
+#include "panels/properties_panel.h"
+
+#include <QComboBox>
+#include <QDir>
+#include <QDoubleSpinBox>
+#include <QFile>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QFormLayout>
+#include <QGroupBox>
+#include <QHeaderView>
+#include <QLabel>
+#include <QPushButton>
+#include <QTableWidget>
+#include <QVBoxLayout>
+
+#include "document/schedule_document.h"
+
+namespace ps::ui {
+
+using namespace ps::core;
+
+namespace {
+constexpr double kMiB = double(1 << 20);
+constexpr double kGiB = double(1LL << 30);
+enum Col { kName, kF, kI, kW, kR, kAct, kWeight, kOut, kCols };
+
+QDoubleSpinBox* spin(double max, int decimals, const QString& suffix, const QString& special) {
+  auto* s = new QDoubleSpinBox;
+  s->setRange(0, max);
+  s->setDecimals(decimals);
+  s->setSuffix(suffix);
+  s->setSpecialValueText(special);
+  s->setKeyboardTracking(false);
+  s->setAlignment(Qt::AlignRight);
+  return s;
+}
+}  // namespace
+
+PropertiesPanel::PropertiesPanel(ScheduleDocument* doc, QWidget* parent) : QWidget(parent), doc_(doc) {
+  auto* lay = new QVBoxLayout(this);
+  lay->setContentsMargins(8, 8, 8, 8);
+  lay->setSpacing(10);
+
+  auto* pipe = new QGroupBox(tr("Pipeline"));
+  auto* pf = new QFormLayout(pipe);
+  pf->setLabelAlignment(Qt::AlignLeft);
+  shape_ = new QLabel;
+  placement_ = new QLabel;
+  shape_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  pf->addRow(tr("Shape"), shape_);
+  pf->addRow(tr("Placement"), placement_);
+  auto* regen = new QPushButton(tr("New from template…"));
+  connect(regen, &QPushButton::clicked, this, &PropertiesPanel::newFromTemplateRequested);
+  pf->addRow(QString(), regen);
+  lay->addWidget(pipe);
+
+  auto* cost = new QGroupBox(tr("Cost model"));
+  auto* cl = new QVBoxLayout(cost);
+  auto* form = new QFormLayout;
+  profileCombo_ = new QComboBox;
+  profileCombo_->addItem(tr("Default (uniform)"), QString());
+  const QDir profiles(resourcesDir() + QStringLiteral("/profiles"));
+  for (const QFileInfo& fi : profiles.entryInfoList({QStringLiteral("*.json")}, QDir::Files, QDir::Name))
+    profileCombo_->addItem(fi.completeBaseName(), fi.absoluteFilePath());
+  profileCombo_->addItem(tr("Load from file…"), QStringLiteral("?"));
+  form->addRow(tr("Profile"), profileCombo_);
+  memory_ = spin(4096, 1, tr(" GiB"), tr("unlimited"));
+  bandwidth_ = spin(10000, 1, tr(" GB/s"), tr("infinite"));
+  latency_ = spin(1000, 3, tr(" ms"), QString());
+  host_ = spin(10000, 1, tr(" GB/s"), tr("infinite"));
+  form->addRow(tr("Device memory"), memory_);
+  form->addRow(tr("Link bandwidth"), bandwidth_);
+  form->addRow(tr("Link latency"), latency_);
+  form->addRow(tr("Host bandwidth"), host_);
+  cl->addLayout(form);
+
+  table_ = new QTableWidget(0, kCols);
+  table_->setHorizontalHeaderLabels(
+      {tr("Layer"), tr("F ms"), tr("I ms"), tr("W ms"), tr("R ms"), tr("Act MiB"), tr("Wt MiB"), tr("Out MiB")});
+  const QString tips[] = {tr("Layer name"),
+                          tr("Forward time (ms)"),
+                          tr("Backward for inputs (ms)"),
+                          tr("Weight gradients (ms)"),
+                          tr("Recompute time (ms)"),
+                          tr("Activations stashed from F to its backward (MiB)"),
+                          tr("Weights (MiB); gradients and optimizer state scale with them"),
+                          tr("Output sent to the next stage (MiB)")};
+  for (int c = 0; c < kCols; ++c) table_->horizontalHeaderItem(c)->setToolTip(tips[c]);
+  table_->verticalHeader()->setVisible(false);
+  table_->verticalHeader()->setDefaultSectionSize(table_->fontMetrics().height() + 8);
+  // Columns as wide as their contents (a real profile's "1.23457", "transformer.h.11"); the
+  // table scrolls sideways in a narrow dock rather than eliding numbers to "1...".
+  table_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+  table_->horizontalHeader()->setStretchLastSection(false);
+  table_->setHorizontalScrollBarPolicy(Qt::ScrollBarAsNeeded);
+  table_->horizontalHeader()->setMinimumSectionSize(28);
+  auto* unitNote = new QLabel(tr("Times in ms, sizes in MiB. Edit a cell to re-simulate."));
+  unitNote->setWordWrap(true);
+  QPalette np = unitNote->palette();
+  np.setColor(QPalette::WindowText, np.color(QPalette::PlaceholderText));
+  unitNote->setPalette(np);
+  table_->setAlternatingRowColors(true);
+  table_->setToolTip(
+      tr("Per-layer costs; with one layer per stage these are the stage costs. Edit a cell to "
+         "re-simulate."));
+  cl->addWidget(table_, 1);
+  cl->addWidget(unitNote);
+  lay->addWidget(cost, 1);
+
+  connect(table_, &QTableWidget::cellChanged, this, &PropertiesPanel::commitTable);
+  for (auto* s : {memory_, bandwidth_, latency_, host_})
+    connect(s, &QDoubleSpinBox::valueChanged, this, [this] { commitScalars(); });
+  connect(profileCombo_, &QComboBox::activated, this, &PropertiesPanel::profileChosen);
+  connect(doc_, &ScheduleDocument::changed, this, &PropertiesPanel::refresh);
+  refresh();
+}
+
+void PropertiesPanel::refresh() {
+  refreshing_ = true;
+  const Schedule& s = doc_->schedule();
+  const CostProfile& p = doc_->profile();
+  shape_->setText(tr("%1 devices · %2 stages · %3 micro-batches")
+                      .arg(s.pipeline.devices)
+                      .arg(s.pipeline.stages)
+                      .arg(s.pipeline.microbatches));
+  placement_->setText(QString::fromUtf8(placementKindName(s.pipeline.placementKind).data()));
+  memory_->setValue(static_cast<double>(p.deviceMemoryBytes) / kGiB);
+  bandwidth_->setValue(p.link.bandwidthBytesPerMs / 1e6);  // bytes/ms -> GB/s
+  latency_->setValue(p.link.latencyMs);
+  host_->setValue(p.hostBandwidthBytesPerMs / 1e6);
+  table_->setRowCount(static_cast<int>(p.layers.size()));
+  for (int r = 0; r < static_cast<int>(p.layers.size()); ++r) {
+    const LayerCost& l = p.layers[static_cast<size_t>(r)];
+    const double values[] = {l.forwardMs,
+                             l.backwardInputMs,
+                             l.backwardWeightMs,
+                             l.recomputeMs.value_or(l.forwardMs),
+                             static_cast<double>(l.activationBytes) / kMiB,
+                             static_cast<double>(l.weightBytes) / kMiB,
+                             static_cast<double>(l.outputBytes) / kMiB};
+    auto* name = new QTableWidgetItem(QString::fromStdString(l.name));
+    table_->setItem(r, kName, name);
+    for (int c = kF; c < kCols; ++c) {
+      auto* it = new QTableWidgetItem(QString::number(values[c - kF], 'g', 6));
+      it->setTextAlignment(Qt::AlignRight | Qt::AlignVCenter);
+      table_->setItem(r, c, it);
+    }
+  }
+  int idx = 0;
+  for (int i = 1; i < profileCombo_->count() - 1; ++i)
+    if (QFileInfo(profileCombo_->itemData(i).toString()).completeBaseName().toStdString() == p.name) idx = i;
+  profileCombo_->setCurrentIndex(idx);
+  refreshing_ = false;
+}
+
+void PropertiesPanel::commitTable(int row, int column) {
+  if (refreshing_) return;
+  CostProfile p = doc_->profile();
+  if (row < 0 || row >= static_cast<int>(p.layers.size())) return;
+  LayerCost& l = p.layers[static_cast<size_t>(row)];
+  const QString text = table_->item(row, column)->text();
+  if (column == kName) {
+    l.name = text.toStdString();
+  } else {
+    bool ok = false;
+    const double v = text.toDouble(&ok);
+    if (!ok || v < 0) {
+      refresh();  // reject: not a non-negative number
+      return;
+    }
+    switch (column) {
+      case kF:
+        l.forwardMs = v;
+        break;
+      case kI:
+        l.backwardInputMs = v;
+        break;
+      case kW:
+        l.backwardWeightMs = v;
+        break;
+      case kR:
+        l.recomputeMs = v;
+        break;
+      case kAct:
+        l.activationBytes = static_cast<std::int64_t>(v * kMiB);
+        break;
+      case kWeight:
+        l.weightBytes = static_cast<std::int64_t>(v * kMiB);
+        break;
+      case kOut:
+        l.outputBytes = static_cast<std::int64_t>(v * kMiB);
+        break;
+      default:
+        break;
+    }
+  }
+  doc_->setProfile(
+      p,
+      tr("Edit %1 of %2").arg(table_->horizontalHeaderItem(column)->text(), QString::fromStdString(l.name)));
+}
+
+void PropertiesPanel::commitScalars() {
+  if (refreshing_) return;
+  CostProfile p = doc_->profile();
+  p.deviceMemoryBytes = static_cast<std::int64_t>(memory_->value() * kGiB);
+  p.link.bandwidthBytesPerMs = bandwidth_->value() * 1e6;
+  p.link.latencyMs = latency_->value();
+  p.hostBandwidthBytesPerMs = host_->value() * 1e6;
+  doc_->setProfile(p, tr("Edit memory and link"));
+}
+
+void PropertiesPanel::profileChosen(int index) {
+  QString path = profileCombo_->itemData(index).toString();
+  if (path == QStringLiteral("?")) {
+    path = QFileDialog::getOpenFileName(this, tr("Load cost profile"),
+                                        resourcesDir() + QStringLiteral("/profiles"),
+                                        tr("Cost profiles (*.json)"));
+    if (path.isEmpty()) {
+      refresh();
+      return;
+    }
+  }
+  if (path.isEmpty()) {
+    doc_->setProfile(defaultCostProfile(doc_->schedule()), tr("Use the default profile"));
+    return;
+  }
+  QFile f(path);
+  if (!f.open(QIODevice::ReadOnly)) {
+    refresh();
+    return;
+  }
+  auto p = parseCostProfile(f.readAll().toStdString(), path.toStdString());
+  if (!p) {
+    setToolTip(QString::fromStdString(formatDiagnostics(p.errors())));
+    refresh();
+    return;
+  }
+  CostProfile prof = std::move(p).value();
+  if (prof.name.empty()) prof.name = QFileInfo(path).completeBaseName().toStdString();
+  doc_->setProfile(prof, tr("Use profile %1").arg(QFileInfo(path).fileName()));
+}
+
+}  // namespace ps::ui

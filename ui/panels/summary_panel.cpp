@@ -1,0 +1,182 @@
+#include "panels/summary_panel.h"
+
+#include <QHeaderView>
+#include <cmath>
+#include <string>
+#include <utility>
+
+namespace ps::ui {
+
+namespace {
+
+enum class Better { Lower, Higher };
+
+// Fewer decimals for large values so the columns stay narrow.
+QString fmt(double v, int decimals) {
+  const double a = std::abs(v);
+  if (a >= 1000)
+    decimals = 0;
+  else if (a >= 100)
+    decimals = std::min(decimals, 1);
+  return QString::number(v, 'f', decimals);
+}
+
+// Whether each side's figures exist (its simulation finished).
+struct Sides {
+  bool cur = true;
+  bool saved = true;
+};
+
+void addRow(QTreeWidgetItem* parent, QTreeWidget* tree, const QString& name, double cur, double saved,
+            int decimals, const QString& unit, Better better, Sides have = {}) {
+  auto* it = parent ? new QTreeWidgetItem(parent) : new QTreeWidgetItem(tree);
+  it->setText(0, name);
+  const QString na = QObject::tr("n/a");
+  it->setText(1, have.cur ? fmt(cur, decimals) + unit : na);
+  it->setText(2, have.saved ? fmt(saved, decimals) + unit : na);
+  for (int c = 1; c < 4; ++c) it->setTextAlignment(c, Qt::AlignRight | Qt::AlignVCenter);
+  if (!have.cur || !have.saved) {
+    // Nothing to compare: a schedule that does not finish has no figures to be better or worse.
+    it->setText(3, QStringLiteral("—"));
+    it->setForeground(3, tree->palette().color(QPalette::PlaceholderText));
+    if (!have.cur) it->setForeground(1, tree->palette().color(QPalette::PlaceholderText));
+    return;
+  }
+  const double diff = cur - saved;
+  const double eps = 0.5 * std::pow(10.0, -decimals);
+  if (std::abs(diff) < eps) {
+    it->setText(3, QStringLiteral("="));
+    it->setForeground(3, tree->palette().color(QPalette::PlaceholderText));
+  } else {
+    it->setText(3, (diff > 0 ? QStringLiteral("+") : QString()) + fmt(diff, decimals) + unit);
+    const bool good = better == Better::Lower ? diff < 0 : diff > 0;
+    it->setForeground(3, good ? QColor(0x2e, 0x9d, 0x4e) : QColor(0xe5, 0x39, 0x35));
+  }
+}
+
+}  // namespace
+
+SummaryPanel::SummaryPanel(QWidget* parent) : QTreeWidget(parent) {
+  setColumnCount(4);
+  setHeaderLabels({tr("Metric"), tr("Now"), tr("Saved"), tr("Change")});
+  setRootIsDecorated(true);
+  // The "not available (stalled at …)" line wraps rather than being cut off.
+  setUniformRowHeights(false);
+  setWordWrap(true);
+  setAlternatingRowColors(true);
+  setSelectionMode(QAbstractItemView::NoSelection);
+  setFocusPolicy(Qt::NoFocus);
+  header()->setStretchLastSection(true);
+  // Every column as wide as its contents (no "Make..."): a narrow dock scrolls sideways.
+  header()->setSectionResizeMode(0, QHeaderView::ResizeToContents);
+  for (int c = 1; c < 4; ++c) header()->setSectionResizeMode(c, QHeaderView::ResizeToContents);
+  header()->setDefaultAlignment(Qt::AlignLeft | Qt::AlignVCenter);
+}
+
+void SummaryPanel::setMetrics(const ps::core::TimelineMetrics& cur, const ps::core::TimelineMetrics& saved) {
+  setMetrics(cur, saved, SimulationProgress{}, SimulationProgress{});
+}
+
+void SummaryPanel::setMetrics(const ps::core::TimelineMetrics& cur, const ps::core::TimelineMetrics& saved,
+                              const SimulationProgress& curProgress, const SimulationProgress& savedProgress) {
+  const Sides have{curProgress.finished, savedProgress.finished};
+  setUpdatesEnabled(false);
+  // Keep the device groups the user closed closed.
+  for (int i = 0; i < topLevelItemCount(); ++i) {
+    QTreeWidgetItem* it = topLevelItem(i);
+    if (it->childCount() == 0) continue;
+    if (it->isExpanded())
+      collapsed_.remove(it->text(0));
+    else
+      collapsed_.insert(it->text(0));
+  }
+  clear();
+  for (const auto& [p, which] : {std::pair{&curProgress, tr("Now")}, std::pair{&savedProgress, tr("Saved")}}) {
+    if (p->finished) continue;
+    // A spanned line above the figures: why they are missing and how far the simulation got.
+    auto* note = new QTreeWidgetItem(this);
+    note->setText(0, tr("%1: not available\n(%2)").arg(which, stalledText(*p)));
+    note->setFirstColumnSpanned(true);
+    note->setForeground(0, QColor(0xe5, 0x39, 0x35));
+    note->setToolTip(0, tr("%1: %2").arg(which, notAvailableText(*p)));
+  }
+  addRow(nullptr, this, tr("Makespan"), cur.makespan, saved.makespan, 2, tr(" ms"), Better::Lower, have);
+  addRow(nullptr, this, tr("Bubble ratio"), cur.bubbleRatio * 100, saved.bubbleRatio * 100, 1,
+         QStringLiteral(" %"), Better::Lower, have);
+  addRow(nullptr, this, tr("Efficiency"), cur.efficiency * 100, saved.efficiency * 100, 1,
+         QStringLiteral(" %"), Better::Higher, have);
+  addRow(nullptr, this, tr("Lower bound"), cur.lowerBound, saved.lowerBound, 2, tr(" ms"), Better::Lower, have);
+  addIterationRows();
+  constexpr double kGiB = double(1LL << 30);
+  for (size_t d = 0; d < cur.devices.size(); ++d) {
+    const auto& c = cur.devices[d];
+    const ps::core::DeviceMetrics s = d < saved.devices.size() ? saved.devices[d] : ps::core::DeviceMetrics{};
+    auto* group = new QTreeWidgetItem(this);
+    group->setText(0, tr("Device %1").arg(d));
+    group->setText(1, have.cur ? QString::number(static_cast<double>(c.peakMemoryBytes) / kGiB, 'f', 2) + tr(" GiB")
+                               : tr("n/a"));
+    group->setTextAlignment(1, Qt::AlignRight | Qt::AlignVCenter);
+    QFont f = group->font(0);
+    f.setBold(true);
+    group->setFont(0, f);
+    addRow(group, this, tr("Peak memory"), static_cast<double>(c.peakMemoryBytes) / kGiB,
+           static_cast<double>(s.peakMemoryBytes) / kGiB, 2, tr(" GiB"), Better::Lower, have);
+    addRow(group, this, tr("In flight"), c.peakInflightMicrobatches, s.peakInflightMicrobatches, 0, QString(),
+           Better::Lower, have);
+    addRow(group, this, tr("Busy"), c.busy, s.busy, 2, tr(" ms"), Better::Higher, have);
+    group->setExpanded(cur.devices.size() <= 8 && !collapsed_.contains(group->text(0)));
+  }
+  setUpdatesEnabled(true);
+}
+
+void SummaryPanel::setIterations(const ps::core::IterationResult* r) {
+  if (!r) {
+    iterations_.reset();
+    return;
+  }
+  iterations_ = IterationFigures{r->iterations, r->boundary,       r->steadyStateMs,
+                                 r->firstIterationMs, r->maxSteadySpan, r->complete};
+}
+
+void SummaryPanel::addIterationRows() {
+  if (!iterations_) return;
+  const IterationFigures& it = *iterations_;
+  const QString boundary = QString::fromStdString(std::string(ps::core::iterationBoundaryName(it.boundary)));
+  auto* group = new QTreeWidgetItem(this);
+  group->setText(0, tr("Iterations"));
+  group->setText(1, tr("%1 × %2").arg(it.iterations).arg(boundary));
+  group->setToolTip(0, tr("The timeline shows %1 iterations back to back with a %2 boundary; the figures "
+                          "above are those of one iteration.")
+                           .arg(it.iterations)
+                           .arg(boundary));
+  QFont f = group->font(0);
+  f.setBold(true);
+  group->setFont(0, f);
+  auto row = [&](const QString& name, const QString& value) {
+    auto* r = new QTreeWidgetItem(group);
+    r->setText(0, name);
+    r->setText(1, value);
+    r->setText(2, QStringLiteral("—"));
+    for (int c = 1; c < 4; ++c) r->setTextAlignment(c, Qt::AlignRight | Qt::AlignVCenter);
+    r->setForeground(2, palette().color(QPalette::PlaceholderText));
+  };
+  const QString na = tr("n/a");
+  auto ms = [&](double v) { return it.complete ? fmt(v, 2) + tr(" ms") : na; };
+  row(tr("Boundary"), boundary);
+  row(tr("Steady-state iteration"), ms(it.steadyStateMs));
+  row(tr("First iteration"), ms(it.firstIterationMs));
+  row(tr("Longest device span"), ms(it.maxSteadySpan));
+  group->setExpanded(!collapsed_.contains(group->text(0)));
+}
+
+QString SummaryPanel::changeValue(const QString& metric) const {
+  const auto items = findItems(metric, Qt::MatchExactly | Qt::MatchRecursive, 0);
+  return items.isEmpty() ? QString() : items.front()->text(3);
+}
+
+QString SummaryPanel::currentValue(const QString& metric) const {
+  const auto items = findItems(metric, Qt::MatchExactly | Qt::MatchRecursive, 0);
+  return items.isEmpty() ? QString() : items.front()->text(1);
+}
+
+}  // namespace ps::ui

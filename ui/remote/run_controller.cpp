@@ -1,0 +1,613 @@
+#include "remote/run_controller.h"
+
+#include <QCoreApplication>
+#include <QDir>
+#include <QFile>
+#include <QFileInfo>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QRegularExpression>
+#include <QSettings>
+#include <QTemporaryDir>
+#include <QTimer>
+
+#include "pipestudio/core/io/dsl.h"
+#include "pipestudio/core/analysis/simulator.h"
+#include "pipestudio/sessions/recording.h"
+
+#ifndef PIPESTUDIO_VERSION
+#define PIPESTUDIO_VERSION "0"
+#endif
+
+namespace ps::ui {
+
+using namespace ps::core;
+
+namespace {
+
+constexpr int kMaxStderrChars = 256 * 1024;  // keep the tail: the end says why it died
+
+QString lastLines(const QString& text, int lines) {
+  QStringList all = text.trimmed().split(QLatin1Char('\n'));
+  if (all.size() > lines) all = all.mid(all.size() - lines);
+  return all.join(QLatin1Char('\n'));
+}
+
+QString cliLabel(const RunRequest& r) {
+  return r.remote && r.cluster.empty() ? QStringLiteral("pipestudio-cli (%1) on %2").arg(r.remote->cliPath, r.remote->displayName())
+                  : QStringLiteral("pipestudio-cli (%1)").arg(r.localCli);
+}
+
+// The remote shell sees one string: every word quoted; a leading ~/ stays expandable.
+QString remoteWord(const QString& word) {
+  if (word.startsWith(QStringLiteral("~/"))) return QStringLiteral("\"$HOME\"/") + shellQuote(word.mid(2));
+  return shellQuote(word);
+}
+
+QStringList sshPrefix(const RunRequest& r) {
+  const RemoteHost& h = *r.remote;
+  QStringList a{QStringLiteral("-o"), QStringLiteral("BatchMode=yes"), QStringLiteral("-o"),
+                QStringLiteral("ConnectTimeout=%1").arg(std::max(1, r.connectTimeoutSeconds)), QStringLiteral("-p"),
+                QString::number(h.port)};
+  if (!h.identityFile.isEmpty()) a << QStringLiteral("-i") << h.identityFile << QStringLiteral("-o")
+                                   << QStringLiteral("IdentitiesOnly=yes");
+  for (const QString& o : h.sshOptions)
+    if (!o.trimmed().isEmpty()) a << QStringLiteral("-o") << o.trimmed();
+  a << h.destination() << QStringLiteral("--");
+  return a;
+}
+
+ProcessCommand wrap(const RunRequest& r, const QStringList& cliArgs) {
+  if (!r.remote || !r.cluster.empty()) return {r.localCli.isEmpty() ? defaultLocalCli() : r.localCli, cliArgs};
+  QStringList words{remoteWord(r.remote->cliPath)};
+  for (const QString& a : cliArgs) words << shellQuote(a);
+  return {QStringLiteral("ssh"), sshPrefix(r) << words.join(QLatin1Char(' '))};
+}
+
+}  // namespace
+
+// --- hosts ---------------------------------------------------------------------------------
+
+QString RemoteHost::displayName() const { return name.isEmpty() ? destination() : name; }
+QString RemoteHost::destination() const { return user.isEmpty() ? host : user + QLatin1Char('@') + host; }
+
+QList<RemoteHost> loadRemoteHosts(QSettings& s) {
+  QList<RemoteHost> out;
+  const int n = s.beginReadArray(QStringLiteral("runHosts"));
+  for (int i = 0; i < n; ++i) {
+    s.setArrayIndex(i);
+    RemoteHost h;
+    h.name = s.value(QStringLiteral("name")).toString();
+    h.host = s.value(QStringLiteral("host")).toString();
+    h.user = s.value(QStringLiteral("user")).toString();
+    h.port = s.value(QStringLiteral("port"), 22).toInt();
+    h.identityFile = s.value(QStringLiteral("identityFile")).toString();
+    h.cliPath = s.value(QStringLiteral("cliPath"), QStringLiteral("pipestudio-cli")).toString();
+    h.sshOptions = s.value(QStringLiteral("sshOptions")).toStringList();
+    if (!h.host.isEmpty()) out << h;
+  }
+  s.endArray();
+  return out;
+}
+
+std::vector<ClusterHost> loadClusterHosts(QSettings& s) {
+  const QString text = s.value(QStringLiteral("runCluster/hosts")).toString();
+  if (text.trimmed().isEmpty()) return {};
+  auto hosts = parseHostFile(text.toStdString(), "settings");
+  return hosts ? *hosts : std::vector<ClusterHost>{};
+}
+
+void saveClusterHosts(QSettings& s, const std::vector<ClusterHost>& hosts) {
+  s.setValue(QStringLiteral("runCluster/hosts"), QString::fromStdString(formatHostFile(hosts)));
+}
+
+void saveRemoteHosts(QSettings& s, const QList<RemoteHost>& hosts) {
+  s.remove(QStringLiteral("runHosts"));
+  s.beginWriteArray(QStringLiteral("runHosts"), static_cast<int>(hosts.size()));
+  for (int i = 0; i < hosts.size(); ++i) {
+    s.setArrayIndex(i);
+    const RemoteHost& h = hosts[i];
+    s.setValue(QStringLiteral("name"), h.name);
+    s.setValue(QStringLiteral("host"), h.host);
+    s.setValue(QStringLiteral("user"), h.user);
+    s.setValue(QStringLiteral("port"), h.port);
+    s.setValue(QStringLiteral("identityFile"), h.identityFile);
+    s.setValue(QStringLiteral("cliPath"), h.cliPath);
+    s.setValue(QStringLiteral("sshOptions"), h.sshOptions);
+  }
+  s.endArray();
+}
+
+// --- command construction -------------------------------------------------------------------
+
+QString RunRequest::modelSpec() const {
+  if (model == QStringLiteral("torchscript")) return QStringLiteral("torchscript:path=") + torchscriptFile;
+  const QString p = modelParameters.trimmed();
+  return p.isEmpty() ? model : model + QLatin1Char(':') + p;
+}
+
+QString RunRequest::targetName() const {
+  if (!cluster.empty())
+    return QStringLiteral("cluster (%1 hosts, %2 ranks)").arg(cluster.size()).arg(clusterWorldSize(cluster));
+  return remote ? remote->displayName() : QStringLiteral("this machine");
+}
+
+QString ProcessCommand::display() const {
+  QStringList words{shellQuote(program)};
+  for (const QString& a : arguments) words << shellQuote(a);
+  return words.join(QLatin1Char(' '));
+}
+
+QString shellQuote(const QString& word) {
+  static const QRegularExpression safe(QStringLiteral("^[A-Za-z0-9_@%+=:,./-]+$"));
+  if (safe.match(word).hasMatch()) return word;
+  QString q = word;
+  q.replace(QLatin1Char('\''), QStringLiteral("'\\''"));
+  return QLatin1Char('\'') + q + QLatin1Char('\'');
+}
+
+QString defaultLocalCli() {
+  const QString dir = QCoreApplication::applicationDirPath();
+  for (const QString& candidate : {dir + QStringLiteral("/pipestudio-cli"), dir + QStringLiteral("/../app/pipestudio-cli")})
+    if (QFileInfo(candidate).isExecutable()) return QFileInfo(candidate).absoluteFilePath();
+  return QStringLiteral("pipestudio-cli");
+}
+
+QStringList cliRunArguments(const RunRequest& r) {
+  QStringList a{QStringLiteral("run"), QStringLiteral("-"), QStringLiteral("--model"), r.modelSpec(),
+                QStringLiteral("--device"), r.device};
+  if (!r.cluster.empty())
+    a << QStringLiteral("--hosts") << (r.hostsFile.isEmpty() ? QStringLiteral("hosts.txt") : r.hostsFile)
+      << QStringLiteral("--connect-timeout") << QString::number(std::max(1, r.connectTimeoutSeconds));
+  else if (r.processes > 1)
+    a << QStringLiteral("--nproc") << QString::number(r.processes);
+  a << QStringLiteral("--iterations") << QString::number(std::max(1, r.iterations));
+  if (r.warmup > 0) a << QStringLiteral("--warmup") << QString::number(r.warmup);
+  if (r.microbatchSize > 0) a << QStringLiteral("--microbatch-size") << QString::number(r.microbatchSize);
+  if (r.checkGradients) a << QStringLiteral("--check-gradients");
+  if (!r.optimizer.isEmpty()) {
+    a << QStringLiteral("--optimizer") << r.optimizer;
+    if (r.learningRate > 0) a << QStringLiteral("--lr") << QString::number(r.learningRate);
+  }
+  if (!r.inputsFile.isEmpty()) a << QStringLiteral("--inputs") << r.inputsFile;
+  if (r.timeoutSeconds > 0) a << QStringLiteral("--timeout") << QString::number(r.timeoutSeconds);
+  a << QStringLiteral("--events") << QStringLiteral("jsonl") << QStringLiteral("--cancel-on-eof");
+  return a;
+}
+
+ProcessCommand buildRunCommand(const RunRequest& r) { return wrap(r, cliRunArguments(r)); }
+ProcessCommand buildVersionCommand(const RunRequest& r) { return wrap(r, {QStringLiteral("--version")}); }
+ProcessCommand buildCliCommand(const RunRequest& r, const QStringList& cliArgs) { return wrap(r, cliArgs); }
+
+QString clusterLaunchCommands(const RunRequest& r, LaunchKind kind) {
+  // The ranks' arguments as `run --hosts` passes them (run_cluster.cpp): the schedule staged,
+  // no events, session or launcher flags.
+  const QString staged = QStringLiteral("/tmp/pipestudio-run/schedule.pipe");
+  RunRequest plain = r;
+  plain.cluster.clear();
+  plain.processes = 1;
+  if (plain.model == QStringLiteral("torchscript")) plain.torchscriptFile = QStringLiteral("/tmp/pipestudio-run/model.pt");
+  if (!plain.inputsFile.isEmpty()) plain.inputsFile = QStringLiteral("/tmp/pipestudio-run/inputs.pt");
+  std::vector<std::string> args;
+  const QStringList a = cliRunArguments(plain);
+  for (int i = 1; i < a.size(); ++i) {
+    if (a[i] == QStringLiteral("--events")) {
+      ++i;
+      continue;
+    }
+    if (a[i] == QStringLiteral("--cancel-on-eof")) continue;
+    args.push_back(a[i] == QStringLiteral("-") ? staged.toStdString() : a[i].toStdString());
+  }
+  args.push_back("--format");
+  args.push_back("pipe");
+  QString text = QString::fromStdString(printLaunchCommands(r.cluster, kind, args, staged.toStdString(), 29500));
+  if (r.model == QStringLiteral("torchscript"))
+    text += QStringLiteral("# and the TorchScript model %1 at /tmp/pipestudio-run/model.pt on every host\n").arg(r.torchscriptFile);
+  if (!r.inputsFile.isEmpty())
+    text += QStringLiteral("# and the batch %1 at /tmp/pipestudio-run/inputs.pt on every host\n").arg(r.inputsFile);
+  return text;
+}
+
+QByteArray scheduleStdin(const QString& pipeText) {
+  QByteArray b = pipeText.toUtf8();
+  if (!b.isEmpty() && !b.endsWith('\n')) b += '\n';
+  b += QByteArray(kScheduleEndMarker.data(), static_cast<qsizetype>(kScheduleEndMarker.size()));
+  b += '\n';
+  return b;
+}
+
+QString describeSshFailure(const RunRequest& r, int exitCode, const QString& stderrText) {
+  if (!r.remote || exitCode != 255) return {};
+  const RemoteHost& h = *r.remote;
+  const QString said = lastLines(stderrText, 3);
+  const QString ssh = said.isEmpty() ? QString() : QStringLiteral(" (ssh: %1)").arg(said);
+  auto has = [&](const char* s) { return stderrText.contains(QLatin1String(s), Qt::CaseInsensitive); };
+  if (has("Permission denied") || has("Too many authentication failures") || has("no supported authentication"))
+    return QStringLiteral("authentication refused by %1 on port %2: check the user and the identity file%3")
+        .arg(h.destination())
+        .arg(h.port)
+        .arg(ssh);
+  if (has("Host key verification failed") || has("IDENTIFICATION HAS CHANGED"))
+    return QStringLiteral("the host key of %1 is unknown or changed: connect once with ssh to check it, or add "
+                          "StrictHostKeyChecking=accept-new to the host's ssh options%2")
+        .arg(h.host, ssh);
+  if (has("Connection refused") || has("timed out") || has("No route to host") || has("Could not resolve") ||
+      has("Name or service not known") || has("Network is unreachable") || has("Connection closed") ||
+      has("Connection reset"))
+    return QStringLiteral("cannot reach %1 on port %2%3").arg(h.host).arg(h.port).arg(ssh);
+  return QStringLiteral("ssh to %1 failed (exit 255)%2").arg(h.destination(), ssh);
+}
+
+QString checkCliVersion(const RunRequest& r, int exitCode, const QString& out, const QString& err) {
+  if (QString ssh = describeSshFailure(r, exitCode, err); !ssh.isEmpty()) return ssh;
+  const QString where = r.remote ? QStringLiteral(" on %1").arg(r.remote->displayName()) : QString();
+  const QString path = r.remote ? r.remote->cliPath : r.localCli;
+  const QString said = lastLines(err, 3);
+  if (exitCode == 127 || err.contains(QLatin1String("not found")) || err.contains(QLatin1String("No such file")))
+    return QStringLiteral("pipestudio-cli not found%1 at '%2'%3: install it there or set its path in the host settings")
+        .arg(where, path, said.isEmpty() ? QString() : QStringLiteral(" (%1)").arg(said));
+  if (exitCode == 126)
+    return QStringLiteral("'%1'%2 is not executable (%3)").arg(path, where, said);
+  if (exitCode != 0)
+    return QStringLiteral("'%1 --version'%2 failed with exit code %3%4")
+        .arg(path, where)
+        .arg(exitCode)
+        .arg(said.isEmpty() ? QString() : QStringLiteral(": ") + said);
+  const std::string text = out.toStdString();
+  auto v = parseCliVersion(text);
+  if (!v)
+    return QStringLiteral("'%1'%2 does not look like pipestudio-cli (--version printed '%3')")
+        .arg(path, where, lastLines(out, 1).left(120));
+  if (v->protocol != kRunEventProtocolVersion) {
+    const QString theirs = v->protocol > 0 ? QStringLiteral("run-event protocol %1").arg(v->protocol)
+                                           : QStringLiteral("no run-event protocol");
+    return QStringLiteral("version mismatch: pipestudio-cli%1 is %2 (%3), this PipeStudio is %4 (run-event protocol "
+                          "%5): install the matching pipestudio-cli there")
+        .arg(where, QString::fromStdString(v->program), theirs, QStringLiteral(PIPESTUDIO_VERSION))
+        .arg(kRunEventProtocolVersion);
+  }
+  return {};
+}
+
+QString RunOutcome::statusName() const {
+  switch (status) {
+    case Status::Finished: return QStringLiteral("finished");
+    case Status::Cancelled: return QStringLiteral("cancelled");
+    case Status::Failed: break;
+  }
+  return QStringLiteral("failed");
+}
+
+// --- the controller ------------------------------------------------------------------------
+
+RunController::RunController(QObject* parent) : QObject(parent), reader_(std::make_unique<RunEventReader>()) {
+  qRegisterMetaType<ps::ui::RunOutcome>();
+  qRegisterMetaType<ps::core::Timeline>();
+  redraw_ = new QTimer(this);
+  redraw_->setInterval(100);
+  connect(redraw_, &QTimer::timeout, this, [this] {
+    if (reader_->opEvents() == drawnOps_) return;
+    drawnOps_ = reader_->opEvents();
+    Q_EMIT timelineUpdated(reader_->timeline());
+  });
+  stopTimer_ = new QTimer(this);
+  stopTimer_->setSingleShot(true);
+  connect(stopTimer_, &QTimer::timeout, this, [this] {
+    if (!proc_ || proc_->state() == QProcess::NotRunning) return;
+    if (stopStage_ == 0) {
+      stopStage_ = 1;
+      proc_->terminate();
+      stopTimer_->start(3000);
+    } else {
+      proc_->kill();
+    }
+  });
+}
+
+RunController::~RunController() {
+  if (proc_) {
+    proc_->disconnect(this);
+    if (proc_->state() != QProcess::NotRunning) {
+      proc_->closeWriteChannel();  // lets a remote run end through EOF
+      proc_->kill();
+      proc_->waitForFinished(2000);
+    }
+  }
+}
+
+void RunController::setRedrawIntervalMs(int ms) { redraw_->setInterval(std::max(10, ms)); }
+
+qint64 RunController::processId() const { return proc_ ? proc_->processId() : 0; }
+
+void RunController::setPhase(Phase p, const QString& text) {
+  phase_ = p;
+  Q_EMIT phaseChanged(text);
+}
+
+bool RunController::start(const RunRequest& request, const QString& pipeText, const QString& scheduleName) {
+  if (isActive()) return false;
+  request_ = request;
+  clusterDir_.reset();
+  if (!request_.cluster.empty()) {
+    // A cluster run is this machine's CLI launching over ssh: it reads the hosts from a file.
+    request_.remote.reset();
+    clusterDir_ = std::make_unique<QTemporaryDir>();
+    request_.hostsFile = clusterDir_->filePath(QStringLiteral("hosts.txt"));
+    QFile f(request_.hostsFile);
+    if (!clusterDir_->isValid() || !f.open(QIODevice::WriteOnly | QIODevice::Truncate) ||
+        f.write(QByteArray::fromStdString(formatHostFile(request_.cluster))) < 0) {
+      request_.hostsFile.clear();
+    }
+  }
+  if (!request_.remote && request_.localCli.isEmpty()) request_.localCli = defaultLocalCli();
+  pipeText_ = pipeText;
+  scheduleName_ = scheduleName;
+  cliVersion_.clear();
+  stderr_.clear();
+  versionOut_.clear();
+  outcome_.reset();
+  cancelRequested_ = false;
+  failedToStart_ = false;
+  stopStage_ = 0;
+  drawnOps_ = 0;
+  lastIteration_ = -2;
+  reader_ = std::make_unique<RunEventReader>(request_.remote ? "ssh " + request_.remote->displayName().toStdString()
+                                                             : std::string("pipestudio-cli run"));
+  // User-declared kinds come back by name: give the reader the schedule's table.
+  if (auto parsed = parseDsl(pipeText.toStdString())) {
+    std::vector<std::string> kinds;
+    for (const auto& k : parsed->userKinds) kinds.push_back(k.name);
+    reader_->setUserKinds(std::move(kinds));
+  }
+  setPhase(Phase::CheckingVersion, QStringLiteral("Checking %1…").arg(cliLabel(request_)));
+  startProcess(buildVersionCommand(request_));
+  return true;
+}
+
+void RunController::startProcess(const ProcessCommand& c) {
+  if (proc_) proc_->deleteLater();
+  proc_ = new QProcess(this);
+  proc_->setProgram(c.program);
+  proc_->setArguments(c.arguments);
+  QProcess* p = proc_;
+  connect(p, &QProcess::errorOccurred, this, [this, p](QProcess::ProcessError e) {
+    if (p != proc_ || e != QProcess::FailedToStart) return;
+    failedToStart_ = true;
+    const QString what = request_.remote ? QStringLiteral("the ssh client ('ssh'); install openssh-client")
+                                         : QStringLiteral("pipestudio-cli at '%1'").arg(p->program());
+    failBeforeRun(QStringLiteral("cannot start %1: %2").arg(what, p->errorString()));
+  });
+  connect(p, &QProcess::readyReadStandardError, this, [this, p] {
+    if (p == proc_) onStderr();
+  });
+  if (phase_ == Phase::CheckingVersion) {
+    connect(p, &QProcess::readyReadStandardOutput, this, [this, p] {
+      if (p == proc_) versionOut_ += p->readAllStandardOutput();
+    });
+    connect(p, &QProcess::finished, this, [this, p](int code, QProcess::ExitStatus st) {
+      if (p == proc_) onVersionDone(code, st);
+    });
+  } else {
+    connect(p, &QProcess::readyReadStandardOutput, this, [this, p] {
+      if (p == proc_) onStdout();
+    });
+    connect(p, &QProcess::finished, this, [this, p](int code, QProcess::ExitStatus st) {
+      if (p == proc_) onRunDone(code, st);
+    });
+  }
+  proc_->start();
+}
+
+void RunController::onStderr() {
+  const QString text = QString::fromUtf8(proc_->readAllStandardError());
+  if (text.isEmpty()) return;
+  stderr_ += text;
+  if (stderr_.size() > kMaxStderrChars) stderr_ = stderr_.right(kMaxStderrChars);
+  if (phase_ != Phase::CheckingVersion) Q_EMIT stderrReceived(text);
+}
+
+void RunController::onStdout() {
+  const QByteArray bytes = proc_->readAllStandardOutput();
+  reader_->feed(std::string_view(bytes.constData(), static_cast<size_t>(bytes.size())));
+  const RunProgress& p = reader_->progress();
+  if (p.iteration != lastIteration_) {
+    lastIteration_ = p.iteration;
+    Q_EMIT progressChanged(p.iteration, p.iterations, p.warmup);
+  }
+}
+
+void RunController::failBeforeRun(const QString& message) {
+  RunOutcome o;
+  o.status = cancelRequested_ ? RunOutcome::Status::Cancelled : RunOutcome::Status::Failed;
+  o.message = cancelRequested_ ? QStringLiteral("cancelled before the run started") : message;
+  o.stderrText = stderr_;
+  o.exitCode = proc_ ? proc_->exitCode() : -1;
+  o.timeline = reader_->timeline();
+  finish(std::move(o));
+}
+
+void RunController::onVersionDone(int exitCode, QProcess::ExitStatus st) {
+  versionOut_ += proc_->readAllStandardOutput();
+  onStderr();
+  if (cancelRequested_) return failBeforeRun({});
+  if (st == QProcess::CrashExit)
+    return failBeforeRun(QStringLiteral("%1 crashed on --version").arg(cliLabel(request_)));
+  const QString out = QString::fromUtf8(versionOut_);
+  if (QString why = checkCliVersion(request_, exitCode, out, stderr_); !why.isEmpty()) return failBeforeRun(why);
+  if (auto v = parseCliVersion(out.toStdString())) cliVersion_ = QString::fromStdString(v->program);
+  stderr_.clear();
+  setPhase(Phase::Running, QStringLiteral("Running on %1 (pipestudio-cli %2)…").arg(request_.targetName(), cliVersion_));
+  const ProcessCommand c = buildRunCommand(request_);
+  startProcess(c);
+  if (failedToStart_) return;
+  proc_->write(scheduleStdin(pipeText_));  // buffered until the process has started
+  // stdin stays open: its end is the CLI's cancel signal (--cancel-on-eof).
+  redraw_->start();
+}
+
+void RunController::cancel() {
+  if (!isActive() || cancelRequested_) return;
+  cancelRequested_ = true;
+  if (phase_ == Phase::CheckingVersion) {
+    if (proc_) proc_->kill();
+    return;
+  }
+  setPhase(Phase::Stopping, QStringLiteral("Cancelling the run on %1…").arg(request_.targetName()));
+  if (proc_) {
+    proc_->closeWriteChannel();
+    stopTimer_->start(cancelGraceMs_);
+  }
+}
+
+void RunController::onRunDone(int exitCode, QProcess::ExitStatus st) {
+  onStdout();
+  onStderr();
+  reader_->end();
+  redraw_->stop();
+  stopTimer_->stop();
+  RunOutcome o;
+  o.exitCode = exitCode;
+  o.crashed = st == QProcess::CrashExit;
+  o.stderrText = stderr_;
+  o.started = reader_->started();
+  o.finished = reader_->finished();
+  o.losses = reader_->losses();
+  o.streamWarnings = reader_->warnings();
+  o.timeline = reader_->timeline();
+  const QString target = request_.targetName();
+  QString errors;
+  for (const auto& e : reader_->errors())
+    if (e.code != "engine.cancelled") errors += (errors.isEmpty() ? QString() : QStringLiteral("; ")) + QString::fromStdString(e.message);
+  if (cancelRequested_) {
+    o.status = RunOutcome::Status::Cancelled;
+    o.message = QStringLiteral("cancelled on %1 after %2 ops").arg(target).arg(reader_->opEvents());
+  } else if (o.finished) {
+    const std::string& s = o.finished->status;
+    o.status = s == "finished"    ? RunOutcome::Status::Finished
+               : s == "cancelled" ? RunOutcome::Status::Cancelled
+                                  : RunOutcome::Status::Failed;
+    if (o.status == RunOutcome::Status::Finished) {
+      o.message = QStringLiteral("finished on %1: makespan %2 ms").arg(target).arg(o.timeline.metrics.makespan, 0, 'f', 2);
+      if (!o.losses.empty()) o.message += QStringLiteral(", loss %1").arg(o.losses.back(), 0, 'g', 6);
+      if (o.finished->gradientCheck)
+        o.message += o.finished->gradientCheck->passed
+                         ? QStringLiteral(", gradient check passed")
+                         : QStringLiteral(", gradient check FAILED (max relative error %1)")
+                               .arg(o.finished->gradientCheck->maxRelativeError, 0, 'g', 3);
+    } else {
+      o.message = QStringLiteral("run %1 on %2%3")
+                      .arg(QString::fromStdString(s), target, errors.isEmpty() ? QString() : QStringLiteral(": ") + errors);
+    }
+  } else {
+    o.status = RunOutcome::Status::Failed;
+    const QString ssh = describeSshFailure(request_, exitCode, stderr_);
+    if (!errors.isEmpty())
+      o.message = QStringLiteral("run refused on %1: %2").arg(target, errors);
+    else if (!ssh.isEmpty())
+      o.message = ssh + QStringLiteral(" (the run was interrupted)");
+    else if (o.crashed)
+      o.message = QStringLiteral("pipestudio-cli on %1 crashed before the run finished").arg(target);
+    else
+      o.message = QStringLiteral("pipestudio-cli on %1 ended with exit code %2 before the run finished")
+                      .arg(target)
+                      .arg(exitCode);
+    const QString tail = lastLines(stderr_, 1);
+    if (errors.isEmpty() && !tail.isEmpty()) o.message += QStringLiteral(": ") + tail;
+  }
+  if (o.status != RunOutcome::Status::Finished) {
+    o.timeline.complete = false;
+    // The outcome's message first: it is what a session lists as the run's error.
+    o.timeline.diagnostics.insert(o.timeline.diagnostics.begin(),
+                                  makeError(o.status == RunOutcome::Status::Cancelled ? "run.cancelled" : "run.failed",
+                                            o.message.toStdString()));
+  }
+  o.timeline.label = scheduleName_.toStdString();
+  finish(std::move(o));
+}
+
+void RunController::finish(RunOutcome o) {
+  redraw_->stop();
+  stopTimer_->stop();
+  o.target = request_.targetName();
+  o.command = buildRunCommand(request_).display();
+  o.cliVersion = cliVersion_;
+  o.request = request_;
+  if (o.timeline.label.empty()) o.timeline.label = scheduleName_.toStdString();
+  if (proc_) {
+    proc_->disconnect(this);
+    proc_->deleteLater();
+    proc_ = nullptr;
+  }
+  outcome_ = o;
+  setPhase(Phase::Idle, o.message);
+  Q_EMIT timelineUpdated(o.timeline);
+  Q_EMIT runFinished(o);
+}
+
+// --- storing -------------------------------------------------------------------------------
+
+Result<StoredRun> storeRunInSession(const QString& sessionPath, const RunOutcome& outcome, const QString& scheduleName,
+                                    const QString& pipeText, const Schedule* schedule, const CostProfile* profile) {
+  const RunRequest& r = outcome.request;
+  QJsonObject config{{QStringLiteral("model"), r.modelSpec()},
+                     {QStringLiteral("device"), r.device},
+                     {QStringLiteral("processes"), r.processes},
+                     {QStringLiteral("iterations"), r.iterations},
+                     {QStringLiteral("warmup"), r.warmup},
+                     {QStringLiteral("check_gradients"), r.checkGradients},
+                     {QStringLiteral("timeout_s"), r.timeoutSeconds},
+                     {QStringLiteral("host"), !r.cluster.empty() ? QString::fromStdString(formatHostFile(r.cluster)).trimmed()
+                                              : r.remote      ? r.remote->destination()
+                                                              : QStringLiteral("localhost")},
+                     {QStringLiteral("command"), outcome.command},
+                     {QStringLiteral("cli_version"), outcome.cliVersion},
+                     {QStringLiteral("exit_code"), outcome.exitCode}};
+  QJsonArray losses;
+  for (double l : outcome.losses) losses.append(l);
+  config.insert(QStringLiteral("losses"), losses);
+  if (outcome.finished && outcome.finished->gradientCheck) {
+    const auto& g = *outcome.finished->gradientCheck;
+    config.insert(QStringLiteral("gradient_check"),
+                  QJsonObject{{QStringLiteral("passed"), g.passed},
+                              {QStringLiteral("max_relative_error"), g.maxRelativeError},
+                              {QStringLiteral("worst_parameter"), QString::fromStdString(g.worstParameter)}});
+  }
+
+  sessions::MeasuredRunRecording rec;
+  rec.scheduleName = scheduleName.isEmpty() ? std::string("schedule") : scheduleName.toStdString();
+  rec.pipeText = pipeText.toStdString();
+  if (profile) {
+    rec.profileName = profile->name.empty() ? "profile" : profile->name;
+    rec.profileJson = costProfileToJson(*profile);
+    rec.profileSource = profile->name.empty() ? sessions::ProfileSource::Analytic : sessions::ProfileSource::Manual;
+    // The prediction: the document's schedule simulated with the document's profile.
+    if (schedule) {
+      if (auto model = makeSimulationModel(*schedule, *profile))
+        if (auto predicted = simulate(*schedule, *model)) rec.predicted = std::move(predicted).value();
+    }
+  }
+  rec.measured = outcome.timeline;
+  rec.measured.source = TimelineSource::Measured;
+  rec.target = r.device.toStdString();
+  rec.devices = outcome.started && outcome.started->devices > 0 ? outcome.started->devices : outcome.timeline.devices;
+  rec.model = r.modelSpec().toStdString();
+  rec.label = QStringLiteral("%1 on %2").arg(scheduleName, outcome.target).toStdString();
+  rec.configJson = QJsonDocument(config).toJson(QJsonDocument::Compact).toStdString();
+  rec.status = outcome.status == RunOutcome::Status::Finished    ? sessions::RunStatus::Succeeded
+               : outcome.status == RunOutcome::Status::Cancelled ? sessions::RunStatus::Cancelled
+                                                                 : sessions::RunStatus::Failed;
+  if (outcome.status != RunOutcome::Status::Finished) {
+    rec.measured.complete = false;
+    rec.error = outcome.message.toStdString();
+  }
+  rec.stderrText = outcome.stderrText.toStdString();
+  auto stored = sessions::recordMeasuredRun(sessionPath.toStdString(), rec);
+  PS_TRY(stored);
+  StoredRun out;
+  out.runId = stored->measuredRunId;
+  if (stored->predictedRunId) out.predictedRunId = *stored->predictedRunId;
+  return out;
+}
+
+}  // namespace ps::ui

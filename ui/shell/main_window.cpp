@@ -1,0 +1,973 @@
+#include "shell/main_window.h"
+
+#include <QAction>
+#include <QApplication>
+#include <QCloseEvent>
+#include <QDesktopServices>
+#include <QDir>
+#include <QDialogButtonBox>
+#include <QTextBrowser>
+#include <QUrl>
+#include <functional>
+#include <QComboBox>
+#include <QDockWidget>
+#include <QFileDialog>
+#include <QFile>
+#include <QFileInfo>
+#include <QKeySequence>
+#include <QLabel>
+#include <QMenuBar>
+#include <QMessageBox>
+#include <QPalette>
+#include <QScrollArea>
+#include <QSettings>
+#include <QResizeEvent>
+#include <QShowEvent>
+#include <QTimer>
+#include <QStatusBar>
+#include <QStyle>
+#include <QToolBar>
+#include <QVBoxLayout>
+#include <QWidgetAction>
+
+#include "debugger/deviation_panel.h"
+#include "panels/diagnostics_panel.h"
+#include "panels/iterations_controls.h"
+#include "pipestudio/core/io/trace_import.h"
+#include "timeline/legend_bar.h"
+#include "panels/memory_chart.h"
+#include "panels/metrics_text.h"
+#include "pipestudio/core/planning/generators.h"
+#include "remote/profile_dialog.h"
+#include "panels/properties_panel.h"
+#include "remote/run_dialog.h"
+#include "pipestudio/core/io/dsl.h"
+#include "document/schedule_document.h"
+#include "docks/search_dock.h"
+#include "docks/session_dock.h"
+#include "debugger/state_panel.h"
+#include "debugger/stepper_controller.h"
+#include "panels/summary_panel.h"
+#include "shell/template_dialog.h"
+#include "timeline/timeline_view.h"
+
+#if __has_include("pipestudio/core/io/chrome_trace.h")
+#include "pipestudio/core/io/chrome_trace.h"
+#define PS_HAVE_CHROME_TRACE 1
+#endif
+
+namespace ps::ui {
+
+using namespace ps::core;
+
+namespace {
+constexpr int kMaxRecent = 8;
+QSettings settings() {
+  return QSettings(QStringLiteral("PipeStudio"), QStringLiteral("PipeStudio"));
+}
+// Each kind of file dialog starts in the folder it last used (QSettings "dialogDirs/<purpose>"),
+// not in whatever folder another dialog visited last.
+void rememberDialogDir(const QString& purpose, const QString& path) {
+  if (path.isEmpty()) return;
+  settings().setValue(QStringLiteral("dialogDirs/") + purpose, QFileInfo(path).absolutePath());
+}
+
+// A file shipped with the application (resources/: examples, profiles).
+bool isBundled(const QString& path) {
+  const QString res = QFileInfo(resourcesDir()).canonicalFilePath();
+  const QString p = QFileInfo(path).canonicalFilePath();
+  return !res.isEmpty() && !p.isEmpty() && p.startsWith(res + QLatin1Char('/'));
+}
+}  // namespace
+
+QPalette lightPalette() {
+  QPalette p;
+  p.setColor(QPalette::Window, QColor(0xf3, 0xf4, 0xf6));
+  p.setColor(QPalette::WindowText, QColor(0x1f, 0x23, 0x28));
+  p.setColor(QPalette::Base, Qt::white);
+  p.setColor(QPalette::AlternateBase, QColor(0xf6, 0xf8, 0xfa));
+  p.setColor(QPalette::Text, QColor(0x1f, 0x23, 0x28));
+  p.setColor(QPalette::Button, QColor(0xf3, 0xf4, 0xf6));
+  p.setColor(QPalette::ButtonText, QColor(0x1f, 0x23, 0x28));
+  p.setColor(QPalette::Highlight, QColor(0x2f, 0x6f, 0xde));
+  p.setColor(QPalette::HighlightedText, Qt::white);
+  p.setColor(QPalette::PlaceholderText, QColor(0x6a, 0x73, 0x7d));
+  p.setColor(QPalette::ToolTipBase, Qt::white);
+  p.setColor(QPalette::ToolTipText, QColor(0x1f, 0x23, 0x28));
+  p.setColor(QPalette::Disabled, QPalette::Text, QColor(0xa0, 0xa4, 0xaa));
+  p.setColor(QPalette::Disabled, QPalette::ButtonText, QColor(0xa0, 0xa4, 0xaa));
+  p.setColor(QPalette::Disabled, QPalette::WindowText, QColor(0xa0, 0xa4, 0xaa));
+  return p;
+}
+
+QPalette darkPalette() {
+  QPalette p;
+  p.setColor(QPalette::Window, QColor(0x25, 0x27, 0x2b));
+  p.setColor(QPalette::WindowText, QColor(0xe6, 0xe6, 0xe6));
+  p.setColor(QPalette::Base, QColor(0x1b, 0x1d, 0x21));
+  p.setColor(QPalette::AlternateBase, QColor(0x23, 0x26, 0x2b));
+  p.setColor(QPalette::Text, QColor(0xe6, 0xe6, 0xe6));
+  p.setColor(QPalette::Button, QColor(0x2d, 0x30, 0x35));
+  p.setColor(QPalette::ButtonText, QColor(0xe6, 0xe6, 0xe6));
+  p.setColor(QPalette::Highlight, QColor(0x4c, 0x8d, 0xf6));
+  p.setColor(QPalette::HighlightedText, Qt::white);
+  p.setColor(QPalette::PlaceholderText, QColor(0x9a, 0xa0, 0xa6));
+  p.setColor(QPalette::ToolTipBase, QColor(0x2d, 0x30, 0x35));
+  p.setColor(QPalette::ToolTipText, QColor(0xe6, 0xe6, 0xe6));
+  p.setColor(QPalette::Disabled, QPalette::Text, QColor(0x70, 0x74, 0x7a));
+  p.setColor(QPalette::Disabled, QPalette::ButtonText, QColor(0x70, 0x74, 0x7a));
+  p.setColor(QPalette::Disabled, QPalette::WindowText, QColor(0x70, 0x74, 0x7a));
+  return p;
+}
+
+QString MainWindow::dialogDir(const QString& purpose) {
+  const QString saved = settings().value(QStringLiteral("dialogDirs/") + purpose).toString();
+  if (!saved.isEmpty() && QFileInfo(saved).isDir()) return saved;
+  // First use: the examples for opening, the home folder for what the user writes.
+  if (purpose == QStringLiteral("open") || purpose == QStringLiteral("session"))
+    return resourcesDir() + QStringLiteral("/examples");
+  return QDir::homePath();
+}
+
+QString MainWindow::documentationDir() {
+  // The source tree's docs/ beside resources/, or share/doc/pipestudio when installed.
+  for (const QString& d : {QFileInfo(resourcesDir()).absoluteFilePath() + QStringLiteral("/../docs"),
+                           QCoreApplication::applicationDirPath() + QStringLiteral("/../share/doc/pipestudio")})
+    if (QFileInfo(d + QStringLiteral("/gui.md")).isFile()) return QFileInfo(d).canonicalFilePath();
+  return {};
+}
+
+QString MainWindow::shortcutsHtml() const {
+  // Generated from the menus' actions, so it cannot drift from what the keys do.
+  QString html = QStringLiteral("<table cellspacing='0' cellpadding='3'>");
+  std::function<void(const QMenu*, const QString&)> walk = [&](const QMenu* m, const QString& path) {
+    for (QAction* a : m->actions()) {
+      if (a->isSeparator()) continue;
+      const QString name = QString(a->text()).remove(QLatin1Char('&')).remove(QStringLiteral("…"));
+      if (a->menu()) {
+        walk(a->menu(), path + name + QStringLiteral(" › "));
+        continue;
+      }
+      if (a->shortcuts().isEmpty()) continue;
+      QStringList keys;
+      for (const QKeySequence& k : a->shortcuts()) keys << k.toString(QKeySequence::NativeText).toHtmlEscaped();
+      html += QStringLiteral("<tr><td><b>%1</b></td><td>%2</td></tr>")
+                  .arg(keys.join(QStringLiteral(", ")), (path + name).toHtmlEscaped());
+    }
+  };
+  for (QAction* top : menuBar()->actions())
+    if (top->menu()) {
+      html += QStringLiteral("<tr><td colspan='2'><br><b>%1</b></td></tr>")
+                  .arg(QString(top->text()).remove(QLatin1Char('&')).toHtmlEscaped());
+      walk(top->menu(), QString());
+    }
+  html += QStringLiteral("</table><p>%1</p>")
+              .arg(tr("On the timeline: drag a block along its row to reorder, Esc cancels; ← / → move "
+                      "the selection earlier / later; Ctrl+← / Ctrl+→ and ↑ / ↓ walk the selection; "
+                      "Ctrl+wheel zooms, Shift+wheel pans; double-click zooms to an op."));
+  return html;
+}
+
+void MainWindow::showShortcuts() {
+  QDialog dlg(this);
+  dlg.setWindowTitle(tr("Keyboard Shortcuts"));
+  auto* lay = new QVBoxLayout(&dlg);
+  auto* text = new QTextBrowser;
+  text->setHtml(shortcutsHtml());
+  text->setOpenExternalLinks(true);
+  lay->addWidget(text);
+  auto* buttons = new QDialogButtonBox(QDialogButtonBox::Close);
+  connect(buttons, &QDialogButtonBox::rejected, &dlg, &QDialog::reject);
+  lay->addWidget(buttons);
+  dlg.resize(560, 600);
+  dlg.exec();
+}
+
+bool MainWindow::selectOpByName(const QString& name) {
+  const Schedule& s = doc_->schedule();
+  const std::string want = name.toStdString();
+  for (int d = 0; d < static_cast<int>(s.devices.size()); ++d) {
+    const auto& row = s.devices[static_cast<size_t>(d)];
+    for (int i = 0; i < static_cast<int>(row.size()); ++i) {
+      const auto& st = row[static_cast<size_t>(i)];
+      if (s.opName(st.first) == want || (st.second && s.opName(*st.second) == want)) {
+        view_->selectOp(s.opName(st.first) == want ? st.first : *st.second, true);
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
+void MainWindow::setSlotLayout(bool slots) {
+  layoutCombo_->setCurrentIndex(slots ? 1 : 0);
+}
+
+MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
+  doc_ = new ScheduleDocument(this);
+  auto* central = new QWidget;
+  auto* lay = new QVBoxLayout(central);
+  lay->setContentsMargins(0, 0, 0, 0);
+  lay->setSpacing(0);
+  legend_ = new LegendBar;
+  view_ = new TimelineView(doc_);
+  lay->addWidget(legend_);
+  lay->addWidget(view_, 1);
+  setCentralWidget(central);
+  setDockOptions(QMainWindow::AnimatedDocks | QMainWindow::AllowTabbedDocks);
+  setCorner(Qt::BottomLeftCorner, Qt::LeftDockWidgetArea);
+  setCorner(Qt::BottomRightCorner, Qt::RightDockWidgetArea);
+
+  buildDocks();
+  buildStepper();
+  buildActions();
+  // Docks whose forms are wide (the Search inputs, the breakpoint row, the cost table) scroll
+  // instead of setting the window's minimum width: it fits 1024x700 with the default docks.
+  for (QDockWidget* d : findChildren<QDockWidget*>()) {
+    QWidget* inner = d->widget();
+    if (!inner || qobject_cast<QScrollArea*>(inner) || inner->minimumSizeHint().width() <= 220) continue;
+    auto* sa = new QScrollArea;
+    sa->setFrameShape(QFrame::NoFrame);
+    sa->setWidgetResizable(true);
+    sa->setHorizontalScrollBarPolicy(Qt::ScrollBarAsNeeded);
+    d->setWidget(sa);
+    sa->setWidget(inner);
+  }
+
+  validity_ = new QLabel;
+  validity_->setTextFormat(Qt::RichText);
+  message_ = new QLabel;
+  statusBar()->addWidget(validity_);
+  statusBar()->addWidget(message_, 1);
+  overlayLabel_ = new QLabel;
+  overlayLabel_->hide();
+  statusBar()->addPermanentWidget(overlayLabel_);
+  statusBar()->setSizeGripEnabled(true);
+
+  connect(doc_, &ScheduleDocument::changed, this, &MainWindow::documentChanged);
+  // The "*" follows the undo stack's clean state once a command has been applied: during an
+  // edit (redo/undo in progress) the stack's index has not moved yet.
+  connect(doc_->undoStack(), &QUndoStack::cleanChanged, this, &MainWindow::updateTitle);
+  connect(doc_, &ScheduleDocument::effectChanged, this, &MainWindow::showStatus);
+  connect(view_, &TimelineView::statusMessage, this, &MainWindow::showStatus);
+  connect(view_, &TimelineView::hoverTimeChanged, memory_, &MemoryChart::setCursorTime);
+  // The summary follows the live drag preview, and returns to the document when it ends.
+  connect(view_, &TimelineView::previewChanged, this, [this] {
+    const Analysis* p = view_->previewAnalysis();
+    const Analysis& shown = p ? *p : doc_->analysis();
+    summary_->setIterations(shown.iterations ? &*shown.iterations : nullptr);
+    summary_->setMetrics(shown.timeline.metrics, doc_->savedMetrics(), simulationProgress(shown), doc_->savedProgress());
+  });
+  connect(diagnostics_, &DiagnosticsPanel::opActivated, this, [this](OpRef r) {
+    view_->selectRef(r, true);
+    view_->setFocus();
+  });
+  connect(properties_, &PropertiesPanel::newFromTemplateRequested, this, &MainWindow::newFromTemplate);
+
+  resize(1440, 900);
+  QSettings st = settings();
+  restoreGeometry(st.value(QStringLiteral("window/geometry")).toByteArray());
+  restoredState_ = restoreState(st.value(QStringLiteral("window/state")).toByteArray());
+  rebuildRecentMenu();
+  documentChanged();
+}
+
+void MainWindow::buildDocks() {
+  auto dock = [this](const QString& title, const QString& name, QWidget* w, Qt::DockWidgetArea area) {
+    auto* d = new QDockWidget(title, this);
+    d->setObjectName(name);
+    d->setWidget(w);
+    d->setFeatures(QDockWidget::DockWidgetMovable | QDockWidget::DockWidgetClosable |
+                   QDockWidget::DockWidgetFloatable);
+    addDockWidget(area, d);
+    return d;
+  };
+  properties_ = new PropertiesPanel(doc_);
+  summary_ = new SummaryPanel;
+  diagnostics_ = new DiagnosticsPanel;
+  memory_ = new MemoryChart;
+  auto* dp = dock(tr("Pipeline and costs"), QStringLiteral("dock.properties"), properties_,
+                  Qt::LeftDockWidgetArea);
+  auto* ds = dock(tr("Summary"), QStringLiteral("dock.summary"), summary_, Qt::RightDockWidgetArea);
+  auto* dd =
+      dock(tr("Diagnostics"), QStringLiteral("dock.diagnostics"), diagnostics_, Qt::RightDockWidgetArea);
+  auto* dm = dock(tr("Memory"), QStringLiteral("dock.memory"), memory_, Qt::BottomDockWidgetArea);
+  deviation_ = new DeviationPanel;
+  auto* dv = dock(tr("Deviation"), QStringLiteral("dock.deviation"), deviation_, Qt::BottomDockWidgetArea);
+  tabifyDockWidget(dm, dv);
+  dm->raise();
+  // The dock comes to the front when an overlay appears, not on every re-comparison after an edit.
+  connect(view_, &TimelineView::overlayChanged, this, [this, dv, shown = false]() mutable {
+    deviation_->setComparison(view_->comparison());
+    legend_->setOverlayShown(view_->hasOverlay());
+    if (view_->hasOverlay() && !shown) dv->raise();
+    shown = view_->hasOverlay();
+  });
+  session_ = new SessionDock(this);
+  connect(doc_, &ScheduleDocument::changed, session_, [this] { session_->setFallbackProfile(doc_->profile()); });
+  addDockWidget(Qt::LeftDockWidgetArea, session_);
+  tabifyDockWidget(dp, session_);
+  dp->raise();
+  connect(session_, &SessionDock::openScheduleRequested, this,
+          [this](const QString& text, const QString& name, qint64 id) { openSessionVersion(text, name, id); });
+  connect(session_, &SessionDock::openRunRequested, this,
+          [this](qint64 runId, const Timeline& t, const QString& text, const QString& name) {
+            // The designer draws its own simulation; the stored timeline's figures go to the status bar.
+            if (!text.isEmpty() && !openSessionVersion(text, name, session_->currentVersion().value_or(0))) return;
+            setMeasuredOverlay(t, tr("run %1").arg(runId));
+            showStatus(tr("Run %1 over the plan: makespan %2 ms · bubble %3 % · %4 ops%5")
+                           .arg(runId)
+                           .arg(t.metrics.makespan, 0, 'f', 2)
+                           .arg(t.metrics.bubbleRatio * 100, 0, 'f', 1)
+                           .arg(t.ops.size())
+                           .arg(t.complete ? QString() : tr(" · incomplete")));
+          });
+  connect(session_, &SessionDock::sessionChanged, this, &MainWindow::updateTitle);
+  resizeDocks({dp, ds}, {360, 330}, Qt::Horizontal);
+  resizeDocks({ds, dd, dm}, {420, 260, 280}, Qt::Vertical);
+  // Search dock (docs/gui.md, "Search dock"): tabbed with Memory, opened from Tools.
+  search_ = new SearchDock(doc_, this);
+  addDockWidget(Qt::BottomDockWidgetArea, search_);
+  tabifyDockWidget(dm, search_);
+  dm->raise();
+  connect(search_, &SearchDock::designOpened, this, [this](const QString& what) {
+    view_->selectOp(std::nullopt, false);
+    view_->zoomToFit();
+    showStatus(what);
+  });
+}
+
+void MainWindow::buildActions() {
+  QStyle* st = style();
+  QMenu* file = menuBar()->addMenu(tr("&File"));
+  QAction* aNew = file->addAction(st->standardIcon(QStyle::SP_FileIcon), tr("&New from Template…"), this,
+                                  &MainWindow::newFromTemplate);
+  aNew->setShortcut(QKeySequence::New);
+  QAction* aOpen =
+      file->addAction(st->standardIcon(QStyle::SP_DialogOpenButton), tr("&Open…"), this, &MainWindow::open);
+  aOpen->setShortcut(QKeySequence::Open);
+  recentMenu_ = file->addMenu(tr("Open &Recent"));
+  file->addAction(tr("Open Sess&ion…"), this, &MainWindow::openSessionDialog);
+  QAction* aTraceIn = file->addAction(tr("Open &Measured Trace…"), this, [this] {
+    const QStringList paths = QFileDialog::getOpenFileNames(
+        this, tr("Open measured trace (one file per rank)"), dialogDir(QStringLiteral("trace")),
+        tr("Chrome traces (*.json);;All files (*)"));
+    if (paths.isEmpty()) return;
+    rememberDialogDir(QStringLiteral("trace"), paths.front());
+    openTraces(paths);
+  });
+  aTraceIn->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_T));
+  file->addAction(tr("&Clear Measured Overlay"), this, &MainWindow::clearMeasuredOverlay);
+  file->addSeparator();
+  QAction* aSave =
+      file->addAction(st->standardIcon(QStyle::SP_DialogSaveButton), tr("&Save"), this, &MainWindow::save);
+  aSave->setShortcut(QKeySequence::Save);
+  QAction* aSaveAs = file->addAction(tr("Save &As…"), this, &MainWindow::saveAs);
+  aSaveAs->setShortcut(QKeySequence::SaveAs);
+  QMenu* exp = file->addMenu(tr("&Export"));
+  exp->addAction(tr("Schedule (.pipe)…"), this,
+                 [this] { exportAs(tr("PipeStudio schedule (*.pipe)"), QStringLiteral("pipe")); });
+  exp->addAction(tr("PyTorch CSV…"), this,
+                 [this] { exportAs(tr("PyTorch schedule CSV (*.csv)"), QStringLiteral("csv")); });
+  [[maybe_unused]] QAction* aTrace = exp->addAction(
+      tr("Chrome trace…"), this, [this] { exportAs(tr("Chrome trace (*.json)"), QStringLiteral("json")); });
+#ifndef PS_HAVE_CHROME_TRACE
+  aTrace->setEnabled(false);
+#endif
+  exp->addAction(tr("Timeline as PNG…"), this,
+                 [this] { exportAs(tr("PNG image (*.png)"), QStringLiteral("png")); });
+  exp->addAction(tr("Timeline as SVG…"), this,
+                 [this] { exportAs(tr("SVG image (*.svg)"), QStringLiteral("svg")); });
+  file->addSeparator();
+  QAction* aQuit = file->addAction(tr("&Quit"), this, &QWidget::close);
+  aQuit->setShortcut(QKeySequence::Quit);
+
+  QMenu* edit = menuBar()->addMenu(tr("&Edit"));
+  QAction* aUndo = doc_->undoStack()->createUndoAction(this, tr("&Undo"));
+  aUndo->setShortcut(QKeySequence::Undo);
+  aUndo->setIcon(st->standardIcon(QStyle::SP_ArrowBack));
+  QAction* aRedo = doc_->undoStack()->createRedoAction(this, tr("&Redo"));
+  {  // The platform's redo keys (Ctrl+Shift+Z here) and Ctrl+Y, which many users expect.
+    QList<QKeySequence> keys = QKeySequence::keyBindings(QKeySequence::Redo);
+    const QKeySequence ctrlY(Qt::CTRL | Qt::Key_Y);
+    if (!keys.contains(ctrlY)) keys << ctrlY;
+    aRedo->setShortcuts(keys);
+  }
+  aRedo->setIcon(st->standardIcon(QStyle::SP_ArrowForward));
+  edit->addAction(aUndo);
+  edit->addAction(aRedo);
+  edit->addSeparator();
+  QAction* aEarlier = edit->addAction(tr("Move Op &Earlier"));
+  aEarlier->setShortcut(QKeySequence(Qt::ALT | Qt::Key_Left));
+  connect(aEarlier, &QAction::triggered, this, [this] {
+    if (auto r = view_->selection()) {
+      QString err;
+      if (!doc_->moveStep(r->device, r->step, r->step - 1, &err)) showStatus(err);
+    }
+  });
+  QAction* aLater = edit->addAction(tr("Move Op &Later"));
+  aLater->setShortcut(QKeySequence(Qt::ALT | Qt::Key_Right));
+  connect(aLater, &QAction::triggered, this, [this] {
+    if (auto r = view_->selection()) {
+      QString err;
+      if (!doc_->moveStep(r->device, r->step, r->step + 1, &err)) showStatus(err);
+    }
+  });
+
+  viewMenu_ = menuBar()->addMenu(tr("&View"));
+  QAction* aZoomIn = viewMenu_->addAction(tr("Zoom &In"), view_, &TimelineView::zoomIn);
+  aZoomIn->setShortcut(QKeySequence::ZoomIn);
+  QAction* aZoomOut = viewMenu_->addAction(tr("Zoom &Out"), view_, &TimelineView::zoomOut);
+  aZoomOut->setShortcut(QKeySequence::ZoomOut);
+  QAction* aFit = viewMenu_->addAction(tr("&Fit to Window"), view_, &TimelineView::zoomToFit);
+  aFit->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_0));
+  scaledAction_ = viewMenu_->addAction(tr("Scale Measured to Planned &Makespan"));
+  scaledAction_->setCheckable(true);
+  connect(scaledAction_, &QAction::toggled, this, [this](bool on) {
+    view_->setOverlayAlignment(on ? Alignment::Scaled : Alignment::Absolute);
+  });
+  {  // View › Iterations: K iterations back to back (in the menu: the toolbars must fit 1024 px)
+    QMenu* iter = viewMenu_->addMenu(tr("&Iterations"));
+    auto* controls = new QWidgetAction(iter);
+    controls->setObjectName(QStringLiteral("action.iterations"));
+    controls->setDefaultWidget(new IterationsControls(doc_));
+    iter->addAction(controls);
+  }
+  viewMenu_->addSeparator();
+  for (QDockWidget* d : findChildren<QDockWidget*>()) viewMenu_->addAction(d->toggleViewAction());
+
+  {  // Tools › Search schedules… (Search dock)
+    QMenu* tools = nullptr;
+    for (QAction* a : menuBar()->actions())
+      if (a->menu() && a->text() == tr("&Tools")) tools = a->menu();
+    if (!tools) tools = menuBar()->addMenu(tr("&Tools"));
+    QAction* aSearch = tools->addAction(tr("&Search Schedules…"), this, &MainWindow::showSearchDock);
+    aSearch->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_F));
+  }
+  menuBar()->addMenu(stepper_->menu());
+  {  // Run › Run schedule… (docs/gui.md, "Running a schedule")
+    QMenu* runMenu = nullptr;
+    for (QAction* a : menuBar()->actions())
+      if (a->menu() && a->text() == tr("&Run")) runMenu = a->menu();
+    if (!runMenu) runMenu = menuBar()->addMenu(tr("&Run"));
+    QAction* aRunSchedule = runMenu->addAction(tr("Run &Schedule…"), this, [this] { RunDialog::showFor(this); });
+    aRunSchedule->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_R));
+    runMenu->addAction(tr("&Profile Model…"), this, [this] { ProfileDialog::showFor(this); });  // docs/gui.md
+  }
+  QMenu* help = menuBar()->addMenu(tr("&Help"));
+  help->addAction(tr("&Keyboard Shortcuts"), this, &MainWindow::showShortcuts);
+  help->addAction(tr("&Documentation"), this, [this] {
+    const QString docs = documentationDir();
+    if (!docs.isEmpty()) QDesktopServices::openUrl(QUrl::fromLocalFile(docs + QStringLiteral("/gui.md")));
+    else QDesktopServices::openUrl(QUrl(QStringLiteral("https://github.com/pipestudio/pipestudio/tree/main/docs")));
+  });
+  help->addSeparator();
+  help->addAction(tr("&About PipeStudio"), this, [this] {
+    QMessageBox::about(
+        this, tr("About PipeStudio"),
+        tr("<b>PipeStudio</b><br>Design, check and simulate pipeline-parallel training schedules."
+           "<p>Drag ops along their device's row to reorder; right-click for more edits. "
+           "Ctrl+wheel zooms, Shift+wheel pans.</p>"));
+  });
+
+  auto* tb = addToolBar(tr("Main"));
+  tb->setObjectName(QStringLiteral("toolbar.main"));
+  tb->setMovable(false);
+  tb->setIconSize(QSize(18, 18));
+  tb->setToolButtonStyle(Qt::ToolButtonTextBesideIcon);
+  // Short, fixed button texts (icon text) so the toolbar never reflows when an action's text
+  // changes ("Undo Open search candidate #1 (487.30 ms)"); the details are in the tooltips,
+  // which follow the action's text.
+  aNew->setIconText(tr("New"));
+  aNew->setToolTip(tr("New from template (%1)").arg(aNew->shortcut().toString(QKeySequence::NativeText)));
+  aOpen->setIconText(tr("Open"));
+  aOpen->setToolTip(tr("Open a schedule (%1)").arg(aOpen->shortcut().toString(QKeySequence::NativeText)));
+  aSave->setIconText(tr("Save"));
+  aSave->setToolTip(tr("Save (%1)").arg(aSave->shortcut().toString(QKeySequence::NativeText)));
+  aUndo->setIconText(tr("Undo"));
+  aRedo->setIconText(tr("Redo"));
+  tb->addAction(aNew);
+  tb->addAction(aOpen);
+  tb->addAction(aSave);
+  tb->addSeparator();
+  tb->addAction(aUndo);
+  tb->addAction(aRedo);
+  tb->addSeparator();
+  QAction* tFit = tb->addAction(tr("Fit"), view_, &TimelineView::zoomToFit);
+  tFit->setToolTip(tr("Fit the whole schedule (Ctrl+0)"));
+  tb->addAction(tr("−"), view_, &TimelineView::zoomOut)->setToolTip(tr("Zoom out (Ctrl+-)"));
+  tb->addAction(tr("+"), view_, &TimelineView::zoomIn)->setToolTip(tr("Zoom in (Ctrl++)"));
+  tb->addSeparator();
+  layoutCombo_ = new QComboBox;
+  layoutCombo_->addItem(tr("Time"));
+  layoutCombo_->addItem(tr("Slots"));
+  layoutCombo_->setToolTip(
+      tr("Layout: blocks by the cost model's simulated time, or one slot per action as PyTorch's "
+         "visualiser draws them"));
+  connect(layoutCombo_, &QComboBox::currentIndexChanged, this, [this](int i) {
+    view_->setLayoutMode(i == 0 ? TimelineView::LayoutMode::Time : TimelineView::LayoutMode::Slots);
+  });
+  tb->addWidget(layoutCombo_);
+  addToolBar(stepper_->toolBar());
+}
+
+void MainWindow::buildStepper() {
+  // The State dock (state at the playhead, breakpoints) tabbed with the Summary.
+  state_ = new StatePanel;
+  auto* bps = new BreakpointsPanel;
+  auto* box = new QWidget;
+  auto* lay = new QVBoxLayout(box);
+  lay->setContentsMargins(0, 0, 0, 0);
+  lay->addWidget(state_, 1);
+  lay->addWidget(bps);
+  stateDock_ = new QDockWidget(tr("State"), this);
+  stateDock_->setObjectName(QStringLiteral("dock.state"));
+  stateDock_->setWidget(box);
+  addDockWidget(Qt::RightDockWidgetArea, stateDock_);
+  if (auto* summaryDock = findChild<QDockWidget*>(QStringLiteral("dock.summary"))) {
+    tabifyDockWidget(summaryDock, stateDock_);
+    summaryDock->raise();
+  }
+  stepper_ = new StepperController(doc_, view_, this);
+  stepper_->attach(memory_, diagnostics_, state_, bps);
+  connect(stepper_, &StepperController::statusMessage, this, &MainWindow::showStatus);
+  connect(stepper_, &StepperController::opActivated, this, [this](const Op& op) { view_->selectOp(op, true); });
+  connect(stepper_->menu(), &QMenu::triggered, this, &MainWindow::showStateDock);
+}
+
+void MainWindow::showStateDock() {
+  stateDock_->show();
+  stateDock_->raise();
+}
+
+void MainWindow::showSearchDock() {
+  search_->show();
+  search_->raise();
+}
+
+void MainWindow::documentChanged() {
+  const Analysis& a = doc_->analysis();
+  legend_->setSchedule(a.schedule);
+  std::int64_t cap = doc_->profile().deviceMemoryBytes;
+  // The memory chart follows what the timeline shows (K iterations when asked for).
+  memory_->setTimeline(a.iterations && !view_->iterationsShown() ? a.timeline
+                       : a.iterations                            ? a.iterations->timeline
+                                                                 : a.timeline,
+                       cap);
+  summary_->setIterations(a.iterations ? &*a.iterations : nullptr);
+  summary_->setMetrics(a.timeline.metrics, doc_->savedMetrics(), simulationProgress(a), doc_->savedProgress());
+  diagnostics_->setDiagnostics(a.diagnostics);
+  int errors = 0, warnings = 0;
+  for (const auto& d : a.diagnostics)
+    (d.severity == Severity::Error ? errors : warnings) += d.severity != Severity::Note;
+  QString v;
+  if (errors == 0)
+    v = tr("<span style='color:#2e9d4e'>●</span> Valid");
+  else
+    v = tr("<span style='color:#e53935'>●</span> %n error(s)", nullptr, errors);
+  if (warnings) v += tr(" · %n warning(s)", nullptr, warnings);
+  const SimulationProgress progress = simulationProgress(a);
+  v += tr(" · %1 ops · makespan %2")
+           .arg(a.schedule.opCount())
+           .arg(progress.finished ? makespanText(a) : tr("n/a, %1").arg(stalledText(progress)));
+  validity_->setToolTip(progress.finished ? QString() : notAvailableText(progress));
+  validity_->setText(v + QStringLiteral("&nbsp;&nbsp;"));
+  updateTitle();
+}
+
+QString MainWindow::statusText() const {
+  return message_->text();
+}
+QString MainWindow::validityText() const {
+  return validity_->text();
+}
+
+void MainWindow::showStatus(const QString& text) {
+  message_->setText(text);
+}
+
+void MainWindow::updateTitle() {
+  QString name = doc_->filePath().isEmpty() ? QString::fromStdString(doc_->schedule().name)
+                                            : QFileInfo(doc_->filePath()).fileName();
+  if (name.isEmpty()) name = tr("Untitled");
+  if (!doc_->filePath().isEmpty() && (isBundled(doc_->filePath()) || !QFileInfo(doc_->filePath()).isWritable()))
+    name += tr(" (read-only)");  // Save asks for a new name
+  name += QStringLiteral("[*]");  // the unsaved marker goes right after the schedule's name
+  if (session_ && session_->hasSession())
+    name += tr(" — session %1%2").arg(QFileInfo(session_->sessionPath()).fileName(),
+                                      session_->isReadOnly() ? tr(" (read-only)") : QString());
+  setWindowTitle(name + QStringLiteral(" — PipeStudio"));
+  setWindowModified(doc_->isModified());
+}
+
+bool MainWindow::openFile(const QString& path, bool quiet) {
+  auto loaded = readScheduleFile(path);
+  if (!loaded) {
+    const QString msg = QString::fromStdString(formatDiagnostics(loaded.errors()));
+    if (!quiet) QMessageBox::warning(this, tr("Cannot open %1").arg(QFileInfo(path).fileName()), msg);
+    showStatus(tr("Cannot open %1").arg(path));
+    return false;
+  }
+  doc_->load(std::move(loaded->schedule), std::move(loaded->profile), QFileInfo(path).absoluteFilePath());
+  const QString dropped = documentReplaced();
+  view_->selectOp(std::nullopt, false);
+  view_->zoomToFit();
+  addRecent(QFileInfo(path).absoluteFilePath());
+  showStatus((loaded->notes.empty() ? tr("Opened %1").arg(QFileInfo(path).fileName())
+                                    : QString::fromStdString(loaded->notes.front().message)) +
+             (dropped.isEmpty() ? QString() : QStringLiteral(" · ") + dropped));
+  return true;
+}
+
+bool MainWindow::openTraces(const QStringList& paths, bool quiet) {
+  std::vector<TraceFile> files;
+  QString problem;
+  for (const QString& path : paths) {
+    QFile f(path);
+    if (!f.open(QIODevice::ReadOnly)) {
+      problem = tr("%1: %2").arg(path, f.errorString());
+      break;
+    }
+    files.push_back({QFileInfo(path).fileName().toStdString(), f.readAll().toStdString(), std::nullopt});
+  }
+  std::optional<ImportedTrace> imported;
+  if (problem.isEmpty()) {
+    auto r = importChromeTraces(files);
+    if (r) imported = std::move(r).value();
+    else problem = QString::fromStdString(formatDiagnostics(r.errors()));
+  }
+  if (!imported || imported->timeline.ops.empty()) {
+    if (problem.isEmpty()) problem = tr("No pipeline actions (PP: ranges) in the trace.");
+    const QString title = tr("Cannot read measured trace");
+    if (!quiet) QMessageBox::warning(this, title, problem);
+    showStatus(title + QStringLiteral(": ") + problem.section(QLatin1Char('\n'), 0, 0));
+    return false;
+  }
+  QStringList names;
+  for (const QString& p : paths) names << QFileInfo(p).fileName();
+  setMeasuredOverlay(imported->timeline, names.join(QStringLiteral(", ")));
+  return true;
+}
+
+void MainWindow::setMeasuredOverlay(const Timeline& measured, const QString& what, bool live) {
+  ComparisonOptions o;
+  o.alignment = scaledAction_ && scaledAction_->isChecked() ? Alignment::Scaled : Alignment::Absolute;
+  view_->setOverlay(measured, o);
+  overlayWhat_ = what;
+  overlayLabel_->setText(tr("Measured: %1").arg(what));
+  overlayLabel_->setToolTip(tr("The measured lanes, the Deviation dock and the State dock compare the plan with %1").arg(what));
+  overlayLabel_->show();
+  if (live)
+    showStatus(tr("Run in progress (%1): %2 of %3 ops measured")
+                   .arg(what)
+                   .arg(measured.ops.size())
+                   .arg(doc_->schedule().opCount()));
+  else if (const Comparison* c = view_->comparison())
+    showStatus(tr("Measured overlay from %1: %2 ops · makespan %3 ms vs planned %4 ms (%5%6 %)")
+                   .arg(what)
+                   .arg(measured.ops.size())
+                   .arg(c->measuredMakespan, 0, 'f', 2)
+                   .arg(c->plannedMakespan, 0, 'f', 2)
+                   .arg(c->relativeError >= 0 ? QStringLiteral("+") : QString())
+                   .arg(c->relativeError * 100, 0, 'f', 1));
+  stepper_->timelineOpened(live);  // a failed run opens where it stopped
+  if (!measured.complete && !live) showStateDock();
+}
+
+void MainWindow::clearMeasuredOverlay() {
+  const bool had = view_->hasOverlay();
+  view_->clearOverlay();
+  overlayWhat_.clear();
+  overlayLabel_->clear();
+  overlayLabel_->hide();
+  if (had) stepper_->timelineOpened();
+  showStatus(tr("Measured overlay cleared"));
+}
+
+QString MainWindow::dropMismatchedOverlay() {
+  if (!view_->hasOverlay()) return {};
+  const Timeline* m = view_->overlayTimeline();
+  if (!m) return {};
+  // The overlay belongs to this schedule when every measured op is one of its ops, on the
+  // device the plan puts it (a run of another schedule would be compared op by op with
+  // unrelated work).
+  QString why;
+  if (m->devices > 0 && m->devices != doc_->schedule().pipeline.devices)
+    why = tr("%1 devices measured, %2 planned").arg(m->devices).arg(doc_->schedule().pipeline.devices);
+  for (size_t i = 0; why.isEmpty() && i < m->ops.size(); ++i) {
+    const TimelineOp& o = m->ops[i];
+    const auto ref = doc_->find(o.op);
+    if (!ref || ref->device != o.device)
+      why = tr("%1 on device %2 is not in this schedule").arg(QString::fromStdString(doc_->schedule().opName(o.op))).arg(o.device);
+  }
+  if (why.isEmpty()) return {};
+  const QString what = overlayWhat_;
+  clearMeasuredOverlay();
+  const QString note = tr("measured overlay (%1) cleared: it is not a run of this schedule (%2)").arg(what, why);
+  showStatus(note);
+  return note;
+}
+
+QString MainWindow::documentReplaced() {
+  stepper_->stopDebugging();
+  return dropMismatchedOverlay();
+}
+
+void MainWindow::setOverlayScaled(bool scaled) {
+  scaledAction_->setChecked(scaled);
+}
+
+void MainWindow::openDefault() {
+  const QString example = resourcesDir() + QStringLiteral("/examples/example.pipe");
+  if (QFileInfo(example).isFile() && openFile(example, true)) {
+    // An example is a template, not the user's file.
+    return;
+  }
+  GeneratorOptions o;
+  o.devices = 4;
+  o.microbatches = 8;
+  auto s = generateSchedule(ScheduleKind::OneFOneB, o);
+  if (s) {
+    Schedule sched = std::move(s).value();
+    if (sched.name.empty()) sched.name = "1f1b";
+    doc_->load(sched, defaultCostProfile(sched));
+    view_->zoomToFit();
+  }
+}
+
+void MainWindow::newFromTemplate() {
+  if (!maybeSave()) return;
+  TemplateDialog dlg(this);
+  if (dlg.exec() != QDialog::Accepted || !dlg.schedule()) return;
+  Schedule s = *dlg.schedule();
+  doc_->load(s, defaultCostProfile(s));
+  const QString dropped = documentReplaced();
+  view_->selectOp(std::nullopt, false);
+  view_->zoomToFit();
+  showStatus(tr("New %1 schedule").arg(QString::fromStdString(s.name)) +
+             (dropped.isEmpty() ? QString() : QStringLiteral(" · ") + dropped));
+}
+
+void MainWindow::open() {
+  if (!maybeSave()) return;
+  const QString path =
+      QFileDialog::getOpenFileName(this, tr("Open schedule"), dialogDir(QStringLiteral("open")),
+                                   tr("Schedules (*.pipe *.csv);;PipeStudio (*.pipe);;PyTorch CSV (*.csv)"));
+  if (path.isEmpty()) return;
+  rememberDialogDir(QStringLiteral("open"), path);
+  openFile(path);
+}
+
+bool MainWindow::saveTo(const QString& path) {
+  auto st = writeScheduleFile(path, doc_->schedule());
+  if (!st) {
+    QMessageBox::warning(this, tr("Cannot save"), QString::fromStdString(st.error().message));
+    return false;
+  }
+  doc_->markSaved(QFileInfo(path).absoluteFilePath());
+  rememberDialogDir(QStringLiteral("save"), path);
+  addRecent(QFileInfo(path).absoluteFilePath());
+  showStatus(tr("Saved %1").arg(QFileInfo(path).fileName()));
+  return true;
+}
+
+bool MainWindow::save() {
+  const QString p = doc_->filePath();
+  if (session_->hasSession() && !session_->isReadOnly()) {
+    // With a session open, Save stores a new version; the file too when it is the user's.
+    if (!session_->saveVersion(QString::fromStdString(doc_->schedule().name), QString::fromStdString(printDsl(doc_->schedule())))) {
+      QMessageBox::warning(this, tr("Cannot save to the session"), session_->errorText());
+      return false;
+    }
+    if (p.isEmpty() || p.startsWith(QFileInfo(resourcesDir()).absoluteFilePath())) {
+      doc_->markSaved(p);
+      showStatus(tr("Stored version %1 in %2").arg(session_->currentVersion().value_or(0)).arg(QFileInfo(session_->sessionPath()).fileName()));
+      updateTitle();
+      return true;
+    }
+  }
+  // Examples from the resources folder are not overwritten in place.
+  if (p.isEmpty() || p.startsWith(QFileInfo(resourcesDir()).absoluteFilePath()) || isBundled(p) ||
+      !QFileInfo(p).isWritable())
+    return saveAs();
+  return saveTo(p);
+}
+
+bool MainWindow::openSession(const QString& path, bool readOnly) {
+  // The bundled example and files we may not write are never changed by opening them (no
+  // migration, no switch to WAL, no -wal/-shm files beside them).
+  if (isBundled(path) || (QFileInfo(path).isFile() && !QFileInfo(path).isWritable())) readOnly = true;
+  session_->setFallbackProfile(doc_->profile());
+  const bool ok = session_->openSession(path, readOnly);
+  session_->show();
+  session_->raise();
+  if (!ok) showStatus(session_->errorText());
+  updateTitle();
+  return ok;
+}
+
+void MainWindow::openSessionDialog() {
+  const QString path = QFileDialog::getOpenFileName(this, tr("Open session"), dialogDir(QStringLiteral("session")),
+                                                    tr("PipeStudio sessions (*.session);;All files (*)"));
+  rememberDialogDir(QStringLiteral("session"), path);
+  if (!path.isEmpty() && !openSession(path)) QMessageBox::warning(this, tr("Cannot open session"), session_->errorText());
+}
+
+bool MainWindow::openSessionVersion(const QString& text, const QString& name, qint64 id) {
+  if (!maybeSave()) return false;
+  DslOptions o;
+  o.filename = QStringLiteral("%1 (v%2)").arg(name).arg(id).toStdString();
+  auto parsed = parseDsl(text.toStdString(), o);
+  if (!parsed) {
+    QMessageBox::warning(this, tr("Cannot open version %1").arg(id), QString::fromStdString(formatDiagnostics(parsed.errors())));
+    return false;
+  }
+  Schedule s = std::move(parsed).value();
+  if (s.name.empty()) s.name = name.toStdString();
+  CostProfile p = session_->profileForVersion(id).value_or(doc_->profile());
+  if (!makeSimulationModel(s, p)) p = defaultCostProfile(s);
+  doc_->load(std::move(s), std::move(p));
+  const QString dropped = documentReplaced();
+  view_->selectOp(std::nullopt, false);
+  view_->zoomToFit();
+  showStatus(tr("Opened version %1 of %2 from the session").arg(id).arg(name) +
+             (dropped.isEmpty() ? QString() : QStringLiteral(" · ") + dropped));
+  return true;
+}
+
+bool MainWindow::saveAs() {
+  // The user's own file's folder, else where schedules were last saved (never resources/).
+  QString start = dialogDir(QStringLiteral("save"));
+  const QString cur = doc_->filePath();
+  const QString name = cur.isEmpty() ? QString::fromStdString(doc_->schedule().name) : QFileInfo(cur).completeBaseName();
+  if (!cur.isEmpty() && !isBundled(cur)) start = QFileInfo(cur).absolutePath();
+  const QString path = QFileDialog::getSaveFileName(
+      this, tr("Save schedule"), QDir(start).filePath((name.isEmpty() ? QStringLiteral("schedule") : name) + QStringLiteral(".pipe")),
+      tr("PipeStudio schedule (*.pipe);;PyTorch CSV (*.csv)"));
+  if (path.isEmpty()) return false;
+  return saveTo(path);
+}
+
+bool MainWindow::exportFile(const QString& path) {
+  const QString ext = QFileInfo(path).suffix().toLower();
+  if (ext == QStringLiteral("png")) {
+    const QSize sz = view_->fullSize(2000);
+    return view_->renderImage(sz).save(path);
+  }
+  if (ext == QStringLiteral("svg")) {
+    view_->renderSvg(path, view_->fullSize(1600));
+    return QFileInfo(path).isFile();
+  }
+  if (ext == QStringLiteral("json")) {
+#ifdef PS_HAVE_CHROME_TRACE
+    const std::string text = exportChromeTrace(doc_->analysis().timeline, &doc_->schedule());
+    QFile f(path);
+    if (!f.open(QIODevice::WriteOnly | QIODevice::Truncate)) return false;
+    return f.write(text.data(), static_cast<qint64>(text.size())) == static_cast<qint64>(text.size());
+#else
+    return false;
+#endif
+  }
+  auto st = writeScheduleFile(path, doc_->schedule());
+  return static_cast<bool>(st);
+}
+
+void MainWindow::exportAs(const QString& filter, const QString& suffix) {
+  QString base = doc_->filePath().isEmpty() ? QStringLiteral("schedule")
+                                            : QFileInfo(doc_->filePath()).completeBaseName();
+  QString path = QFileDialog::getSaveFileName(
+      this, tr("Export"), QDir(dialogDir(QStringLiteral("export"))).filePath(base + QLatin1Char('.') + suffix), filter);
+  if (path.isEmpty()) return;
+  rememberDialogDir(QStringLiteral("export"), path);
+  if (QFileInfo(path).suffix().isEmpty()) path += QLatin1Char('.') + suffix;
+  if (QFileInfo(path).suffix().compare(QStringLiteral("csv"), Qt::CaseInsensitive) == 0) {
+    // A PyTorch CSV holds the op orders only: say what the design loses before writing it.
+    const auto lost = csvExportLosses(doc_->schedule(), csvFormatFor(doc_->schedule()));
+    if (!lost.empty()) {
+      QStringList items;
+      for (const auto& l : lost) items << QString::fromStdString(l).toHtmlEscaped();
+      const auto answer = QMessageBox::information(
+          this, tr("Export as PyTorch CSV"),
+          tr("<p>%1 will not carry:</p><ul><li>%2</li></ul><p>Simulating the CSV under the same cost profile "
+             "can give a different result. The .pipe keeps all of it.</p>")
+              .arg(QFileInfo(path).fileName().toHtmlEscaped(), items.join(QStringLiteral("</li><li>"))),
+          QMessageBox::Ok | QMessageBox::Cancel, QMessageBox::Ok);
+      if (answer != QMessageBox::Ok) return;
+    }
+  }
+  showStatus(exportFile(path) ? tr("Exported %1").arg(QFileInfo(path).fileName())
+                              : tr("Export to %1 failed").arg(path));
+}
+
+void MainWindow::addRecent(const QString& path) {
+  QSettings st = settings();
+  QStringList files = st.value(QStringLiteral("recentFiles")).toStringList();
+  files.removeAll(path);
+  files.prepend(path);
+  while (files.size() > kMaxRecent) files.removeLast();
+  st.setValue(QStringLiteral("recentFiles"), files);
+  rebuildRecentMenu();
+}
+
+void MainWindow::rebuildRecentMenu() {
+  recentMenu_->clear();
+  const QStringList files = settings().value(QStringLiteral("recentFiles")).toStringList();
+  for (const QString& f : files) {
+    QAction* a = recentMenu_->addAction(QFileInfo(f).fileName());
+    a->setToolTip(f);
+    connect(a, &QAction::triggered, this, [this, f] {
+      if (maybeSave()) openFile(f);
+    });
+  }
+  recentMenu_->setEnabled(!files.isEmpty());
+}
+
+bool MainWindow::maybeSave() {
+  if (!doc_->isModified()) return true;
+  const auto r =
+      QMessageBox::question(this, tr("Unsaved changes"), tr("Save the changes to this schedule first?"),
+                            QMessageBox::Save | QMessageBox::Discard | QMessageBox::Cancel);
+  if (r == QMessageBox::Cancel) return false;
+  if (r == QMessageBox::Save) return save();
+  return true;
+}
+
+void MainWindow::resizeEvent(QResizeEvent* e) {
+  QMainWindow::resizeEvent(e);
+  applyCompactLayout();
+}
+
+void MainWindow::showEvent(QShowEvent* e) {
+  QMainWindow::showEvent(e);
+  applyCompactLayout();
+}
+
+void MainWindow::applyCompactLayout() {
+  // Again only after a large change of width, so the user's own dock sizes stay.
+  if (restoredState_ || !isVisible() || width() >= 1300 || std::abs(width() - compactWidth_) < 100) return;
+  compactWidth_ = width();
+  // Made small (e.g. 1024x700) with no saved layout: narrower side docks and a lower bottom
+  // dock, so the timeline keeps most of the room.
+  auto apply = [this] {
+    auto* dp = findChild<QDockWidget*>(QStringLiteral("dock.properties"));
+    auto* ds = findChild<QDockWidget*>(QStringLiteral("dock.summary"));
+    auto* dm = findChild<QDockWidget*>(QStringLiteral("dock.memory"));
+    if (dp && ds) resizeDocks({dp, ds}, {width() * 30 / 100, width() * 28 / 100}, Qt::Horizontal);
+    if (dm) resizeDocks({dm}, {height() / 4}, Qt::Vertical);
+  };
+  apply();
+  QTimer::singleShot(0, this, apply);  // and once the layout has taken the new size
+}
+
+void MainWindow::closeEvent(QCloseEvent* e) {
+  if (!maybeSave()) {
+    e->ignore();
+    return;
+  }
+  QSettings st = settings();
+  st.setValue(QStringLiteral("window/geometry"), saveGeometry());
+  st.setValue(QStringLiteral("window/state"), saveState());
+  e->accept();
+}
+
+}  // namespace ps::ui

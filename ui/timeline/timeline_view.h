@@ -1,0 +1,190 @@
+#pragma once
+// The timeline editor: one row per device, one block per op, painted directly (only what is
+// visible, merged when thinner than a few pixels). Dragging a block along its row reorders
+// the device's steps with a live re-simulated preview; every edit goes through the document's
+// undo stack. Geometry lives in timeline_geometry.h; this widget paints and forwards input.
+#include <QAbstractScrollArea>
+#include <QImage>
+#include <QPointer>
+#include <memory>
+#include <optional>
+#include <unordered_set>
+
+#include "pipestudio/core/analysis/stepper.h"
+#include "timeline/iteration_marks.h"
+#include "document/schedule_document.h"
+#include "timeline/timeline_geometry.h"
+
+namespace ps::ui {
+
+class TimelineView : public QAbstractScrollArea {
+  Q_OBJECT
+ public:
+  enum class LayoutMode { Time, Slots };
+
+  explicit TimelineView(ScheduleDocument* doc, QWidget* parent = nullptr);
+
+  void setLayoutMode(LayoutMode m);
+  LayoutMode layoutMode() const { return mode_; }
+  void setEditable(bool on) { editable_ = on; }
+  bool isEditable() const { return editable_; }
+
+  // Selection is kept by op identity so it follows the op when it moves.
+  std::optional<ps::core::OpRef> selection() const;
+  std::optional<ps::core::Op> selectedOp() const { return selected_; }
+  void selectOp(std::optional<ps::core::Op> op, bool scrollTo = true);
+  void selectRef(ps::core::OpRef ref, bool scrollTo = true);
+
+  void zoomIn();
+  void zoomOut();
+  void zoomToFit();
+  void zoomBy(double factor, double plotX);
+  const TimeAxis& axis() const { return axis_; }
+  const RowLayout& rows() const { return layout_; }
+  const BlockIndex& blocks() const { return preview_ ? previewBlocks_ : blocks_; }
+  // The re-simulated candidate while a drag is under way, else null.
+  const Analysis* previewAnalysis() const { return preview_.get(); }
+
+  // Paints the timeline as the viewport would show it with `axis` and vertical scroll
+  // `scrollY` into `target` (used by paintEvent, exports and the benchmark).
+  void paintTimeline(QPainter& p, const QRect& target, const TimeAxis& axis, double scrollY) const;
+  // The whole timeline fitted to `size`, for PNG export and previews.
+  QImage renderImage(QSize size) const;
+  void renderSvg(const QString& path, QSize size) const;
+  QSize fullSize(int width) const;
+
+  // Measured overlay (docs/gui.md, "Measured overlay"): a measured or imported timeline drawn
+  // as a second lane under each device's planned lane, compared with the current plan's
+  // simulation (recomputed when the document changes). Drawn in the time layout only.
+  void setOverlay(const ps::core::Timeline& measured, ps::core::ComparisonOptions options = {});
+  void setOverlayAlignment(ps::core::Alignment a);
+  void clearOverlay();
+  bool hasOverlay() const { return measured_.has_value(); }
+  const ps::core::Timeline* overlayTimeline() const { return measured_ ? &*measured_ : nullptr; }
+  const ps::core::Comparison* comparison() const { return comparison_ ? &*comparison_ : nullptr; }
+  ps::core::Alignment overlayAlignment() const { return overlayOptions_.alignment; }
+  const OverlayIndex& overlayBlocks() const { return overlay_; }
+  // Fill colour of a measured block by its deviation band.
+  static QColor deviationColor(DeviationBand band);
+
+  // Iterations (docs/gui.md, "Iterations"): with K > 1 asked for in the document, the time
+  // layout shows the core's K-iteration timeline and marks each device's iteration ends.
+  bool iterationsShown() const;
+  const std::vector<IterationMark>& iterationMarks() const { return marks_iter_; }
+
+  // Ops outlined as invalid (errors naming them), for tests and the diagnostics dock.
+  bool isOutlinedInvalid(ps::core::OpRef ref) const;
+  // Viewport position of the centre of a block (for tests and scrolling).
+  std::optional<QPoint> blockCenter(ps::core::OpRef ref) const;
+  void ensureVisible(ps::core::OpRef ref);
+
+  // Step-through (docs/gui.md, "Step-through"): the playhead at a time on this view's axis
+  // (nullopt hides it); the ops running and blocked at the playhead, each with the device it
+  // runs on; breakpoint markers on the ops they match.
+  struct StepMarks {
+    std::vector<std::pair<int, ps::core::Op>> running;
+    std::vector<std::pair<int, ps::core::Op>> blocked;
+    std::vector<ps::core::Breakpoint> breakpoints;
+    bool dimFuture = false;  // veil what lies after the playhead (while stepping)
+  };
+  void setPlayhead(std::optional<double> axisMs, const QString& label = {});
+  std::optional<double> playhead() const { return playhead_; }
+  void setStepMarks(StepMarks marks);
+  const StepMarks& stepMarks() const { return marks_; }
+  // Viewport x of the playhead, when shown.
+  std::optional<double> playheadX() const;
+
+ Q_SIGNALS:
+  void selectionChanged();
+  void hoverTimeChanged(double simulatedMs);  // negative when the pointer leaves
+  void statusMessage(const QString& text);
+  // The live drag preview started, changed or ended (previewAnalysis() is null then).
+  void previewChanged();
+  // The overlay was set, cleared or recompared (comparison() has the new figures).
+  void overlayChanged();
+  // Step-through: a click or drag on the time ruler (or the playhead) asks to move it there.
+  void playheadSeekRequested(double axisMs);
+  // The op's context menu asked for a breakpoint "when device starts op" (toggle).
+  void breakpointToggleRequested(int device, ps::core::Op op);
+
+ protected:
+  void paintEvent(QPaintEvent* e) override;
+  void resizeEvent(QResizeEvent* e) override;
+  void scrollContentsBy(int dx, int dy) override;
+  void mousePressEvent(QMouseEvent* e) override;
+  void mouseMoveEvent(QMouseEvent* e) override;
+  void mouseReleaseEvent(QMouseEvent* e) override;
+  void mouseDoubleClickEvent(QMouseEvent* e) override;
+  void wheelEvent(QWheelEvent* e) override;
+  void keyPressEvent(QKeyEvent* e) override;
+  void contextMenuEvent(QContextMenuEvent* e) override;
+  void leaveEvent(QEvent* e) override;
+  bool viewportEvent(QEvent* e) override;
+
+ private:
+  struct Hit {
+    int device = -1;
+    int step = -1;
+  };
+  void documentChanged();
+  void rebuild();
+  void rebuildOverlay();
+  bool overlayShown() const { return measured_ && mode_ == LayoutMode::Time; }
+  double contentEnd() const;
+  QString overlayTooltip(int device, size_t i) const;
+  void updateScrollBars();
+  void fitRowHeight();
+  std::function<double(const ps::core::Op&)> fallbackDuration() const;
+  const ps::core::Timeline& displayTimeline(const Analysis& a) const;
+  const ps::core::Schedule& displaySchedule(const Analysis& a) const;
+  bool iterationsShownFor(const Analysis& a) const;
+  void paintIterationMarks(QPainter& p, const QRect& target, const TimeAxis& axis, double scrollY) const;
+  const Analysis& displayAnalysis() const { return preview_ ? *preview_ : doc_->analysis(); }
+  double plotWidth() const;
+  std::optional<Hit> hitAt(QPoint viewportPos) const;
+  QRectF blockRect(const Block& b, const TimeAxis& axis, double scrollY, const QRect& target) const;
+  QString tooltipFor(const Block& b) const;
+  void paintStepMarks(QPainter& p, const QRect& target, const TimeAxis& axis, double scrollY) const;
+  void updateDrag(QPoint pos);
+  void endDrag(bool apply);
+  void moveSelection(int delta);
+  void report(const QString& text);
+
+  QPointer<ScheduleDocument> doc_;
+  LayoutMode mode_ = LayoutMode::Time;
+  bool editable_ = true;
+  TimeAxis axis_;
+  RowLayout layout_;
+  BlockIndex blocks_;
+  std::unordered_set<std::uint64_t> invalid_;  // (device << 32 | step) with errors
+  std::unordered_set<std::uint64_t> cycle_;    // ops in a deadlock cycle
+  bool fitted_ = true;
+  std::vector<IterationMark> marks_iter_;  // of the shown K-iteration timeline
+  std::optional<ps::core::Op> selected_;
+
+  // Drag state.
+  bool pressed_ = false;
+  bool dragging_ = false;
+  QPoint pressPos_;
+  Hit dragFrom_;
+  double grabOffsetMs_ = 0;
+  int dropTarget_ = -1;
+  QPoint dragPos_;
+  bool dragRefused_ = false;
+  std::shared_ptr<const Analysis> preview_;
+  BlockIndex previewBlocks_;
+
+  std::optional<ps::core::Timeline> measured_;
+  ps::core::ComparisonOptions overlayOptions_;
+  std::optional<ps::core::Comparison> comparison_;
+  OverlayIndex overlay_;
+
+  double hoverX_ = -1;  // viewport x of the pointer, -1 when outside
+
+  std::optional<double> playhead_;
+  QString playheadLabel_;
+  StepMarks marks_;
+  bool seeking_ = false;  // dragging the playhead
+};
+
+}  // namespace ps::ui
