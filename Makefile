@@ -6,7 +6,7 @@ ifeq ($(CI),true)
   CMAKE_FLAGS += -DPIPESTUDIO_WERROR=ON
 endif
 
-.PHONY: all deps configure build run test demo asan-test fuzz-build fuzz-smoke clean
+.PHONY: all deps configure build run test lint demo asan-test fuzz-build fuzz-smoke clean
 
 all: build
 
@@ -32,6 +32,10 @@ demo: build
 
 test: build
 	@cd $(BUILD_DIR) && QT_QPA_PLATFORM=offscreen ctest --output-on-failure -j $(JOBS)
+
+# clang-format and clang-tidy over the C++ files of the last commit (LINT_BASE=REV: since REV).
+lint: build
+	@BUILD_DIR=$(BUILD_DIR) JOBS=$(JOBS) bash .ci/lint
 
 # Address and undefined-behaviour sanitizers over the core tests.
 asan-test: deps

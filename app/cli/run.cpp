@@ -280,7 +280,7 @@ struct LauncherRun {
     }
     if (session) {
       ps::engine::RunReport rep;
-      rep.status = ps::engine::RunStatus::Failed;
+      rep.status = ps::core::RunState::Failed;
       rep.diagnostics.push_back(d);
       rep.timeline = tl;
       if (readers[0].started()) rep.partition = readers[0].started()->partition;
@@ -514,13 +514,13 @@ int runRun(const std::vector<std::string>& argv) {
   if (!result) return refuse(events && rank0, result.errors(), nullptr, ps::cli::kExitInvalid);
   const RunReport& r = *result;
   // A cancelled run exits as shells report SIGINT: 128 + 2.
-  const int statusExit = r.status == RunStatus::Finished    ? ps::cli::kExitOk
-                         : r.status == RunStatus::Cancelled ? kExitCancelled
+  const int statusExit = r.status == ps::core::RunState::Succeeded    ? ps::cli::kExitOk
+                         : r.status == ps::core::RunState::Cancelled ? kExitCancelled
                                                             : ps::cli::kExitInvalid;
   if (!rank0) return statusExit;
 
   const auto& m = r.timeline.metrics;
-  human << name << ": " << runStatusName(r.status) << " (" << schedule->pipeline.devices << " devices, "
+  human << name << ": " << ps::core::runEventStatusToken(r.status) << " (" << schedule->pipeline.devices << " devices, "
         << schedule->pipeline.stages << " stages, " << schedule->pipeline.microbatches << " micro-batches of "
         << o.microbatchSize << ", model " << modelSpecToString(o.model) << ", " << r.parameterCount
         << " parameters, partition";
@@ -536,7 +536,7 @@ int runRun(const std::vector<std::string>& argv) {
   human << "  last iteration: makespan " << m.makespan << " ms, bubble ratio " << m.bubbleRatio << ", "
         << r.timeline.ops.size() << " ops, " << r.timeline.transfers.size() << " transfers\n";
   // A failed or cancelled run has no loss worth printing (the iteration did not complete).
-  if (r.status == RunStatus::Finished && !r.losses.empty()) human << "  loss: " << r.losses.back() << "\n";
+  if (r.status == ps::core::RunState::Succeeded && !r.losses.empty()) human << "  loss: " << r.losses.back() << "\n";
   if (!o.optimizer.empty() && !r.losses.empty()) {
     human << "  loss per iteration (" << o.optimizer << ", lr " << o.learningRate << "):";
     for (size_t i = 0; i < r.losses.size(); ++i) human << (i ? ", " : " ") << r.losses[i];
@@ -551,7 +551,7 @@ int runRun(const std::vector<std::string>& argv) {
           << r.gradients.lossRelativeError << ", tolerance " << r.gradients.tolerance << ", "
           << r.gradients.parameters.size() << " parameters\n";
   }
-  for (const auto& d : r.diagnostics) std::cerr << "pipestudio-cli run: " << runStatusName(r.status) << ": " << d.message << "\n";
+  for (const auto& d : r.diagnostics) std::cerr << "pipestudio-cli run: " << ps::core::runEventStatusToken(r.status) << ": " << d.message << "\n";
   if (args.has("--trace")) {
     if (!ps::cli::writeOutput(args.value("--trace"), exportChromeTrace(r.timeline, &executed), error)) {
       std::cerr << "pipestudio-cli run: " << error << "\n";
@@ -566,7 +566,7 @@ int runRun(const std::vector<std::string>& argv) {
     if (!ps::cli::recordRunInSession(rec, human)) return ps::cli::kExitInvalid;
     if (eventFd >= 0) ps::cli::writeLine(eventFd, kSessionRecordedLine);
   }
-  if (r.status != RunStatus::Finished) return statusExit;
+  if (r.status != ps::core::RunState::Succeeded) return statusExit;
   if (r.gradients.ran && !r.gradients.passed) return ps::cli::kExitInvalid;
   return ps::cli::kExitOk;
 }

@@ -225,7 +225,7 @@ int runOnCluster(const ClusterRun& c) {
                           {"message", res.error().message},
                           {"stage", "refused"}}
                .dump());
-    rep.status = engine::RunStatus::Failed;
+    rep.status = ps::core::RunState::Failed;
     rep.diagnostics = res.errors();
     rep.timeline.devices = devices;
     rep.timeline.label = c.executed->name;
@@ -235,9 +235,9 @@ int runOnCluster(const ClusterRun& c) {
   } else if (r0.finished()) {
     // Rank 0's own report (it gathers every device's timeline) stands.
     const auto& f = *r0.finished();
-    rep.status = f.status == "finished" ? engine::RunStatus::Finished
-                 : f.status == "cancelled" ? engine::RunStatus::Cancelled
-                                           : engine::RunStatus::Failed;
+    rep.status = f.status == "finished" ? ps::core::RunState::Succeeded
+                 : f.status == "cancelled" ? ps::core::RunState::Cancelled
+                                           : ps::core::RunState::Failed;
     rep.timeline = r0.timeline();
     rep.iterationMs = f.iterationMs;
     rep.losses = f.losses;
@@ -248,10 +248,10 @@ int runOnCluster(const ClusterRun& c) {
       rep.gradients.worstParameter = f.gradientCheck->worstParameter;
     }
     for (const auto& e : r0.errors()) rep.diagnostics.push_back(makeError(e.code, e.message));
-    if (!res->failure.empty() && rep.status != engine::RunStatus::Finished)
+    if (!res->failure.empty() && rep.status != ps::core::RunState::Succeeded)
       rep.diagnostics.insert(rep.diagnostics.begin(), makeError("cluster.rank-lost", res->failure));
-    exitStatus = rep.status == engine::RunStatus::Finished    ? (res->exitStatus == 0 ? kExitOk : kExitInvalid)
-                 : rep.status == engine::RunStatus::Cancelled ? kExitCancelled
+    exitStatus = rep.status == ps::core::RunState::Succeeded    ? (res->exitStatus == 0 ? kExitOk : kExitInvalid)
+                 : rep.status == ps::core::RunState::Cancelled ? kExitCancelled
                                                               : kExitInvalid;
   } else {
     // Rank 0 could not report: the partial timeline from what each rank sent about its device.
@@ -263,7 +263,7 @@ int runOnCluster(const ClusterRun& c) {
                                                                   "; the run is failed with its partial timeline");
     tl.diagnostics.push_back(d);
     tl.metrics = computeMetrics(tl);
-    rep.status = cancelled ? engine::RunStatus::Cancelled : engine::RunStatus::Failed;
+    rep.status = cancelled ? ps::core::RunState::Cancelled : ps::core::RunState::Failed;
     rep.diagnostics.push_back(d);
     rep.timeline = tl;
     if (r0.started()) rep.partition = r0.started()->partition;

@@ -88,9 +88,7 @@ bool recordRunInSession(const RunSessionRecording& r, std::ostream& out) {
   rec.target = r.target;
   rec.devices = r.schedule->pipeline.devices;
   rec.model = engine::modelSpecToString(o.model);
-  rec.status = rep.status == engine::RunStatus::Finished  ? sessions::RunStatus::Succeeded
-               : rep.status == engine::RunStatus::Failed ? sessions::RunStatus::Failed
-                                                         : sessions::RunStatus::Cancelled;
+  rec.status = rep.status;
   for (const auto& d : rep.diagnostics)
     if (d.severity == core::Severity::Error) {
       rec.error = d.message;
@@ -106,7 +104,7 @@ bool recordRunInSession(const RunSessionRecording& r, std::ostream& out) {
                            {"world_size", o.distributed.worldSize},
                            {"iteration_ms", rep.iterationMs},
                            {"parameters", rep.parameterCount}};
-  if (!rep.losses.empty() && rep.status == engine::RunStatus::Finished) config["loss"] = rep.losses.back();
+  if (!rep.losses.empty() && rep.status == ps::core::RunState::Succeeded) config["loss"] = rep.losses.back();
   if (rep.gradients.ran)
     config["gradient_check"] = {{"passed", rep.gradients.passed}, {"max_relative_error", rep.gradients.maxRelativeError}};
   rec.configJson = config.dump();
@@ -122,7 +120,7 @@ bool recordRunInSession(const RunSessionRecording& r, std::ostream& out) {
     out << ", predicted run " << *stored->predictedRunId << " (profile '" << profile.name << "', makespan predicted "
         << predicted << " ms, measured " << measured << " ms";
     // A failed or cancelled run's makespan covers part of the schedule: no error to give.
-    if (predicted > 0 && rep.status == engine::RunStatus::Finished)
+    if (predicted > 0 && rep.status == ps::core::RunState::Succeeded)
       out << ", error " << (measured - predicted) / predicted * 100.0 << "%";
     out << ")";
     // With --optimizer the run's steps are ops of the schedule, but no cost profile the run

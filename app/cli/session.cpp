@@ -80,7 +80,7 @@ void printTable(std::ostream& out, const std::vector<std::vector<std::string>>& 
 }
 
 std::string statusText(const ps::sessions::RunSummary& r) {
-  std::string s(ps::sessions::runStatusName(r.status));
+  std::string s(ps::core::runStateName(r.status));
   if (r.interrupted) s += " (interrupted)";
   return s;
 }
@@ -94,7 +94,7 @@ nlohmann::json runJson(const ps::sessions::RunSummary& r) {
           {"devices", r.devices},
           {"model", r.model},
           {"label", r.label},
-          {"status", std::string(ps::sessions::runStatusName(r.status))},
+          {"status", std::string(ps::core::runStateName(r.status))},
           {"interrupted", r.interrupted},
           {"startedMs", r.startedMs},
           {"endedMs", opt(r.endedMs)},

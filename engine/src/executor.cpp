@@ -210,7 +210,7 @@ class Run {
   void weightGradientsByGraph(int device, const Op& op);
   void deliver(int device, const Op& op, const MessageKey& key, int dstStage, const at::Tensor& t);
   void fail(ErrorInfo e);
-  void emit(const nlohmann::json& j);
+  void emit(const std::string& line);  // one run-event line (core::run_event writes them)
   // The run-event protocol's "op" event for a measured op of `iteration`.
   void emitOp(int iteration, const core::TimelineOp& r);
   static double nowMs() { return msBetween(tlOrigin, Clock::now()); }
@@ -284,10 +284,10 @@ class Run {
   core::Timeline lastTimeline_;
 };
 
-void Run::emit(const nlohmann::json& j) {
+void Run::emit(const std::string& line) {
   if (!opt_.events) return;
   std::lock_guard lock(eventMu_);
-  opt_.events(j.dump());
+  opt_.events(line);
 }
 
 void Run::fail(ErrorInfo e) {
@@ -739,7 +739,7 @@ void Run::sampleMemory(int device, double t) {
   auto& mem = memory_[static_cast<size_t>(device)];
   if (!mem.empty() && mem.back().bytes == bytes) return;
   mem.push_back({t, bytes});
-  if (measured_) emit({{"type", "memory"}, {"iteration", iteration_}, {"device", device}, {"time_ms", t}, {"bytes", bytes}});
+  if (measured_) emit(core::run_event::memory(iteration_, device, t, bytes));
 }
 
 void Run::execOp(int device, int step, const Op& op) {
@@ -910,8 +910,7 @@ void Run::worker(int device) {
         measured_ = it >= opt_.warmup;
         std::lock_guard lock(lossMu_);
         losses_.push_back(0.0);
-        emit({{"type", "progress"}, {"iteration", it}, {"iterations", opt_.warmup + opt_.iterations},
-              {"warmup", it < opt_.warmup}});
+        emit(core::run_event::progress({it, opt_.warmup + opt_.iterations, it < opt_.warmup}));
       }
       for (int s : sched_.pipeline.stagesOn(device))
         for (int l = firstLayer_[static_cast<size_t>(s)]; l < firstLayer_[static_cast<size_t>(s) + 1]; ++l) {
@@ -1040,9 +1039,7 @@ nlohmann::json reportToJson(const RunReport& r, const std::optional<ErrorInfo>& 
 }
 
 void Run::emitOp(int iteration, const core::TimelineOp& r) {
-  emit({{"type", "op"}, {"iteration", iteration}, {"device", r.device}, {"step", r.step}, {"op", opName(r.op)},
-        {"kind", sched_.kindName(r.op.kind)}, {"stage", r.op.stage}, {"microbatch", r.op.microbatch},
-        {"overlapped", r.overlapped}, {"start_ms", r.start}, {"end_ms", r.end}});
+  emit(core::run_event::op(iteration, r, opName(r.op), sched_.kindName(r.op.kind)));
 }
 
 void Run::gatherRemote(RunReport& r) {
@@ -1132,8 +1129,7 @@ void Run::gatherRemote(RunReport& r) {
       if (d >= r.timeline.memory.size()) continue;
       r.timeline.memory[d].push_back({s[1].get<double>(), s[2].get<std::int64_t>()});
       if (measured_)
-        emit({{"type", "memory"}, {"iteration", iteration_}, {"device", d}, {"time_ms", s[1].get<double>()},
-              {"bytes", s[2].get<std::int64_t>()}});
+        emit(core::run_event::memory(iteration_, static_cast<int>(d), s[1].get<double>(), s[2].get<std::int64_t>()));
     }
     auto losses = j["losses"].get<std::vector<double>>();
     for (size_t i = 0; i < losses.size() && i < r.losses.size(); ++i) r.losses[i] += losses[i];
@@ -1200,24 +1196,25 @@ core::Result<RunReport> Run::execute() {
   at::set_num_threads(perWorker);
   setBlasThreads(perWorker);
   barrier_ = std::make_unique<StopBarrier>(static_cast<int>(localDevices.size()));
-  emit({{"type", "started"},
-        {"protocol_version", ps::core::kRunEventProtocolVersion},
-        {"schedule", sched_.name},
-        {"model", modelSpecToString(opt_.model)},
-        {"device", opt_.device},
-        {"devices", D_},
-        {"stages", S_},
-        {"microbatches", M_},
-        {"microbatch_size", opt_.microbatchSize},
-        {"iterations", opt_.iterations},
-        {"warmup", opt_.warmup},
-        {"partition", partition_},
-        {"rank", rank_},
-        {"world_size", remote_ ? remote_->worldSize() : 1},
-        {"threads", perWorker},
-        {"optimizer", opt_.optimizer.empty() ? std::string("none") : opt_.optimizer},
-        {"lr", opt_.learningRate},
-        {"local_world_size", remote_ ? std::max(1, opt_.distributed.localWorldSize) : 1}});
+  core::RunStartedInfo started;
+  started.protocolVersion = core::kRunEventProtocolVersion;
+  started.schedule = sched_.name;
+  started.model = modelSpecToString(opt_.model);
+  started.device = opt_.device;
+  started.devices = D_;
+  started.stages = S_;
+  started.microbatches = M_;
+  started.microbatchSize = opt_.microbatchSize;
+  started.iterations = opt_.iterations;
+  started.warmup = opt_.warmup;
+  started.partition = partition_;
+  started.rank = rank_;
+  started.worldSize = remote_ ? remote_->worldSize() : 1;
+  started.threads = perWorker;
+  started.optimizer = opt_.optimizer.empty() ? std::string("none") : opt_.optimizer;
+  started.learningRate = opt_.learningRate;
+  started.localWorldSize = remote_ ? std::max(1, opt_.distributed.localWorldSize) : 1;
+  emit(core::run_event::started(started));
   std::vector<std::thread> threads;
   for (int d : localDevices) threads.emplace_back([this, d] { worker(d); });
   for (auto& t : threads) t.join();
@@ -1260,24 +1257,29 @@ core::Result<RunReport> Run::execute() {
   tl.complete = !error_.has_value();
   tl.metrics = core::computeMetrics(tl);
   if (error_) {
-    r.status = error_->code == "engine.cancelled" ? RunStatus::Cancelled : RunStatus::Failed;
+    r.status = error_->code == "engine.cancelled" ? ps::core::RunState::Cancelled : ps::core::RunState::Failed;
     core::Diagnostic d = core::makeError(error_->code, error_->message);
     if (error_->device >= 0 && error_->step >= 0) d.related.push_back({error_->device, error_->step});
     r.diagnostics.push_back(d);
     tl.diagnostics.push_back(d);
-    emit({{"type", "error"}, {"code", error_->code}, {"message", error_->message}, {"device", error_->device},
-          {"step", error_->step}});
+    core::RunErrorEvent e;
+    e.code = error_->code;
+    e.message = error_->message;
+    e.device = error_->device;
+    e.step = error_->step;
+    emit(core::run_event::error(e));
   }
-  nlohmann::json fin{{"type", "finished"}, {"status", runStatusName(r.status)}, {"losses", r.losses},
-                     {"iteration_ms", r.iterationMs}, {"makespan_ms", tl.metrics.makespan},
-                     {"bubble_ratio", tl.metrics.bubbleRatio}};
+  core::RunFinishedInfo fin;
+  fin.state = r.status;
+  fin.losses = r.losses;
+  fin.iterationMs = r.iterationMs;
+  fin.makespanMs = tl.metrics.makespan;
+  fin.bubbleRatio = tl.metrics.bubbleRatio;
   if (r.gradients.ran)
-    fin["gradient_check"] = {{"passed", r.gradients.passed},
-                             {"max_relative_error", r.gradients.maxRelativeError},
-                             {"worst_parameter", r.gradients.worstParameter},
-                             {"loss_relative_error", r.gradients.lossRelativeError},
-                             {"tolerance", r.gradients.tolerance}};
-  if (rank_ == 0) emit(fin);
+    fin.gradientCheck = core::RunGradientCheck{r.gradients.passed, r.gradients.maxRelativeError,
+                                               r.gradients.worstParameter, r.gradients.lossRelativeError,
+                                               r.gradients.tolerance};
+  if (rank_ == 0) emit(core::run_event::finished(fin));
   return r;
 }
 

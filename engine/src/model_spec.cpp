@@ -182,13 +182,4 @@ core::Status checkFaultInjection(const core::Schedule& schedule, const FaultInje
                                              fault.op + example + ", so the fault would never fire");
 }
 
-std::string_view runStatusName(RunStatus s) {
-  switch (s) {
-    case RunStatus::Finished: return "finished";
-    case RunStatus::Failed: return "failed";
-    case RunStatus::Cancelled: return "cancelled";
-  }
-  return "failed";
-}
-
 }  // namespace ps::engine

@@ -144,7 +144,7 @@ core::Result<RecordedMeasuredRun> recordMeasuredRun(SessionStore& store, const M
   if (rec.scheduleName.empty()) return invalid(store, what + ": no schedule name given");
   if (rec.status == RunStatus::Queued || rec.status == RunStatus::Running)
     return invalid(store, what + ": the status must be succeeded, failed or cancelled, not " +
-                              std::string(runStatusName(rec.status)));
+                              std::string(ps::core::runStateName(rec.status)));
   auto config = nlohmann::json::parse(rec.configJson.empty() ? std::string("{}") : rec.configJson, nullptr, false);
   if (config.is_discarded() || !config.is_object())
     return invalid(store, what + ": the run configuration is not a JSON object");

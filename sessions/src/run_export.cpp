@@ -20,14 +20,6 @@ nlohmann::json optional(const std::optional<T>& v) {
   return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
 }
 
-const char* sourceName(core::TimelineSource s) {
-  switch (s) {
-    case core::TimelineSource::Simulated: return "simulated";
-    case core::TimelineSource::Measured: return "measured";
-    case core::TimelineSource::Imported: return "imported";
-  }
-  return "simulated";
-}
 }  // namespace
 
 std::string runToJson(const RunRecord& record, const core::Timeline& t) {
@@ -41,7 +33,7 @@ std::string runToJson(const RunRecord& record, const core::Timeline& t) {
                         {"devices", r.devices},
                         {"model", r.model},
                         {"label", r.label},
-                        {"status", std::string(runStatusName(r.status))},
+                        {"status", std::string(ps::core::runStateName(r.status))},
                         {"interrupted", r.interrupted},
                         {"startedMs", r.startedMs},
                         {"endedMs", optional(r.endedMs)},
@@ -76,7 +68,7 @@ std::string runToJson(const RunRecord& record, const core::Timeline& t) {
     for (const auto& m : curve) c.push_back({{"time", m.time}, {"bytes", m.bytes}});
     memory.push_back(std::move(c));
   }
-  nlohmann::json timeline = {{"source", sourceName(t.source)},
+  nlohmann::json timeline = {{"source", core::timelineSourceName(t.source)},
                              {"label", t.label},
                              {"devices", t.devices},
                              {"complete", t.complete},

@@ -39,40 +39,7 @@ std::optional<ProfileSource> profileSourceFromName(std::string_view name) {
   return std::nullopt;
 }
 
-std::string_view runStatusName(RunStatus s) {
-  switch (s) {
-    case RunStatus::Queued: return "queued";
-    case RunStatus::Running: return "running";
-    case RunStatus::Succeeded: return "succeeded";
-    case RunStatus::Failed: return "failed";
-    case RunStatus::Cancelled: return "cancelled";
-  }
-  return "failed";
-}
-
-std::optional<RunStatus> runStatusFromName(std::string_view name) {
-  for (auto s : {RunStatus::Queued, RunStatus::Running, RunStatus::Succeeded, RunStatus::Failed,
-                 RunStatus::Cancelled})
-    if (runStatusName(s) == name) return s;
-  return std::nullopt;
-}
-
 namespace {
-
-std::string_view sourceName(core::TimelineSource s) {
-  switch (s) {
-    case core::TimelineSource::Simulated: return "simulated";
-    case core::TimelineSource::Measured: return "measured";
-    case core::TimelineSource::Imported: return "imported";
-  }
-  return "simulated";
-}
-
-core::TimelineSource sourceFromName(std::string_view n) {
-  if (n == "measured") return core::TimelineSource::Measured;
-  if (n == "imported") return core::TimelineSource::Imported;
-  return core::TimelineSource::Simulated;
-}
 
 std::int64_t nowMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -291,6 +258,30 @@ class ReadTxn {
   bool active_ = false;
 };
 
+// One INSERT in a write transaction of its own; `bind` binds its parameters. The new row's id.
+template <class Bind>
+Result<Id> insertOne(SessionStore::Impl& impl, const char* sql, const std::string& what, Bind bind) {
+  WriteTxn txn(impl);
+  PS_TRY(txn.begin(what));
+  auto s = statement(impl, sql, what);
+  PS_TRY(s);
+  bind(*s);
+  if (int rc = s->run(); rc != SQLITE_OK) return impl.sqlError(what, rc);
+  const Id id = sqlite3_last_insert_rowid(impl.db);
+  PS_TRY(txn.commit(what));
+  return id;
+}
+
+// Every row of a prepared query, each turned into a T by `read`.
+template <class T, class Read>
+Result<std::vector<T>> readAll(SessionStore::Impl& impl, Stmt& s, const std::string& what, Read read) {
+  std::vector<T> out;
+  int rc;
+  while ((rc = s.step()) == SQLITE_ROW) out.push_back(read(s));
+  if (rc != SQLITE_DONE) return impl.sqlError(what, rc);
+  return out;
+}
+
 bool processGone(std::int64_t pid, const std::string& host, const std::string& thisHost) {
   if (pid <= 0 || host.empty() || host != thisHost) return false;  // unknown: assume alive
   if (pid == getpid()) return false;
@@ -495,31 +486,23 @@ Result<Id> SessionStore::addSchedule(const std::string& name, const std::string&
   const std::string what = "cannot save schedule '" + name + "'";
   PS_TRY(impl_->checkWritable(what));
   if (name.empty()) return impl_->error("session.invalid", what + ": a schedule version needs a name");
-  WriteTxn txn(*impl_);
-  PS_TRY(txn.begin(what));
-  auto s = statement(*impl_,
-                     "INSERT INTO schedules(name, pipe_text, parent_id, created_ms) VALUES(?1, ?2, ?3, ?4)", what);
-  PS_TRY(s);
-  s->bind(1, name);
-  s->bind(2, pipeText);
-  s->bind(3, parentId);
-  s->bind(4, nowMs());
-  if (int rc = s->run(); rc != SQLITE_OK) return impl_->sqlError(what, rc);
-  Id id = sqlite3_last_insert_rowid(impl_->db);
-  PS_TRY(txn.commit(what));
-  return id;
+  return insertOne(*impl_,
+                   "INSERT INTO schedules(name, pipe_text, parent_id, created_ms) VALUES(?1, ?2, ?3, ?4)",
+                   what, [&](Stmt& q) {
+    q.bind(1, name);
+    q.bind(2, pipeText);
+    q.bind(3, parentId);
+    q.bind(4, nowMs());
+                   });
 }
 
 Result<std::vector<ScheduleInfo>> SessionStore::listSchedules() const {
   const std::string what = "cannot list schedules";
   auto s = statement(*impl_, "SELECT id, name, parent_id, created_ms FROM schedules ORDER BY name, id", what);
   PS_TRY(s);
-  std::vector<ScheduleInfo> out;
-  int rc;
-  while ((rc = s->step()) == SQLITE_ROW)
-    out.push_back(ScheduleInfo{s->i64(0), s->text(1), s->optI64(2), s->i64(3)});
-  if (rc != SQLITE_DONE) return impl_->sqlError(what, rc);
-  return out;
+  return readAll<ScheduleInfo>(*impl_, *s, what, [](Stmt& q) {
+    return ScheduleInfo{q.i64(0), q.text(1), q.optI64(2), q.i64(3)};
+  });
 }
 
 namespace {
@@ -562,34 +545,29 @@ Result<Id> SessionStore::addProfile(const std::string& name, const std::string& 
   if (name.empty()) return impl_->error("session.invalid", what + ": a cost profile needs a name");
   if (!nlohmann::json::accept(json))
     return impl_->error("session.invalid", what + ": the profile text is not valid JSON");
-  WriteTxn txn(*impl_);
-  PS_TRY(txn.begin(what));
-  auto s = statement(*impl_,
-                     "INSERT INTO profiles(name, json, source, run_id, created_ms) VALUES(?1, ?2, ?3, ?4, ?5)",
-                     what);
-  PS_TRY(s);
-  s->bind(1, name);
-  s->bind(2, json);
-  s->bind(3, profileSourceName(source));
-  s->bind(4, fromRunId);
-  s->bind(5, nowMs());
-  if (int rc = s->run(); rc != SQLITE_OK) return impl_->sqlError(what, rc);
-  Id id = sqlite3_last_insert_rowid(impl_->db);
-  PS_TRY(txn.commit(what));
-  return id;
+  return insertOne(*impl_,
+                   "INSERT INTO profiles(name, json, source, run_id, created_ms) VALUES(?1, ?2, ?3, ?4, ?5)",
+                   what, [&](Stmt& q) {
+    q.bind(1, name);
+    q.bind(2, json);
+    q.bind(3, profileSourceName(source));
+    q.bind(4, fromRunId);
+    q.bind(5, nowMs());
+                   });
 }
+
+namespace {
+ProfileInfo readProfileInfo(Stmt& s) {
+  return ProfileInfo{s.i64(0), s.text(1), profileSourceFromName(s.text(2)).value_or(ProfileSource::Manual),
+                     s.optI64(3), s.i64(4)};
+}
+}  // namespace
 
 Result<std::vector<ProfileInfo>> SessionStore::listProfiles() const {
   const std::string what = "cannot list cost profiles";
   auto s = statement(*impl_, "SELECT id, name, source, run_id, created_ms FROM profiles ORDER BY name, id", what);
   PS_TRY(s);
-  std::vector<ProfileInfo> out;
-  int rc;
-  while ((rc = s->step()) == SQLITE_ROW)
-    out.push_back(ProfileInfo{s->i64(0), s->text(1), profileSourceFromName(s->text(2)).value_or(ProfileSource::Manual),
-                              s->optI64(3), s->i64(4)});
-  if (rc != SQLITE_DONE) return impl_->sqlError(what, rc);
-  return out;
+  return readAll<ProfileInfo>(*impl_, *s, what, readProfileInfo);
 }
 
 Result<ProfileVersion> SessionStore::profile(Id id) const {
@@ -598,11 +576,7 @@ Result<ProfileVersion> SessionStore::profile(Id id) const {
   PS_TRY(s);
   s->bind(1, id);
   int rc = s->step();
-  if (rc == SQLITE_ROW)
-    return ProfileVersion{ProfileInfo{s->i64(0), s->text(1),
-                                      profileSourceFromName(s->text(2)).value_or(ProfileSource::Manual),
-                                      s->optI64(3), s->i64(4)},
-                          s->text(5)};
+  if (rc == SQLITE_ROW) return ProfileVersion{readProfileInfo(*s), s->text(5)};
   if (rc == SQLITE_DONE) return impl_->error("session.not-found", "no cost profile " + std::to_string(id) + " in the session");
   return impl_->sqlError(what, rc);
 }
@@ -614,35 +588,29 @@ Result<Id> SessionStore::beginRun(const RunInfo& info) {
   PS_TRY(impl_->checkWritable(what));
   if (info.status != RunStatus::Queued && info.status != RunStatus::Running)
     return impl_->error("session.invalid", what + ": a run begins queued or running, not " +
-                                               std::string(runStatusName(info.status)));
+                                               std::string(ps::core::runStateName(info.status)));
   if (info.devices < 0) return impl_->error("session.invalid", what + ": negative device count");
   if (!nlohmann::json::accept(info.configJson))
     return impl_->error("session.invalid", what + ": the run configuration is not valid JSON");
-  WriteTxn txn(*impl_);
-  PS_TRY(txn.begin(what));
-  auto s = statement(*impl_,
-                     "INSERT INTO runs(schedule_id, profile_id, target, devices, model, label, source, status, "
+  static const std::string host = hostName();
+  return insertOne(*impl_,
+                   "INSERT INTO runs(schedule_id, profile_id, target, devices, model, label, source, status, "
                      "started_ms, config_json, writer_pid, writer_host) "
                      "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
-                     what);
-  PS_TRY(s);
-  static const std::string host = hostName();
-  s->bind(1, info.scheduleId);
-  s->bind(2, info.profileId);
-  s->bind(3, info.target);
-  s->bind(4, info.devices);
-  s->bind(5, info.model);
-  s->bind(6, info.label);
-  s->bind(7, sourceName(info.source));
-  s->bind(8, runStatusName(info.status));
-  s->bind(9, info.startedMs > 0 ? info.startedMs : nowMs());
-  s->bind(10, info.configJson);
-  s->bind(11, static_cast<std::int64_t>(getpid()));
-  s->bind(12, host);
-  if (int rc = s->run(); rc != SQLITE_OK) return impl_->sqlError(what, rc);
-  Id id = sqlite3_last_insert_rowid(impl_->db);
-  PS_TRY(txn.commit(what));
-  return id;
+                   what, [&](Stmt& q) {
+    q.bind(1, info.scheduleId);
+    q.bind(2, info.profileId);
+    q.bind(3, info.target);
+    q.bind(4, info.devices);
+    q.bind(5, info.model);
+    q.bind(6, info.label);
+    q.bind(7, core::timelineSourceName(info.source));
+    q.bind(8, ps::core::runStateName(info.status));
+    q.bind(9, info.startedMs > 0 ? info.startedMs : nowMs());
+    q.bind(10, info.configJson);
+    q.bind(11, static_cast<std::int64_t>(getpid()));
+    q.bind(12, host);
+                   });
 }
 
 namespace {
@@ -654,7 +622,7 @@ Status requireOpenRun(SessionStore::Impl& impl, Id runId, const std::string& wha
   int rc = s->step();
   if (rc == SQLITE_DONE) return impl.error("session.not-found", what + ": no run " + std::to_string(runId) + " in the session");
   if (rc != SQLITE_ROW) return impl.sqlError(what, rc);
-  auto status = runStatusFromName(s->text(0));
+  auto status = ps::core::parseRunState(s->text(0));
   if (status != RunStatus::Queued && status != RunStatus::Running)
     return impl.error("session.run-finished",
                       what + ": run " + std::to_string(runId) + " is already " + s->text(0) + " and cannot change");
@@ -684,7 +652,7 @@ Status SessionStore::setRunStatus(Id runId, RunStatus status) {
   auto s = statement(*impl_, "UPDATE runs SET status = ?2 WHERE id = ?1", what);
   PS_TRY(s);
   s->bind(1, runId);
-  s->bind(2, runStatusName(status));
+  s->bind(2, ps::core::runStateName(status));
   if (int rc = s->run(); rc != SQLITE_OK) return impl_->sqlError(what, rc);
   return txn.commit(what);
 }
@@ -815,7 +783,7 @@ Status SessionStore::finishRun(Id runId, RunStatus status, const std::string& er
   PS_TRY(u);
   std::string diagnosticsJson = detail::diagnosticsToJson(diagnostics).dump();
   u->bind(1, runId);
-  u->bind(2, runStatusName(status));
+  u->bind(2, ps::core::runStateName(status));
   u->bind(3, nowMs());
   u->bind(4, error);
   u->bind(5, makespan);
@@ -906,7 +874,7 @@ RunSummary readRunSummary(const Stmt& s, const std::string& thisHost) {
   r.devices = s.i32(4);
   r.model = s.text(5);
   r.label = s.text(6);
-  r.status = runStatusFromName(s.text(7)).value_or(RunStatus::Failed);
+  r.status = ps::core::parseRunState(s.text(7)).value_or(RunStatus::Failed);
   r.startedMs = s.i64(8);
   r.endedMs = s.optI64(9);
   r.error = s.text(10);
@@ -926,7 +894,7 @@ Result<std::vector<RunSummary>> SessionStore::listRuns(const RunFilter& filter) 
   auto s = statement(*impl_, sql.c_str(), what);
   PS_TRY(s);
   s->bind(1, filter.scheduleId);
-  if (filter.status) s->bind(2, runStatusName(*filter.status));
+  if (filter.status) s->bind(2, ps::core::runStateName(*filter.status));
   s->bind(3, filter.limit > 0 ? filter.limit : -1);
   static const std::string host = hostName();
   std::vector<RunSummary> out;
@@ -950,7 +918,7 @@ Result<RunRecord> SessionStore::run(Id runId) const {
   RunRecord r;
   r.summary = readRunSummary(*s, host);
   r.configJson = s->text(16);
-  r.source = sourceFromName(s->text(17));
+  r.source = core::timelineSourceFromName(s->text(17));
   return r;
 }
 
@@ -1007,8 +975,8 @@ Result<core::Timeline> SessionStore::loadTimeline(Id runId) const {
       if (auto e = checkInt(*s, 8, 0, lim::kMaxOps, "runs", row, "op_count", opCount)) return *e;
     t.devices = static_cast<int>(devices);
     t.label = s->text(1);
-    t.source = sourceFromName(s->text(2));
-    status = runStatusFromName(s->text(3)).value_or(RunStatus::Failed);
+    t.source = core::timelineSourceFromName(s->text(2));
+    status = ps::core::parseRunState(s->text(3)).value_or(RunStatus::Failed);
     if (!s->isNull(4)) {
       auto j = nlohmann::json::parse(s->text(4), nullptr, false);
       t.metrics = detail::metricsFromJson(j);
@@ -1148,23 +1116,17 @@ Result<Id> SessionStore::addAnnotation(const Annotation& a) {
   const std::string what = "cannot save the note";
   PS_TRY(impl_->checkWritable(what));
   if (a.text.empty()) return impl_->error("session.invalid", what + ": the note is empty");
-  WriteTxn txn(*impl_);
-  PS_TRY(txn.begin(what));
-  auto s = statement(*impl_,
-                     "INSERT INTO annotations(schedule_id, run_id, time_ms, device, text, created_ms) "
+  return insertOne(*impl_,
+                   "INSERT INTO annotations(schedule_id, run_id, time_ms, device, text, created_ms) "
                      "VALUES(?1, ?2, ?3, ?4, ?5, ?6)",
-                     what);
-  PS_TRY(s);
-  s->bind(1, a.scheduleId);
-  s->bind(2, a.runId);
-  s->bind(3, a.time);
-  s->bind(4, a.device);
-  s->bind(5, a.text);
-  s->bind(6, nowMs());
-  if (int rc = s->run(); rc != SQLITE_OK) return impl_->sqlError(what, rc);
-  Id id = sqlite3_last_insert_rowid(impl_->db);
-  PS_TRY(txn.commit(what));
-  return id;
+                   what, [&](Stmt& q) {
+    q.bind(1, a.scheduleId);
+    q.bind(2, a.runId);
+    q.bind(3, a.time);
+    q.bind(4, a.device);
+    q.bind(5, a.text);
+    q.bind(6, nowMs());
+                   });
 }
 
 Result<std::vector<Annotation>> SessionStore::annotations(std::optional<Id> scheduleId, std::optional<Id> runId) const {
@@ -1177,21 +1139,17 @@ Result<std::vector<Annotation>> SessionStore::annotations(std::optional<Id> sche
   PS_TRY(s);
   s->bind(1, scheduleId);
   s->bind(2, runId);
-  std::vector<Annotation> out;
-  int rc;
-  while ((rc = s->step()) == SQLITE_ROW) {
+  return readAll<Annotation>(*impl_, *s, what, [](Stmt& q) {
     Annotation a;
-    a.id = s->i64(0);
-    a.scheduleId = s->optI64(1);
-    a.runId = s->optI64(2);
-    if (!s->isNull(3)) a.time = s->f64(3);
-    if (!s->isNull(4)) a.device = s->i32(4);
-    a.text = s->text(5);
-    a.createdMs = s->i64(6);
-    out.push_back(std::move(a));
-  }
-  if (rc != SQLITE_DONE) return impl_->sqlError(what, rc);
-  return out;
+    a.id = q.i64(0);
+    a.scheduleId = q.optI64(1);
+    a.runId = q.optI64(2);
+    if (!q.isNull(3)) a.time = q.f64(3);
+    if (!q.isNull(4)) a.device = q.i32(4);
+    a.text = q.text(5);
+    a.createdMs = q.i64(6);
+    return a;
+  });
 }
 
 Status SessionStore::removeAnnotation(Id id) {

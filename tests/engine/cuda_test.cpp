@@ -44,7 +44,7 @@ ps::core::Schedule generated(ScheduleKind k, int devices = 2, int micro = 4) {
 void expectExactOnGpu(const ps::core::Schedule& s, const RunOptions& o) {
   auto r = runSchedule(s, o);
   ASSERT_TRUE(r.ok()) << ps::core::formatDiagnostics(r.errors());
-  ASSERT_EQ(r->status, RunStatus::Finished) << r->diagnostics[0].message;
+  ASSERT_EQ(r->status, ps::core::RunState::Succeeded) << r->diagnostics[0].message;
   EXPECT_TRUE(r->gradients.passed) << s.name << ": worst " << r->gradients.worstParameter << " "
                                    << r->gradients.maxRelativeError << ", loss " << r->gradients.lossRelativeError;
   ASSERT_EQ(r->timeline.ops.size(), s.opCount());

@@ -30,7 +30,7 @@ RunReport runOk(const ps::core::Schedule& s, const RunOptions& o) {
   auto r = runSchedule(s, o);
   EXPECT_TRUE(r.ok()) << (r.ok() ? "" : ps::core::formatDiagnostics(r.errors()));
   if (!r.ok()) return {};
-  EXPECT_EQ(r->status, RunStatus::Finished) << (r->diagnostics.empty() ? "" : r->diagnostics[0].message);
+  EXPECT_EQ(r->status, ps::core::RunState::Succeeded) << (r->diagnostics.empty() ? "" : r->diagnostics[0].message);
   return std::move(r).value();
 }
 
@@ -219,7 +219,7 @@ TEST(ExecutorFailure, ExceptionInOneWorkerStopsAllAndNamesTheOp) {
   auto r = runSchedule(s, o);
   auto secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   ASSERT_TRUE(r.ok());
-  EXPECT_EQ(r->status, RunStatus::Failed);
+  EXPECT_EQ(r->status, ps::core::RunState::Failed);
   ASSERT_FALSE(r->diagnostics.empty());
   EXPECT_NE(r->diagnostics[0].message.find("device 1 at B1@s1"), std::string::npos) << r->diagnostics[0].message;
   EXPECT_FALSE(r->timeline.complete);
@@ -234,7 +234,7 @@ TEST(ExecutorFailure, NanIsCaughtAtTheOpThatProducedIt) {
   o.fault = parseFaultInjection("nan:F1@s0").value();
   auto r = runSchedule(s, o);
   ASSERT_TRUE(r.ok());
-  EXPECT_EQ(r->status, RunStatus::Failed);
+  EXPECT_EQ(r->status, ps::core::RunState::Failed);
   EXPECT_EQ(r->diagnostics[0].code, "engine.nan");
   EXPECT_NE(r->diagnostics[0].message.find("device 0 at F1@s0"), std::string::npos) << r->diagnostics[0].message;
 }
@@ -253,7 +253,7 @@ TEST(ExecutorFailure, MissingTransferTimesOutNamingOpAndPeer) {
   auto r = runSchedule(s, o);
   auto secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   ASSERT_TRUE(r.ok());
-  EXPECT_EQ(r->status, RunStatus::Failed);
+  EXPECT_EQ(r->status, ps::core::RunState::Failed);
   EXPECT_EQ(r->diagnostics[0].code, "engine.timeout");
   const auto& msg = r->diagnostics[0].message;
   EXPECT_NE(msg.find("device 1 at F0@s1"), std::string::npos) << msg;
@@ -277,6 +277,6 @@ TEST(ExecutorFailure, CancelStopsTheRun) {
   stopper.join();
   auto secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   ASSERT_TRUE(r.ok());
-  EXPECT_EQ(r->status, RunStatus::Cancelled);
+  EXPECT_EQ(r->status, ps::core::RunState::Cancelled);
   EXPECT_LT(secs, 5.0);
 }

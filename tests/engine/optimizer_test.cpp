@@ -54,7 +54,7 @@ Recorded runRecorded(const ps::core::Schedule& s, RunOptions o) {
   auto r = runSchedule(s, o);
   EXPECT_TRUE(r.ok()) << (r.ok() ? "" : ps::core::formatDiagnostics(r.errors()));
   if (!r.ok()) return out;
-  EXPECT_EQ(r->status, RunStatus::Finished) << (r->diagnostics.empty() ? "" : r->diagnostics[0].message);
+  EXPECT_EQ(r->status, ps::core::RunState::Succeeded) << (r->diagnostics.empty() ? "" : r->diagnostics[0].message);
   out.report = std::move(r).value();
   return out;
 }

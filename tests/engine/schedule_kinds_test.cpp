@@ -33,7 +33,7 @@ void expectExact(const ps::core::Schedule& s, const RunOptions& o) {
   ASSERT_TRUE(valid.valid()) << s.name << ": " << ps::core::formatDiagnostics(valid.diagnostics);
   auto r = runSchedule(s, o);
   ASSERT_TRUE(r.ok()) << ps::core::formatDiagnostics(r.errors());
-  ASSERT_EQ(r->status, RunStatus::Finished) << r->diagnostics[0].message;
+  ASSERT_EQ(r->status, ps::core::RunState::Succeeded) << r->diagnostics[0].message;
   EXPECT_TRUE(r->gradients.passed) << s.name << ": worst " << r->gradients.worstParameter << " "
                                    << r->gradients.maxRelativeError << ", loss " << r->gradients.lossRelativeError;
   EXPECT_EQ(r->timeline.ops.size(), s.opCount());

@@ -214,7 +214,7 @@ void SessionDock::refresh() {
   }
   if (runs) {
     for (const auto& run : *runs) {
-      QString status = qs(std::string(sessions::runStatusName(run.status)));
+      QString status = qs(std::string(ps::core::runStateName(run.status)));
       if (run.interrupted) status += tr(" (interrupted)");
       const auto duration = run.durationMs();
       const auto sched = run.scheduleId ? scheduleNames.find(*run.scheduleId) : scheduleNames.end();

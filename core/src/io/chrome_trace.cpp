@@ -101,9 +101,7 @@ std::string exportChromeTrace(const Timeline& t, const Schedule* schedule) {
   json meta = {{"generator", "PipeStudio"},
                {"label", t.label},
                {"devices", devices},
-               {"source", t.source == TimelineSource::Simulated  ? "simulated"
-                          : t.source == TimelineSource::Measured ? "measured"
-                                                                 : "imported"},
+               {"source", timelineSourceName(t.source)},
                {"complete", t.complete},
                {"makespan_ms", t.metrics.makespan}};
   if (schedule && !schedule->name.empty()) meta["schedule"] = schedule->name;

@@ -264,6 +264,10 @@ size_t RunEventReader::parseLine(std::string_view raw) {
     getInt(j, "warmup", s.warmup);
     getInt(j, "rank", s.rank);
     getInt(j, "world_size", s.worldSize);
+    getInt(j, "threads", s.threads);
+    if (auto o = getString(j, "optimizer"); !o.empty()) s.optimizer = o;
+    getDouble(j, "lr", s.learningRate);
+    getInt(j, "local_world_size", s.localWorldSize);
     for (double v : getDoubles(j, "partition")) {
       auto layers = limits::wholeInRange(v, 0, std::numeric_limits<int>::max());
       if (!layers) return bad("has a partition entry out of range");
@@ -289,6 +293,8 @@ size_t RunEventReader::parseLine(std::string_view raw) {
     RunFinishedInfo f;
     f.status = getString(j, "status");
     if (f.status.empty()) return bad("has no status");
+    // A token this reader does not know (a newer writer) is not a success.
+    f.state = runStateFromEventStatus(f.status).value_or(RunState::Failed);
     f.losses = getDoubles(j, "losses");
     f.iterationMs = getDoubles(j, "iteration_ms");
     getDouble(j, "makespan_ms", f.makespanMs);
@@ -328,7 +334,7 @@ Timeline RunEventReader::timeline() const {
     if (e.device >= 0 && e.step >= 0) d.related.push_back({e.device, e.step});
     t.diagnostics.push_back(std::move(d));
   }
-  t.complete = finished_ && finished_->status == "finished";
+  t.complete = finished_ && finished_->state == RunState::Succeeded;
   if (!t.complete && t.diagnostics.empty()) {
     std::string why = finished_ ? "the run ended " + finished_->status
                                 : "the run-event stream ended before the run finished";
@@ -396,5 +402,91 @@ Timeline partialTimelineFromRanks(const std::vector<RunEventReader>& readers, in
   tl.complete = false;
   return tl;
 }
+
+std::string_view runEventStatusToken(RunState s) {
+  switch (s) {
+    case RunState::Succeeded: return "finished";
+    case RunState::Cancelled: return "cancelled";
+    default: return "failed";
+  }
+}
+
+std::optional<RunState> runStateFromEventStatus(std::string_view token) {
+  if (token == "finished") return RunState::Succeeded;
+  if (token == "failed") return RunState::Failed;
+  if (token == "cancelled") return RunState::Cancelled;
+  return std::nullopt;
+}
+
+namespace run_event {
+
+namespace {
+std::string line(const nlohmann::json& j) { return j.dump(); }
+}  // namespace
+
+std::string started(const RunStartedInfo& s) {
+  return line({{"type", "started"},
+               {"protocol_version", s.protocolVersion},
+               {"schedule", s.schedule},
+               {"model", s.model},
+               {"device", s.device},
+               {"devices", s.devices},
+               {"stages", s.stages},
+               {"microbatches", s.microbatches},
+               {"microbatch_size", s.microbatchSize},
+               {"iterations", s.iterations},
+               {"warmup", s.warmup},
+               {"partition", s.partition},
+               {"rank", s.rank},
+               {"world_size", s.worldSize},
+               {"threads", s.threads},
+               {"optimizer", s.optimizer},
+               {"lr", s.learningRate},
+               {"local_world_size", s.localWorldSize}});
+}
+
+std::string progress(const RunProgress& p) {
+  return line({{"type", "progress"}, {"iteration", p.iteration}, {"iterations", p.iterations}, {"warmup", p.warmup}});
+}
+
+std::string op(int iteration, const TimelineOp& r, std::string_view opName, std::string_view kindName) {
+  return line({{"type", "op"},
+               {"iteration", iteration},
+               {"device", r.device},
+               {"step", r.step},
+               {"op", opName},
+               {"kind", kindName},
+               {"stage", r.op.stage},
+               {"microbatch", r.op.microbatch},
+               {"overlapped", r.overlapped},
+               {"start_ms", r.start},
+               {"end_ms", r.end}});
+}
+
+std::string memory(int iteration, int device, double timeMs, std::int64_t bytes) {
+  return line({{"type", "memory"}, {"iteration", iteration}, {"device", device}, {"time_ms", timeMs}, {"bytes", bytes}});
+}
+
+std::string error(const RunErrorEvent& e) {
+  nlohmann::json j{{"type", "error"}, {"code", e.code}, {"message", e.message}, {"device", e.device}, {"step", e.step}};
+  if (!e.stage.empty()) j["stage"] = e.stage;
+  if (e.protocolVersion > 0) j["protocol_version"] = e.protocolVersion;
+  return line(j);
+}
+
+std::string finished(const RunFinishedInfo& f) {
+  nlohmann::json j{{"type", "finished"},           {"status", runEventStatusToken(f.state)},
+                   {"losses", f.losses},           {"iteration_ms", f.iterationMs},
+                   {"makespan_ms", f.makespanMs},  {"bubble_ratio", f.bubbleRatio}};
+  if (f.gradientCheck)
+    j["gradient_check"] = {{"passed", f.gradientCheck->passed},
+                           {"max_relative_error", f.gradientCheck->maxRelativeError},
+                           {"worst_parameter", f.gradientCheck->worstParameter},
+                           {"loss_relative_error", f.gradientCheck->lossRelativeError},
+                           {"tolerance", f.gradientCheck->tolerance}};
+  return line(j);
+}
+
+}  // namespace run_event
 
 }  // namespace ps::core

@@ -137,4 +137,18 @@ TimelineMetrics computeMetrics(const Timeline& t) {
   return m;
 }
 
+std::string_view timelineSourceName(TimelineSource s) {
+  switch (s) {
+    case TimelineSource::Measured: return "measured";
+    case TimelineSource::Imported: return "imported";
+    default: return "simulated";
+  }
+}
+
+TimelineSource timelineSourceFromName(std::string_view name) {
+  if (name == "measured") return TimelineSource::Measured;
+  if (name == "imported") return TimelineSource::Imported;
+  return TimelineSource::Simulated;
+}
+
 }  // namespace ps::core

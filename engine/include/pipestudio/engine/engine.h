@@ -11,6 +11,7 @@
 
 #include "pipestudio/core/model/cost_profile.h"
 #include "pipestudio/core/model/result.h"
+#include "pipestudio/core/model/run_state.h"
 #include "pipestudio/core/model/schedule.h"
 #include "pipestudio/core/model/timeline.h"
 
@@ -133,11 +134,8 @@ struct GradientCheck {
   std::vector<ParameterError> parameters;
 };
 
-enum class RunStatus : std::uint8_t { Finished, Failed, Cancelled };
-std::string_view runStatusName(RunStatus s);  // "finished", "failed", "cancelled"
-
 struct RunReport {
-  RunStatus status = RunStatus::Finished;
+  core::RunState status = core::RunState::Succeeded;  // Succeeded, Failed or Cancelled
   core::Diagnostics diagnostics;   // the failure (op, device, peer) when not finished
   core::Timeline timeline;         // last measured iteration (partial when failed)
   std::vector<double> iterationMs; // wall time of each measured iteration

@@ -1,6 +1,6 @@
 #pragma once
 // One call that files a finished timeline in a session: what `pipestudio-cli simulate
-// --session FILE` (and later `run --session`) does. The schedule is stored as a new version
+// --session FILE`, `run --session FILE` and the GUI's Run dialog do. The schedule is stored as a new version
 // only when its text differs from the newest version of the same name (running the same
 // schedule ten times gives ten runs of one version); the profile only when no stored profile
 // of that name and source has the same JSON.

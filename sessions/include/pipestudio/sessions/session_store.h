@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "pipestudio/core/model/result.h"
+#include "pipestudio/core/model/run_state.h"
 #include "pipestudio/core/model/timeline.h"
 
 namespace ps::sessions {
@@ -41,9 +42,8 @@ enum class ProfileSource : std::uint8_t { Manual, Analytic, Profiled };
 std::string_view profileSourceName(ProfileSource s);  // "manual", "analytic", "profiled"
 std::optional<ProfileSource> profileSourceFromName(std::string_view name);
 
-enum class RunStatus : std::uint8_t { Queued, Running, Succeeded, Failed, Cancelled };
-std::string_view runStatusName(RunStatus s);  // "queued", "running", "succeeded", ...
-std::optional<RunStatus> runStatusFromName(std::string_view name);
+// A run's state is core's one vocabulary (core/model/run_state.h); the store keeps its names.
+using RunStatus = core::RunState;
 
 // --- Listing rows: small structs for docks and tables (no .pipe text, no JSON, no ops) ---
 
@@ -104,7 +104,7 @@ struct RunSummary {
   // Queued/running, but the process writing it is gone (same host, pid no longer alive): the
   // run was interrupted and will never finish.
   bool interrupted = false;
-  bool finished() const { return status != RunStatus::Queued && status != RunStatus::Running; }
+  bool finished() const { return core::isTerminal(status); }
   std::optional<std::int64_t> durationMs() const {
     if (!endedMs) return std::nullopt;
     return *endedMs - startedMs;

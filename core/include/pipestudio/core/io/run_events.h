@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "pipestudio/core/model/result.h"
+#include "pipestudio/core/model/run_state.h"
 #include "pipestudio/core/model/timeline.h"
 
 namespace ps::core {
@@ -38,6 +39,10 @@ struct RunStartedInfo {
   std::vector<int> partition;
   int rank = 0;
   int worldSize = 1;
+  int threads = 0;              // intra-op threads of each worker
+  std::string optimizer = "none";
+  double learningRate = 0;
+  int localWorldSize = 1;
 };
 
 // `progress`
@@ -68,7 +73,8 @@ struct RunGradientCheck {
 
 // `finished`
 struct RunFinishedInfo {
-  std::string status;  // "finished", "failed", "cancelled"
+  std::string status;  // the stream's token: "finished", "failed", "cancelled"
+  RunState state = RunState::Failed;  // the same in the one vocabulary (Succeeded for "finished")
   std::vector<double> losses;
   std::vector<double> iterationMs;
   double makespanMs = 0;
@@ -141,6 +147,25 @@ class RunEventReader {
   std::vector<std::string> userKinds_;
   std::vector<std::vector<MemorySample>> memory_;
 };
+
+// The `finished` event's status token of a terminal state: "finished" (Succeeded), "failed",
+// "cancelled"; and back (nullopt: not a token of the protocol).
+std::string_view runEventStatusToken(RunState s);
+std::optional<RunState> runStateFromEventStatus(std::string_view token);
+
+// The writer beside the reader: one event line each (JSON, no newline), read back by
+// RunEventReader. The engine, the CLI's launchers and the engine hand-off all write through
+// these, so the protocol's field names live here and in the reader only.
+namespace run_event {
+std::string started(const RunStartedInfo& s);
+std::string progress(const RunProgress& p);
+// A measured op of `iteration`; `opName` as the schedule prints it ("F3s1"), `kindName` its kind.
+std::string op(int iteration, const TimelineOp& op, std::string_view opName, std::string_view kindName);
+std::string memory(int iteration, int device, double timeMs, std::int64_t bytes);
+// `stage` and `protocolVersion` are written only when set (a refusal before the run).
+std::string error(const RunErrorEvent& e);
+std::string finished(const RunFinishedInfo& f);  // the status token from f.state
+}  // namespace run_event
 
 // "pipestudio-cli 0.1.0 (run-event protocol 1)": what `pipestudio-cli --version` prints.
 std::string cliVersionLine(std::string_view programVersion);

@@ -4,6 +4,7 @@
 // timeline's origin.
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "pipestudio/core/model/result.h"
@@ -12,6 +13,9 @@
 namespace ps::core {
 
 enum class TimelineSource : std::uint8_t { Simulated, Measured, Imported };
+// "simulated", "measured", "imported"; an unknown name reads as Simulated.
+std::string_view timelineSourceName(TimelineSource s);
+TimelineSource timelineSourceFromName(std::string_view name);
 
 struct TimelineOp {
   int device = 0;
