@@ -41,7 +41,7 @@ void runOverhead(benchmark::State& state, const std::string& device) {
   double gapMs = 0, busyMs = 0, iterMs = 0;
   for (auto _ : state) {
     auto r = ps::engine::runSchedule(sched, o);
-    if (!r || r->status != ps::engine::RunStatus::Finished) {
+    if (!r || r->status != ps::core::RunState::Succeeded) {
       state.SkipWithError(!r ? r.errors().front().message.c_str() : r->diagnostics.front().message.c_str());
       return;
     }
