@@ -26,9 +26,12 @@ using core::Status;
 
 std::string_view profileSourceName(ProfileSource s) {
   switch (s) {
-    case ProfileSource::Manual: return "manual";
-    case ProfileSource::Analytic: return "analytic";
-    case ProfileSource::Profiled: return "profiled";
+    case ProfileSource::Manual:
+      return "manual";
+    case ProfileSource::Analytic:
+      return "analytic";
+    case ProfileSource::Profiled:
+      return "profiled";
   }
   return "manual";
 }
@@ -95,8 +98,7 @@ struct SessionStore::Impl {
                                        std::to_string(busyTimeoutMs) + " ms): " + detail);
     if (primary == SQLITE_CORRUPT)
       return error("session.corrupt", what + ": the session file is damaged (" + detail + ")");
-    if (primary == SQLITE_NOTADB)
-      return error("session.not-sqlite", what + ": not an SQLite database");
+    if (primary == SQLITE_NOTADB) return error("session.not-sqlite", what + ": not an SQLite database");
     if (primary == SQLITE_FULL) return error("session.disk-full", what + ": the disk is full");
     if (primary == SQLITE_READONLY)
       return error("session.read-only", what + ": the session file cannot be written (" + detail + ")");
@@ -161,10 +163,17 @@ class Stmt {
     sqlite3_bind_text(s_, i, v.data(), static_cast<int>(v.size()), SQLITE_STATIC);
   }
   void bind(int i, const std::string& v) { bind(i, std::string_view(v)); }
+  // Binds ?first, ?first+1, ... in order.
+  template <class... V>
+  void bindFrom(int first, const V&... v) {
+    (bind(first++, v), ...);
+  }
   template <typename T>
   void bind(int i, const std::optional<T>& v) {
-    if (v) bind(i, *v);
-    else sqlite3_bind_null(s_, i);
+    if (v)
+      bind(i, *v);
+    else
+      sqlite3_bind_null(s_, i);
   }
   // SQLITE_ROW, SQLITE_DONE or an error code; a busy first step is retried.
   int step() {
@@ -209,63 +218,50 @@ Result<Stmt> statement(SessionStore::Impl& impl, const char* sql, const std::str
   return Stmt(impl, *s);
 }
 
-// BEGIN IMMEDIATE ... COMMIT; rolls back unless committed. IMMEDIATE takes the write lock up
-// front, so two writers queue on the busy timeout instead of deadlocking on a lock upgrade.
-class WriteTxn {
+// A transaction opened by `beginSql` that ends with `abandonSql` unless committed.
+class Txn {
  public:
-  explicit WriteTxn(SessionStore::Impl& impl) : impl_(impl) {}
-  WriteTxn(const WriteTxn&) = delete;
-  WriteTxn& operator=(const WriteTxn&) = delete;
-  ~WriteTxn() {
-    if (active_) sqlite3_exec(impl_.db, "ROLLBACK", nullptr, nullptr, nullptr);
+  Txn(SessionStore::Impl& impl, const char* beginSql, const char* abandonSql)
+      : impl_(impl), beginSql_(beginSql), abandonSql_(abandonSql) {}
+  Txn(const Txn&) = delete;
+  Txn& operator=(const Txn&) = delete;
+  ~Txn() {
+    if (active_) sqlite3_exec(impl_.db, abandonSql_, nullptr, nullptr, nullptr);
   }
-  Status begin(const std::string& what) {
-    int rc = impl_.exec("BEGIN IMMEDIATE");
-    if (rc != SQLITE_OK) return impl_.sqlError(what, rc);
-    active_ = true;
-    return core::okStatus();
-  }
-  Status commit(const std::string& what) {
-    int rc = impl_.exec("COMMIT");
-    if (rc != SQLITE_OK) return impl_.sqlError(what, rc);
-    active_ = false;
-    return core::okStatus();
-  }
+  Status begin(const std::string& what) { return exec(beginSql_, what, true); }
+  Status commit(const std::string& what) { return exec("COMMIT", what, false); }
 
  private:
+  Status exec(const char* sql, const std::string& what, bool activeAfter) {
+    if (int rc = impl_.exec(sql); rc != SQLITE_OK) return impl_.sqlError(what, rc);
+    active_ = activeAfter;
+    return core::okStatus();
+  }
   SessionStore::Impl& impl_;
+  const char* beginSql_;
+  const char* abandonSql_;
   bool active_ = false;
+};
+
+// BEGIN IMMEDIATE ... COMMIT; rolls back unless committed. IMMEDIATE takes the write lock up
+// front, so two writers queue on the busy timeout instead of deadlocking on a lock upgrade.
+struct WriteTxn : Txn {
+  explicit WriteTxn(SessionStore::Impl& impl) : Txn(impl, "BEGIN IMMEDIATE", "ROLLBACK") {}
 };
 
 // A read transaction: the statements inside see one snapshot even while another process writes.
-class ReadTxn {
- public:
-  explicit ReadTxn(SessionStore::Impl& impl) : impl_(impl) {}
-  ReadTxn(const ReadTxn&) = delete;
-  ReadTxn& operator=(const ReadTxn&) = delete;
-  ~ReadTxn() {
-    if (active_) sqlite3_exec(impl_.db, "COMMIT", nullptr, nullptr, nullptr);
-  }
-  Status begin(const std::string& what) {
-    int rc = impl_.exec("BEGIN");
-    if (rc != SQLITE_OK) return impl_.sqlError(what, rc);
-    active_ = true;
-    return core::okStatus();
-  }
-
- private:
-  SessionStore::Impl& impl_;
-  bool active_ = false;
+struct ReadTxn : Txn {
+  explicit ReadTxn(SessionStore::Impl& impl) : Txn(impl, "BEGIN", "COMMIT") {}
 };
 
-// One INSERT in a write transaction of its own; `bind` binds its parameters. The new row's id.
-template <class Bind>
-Result<Id> insertOne(SessionStore::Impl& impl, const char* sql, const std::string& what, Bind bind) {
+// One INSERT in a write transaction of its own, `values` bound to ?1, ?2, ... The new row's id.
+template <class... V>
+Result<Id> insertOne(SessionStore::Impl& impl, const char* sql, const std::string& what, const V&... values) {
   WriteTxn txn(impl);
   PS_TRY(txn.begin(what));
   auto s = statement(impl, sql, what);
   PS_TRY(s);
-  bind(*s);
+  s->bindFrom(1, values...);
   if (int rc = s->run(); rc != SQLITE_OK) return impl.sqlError(what, rc);
   const Id id = sqlite3_last_insert_rowid(impl.db);
   PS_TRY(txn.commit(what));
@@ -280,6 +276,18 @@ Result<std::vector<T>> readAll(SessionStore::Impl& impl, Stmt& s, const std::str
   while ((rc = s.step()) == SQLITE_ROW) out.push_back(read(s));
   if (rc != SQLITE_DONE) return impl.sqlError(what, rc);
   return out;
+}
+
+// Runs `sql` with ?1 = `id` and hands every result row to `row` (a Status); the first error ends it.
+template <class Row>
+Status eachRow(SessionStore::Impl& impl, const char* sql, Id id, const std::string& what, Row row) {
+  auto s = statement(impl, sql, what);
+  PS_TRY(s);
+  s->bind(1, id);
+  int rc;
+  while ((rc = s->step()) == SQLITE_ROW) PS_TRY(row(*s));
+  if (rc != SQLITE_DONE) return impl.sqlError(what, rc);
+  return core::okStatus();
 }
 
 bool processGone(std::int64_t pid, const std::string& host, const std::string& thisHost) {
@@ -297,10 +305,18 @@ SessionStore::SessionStore(SessionStore&&) noexcept = default;
 SessionStore& SessionStore::operator=(SessionStore&&) noexcept = default;
 SessionStore::~SessionStore() = default;
 
-const std::string& SessionStore::path() const { return impl_->path; }
-bool SessionStore::readOnly() const { return impl_->readOnly; }
-int SessionStore::schemaVersion() const { return impl_->version; }
-const core::Diagnostics& SessionStore::notes() const { return impl_->notes; }
+const std::string& SessionStore::path() const {
+  return impl_->path;
+}
+bool SessionStore::readOnly() const {
+  return impl_->readOnly;
+}
+int SessionStore::schemaVersion() const {
+  return impl_->version;
+}
+const core::Diagnostics& SessionStore::notes() const {
+  return impl_->notes;
+}
 
 namespace {
 
@@ -349,7 +365,8 @@ Status migrate(SessionStore::Impl& impl, int from) {
         v = id->userVersion - 1;
         continue;  // the transaction rolls back (nothing written)
       }
-      return impl.error("session.schema", what + ": unexpected schema version " + std::to_string(id->userVersion));
+      return impl.error("session.schema",
+                        what + ": unexpected schema version " + std::to_string(id->userVersion));
     }
     std::string sql(migrations[static_cast<size_t>(v)]);
     if (v == 0) sql += "\nPRAGMA application_id = " + std::to_string(kApplicationId) + ";";
@@ -368,7 +385,8 @@ Status openConnection(SessionStore::Impl& impl, bool readOnly) {
     sqlite3_close_v2(impl.db);
     impl.db = nullptr;
   }
-  int flags = SQLITE_OPEN_NOMUTEX | (readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+  int flags =
+      SQLITE_OPEN_NOMUTEX | (readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
   std::string name = impl.path;
   if (readOnly && ::access(impl.path.c_str(), W_OK) != 0) {
     // A file we cannot write (installed with the application, a read-only share) cannot change
@@ -410,7 +428,8 @@ Result<SessionStore> SessionStore::open(const std::string& path, const OpenOptio
 
   struct stat st {};
   bool exists = ::stat(path.c_str(), &st) == 0;
-  if (exists && S_ISDIR(st.st_mode)) return impl->error("session.not-a-file", "is a directory, not a session file");
+  if (exists && S_ISDIR(st.st_mode))
+    return impl->error("session.not-a-file", "is a directory, not a session file");
   if (!exists && wantReadOnly) return impl->error("session.not-found", "no such session file");
 
   PS_TRY(openConnection(*impl, wantReadOnly));
@@ -420,9 +439,10 @@ Result<SessionStore> SessionStore::open(const std::string& path, const OpenOptio
   if (!id) {
     const Diagnostic& d = id.error();
     if (d.code == "session.not-sqlite" || d.code == "session.corrupt")
-      return impl->error(d.code, d.code == "session.not-sqlite"
-                                     ? "not a PipeStudio session: the file is not an SQLite database (left unchanged)"
-                                     : "the session file is damaged and cannot be read (left unchanged): " + d.message);
+      return impl->error(
+          d.code, d.code == "session.not-sqlite"
+                      ? "not a PipeStudio session: the file is not an SQLite database (left unchanged)"
+                      : "the session file is damaged and cannot be read (left unchanged): " + d.message);
     return id.errors();
   }
   bool fresh = id->objects == 0 && id->applicationId == 0 && id->userVersion == 0;
@@ -437,12 +457,13 @@ Result<SessionStore> SessionStore::open(const std::string& path, const OpenOptio
 
   if (id->userVersion > kSchemaVersion) {
     impl->readOnly = true;
-    impl->readOnlyReason = "written by a newer PipeStudio: schema version " + std::to_string(id->userVersion) +
-                           ", this build knows up to " + std::to_string(kSchemaVersion);
-    impl->notes.push_back(core::makeWarning("session.newer-version",
-                                            "opened read-only: the session was " + impl->readOnlyReason +
-                                                "; update PipeStudio to change it",
-                                            impl->where()));
+    impl->readOnlyReason = "written by a newer PipeStudio: schema version " +
+                           std::to_string(id->userVersion) + ", this build knows up to " +
+                           std::to_string(kSchemaVersion);
+    impl->notes.push_back(core::makeWarning(
+        "session.newer-version",
+        "opened read-only: the session was " + impl->readOnlyReason + "; update PipeStudio to change it",
+        impl->where()));
     if (!wantReadOnly) PS_TRY(openConnection(*impl, true));
   } else if (wantReadOnly) {
     impl->readOnly = true;
@@ -470,11 +491,11 @@ Result<SessionStore> SessionStore::open(const std::string& path, const OpenOptio
     PS_TRY(migrate(*impl, id->userVersion));
     impl->version = kSchemaVersion;
     if (!fresh)
-      impl->notes.push_back(core::makeWarning(
-          "session.upgraded",
-          "upgraded the session from schema version " + std::to_string(id->userVersion) + " to " +
-              std::to_string(kSchemaVersion),
-          impl->where()));
+      impl->notes.push_back(core::makeWarning("session.upgraded",
+                                              "upgraded the session from schema version " +
+                                                  std::to_string(id->userVersion) + " to " +
+                                                  std::to_string(kSchemaVersion),
+                                              impl->where()));
   }
   return SessionStore(std::move(impl));
 }
@@ -488,12 +509,7 @@ Result<Id> SessionStore::addSchedule(const std::string& name, const std::string&
   if (name.empty()) return impl_->error("session.invalid", what + ": a schedule version needs a name");
   return insertOne(*impl_,
                    "INSERT INTO schedules(name, pipe_text, parent_id, created_ms) VALUES(?1, ?2, ?3, ?4)",
-                   what, [&](Stmt& q) {
-    q.bind(1, name);
-    q.bind(2, pipeText);
-    q.bind(3, parentId);
-    q.bind(4, nowMs());
-                   });
+                   what, name, pipeText, parentId, nowMs());
 }
 
 Result<std::vector<ScheduleInfo>> SessionStore::listSchedules() const {
@@ -519,7 +535,8 @@ Result<ScheduleVersion> readSchedule(SessionStore::Impl& impl, Stmt& s, const st
 
 Result<ScheduleVersion> SessionStore::schedule(Id id) const {
   const std::string what = "cannot read schedule version " + std::to_string(id);
-  auto s = statement(*impl_, "SELECT id, name, parent_id, created_ms, pipe_text FROM schedules WHERE id = ?1", what);
+  auto s = statement(*impl_, "SELECT id, name, parent_id, created_ms, pipe_text FROM schedules WHERE id = ?1",
+                     what);
   PS_TRY(s);
   s->bind(1, id);
   return readSchedule(*impl_, *s, what, "no schedule version " + std::to_string(id) + " in the session");
@@ -547,13 +564,7 @@ Result<Id> SessionStore::addProfile(const std::string& name, const std::string& 
     return impl_->error("session.invalid", what + ": the profile text is not valid JSON");
   return insertOne(*impl_,
                    "INSERT INTO profiles(name, json, source, run_id, created_ms) VALUES(?1, ?2, ?3, ?4, ?5)",
-                   what, [&](Stmt& q) {
-    q.bind(1, name);
-    q.bind(2, json);
-    q.bind(3, profileSourceName(source));
-    q.bind(4, fromRunId);
-    q.bind(5, nowMs());
-                   });
+                   what, name, json, profileSourceName(source), fromRunId, nowMs());
 }
 
 namespace {
@@ -565,19 +576,22 @@ ProfileInfo readProfileInfo(Stmt& s) {
 
 Result<std::vector<ProfileInfo>> SessionStore::listProfiles() const {
   const std::string what = "cannot list cost profiles";
-  auto s = statement(*impl_, "SELECT id, name, source, run_id, created_ms FROM profiles ORDER BY name, id", what);
+  auto s =
+      statement(*impl_, "SELECT id, name, source, run_id, created_ms FROM profiles ORDER BY name, id", what);
   PS_TRY(s);
   return readAll<ProfileInfo>(*impl_, *s, what, readProfileInfo);
 }
 
 Result<ProfileVersion> SessionStore::profile(Id id) const {
   const std::string what = "cannot read cost profile " + std::to_string(id);
-  auto s = statement(*impl_, "SELECT id, name, source, run_id, created_ms, json FROM profiles WHERE id = ?1", what);
+  auto s = statement(*impl_, "SELECT id, name, source, run_id, created_ms, json FROM profiles WHERE id = ?1",
+                     what);
   PS_TRY(s);
   s->bind(1, id);
   int rc = s->step();
   if (rc == SQLITE_ROW) return ProfileVersion{readProfileInfo(*s), s->text(5)};
-  if (rc == SQLITE_DONE) return impl_->error("session.not-found", "no cost profile " + std::to_string(id) + " in the session");
+  if (rc == SQLITE_DONE)
+    return impl_->error("session.not-found", "no cost profile " + std::to_string(id) + " in the session");
   return impl_->sqlError(what, rc);
 }
 
@@ -595,22 +609,12 @@ Result<Id> SessionStore::beginRun(const RunInfo& info) {
   static const std::string host = hostName();
   return insertOne(*impl_,
                    "INSERT INTO runs(schedule_id, profile_id, target, devices, model, label, source, status, "
-                     "started_ms, config_json, writer_pid, writer_host) "
-                     "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
-                   what, [&](Stmt& q) {
-    q.bind(1, info.scheduleId);
-    q.bind(2, info.profileId);
-    q.bind(3, info.target);
-    q.bind(4, info.devices);
-    q.bind(5, info.model);
-    q.bind(6, info.label);
-    q.bind(7, core::timelineSourceName(info.source));
-    q.bind(8, ps::core::runStateName(info.status));
-    q.bind(9, info.startedMs > 0 ? info.startedMs : nowMs());
-    q.bind(10, info.configJson);
-    q.bind(11, static_cast<std::int64_t>(getpid()));
-    q.bind(12, host);
-                   });
+                   "started_ms, config_json, writer_pid, writer_host) "
+                   "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+                   what, info.scheduleId, info.profileId, info.target, info.devices, info.model, info.label,
+                   core::timelineSourceName(info.source), ps::core::runStateName(info.status),
+                   info.startedMs > 0 ? info.startedMs : nowMs(), info.configJson,
+                   static_cast<std::int64_t>(getpid()), host);
 }
 
 namespace {
@@ -620,12 +624,13 @@ Status requireOpenRun(SessionStore::Impl& impl, Id runId, const std::string& wha
   PS_TRY(s);
   s->bind(1, runId);
   int rc = s->step();
-  if (rc == SQLITE_DONE) return impl.error("session.not-found", what + ": no run " + std::to_string(runId) + " in the session");
+  if (rc == SQLITE_DONE)
+    return impl.error("session.not-found", what + ": no run " + std::to_string(runId) + " in the session");
   if (rc != SQLITE_ROW) return impl.sqlError(what, rc);
   auto status = ps::core::parseRunState(s->text(0));
   if (status != RunStatus::Queued && status != RunStatus::Running)
-    return impl.error("session.run-finished",
-                      what + ": run " + std::to_string(runId) + " is already " + s->text(0) + " and cannot change");
+    return impl.error("session.run-finished", what + ": run " + std::to_string(runId) + " is already " +
+                                                  s->text(0) + " and cannot change");
   return core::okStatus();
 }
 
@@ -689,56 +694,49 @@ Status appendRows(SessionStore::Impl& impl, Id runId, std::span<const Row> rows,
 }
 }  // namespace
 
+namespace {
+// An op's kind, stage and micro-batch at parameters `first`, `first` + 1, `first` + 2.
+void bindOp(Stmt& s, int first, const core::Op& op) {
+  s.bindFrom(first, static_cast<int>(op.kind), static_cast<int>(op.stage), static_cast<int>(op.microbatch));
+}
+}  // namespace
+
 Status SessionStore::appendRunOps(Id runId, std::span<const core::TimelineOp> ops) {
-  return appendRows(*impl_, runId, ops, "cannot store ops of run " + std::to_string(runId),
-                    "SELECT coalesce(max(seq) + 1, 0) FROM run_ops WHERE run_id = ?1", std::nullopt,
-                    "INSERT INTO run_ops(run_id, seq, device, step, kind, stage, microbatch, overlapped, start_ms, "
-                    "end_ms) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
-                    [](Stmt& s, std::int64_t seq, const core::TimelineOp& op) {
-                      s.bind(2, seq);
-                      s.bind(3, op.device);
-                      s.bind(4, op.step);
-                      s.bind(5, static_cast<int>(op.op.kind));
-                      s.bind(6, static_cast<int>(op.op.stage));
-                      s.bind(7, static_cast<int>(op.op.microbatch));
-                      s.bind(8, op.overlapped ? 1 : 0);
-                      s.bind(9, op.start);
-                      s.bind(10, op.end);
-                    });
+  return appendRows(
+      *impl_, runId, ops, "cannot store ops of run " + std::to_string(runId),
+      "SELECT coalesce(max(seq) + 1, 0) FROM run_ops WHERE run_id = ?1", std::nullopt,
+      "INSERT INTO run_ops(run_id, seq, device, step, kind, stage, microbatch, overlapped, start_ms, "
+      "end_ms) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+      [](Stmt& s, std::int64_t seq, const core::TimelineOp& op) {
+        s.bindFrom(2, seq, op.device, op.step);
+        bindOp(s, 5, op.op);
+        s.bindFrom(8, op.overlapped ? 1 : 0, op.start, op.end);
+      });
 }
 
 Status SessionStore::appendMemory(Id runId, int device, std::span<const core::MemorySample> samples) {
-  return appendRows(*impl_, runId, samples, "cannot store memory samples of run " + std::to_string(runId),
-                    "SELECT coalesce(max(seq) + 1, 0) FROM memory_samples WHERE run_id = ?1 AND device = ?2", device,
-                    "INSERT INTO memory_samples(run_id, device, seq, time_ms, bytes) VALUES(?1, ?2, ?3, ?4, ?5)",
-                    [device](Stmt& s, std::int64_t seq, const core::MemorySample& m) {
-                      s.bind(2, device);
-                      s.bind(3, seq);
-                      s.bind(4, m.time);
-                      s.bind(5, m.bytes);
-                    });
+  return appendRows(
+      *impl_, runId, samples, "cannot store memory samples of run " + std::to_string(runId),
+      "SELECT coalesce(max(seq) + 1, 0) FROM memory_samples WHERE run_id = ?1 AND device = ?2", device,
+      "INSERT INTO memory_samples(run_id, device, seq, time_ms, bytes) VALUES(?1, ?2, ?3, ?4, ?5)",
+      [device](Stmt& s, std::int64_t seq, const core::MemorySample& m) {
+        s.bindFrom(2, device, seq, m.time, m.bytes);
+      });
 }
 
 Status SessionStore::appendTransfers(Id runId, std::span<const core::Transfer> transfers) {
-  return appendRows(*impl_, runId, transfers, "cannot store transfers of run " + std::to_string(runId),
-                    "SELECT coalesce(max(seq) + 1, 0) FROM transfers WHERE run_id = ?1", std::nullopt,
-                    "INSERT INTO transfers(run_id, seq, src_device, dst_device, producer_kind, producer_stage, "
-                    "producer_microbatch, consumer_kind, consumer_stage, consumer_microbatch, bytes, start_ms, "
-                    "end_ms) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
-                    [](Stmt& s, std::int64_t seq, const core::Transfer& t) {
-                      s.bind(2, seq);
-                      s.bind(3, t.srcDevice);
-                      s.bind(4, t.dstDevice);
-                      s.bind(5, static_cast<int>(t.producer.kind));
-                      s.bind(6, static_cast<int>(t.producer.stage));
-                      s.bind(7, static_cast<int>(t.producer.microbatch));
-                      s.bind(8, static_cast<int>(t.consumer.kind));
-                      s.bind(9, static_cast<int>(t.consumer.stage));
-                      s.bind(10, static_cast<int>(t.consumer.microbatch));
-                      s.bind(11, t.bytes);
-                      s.bind(12, t.start);
-                      s.bind(13, t.end);
-                    });
+  return appendRows(
+      *impl_, runId, transfers, "cannot store transfers of run " + std::to_string(runId),
+      "SELECT coalesce(max(seq) + 1, 0) FROM transfers WHERE run_id = ?1", std::nullopt,
+      "INSERT INTO transfers(run_id, seq, src_device, dst_device, producer_kind, producer_stage, "
+      "producer_microbatch, consumer_kind, consumer_stage, consumer_microbatch, bytes, start_ms, "
+      "end_ms) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+      [](Stmt& s, std::int64_t seq, const core::Transfer& t) {
+        s.bindFrom(2, seq, t.srcDevice, t.dstDevice);
+        bindOp(s, 5, t.producer);
+        bindOp(s, 8, t.consumer);
+        s.bindFrom(11, t.bytes, t.start, t.end);
+      });
 }
 
 Status SessionStore::finishRun(Id runId, RunStatus status, const std::string& error,
@@ -747,7 +745,8 @@ Status SessionStore::finishRun(Id runId, RunStatus status, const std::string& er
   const std::string what = "cannot finish run " + std::to_string(runId);
   PS_TRY(impl_->checkWritable(what));
   if (status == RunStatus::Queued || status == RunStatus::Running)
-    return impl_->error("session.invalid", what + ": the final status must be succeeded, failed or cancelled");
+    return impl_->error("session.invalid",
+                        what + ": the final status must be succeeded, failed or cancelled");
   WriteTxn txn(*impl_);
   PS_TRY(txn.begin(what));
   PS_TRY(requireOpenRun(*impl_, runId, what));
@@ -776,10 +775,11 @@ Status SessionStore::finishRun(Id runId, RunStatus status, const std::string& er
     int devices = s->i32(2);
     if (makespan > 0 && devices > 0) bubble = 1.0 - busy / (devices * makespan);
   }
-  auto u = statement(*impl_,
-                     "UPDATE runs SET status = ?2, ended_ms = ?3, error = ?4, makespan_ms = ?5, bubble_ratio = ?6, "
-                     "metrics_json = ?7, diagnostics_json = ?8 WHERE id = ?1",
-                     what);
+  auto u = statement(
+      *impl_,
+      "UPDATE runs SET status = ?2, ended_ms = ?3, error = ?4, makespan_ms = ?5, bubble_ratio = ?6, "
+      "metrics_json = ?7, diagnostics_json = ?8 WHERE id = ?1",
+      what);
   PS_TRY(u);
   std::string diagnosticsJson = detail::diagnosticsToJson(diagnostics).dump();
   u->bind(1, runId);
@@ -839,7 +839,8 @@ Result<Id> SessionStore::recordTimeline(const RunInfo& info, const core::Timelin
   for (size_t d = 0; d < timeline.memory.size(); ++d) {
     std::span<const core::MemorySample> samples(timeline.memory[d]);
     for (size_t i = 0; i < samples.size(); i += kChunk) {
-      auto st = appendMemory(*runId, static_cast<int>(d), samples.subspan(i, std::min(kChunk, samples.size() - i)));
+      auto st =
+          appendMemory(*runId, static_cast<int>(d), samples.subspan(i, std::min(kChunk, samples.size() - i)));
       if (!st) return fail(st.errors());
     }
   }
@@ -862,7 +863,8 @@ Result<Id> SessionStore::recordTimeline(const RunInfo& info, const core::Timelin
 
 namespace {
 constexpr const char* kRunColumns =
-    "id, schedule_id, profile_id, target, devices, model, label, status, started_ms, ended_ms, error, makespan_ms, "
+    "id, schedule_id, profile_id, target, devices, model, label, status, started_ms, ended_ms, error, "
+    "makespan_ms, "
     "bubble_ratio, op_count, writer_pid, writer_host";
 
 RunSummary readRunSummary(const Stmt& s, const std::string& thisHost) {
@@ -888,9 +890,10 @@ RunSummary readRunSummary(const Stmt& s, const std::string& thisHost) {
 
 Result<std::vector<RunSummary>> SessionStore::listRuns(const RunFilter& filter) const {
   const std::string what = "cannot list runs";
-  static const std::string sql = std::string("SELECT ") + kRunColumns +
-                                 " FROM runs WHERE (?1 IS NULL OR schedule_id = ?1) AND (?2 IS NULL OR status = ?2) "
-                                 "ORDER BY id DESC LIMIT ?3";
+  static const std::string sql =
+      std::string("SELECT ") + kRunColumns +
+      " FROM runs WHERE (?1 IS NULL OR schedule_id = ?1) AND (?2 IS NULL OR status = ?2) "
+      "ORDER BY id DESC LIMIT ?3";
   auto s = statement(*impl_, sql.c_str(), what);
   PS_TRY(s);
   s->bind(1, filter.scheduleId);
@@ -912,7 +915,8 @@ Result<RunRecord> SessionStore::run(Id runId) const {
   PS_TRY(s);
   s->bind(1, runId);
   int rc = s->step();
-  if (rc == SQLITE_DONE) return impl_->error("session.not-found", "no run " + std::to_string(runId) + " in the session");
+  if (rc == SQLITE_DONE)
+    return impl_->error("session.not-found", "no run " + std::to_string(runId) + " in the session");
   if (rc != SQLITE_ROW) return impl_->sqlError(what, rc);
   static const std::string host = hostName();
   RunRecord r;
@@ -933,11 +937,12 @@ Result<core::Timeline> SessionStore::loadTimeline(Id runId) const {
   namespace lim = core::limits;
   auto bad = [&](const char* table, const std::string& row, const char* column, const std::string& value,
                  const std::string& range) {
-    return impl_->error("session.invalid-value", what + ": table " + table + ", " + row + ": " + column + " " + value +
-                                                     " is out of range (" + range + ")");
+    return impl_->error("session.invalid-value", what + ": table " + table + ", " + row + ": " + column +
+                                                     " " + value + " is out of range (" + range + ")");
   };
   auto checkInt = [&](const Stmt& s, int col, std::int64_t lo, std::int64_t hi, const char* table,
-                      const std::string& row, const char* column, std::int64_t& out) -> std::optional<Diagnostic> {
+                      const std::string& row, const char* column,
+                      std::int64_t& out) -> std::optional<Diagnostic> {
     std::int64_t v = s.i64(col);
     if (s.isNull(col) || v < lo || v > hi)
       return bad(table, row, column, s.isNull(col) ? std::string("NULL") : std::to_string(v),
@@ -949,13 +954,37 @@ Result<core::Timeline> SessionStore::loadTimeline(Id runId) const {
                        double& out) -> std::optional<Diagnostic> {
     double v = s.f64(col);
     if (!lim::validTimeMs(v))
-      return bad(table, row, column, std::to_string(v), "a finite time within " + std::to_string(lim::kMaxTimeMs) + " ms");
+      return bad(table, row, column, std::to_string(v),
+                 "a finite time within " + std::to_string(lim::kMaxTimeMs) + " ms");
     out = v;
     return std::nullopt;
+  };
+  // A table holds at most `max` rows of a run: `n` is the count with this row.
+  auto rowLimit = [&](const char* table, const std::string& row, size_t n,
+                      size_t max) -> std::optional<Diagnostic> {
+    if (n <= max) return std::nullopt;
+    return bad(table, row, "row count", std::to_string(n), "at most " + std::to_string(max));
   };
   auto validKind = [](std::int64_t k) {
     return (k >= 0 && k < static_cast<std::int64_t>(core::OpKind::kBuiltinCount)) ||
            (k >= core::kFirstUserKind && k < 65536);
+  };
+  // An op's kind, stage and micro-batch from columns first..first+2 (named prefix + "kind", ...).
+  auto checkOp = [&](const Stmt& s, int first, const char* table, const std::string& row,
+                     const std::string& prefix, core::Op& out) -> std::optional<Diagnostic> {
+    std::int64_t kind = 0, stage = 0, mb = 0;
+    const std::string kindColumn = prefix + "kind";
+    if (auto e = checkInt(s, first, 0, 65535, table, row, kindColumn.c_str(), kind)) return e;
+    if (!validKind(kind))
+      return bad(table, row, kindColumn.c_str(), std::to_string(kind), "a built-in or user op kind");
+    if (auto e =
+            checkInt(s, first + 1, 0, lim::kMaxStages - 1, table, row, (prefix + "stage").c_str(), stage))
+      return e;
+    if (auto e = checkInt(s, first + 2, -1, lim::kMaxMicrobatches - 1, table, row,
+                          (prefix + "microbatch").c_str(), mb))
+      return e;
+    out = core::Op{static_cast<core::OpKind>(kind), static_cast<int>(stage), static_cast<int>(mb)};
+    return std::nullopt;
   };
   {
     auto s = statement(*impl_,
@@ -965,7 +994,8 @@ Result<core::Timeline> SessionStore::loadTimeline(Id runId) const {
     PS_TRY(s);
     s->bind(1, runId);
     int rc = s->step();
-    if (rc == SQLITE_DONE) return impl_->error("session.not-found", "no run " + std::to_string(runId) + " in the session");
+    if (rc == SQLITE_DONE)
+      return impl_->error("session.not-found", "no run " + std::to_string(runId) + " in the session");
     if (rc != SQLITE_ROW) return impl_->sqlError(what, rc);
     const std::string row = "id " + std::to_string(runId);
     std::int64_t devices = 0;
@@ -990,36 +1020,26 @@ Result<core::Timeline> SessionStore::loadTimeline(Id runId) const {
   }
   t.complete = status == RunStatus::Succeeded;
   {
-    auto s = statement(*impl_,
-                       "SELECT device, step, kind, stage, microbatch, overlapped, start_ms, end_ms, seq FROM run_ops "
-                       "WHERE run_id = ?1 ORDER BY seq",
-                       what);
-    PS_TRY(s);
-    s->bind(1, runId);
-    int rc;
-    while ((rc = s->step()) == SQLITE_ROW) {
-      const std::string row = "run_id " + std::to_string(runId) + " seq " + std::to_string(s->i64(8));
-      if (t.ops.size() >= static_cast<size_t>(lim::kMaxOps))
-        return bad("run_ops", row, "row count", std::to_string(t.ops.size() + 1), "at most " + std::to_string(lim::kMaxOps));
-      std::int64_t device = 0, step = 0, kind = 0, stage = 0, mb = 0;
-      core::TimelineOp op;
-      if (auto e = checkInt(*s, 0, 0, lim::kMaxRank, "run_ops", row, "device", device)) return *e;
-      if (auto e = checkInt(*s, 1, -1, lim::kMaxOps, "run_ops", row, "step", step)) return *e;
-      if (auto e = checkInt(*s, 2, 0, 65535, "run_ops", row, "kind", kind)) return *e;
-      if (!validKind(kind)) return bad("run_ops", row, "kind", std::to_string(kind), "a built-in or user op kind");
-      if (auto e = checkInt(*s, 3, 0, lim::kMaxStages - 1, "run_ops", row, "stage", stage)) return *e;
-      if (auto e = checkInt(*s, 4, -1, lim::kMaxMicrobatches - 1, "run_ops", row, "microbatch", mb)) return *e;
-      if (auto e = checkTime(*s, 6, "run_ops", row, "start_ms", op.start)) return *e;
-      if (auto e = checkTime(*s, 7, "run_ops", row, "end_ms", op.end)) return *e;
-      op.device = static_cast<int>(device);
-      op.step = static_cast<int>(step);
-      op.op.kind = static_cast<core::OpKind>(kind);
-      op.op.stage = static_cast<int>(stage);
-      op.op.microbatch = static_cast<int>(mb);
-      op.overlapped = s->i64(5) != 0;
-      t.ops.push_back(op);
-    }
-    if (rc != SQLITE_DONE) return impl_->sqlError(what, rc);
+    PS_TRY(eachRow(
+        *impl_,
+        "SELECT device, step, kind, stage, microbatch, overlapped, start_ms, end_ms, seq FROM run_ops "
+        "WHERE run_id = ?1 ORDER BY seq",
+        runId, what, [&](Stmt& q) -> Status {
+          const std::string row = "run_id " + std::to_string(runId) + " seq " + std::to_string(q.i64(8));
+          if (auto e = rowLimit("run_ops", row, t.ops.size() + 1, lim::kMaxOps)) return *e;
+          std::int64_t device = 0, step = 0;
+          core::TimelineOp op;
+          if (auto e = checkInt(q, 0, 0, lim::kMaxRank, "run_ops", row, "device", device)) return *e;
+          if (auto e = checkInt(q, 1, -1, lim::kMaxOps, "run_ops", row, "step", step)) return *e;
+          if (auto e = checkOp(q, 2, "run_ops", row, "", op.op)) return *e;
+          if (auto e = checkTime(q, 6, "run_ops", row, "start_ms", op.start)) return *e;
+          if (auto e = checkTime(q, 7, "run_ops", row, "end_ms", op.end)) return *e;
+          op.device = static_cast<int>(device);
+          op.step = static_cast<int>(step);
+          op.overlapped = q.i64(5) != 0;
+          t.ops.push_back(op);
+          return core::okStatus();
+        }));
     // Appends may arrive in completion order (a live run); the Timeline contract is (device, start).
     auto byDeviceStart = [](const core::TimelineOp& a, const core::TimelineOp& b) {
       return a.device != b.device ? a.device < b.device : a.start < b.start;
@@ -1028,65 +1048,51 @@ Result<core::Timeline> SessionStore::loadTimeline(Id runId) const {
       std::stable_sort(t.ops.begin(), t.ops.end(), byDeviceStart);
   }
   {
-    auto s = statement(*impl_,
-                       "SELECT device, time_ms, bytes, seq FROM memory_samples WHERE run_id = ?1 ORDER BY device, seq",
-                       what);
-    PS_TRY(s);
-    s->bind(1, runId);
-    int rc;
     size_t samples = 0;
-    while ((rc = s->step()) == SQLITE_ROW) {
-      const std::string row = "run_id " + std::to_string(runId) + " device " + std::to_string(s->i64(0)) + " seq " +
-                              std::to_string(s->i64(3));
-      if (++samples > static_cast<size_t>(lim::kMaxOps) * 4)
-        return bad("memory_samples", row, "row count", std::to_string(samples), "at most " + std::to_string(lim::kMaxOps * 4));
-      std::int64_t dev = 0, bytes = 0;
-      core::MemorySample m;
-      if (auto e = checkInt(*s, 0, 0, lim::kMaxRank, "memory_samples", row, "device", dev)) return *e;
-      if (auto e = checkTime(*s, 1, "memory_samples", row, "time_ms", m.time)) return *e;
-      if (auto e = checkInt(*s, 2, -lim::kMaxBytes, lim::kMaxBytes, "memory_samples", row, "bytes", bytes)) return *e;
-      m.bytes = bytes;
-      auto device = static_cast<size_t>(dev);
-      if (t.memory.size() <= device) t.memory.resize(std::max(device + 1, static_cast<size_t>(t.devices)));
-      t.memory[device].push_back(m);
-    }
-    if (rc != SQLITE_DONE) return impl_->sqlError(what, rc);
+    PS_TRY(eachRow(
+        *impl_,
+        "SELECT device, time_ms, bytes, seq FROM memory_samples WHERE run_id = ?1 ORDER BY device, seq",
+        runId, what, [&](Stmt& q) -> Status {
+          const std::string row = "run_id " + std::to_string(runId) + " device " + std::to_string(q.i64(0)) +
+                                  " seq " + std::to_string(q.i64(3));
+          if (auto e = rowLimit("memory_samples", row, ++samples, lim::kMaxOps * 4)) return *e;
+          std::int64_t dev = 0, bytes = 0;
+          core::MemorySample m;
+          if (auto e = checkInt(q, 0, 0, lim::kMaxRank, "memory_samples", row, "device", dev)) return *e;
+          if (auto e = checkTime(q, 1, "memory_samples", row, "time_ms", m.time)) return *e;
+          if (auto e = checkInt(q, 2, -lim::kMaxBytes, lim::kMaxBytes, "memory_samples", row, "bytes", bytes))
+            return *e;
+          m.bytes = bytes;
+          auto device = static_cast<size_t>(dev);
+          if (t.memory.size() <= device)
+            t.memory.resize(std::max(device + 1, static_cast<size_t>(t.devices)));
+          t.memory[device].push_back(m);
+          return core::okStatus();
+        }));
   }
   {
-    auto s = statement(*impl_,
-                       "SELECT src_device, dst_device, producer_kind, producer_stage, producer_microbatch, "
-                       "consumer_kind, consumer_stage, consumer_microbatch, bytes, start_ms, end_ms, seq FROM transfers "
-                       "WHERE run_id = ?1 ORDER BY seq",
-                       what);
-    PS_TRY(s);
-    s->bind(1, runId);
-    int rc;
-    while ((rc = s->step()) == SQLITE_ROW) {
-      const std::string row = "run_id " + std::to_string(runId) + " seq " + std::to_string(s->i64(11));
-      if (t.transfers.size() >= static_cast<size_t>(lim::kMaxOps))
-        return bad("transfers", row, "row count", std::to_string(t.transfers.size() + 1), "at most " + std::to_string(lim::kMaxOps));
-      std::int64_t v[9] = {};
-      static const char* const cols[] = {"src_device",          "dst_device",    "producer_kind",
-                                         "producer_stage",      "producer_microbatch", "consumer_kind",
-                                         "consumer_stage",      "consumer_microbatch", "bytes"};
-      const std::int64_t lo[] = {0, 0, 0, 0, -1, 0, 0, -1, 0};
-      const std::int64_t hi[] = {lim::kMaxRank, lim::kMaxRank,  65535, lim::kMaxStages - 1, lim::kMaxMicrobatches - 1,
-                                 65535,         lim::kMaxStages - 1, lim::kMaxMicrobatches - 1, lim::kMaxBytes};
-      for (int c = 0; c < 9; ++c)
-        if (auto e = checkInt(*s, c, lo[c], hi[c], "transfers", row, cols[c], v[c])) return *e;
-      if (!validKind(v[2])) return bad("transfers", row, "producer_kind", std::to_string(v[2]), "a built-in or user op kind");
-      if (!validKind(v[5])) return bad("transfers", row, "consumer_kind", std::to_string(v[5]), "a built-in or user op kind");
-      core::Transfer x;
-      x.srcDevice = static_cast<int>(v[0]);
-      x.dstDevice = static_cast<int>(v[1]);
-      x.producer = core::Op{static_cast<core::OpKind>(v[2]), static_cast<int>(v[3]), static_cast<int>(v[4])};
-      x.consumer = core::Op{static_cast<core::OpKind>(v[5]), static_cast<int>(v[6]), static_cast<int>(v[7])};
-      x.bytes = v[8];
-      if (auto e = checkTime(*s, 9, "transfers", row, "start_ms", x.start)) return *e;
-      if (auto e = checkTime(*s, 10, "transfers", row, "end_ms", x.end)) return *e;
-      t.transfers.push_back(x);
-    }
-    if (rc != SQLITE_DONE) return impl_->sqlError(what, rc);
+    PS_TRY(eachRow(
+        *impl_,
+        "SELECT src_device, dst_device, producer_kind, producer_stage, producer_microbatch, "
+        "consumer_kind, consumer_stage, consumer_microbatch, bytes, start_ms, end_ms, seq FROM transfers "
+        "WHERE run_id = ?1 ORDER BY seq",
+        runId, what, [&](Stmt& q) -> Status {
+          const std::string row = "run_id " + std::to_string(runId) + " seq " + std::to_string(q.i64(11));
+          if (auto e = rowLimit("transfers", row, t.transfers.size() + 1, lim::kMaxOps)) return *e;
+          std::int64_t src = 0, dst = 0;
+          core::Transfer x;
+          if (auto e = checkInt(q, 0, 0, lim::kMaxRank, "transfers", row, "src_device", src)) return *e;
+          if (auto e = checkInt(q, 1, 0, lim::kMaxRank, "transfers", row, "dst_device", dst)) return *e;
+          if (auto e = checkOp(q, 2, "transfers", row, "producer_", x.producer)) return *e;
+          if (auto e = checkOp(q, 5, "transfers", row, "consumer_", x.consumer)) return *e;
+          if (auto e = checkInt(q, 8, 0, lim::kMaxBytes, "transfers", row, "bytes", x.bytes)) return *e;
+          x.srcDevice = static_cast<int>(src);
+          x.dstDevice = static_cast<int>(dst);
+          if (auto e = checkTime(q, 9, "transfers", row, "start_ms", x.start)) return *e;
+          if (auto e = checkTime(q, 10, "transfers", row, "end_ms", x.end)) return *e;
+          t.transfers.push_back(x);
+          return core::okStatus();
+        }));
   }
   return t;
 }
@@ -1108,7 +1114,9 @@ Status deleteById(SessionStore::Impl& impl, const char* sql, Id id, const std::s
 }
 }  // namespace
 
-Status SessionStore::deleteRun(Id runId) { return deleteById(*impl_, "DELETE FROM runs WHERE id = ?1", runId, "run"); }
+Status SessionStore::deleteRun(Id runId) {
+  return deleteById(*impl_, "DELETE FROM runs WHERE id = ?1", runId, "run");
+}
 
 // --- annotations --------------------------------------------------------------------------
 
@@ -1118,18 +1126,12 @@ Result<Id> SessionStore::addAnnotation(const Annotation& a) {
   if (a.text.empty()) return impl_->error("session.invalid", what + ": the note is empty");
   return insertOne(*impl_,
                    "INSERT INTO annotations(schedule_id, run_id, time_ms, device, text, created_ms) "
-                     "VALUES(?1, ?2, ?3, ?4, ?5, ?6)",
-                   what, [&](Stmt& q) {
-    q.bind(1, a.scheduleId);
-    q.bind(2, a.runId);
-    q.bind(3, a.time);
-    q.bind(4, a.device);
-    q.bind(5, a.text);
-    q.bind(6, nowMs());
-                   });
+                   "VALUES(?1, ?2, ?3, ?4, ?5, ?6)",
+                   what, a.scheduleId, a.runId, a.time, a.device, a.text, nowMs());
 }
 
-Result<std::vector<Annotation>> SessionStore::annotations(std::optional<Id> scheduleId, std::optional<Id> runId) const {
+Result<std::vector<Annotation>> SessionStore::annotations(std::optional<Id> scheduleId,
+                                                          std::optional<Id> runId) const {
   const std::string what = "cannot list notes";
   auto s = statement(*impl_,
                      "SELECT id, schedule_id, run_id, time_ms, device, text, created_ms FROM annotations "
