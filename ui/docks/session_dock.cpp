@@ -36,8 +36,6 @@ QString timeText(std::int64_t ms) {
   return QDateTime::fromMSecsSinceEpoch(ms).toString(QStringLiteral("yyyy-MM-dd hh:mm:ss"));
 }
 
-QString msCell(double ms) { return msValue(ms); }
-
 // A read-only cell; the row's id sits in Qt::UserRole of column 0 for the views' handlers.
 QStandardItem* cell(const QString& text, const QVariant& sortKey = {}) {
   auto* it = new QStandardItem(text);
@@ -222,8 +220,8 @@ void SessionDock::refresh() {
                               cell(qs(run.label)),
                               cell(sched != scheduleNames.end() ? sched->second : QString()),
                               cell(status),
-                              cell(duration ? tr("%1 s").arg(double(*duration) / 1000.0, 0, 'f', 2) : QString()),
-                              cell(run.opCount > 0 ? msCell(run.makespan) : QString()),
+                              cell(duration ? secondsText(static_cast<double>(*duration)) : QString()),
+                              cell(run.opCount > 0 ? msValue(run.makespan) : QString()),
                               cell(run.opCount > 0 ? QStringLiteral("%1 %").arg(run.bubbleRatio * 100, 0, 'f', 1) : QString())};
       r[0]->setData(QVariant::fromValue<qint64>(run.id), Qt::UserRole);
       if (!run.error.empty()) {
@@ -264,10 +262,7 @@ void SessionDock::refresh() {
 void SessionDock::openScheduleVersion(qint64 id) {
   if (!store_) return;
   auto v = store_->schedule(id);
-  if (!v) {
-    showError(tr("Cannot open version %1: %2").arg(id).arg(errorsText(v.errors())));
-    return;
-  }
+  if (!shown(v, tr("Cannot open version %1").arg(id))) return;
   current_ = id;
   Q_EMIT openScheduleRequested(qs(v->pipeText), qs(v->info.name), id);
 }
@@ -275,15 +270,9 @@ void SessionDock::openScheduleVersion(qint64 id) {
 void SessionDock::openRun(qint64 id) {
   if (!store_) return;
   auto run = store_->run(id);
-  if (!run) {
-    showError(tr("Cannot open run %1: %2").arg(id).arg(errorsText(run.errors())));
-    return;
-  }
+  if (!shown(run, tr("Cannot open run %1").arg(id))) return;
   auto timeline = store_->loadTimeline(id);
-  if (!timeline) {
-    showError(tr("Cannot load run %1: %2").arg(id).arg(errorsText(timeline.errors())));
-    return;
-  }
+  if (!shown(timeline, tr("Cannot load run %1").arg(id))) return;
   QString text, name;
   if (run->summary.scheduleId) {
     auto v = store_->schedule(*run->summary.scheduleId);
@@ -307,10 +296,7 @@ bool SessionDock::saveVersion(const QString& name, const QString& pipeText) {
   }
   auto id = store_->addSchedule(name.isEmpty() ? std::string("schedule") : name.toStdString(), pipeText.toStdString(),
                                 current_ ? std::optional<Id>(*current_) : std::nullopt);
-  if (!id) {
-    showError(tr("Cannot store the version: %1").arg(errorsText(id.errors())));
-    return false;
-  }
+  if (!shown(id, tr("Cannot store the version"))) return false;
   current_ = *id;
   refresh();
   for (int r = 0; r < schedules_->rowCount(); ++r) {
@@ -414,9 +400,9 @@ void SessionDock::compareSelected() {
   QStringList lines;
   for (const auto& c : comparison_) {
     if (c.ok)
-      lines << tr("v%1 %2: makespan %3 ms, bubble %4 % (%5)")
+      lines << tr("v%1 %2: makespan %3, bubble %4 % (%5)")
                    .arg(c.versionId)
-                   .arg(c.name, msCell(c.makespan))
+                   .arg(c.name, msText(c.makespan))
                    .arg(c.bubbleRatio * 100, 0, 'f', 1)
                    .arg(c.profileName);
     else
@@ -424,10 +410,10 @@ void SessionDock::compareSelected() {
   }
   if (comparison_.size() == 2 && comparison_[0].ok && comparison_[1].ok && comparison_[0].makespan > 0) {
     const double d = comparison_[1].makespan - comparison_[0].makespan;
-    lines << tr("v%1 − v%2: %3 ms (%4 %)")
+    lines << tr("v%1 − v%2: %3 (%4 %)")
                  .arg(comparison_[1].versionId)
                  .arg(comparison_[0].versionId)
-                 .arg(msCell(d))
+                 .arg(msText(d))
                  .arg(d / comparison_[0].makespan * 100, 0, 'f', 1);
   }
   compare_->setText(lines.join(QLatin1Char('\n')));

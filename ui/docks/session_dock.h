@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "pipestudio/core/model/cost_profile.h"
+#include "pipestudio/core/model/result.h"
 #include "pipestudio/core/model/timeline.h"
 
 class QLabel;
@@ -100,6 +101,13 @@ class SessionDock : public QDockWidget {
 
  private:
   void showError(const QString& text);
+  // True when `r` holds a value; else shows "<what>: <its errors>" and returns false.
+  template <typename T>
+  bool shown(const ps::core::Result<T>& r, const QString& what) {
+    if (r) return true;
+    showError(what + QStringLiteral(": ") + QString::fromStdString(ps::core::formatDiagnostics(r.errors())).trimmed());
+    return false;
+  }
   void showMessage(const QString& text);
   void clearModels();
 
