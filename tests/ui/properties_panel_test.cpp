@@ -24,6 +24,14 @@ constexpr std::int64_t kMiB = std::int64_t(1) << 20;
 class PropertiesPanelTest : public QObject {
   Q_OBJECT
 
+  // A two-device schedule with the default cost profile.
+  static bool loadTiny(ScheduleDocument& doc) {
+    auto s = ps::core::parseDsl(kPipe);
+    if (!s) return false;
+    doc.load(*s, defaultCostProfile(*s));
+    return true;
+  }
+
   static void type(QLineEdit* e, const QString& text) {
     e->setText(text);
     e->setModified(true);  // as typing does
@@ -48,9 +56,7 @@ class PropertiesPanelTest : public QObject {
 
   void deviceMemoryTakesWhatTheCliTakes() {
     ScheduleDocument doc;
-    auto s = ps::core::parseDsl(kPipe);
-    QVERIFY(s);
-    doc.load(*s, defaultCostProfile(*s));
+    QVERIFY(loadTiny(doc));
     PropertiesPanel panel(&doc);
     auto* memory = panel.findChild<QLineEdit*>(QStringLiteral("deviceMemory"));
     QVERIFY(memory);
@@ -74,9 +80,8 @@ class PropertiesPanelTest : public QObject {
 
   void costTableTakesUnits() {
     ScheduleDocument doc;
-    auto s = ps::core::parseDsl(kPipe);
-    QVERIFY(s);
-    doc.load(*s, defaultCostProfile(*s));
+    QVERIFY(loadTiny(doc));
+    const ps::core::CostProfile defaults = doc.profile();
     PropertiesPanel panel(&doc);
     QTableWidget* t = panel.costTable();
     QVERIFY(t->rowCount() >= 1);
@@ -94,7 +99,7 @@ class PropertiesPanelTest : public QObject {
     QCOMPARE(doc.profile().layers[0].forwardMs, 0.3);
     t->item(0, column(QStringLiteral("R ms")))->setText(QStringLiteral("2"));
     QCOMPARE(*doc.profile().layers[0].recomputeMs, 2.0);
-    QCOMPARE(doc.profile().layers[0].backwardWeightMs, defaultCostProfile(*s).layers[0].backwardWeightMs);
+    QCOMPARE(doc.profile().layers[0].backwardWeightMs, defaults.layers[0].backwardWeightMs);
 
     t->item(0, column(QStringLiteral("Out MiB")))->setText(QStringLiteral("lots"));
     QVERIFY2(panel.errorText().startsWith(QStringLiteral("Out MiB of %1: 'lots'").arg(QString::fromStdString(layer))),

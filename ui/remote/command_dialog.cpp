@@ -12,6 +12,8 @@
 #include <QVBoxLayout>
 #include <algorithm>
 
+#include "widgets/form.h"
+
 namespace ps::ui {
 
 QString defaultModelParameters(const QString& model) {
@@ -54,6 +56,7 @@ void CommandDialog::buildModelFields(bool torchscript) {
   microbatch_ = new QSpinBox;
   microbatch_->setRange(0, 1 << 16);
   microbatch_->setSpecialValueText(tr("default (2)"));
+  warmup_ = makeSpinBox(0, 100000, 0);
   connect(model_, &QComboBox::currentIndexChanged, this, [this] {
     if (const QString p = defaultModelParameters(model_->currentData().toString()); !p.isEmpty()) {
       params_->setText(p);
@@ -63,17 +66,17 @@ void CommandDialog::buildModelFields(bool torchscript) {
   });
   connect(params_, &QLineEdit::textChanged, this, [this] { updatePreview(); });
   connect(device_, &QComboBox::currentIndexChanged, this, [this] { updatePreview(); });
-  connect(microbatch_, &QSpinBox::valueChanged, this, [this] { updatePreview(); });
+  for (QSpinBox* s : {microbatch_, warmup_}) connect(s, &QSpinBox::valueChanged, this, [this] { updatePreview(); });
 }
 
-QComboBox* CommandDialog::makeOptimizerCombo(const QString& noneText, const QString& tip) {
-  auto* c = new QComboBox;
-  c->setObjectName(QStringLiteral("optimizer"));
-  c->addItem(noneText, QString());
-  c->addItem(QStringLiteral("SGD"), QStringLiteral("sgd"));
-  c->addItem(QStringLiteral("AdamW"), QStringLiteral("adamw"));
-  c->setToolTip(tip);
-  return c;
+void CommandDialog::buildOptimizerCombo(const QString& noneText, const QString& tip) {
+  optimizer_ = new QComboBox;
+  optimizer_->setObjectName(QStringLiteral("optimizer"));
+  optimizer_->addItem(noneText, QString());
+  optimizer_->addItem(QStringLiteral("SGD"), QStringLiteral("sgd"));
+  optimizer_->addItem(QStringLiteral("AdamW"), QStringLiteral("adamw"));
+  optimizer_->setToolTip(tip);
+  connect(optimizer_, &QComboBox::currentIndexChanged, this, [this] { updatePreview(); });
 }
 
 void CommandDialog::addOutput(QVBoxLayout* v, const QString& startText, const QString& cancelText, QPushButton* leading) {

@@ -42,11 +42,11 @@ class CommandDialog : public QDialog {
   // settings: where the host list and the last choices live (default: PipeStudio's).
   CommandDialog(QWidget* parent, QSettings* settings, TargetPicker::Mode targets);
 
-  // The model fields (model_ .. microbatch_), not yet in a layout; the model combo proposes
-  // each built-in model's parameters.
+  // The model fields (model_ .. warmup_), not yet in a layout; the model combo proposes each
+  // built-in model's parameters.
   void buildModelFields(bool torchscript);
-  // "none" (item data "") then SGD and AdamW.
-  QComboBox* makeOptimizerCombo(const QString& noneText, const QString& tip);
+  // optimizer_: "none" (item data "") then SGD and AdamW.
+  void buildOptimizerCombo(const QString& noneText, const QString& tip);
   // Appends "Command:", the preview, progress, status, log and a row of buttons: `leading`
   // (may be null), a stretch, start, cancel and close.
   void addOutput(QVBoxLayout* v, const QString& startText, const QString& cancelText, QPushButton* leading);
@@ -65,6 +65,8 @@ class CommandDialog : public QDialog {
   QLineEdit* params_ = nullptr;
   QComboBox* device_ = nullptr;
   QSpinBox* microbatch_ = nullptr;
+  QSpinBox* warmup_ = nullptr;     // --warmup: iterations of a run, repetitions of a profile
+  QComboBox* optimizer_ = nullptr;
   QLineEdit* preview_ = nullptr;
   QProgressBar* progress_ = nullptr;
   QLabel* status_ = nullptr;

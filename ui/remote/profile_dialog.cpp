@@ -168,9 +168,9 @@ void ProfileDialog::buildUi() {
   workers_->setToolTip(tr("Ops are timed on this many concurrent workers, as the devices of a run on this host "
                           "share its cores (default: the schedule's device count)"));
   repetitions_ = makeSpinBox(1, 100000, 10);
-  warmup_ = makeSpinBox(0, 100000, 3);
-  optimizer_ = makeOptimizerCombo(tr("none"), tr("Also time each layer's optimizer step (optimizer_step_ms), so that "
-                                                 "runs training with this optimizer are predicted with their steps"));
+  warmup_->setValue(3);
+  buildOptimizerCombo(tr("none"), tr("Also time each layer's optimizer step (optimizer_step_ms), so that runs "
+                                     "training with this optimizer are predicted with their steps"));
   addFormRows(form, {{tr("Model:"), model_},
                      {tr("Parameters:"), params_},
                      {tr("Device:"), device_},
@@ -195,8 +195,7 @@ void ProfileDialog::buildUi() {
   log_->setFont(QFontDatabase::systemFont(QFontDatabase::FixedFont));  // the layer table lines up
   resize(560, 520);
 
-  connect(optimizer_, &QComboBox::currentIndexChanged, this, &ProfileDialog::updatePreview);
-  for (QSpinBox* s : {workers_, repetitions_, warmup_}) connect(s, &QSpinBox::valueChanged, this, &ProfileDialog::updatePreview);
+  for (QSpinBox* s : {workers_, repetitions_}) connect(s, &QSpinBox::valueChanged, this, &ProfileDialog::updatePreview);
   connect(startButton_, &QPushButton::clicked, this, &ProfileDialog::startProfile);
   connect(cancelButton_, &QPushButton::clicked, this, &ProfileDialog::cancelProfile);
   connect(saveButton_, &QPushButton::clicked, this, &ProfileDialog::saveJsonAs);

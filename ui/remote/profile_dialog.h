@@ -138,8 +138,6 @@ class ProfileDialog : public CommandDialog {
 
   QSpinBox* workers_ = nullptr;
   QSpinBox* repetitions_ = nullptr;
-  QSpinBox* warmup_ = nullptr;
-  QComboBox* optimizer_ = nullptr;
   QPushButton* saveButton_ = nullptr;
 };
 

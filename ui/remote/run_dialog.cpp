@@ -130,16 +130,15 @@ QWidget* RunDialog::buildExecutionBox() {
   perDevice_ = new QCheckBox(tr("One process per device (--nproc, Gloo)"));
   perDevice_->setToolTip(tr("Unchecked: one process, a thread per device"));
   iterations_ = makeSpinBox(1, 100000, 1);
-  warmup_ = makeSpinBox(0, 100000, 0);
   gradients_ = new QCheckBox(tr("Compare gradients with the unpipelined model"));
   timeout_ = new QDoubleSpinBox;
   timeout_->setRange(1, 86400);
   timeout_->setDecimals(0);
   timeout_->setSuffix(tr(" s"));
   timeout_->setToolTip(tr("A transfer that waits longer fails the run (--timeout)"));
-  optimizer_ = makeOptimizerCombo(tr("none (forward and backward)"),
-                                  tr("Make every iteration a training step: libtorch's optimizer steps each device's "
-                                     "stages after its last op, timed as an OPTIMIZER op (--optimizer)"));
+  buildOptimizerCombo(tr("none (forward and backward)"),
+                      tr("Make every iteration a training step: libtorch's optimizer steps each device's stages after "
+                         "its last op, timed as an OPTIMIZER op (--optimizer)"));
   learningRate_ = new QDoubleSpinBox;
   learningRate_->setObjectName(QStringLiteral("learningRate"));
   learningRate_->setDecimals(6);
@@ -163,10 +162,9 @@ QWidget* RunDialog::buildExecutionBox() {
     const QString o = optimizer_->currentData().toString();
     if (!o.isEmpty()) learningRate_->setValue(o == QStringLiteral("adamw") ? 0.001 : 0.01);
     learningRate_->setEnabled(!o.isEmpty());
-    updatePreview();
   });
   for (QCheckBox* c : {perDevice_, gradients_}) connect(c, &QCheckBox::toggled, this, &RunDialog::updatePreview);
-  for (QSpinBox* s : {iterations_, warmup_}) connect(s, &QSpinBox::valueChanged, this, &RunDialog::updatePreview);
+  connect(iterations_, &QSpinBox::valueChanged, this, &RunDialog::updatePreview);
   for (QDoubleSpinBox* s : {timeout_, learningRate_}) connect(s, &QDoubleSpinBox::valueChanged, this, &RunDialog::updatePreview);
   return execBox;
 }

@@ -92,11 +92,9 @@ class RunDialog : public CommandDialog {
   QPushButton* browseModel_ = nullptr;
   QCheckBox* perDevice_ = nullptr;
   QSpinBox* iterations_ = nullptr;
-  QSpinBox* warmup_ = nullptr;
   QCheckBox* gradients_ = nullptr;
   QDoubleSpinBox* timeout_ = nullptr;
   QLineEdit* inputs_ = nullptr;
-  QComboBox* optimizer_ = nullptr;
   QDoubleSpinBox* learningRate_ = nullptr;
   QLabel* scheduleLabel_ = nullptr;
 };
