@@ -125,7 +125,8 @@ class SessionDock : public QDockWidget {
     QStandardItemModel* model = nullptr;
     QTreeView* view = nullptr;
   };
-  Listing schedules_, runs_, profiles_.model;
+  static Listing makeListing(QObject* owner, const QStringList& headers, QAbstractItemView::SelectionMode selection);
+  Listing schedules_, runs_, profiles_;
   QLabel* message_ = nullptr;
   QLabel* compare_ = nullptr;
   QPushButton* compareButton_ = nullptr;

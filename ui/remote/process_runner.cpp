@@ -2,6 +2,7 @@
 
 #include <QRegularExpression>
 #include <QTimer>
+#include <algorithm>
 
 namespace ps::ui {
 

@@ -7,6 +7,8 @@
 #include <QFontDatabase>
 #include <QFormLayout>
 #include <QGroupBox>
+#include <QLabel>
+#include <QLineEdit>
 #include <QRegularExpression>
 #include <QPushButton>
 #include <QPlainTextEdit>

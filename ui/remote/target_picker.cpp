@@ -147,7 +147,7 @@ TargetPicker::TargetPicker(QSettings* settings, Mode mode, QWidget* parent)
     box->addLayout(row);
   } else {
     cluster_ = loadClusterHosts(*settings_);
-    auto* addHost = new QPushButton(tr("Add…"));
+    auto* add = new QPushButton(tr("Add…"));
     editHost_ = new QPushButton(tr("Edit…"));
     removeHost_ = new QPushButton(tr("Remove"));
     copyLaunch_ = new QPushButton(tr("Copy launch command"));
@@ -158,14 +158,14 @@ TargetPicker::TargetPicker(QSettings* settings, Mode mode, QWidget* parent)
     launchMenu->addAction(tr("Slurm (sbatch / srun)"), this,
                           [this] { Q_EMIT copyLaunchRequested(ps::core::LaunchKind::Slurm); });
     copyLaunch_->setMenu(launchMenu);
-    for (QPushButton* b : {addHost, editHost_, removeHost_}) row->addWidget(b);
+    for (QPushButton* b : {add, editHost_, removeHost_}) row->addWidget(b);
     auto* row2 = new QHBoxLayout;
     row2->addStretch(1);
     row2->addWidget(copyLaunch_);
     auto* box = new QVBoxLayout(this);
     box->addLayout(row);
     box->addLayout(row2);
-    connect(addHost, &QPushButton::clicked, this, [this] {
+    connect(add, &QPushButton::clicked, this, [this] {
       RemoteHost h;
       if (editRemoteHost(this, h)) addHost(h);
     });
