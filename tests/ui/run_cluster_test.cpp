@@ -136,13 +136,10 @@ class RunClusterTest : public QObject {
   }
 
   RunRequest clusterRequest() const {
-    RunRequest r;
+    RunRequest r = modelRequest(QStringLiteral("gpt"), QStringLiteral("layers=4,hidden=16,heads=2,seq=4,vocab=16"),
+                                {.iterations = 1, .timeoutSeconds = 20});
     r.cluster = hosts();
     r.localCli = QStringLiteral(PIPESTUDIO_CLI);
-    r.model = QStringLiteral("gpt");
-    r.modelParameters = QStringLiteral("layers=4,hidden=16,heads=2,seq=4,vocab=16");
-    r.iterations = 1;
-    r.timeoutSeconds = 20;
     r.connectTimeoutSeconds = 10;
     return r;
   }

@@ -25,12 +25,8 @@ class RunControllerTest : public QObject {
   QTemporaryDir dir_;
 
   RunRequest localRequest(const QString& cli) const {
-    RunRequest r;
+    RunRequest r = modelRequest(QStringLiteral("mlp"), QStringLiteral("layers=2,hidden=8"), {.iterations = 2, .timeoutSeconds = 30});
     r.localCli = cli;
-    r.model = QStringLiteral("mlp");
-    r.modelParameters = QStringLiteral("layers=2,hidden=8");
-    r.iterations = 2;
-    r.timeoutSeconds = 30;
     return r;
   }
 
@@ -171,12 +167,9 @@ class RunControllerTest : public QObject {
                       10000));
     QVERIFY(!o.timeline.complete);
 
-    const QString session = dir_.filePath(QStringLiteral("cancel-%1-%2.session").arg(::getpid()).arg(processes));
-    auto stored = storeRunInSession(session, o, QStringLiteral("tiny"), QString::fromLatin1(kTinyPipe));
-    QVERIFY(stored);
-    auto store = sessions::SessionStore::open(session.toStdString());
-    auto run = store->run(stored->runId);
-    QVERIFY(run);
+    const auto stored = storeTinyRun(dir_.filePath(QStringLiteral("cancel-%1-%2.session").arg(::getpid()).arg(processes)), o);
+    const auto& run = stored.run;
+    QVERIFY2(run, stored.error.c_str());
     QCOMPARE(run->summary.status, sessions::RunStatus::Cancelled);
     QVERIFY2(QString::fromStdString(run->summary.error).contains(QStringLiteral("cancelled")),
              run->summary.error.c_str());
@@ -256,12 +249,9 @@ class RunControllerTest : public QObject {
     QCOMPARE(o.streamWarnings.front().code, std::string("run-events.truncated"));
     QCOMPARE(o.streamWarnings.front().location.line, 6);
 
-    const QString session = dir_.filePath(QStringLiteral("crash-%1.session").arg(::getpid()));
-    auto stored = storeRunInSession(session, o, QStringLiteral("tiny"), QString::fromLatin1(kTinyPipe));
-    QVERIFY(stored);
-    auto store = sessions::SessionStore::open(session.toStdString());
-    auto run = store->run(stored->runId);
-    QVERIFY(run);
+    const auto stored = storeTinyRun(dir_.filePath(QStringLiteral("crash-%1.session").arg(::getpid())), o);
+    const auto& run = stored.run;
+    QVERIFY2(run, stored.error.c_str());
     QCOMPARE(run->summary.status, sessions::RunStatus::Failed);
     QCOMPARE(run->summary.opCount, 3);
     QVERIFY2(QString::fromStdString(run->summary.error).contains(QStringLiteral("worker 1: Segmentation fault")),
@@ -269,7 +259,7 @@ class RunControllerTest : public QObject {
     // The whole stderr is kept with the run.
     QVERIFY2(QString::fromStdString(run->configJson).contains(QStringLiteral("worker 1: Segmentation fault (core dumped)")),
              run->configJson.c_str());
-    auto t = store->loadTimeline(stored->runId);
+    auto t = stored.store->loadTimeline(stored.runId);
     QVERIFY(t);
     QCOMPARE(t->ops.size(), size_t(3));
   }

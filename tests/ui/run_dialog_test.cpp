@@ -74,16 +74,10 @@ class RunDialogTest : public QObject {
   }
 
   void localCommandRunsTheCliDirectly() {
-    RunRequest r;
+    RunRequest r = runtest::modelRequest(QStringLiteral("mlp"), QStringLiteral("layers=4,hidden=64"),
+                                         {.device = QStringLiteral("cpu"), .processes = 2, .iterations = 5, .warmup = 1,
+                                          .checkGradients = true, .timeoutSeconds = 30});
     r.localCli = QStringLiteral("/build dir/app/pipestudio-cli");
-    r.model = QStringLiteral("mlp");
-    r.modelParameters = QStringLiteral("layers=4,hidden=64");
-    r.device = QStringLiteral("cpu");
-    r.processes = 2;
-    r.iterations = 5;
-    r.warmup = 1;
-    r.checkGradients = true;
-    r.timeoutSeconds = 30;
     const ProcessCommand c = buildRunCommand(r);
     QCOMPARE(c.program, r.localCli);  // no shell: spaces need no quoting
     QCOMPARE(c.arguments,
@@ -220,16 +214,10 @@ class RunDialogTest : public QObject {
     d.setLocalCli(QStringLiteral("/usr/local/bin/pipestudio-cli"));
     d.setSchedule(QStringLiteral("tiny"), QStringLiteral("devices 2\n"), 2);
     d.addHost(gpuHost());
-    RunRequest r;
+    RunRequest r = runtest::modelRequest(QStringLiteral("mlp"), QStringLiteral("layers=2,hidden=8"),
+                                         {.device = QStringLiteral("cuda"), .processes = 2, .iterations = 4, .warmup = 2,
+                                          .checkGradients = true, .timeoutSeconds = 90});
     r.remote = gpuHost();
-    r.model = QStringLiteral("mlp");
-    r.modelParameters = QStringLiteral("layers=2,hidden=8");
-    r.device = QStringLiteral("cuda");
-    r.processes = 2;
-    r.iterations = 4;
-    r.warmup = 2;
-    r.checkGradients = true;
-    r.timeoutSeconds = 90;
     d.setRequest(r);
     const RunRequest got = d.request();
     QVERIFY(got.remote && *got.remote == gpuHost());

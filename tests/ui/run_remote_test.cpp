@@ -34,7 +34,7 @@ class RunRemoteTest : public QObject {
   static QString userName() { return LoopbackSshd::userName(); }
 
   RunRequest remoteRequest(const QString& key) const {
-    RunRequest r;
+    RunRequest r = modelRequest(QStringLiteral("mlp"), QStringLiteral("layers=2,hidden=8"), {.iterations = 2, .timeoutSeconds = 30});
     RemoteHost h;
     h.name = QStringLiteral("loopback");
     h.host = QStringLiteral("127.0.0.1");
@@ -44,10 +44,6 @@ class RunRemoteTest : public QObject {
     h.cliPath = QStringLiteral(PIPESTUDIO_CLI);
     h.sshOptions = sshd_.sshOptions();
     r.remote = h;
-    r.model = QStringLiteral("mlp");
-    r.modelParameters = QStringLiteral("layers=2,hidden=8");
-    r.iterations = 2;
-    r.timeoutSeconds = 30;
     r.connectTimeoutSeconds = 5;
     return r;
   }
@@ -86,18 +82,14 @@ class RunRemoteTest : public QObject {
     QCOMPARE(o.losses.size(), size_t(2));
     QVERIFY(!progress.isEmpty());
 
-    const QString session = path(QStringLiteral("remote-%1.session").arg(::getpid()));
-    auto stored = storeRunInSession(session, o, QStringLiteral("tiny"), QString::fromLatin1(kTinyPipe));
-    QVERIFY2(stored, stored ? "" : stored.error().message.c_str());
-    auto store = sessions::SessionStore::open(session.toStdString());
-    QVERIFY(store);
-    auto run = store->run(stored->runId);
-    QVERIFY(run);
+    const auto stored = storeTinyRun(path(QStringLiteral("remote-%1.session").arg(::getpid())), o);
+    const auto& run = stored.run;
+    QVERIFY2(run, stored.error.c_str());
     QCOMPARE(run->summary.status, sessions::RunStatus::Succeeded);
     QCOMPARE(run->summary.opCount, 12);
     QVERIFY2(QString::fromStdString(run->summary.label).contains(QStringLiteral("loopback")), run->summary.label.c_str());
     QVERIFY2(QString::fromStdString(run->configJson).contains(QStringLiteral("@127.0.0.1")), run->configJson.c_str());
-    auto t = store->loadTimeline(stored->runId);
+    auto t = stored.store->loadTimeline(stored.runId);
     QVERIFY(t);
     QCOMPARE(t->ops.size(), size_t(12));
   }
@@ -216,12 +208,9 @@ class RunRemoteTest : public QObject {
     QCOMPARE(o.timeline.ops.size(), size_t(2));
     QVERIFY(o.stderrText.contains(QStringLiteral("remote worker: out of memory")));
     QVERIFY2(o.message.contains(QStringLiteral("exit code 1")), qPrintable(o.message));
-    const QString session = path(QStringLiteral("remote-crash-%1.session").arg(::getpid()));
-    auto stored = storeRunInSession(session, o, QStringLiteral("tiny"), QString::fromLatin1(kTinyPipe));
-    QVERIFY(stored);
-    auto store = sessions::SessionStore::open(session.toStdString());
-    auto run = store->run(stored->runId);
-    QVERIFY(run);
+    const auto stored = storeTinyRun(path(QStringLiteral("remote-crash-%1.session").arg(::getpid())), o);
+    const auto& run = stored.run;
+    QVERIFY2(run, stored.error.c_str());
     QCOMPARE(run->summary.status, sessions::RunStatus::Failed);
     QCOMPARE(run->summary.opCount, 2);
   }

@@ -1,6 +1,7 @@
 #pragma once
 // Helpers of the Run dialog / controller tests: schedules, fake CLIs, waiting for a run.
 #include <QDir>
+#include <QElapsedTimer>
 #include <QFile>
 #include <QSignalSpy>
 #include <QString>
@@ -9,8 +10,12 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <functional>
+#include <memory>
+#include <optional>
 
 #include "pipestudio/core/io/run_events.h"
+#include "pipestudio/sessions/session_store.h"
 #include "remote/run_controller.h"
 
 namespace runtest {
@@ -24,8 +29,64 @@ inline const char* kTinyPipe =
     "device 0: F0 F1 B0 F2 B1 B2\n"
     "device 1: F0 B0 F1 B1 F2 B2\n";
 
+#ifdef PIPESTUDIO_VERSION  // the tests that start the CLI
 inline QString ourVersionLine() {
   return QString::fromStdString(ps::core::cliVersionLine(PIPESTUDIO_VERSION));
+}
+#endif
+
+// How a test request runs (defaults: RunRequest's).
+struct Exec {
+  QString device = QStringLiteral("cpu");
+  int processes = 1;
+  int iterations = 1;
+  int warmup = 0;
+  bool checkGradients = false;
+  double timeoutSeconds = 60;
+};
+
+// A request for a built-in model ("mlp", "gpt") with these parameters, run as `e` says; the
+// target (this machine, a host, a cluster) is the caller's.
+inline ps::ui::RunRequest modelRequest(const QString& model, const QString& parameters, const Exec& e = {}) {
+  ps::ui::RunRequest r;
+  r.model = model;
+  r.modelParameters = parameters;
+  r.device = e.device;
+  r.processes = e.processes;
+  r.iterations = e.iterations;
+  r.warmup = e.warmup;
+  r.checkGradients = e.checkGradients;
+  r.timeoutSeconds = e.timeoutSeconds;
+  return r;
+}
+
+// A run of kTinyPipe filed in `session` as the Run dialog files it, read back.
+struct StoredTinyRun {
+  std::string error;  // why it is not there
+  qint64 runId = 0;
+  std::unique_ptr<ps::sessions::SessionStore> store;
+  std::optional<ps::sessions::RunRecord> run;
+};
+inline StoredTinyRun storeTinyRun(const QString& session, const ps::ui::RunOutcome& o) {
+  StoredTinyRun out;
+  auto stored = ps::ui::storeRunInSession(session, o, QStringLiteral("tiny"), QString::fromLatin1(kTinyPipe));
+  if (!stored) {
+    out.error = stored.error().message;
+    return out;
+  }
+  out.runId = stored->runId;
+  auto store = ps::sessions::SessionStore::open(session.toStdString());
+  if (!store) {
+    out.error = store.error().message;
+    return out;
+  }
+  out.store = std::make_unique<ps::sessions::SessionStore>(std::move(*store));
+  auto run = out.store->run(out.runId);
+  if (run)
+    out.run = std::move(*run);
+  else
+    out.error = run.error().message;
+  return out;
 }
 
 // Writes an executable sh script `dir/name` with `body` and returns its path.

@@ -36,8 +36,6 @@ QString timeText(std::int64_t ms) {
   return QDateTime::fromMSecsSinceEpoch(ms).toString(QStringLiteral("yyyy-MM-dd hh:mm:ss"));
 }
 
-QString msCell(double ms) { return msValue(ms); }
-
 // A read-only cell; the row's id sits in Qt::UserRole of column 0 for the views' handlers.
 QStandardItem* cell(const QString& text, const QVariant& sortKey = {}) {
   auto* it = new QStandardItem(text);
@@ -46,52 +44,50 @@ QStandardItem* cell(const QString& text, const QVariant& sortKey = {}) {
   return it;
 }
 
-QTreeView* makeView(QStandardItemModel* model) {
-  auto* v = new QTreeView;
-  v->setModel(model);
-  v->setRootIsDecorated(false);
-  v->setUniformRowHeights(true);
-  v->setAlternatingRowColors(true);
-  v->setEditTriggers(QAbstractItemView::NoEditTriggers);
-  v->setSelectionBehavior(QAbstractItemView::SelectRows);
-  v->header()->setStretchLastSection(true);
-  return v;
-}
-
 qint64 rowId(const QModelIndex& index) {
   return index.sibling(index.row(), 0).data(Qt::UserRole).toLongLong();
 }
 
 }  // namespace
 
+// A list of rows with these column headers and the view that shows it.
+SessionDock::Listing SessionDock::makeListing(QObject* owner, const QStringList& headers,
+                                              QAbstractItemView::SelectionMode selection) {
+  Listing l;
+  l.model = new QStandardItemModel(0, static_cast<int>(headers.size()), owner);
+  l.model->setHorizontalHeaderLabels(headers);
+  l.view = new QTreeView;
+  l.view->setModel(l.model);
+  l.view->setRootIsDecorated(false);
+  l.view->setUniformRowHeights(true);
+  l.view->setAlternatingRowColors(true);
+  l.view->setEditTriggers(QAbstractItemView::NoEditTriggers);
+  l.view->setSelectionBehavior(QAbstractItemView::SelectRows);
+  l.view->setSelectionMode(selection);
+  l.view->header()->setStretchLastSection(true);
+  return l;
+}
+
 SessionDock::SessionDock(QWidget* parent) : QDockWidget(tr("Session"), parent) {
   setObjectName(QStringLiteral("dock.session"));
   qRegisterMetaType<ps::core::Timeline>();
 
-  schedules_ = new QStandardItemModel(0, ScheduleColumns, this);
-  schedules_->setHorizontalHeaderLabels({tr("Version"), tr("Name"), tr("Created"), tr("Parent")});
-  runs_ = new QStandardItemModel(0, RunColumns, this);
-  runs_->setHorizontalHeaderLabels(
-      {tr("Run"), tr("Label"), tr("Schedule"), tr("Status"), tr("Duration"), tr("Makespan (ms)"), tr("Bubble")});
-  profiles_ = new QStandardItemModel(0, ProfileColumns, this);
-  profiles_->setHorizontalHeaderLabels({tr("Profile"), tr("Name"), tr("Source"), tr("Created")});
+  schedules_ = makeListing(this, {tr("Version"), tr("Name"), tr("Created"), tr("Parent")},
+                           QAbstractItemView::ExtendedSelection);
+  runs_ = makeListing(this,
+                      {tr("Run"), tr("Label"), tr("Schedule"), tr("Status"), tr("Duration"), tr("Makespan (ms)"), tr("Bubble")},
+                      QAbstractItemView::SingleSelection);
+  profiles_ = makeListing(this, {tr("Profile"), tr("Name"), tr("Source"), tr("Created")}, QAbstractItemView::SingleSelection);
 
-  scheduleView_ = makeView(schedules_);
-  scheduleView_->setSelectionMode(QAbstractItemView::ExtendedSelection);
-  runView_ = makeView(runs_);
-  runView_->setSelectionMode(QAbstractItemView::SingleSelection);
-  profileView_ = makeView(profiles_);
-  profileView_->setSelectionMode(QAbstractItemView::SingleSelection);
-
-  connect(scheduleView_, &QTreeView::doubleClicked, this,
+  connect(schedules_.view, &QTreeView::doubleClicked, this,
           [this](const QModelIndex& i) { openScheduleVersion(rowId(i)); });
-  connect(runView_, &QTreeView::doubleClicked, this, [this](const QModelIndex& i) { openRun(rowId(i)); });
+  connect(runs_.view, &QTreeView::doubleClicked, this, [this](const QModelIndex& i) { openRun(rowId(i)); });
 
   // Schedules tab: the list, then Compare and its result.
   auto* schedulePage = new QWidget;
   auto* sl = new QVBoxLayout(schedulePage);
   sl->setContentsMargins(0, 0, 0, 0);
-  sl->addWidget(scheduleView_, 1);
+  sl->addWidget(schedules_.view, 1);
   auto* row = new QHBoxLayout;
   compareButton_ = new QPushButton(tr("Compare"));
   compareButton_->setToolTip(tr("Simulate the two selected versions and compare makespan and bubble ratio"));
@@ -104,14 +100,14 @@ SessionDock::SessionDock(QWidget* parent) : QDockWidget(tr("Session"), parent) {
   compare_->setTextInteractionFlags(Qt::TextSelectableByMouse);
   sl->addWidget(compare_);
   connect(compareButton_, &QPushButton::clicked, this, &SessionDock::compareSelected);
-  connect(scheduleView_->selectionModel(), &QItemSelectionModel::selectionChanged, this, [this] {
-    compareButton_->setEnabled(scheduleView_->selectionModel()->selectedRows().size() == 2);
+  connect(schedules_.view->selectionModel(), &QItemSelectionModel::selectionChanged, this, [this] {
+    compareButton_->setEnabled(schedules_.view->selectionModel()->selectedRows().size() == 2);
   });
 
   tabs_ = new QTabWidget;
   tabs_->addTab(schedulePage, tr("Schedules"));
-  tabs_->addTab(runView_, tr("Runs"));
-  tabs_->addTab(profileView_, tr("Profiles"));
+  tabs_->addTab(runs_.view, tr("Runs"));
+  tabs_->addTab(profiles_.view, tr("Profiles"));
 
   auto* body = new QWidget;
   auto* bl = new QVBoxLayout(body);
@@ -152,9 +148,9 @@ QString SessionDock::messageText() const { return message_->text(); }
 QString SessionDock::compareText() const { return compare_->text(); }
 
 void SessionDock::clearModels() {
-  schedules_->removeRows(0, schedules_->rowCount());
-  runs_->removeRows(0, runs_->rowCount());
-  profiles_->removeRows(0, profiles_->rowCount());
+  schedules_.model->removeRows(0, schedules_.model->rowCount());
+  runs_.model->removeRows(0, runs_.model->rowCount());
+  profiles_.model->removeRows(0, profiles_.model->rowCount());
   compare_->clear();
   comparison_.clear();
 }
@@ -204,11 +200,11 @@ void SessionDock::refresh() {
       QList<QStandardItem*> r{cell(QString::number(s.id)), cell(name), cell(timeText(s.createdMs)),
                               cell(s.parentId ? QString::number(*s.parentId) : QString())};
       r[0]->setData(QVariant::fromValue<qint64>(s.id), Qt::UserRole);
-      schedules_->appendRow(r);
+      schedules_.model->appendRow(r);
     }
     // Versions in the order they were made (the store lists them by name), by number.
-    schedules_->setSortRole(Qt::UserRole);
-    schedules_->sort(0, Qt::AscendingOrder);
+    schedules_.model->setSortRole(Qt::UserRole);
+    schedules_.model->sort(0, Qt::AscendingOrder);
   } else {
     problems << errorsText(schedules.errors());
   }
@@ -222,14 +218,14 @@ void SessionDock::refresh() {
                               cell(qs(run.label)),
                               cell(sched != scheduleNames.end() ? sched->second : QString()),
                               cell(status),
-                              cell(duration ? tr("%1 s").arg(double(*duration) / 1000.0, 0, 'f', 2) : QString()),
-                              cell(run.opCount > 0 ? msCell(run.makespan) : QString()),
+                              cell(duration ? secondsText(static_cast<double>(*duration)) : QString()),
+                              cell(run.opCount > 0 ? msValue(run.makespan) : QString()),
                               cell(run.opCount > 0 ? QStringLiteral("%1 %").arg(run.bubbleRatio * 100, 0, 'f', 1) : QString())};
       r[0]->setData(QVariant::fromValue<qint64>(run.id), Qt::UserRole);
       if (!run.error.empty()) {
         for (auto* c : r) c->setToolTip(qs(run.error));
       }
-      runs_->appendRow(r);
+      runs_.model->appendRow(r);
     }
   } else {
     problems << errorsText(runs.errors());
@@ -239,19 +235,19 @@ void SessionDock::refresh() {
       QList<QStandardItem*> r{cell(QString::number(p.id)), cell(qs(p.name)),
                               cell(qs(std::string(sessions::profileSourceName(p.source)))), cell(timeText(p.createdMs))};
       r[0]->setData(QVariant::fromValue<qint64>(p.id), Qt::UserRole);
-      profiles_->appendRow(r);
+      profiles_.model->appendRow(r);
     }
   } else {
     problems << errorsText(profiles.errors());
   }
-  for (int c = 0; c < schedules_->columnCount(); ++c) scheduleView_->resizeColumnToContents(c);
-  for (int c = 0; c < runs_->columnCount(); ++c) runView_->resizeColumnToContents(c);
+  for (int c = 0; c < schedules_.model->columnCount(); ++c) schedules_.view->resizeColumnToContents(c);
+  for (int c = 0; c < runs_.model->columnCount(); ++c) runs_.view->resizeColumnToContents(c);
 
   if (!problems.isEmpty()) {
     showError(tr("Cannot read session %1: %2").arg(QFileInfo(path_).fileName(), problems.join(QLatin1Char('\n'))));
   } else {
-    QString text = tr("%1 · %n version(s)", nullptr, schedules_->rowCount()).arg(QFileInfo(path_).fileName());
-    text += tr(" · %n run(s)", nullptr, runs_->rowCount());
+    QString text = tr("%1 · %n version(s)", nullptr, schedules_.model->rowCount()).arg(QFileInfo(path_).fileName());
+    text += tr(" · %n run(s)", nullptr, runs_.model->rowCount());
     if (store_->readOnly()) {
       text += tr(" · read-only");
       for (const auto& n : store_->notes()) text += QStringLiteral("\n") + qs(n.message);
@@ -264,10 +260,7 @@ void SessionDock::refresh() {
 void SessionDock::openScheduleVersion(qint64 id) {
   if (!store_) return;
   auto v = store_->schedule(id);
-  if (!v) {
-    showError(tr("Cannot open version %1: %2").arg(id).arg(errorsText(v.errors())));
-    return;
-  }
+  if (!shown(v, tr("Cannot open version %1").arg(id))) return;
   current_ = id;
   Q_EMIT openScheduleRequested(qs(v->pipeText), qs(v->info.name), id);
 }
@@ -275,15 +268,9 @@ void SessionDock::openScheduleVersion(qint64 id) {
 void SessionDock::openRun(qint64 id) {
   if (!store_) return;
   auto run = store_->run(id);
-  if (!run) {
-    showError(tr("Cannot open run %1: %2").arg(id).arg(errorsText(run.errors())));
-    return;
-  }
+  if (!shown(run, tr("Cannot open run %1").arg(id))) return;
   auto timeline = store_->loadTimeline(id);
-  if (!timeline) {
-    showError(tr("Cannot load run %1: %2").arg(id).arg(errorsText(timeline.errors())));
-    return;
-  }
+  if (!shown(timeline, tr("Cannot load run %1").arg(id))) return;
   QString text, name;
   if (run->summary.scheduleId) {
     auto v = store_->schedule(*run->summary.scheduleId);
@@ -307,15 +294,12 @@ bool SessionDock::saveVersion(const QString& name, const QString& pipeText) {
   }
   auto id = store_->addSchedule(name.isEmpty() ? std::string("schedule") : name.toStdString(), pipeText.toStdString(),
                                 current_ ? std::optional<Id>(*current_) : std::nullopt);
-  if (!id) {
-    showError(tr("Cannot store the version: %1").arg(errorsText(id.errors())));
-    return false;
-  }
+  if (!shown(id, tr("Cannot store the version"))) return false;
   current_ = *id;
   refresh();
-  for (int r = 0; r < schedules_->rowCount(); ++r) {
-    if (schedules_->item(r, 0)->data(Qt::UserRole).toLongLong() == *id) {
-      scheduleView_->setCurrentIndex(schedules_->index(r, 0));
+  for (int r = 0; r < schedules_.model->rowCount(); ++r) {
+    if (schedules_.model->item(r, 0)->data(Qt::UserRole).toLongLong() == *id) {
+      schedules_.view->setCurrentIndex(schedules_.model->index(r, 0));
       break;
     }
   }
@@ -404,7 +388,7 @@ std::vector<VersionComparison> SessionDock::compareVersions(const std::vector<qi
 
 void SessionDock::compareSelected() {
   std::vector<qint64> ids;
-  for (const QModelIndex& i : scheduleView_->selectionModel()->selectedRows()) ids.push_back(rowId(i));
+  for (const QModelIndex& i : schedules_.view->selectionModel()->selectedRows()) ids.push_back(rowId(i));
   std::sort(ids.begin(), ids.end());
   if (ids.size() != 2) {
     compare_->setText(tr("Select two versions to compare."));
@@ -414,9 +398,9 @@ void SessionDock::compareSelected() {
   QStringList lines;
   for (const auto& c : comparison_) {
     if (c.ok)
-      lines << tr("v%1 %2: makespan %3 ms, bubble %4 % (%5)")
+      lines << tr("v%1 %2: makespan %3, bubble %4 % (%5)")
                    .arg(c.versionId)
-                   .arg(c.name, msCell(c.makespan))
+                   .arg(c.name, msText(c.makespan))
                    .arg(c.bubbleRatio * 100, 0, 'f', 1)
                    .arg(c.profileName);
     else
@@ -424,10 +408,10 @@ void SessionDock::compareSelected() {
   }
   if (comparison_.size() == 2 && comparison_[0].ok && comparison_[1].ok && comparison_[0].makespan > 0) {
     const double d = comparison_[1].makespan - comparison_[0].makespan;
-    lines << tr("v%1 − v%2: %3 ms (%4 %)")
+    lines << tr("v%1 − v%2: %3 (%4 %)")
                  .arg(comparison_[1].versionId)
                  .arg(comparison_[0].versionId)
-                 .arg(msCell(d))
+                 .arg(msText(d))
                  .arg(d / comparison_[0].makespan * 100, 0, 'f', 1);
   }
   compare_->setText(lines.join(QLatin1Char('\n')));

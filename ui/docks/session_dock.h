@@ -4,7 +4,9 @@
 // runs (double-click loads the run's timeline) and cost profiles. Store errors are shown in
 // the dock's message line, never thrown; a file from a newer PipeStudio is shown read-only
 // with the store's explanation.
+#include <QAbstractItemView>
 #include <QDockWidget>
+#include <QStringList>
 #include <QMetaType>
 #include <QString>
 #include <functional>
@@ -13,6 +15,7 @@
 #include <vector>
 
 #include "pipestudio/core/model/cost_profile.h"
+#include "pipestudio/core/model/result.h"
 #include "pipestudio/core/model/timeline.h"
 
 class QLabel;
@@ -73,11 +76,11 @@ class SessionDock : public QDockWidget {
   // Simulates the given versions (Compare with the selection calls this).
   std::vector<VersionComparison> compareVersions(const std::vector<qint64>& ids) const;
 
-  QStandardItemModel* schedulesModel() const { return schedules_; }
-  QStandardItemModel* runsModel() const { return runs_; }
-  QStandardItemModel* profilesModel() const { return profiles_; }
-  QTreeView* schedulesView() const { return scheduleView_; }
-  QTreeView* runsView() const { return runView_; }
+  QStandardItemModel* schedulesModel() const { return schedules_.model; }
+  QStandardItemModel* runsModel() const { return runs_.model; }
+  QStandardItemModel* profilesModel() const { return profiles_.model; }
+  QTreeView* schedulesView() const { return schedules_.view; }
+  QTreeView* runsView() const { return runs_.view; }
   QTabWidget* tabs() const { return tabs_; }
   QString errorText() const;    // the message line when it shows an error, else empty
   QString messageText() const;  // the message line, whatever it shows
@@ -100,6 +103,13 @@ class SessionDock : public QDockWidget {
 
  private:
   void showError(const QString& text);
+  // True when `r` holds a value; else shows "<what>: <its errors>" and returns false.
+  template <typename T>
+  bool shown(const ps::core::Result<T>& r, const QString& what) {
+    if (r) return true;
+    showError(what + QStringLiteral(": ") + QString::fromStdString(ps::core::formatDiagnostics(r.errors())).trimmed());
+    return false;
+  }
   void showMessage(const QString& text);
   void clearModels();
 
@@ -110,12 +120,13 @@ class SessionDock : public QDockWidget {
   std::vector<VersionComparison> comparison_;
 
   QTabWidget* tabs_ = nullptr;
-  QStandardItemModel* schedules_ = nullptr;
-  QStandardItemModel* runs_ = nullptr;
-  QStandardItemModel* profiles_ = nullptr;
-  QTreeView* scheduleView_ = nullptr;
-  QTreeView* runView_ = nullptr;
-  QTreeView* profileView_ = nullptr;
+  // One tab's list: its rows and the view that shows them.
+  struct Listing {
+    QStandardItemModel* model = nullptr;
+    QTreeView* view = nullptr;
+  };
+  static Listing makeListing(QObject* owner, const QStringList& headers, QAbstractItemView::SelectionMode selection);
+  Listing schedules_, runs_, profiles_;
   QLabel* message_ = nullptr;
   QLabel* compare_ = nullptr;
   QPushButton* compareButton_ = nullptr;

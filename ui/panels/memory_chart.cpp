@@ -1,4 +1,5 @@
 #include "panels/memory_chart.h"
+#include "widgets/chart_theme.h"
 
 #include <QApplication>
 #include <QChart>
@@ -89,19 +90,10 @@ bool MemoryChart::event(QEvent* e) {
 }
 
 void MemoryChart::applyTheme() {
-  const QPalette pal = palette();
   QChart* c = chart();
-  c->setBackgroundBrush(pal.color(QPalette::Base));
+  applyChartPalette(c, palette());
   c->setPlotAreaBackgroundVisible(false);
-  c->legend()->setLabelColor(pal.color(QPalette::Text));
-  QColor grid = pal.color(QPalette::Text);
-  grid.setAlphaF(0.12f);
-  for (QAbstractAxis* ax : c->axes()) {
-    ax->setLabelsColor(pal.color(QPalette::Text));
-    ax->setTitleBrush(pal.color(QPalette::Text));
-    ax->setGridLineColor(grid);
-    ax->setLinePenColor(grid);
-  }
+  c->legend()->setLabelColor(palette().color(QPalette::Text));
 }
 
 void MemoryChart::setTimeline(const ps::core::Timeline& t, std::int64_t capacityBytes) {

@@ -10,19 +10,21 @@
 #include <QGroupBox>
 #include <QHeaderView>
 #include <QLabel>
+#include <QLineEdit>
 #include <QPushButton>
 #include <QTableWidget>
 #include <QVBoxLayout>
 
 #include "document/schedule_document.h"
+#include "panels/units_text.h"
 
 namespace ps::ui {
 
 using namespace ps::core;
 
 namespace {
-constexpr double kMiB = double(1 << 20);
-constexpr double kGiB = double(1LL << 30);
+constexpr std::int64_t kMiB = std::int64_t(1) << 20;
+constexpr std::int64_t kGiB = std::int64_t(1) << 30;
 enum Col { kName, kF, kI, kW, kR, kAct, kWeight, kOut, kCols };
 
 QDoubleSpinBox* spin(double max, int decimals, const QString& suffix, const QString& special) {
@@ -65,7 +67,11 @@ PropertiesPanel::PropertiesPanel(ScheduleDocument* doc, QWidget* parent) : QWidg
     profileCombo_->addItem(fi.completeBaseName(), fi.absoluteFilePath());
   profileCombo_->addItem(tr("Load from file…"), QStringLiteral("?"));
   form->addRow(tr("Profile"), profileCombo_);
-  memory_ = spin(4096, 1, tr(" GiB"), tr("unlimited"));
+  memory_ = new QLineEdit;
+  memory_->setObjectName(QStringLiteral("deviceMemory"));
+  memory_->setPlaceholderText(tr("unlimited"));
+  memory_->setAlignment(Qt::AlignRight);
+  memory_->setToolTip(tr("Device memory capacity: 80GiB, 40GB, 512 MiB; a plain number is GiB; empty is unlimited"));
   bandwidth_ = spin(10000, 1, tr(" GB/s"), tr("infinite"));
   latency_ = spin(1000, 3, tr(" ms"), QString());
   host_ = spin(10000, 1, tr(" GB/s"), tr("infinite"));
@@ -74,6 +80,12 @@ PropertiesPanel::PropertiesPanel(ScheduleDocument* doc, QWidget* parent) : QWidg
   form->addRow(tr("Link latency"), latency_);
   form->addRow(tr("Host bandwidth"), host_);
   cl->addLayout(form);
+  error_ = new QLabel;
+  error_->setObjectName(QStringLiteral("propertiesError"));
+  error_->setWordWrap(true);
+  error_->setStyleSheet(QStringLiteral("color: #e53935"));
+  error_->setVisible(false);
+  cl->addWidget(error_);
 
   table_ = new QTableWidget(0, kCols);
   table_->setHorizontalHeaderLabels(
@@ -95,7 +107,7 @@ PropertiesPanel::PropertiesPanel(ScheduleDocument* doc, QWidget* parent) : QWidg
   table_->horizontalHeader()->setStretchLastSection(false);
   table_->setHorizontalScrollBarPolicy(Qt::ScrollBarAsNeeded);
   table_->horizontalHeader()->setMinimumSectionSize(28);
-  auto* unitNote = new QLabel(tr("Times in ms, sizes in MiB. Edit a cell to re-simulate."));
+  auto* unitNote = new QLabel(tr("Times in ms, sizes in MiB (or with a unit: 300us, 1.5GiB). Edit a cell to re-simulate."));
   unitNote->setWordWrap(true);
   QPalette np = unitNote->palette();
   np.setColor(QPalette::WindowText, np.color(QPalette::PlaceholderText));
@@ -109,8 +121,11 @@ PropertiesPanel::PropertiesPanel(ScheduleDocument* doc, QWidget* parent) : QWidg
   lay->addWidget(cost, 1);
 
   connect(table_, &QTableWidget::cellChanged, this, &PropertiesPanel::commitTable);
-  for (auto* s : {memory_, bandwidth_, latency_, host_})
+  for (auto* s : {bandwidth_, latency_, host_})
     connect(s, &QDoubleSpinBox::valueChanged, this, [this] { commitScalars(); });
+  connect(memory_, &QLineEdit::editingFinished, this, [this] {
+    if (memory_->isModified()) commitScalars();
+  });
   connect(profileCombo_, &QComboBox::activated, this, &PropertiesPanel::profileChosen);
   connect(doc_, &ScheduleDocument::changed, this, &PropertiesPanel::refresh);
   refresh();
@@ -125,7 +140,8 @@ void PropertiesPanel::refresh() {
                       .arg(s.pipeline.stages)
                       .arg(s.pipeline.microbatches));
   placement_->setText(QString::fromUtf8(placementKindName(s.pipeline.placementKind).data()));
-  memory_->setValue(static_cast<double>(p.deviceMemoryBytes) / kGiB);
+  memory_->setText(p.deviceMemoryBytes > 0 ? bytesPlain(p.deviceMemoryBytes) : QString());
+  memory_->setModified(false);
   bandwidth_->setValue(p.link.bandwidthBytesPerMs / 1e6);  // bytes/ms -> GB/s
   latency_->setValue(p.link.latencyMs);
   host_->setValue(p.hostBandwidthBytesPerMs / 1e6);
@@ -136,13 +152,13 @@ void PropertiesPanel::refresh() {
                              l.backwardInputMs,
                              l.backwardWeightMs,
                              l.recomputeMs.value_or(l.forwardMs),
-                             static_cast<double>(l.activationBytes) / kMiB,
-                             static_cast<double>(l.weightBytes) / kMiB,
-                             static_cast<double>(l.outputBytes) / kMiB};
+                             static_cast<double>(l.activationBytes) / static_cast<double>(kMiB),
+                             static_cast<double>(l.weightBytes) / static_cast<double>(kMiB),
+                             static_cast<double>(l.outputBytes) / static_cast<double>(kMiB)};
     auto* name = new QTableWidgetItem(QString::fromStdString(l.name));
     table_->setItem(r, kName, name);
     for (int c = kF; c < kCols; ++c) {
-      auto* it = new QTableWidgetItem(QString::number(values[c - kF], 'g', 6));
+      auto* it = new QTableWidgetItem(numberText(values[c - kF]));
       it->setTextAlignment(Qt::AlignRight | Qt::AlignVCenter);
       table_->setItem(r, c, it);
     }
@@ -163,38 +179,22 @@ void PropertiesPanel::commitTable(int row, int column) {
   if (column == kName) {
     l.name = text.toStdString();
   } else {
-    bool ok = false;
-    const double v = text.toDouble(&ok);
-    if (!ok || v < 0) {
-      refresh();  // reject: not a non-negative number
-      return;
-    }
-    switch (column) {
-      case kF:
-        l.forwardMs = v;
-        break;
-      case kI:
-        l.backwardInputMs = v;
-        break;
-      case kW:
-        l.backwardWeightMs = v;
-        break;
-      case kR:
-        l.recomputeMs = v;
-        break;
-      case kAct:
-        l.activationBytes = static_cast<std::int64_t>(v * kMiB);
-        break;
-      case kWeight:
-        l.weightBytes = static_cast<std::int64_t>(v * kMiB);
-        break;
-      case kOut:
-        l.outputBytes = static_cast<std::int64_t>(v * kMiB);
-        break;
-      default:
-        break;
+    // Times: ms or with a unit (300us, 1.5s); sizes: MiB or with a unit (1.5GiB, 40MB).
+    const QString field = tr("%1 of %2").arg(table_->horizontalHeaderItem(column)->text(), QString::fromStdString(l.name));
+    if (column >= kAct) {
+      auto bytes = parseByteSizeText(text, kMiB);
+      if (!bytes) return reject(fieldError(field, bytes.errors()));
+      *(column == kAct ? &l.activationBytes : column == kWeight ? &l.weightBytes : &l.outputBytes) = *bytes;
+    } else {
+      auto ms = parseDurationText(text);
+      if (!ms) return reject(fieldError(field, ms.errors()));
+      if (column == kR)
+        l.recomputeMs = *ms;
+      else
+        *(column == kF ? &l.forwardMs : column == kI ? &l.backwardInputMs : &l.backwardWeightMs) = *ms;
     }
   }
+  showError({});
   doc_->setProfile(
       p,
       tr("Edit %1 of %2").arg(table_->horizontalHeaderItem(column)->text(), QString::fromStdString(l.name)));
@@ -203,11 +203,30 @@ void PropertiesPanel::commitTable(int row, int column) {
 void PropertiesPanel::commitScalars() {
   if (refreshing_) return;
   CostProfile p = doc_->profile();
-  p.deviceMemoryBytes = static_cast<std::int64_t>(memory_->value() * kGiB);
+  // Only what the user typed is read back: the shown text is rounded ("79.71 GiB").
+  if (memory_->isModified()) {
+    auto bytes = memory_->text().trimmed().isEmpty() ? ps::core::Result<std::int64_t>(std::int64_t(0))  // unlimited
+                                                     : parseByteSizeText(memory_->text(), kGiB);
+    if (!bytes) return showError(fieldError(tr("Device memory"), bytes.errors()));
+    p.deviceMemoryBytes = *bytes;
+  }
+  showError({});
   p.link.bandwidthBytesPerMs = bandwidth_->value() * 1e6;
   p.link.latencyMs = latency_->value();
   p.hostBandwidthBytesPerMs = host_->value() * 1e6;
   doc_->setProfile(p, tr("Edit memory and link"));
+}
+
+QString PropertiesPanel::errorText() const { return error_->text(); }
+
+void PropertiesPanel::showError(const QString& text) {
+  error_->setText(text);
+  error_->setVisible(!text.isEmpty());
+}
+
+void PropertiesPanel::reject(const QString& why) {
+  refresh();  // the cell shows the profile's value again
+  showError(why);
 }
 
 void PropertiesPanel::profileChosen(int index) {

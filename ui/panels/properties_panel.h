@@ -9,6 +9,7 @@
 class QComboBox;
 class QDoubleSpinBox;
 class QLabel;
+class QLineEdit;
 class QTableWidget;
 class QPushButton;
 
@@ -21,6 +22,8 @@ class PropertiesPanel : public QWidget {
  public:
   explicit PropertiesPanel(ScheduleDocument* doc, QWidget* parent = nullptr);
   QTableWidget* costTable() const { return table_; }
+  // The inline error of the last edit ("" when it was taken), naming the field.
+  QString errorText() const;
 
  Q_SIGNALS:
   void newFromTemplateRequested();
@@ -30,16 +33,19 @@ class PropertiesPanel : public QWidget {
   void commitTable(int row, int column);
   void commitScalars();
   void profileChosen(int index);
+  void showError(const QString& text);
+  void reject(const QString& why);
 
   ScheduleDocument* doc_;
   QLabel* shape_ = nullptr;
   QLabel* placement_ = nullptr;
   QComboBox* profileCombo_ = nullptr;
-  QDoubleSpinBox* memory_ = nullptr;
+  QLineEdit* memory_ = nullptr;  // a byte size (core::parseByteSize; a plain number is GiB)
   QDoubleSpinBox* bandwidth_ = nullptr;
   QDoubleSpinBox* latency_ = nullptr;
   QDoubleSpinBox* host_ = nullptr;
   QTableWidget* table_ = nullptr;
+  QLabel* error_ = nullptr;
   bool refreshing_ = false;
 };
 

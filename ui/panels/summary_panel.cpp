@@ -1,4 +1,5 @@
 #include "panels/summary_panel.h"
+#include "panels/units_text.h"
 
 #include <QHeaderView>
 #include <cmath>
@@ -11,8 +12,14 @@ namespace {
 
 enum class Better { Lower, Higher };
 
-// Fewer decimals for large values so the columns stay narrow.
-QString fmt(double v, int decimals) {
+// How a row's figures read: times and bytes through core's one formatter, the rest as plain
+// numbers with fewer decimals for large values so the columns stay narrow.
+struct Unit {
+  QString (*text)(double);
+  double same;  // differences below this read as "="
+};
+
+QString fixed(double v, int decimals) {
   const double a = std::abs(v);
   if (a >= 1000)
     decimals = 0;
@@ -21,6 +28,11 @@ QString fmt(double v, int decimals) {
   return QString::number(v, 'f', decimals);
 }
 
+const Unit kMs{[](double v) { return msPlain(v); }, 0.005};
+const Unit kBytes{[](double v) { return bytesPlain(static_cast<std::int64_t>(std::llround(v))); }, 0.005 * double(1LL << 30)};
+const Unit kPercent{[](double v) { return fixed(v, 1) + QStringLiteral(" %"); }, 0.05};
+const Unit kCount{[](double v) { return fixed(v, 0); }, 0.5};
+
 // Whether each side's figures exist (its simulation finished).
 struct Sides {
   bool cur = true;
@@ -28,12 +40,12 @@ struct Sides {
 };
 
 void addRow(QTreeWidgetItem* parent, QTreeWidget* tree, const QString& name, double cur, double saved,
-            int decimals, const QString& unit, Better better, Sides have = {}) {
+            const Unit& unit, Better better, Sides have = {}) {
   auto* it = parent ? new QTreeWidgetItem(parent) : new QTreeWidgetItem(tree);
   it->setText(0, name);
   const QString na = QObject::tr("n/a");
-  it->setText(1, have.cur ? fmt(cur, decimals) + unit : na);
-  it->setText(2, have.saved ? fmt(saved, decimals) + unit : na);
+  it->setText(1, have.cur ? unit.text(cur) : na);
+  it->setText(2, have.saved ? unit.text(saved) : na);
   for (int c = 1; c < 4; ++c) it->setTextAlignment(c, Qt::AlignRight | Qt::AlignVCenter);
   if (!have.cur || !have.saved) {
     // Nothing to compare: a schedule that does not finish has no figures to be better or worse.
@@ -43,12 +55,11 @@ void addRow(QTreeWidgetItem* parent, QTreeWidget* tree, const QString& name, dou
     return;
   }
   const double diff = cur - saved;
-  const double eps = 0.5 * std::pow(10.0, -decimals);
-  if (std::abs(diff) < eps) {
+  if (std::abs(diff) < unit.same) {
     it->setText(3, QStringLiteral("="));
     it->setForeground(3, tree->palette().color(QPalette::PlaceholderText));
   } else {
-    it->setText(3, (diff > 0 ? QStringLiteral("+") : QString()) + fmt(diff, decimals) + unit);
+    it->setText(3, (diff > 0 ? QStringLiteral("+") : QString()) + unit.text(diff));
     const bool good = better == Better::Lower ? diff < 0 : diff > 0;
     it->setForeground(3, good ? QColor(0x2e, 0x9d, 0x4e) : QColor(0xe5, 0x39, 0x35));
   }
@@ -100,30 +111,26 @@ void SummaryPanel::setMetrics(const ps::core::TimelineMetrics& cur, const ps::co
     note->setForeground(0, QColor(0xe5, 0x39, 0x35));
     note->setToolTip(0, tr("%1: %2").arg(which, notAvailableText(*p)));
   }
-  addRow(nullptr, this, tr("Makespan"), cur.makespan, saved.makespan, 2, tr(" ms"), Better::Lower, have);
-  addRow(nullptr, this, tr("Bubble ratio"), cur.bubbleRatio * 100, saved.bubbleRatio * 100, 1,
-         QStringLiteral(" %"), Better::Lower, have);
-  addRow(nullptr, this, tr("Efficiency"), cur.efficiency * 100, saved.efficiency * 100, 1,
-         QStringLiteral(" %"), Better::Higher, have);
-  addRow(nullptr, this, tr("Lower bound"), cur.lowerBound, saved.lowerBound, 2, tr(" ms"), Better::Lower, have);
+  addRow(nullptr, this, tr("Makespan"), cur.makespan, saved.makespan, kMs, Better::Lower, have);
+  addRow(nullptr, this, tr("Bubble ratio"), cur.bubbleRatio * 100, saved.bubbleRatio * 100, kPercent, Better::Lower, have);
+  addRow(nullptr, this, tr("Efficiency"), cur.efficiency * 100, saved.efficiency * 100, kPercent, Better::Higher, have);
+  addRow(nullptr, this, tr("Lower bound"), cur.lowerBound, saved.lowerBound, kMs, Better::Lower, have);
   addIterationRows();
-  constexpr double kGiB = double(1LL << 30);
   for (size_t d = 0; d < cur.devices.size(); ++d) {
     const auto& c = cur.devices[d];
     const ps::core::DeviceMetrics s = d < saved.devices.size() ? saved.devices[d] : ps::core::DeviceMetrics{};
     auto* group = new QTreeWidgetItem(this);
     group->setText(0, tr("Device %1").arg(d));
-    group->setText(1, have.cur ? QString::number(static_cast<double>(c.peakMemoryBytes) / kGiB, 'f', 2) + tr(" GiB")
-                               : tr("n/a"));
+    group->setText(1, have.cur ? bytesPlain(c.peakMemoryBytes) : tr("n/a"));
     group->setTextAlignment(1, Qt::AlignRight | Qt::AlignVCenter);
     QFont f = group->font(0);
     f.setBold(true);
     group->setFont(0, f);
-    addRow(group, this, tr("Peak memory"), static_cast<double>(c.peakMemoryBytes) / kGiB,
-           static_cast<double>(s.peakMemoryBytes) / kGiB, 2, tr(" GiB"), Better::Lower, have);
-    addRow(group, this, tr("In flight"), c.peakInflightMicrobatches, s.peakInflightMicrobatches, 0, QString(),
-           Better::Lower, have);
-    addRow(group, this, tr("Busy"), c.busy, s.busy, 2, tr(" ms"), Better::Higher, have);
+    addRow(group, this, tr("Peak memory"), static_cast<double>(c.peakMemoryBytes), static_cast<double>(s.peakMemoryBytes),
+           kBytes, Better::Lower, have);
+    addRow(group, this, tr("In flight"), c.peakInflightMicrobatches, s.peakInflightMicrobatches, kCount, Better::Lower,
+           have);
+    addRow(group, this, tr("Busy"), c.busy, s.busy, kMs, Better::Higher, have);
     group->setExpanded(cur.devices.size() <= 8 && !collapsed_.contains(group->text(0)));
   }
   setUpdatesEnabled(true);
@@ -161,7 +168,7 @@ void SummaryPanel::addIterationRows() {
     r->setForeground(2, palette().color(QPalette::PlaceholderText));
   };
   const QString na = tr("n/a");
-  auto ms = [&](double v) { return it.complete ? fmt(v, 2) + tr(" ms") : na; };
+  auto ms = [&](double v) { return it.complete ? msPlain(v) : na; };
   row(tr("Boundary"), boundary);
   row(tr("Steady-state iteration"), ms(it.steadyStateMs));
   row(tr("First iteration"), ms(it.firstIterationMs));

@@ -5,25 +5,20 @@
 // document's (one undoable edit), files it in the open session as a profiled profile and
 // offers to save the JSON.
 #include <QByteArray>
-#include <QDialog>
 #include <QObject>
-#include <QProcess>
 #include <QString>
 #include <QStringList>
 #include <optional>
 
 #include "pipestudio/core/model/cost_profile.h"
+#include "remote/command_dialog.h"
+#include "remote/process_runner.h"
 #include "remote/run_controller.h"
 
 class QComboBox;
-class QLabel;
-class QLineEdit;
-class QPlainTextEdit;
-class QProgressBar;
 class QPushButton;
 class QSettings;
 class QSpinBox;
-class QTimer;
 
 namespace ps::ui {
 
@@ -62,17 +57,17 @@ struct ProfileOutcome {
   ProfileRequest request;
 };
 
-// Runs one profile command as a child process; cancel terminates it (for ssh: the client,
-// whose end closes the remote session), then kills it after a short grace period.
+// Runs one profile command as a child process (ProcessRunner); cancel closes its stdin and
+// terminates it (for ssh: the client, whose end closes the remote session), then kills it after
+// a short grace period.
 class ProfileController : public QObject {
   Q_OBJECT
  public:
   explicit ProfileController(QObject* parent = nullptr);
-  ~ProfileController() override;
   bool start(const ProfileRequest& r);  // false when one is already running
   void cancel();
-  bool isActive() const { return proc_ != nullptr; }
-  qint64 processId() const;
+  bool isActive() const { return active_; }
+  qint64 processId() const { return runner_->processId(); }
   const std::optional<ProfileOutcome>& lastOutcome() const { return outcome_; }
   void setCancelGraceMs(int ms) { graceMs_ = ms; }  // SIGTERM, then SIGKILL after this (default 2000)
 
@@ -81,25 +76,22 @@ class ProfileController : public QObject {
   void finished(const ps::ui::ProfileOutcome& outcome);
 
  private:
-  void done(int exitCode, QProcess::ExitStatus st);
+  void done(int exitCode, bool crashed);
   void finish(ProfileOutcome o);
 
-  QProcess* proc_ = nullptr;
-  QTimer* killTimer_ = nullptr;
+  ProcessRunner* runner_ = nullptr;
   ProfileRequest request_;
   QByteArray out_;
-  QString err_;
+  bool active_ = false;
   bool cancelled_ = false;
-  bool finishing_ = false;
   int graceMs_ = 2000;
   std::optional<ProfileOutcome> outcome_;
 };
 
-class ProfileDialog : public QDialog {
+class ProfileDialog : public CommandDialog {
   Q_OBJECT
  public:
   explicit ProfileDialog(QWidget* parent = nullptr, QSettings* settings = nullptr);
-  ~ProfileDialog() override;
 
   // The window's dialog (created on first use), attached to its document and session.
   static ProfileDialog* showFor(MainWindow* window);
@@ -111,14 +103,8 @@ class ProfileDialog : public QDialog {
 
   ProfileRequest request() const;
   void setRequest(const ProfileRequest& r);  // a remote target must be in the host list
-  void setLocalCli(const QString& path);
-  QString commandPreview() const;
-  QString statusText() const;
-  QString logText() const;
   ProfileController* controller() const { return controller_; }
-  QProgressBar* progressBar() const { return progress_; }
-  QPushButton* profileButton() const { return profileButton_; }
-  QPushButton* cancelButton() const { return cancelButton_; }
+  QPushButton* profileButton() const { return startButton_; }
   QPushButton* saveButton() const { return saveButton_; }
   QByteArray lastJson() const { return lastJson_; }
   qint64 lastStoredProfile() const { return lastStored_; }  // session profile id, 0 when none
@@ -134,43 +120,25 @@ class ProfileDialog : public QDialog {
 
  protected:
   void closeEvent(QCloseEvent* e) override;
+  void updatePreview() override;
 
  private:
   void buildUi();
-  void rebuildTargets();
-  void updatePreview();
   void setBusy(bool busy);
   void onFinished(const ProfileOutcome& o);
+  QString storeInSession();
 
-  QSettings* settings_ = nullptr;
-  bool ownSettings_ = false;
   ProfileController* controller_ = nullptr;
   ScheduleDocument* doc_ = nullptr;
   MainWindow* window_ = nullptr;
   QString sessionPath_;
-  QList<RemoteHost> hosts_;
-  QString localCli_;
   QByteArray lastJson_;
   QString lastName_;
   qint64 lastStored_ = 0;
 
-  QComboBox* target_ = nullptr;
-  QComboBox* model_ = nullptr;
-  QLineEdit* params_ = nullptr;
-  QComboBox* device_ = nullptr;
-  QSpinBox* microbatch_ = nullptr;
   QSpinBox* workers_ = nullptr;
   QSpinBox* repetitions_ = nullptr;
-  QSpinBox* warmup_ = nullptr;
-  QComboBox* optimizer_ = nullptr;
-  QLineEdit* preview_ = nullptr;
-  QProgressBar* progress_ = nullptr;
-  QLabel* status_ = nullptr;
-  QPlainTextEdit* log_ = nullptr;
-  QPushButton* profileButton_ = nullptr;
-  QPushButton* cancelButton_ = nullptr;
   QPushButton* saveButton_ = nullptr;
-  QPushButton* closeButton_ = nullptr;
 };
 
 }  // namespace ps::ui

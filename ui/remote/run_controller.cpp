@@ -7,7 +7,6 @@
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
-#include <QRegularExpression>
 #include <QSettings>
 #include <QTemporaryDir>
 #include <QTimer>
@@ -15,6 +14,7 @@
 #include "pipestudio/core/io/dsl.h"
 #include "pipestudio/core/analysis/simulator.h"
 #include "pipestudio/sessions/recording.h"
+#include "pipestudio/core/io/units.h"
 
 #ifndef PIPESTUDIO_VERSION
 #define PIPESTUDIO_VERSION "0"
@@ -25,14 +25,6 @@ namespace ps::ui {
 using namespace ps::core;
 
 namespace {
-
-constexpr int kMaxStderrChars = 256 * 1024;  // keep the tail: the end says why it died
-
-QString lastLines(const QString& text, int lines) {
-  QStringList all = text.trimmed().split(QLatin1Char('\n'));
-  if (all.size() > lines) all = all.mid(all.size() - lines);
-  return all.join(QLatin1Char('\n'));
-}
 
 QString cliLabel(const RunRequest& r) {
   return r.remote && r.cluster.empty() ? QStringLiteral("pipestudio-cli (%1) on %2").arg(r.remote->cliPath, r.remote->displayName())
@@ -131,20 +123,6 @@ QString RunRequest::targetName() const {
   if (!cluster.empty())
     return QStringLiteral("cluster (%1 hosts, %2 ranks)").arg(cluster.size()).arg(clusterWorldSize(cluster));
   return remote ? remote->displayName() : QStringLiteral("this machine");
-}
-
-QString ProcessCommand::display() const {
-  QStringList words{shellQuote(program)};
-  for (const QString& a : arguments) words << shellQuote(a);
-  return words.join(QLatin1Char(' '));
-}
-
-QString shellQuote(const QString& word) {
-  static const QRegularExpression safe(QStringLiteral("^[A-Za-z0-9_@%+=:,./-]+$"));
-  if (safe.match(word).hasMatch()) return word;
-  QString q = word;
-  q.replace(QLatin1Char('\''), QStringLiteral("'\\''"));
-  return QLatin1Char('\'') + q + QLatin1Char('\'');
 }
 
 QString defaultLocalCli() {
@@ -281,6 +259,11 @@ QString RunOutcome::statusName() const {
 
 // --- the controller ------------------------------------------------------------------------
 
+namespace {
+// SIGTERM after the grace, SIGKILL this long after SIGTERM.
+constexpr int kTerminateMs = 3000;
+}  // namespace
+
 RunController::RunController(QObject* parent) : QObject(parent), reader_(std::make_unique<RunEventReader>()) {
   qRegisterMetaType<ps::ui::RunOutcome>();
   qRegisterMetaType<ps::core::Timeline>();
@@ -291,34 +274,35 @@ RunController::RunController(QObject* parent) : QObject(parent), reader_(std::ma
     drawnOps_ = reader_->opEvents();
     Q_EMIT timelineUpdated(reader_->timeline());
   });
-  stopTimer_ = new QTimer(this);
-  stopTimer_->setSingleShot(true);
-  connect(stopTimer_, &QTimer::timeout, this, [this] {
-    if (!proc_ || proc_->state() == QProcess::NotRunning) return;
-    if (stopStage_ == 0) {
-      stopStage_ = 1;
-      proc_->terminate();
-      stopTimer_->start(3000);
-    } else {
-      proc_->kill();
-    }
+  runner_ = new ProcessRunner(this);
+  connect(runner_, &ProcessRunner::failedToStart, this, [this](const QString& why) {
+    failedToStart_ = true;
+    const QString what = request_.remote ? QStringLiteral("the ssh client ('ssh'); install openssh-client")
+                                         : QStringLiteral("pipestudio-cli at '%1'").arg(runner_->program());
+    failBeforeRun(QStringLiteral("cannot start %1: %2").arg(what, why));
+  });
+  connect(runner_, &ProcessRunner::stderrReceived, this, [this](const QString& text) {
+    if (phase_ != Phase::CheckingVersion) Q_EMIT stderrReceived(text);
+  });
+  connect(runner_, &ProcessRunner::stdoutReceived, this, [this](const QByteArray& bytes) {
+    if (phase_ == Phase::CheckingVersion)
+      versionOut_ += bytes;
+    else
+      onStdout(bytes);
+  });
+  connect(runner_, &ProcessRunner::finished, this, [this](int code, bool crashed) {
+    if (phase_ == Phase::CheckingVersion)
+      onVersionDone(code, crashed);
+    else
+      onRunDone(code, crashed);
   });
 }
 
-RunController::~RunController() {
-  if (proc_) {
-    proc_->disconnect(this);
-    if (proc_->state() != QProcess::NotRunning) {
-      proc_->closeWriteChannel();  // lets a remote run end through EOF
-      proc_->kill();
-      proc_->waitForFinished(2000);
-    }
-  }
-}
+RunController::~RunController() = default;  // the runner closes stdin and kills a child still running
 
 void RunController::setRedrawIntervalMs(int ms) { redraw_->setInterval(std::max(10, ms)); }
 
-qint64 RunController::processId() const { return proc_ ? proc_->processId() : 0; }
+qint64 RunController::processId() const { return runner_->processId(); }
 
 void RunController::setPhase(Phase p, const QString& text) {
   phase_ = p;
@@ -344,12 +328,10 @@ bool RunController::start(const RunRequest& request, const QString& pipeText, co
   pipeText_ = pipeText;
   scheduleName_ = scheduleName;
   cliVersion_.clear();
-  stderr_.clear();
   versionOut_.clear();
   outcome_.reset();
   cancelRequested_ = false;
   failedToStart_ = false;
-  stopStage_ = 0;
   drawnOps_ = 0;
   lastIteration_ = -2;
   reader_ = std::make_unique<RunEventReader>(request_.remote ? "ssh " + request_.remote->displayName().toStdString()
@@ -361,54 +343,11 @@ bool RunController::start(const RunRequest& request, const QString& pipeText, co
     reader_->setUserKinds(std::move(kinds));
   }
   setPhase(Phase::CheckingVersion, QStringLiteral("Checking %1…").arg(cliLabel(request_)));
-  startProcess(buildVersionCommand(request_));
+  runner_->start(buildVersionCommand(request_));
   return true;
 }
 
-void RunController::startProcess(const ProcessCommand& c) {
-  if (proc_) proc_->deleteLater();
-  proc_ = new QProcess(this);
-  proc_->setProgram(c.program);
-  proc_->setArguments(c.arguments);
-  QProcess* p = proc_;
-  connect(p, &QProcess::errorOccurred, this, [this, p](QProcess::ProcessError e) {
-    if (p != proc_ || e != QProcess::FailedToStart) return;
-    failedToStart_ = true;
-    const QString what = request_.remote ? QStringLiteral("the ssh client ('ssh'); install openssh-client")
-                                         : QStringLiteral("pipestudio-cli at '%1'").arg(p->program());
-    failBeforeRun(QStringLiteral("cannot start %1: %2").arg(what, p->errorString()));
-  });
-  connect(p, &QProcess::readyReadStandardError, this, [this, p] {
-    if (p == proc_) onStderr();
-  });
-  if (phase_ == Phase::CheckingVersion) {
-    connect(p, &QProcess::readyReadStandardOutput, this, [this, p] {
-      if (p == proc_) versionOut_ += p->readAllStandardOutput();
-    });
-    connect(p, &QProcess::finished, this, [this, p](int code, QProcess::ExitStatus st) {
-      if (p == proc_) onVersionDone(code, st);
-    });
-  } else {
-    connect(p, &QProcess::readyReadStandardOutput, this, [this, p] {
-      if (p == proc_) onStdout();
-    });
-    connect(p, &QProcess::finished, this, [this, p](int code, QProcess::ExitStatus st) {
-      if (p == proc_) onRunDone(code, st);
-    });
-  }
-  proc_->start();
-}
-
-void RunController::onStderr() {
-  const QString text = QString::fromUtf8(proc_->readAllStandardError());
-  if (text.isEmpty()) return;
-  stderr_ += text;
-  if (stderr_.size() > kMaxStderrChars) stderr_ = stderr_.right(kMaxStderrChars);
-  if (phase_ != Phase::CheckingVersion) Q_EMIT stderrReceived(text);
-}
-
-void RunController::onStdout() {
-  const QByteArray bytes = proc_->readAllStandardOutput();
+void RunController::onStdout(const QByteArray& bytes) {
   reader_->feed(std::string_view(bytes.constData(), static_cast<size_t>(bytes.size())));
   const RunProgress& p = reader_->progress();
   if (p.iteration != lastIteration_) {
@@ -417,31 +356,27 @@ void RunController::onStdout() {
   }
 }
 
-void RunController::failBeforeRun(const QString& message) {
+void RunController::failBeforeRun(const QString& message, int exitCode) {
   RunOutcome o;
   o.status = cancelRequested_ ? RunOutcome::Status::Cancelled : RunOutcome::Status::Failed;
   o.message = cancelRequested_ ? QStringLiteral("cancelled before the run started") : message;
-  o.stderrText = stderr_;
-  o.exitCode = proc_ ? proc_->exitCode() : -1;
+  o.stderrText = runner_->stderrTail();
+  o.exitCode = exitCode;
   o.timeline = reader_->timeline();
   finish(std::move(o));
 }
 
-void RunController::onVersionDone(int exitCode, QProcess::ExitStatus st) {
-  versionOut_ += proc_->readAllStandardOutput();
-  onStderr();
-  if (cancelRequested_) return failBeforeRun({});
-  if (st == QProcess::CrashExit)
-    return failBeforeRun(QStringLiteral("%1 crashed on --version").arg(cliLabel(request_)));
+void RunController::onVersionDone(int exitCode, bool crashed) {
+  if (cancelRequested_) return failBeforeRun({}, exitCode);
+  if (crashed) return failBeforeRun(QStringLiteral("%1 crashed on --version").arg(cliLabel(request_)), exitCode);
   const QString out = QString::fromUtf8(versionOut_);
-  if (QString why = checkCliVersion(request_, exitCode, out, stderr_); !why.isEmpty()) return failBeforeRun(why);
+  if (QString why = checkCliVersion(request_, exitCode, out, runner_->stderrTail()); !why.isEmpty())
+    return failBeforeRun(why, exitCode);
   if (auto v = parseCliVersion(out.toStdString())) cliVersion_ = QString::fromStdString(v->program);
-  stderr_.clear();
   setPhase(Phase::Running, QStringLiteral("Running on %1 (pipestudio-cli %2)…").arg(request_.targetName(), cliVersion_));
-  const ProcessCommand c = buildRunCommand(request_);
-  startProcess(c);
+  runner_->start(buildRunCommand(request_));  // a new stderr tail: the run's own
   if (failedToStart_) return;
-  proc_->write(scheduleStdin(pipeText_));  // buffered until the process has started
+  runner_->write(scheduleStdin(pipeText_));  // buffered until the process has started
   // stdin stays open: its end is the CLI's cancel signal (--cancel-on-eof).
   redraw_->start();
 }
@@ -450,26 +385,21 @@ void RunController::cancel() {
   if (!isActive() || cancelRequested_) return;
   cancelRequested_ = true;
   if (phase_ == Phase::CheckingVersion) {
-    if (proc_) proc_->kill();
+    runner_->kill();
     return;
   }
   setPhase(Phase::Stopping, QStringLiteral("Cancelling the run on %1…").arg(request_.targetName()));
-  if (proc_) {
-    proc_->closeWriteChannel();
-    stopTimer_->start(cancelGraceMs_);
-  }
+  runner_->stop(cancelGraceMs_, kTerminateMs);
 }
 
-void RunController::onRunDone(int exitCode, QProcess::ExitStatus st) {
-  onStdout();
-  onStderr();
+void RunController::onRunDone(int exitCode, bool crashed) {
   reader_->end();
   redraw_->stop();
-  stopTimer_->stop();
+  const QString stderrText = runner_->stderrTail();
   RunOutcome o;
   o.exitCode = exitCode;
-  o.crashed = st == QProcess::CrashExit;
-  o.stderrText = stderr_;
+  o.crashed = crashed;
+  o.stderrText = stderrText;
   o.started = reader_->started();
   o.finished = reader_->finished();
   o.losses = reader_->losses();
@@ -488,20 +418,21 @@ void RunController::onRunDone(int exitCode, QProcess::ExitStatus st) {
                : s == "cancelled" ? RunOutcome::Status::Cancelled
                                   : RunOutcome::Status::Failed;
     if (o.status == RunOutcome::Status::Finished) {
-      o.message = QStringLiteral("finished on %1: makespan %2 ms").arg(target).arg(o.timeline.metrics.makespan, 0, 'f', 2);
-      if (!o.losses.empty()) o.message += QStringLiteral(", loss %1").arg(o.losses.back(), 0, 'g', 6);
+      o.message = QStringLiteral("finished on %1: makespan %2").arg(target, QString::fromStdString(formatDurationMs(o.timeline.metrics.makespan)));
+      if (!o.losses.empty())
+        o.message += QStringLiteral(", loss %1").arg(QString::fromStdString(formatSignificant(o.losses.back(), 6)));
       if (o.finished->gradientCheck)
         o.message += o.finished->gradientCheck->passed
                          ? QStringLiteral(", gradient check passed")
                          : QStringLiteral(", gradient check FAILED (max relative error %1)")
-                               .arg(o.finished->gradientCheck->maxRelativeError, 0, 'g', 3);
+                               .arg(QString::fromStdString(formatSignificant(o.finished->gradientCheck->maxRelativeError, 3)));
     } else {
       o.message = QStringLiteral("run %1 on %2%3")
                       .arg(QString::fromStdString(s), target, errors.isEmpty() ? QString() : QStringLiteral(": ") + errors);
     }
   } else {
     o.status = RunOutcome::Status::Failed;
-    const QString ssh = describeSshFailure(request_, exitCode, stderr_);
+    const QString ssh = describeSshFailure(request_, exitCode, stderrText);
     if (!errors.isEmpty())
       o.message = QStringLiteral("run refused on %1: %2").arg(target, errors);
     else if (!ssh.isEmpty())
@@ -512,7 +443,7 @@ void RunController::onRunDone(int exitCode, QProcess::ExitStatus st) {
       o.message = QStringLiteral("pipestudio-cli on %1 ended with exit code %2 before the run finished")
                       .arg(target)
                       .arg(exitCode);
-    const QString tail = lastLines(stderr_, 1);
+    const QString tail = lastLines(stderrText, 1);
     if (errors.isEmpty() && !tail.isEmpty()) o.message += QStringLiteral(": ") + tail;
   }
   if (o.status != RunOutcome::Status::Finished) {
@@ -528,17 +459,11 @@ void RunController::onRunDone(int exitCode, QProcess::ExitStatus st) {
 
 void RunController::finish(RunOutcome o) {
   redraw_->stop();
-  stopTimer_->stop();
   o.target = request_.targetName();
   o.command = buildRunCommand(request_).display();
   o.cliVersion = cliVersion_;
   o.request = request_;
   if (o.timeline.label.empty()) o.timeline.label = scheduleName_.toStdString();
-  if (proc_) {
-    proc_->disconnect(this);
-    proc_->deleteLater();
-    proc_ = nullptr;
-  }
   outcome_ = o;
   setPhase(Phase::Idle, o.message);
   Q_EMIT timelineUpdated(o.timeline);

@@ -10,11 +10,9 @@
 // process (the CLI, or the ssh client, whose end closes the remote stdin too) is terminated,
 // then killed.
 #include <QByteArray>
-#include <QElapsedTimer>
 #include <QList>
 #include <QMetaType>
 #include <QObject>
-#include <QProcess>
 #include <QString>
 #include <QStringList>
 #include <memory>
@@ -28,6 +26,7 @@
 #include "pipestudio/core/model/schedule.h"
 #include "pipestudio/core/model/timeline.h"
 #include "docks/session_dock.h"  // Q_DECLARE_METATYPE(ps::core::Timeline)
+#include "remote/process_runner.h"
 
 class QSettings;
 class QTemporaryDir;
@@ -81,14 +80,6 @@ struct RunRequest {
   QString targetName() const;     // "this machine", the host's display name, "cluster (2 hosts, 4 ranks)"
 };
 
-struct ProcessCommand {
-  QString program;
-  QStringList arguments;
-  QString display() const;  // shell-quoted, for logs and the dialog's preview
-};
-
-// POSIX shell quoting: the word as one argument for sh (single quotes; ' becomes '\'').
-QString shellQuote(const QString& word);
 // pipestudio-cli next to this program's binary, else "pipestudio-cli" (found in PATH).
 QString defaultLocalCli();
 // The CLI's arguments: run - --model SPEC --device D ... --events jsonl --cancel-on-eof.
@@ -162,13 +153,11 @@ class RunController : public QObject {
   void runFinished(const ps::ui::RunOutcome& outcome);
 
  private:
-  void startProcess(const ProcessCommand& c);
-  void onVersionDone(int exitCode, QProcess::ExitStatus st);
-  void onRunDone(int exitCode, QProcess::ExitStatus st);
-  void onStdout();
-  void onStderr();
+  void onVersionDone(int exitCode, bool crashed);
+  void onRunDone(int exitCode, bool crashed);
+  void onStdout(const QByteArray& bytes);
   void finish(RunOutcome o);
-  void failBeforeRun(const QString& message);
+  void failBeforeRun(const QString& message, int exitCode = -1);
   void setPhase(Phase p, const QString& text);
 
   Phase phase_ = Phase::Idle;
@@ -176,18 +165,15 @@ class RunController : public QObject {
   QString pipeText_;
   QString scheduleName_;
   QString cliVersion_;
-  QProcess* proc_ = nullptr;
+  ProcessRunner* runner_ = nullptr;  // the version check, then the run
   QByteArray versionOut_;
-  QString stderr_;
   std::unique_ptr<ps::core::RunEventReader> reader_;
   std::optional<RunOutcome> outcome_;
   QTimer* redraw_ = nullptr;
-  QTimer* stopTimer_ = nullptr;
   size_t drawnOps_ = 0;
   int lastIteration_ = -2;
   bool cancelRequested_ = false;
   bool failedToStart_ = false;
-  int stopStage_ = 0;
   int cancelGraceMs_ = 5000;
   std::unique_ptr<QTemporaryDir> clusterDir_;  // holds a cluster run's host file
 };

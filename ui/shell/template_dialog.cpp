@@ -10,10 +10,12 @@
 #include <QTimer>
 #include <QSpinBox>
 #include <QVBoxLayout>
+#include <utility>
 
 #include "panels/metrics_text.h"
 #include "document/schedule_document.h"
 #include "timeline/timeline_view.h"
+#include "widgets/form.h"
 
 namespace ps::ui {
 
@@ -28,20 +30,14 @@ TemplateDialog::TemplateDialog(QWidget* parent) : QDialog(parent) {
   kind_ = new QComboBox;
   for (ScheduleKind k : allScheduleKinds())
     kind_->addItem(QString::fromUtf8(scheduleKindName(k).data()), static_cast<int>(k));
-  devices_ = new QSpinBox;
-  devices_->setRange(1, 256);
-  devices_->setValue(4);
-  microbatches_ = new QSpinBox;
-  microbatches_->setRange(1, 4096);
-  microbatches_->setValue(8);
-  chunks_ = new QSpinBox;
-  chunks_->setRange(0, 16);
-  chunks_->setSpecialValueText(tr("default"));
+  devices_ = makeSpinBox(1, 256, 4);
+  microbatches_ = makeSpinBox(1, 4096, 8);
+  chunks_ = makeSpinBox(0, 16, 0, tr("default"));
   chunks_->setToolTip(tr("Stages per device (0 = the kind's default)"));
-  form->addRow(tr("Kind"), kind_);
-  form->addRow(tr("Devices"), devices_);
-  form->addRow(tr("Micro-batches"), microbatches_);
-  form->addRow(tr("Chunks per device"), chunks_);
+  addFormRows(form, {{tr("Kind"), kind_},
+                     {tr("Devices"), devices_},
+                     {tr("Micro-batches"), microbatches_},
+                     {tr("Chunks per device"), chunks_}});
   top->addLayout(form);
   top->addStretch(1);
   lay->addLayout(top);
@@ -67,32 +63,22 @@ TemplateDialog::TemplateDialog(QWidget* parent) : QDialog(parent) {
   QSettings st(QStringLiteral("PipeStudio"), QStringLiteral("PipeStudio"));
   const int lastKind = kind_->findText(st.value(QStringLiteral("template/kind")).toString());
   kind_->setCurrentIndex(lastKind >= 0 ? lastKind : std::max(0, kind_->findText(QStringLiteral("1f1b"))));
-  devices_->setValue(st.value(QStringLiteral("template/devices"), 4).toInt());
-  microbatches_->setValue(st.value(QStringLiteral("template/microbatches"), 8).toInt());
-  chunks_->setValue(st.value(QStringLiteral("template/chunks"), 0).toInt());
-  connect(this, &QDialog::accepted, this, [this] {
+  const std::pair<const char*, QSpinBox*> sizes[] = {
+      {"template/devices", devices_}, {"template/microbatches", microbatches_}, {"template/chunks", chunks_}};
+  for (const auto& [key, spin] : sizes) spin->setValue(st.value(QLatin1String(key), spin->value()).toInt());
+  connect(this, &QDialog::accepted, this, [this, sizes] {
     QSettings st(QStringLiteral("PipeStudio"), QStringLiteral("PipeStudio"));
     st.setValue(QStringLiteral("template/kind"), kind_->currentText());
-    st.setValue(QStringLiteral("template/devices"), devices_->value());
-    st.setValue(QStringLiteral("template/microbatches"), microbatches_->value());
-    st.setValue(QStringLiteral("template/chunks"), chunks_->value());
+    for (const auto& [key, spin] : sizes) st.setValue(QLatin1String(key), spin->value());
   });
   regenerate();
   resize(820, 460);
 }
 
-void TemplateDialog::setKind(ScheduleKind k) {
-  kind_->setCurrentIndex(kind_->findData(static_cast<int>(k)));
-}
-void TemplateDialog::setDevices(int d) {
-  devices_->setValue(d);
-}
-void TemplateDialog::setMicrobatches(int m) {
-  microbatches_->setValue(m);
-}
-void TemplateDialog::setChunks(int c) {
-  chunks_->setValue(c);
-}
+void TemplateDialog::setKind(ScheduleKind k) { kind_->setCurrentIndex(kind_->findData(static_cast<int>(k))); }
+void TemplateDialog::setDevices(int d) { devices_->setValue(d); }
+void TemplateDialog::setMicrobatches(int m) { microbatches_->setValue(m); }
+void TemplateDialog::setChunks(int c) { chunks_->setValue(c); }
 
 void TemplateDialog::showEvent(QShowEvent* e) {
   QDialog::showEvent(e);
@@ -100,21 +86,11 @@ void TemplateDialog::showEvent(QShowEvent* e) {
   QTimer::singleShot(0, preview_, &TimelineView::zoomToFit);
 }
 
-QString TemplateDialog::kindName() const {
-  return kind_->currentText();
-}
-int TemplateDialog::devices() const {
-  return devices_->value();
-}
-int TemplateDialog::microbatches() const {
-  return microbatches_->value();
-}
-int TemplateDialog::chunks() const {
-  return chunks_->value();
-}
-const Analysis& TemplateDialog::previewAnalysis() const {
-  return previewDoc_->analysis();
-}
+QString TemplateDialog::kindName() const { return kind_->currentText(); }
+int TemplateDialog::devices() const { return devices_->value(); }
+int TemplateDialog::microbatches() const { return microbatches_->value(); }
+int TemplateDialog::chunks() const { return chunks_->value(); }
+const Analysis& TemplateDialog::previewAnalysis() const { return previewDoc_->analysis(); }
 
 QString TemplateDialog::errorText() const {
   return schedule_ ? QString() : info_->text();
