@@ -58,7 +58,7 @@ class RunControllerTest : public QObject {
     QVERIFY(!c.start(localRequest(QStringLiteral(PIPESTUDIO_CLI)), {}, {}));  // one run at a time
     const RunOutcome o = waitForOutcome(c, done, 120000);
     QCOMPARE(done.size(), 1);
-    QVERIFY2(o.status == RunOutcome::Status::Finished, qPrintable(o.message + "\n" + o.stderrText));
+    QVERIFY2(o.status == RunOutcome::Status::Succeeded, qPrintable(o.message + "\n" + o.stderrText));
     QCOMPARE(o.cliVersion, QStringLiteral(PIPESTUDIO_VERSION));
     QVERIFY(o.started);
     QCOMPARE(o.started->protocolVersion, ps::core::kRunEventProtocolVersion);
@@ -121,7 +121,7 @@ class RunControllerTest : public QObject {
     r.modelParameters = QStringLiteral("layers=8,hidden=16");
     QVERIFY(c.start(r, text, QStringLiteral("example")));
     const RunOutcome o = waitForOutcome(c, done, 120000);
-    QVERIFY2(o.status == RunOutcome::Status::Finished, qPrintable(o.message + "\n" + o.stderrText));
+    QVERIFY2(o.status == RunOutcome::Status::Succeeded, qPrintable(o.message + "\n" + o.stderrText));
     QVERIFY2(o.streamWarnings.empty(), ps::core::formatDiagnostics(o.streamWarnings).c_str());
     QCOMPARE(o.timeline.ops.size(), schedule->opCount());
     int user = 0;

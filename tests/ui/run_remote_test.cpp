@@ -74,7 +74,7 @@ class RunRemoteTest : public QObject {
     const RunRequest r = remoteRequest(path(QStringLiteral("user_key")));
     QVERIFY(c.start(r, QString::fromLatin1(kTinyPipe), QStringLiteral("tiny")));
     const RunOutcome o = waitForOutcome(c, done, 120000);
-    QVERIFY2(o.status == RunOutcome::Status::Finished, qPrintable(o.message + "\n" + o.stderrText));
+    QVERIFY2(o.status == RunOutcome::Status::Succeeded, qPrintable(o.message + "\n" + o.stderrText));
     QVERIFY(o.command.startsWith(QStringLiteral("ssh -o BatchMode=yes")));
     QCOMPARE(o.cliVersion, QStringLiteral(PIPESTUDIO_VERSION));
     QCOMPARE(o.timeline.ops.size(), size_t(12));

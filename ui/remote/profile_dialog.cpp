@@ -131,7 +131,7 @@ void ProfileController::done(int exitCode, bool crashed) {
       o.message = QStringLiteral("the profile output could not be read: %1")
                       .arg(QString::fromStdString(ps::core::formatDiagnostics(p.errors())).trimmed());
     } else {
-      o.status = ProfileOutcome::Status::Finished;
+      o.status = ProfileOutcome::Status::Succeeded;
       o.json = out_;
       o.profile = std::move(*p);
       o.message = QStringLiteral("profiled %1: %2 layers").arg(request_.target.modelSpec()).arg(o.profile->layers.size());
@@ -277,7 +277,7 @@ void ProfileDialog::cancelProfile() {
 
 void ProfileDialog::onFinished(const ProfileOutcome& o) {
   setBusy(false);
-  if (o.status != ProfileOutcome::Status::Finished || !o.profile) {
+  if (o.status != ProfileOutcome::Status::Succeeded || !o.profile) {
     const bool cancelled = o.status == ProfileOutcome::Status::Cancelled;
     status_->setText(cancelled ? tr("Cancelled; the document is unchanged.")
                                : tr("Profiling failed: %1. The document is unchanged.").arg(o.message));

@@ -47,7 +47,7 @@ ProcessCommand buildProfileCommand(const ProfileRequest& r);
 QString describeProfileFailure(const ProfileRequest& r, int exitCode, const QString& stderrText);
 
 struct ProfileOutcome {
-  enum class Status { Finished, Failed, Cancelled };
+  using Status = ps::core::RunState;  // Succeeded, Failed or Cancelled
   Status status = Status::Failed;
   QString message;     // one line
   QString stderrText;

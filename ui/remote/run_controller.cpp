@@ -249,12 +249,7 @@ QString checkCliVersion(const RunRequest& r, int exitCode, const QString& out, c
 }
 
 QString RunOutcome::statusName() const {
-  switch (status) {
-    case Status::Finished: return QStringLiteral("finished");
-    case Status::Cancelled: return QStringLiteral("cancelled");
-    case Status::Failed: break;
-  }
-  return QStringLiteral("failed");
+  return QString::fromUtf8(std::string(ps::core::runEventStatusToken(status)).c_str());
 }
 
 // --- the controller ------------------------------------------------------------------------
@@ -413,11 +408,8 @@ void RunController::onRunDone(int exitCode, bool crashed) {
     o.status = RunOutcome::Status::Cancelled;
     o.message = QStringLiteral("cancelled on %1 after %2 ops").arg(target).arg(reader_->opEvents());
   } else if (o.finished) {
-    const std::string& s = o.finished->status;
-    o.status = s == "finished"    ? RunOutcome::Status::Finished
-               : s == "cancelled" ? RunOutcome::Status::Cancelled
-                                  : RunOutcome::Status::Failed;
-    if (o.status == RunOutcome::Status::Finished) {
+    o.status = o.finished->state;
+    if (o.status == RunOutcome::Status::Succeeded) {
       o.message = QStringLiteral("finished on %1: makespan %2").arg(target, QString::fromStdString(formatDurationMs(o.timeline.metrics.makespan)));
       if (!o.losses.empty())
         o.message += QStringLiteral(", loss %1").arg(QString::fromStdString(formatSignificant(o.losses.back(), 6)));
@@ -446,7 +438,7 @@ void RunController::onRunDone(int exitCode, bool crashed) {
     const QString tail = lastLines(stderrText, 1);
     if (errors.isEmpty() && !tail.isEmpty()) o.message += QStringLiteral(": ") + tail;
   }
-  if (o.status != RunOutcome::Status::Finished) {
+  if (o.status != RunOutcome::Status::Succeeded) {
     o.timeline.complete = false;
     // The outcome's message first: it is what a session lists as the run's error.
     o.timeline.diagnostics.insert(o.timeline.diagnostics.begin(),
@@ -519,10 +511,8 @@ Result<StoredRun> storeRunInSession(const QString& sessionPath, const RunOutcome
   rec.model = r.modelSpec().toStdString();
   rec.label = QStringLiteral("%1 on %2").arg(scheduleName, outcome.target).toStdString();
   rec.configJson = QJsonDocument(config).toJson(QJsonDocument::Compact).toStdString();
-  rec.status = outcome.status == RunOutcome::Status::Finished    ? sessions::RunStatus::Succeeded
-               : outcome.status == RunOutcome::Status::Cancelled ? sessions::RunStatus::Cancelled
-                                                                 : sessions::RunStatus::Failed;
-  if (outcome.status != RunOutcome::Status::Finished) {
+  rec.status = outcome.status;
+  if (outcome.status != RunOutcome::Status::Succeeded) {
     rec.measured.complete = false;
     rec.error = outcome.message.toStdString();
   }

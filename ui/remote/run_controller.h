@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "pipestudio/core/io/cluster.h"
+#include "pipestudio/core/model/run_state.h"
 #include "pipestudio/core/model/cost_profile.h"
 #include "pipestudio/core/model/result.h"
 #include "pipestudio/core/io/run_events.h"
@@ -104,7 +105,7 @@ QString describeSshFailure(const RunRequest& r, int exitCode, const QString& std
 QString checkCliVersion(const RunRequest& r, int exitCode, const QString& stdoutText, const QString& stderrText);
 
 struct RunOutcome {
-  enum class Status { Finished, Failed, Cancelled };
+  using Status = ps::core::RunState;  // Succeeded, Failed or Cancelled
   Status status = Status::Failed;
   QString message;      // one line: what happened / why it failed
   QString stderrText;   // the child's stderr (tail)
@@ -119,7 +120,7 @@ struct RunOutcome {
   std::optional<ps::core::RunFinishedInfo> finished;
   ps::core::Diagnostics streamWarnings;  // garbage / truncated lines
   RunRequest request;
-  QString statusName() const;  // "finished", "failed", "cancelled"
+  QString statusName() const;  // the event stream's word: "finished", "failed", "cancelled"
 };
 
 class RunController : public QObject {

@@ -326,7 +326,7 @@ void RunDialog::cancelRun() { controller_->cancel(); }
 void RunDialog::onFinished(const RunOutcome& o) {
   startButton_->setEnabled(true);
   cancelButton_->setEnabled(false);
-  if (o.status == RunOutcome::Status::Finished) {
+  if (o.status == RunOutcome::Status::Succeeded) {
     progress_->setRange(0, 1);
     progress_->setValue(1);
   } else {
@@ -334,7 +334,7 @@ void RunDialog::onFinished(const RunOutcome& o) {
   }
   progress_->setFormat(o.statusName());
   QString text = o.message;
-  if (o.status != RunOutcome::Status::Finished && !o.timeline.ops.empty())
+  if (o.status != RunOutcome::Status::Succeeded && !o.timeline.ops.empty())
     text += tr(" · partial timeline kept (%1 ops)").arg(o.timeline.ops.size());
   for (const auto& w : o.streamWarnings) appendLog(QString::fromStdString(ps::core::formatDiagnostic(w)).trimmed());
 
