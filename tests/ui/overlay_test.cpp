@@ -13,6 +13,7 @@
 #include "document/schedule_document.h"
 #include "docks/session_dock.h"
 #include "timeline/timeline_view.h"
+#include "ui_fixtures.h"
 
 using namespace ps::core;
 using namespace ps::ui;
@@ -21,32 +22,15 @@ namespace {
 
 const QString kTraces = QStringLiteral(PIPESTUDIO_TEST_DATA_DIR "/traces/");
 
-Schedule oneFOneB(int devices, int mb) {
-  GeneratorOptions o;
-  o.devices = devices;
-  o.microbatches = mb;
-  return generateSchedule(ScheduleKind::OneFOneB, o).value();
-}
-
-// The planned timeline, relabelled as a measurement, with `stretch` applied to every time.
-Timeline measuredCopy(const Timeline& planned, double stretch) {
-  Timeline m = planned;
-  m.source = TimelineSource::Measured;
-  m.transfers.clear();
-  for (auto& o : m.ops) {
-    o.start *= stretch;
-    o.end *= stretch;
-  }
-  m.metrics = computeMetrics(m);
-  return m;
-}
+using ps::test::measuredCopy;
+using ps::test::oneFOneB;
 
 }  // namespace
 
 class OverlayTest : public QObject {
   Q_OBJECT
  private Q_SLOTS:
-  void initTestCase() { QStandardPaths::setTestModeEnabled(true); }
+  void initTestCase() { ps::test::useTestSettings(); }
 
   void secondLaneGeometry() {
     RowLayout plain;

@@ -20,26 +20,15 @@
 #include "debugger/state_panel.h"
 #include "debugger/stepper_controller.h"
 #include "timeline/timeline_view.h"
+#include "ui_fixtures.h"
 
 using namespace ps::core;
 using namespace ps::ui;
 
 namespace {
 
-Schedule oneFOneB(int devices, int mb) {
-  GeneratorOptions o;
-  o.devices = devices;
-  o.microbatches = mb;
-  return generateSchedule(ScheduleKind::OneFOneB, o).value();
-}
-
-Op op(OpKind k, int stage, int mb) {
-  Op o;
-  o.kind = k;
-  o.stage = stage;
-  o.microbatch = mb;
-  return o;
-}
+using ps::test::oneFOneB;
+using ps::test::op;
 
 // A measured run of 1F1B on 2 devices, 2 micro-batches, by hand (ms):
 //   device 0: F0@s0 0-2, F1@s0 2-4, B0@s0 9-12, B1@s0 13.5-16
@@ -81,7 +70,7 @@ bool anyRowContains(const QStringList& rows, const QString& needle) {
 class StepperGuiTest : public QObject {
   Q_OBJECT
  private Q_SLOTS:
-  void initTestCase() { QStandardPaths::setTestModeEnabled(true); }
+  void initTestCase() { ps::test::useTestSettings(); }
 
   void nextAndPreviousFollowStepperEvents() {
     MainWindow w;

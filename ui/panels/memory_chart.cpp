@@ -1,4 +1,5 @@
 #include "panels/memory_chart.h"
+#include "timeline/theme.h"
 
 #include <QApplication>
 #include <QChart>
@@ -17,7 +18,7 @@ constexpr double kGiB = double(1LL << 30);
 }  // namespace
 
 QColor memoryCapacityColor() {
-  return QColor(0xe5, 0x39, 0x35);  // red: no device curve is red
+  return Theme::current().error;  // red: no device curve is red
 }
 
 QColor memoryDeviceColor(int d) {
@@ -142,11 +143,11 @@ void MemoryChart::setTimeline(const ps::core::Timeline& t, std::int64_t capacity
   }
   // The playhead before the hover cursor, so the cursor stays the last series (drawn on top).
   playhead_ = new QLineSeries();
-  playhead_->setPen(QPen(QColor(0xd8, 0x1b, 0x60), 2));
+  playhead_->setPen(QPen(Theme::current().playhead, 2));
   playhead_->setVisible(false);
   c->addSeries(playhead_);
   cursor_ = new QLineSeries();
-  cursor_->setPen(QPen(QColor(0x80, 0x80, 0x80), 1, Qt::DashLine));
+  cursor_->setPen(QPen(Theme::current().cursor, 1, Qt::DashLine));
   cursor_->setVisible(false);
   c->addSeries(cursor_);
 
