@@ -8,6 +8,7 @@
 #include <QPainter>
 #include <QStandardPaths>
 
+#include "document/schedule_document.h"
 #include "pipestudio/core/planning/generators.h"
 #include "timeline/timeline_view.h"
 
@@ -19,6 +20,12 @@ inline ps::core::Schedule oneFOneBOps(int ops) {
   o.devices = 8;
   o.microbatches = ops / 16;
   return ps::core::generateSchedule(ps::core::ScheduleKind::OneFOneB, o).value();
+}
+
+// `doc` showing 1F1B of `ops` ops under the default profile.
+inline void loadOneFOneB(ps::ui::ScheduleDocument& doc, int ops) {
+  const ps::core::Schedule s = oneFOneBOps(ops);
+  doc.load(s, ps::ui::defaultCostProfile(s.pipeline.stages));
 }
 
 // One frame of `v` as the viewport would show it with `axis`, into `img`.

@@ -2,7 +2,6 @@
 // follows the playhead (State dock, timeline marks, memory cursor, diagnostics), the same with
 // a frame painted, one playback tick, and the stepper's rebuild after an edit.
 #include "debugger/stepper_controller.h"
-#include "document/schedule_document.h"
 #include "shell/main_window.h"
 #include "ui_bench_util.h"
 
@@ -13,9 +12,8 @@ namespace {
 
 struct Fixture {
   explicit Fixture(int ops) {
-    Schedule s = ps::bench::oneFOneBOps(ops);
     w.resize(1600, 1000);
-    w.document()->load(s, defaultCostProfile(s.pipeline.stages));
+    ps::bench::loadOneFOneB(*w.document(), ops);
     sc = w.stepperController();
     sc->seekPosition(sc->stepper()->size() / 2);
   }

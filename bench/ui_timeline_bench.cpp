@@ -1,5 +1,4 @@
 // Timeline painting at 100,000 ops (fit and zoomed) and drag-time re-simulation at 10,000 ops.
-#include "document/schedule_document.h"
 #include "document/schedule_edits.h"
 #include "ui_bench_util.h"
 
@@ -10,8 +9,7 @@ namespace {
 
 struct Fixture {
   explicit Fixture(int ops) {
-    Schedule s = ps::bench::oneFOneBOps(ops);
-    doc.load(s, defaultCostProfile(s.pipeline.stages));
+    ps::bench::loadOneFOneB(doc, ops);
     view = std::make_unique<TimelineView>(&doc);
     view->resize(1600, 420);
   }

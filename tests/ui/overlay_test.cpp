@@ -194,8 +194,7 @@ class OverlayTest : public QObject {
 
   void twiceAsLongIsRed() {
     MainWindow w;
-    w.resize(1200, 800);
-    w.document()->load(oneFOneB(2, 2), defaultCostProfile(2));
+    ps::test::load(w, oneFOneB(2, 2), defaultCostProfile(2), QSize(1200, 800));
     TimelineView* v = w.timeline();
     const Timeline planned = w.document()->analysis().timeline;
     Timeline m = measuredCopy(planned, 1.0);
@@ -225,8 +224,7 @@ class OverlayTest : public QObject {
 
   void scaledAlignmentMatchesMakespans() {
     MainWindow w;
-    w.resize(1200, 800);
-    w.document()->load(oneFOneB(4, 8), defaultCostProfile(4));
+    ps::test::load(w, oneFOneB(4, 8), defaultCostProfile(4), QSize(1200, 800));
     TimelineView* v = w.timeline();
     const Timeline planned = w.document()->analysis().timeline;
     const double plannedMakespan = planned.metrics.makespan;
@@ -255,8 +253,7 @@ class OverlayTest : public QObject {
 
   void runFromSessionDockSetsOverlay() {
     MainWindow w;
-    w.resize(1200, 800);
-    w.document()->load(oneFOneB(2, 4), defaultCostProfile(2));
+    ps::test::load(w, oneFOneB(2, 4), defaultCostProfile(2), QSize(1200, 800));
     const Timeline planned = w.document()->analysis().timeline;
     Q_EMIT w.sessionDock()->openRunRequested(7, measuredCopy(planned, 1.25), QString(), QString());
     QVERIFY(w.timeline()->hasOverlay());

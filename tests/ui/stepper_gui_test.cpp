@@ -74,8 +74,7 @@ class StepperGuiTest : public QObject {
 
   void nextAndPreviousFollowStepperEvents() {
     MainWindow w;
-    w.resize(1400, 900);
-    w.document()->load(oneFOneB(3, 4), defaultCostProfile(3));
+    ps::test::load(w, oneFOneB(3, 4), defaultCostProfile(3), QSize(1400, 900));
     StepperController* sc = w.stepperController();
     // An independent Stepper over the same simulated timeline gives the expected order.
     const Analysis& a = w.document()->analysis();
@@ -118,8 +117,7 @@ class StepperGuiTest : public QObject {
 
   void noPlayheadUntilTheUserSteps() {
     MainWindow w;
-    w.resize(1400, 900);
-    w.document()->load(oneFOneB(3, 4), defaultCostProfile(3));
+    ps::test::load(w, oneFOneB(3, 4), defaultCostProfile(3), QSize(1400, 900));
     QApplication::processEvents();
     StepperController* sc = w.stepperController();
     // A designer who never steps pays nothing: no playhead, no cursor.
@@ -139,8 +137,7 @@ class StepperGuiTest : public QObject {
 
   void runToSelectedOpStopsAtItsStart() {
     MainWindow w;
-    w.resize(1400, 900);
-    w.document()->load(oneFOneB(3, 4), defaultCostProfile(3));
+    ps::test::load(w, oneFOneB(3, 4), defaultCostProfile(3), QSize(1400, 900));
     StepperController* sc = w.stepperController();
     QVERIFY(w.selectOpByName(QStringLiteral("B2@s1")));
     sc->runToSelectedAction()->trigger();
@@ -156,8 +153,7 @@ class StepperGuiTest : public QObject {
 
   void breakpointsStopPlayback() {
     MainWindow w;
-    w.resize(1400, 900);
-    w.document()->load(oneFOneB(3, 4), defaultCostProfile(3));
+    ps::test::load(w, oneFOneB(3, 4), defaultCostProfile(3), QSize(1400, 900));
     StepperController* sc = w.stepperController();
     const Stepper* s = sc->stepper();
     QVERIFY(s);
@@ -234,8 +230,7 @@ class StepperGuiTest : public QObject {
 
   void stateDockAtChosenTimes() {
     MainWindow w;
-    w.resize(1400, 900);
-    w.document()->load(oneFOneB(2, 2), defaultCostProfile(2));
+    ps::test::load(w, oneFOneB(2, 2), defaultCostProfile(2), QSize(1400, 900));
     w.setMeasuredOverlay(handRun(), QStringLiteral("hand"));
     StepperController* sc = w.stepperController();
     QVERIFY(sc->stepsMeasured());
@@ -300,8 +295,7 @@ class StepperGuiTest : public QObject {
 
   void memoryCursorFollowsThePlayhead() {
     MainWindow w;
-    w.resize(1400, 900);
-    w.document()->load(oneFOneB(2, 4), defaultCostProfile(2));
+    ps::test::load(w, oneFOneB(2, 4), defaultCostProfile(2), QSize(1400, 900));
     StepperController* sc = w.stepperController();
     MemoryChart* chart = w.memoryChart();
     sc->seekTime(3.25);
@@ -337,8 +331,7 @@ class StepperGuiTest : public QObject {
 
   void rulerClickSeeks() {
     MainWindow w;
-    w.resize(1400, 900);
-    w.document()->load(oneFOneB(2, 4), defaultCostProfile(2));
+    ps::test::load(w, oneFOneB(2, 4), defaultCostProfile(2), QSize(1400, 900));
     w.show();
     QVERIFY(QTest::qWaitForWindowExposed(&w));
     TimelineView* view = w.timeline();
@@ -353,8 +346,7 @@ class StepperGuiTest : public QObject {
 
   void failedRunOpensWhereItStopped() {
     MainWindow w;
-    w.resize(1400, 900);
-    w.document()->load(oneFOneB(2, 2), defaultCostProfile(2));
+    ps::test::load(w, oneFOneB(2, 2), defaultCostProfile(2), QSize(1400, 900));
     // The run failed in B0@s1 on device 1: what ran before it is recorded, nothing after.
     Timeline t = handRun();
     std::erase_if(t.ops, [](const TimelineOp& o) { return o.start >= 5; });

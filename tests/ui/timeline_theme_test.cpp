@@ -5,9 +5,9 @@
 #include <QPainter>
 #include <QtTest>
 
+#include "drag_util.h"
 #include "timeline/op_style.h"
 #include "timeline/theme.h"
-#include "drag_util.h"
 #include "ui_fixtures.h"
 
 using namespace ps::core;
@@ -129,7 +129,8 @@ class TimelineThemeTest : public QObject {
           QVERIFY(c.has_value());
           // Near the top edge, clear of the label in the middle.
           const QPoint at(c->x(), c->y() - static_cast<int>(v.rows().rowHeight / 2) + 3);
-          QCOMPARE(img.pixelColor(at), v.theme().blockColor(b.op.kind, b.chunk, b.second.has_value()));
+          QCOMPARE(img.pixelColor(at).rgb(),
+                   v.theme().blockColor(b.op.kind, b.chunk, b.second.has_value()).rgb());
           ++checked;
         }
       QVERIFY(checked > 10);
@@ -150,7 +151,8 @@ class TimelineThemeTest : public QObject {
     QVERIFY(!paints(Pass::Arrows));
     QVERIFY(!paints(Pass::Playhead));
     QVERIFY(!paints(Pass::StepMarks));
-    for (Pass p : {Pass::Bands, Pass::Blocks, Pass::Labels, Pass::Ruler}) QVERIFY2(paints(p), qPrintable(QString::number(int(p))));
+    for (Pass p : {Pass::Bands, Pass::Blocks, Pass::Labels, Pass::Ruler})
+      QVERIFY2(paints(p), qPrintable(QString::number(int(p))));
 
     v.setOverlay(measuredCopy(f.doc.analysis().timeline, 1.5));
     QVERIFY(paints(Pass::Overlay));

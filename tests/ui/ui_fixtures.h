@@ -53,8 +53,16 @@ inline void useTestSettings(bool clear = false) {
   if (clear) QSettings(QStringLiteral("PipeStudio"), QStringLiteral("PipeStudio")).clear();
 }
 
+// `w` resized to `size`, showing `s` under `profile` (not shown on screen).
+inline void load(ps::ui::MainWindow& w, const ps::core::Schedule& s, const ps::core::CostProfile& profile,
+                 QSize size) {
+  w.resize(size);
+  w.document()->load(s, profile);
+}
+
 // A main window of `size` showing `s` under `profile`, exposed and zoomed to fit.
-inline std::unique_ptr<ps::ui::MainWindow> shownWindow(const ps::core::Schedule& s, const ps::core::CostProfile& profile,
+inline std::unique_ptr<ps::ui::MainWindow> shownWindow(const ps::core::Schedule& s,
+                                                       const ps::core::CostProfile& profile,
                                                        QSize size = QSize(1400, 900)) {
   auto w = std::make_unique<ps::ui::MainWindow>();
   w->resize(size);

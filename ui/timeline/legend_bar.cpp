@@ -91,17 +91,12 @@ void LegendBar::setSchedule(const Schedule& s) {
   for (int d = 0; d < s.pipeline.devices; ++d)
     maxChunks = std::max(maxChunks, static_cast<int>(s.pipeline.stagesOn(d).size()));
   entries_.clear();
-  static const std::pair<OpKind, const char*> names[] = {{OpKind::F, "Forward"},
-                                                         {OpKind::B, "Backward"},
-                                                         {OpKind::I, "Input grad"},
-                                                         {OpKind::W, "Weight grad"},
-                                                         {OpKind::R, "Recompute"},
-                                                         {OpKind::Offload, "Offload"},
-                                                         {OpKind::Reload, "Reload"},
-                                                         {OpKind::SendF, "Send/Recv"},
-                                                         {OpKind::SendB, "Send/Recv grad"},
-                                                         {OpKind::Unshard, "Unshard"},
-                                                         {OpKind::ReduceGrad, "Reduce grad"}};
+  // Kinds that draw alike share an entry (SEND/RECV, UNSHARD/RESHARD).
+  static const std::pair<OpKind, const char*> names[] = {
+      {OpKind::F, "Forward"},         {OpKind::B, "Backward"},          {OpKind::I, "Input grad"},
+      {OpKind::W, "Weight grad"},     {OpKind::R, "Recompute"},         {OpKind::Offload, "Offload"},
+      {OpKind::Reload, "Reload"},     {OpKind::SendF, "Send/Recv"},     {OpKind::SendB, "Send/Recv grad"},
+      {OpKind::Unshard, "Unshard"},   {OpKind::ReduceGrad, "Reduce grad"}};
   const Theme th = Theme::forPalette(palette());
   for (const auto& [k, label] : names) {
     bool present = kinds.count(static_cast<std::uint16_t>(k)) > 0;

@@ -17,26 +17,26 @@ struct Theme {
   bool dark = false;
 
   // From the palette (so a style or platform theme keeps its own look).
-  QColor base;       // background of the plot, labels and ruler
-  QColor text;       // labels, critical-path outline
-  QColor muted;      // stage names, ruler ticks' text
-  QColor separator;  // lines between labels, ruler and plot
-  QColor highlight;  // selection and drop indicator
+  QColor base;             // background of the plot, labels and ruler
+  QColor text;             // labels, critical-path outline
+  QColor muted;            // stage names, ruler ticks' text
+  QColor separator;        // lines between labels, ruler and plot
+  QColor highlight;        // selection and drop indicator
   QColor labelBackground;  // behind an arrow's label
 
   // Fixed per variant.
-  QColor band;      // a device's row behind its blocks
-  QColor error;     // invalid ops, blocked ops at the playhead, breakpoints, drag refused
-  QColor good;      // "Valid" in the status bar
-  QColor deadlock;  // the deadlock cycle's outline and arrows
-  QColor playhead;  // apart from every op kind's colour
-  QColor onAccent;  // text and rims on the playhead flag and breakpoint dots
-  QColor iteration; // iteration ends and optimizer steps
-  QColor arrowIn;   // the selection's dependencies
-  QColor arrowOut;  // the selection's dependents
-  QColor cursor;    // hover cursors in charts
-  QColor darkText;  // text on light blocks
-  QColor lightText; // text on dark blocks
+  QColor band;       // a device's row behind its blocks
+  QColor error;      // invalid ops, blocked ops at the playhead, breakpoints, drag refused
+  QColor good;       // "Valid" in the status bar
+  QColor deadlock;   // the deadlock cycle's outline and arrows
+  QColor playhead;   // apart from every op kind's colour
+  QColor onAccent;   // text and rims on the playhead flag and breakpoint dots
+  QColor iteration;  // iteration ends and optimizer steps
+  QColor arrowIn;    // the selection's dependencies
+  QColor arrowOut;   // the selection's dependents
+  QColor cursor;     // hover cursors in charts
+  QColor darkText;   // text on light blocks
+  QColor lightText;  // text on dark blocks
 
   // Op kinds (PyTorch's pipelining visualiser: F blue, I teal, W green, B orange, overlapped
   // pairs purple) and the measured overlay's deviation bands. The same in both variants: the
@@ -50,9 +50,10 @@ struct Theme {
   QColor deviationColor(DeviationBand band) const;
 
   QColor overlap;
-  std::array<QColor, static_cast<size_t>(ps::core::OpKind::kBuiltinCount)> kinds;      // by OpKind value below kFirstUserKind
-  std::array<QColor, 6> userKinds;   // cycled for user-defined kinds
-  std::array<QColor, 4> deviation;   // by DeviationBand
+  std::array<QColor, static_cast<size_t>(ps::core::OpKind::kBuiltinCount)>
+      kinds;                        // by OpKind value below kFirstUserKind
+  std::array<QColor, 6> userKinds;  // cycled for user-defined kinds
+  std::array<QColor, 4> deviation;  // by DeviationBand
 
   static const Theme& lightVariant();
   static const Theme& darkVariant();

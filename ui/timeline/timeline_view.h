@@ -168,23 +168,8 @@ class TimelineView : public QAbstractScrollArea {
   std::optional<Hit> hitAt(QPoint viewportPos) const;
   QRectF blockRect(const Block& b, const TimeAxis& axis, double scrollY, const QRect& target) const;
   QString tooltipFor(const Block& b) const;
-  // The passes (timeline_paint.cpp).
-  struct PaintContext;
-  void paintBands(const PaintContext& c) const;
-  void paintBlocks(const PaintContext& c) const;
-  void paintOverlayLanes(const PaintContext& c) const;
-  void paintOutlines(const PaintContext& c) const;
-  void paintArrows(const PaintContext& c) const;
-  void paintDrag(const PaintContext& c) const;
-  void paintHover(const PaintContext& c) const;
-  void paintStepMarks(const PaintContext& c) const;
-  void paintBreakpoints(const PaintContext& c) const;
-  void paintIterationMarks(const PaintContext& c) const;
-  void paintLabels(const PaintContext& c) const;
-  void paintRuler(const PaintContext& c) const;
-  void paintPlayhead(const PaintContext& c) const;
-  // The block an op is drawn as, with its rectangle (null when it is not shown).
-  std::optional<std::pair<QRectF, const Block*>> placedBlock(const PaintContext& c, const ps::core::Op& op) const;
+  // The passes, one function each, and what they share (timeline_paint.cpp).
+  friend struct TimelinePasses;
   void updateDrag(QPoint pos);
   void endDrag(bool apply);
   void moveSelection(int delta);
