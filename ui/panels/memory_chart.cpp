@@ -25,12 +25,9 @@ QColor memoryDeviceColor(int d) {
   // Distinct hues, none of them red (the capacity) or the playhead's magenta; grey is left out
   // (it reads as "disabled"). Past the list, hues step by the golden angle around the wheel,
   // skipping the reds.
-  static const QColor colors[] = {QColor(0x1f, 0x77, 0xb4), QColor(0xff, 0x7f, 0x0e), QColor(0x2c, 0xa0, 0x2c),
-                                  QColor(0x94, 0x67, 0xbd), QColor(0x17, 0xbe, 0xcf), QColor(0xa6, 0x76, 0x1d),
-                                  QColor(0xbc, 0xbd, 0x22), QColor(0x00, 0x3f, 0x8c), QColor(0x00, 0x80, 0x6b),
-                                  QColor(0xd9, 0xa4, 0x00)};
-  constexpr int n = static_cast<int>(sizeof colors / sizeof colors[0]);
-  if (d >= 0 && d < n) return colors[d];
+  const auto& colors = Theme::lightVariant().series;
+  const int n = static_cast<int>(colors.size());
+  if (d >= 0 && d < n) return colors[static_cast<size_t>(d)];
   int hue = static_cast<int>(std::fmod(40.0 + d * 137.508, 280.0)) + 40;  // 40..320: no reds
   return QColor::fromHsv(hue, 200, d % 2 ? 150 : 200);
 }

@@ -50,10 +50,13 @@ struct Theme {
   QColor deviationColor(DeviationBand band) const;
 
   QColor overlap;
-  std::array<QColor, static_cast<size_t>(ps::core::OpKind::kBuiltinCount)>
-      kinds;                        // by OpKind value below kFirstUserKind
+  // By OpKind value below kFirstUserKind.
+  std::array<QColor, static_cast<size_t>(ps::core::OpKind::kBuiltinCount)> kinds;
   std::array<QColor, 6> userKinds;  // cycled for user-defined kinds
   std::array<QColor, 4> deviation;  // by DeviationBand
+  // Curves of charts, one per device: distinct hues, none red (a capacity line) nor the
+  // playhead's magenta, no grey (it reads as "disabled").
+  std::array<QColor, 10> series;
 
   static const Theme& lightVariant();
   static const Theme& darkVariant();
