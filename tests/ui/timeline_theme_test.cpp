@@ -137,7 +137,7 @@ class TimelineThemeTest : public QObject {
       // The bands pass paints the row behind the blocks: device 2 idles at the start of 1F1B.
       const QImage bands = paintPasses(v, TimelineView::passBit(Pass::Bands));
       const int y = static_cast<int>(v.rows().rowCenter(2));
-      QCOMPARE(bands.pixelColor(static_cast<int>(v.rows().labelWidth) + 2, y), v.theme().band);
+      QCOMPARE(bands.pixelColor(static_cast<int>(v.rows().labelWidth) + 2, y).rgb(), v.theme().band.rgb());
     }
   }
 

@@ -105,7 +105,7 @@ Theme Theme::forPalette(const QPalette& pal) {
   t.separator = withAlpha(t.text, 0.12f);
   t.highlight = pal.color(QPalette::Highlight);
   t.labelBackground = QColor(t.base.red(), t.base.green(), t.base.blue(), 220);
-  if (t.dark) t.band = t.base.lighter(118);
+  if (t.dark) t.band = t.base.lighter(118).toRgb();
   return t;
 }
 

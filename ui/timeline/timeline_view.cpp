@@ -2,6 +2,7 @@
 
 #include <QEvent>
 #include <QHelpEvent>
+#include <QPainter>
 #include <QScrollBar>
 #include <QToolTip>
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include <QSvgGenerator>
 #endif
 
+#include "document/schedule_edits.h"
 #include "panels/metrics_text.h"
 #include "timeline/timeline_internal.h"
 
