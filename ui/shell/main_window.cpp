@@ -53,15 +53,13 @@
 #include "timeline/timeline_view.h"
 #include "shell/main_window_internal.h"
 
-#if __has_include("pipestudio/core/io/chrome_trace.h")
+#ifdef PS_HAVE_CHROME_TRACE
 #include "pipestudio/core/io/chrome_trace.h"
-#define PS_HAVE_CHROME_TRACE 1
 #endif
 
 namespace ps::ui {
 
 using namespace ps::core;
-
 using namespace ps::ui::shell_detail;
 
 QSettings shell_detail::settings() {

@@ -28,10 +28,6 @@
 #include "shell/main_window_internal.h"
 #include "timeline/timeline_view.h"
 
-#if __has_include("pipestudio/core/io/chrome_trace.h")
-#define PS_HAVE_CHROME_TRACE 1
-#endif
-
 namespace ps::ui {
 
 using namespace ps::core;
