@@ -1,18 +1,9 @@
 // Step-through in the GUI at 100,000 ops (8 devices): one Next Event with every view that
 // follows the playhead (State dock, timeline marks, memory cursor, diagnostics), the same with
 // a frame painted, one playback tick, and the stepper's rebuild after an edit.
-#include <benchmark/benchmark.h>
-
-#include <QApplication>
-#include <QImage>
-#include <QPainter>
-#include <QStandardPaths>
-
-#include "shell/main_window.h"
-#include "pipestudio/core/planning/generators.h"
-#include "document/schedule_document.h"
 #include "debugger/stepper_controller.h"
-#include "timeline/timeline_view.h"
+#include "shell/main_window.h"
+#include "ui_bench_util.h"
 
 using namespace ps::core;
 using namespace ps::ui;
@@ -21,12 +12,8 @@ namespace {
 
 struct Fixture {
   explicit Fixture(int ops) {
-    GeneratorOptions o;
-    o.devices = 8;
-    o.microbatches = ops / 16;
-    Schedule s = generateSchedule(ScheduleKind::OneFOneB, o).value();
     w.resize(1600, 1000);
-    w.document()->load(s, defaultCostProfile(s.pipeline.stages));
+    ps::bench::loadOneFOneB(*w.document(), ops);
     sc = w.stepperController();
     sc->seekPosition(sc->stepper()->size() / 2);
   }
@@ -57,10 +44,7 @@ void BM_StepNextAndPaint100k(benchmark::State& state) {
   for (auto _ : state) {
     if (f.sc->position() >= f.sc->stepper()->size()) f.sc->seekPosition(0);
     f.sc->next();
-    QPainter p(&img);
-    v->paintTimeline(p, img.rect(), axis, 0);
-    p.end();
-    benchmark::DoNotOptimize(img.constBits());
+    ps::bench::paintFrame(*v, img, axis);
   }
 }
 
@@ -100,12 +84,5 @@ BENCHMARK(BM_PlayTick100k)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_StepperRebuild100k)->Unit(benchmark::kMillisecond);
 
 int main(int argc, char** argv) {
-  if (qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM")) qputenv("QT_QPA_PLATFORM", "offscreen");
-  QApplication app(argc, argv);
-  QStandardPaths::setTestModeEnabled(true);
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
+  return ps::bench::runBenchmarks(argc, argv);
 }

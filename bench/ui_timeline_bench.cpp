@@ -1,32 +1,15 @@
 // Timeline painting at 100,000 ops (fit and zoomed) and drag-time re-simulation at 10,000 ops.
-#include <benchmark/benchmark.h>
-
-#include <QApplication>
-#include <QImage>
-#include <QPainter>
-
-#include "pipestudio/core/planning/generators.h"
-#include "document/schedule_document.h"
 #include "document/schedule_edits.h"
-#include "timeline/timeline_view.h"
+#include "ui_bench_util.h"
 
 using namespace ps::core;
 using namespace ps::ui;
 
 namespace {
 
-// 1F1B over 8 devices: 2 ops per stage and micro-batch.
-Schedule makeSchedule(int ops) {
-  GeneratorOptions o;
-  o.devices = 8;
-  o.microbatches = ops / 16;
-  return generateSchedule(ScheduleKind::OneFOneB, o).value();
-}
-
 struct Fixture {
   explicit Fixture(int ops) {
-    Schedule s = makeSchedule(ops);
-    doc.load(s, defaultCostProfile(s.pipeline.stages));
+    ps::bench::loadOneFOneB(doc, ops);
     view = std::make_unique<TimelineView>(&doc);
     view->resize(1600, 420);
   }
@@ -39,27 +22,22 @@ Fixture& large() {
   return f;
 }
 
-void paintFrame(benchmark::State& state, double zoom) {
+void paintZoomed(benchmark::State& state, double zoom) {
   Fixture& f = large();
   QImage img(1600, 420, QImage::Format_ARGB32_Premultiplied);
   const double plotW = 1600 - f.view->rows().labelWidth - 12;
   const double fit = TimeAxis::fitScale(f.view->blocks().endTime(), plotW);
   // Zoomed: the middle of the run at `zoom` times the fit scale.
   TimeAxis axis(fit * zoom, (zoom - 1) * plotW / 2);
-  for (auto _ : state) {
-    QPainter p(&img);
-    f.view->paintTimeline(p, img.rect(), axis, 0);
-    p.end();
-    benchmark::DoNotOptimize(img.constBits());
-  }
+  for (auto _ : state) ps::bench::paintFrame(*f.view, img, axis);
   state.counters["ops"] = static_cast<double>(f.doc.schedule().opCount());
 }
 
 void BM_PaintTimeline100kFit(benchmark::State& state) {
-  paintFrame(state, 1.0);
+  paintZoomed(state, 1.0);
 }
 void BM_PaintTimeline100kZoomed(benchmark::State& state) {
-  paintFrame(state, 200.0);
+  paintZoomed(state, 200.0);
 }
 
 // What one drag step costs: move the op, validate and simulate the candidate, lay out blocks.
@@ -109,11 +87,5 @@ BENCHMARK(BM_DragResimulate100k)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_BlockIndexBuild100k)->Unit(benchmark::kMillisecond);
 
 int main(int argc, char** argv) {
-  if (qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM")) qputenv("QT_QPA_PLATFORM", "offscreen");
-  QApplication app(argc, argv);
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
+  return ps::bench::runBenchmarks(argc, argv);
 }

@@ -27,48 +27,62 @@
 #include "debugger/state_panel.h"
 #include "debugger/stepper_controller.h"
 #include "document/schedule_document.h"
+#include "timeline/theme.h"
 #include "timeline/timeline_view.h"
 
 namespace {
 
+// The parsed options, by the names declared in main().
+struct Options {
+  const QCommandLineParser& parser;
+  bool isSet(const char* name) const { return parser.isSet(QString::fromLatin1(name)); }
+  QString value(const char* name) const { return parser.value(QString::fromLatin1(name)); }
+};
+
+// A malformed option: says what it wants; exit status 2.
+int usage(const char* wants) {
+  std::fprintf(stderr, "pipestudio: %s\n", wants);
+  return 2;
+}
+
+// The same from a function that says whether it went well.
+bool rejected(const char* wants) {
+  usage(wants);
+  return false;
+}
+
+void complain(const QString& why) {
+  std::fprintf(stderr, "pipestudio: %s\n", qPrintable(why));
+}
+
 // --break, --step and --playhead (docs/gui.md, "Step-through"); false on a malformed value.
-bool applyStepOptions(const QCommandLineParser& parser, const QCommandLineOption& playhead,
-                      const QCommandLineOption& stepN, const QCommandLineOption& breakAt, ps::ui::MainWindow& w) {
+bool applyStepOptions(const Options& opt, ps::ui::MainWindow& w) {
   ps::ui::StepperController* sc = w.stepperController();
   const auto selected = w.timeline()->selectedOp();
-  for (const QString& b : parser.values(breakAt)) {
+  for (const QString& b : opt.parser.values(QStringLiteral("break"))) {
     const QString name = b.section(QLatin1Char(':'), 0, 0);
     if (!w.selectOpByName(name)) {
-      std::fprintf(stderr, "pipestudio: --break: no op %s in this schedule\n", qPrintable(name));
+      complain(QStringLiteral("--break: no op %1 in this schedule").arg(name));
       return false;
     }
     auto ref = w.timeline()->selection();
     bool ok = true;
     const int device = b.contains(QLatin1Char(':')) ? b.section(QLatin1Char(':'), 1).toInt(&ok) : ref->device;
-    if (!ok) {
-      std::fprintf(stderr, "pipestudio: --break wants OP or OP:DEVICE, e.g. B3@s1:1\n");
-      return false;
-    }
+    if (!ok) return rejected("--break wants OP or OP:DEVICE, e.g. B3@s1:1");
     sc->toggleBreakpoint(device, *w.timeline()->selectedOp());
     w.timeline()->selectOp(selected, false);
   }
-  if (parser.isSet(stepN)) {
+  if (opt.isSet("step")) {
     bool ok = false;
-    const qlonglong n = parser.value(stepN).toLongLong(&ok);
-    if (!ok || n < 0) {
-      std::fprintf(stderr, "pipestudio: --step wants an event count, e.g. 12\n");
-      return false;
-    }
+    const qlonglong n = opt.value("step").toLongLong(&ok);
+    if (!ok || n < 0) return rejected("--step wants an event count, e.g. 12");
     sc->seekPosition(static_cast<size_t>(n));
     w.showStateDock();
   }
-  if (parser.isSet(playhead)) {
+  if (opt.isSet("playhead")) {
     bool ok = false;
-    const double ms = parser.value(playhead).toDouble(&ok);
-    if (!ok) {
-      std::fprintf(stderr, "pipestudio: --playhead wants milliseconds, e.g. 12.5\n");
-      return false;
-    }
+    const double ms = opt.value("playhead").toDouble(&ok);
+    if (!ok) return rejected("--playhead wants milliseconds, e.g. 12.5");
     sc->seekTime(ms);
     w.showStateDock();
   }
@@ -95,208 +109,149 @@ int main(int argc, char** argv) {
   parser.setApplicationDescription(QStringLiteral("Design, check and simulate pipeline-parallel schedules."));
   parser.addHelpOption();
   parser.addVersionOption();
-  QCommandLineOption shot(QStringLiteral("screenshot"),
-                          QStringLiteral("Render the main window to OUT.png and exit."),
-                          QStringLiteral("OUT.png"));
-  QCommandLineOption size(QStringLiteral("size"),
-                          QStringLiteral("Window size for --screenshot (default 1600x1000)."),
-                          QStringLiteral("WxH"), QStringLiteral("1600x1000"));
-  QCommandLineOption select(QStringLiteral("select"),
-                            QStringLiteral("Select an op, e.g. B3@s1 (shows its dependency arrows)."),
-                            QStringLiteral("OP"));
-  QCommandLineOption iterations(QStringLiteral("iterations"),
-                                QStringLiteral("Show K training iterations back to back (1..16, default 1)."),
-                                QStringLiteral("K"), QStringLiteral("1"));
-  QCommandLineOption boundary(QStringLiteral("boundary"),
-                              QStringLiteral("Iteration boundary with --iterations: sync or overlap (default)."),
-                              QStringLiteral("sync|overlap"), QStringLiteral("overlap"));
-  QCommandLineOption layout(QStringLiteral("layout"),
-                            QStringLiteral("Timeline layout: time (default) or slots."),
-                            QStringLiteral("time|slots"), QStringLiteral("time"));
-  QCommandLineOption palette(QStringLiteral("palette"),
-                             QStringLiteral("Colour scheme: system (default), light or dark."),
-                             QStringLiteral("system|light|dark"), QStringLiteral("system"));
-  parser.addOption(shot);
-  parser.addOption(size);
-  parser.addOption(select);
-  parser.addOption(layout);
-  parser.addOption(iterations);
-  parser.addOption(boundary);
-  parser.addOption(palette);
-  QCommandLineOption session(QStringLiteral("session"),
-                             QStringLiteral("A session file to show in the Session dock (default: the bundled example, read-only)."),
-                             QStringLiteral("FILE"));
-  parser.addOption(session);
-  QCommandLineOption trace(QStringLiteral("trace"),
-                           QStringLiteral("A measured Chrome trace to lay over the plan (repeat: one file per rank)."),
-                           QStringLiteral("TRACE.json"));
-  QCommandLineOption align(QStringLiteral("align"),
-                           QStringLiteral("Measured overlay alignment: absolute (default) or scaled to the planned makespan."),
-                           QStringLiteral("absolute|scaled"), QStringLiteral("absolute"));
-  QCommandLineOption run(QStringLiteral("run"),
-                         QStringLiteral("Open run ID of session DB (read-only) and lay its timeline over its schedule."),
-                         QStringLiteral("DB:ID"));
-  parser.addOption(trace);
-  parser.addOption(run);
-  parser.addOption(align);
-  QCommandLineOption playhead(QStringLiteral("playhead"),
-                              QStringLiteral("Step-through: put the playhead at MS (of the stepped timeline) and show the State dock."),
-                              QStringLiteral("MS"));
-  QCommandLineOption stepN(QStringLiteral("step"),
-                           QStringLiteral("Step-through: put the playhead after event N (0 = before the first)."),
-                           QStringLiteral("N"));
-  QCommandLineOption breakAt(QStringLiteral("break"),
-                             QStringLiteral("Step-through: a breakpoint when a device starts OP (e.g. B3@s1, or B3@s1:2 for device 2); repeatable."),
-                             QStringLiteral("OP[:DEVICE]"));
-  parser.addOption(playhead);
-  parser.addOption(stepN);
-  parser.addOption(breakAt);
-  QCommandLineOption dockOpt(QStringLiteral("dock"),
-                             QStringLiteral("Raise a dock at start: search (runs a search with the document's sizes first)."),
-                             QStringLiteral("search"));
-  QCommandLineOption searchProfile(QStringLiteral("search-profile"),
-                                   QStringLiteral("Cost profile JSON for --dock search (default: the document's)."),
-                                   QStringLiteral("P.json"));
-  QCommandLineOption searchTime(QStringLiteral("search-time"),
-                                QStringLiteral("Time limit in seconds for --dock search (default 10)."),
-                                QStringLiteral("S"), QStringLiteral("10"));
-  QCommandLineOption searchOpen(QStringLiteral("search-open"),
-                                QStringLiteral("With --dock search: open the best candidate as the design (undoable)."));
-  parser.addOption(searchOpen);
-  parser.addOption(dockOpt);
-  parser.addOption(searchProfile);
-  parser.addOption(searchTime);
-  QCommandLineOption dialog(QStringLiteral("dialog"),
-                            QStringLiteral("With --screenshot: render this dialog instead of the main window (run, profile)."),
-                            QStringLiteral("run"));
-  parser.addOption(dialog);
+  // Every option once: name, value name (empty for a switch), default, help.
+  static const char* const kOptions[][4] = {
+      {"screenshot", "OUT.png", "", "Render the main window to OUT.png and exit."},
+      {"size", "WxH", "1600x1000", "Window size for --screenshot (default 1600x1000)."},
+      {"select", "OP", "", "Select an op, e.g. B3@s1 (shows its dependency arrows)."},
+      {"layout", "time|slots", "time", "Timeline layout: time (default) or slots."},
+      {"iterations", "K", "1", "Show K training iterations back to back (1..16, default 1)."},
+      {"boundary", "sync|overlap", "overlap", "Iteration boundary with --iterations: sync or overlap (default)."},
+      {"palette", "system|light|dark", "system", "Colour scheme: system (default), light or dark."},
+      {"session", "FILE", "", "A session file to show in the Session dock (default: the bundled example, read-only)."},
+      {"trace", "TRACE.json", "", "A measured Chrome trace to lay over the plan (repeat: one file per rank)."},
+      {"run", "DB:ID", "", "Open run ID of session DB (read-only) and lay its timeline over its schedule."},
+      {"align", "absolute|scaled", "absolute",
+       "Measured overlay alignment: absolute (default) or scaled to the planned makespan."},
+      {"playhead", "MS", "",
+       "Step-through: put the playhead at MS (of the stepped timeline) and show the State dock."},
+      {"step", "N", "", "Step-through: put the playhead after event N (0 = before the first)."},
+      {"break", "OP[:DEVICE]", "",
+       "Step-through: a breakpoint when a device starts OP (e.g. B3@s1, or B3@s1:2 for device 2); repeatable."},
+      {"search-open", "", "", "With --dock search: open the best candidate as the design (undoable)."},
+      {"dock", "search", "", "Raise a dock at start: search (runs a search with the document's sizes first)."},
+      {"search-profile", "P.json", "", "Cost profile JSON for --dock search (default: the document's)."},
+      {"search-time", "S", "10", "Time limit in seconds for --dock search (default 10)."},
+      {"dialog", "run", "", "With --screenshot: render this dialog instead of the main window (run, profile)."},
+  };
+  for (const auto& [name, valueName, defaultValue, help] : kOptions)
+    parser.addOption(QCommandLineOption(QString::fromLatin1(name), QString::fromUtf8(help),
+                                        QString::fromLatin1(valueName), QString::fromLatin1(defaultValue)));
   parser.addPositionalArgument(QStringLiteral("file"),
                                QStringLiteral("A .pipe or PyTorch .csv schedule to open."),
                                QStringLiteral("[FILE]"));
   parser.process(app);
+  const Options opt{parser};
+  const bool shot = opt.isSet("screenshot");
 
-  QSize windowSize(1600, 1000);
-  const auto m = QRegularExpression(QStringLiteral("^(\\d+)x(\\d+)$")).match(parser.value(size));
-  if (!m.hasMatch()) {
-    std::fprintf(stderr, "pipestudio: --size wants WxH, e.g. 1600x1000\n");
-    return 2;
-  }
-  windowSize = QSize(m.captured(1).toInt(), m.captured(2).toInt());
+  const auto m = QRegularExpression(QStringLiteral("^(\\d+)x(\\d+)$")).match(opt.value("size"));
+  if (!m.hasMatch()) return usage("--size wants WxH, e.g. 1600x1000");
+  const QSize windowSize(m.captured(1).toInt(), m.captured(2).toInt());
 
-  if (parser.value(palette) == QStringLiteral("dark") || parser.value(palette) == QStringLiteral("light")) {
+  if (opt.value("palette") == QStringLiteral("dark") || opt.value("palette") == QStringLiteral("light")) {
     QApplication::setStyle(QStringLiteral("Fusion"));
-    QApplication::setPalette(parser.value(palette) == QStringLiteral("dark") ? ps::ui::darkPalette()
-                                                                             : ps::ui::lightPalette());
+    QApplication::setPalette(opt.value("palette") == QStringLiteral("dark") ? ps::ui::darkPalette()
+                                                                            : ps::ui::lightPalette());
   }
 
   // Screenshots neither read nor write the user's window layout and recent files.
-  if (parser.isSet(shot)) QStandardPaths::setTestModeEnabled(true);
+  if (shot) QStandardPaths::setTestModeEnabled(true);
 
   ps::ui::MainWindow w;
   const QStringList files = parser.positionalArguments();
   bool opened = true;
-  if (!files.isEmpty()) opened = w.openFile(files.front(), parser.isSet(shot));
-  if (files.isEmpty() || (!opened && !parser.isSet(shot))) w.openDefault();  // something to look at
+  if (!files.isEmpty()) opened = w.openFile(files.front(), shot);
+  if (files.isEmpty() || (!opened && !shot)) w.openDefault();  // something to look at
 
   const QString exampleSession = ps::ui::resourcesDir() + QStringLiteral("/examples/example.session");
-  if (parser.isSet(session)) {
-    if (!w.openSession(parser.value(session)))
-      std::fprintf(stderr, "pipestudio: %s\n", qPrintable(w.statusText()));
-  } else if (!parser.isSet(shot) && QFileInfo(exampleSession).isFile()) {
+  if (opt.isSet("session")) {
+    if (!w.openSession(opt.value("session"))) complain(w.statusText());
+  } else if (!shot && QFileInfo(exampleSession).isFile()) {
     w.openSession(exampleSession, true);
   }
-  if (parser.value(align) == QStringLiteral("scaled")) w.setOverlayScaled(true);
-  if (parser.isSet(run)) {
-    const QString v = parser.value(run);
+  if (opt.value("align") == QStringLiteral("scaled")) w.setOverlayScaled(true);
+  // A run or trace that cannot be shown fails a screenshot; the window opens without it.
+  if (opt.isSet("run")) {
+    const QString v = opt.value("run");
     const int colon = v.lastIndexOf(QLatin1Char(':'));
     bool ok = false;
     const qint64 id = colon > 0 ? v.mid(colon + 1).toLongLong(&ok) : 0;
-    if (!ok) {
-      std::fprintf(stderr, "pipestudio: --run wants DB:ID, e.g. runs.session:3\n");
-      return 2;
-    }
+    if (!ok) return usage("--run wants DB:ID, e.g. runs.session:3");
     if (!w.openSession(v.left(colon), true) || (w.sessionDock()->openRun(id), !w.timeline()->hasOverlay())) {
-      std::fprintf(stderr, "pipestudio: %s\n", qPrintable(w.statusText()));
-      if (parser.isSet(shot)) return 1;
+      complain(w.statusText());
+      if (shot) return 1;
     }
   }
-  if (parser.isSet(trace) && !w.openTraces(parser.values(trace), parser.isSet(shot))) {
-    std::fprintf(stderr, "pipestudio: %s\n", qPrintable(w.statusText()));
-    if (parser.isSet(shot)) return 1;
+  if (opt.isSet("trace") && !w.openTraces(parser.values(QStringLiteral("trace")), shot)) {
+    complain(w.statusText());
+    if (shot) return 1;
   }
-  if (parser.isSet(dockOpt)) {
-    if (parser.value(dockOpt) != QStringLiteral("search")) {
-      std::fprintf(stderr, "pipestudio: --dock takes: search\n");
-      return 2;
-    }
+  if (opt.isSet("dock")) {
+    if (opt.value("dock") != QStringLiteral("search")) return usage("--dock takes: search");
     // Search dock (docs/gui.md): a finished search to look at.
     ps::ui::SearchDock* sd = w.searchDock();
     w.resize(windowSize);
     w.showSearchDock();
     w.resizeDocks({sd}, {windowSize.height() * 2 / 5}, Qt::Vertical);
     bool secondsOk = false;
-    const double seconds = parser.value(searchTime).toDouble(&secondsOk);
-    if (!secondsOk || seconds <= 0) {
-      std::fprintf(stderr, "pipestudio: --search-time wants seconds, e.g. 10\n");
-      return 2;
-    }
+    const double seconds = opt.value("search-time").toDouble(&secondsOk);
+    if (!secondsOk || seconds <= 0) return usage("--search-time wants seconds, e.g. 10");
     sd->timeLimitBox()->setValue(seconds);
-    if (parser.isSet(searchProfile) && !sd->setProfileFile(parser.value(searchProfile))) {
-      std::fprintf(stderr, "pipestudio: %s\n", qPrintable(sd->errorText()));
-      if (parser.isSet(shot)) return 1;
+    if (opt.isSet("search-profile") && !sd->setProfileFile(opt.value("search-profile"))) {
+      complain(sd->errorText());
+      if (shot) return 1;
     }
-    if (sd->start() && parser.isSet(shot)) {
+    if (sd->start() && shot) {
       while (sd->isRunning()) QApplication::processEvents(QEventLoop::WaitForMoreEvents, 100);
     }
-    if (parser.isSet(searchOpen) && !sd->isRunning() && sd->result()) sd->openAsDesign(0);
-    if (!sd->errorText().isEmpty()) std::fprintf(stderr, "pipestudio: %s\n", qPrintable(sd->errorText()));
+    if (opt.isSet("search-open") && !sd->isRunning() && sd->result()) sd->openAsDesign(0);
+    if (!sd->errorText().isEmpty()) complain(sd->errorText());
   }
-  if (parser.isSet(iterations) || parser.isSet(boundary)) {
+  if (opt.isSet("iterations") || opt.isSet("boundary")) {
     bool ok = false;
-    const int k = parser.value(iterations).toInt(&ok);
-    const auto b = ps::core::iterationBoundaryFromName(parser.value(boundary).toStdString());
-    if (!ok || k < 1 || k > 16 || !b) {
-      std::fprintf(stderr, "pipestudio: --iterations wants 1..16 and --boundary sync or overlap\n");
-      return 2;
-    }
+    const int k = opt.value("iterations").toInt(&ok);
+    const auto b = ps::core::iterationBoundaryFromName(opt.value("boundary").toStdString());
+    if (!ok || k < 1 || k > 16 || !b) return usage("--iterations wants 1..16 and --boundary sync or overlap");
     w.document()->setIterations(k, *b);
   }
-  if (parser.value(layout) == QStringLiteral("slots")) w.setSlotLayout(true);
-  if (parser.isSet(select) && !w.selectOpByName(parser.value(select)))
-    std::fprintf(stderr, "pipestudio: no op %s in this schedule\n", qPrintable(parser.value(select)));
+  if (opt.value("layout") == QStringLiteral("slots")) w.setSlotLayout(true);
+  if (opt.isSet("select") && !w.selectOpByName(opt.value("select")))
+    complain(QStringLiteral("no op %1 in this schedule").arg(opt.value("select")));
 
-  if (!applyStepOptions(parser, playhead, stepN, breakAt, w)) return 2;
+  if (!applyStepOptions(opt, w)) return 2;
 
-  if (parser.isSet(shot)) {
-    if (!opened) {
-      std::fprintf(stderr, "pipestudio: cannot open %s\n", qPrintable(files.front()));
-      return 1;
-    }
-    w.resize(windowSize);
+  if (!shot) {
     w.show();
-    w.timeline()->zoomToFit();
-    for (int i = 0; i < 5; ++i) QApplication::processEvents();
-    w.resize(windowSize);  // again once laid out: the first layout may have widened it
-    for (int i = 0; i < 5; ++i) QApplication::processEvents();
-    w.timeline()->zoomToFit();  // again: a small window narrows its docks once shown
-    QApplication::processEvents();
-    if (parser.isSet(select)) w.selectOpByName(parser.value(select));  // after the final layout
-    QApplication::processEvents();
-    const QString out = parser.value(shot);
-    QWidget* target = &w;
-    if (parser.value(dialog) == QStringLiteral("run")) {
-      target = ps::ui::RunDialog::showFor(&w);
-      for (int i = 0; i < 5; ++i) QApplication::processEvents();
-    } else if (parser.value(dialog) == QStringLiteral("profile")) {
-      target = ps::ui::ProfileDialog::showFor(&w);
-      for (int i = 0; i < 5; ++i) QApplication::processEvents();
-    }
-    if (!target->grab().save(out)) {
-      std::fprintf(stderr, "pipestudio: cannot write %s\n", qPrintable(out));
-      return 1;
-    }
-    return 0;
+    return QApplication::exec();
   }
+  if (!opened) {
+    complain(QStringLiteral("cannot open %1").arg(files.front()));
+    return 1;
+  }
+  auto settle = [] {
+    for (int i = 0; i < 5; ++i) QApplication::processEvents();
+  };
+  w.resize(windowSize);
   w.show();
-  return QApplication::exec();
+  w.timeline()->zoomToFit();
+  settle();
+  w.resize(windowSize);  // again once laid out: the first layout may have widened it
+  settle();
+  w.timeline()->zoomToFit();  // again: a small window narrows its docks once shown
+  QApplication::processEvents();
+  if (opt.isSet("select")) w.selectOpByName(opt.value("select"));  // after the final layout
+  QApplication::processEvents();
+  QWidget* target = &w;
+  if (opt.value("dialog") == QStringLiteral("run")) {
+    target = ps::ui::RunDialog::showFor(&w);
+    settle();
+  } else if (opt.value("dialog") == QStringLiteral("profile")) {
+    target = ps::ui::ProfileDialog::showFor(&w);
+    settle();
+  }
+  if (!target->grab().save(opt.value("screenshot"))) {
+    complain(QStringLiteral("cannot write %1").arg(opt.value("screenshot")));
+    return 1;
+  }
+  return 0;
 }

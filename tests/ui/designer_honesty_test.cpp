@@ -37,6 +37,7 @@
 #include "shell/template_dialog.h"
 #include "timeline/timeline_view.h"
 #include "drag_util.h"
+#include "ui_fixtures.h"
 #include "panels/units_text.h"
 
 using namespace ps::core;
@@ -45,11 +46,7 @@ using namespace ps::ui;
 namespace {
 
 Schedule generate(ScheduleKind k, int devices, int mb, int chunks = 0) {
-  GeneratorOptions o;
-  o.devices = devices;
-  o.microbatches = mb;
-  o.chunks = chunks;
-  return generateSchedule(k, o).value();
+  return ps::test::generated(k, devices, mb, chunks);
 }
 
 using ps::test::dragBlock;
@@ -92,25 +89,14 @@ Timeline partialRun(const Timeline& plan, double until) {
 class DesignerHonestyTest : public QObject {
   Q_OBJECT
  private Q_SLOTS:
-  void initTestCase() {
-    QStandardPaths::setTestModeEnabled(true);
-    QSettings(QStringLiteral("PipeStudio"), QStringLiteral("PipeStudio")).clear();
-  }
+  void initTestCase() { ps::test::useTestSettings(true); }
 
   void init() {
-    window_ = new MainWindow;
-    window_->resize(1400, 900);
-    Schedule s = generate(ScheduleKind::OneFOneB, 4, 8);
-    window_->document()->load(s, defaultCostProfile(s));
-    window_->show();
-    QVERIFY(QTest::qWaitForWindowExposed(window_));
-    window_->timeline()->zoomToFit();
+    const Schedule s = generate(ScheduleKind::OneFOneB, 4, 8);
+    window_ = ps::test::shownWindow(s, defaultCostProfile(s));
+    QVERIFY(window_);
   }
-  void cleanup() {
-    window_->document()->undoStack()->setClean();
-    delete window_;
-    window_ = nullptr;
-  }
+  void cleanup() { ps::test::closeQuietly(window_); }
 
   // (1) Moving F2 on device 1 past B1 deadlocks 1F1B: the partial simulation ends early, and
   // its figures must not read as a shorter makespan anywhere.
@@ -409,7 +395,7 @@ class DesignerHonestyTest : public QObject {
     doc->undoStack()->undo();
     QCOMPARE(doc->undoStack()->index(), 0);
     window_->activateWindow();
-    QVERIFY(QTest::qWaitForWindowActive(window_));
+    QVERIFY(QTest::qWaitForWindowActive(window_.get()));
     window_->timeline()->setFocus();
     QTest::keyClick(window_->timeline(), Qt::Key_Y, Qt::ControlModifier);
     QCOMPARE(doc->undoStack()->index(), 1);
@@ -530,7 +516,7 @@ class DesignerHonestyTest : public QObject {
   }
 
  private:
-  MainWindow* window_ = nullptr;
+  std::unique_ptr<MainWindow> window_;
 };
 
 QTEST_MAIN(DesignerHonestyTest)

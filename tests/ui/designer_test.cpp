@@ -17,19 +17,14 @@
 #include "shell/template_dialog.h"
 #include "timeline/timeline_view.h"
 #include "drag_util.h"
+#include "ui_fixtures.h"
 
 using namespace ps::core;
 using namespace ps::ui;
 
 namespace {
 
-Schedule oneFOneB(int devices = 4, int mb = 8) {
-  GeneratorOptions o;
-  o.devices = devices;
-  o.microbatches = mb;
-  return generateSchedule(ScheduleKind::OneFOneB, o).value();
-}
-
+using ps::test::oneFOneB;
 using ps::test::dragBlock;
 using ps::test::stepOf;
 
@@ -38,22 +33,14 @@ using ps::test::stepOf;
 class DesignerTest : public QObject {
   Q_OBJECT
  private Q_SLOTS:
-  void initTestCase() { QStandardPaths::setTestModeEnabled(true); }
+  void initTestCase() { ps::test::useTestSettings(); }
 
   void init() {
-    window_ = new MainWindow;
-    window_->resize(1400, 900);
-    Schedule s = oneFOneB();
-    window_->document()->load(s, defaultCostProfile(s.pipeline.stages));
-    window_->show();
-    QVERIFY(QTest::qWaitForWindowExposed(window_));
-    window_->timeline()->zoomToFit();
+    const Schedule s = oneFOneB();
+    window_ = ps::test::shownWindow(s, defaultCostProfile(s.pipeline.stages));
+    QVERIFY(window_);
   }
-  void cleanup() {
-    window_->document()->undoStack()->setClean();  // no "save changes?" on close
-    delete window_;
-    window_ = nullptr;
-  }
+  void cleanup() { ps::test::closeQuietly(window_); }
 
   void draggingAnOpChangesOrderAndSummaryAndUndoRestores() {
     ScheduleDocument* doc = window_->document();
@@ -313,7 +300,7 @@ class DesignerTest : public QObject {
   }
 
  private:
-  MainWindow* window_ = nullptr;
+  std::unique_ptr<MainWindow> window_;
 };
 
 QTEST_MAIN(DesignerTest)

@@ -19,6 +19,7 @@
 #include "document/schedule_document.h"
 #include "panels/summary_panel.h"
 #include "timeline/timeline_view.h"
+#include "ui_fixtures.h"
 
 using namespace ps::core;
 using namespace ps::ui;
@@ -51,18 +52,12 @@ Counts countBlocks(const TimelineView* v, const Schedule& shown) {
 class IterationsViewTest : public QObject {
   Q_OBJECT
  private Q_SLOTS:
-  void initTestCase() {
-    QStandardPaths::setTestModeEnabled(true);
-    QSettings(QStringLiteral("PipeStudio"), QStringLiteral("PipeStudio")).clear();
-  }
+  void initTestCase() { ps::test::useTestSettings(true); }
 
   void showsThreeOverlappedIterationsOfZbH1() {
     MainWindow w;
     w.resize(1400, 900);
-    GeneratorOptions g;
-    g.devices = 4;
-    g.microbatches = 8;
-    Schedule s = generateSchedule(ScheduleKind::ZBH1, g).value();
+    Schedule s = ps::test::generated(ScheduleKind::ZBH1, 4, 8);
     auto profile = uniformCostProfile("F=1,I=1,W=1,act=1000", s.pipeline.stages);
     QVERIFY(profile.ok());
     ScheduleDocument* doc = w.document();

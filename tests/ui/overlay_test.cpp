@@ -13,6 +13,7 @@
 #include "document/schedule_document.h"
 #include "docks/session_dock.h"
 #include "timeline/timeline_view.h"
+#include "ui_fixtures.h"
 
 using namespace ps::core;
 using namespace ps::ui;
@@ -21,32 +22,15 @@ namespace {
 
 const QString kTraces = QStringLiteral(PIPESTUDIO_TEST_DATA_DIR "/traces/");
 
-Schedule oneFOneB(int devices, int mb) {
-  GeneratorOptions o;
-  o.devices = devices;
-  o.microbatches = mb;
-  return generateSchedule(ScheduleKind::OneFOneB, o).value();
-}
-
-// The planned timeline, relabelled as a measurement, with `stretch` applied to every time.
-Timeline measuredCopy(const Timeline& planned, double stretch) {
-  Timeline m = planned;
-  m.source = TimelineSource::Measured;
-  m.transfers.clear();
-  for (auto& o : m.ops) {
-    o.start *= stretch;
-    o.end *= stretch;
-  }
-  m.metrics = computeMetrics(m);
-  return m;
-}
+using ps::test::measuredCopy;
+using ps::test::oneFOneB;
 
 }  // namespace
 
 class OverlayTest : public QObject {
   Q_OBJECT
  private Q_SLOTS:
-  void initTestCase() { QStandardPaths::setTestModeEnabled(true); }
+  void initTestCase() { ps::test::useTestSettings(); }
 
   void secondLaneGeometry() {
     RowLayout plain;
@@ -210,8 +194,7 @@ class OverlayTest : public QObject {
 
   void twiceAsLongIsRed() {
     MainWindow w;
-    w.resize(1200, 800);
-    w.document()->load(oneFOneB(2, 2), defaultCostProfile(2));
+    ps::test::load(w, oneFOneB(2, 2), defaultCostProfile(2), QSize(1200, 800));
     TimelineView* v = w.timeline();
     const Timeline planned = w.document()->analysis().timeline;
     Timeline m = measuredCopy(planned, 1.0);
@@ -241,8 +224,7 @@ class OverlayTest : public QObject {
 
   void scaledAlignmentMatchesMakespans() {
     MainWindow w;
-    w.resize(1200, 800);
-    w.document()->load(oneFOneB(4, 8), defaultCostProfile(4));
+    ps::test::load(w, oneFOneB(4, 8), defaultCostProfile(4), QSize(1200, 800));
     TimelineView* v = w.timeline();
     const Timeline planned = w.document()->analysis().timeline;
     const double plannedMakespan = planned.metrics.makespan;
@@ -271,8 +253,7 @@ class OverlayTest : public QObject {
 
   void runFromSessionDockSetsOverlay() {
     MainWindow w;
-    w.resize(1200, 800);
-    w.document()->load(oneFOneB(2, 4), defaultCostProfile(2));
+    ps::test::load(w, oneFOneB(2, 4), defaultCostProfile(2), QSize(1200, 800));
     const Timeline planned = w.document()->analysis().timeline;
     Q_EMIT w.sessionDock()->openRunRequested(7, measuredCopy(planned, 1.25), QString(), QString());
     QVERIFY(w.timeline()->hasOverlay());

@@ -20,26 +20,15 @@
 #include "debugger/state_panel.h"
 #include "debugger/stepper_controller.h"
 #include "timeline/timeline_view.h"
+#include "ui_fixtures.h"
 
 using namespace ps::core;
 using namespace ps::ui;
 
 namespace {
 
-Schedule oneFOneB(int devices, int mb) {
-  GeneratorOptions o;
-  o.devices = devices;
-  o.microbatches = mb;
-  return generateSchedule(ScheduleKind::OneFOneB, o).value();
-}
-
-Op op(OpKind k, int stage, int mb) {
-  Op o;
-  o.kind = k;
-  o.stage = stage;
-  o.microbatch = mb;
-  return o;
-}
+using ps::test::oneFOneB;
+using ps::test::op;
 
 // A measured run of 1F1B on 2 devices, 2 micro-batches, by hand (ms):
 //   device 0: F0@s0 0-2, F1@s0 2-4, B0@s0 9-12, B1@s0 13.5-16
@@ -81,12 +70,11 @@ bool anyRowContains(const QStringList& rows, const QString& needle) {
 class StepperGuiTest : public QObject {
   Q_OBJECT
  private Q_SLOTS:
-  void initTestCase() { QStandardPaths::setTestModeEnabled(true); }
+  void initTestCase() { ps::test::useTestSettings(); }
 
   void nextAndPreviousFollowStepperEvents() {
     MainWindow w;
-    w.resize(1400, 900);
-    w.document()->load(oneFOneB(3, 4), defaultCostProfile(3));
+    ps::test::load(w, oneFOneB(3, 4), defaultCostProfile(3), QSize(1400, 900));
     StepperController* sc = w.stepperController();
     // An independent Stepper over the same simulated timeline gives the expected order.
     const Analysis& a = w.document()->analysis();
@@ -129,8 +117,7 @@ class StepperGuiTest : public QObject {
 
   void noPlayheadUntilTheUserSteps() {
     MainWindow w;
-    w.resize(1400, 900);
-    w.document()->load(oneFOneB(3, 4), defaultCostProfile(3));
+    ps::test::load(w, oneFOneB(3, 4), defaultCostProfile(3), QSize(1400, 900));
     QApplication::processEvents();
     StepperController* sc = w.stepperController();
     // A designer who never steps pays nothing: no playhead, no cursor.
@@ -150,8 +137,7 @@ class StepperGuiTest : public QObject {
 
   void runToSelectedOpStopsAtItsStart() {
     MainWindow w;
-    w.resize(1400, 900);
-    w.document()->load(oneFOneB(3, 4), defaultCostProfile(3));
+    ps::test::load(w, oneFOneB(3, 4), defaultCostProfile(3), QSize(1400, 900));
     StepperController* sc = w.stepperController();
     QVERIFY(w.selectOpByName(QStringLiteral("B2@s1")));
     sc->runToSelectedAction()->trigger();
@@ -167,8 +153,7 @@ class StepperGuiTest : public QObject {
 
   void breakpointsStopPlayback() {
     MainWindow w;
-    w.resize(1400, 900);
-    w.document()->load(oneFOneB(3, 4), defaultCostProfile(3));
+    ps::test::load(w, oneFOneB(3, 4), defaultCostProfile(3), QSize(1400, 900));
     StepperController* sc = w.stepperController();
     const Stepper* s = sc->stepper();
     QVERIFY(s);
@@ -245,8 +230,7 @@ class StepperGuiTest : public QObject {
 
   void stateDockAtChosenTimes() {
     MainWindow w;
-    w.resize(1400, 900);
-    w.document()->load(oneFOneB(2, 2), defaultCostProfile(2));
+    ps::test::load(w, oneFOneB(2, 2), defaultCostProfile(2), QSize(1400, 900));
     w.setMeasuredOverlay(handRun(), QStringLiteral("hand"));
     StepperController* sc = w.stepperController();
     QVERIFY(sc->stepsMeasured());
@@ -311,8 +295,7 @@ class StepperGuiTest : public QObject {
 
   void memoryCursorFollowsThePlayhead() {
     MainWindow w;
-    w.resize(1400, 900);
-    w.document()->load(oneFOneB(2, 4), defaultCostProfile(2));
+    ps::test::load(w, oneFOneB(2, 4), defaultCostProfile(2), QSize(1400, 900));
     StepperController* sc = w.stepperController();
     MemoryChart* chart = w.memoryChart();
     sc->seekTime(3.25);
@@ -348,8 +331,7 @@ class StepperGuiTest : public QObject {
 
   void rulerClickSeeks() {
     MainWindow w;
-    w.resize(1400, 900);
-    w.document()->load(oneFOneB(2, 4), defaultCostProfile(2));
+    ps::test::load(w, oneFOneB(2, 4), defaultCostProfile(2), QSize(1400, 900));
     w.show();
     QVERIFY(QTest::qWaitForWindowExposed(&w));
     TimelineView* view = w.timeline();
@@ -364,8 +346,7 @@ class StepperGuiTest : public QObject {
 
   void failedRunOpensWhereItStopped() {
     MainWindow w;
-    w.resize(1400, 900);
-    w.document()->load(oneFOneB(2, 2), defaultCostProfile(2));
+    ps::test::load(w, oneFOneB(2, 2), defaultCostProfile(2), QSize(1400, 900));
     // The run failed in B0@s1 on device 1: what ran before it is recorded, nothing after.
     Timeline t = handRun();
     std::erase_if(t.ops, [](const TimelineOp& o) { return o.start >= 5; });

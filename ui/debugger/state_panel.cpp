@@ -16,6 +16,7 @@
 #include <map>
 
 #include "debugger/stepper_controller.h"
+#include "timeline/theme.h"
 
 namespace ps::ui {
 
@@ -119,7 +120,8 @@ void StatePanel::setState(const StepState& st, const Stepper& stepper, bool meas
   } else if (st.stopped) {
     QString why = st.diagnostics.empty() ? tr("the timeline is incomplete")
                                          : QString::fromStdString(st.diagnostics.front().message).toHtmlEscaped();
-    head += tr("<br><span style='color:#e53935'><b>Stopped here:</b> %1</span>").arg(why);
+    head += tr("<br><span style='color:%1'><b>Stopped here:</b> %2</span>")
+                .arg(Theme::html(Theme::forPalette(palette()).error), why);
   }
   header_->setText(head);
 

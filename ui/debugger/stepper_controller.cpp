@@ -411,30 +411,30 @@ bool StepperController::runToSelected() {
 }
 
 bool StepperController::runToBreakpoint() {
-  engaged_ = true;
-  ensure();
-  if (!stepper_) return false;
-  if (auto p = stepper_->runToBreakpoint(position_, breakpoints_)) {
-    setPosition(*p, stepper_->timeAt(*p));
-    Q_EMIT statusMessage(tr("Breakpoint · %1").arg(describe(stepper_->events()[*p - 1])));
-    return true;
-  }
-  seekPosition(stepper_->size());
-  Q_EMIT statusMessage(breakpoints_.empty() ? tr("No breakpoints: ran to the end") : tr("No breakpoint hit: ran to the end"));
-  return false;
+  return runToBreakpointFrom(true);
 }
 
 bool StepperController::runBackToBreakpoint() {
+  return runToBreakpointFrom(false);
+}
+
+bool StepperController::runToBreakpointFrom(bool forward) {
   engaged_ = true;
   ensure();
   if (!stepper_) return false;
-  if (auto p = stepper_->runBackToBreakpoint(position_, breakpoints_)) {
+  const auto p = forward ? stepper_->runToBreakpoint(position_, breakpoints_)
+                         : stepper_->runBackToBreakpoint(position_, breakpoints_);
+  if (p) {
     setPosition(*p, stepper_->timeAt(*p));
     Q_EMIT statusMessage(tr("Breakpoint · %1").arg(describe(stepper_->events()[*p - 1])));
     return true;
   }
-  seekPosition(0);
-  Q_EMIT statusMessage(tr("No breakpoint before: back at the start"));
+  // None hit: at the end (or the start) of the timeline.
+  seekPosition(forward ? stepper_->size() : 0);
+  if (!forward)
+    Q_EMIT statusMessage(tr("No breakpoint before: back at the start"));
+  else
+    Q_EMIT statusMessage(breakpoints_.empty() ? tr("No breakpoints: ran to the end") : tr("No breakpoint hit: ran to the end"));
   return false;
 }
 

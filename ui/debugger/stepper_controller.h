@@ -118,6 +118,8 @@ class StepperController : public QObject {
   void setPosition(size_t position, double time);
   QString describe(const ps::core::StepEvent& e) const;
   void chooseDefaultSpeed();
+  // Runs to the next (forward) or previous breakpoint, or to the end (start) without one.
+  bool runToBreakpointFrom(bool forward);
 
   QPointer<ScheduleDocument> doc_;
   QPointer<TimelineView> view_;

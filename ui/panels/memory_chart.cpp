@@ -1,5 +1,6 @@
 #include "panels/memory_chart.h"
 #include "widgets/chart_theme.h"
+#include "timeline/theme.h"
 
 #include <QApplication>
 #include <QChart>
@@ -18,19 +19,16 @@ constexpr double kGiB = double(1LL << 30);
 }  // namespace
 
 QColor memoryCapacityColor() {
-  return QColor(0xe5, 0x39, 0x35);  // red: no device curve is red
+  return Theme::current().error;  // red: no device curve is red
 }
 
 QColor memoryDeviceColor(int d) {
   // Distinct hues, none of them red (the capacity) or the playhead's magenta; grey is left out
   // (it reads as "disabled"). Past the list, hues step by the golden angle around the wheel,
   // skipping the reds.
-  static const QColor colors[] = {QColor(0x1f, 0x77, 0xb4), QColor(0xff, 0x7f, 0x0e), QColor(0x2c, 0xa0, 0x2c),
-                                  QColor(0x94, 0x67, 0xbd), QColor(0x17, 0xbe, 0xcf), QColor(0xa6, 0x76, 0x1d),
-                                  QColor(0xbc, 0xbd, 0x22), QColor(0x00, 0x3f, 0x8c), QColor(0x00, 0x80, 0x6b),
-                                  QColor(0xd9, 0xa4, 0x00)};
-  constexpr int n = static_cast<int>(sizeof colors / sizeof colors[0]);
-  if (d >= 0 && d < n) return colors[d];
+  const auto& colors = Theme::lightVariant().series;
+  const int n = static_cast<int>(colors.size());
+  if (d >= 0 && d < n) return colors[static_cast<size_t>(d)];
   int hue = static_cast<int>(std::fmod(40.0 + d * 137.508, 280.0)) + 40;  // 40..320: no reds
   return QColor::fromHsv(hue, 200, d % 2 ? 150 : 200);
 }
@@ -134,11 +132,11 @@ void MemoryChart::setTimeline(const ps::core::Timeline& t, std::int64_t capacity
   }
   // The playhead before the hover cursor, so the cursor stays the last series (drawn on top).
   playhead_ = new QLineSeries();
-  playhead_->setPen(QPen(QColor(0xd8, 0x1b, 0x60), 2));
+  playhead_->setPen(QPen(Theme::current().playhead, 2));
   playhead_->setVisible(false);
   c->addSeries(playhead_);
   cursor_ = new QLineSeries();
-  cursor_->setPen(QPen(QColor(0x80, 0x80, 0x80), 1, Qt::DashLine));
+  cursor_->setPen(QPen(Theme::current().cursor, 1, Qt::DashLine));
   cursor_->setVisible(false);
   c->addSeries(cursor_);
 

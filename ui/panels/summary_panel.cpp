@@ -1,5 +1,6 @@
 #include "panels/summary_panel.h"
 #include "panels/units_text.h"
+#include "timeline/theme.h"
 
 #include <QHeaderView>
 #include <cmath>
@@ -61,7 +62,7 @@ void addRow(QTreeWidgetItem* parent, QTreeWidget* tree, const QString& name, dou
   } else {
     it->setText(3, (diff > 0 ? QStringLiteral("+") : QString()) + unit.text(diff));
     const bool good = better == Better::Lower ? diff < 0 : diff > 0;
-    it->setForeground(3, good ? QColor(0x2e, 0x9d, 0x4e) : QColor(0xe5, 0x39, 0x35));
+    it->setForeground(3, good ? Theme::current().good : Theme::current().error);
   }
 }
 
@@ -108,7 +109,7 @@ void SummaryPanel::setMetrics(const ps::core::TimelineMetrics& cur, const ps::co
     auto* note = new QTreeWidgetItem(this);
     note->setText(0, tr("%1: not available\n(%2)").arg(which, stalledText(*p)));
     note->setFirstColumnSpanned(true);
-    note->setForeground(0, QColor(0xe5, 0x39, 0x35));
+    note->setForeground(0, Theme::current().error);
     note->setToolTip(0, tr("%1: %2").arg(which, notAvailableText(*p)));
   }
   addRow(nullptr, this, tr("Makespan"), cur.makespan, saved.makespan, kMs, Better::Lower, have);

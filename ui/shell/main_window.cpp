@@ -49,29 +49,29 @@
 #include "debugger/stepper_controller.h"
 #include "panels/summary_panel.h"
 #include "shell/template_dialog.h"
+#include "timeline/theme.h"
 #include "timeline/timeline_view.h"
+#include "shell/main_window_internal.h"
 
-#if __has_include("pipestudio/core/io/chrome_trace.h")
+#ifdef PS_HAVE_CHROME_TRACE
 #include "pipestudio/core/io/chrome_trace.h"
-#define PS_HAVE_CHROME_TRACE 1
 #endif
 
 namespace ps::ui {
 
 using namespace ps::core;
+using namespace ps::ui::shell_detail;
 
-namespace {
-constexpr int kMaxRecent = 8;
-QSettings settings() {
+QSettings shell_detail::settings() {
   return QSettings(QStringLiteral("PipeStudio"), QStringLiteral("PipeStudio"));
 }
-// Each kind of file dialog starts in the folder it last used (QSettings "dialogDirs/<purpose>"),
-// not in whatever folder another dialog visited last.
-void rememberDialogDir(const QString& purpose, const QString& path) {
+
+void shell_detail::rememberDialogDir(const QString& purpose, const QString& path) {
   if (path.isEmpty()) return;
   settings().setValue(QStringLiteral("dialogDirs/") + purpose, QFileInfo(path).absolutePath());
 }
 
+namespace {
 // A file shipped with the application (resources/: examples, profiles).
 bool isBundled(const QString& path) {
   const QString res = QFileInfo(resourcesDir()).canonicalFilePath();
@@ -79,46 +79,6 @@ bool isBundled(const QString& path) {
   return !res.isEmpty() && !p.isEmpty() && p.startsWith(res + QLatin1Char('/'));
 }
 }  // namespace
-
-QPalette lightPalette() {
-  QPalette p;
-  p.setColor(QPalette::Window, QColor(0xf3, 0xf4, 0xf6));
-  p.setColor(QPalette::WindowText, QColor(0x1f, 0x23, 0x28));
-  p.setColor(QPalette::Base, Qt::white);
-  p.setColor(QPalette::AlternateBase, QColor(0xf6, 0xf8, 0xfa));
-  p.setColor(QPalette::Text, QColor(0x1f, 0x23, 0x28));
-  p.setColor(QPalette::Button, QColor(0xf3, 0xf4, 0xf6));
-  p.setColor(QPalette::ButtonText, QColor(0x1f, 0x23, 0x28));
-  p.setColor(QPalette::Highlight, QColor(0x2f, 0x6f, 0xde));
-  p.setColor(QPalette::HighlightedText, Qt::white);
-  p.setColor(QPalette::PlaceholderText, QColor(0x6a, 0x73, 0x7d));
-  p.setColor(QPalette::ToolTipBase, Qt::white);
-  p.setColor(QPalette::ToolTipText, QColor(0x1f, 0x23, 0x28));
-  p.setColor(QPalette::Disabled, QPalette::Text, QColor(0xa0, 0xa4, 0xaa));
-  p.setColor(QPalette::Disabled, QPalette::ButtonText, QColor(0xa0, 0xa4, 0xaa));
-  p.setColor(QPalette::Disabled, QPalette::WindowText, QColor(0xa0, 0xa4, 0xaa));
-  return p;
-}
-
-QPalette darkPalette() {
-  QPalette p;
-  p.setColor(QPalette::Window, QColor(0x25, 0x27, 0x2b));
-  p.setColor(QPalette::WindowText, QColor(0xe6, 0xe6, 0xe6));
-  p.setColor(QPalette::Base, QColor(0x1b, 0x1d, 0x21));
-  p.setColor(QPalette::AlternateBase, QColor(0x23, 0x26, 0x2b));
-  p.setColor(QPalette::Text, QColor(0xe6, 0xe6, 0xe6));
-  p.setColor(QPalette::Button, QColor(0x2d, 0x30, 0x35));
-  p.setColor(QPalette::ButtonText, QColor(0xe6, 0xe6, 0xe6));
-  p.setColor(QPalette::Highlight, QColor(0x4c, 0x8d, 0xf6));
-  p.setColor(QPalette::HighlightedText, Qt::white);
-  p.setColor(QPalette::PlaceholderText, QColor(0x9a, 0xa0, 0xa6));
-  p.setColor(QPalette::ToolTipBase, QColor(0x2d, 0x30, 0x35));
-  p.setColor(QPalette::ToolTipText, QColor(0xe6, 0xe6, 0xe6));
-  p.setColor(QPalette::Disabled, QPalette::Text, QColor(0x70, 0x74, 0x7a));
-  p.setColor(QPalette::Disabled, QPalette::ButtonText, QColor(0x70, 0x74, 0x7a));
-  p.setColor(QPalette::Disabled, QPalette::WindowText, QColor(0x70, 0x74, 0x7a));
-  return p;
-}
 
 QString MainWindow::dialogDir(const QString& purpose) {
   const QString saved = settings().value(QStringLiteral("dialogDirs/") + purpose).toString();
@@ -135,52 +95,6 @@ QString MainWindow::documentationDir() {
                            QCoreApplication::applicationDirPath() + QStringLiteral("/../share/doc/pipestudio")})
     if (QFileInfo(d + QStringLiteral("/gui.md")).isFile()) return QFileInfo(d).canonicalFilePath();
   return {};
-}
-
-QString MainWindow::shortcutsHtml() const {
-  // Generated from the menus' actions, so it cannot drift from what the keys do.
-  QString html = QStringLiteral("<table cellspacing='0' cellpadding='3'>");
-  std::function<void(const QMenu*, const QString&)> walk = [&](const QMenu* m, const QString& path) {
-    for (QAction* a : m->actions()) {
-      if (a->isSeparator()) continue;
-      const QString name = QString(a->text()).remove(QLatin1Char('&')).remove(QStringLiteral("…"));
-      if (a->menu()) {
-        walk(a->menu(), path + name + QStringLiteral(" › "));
-        continue;
-      }
-      if (a->shortcuts().isEmpty()) continue;
-      QStringList keys;
-      for (const QKeySequence& k : a->shortcuts()) keys << k.toString(QKeySequence::NativeText).toHtmlEscaped();
-      html += QStringLiteral("<tr><td><b>%1</b></td><td>%2</td></tr>")
-                  .arg(keys.join(QStringLiteral(", ")), (path + name).toHtmlEscaped());
-    }
-  };
-  for (QAction* top : menuBar()->actions())
-    if (top->menu()) {
-      html += QStringLiteral("<tr><td colspan='2'><br><b>%1</b></td></tr>")
-                  .arg(QString(top->text()).remove(QLatin1Char('&')).toHtmlEscaped());
-      walk(top->menu(), QString());
-    }
-  html += QStringLiteral("</table><p>%1</p>")
-              .arg(tr("On the timeline: drag a block along its row to reorder, Esc cancels; ← / → move "
-                      "the selection earlier / later; Ctrl+← / Ctrl+→ and ↑ / ↓ walk the selection; "
-                      "Ctrl+wheel zooms, Shift+wheel pans; double-click zooms to an op."));
-  return html;
-}
-
-void MainWindow::showShortcuts() {
-  QDialog dlg(this);
-  dlg.setWindowTitle(tr("Keyboard Shortcuts"));
-  auto* lay = new QVBoxLayout(&dlg);
-  auto* text = new QTextBrowser;
-  text->setHtml(shortcutsHtml());
-  text->setOpenExternalLinks(true);
-  lay->addWidget(text);
-  auto* buttons = new QDialogButtonBox(QDialogButtonBox::Close);
-  connect(buttons, &QDialogButtonBox::rejected, &dlg, &QDialog::reject);
-  lay->addWidget(buttons);
-  dlg.resize(560, 600);
-  dlg.exec();
 }
 
 bool MainWindow::selectOpByName(const QString& name) {
@@ -337,180 +251,6 @@ void MainWindow::buildDocks() {
   });
 }
 
-void MainWindow::buildActions() {
-  QStyle* st = style();
-  QMenu* file = menuBar()->addMenu(tr("&File"));
-  QAction* aNew = file->addAction(st->standardIcon(QStyle::SP_FileIcon), tr("&New from Template…"), this,
-                                  &MainWindow::newFromTemplate);
-  aNew->setShortcut(QKeySequence::New);
-  QAction* aOpen =
-      file->addAction(st->standardIcon(QStyle::SP_DialogOpenButton), tr("&Open…"), this, &MainWindow::open);
-  aOpen->setShortcut(QKeySequence::Open);
-  recentMenu_ = file->addMenu(tr("Open &Recent"));
-  file->addAction(tr("Open Sess&ion…"), this, &MainWindow::openSessionDialog);
-  QAction* aTraceIn = file->addAction(tr("Open &Measured Trace…"), this, [this] {
-    const QStringList paths = QFileDialog::getOpenFileNames(
-        this, tr("Open measured trace (one file per rank)"), dialogDir(QStringLiteral("trace")),
-        tr("Chrome traces (*.json);;All files (*)"));
-    if (paths.isEmpty()) return;
-    rememberDialogDir(QStringLiteral("trace"), paths.front());
-    openTraces(paths);
-  });
-  aTraceIn->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_T));
-  file->addAction(tr("&Clear Measured Overlay"), this, &MainWindow::clearMeasuredOverlay);
-  file->addSeparator();
-  QAction* aSave =
-      file->addAction(st->standardIcon(QStyle::SP_DialogSaveButton), tr("&Save"), this, &MainWindow::save);
-  aSave->setShortcut(QKeySequence::Save);
-  QAction* aSaveAs = file->addAction(tr("Save &As…"), this, &MainWindow::saveAs);
-  aSaveAs->setShortcut(QKeySequence::SaveAs);
-  QMenu* exp = file->addMenu(tr("&Export"));
-  exp->addAction(tr("Schedule (.pipe)…"), this,
-                 [this] { exportAs(tr("PipeStudio schedule (*.pipe)"), QStringLiteral("pipe")); });
-  exp->addAction(tr("PyTorch CSV…"), this,
-                 [this] { exportAs(tr("PyTorch schedule CSV (*.csv)"), QStringLiteral("csv")); });
-  [[maybe_unused]] QAction* aTrace = exp->addAction(
-      tr("Chrome trace…"), this, [this] { exportAs(tr("Chrome trace (*.json)"), QStringLiteral("json")); });
-#ifndef PS_HAVE_CHROME_TRACE
-  aTrace->setEnabled(false);
-#endif
-  exp->addAction(tr("Timeline as PNG…"), this,
-                 [this] { exportAs(tr("PNG image (*.png)"), QStringLiteral("png")); });
-  exp->addAction(tr("Timeline as SVG…"), this,
-                 [this] { exportAs(tr("SVG image (*.svg)"), QStringLiteral("svg")); });
-  file->addSeparator();
-  QAction* aQuit = file->addAction(tr("&Quit"), this, &QWidget::close);
-  aQuit->setShortcut(QKeySequence::Quit);
-
-  QMenu* edit = menuBar()->addMenu(tr("&Edit"));
-  QAction* aUndo = doc_->undoStack()->createUndoAction(this, tr("&Undo"));
-  aUndo->setShortcut(QKeySequence::Undo);
-  aUndo->setIcon(st->standardIcon(QStyle::SP_ArrowBack));
-  QAction* aRedo = doc_->undoStack()->createRedoAction(this, tr("&Redo"));
-  {  // The platform's redo keys (Ctrl+Shift+Z here) and Ctrl+Y, which many users expect.
-    QList<QKeySequence> keys = QKeySequence::keyBindings(QKeySequence::Redo);
-    const QKeySequence ctrlY(Qt::CTRL | Qt::Key_Y);
-    if (!keys.contains(ctrlY)) keys << ctrlY;
-    aRedo->setShortcuts(keys);
-  }
-  aRedo->setIcon(st->standardIcon(QStyle::SP_ArrowForward));
-  edit->addAction(aUndo);
-  edit->addAction(aRedo);
-  edit->addSeparator();
-  QAction* aEarlier = edit->addAction(tr("Move Op &Earlier"));
-  aEarlier->setShortcut(QKeySequence(Qt::ALT | Qt::Key_Left));
-  connect(aEarlier, &QAction::triggered, this, [this] {
-    if (auto r = view_->selection()) {
-      QString err;
-      if (!doc_->moveStep(r->device, r->step, r->step - 1, &err)) showStatus(err);
-    }
-  });
-  QAction* aLater = edit->addAction(tr("Move Op &Later"));
-  aLater->setShortcut(QKeySequence(Qt::ALT | Qt::Key_Right));
-  connect(aLater, &QAction::triggered, this, [this] {
-    if (auto r = view_->selection()) {
-      QString err;
-      if (!doc_->moveStep(r->device, r->step, r->step + 1, &err)) showStatus(err);
-    }
-  });
-
-  viewMenu_ = menuBar()->addMenu(tr("&View"));
-  QAction* aZoomIn = viewMenu_->addAction(tr("Zoom &In"), view_, &TimelineView::zoomIn);
-  aZoomIn->setShortcut(QKeySequence::ZoomIn);
-  QAction* aZoomOut = viewMenu_->addAction(tr("Zoom &Out"), view_, &TimelineView::zoomOut);
-  aZoomOut->setShortcut(QKeySequence::ZoomOut);
-  QAction* aFit = viewMenu_->addAction(tr("&Fit to Window"), view_, &TimelineView::zoomToFit);
-  aFit->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_0));
-  scaledAction_ = viewMenu_->addAction(tr("Scale Measured to Planned &Makespan"));
-  scaledAction_->setCheckable(true);
-  connect(scaledAction_, &QAction::toggled, this, [this](bool on) {
-    view_->setOverlayAlignment(on ? Alignment::Scaled : Alignment::Absolute);
-  });
-  {  // View › Iterations: K iterations back to back (in the menu: the toolbars must fit 1024 px)
-    QMenu* iter = viewMenu_->addMenu(tr("&Iterations"));
-    auto* controls = new QWidgetAction(iter);
-    controls->setObjectName(QStringLiteral("action.iterations"));
-    controls->setDefaultWidget(new IterationsControls(doc_));
-    iter->addAction(controls);
-  }
-  viewMenu_->addSeparator();
-  for (QDockWidget* d : findChildren<QDockWidget*>()) viewMenu_->addAction(d->toggleViewAction());
-
-  {  // Tools › Search schedules… (Search dock)
-    QMenu* tools = nullptr;
-    for (QAction* a : menuBar()->actions())
-      if (a->menu() && a->text() == tr("&Tools")) tools = a->menu();
-    if (!tools) tools = menuBar()->addMenu(tr("&Tools"));
-    QAction* aSearch = tools->addAction(tr("&Search Schedules…"), this, &MainWindow::showSearchDock);
-    aSearch->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_F));
-  }
-  menuBar()->addMenu(stepper_->menu());
-  {  // Run › Run schedule… (docs/gui.md, "Running a schedule")
-    QMenu* runMenu = nullptr;
-    for (QAction* a : menuBar()->actions())
-      if (a->menu() && a->text() == tr("&Run")) runMenu = a->menu();
-    if (!runMenu) runMenu = menuBar()->addMenu(tr("&Run"));
-    QAction* aRunSchedule = runMenu->addAction(tr("Run &Schedule…"), this, [this] { RunDialog::showFor(this); });
-    aRunSchedule->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_R));
-    runMenu->addAction(tr("&Profile Model…"), this, [this] { ProfileDialog::showFor(this); });  // docs/gui.md
-  }
-  QMenu* help = menuBar()->addMenu(tr("&Help"));
-  help->addAction(tr("&Keyboard Shortcuts"), this, &MainWindow::showShortcuts);
-  help->addAction(tr("&Documentation"), this, [this] {
-    const QString docs = documentationDir();
-    if (!docs.isEmpty()) QDesktopServices::openUrl(QUrl::fromLocalFile(docs + QStringLiteral("/gui.md")));
-    else QDesktopServices::openUrl(QUrl(QStringLiteral("https://github.com/pipestudio/pipestudio/tree/main/docs")));
-  });
-  help->addSeparator();
-  help->addAction(tr("&About PipeStudio"), this, [this] {
-    QMessageBox::about(
-        this, tr("About PipeStudio"),
-        tr("<b>PipeStudio</b><br>Design, check and simulate pipeline-parallel training schedules."
-           "<p>Drag ops along their device's row to reorder; right-click for more edits. "
-           "Ctrl+wheel zooms, Shift+wheel pans.</p>"));
-  });
-
-  auto* tb = addToolBar(tr("Main"));
-  tb->setObjectName(QStringLiteral("toolbar.main"));
-  tb->setMovable(false);
-  tb->setIconSize(QSize(18, 18));
-  tb->setToolButtonStyle(Qt::ToolButtonTextBesideIcon);
-  // Short, fixed button texts (icon text) so the toolbar never reflows when an action's text
-  // changes ("Undo Open search candidate #1 (487.30 ms)"); the details are in the tooltips,
-  // which follow the action's text.
-  aNew->setIconText(tr("New"));
-  aNew->setToolTip(tr("New from template (%1)").arg(aNew->shortcut().toString(QKeySequence::NativeText)));
-  aOpen->setIconText(tr("Open"));
-  aOpen->setToolTip(tr("Open a schedule (%1)").arg(aOpen->shortcut().toString(QKeySequence::NativeText)));
-  aSave->setIconText(tr("Save"));
-  aSave->setToolTip(tr("Save (%1)").arg(aSave->shortcut().toString(QKeySequence::NativeText)));
-  aUndo->setIconText(tr("Undo"));
-  aRedo->setIconText(tr("Redo"));
-  tb->addAction(aNew);
-  tb->addAction(aOpen);
-  tb->addAction(aSave);
-  tb->addSeparator();
-  tb->addAction(aUndo);
-  tb->addAction(aRedo);
-  tb->addSeparator();
-  QAction* tFit = tb->addAction(tr("Fit"), view_, &TimelineView::zoomToFit);
-  tFit->setToolTip(tr("Fit the whole schedule (Ctrl+0)"));
-  tb->addAction(tr("−"), view_, &TimelineView::zoomOut)->setToolTip(tr("Zoom out (Ctrl+-)"));
-  tb->addAction(tr("+"), view_, &TimelineView::zoomIn)->setToolTip(tr("Zoom in (Ctrl++)"));
-  tb->addSeparator();
-  layoutCombo_ = new QComboBox;
-  layoutCombo_->addItem(tr("Time"));
-  layoutCombo_->addItem(tr("Slots"));
-  layoutCombo_->setToolTip(
-      tr("Layout: blocks by the cost model's simulated time, or one slot per action as PyTorch's "
-         "visualiser draws them"));
-  connect(layoutCombo_, &QComboBox::currentIndexChanged, this, [this](int i) {
-    view_->setLayoutMode(i == 0 ? TimelineView::LayoutMode::Time : TimelineView::LayoutMode::Slots);
-  });
-  tb->addWidget(layoutCombo_);
-  addToolBar(stepper_->toolBar());
-}
-
 void MainWindow::buildStepper() {
   // The State dock (state at the playhead, breakpoints) tabbed with the Summary.
   state_ = new StatePanel;
@@ -562,9 +302,9 @@ void MainWindow::documentChanged() {
     (d.severity == Severity::Error ? errors : warnings) += d.severity != Severity::Note;
   QString v;
   if (errors == 0)
-    v = tr("<span style='color:#2e9d4e'>●</span> Valid");
+    v = tr("<span style='color:%1'>●</span> Valid").arg(Theme::html(Theme::current().good));
   else
-    v = tr("<span style='color:#e53935'>●</span> %n error(s)", nullptr, errors);
+    v = tr("<span style='color:%1'>●</span> %n error(s)", nullptr, errors).arg(Theme::html(Theme::current().error));
   if (warnings) v += tr(" · %n warning(s)", nullptr, warnings);
   const SimulationProgress progress = simulationProgress(a);
   v += tr(" · %1 ops · makespan %2")
@@ -897,29 +637,6 @@ void MainWindow::exportAs(const QString& filter, const QString& suffix) {
   }
   showStatus(exportFile(path) ? tr("Exported %1").arg(QFileInfo(path).fileName())
                               : tr("Export to %1 failed").arg(path));
-}
-
-void MainWindow::addRecent(const QString& path) {
-  QSettings st = settings();
-  QStringList files = st.value(QStringLiteral("recentFiles")).toStringList();
-  files.removeAll(path);
-  files.prepend(path);
-  while (files.size() > kMaxRecent) files.removeLast();
-  st.setValue(QStringLiteral("recentFiles"), files);
-  rebuildRecentMenu();
-}
-
-void MainWindow::rebuildRecentMenu() {
-  recentMenu_->clear();
-  const QStringList files = settings().value(QStringLiteral("recentFiles")).toStringList();
-  for (const QString& f : files) {
-    QAction* a = recentMenu_->addAction(QFileInfo(f).fileName());
-    a->setToolTip(f);
-    connect(a, &QAction::triggered, this, [this, f] {
-      if (maybeSave()) openFile(f);
-    });
-  }
-  recentMenu_->setEnabled(!files.isEmpty());
 }
 
 bool MainWindow::maybeSave() {

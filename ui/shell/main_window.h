@@ -1,7 +1,7 @@
 #pragma once
 // The designer's main window: timeline editor in the centre; pipeline & cost-profile,
 // diagnostics, memory and summary docks; File / Edit / View menus; status bar with validity
-// and the last edit's effect.
+// and the last edit's effect. Menus and toolbar are built in main_window_actions.cpp.
 #include <QMainWindow>
 #include <QStringList>
 
@@ -11,17 +11,11 @@ class QAction;
 class QComboBox;
 class QDockWidget;
 
-class QPalette;
-
 namespace ps::core {
 struct Timeline;
 }
 
 namespace ps::ui {
-
-// Palettes for --palette light|dark (screenshots); normally the system palette applies.
-QPalette lightPalette();
-QPalette darkPalette();
 
 class ScheduleDocument;
 class TimelineView;

@@ -4,8 +4,7 @@
 #include <QResizeEvent>
 #include <set>
 
-#include "timeline/op_style.h"
-#include "timeline/timeline_view.h"
+#include "timeline/theme.h"
 
 namespace ps::ui {
 
@@ -32,11 +31,12 @@ QSize LegendBar::minimumSizeHint() const {
 std::vector<LegendBar::Entry> LegendBar::allEntries() const {
   std::vector<Entry> all = entries_;
   if (overlay_) {
-    all.push_back({tr("Measured ≤1.1×"), TimelineView::deviationColor(DeviationBand::Good), 0});
-    all.push_back({tr("<1.5×"), TimelineView::deviationColor(DeviationBand::Warn), 0});
-    all.push_back({tr("≥1.5×"), TimelineView::deviationColor(DeviationBand::Bad), 0});
-    all.push_back({tr("unplanned"), TimelineView::deviationColor(DeviationBand::Unknown), 0});
-    all.push_back({tr("critical path"), palette().color(QPalette::Text), 4});
+    const Theme th = Theme::forPalette(palette());
+    all.push_back({tr("Measured ≤1.1×"), th.deviationColor(DeviationBand::Good), 0});
+    all.push_back({tr("<1.5×"), th.deviationColor(DeviationBand::Warn), 0});
+    all.push_back({tr("≥1.5×"), th.deviationColor(DeviationBand::Bad), 0});
+    all.push_back({tr("unplanned"), th.deviationColor(DeviationBand::Unknown), 0});
+    all.push_back({tr("critical path"), th.text, 4});
   }
   return all;
 }
@@ -91,32 +91,28 @@ void LegendBar::setSchedule(const Schedule& s) {
   for (int d = 0; d < s.pipeline.devices; ++d)
     maxChunks = std::max(maxChunks, static_cast<int>(s.pipeline.stagesOn(d).size()));
   entries_.clear();
-  static const std::pair<OpKind, const char*> names[] = {{OpKind::F, "Forward"},
-                                                         {OpKind::B, "Backward"},
-                                                         {OpKind::I, "Input grad"},
-                                                         {OpKind::W, "Weight grad"},
-                                                         {OpKind::R, "Recompute"},
-                                                         {OpKind::Offload, "Offload"},
-                                                         {OpKind::Reload, "Reload"},
-                                                         {OpKind::SendF, "Send/Recv"},
-                                                         {OpKind::SendB, "Send/Recv grad"},
-                                                         {OpKind::Unshard, "Unshard"},
-                                                         {OpKind::ReduceGrad, "Reduce grad"}};
+  // Kinds that draw alike share an entry (SEND/RECV, UNSHARD/RESHARD).
+  static const std::pair<OpKind, const char*> names[] = {
+      {OpKind::F, "Forward"},         {OpKind::B, "Backward"},          {OpKind::I, "Input grad"},
+      {OpKind::W, "Weight grad"},     {OpKind::R, "Recompute"},         {OpKind::Offload, "Offload"},
+      {OpKind::Reload, "Reload"},     {OpKind::SendF, "Send/Recv"},     {OpKind::SendB, "Send/Recv grad"},
+      {OpKind::Unshard, "Unshard"},   {OpKind::ReduceGrad, "Reduce grad"}};
+  const Theme th = Theme::forPalette(palette());
   for (const auto& [k, label] : names) {
     bool present = kinds.count(static_cast<std::uint16_t>(k)) > 0;
     if (k == OpKind::SendF) present = present || kinds.count(static_cast<std::uint16_t>(OpKind::RecvF));
     if (k == OpKind::SendB) present = present || kinds.count(static_cast<std::uint16_t>(OpKind::RecvB));
     if (k == OpKind::Unshard) present = present || kinds.count(static_cast<std::uint16_t>(OpKind::Reshard));
-    if (present || k == OpKind::F) entries_.push_back({tr(label), kindColor(k), 0});
+    if (present || k == OpKind::F) entries_.push_back({tr(label), th.kindColor(k), 0});
   }
   for (auto k : kinds)
     if (isUserKind(static_cast<OpKind>(k)))
       entries_.push_back(
-          {QString::fromStdString(s.kindName(static_cast<OpKind>(k))), kindColor(static_cast<OpKind>(k)), 0});
-  if (overlapped) entries_.push_back({tr("Overlapped F+B"), overlapColor(), 0});
-  if (maxChunks > 1) entries_.push_back({tr("Later chunk"), blockColor(OpKind::F, 1, false), 3});
-  entries_.push_back({tr("Invalid"), QColor(0xe5, 0x39, 0x35), 1});
-  entries_.push_back({tr("Deadlock"), QColor(0xff, 0x6f, 0x00), 2});
+          {QString::fromStdString(s.kindName(static_cast<OpKind>(k))), th.kindColor(static_cast<OpKind>(k)), 0});
+  if (overlapped) entries_.push_back({tr("Overlapped F+B"), th.overlapColor(), 0});
+  if (maxChunks > 1) entries_.push_back({tr("Later chunk"), th.blockColor(OpKind::F, 1, false), 3});
+  entries_.push_back({tr("Invalid"), th.error, 1});
+  entries_.push_back({tr("Deadlock"), th.deadlock, 2});
   updateGeometry();
   update();
 }
@@ -129,10 +125,11 @@ void LegendBar::setOverlayShown(bool on) {
 
 void LegendBar::paintEvent(QPaintEvent*) {
   QPainter p(this);
-  p.fillRect(rect(), palette().color(QPalette::Base));
+  const Theme th = Theme::forPalette(palette());
+  p.fillRect(rect(), th.base);
   const QFontMetrics fm = fontMetrics();
   const int h = 12;
-  QColor text = palette().color(QPalette::Text);
+  QColor text = th.text;
   text.setAlphaF(0.8f);
   const std::vector<Entry> all = allEntries();
   const std::vector<QRect> rects = entryRects(width());
@@ -154,7 +151,7 @@ void LegendBar::paintEvent(QPaintEvent*) {
         p.drawRect(sw.adjusted(1, 1, -1, -1));
         break;
       case 4:
-        p.fillRect(sw, TimelineView::deviationColor(DeviationBand::Good));
+        p.fillRect(sw, th.deviationColor(DeviationBand::Good));
         p.setPen(QPen(e.color, 2));
         p.drawRect(sw.adjusted(1, 1, -1, -1));
         break;
@@ -165,9 +162,7 @@ void LegendBar::paintEvent(QPaintEvent*) {
     p.drawText(QRect(r.x() + 24, r.y(), fm.horizontalAdvance(e.label) + 2, r.height()),
                Qt::AlignVCenter | Qt::AlignLeft, e.label);
   }
-  QColor sep = palette().color(QPalette::Text);
-  sep.setAlphaF(0.12f);
-  p.setPen(sep);
+  p.setPen(th.separator);
   p.drawLine(0, height() - 1, width(), height() - 1);
 }
 

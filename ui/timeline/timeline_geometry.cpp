@@ -5,6 +5,24 @@
 
 namespace ps::ui {
 
+namespace {
+
+size_t totalSize(const std::vector<std::vector<Block>>& rows) {
+  size_t n = 0;
+  for (const auto& r : rows) n += r.size();
+  return n;
+}
+
+// Blocks [first, last) of a row that may show in [t0, t1]: from the first whose running maximum
+// end (monotonic) reaches t0 to `last`, the end of those that start by t1.
+std::pair<size_t, size_t> visibleSpan(const std::vector<double>& prefixEnd, double t0, std::ptrdiff_t last) {
+  const auto first =
+      static_cast<size_t>(std::lower_bound(prefixEnd.begin(), prefixEnd.end(), t0) - prefixEnd.begin());
+  return {first, std::max(first, static_cast<size_t>(last))};
+}
+
+}  // namespace
+
 double TimeAxis::fitScale(double durationMs, double widthPx) {
   if (durationMs <= 0 || widthPx <= 0) return 1.0;
   return widthPx / durationMs;
@@ -138,18 +156,15 @@ const Block* BlockIndex::block(int device, int step) const {
 }
 
 size_t BlockIndex::size() const {
-  size_t n = 0;
-  for (const auto& r : rows_) n += r.size();
-  return n;
+  return totalSize(rows_);
 }
 
 std::pair<size_t, size_t> BlockIndex::visibleRange(int device, double t0, double t1) const {
   if (device < 0 || device >= devices()) return {0, 0};
-  const auto& pe = prefixEnd_[static_cast<size_t>(device)];
   const auto& ss = suffixStart_[static_cast<size_t>(device)];
-  const size_t first = static_cast<size_t>(std::lower_bound(pe.begin(), pe.end(), t0) - pe.begin());
-  const size_t last = static_cast<size_t>(std::upper_bound(ss.begin(), ss.end(), t1) - ss.begin());
-  return {first, std::max(first, last)};
+  // The last block whose suffix minimum start is by t1.
+  const auto last = std::upper_bound(ss.begin(), ss.end(), t1) - ss.begin();
+  return visibleSpan(prefixEnd_[static_cast<size_t>(device)], t0, last);
 }
 
 std::optional<size_t> BlockIndex::hitTest(int device, double t, double toleranceMs, int lane) const {
@@ -313,21 +328,16 @@ OverlayIndex OverlayIndex::build(const ps::core::Comparison& c, const ps::core::
 }
 
 size_t OverlayIndex::size() const {
-  size_t n = 0;
-  for (const auto& r : rows_) n += r.size();
-  return n;
+  return totalSize(rows_);
 }
 
 std::pair<size_t, size_t> OverlayIndex::visibleRange(int device, double t0, double t1) const {
   if (device < 0 || device >= devices()) return {0, 0};
   const auto& row = rows_[static_cast<size_t>(device)];
-  const auto& pe = prefixEnd_[static_cast<size_t>(device)];
-  // First block whose running maximum end reaches t0 (monotonic), last one starting by t1.
-  const size_t first = static_cast<size_t>(std::lower_bound(pe.begin(), pe.end(), t0) - pe.begin());
-  const size_t last = static_cast<size_t>(
-      std::upper_bound(row.begin(), row.end(), t1, [](double t, const Block& b) { return t < b.start; }) -
-      row.begin());
-  return {first, std::max(first, last)};
+  // The last block starting by t1 (measured blocks are sorted by start).
+  const auto last =
+      std::upper_bound(row.begin(), row.end(), t1, [](double t, const Block& b) { return t < b.start; });
+  return visibleSpan(prefixEnd_[static_cast<size_t>(device)], t0, last - row.begin());
 }
 
 std::optional<size_t> OverlayIndex::hitTest(int device, double t, double toleranceMs) const {

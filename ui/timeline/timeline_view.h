@@ -2,7 +2,8 @@
 // The timeline editor: one row per device, one block per op, painted directly (only what is
 // visible, merged when thinner than a few pixels). Dragging a block along its row reorders
 // the device's steps with a live re-simulated preview; every edit goes through the document's
-// undo stack. Geometry lives in timeline_geometry.h; this widget paints and forwards input.
+// undo stack. Geometry lives in timeline_geometry.h; this widget paints (in passes,
+// timeline_paint.cpp, with the colours of its Theme) and forwards input (timeline_input.cpp).
 #include <QAbstractScrollArea>
 #include <QImage>
 #include <QPointer>
@@ -13,6 +14,7 @@
 #include "pipestudio/core/analysis/stepper.h"
 #include "timeline/iteration_marks.h"
 #include "document/schedule_document.h"
+#include "timeline/theme.h"
 #include "timeline/timeline_geometry.h"
 
 namespace ps::ui {
@@ -45,9 +47,31 @@ class TimelineView : public QAbstractScrollArea {
   // The re-simulated candidate while a drag is under way, else null.
   const Analysis* previewAnalysis() const { return preview_.get(); }
 
+  // The paint passes in the order they run: each paints one concern over the ones before.
+  enum class Pass : unsigned {
+    Bands,           // each device's row
+    Blocks,          // the planned ops
+    Overlay,         // the measured lanes
+    Outlines,        // invalid ops, the deadlock cycle
+    Arrows,          // unmet dependencies, the deadlock's waits, the selection's dependencies
+    Drag,            // drop indicator and the dragged block's ghost
+    Hover,           // the pointer's time cursor
+    StepMarks,       // step-through: veil, running and blocked ops, breakpoints
+    IterationMarks,  // K iterations: iteration ends and optimizer steps
+    Labels,          // device and stage labels left of the plot
+    Ruler,           // the time axis
+    Playhead,        // step-through: the playhead line and its flag on the ruler
+    Count
+  };
+  static constexpr unsigned passBit(Pass p) { return 1u << static_cast<unsigned>(p); }
+  static constexpr unsigned kAllPasses = (1u << static_cast<unsigned>(Pass::Count)) - 1;
   // Paints the timeline as the viewport would show it with `axis` and vertical scroll
-  // `scrollY` into `target` (used by paintEvent, exports and the benchmark).
-  void paintTimeline(QPainter& p, const QRect& target, const TimeAxis& axis, double scrollY) const;
+  // `scrollY` into `target` (used by paintEvent, exports and the benchmark): the background,
+  // then the passes in `passes` (bits of passBit).
+  void paintTimeline(QPainter& p, const QRect& target, const TimeAxis& axis, double scrollY,
+                     unsigned passes = kAllPasses) const;
+  // The colours painted with: the variant for the widget's palette, following its changes.
+  const Theme& theme() const { return theme_; }
   // The whole timeline fitted to `size`, for PNG export and previews.
   QImage renderImage(QSize size) const;
   void renderSvg(const QString& path, QSize size) const;
@@ -120,6 +144,7 @@ class TimelineView : public QAbstractScrollArea {
   void contextMenuEvent(QContextMenuEvent* e) override;
   void leaveEvent(QEvent* e) override;
   bool viewportEvent(QEvent* e) override;
+  void changeEvent(QEvent* e) override;
 
  private:
   struct Hit {
@@ -138,19 +163,20 @@ class TimelineView : public QAbstractScrollArea {
   const ps::core::Timeline& displayTimeline(const Analysis& a) const;
   const ps::core::Schedule& displaySchedule(const Analysis& a) const;
   bool iterationsShownFor(const Analysis& a) const;
-  void paintIterationMarks(QPainter& p, const QRect& target, const TimeAxis& axis, double scrollY) const;
   const Analysis& displayAnalysis() const { return preview_ ? *preview_ : doc_->analysis(); }
   double plotWidth() const;
   std::optional<Hit> hitAt(QPoint viewportPos) const;
   QRectF blockRect(const Block& b, const TimeAxis& axis, double scrollY, const QRect& target) const;
   QString tooltipFor(const Block& b) const;
-  void paintStepMarks(QPainter& p, const QRect& target, const TimeAxis& axis, double scrollY) const;
+  // The passes, one function each, and what they share (timeline_paint.cpp).
+  friend struct TimelinePasses;
   void updateDrag(QPoint pos);
   void endDrag(bool apply);
   void moveSelection(int delta);
   void report(const QString& text);
 
   QPointer<ScheduleDocument> doc_;
+  Theme theme_;
   LayoutMode mode_ = LayoutMode::Time;
   bool editable_ = true;
   TimeAxis axis_;
