@@ -1,6 +1,6 @@
 // pipestudio-cli expand FILE|- [--set name=value]... : expands a programmable .pipe schedule
 // (loops, templates, cursors) into its explicit form.
-#include "cli.h"
+#include "common/command.h"
 #include "dsl_print_command.h"
 
 namespace {

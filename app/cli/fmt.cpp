@@ -1,44 +1,24 @@
 // pipestudio-cli fmt FILE|- : prints a .pipe schedule in canonical explicit form.
-#include <iostream>
-
-#include "cli.h"
+#include "common/command.h"
+#include "common/schedule_input.h"
 #include "dsl_print_command.h"
 #include "pipestudio/core/io/dsl.h"
 
 namespace ps::cli {
 
 int printExplicitSchedule(const std::string& command, const std::vector<std::string>& argv) {
-  const std::string prefix = "pipestudio-cli " + command + ": ";
-  ps::cli::Args args(argv, {"--set", "-o"}, {});
-  if (!args.ok() || args.positionals().size() != 1) {
-    std::cerr << prefix << (args.ok() ? "expected one FILE (or -)" : args.error())
-              << "\nusage: pipestudio-cli " << command << " FILE|- [--set name=value]... [-o OUT]\n";
-    return ps::cli::kExitUsage;
-  }
-  const std::string& path = args.positionals()[0];
-  std::string text, error;
-  if (!ps::cli::readInput(path, text, error)) {
-    std::cerr << prefix << error << "\n";
-    return ps::cli::kExitUsage;
-  }
-  ps::core::DslOptions options;
-  options.filename = path == "-" ? "<stdin>" : path;
-  for (const auto& a : args.values("--set")) {
-    if (!ps::core::parseOverride(a, options, error)) {
-      std::cerr << prefix << "--set " << error << "\n";
-      return ps::cli::kExitUsage;
-    }
-  }
-  auto result = ps::core::parseDsl(text, options);
-  if (!result.ok()) {
-    std::cerr << ps::core::formatDiagnostics(result.errors(), &text);
-    return ps::cli::kExitInvalid;
-  }
-  if (!ps::cli::writeOutput(args.value("-o"), ps::core::printDsl(*result), error)) {
-    std::cerr << prefix << error << "\n";
-    return ps::cli::kExitUsage;
-  }
-  return ps::cli::kExitOk;
+  // The short usage: the full text is for --help.
+  const Reporter rep(command, "usage: pipestudio-cli " + command + " FILE|- [--set name=value]... [-o OUT]\n");
+  Args args(argv, {"--set", "-o"}, {});
+  if (!args.ok()) return rep.usage(args.error());
+  if (args.positionals().size() != 1) return rep.usage("expected one FILE (or -)");
+  core::ScheduleLoadOptions options;
+  options.format = core::ScheduleFormat::Pipe;  // the canonical form of a .pipe program
+  options.overrides = args.values("--set");
+  options.onLargeExpansion = [](const core::Diagnostic&) {};  // the output is the expansion
+  ScheduleInput in = readSchedule(rep, args.positionals()[0], options);
+  if (!in.schedule) return in.exitCode;
+  return rep.write(args.value("-o"), core::printDsl(*in.schedule)) ? kExitOk : kExitUsage;
 }
 
 }  // namespace ps::cli

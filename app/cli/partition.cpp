@@ -5,17 +5,20 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "cli.h"
-#include "cli_search_util.h"
+#include "common/command.h"
+#include "common/flags.h"
+#include "common/profile_input.h"
+#include "pipestudio/core/io/units.h"
 #include "pipestudio/core/planning/partition_search.h"
 
 namespace {
 
 using namespace ps::core;
-using ps::cli::search_util::formatBytes;
-using ps::cli::search_util::loadProfile;
-using ps::cli::search_util::memoryLimitFlag;
-using ps::cli::search_util::parseInt;
+using ps::cli::readInt;
+
+const char* kUsage =
+    "usage: pipestudio-cli partition --profile P.json --stages S [--memory-limit BYTES] [--microbatches M]\n"
+    "       [--microbatch-size B] [--no-recompute] [--no-offload] [--largest-microbatch-size] [--json]\n";
 
 nlohmann::json planJson(const CostProfile& p, const PartitionPlan& plan) {
   nlohmann::json j;
@@ -55,8 +58,8 @@ void printPlan(std::ostream& out, const CostProfile& p, const PartitionPlan& pla
                               " (" + p.layers[static_cast<size_t>(sp.firstLayer)].name + ".." +
                               p.layers[static_cast<size_t>(sp.firstLayer + sp.layerCount - 1)].name + ")";
     std::snprintf(buf, sizeof buf, "%-6zu %-28s %-10s %12.3f %12s %12s %8d\n", s, range.c_str(),
-                  std::string(activationPolicyName(sp.policy)).c_str(), sp.timeMs, formatBytes(sp.staticBytes).c_str(),
-                  formatBytes(sp.peakBytes).c_str(), sp.inflight);
+                  std::string(activationPolicyName(sp.policy)).c_str(), sp.timeMs, formatByteSizeFixed(sp.staticBytes).c_str(),
+                  formatByteSizeFixed(sp.peakBytes).c_str(), sp.inflight);
     out << buf;
   }
   std::snprintf(buf, sizeof buf, "bottleneck stage time %.3f ms (micro-batch size %d, %d bisection steps)\n",
@@ -67,30 +70,20 @@ void printPlan(std::ostream& out, const CostProfile& p, const PartitionPlan& pla
 int runPartition(const std::vector<std::string>& argv) {
   ps::cli::Args args(argv, {"--profile", "--stages", "--memory-limit", "--microbatches", "--microbatch-size"},
                      {"--json", "--no-recompute", "--no-offload", "--largest-microbatch-size"});
-  const char* usage =
-      "usage: pipestudio-cli partition --profile P.json --stages S [--memory-limit BYTES] [--microbatches M]\n"
-      "       [--microbatch-size B] [--no-recompute] [--no-offload] [--largest-microbatch-size] [--json]\n";
-  if (!args.ok() || !args.positionals().empty() || !args.has("--profile") || !args.has("--stages")) {
-    std::cerr << "pipestudio-cli partition: "
-              << (!args.ok() ? args.error() : std::string("--profile and --stages are required")) << "\n"
-              << usage;
-    return ps::cli::kExitUsage;
-  }
-  std::string error;
-  auto profile = loadProfile(args.value("--profile"), error);
-  if (!profile) {
-    std::cerr << "pipestudio-cli partition: " << error;
-    return error.find("cannot open") != std::string::npos ? ps::cli::kExitUsage : ps::cli::kExitInvalid;
-  }
+  // The usage line on errors; --help adds the rest (the registered text).
+  const ps::cli::Reporter rep("partition", kUsage);
+  if (!args.ok()) return rep.usage(args.error());
+  if (!args.positionals().empty() || !args.has("--profile") || !args.has("--stages"))
+    return rep.usage("--profile and --stages are required");
+  int code = ps::cli::kExitOk;
+  auto profile = ps::cli::loadProfile(rep, args.value("--profile"), code);
+  if (!profile) return code;
   PartitionOptions o;
-  if (!parseInt(args.value("--stages"), o.stages, 1) ||
-      (args.has("--microbatches") && !parseInt(args.value("--microbatches"), o.microbatches, 1)) ||
-      (args.has("--microbatch-size") && !parseInt(args.value("--microbatch-size"), o.microbatchSize, 1))) {
-    std::cerr << "pipestudio-cli partition: --stages, --microbatches and --microbatch-size take positive integers\n"
-              << usage;
-    return ps::cli::kExitUsage;
-  }
-  if (!memoryLimitFlag(args, "partition", o.memoryLimitBytes)) return ps::cli::kExitUsage;
+  if (!readInt(args.value("--stages"), 1, o.stages) ||
+      (args.has("--microbatches") && !readInt(args.value("--microbatches"), 1, o.microbatches)) ||
+      (args.has("--microbatch-size") && !readInt(args.value("--microbatch-size"), 1, o.microbatchSize)))
+    return rep.usage("--stages, --microbatches and --microbatch-size take positive integers");
+  if (!ps::cli::memoryLimitFlag(args, rep, o.memoryLimitBytes)) return ps::cli::kExitUsage;
   o.allowRecompute = !args.has("--no-recompute");
   o.allowOffload = !args.has("--no-offload");
 
@@ -130,7 +123,7 @@ int runPartition(const std::vector<std::string>& argv) {
   } else {
     if (plan) {
       std::cout << "bisection partition of " << profile->name << " into " << o.stages << " stages";
-      if (plan->memoryLimitBytes > 0) std::cout << " under " << formatBytes(plan->memoryLimitBytes);
+      if (plan->memoryLimitBytes > 0) std::cout << " under " << formatByteSizeFixed(plan->memoryLimitBytes);
       std::cout << ":\n";
       printPlan(std::cout, *profile, *plan);
     }
@@ -147,19 +140,14 @@ int runPartition(const std::vector<std::string>& argv) {
                 << " with the bisection plan, " << largestBase->largestMicrobatchSize
                 << " with the compute-balanced split keeping all activations\n";
   }
-  if (!plan) {
-    std::cerr << "pipestudio-cli partition: " << ps::core::formatDiagnostics(plan.errors());
-    return ps::cli::kExitInvalid;
-  }
-  return ps::cli::kExitOk;
+  return plan ? ps::cli::kExitOk : rep.fail(formatDiagnostics(plan.errors()), ps::cli::kExitInvalid);
 }
 
 const ps::cli::CommandRegistrar kPartition({
     "partition",
     "split a profile's layers into stages that fit memory (bisection partition)",
-    "usage: pipestudio-cli partition --profile P.json --stages S [--memory-limit BYTES] [--microbatches M]\n"
-    "       [--microbatch-size B] [--no-recompute] [--no-offload] [--largest-microbatch-size] [--json]\n\n"
-    "Bisection on the bottleneck stage time: for each candidate time the layers are packed into\n"
+    std::string(kUsage) +
+    "\nBisection on the bottleneck stage time: for each candidate time the layers are packed into\n"
     "contiguous stages, and each stage keeps, recomputes or offloads its activations so that its\n"
     "peak under 1F1B (min(M, S - s) micro-batches in flight on stage s) fits the memory limit\n"
     "(default: the profile's device memory). Prints the plan and, for comparison, the\n"

@@ -1,0 +1,113 @@
+// Shared by pipestudio-cli and pipestudio-engine: the subcommand registry, file/stdin input
+// and output, and the Reporter of common/command.h.
+#include <unistd.h>
+
+#include <cerrno>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <sstream>
+
+#include "common/command.h"
+#include "pipestudio/core/model/result.h"
+
+namespace ps::cli {
+
+std::vector<Command>& registry() {
+  static std::vector<Command> commands;
+  return commands;
+}
+
+bool readInput(const std::string& path, std::string& out, std::string& error) {
+  if (path == "-") {
+    out.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+    return true;
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    error = path + ": cannot open file";
+    return false;
+  }
+  // One read into a string of the file's size (no stream buffer growing and copying).
+  in.seekg(0, std::ios::end);
+  const std::streamoff size = in.tellg();
+  in.seekg(0, std::ios::beg);
+  if (size > 0) {
+    out.resize(static_cast<size_t>(size));
+    in.read(out.data(), size);
+    out.resize(static_cast<size_t>(in.gcount()));
+    return true;
+  }
+  in.clear();  // not seekable (a pipe, /dev/stdin): read it as a stream
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  out = ss.str();
+  return true;
+}
+
+void writeLine(int fd, const std::string& line) {
+  const std::string s = line + "\n";
+  size_t done = 0;
+  while (done < s.size()) {
+    const ssize_t n = ::write(fd, s.data() + done, s.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    done += static_cast<size_t>(n);
+  }
+}
+
+void emitEventLine(const std::string& line) {
+  std::cout.flush();
+  writeLine(STDOUT_FILENO, line);
+}
+
+bool writeOutput(const std::string& path, const std::string& text, std::string& error) {
+  if (path.empty() || path == "-") {
+    std::cout << text;
+    std::cout.flush();
+    return true;
+  }
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out) {
+    error = path + ": cannot write file";
+    return false;
+  }
+  out << text;
+  if (!out) {
+    error = path + ": write failed";
+    return false;
+  }
+  return true;
+}
+
+int Reporter::usage(const std::string& message) const {
+  std::cerr << "pipestudio-cli " << command_ << ": " << message << "\n" << usage_;
+  return kExitUsage;
+}
+
+int Reporter::fail(const std::string& message, int code) const {
+  std::cerr << "pipestudio-cli " << command_ << ": " << message;
+  if (message.empty() || message.back() != '\n') std::cerr << "\n";  // diagnostics end in one already
+  return code;
+}
+
+int Reporter::invalid(const core::Diagnostics& diagnostics, const std::string* text) const {
+  std::cerr << core::formatDiagnostics(diagnostics, text);
+  return kExitInvalid;
+}
+
+bool Reporter::read(const std::string& path, std::string& text) const {
+  std::string error;
+  if (readInput(path, text, error)) return true;
+  fail(error);
+  return false;
+}
+
+bool Reporter::write(const std::string& path, const std::string& text) const {
+  std::string error;
+  if (writeOutput(path, text, error)) return true;
+  fail(error);
+  return false;
+}
+
+}  // namespace ps::cli
