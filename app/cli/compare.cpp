@@ -116,14 +116,8 @@ Result<SessionRun> loadSessionRun(const std::string& db, ps::sessions::Id id) {
   return out;
 }
 
-int runCompare(const std::vector<std::string>& argv) {
-  const ps::cli::Reporter rep("compare", kUsage);
+int runCompare(const ps::cli::Args& args, const ps::cli::Reporter& rep) {
   auto usage = [&](const std::string& message) { return rep.usage(message); };
-  ps::cli::Args args(argv,
-                     {"--profile", "--cost", "--comm", "--partition", "--set", "--align", "--side", "--iteration", "--gaps"},
-                     {"--json"});
-  if (!args.ok()) return usage(args.error());
-  if (args.positionals().size() < 2) return usage("expected PLAN and at least one TRACE (or DB:ID)");
   // RUN may be a session run DB:ID instead of trace files.
   std::optional<std::pair<std::string, std::int64_t>> sessionRunArg;
   for (size_t i = 1; i < args.positionals().size(); ++i) {
@@ -367,7 +361,9 @@ int runCompare(const std::vector<std::string>& argv) {
   return ps::cli::kExitOk;
 }
 
-const ps::cli::CommandRegistrar kCompare({"compare", "compare a plan's simulated timeline with measured traces",
-                                          kUsage, runCompare});
+const ps::cli::FlagCommandRegistrar kCompare(
+    {"compare", "compare a plan's simulated timeline with measured traces", kUsage,
+     {"--profile", "--cost", "--comm", "--partition", "--set", "--align", "--side", "--iteration", "--gaps"}, {"--json"},
+     {2, static_cast<std::size_t>(-1), "expected PLAN and at least one TRACE (or DB:ID)"}, runCompare});
 
 }  // namespace

@@ -11,6 +11,8 @@
 
 namespace {
 
+using namespace ps::core;
+
 const char* kUsage =
     "usage: pipestudio-cli convert IN OUT [--csv-format compute_only|compute_comms]\n"
     "                              [--from pipe|csv] [--to pipe|csv] [--set name=value]...\n"
@@ -22,12 +24,7 @@ const char* kUsage =
     "count read from a CSV (default: largest micro-batch + 1).\n"
     "Exit status: 0 ok, 1 the input has errors, 2 usage or unreadable file.\n";
 
-int runConvert(const std::vector<std::string>& argv) {
-  using namespace ps::core;
-  const ps::cli::Reporter rep("convert", kUsage);
-  ps::cli::Args args(argv, {"--csv-format", "--from", "--to", "--set", "--microbatches"}, {});
-  if (!args.ok()) return rep.usage(args.error());
-  if (args.positionals().size() != 2) return rep.usage("expected IN and OUT");
+int runConvert(const ps::cli::Args& args, const ps::cli::Reporter& rep) {
   const std::string in = args.positionals()[0], out = args.positionals()[1];
   // Both ends by extension or flag: an output has no content to go by, and a converter that
   // guessed its input would hide a misnamed file.
@@ -78,11 +75,8 @@ int runConvert(const std::vector<std::string>& argv) {
   return rep.write(out, output) ? ps::cli::kExitOk : ps::cli::kExitUsage;
 }
 
-const ps::cli::CommandRegistrar kConvert({
-    "convert",
-    "convert a schedule between .pipe and PyTorch pipelining CSV",
-    kUsage,
-    runConvert,
-});
+const ps::cli::FlagCommandRegistrar kConvert({"convert", "convert a schedule between .pipe and PyTorch pipelining CSV",
+                                              kUsage, {"--csv-format", "--from", "--to", "--set", "--microbatches"}, {},
+                                              {2, 2, "expected IN and OUT"}, runConvert});
 
 }  // namespace

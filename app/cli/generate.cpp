@@ -20,14 +20,10 @@ const char* kUsage =
     "--format (default pipe); stdout when -o is absent or -.\n"
     "Exit status: 0 ok, 2 usage or sizes the kind cannot serve.\n";
 
-int runGenerate(const std::vector<std::string>& argv) {
+int runGenerate(const ps::cli::Args& args, const ps::cli::Reporter& rep) {
   using namespace ps::core;
   using ps::cli::readInt;
-  const ps::cli::Reporter rep("generate", kUsage);
   auto usage = [&](const std::string& message) { return rep.usage(message); };
-  ps::cli::Args args(argv, {"--devices", "--microbatches", "--chunks", "-o", "--format", "--csv-format"}, {});
-  if (!args.ok()) return usage(args.error());
-  if (args.positionals().size() != 1) return usage("expected one KIND");
   auto kind = scheduleKindFromName(args.positionals()[0]);
   if (!kind) {
     std::string names;
@@ -55,7 +51,8 @@ int runGenerate(const std::vector<std::string>& argv) {
   return rep.write(out, text) ? ps::cli::kExitOk : ps::cli::kExitUsage;
 }
 
-const ps::cli::CommandRegistrar kGenerate({"generate", "write a built-in schedule (gpipe, 1f1b, zb-h1, ...)", kUsage,
-                                           runGenerate});
+const ps::cli::FlagCommandRegistrar kGenerate({"generate", "write a built-in schedule (gpipe, 1f1b, zb-h1, ...)", kUsage,
+                                               {"--devices", "--microbatches", "--chunks", "-o", "--format", "--csv-format"},
+                                               {}, {1, 1, "expected one KIND"}, runGenerate});
 
 }  // namespace

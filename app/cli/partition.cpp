@@ -20,6 +20,18 @@ const char* kUsage =
     "usage: pipestudio-cli partition --profile P.json --stages S [--memory-limit BYTES] [--microbatches M]\n"
     "       [--microbatch-size B] [--no-recompute] [--no-offload] [--largest-microbatch-size] [--json]\n";
 
+// --help: the usage lines (also shown after a usage error), then this.
+const char* kHelp =
+    "\nBisection on the bottleneck stage time: for each candidate time the layers are packed into\n"
+    "contiguous stages, and each stage keeps, recomputes or offloads its activations so that its\n"
+    "peak under 1F1B (min(M, S - s) micro-batches in flight on stage s) fits the memory limit\n"
+    "(default: the profile's device memory). Prints the plan and, for comparison, the\n"
+    "compute-balanced split that keeps every activation. --microbatch-size scales times and\n"
+    "activation bytes (profiles are for size 1); --largest-microbatch-size reports the largest\n"
+    "size that fits either way. BYTES accepts suffixes KiB MiB GiB TiB (powers of 1024) and\n"
+    "K M G T, KB MB GB TB (powers of 1000).\n"
+    "Exit status: 0 ok, 1 no partition fits or the profile is invalid, 2 usage.\n";
+
 nlohmann::json planJson(const CostProfile& p, const PartitionPlan& plan) {
   nlohmann::json j;
   j["layers_per_stage"] = plan.layersPerStage;
@@ -67,12 +79,7 @@ void printPlan(std::ostream& out, const CostProfile& p, const PartitionPlan& pla
   out << buf;
 }
 
-int runPartition(const std::vector<std::string>& argv) {
-  ps::cli::Args args(argv, {"--profile", "--stages", "--memory-limit", "--microbatches", "--microbatch-size"},
-                     {"--json", "--no-recompute", "--no-offload", "--largest-microbatch-size"});
-  // The usage line on errors; --help adds the rest (the registered text).
-  const ps::cli::Reporter rep("partition", kUsage);
-  if (!args.ok()) return rep.usage(args.error());
+int runPartition(const ps::cli::Args& args, const ps::cli::Reporter& rep) {
   if (!args.positionals().empty() || !args.has("--profile") || !args.has("--stages"))
     return rep.usage("--profile and --stages are required");
   int code = ps::cli::kExitOk;
@@ -143,20 +150,13 @@ int runPartition(const std::vector<std::string>& argv) {
   return plan ? ps::cli::kExitOk : rep.fail(formatDiagnostics(plan.errors()), ps::cli::kExitInvalid);
 }
 
-const ps::cli::CommandRegistrar kPartition({
-    "partition",
-    "split a profile's layers into stages that fit memory (bisection partition)",
-    std::string(kUsage) +
-    "\nBisection on the bottleneck stage time: for each candidate time the layers are packed into\n"
-    "contiguous stages, and each stage keeps, recomputes or offloads its activations so that its\n"
-    "peak under 1F1B (min(M, S - s) micro-batches in flight on stage s) fits the memory limit\n"
-    "(default: the profile's device memory). Prints the plan and, for comparison, the\n"
-    "compute-balanced split that keeps every activation. --microbatch-size scales times and\n"
-    "activation bytes (profiles are for size 1); --largest-microbatch-size reports the largest\n"
-    "size that fits either way. BYTES accepts suffixes KiB MiB GiB TiB (powers of 1024) and\n"
-    "K M G T, KB MB GB TB (powers of 1000).\n"
-    "Exit status: 0 ok, 1 no partition fits or the profile is invalid, 2 usage.\n",
-    runPartition,
-});
+const ps::cli::FlagCommandRegistrar kPartition({"partition",
+                                                "split a profile's layers into stages that fit memory (bisection partition)",
+                                                std::string(kUsage) + kHelp,
+                                                {"--profile", "--stages", "--memory-limit", "--microbatches", "--microbatch-size"},
+                                                {"--json", "--no-recompute", "--no-offload", "--largest-microbatch-size"},
+                                                {},
+                                                runPartition,
+                                                kUsage});
 
 }  // namespace

@@ -35,23 +35,15 @@ const char* kUsage =
     "settings under \"profiler\"; with -o, prints a table of the layers.\n"
     "Exit status: 0 ok, 1 the model cannot be profiled (e.g. cuda without a GPU), 2 usage.\n";
 
-const ps::cli::Reporter kReporter("profile", kUsage);
-
-int usage(const std::string& message) { return kReporter.usage(message); }
-
 std::string hostName() {
   char buf[256] = {};
   if (gethostname(buf, sizeof buf - 1) != 0) return "";
   return buf;
 }
 
-int runProfile(const std::vector<std::string>& argv) {
+int runProfile(const ps::cli::Args& args, const ps::cli::Reporter& reporter) {
   using namespace ps::engine;
-  ps::cli::Args args(argv,
-                     {"--model", "--device", "--microbatch-size", "--repetitions", "--warmup", "--threads", "--workers",
-                      "--seed", "-o", "--output", "--optimizer"},
-                     {});
-  if (!args.ok()) return usage(args.error());
+  auto usage = [&](const std::string& message) { return reporter.usage(message); };
   if (!args.positionals().empty()) return usage("unexpected argument '" + args.positionals()[0] + "'");
   if (!args.has("--model")) return usage("--model SPEC is required (e.g. gpt:layers=8,hidden=256,heads=4,seq=128,vocab=1000)");
   auto model = parseModelSpec(args.value("--model"));
@@ -83,7 +75,7 @@ int runProfile(const std::vector<std::string>& argv) {
     return usage("--optimizer takes sgd or adamw, not '" + o.optimizer + "'");
 
   auto profile = profileModel(*model, o);
-  if (!profile) return kReporter.invalid(profile.errors());
+  if (!profile) return reporter.invalid(profile.errors());
   nlohmann::ordered_json j = nlohmann::ordered_json::parse(ps::core::costProfileToJson(*profile));
   char date[32] = {};
   std::time_t now = std::time(nullptr);
@@ -103,7 +95,7 @@ int runProfile(const std::vector<std::string>& argv) {
                    {"cores", std::thread::hardware_concurrency()},
                    {"date", date}};
   const std::string out = args.has("-o") ? args.value("-o") : args.value("--output");
-  if (!kReporter.write(out, j.dump(2) + "\n")) return ps::cli::kExitUsage;
+  if (!reporter.write(out, j.dump(2) + "\n")) return ps::cli::kExitUsage;
   if (!out.empty() && out != "-") {
     std::printf("%s: %zu layers, micro-batch %d, %d thread(s), median of %d after %d warm-up\n", out.c_str(),
                 profile->layers.size(), o.microbatchSize, intraOpThreads(o.threads, o.workers), o.repetitions,
@@ -124,7 +116,10 @@ int runProfile(const std::vector<std::string>& argv) {
   return ps::cli::kExitOk;
 }
 
-const ps::cli::CommandRegistrar kRegister{
-    {"profile", "measure a built-in model's per-layer costs (libtorch) into a cost profile", kUsage, runProfile}};
+const ps::cli::FlagCommandRegistrar kRegister{
+    {"profile", "measure a built-in model's per-layer costs (libtorch) into a cost profile", kUsage,
+     {"--model", "--device", "--microbatch-size", "--repetitions", "--warmup", "--threads", "--workers", "--seed", "-o",
+      "--output", "--optimizer"},
+     {}, {}, runProfile}};
 
 }  // namespace

@@ -22,15 +22,8 @@ const char* kUsage =
     "the model and an 80 GB H100-class GPU; flags given with it override its values.\n"
     "Bandwidths are in GB/s (1e9 bytes/s), memory in GiB.\n";
 
-int runProfileModel(const std::vector<std::string>& argv) {
-  Args args(argv,
-            {"--preset", "--layers", "--hidden", "--heads", "--seq", "--vocab", "--microbatch-size", "--dtype",
-             "--gpu-tflops", "--hbm-gbps", "--link-gbps", "--memory-gb", "--efficiency", "--link-latency-us",
-             "--host-gbps", "--name", "-o", "--output"},
-            {"--flash-attention"});
-  const Reporter rep("profile-model", kUsage);
+int runProfileModel(const Args& args, const Reporter& rep) {
   auto usage = [&](const std::string& msg) { return rep.usage(msg); };
-  if (!args.ok()) return usage(args.error());
   if (!args.positionals().empty()) return usage("unexpected argument '" + args.positionals()[0] + "'");
 
   TransformerConfig c;
@@ -88,8 +81,16 @@ int runProfileModel(const std::vector<std::string>& argv) {
   return rep.write(out, costProfileToJson(*profile)) ? kExitOk : kExitUsage;
 }
 
-const CommandRegistrar kRegister{
-    Command{"profile-model", "write an analytic cost profile of a transformer model", kUsage, runProfileModel}};
+const FlagCommandRegistrar kRegister{{"profile-model",
+                                      "write an analytic cost profile of a transformer model",
+                                      kUsage,
+                                      {"--preset", "--layers", "--hidden", "--heads", "--seq", "--vocab",
+                                       "--microbatch-size", "--dtype", "--gpu-tflops", "--hbm-gbps", "--link-gbps",
+                                       "--memory-gb", "--efficiency", "--link-latency-us", "--host-gbps", "--name",
+                                       "-o", "--output"},
+                                      {"--flash-attention"},
+                                      {},
+                                      runProfileModel}};
 
 }  // namespace
 }  // namespace ps::cli

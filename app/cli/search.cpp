@@ -21,6 +21,24 @@ const char* kUsage =
     "       [--no-offload] [--no-local] [--objective makespan|steady-state] [--boundary overlap|sync]\n"
     "       [--iterations K] [--optimizer-step MS] [-o best.pipe] [--json]\n";
 
+// --help: the usage lines (also shown after a usage error), then this.
+const char* kHelp =
+    "\nEvaluates every built-in schedule on the profile's compute-balanced split, then explores\n"
+    "partitions (bisection with per-stage recompute / offload), placements (linear, interleaved,\n"
+    "V-shape with up to C chunks per device), list-scheduler knobs, partition refinement and\n"
+    "local moves of ops into bubbles, all on the simulator. Prints the best schedule's makespan,\n"
+    "bubble ratio and peak memory beside every built-in's (\"vs best\" = its makespan over the\n"
+    "best's), and with -o writes the best as a .pipe file whose header carries the partition and\n"
+    "placement (-o - writes it to stdout and the report to stderr). Defaults: --time-limit 10,\n"
+    "--seed 1, --max-chunks 2, memory limit = the profile's device memory. Deterministic for a\n"
+    "seed unless the time limit cuts the search short (--max-evaluations caps it exactly).\n"
+    "--objective steady-state minimises the iteration time of a long run instead: K iterations\n"
+    "(--iterations, default 3) back to back with the --boundary (overlap: each device starts its\n"
+    "next iteration after its own optimizer step; sync: after all devices finish), the time being\n"
+    "the last iteration's end minus the one before. Equal objectives are ordered by peak memory,\n"
+    "then bubble ratio. Offload is not considered when the profile has no host bandwidth.\n"
+    "Exit status: 0 ok, 1 invalid profile or nothing fits, 2 usage.\n";
+
 nlohmann::json candidateJson(const CandidateSummary& c, double bestObjective, bool steady) {
   nlohmann::json j;
   j["name"] = c.name;
@@ -71,16 +89,8 @@ void printRow(std::ostream& out, const CandidateSummary& c, double best, bool st
   out << buf;
 }
 
-int runSearch(const std::vector<std::string>& argv) {
-  ps::cli::Args args(argv,
-                     {"--profile", "--devices", "--microbatches", "--memory-limit", "--time-limit", "--seed",
-                      "--max-chunks", "--max-evaluations", "-o", "--objective", "--boundary", "--iterations",
-                      "--optimizer-step"},
-                     {"--json", "--no-recompute", "--no-offload", "--no-local"});
-  // The usage line on errors; --help adds the rest (the registered text).
-  const ps::cli::Reporter rep("search", kUsage);
+int runSearch(const ps::cli::Args& args, const ps::cli::Reporter& rep) {
   auto usage = [&](const std::string& message) { return rep.usage(message); };
-  if (!args.ok()) return usage(args.error());
   if (!args.positionals().empty() || !args.has("--profile") || !args.has("--devices") || !args.has("--microbatches"))
     return usage("--profile, --devices and --microbatches are required");
   const std::string profilePath = args.value("--profile");
@@ -201,26 +211,15 @@ int runSearch(const std::vector<std::string>& argv) {
   return ps::cli::kExitOk;
 }
 
-const ps::cli::CommandRegistrar kSearch({
-    "search",
-    "find a fast schedule, partition and placement for a profile",
-    std::string(kUsage) +
-    "\nEvaluates every built-in schedule on the profile's compute-balanced split, then explores\n"
-    "partitions (bisection with per-stage recompute / offload), placements (linear, interleaved,\n"
-    "V-shape with up to C chunks per device), list-scheduler knobs, partition refinement and\n"
-    "local moves of ops into bubbles, all on the simulator. Prints the best schedule's makespan,\n"
-    "bubble ratio and peak memory beside every built-in's (\"vs best\" = its makespan over the\n"
-    "best's), and with -o writes the best as a .pipe file whose header carries the partition and\n"
-    "placement (-o - writes it to stdout and the report to stderr). Defaults: --time-limit 10,\n"
-    "--seed 1, --max-chunks 2, memory limit = the profile's device memory. Deterministic for a\n"
-    "seed unless the time limit cuts the search short (--max-evaluations caps it exactly).\n"
-    "--objective steady-state minimises the iteration time of a long run instead: K iterations\n"
-    "(--iterations, default 3) back to back with the --boundary (overlap: each device starts its\n"
-    "next iteration after its own optimizer step; sync: after all devices finish), the time being\n"
-    "the last iteration's end minus the one before. Equal objectives are ordered by peak memory,\n"
-    "then bubble ratio. Offload is not considered when the profile has no host bandwidth.\n"
-    "Exit status: 0 ok, 1 invalid profile or nothing fits, 2 usage.\n",
-    runSearch,
-});
+const ps::cli::FlagCommandRegistrar kSearch({"search",
+                                             "find a fast schedule, partition and placement for a profile",
+                                             std::string(kUsage) + kHelp,
+                                             {"--profile", "--devices", "--microbatches", "--memory-limit",
+                                              "--time-limit", "--seed", "--max-chunks", "--max-evaluations", "-o",
+                                              "--objective", "--boundary", "--iterations", "--optimizer-step"},
+                                             {"--json", "--no-recompute", "--no-offload", "--no-local"},
+                                             {},
+                                             runSearch,
+                                             kUsage});
 
 }  // namespace

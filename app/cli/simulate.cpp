@@ -100,14 +100,9 @@ void preferHugePages() {
 #endif
 }
 
-int runSimulate(const std::vector<std::string>& argv) {
+int runSimulate(const Args& args, const Reporter& rep) {
   preferHugePages();
-  const Reporter rep("simulate", kUsage);
-  Args args(argv, {"--profile", "--cost", "--comm", "--partition", "--memory-limit", "--trace", "--session", "--session-name",
-                         "--iterations", "--boundary", "--optimizer-step"}, {"--json"});
   auto usage = [&](const std::string& msg) { return rep.usage(msg); };
-  if (!args.ok()) return usage(args.error());
-  if (args.positionals().size() != 1) return usage("expected one schedule file");
   if (args.has("--profile") && args.has("--cost")) return usage("give --profile or --cost, not both");
   const std::string file = args.positionals()[0];
 
@@ -232,7 +227,7 @@ int runSimulate(const std::vector<std::string>& argv) {
     rec.scheduleName = args.value("--session-name", s.name.empty() ? fileStem : s.name);
     if (in.format == ScheduleFormat::Pipe) rec.pipeText = text;  // keep the user's own form of the .pipe
     rec.profile = &*profile;
-    rec.configJson = nlohmann::json{{"file", file}, {"args", argv}}.dump();
+    rec.configJson = nlohmann::json{{"file", file}, {"args", args.given()}}.dump();
     auto recorded = sessions::recordSimulation(rec, t);
     if (!recorded) {
       std::cerr << formatDiagnostics(recorded.errors());
@@ -338,7 +333,14 @@ int runSimulate(const std::vector<std::string>& argv) {
   return valid ? kExitOk : kExitInvalid;
 }
 
-const CommandRegistrar kRegister{Command{"simulate", "predict a schedule's timeline, bubbles and memory", kUsage, runSimulate}};
+const FlagCommandRegistrar kRegister{{"simulate",
+                                      "predict a schedule's timeline, bubbles and memory",
+                                      kUsage,
+                                      {"--profile", "--cost", "--comm", "--partition", "--memory-limit", "--trace",
+                                       "--session", "--session-name", "--iterations", "--boundary", "--optimizer-step"},
+                                      {"--json"},
+                                      {1, 1, "expected one schedule file"},
+                                      runSimulate}};
 
 }  // namespace
 }  // namespace ps::cli

@@ -8,6 +8,8 @@
 
 namespace {
 
+using namespace ps::core;
+
 const char* kUsage =
     "usage: pipestudio-cli validate FILE|- [--format pipe|csv] [--set name=value]...\n\n"
     "Checks a schedule: each (stage, micro-batch) has one F and one B or one I and one W, ops\n"
@@ -17,12 +19,7 @@ const char* kUsage =
     "as --format says, else as their content looks. --set overrides a .pipe program's 'let' values.\n"
     "Exit status: 0 valid, 1 invalid (diagnostics on stderr), 2 usage or unreadable file.\n";
 
-int runValidate(const std::vector<std::string>& argv) {
-  using namespace ps::core;
-  const ps::cli::Reporter rep("validate", kUsage);
-  ps::cli::Args args(argv, {"--format", "--set"}, {});
-  if (!args.ok()) return rep.usage(args.error());
-  if (args.positionals().size() != 1) return rep.usage("expected one FILE (or -)");
+int runValidate(const ps::cli::Args& args, const ps::cli::Reporter& rep) {
   ScheduleLoadOptions options;
   if (args.has("--format")) {
     options.format = scheduleFormatFromName(args.value("--format"));
@@ -44,7 +41,8 @@ int runValidate(const std::vector<std::string>& argv) {
   return ps::cli::kExitOk;
 }
 
-const ps::cli::CommandRegistrar kValidate({"validate", "check a .pipe or PyTorch CSV schedule for errors and deadlocks",
-                                           kUsage, runValidate});
+const ps::cli::FlagCommandRegistrar kValidate({"validate", "check a .pipe or PyTorch CSV schedule for errors and deadlocks",
+                                               kUsage, {"--format", "--set"}, {}, {1, 1, "expected one FILE (or -)"},
+                                               runValidate});
 
 }  // namespace

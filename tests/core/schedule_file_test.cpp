@@ -17,14 +17,8 @@ using namespace ps::core;
 
 namespace {
 
-Schedule oneFOneB(int devices = 2, int microbatches = 4) {
-  GeneratorOptions o;
-  o.devices = devices;
-  o.microbatches = microbatches;
-  auto s = generateSchedule(ScheduleKind::OneFOneB, o);
-  EXPECT_TRUE(s.ok());
-  return *s;
-}
+// 1F1B on 2 devices with 4 micro-batches, the schedule every case reads in one form or the other.
+Schedule oneFOneB() { return generateSchedule(ScheduleKind::OneFOneB, GeneratorOptions{2, 4, 0}).value(); }
 
 const std::string& pipeText() {
   static const std::string text = printDsl(oneFOneB());
@@ -56,7 +50,9 @@ TEST_P(ScheduleFormatResolution, PicksTheFormatAndParsesWithIt) {
   auto s = loadSchedule(text, o);
   // The text parses only when the format picked is the text's own.
   EXPECT_EQ(s.ok(), c.csvContent == (c.expected == ScheduleFormat::Csv)) << c.label;
-  if (s.ok()) EXPECT_EQ(s->opCount(), oneFOneB().opCount()) << c.label;
+  if (s.ok()) {
+    EXPECT_EQ(s->opCount(), oneFOneB().opCount()) << c.label;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -168,7 +164,9 @@ TEST(ScheduleFile, LocatesValidatorDiagnosticsAtCsvCells) {
   locateScheduleDiagnostics(report.diagnostics, "cut.csv", ScheduleFormat::Csv, cells);
   for (const Diagnostic& d : report.diagnostics) {
     EXPECT_EQ(d.location.file, "cut.csv") << d.message;
-    if (!d.related.empty() && d.related.front().device >= 0) EXPECT_GT(d.location.line, 0) << d.message;
+    if (!d.related.empty() && d.related.front().device >= 0) {
+      EXPECT_GT(d.location.line, 0) << d.message;
+    }
   }
 }
 

@@ -46,8 +46,10 @@ class Args {
   std::string value(const std::string& flag, const std::string& fallback = {}) const;  // the last given
   std::vector<std::string> values(const std::string& flag) const;  // repeated flags, in order
   const std::vector<std::string>& positionals() const { return positionals_; }
+  const std::vector<std::string>& given() const { return given_; }  // as given, in order
 
  private:
+  std::vector<std::string> given_;
   std::map<std::string, std::vector<std::string>> values_;  // given flags only
   std::vector<std::string> positionals_;
   std::string error_;
@@ -84,6 +86,30 @@ class Reporter {
  private:
   std::string command_;
   std::string usage_;
+};
+
+// How many positionals a command takes, and the usage error when the count is off.
+struct Positionals {
+  std::size_t min = 0;
+  std::size_t max = static_cast<std::size_t>(-1);
+  std::string error;
+};
+
+// A command whose flags and positionals are declared with it: its arguments are scanned and
+// counted, and a mistake reported with the usage, before `run` sees them. Most commands are one.
+struct FlagCommand {
+  std::string name;
+  std::string summary;
+  std::string usage;                    // for --help, and after a usage error
+  std::vector<std::string> valueFlags;  // flags that take a value
+  std::vector<std::string> boolFlags;   // switches
+  Positionals positionals;
+  std::function<int(const Args& args, const Reporter& reporter)> run;
+  std::string errorUsage;               // after a usage error instead of `usage` when set
+};
+
+struct FlagCommandRegistrar {
+  explicit FlagCommandRegistrar(FlagCommand c);
 };
 
 }  // namespace ps::cli

@@ -11,7 +11,8 @@
 namespace ps::cli {
 
 Args::Args(const std::vector<std::string>& args, const std::vector<std::string>& valueFlags,
-           const std::vector<std::string>& boolFlags) {
+           const std::vector<std::string>& boolFlags)
+    : given_(args) {
   // Spellings CLI11 would take but the command line never did: a boolean flag with a value.
   for (const auto& a : args)
     for (const auto& f : boolFlags)

@@ -18,6 +18,18 @@ std::vector<Command>& registry() {
   return commands;
 }
 
+FlagCommandRegistrar::FlagCommandRegistrar(FlagCommand c) {
+  auto run = [c](const std::vector<std::string>& argv) {
+    const Reporter reporter(c.name, c.errorUsage.empty() ? c.usage : c.errorUsage);
+    const Args args(argv, c.valueFlags, c.boolFlags);
+    if (!args.ok()) return reporter.usage(args.error());
+    const std::size_t n = args.positionals().size();
+    if (n < c.positionals.min || n > c.positionals.max) return reporter.usage(c.positionals.error);
+    return c.run(args, reporter);
+  };
+  registry().push_back({c.name, c.summary, c.usage, std::move(run)});
+}
+
 bool readInput(const std::string& path, std::string& out, std::string& error) {
   if (path == "-") {
     out.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
