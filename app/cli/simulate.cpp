@@ -124,7 +124,7 @@ int runSimulate(const Args& args, const Reporter& rep) {
     if (path.empty() && s.profile) path = resolveProfilePath(*s.profile, file);
     if (path.empty()) return usage("no cost profile: give --profile P.json or --cost F=1,I=1,W=1");
     int code = kExitOk;
-    profile = loadProfile(rep, path, code);
+    profile = loadProfile(rep, path, code, /*nameAfterFile=*/false);
     if (!profile) return code;
   }
   if (args.has("--comm")) {

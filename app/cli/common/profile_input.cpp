@@ -20,7 +20,8 @@ std::string resolveProfilePath(const std::string& name, const std::string& sched
   return beside.string();
 }
 
-std::optional<core::CostProfile> loadProfile(const Reporter& reporter, const std::string& path, int& exitCode) {
+std::optional<core::CostProfile> loadProfile(const Reporter& reporter, const std::string& path, int& exitCode,
+                                             bool nameAfterFile) {
   std::string text;
   if (!reporter.read(path, text)) {
     exitCode = kExitUsage;
@@ -29,10 +30,10 @@ std::optional<core::CostProfile> loadProfile(const Reporter& reporter, const std
   auto p = core::parseCostProfile(text, path);
   if (!p) {
     // A readable profile with bad values is invalid input (1), as everywhere (docs/cli.md).
-    exitCode = reporter.invalid(p.errors(), &text);
+    exitCode = reporter.fail(core::formatDiagnostics(p.errors(), &text), kExitInvalid);
     return std::nullopt;
   }
-  if (p->name.empty()) {  // name it after the file for the report
+  if (nameAfterFile && p->name.empty()) {
     std::string stem = path.substr(path.find_last_of('/') + 1);
     p->name = stem.substr(0, stem.rfind(".json"));
   }

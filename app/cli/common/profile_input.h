@@ -14,8 +14,10 @@ namespace ps::cli {
 // or profiles/). When none exists, the path beside the schedule, for the error to name.
 std::string resolveProfilePath(const std::string& name, const std::string& schedulePath);
 
-// Reads and parses a cost profile, named after its file when it has no name. On failure the
-// reason is printed and the exit code set: kExitUsage unreadable, kExitInvalid bad values.
-std::optional<core::CostProfile> loadProfile(const Reporter& reporter, const std::string& path, int& exitCode);
+// Reads and parses a cost profile, named after its file when it has no name and `nameAfterFile`
+// (search and partition reports name it). On failure the reason is printed and the exit code
+// set: kExitUsage unreadable, kExitInvalid bad values.
+std::optional<core::CostProfile> loadProfile(const Reporter& reporter, const std::string& path, int& exitCode,
+                                             bool nameAfterFile = true);
 
 }  // namespace ps::cli
