@@ -20,17 +20,19 @@ Args::Args(const std::vector<std::string>& args, const std::vector<std::string>&
         error_ = "flag " + f + " takes no value";
         return;
       }
+  if (args.empty()) return;  // nothing to scan (CLI11 expects at least one argument)
   CLI::App app;
   app.set_help_flag();  // --help is the dispatcher's (it prints the command's usage text)
-  app.allow_extras();   // positionals and unknown flags, told apart below
+  app.allow_extras();   // unknown flags, reported below by name
   std::map<std::string, std::vector<std::string>> given;
   std::map<std::string, std::int64_t> counts;
   for (const auto& f : valueFlags)
     app.add_option(f, given[f])->allow_extra_args(false)->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   for (const auto& f : boolFlags) app.add_flag(f, counts[f]);
-  std::vector<std::string> name{args[0]};
+  app.add_option("positionals", positionals_);  // every other argument, in order
+  std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 parses from the back
   try {
-    app.parse(name);
+    app.parse(reversed);
   } catch (const CLI::ParseError& e) {
     // "--flag: 1 required TEXT missing" and the like: name the flag the way the usage does.
     const std::string what = e.what();
@@ -40,7 +42,10 @@ Args::Args(const std::vector<std::string>& args, const std::vector<std::string>&
   }
   for (const auto& a : app.remaining()) {
     if (a.size() > 1 && a[0] == '-') {
-      error_ = "unknown flag " + a.substr(0, a.find('='));
+      // A value flag left over is one CLI11 found no value for.
+      const std::string name = a.substr(0, a.find('='));
+      const bool valueFlag = std::find(valueFlags.begin(), valueFlags.end(), name) != valueFlags.end();
+      error_ = valueFlag ? "flag " + name + " needs a value" : "unknown flag " + name;
       return;
     }
     positionals_.push_back(a);
