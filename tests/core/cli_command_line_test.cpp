@@ -99,21 +99,25 @@ TEST_F(CliCommandLine, CommandHelpIsItsUsage) {
 }
 
 TEST_F(CliCommandLine, ScheduleFormatComesFromContentWhenTheNameSaysNothing) {
-  // A CSV named .txt, and the same CSV on stdin: read as a CSV by its content.
-  auto file = runCli("validate '" + csvNoExtension_ + "'", Stderr::Separate);
-  EXPECT_EQ(file.exitCode, 0) << file.err;
-  EXPECT_NE(file.out.find(": valid (2 devices"), std::string::npos) << file.out;
-  auto in = runCli("validate - < '" + csvNoExtension_ + "'", Stderr::Separate);
-  EXPECT_EQ(in.exitCode, 0) << in.err;
-  EXPECT_NE(in.out.find("<stdin>: valid (2 devices"), std::string::npos) << in.out;
-  // --format still decides: the CSV read as .pipe is an error in the file.
-  auto forced = runCli("validate --format pipe - < '" + csvNoExtension_ + "'", Stderr::Separate);
-  EXPECT_EQ(forced.exitCode, 1) << forced.err;
-  EXPECT_NE(forced.err.find("<stdin>:1:"), std::string::npos) << forced.err;
-  // --set is for .pipe programs: given with a CSV it is refused, not ignored.
-  auto set = runCli("validate '" + csvNoExtension_ + "' --set devices=2", Stderr::Separate);
-  EXPECT_EQ(set.exitCode, 2) << set.err;
-  EXPECT_NE(set.err.find("--set applies to .pipe input only"), std::string::npos) << set.err;
+  const std::string csv = "'" + csvNoExtension_ + "'";
+  struct Case {
+    std::string args;  // after "validate"
+    int exitCode;
+    std::string text;  // expected in stdout and stderr together
+  };
+  for (const Case& c : {
+           // A CSV named .txt, and the same CSV on stdin: read as a CSV by its content.
+           Case{csv, 0, ": valid (2 devices"},
+           Case{"- < " + csv, 0, "<stdin>: valid (2 devices"},
+           // --format still decides: the CSV read as .pipe is an error in the file.
+           Case{"--format pipe - < " + csv, 1, "<stdin>:1:"},
+           // --set is for .pipe programs: given with a CSV it is refused, not ignored.
+           Case{csv + " --set devices=2", 2, "--set applies to .pipe input only"},
+       }) {
+    auto r = runCli("validate " + c.args, Stderr::Separate);
+    EXPECT_EQ(r.exitCode, c.exitCode) << c.args << "\n" << r.out << r.err;
+    EXPECT_NE((r.out + r.err).find(c.text), std::string::npos) << c.args << "\n" << r.out << r.err;
+  }
 }
 
 }  // namespace
