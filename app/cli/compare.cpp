@@ -2,16 +2,16 @@
 // measured timeline of one or more Chrome traces (torch.profiler PP:<action> ranges, or our
 // own export). Exit 0 ok, 1 invalid plan or trace, 2 usage or unreadable file.
 #include <algorithm>
-#include <cstdio>
 #include <filesystem>
 #include <iostream>
-#include <sstream>
 
-#include "cli.h"
+#include "common/command.h"
+#include "common/flags.h"
+#include "common/profile_input.h"
+#include "common/schedule_input.h"
+#include "common/text.h"
 #include "pipestudio/core/analysis/comparison.h"
 #include "pipestudio/core/model/cost_profile.h"
-#include "pipestudio/core/io/dsl.h"
-#include "pipestudio/core/io/pytorch_csv.h"
 #include "pipestudio/core/analysis/simulator.h"
 #include "pipestudio/core/io/trace_import.h"
 #include "pipestudio/core/analysis/validator.h"
@@ -43,59 +43,11 @@ const char* kUsage =
     "  --json      one JSON object instead of text (docs/debugger.md)\n"
     "Exit status: 0 ok, 1 invalid plan or trace (diagnostics on stderr), 2 usage or unreadable file.\n";
 
-int usage(const std::string& message) {
-  std::cerr << "pipestudio-cli compare: " << message << "\n" << kUsage;
-  return ps::cli::kExitUsage;
-}
+std::string fmt(double v, int decimals = 3) { return ps::cli::fixed(v, decimals); }
 
-bool endsWith(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-std::string fmt(double v, int decimals = 3) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
-  return buf;
-}
-
-std::string pad(std::string s, size_t width, bool right = false) {
-  if (s.size() >= width) return s;
-  return right ? std::string(width - s.size(), ' ') + s : s + std::string(width - s.size(), ' ');
-}
+std::string pad(std::string s, size_t width, bool right = false) { return ps::cli::pad(std::move(s), width, right); }
 
 std::string percent(double v) { return (v >= 0 ? "+" : "") + fmt(v * 100.0, 1) + "%"; }
-
-// Finds the profile a .pipe header names: as given, beside the plan, or in the resources.
-std::string resolveProfilePath(const std::string& name, const std::string& planPath) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  if (fs::exists(name, ec)) return name;
-  fs::path beside = fs::path(planPath).parent_path() / name;
-  if (fs::exists(beside, ec)) return beside.string();
-#ifdef PIPESTUDIO_RESOURCES_DIR
-  fs::path res = fs::path(PIPESTUDIO_RESOURCES_DIR) / name;
-  if (fs::exists(res, ec)) return res.string();
-  fs::path prof = fs::path(PIPESTUDIO_RESOURCES_DIR) / "profiles" / name;
-  if (fs::exists(prof, ec)) return prof.string();
-#endif
-  return name;
-}
-
-bool parsePartition(const std::string& text, std::vector<int>& out) {
-  std::stringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    try {
-      size_t used = 0;
-      int v = std::stoi(item, &used);
-      if (used != item.size() || v < 1) return false;
-      out.push_back(v);
-    } catch (...) {
-      return false;
-    }
-  }
-  return !out.empty();
-}
 
 void printTable(std::ostream& os, const std::string& title, const std::vector<ErrorStats>& rows, const ErrorStats& all) {
   os << title << ":\n";
@@ -164,12 +116,8 @@ Result<SessionRun> loadSessionRun(const std::string& db, ps::sessions::Id id) {
   return out;
 }
 
-int runCompare(const std::vector<std::string>& argv) {
-  ps::cli::Args args(argv,
-                     {"--profile", "--cost", "--comm", "--partition", "--set", "--align", "--side", "--iteration", "--gaps"},
-                     {"--json"});
-  if (!args.ok()) return usage(args.error());
-  if (args.positionals().size() < 2) return usage("expected PLAN and at least one TRACE (or DB:ID)");
+int runCompare(const ps::cli::Args& args, const ps::cli::Reporter& rep) {
+  auto usage = [&](const std::string& message) { return rep.usage(message); };
   // RUN may be a session run DB:ID instead of trace files.
   std::optional<std::pair<std::string, std::int64_t>> sessionRunArg;
   for (size_t i = 1; i < args.positionals().size(); ++i) {
@@ -203,55 +151,35 @@ int runCompare(const std::vector<std::string>& argv) {
   else
     return usage("--side is auto, gpu or cpu, not '" + side + "'");
   if (args.has("--iteration")) {
-    try {
-      importOptions.iteration = std::stoi(args.value("--iteration"));
-    } catch (...) {
-      return usage("--iteration needs a number");
-    }
-    if (importOptions.iteration < 0) return usage("--iteration counts from 0");
+    auto k = ps::cli::parseInt(args.value("--iteration"));
+    if (!k) return usage("--iteration needs a number");
+    if (*k < 0) return usage("--iteration counts from 0");
+    importOptions.iteration = *k;
   }
   int gaps = 5;
   if (args.has("--gaps")) {
-    try {
-      gaps = std::stoi(args.value("--gaps"));
-    } catch (...) {
-      return usage("--gaps needs a number");
-    }
+    auto n = ps::cli::parseInt(args.value("--gaps"));
+    if (!n) return usage("--gaps needs a number");
+    gaps = *n;
   }
   std::vector<int> partition;
-  if (args.has("--partition") && !parsePartition(args.value("--partition"), partition))
-    return usage("--partition is a comma-separated list of layers per stage, e.g. 3,4,4,5");
+  if (args.has("--partition")) {
+    auto list = ps::cli::parseIntList(args.value("--partition"), 1);
+    if (!list) return usage("--partition is a comma-separated list of layers per stage, e.g. 3,4,4,5");
+    partition = std::move(*list);
+  }
 
   // The plan.
   const std::string planPath = args.positionals()[0];
-  std::string planText, error;
-  if (!ps::cli::readInput(planPath, planText, error)) {
-    std::cerr << "pipestudio-cli compare: " << error << "\n";
-    return ps::cli::kExitUsage;
-  }
-  Result<Schedule> plan = Diagnostics{};
-  if (endsWith(planPath, ".csv")) {
-    if (!args.values("--set").empty()) return usage("--set applies to .pipe files only");
-    CsvReadOptions o;
-    o.filename = planPath;
-    plan = readPytorchCsv(planText, o);
-  } else {
-    DslOptions o;
-    o.filename = planPath;
-    for (const auto& a : args.values("--set"))
-      if (!parseOverride(a, o, error)) return usage("--set " + error);
-    plan = parseDsl(planText, o);
-  }
-  if (!plan.ok()) {
-    std::cerr << formatDiagnostics(plan.errors(), &planText);
-    return ps::cli::kExitInvalid;
-  }
+  ScheduleLoadOptions planOptions;
+  planOptions.overrides = args.values("--set");
+  ps::cli::ScheduleInput planInput = ps::cli::readSchedule(rep, planPath, planOptions);
+  if (!planInput.schedule) return planInput.exitCode;
+  std::optional<Schedule>& plan = planInput.schedule;
   ValidationReport report = validateSchedule(*plan);
   if (!report.valid()) {
-    for (auto& d : report.diagnostics)
-      if (d.location.file.empty()) d.location.file = planPath;
-    std::cerr << formatDiagnostics(report.diagnostics);
-    return ps::cli::kExitInvalid;
+    locateScheduleDiagnostics(report.diagnostics, planInput.name, planInput.format, planInput.cells);
+    return rep.invalid(report.diagnostics);
   }
 
   // The cost profile.
@@ -270,26 +198,18 @@ int runCompare(const std::vector<std::string>& argv) {
       path = profileName;
     }
     if (profileName.empty()) {
-      if (path.empty() && plan->profile) path = resolveProfilePath(*plan->profile, planPath);
+      if (path.empty() && plan->profile) path = ps::cli::resolveProfilePath(*plan->profile, planPath);
       if (path.empty()) return usage("the plan names no cost profile: give --profile P.json or --cost F=1,I=1,W=1");
-      if (!ps::cli::readInput(path, text, error)) {
-        std::cerr << "pipestudio-cli compare: " << error << "\n";
-        return ps::cli::kExitUsage;
-      }
+      if (!rep.read(path, text)) return ps::cli::kExitUsage;
       profileName = path;
     }
     profile = parseCostProfile(text, path);
   }
-  if (!profile.ok()) {
-    std::cerr << formatDiagnostics(profile.errors());
-    return ps::cli::kExitInvalid;
-  }
+  if (!profile.ok()) return rep.invalid(profile.errors());
   if (args.has("--comm")) {
-    try {
-      profile->fixedCommMs = std::stod(args.value("--comm"));
-    } catch (...) {
-      return usage("--comm needs a time in ms");
-    }
+    auto comm = ps::cli::parseMs(args.value("--comm"));
+    if (!comm) return usage("--comm needs a time in ms");
+    profile->fixedCommMs = *comm;
   }
   // The layers per stage the measured run used, when it recorded them and they fit.
   if (partition.empty() && sessionRun && static_cast<int>(sessionRun->partition.size()) == plan->pipeline.stages) {
@@ -299,15 +219,9 @@ int runCompare(const std::vector<std::string>& argv) {
   }
   if (partition.empty()) partition = plan->partition;
   auto model = makeSimulationModel(*plan, *profile, partition);
-  if (!model.ok()) {
-    std::cerr << formatDiagnostics(model.errors());
-    return ps::cli::kExitInvalid;
-  }
+  if (!model.ok()) return rep.invalid(model.errors());
   auto planned = simulate(*plan, *model);
-  if (!planned.ok()) {
-    std::cerr << formatDiagnostics(planned.errors());
-    return ps::cli::kExitInvalid;
-  }
+  if (!planned.ok()) return rep.invalid(planned.errors());
   if (planned->label.empty()) planned->label = planPath;
 
   // The measurement: trace files, or a session run.
@@ -325,11 +239,8 @@ int runCompare(const std::vector<std::string>& argv) {
       if (std::filesystem::is_directory(p, ec)) {
         std::vector<std::string> inDir;
         for (const auto& entry : std::filesystem::directory_iterator(p, ec))
-          if (entry.is_regular_file() && endsWith(entry.path().string(), ".json")) inDir.push_back(entry.path().string());
-        if (inDir.empty()) {
-          std::cerr << "pipestudio-cli compare: " << p << ": no .json trace files in this directory\n";
-          return ps::cli::kExitUsage;
-        }
+          if (entry.is_regular_file() && entry.path().extension() == ".json") inDir.push_back(entry.path().string());
+        if (inDir.empty()) return rep.fail(p + ": no .json trace files in this directory");
         std::sort(inDir.begin(), inDir.end());
         paths.insert(paths.end(), inDir.begin(), inDir.end());
       } else {
@@ -340,17 +251,11 @@ int runCompare(const std::vector<std::string>& argv) {
     for (const auto& path : paths) {
       TraceFile f;
       f.name = path;
-      if (!ps::cli::readInput(f.name, f.text, error)) {
-        std::cerr << "pipestudio-cli compare: " << error << "\n";
-        return ps::cli::kExitUsage;
-      }
+      if (!rep.read(f.name, f.text)) return ps::cli::kExitUsage;
       files.push_back(std::move(f));
     }
     auto imported = importChromeTraces(files, importOptions);
-    if (!imported.ok()) {
-      std::cerr << formatDiagnostics(imported.errors());
-      return ps::cli::kExitInvalid;
-    }
+    if (!imported.ok()) return rep.invalid(imported.errors());
     measuredTimeline = std::move(imported->timeline);
     measuredFormat = imported->format == TraceFormat::PipeStudio ? "PipeStudio trace" : "torch.profiler";
     iteration = imported->iteration;
@@ -456,7 +361,9 @@ int runCompare(const std::vector<std::string>& argv) {
   return ps::cli::kExitOk;
 }
 
-const ps::cli::CommandRegistrar kCompare({"compare", "compare a plan's simulated timeline with measured traces",
-                                          kUsage, runCompare});
+const ps::cli::FlagCommandRegistrar kCompare(
+    {"compare", "compare a plan's simulated timeline with measured traces", kUsage,
+     {"--profile", "--cost", "--comm", "--partition", "--set", "--align", "--side", "--iteration", "--gaps"}, {"--json"},
+     {2, static_cast<std::size_t>(-1), "expected PLAN and at least one TRACE (or DB:ID)"}, runCompare});
 
 }  // namespace

@@ -3,12 +3,15 @@
 #include <filesystem>
 #include <iostream>
 
-#include "cli.h"
-#include "cli_schedule.h"
+#include "common/command.h"
+#include "common/flags.h"
+#include "common/schedule_input.h"
 #include "pipestudio/core/io/dsl.h"
 #include "pipestudio/core/io/pytorch_csv.h"
 
 namespace {
+
+using namespace ps::core;
 
 const char* kUsage =
     "usage: pipestudio-cli convert IN OUT [--csv-format compute_only|compute_comms]\n"
@@ -21,62 +24,35 @@ const char* kUsage =
     "count read from a CSV (default: largest micro-batch + 1).\n"
     "Exit status: 0 ok, 1 the input has errors, 2 usage or unreadable file.\n";
 
-int usage(const std::string& message) {
-  std::cerr << "pipestudio-cli convert: " << message << "\n" << kUsage;
-  return ps::cli::kExitUsage;
-}
-
-// "pipe", "csv", or empty when the path says nothing.
-std::string formatOf(const std::string& path) {
-  if (ps::cli::endsWith(path, ".pipe")) return "pipe";
-  if (ps::cli::endsWith(path, ".csv")) return "csv";
-  return {};
-}
-
-int runConvert(const std::vector<std::string>& argv) {
-  using namespace ps::core;
-  ps::cli::Args args(argv, {"--csv-format", "--from", "--to", "--set", "--microbatches"}, {});
-  if (!args.ok()) return usage(args.error());
-  if (args.positionals().size() != 2) return usage("expected IN and OUT");
+int runConvert(const ps::cli::Args& args, const ps::cli::Reporter& rep) {
   const std::string in = args.positionals()[0], out = args.positionals()[1];
-  const std::string from = args.value("--from", formatOf(in));
-  const std::string to = args.value("--to", formatOf(out));
+  // Both ends by extension or flag: an output has no content to go by, and a converter that
+  // guessed its input would hide a misnamed file.
+  const std::string from = args.value("--from", ps::cli::formatOfPath(in, ""));
+  const std::string to = args.value("--to", ps::cli::formatOfPath(out, ""));
   if (from != "pipe" && from != "csv")
-    return usage(from.empty() ? "cannot tell the format of '" + in + "': name it .pipe or .csv, or pass --from"
-                              : "--from is pipe or csv, not '" + from + "'");
+    return rep.usage(from.empty() ? "cannot tell the format of '" + in + "': name it .pipe or .csv, or pass --from"
+                                  : "--from is pipe or csv, not '" + from + "'");
   if (to != "pipe" && to != "csv")
-    return usage(to.empty() ? "cannot tell the format of '" + out + "': name it .pipe or .csv, or pass --to"
-                            : "--to is pipe or csv, not '" + to + "'");
+    return rep.usage(to.empty() ? "cannot tell the format of '" + out + "': name it .pipe or .csv, or pass --to"
+                                : "--to is pipe or csv, not '" + to + "'");
   const std::string csvFormat = args.value("--csv-format", "compute_only");
   if (csvFormat != "compute_only" && csvFormat != "compute_comms")
-    return usage("--csv-format is compute_only or compute_comms, not '" + csvFormat + "'");
-  if (from == "csv" && !args.values("--set").empty()) return usage("--set applies to .pipe input only");
+    return rep.usage("--csv-format is compute_only or compute_comms, not '" + csvFormat + "'");
+  if (from == "csv" && !args.values("--set").empty()) return rep.usage("--set applies to .pipe input only");
 
-  std::string text, error;
-  if (!ps::cli::readInput(in, text, error)) {
-    std::cerr << "pipestudio-cli convert: " << error << "\n";
-    return ps::cli::kExitUsage;
-  }
-  CsvReadOptions csvOptions;
+  ScheduleLoadOptions options;
+  options.format = scheduleFormatFromName(from);
+  options.overrides = args.values("--set");
   if (args.has("--microbatches")) {
-    if (from != "csv") return usage("--microbatches applies to CSV input; use --set microbatches=M");
-    try {
-      size_t used = 0;
-      std::string v = args.value("--microbatches");
-      csvOptions.microbatches = std::stoi(v, &used);
-      if (used != v.size() || csvOptions.microbatches < 1) throw std::invalid_argument(v);
-    } catch (const std::exception&) {
-      return usage("--microbatches needs a positive integer");
-    }
+    if (from != "csv") return rep.usage("--microbatches applies to CSV input; use --set microbatches=M");
+    auto m = ps::cli::parseInt(args.value("--microbatches"), 1);
+    if (!m) return rep.usage("--microbatches needs a positive integer");
+    options.csvMicrobatches = *m;
   }
-  auto parsed = ps::cli::parseScheduleText(text, ps::cli::inputName(in), from == "csv", args.values("--set"), error,
-                                           csvOptions);
-  if (!parsed) return usage(error);
-  Result<Schedule>& schedule = *parsed;
-  if (!schedule.ok()) {
-    std::cerr << formatDiagnostics(schedule.errors(), &text);
-    return ps::cli::kExitInvalid;
-  }
+  ps::cli::ScheduleInput input = ps::cli::readSchedule(rep, in, options);
+  if (!input.schedule) return input.exitCode;
+  Schedule* schedule = &*input.schedule;
   const CsvFormat csvForm = csvFormat == "compute_comms" ? CsvFormat::ComputeComms : CsvFormat::ComputeOnly;
   if (to == "pipe" && from == "pipe" && schedule->profile && out != "-" && in != "-") {
     // Keep the profile reachable from the new file's folder.
@@ -96,18 +72,11 @@ int runConvert(const std::vector<std::string>& argv) {
                 << " does not carry " << list << ". The .pipe keeps them.\n";
     }
   }
-  if (!ps::cli::writeOutput(out, output, error)) {
-    std::cerr << "pipestudio-cli convert: " << error << "\n";
-    return ps::cli::kExitUsage;
-  }
-  return ps::cli::kExitOk;
+  return rep.write(out, output) ? ps::cli::kExitOk : ps::cli::kExitUsage;
 }
 
-const ps::cli::CommandRegistrar kConvert({
-    "convert",
-    "convert a schedule between .pipe and PyTorch pipelining CSV",
-    kUsage,
-    runConvert,
-});
+const ps::cli::FlagCommandRegistrar kConvert({"convert", "convert a schedule between .pipe and PyTorch pipelining CSV",
+                                              kUsage, {"--csv-format", "--from", "--to", "--set", "--microbatches"}, {},
+                                              {2, 2, "expected IN and OUT"}, runConvert});
 
 }  // namespace

@@ -14,7 +14,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
-#include "cli.h"
+#include "common/command.h"
 #include "pipestudio/core/io/run_events.h"
 
 #ifndef PIPESTUDIO_ENGINE_RELDIR

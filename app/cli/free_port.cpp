@@ -3,7 +3,7 @@
 // (rank 0's c10d store listens there).
 #include <iostream>
 
-#include "cli.h"
+#include "common/command.h"
 #include "pipestudio/core/io/cluster.h"
 
 namespace {
@@ -16,15 +16,10 @@ const char* kUsage =
     "(MASTER_PORT).\n";
 
 int runFreePort(const std::vector<std::string>& args) {
-  if (!args.empty()) {
-    std::cerr << "pipestudio-cli free-port: takes no arguments\n" << kUsage;
-    return ps::cli::kExitUsage;
-  }
+  const ps::cli::Reporter rep("free-port", kUsage);
+  if (!args.empty()) return rep.usage("takes no arguments");
   const int port = ps::core::pickRendezvousPort();
-  if (port == 0) {
-    std::cerr << "pipestudio-cli free-port: cannot bind a TCP socket\n";
-    return ps::cli::kExitInvalid;
-  }
+  if (port == 0) return rep.fail("cannot bind a TCP socket", ps::cli::kExitInvalid);
   std::cout << port << "\n";
   return ps::cli::kExitOk;
 }

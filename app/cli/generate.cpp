@@ -1,10 +1,10 @@
 // pipestudio-cli generate KIND --devices D --microbatches M [--chunks V] [-o FILE]
 // Writes a built-in schedule as .pipe (explicit form) or PyTorch CSV (by -o's extension or
 // --format).
-#include <charconv>
 #include <iostream>
 
-#include "cli.h"
+#include "common/command.h"
+#include "common/flags.h"
 #include "pipestudio/core/io/dsl.h"
 #include "pipestudio/core/planning/generators.h"
 #include "pipestudio/core/io/pytorch_csv.h"
@@ -20,25 +20,10 @@ const char* kUsage =
     "--format (default pipe); stdout when -o is absent or -.\n"
     "Exit status: 0 ok, 2 usage or sizes the kind cannot serve.\n";
 
-bool parsePositive(const std::string& s, int& out) {
-  auto r = std::from_chars(s.data(), s.data() + s.size(), out);
-  return r.ec == std::errc() && r.ptr == s.data() + s.size() && out >= 0;
-}
-
-bool endsWith(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-int usage(const std::string& message) {
-  std::cerr << "pipestudio-cli generate: " << message << "\n" << kUsage;
-  return ps::cli::kExitUsage;
-}
-
-int runGenerate(const std::vector<std::string>& argv) {
+int runGenerate(const ps::cli::Args& args, const ps::cli::Reporter& rep) {
   using namespace ps::core;
-  ps::cli::Args args(argv, {"--devices", "--microbatches", "--chunks", "-o", "--format", "--csv-format"}, {});
-  if (!args.ok()) return usage(args.error());
-  if (args.positionals().size() != 1) return usage("expected one KIND");
+  using ps::cli::readInt;
+  auto usage = [&](const std::string& message) { return rep.usage(message); };
   auto kind = scheduleKindFromName(args.positionals()[0]);
   if (!kind) {
     std::string names;
@@ -46,38 +31,28 @@ int runGenerate(const std::vector<std::string>& argv) {
     return usage("unknown schedule kind '" + args.positionals()[0] + "' (kinds: " + names + ")");
   }
   GeneratorOptions o;
-  if (!args.has("--devices") || !parsePositive(args.value("--devices"), o.devices))
-    return usage("--devices needs a number");
-  if (!args.has("--microbatches") || !parsePositive(args.value("--microbatches"), o.microbatches))
+  if (!args.has("--devices") || !readInt(args.value("--devices"), 0, o.devices)) return usage("--devices needs a number");
+  if (!args.has("--microbatches") || !readInt(args.value("--microbatches"), 0, o.microbatches))
     return usage("--microbatches needs a number");
-  if (args.has("--chunks") && !parsePositive(args.value("--chunks"), o.chunks)) return usage("--chunks needs a number");
+  if (args.has("--chunks") && !readInt(args.value("--chunks"), 0, o.chunks)) return usage("--chunks needs a number");
 
   const std::string out = args.value("-o");
-  std::string format = args.value("--format", "pipe");
-  if (endsWith(out, ".csv")) format = "csv";
-  if (endsWith(out, ".pipe")) format = "pipe";
+  const std::string format = ps::cli::formatOfPath(out, args.value("--format", "pipe"));
   if (format != "pipe" && format != "csv") return usage("--format is pipe or csv, not '" + format + "'");
   const std::string csvFormat = args.value("--csv-format", "compute_only");
   if (csvFormat != "compute_only" && csvFormat != "compute_comms")
     return usage("--csv-format is compute_only or compute_comms, not '" + csvFormat + "'");
 
   auto schedule = generateSchedule(*kind, o);
-  if (!schedule.ok()) {
-    std::cerr << "pipestudio-cli generate: " << formatDiagnostics(schedule.errors());
-    return ps::cli::kExitUsage;
-  }
+  if (!schedule.ok()) return rep.fail(formatDiagnostics(schedule.errors()));
   std::string text = format == "csv" ? writePytorchCsv(*schedule, csvFormat == "compute_comms" ? CsvFormat::ComputeComms
                                                                                                 : CsvFormat::ComputeOnly)
                                      : printDsl(*schedule);
-  std::string error;
-  if (!ps::cli::writeOutput(out, text, error)) {
-    std::cerr << "pipestudio-cli generate: " << error << "\n";
-    return ps::cli::kExitUsage;
-  }
-  return ps::cli::kExitOk;
+  return rep.write(out, text) ? ps::cli::kExitOk : ps::cli::kExitUsage;
 }
 
-const ps::cli::CommandRegistrar kGenerate({"generate", "write a built-in schedule (gpipe, 1f1b, zb-h1, ...)", kUsage,
-                                           runGenerate});
+const ps::cli::FlagCommandRegistrar kGenerate({"generate", "write a built-in schedule (gpipe, 1f1b, zb-h1, ...)", kUsage,
+                                               {"--devices", "--microbatches", "--chunks", "-o", "--format", "--csv-format"},
+                                               {}, {1, 1, "expected one KIND"}, runGenerate});
 
 }  // namespace

@@ -5,17 +5,32 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "cli.h"
-#include "cli_search_util.h"
+#include "common/command.h"
+#include "common/flags.h"
+#include "common/profile_input.h"
+#include "pipestudio/core/io/units.h"
 #include "pipestudio/core/planning/partition_search.h"
 
 namespace {
 
 using namespace ps::core;
-using ps::cli::search_util::formatBytes;
-using ps::cli::search_util::loadProfile;
-using ps::cli::search_util::memoryLimitFlag;
-using ps::cli::search_util::parseInt;
+using ps::cli::readInt;
+
+const char* kUsage =
+    "usage: pipestudio-cli partition --profile P.json --stages S [--memory-limit BYTES] [--microbatches M]\n"
+    "       [--microbatch-size B] [--no-recompute] [--no-offload] [--largest-microbatch-size] [--json]\n";
+
+// --help: the usage lines (also shown after a usage error), then this.
+const char* kHelp =
+    "\nBisection on the bottleneck stage time: for each candidate time the layers are packed into\n"
+    "contiguous stages, and each stage keeps, recomputes or offloads its activations so that its\n"
+    "peak under 1F1B (min(M, S - s) micro-batches in flight on stage s) fits the memory limit\n"
+    "(default: the profile's device memory). Prints the plan and, for comparison, the\n"
+    "compute-balanced split that keeps every activation. --microbatch-size scales times and\n"
+    "activation bytes (profiles are for size 1); --largest-microbatch-size reports the largest\n"
+    "size that fits either way. BYTES accepts suffixes KiB MiB GiB TiB (powers of 1024) and\n"
+    "K M G T, KB MB GB TB (powers of 1000).\n"
+    "Exit status: 0 ok, 1 no partition fits or the profile is invalid, 2 usage.\n";
 
 nlohmann::json planJson(const CostProfile& p, const PartitionPlan& plan) {
   nlohmann::json j;
@@ -55,8 +70,8 @@ void printPlan(std::ostream& out, const CostProfile& p, const PartitionPlan& pla
                               " (" + p.layers[static_cast<size_t>(sp.firstLayer)].name + ".." +
                               p.layers[static_cast<size_t>(sp.firstLayer + sp.layerCount - 1)].name + ")";
     std::snprintf(buf, sizeof buf, "%-6zu %-28s %-10s %12.3f %12s %12s %8d\n", s, range.c_str(),
-                  std::string(activationPolicyName(sp.policy)).c_str(), sp.timeMs, formatBytes(sp.staticBytes).c_str(),
-                  formatBytes(sp.peakBytes).c_str(), sp.inflight);
+                  std::string(activationPolicyName(sp.policy)).c_str(), sp.timeMs, formatByteSizeFixed(sp.staticBytes).c_str(),
+                  formatByteSizeFixed(sp.peakBytes).c_str(), sp.inflight);
     out << buf;
   }
   std::snprintf(buf, sizeof buf, "bottleneck stage time %.3f ms (micro-batch size %d, %d bisection steps)\n",
@@ -64,33 +79,18 @@ void printPlan(std::ostream& out, const CostProfile& p, const PartitionPlan& pla
   out << buf;
 }
 
-int runPartition(const std::vector<std::string>& argv) {
-  ps::cli::Args args(argv, {"--profile", "--stages", "--memory-limit", "--microbatches", "--microbatch-size"},
-                     {"--json", "--no-recompute", "--no-offload", "--largest-microbatch-size"});
-  const char* usage =
-      "usage: pipestudio-cli partition --profile P.json --stages S [--memory-limit BYTES] [--microbatches M]\n"
-      "       [--microbatch-size B] [--no-recompute] [--no-offload] [--largest-microbatch-size] [--json]\n";
-  if (!args.ok() || !args.positionals().empty() || !args.has("--profile") || !args.has("--stages")) {
-    std::cerr << "pipestudio-cli partition: "
-              << (!args.ok() ? args.error() : std::string("--profile and --stages are required")) << "\n"
-              << usage;
-    return ps::cli::kExitUsage;
-  }
-  std::string error;
-  auto profile = loadProfile(args.value("--profile"), error);
-  if (!profile) {
-    std::cerr << "pipestudio-cli partition: " << error;
-    return error.find("cannot open") != std::string::npos ? ps::cli::kExitUsage : ps::cli::kExitInvalid;
-  }
+int runPartition(const ps::cli::Args& args, const ps::cli::Reporter& rep) {
+  if (!args.positionals().empty() || !args.has("--profile") || !args.has("--stages"))
+    return rep.usage("--profile and --stages are required");
+  int code = ps::cli::kExitOk;
+  auto profile = ps::cli::loadProfile(rep, args.value("--profile"), code);
+  if (!profile) return code;
   PartitionOptions o;
-  if (!parseInt(args.value("--stages"), o.stages, 1) ||
-      (args.has("--microbatches") && !parseInt(args.value("--microbatches"), o.microbatches, 1)) ||
-      (args.has("--microbatch-size") && !parseInt(args.value("--microbatch-size"), o.microbatchSize, 1))) {
-    std::cerr << "pipestudio-cli partition: --stages, --microbatches and --microbatch-size take positive integers\n"
-              << usage;
-    return ps::cli::kExitUsage;
-  }
-  if (!memoryLimitFlag(args, "partition", o.memoryLimitBytes)) return ps::cli::kExitUsage;
+  if (!readInt(args.value("--stages"), 1, o.stages) ||
+      (args.has("--microbatches") && !readInt(args.value("--microbatches"), 1, o.microbatches)) ||
+      (args.has("--microbatch-size") && !readInt(args.value("--microbatch-size"), 1, o.microbatchSize)))
+    return rep.usage("--stages, --microbatches and --microbatch-size take positive integers");
+  if (!ps::cli::memoryLimitFlag(args, rep, o.memoryLimitBytes)) return ps::cli::kExitUsage;
   o.allowRecompute = !args.has("--no-recompute");
   o.allowOffload = !args.has("--no-offload");
 
@@ -130,7 +130,7 @@ int runPartition(const std::vector<std::string>& argv) {
   } else {
     if (plan) {
       std::cout << "bisection partition of " << profile->name << " into " << o.stages << " stages";
-      if (plan->memoryLimitBytes > 0) std::cout << " under " << formatBytes(plan->memoryLimitBytes);
+      if (plan->memoryLimitBytes > 0) std::cout << " under " << formatByteSizeFixed(plan->memoryLimitBytes);
       std::cout << ":\n";
       printPlan(std::cout, *profile, *plan);
     }
@@ -147,28 +147,16 @@ int runPartition(const std::vector<std::string>& argv) {
                 << " with the bisection plan, " << largestBase->largestMicrobatchSize
                 << " with the compute-balanced split keeping all activations\n";
   }
-  if (!plan) {
-    std::cerr << "pipestudio-cli partition: " << ps::core::formatDiagnostics(plan.errors());
-    return ps::cli::kExitInvalid;
-  }
-  return ps::cli::kExitOk;
+  return plan ? ps::cli::kExitOk : rep.fail(formatDiagnostics(plan.errors()), ps::cli::kExitInvalid);
 }
 
-const ps::cli::CommandRegistrar kPartition({
-    "partition",
-    "split a profile's layers into stages that fit memory (bisection partition)",
-    "usage: pipestudio-cli partition --profile P.json --stages S [--memory-limit BYTES] [--microbatches M]\n"
-    "       [--microbatch-size B] [--no-recompute] [--no-offload] [--largest-microbatch-size] [--json]\n\n"
-    "Bisection on the bottleneck stage time: for each candidate time the layers are packed into\n"
-    "contiguous stages, and each stage keeps, recomputes or offloads its activations so that its\n"
-    "peak under 1F1B (min(M, S - s) micro-batches in flight on stage s) fits the memory limit\n"
-    "(default: the profile's device memory). Prints the plan and, for comparison, the\n"
-    "compute-balanced split that keeps every activation. --microbatch-size scales times and\n"
-    "activation bytes (profiles are for size 1); --largest-microbatch-size reports the largest\n"
-    "size that fits either way. BYTES accepts suffixes KiB MiB GiB TiB (powers of 1024) and\n"
-    "K M G T, KB MB GB TB (powers of 1000).\n"
-    "Exit status: 0 ok, 1 no partition fits or the profile is invalid, 2 usage.\n",
-    runPartition,
-});
+const ps::cli::FlagCommandRegistrar kPartition({"partition",
+                                                "split a profile's layers into stages that fit memory (bisection partition)",
+                                                std::string(kUsage) + kHelp,
+                                                {"--profile", "--stages", "--memory-limit", "--microbatches", "--microbatch-size"},
+                                                {"--json", "--no-recompute", "--no-offload", "--largest-microbatch-size"},
+                                                {},
+                                                runPartition,
+                                                kUsage});
 
 }  // namespace

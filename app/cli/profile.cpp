@@ -2,14 +2,15 @@
 // engine and writes the cost profile (docs/formats.md) that simulate, search and compare load.
 #include <unistd.h>
 
-#include <charconv>
+#include <limits>
 #include <cstdio>
 #include <ctime>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "cli.h"
+#include "common/command.h"
+#include "common/flags.h"
 #include "pipestudio/core/model/cost_profile.h"
 #include "pipestudio/engine/engine.h"
 
@@ -34,32 +35,15 @@ const char* kUsage =
     "settings under \"profiler\"; with -o, prints a table of the layers.\n"
     "Exit status: 0 ok, 1 the model cannot be profiled (e.g. cuda without a GPU), 2 usage.\n";
 
-int usage(const std::string& message) {
-  std::cerr << "pipestudio-cli profile: " << message << "\n" << kUsage;
-  return ps::cli::kExitUsage;
-}
-
-bool toInt(const std::string& s, int minimum, int& out) {
-  int v = 0;
-  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (ec != std::errc() || p != s.data() + s.size() || v < minimum) return false;
-  out = v;
-  return true;
-}
-
 std::string hostName() {
   char buf[256] = {};
   if (gethostname(buf, sizeof buf - 1) != 0) return "";
   return buf;
 }
 
-int runProfile(const std::vector<std::string>& argv) {
+int runProfile(const ps::cli::Args& args, const ps::cli::Reporter& reporter) {
   using namespace ps::engine;
-  ps::cli::Args args(argv,
-                     {"--model", "--device", "--microbatch-size", "--repetitions", "--warmup", "--threads", "--workers",
-                      "--seed", "-o", "--output", "--optimizer"},
-                     {});
-  if (!args.ok()) return usage(args.error());
+  auto usage = [&](const std::string& message) { return reporter.usage(message); };
   if (!args.positionals().empty()) return usage("unexpected argument '" + args.positionals()[0] + "'");
   if (!args.has("--model")) return usage("--model SPEC is required (e.g. gpt:layers=8,hidden=256,heads=4,seq=128,vocab=1000)");
   auto model = parseModelSpec(args.value("--model"));
@@ -80,18 +64,18 @@ int runProfile(const std::vector<std::string>& argv) {
                            IntFlag{"--threads", 0, &o.threads, "an integer >= 0"},
                            IntFlag{"--workers", 1, &o.workers, "a positive integer"},
                            IntFlag{"--seed", 0, &seed, "an integer >= 0"}})
-    if (args.has(f.flag) && !toInt(args.value(f.flag), f.minimum, *f.out))
-      return usage(std::string(f.flag) + " needs " + f.need);
+    if (args.has(f.flag)) {
+      auto v = ps::cli::parseInt(args.value(f.flag), f.minimum, std::numeric_limits<int>::max());
+      if (!v) return usage(std::string(f.flag) + " needs " + f.need);
+      *f.out = *v;
+    }
   o.seed = static_cast<std::uint64_t>(seed);
   o.optimizer = args.value("--optimizer");
   if (args.has("--optimizer") && !isOptimizerName(o.optimizer))
     return usage("--optimizer takes sgd or adamw, not '" + o.optimizer + "'");
 
   auto profile = profileModel(*model, o);
-  if (!profile) {
-    std::cerr << ps::core::formatDiagnostics(profile.errors());
-    return ps::cli::kExitInvalid;
-  }
+  if (!profile) return reporter.invalid(profile.errors());
   nlohmann::ordered_json j = nlohmann::ordered_json::parse(ps::core::costProfileToJson(*profile));
   char date[32] = {};
   std::time_t now = std::time(nullptr);
@@ -111,11 +95,7 @@ int runProfile(const std::vector<std::string>& argv) {
                    {"cores", std::thread::hardware_concurrency()},
                    {"date", date}};
   const std::string out = args.has("-o") ? args.value("-o") : args.value("--output");
-  std::string error;
-  if (!ps::cli::writeOutput(out, j.dump(2) + "\n", error)) {
-    std::cerr << "pipestudio-cli profile: " << error << "\n";
-    return ps::cli::kExitUsage;
-  }
+  if (!reporter.write(out, j.dump(2) + "\n")) return ps::cli::kExitUsage;
   if (!out.empty() && out != "-") {
     std::printf("%s: %zu layers, micro-batch %d, %d thread(s), median of %d after %d warm-up\n", out.c_str(),
                 profile->layers.size(), o.microbatchSize, intraOpThreads(o.threads, o.workers), o.repetitions,
@@ -136,7 +116,10 @@ int runProfile(const std::vector<std::string>& argv) {
   return ps::cli::kExitOk;
 }
 
-const ps::cli::CommandRegistrar kRegister{
-    {"profile", "measure a built-in model's per-layer costs (libtorch) into a cost profile", kUsage, runProfile}};
+const ps::cli::FlagCommandRegistrar kRegister{
+    {"profile", "measure a built-in model's per-layer costs (libtorch) into a cost profile", kUsage,
+     {"--model", "--device", "--microbatch-size", "--repetitions", "--warmup", "--threads", "--workers", "--seed", "-o",
+      "--output", "--optimizer"},
+     {}, {}, runProfile}};
 
 }  // namespace

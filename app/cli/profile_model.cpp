@@ -1,8 +1,6 @@
 // pipestudio-cli profile-model: analytic cost profile of a dense decoder transformer.
-#include <charconv>
-#include <iostream>
-
-#include "cli.h"
+#include "common/command.h"
+#include "common/flags.h"
 #include "pipestudio/core/planning/model_zoo.h"
 
 namespace ps::cli {
@@ -24,26 +22,8 @@ const char* kUsage =
     "the model and an 80 GB H100-class GPU; flags given with it override its values.\n"
     "Bandwidths are in GB/s (1e9 bytes/s), memory in GiB.\n";
 
-bool toInt(const std::string& s, int& out) {
-  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
-  return ec == std::errc() && p == s.data() + s.size() && out > 0;
-}
-bool toDouble(const std::string& s, double& out) {
-  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
-  return ec == std::errc() && p == s.data() + s.size() && out > 0;
-}
-
-int runProfileModel(const std::vector<std::string>& argv) {
-  Args args(argv,
-            {"--preset", "--layers", "--hidden", "--heads", "--seq", "--vocab", "--microbatch-size", "--dtype",
-             "--gpu-tflops", "--hbm-gbps", "--link-gbps", "--memory-gb", "--efficiency", "--link-latency-us",
-             "--host-gbps", "--name", "-o", "--output"},
-            {"--flash-attention"});
-  auto usage = [](const std::string& msg) {
-    std::cerr << "pipestudio-cli profile-model: " << msg << "\n" << kUsage;
-    return kExitUsage;
-  };
-  if (!args.ok()) return usage(args.error());
+int runProfileModel(const Args& args, const Reporter& rep) {
+  auto usage = [&](const std::string& msg) { return rep.usage(msg); };
   if (!args.positionals().empty()) return usage("unexpected argument '" + args.positionals()[0] + "'");
 
   TransformerConfig c;
@@ -52,24 +32,33 @@ int runProfileModel(const std::vector<std::string>& argv) {
     if (!p) return usage(p.error().message);
     c = *p;
   }
-  for (auto [flag, field] : {std::pair<const char*, int*>{"--layers", &c.layers},
-                             {"--hidden", &c.hidden},
-                             {"--heads", &c.heads},
-                             {"--seq", &c.seqLength},
-                             {"--vocab", &c.vocab},
-                             {"--microbatch-size", &c.microbatchSize}}) {
-    if (!args.has(flag)) continue;
-    if (!toInt(args.value(flag), *field)) return usage(std::string(flag) + ": expected a positive integer");
-  }
-  for (auto [flag, field] : {std::pair<const char*, double*>{"--gpu-tflops", &c.gpuTflops},
-                             {"--hbm-gbps", &c.hbmGBps},
-                             {"--link-gbps", &c.linkGBps},
-                             {"--memory-gb", &c.memoryGiB},
-                             {"--efficiency", &c.computeEfficiency},
-                             {"--link-latency-us", &c.linkLatencyUs},
-                             {"--host-gbps", &c.hostGBps}}) {
-    if (!args.has(flag)) continue;
-    if (!toDouble(args.value(flag), *field)) return usage(std::string(flag) + ": expected a positive number");
+  // Model sizes are whole numbers, rates and sizes of the hardware any positive number.
+  struct NumberFlag {
+    const char* flag;
+    int* whole;
+    double* real;
+  };
+  for (const NumberFlag& f : {NumberFlag{"--layers", &c.layers, nullptr},
+                              {"--hidden", &c.hidden, nullptr},
+                              {"--heads", &c.heads, nullptr},
+                              {"--seq", &c.seqLength, nullptr},
+                              {"--vocab", &c.vocab, nullptr},
+                              {"--microbatch-size", &c.microbatchSize, nullptr},
+                              {"--gpu-tflops", nullptr, &c.gpuTflops},
+                              {"--hbm-gbps", nullptr, &c.hbmGBps},
+                              {"--link-gbps", nullptr, &c.linkGBps},
+                              {"--memory-gb", nullptr, &c.memoryGiB},
+                              {"--efficiency", nullptr, &c.computeEfficiency},
+                              {"--link-latency-us", nullptr, &c.linkLatencyUs},
+                              {"--host-gbps", nullptr, &c.hostGBps}}) {
+    if (!args.has(f.flag)) continue;
+    const std::string v = args.value(f.flag);
+    if (f.whole && !readInt(v, 1, *f.whole)) return usage(std::string(f.flag) + ": expected a positive integer");
+    if (f.real) {
+      auto x = parseNumber(v);
+      if (!x || !(*x > 0)) return usage(std::string(f.flag) + ": expected a positive number");
+      *f.real = *x;
+    }
   }
   if (c.computeEfficiency > 1) return usage("--efficiency: expected a fraction in (0, 1]");
   if (args.has("--dtype")) {
@@ -88,17 +77,20 @@ int runProfileModel(const std::vector<std::string>& argv) {
 
   auto profile = transformerProfile(c);
   if (!profile) return usage(profile.error().message);
-  std::string err;
-  std::string out = args.has("-o") ? args.value("-o") : args.value("--output");
-  if (!writeOutput(out, costProfileToJson(*profile), err)) {
-    std::cerr << "pipestudio-cli profile-model: " << err << "\n";
-    return kExitUsage;
-  }
-  return kExitOk;
+  const std::string out = args.has("-o") ? args.value("-o") : args.value("--output");
+  return rep.write(out, costProfileToJson(*profile)) ? kExitOk : kExitUsage;
 }
 
-const CommandRegistrar kRegister{
-    Command{"profile-model", "write an analytic cost profile of a transformer model", kUsage, runProfileModel}};
+const FlagCommandRegistrar kRegister{{"profile-model",
+                                      "write an analytic cost profile of a transformer model",
+                                      kUsage,
+                                      {"--preset", "--layers", "--hidden", "--heads", "--seq", "--vocab",
+                                       "--microbatch-size", "--dtype", "--gpu-tflops", "--hbm-gbps", "--link-gbps",
+                                       "--memory-gb", "--efficiency", "--link-latency-us", "--host-gbps", "--name",
+                                       "-o", "--output"},
+                                      {"--flash-attention"},
+                                      {},
+                                      runProfileModel}};
 
 }  // namespace
 }  // namespace ps::cli

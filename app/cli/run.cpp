@@ -14,13 +14,15 @@
 #include <cstdlib>
 #include <iostream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <thread>
 
-#include "cli.h"
+#include "common/command.h"
+#include "common/flags.h"
+#include "common/schedule_input.h"
 #include "pipestudio/core/io/chrome_trace.h"
 #include "pipestudio/core/io/dsl.h"
 #include "pipestudio/core/io/pytorch_csv.h"
+#include "pipestudio/core/io/schedule_file.h"
 #include "pipestudio/core/io/run_events.h"
 #include "pipestudio/core/analysis/validator.h"
 #include "pipestudio/engine/engine.h"
@@ -92,14 +94,7 @@ constexpr const char* kSessionRecordedLine = "{\"type\":\"pipestudio-session-rec
 std::atomic<bool> g_cancel{false};
 void onSignal(int) { g_cancel = true; }
 
-bool endsWith(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-int usage(const std::string& message) {
-  std::cerr << "pipestudio-cli run: " << message << "\n" << kUsage;
-  return ps::cli::kExitUsage;
-}
+int usage(const std::string& message) { return ps::cli::Reporter("run", kUsage).usage(message); }
 
 // A launched rank: its launcher's pipes (launcher.h). -1 when absent.
 int inheritedFd(const char* variable) {
@@ -140,30 +135,10 @@ int refuse(bool events, const ps::core::Diagnostics& ds, const std::string* text
   return code;
 }
 
-bool parseIntList(const std::string& s, std::vector<int>& out) {
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    try {
-      size_t pos = 0;
-      int v = std::stoi(item, &pos);
-      if (pos != item.size()) return false;
-      out.push_back(v);
-    } catch (...) {
-      return false;
-    }
-  }
-  return !out.empty();
-}
-
 bool parseNumber(const std::string& s, double& out) {
-  try {
-    size_t pos = 0;
-    out = std::stod(s, &pos);
-    return pos == s.size();
-  } catch (...) {
-    return false;
-  }
+  auto v = ps::cli::parseNumber(s);
+  if (v) out = *v;
+  return v.has_value();
 }
 
 // --cancel-on-eof: the schedule on stdin ends at kScheduleEndMarker; false when stdin ended first.
@@ -343,8 +318,11 @@ int runRun(const std::vector<std::string>& argv) {
       return usage("--connect-timeout needs a positive number of seconds");
     o.distributed.connectTimeoutSeconds = c;
   }
-  if (args.has("--partition") && !parseIntList(args.value("--partition"), o.partition))
-    return usage("--partition needs layers per stage, e.g. 2,3,3");
+  if (args.has("--partition")) {
+    auto list = ps::cli::parseIntList(args.value("--partition"));
+    if (!list) return usage("--partition needs layers per stage, e.g. 2,3,3");
+    o.partition = std::move(*list);
+  }
   if (args.has("--optimizer")) {
     o.optimizer = args.value("--optimizer");
     if (!isOptimizerName(o.optimizer)) return usage("--optimizer takes sgd or adamw, not '" + o.optimizer + "'");
@@ -384,8 +362,13 @@ int runRun(const std::vector<std::string>& argv) {
   const bool rank0 = o.distributed.rank == 0;
 
   const std::string path = args.positionals()[0];
-  std::string format = args.value("--format", endsWith(path, ".csv") ? "csv" : "pipe");
-  if (format != "pipe" && format != "csv") return usage("--format is pipe or csv, not '" + format + "'");
+  ScheduleLoadOptions load;
+  load.path = path;
+  load.overrides = args.values("--set");
+  if (args.has("--format")) {
+    load.format = scheduleFormatFromName(args.value("--format"));
+    if (!load.format) return usage("--format is pipe or csv, not '" + args.value("--format") + "'");
+  }
   std::string text, error;
   if (cancelOnEof && path == "-") {
     if (!readScheduleUntilMarker(text)) {
@@ -396,24 +379,17 @@ int runRun(const std::vector<std::string>& argv) {
     std::cerr << "pipestudio-cli run: " << error << "\n";
     return ps::cli::kExitUsage;
   }
-  const std::string name = path == "-" ? "<stdin>" : path;
-  Result<Schedule> schedule = Diagnostics{};
-  if (format == "csv") {
-    CsvReadOptions co;
-    co.filename = name;
-    schedule = readPytorchCsv(text, co);
-  } else {
-    DslOptions dop;
-    dop.filename = name;
-    for (const auto& a : args.values("--set"))
-      if (!parseOverride(a, dop, error)) return usage("--set " + error);
-    schedule = parseDsl(text, dop);
+  const std::string name = ps::cli::inputName(path);
+  load.format = resolveScheduleFormat(text, load);
+  const std::string format(scheduleFormatName(*load.format));
+  Result<Schedule> schedule = loadSchedule(text, load);
+  if (!schedule) {
+    if (auto bad = ps::cli::overrideError(schedule.errors(), *load.format)) return usage(*bad);
+    return refuse(events && rank0, schedule.errors(), &text, ps::cli::kExitInvalid);
   }
-  if (!schedule) return refuse(events && rank0, schedule.errors(), &text, ps::cli::kExitInvalid);
   auto report = validateSchedule(*schedule);
   if (!report.valid()) {
-    for (auto& d : report.diagnostics)
-      if (d.location.file.empty()) d.location.file = name;
+    locateScheduleDiagnostics(report.diagnostics, name, *load.format);
     return refuse(events && rank0, report.diagnostics, &text, ps::cli::kExitInvalid);
   }
   if (schedule->name.empty()) schedule->name = name;
@@ -434,24 +410,23 @@ int runRun(const std::vector<std::string>& argv) {
       return usage("--print-launch takes torchrun or slurm, not '" + pl + "'");
     if (args.has("--nproc")) return usage("--hosts gives the ranks of each host: leave out --nproc");
     if (env->has_value()) return usage("--hosts starts the ranks itself: unset RANK / WORLD_SIZE (torchrun, Slurm)");
-    ps::cli::ClusterRun cr;
-    cr.hostsPath = args.value("--hosts");
-    cr.printLaunch = pl;
-    cr.argv = argv;
-    cr.valueFlags = valueFlags;
-    cr.path = path;
-    cr.format = format;
-    cr.text = text;
-    cr.name = name;
-    cr.executed = &executed;
-    cr.sessionText = format == "pipe" && o.optimizer.empty() ? text : printDsl(executed);
-    cr.options = &o;
-    cr.events = events;
-    cr.cancel = &g_cancel;
-    cr.connectTimeoutSeconds = std::min(60.0, o.distributed.connectTimeoutSeconds);
-    cr.sessionPath = args.value("--session");
-    cr.tracePath = args.value("--trace");
-    cr.prediction = predictionProfile;
+    const ps::cli::ClusterRun cr{.hostsPath = args.value("--hosts"),
+                                 .printLaunch = pl,
+                                 .argv = argv,
+                                 .valueFlags = valueFlags,
+                                 .path = path,
+                                 .format = format,
+                                 .text = text,
+                                 .name = name,
+                                 .executed = &executed,
+                                 .sessionText = format == "pipe" && o.optimizer.empty() ? text : printDsl(executed),
+                                 .options = &o,
+                                 .events = events,
+                                 .cancel = &g_cancel,
+                                 .connectTimeoutSeconds = std::min(60.0, o.distributed.connectTimeoutSeconds),
+                                 .sessionPath = args.value("--session"),
+                                 .tracePath = args.value("--trace"),
+                                 .prediction = predictionProfile};
     if (pl.empty()) {
       std::signal(SIGINT, onSignal);
       std::signal(SIGTERM, onSignal);

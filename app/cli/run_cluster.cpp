@@ -12,7 +12,7 @@
 #include <set>
 #include <tuple>
 
-#include "cli.h"
+#include "common/command.h"
 #include "pipestudio/core/io/chrome_trace.h"
 #include "pipestudio/core/io/cluster.h"
 #include "pipestudio/core/io/run_events.h"

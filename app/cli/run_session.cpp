@@ -5,7 +5,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
-#include "cli.h"
+#include "common/command.h"
 #include "pipestudio/core/analysis/iterations.h"
 #include "pipestudio/core/analysis/simulator.h"
 #include "pipestudio/sessions/recording.h"

@@ -3,18 +3,41 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
-#include "cli.h"
-#include "cli_search_util.h"
+#include "common/command.h"
+#include "common/flags.h"
+#include "common/profile_input.h"
 #include "pipestudio/core/io/dsl.h"
+#include "pipestudio/core/io/units.h"
 #include "pipestudio/core/planning/search.h"
 
 namespace {
 
 using namespace ps::core;
-using ps::cli::search_util::formatBytes;
-using ps::cli::search_util::loadProfile;
-using ps::cli::search_util::memoryLimitFlag;
-using ps::cli::search_util::parseInt;
+using ps::cli::readInt;
+
+const char* kUsage =
+    "usage: pipestudio-cli search --profile P.json --devices D --microbatches M [--memory-limit BYTES]\n"
+    "       [--time-limit S] [--seed N] [--max-chunks C] [--max-evaluations N] [--no-recompute]\n"
+    "       [--no-offload] [--no-local] [--objective makespan|steady-state] [--boundary overlap|sync]\n"
+    "       [--iterations K] [--optimizer-step MS] [-o best.pipe] [--json]\n";
+
+// --help: the usage lines (also shown after a usage error), then this.
+const char* kHelp =
+    "\nEvaluates every built-in schedule on the profile's compute-balanced split, then explores\n"
+    "partitions (bisection with per-stage recompute / offload), placements (linear, interleaved,\n"
+    "V-shape with up to C chunks per device), list-scheduler knobs, partition refinement and\n"
+    "local moves of ops into bubbles, all on the simulator. Prints the best schedule's makespan,\n"
+    "bubble ratio and peak memory beside every built-in's (\"vs best\" = its makespan over the\n"
+    "best's), and with -o writes the best as a .pipe file whose header carries the partition and\n"
+    "placement (-o - writes it to stdout and the report to stderr). Defaults: --time-limit 10,\n"
+    "--seed 1, --max-chunks 2, memory limit = the profile's device memory. Deterministic for a\n"
+    "seed unless the time limit cuts the search short (--max-evaluations caps it exactly).\n"
+    "--objective steady-state minimises the iteration time of a long run instead: K iterations\n"
+    "(--iterations, default 3) back to back with the --boundary (overlap: each device starts its\n"
+    "next iteration after its own optimizer step; sync: after all devices finish), the time being\n"
+    "the last iteration's end minus the one before. Equal objectives are ordered by peak memory,\n"
+    "then bubble ratio. Offload is not considered when the profile has no host bandwidth.\n"
+    "Exit status: 0 ok, 1 invalid profile or nothing fits, 2 usage.\n";
 
 nlohmann::json candidateJson(const CandidateSummary& c, double bestObjective, bool steady) {
   nlohmann::json j;
@@ -57,110 +80,62 @@ void printRow(std::ostream& out, const CandidateSummary& c, double best, bool st
     const std::string vs = c.fitsMemory && c.objective > 0 ? (std::to_string(c.objective / best).substr(0, 5) + "x") : "-";
     if (steady)
       std::snprintf(buf, sizeof buf, "  %-28s %12.3f %12.3f %12.3f %12s %8.3f %6s %9s\n", c.name.c_str(), c.steadyStateMs,
-                    c.maxStageSpanMs, c.makespan, formatBytes(c.peakMemoryBytes).c_str(), c.bubbleRatio,
+                    c.maxStageSpanMs, c.makespan, formatByteSizeFixed(c.peakMemoryBytes).c_str(), c.bubbleRatio,
                     c.fitsMemory ? "yes" : "NO", vs.c_str());
     else
       std::snprintf(buf, sizeof buf, "  %-28s %12.3f %12s %8.3f %6s %9s\n", c.name.c_str(), c.makespan,
-                    formatBytes(c.peakMemoryBytes).c_str(), c.bubbleRatio, c.fitsMemory ? "yes" : "NO", vs.c_str());
+                    formatByteSizeFixed(c.peakMemoryBytes).c_str(), c.bubbleRatio, c.fitsMemory ? "yes" : "NO", vs.c_str());
   }
   out << buf;
 }
 
-int runSearch(const std::vector<std::string>& argv) {
-  ps::cli::Args args(argv,
-                     {"--profile", "--devices", "--microbatches", "--memory-limit", "--time-limit", "--seed",
-                      "--max-chunks", "--max-evaluations", "-o", "--objective", "--boundary", "--iterations",
-                      "--optimizer-step"},
-                     {"--json", "--no-recompute", "--no-offload", "--no-local"});
-  const char* usage =
-      "usage: pipestudio-cli search --profile P.json --devices D --microbatches M [--memory-limit BYTES]\n"
-      "       [--time-limit S] [--seed N] [--max-chunks C] [--max-evaluations N] [--no-recompute]\n"
-      "       [--no-offload] [--no-local] [--objective makespan|steady-state] [--boundary overlap|sync]\n"
-      "       [--iterations K] [--optimizer-step MS] [-o best.pipe] [--json]\n";
-  if (!args.ok() || !args.positionals().empty() || !args.has("--profile") || !args.has("--devices") ||
-      !args.has("--microbatches")) {
-    std::cerr << "pipestudio-cli search: "
-              << (!args.ok() ? args.error() : std::string("--profile, --devices and --microbatches are required"))
-              << "\n"
-              << usage;
-    return ps::cli::kExitUsage;
-  }
-  std::string error;
+int runSearch(const ps::cli::Args& args, const ps::cli::Reporter& rep) {
+  auto usage = [&](const std::string& message) { return rep.usage(message); };
+  if (!args.positionals().empty() || !args.has("--profile") || !args.has("--devices") || !args.has("--microbatches"))
+    return usage("--profile, --devices and --microbatches are required");
   const std::string profilePath = args.value("--profile");
-  auto profile = loadProfile(profilePath, error);
-  if (!profile) {
-    std::cerr << "pipestudio-cli search: " << error;
-    return error.find("cannot open") != std::string::npos ? ps::cli::kExitUsage : ps::cli::kExitInvalid;
-  }
+  int code = ps::cli::kExitOk;
+  auto profile = ps::cli::loadProfile(rep, profilePath, code);
+  if (!profile) return code;
   SearchOptions o;
   int seed = 1, maxEval = 0;
-  if (!parseInt(args.value("--devices"), o.devices, 1) || !parseInt(args.value("--microbatches"), o.microbatches, 1) ||
-      !parseInt(args.value("--seed", "1"), seed, 0) || !parseInt(args.value("--max-chunks", "2"), o.maxChunks, 1) ||
-      !parseInt(args.value("--max-evaluations", "0"), maxEval, 0)) {
-    std::cerr << "pipestudio-cli search: --devices, --microbatches, --seed, --max-chunks and --max-evaluations take "
-                 "non-negative integers\n"
-              << usage;
-    return ps::cli::kExitUsage;
-  }
+  if (!readInt(args.value("--devices"), 1, o.devices) || !readInt(args.value("--microbatches"), 1, o.microbatches) ||
+      !readInt(args.value("--seed", "1"), 0, seed) || !readInt(args.value("--max-chunks", "2"), 1, o.maxChunks) ||
+      !readInt(args.value("--max-evaluations", "0"), 0, maxEval))
+    return usage("--devices, --microbatches, --seed, --max-chunks and --max-evaluations take non-negative integers");
   o.seed = static_cast<std::uint64_t>(seed);
   o.maxEvaluations = static_cast<std::size_t>(maxEval);
   if (args.has("--time-limit")) {
-    try {
-      size_t used = 0;
-      o.timeLimitSeconds = std::stod(args.value("--time-limit"), &used);
-      if (used != args.value("--time-limit").size() || !(o.timeLimitSeconds > 0)) throw 0;
-    } catch (...) {
-      std::cerr << "pipestudio-cli search: --time-limit takes a positive number of seconds\n";
-      return ps::cli::kExitUsage;
-    }
+    auto seconds = ps::cli::parseNumber(args.value("--time-limit"));
+    if (!seconds || !(*seconds > 0)) return rep.fail("--time-limit takes a positive number of seconds");
+    o.timeLimitSeconds = *seconds;
   }
-  if (!memoryLimitFlag(args, "search", o.memoryLimitBytes)) return ps::cli::kExitUsage;
+  if (!ps::cli::memoryLimitFlag(args, rep, o.memoryLimitBytes)) return ps::cli::kExitUsage;
   o.allowRecompute = !args.has("--no-recompute");
   o.allowOffload = !args.has("--no-offload");
   o.localImprovement = !args.has("--no-local");
   if (args.has("--objective")) {
     auto obj = searchObjectiveFromName(args.value("--objective"));
-    if (!obj) {
-      std::cerr << "pipestudio-cli search: --objective: expected makespan or steady-state\n" << usage;
-      return ps::cli::kExitUsage;
-    }
+    if (!obj) return usage("--objective: expected makespan or steady-state");
     o.objective = *obj;
   }
   const bool steady = o.objective == SearchObjective::SteadyState;
-  if ((args.has("--boundary") || args.has("--iterations") || args.has("--optimizer-step")) && !steady) {
-    std::cerr << "pipestudio-cli search: --boundary, --iterations and --optimizer-step belong to --objective steady-state\n"
-              << usage;
-    return ps::cli::kExitUsage;
-  }
+  if ((args.has("--boundary") || args.has("--iterations") || args.has("--optimizer-step")) && !steady)
+    return usage("--boundary, --iterations and --optimizer-step belong to --objective steady-state");
   if (args.has("--boundary")) {
     auto b = iterationBoundaryFromName(args.value("--boundary"));
-    if (!b) {
-      std::cerr << "pipestudio-cli search: --boundary: expected overlap or sync\n" << usage;
-      return ps::cli::kExitUsage;
-    }
+    if (!b) return usage("--boundary: expected overlap or sync");
     o.boundary = *b;
   }
-  if (args.has("--iterations") && (!parseInt(args.value("--iterations"), o.iterations, 2) || o.iterations > 64)) {
-    std::cerr << "pipestudio-cli search: --iterations: expected a whole number from 2 to 64\n" << usage;
-    return ps::cli::kExitUsage;
-  }
+  if (args.has("--iterations") && (!readInt(args.value("--iterations"), 2, o.iterations) || o.iterations > 64))
+    return usage("--iterations: expected a whole number from 2 to 64");
   if (args.has("--optimizer-step")) {
-    try {
-      size_t used = 0;
-      const double v = std::stod(args.value("--optimizer-step"), &used);
-      if (used != args.value("--optimizer-step").size() || !(v >= 0)) throw 0;
-      o.optimizerStepMs = v;
-    } catch (...) {
-      std::cerr << "pipestudio-cli search: --optimizer-step takes a non-negative number of ms\n";
-      return ps::cli::kExitUsage;
-    }
+    auto v = ps::cli::parseMs(args.value("--optimizer-step"));
+    if (!v) return rep.fail("--optimizer-step takes a non-negative number of ms");
+    o.optimizerStepMs = *v;
   }
-
   auto r = searchSchedule(*profile, o);
-  if (!r) {
-    std::cerr << "pipestudio-cli search: " << formatDiagnostics(r.errors());
-    return ps::cli::kExitInvalid;
-  }
+  if (!r) return rep.fail(formatDiagnostics(r.errors()), ps::cli::kExitInvalid);
   Schedule best = r->best;
   const std::string outPath = args.value("-o");
   // The .pipe names its profile relative to itself, so the two can move together.
@@ -207,7 +182,7 @@ int runSearch(const std::vector<std::string>& argv) {
     report << "search over " << profile->name << ": " << o.devices << " devices, " << o.microbatches
            << " micro-batches";
     const std::int64_t limit = o.memoryLimitBytes.value_or(profile->deviceMemoryBytes);
-    if (limit > 0) report << ", memory limit " << formatBytes(limit);
+    if (limit > 0) report << ", memory limit " << formatByteSizeFixed(limit);
     std::snprintf(buf, sizeof buf, "; %zu candidates in %.2f s%s\n", r->evaluated, r->elapsedSeconds,
                   r->timedOut ? " (time limit reached)" : "");
     report << buf;
@@ -232,38 +207,19 @@ int runSearch(const std::vector<std::string>& argv) {
     printRow(report, bs, bestMs, steady);
     for (auto& c : r->builtins) printRow(report, c, bestMs, steady);
   }
-  if (!outPath.empty()) {
-    if (!ps::cli::writeOutput(outPath, printDsl(best), error)) {
-      std::cerr << "pipestudio-cli search: " << error << "\n";
-      return ps::cli::kExitUsage;
-    }
-  }
+  if (!outPath.empty() && !rep.write(outPath, printDsl(best))) return ps::cli::kExitUsage;
   return ps::cli::kExitOk;
 }
 
-const ps::cli::CommandRegistrar kSearch({
-    "search",
-    "find a fast schedule, partition and placement for a profile",
-    "usage: pipestudio-cli search --profile P.json --devices D --microbatches M [--memory-limit BYTES]\n"
-    "       [--time-limit S] [--seed N] [--max-chunks C] [--max-evaluations N] [--no-recompute]\n"
-    "       [--no-offload] [--no-local] [--objective makespan|steady-state] [--boundary overlap|sync]\n"
-    "       [--iterations K] [--optimizer-step MS] [-o best.pipe] [--json]\n\n"
-    "Evaluates every built-in schedule on the profile's compute-balanced split, then explores\n"
-    "partitions (bisection with per-stage recompute / offload), placements (linear, interleaved,\n"
-    "V-shape with up to C chunks per device), list-scheduler knobs, partition refinement and\n"
-    "local moves of ops into bubbles, all on the simulator. Prints the best schedule's makespan,\n"
-    "bubble ratio and peak memory beside every built-in's (\"vs best\" = its makespan over the\n"
-    "best's), and with -o writes the best as a .pipe file whose header carries the partition and\n"
-    "placement (-o - writes it to stdout and the report to stderr). Defaults: --time-limit 10,\n"
-    "--seed 1, --max-chunks 2, memory limit = the profile's device memory. Deterministic for a\n"
-    "seed unless the time limit cuts the search short (--max-evaluations caps it exactly).\n"
-    "--objective steady-state minimises the iteration time of a long run instead: K iterations\n"
-    "(--iterations, default 3) back to back with the --boundary (overlap: each device starts its\n"
-    "next iteration after its own optimizer step; sync: after all devices finish), the time being\n"
-    "the last iteration's end minus the one before. Equal objectives are ordered by peak memory,\n"
-    "then bubble ratio. Offload is not considered when the profile has no host bandwidth.\n"
-    "Exit status: 0 ok, 1 invalid profile or nothing fits, 2 usage.\n",
-    runSearch,
-});
+const ps::cli::FlagCommandRegistrar kSearch({"search",
+                                             "find a fast schedule, partition and placement for a profile",
+                                             std::string(kUsage) + kHelp,
+                                             {"--profile", "--devices", "--microbatches", "--memory-limit",
+                                              "--time-limit", "--seed", "--max-chunks", "--max-evaluations", "-o",
+                                              "--objective", "--boundary", "--iterations", "--optimizer-step"},
+                                             {"--json", "--no-recompute", "--no-offload", "--no-local"},
+                                             {},
+                                             runSearch,
+                                             kUsage});
 
 }  // namespace

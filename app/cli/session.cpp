@@ -1,15 +1,15 @@
 // pipestudio-cli session list|show|export: read a session file (docs/sessions.md).
 #include <cstdio>
 #include <ctime>
-#include <iomanip>
 #include <iostream>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
-#include "cli.h"
+#include "common/command.h"
+#include "common/flags.h"
+#include "common/text.h"
 #include "pipestudio/core/io/chrome_trace.h"
-#include "pipestudio/core/io/dsl.h"
+#include "pipestudio/core/io/schedule_file.h"
 #include "pipestudio/sessions/run_export.h"
 #include "pipestudio/sessions/session_store.h"
 
@@ -53,11 +53,7 @@ std::string isoTime(std::int64_t ms) {
   return buf;
 }
 
-std::string fixed(double v, int digits) {
-  std::ostringstream os;
-  os << std::fixed << std::setprecision(digits) << v;
-  return os.str();
-}
+using ps::cli::fixed;
 
 std::string optId(const std::optional<Id>& id) { return id ? std::to_string(*id) : "-"; }
 
@@ -85,23 +81,13 @@ std::string statusText(const ps::sessions::RunSummary& r) {
   return s;
 }
 
+// A run's row as the run JSON export writes it (docs/sessions.md), without its configuration.
 nlohmann::json runJson(const ps::sessions::RunSummary& r) {
-  auto opt = [](const auto& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
-  return {{"id", r.id},
-          {"scheduleId", opt(r.scheduleId)},
-          {"profileId", opt(r.profileId)},
-          {"target", r.target},
-          {"devices", r.devices},
-          {"model", r.model},
-          {"label", r.label},
-          {"status", std::string(ps::core::runStateName(r.status))},
-          {"interrupted", r.interrupted},
-          {"startedMs", r.startedMs},
-          {"endedMs", opt(r.endedMs)},
-          {"error", r.error},
-          {"makespan", r.makespan},
-          {"bubbleRatio", r.bubbleRatio},
-          {"opCount", r.opCount}};
+  ps::sessions::RunRecord record;
+  record.summary = r;
+  nlohmann::json row = nlohmann::json::parse(ps::sessions::runToJson(record, {}))["run"];
+  row.erase("config");
+  return row;
 }
 
 int reportErrors(const ps::core::Diagnostics& ds, int code) {
@@ -350,9 +336,11 @@ int exportCommand(SessionStore& store, const ps::cli::Args& args) {
     } else {
       // The run's schedule version names user-declared kinds in the trace.
       std::optional<ps::core::Schedule> schedule;
+      ps::core::ScheduleLoadOptions pipe;
+      pipe.format = ps::core::ScheduleFormat::Pipe;  // a session stores .pipe text
       if (rec->summary.scheduleId)
         if (auto v = store.schedule(*rec->summary.scheduleId))
-          if (auto parsed = ps::core::parseDsl(v->pipeText)) schedule = std::move(parsed).value();
+          if (auto parsed = ps::core::loadSchedule(v->pipeText, pipe)) schedule = std::move(parsed).value();
       text = ps::core::exportChromeTrace(*t, schedule ? &*schedule : nullptr);
     }
   }
@@ -362,16 +350,6 @@ int exportCommand(SessionStore& store, const ps::cli::Args& args) {
     return ps::cli::kExitUsage;
   }
   return ps::cli::kExitOk;
-}
-
-bool parseNumber(const std::string& text, double& out) {
-  try {
-    size_t used = 0;
-    out = std::stod(text, &used);
-    return used == text.size();
-  } catch (const std::exception&) {
-    return false;
-  }
 }
 
 int noteCommand(const std::string& path, const std::string& text, const ps::cli::Args& args) {
@@ -389,20 +367,20 @@ int noteCommand(const std::string& path, const std::string& text, const ps::cli:
   }
   (flag == "--run" ? note.runId : note.scheduleId) = ref.id;
   if (args.has("--time")) {
-    double t = 0;
-    if (!parseNumber(args.value("--time"), t)) {
+    auto t = ps::cli::parseNumber(args.value("--time"));
+    if (!t) {
       std::cerr << "pipestudio-cli session note: --time needs a number of ms\n";
       return ps::cli::kExitUsage;
     }
-    note.time = t;
+    note.time = *t;
   }
   if (args.has("--device")) {
-    double d = 0;
-    if (!parseNumber(args.value("--device"), d) || d < 0 || d != static_cast<int>(d)) {
+    auto d = ps::cli::parseInt(args.value("--device"), 0);
+    if (!d) {
       std::cerr << "pipestudio-cli session note: --device needs a device number\n";
       return ps::cli::kExitUsage;
     }
-    note.device = static_cast<int>(d);
+    note.device = *d;
   }
   auto store = SessionStore::open(path);
   if (!store) return reportErrors(store.errors(), ps::cli::kExitUsage);

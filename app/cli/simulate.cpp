@@ -1,6 +1,4 @@
 // pipestudio-cli simulate: predicted timeline, metrics and memory of a schedule.
-#include <charconv>
-#include <cstdio>
 #include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -11,14 +9,15 @@
 #include <unistd.h>
 #endif
 
-#include "cli.h"
-#include "cli_schedule.h"
-#include "cli_search_util.h"
+#include "common/command.h"
+#include "common/flags.h"
+#include "common/profile_input.h"
+#include "common/schedule_input.h"
+#include "common/text.h"
 #include "pipestudio/core/io/chrome_trace.h"
+#include "pipestudio/core/io/units.h"
 #include "pipestudio/core/model/cost_profile.h"
-#include "pipestudio/core/io/dsl.h"
 #include "pipestudio/core/analysis/iterations.h"
-#include "pipestudio/core/io/pytorch_csv.h"
 #include "pipestudio/core/analysis/simulator.h"
 #include "pipestudio/core/analysis/validator.h"
 #include "pipestudio/sessions/recording.h"
@@ -65,43 +64,10 @@ const char* kUsage =
     "Exit status: 0 valid, 1 invalid (deadlock, memory over the limit, schedule errors; the\n"
     "diagnostics go to stderr), 2 usage or unreadable input.\n";
 
-bool parseDouble(const std::string& s, double& out) {
-  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
-  return ec == std::errc() && p == s.data() + s.size() && out >= 0;
-}
+// Times as every report of the CLI prints them: `prec` + 2 significant digits.
+std::string fmt(double v, int prec = 4) { return formatSignificant(v, prec + 2); }
 
-bool parsePartition(const std::string& s, std::vector<int>& out) {
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    int v = 0;
-    auto [p, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
-    if (ec != std::errc() || p != item.data() + item.size() || v < 1) return false;
-    out.push_back(v);
-  }
-  return !out.empty();
-}
-
-std::string fmt(double v, int prec = 4) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*g", prec + 2, v);
-  return buf;
-}
-
-std::string bytesText(std::int64_t b) {
-  char buf[64];
-  double v = static_cast<double>(b);
-  if (b >= (1LL << 30)) std::snprintf(buf, sizeof buf, "%.2f GiB", v / (1LL << 30));
-  else if (b >= (1LL << 20)) std::snprintf(buf, sizeof buf, "%.2f MiB", v / (1LL << 20));
-  else if (b >= (1LL << 10)) std::snprintf(buf, sizeof buf, "%.2f KiB", v / (1LL << 10));
-  else std::snprintf(buf, sizeof buf, "%lld B", static_cast<long long>(b));
-  return buf;
-}
-
-std::string pad(std::string s, size_t w, bool right = true) {
-  if (s.size() >= w) return s;
-  return right ? std::string(w - s.size(), ' ') + s : s + std::string(w - s.size(), ' ');
-}
+std::string pad(std::string s, size_t w, bool right = true) { return ps::cli::pad(std::move(s), w, right); }
 
 nlohmann::ordered_json diagnosticJson(const Diagnostic& d) {
   nlohmann::ordered_json j = {{"severity", d.severity == Severity::Error ? "error" : d.severity == Severity::Warning ? "warning" : "note"},
@@ -134,89 +100,60 @@ void preferHugePages() {
 #endif
 }
 
-int runSimulate(const std::vector<std::string>& argv) {
+int runSimulate(const Args& args, const Reporter& rep) {
   preferHugePages();
-  Args args(argv, {"--profile", "--cost", "--comm", "--partition", "--memory-limit", "--trace", "--session", "--session-name",
-                         "--iterations", "--boundary", "--optimizer-step"}, {"--json"});
-  auto usage = [](const std::string& msg) {
-    std::cerr << "pipestudio-cli simulate: " << msg << "\n" << kUsage;
-    return kExitUsage;
-  };
-  if (!args.ok()) return usage(args.error());
-  if (args.positionals().size() != 1) return usage("expected one schedule file");
+  auto usage = [&](const std::string& msg) { return rep.usage(msg); };
   if (args.has("--profile") && args.has("--cost")) return usage("give --profile or --cost, not both");
   const std::string file = args.positionals()[0];
 
-  std::string text, err;
-  if (!readInput(file, text, err)) {
-    std::cerr << "pipestudio-cli simulate: " << err << "\n";
-    return kExitUsage;
-  }
-  const bool csvInput = ps::cli::endsWith(file, ".csv");
   // The CSV cells' locations are only needed to place diagnostics: they are read again
   // below when there are any (a location per op is a string per op).
-  Result<Schedule> parsed = csvInput ? readPytorchCsv(text, CsvReadOptions{file}) : parseDsl(text, [&] {
-    DslOptions o{file};
-    o.onLargeExpansion = ps::cli::printLargeExpansion;
-    return o;
-  }());
-  if (!parsed) {
-    std::cerr << formatDiagnostics(parsed.errors(), &text);
-    return kExitInvalid;
-  }
-  Schedule& s = *parsed;
+  ScheduleInput in = readSchedule(rep, file, {}, /*withCells=*/false);
+  if (!in.schedule) return in.exitCode;
+  const std::string& text = in.text;
+  Schedule& s = *in.schedule;
 
   // Cost profile: flags first, then the .pipe header's (relative to the .pipe file).
-  Result<CostProfile> profile = Diagnostic{};
+  std::optional<CostProfile> profile;
   if (args.has("--cost")) {
-    profile = uniformCostProfile(args.value("--cost"), s.pipeline.stages);
-    if (!profile) return usage(profile.error().message);
+    auto uniform = uniformCostProfile(args.value("--cost"), s.pipeline.stages);
+    if (!uniform) return usage(uniform.error().message);
+    profile = std::move(uniform).value();
   } else {
     std::string path = args.value("--profile");
-    if (path.empty() && s.profile) {
-      std::filesystem::path p(*s.profile);
-      if (p.is_relative() && file != "-") p = std::filesystem::path(file).parent_path() / p;
-      path = p.string();
-    }
+    if (path.empty() && s.profile) path = resolveProfilePath(*s.profile, file);
     if (path.empty()) return usage("no cost profile: give --profile P.json or --cost F=1,I=1,W=1");
-    std::string ptext;
-    if (!readInput(path, ptext, err)) {
-      std::cerr << "pipestudio-cli simulate: " << err << "\n";
-      return kExitUsage;
-    }
-    profile = parseCostProfile(ptext, path);
-    if (!profile) {
-      // A readable profile with bad values is invalid input (1), as everywhere (docs/cli.md).
-      std::cerr << formatDiagnostics(profile.errors());
-      return kExitInvalid;
-    }
+    int code = kExitOk;
+    profile = loadProfile(rep, path, code, /*nameAfterFile=*/false);
+    if (!profile) return code;
   }
   if (args.has("--comm")) {
-    double c = 0;
-    if (!parseDouble(args.value("--comm"), c)) return usage("--comm: expected a non-negative number of ms");
-    profile->fixedCommMs = c;
+    auto c = parseMs(args.value("--comm"));
+    if (!c) return usage("--comm: expected a non-negative number of ms");
+    profile->fixedCommMs = *c;
   }
   std::vector<int> partition;
-  if (args.has("--partition") && !parsePartition(args.value("--partition"), partition))
-    return usage("--partition: expected layers per stage, e.g. 3,4,4,5");
+  if (args.has("--partition")) {
+    auto list = parseIntList(args.value("--partition"), 1);
+    if (!list) return usage("--partition: expected layers per stage, e.g. 3,4,4,5");
+    partition = std::move(*list);
+  }
   SimulationOptions opts;
   opts.recordTransfers = args.has("--trace") || args.has("--session");
   opts.recordMemory = args.has("--trace") || args.has("--session");
   if (args.has("--memory-limit")) {
-    std::int64_t lim = 0;
-    if (!ps::cli::search_util::parseBytes(args.value("--memory-limit"), lim) || lim <= 0)
-      return usage("--memory-limit: expected a byte count, e.g. 80GiB");
-    opts.memoryLimitBytes = lim;
+    auto lim = parseBytes(args.value("--memory-limit"));
+    if (!lim || *lim <= 0) return usage("--memory-limit: expected a byte count, e.g. 80GiB");
+    opts.memoryLimitBytes = *lim;
   }
 
   int iterations = 0;
   IterationBoundary boundary = IterationBoundary::Overlap;
   std::optional<double> optimizerStep;
   if (args.has("--iterations")) {
-    const std::string v = args.value("--iterations");
-    auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), iterations);
-    if (ec != std::errc() || p != v.data() + v.size() || iterations < 1 || iterations > 10000)
-      return usage("--iterations: expected a whole number from 1 to 10000");
+    auto k = parseInt(args.value("--iterations"), 1, 10000);
+    if (!k) return usage("--iterations: expected a whole number from 1 to 10000");
+    iterations = *k;
   }
   if (args.has("--boundary")) {
     auto b = iterationBoundaryFromName(args.value("--boundary"));
@@ -225,10 +162,10 @@ int runSimulate(const std::vector<std::string>& argv) {
     boundary = *b;
   }
   if (args.has("--optimizer-step")) {
-    double v = 0;
-    if (!parseDouble(args.value("--optimizer-step"), v)) return usage("--optimizer-step: expected a non-negative number of ms");
+    auto v = parseMs(args.value("--optimizer-step"));
+    if (!v) return usage("--optimizer-step: expected a non-negative number of ms");
     if (!iterations) return usage("--optimizer-step needs --iterations K");
-    optimizerStep = v;
+    optimizerStep = *v;
   }
 
   auto model = makeSimulationModel(s, *profile, partition);
@@ -239,10 +176,9 @@ int runSimulate(const std::vector<std::string>& argv) {
   // One dependency graph for both the validator and the simulator.
   const DependencyGraph graph(s);
   ValidationReport report = validateSchedule(s, ValidateOptions{}, graph);
-  if (csvInput && !report.diagnostics.empty()) {
-    CsvStepLocations cells;
-    (void)readPytorchCsv(text, CsvReadOptions{file}, &cells);
-    ps::cli::locateScheduleDiagnostics(report.diagnostics, file, true, cells);
+  if (in.format == ScheduleFormat::Csv && !report.diagnostics.empty()) {
+    readCells(in);
+    locateScheduleDiagnostics(report.diagnostics, in.name, in.format, in.cells);
   }
   auto timeline = simulate(s, *model, opts, graph);
   if (!timeline) {
@@ -280,10 +216,7 @@ int runSimulate(const std::vector<std::string>& argv) {
 
   if (args.has("--trace")) {
     const std::string trace = iter ? exportChromeTrace(iter->timeline, &iter->unrolled) : exportChromeTrace(t, &s);
-    if (!writeOutput(args.value("--trace"), trace, err)) {
-      std::cerr << "pipestudio-cli simulate: " << err << "\n";
-      return kExitUsage;
-    }
+    if (!rep.write(args.value("--trace"), trace)) return kExitUsage;
   }
 
   if (args.has("--session")) {
@@ -292,9 +225,9 @@ int runSimulate(const std::vector<std::string>& argv) {
     rec.schedule = &s;
     std::string fileStem = file == "-" ? "" : std::filesystem::path(file).stem().string();
     rec.scheduleName = args.value("--session-name", s.name.empty() ? fileStem : s.name);
-    if (!ps::cli::endsWith(file, ".csv")) rec.pipeText = text;  // keep the user's own form of the .pipe
+    if (in.format == ScheduleFormat::Pipe) rec.pipeText = text;  // keep the user's own form of the .pipe
     rec.profile = &*profile;
-    rec.configJson = nlohmann::json{{"file", file}, {"args", argv}}.dump();
+    rec.configJson = nlohmann::json{{"file", file}, {"args", args.given()}}.dump();
     auto recorded = sessions::recordSimulation(rec, t);
     if (!recorded) {
       std::cerr << formatDiagnostics(recorded.errors());
@@ -378,7 +311,7 @@ int runSimulate(const std::vector<std::string>& argv) {
         opName = s.opName(s.devices[static_cast<size_t>(d.device)][static_cast<size_t>(d.peakMemoryOp.step)].first);
       double idle = d.span() > 0 ? 100.0 * (1 - d.busy / d.span()) : 0;
       o << pad(std::to_string(d.device), 6) << pad(fmt(d.busy), 12) << pad(fmt(d.span()), 12) << pad(fmt(idle, 2), 8)
-        << pad(bytesText(d.peakMemoryBytes), 13) << pad(fmt(d.peakMemoryTime), 11) << "  " << pad(opName, 12, false)
+        << pad(formatByteSizeFixed(d.peakMemoryBytes), 13) << pad(fmt(d.peakMemoryTime), 11) << "  " << pad(opName, 12, false)
         << pad(std::to_string(d.peakInflightMicrobatches), 9) << "\n";
     }
     if (iter) {
@@ -392,7 +325,7 @@ int runSimulate(const std::vector<std::string>& argv) {
         << pad("peak memory", 13) << "\n";
       for (const auto& d : iter->devices)
         o << pad(std::to_string(d.device), 6) << pad(fmt(d.optimizerStepMs), 10) << pad(fmt(d.firstSpan), 12)
-          << pad(fmt(d.steadySpan), 13) << pad(fmt(d.period), 12) << pad(bytesText(d.peakMemoryBytes), 13) << "\n";
+          << pad(fmt(d.steadySpan), 13) << pad(fmt(d.period), 12) << pad(formatByteSizeFixed(d.peakMemoryBytes), 13) << "\n";
     }
     std::cout << o.str();
   }
@@ -400,7 +333,14 @@ int runSimulate(const std::vector<std::string>& argv) {
   return valid ? kExitOk : kExitInvalid;
 }
 
-const CommandRegistrar kRegister{Command{"simulate", "predict a schedule's timeline, bubbles and memory", kUsage, runSimulate}};
+const FlagCommandRegistrar kRegister{{"simulate",
+                                      "predict a schedule's timeline, bubbles and memory",
+                                      kUsage,
+                                      {"--profile", "--cost", "--comm", "--partition", "--memory-limit", "--trace",
+                                       "--session", "--session-name", "--iterations", "--boundary", "--optimizer-step"},
+                                      {"--json"},
+                                      {1, 1, "expected one schedule file"},
+                                      runSimulate}};
 
 }  // namespace
 }  // namespace ps::cli

@@ -2,63 +2,47 @@
 // schedule. Exit 0 valid, 1 invalid (diagnostics on stderr), 2 usage.
 #include <iostream>
 
-#include "cli.h"
-#include "cli_schedule.h"
-#include "pipestudio/core/io/dsl.h"
-#include "pipestudio/core/io/pytorch_csv.h"
+#include "common/command.h"
+#include "common/schedule_input.h"
 #include "pipestudio/core/analysis/validator.h"
 
 namespace {
+
+using namespace ps::core;
 
 const char* kUsage =
     "usage: pipestudio-cli validate FILE|- [--format pipe|csv] [--set name=value]...\n\n"
     "Checks a schedule: each (stage, micro-batch) has one F and one B or one I and one W, ops\n"
     "sit on their stage's device, ranges, duplicates, declared kinds' rules, then runs the\n"
     "device orders and reports a deadlock as the cycle of waiting ops and devices.\n"
-    "FILE is .pipe (the DSL) or .csv (PyTorch pipelining); stdin (-) is read as --format\n"
-    "(default pipe). --set overrides a .pipe program's 'let' values.\n"
+    "FILE is .pipe (the DSL) or .csv (PyTorch pipelining); stdin (-) and other names are read\n"
+    "as --format says, else as their content looks. --set overrides a .pipe program's 'let' values.\n"
     "Exit status: 0 valid, 1 invalid (diagnostics on stderr), 2 usage or unreadable file.\n";
 
-int usage(const std::string& message) {
-  std::cerr << "pipestudio-cli validate: " << message << "\n" << kUsage;
-  return ps::cli::kExitUsage;
-}
-
-int runValidate(const std::vector<std::string>& argv) {
-  using namespace ps::core;
-  ps::cli::Args args(argv, {"--format", "--set"}, {});
-  if (!args.ok()) return usage(args.error());
-  if (args.positionals().size() != 1) return usage("expected one FILE (or -)");
-  const std::string path = args.positionals()[0];
-  std::string format = args.value("--format", ps::cli::scheduleFormatOf(path));
-  if (format != "pipe" && format != "csv") return usage("--format is pipe or csv, not '" + format + "'");
-  std::string text, error;
-  if (!ps::cli::readInput(path, text, error)) {
-    std::cerr << "pipestudio-cli validate: " << error << "\n";
-    return ps::cli::kExitUsage;
+int runValidate(const ps::cli::Args& args, const ps::cli::Reporter& rep) {
+  ScheduleLoadOptions options;
+  if (args.has("--format")) {
+    options.format = scheduleFormatFromName(args.value("--format"));
+    if (!options.format) return rep.usage("--format is pipe or csv, not '" + args.value("--format") + "'");
   }
-  const std::string name = ps::cli::inputName(path);
-  CsvStepLocations cells;
-  auto parsed = ps::cli::parseScheduleText(text, name, format == "csv", args.values("--set"), error, {}, &cells);
-  if (!parsed) return usage(error);
-  Result<Schedule>& schedule = *parsed;
-  if (!schedule.ok()) {
-    std::cerr << formatDiagnostics(schedule.errors(), &text);
-    return ps::cli::kExitInvalid;
-  }
-  ValidationReport report = validateSchedule(*schedule);
+  options.overrides = args.values("--set");
+  ps::cli::ScheduleInput in = ps::cli::readSchedule(rep, args.positionals()[0], options);
+  if (!in.schedule) return in.exitCode;
+  const Schedule& schedule = *in.schedule;
+  ValidationReport report = validateSchedule(schedule);
   // CSV: point at the cell of the first op the diagnostic is about, or at the rank's row.
-  ps::cli::locateScheduleDiagnostics(report.diagnostics, name, format == "csv", cells);
-  if (!report.diagnostics.empty()) std::cerr << formatDiagnostics(report.diagnostics, &text);
+  locateScheduleDiagnostics(report.diagnostics, in.name, in.format, in.cells);
+  if (!report.diagnostics.empty()) std::cerr << formatDiagnostics(report.diagnostics, &in.text);
   if (!report.valid()) return ps::cli::kExitInvalid;
-  const Pipeline& p = schedule->pipeline;
-  std::cout << name << ": valid (" << p.devices << " devices, " << p.stages << " stages, " << p.microbatches
-            << " micro-batches, " << schedule->opCount() << " ops, " << placementKindName(p.placementKind)
+  const Pipeline& p = schedule.pipeline;
+  std::cout << in.name << ": valid (" << p.devices << " devices, " << p.stages << " stages, " << p.microbatches
+            << " micro-batches, " << schedule.opCount() << " ops, " << placementKindName(p.placementKind)
             << " placement)\n";
   return ps::cli::kExitOk;
 }
 
-const ps::cli::CommandRegistrar kValidate({"validate", "check a .pipe or PyTorch CSV schedule for errors and deadlocks",
-                                           kUsage, runValidate});
+const ps::cli::FlagCommandRegistrar kValidate({"validate", "check a .pipe or PyTorch CSV schedule for errors and deadlocks",
+                                               kUsage, {"--format", "--set"}, {}, {1, 1, "expected one FILE (or -)"},
+                                               runValidate});
 
 }  // namespace

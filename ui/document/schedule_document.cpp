@@ -10,6 +10,7 @@
 #include "pipestudio/core/io/dsl.h"
 #include "pipestudio/core/analysis/iterations.h"
 #include "pipestudio/core/io/pytorch_csv.h"
+#include "pipestudio/core/io/schedule_file.h"
 #include "document/schedule_edits.h"
 
 namespace ps::ui {
@@ -81,20 +82,11 @@ Result<LoadedFile> readScheduleFile(const QString& path) {
   auto text = readText(path);
   PS_TRY(text);
   LoadedFile out;
-  const bool csv = path.endsWith(QStringLiteral(".csv"), Qt::CaseInsensitive);
-  if (csv) {
-    CsvReadOptions o;
-    o.filename = path.toStdString();
-    auto s = readPytorchCsv(*text, o);
-    PS_TRY(s);
-    out.schedule = std::move(s).value();
-  } else {
-    DslOptions o;
-    o.filename = path.toStdString();
-    auto s = parseDsl(*text, o);
-    PS_TRY(s);
-    out.schedule = std::move(s).value();
-  }
+  ScheduleLoadOptions o;
+  o.path = path.toStdString();
+  auto s = loadSchedule(*text, o);
+  PS_TRY(s);
+  out.schedule = std::move(s).value();
   out.profile = defaultCostProfile(out.schedule);
   if (out.schedule.profile && !out.schedule.profile->empty()) {
     const QString name = QString::fromStdString(*out.schedule.profile);

@@ -1,15 +1,15 @@
-// Shared by pipestudio-cli and pipestudio-engine: the subcommand registry, the argument
-// scanner and file/stdin helpers of cli.h.
+// Shared by pipestudio-cli and pipestudio-engine: the subcommand registry, file/stdin input
+// and output, and the Reporter of common/command.h.
 #include <unistd.h>
 
-#include <algorithm>
 #include <cerrno>
 #include <fstream>
 #include <iostream>
 #include <iterator>
 #include <sstream>
 
-#include "cli.h"
+#include "common/command.h"
+#include "pipestudio/core/model/result.h"
 
 namespace ps::cli {
 
@@ -18,62 +18,16 @@ std::vector<Command>& registry() {
   return commands;
 }
 
-Args::Args(const std::vector<std::string>& args, std::vector<std::string> valueFlags,
-           std::vector<std::string> boolFlags) {
-  auto contains = [](const std::vector<std::string>& v, const std::string& s) {
-    return std::find(v.begin(), v.end(), s) != v.end();
+FlagCommandRegistrar::FlagCommandRegistrar(FlagCommand c) {
+  auto run = [c](const std::vector<std::string>& argv) {
+    const Reporter reporter(c.name, c.errorUsage.empty() ? c.usage : c.errorUsage);
+    const Args args(argv, c.valueFlags, c.boolFlags);
+    if (!args.ok()) return reporter.usage(args.error());
+    const std::size_t n = args.positionals().size();
+    if (n < c.positionals.min || n > c.positionals.max) return reporter.usage(c.positionals.error);
+    return c.run(args, reporter);
   };
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (a.size() > 1 && a[0] == '-' && a != "-") {
-      std::string name = a;
-      std::string val;
-      bool hasInline = false;
-      if (auto eq = a.find('='); eq != std::string::npos) {
-        name = a.substr(0, eq);
-        val = a.substr(eq + 1);
-        hasInline = true;
-      }
-      if (contains(boolFlags, name)) {
-        if (hasInline) {
-          error_ = "flag " + name + " takes no value";
-          return;
-        }
-        flags_.emplace_back(name, "");
-      } else if (contains(valueFlags, name)) {
-        if (!hasInline) {
-          if (i + 1 >= args.size()) {
-            error_ = "flag " + name + " needs a value";
-            return;
-          }
-          val = args[++i];
-        }
-        flags_.emplace_back(name, val);
-      } else {
-        error_ = "unknown flag " + name;
-        return;
-      }
-    } else {
-      positionals_.push_back(a);
-    }
-  }
-}
-
-bool Args::has(const std::string& flag) const {
-  return std::any_of(flags_.begin(), flags_.end(), [&](auto& p) { return p.first == flag; });
-}
-
-std::string Args::value(const std::string& flag, const std::string& fallback) const {
-  for (auto it = flags_.rbegin(); it != flags_.rend(); ++it)
-    if (it->first == flag) return it->second;
-  return fallback;
-}
-
-std::vector<std::string> Args::values(const std::string& flag) const {
-  std::vector<std::string> out;
-  for (auto& p : flags_)
-    if (p.first == flag) out.push_back(p.second);
-  return out;
+  registry().push_back({c.name, c.summary, c.usage, std::move(run)});
 }
 
 bool readInput(const std::string& path, std::string& out, std::string& error) {
@@ -136,6 +90,36 @@ bool writeOutput(const std::string& path, const std::string& text, std::string& 
     return false;
   }
   return true;
+}
+
+int Reporter::usage(const std::string& message) const {
+  std::cerr << "pipestudio-cli " << command_ << ": " << message << "\n" << usage_;
+  return kExitUsage;
+}
+
+int Reporter::fail(const std::string& message, int code) const {
+  std::cerr << "pipestudio-cli " << command_ << ": " << message;
+  if (message.empty() || message.back() != '\n') std::cerr << "\n";  // diagnostics end in one already
+  return code;
+}
+
+int Reporter::invalid(const core::Diagnostics& diagnostics, const std::string* text) const {
+  std::cerr << core::formatDiagnostics(diagnostics, text);
+  return kExitInvalid;
+}
+
+bool Reporter::read(const std::string& path, std::string& text) const {
+  std::string error;
+  if (readInput(path, text, error)) return true;
+  fail(error);
+  return false;
+}
+
+bool Reporter::write(const std::string& path, const std::string& text) const {
+  std::string error;
+  if (writeOutput(path, text, error)) return true;
+  fail(error);
+  return false;
 }
 
 }  // namespace ps::cli

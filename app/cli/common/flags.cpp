@@ -1,0 +1,72 @@
+#include "common/flags.h"
+
+#include <charconv>
+#include <cmath>
+
+#include "pipestudio/core/io/schedule_file.h"
+#include "pipestudio/core/io/units.h"
+
+namespace ps::cli {
+
+std::optional<int> parseInt(std::string_view text, int min, int max) {
+  long long v = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || end != text.data() + text.size() || text.empty() || v < min || v > max) return std::nullopt;
+  return static_cast<int>(v);
+}
+
+bool readInt(std::string_view text, int min, int& out) {
+  auto v = parseInt(text, min);
+  if (v) out = *v;
+  return v.has_value();
+}
+
+std::optional<double> parseNumber(std::string_view text, double min) {
+  double v = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || end != text.data() + text.size() || text.empty() || !std::isfinite(v) || v < min)
+    return std::nullopt;
+  return v;
+}
+
+std::optional<std::vector<int>> parseIntList(std::string_view text, int min) {
+  std::vector<int> out;
+  while (true) {
+    const size_t comma = text.find(',');
+    auto v = parseInt(text.substr(0, comma), min);
+    if (!v) return std::nullopt;
+    out.push_back(*v);
+    if (comma == std::string_view::npos) return out;
+    text.remove_prefix(comma + 1);
+  }
+}
+
+std::optional<std::int64_t> parseBytes(std::string_view text) {
+  auto r = core::parseByteSize(text);
+  if (!r) return std::nullopt;
+  return *r;
+}
+
+std::optional<double> parseMs(std::string_view text) {
+  auto r = core::parseDurationMs(text);
+  if (!r) return std::nullopt;
+  return *r;
+}
+
+std::string formatOfPath(const std::string& path, const std::string& fallback) {
+  auto f = core::scheduleFormatFromPath(path);
+  return f ? std::string(core::scheduleFormatName(*f)) : fallback;
+}
+
+bool memoryLimitFlag(const Args& args, const Reporter& reporter, std::optional<std::int64_t>& out) {
+  if (!args.has("--memory-limit")) return true;
+  auto b = parseBytes(args.value("--memory-limit"));
+  if (!b) {
+    reporter.fail("--memory-limit takes bytes (e.g. 85899345920, 80GiB, 40GB)");
+    return false;
+  }
+  out = *b;
+  return true;
+}
+
+}  // namespace ps::cli

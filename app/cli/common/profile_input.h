@@ -1,0 +1,23 @@
+#pragma once
+// Cost profiles as the subcommands read them: from a file the user names, or the one a .pipe
+// header names.
+#include <optional>
+#include <string>
+
+#include "common/command.h"
+#include "pipestudio/core/model/cost_profile.h"
+
+namespace ps::cli {
+
+// The file a .pipe header's profile `name` stands for: beside the schedule at `schedulePath`
+// (unless it is stdin or `name` is absolute), else as given, else in the resources (top level
+// or profiles/). When none exists, the path beside the schedule, for the error to name.
+std::string resolveProfilePath(const std::string& name, const std::string& schedulePath);
+
+// Reads and parses a cost profile, named after its file when it has no name and `nameAfterFile`
+// (search and partition reports name it). On failure the reason is printed and the exit code
+// set: kExitUsage unreadable, kExitInvalid bad values.
+std::optional<core::CostProfile> loadProfile(const Reporter& reporter, const std::string& path, int& exitCode,
+                                             bool nameAfterFile = true);
+
+}  // namespace ps::cli
