@@ -12,7 +12,6 @@
 #include <cstring>
 #include <filesystem>
 #include <iostream>
-#include <nlohmann/json.hpp>
 
 #include "common/command.h"
 #include "pipestudio/core/io/run_events.h"
@@ -103,13 +102,7 @@ int refuse(const std::string& command, const std::vector<std::string>& args, con
   std::cerr << "pipestudio-cli " << command << ": " << message << "\n";
   // A reader of the event stream (the GUI, a script over ssh) sees the reason there too.
   if (eventsRequested(args))
-    std::cout << nlohmann::json{{"type", "error"},
-                                {"protocol_version", ps::core::kRunEventProtocolVersion},
-                                {"code", code},
-                                {"message", message},
-                                {"stage", "refused"}}
-                     .dump()
-              << std::endl;
+    std::cout << ps::core::run_event::refused(code, message) << std::endl;
   return kExitEngine;
 }
 

@@ -13,7 +13,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
-#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "common/command.h"
@@ -126,12 +125,8 @@ void watchLifeline(int fd) {
 int refuse(bool events, const ps::core::Diagnostics& ds, const std::string* text, int code) {
   std::cerr << ps::core::formatDiagnostics(ds, text);
   if (events)
-    ps::cli::emitEventLine(nlohmann::json{{"type", "error"},
-                            {"protocol_version", ps::core::kRunEventProtocolVersion},
-                            {"code", ds.empty() ? "engine.refused" : ds.front().code},
-                            {"message", ds.empty() ? "refused" : ds.front().message},
-                            {"stage", "refused"}}
-                 .dump());
+    ps::cli::emitEventLine(ps::core::run_event::refused(ds.empty() ? "engine.refused" : ds.front().code,
+                                                        ds.empty() ? "refused" : ds.front().message));
   return code;
 }
 
@@ -236,15 +231,8 @@ struct LauncherRun {
     tl.diagnostics.push_back(d);
     tl.metrics = computeMetrics(tl);
     if (events && eventsToo) {
-      ps::cli::emitEventLine(nlohmann::json{{"type", "error"}, {"code", d.code}, {"message", d.message}, {"device", dead}, {"step", -1}}
-                   .dump());
-      ps::cli::emitEventLine(nlohmann::json{{"type", "finished"},
-                              {"status", "failed"},
-                              {"losses", nlohmann::json::array()},
-                              {"iteration_ms", nlohmann::json::array()},
-                              {"makespan_ms", tl.metrics.makespan},
-                              {"bubble_ratio", tl.metrics.bubbleRatio}}
-                   .dump());
+      ps::cli::emitEventLine(ps::core::run_event::error({d.code, d.message, dead, -1}));
+      ps::cli::emitEventLine(ps::core::run_event::endedEarly(ps::core::RunState::Failed, tl));
     }
     std::ostream& human = events ? std::cerr : std::cout;
     if (eventsToo) {

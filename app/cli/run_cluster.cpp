@@ -203,8 +203,7 @@ int runOnCluster(const ClusterRun& c) {
     // Rank 0 failing on its own (exit 1) has reported why itself.
     if (e.rank == 0 && e.exitCode != 255) return;
     if (c.events && !readers[0].finished())
-      emitEventLine(nlohmann::json{{"type", "error"}, {"code", "cluster.rank-lost"}, {"message", message}, {"device", e.rank}, {"step", -1}}
-               .dump());
+      emitEventLine(run_event::error({"cluster.rank-lost", message, e.rank, -1}));
     errorEmitted = true;
   };
 
@@ -219,12 +218,7 @@ int runOnCluster(const ClusterRun& c) {
     // Nothing ran: a host is unreachable, refuses the key, lacks the CLI or another version.
     std::cerr << formatDiagnostics(res.errors(), &text);
     if (c.events)
-      emitEventLine(nlohmann::json{{"type", "error"},
-                          {"protocol_version", kRunEventProtocolVersion},
-                          {"code", res.error().code},
-                          {"message", res.error().message},
-                          {"stage", "refused"}}
-               .dump());
+      emitEventLine(run_event::refused(res.error().code, res.error().message));
     rep.status = ps::core::RunState::Failed;
     rep.diagnostics = res.errors();
     rep.timeline.devices = devices;
@@ -235,9 +229,7 @@ int runOnCluster(const ClusterRun& c) {
   } else if (r0.finished()) {
     // Rank 0's own report (it gathers every device's timeline) stands.
     const auto& f = *r0.finished();
-    rep.status = f.status == "finished" ? ps::core::RunState::Succeeded
-                 : f.status == "cancelled" ? ps::core::RunState::Cancelled
-                                           : ps::core::RunState::Failed;
+    rep.status = f.state;
     rep.timeline = r0.timeline();
     rep.iterationMs = f.iterationMs;
     rep.losses = f.losses;
@@ -269,14 +261,8 @@ int runOnCluster(const ClusterRun& c) {
     if (r0.started()) rep.partition = r0.started()->partition;
     if (c.events) {
       if (!errorEmitted || cancelled)
-        emitEventLine(nlohmann::json{{"type", "error"}, {"code", d.code}, {"message", d.message}, {"device", -1}, {"step", -1}}.dump());
-      emitEventLine(nlohmann::json{{"type", "finished"},
-                          {"status", cancelled ? "cancelled" : "failed"},
-                          {"losses", nlohmann::json::array()},
-                          {"iteration_ms", nlohmann::json::array()},
-                          {"makespan_ms", tl.metrics.makespan},
-                          {"bubble_ratio", tl.metrics.bubbleRatio}}
-               .dump());
+        emitEventLine(run_event::error({d.code, d.message, -1, -1}));
+      emitEventLine(run_event::endedEarly(cancelled ? ps::core::RunState::Cancelled : ps::core::RunState::Failed, tl));
     }
     human << c.name << ": " << (cancelled ? "cancelled" : "failed") << " (" << devices << " devices on " << hosts->size()
           << " hosts; " << tl.ops.size() << " ops measured before the end)\n";

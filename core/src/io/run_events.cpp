@@ -487,6 +487,23 @@ std::string finished(const RunFinishedInfo& f) {
   return line(j);
 }
 
+std::string refused(const std::string& code, const std::string& message) {
+  RunErrorEvent e;
+  e.code = code;
+  e.message = message;
+  e.stage = "refused";
+  e.protocolVersion = kRunEventProtocolVersion;
+  return error(e);
+}
+
+std::string endedEarly(RunState state, const Timeline& partial) {
+  RunFinishedInfo f;
+  f.state = state;
+  f.makespanMs = partial.metrics.makespan;
+  f.bubbleRatio = partial.metrics.bubbleRatio;
+  return finished(f);
+}
+
 }  // namespace run_event
 
 }  // namespace ps::core

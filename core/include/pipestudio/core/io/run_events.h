@@ -165,6 +165,11 @@ std::string memory(int iteration, int device, double timeMs, std::int64_t bytes)
 // `stage` and `protocolVersion` are written only when set (a refusal before the run).
 std::string error(const RunErrorEvent& e);
 std::string finished(const RunFinishedInfo& f);  // the status token from f.state
+// A run refused before it started: an error with stage "refused" and this build's protocol.
+std::string refused(const std::string& code, const std::string& message);
+// The `finished` event of a run that ended early (failed or cancelled) with only a partial
+// timeline: no losses, the partial timeline's makespan and bubble ratio.
+std::string endedEarly(RunState state, const Timeline& partial);
 }  // namespace run_event
 
 // "pipestudio-cli 0.1.0 (run-event protocol 1)": what `pipestudio-cli --version` prints.
