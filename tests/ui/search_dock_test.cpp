@@ -412,6 +412,36 @@ class SearchDockTest : public QObject {
     QVERIFY2(dock_->infoText().contains(QStringLiteral("steady-state")), qPrintable(dock_->infoText()));
   }
 
+  void renamedCandidatesStillOpenFromTheirRecipe() {
+    // The dock rebuilds a candidate from its recipe, never from its display name: with every
+    // name changed and no schedule kept, every row still opens, to the makespan it shows.
+    setInputs(dock_, 4, 8, 1.0);
+    dock_->memoryEdit()->setText(QStringLiteral("6"));
+    QSignalSpy done(dock_, &SearchDock::searchFinished);
+    QVERIFY(dock_->start());
+    QVERIFY(waitFinished(dock_, done, 60000));
+    QVERIFY(dock_->result());
+    SearchResult r = *dock_->result();
+    QVERIFY(!r.top.empty());
+    for (size_t i = 0; i < r.top.size(); ++i) {
+      r.top[i].name = "candidate number " + std::to_string(i);
+      r.top[i].schedule = nullptr;
+    }
+    r.bestSummary.name = "renamed best";
+    dock_->showResult(r, dock_->searchedProfile());
+    QTableWidget* t = dock_->table();
+    QCOMPARE(t->rowCount(), static_cast<int>(r.top.size()));
+    for (int row = 0; row < t->rowCount(); ++row) {
+      auto sched = dock_->candidateSchedule(row);
+      QVERIFY2(sched, r.top[static_cast<size_t>(row)].name.c_str());
+      const double m = t->item(row, SearchDock::ColMakespan)->data(Qt::UserRole).toDouble();
+      QVERIFY(std::abs(simulatedMakespan(*sched, unevenProfile(8)) - m) < 1e-6);
+    }
+    const int last = t->rowCount() - 1;
+    QVERIFY2(dock_->openAsDesign(last), qPrintable(dock_->errorText()));
+    QCOMPARE(window_->document()->schedule().devices, dock_->candidateSchedule(last)->devices);
+  }
+
  private:
   std::unique_ptr<MainWindow> window_;
   SearchDock* dock_ = nullptr;
