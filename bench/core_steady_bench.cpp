@@ -15,6 +15,8 @@
 // After the benchmarks markdown tables are printed to stdout.
 #include <benchmark/benchmark.h>
 
+#include "bench_main.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -179,6 +181,25 @@ std::optional<Steady> measure(const Schedule& s, const CostProfile& p, std::int6
   return Steady{it->steadyStateMs, it->maxFirstSpan, one->metrics.makespan, it->peakMemoryBytes};
 }
 
+// The rows each benchmark family collects for the tables printed at the end.
+template <typename Row>
+std::vector<Row>& rowsOf() {
+  static std::vector<Row> r;
+  return r;
+}
+
+// The search as every case runs it: 10 s, seed 1, under the case's memory limit.
+SearchOptions searchOptions(int D, int M, std::int64_t limit, SearchObjective objective) {
+  SearchOptions o;
+  o.devices = D;
+  o.microbatches = M;
+  o.memoryLimitBytes = limit;
+  o.timeLimitSeconds = 10;
+  o.seed = 1;
+  o.objective = objective;
+  return o;
+}
+
 struct GridRow {
   std::string costs;
   int D = 0, M = 0, memAct = 0;
@@ -192,10 +213,6 @@ struct GridRow {
   std::int64_t limit = 0;
   std::string bestName;
 };
-std::vector<GridRow>& gridRows() {
-  static std::vector<GridRow> r;
-  return r;
-}
 
 void BM_ZbGrid(benchmark::State& state, std::string costs, int D, int M, int memAct) {
   GridRow row;
@@ -216,14 +233,7 @@ void BM_ZbGrid(benchmark::State& state, std::string costs, int D, int M, int mem
       if (auto m = measure(z.schedule, p, row.limit, 8)) row.zbSim = *m;
     }
     for (auto objective : {SearchObjective::SteadyState, SearchObjective::Makespan}) {
-      SearchOptions o;
-      o.devices = D;
-      o.microbatches = M;
-      o.memoryLimitBytes = row.limit;
-      o.timeLimitSeconds = 10;
-      o.seed = 1;
-      o.objective = objective;
-      auto r = searchSchedule(p, o);
+      auto r = searchSchedule(p, searchOptions(D, M, row.limit, objective));
       if (!r) continue;
       auto m = measure(r->best, p, row.limit, 8);
       if (!m) continue;
@@ -239,7 +249,7 @@ void BM_ZbGrid(benchmark::State& state, std::string costs, int D, int M, int mem
     }
   }
   if (row.zbOk && row.steady.steady > 0) state.counters["zb_span_over_ours"] = row.zbSpan / row.steady.steady;
-  gridRows().push_back(row);
+  rowsOf<GridRow>().push_back(row);
 }
 
 // ---- ZB-V grid: two chunks per device -------------------------------------------------------------
@@ -253,10 +263,6 @@ struct ZbvRow {
   double seconds = 0;
   std::string bestName;
 };
-std::vector<ZbvRow>& zbvRows() {
-  static std::vector<ZbvRow> r;
-  return r;
-}
 
 void BM_ZbvGrid(benchmark::State& state, std::string costs, int D, int M, int memMul) {
   ZbvRow row;
@@ -291,14 +297,8 @@ void BM_ZbvGrid(benchmark::State& state, std::string costs, int D, int M, int me
       row.zbvSpan = z.maxBubble + (fc + bc + wc) * M * 2;
       if (auto m = measure(z.schedule, p, limit, 8)) row.zbvSim = *m;
     }
-    SearchOptions o;
-    o.devices = D;
-    o.microbatches = M;
-    o.memoryLimitBytes = limit;
-    o.timeLimitSeconds = 10;
-    o.seed = 1;
+    SearchOptions o = searchOptions(D, M, limit, SearchObjective::SteadyState);
     o.maxChunks = 2;
-    o.objective = SearchObjective::SteadyState;
     auto r = searchSchedule(p, o);
     if (r) {
       if (auto m = measure(r->best, p, limit, 8)) row.steady = *m;
@@ -307,7 +307,7 @@ void BM_ZbvGrid(benchmark::State& state, std::string costs, int D, int M, int me
     }
   }
   if (row.ok && row.steady.steady > 0) state.counters["zbv_span_over_ours"] = row.zbvSpan / row.steady.steady;
-  zbvRows().push_back(row);
+  rowsOf<ZbvRow>().push_back(row);
 }
 
 // ---- the model zoo ------------------------------------------------------------------------------
@@ -321,10 +321,6 @@ struct ZooRow {
   double check8 = 0;  // the best's steady state over 8 iterations
   bool timedOut = false;
 };
-std::vector<ZooRow>& zooRows() {
-  static std::vector<ZooRow> r;
-  return r;
-}
 
 void BM_Zoo(benchmark::State& state, std::string name, int D, int M) {
   static std::map<std::string, CostProfile> cache;
@@ -336,14 +332,7 @@ void BM_Zoo(benchmark::State& state, std::string name, int D, int M) {
   row.D = D;
   row.M = M;
   for (auto _ : state) {
-    SearchOptions o;
-    o.devices = D;
-    o.microbatches = M;
-    o.memoryLimitBytes = 80LL << 30;
-    o.timeLimitSeconds = 10;
-    o.seed = 1;
-    o.objective = SearchObjective::SteadyState;
-    auto r = searchSchedule(p, o);
+    auto r = searchSchedule(p, searchOptions(D, M, 80LL << 30, SearchObjective::SteadyState));
     if (!r) {
       state.SkipWithError(r.error().message.c_str());
       return;
@@ -361,7 +350,7 @@ void BM_Zoo(benchmark::State& state, std::string name, int D, int M) {
       }
   }
   state.counters["vs_builtin"] = row.builtin > 0 ? row.builtin / row.search : 0;
-  zooRows().push_back(row);
+  rowsOf<ZooRow>().push_back(row);
 }
 
 void registerAll() {
@@ -403,13 +392,13 @@ std::string ratio(double a, double b) {
 }
 
 void printTables() {
-  if (!gridRows().empty()) {
+  if (!rowsOf<GridRow>().empty()) {
     std::printf("\n| costs | D | M | memory | ZB span | ZB schedule steady (ours) | search steady | ZB span / search "
                 "| search max span | makespan: ZB / search(makespan) | search s (steady, makespan) |\n");
     std::printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
     int wins = 0, ties = 0, losses = 0, spanLosses = 0, mkLosses = 0, kDiffers = 0;
     double worst = 1e9, bestGain = 0, maxSeconds = 0;
-    for (auto& r : gridRows()) {
+    for (auto& r : rowsOf<GridRow>()) {
       const double ours = r.steady.steady;
       if (r.zbOk && ours > 0) {
         const double q = r.zbSpan / ours;
@@ -433,11 +422,11 @@ void printTables() {
                 "search time at most %.2f s; the search's 3-iteration figure differs from 8 iterations' in %d cases\n",
                 wins, ties, losses, worst, bestGain, spanLosses, mkLosses, maxSeconds, kDiffers);
   }
-  if (!zbvRows().empty()) {
+  if (!rowsOf<ZbvRow>().empty()) {
     std::printf("\n| costs | D | M | memory | ZB-V span | ZB-V schedule steady (ours) | search steady | ZB-V span / search | "
                 "search s | search's best |\n|---|---|---|---|---|---|---|---|---|---|\n");
     int wins = 0, ties = 0, losses = 0;
-    for (auto& r : zbvRows()) {
+    for (auto& r : rowsOf<ZbvRow>()) {
       if (r.ok && r.steady.steady > 0) {
         const double q = r.zbvSpan / r.steady.steady;
         if (q > 1 + 1e-9) ++wins;
@@ -450,10 +439,10 @@ void printTables() {
     }
     std::printf("\nsteady state vs ZB-V's span: %d better, %d equal, %d worse\n", wins, ties, losses);
   }
-  if (!zooRows().empty()) {
+  if (!rowsOf<ZooRow>().empty()) {
     std::printf("\n| model | D | M | best built-in (steady) | built-in steady ms | search steady ms | vs best built-in | "
                 "search makespan ms | search s | 8 iterations |\n|---|---|---|---|---|---|---|---|---|---|\n");
-    for (auto& r : zooRows())
+    for (auto& r : rowsOf<ZooRow>())
       std::printf("| %s | %d | %d | %s | %.2f | %.2f | %s | %.2f | %.2f%s | %.2f |\n", r.model.c_str(), r.D, r.M,
                   r.builtinName.c_str(), r.builtin, r.search, ratio(r.builtin, r.search).c_str(), r.searchMakespan,
                   r.seconds, r.timedOut ? " (limit)" : "", r.check8);
@@ -462,12 +451,4 @@ void printTables() {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  registerAll();
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  printTables();
-  return 0;
-}
+int main(int argc, char** argv) { return ps::bench::runThenPrint(argc, argv, registerAll, printTables); }

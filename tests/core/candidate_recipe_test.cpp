@@ -14,17 +14,12 @@ namespace {
 CostProfile headHeavy() {
   CostProfile p;
   p.name = "head-heavy";
-  for (int k = 0; k < 8; ++k) {
-    LayerCost l;
-    l.name = "L" + std::to_string(k);
-    const double scale = k == 7 ? 3.0 : 1.0;
-    l.forwardMs = l.backwardInputMs = l.backwardWeightMs = scale;
-    l.activationBytes = 1000;
-    l.weightBytes = 100;
-    l.outputBytes = 10;
-    p.layers.push_back(l);
-  }
   p.link.latencyMs = 0.05;
+  for (int k = 0; k < 8; ++k) {
+    const double t = k == 7 ? 3.0 : 1.0;
+    p.layers.push_back(LayerCost{.name = "L" + std::to_string(k), .forwardMs = t, .backwardInputMs = t,
+                                 .backwardWeightMs = t, .activationBytes = 1000, .weightBytes = 100, .outputBytes = 10});
+  }
   return p;
 }
 

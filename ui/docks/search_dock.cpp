@@ -213,18 +213,13 @@ SearchDock::SearchDock(ScheduleDocument* doc, QWidget* parent) : QDockWidget(tr(
   grid->addWidget(profileName_, 0, 1, 1, 3);
   grid->addWidget(useDocButton_, 0, 4);
   grid->addWidget(fileButton_, 0, 5);
-  grid->addWidget(label(tr("Devices")), 1, 0);
-  grid->addWidget(devices_, 1, 1);
-  grid->addWidget(label(tr("Micro-batches")), 1, 2);
-  grid->addWidget(microbatches_, 1, 3);
-  grid->addWidget(label(tr("Memory (GiB)")), 1, 4);
-  grid->addWidget(memory_, 1, 5);
-  grid->addWidget(label(tr("Time limit")), 2, 0);
-  grid->addWidget(timeLimit_, 2, 1);
-  grid->addWidget(label(tr("Seed")), 2, 2);
-  grid->addWidget(seed_, 2, 3);
-  grid->addWidget(label(tr("Max chunks")), 2, 4);
-  grid->addWidget(maxChunks_, 2, 5);
+  const std::pair<QString, QWidget*> inputs[] = {{tr("Devices"), devices_},       {tr("Micro-batches"), microbatches_},
+                                                 {tr("Memory (GiB)"), memory_},   {tr("Time limit"), timeLimit_},
+                                                 {tr("Seed"), seed_},             {tr("Max chunks"), maxChunks_}};
+  for (int i = 0; i < 6; ++i) {
+    grid->addWidget(label(inputs[i].first), 1 + i / 3, 2 * (i % 3));
+    grid->addWidget(inputs[i].second, 1 + i / 3, 2 * (i % 3) + 1);
+  }
   grid->addWidget(label(tr("Objective")), 3, 0);
   grid->addWidget(objective_, 3, 1, 1, 3);
   auto* actions = new QHBoxLayout;

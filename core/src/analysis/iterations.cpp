@@ -11,8 +11,8 @@
 namespace ps::core {
 
 namespace {
-constexpr EnumName<IterationBoundary> kBoundaryNames[] = {{IterationBoundary::Overlap, "overlap"},
-                                                          {IterationBoundary::Sync, "sync"}};
+constexpr EnumName<IterationBoundary> kBoundaryNames[] = {
+    {IterationBoundary::Overlap, "overlap"}, {IterationBoundary::Sync, "sync"}};
 }  // namespace
 
 std::string_view iterationBoundaryName(IterationBoundary b) { return enumName(b, kBoundaryNames); }

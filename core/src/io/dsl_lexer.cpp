@@ -191,27 +191,19 @@ std::vector<Token> lex(std::string_view text, DiagSink& sink) {
     static_assert(std::size(kSingleToks) == kSingles.size());
     if (const size_t k = kSingles.find(c); k != std::string_view::npos)
       t = kSingleToks[k];
-    switch (c) {
-      case '=':
-        if (d == '=') t = Tok::EqEq, len = 2;
-        else t = Tok::Assign;
-        break;
-      case '!':
-        if (d == '=') t = Tok::NotEq, len = 2;
-        break;
-      case '<':
-        if (d == '=') t = Tok::Le, len = 2;
-        else t = Tok::Lt;
-        break;
-      case '>':
-        if (d == '=') t = Tok::Ge, len = 2;
-        else t = Tok::Gt;
-        break;
-      case '.':
-        if (d == '.') t = Tok::DotDot, len = 2;
-        break;
-      default: break;
-    }
+    // Tokens that take a second character: alone (Bad when they never stand alone) or paired.
+    struct Pair {
+      char first, second;
+      Tok alone, paired;
+    };
+    static constexpr Pair kPairs[] = {{'=', '=', Tok::Assign, Tok::EqEq}, {'!', '=', Tok::Bad, Tok::NotEq},
+                                      {'<', '=', Tok::Lt, Tok::Le},       {'>', '=', Tok::Gt, Tok::Ge},
+                                      {'.', '.', Tok::Bad, Tok::DotDot}};
+    for (const Pair& pr : kPairs)
+      if (c == pr.first) {
+        t = d == pr.second ? pr.paired : pr.alone;
+        len = d == pr.second ? 2 : 1;
+      }
     if (t == Tok::Bad) {
       std::string shown;
       auto uc = static_cast<unsigned char>(c);

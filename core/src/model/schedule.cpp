@@ -28,10 +28,9 @@ bool isStageLevelKind(OpKind k) {
   return k == OpKind::Unshard || k == OpKind::Reshard || k == OpKind::ReduceGrad;
 }
 
-constexpr EnumName<PlacementKind> kPlacementKindNames[] = {{PlacementKind::Explicit, "explicit"},
-                                                           {PlacementKind::Linear, "linear"},
-                                                           {PlacementKind::Interleaved, "interleaved"},
-                                                           {PlacementKind::VShape, "vshape"}};
+constexpr EnumName<PlacementKind> kPlacementKindNames[] = {
+    {PlacementKind::Explicit, "explicit"}, {PlacementKind::Linear, "linear"},
+    {PlacementKind::Interleaved, "interleaved"}, {PlacementKind::VShape, "vshape"}};
 std::string_view placementKindName(PlacementKind k) { return enumName(k, kPlacementKindNames); }
 
 Result<Pipeline> Pipeline::make(int devices, int stages, int microbatches, PlacementKind kind) {

@@ -120,10 +120,7 @@ class Searcher {
     };
     const SimulationModel* model = modelFor(s, summary.partition);
     if (!model) return reject("cost model rejected the partition");
-    SimulationOptions so;
-    so.memoryLimitBytes = o_.memoryLimitBytes;
-    so.recordMemory = true;
-    so.recordTransfers = false;
+    const SimulationOptions so{.memoryLimitBytes = o_.memoryLimitBytes, .recordMemory = true, .recordTransfers = false};
     auto tl = simulate(s, *model, so);
     if (!tl) return reject(why(tl.errors(), "simulation failed"));
     if (!tl->complete) return reject("simulation stalled");
