@@ -213,12 +213,12 @@ SearchDock::SearchDock(ScheduleDocument* doc, QWidget* parent) : QDockWidget(tr(
   grid->addWidget(profileName_, 0, 1, 1, 3);
   grid->addWidget(useDocButton_, 0, 4);
   grid->addWidget(fileButton_, 0, 5);
-  const std::pair<QString, QWidget*> inputs[] = {{tr("Devices"), devices_},       {tr("Micro-batches"), microbatches_},
-                                                 {tr("Memory (GiB)"), memory_},   {tr("Time limit"), timeLimit_},
-                                                 {tr("Seed"), seed_},             {tr("Max chunks"), maxChunks_}};
+  const std::pair<QString, QWidget*> labelled[] = {
+      {tr("Devices"), devices_}, {tr("Micro-batches"), microbatches_}, {tr("Memory (GiB)"), memory_},
+      {tr("Time limit"), timeLimit_}, {tr("Seed"), seed_}, {tr("Max chunks"), maxChunks_}};
   for (int i = 0; i < 6; ++i) {
-    grid->addWidget(label(inputs[i].first), 1 + i / 3, 2 * (i % 3));
-    grid->addWidget(inputs[i].second, 1 + i / 3, 2 * (i % 3) + 1);
+    grid->addWidget(label(labelled[i].first), 1 + i / 3, 2 * (i % 3));
+    grid->addWidget(labelled[i].second, 1 + i / 3, 2 * (i % 3) + 1);
   }
   grid->addWidget(label(tr("Objective")), 3, 0);
   grid->addWidget(objective_, 3, 1, 1, 3);

@@ -24,15 +24,8 @@ bool isBackwardStep(const Step& st) {
 }
 
 std::size_t reloadSlot(const std::vector<Step>& row, std::size_t target, std::size_t earliest) {
-  for (std::size_t p = std::min(target, row.size()); p-- > earliest;) {
-    if (!isBackwardStep(row[p])) continue;
-    // The previous backward's own recompute runs right before it: the copy overlaps both.
-    const Op& b = backwardOpOf(row[p]);
-    if (p > earliest && !row[p - 1].overlapped() && row[p - 1].first.kind == OpKind::R &&
-        row[p - 1].first.stage == b.stage && row[p - 1].first.microbatch == b.microbatch)
-      return p - 1;
-    return p;
-  }
+  for (std::size_t p = std::min(target, row.size()); p-- > earliest;)
+    if (isBackwardStep(row[p])) return p;
   return target;
 }
 

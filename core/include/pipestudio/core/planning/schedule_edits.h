@@ -35,9 +35,9 @@ const Op& backwardOpOf(const Step& st);
 bool isBackwardStep(const Step& st);  // its backwardOpOf is a B or I
 
 // THE RELOAD placement rule: the index of `row` in front of which RELOAD goes for the backward
-// at `target`. One backward ahead: in front of the previous backward step on the device (and
-// of that backward's own R right before it) when that step comes after `earliest` (the first
-// index after the activation's OFFLOAD); otherwise right before `target`.
+// at `target`. One backward ahead: in front of the previous backward step (B or I) on the
+// device when that step comes after `earliest` (the first index after the activation's
+// OFFLOAD); otherwise right before `target`.
 //
 // Why one ahead: real activation offloading prefetches. Megatron-Core's fine-grained
 // activation offloading and Transformer Engine's CPU offload issue the host-to-device copy of
