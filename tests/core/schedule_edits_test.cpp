@@ -23,12 +23,15 @@ Schedule threeForwardsThenBackwards() {
   return s;
 }
 
-// What follows RELOAD(mb) in device 0's order.
+// The first op after RELOAD(mb) in device 0's order that is not another RELOAD (several may
+// be prefetched in front of the same backward).
 Op afterReload(const Schedule& s, int mb) {
   const auto& row = s.devices[0];
   auto it = std::find_if(row.begin(), row.end(), [&](const Step& x) { return x.first == Op{OpKind::Reload, 0, mb}; });
   EXPECT_NE(it, row.end());
-  return it != row.end() && it + 1 != row.end() ? (it + 1)->first : Op{};
+  if (it == row.end()) return Op{};
+  it = std::find_if(it, row.end(), [](const Step& x) { return x.first.kind != OpKind::Reload; });
+  return it != row.end() ? it->first : Op{};
 }
 
 }  // namespace
