@@ -11,6 +11,8 @@
 // After the benchmarks a markdown table of every case is printed to stdout.
 #include <benchmark/benchmark.h>
 
+#include "bench_main.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <ctime>
@@ -247,12 +249,4 @@ void printTable() {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  registerAll();
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  printTable();
-  return 0;
-}
+int main(int argc, char** argv) { return ps::bench::runThenPrint(argc, argv, registerAll, printTable); }

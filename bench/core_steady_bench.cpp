@@ -4,8 +4,8 @@
 // Part 1, Zero Bubble's grid: 4 and 8 devices (one stage each), 8..32 micro-batches, uniform,
 // realistic and heterogeneous per-stage costs, memory limits of D and 2D activations (48
 // cases). Zero Bubble's automatic scheduler (its heuristic `manual_order` over its eight flag
-// combinations, as in sail-sg/zero-bubble-pipeline-parallelism auto_schedule.py; re-implemented
-// here from its description of the algorithm) gives its own metric, the longest per-stage span
+// combinations, as in sail-sg/zero-bubble-pipeline-parallelism auto_schedule.py; core's
+// implementation, zb_greedy.h, which the search also runs) gives its own metric, the longest per-stage span
 // from first forward to last weight gradient. PipeStudio's search runs with the steady-state
 // objective (and, separately, the makespan objective) under the same memory limit.
 //
@@ -15,9 +15,9 @@
 // After the benchmarks markdown tables are printed to stdout.
 #include <benchmark/benchmark.h>
 
+#include "bench_main.h"
+
 #include <algorithm>
-#include <array>
-#include <deque>
 #include <cmath>
 #include <cstdio>
 #include <ctime>
@@ -29,13 +29,14 @@
 #include "pipestudio/core/analysis/iterations.h"
 #include "pipestudio/core/planning/model_zoo_hetero.h"
 #include "pipestudio/core/planning/search.h"
+#include "pipestudio/core/planning/zb_greedy.h"
 #include "pipestudio/core/analysis/simulator.h"
 
 using namespace ps::core;
 
 namespace {
 
-// ---- Zero Bubble's heuristic (manual_order), one stage per device -----------------------------
+// ---- Zero Bubble's schedulers, as core implements them for the search (zb_greedy.h) ----------
 
 struct StageCosts {
   std::vector<double> f, b, w;        // times (ms); b is the input-gradient pass (our I)
@@ -45,294 +46,44 @@ struct StageCosts {
 
 struct ZbResult {
   bool ok = false;
-  double bestTime = 0;  // max over stages of (last W end - first F start)
-  std::vector<std::vector<std::pair<int, int>>> order;  // per stage: (type 0 F / 1 B / 2 W, micro-batch)
+  double bestTime = 0;  // Zero Bubble's own metric: max over stages of (last W end - first F start)
+  Schedule schedule;
 };
 
-// One run of the greedy with its three flags. Follows the published algorithm step by step:
-// a first round that decides each stage's warm-up forwards from memory and the time the first
-// backward needs to come back, then per micro-batch a forward round (top to bottom) and a
-// backward round (bottom to top), inserting W passes where the stage would otherwise idle or
-// run out of memory, then the remaining W passes.
-ZbResult zbManualOrder(const StageCosts& c, int S, int M, const std::vector<double>& maxMem, bool allowBubbleBeforeFirstB,
-                       bool prioritizeB, bool noBubbleGreedy) {
-  ZbResult r;
-  r.order.assign(static_cast<size_t>(S), {});
-  std::vector<int> f(S, 0), b(S, 0), w(S, 0);
-  std::vector<double> mem(S, 0), e(S, 0), bubble(S, 0);
-  std::vector<double> t(static_cast<size_t>(3 * S * M), 0.0);
-  auto T = [&](int type, int s, int mb) -> double& { return t[static_cast<size_t>((type * S + s) * M + mb)]; };
-  auto cost = [&](int type, int s) { return type == 0 ? c.f[s] : type == 1 ? c.b[s] : c.w[s]; };
-  auto memOf = [&](int type, int s) { return type == 0 ? c.memF[s] : type == 1 ? c.memB[s] : c.memW[s]; };
-  auto maxBubble = [&] { return *std::max_element(bubble.begin(), bubble.end()); };
-  bool failed = false;
-  auto put = [&](int j, int k) {
-    const int i = k == 0 ? f[j] : k == 1 ? b[j] : w[j];
-    if (i >= M || mem[j] + memOf(k, j) > maxMem[j] + 1e-9) {
-      failed = true;
-      return;
-    }
-    double tmp = e[j] + cost(k, j);
-    const double noBubble = tmp;
-    if (j > 0 && k == 0) tmp = std::max(tmp, T(0, j - 1, i) + c.comm + cost(k, j));
-    if (j < S - 1 && k == 1) tmp = std::max(tmp, T(1, j + 1, i) + c.comm + cost(k, j));
-    if (f[j] > 0) bubble[j] += tmp - noBubble;
-    e[j] = tmp;
-    T(k, j, i) = tmp;
-    mem[j] += memOf(k, j);
-    (k == 0 ? f[j] : k == 1 ? b[j] : w[j]) += 1;
-    r.order[static_cast<size_t>(j)].emplace_back(k, i);
-  };
-  auto fillW = [&](int j, double until) {
-    // W passes that fit before `until`, then one more when the gap is worth it.
-    while (w[j] < b[j] && e[j] + cost(2, j) <= until) put(j, 2);
-    if (w[j] < b[j] && e[j] < until) {
-      if (until - e[j] <= maxBubble() - bubble[j]) {
-        if (noBubbleGreedy) put(j, 2);
-      } else {
-        put(j, 2);
-      }
-    }
-  };
-  for (int i = 0; i < M && !failed; ++i) {
-    if (i == 0) {
-      for (int j = 0; j < S; ++j) put(j, 0);
-      std::vector<int> req(S, 0);
-      double lastT = 0;
-      for (int j = S - 1; j >= 0; --j) {
-        if (j == S - 1) {
-          lastT = T(0, j, i) + cost(1, j);
-          continue;
-        }
-        double m = mem[j], cst = e[j];
-        while (f[j] + req[j] < M && m + memOf(0, j) <= maxMem[j] + 1e-9) {
-          if (allowBubbleBeforeFirstB) {
-            if (cst + cost(0, j) > lastT + c.comm) break;
-          } else if (cst >= lastT + c.comm) {
-            break;
-          }
-          m += memOf(0, j);
-          cst += cost(0, j);
-          ++req[j];
-        }
-        lastT = std::max(cst, lastT + c.comm) + cost(1, j);
-      }
-      for (int j = 1; j < S; ++j)
-        while (req[j] > 0 && req[j] >= req[j - 1] && f[j] + req[j] < M) --req[j];
-      for (int j = 0; j < S; ++j)
-        for (int k = 0; k < req[j]; ++k) put(j, 0);
-      for (int j = S - 1; j >= 0; --j) put(j, 1);
-      continue;
-    }
-    std::vector<int> req(S, 0);
-    for (int j = 0; j < S; ++j) {
-      if (f[j] >= M) continue;
-      if (j + 1 < S && f[j] >= f[j + 1] + 2 && prioritizeB) {
-        const double nextPlusFw = e[j + 1] + cost(0, j + 1) + cost(1, j + 1) + c.comm;
-        if (e[j] >= nextPlusFw) continue;
-        double wCost = 0;
-        int wCnt = 0;
-        double memWithW = mem[j] + memOf(0, j);
-        while (memWithW > maxMem[j] + 1e-9 && w[j] + wCnt < b[j]) {
-          wCost += cost(2, j);
-          memWithW += memOf(2, j);
-          ++wCnt;
-        }
-        if (e[j] + cost(0, j) + wCost <= nextPlusFw) {
-          req[j] = 1;
-          continue;
-        }
-        if (nextPlusFw - e[j] <= maxBubble() - bubble[j]) continue;
-      }
-      req[j] = 1;
-    }
-    for (int j = S - 2; j >= 0; --j) req[j] = std::min(req[j], req[j + 1]);
-    for (int j = 0; j < S && !failed; ++j) {
-      if (!req[j]) continue;
-      while (mem[j] + memOf(0, j) > maxMem[j] + 1e-9 && !failed) {
-        if (w[j] >= b[j]) failed = true;
-        else put(j, 2);
-      }
-      if (failed) break;
-      if (j > 0) fillW(j, T(0, j - 1, f[j]) + c.comm);
-      put(j, 0);
-    }
-    for (int j = S - 1; j >= 0 && !failed; --j) {
-      while (mem[j] + memOf(1, j) > maxMem[j] + 1e-9 && !failed) {
-        if (w[j] >= b[j]) failed = true;
-        else put(j, 2);
-      }
-      if (failed) break;
-      if (j + 1 < S) fillW(j, T(1, j + 1, i) + c.comm);
-      if (j == 0 && f[j] == M)
-        while (w[j] < b[j]) put(j, 2);
-      put(j, 1);
-    }
-  }
-  for (int j = 0; j < S && !failed; ++j)
-    while (w[j] < M && !failed) put(j, 2);
-  if (failed) return r;
-  r.ok = true;
-  for (int j = 0; j < S; ++j) r.bestTime = std::max(r.bestTime, T(2, j, M - 1) - T(0, j, 0) + cost(0, j));
-  return r;
-}
-
-// Zero Bubble's initial_solution: the best of the eight flag combinations.
-ZbResult zbHeuristic(const StageCosts& c, int S, int M, const std::vector<double>& maxMem) {
+// Zero Bubble's initial_solution: the best of its heuristic's eight flag combinations, by the
+// heuristic's own estimate.
+ZbResult zbHeuristic(const std::vector<StageCost>& stages, const CostProfile& p, std::int64_t limit, int M) {
   ZbResult best;
-  for (bool a : {true, false})
-    for (bool p : {true, false})
-      for (bool g : {true, false}) {
-        ZbResult r = zbManualOrder(c, S, M, maxMem, a, p, g);
-        if (r.ok && (!best.ok || r.bestTime < best.bestTime)) best = r;
-      }
+  const detail::ZbGreedyInput in = detail::zbGreedyInput(stages, p, limit);
+  for (int v = 0; v < 8; ++v) {
+    detail::ZbGreedyFlags fl;
+    fl.allowBubbleBeforeFirstB = v & 1;
+    fl.prioritizeB = v & 2;
+    fl.noBubbleGreedy = v & 4;
+    double span = 0;
+    auto s = detail::zbGreedySchedule(in, M, fl, &span);
+    if (s && (!best.ok || span < best.bestTime)) best = {true, span, std::move(*s)};
+  }
+  best.schedule.name = "zero-bubble heuristic";
   return best;
 }
-
-// ---- Zero Bubble's ZB-V scheduler (try_v_schedule / get_v_schedule), uniform stage costs ---------
 
 struct ZbvResult {
   bool ok = false;
   double maxBubble = 0;
-  std::vector<std::vector<std::array<int, 3>>> order;  // per device: (cat 0 F / 1 B / 2 W, chunk, micro-batch)
+  Schedule schedule;
 };
 
-// Two chunks per device in a V: chunk 0 is model stage d (down), chunk 1 model stage 2S-1-d (up).
-// Follows the published greedy: a warm-up of chunk-0 forwards bounded by memory, then alternating
-// backward and forward sweeps, W passes filling the gaps before a dependency arrives or when
-// memory needs them; a second pass may retry with the first pass's bubbles as the budget.
-ZbvResult zbvTry(int S, int M, double fc, double bc, double wc, double cc, double fm, double bm, double wm, double maxMem,
-                 bool fillF, bool fillB, const std::vector<double>* approved) {
-  ZbvResult r;
-  const double cost[3] = {fc, bc, wc}, memc[3] = {fm, bm, wm};
-  std::vector<std::array<int, 6>> count(static_cast<size_t>(S), std::array<int, 6>{});
-  std::vector<double> endT(static_cast<size_t>(6 * S * M), -1), cur(S, 0), mem(S, 0), bubble(S, 0);
-  std::vector<std::deque<int>> pendingW(static_cast<size_t>(S));  // chunks of pending W
-  r.order.assign(static_cast<size_t>(S), {});
-  std::vector<double> appr = approved ? *approved : std::vector<double>(S, -1);
-  const double maxAppr = *std::max_element(appr.begin(), appr.end());
-  auto id = [&](int cat, int chunk, int st, int mb) { return static_cast<size_t>(((cat * 2 + chunk) * S + st) * M + mb); };
-  auto maxStageBubble = [&](int st) {
-    double m = *std::max_element(bubble.begin(), bubble.end());
-    if (st >= 0) m = std::max(m, maxAppr - appr[st]);
-    return m;
-  };
-  bool failed = false;
-  auto put = [&](int cat, int chunk, int st) {
-    if (failed) return;
-    double tmp = cur[st] + cost[cat];
-    const double noBubble = tmp;
-    const int cnt = count[st][cat * 2 + chunk];
-    if (cnt >= M || mem[st] + memc[cat] > maxMem + 1e-9) {
-      failed = true;
-      return;
-    }
-    if (chunk == 1 && cat < 2 && st < S - 1) {
-      const double e = endT[id(cat, chunk, st + 1, cnt)];
-      if (e < 0) { failed = true; return; }
-      tmp = std::max(tmp, e + cc + cost[cat]);
-    }
-    if (chunk == 0 && cat < 2 && st > 0) {
-      const double e = endT[id(cat, chunk, st - 1, cnt)];
-      if (e < 0) { failed = true; return; }
-      tmp = std::max(tmp, e + cc + cost[cat]);
-    }
-    if (count[st][0] > 0) bubble[st] += tmp - noBubble;
-    endT[id(cat, chunk, st, cnt)] = tmp;
-    cur[st] = tmp;
-    mem[st] += memc[cat];
-    r.order[static_cast<size_t>(st)].push_back({cat, chunk, cnt});
-    if (cat == 1) pendingW[static_cast<size_t>(st)].push_back(chunk);
-    ++count[st][cat * 2 + chunk];
-  };
-  auto putW = [&](int st) {
-    if (pendingW[static_cast<size_t>(st)].empty()) { failed = true; return; }
-    const int chunk = pendingW[static_cast<size_t>(st)].front();
-    pendingW[static_cast<size_t>(st)].pop_front();
-    put(2, chunk, st);
-  };
-  for (int i = 0; i < S; ++i) put(0, 0, i);
-  for (int i = S - 1; i >= 0 && !failed; --i) {
-    if (i == S - 1) {
-      put(0, 1, i);
-      continue;
-    }
-    const double tmp = endT[id(0, 1, i + 1, 0)] + cc;
-    while (!failed && mem[i] + fm * (2 + i * 2) <= maxMem + 1e-9 && cur[i] + fc <= tmp && count[i][0] < M - i)
-      for (int j = 0; j <= i; ++j) put(0, 0, j);
-    put(0, 1, i);
-  }
-  int iterChunk = 0;
-  for (int i = 1; i < S && !failed; ++i)
-    while (!failed && (count[i][0] + count[i][1] < count[i - 1][0] + count[i - 1][1] || (count[i][1] <= count[i - 1][1] && count[i - 1][1] < M))) {
-      for (int j = S - 1; j >= i; --j)
-        if (count[j][iterChunk] < M) put(0, iterChunk, j);
-      iterChunk = 1 - iterChunk;
-    }
-  for (int round = 0; round < 2 * M && !failed; ++round) {
-    for (int i = 0; i < S && !failed; ++i)
-      while (!failed && mem[i] + bm > maxMem + 1e-9) putW(i);
-    std::vector<int> b0, b1;
-    for (int i = 0; i < S; ++i) {
-      if (count[i][3] >= count[i][2]) b0.push_back(i);
-      else if (i == S - 1) b1.push_back(i);
-      else if (endT[id(1, 1, i + 1, count[i][3])] >= 0 || count[i][2] >= M) b1.push_back(i);
-      else b0.push_back(i);
-    }
-    std::vector<std::pair<int, int>> ranks;
-    for (auto it = b1.rbegin(); it != b1.rend(); ++it) ranks.emplace_back(*it, 1);
-    for (int i : b0) ranks.emplace_back(i, 0);
-    for (auto [i, ch] : ranks) {
-      if (failed) break;
-      long fa = -1;
-      if (ch == 1 && i < S - 1) fa = static_cast<long>(id(1, 1, i + 1, count[i][3]));
-      if (ch == 0 && i > 0) fa = static_cast<long>(id(1, 0, i - 1, count[i][2]));
-      auto faEnd = [&] { return fa >= 0 ? endT[static_cast<size_t>(fa)] : endT.back(); };  // Python's end_time[-1]
-      while (!failed && !pendingW[static_cast<size_t>(i)].empty() && fa >= 0 && faEnd() + cc >= cur[i] + wc) putW(i);
-      if (!pendingW[static_cast<size_t>(i)].empty() && faEnd() + cc - cur[i] > maxStageBubble(i) - bubble[i])
-        if (ch == 1 || fillB) putW(i);
-      put(1, ch, i);
-    }
-    for (int i = 0; i < S && !failed; ++i) {
-      if (count[i][1] >= M) continue;
-      int item = -1;
-      if (count[i][1] >= count[i][0]) item = 0;
-      else if (i == S - 1) item = 1;
-      else if (endT[id(0, 1, i + 1, count[i][1])] >= 0) item = 1;
-      else if (count[i][0] < M && (i == 0 || endT[id(0, 0, i - 1, count[i][0])] >= 0)) item = 0;
-      if (item < 0) continue;
-      while (!failed && mem[i] + fm > maxMem + 1e-9) putW(i);
-      long fa = -1;
-      if (item == 0 && i > 0) fa = static_cast<long>(id(0, 0, i - 1, count[i][0]));
-      if (item == 1 && i < S - 1) fa = static_cast<long>(id(0, 1, i + 1, count[i][1]));
-      auto faEnd = [&] { return fa >= 0 ? endT[static_cast<size_t>(fa)] : endT.back(); };
-      while (!failed && !pendingW[static_cast<size_t>(i)].empty() && fa >= 0 && faEnd() + cc >= cur[i] + wc) putW(i);
-      if (!pendingW[static_cast<size_t>(i)].empty() && faEnd() + cc - cur[i] > maxStageBubble(i) - bubble[i])
-        if (fillF) putW(i);
-      put(0, item, i);
-    }
-  }
-  for (int i = 0; i < S && !failed; ++i)
-    while (!failed && !pendingW[static_cast<size_t>(i)].empty()) putW(i);
-  if (failed) return r;
-  for (int i = 0; i < S; ++i)
-    if (count[i][4] < M || count[i][5] < M) return r;  // did not finish every W
-  r.ok = true;
-  r.maxBubble = maxStageBubble(-1);
-  if (maxAppr < 0 || r.maxBubble < maxAppr) {
-    ZbvResult again = zbvTry(S, M, fc, bc, wc, cc, fm, bm, wm, maxMem, fillF, fillB, &bubble);
-    if (again.ok && again.maxBubble < r.maxBubble) return again;
-  }
-  return r;
-}
-
-ZbvResult zbvSchedule(int S, int M, double fc, double bc, double wc, double cc, double maxMem) {
+// Zero Bubble's ZB-V scheduler: the best of its fill flags by its largest stage bubble.
+ZbvResult zbvSchedule(const std::vector<StageCost>& stages, const CostProfile& p, std::int64_t limit, int M) {
   ZbvResult best;
   for (bool fillB : {true, false})
     for (bool fillF : {true, false}) {
-      ZbvResult r = zbvTry(S, M, fc, bc, wc, cc, 2, -1, -1, maxMem, fillF, fillB, nullptr);
-      if (r.ok && (!best.ok || r.maxBubble < best.maxBubble)) best = r;
+      double bubble = 0;
+      auto s = detail::zbvGreedySchedule(stages, p, limit, M, fillF, fillB, &bubble);
+      if (s && (!best.ok || bubble < best.maxBubble)) best = {true, bubble, std::move(*s)};
     }
+  best.schedule.name = "zb-v scheduler";
   return best;
 }
 
@@ -408,17 +159,6 @@ CostProfile profileOf(const StageCosts& c, int D) {
   return p;
 }
 
-Schedule scheduleOf(const ZbResult& z, int D, int M) {
-  Schedule s;
-  s.name = "zero-bubble heuristic";
-  s.pipeline = *Pipeline::make(D, D, M, PlacementKind::Linear);
-  s.devices.assign(static_cast<size_t>(D), {});
-  for (int d = 0; d < D; ++d)
-    for (auto [type, mb] : z.order[static_cast<size_t>(d)])
-      s.devices[static_cast<size_t>(d)].push_back(Step{Op{type == 0 ? OpKind::F : type == 1 ? OpKind::I : OpKind::W, d, mb}, std::nullopt});
-  return s;
-}
-
 struct Steady {
   double steady = 0, maxSpan = 0, makespan = 0;
   std::int64_t peak = 0;
@@ -441,6 +181,25 @@ std::optional<Steady> measure(const Schedule& s, const CostProfile& p, std::int6
   return Steady{it->steadyStateMs, it->maxFirstSpan, one->metrics.makespan, it->peakMemoryBytes};
 }
 
+// The rows each benchmark family collects for the tables printed at the end.
+template <typename Row>
+std::vector<Row>& rowsOf() {
+  static std::vector<Row> r;
+  return r;
+}
+
+// The search as every case runs it: 10 s, seed 1, under the case's memory limit.
+SearchOptions searchOptions(int D, int M, std::int64_t limit, SearchObjective objective) {
+  SearchOptions o;
+  o.devices = D;
+  o.microbatches = M;
+  o.memoryLimitBytes = limit;
+  o.timeLimitSeconds = 10;
+  o.seed = 1;
+  o.objective = objective;
+  return o;
+}
+
 struct GridRow {
   std::string costs;
   int D = 0, M = 0, memAct = 0;
@@ -454,10 +213,6 @@ struct GridRow {
   std::int64_t limit = 0;
   std::string bestName;
 };
-std::vector<GridRow>& gridRows() {
-  static std::vector<GridRow> r;
-  return r;
-}
 
 void BM_ZbGrid(benchmark::State& state, std::string costs, int D, int M, int memAct) {
   GridRow row;
@@ -467,25 +222,18 @@ void BM_ZbGrid(benchmark::State& state, std::string costs, int D, int M, int mem
   row.memAct = memAct;
   const StageCosts c = gridCosts(costs, D);
   const double unit = *std::max_element(c.memF.begin(), c.memF.end());
-  const std::vector<double> maxMem(static_cast<size_t>(D), unit * memAct);
   const CostProfile p = profileOf(c, D);
   row.limit = static_cast<std::int64_t>(unit * memAct * kUnitBytes);
+  const std::vector<StageCost> stages = *stageCosts(p, D);
   for (auto _ : state) {
-    ZbResult z = zbHeuristic(c, D, M, maxMem);
+    ZbResult z = zbHeuristic(stages, p, row.limit, M);
     row.zbOk = z.ok;
     if (z.ok) {
       row.zbSpan = z.bestTime;
-      if (auto m = measure(scheduleOf(z, D, M), p, row.limit, 8)) row.zbSim = *m;
+      if (auto m = measure(z.schedule, p, row.limit, 8)) row.zbSim = *m;
     }
     for (auto objective : {SearchObjective::SteadyState, SearchObjective::Makespan}) {
-      SearchOptions o;
-      o.devices = D;
-      o.microbatches = M;
-      o.memoryLimitBytes = row.limit;
-      o.timeLimitSeconds = 10;
-      o.seed = 1;
-      o.objective = objective;
-      auto r = searchSchedule(p, o);
+      auto r = searchSchedule(p, searchOptions(D, M, row.limit, objective));
       if (!r) continue;
       auto m = measure(r->best, p, row.limit, 8);
       if (!m) continue;
@@ -501,7 +249,7 @@ void BM_ZbGrid(benchmark::State& state, std::string costs, int D, int M, int mem
     }
   }
   if (row.zbOk && row.steady.steady > 0) state.counters["zb_span_over_ours"] = row.zbSpan / row.steady.steady;
-  gridRows().push_back(row);
+  rowsOf<GridRow>().push_back(row);
 }
 
 // ---- ZB-V grid: two chunks per device -------------------------------------------------------------
@@ -515,10 +263,6 @@ struct ZbvRow {
   double seconds = 0;
   std::string bestName;
 };
-std::vector<ZbvRow>& zbvRows() {
-  static std::vector<ZbvRow> r;
-  return r;
-}
 
 void BM_ZbvGrid(benchmark::State& state, std::string costs, int D, int M, int memMul) {
   ZbvRow row;
@@ -545,34 +289,16 @@ void BM_ZbvGrid(benchmark::State& state, std::string costs, int D, int M, int me
   }
   p.fixedCommMs = cc;
   p.optimizerBytesPerWeightByte = p.gradientBytesPerWeightByte = 0;
+  const std::vector<StageCost> stages = *stageCosts(p, 2 * D);
   for (auto _ : state) {
-    ZbvResult z = zbvSchedule(D, M, fc, bc, wc, cc, maxMem);
+    ZbvResult z = zbvSchedule(stages, p, limit, M);
     row.ok = z.ok;
     if (z.ok) {
       row.zbvSpan = z.maxBubble + (fc + bc + wc) * M * 2;
-      Schedule s;
-      s.name = "zb-v scheduler";
-      s.pipeline = *Pipeline::make(D, 2 * D, M, PlacementKind::VShape);
-      s.devices.assign(static_cast<size_t>(D), {});
-      for (int d = 0; d < D; ++d)
-        for (auto [cat, chunk, mb] : z.order[static_cast<size_t>(d)]) {
-          // Its backward chunks are numbered the other way round (chunk 1 = the down chunk's
-          // backward, which follows the next device's), as its own output reverses them.
-          const int modelChunk = cat == 0 ? chunk : 1 - chunk;
-          const int stage = modelChunk == 0 ? d : 2 * D - 1 - d;
-          s.devices[static_cast<size_t>(d)].push_back(
-              Step{Op{cat == 0 ? OpKind::F : cat == 1 ? OpKind::I : OpKind::W, stage, mb}, std::nullopt});
-        }
-      if (auto m = measure(s, p, limit, 8)) row.zbvSim = *m;
+      if (auto m = measure(z.schedule, p, limit, 8)) row.zbvSim = *m;
     }
-    SearchOptions o;
-    o.devices = D;
-    o.microbatches = M;
-    o.memoryLimitBytes = limit;
-    o.timeLimitSeconds = 10;
-    o.seed = 1;
+    SearchOptions o = searchOptions(D, M, limit, SearchObjective::SteadyState);
     o.maxChunks = 2;
-    o.objective = SearchObjective::SteadyState;
     auto r = searchSchedule(p, o);
     if (r) {
       if (auto m = measure(r->best, p, limit, 8)) row.steady = *m;
@@ -581,7 +307,7 @@ void BM_ZbvGrid(benchmark::State& state, std::string costs, int D, int M, int me
     }
   }
   if (row.ok && row.steady.steady > 0) state.counters["zbv_span_over_ours"] = row.zbvSpan / row.steady.steady;
-  zbvRows().push_back(row);
+  rowsOf<ZbvRow>().push_back(row);
 }
 
 // ---- the model zoo ------------------------------------------------------------------------------
@@ -595,10 +321,6 @@ struct ZooRow {
   double check8 = 0;  // the best's steady state over 8 iterations
   bool timedOut = false;
 };
-std::vector<ZooRow>& zooRows() {
-  static std::vector<ZooRow> r;
-  return r;
-}
 
 void BM_Zoo(benchmark::State& state, std::string name, int D, int M) {
   static std::map<std::string, CostProfile> cache;
@@ -610,14 +332,7 @@ void BM_Zoo(benchmark::State& state, std::string name, int D, int M) {
   row.D = D;
   row.M = M;
   for (auto _ : state) {
-    SearchOptions o;
-    o.devices = D;
-    o.microbatches = M;
-    o.memoryLimitBytes = 80LL << 30;
-    o.timeLimitSeconds = 10;
-    o.seed = 1;
-    o.objective = SearchObjective::SteadyState;
-    auto r = searchSchedule(p, o);
+    auto r = searchSchedule(p, searchOptions(D, M, 80LL << 30, SearchObjective::SteadyState));
     if (!r) {
       state.SkipWithError(r.error().message.c_str());
       return;
@@ -635,7 +350,7 @@ void BM_Zoo(benchmark::State& state, std::string name, int D, int M) {
       }
   }
   state.counters["vs_builtin"] = row.builtin > 0 ? row.builtin / row.search : 0;
-  zooRows().push_back(row);
+  rowsOf<ZooRow>().push_back(row);
 }
 
 void registerAll() {
@@ -677,13 +392,13 @@ std::string ratio(double a, double b) {
 }
 
 void printTables() {
-  if (!gridRows().empty()) {
+  if (!rowsOf<GridRow>().empty()) {
     std::printf("\n| costs | D | M | memory | ZB span | ZB schedule steady (ours) | search steady | ZB span / search "
                 "| search max span | makespan: ZB / search(makespan) | search s (steady, makespan) |\n");
     std::printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
     int wins = 0, ties = 0, losses = 0, spanLosses = 0, mkLosses = 0, kDiffers = 0;
     double worst = 1e9, bestGain = 0, maxSeconds = 0;
-    for (auto& r : gridRows()) {
+    for (auto& r : rowsOf<GridRow>()) {
       const double ours = r.steady.steady;
       if (r.zbOk && ours > 0) {
         const double q = r.zbSpan / ours;
@@ -707,11 +422,11 @@ void printTables() {
                 "search time at most %.2f s; the search's 3-iteration figure differs from 8 iterations' in %d cases\n",
                 wins, ties, losses, worst, bestGain, spanLosses, mkLosses, maxSeconds, kDiffers);
   }
-  if (!zbvRows().empty()) {
+  if (!rowsOf<ZbvRow>().empty()) {
     std::printf("\n| costs | D | M | memory | ZB-V span | ZB-V schedule steady (ours) | search steady | ZB-V span / search | "
                 "search s | search's best |\n|---|---|---|---|---|---|---|---|---|---|\n");
     int wins = 0, ties = 0, losses = 0;
-    for (auto& r : zbvRows()) {
+    for (auto& r : rowsOf<ZbvRow>()) {
       if (r.ok && r.steady.steady > 0) {
         const double q = r.zbvSpan / r.steady.steady;
         if (q > 1 + 1e-9) ++wins;
@@ -724,10 +439,10 @@ void printTables() {
     }
     std::printf("\nsteady state vs ZB-V's span: %d better, %d equal, %d worse\n", wins, ties, losses);
   }
-  if (!zooRows().empty()) {
+  if (!rowsOf<ZooRow>().empty()) {
     std::printf("\n| model | D | M | best built-in (steady) | built-in steady ms | search steady ms | vs best built-in | "
                 "search makespan ms | search s | 8 iterations |\n|---|---|---|---|---|---|---|---|---|---|\n");
-    for (auto& r : zooRows())
+    for (auto& r : rowsOf<ZooRow>())
       std::printf("| %s | %d | %d | %s | %.2f | %.2f | %s | %.2f | %.2f%s | %.2f |\n", r.model.c_str(), r.D, r.M,
                   r.builtinName.c_str(), r.builtin, r.search, ratio(r.builtin, r.search).c_str(), r.searchMakespan,
                   r.seconds, r.timedOut ? " (limit)" : "", r.check8);
@@ -736,12 +451,4 @@ void printTables() {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  registerAll();
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  printTables();
-  return 0;
-}
+int main(int argc, char** argv) { return ps::bench::runThenPrint(argc, argv, registerAll, printTables); }

@@ -4,7 +4,7 @@
 //   dev1: F(1,0) [1.2,2.2]  B(1,0) [2.2,5.2]  F(1,1) [5.2,6.2]  B(1,1) [6.2,9.2]
 #include <gtest/gtest.h>
 
-#include "pipestudio/core/analysis/comparison.h"
+#include "pipestudio/core/analysis/critical_path.h"
 #include "hand_built.h"
 
 using namespace ps::core;

@@ -12,7 +12,7 @@
 #include "pipestudio/core/planning/partition_search.h"
 #include "pipestudio/core/planning/search.h"
 #include "pipestudio/core/analysis/simulator.h"
-#include "../../core/src/planning/zb_greedy.h"
+#include "pipestudio/core/planning/zb_greedy.h"
 
 using namespace ps::core;
 

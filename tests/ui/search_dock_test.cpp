@@ -65,6 +65,22 @@ bool rowMustOpen(const SearchDock* dock, int row) {
   return c.family != "list+local";
 }
 
+// Every row opens to the makespan it shows in the simulator, unless it is one whose schedule
+// the search need not keep (rowMustOpen); `openable` counts the rows that open.
+void checkRowsOpen(SearchDock* dock, int& openable) {
+  QTableWidget* t = dock->table();
+  for (int r = 0; r < t->rowCount(); ++r) {
+    auto sched = dock->candidateSchedule(r);
+    if (!sched) {
+      QVERIFY2(!rowMustOpen(dock, r), dock->result()->top[static_cast<size_t>(r)].name.c_str());
+      continue;
+    }
+    ++openable;
+    const double m = t->item(r, SearchDock::ColMakespan)->data(Qt::UserRole).toDouble();
+    QVERIFY(std::abs(simulatedMakespan(*sched, unevenProfile(8)) - m) < 1e-6);
+  }
+}
+
 bool waitFinished(SearchDock* dock, QSignalSpy& spy, int ms) {
   if (!dock->isRunning()) return true;
   return spy.wait(ms) || !dock->isRunning();
@@ -143,16 +159,8 @@ class SearchDockTest : public QObject {
     // Rows other than the best open too (built-ins regenerated, list-scheduled candidates
     // rebuilt from their knobs), each only when it simulates to the makespan it shows.
     int openable = 0;
-    for (int r = 0; r < t->rowCount(); ++r) {
-      auto sched = dock_->candidateSchedule(r);
-      if (!sched) {
-        QVERIFY2(!rowMustOpen(dock_, r), dock_->result()->top[static_cast<size_t>(r)].name.c_str());
-        continue;
-      }
-      ++openable;
-      const double m = t->item(r, SearchDock::ColMakespan)->data(Qt::UserRole).toDouble();
-      QVERIFY(std::abs(simulatedMakespan(*sched, unevenProfile(8)) - m) < 1e-6);
-    }
+    checkRowsOpen(dock_, openable);
+    if (QTest::currentTestFailed()) return;
     QVERIFY(openable >= 1);
     QVERIFY(dock_->statusText().contains(QStringLiteral("Best")));
   }
@@ -243,18 +251,11 @@ class SearchDockTest : public QObject {
     QVERIFY2(dock_->errorText().isEmpty(), qPrintable(dock_->errorText()));
     QTableWidget* t = dock_->table();
     QVERIFY(t->rowCount() > 0);
-    int openable = 0;
-    for (int r = 0; r < t->rowCount(); ++r) {
+    for (int r = 0; r < t->rowCount(); ++r)
       QVERIFY(dock_->result()->top[static_cast<size_t>(r)].peakMemoryBytes <= 6LL << 30);
-      auto sched = dock_->candidateSchedule(r);
-      if (!sched) {
-        QVERIFY2(!rowMustOpen(dock_, r), dock_->result()->top[static_cast<size_t>(r)].name.c_str());
-        continue;
-      }
-      ++openable;
-      const double m = t->item(r, SearchDock::ColMakespan)->data(Qt::UserRole).toDouble();
-      QVERIFY(std::abs(simulatedMakespan(*sched, unevenProfile(8)) - m) < 1e-6);
-    }
+    int openable = 0;
+    checkRowsOpen(dock_, openable);
+    if (QTest::currentTestFailed()) return;
     QVERIFY(openable >= 1);
   }
 
@@ -410,6 +411,36 @@ class SearchDockTest : public QObject {
       }
     }
     QVERIFY2(dock_->infoText().contains(QStringLiteral("steady-state")), qPrintable(dock_->infoText()));
+  }
+
+  void renamedCandidatesStillOpenFromTheirRecipe() {
+    // The dock rebuilds a candidate from its recipe, never from its display name: with every
+    // name changed and no schedule kept, every row still opens, to the makespan it shows.
+    setInputs(dock_, 4, 8, 1.0);
+    dock_->memoryEdit()->setText(QStringLiteral("6"));
+    QSignalSpy done(dock_, &SearchDock::searchFinished);
+    QVERIFY(dock_->start());
+    QVERIFY(waitFinished(dock_, done, 60000));
+    QVERIFY(dock_->result());
+    SearchResult r = *dock_->result();
+    QVERIFY(!r.top.empty());
+    for (size_t i = 0; i < r.top.size(); ++i) {
+      r.top[i].name = "candidate number " + std::to_string(i);
+      r.top[i].schedule = nullptr;
+    }
+    r.bestSummary.name = "renamed best";
+    dock_->showResult(r, dock_->searchedProfile());
+    QTableWidget* t = dock_->table();
+    QCOMPARE(t->rowCount(), static_cast<int>(r.top.size()));
+    for (int row = 0; row < t->rowCount(); ++row) {
+      auto sched = dock_->candidateSchedule(row);
+      QVERIFY2(sched, r.top[static_cast<size_t>(row)].name.c_str());
+      const double m = t->item(row, SearchDock::ColMakespan)->data(Qt::UserRole).toDouble();
+      QVERIFY(std::abs(simulatedMakespan(*sched, unevenProfile(8)) - m) < 1e-6);
+    }
+    const int last = t->rowCount() - 1;
+    QVERIFY2(dock_->openAsDesign(last), qPrintable(dock_->errorText()));
+    QCOMPARE(window_->document()->schedule().devices, dock_->candidateSchedule(last)->devices);
   }
 
  private:

@@ -17,7 +17,6 @@
 #include <QPen>
 #include <QProgressBar>
 #include <QPushButton>
-#include <QRegularExpression>
 #include <QSpinBox>
 #include <QSplitter>
 #include <QTableWidget>
@@ -68,69 +67,9 @@ QString layoutText(const CandidateSummary& c) {
   return QStringLiteral("%1 x%2").arg(QString::fromStdString(std::string(placementKindName(c.placement)))).arg(c.chunks);
 }
 
-// A built-in candidate rebuilt from its summary: the generator on the same sizes, the
-// summary's split and activation policies.
-std::shared_ptr<const Schedule> rebuildBuiltin(const CandidateSummary& c, int devices, int microbatches) {
-  std::string name = c.family.empty() ? c.name : c.family;
-  const auto plus = name.find('+');
-  if (plus != std::string::npos) name.resize(plus);
-  auto kind = scheduleKindFromName(name);
-  if (!kind) return nullptr;
-  GeneratorOptions g;
-  g.devices = devices;
-  g.microbatches = microbatches;
-  auto s = generateSchedule(*kind, g);
-  if (!s) return nullptr;
-  Schedule out = std::move(s).value();
-  if (std::any_of(c.policies.begin(), c.policies.end(), [](ActivationPolicy p) { return p != ActivationPolicy::Keep; })) {
-    auto withPolicies = applyActivationPolicies(out, c.policies);
-    if (!withPolicies) return nullptr;
-    out = std::move(withPolicies).value();
-  }
-  out.partition = c.partition;
-  return std::make_shared<const Schedule>(std::move(out));
-}
-
-// A list-scheduler candidate rebuilt from its summary: the knobs are read back from its name
-// (core's format, e.g. "list(I/W, pending W 4, warm-up +2, group 4) linear x1, ..."), the
-// layout, split and policies from its fields. The caller checks that the rebuild reproduces
-// the candidate's makespan, so a name in another format only means "cannot open".
-std::shared_ptr<const Schedule> rebuildList(const CandidateSummary& c, const CostProfile& profile, int devices,
-                                            int microbatches, std::int64_t memoryLimit) {
-  if (c.family != "list") return nullptr;
-  static const QRegularExpression re(QStringLiteral(
-      "^list\\((I/W|B)(?:, pending W (any|-?\\d+))?, warm-up ([+-]\\d+|\\d+(?: \\d+)*), group (\\d+)\\) "));
-  const auto m = re.match(QString::fromStdString(c.name));
-  if (!m.hasMatch()) return nullptr;
-  ListSchedulerOptions k;
-  k.splitBackward = m.captured(1) == QStringLiteral("I/W");
-  k.maxPendingW = m.captured(2).isEmpty() || m.captured(2) == QStringLiteral("any") ? -1 : m.captured(2).toInt();
-  const QString warm = m.captured(3).trimmed();
-  if (warm.startsWith(QLatin1Char('+')) || warm.startsWith(QLatin1Char('-'))) {
-    k.warmupOffset = warm.toInt();
-  } else {
-    for (const QString& w : warm.split(QLatin1Char(' '), Qt::SkipEmptyParts)) k.warmupDepth.push_back(w.toInt());
-  }
-  k.microbatchGroup = m.captured(4).toInt();
-  k.policies = c.policies;
-  if (c.name.find(", recompute on demand ") != std::string::npos) {
-    // The scheduler chose recompute per micro-batch from Keep stages; the summary's policies
-    // only report which stages ended up recomputing.
-    k.recomputeOnDemand = true;
-    k.policies.assign(c.policies.size(), ActivationPolicy::Keep);
-  }
-  if (memoryLimit > 0) k.memoryLimitBytes = memoryLimit;
-  auto pl = Pipeline::make(devices, devices * c.chunks, microbatches, c.placement);
-  if (!pl) return nullptr;
-  auto costs = stageCosts(profile, pl->stages, c.partition);
-  if (!costs) return nullptr;
-  auto s = listSchedule(*pl, *costs, profile, k);
-  if (!s) return nullptr;
-  Schedule out = std::move(s).value();
-  out.name = "search";
-  out.partition = c.partition;
-  return std::make_shared<const Schedule>(std::move(out));
-}
+// The schedule behind a candidate the search did not keep, built again from its recipe (never
+// from its display name), and only when it simulates to the makespan the table shows.
+std::shared_ptr<const Schedule> rebuilt(const CandidateSummary& c, const CostProfile& profile);
 
 // True when simulating `s` under `profile` gives the summary's makespan: a rebuilt candidate
 // is only offered when it is the one the table describes.
@@ -150,19 +89,15 @@ QString candidatesText(std::size_t n) {
   return n == 1 ? QObject::tr("1 candidate") : QObject::tr("%1 candidates").arg(n);
 }
 
-// The knobs and split of a candidate's name, without what the other columns already say:
-// "list(I/W, pending W 4, warm-up +2, group 4) linear x1, bisection split, keep" gives
+// The knobs and split of a candidate, without what the other columns already say:
 // "I/W, pending W 4, warm-up +2, group 4 · bisection split".
 QString knobsText(const CandidateSummary& c) {
-  const QString name = QString::fromStdString(c.name);
-  const QString family = QString::fromStdString(c.family);
-  if (family.isEmpty() || !name.startsWith(family + QLatin1Char('('))) return name;
-  const int close = name.indexOf(QLatin1Char(')'), family.size());
-  if (close < 0) return name;
-  QString out = name.mid(family.size() + 1, close - family.size() - 1);
-  for (const QString& part : name.mid(close + 1).split(QStringLiteral(", ")))
-    if (part.endsWith(QStringLiteral(" split")) || part.startsWith(QStringLiteral("recompute on demand")))
-      out += QStringLiteral(" · ") + part;
+  const CandidateRecipe& r = c.recipe;
+  if (r.source == CandidateSource::Builtin) return QString::fromStdString(c.name);
+  QString out = QString::fromStdString(recipeKnobsText(r));
+  if (!r.splitName.empty()) out += QStringLiteral(" · %1 split").arg(QString::fromStdString(r.splitName));
+  if (r.source == CandidateSource::ListScheduler && r.list.recomputeOnDemand) out += QObject::tr(" · recompute on demand");
+  if (!r.moves.empty()) out += QObject::tr(" · %n local move(s)", nullptr, static_cast<int>(r.moves.size()));
   return out;
 }
 
@@ -170,6 +105,12 @@ QPushButton* button(const QString& text, const QString& tip) {
   auto* b = new QPushButton(text);
   b->setToolTip(tip);
   return b;
+}
+
+std::shared_ptr<const Schedule> rebuilt(const CandidateSummary& c, const CostProfile& profile) {
+  auto s = rebuildCandidate(profile, c.recipe);
+  if (!s || !reproduces(*s, profile, c)) return nullptr;
+  return std::make_shared<const Schedule>(std::move(s).value());
 }
 
 }  // namespace
@@ -272,18 +213,13 @@ SearchDock::SearchDock(ScheduleDocument* doc, QWidget* parent) : QDockWidget(tr(
   grid->addWidget(profileName_, 0, 1, 1, 3);
   grid->addWidget(useDocButton_, 0, 4);
   grid->addWidget(fileButton_, 0, 5);
-  grid->addWidget(label(tr("Devices")), 1, 0);
-  grid->addWidget(devices_, 1, 1);
-  grid->addWidget(label(tr("Micro-batches")), 1, 2);
-  grid->addWidget(microbatches_, 1, 3);
-  grid->addWidget(label(tr("Memory (GiB)")), 1, 4);
-  grid->addWidget(memory_, 1, 5);
-  grid->addWidget(label(tr("Time limit")), 2, 0);
-  grid->addWidget(timeLimit_, 2, 1);
-  grid->addWidget(label(tr("Seed")), 2, 2);
-  grid->addWidget(seed_, 2, 3);
-  grid->addWidget(label(tr("Max chunks")), 2, 4);
-  grid->addWidget(maxChunks_, 2, 5);
+  const std::pair<QString, QWidget*> labelled[] = {
+      {tr("Devices"), devices_}, {tr("Micro-batches"), microbatches_}, {tr("Memory (GiB)"), memory_},
+      {tr("Time limit"), timeLimit_}, {tr("Seed"), seed_}, {tr("Max chunks"), maxChunks_}};
+  for (int i = 0; i < 6; ++i) {
+    grid->addWidget(label(labelled[i].first), 1 + i / 3, 2 * (i % 3));
+    grid->addWidget(labelled[i].second, 1 + i / 3, 2 * (i % 3) + 1);
+  }
   grid->addWidget(label(tr("Objective")), 3, 0);
   grid->addWidget(objective_, 3, 1, 1, 3);
   auto* actions = new QHBoxLayout;
@@ -503,7 +439,6 @@ bool SearchDock::start() {
   }
   o.keepTop = 12;
   searchedProfile_ = fileProfile_ ? *fileProfile_ : doc_->profile();
-  searchedLimit_ = o.memoryLimitBytes.value_or(searchedProfile_.deviceMemoryBytes);
   if (searchedProfile_.layers.empty()) {
     showError(tr("The cost profile has no layers"));
     return false;
@@ -686,6 +621,13 @@ void SearchDock::finished(quint64 generation) {
   Q_EMIT searchFinished(ok);
 }
 
+void SearchDock::showResult(SearchResult result, CostProfile profile) {
+  result_ = std::move(result);
+  searchedProfile_ = std::move(profile);
+  fillTable();
+  updateButtons();
+}
+
 void SearchDock::fillTable() {
   table_->setRowCount(0);
   rowSchedules_.clear();
@@ -696,15 +638,8 @@ void SearchDock::fillTable() {
   table_->setRowCount(static_cast<int>(top.size()));
   for (int i = 0; i < static_cast<int>(top.size()); ++i) {
     const CandidateSummary& c = top[static_cast<size_t>(i)];
-    // The schedule behind the row: kept by the search, the overall best, or a rebuilt built-in.
-    std::shared_ptr<const Schedule> sched = c.schedule;
-    if (!sched && c.name == r.bestSummary.name && std::abs(c.makespan - r.bestSummary.makespan) <= 1e-9)
-      sched = std::make_shared<const Schedule>(r.best);
-    if (!sched) {
-      const int D = r.best.pipeline.devices, M = r.best.pipeline.microbatches;
-      auto rebuilt = c.builtin ? rebuildBuiltin(c, D, M) : rebuildList(c, searchedProfile_, D, M, searchedLimit_);
-      if (rebuilt && reproduces(*rebuilt, searchedProfile_, c)) sched = rebuilt;
-    }
+    // The schedule behind the row: kept by the search, or rebuilt from the candidate's recipe.
+    std::shared_ptr<const Schedule> sched = c.schedule ? c.schedule : rebuilt(c, searchedProfile_);
     rowSchedules_.push_back(sched);
 
     const QString cells[Columns] = {

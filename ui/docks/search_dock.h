@@ -87,6 +87,9 @@ class SearchDock : public QDockWidget {
   QChartView* chartView() const { return chartView_; }
   // The last finished search (null before one finished, or when it failed).
   const ps::core::SearchResult* result() const { return result_ ? &*result_ : nullptr; }
+  // Shows a finished search's result, searched on `profile`, as if this dock had run it (a
+  // result computed elsewhere, tests).
+  void showResult(ps::core::SearchResult result, ps::core::CostProfile profile);
   // The schedule behind a table row (null when it cannot be rebuilt).
   std::shared_ptr<const ps::core::Schedule> candidateSchedule(int row) const;
   // The cost profile the last search used.
@@ -117,7 +120,6 @@ class SearchDock : public QDockWidget {
   std::optional<ps::core::CostProfile> fileProfile_;
   QString fileProfilePath_;
   ps::core::CostProfile searchedProfile_;
-  std::int64_t searchedLimit_ = 0;
 
   QLabel* profileName_ = nullptr;
   QPushButton* useDocButton_ = nullptr;

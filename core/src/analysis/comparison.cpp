@@ -1,5 +1,6 @@
 // Planned-versus-measured comparison: op matching, deviations and error tables.
 #include "pipestudio/core/analysis/comparison.h"
+#include "pipestudio/core/model/enum_names.h"
 
 #include <algorithm>
 #include <cmath>
@@ -12,13 +13,12 @@
 
 namespace ps::core {
 
-std::string_view alignmentName(Alignment a) { return a == Alignment::Scaled ? "scaled" : "absolute"; }
+namespace {
+constexpr EnumName<Alignment> kAlignmentNames[] = {{Alignment::Absolute, "absolute"}, {Alignment::Scaled, "scaled"}};
+}  // namespace
 
-std::optional<Alignment> alignmentFromName(std::string_view name) {
-  if (name == "absolute") return Alignment::Absolute;
-  if (name == "scaled") return Alignment::Scaled;
-  return std::nullopt;
-}
+std::string_view alignmentName(Alignment a) { return enumName(a, kAlignmentNames); }
+std::optional<Alignment> alignmentFromName(std::string_view name) { return enumFromName(name, kAlignmentNames); }
 
 namespace {
 

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "pipestudio/core/model/timeline.h"
-#include "pipestudio/core/analysis/validator.h"
+#include "pipestudio/core/analysis/dependency_graph.h"
 
 namespace ps::core::detail {
 

@@ -4,7 +4,8 @@
 #include <map>
 
 #include "analysis/comparison_internal.h"
-#include "pipestudio/core/analysis/comparison.h"
+#include "pipestudio/core/model/enum_names.h"
+#include "pipestudio/core/analysis/critical_path.h"
 
 namespace ps::core {
 
@@ -131,23 +132,13 @@ std::vector<Arrival> arrivalsOf(const TimelineIndex& ix, const DependencyGraph& 
 
 using detail::kTimeEps;
 
-std::string_view criticalLinkName(CriticalLink l) {
-  switch (l) {
-    case CriticalLink::Start: return "start";
-    case CriticalLink::Dependency: return "dependency";
-    case CriticalLink::DeviceOrder: return "device";
-  }
-  return "start";
-}
+constexpr EnumName<CriticalLink> kCriticalLinkNames[] = {
+    {CriticalLink::Start, "start"}, {CriticalLink::Dependency, "dependency"}, {CriticalLink::DeviceOrder, "device"}};
+constexpr EnumName<BubbleCause> kBubbleCauseNames[] = {
+    {BubbleCause::Unexplained, "unexplained"}, {BubbleCause::Dependency, "dependency"}, {BubbleCause::Tail, "tail"}};
 
-std::string_view bubbleCauseName(BubbleCause c) {
-  switch (c) {
-    case BubbleCause::Dependency: return "dependency";
-    case BubbleCause::Unexplained: return "unexplained";
-    case BubbleCause::Tail: return "tail";
-  }
-  return "unexplained";
-}
+std::string_view criticalLinkName(CriticalLink l) { return enumName(l, kCriticalLinkNames); }
+std::string_view bubbleCauseName(BubbleCause c) { return enumName(c, kBubbleCauseNames); }
 
 CriticalPath criticalPath(const Timeline& t, const Schedule& plan) {
   CriticalPath cp;

@@ -1,5 +1,6 @@
 // K iterations back to back over the one-iteration simulator (docs/search.md "Iterations").
 #include "pipestudio/core/analysis/iterations.h"
+#include "pipestudio/core/model/enum_names.h"
 
 #include <algorithm>
 #include <cmath>
@@ -9,14 +10,14 @@
 
 namespace ps::core {
 
-std::string_view iterationBoundaryName(IterationBoundary b) {
-  return b == IterationBoundary::Sync ? "sync" : "overlap";
-}
+namespace {
+constexpr EnumName<IterationBoundary> kBoundaryNames[] = {
+    {IterationBoundary::Overlap, "overlap"}, {IterationBoundary::Sync, "sync"}};
+}  // namespace
 
+std::string_view iterationBoundaryName(IterationBoundary b) { return enumName(b, kBoundaryNames); }
 std::optional<IterationBoundary> iterationBoundaryFromName(std::string_view name) {
-  if (name == "sync") return IterationBoundary::Sync;
-  if (name == "overlap") return IterationBoundary::Overlap;
-  return std::nullopt;
+  return enumFromName(name, kBoundaryNames);
 }
 
 namespace {

@@ -1,5 +1,6 @@
 // Step-through model: ordered events, playhead moves, breakpoints and the state at a time.
 #include "pipestudio/core/analysis/stepper.h"
+#include "pipestudio/core/model/enum_names.h"
 
 #include <algorithm>
 #include <cmath>
@@ -8,7 +9,7 @@
 #include <tuple>
 
 #include "analysis/comparison_internal.h"
-#include "pipestudio/core/analysis/validator.h"
+#include "pipestudio/core/analysis/dependency_graph.h"
 
 namespace ps::core {
 
@@ -35,15 +36,13 @@ bool Breakpoint::matches(const TimelineOp& op, StepEventKind event) const {
   return true;
 }
 
-std::string_view inputStatusName(InputStatus s) {
-  switch (s) {
-    case InputStatus::NotStarted: return "not-started";
-    case InputStatus::Running: return "running";
-    case InputStatus::InTransit: return "in-transit";
-    case InputStatus::NeverRan: return "never-ran";
-  }
-  return "not-started";
-}
+namespace {
+constexpr EnumName<InputStatus> kInputStatusNames[] = {
+    {InputStatus::NotStarted, "not-started"}, {InputStatus::Running, "running"},
+    {InputStatus::InTransit, "in-transit"}, {InputStatus::NeverRan, "never-ran"}};
+}  // namespace
+
+std::string_view inputStatusName(InputStatus s) { return enumName(s, kInputStatusNames); }
 
 struct Stepper::Impl {
   Timeline timeline;

@@ -1,3 +1,5 @@
+// Over 800 lines: one Expander class whose statement, expression and op-emission parts share its
+// scopes, cursor and output schedule; splitting it would put the whole class in a header.
 // Expansion of a parsed .pipe program into the explicit Schedule: header values (with
 // overrides), variables, loops, conditionals, templates and per-stage cursors.
 #include <charconv>
@@ -249,6 +251,18 @@ class Expander {
     return err(off, "dsl.context", std::string(what) + " needs a current device (use it inside 'device N { ... }')");
   }
 
+  // The device a placement query is about: argument `index` of `v` when given, otherwise the
+  // current device (`what` names the call for the error); checked to be in range.
+  bool deviceArg(std::uint32_t off, const std::vector<std::int64_t>& v, size_t index, std::string_view what,
+                 std::string_view name, std::int64_t& dev) {
+    dev = curDevice_;
+    if (v.size() > index) dev = v[index];
+    else if (!needDevice(off, what)) return false;
+    if (dev < 0 || dev >= out_.pipeline.devices)
+      return err(off, "dsl.range", std::string(name) + ": device " + std::to_string(dev) + " is out of range");
+    return true;
+  }
+
   bool eval(std::int32_t idx, std::int64_t& out) {
     if (idx < 0) return false;
     const Expr& e = prog_.exprs[static_cast<size_t>(idx)];
@@ -413,12 +427,8 @@ class Expander {
     // Placement queries need the pipeline.
     if (!freeze(e.offset)) return false;
     if (e.name == "stage") {  // stage(c): the c-th stage (ascending) on the current device
-      if (!arity(1, 2)) return false;
-      std::int64_t dev = curDevice_;
-      if (v.size() == 2) dev = v[1];
-      else if (!needDevice(e.offset, "stage(c)")) return false;
-      if (dev < 0 || dev >= out_.pipeline.devices)
-        return err(e.offset, "dsl.range", "stage(): device " + std::to_string(dev) + " is out of range");
+      std::int64_t dev = 0;
+      if (!arity(1, 2) || !deviceArg(e.offset, v, 1, "stage(c)", "stage()", dev)) return false;
       auto& st = stagesOf_[static_cast<size_t>(dev)];
       if (v[0] < 0 || v[0] >= static_cast<std::int64_t>(st.size()))
         return err(e.offset, "dsl.range",
@@ -428,12 +438,8 @@ class Expander {
       return true;
     }
     if (e.name == "nstages") {  // stages on the current (or given) device
-      if (!arity(0, 1)) return false;
-      std::int64_t dev = curDevice_;
-      if (v.size() == 1) dev = v[0];
-      else if (!needDevice(e.offset, "nstages()")) return false;
-      if (dev < 0 || dev >= out_.pipeline.devices)
-        return err(e.offset, "dsl.range", "nstages(): device " + std::to_string(dev) + " is out of range");
+      std::int64_t dev = 0;
+      if (!arity(0, 1) || !deviceArg(e.offset, v, 0, "nstages()", "nstages()", dev)) return false;
       out = static_cast<std::int64_t>(stagesOf_[static_cast<size_t>(dev)].size());
       return true;
     }

@@ -183,40 +183,27 @@ std::vector<Token> lex(std::string_view text, DiagSink& sink) {
     Tok t = Tok::Bad;
     size_t len = 1;
     char d = i + 1 < n ? p[i + 1] : '\0';
-    switch (c) {
-      case '(': t = Tok::LParen; break;
-      case ')': t = Tok::RParen; break;
-      case '{': t = Tok::LBrace; break;
-      case '}': t = Tok::RBrace; break;
-      case ',': t = Tok::Comma; break;
-      case ':': t = Tok::Colon; break;
-      case ';': t = Tok::Semicolon; break;
-      case '@': t = Tok::At; break;
-      case '*': t = Tok::Star; break;
-      case '+': t = Tok::Plus; break;
-      case '-': t = Tok::Minus; break;
-      case '/': t = Tok::Slash; break;
-      case '%': t = Tok::Percent; break;
-      case '=':
-        if (d == '=') t = Tok::EqEq, len = 2;
-        else t = Tok::Assign;
-        break;
-      case '!':
-        if (d == '=') t = Tok::NotEq, len = 2;
-        break;
-      case '<':
-        if (d == '=') t = Tok::Le, len = 2;
-        else t = Tok::Lt;
-        break;
-      case '>':
-        if (d == '=') t = Tok::Ge, len = 2;
-        else t = Tok::Gt;
-        break;
-      case '.':
-        if (d == '.') t = Tok::DotDot, len = 2;
-        break;
-      default: break;
-    }
+    // Single-character tokens by table; the ones that may take a second character below.
+    static constexpr std::string_view kSingles = "(){},:;@*+-/%";
+    static constexpr Tok kSingleToks[] = {Tok::LParen, Tok::RParen, Tok::LBrace,    Tok::RBrace, Tok::Comma,
+                                          Tok::Colon,  Tok::Semicolon, Tok::At,     Tok::Star,   Tok::Plus,
+                                          Tok::Minus,  Tok::Slash,  Tok::Percent};
+    static_assert(std::size(kSingleToks) == kSingles.size());
+    if (const size_t k = kSingles.find(c); k != std::string_view::npos)
+      t = kSingleToks[k];
+    // Tokens that take a second character: alone (Bad when they never stand alone) or paired.
+    struct Pair {
+      char first, second;
+      Tok alone, paired;
+    };
+    static constexpr Pair kPairs[] = {{'=', '=', Tok::Assign, Tok::EqEq}, {'!', '=', Tok::Bad, Tok::NotEq},
+                                      {'<', '=', Tok::Lt, Tok::Le},       {'>', '=', Tok::Gt, Tok::Ge},
+                                      {'.', '.', Tok::Bad, Tok::DotDot}};
+    for (const Pair& pr : kPairs)
+      if (c == pr.first) {
+        t = d == pr.second ? pr.paired : pr.alone;
+        len = d == pr.second ? 2 : 1;
+      }
     if (t == Tok::Bad) {
       std::string shown;
       auto uc = static_cast<unsigned char>(c);

@@ -1,10 +1,15 @@
+// Over 800 lines: one Parser class whose statement and expression rules share its token cursor,
+// program under construction and diagnostics; splitting it would put the whole class in a header.
 // Recursive-descent parser of the .pipe DSL. Literal op tokens (the explicit form) take a
 // short path: one identifier token becomes one OpItem without building expressions.
+#include <algorithm>
 #include <array>
+#include <cctype>
 #include <charconv>
 #include <limits>
 
 #include "io/dsl_internal.h"
+#include "pipestudio/core/analysis/duration_expression.h"
 #include "pipestudio/core/io/units.h"
 
 namespace ps::core::dsl {
@@ -668,7 +673,7 @@ class Parser {
         if (!expect(Tok::Assign, "'=' after 'duration'")) return false;
         std::uint32_t start = cur().offset;
         std::uint32_t end = start;
-        if (!parseDuration(end)) return false;
+        if (!parseDuration(start, end)) return false;
         k.durationExpr = std::string(text_.substr(start, end - start));
       } else if (atWord("memory")) {
         advance();
@@ -730,67 +735,30 @@ class Parser {
     return true;
   }
 
-  // Duration expressions are kept as text (the cost model evaluates them); here they are only
-  // checked: numbers, F B I W R O, + - * /, parentheses, min/max.
-  bool parseDuration(std::uint32_t& end) {
-    if (!parseDurSum(end, 0)) return false;
-    return true;
-  }
-  bool parseDurSum(std::uint32_t& end, int depth) {
-    if (!parseDurProduct(end, depth)) return false;
-    while (at(Tok::Plus) || at(Tok::Minus)) {
-      advance();
-      if (!parseDurProduct(end, depth)) return false;
-    }
-    return true;
-  }
-  bool parseDurProduct(std::uint32_t& end, int depth) {
-    if (!parseDurFactor(end, depth)) return false;
-    while (at(Tok::Star) || at(Tok::Slash)) {
-      advance();
-      if (!parseDurFactor(end, depth)) return false;
-    }
-    return true;
-  }
-  bool parseDurFactor(std::uint32_t& end, int depth) {
-    if (depth > kMaxDepth) return fail(cur(), "duration expression nested too deeply");
-    const Token& t = cur();
-    if (t.type == Tok::Minus) {
-      advance();
-      return parseDurFactor(end, depth + 1);
-    }
-    if (t.type == Tok::Int || t.type == Tok::Float) {
-      end = t.offset + t.length;
-      advance();
-      return true;
-    }
-    if (t.type == Tok::LParen) {
-      advance();
-      if (!parseDurSum(end, depth + 1)) return false;
-      end = cur().offset + cur().length;
-      return expect(Tok::RParen, "')'");
-    }
-    if (t.type == Tok::Ident) {
-      std::string_view n = txt(t);
-      if (n == "F" || n == "B" || n == "I" || n == "W" || n == "R" || n == "O") {
-        end = t.offset + t.length;
-        advance();
-        return true;
+  // Duration expressions are kept as text (the simulator evaluates them); here they are checked
+  // with the same grammar (duration_expression.h), and the tokens they span are skipped.
+  bool parseDuration(std::uint32_t start, std::uint32_t& end) {
+    auto e = DurationExpression::parse(text_.substr(start), DurationExpression::Extent::Prefix);
+    if (!e) {
+      const Diagnostic& d = e.error();
+      const std::uint32_t errAt = start + static_cast<std::uint32_t>(std::max(0, d.location.column - 1));
+      std::string hint;
+      if (d.code == "duration.unknown-name") {
+        std::string_view rest = text_.substr(errAt);
+        size_t n = 0;
+        while (n < rest.size() && (std::isalnum(static_cast<unsigned char>(rest[n])) || rest[n] == '_')) ++n;
+        hint = suggest(rest.substr(0, n), {"F", "B", "I", "W", "R", "O", "min", "max"});
       }
-      if ((n == "min" || n == "max") && peek().type == Tok::LParen) {
-        advance();
-        advance();
-        if (!parseDurSum(end, depth + 1)) return false;
-        if (!expect(Tok::Comma, "','")) return false;
-        if (!parseDurSum(end, depth + 1)) return false;
-        end = cur().offset + cur().length;
-        return expect(Tok::RParen, "')'");
-      }
-      return fail(t, "a duration uses numbers and the stage's times F, B, I, W, R, O; found '" +
-                         std::string(n.substr(0, 40)) + "'",
-                  suggest(n, {"F", "B", "I", "W", "R", "O", "min", "max"}));
+      sink_.error(errAt, "dsl.syntax", d.message, std::move(hint));
+      return false;
     }
-    return fail(t, "expected a duration expression, found " + found(t));
+    end = start + static_cast<std::uint32_t>(e->length());
+    while (!at(Tok::End) && cur().offset < end) {
+      if (cur().offset + cur().length > end)
+        return fail(cur(), "'" + std::string(txt(cur()).substr(0, 40)) + "' does not belong in a duration expression");
+      advance();
+    }
+    return true;
   }
 
   // --------------------------------------------------------------------------------------------
@@ -843,43 +811,48 @@ class Parser {
     --depth_;
     return r;
   }
-  std::int32_t parseOr() {
-    std::int32_t a = parseAnd();
-    while (a >= 0 && atWord("or")) {
-      std::uint32_t off = cur().offset;
+  // Left-associative binary levels: `operand (op operand)*`, where opAt names the operator at
+  // the current token (nullopt: none, the level ends).
+  template <typename OpAt>
+  std::int32_t leftAssoc(std::int32_t (Parser::*operand)(), OpAt opAt) {
+    std::int32_t a = (this->*operand)();
+    while (a >= 0) {
+      const std::optional<ExprOp> op = opAt();
+      if (!op) break;
+      const std::uint32_t off = cur().offset;
       advance();
-      std::int32_t b = parseAnd();
+      const std::int32_t b = (this->*operand)();
       if (b < 0) return -1;
-      a = binary(ExprOp::Or, off, a, b);
+      a = binary(*op, off, a, b);
     }
     return a;
+  }
+  // A prefix operator applied to `self` again ("not not x", "- -x"), nesting bounded.
+  std::int32_t prefix(ExprOp op, std::int32_t (Parser::*self)()) {
+    const std::uint32_t off = cur().offset;
+    advance();
+    if (depth_ >= kMaxDepth) {
+      fail(cur(), "expression nested too deeply");
+      return -1;
+    }
+    ++depth_;
+    const std::int32_t a = (this->*self)();
+    --depth_;
+    if (a < 0) return -1;
+    return binary(op, off, a, -1);
+  }
+  std::optional<ExprOp> wordOp(std::string_view word, ExprOp op) const {
+    return atWord(word) ? std::optional<ExprOp>(op) : std::nullopt;
+  }
+
+  std::int32_t parseOr() {
+    return leftAssoc(&Parser::parseAnd, [&] { return wordOp("or", ExprOp::Or); });
   }
   std::int32_t parseAnd() {
-    std::int32_t a = parseNot();
-    while (a >= 0 && atWord("and")) {
-      std::uint32_t off = cur().offset;
-      advance();
-      std::int32_t b = parseNot();
-      if (b < 0) return -1;
-      a = binary(ExprOp::And, off, a, b);
-    }
-    return a;
+    return leftAssoc(&Parser::parseNot, [&] { return wordOp("and", ExprOp::And); });
   }
   std::int32_t parseNot() {
-    if (atWord("not")) {
-      std::uint32_t off = cur().offset;
-      advance();
-      if (depth_ >= kMaxDepth) {
-        fail(cur(), "expression nested too deeply");
-        return -1;
-      }
-      ++depth_;
-      std::int32_t a = parseNot();
-      --depth_;
-      if (a < 0) return -1;
-      return binary(ExprOp::Not, off, a, -1);
-    }
-    return parseCompare();
+    return atWord("not") ? prefix(ExprOp::Not, &Parser::parseNot) : parseCompare();
   }
   std::int32_t parseCompare() {
     std::int32_t a = parseSum();
@@ -904,45 +877,21 @@ class Parser {
     return binary(op, off, a, b);
   }
   std::int32_t parseSum() {
-    std::int32_t a = parseProduct();
-    while (a >= 0 && (at(Tok::Plus) || at(Tok::Minus))) {
-      ExprOp op = at(Tok::Plus) ? ExprOp::Add : ExprOp::Sub;
-      std::uint32_t off = cur().offset;
-      advance();
-      std::int32_t b = parseProduct();
-      if (b < 0) return -1;
-      a = binary(op, off, a, b);
-    }
-    return a;
+    return leftAssoc(&Parser::parseProduct, [&]() -> std::optional<ExprOp> {
+      if (at(Tok::Plus)) return ExprOp::Add;
+      if (at(Tok::Minus)) return ExprOp::Sub;
+      return std::nullopt;
+    });
   }
   std::int32_t parseProduct() {
-    std::int32_t a = parseUnary();
-    while (a >= 0 && (at(Tok::Star) || at(Tok::Slash) || at(Tok::Percent))) {
-      ExprOp op = at(Tok::Star) ? ExprOp::Mul : at(Tok::Slash) ? ExprOp::Div : ExprOp::Mod;
-      std::uint32_t off = cur().offset;
-      advance();
-      std::int32_t b = parseUnary();
-      if (b < 0) return -1;
-      a = binary(op, off, a, b);
-    }
-    return a;
+    return leftAssoc(&Parser::parseUnary, [&]() -> std::optional<ExprOp> {
+      if (at(Tok::Star)) return ExprOp::Mul;
+      if (at(Tok::Slash)) return ExprOp::Div;
+      if (at(Tok::Percent)) return ExprOp::Mod;
+      return std::nullopt;
+    });
   }
-  std::int32_t parseUnary() {
-    if (at(Tok::Minus)) {
-      std::uint32_t off = cur().offset;
-      advance();
-      if (depth_ >= kMaxDepth) {
-        fail(cur(), "expression nested too deeply");
-        return -1;
-      }
-      ++depth_;
-      std::int32_t a = parseUnary();
-      --depth_;
-      if (a < 0) return -1;
-      return binary(ExprOp::Neg, off, a, -1);
-    }
-    return parsePrimary();
-  }
+  std::int32_t parseUnary() { return at(Tok::Minus) ? prefix(ExprOp::Neg, &Parser::parseUnary) : parsePrimary(); }
   std::int32_t parsePrimary() {
     const Token& t = cur();
     if (t.type == Tok::Int) {

@@ -12,6 +12,7 @@
 #include <tuple>
 
 #include "io/json_locate.h"
+#include "io/trace_text.h"
 #include "pipestudio/core/model/limits.h"
 
 namespace ps::core {
@@ -19,94 +20,10 @@ namespace ps::core {
 namespace {
 
 using nlohmann::json;
-
-bool isDigit(char c) { return c >= '0' && c <= '9'; }
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
-  return s;
-}
-
-// Reads a non-negative decimal number; false when none or too large.
-bool readInt(std::string_view s, size_t& pos, int& out) {
-  size_t begin = pos;
-  long long v = 0;
-  while (pos < s.size() && isDigit(s[pos])) {
-    v = v * 10 + (s[pos] - '0');
-    if (v > std::numeric_limits<int>::max()) return false;
-    ++pos;
-  }
-  if (pos == begin) return false;
-  out = static_cast<int>(v);
-  return true;
-}
-
-Result<Op> parseSimpleAction(std::string_view text, std::string_view whole) {
-  auto bad = [&](const std::string& why) {
-    return makeError("trace.action", "cannot read pipeline action '" + std::string(whole) + "': " + why);
-  };
-  text = trim(text);
-  size_t pos = 0;
-  int stage = 0;
-  if (!readInt(text, pos, stage)) return bad("expected a stage number first");
-  if (stage >= limits::kMaxStages)
-    return makeError("trace.limit", "pipeline action '" + std::string(whole) + "': stage " + std::to_string(stage) +
-                                        " is out of range (at most " + std::to_string(limits::kMaxStages - 1) + ")");
-  size_t kindBegin = pos;
-  while (pos < text.size() && (std::isupper(static_cast<unsigned char>(text[pos])) || text[pos] == '_')) ++pos;
-  std::string_view kindName = text.substr(kindBegin, pos - kindBegin);
-  if (kindName.empty()) return bad("expected an action kind after the stage");
-  auto kind = builtinKindFromName(kindName);
-  if (!kind) return bad("unknown action kind '" + std::string(kindName) + "'");
-  Op op;
-  op.kind = *kind;
-  op.stage = stage;
-  if (isStageLevelKind(*kind)) {
-    op.microbatch = -1;
-    if (pos != text.size()) return bad("a stage-level action has no micro-batch");
-    return op;
-  }
-  int mb = 0;
-  if (!readInt(text, pos, mb)) return bad("expected a micro-batch number after the kind");
-  if (mb >= limits::kMaxMicrobatches)
-    return makeError("trace.limit", "pipeline action '" + std::string(whole) + "': micro-batch " + std::to_string(mb) +
-                                        " is out of range (at most " + std::to_string(limits::kMaxMicrobatches - 1) + ")");
-  if (pos != text.size()) return bad("unexpected '" + std::string(text.substr(pos)) + "'");
-  op.microbatch = mb;
-  return op;
-}
-
-// Our DSL's op token with its stage, as our own Chrome trace export names slices: "F3@s1".
-std::optional<Op> parseOpToken(std::string_view text) {
-  auto at = text.find("@s");
-  if (at == std::string_view::npos) return std::nullopt;
-  std::string_view head = text.substr(0, at);
-  size_t pos = 0;
-  while (pos < head.size() && !isDigit(head[pos])) ++pos;
-  auto kind = builtinKindFromName(head.substr(0, pos));
-  if (!kind) return std::nullopt;
-  Op op;
-  op.kind = *kind;
-  op.microbatch = -1;
-  if (pos < head.size()) {
-    int mb = 0;
-    if (!readInt(head, pos, mb) || pos != head.size()) return std::nullopt;
-    op.microbatch = mb;
-  }
-  size_t sp = at + 2;
-  int stage = 0;
-  if (!readInt(text, sp, stage) || sp != text.size()) return std::nullopt;
-  if (stage >= limits::kMaxStages || op.microbatch >= limits::kMaxMicrobatches) return std::nullopt;
-  op.stage = stage;
-  return op;
-}
+using detail::lower;
+using detail::parseOpToken;
+using detail::readInt;
+using detail::trim;
 
 // "rank3", "rank_3", "rank-3", "Rank 3" anywhere in a string.
 std::optional<int> rankIn(std::string_view s, std::string_view word) {
@@ -568,38 +485,6 @@ OpKey keyOf(const Op& op) { return {op.kind, op.stage, op.microbatch}; }
 
 }  // namespace
 
-Result<PipelineAction> parsePipelineAction(std::string_view text) {
-  std::string_view t = trim(text);
-  if (t.empty()) return makeError("trace.action", "empty pipeline action");
-  if (t.front() == '(') {
-    auto close = t.find(')');
-    if (close == std::string_view::npos)
-      return makeError("trace.action", "cannot read pipeline action '" + std::string(t) + "': missing ')'");
-    std::string_view inner = t.substr(1, close - 1);
-    std::string_view suffix = trim(t.substr(close + 1));
-    auto sep = inner.find_first_of(";,");
-    if (sep == std::string_view::npos || inner.find_first_of(";,", sep + 1) != std::string_view::npos)
-      return makeError("trace.action",
-                       "cannot read pipeline action '" + std::string(t) + "': an overlapped pair has two actions");
-    if (!suffix.empty() && suffix != "OVERLAP_F_B")
-      return makeError("trace.action", "cannot read pipeline action '" + std::string(t) + "': unknown composite '" +
-                                           std::string(suffix) + "'");
-    auto a = parseSimpleAction(inner.substr(0, sep), t);
-    PS_TRY(a);
-    auto b = parseSimpleAction(inner.substr(sep + 1), t);
-    PS_TRY(b);
-    PipelineAction out;
-    out.op = *a;
-    out.second = *b;
-    return out;
-  }
-  auto a = parseSimpleAction(t, t);
-  PS_TRY(a);
-  PipelineAction out;
-  out.op = *a;
-  return out;
-}
-
 Result<ImportedTrace> importChromeTraces(const std::vector<TraceFile>& files, const TraceImportOptions& options) {
   if (files.empty()) return makeError("trace.input", "no trace files given");
   // Without rank metadata a file's position is its rank.
@@ -870,68 +755,6 @@ Result<ImportedTrace> importChromeTraces(const std::vector<TraceFile>& files, co
 Result<ImportedTrace> importChromeTrace(std::string_view text, const std::string& filename,
                                         const TraceImportOptions& options) {
   return importChromeTraces({TraceFile{filename, std::string(text), std::nullopt}}, options);
-}
-
-Result<Schedule> scheduleFromTimeline(const Timeline& t) {
-  // The timeline may come from any reader: its numbers size the plan, so bound them first.
-  if (t.devices > limits::kMaxDevices)
-    return makeError("trace.schedule", "the timeline has " + std::to_string(t.devices) + " devices, more than " +
-                                           std::to_string(limits::kMaxDevices));
-  if (t.ops.size() > static_cast<size_t>(limits::kMaxOps))
-    return makeError("trace.schedule", "the timeline has " + std::to_string(t.ops.size()) + " ops, more than " +
-                                           std::to_string(limits::kMaxOps));
-  int stages = 0;
-  int mbs = 0;
-  for (const auto& o : t.ops) {
-    if (o.op.stage < 0) return makeError("trace.schedule", "an op has a negative stage");
-    if (o.op.stage >= limits::kMaxStages)
-      return makeError("trace.schedule", "an op has stage " + std::to_string(o.op.stage) + ", out of range (at most " +
-                                             std::to_string(limits::kMaxStages - 1) + ")");
-    if (o.op.microbatch >= limits::kMaxMicrobatches)
-      return makeError("trace.schedule", "an op has micro-batch " + std::to_string(o.op.microbatch) +
-                                             ", out of range (at most " + std::to_string(limits::kMaxMicrobatches - 1) + ")");
-    stages = std::max(stages, o.op.stage + 1);
-    mbs = std::max(mbs, o.op.microbatch + 1);
-  }
-  if (stages == 0) return makeError("trace.schedule", "the timeline has no ops");
-  int devices = std::max(t.devices, 1);
-  std::vector<int> stageToDevice(static_cast<size_t>(stages), -1);
-  for (const auto& o : t.ops) {
-    int& d = stageToDevice[static_cast<size_t>(o.op.stage)];
-    if (d >= 0 && d != o.device)
-      return makeError("trace.schedule", "stage " + std::to_string(o.op.stage) + " ran on devices " +
-                                             std::to_string(d) + " and " + std::to_string(o.device));
-    d = o.device;
-  }
-  // Stages that never ran (only possible for a partial timeline): keep them on device 0.
-  for (int& d : stageToDevice)
-    if (d < 0) d = 0;
-  auto p = Pipeline::makeExplicit(devices, std::max(mbs, 1), stageToDevice);
-  PS_TRY(p);
-  Schedule s;
-  s.name = t.label;
-  s.pipeline = *p;
-  s.devices.resize(static_cast<size_t>(devices));
-  std::vector<size_t> order(t.ops.size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return std::tie(t.ops[a].device, t.ops[a].start) < std::tie(t.ops[b].device, t.ops[b].start);
-  });
-  for (size_t k = 0; k < order.size(); ++k) {
-    const TimelineOp& o = t.ops[order[k]];
-    if (o.device < 0 || o.device >= devices) continue;
-    auto& steps = s.devices[static_cast<size_t>(o.device)];
-    // An overlapped pair is two TimelineOps with the same device and start.
-    if (o.overlapped && !steps.empty() && !steps.back().second && k > 0) {
-      const TimelineOp& prev = t.ops[order[k - 1]];
-      if (prev.overlapped && prev.device == o.device && prev.start == o.start && prev.op == steps.back().first) {
-        steps.back().second = o.op;
-        continue;
-      }
-    }
-    steps.push_back(Step{o.op, std::nullopt});
-  }
-  return s;
 }
 
 }  // namespace ps::core

@@ -1,4 +1,5 @@
 #include "pipestudio/core/model/result.h"
+#include "pipestudio/core/model/enum_names.h"
 
 #include <algorithm>
 #include <sstream>
@@ -39,14 +40,9 @@ bool hasErrors(const Diagnostics& ds) {
 }
 
 namespace {
-std::string_view severityName(Severity s) {
-  switch (s) {
-    case Severity::Note: return "note";
-    case Severity::Warning: return "warning";
-    case Severity::Error: return "error";
-  }
-  return "error";
-}
+constexpr EnumName<Severity> kSeverityNames[] = {
+    {Severity::Error, "error"}, {Severity::Warning, "warning"}, {Severity::Note, "note"}};
+std::string_view severityName(Severity s) { return enumName(s, kSeverityNames); }
 
 // Returns line `n` (1-based) of text without its newline, or nothing.
 bool sourceLine(const std::string& text, int n, std::string& out) {

@@ -1,4 +1,5 @@
 #include "pipestudio/core/model/schedule.h"
+#include "pipestudio/core/model/enum_names.h"
 
 #include <array>
 
@@ -27,15 +28,10 @@ bool isStageLevelKind(OpKind k) {
   return k == OpKind::Unshard || k == OpKind::Reshard || k == OpKind::ReduceGrad;
 }
 
-std::string_view placementKindName(PlacementKind k) {
-  switch (k) {
-    case PlacementKind::Linear: return "linear";
-    case PlacementKind::Interleaved: return "interleaved";
-    case PlacementKind::VShape: return "vshape";
-    case PlacementKind::Explicit: return "explicit";
-  }
-  return "explicit";
-}
+constexpr EnumName<PlacementKind> kPlacementKindNames[] = {
+    {PlacementKind::Explicit, "explicit"}, {PlacementKind::Linear, "linear"},
+    {PlacementKind::Interleaved, "interleaved"}, {PlacementKind::VShape, "vshape"}};
+std::string_view placementKindName(PlacementKind k) { return enumName(k, kPlacementKindNames); }
 
 Result<Pipeline> Pipeline::make(int devices, int stages, int microbatches, PlacementKind kind) {
   if (devices < 1) return makeError("pipeline.devices", "devices must be at least 1, got " + std::to_string(devices));

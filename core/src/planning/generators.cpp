@@ -1,4 +1,5 @@
 #include "pipestudio/core/planning/generators.h"
+#include "pipestudio/core/model/enum_names.h"
 
 #include <algorithm>
 #include <array>
@@ -9,16 +10,10 @@ namespace ps::core {
 
 namespace {
 
-constexpr std::array<std::pair<ScheduleKind, std::string_view>, 8> kKindNames = {{
-    {ScheduleKind::GPipe, "gpipe"},
-    {ScheduleKind::OneFOneB, "1f1b"},
-    {ScheduleKind::Interleaved1F1B, "interleaved-1f1b"},
-    {ScheduleKind::LoopedBFS, "looped-bfs"},
-    {ScheduleKind::ZBH1, "zb-h1"},
-    {ScheduleKind::ZBH2, "zb-h2"},
-    {ScheduleKind::ZBV, "zb-v"},
-    {ScheduleKind::DualPipeV, "dualpipe-v"},
-}};
+constexpr EnumName<ScheduleKind> kKindNames[] = {
+    {ScheduleKind::GPipe, "gpipe"}, {ScheduleKind::OneFOneB, "1f1b"}, {ScheduleKind::Interleaved1F1B, "interleaved-1f1b"},
+    {ScheduleKind::LoopedBFS, "looped-bfs"}, {ScheduleKind::ZBH1, "zb-h1"}, {ScheduleKind::ZBH2, "zb-h2"},
+    {ScheduleKind::ZBV, "zb-v"}, {ScheduleKind::DualPipeV, "dualpipe-v"}};
 
 Diagnostic sizeError(ScheduleKind kind, const std::string& constraint) {
   return makeError("generate.size", std::string(scheduleKindName(kind)) + " needs " + constraint);
@@ -301,21 +296,17 @@ void dualPipeV(Orders& o, int D, int M) {
 }  // namespace
 
 std::string_view scheduleKindName(ScheduleKind k) {
-  for (const auto& [kind, name] : kKindNames)
-    if (kind == k) return name;
+  for (const auto& e : kKindNames)
+    if (e.value == k) return e.name;
   return "?";
 }
 
-std::optional<ScheduleKind> scheduleKindFromName(std::string_view name) {
-  for (const auto& [kind, n] : kKindNames)
-    if (n == name) return kind;
-  return std::nullopt;
-}
+std::optional<ScheduleKind> scheduleKindFromName(std::string_view name) { return enumFromName(name, kKindNames); }
 
 const std::vector<ScheduleKind>& allScheduleKinds() {
   static const std::vector<ScheduleKind> kinds = [] {
     std::vector<ScheduleKind> v;
-    for (const auto& kn : kKindNames) v.push_back(kn.first);
+    for (const auto& kn : kKindNames) v.push_back(kn.value);
     return v;
   }();
   return kinds;

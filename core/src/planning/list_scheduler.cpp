@@ -6,7 +6,7 @@
 #include <limits>
 #include <tuple>
 
-#include "pipestudio/core/planning/search.h"
+#include "pipestudio/core/planning/list_scheduler.h"
 
 namespace ps::core {
 
@@ -198,26 +198,20 @@ Result<Schedule> listSchedule(const Pipeline& pl, const std::vector<StageCost>& 
   while (done < total) {
     Choice best;
     int bestDev = -1;
-    for (int d = 0; d < D; ++d) {
-      Choice c = choose(d, false);
-      if (c.cat == Cat::None) continue;
-      if (bestDev < 0 || better(c, best)) {
-        best = c;
-        bestDev = d;
-      }
-    }
-    if (bestDev < 0) {
-      // Every device is held back by its warm-up depth or memory headroom: let the earliest
-      // forward through so the pipeline drains (the simulator reports any overflow).
+    auto pickAmongDevices = [&](bool force) {
       for (int d = 0; d < D; ++d) {
-        Choice c = choose(d, true);
+        Choice c = choose(d, force);
         if (c.cat == Cat::None) continue;
         if (bestDev < 0 || better(c, best)) {
           best = c;
           bestDev = d;
         }
       }
-    }
+    };
+    pickAmongDevices(false);
+    // Every device is held back by its warm-up depth or memory headroom: let the earliest
+    // forward through so the pipeline drains (the simulator reports any overflow).
+    if (bestDev < 0) pickAmongDevices(true);
     if (bestDev < 0) return makeError("search.list-scheduler", "no op can start (internal ordering error)");
     const int d = bestDev, s = best.stage, m = best.mb;
     const auto& c = stages[us(s)];

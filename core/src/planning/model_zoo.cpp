@@ -1,4 +1,5 @@
 #include "pipestudio/core/planning/model_zoo.h"
+#include "planning/roofline.h"
 
 #include <algorithm>
 #include <cmath>
@@ -119,13 +120,8 @@ Result<CostProfile> transformerProfile(const TransformerConfig& c) {
     if (auto e = positive(v, what)) return *e;
   if (c.hidden % c.heads != 0) return makeError("zoo.config", "hidden must be a multiple of heads");
 
-  const double flopsPerMs = c.gpuTflops * 1e12 * std::min(1.0, c.computeEfficiency) / 1e3;
-  const double hbmBytesPerMs = c.hbmGBps * 1e9 / 1e3;
-  // Roofline: an op takes the longer of its math and its memory traffic.
-  // Rounded to the nanosecond so that profiles read well.
-  auto time = [&](double flops, double bytes) {
-    return std::round(std::max(flops / flopsPerMs, bytes / hbmBytesPerMs) * 1e6) / 1e6;
-  };
+  const detail::Roofline roofline(c.gpuTflops, c.computeEfficiency, c.hbmGBps);
+  auto time = [&](double flops, double bytes) { return roofline.ms(flops, bytes); };
 
   CostProfile p;
   p.name = c.name;

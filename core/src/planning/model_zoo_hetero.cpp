@@ -4,6 +4,7 @@
 // the attention core) + weight part (matmuls), and a roofline for times. Generalised to
 // grouped-query attention, gated MLPs of any width, Mamba-2 mixers and MoE layers.
 #include "pipestudio/core/planning/model_zoo_hetero.h"
+#include "planning/roofline.h"
 
 #include <algorithm>
 #include <cmath>
@@ -143,14 +144,10 @@ class Builder {
     push(e);
   }
 
-  // The dense generator's roofline: an op takes the longer of its math and its memory
-  // traffic, rounded to the nanosecond. `extraMs` (all-to-all) is added to F and I.
+  // The dense generator's roofline (roofline.h). `extraMs` (all-to-all) is added to F and I.
   void push(const LayerEstimate& e, double extraMs = 0) {
-    const double flopsPerMs = hw_.gpuTflops * 1e12 * std::min(1.0, hw_.computeEfficiency) / 1e3;
-    const double hbm = hw_.hbmGBps * 1e9 / 1e3;
-    auto time = [&](double flops, double bytes) {
-      return std::round(std::max(flops / flopsPerMs, bytes / hbm) * 1e6) / 1e6;
-    };
+    const detail::Roofline roofline(hw_.gpuTflops, hw_.computeEfficiency, hw_.hbmGBps);
+    auto time = [&](double flops, double bytes) { return roofline.ms(flops, bytes); };
     LayerCost l;
     l.name = e.name;
     l.forwardMs = time(e.forwardFlops, e.weightBytes + e.activationBytes + e.outputBytes) + extraMs;

@@ -1,4 +1,6 @@
 #include "pipestudio/core/planning/partition_search.h"
+#include "pipestudio/core/model/enum_names.h"
+#include "pipestudio/core/planning/schedule_edits.h"
 
 #include <algorithm>
 #include <cmath>
@@ -8,14 +10,12 @@
 
 namespace ps::core {
 
-std::string_view activationPolicyName(ActivationPolicy p) {
-  switch (p) {
-    case ActivationPolicy::Keep: return "keep";
-    case ActivationPolicy::Recompute: return "recompute";
-    case ActivationPolicy::Offload: return "offload";
-  }
-  return "keep";
-}
+namespace {
+constexpr EnumName<ActivationPolicy> kActivationPolicyNames[] = {
+    {ActivationPolicy::Keep, "keep"}, {ActivationPolicy::Recompute, "recompute"}, {ActivationPolicy::Offload, "offload"}};
+}  // namespace
+
+std::string_view activationPolicyName(ActivationPolicy p) { return enumName(p, kActivationPolicyNames); }
 
 CostProfile scaleMicrobatchSize(const CostProfile& p, int microbatchSize) {
   if (microbatchSize <= 1) return p;
@@ -67,6 +67,20 @@ std::int64_t limitOf(const CostProfile& p, const PartitionOptions& o) {
   if (o.memoryLimitBytes) return std::max<std::int64_t>(0, *o.memoryLimitBytes);
   return std::max<std::int64_t>(0, p.deviceMemoryBytes);
 }
+
+// The profile at the plan's micro-batch size, its prefix sums, the memory limit and the layer
+// count: what every partition search starts from.
+struct Scaled {
+  CostProfile p;
+  Prefix px;
+  std::int64_t limit;
+  int n;
+  Scaled(const CostProfile& profile, const PartitionOptions& o)
+      : p(scaleMicrobatchSize(profile, o.microbatchSize)),
+        px(p),
+        limit(limitOf(p, o)),
+        n(static_cast<int>(p.layers.size())) {}
+};
 
 int inflightOf(const PartitionOptions& o, int stage, int stages) {
   if (!o.inflightPerStage.empty() && stage < static_cast<int>(o.inflightPerStage.size()))
@@ -203,10 +217,8 @@ std::optional<StagePlan> planStage(const CostProfile& scaled, int first, int cou
 
 Result<PartitionPlan> partitionBisection(const CostProfile& profile, const PartitionOptions& o) {
   PS_TRY(checkSizes(profile, o));
-  const CostProfile p = scaleMicrobatchSize(profile, o.microbatchSize);
-  const Prefix px(p);
-  const std::int64_t limit = limitOf(p, o);
-  const int n = static_cast<int>(p.layers.size());
+  const Scaled scaled(profile, o);
+  const auto& [p, px, limit, n] = scaled;
 
   // Upper bound: everything in one stage with the slowest policy; anything feasible is below.
   double hi = 0;
@@ -263,10 +275,8 @@ Result<PartitionPlan> partitionBisection(const CostProfile& profile, const Parti
 
 Result<PartitionPlan> partitionBruteForce(const CostProfile& profile, const PartitionOptions& o) {
   PS_TRY(checkSizes(profile, o));
-  const CostProfile p = scaleMicrobatchSize(profile, o.microbatchSize);
-  const Prefix px(p);
-  const std::int64_t limit = limitOf(p, o);
-  const int n = static_cast<int>(p.layers.size());
+  const Scaled scaled(profile, o);
+  const auto& [p, px, limit, n] = scaled;
   const int S = o.stages;
   // C(n-1, S-1) compositions.
   double combos = 1;
@@ -422,13 +432,6 @@ Result<Schedule> applyActivationPolicies(const Schedule& s, const std::vector<Ac
     const auto& in = s.devices[d];
     std::vector<Step> res;
     res.reserve(in.size() * 2);
-    // Backward step index of each offloading (stage, mb) on this device, to place RELOADs one
-    // backward ahead.
-    std::vector<size_t> backwardSteps;
-    for (size_t i = 0; i < in.size(); ++i) {
-      const Op& op = in[i].second && isBackward(in[i].second->kind) ? *in[i].second : in[i].first;
-      if (isBackward(op.kind)) backwardSteps.push_back(i);
-    }
     auto keyOf = [&](const Op& op) {
       return static_cast<long long>(op.stage) * (static_cast<long long>(s.pipeline.microbatches) + 1) + op.microbatch;
     };
@@ -436,17 +439,16 @@ Result<Schedule> applyActivationPolicies(const Schedule& s, const std::vector<Ac
     for (size_t j = 0; j < in.size(); ++j)
       for (const Op* f : {&in[j].first, in[j].second ? &*in[j].second : nullptr})
         if (f && f->kind == OpKind::F) fSteps[keyOf(*f)] = j;
-    // reloadBefore[i]: RELOAD ops to emit before step i.
+    // reloadBefore[i]: RELOAD ops to emit before step i, placed by the one rule the designer's
+    // offload edit uses too (reloadSlot: one backward ahead, never before the op's own F).
     std::vector<std::vector<Op>> reloadBefore(in.size());
-    for (size_t k = 0; k < backwardSteps.size(); ++k) {
-      const size_t i = backwardSteps[k];
-      const Op& op = in[i].second && isBackward(in[i].second->kind) ? *in[i].second : in[i].first;
+    for (size_t i = 0; i < in.size(); ++i) {
+      if (!isBackwardStep(in[i])) continue;
+      const Op& op = backwardOpOf(in[i]);
       if (policyOf(op) != ActivationPolicy::Offload) continue;
-      // One backward ahead, but never before the op's own F (and OFFLOAD) on this device.
       auto fit = fSteps.find(keyOf(op));
       const size_t fStep = fit == fSteps.end() ? 0 : fit->second;
-      const size_t at = k > 0 && backwardSteps[k - 1] > fStep ? backwardSteps[k - 1] : i;
-      reloadBefore[at].push_back(Op{OpKind::Reload, op.stage, op.microbatch});
+      reloadBefore[reloadSlot(in, i, fStep + 1)].push_back(Op{OpKind::Reload, op.stage, op.microbatch});
     }
     for (size_t i = 0; i < in.size(); ++i) {
       for (auto& r : reloadBefore[i]) res.push_back(Step{r, std::nullopt});

@@ -1,6 +1,7 @@
 // Schedule search: built-in families, partitions x placements x list-scheduler knobs,
 // partition refinement and order refinement, all judged by the simulator.
 #include "pipestudio/core/planning/search.h"
+#include "pipestudio/core/model/enum_names.h"
 
 #include <algorithm>
 #include <chrono>
@@ -10,23 +11,26 @@
 #include <random>
 #include <sstream>
 
-#include "pipestudio/core/analysis/comparison.h"
+#include "pipestudio/core/analysis/critical_path.h"
 #include "pipestudio/core/planning/generators.h"
 #include "pipestudio/core/analysis/iterations.h"
 #include "pipestudio/core/analysis/simulator.h"
 #include "pipestudio/core/analysis/validator.h"
-#include "planning/zb_greedy.h"
+#include "pipestudio/core/planning/zb_greedy.h"
+#include "planning/searcher.h"
 
 namespace ps::core {
 
-std::string_view searchObjectiveName(SearchObjective o) {
-  return o == SearchObjective::SteadyState ? "steady-state" : "makespan";
-}
+namespace {
+// The first name of each value is its own; the others are accepted spellings.
+constexpr EnumName<SearchObjective> kObjectiveNames[] = {
+    {SearchObjective::Makespan, "makespan"}, {SearchObjective::SteadyState, "steady-state"},
+    {SearchObjective::SteadyState, "steady_state"}, {SearchObjective::SteadyState, "steady"}};
+}  // namespace
 
+std::string_view searchObjectiveName(SearchObjective o) { return enumName(o, kObjectiveNames); }
 std::optional<SearchObjective> searchObjectiveFromName(std::string_view name) {
-  if (name == "makespan") return SearchObjective::Makespan;
-  if (name == "steady-state" || name == "steady_state" || name == "steady") return SearchObjective::SteadyState;
-  return std::nullopt;
+  return enumFromName(name, kObjectiveNames);
 }
 
 bool candidateBefore(const CandidateSummary& a, const CandidateSummary& b) {
@@ -44,9 +48,8 @@ std::vector<int> uniformPartition(int layers, int stages) {
   return out;
 }
 
-namespace {
+namespace detail {
 
-using Clock = std::chrono::steady_clock;
 
 std::string policySummary(const std::vector<ActivationPolicy>& p) {
   int r = 0, off = 0;
@@ -67,238 +70,14 @@ std::string joinPartition(const std::vector<int>& v) {
   return s;
 }
 
-struct Layout {
-  int chunks = 1;
-  PlacementKind placement = PlacementKind::Linear;
-};
-
-// A point of the search space that the list scheduler turns into an order.
-struct Point {
-  Layout layout;
-  std::vector<int> partition;
-  std::string partitionName;
-  std::vector<ActivationPolicy> policies;
-  ListSchedulerOptions knobs;
-};
-
-class Searcher {
- public:
-  Searcher(const CostProfile& p, const SearchOptions& o) : profile_(p), o_(o), rng_(o.seed) {
-    limit_ = o.memoryLimitBytes ? *o.memoryLimitBytes : p.deviceMemoryBytes;
-    start_ = Clock::now();
-    result_.objective = o.objective;
-    result_.boundary = o.boundary;
-    result_.iterations = steady() ? std::max(2, o.iterations) : 1;
-    if (o_.allowOffload && p.hostBandwidthBytesPerMs <= 0) {
-      // Without a host bandwidth the copies would take no time and offload would look free.
-      o_.allowOffload = false;
-      result_.notes.push_back(
-          "offload not considered: the cost profile gives no host bandwidth (host.bandwidth_bytes_per_ms), so its "
-          "copies cannot be timed");
-    }
-  }
-
-  Result<SearchResult> run();
-
- private:
-  struct Evaluated {
-    bool feasible = false;
-    CandidateSummary summary;
-    Timeline timeline;
-  };
-
-  bool shouldStop() {
-    if (stopped_) return true;
-    if (o_.cancel && o_.cancel->load()) {
-      result_.cancelled = true;
-      stopped_ = true;
-    } else if (o_.maxEvaluations && result_.evaluated >= o_.maxEvaluations) {
-      stopped_ = true;
-    } else if (elapsed() > o_.timeLimitSeconds) {
-      result_.timedOut = true;
-      stopped_ = true;
-    }
-    return stopped_;
-  }
-  bool steady() const { return o_.objective == SearchObjective::SteadyState; }
-  double elapsed() const { return std::chrono::duration<double>(Clock::now() - start_).count(); }
-
-  const SimulationModel* modelFor(const Schedule& s, const std::vector<int>& partition) {
-    auto key = partition;
-    auto it = models_.find(key);
-    if (it != models_.end()) return &it->second;
-    auto m = makeSimulationModel(s, profile_, partition);
-    if (!m) return nullptr;
-    return &models_.emplace(key, std::move(m).value()).first->second;
-  }
-
-  const std::vector<StageCost>* costsFor(int stages, const std::vector<int>& partition) {
-    auto it = costs_.find(partition);
-    if (it != costs_.end()) return &it->second;
-    auto c = stageCosts(profile_, stages, partition);
-    if (!c) return nullptr;
-    return &costs_.emplace(partition, std::move(c).value()).first->second;
-  }
-
-  // Simulates one candidate; counts it; keeps it when it is the best.
-  Evaluated evaluate(Schedule s, CandidateSummary summary) {
-    Evaluated ev;
-    s.partition = summary.partition;
-    ++result_.evaluated;
-    const SimulationModel* model = modelFor(s, summary.partition);
-    if (!model) {
-      summary.valid = false;
-      summary.fitsMemory = false;
-      summary.note = "cost model rejected the partition";
-      ev.summary = summary;
-      return ev;
-    }
-    SimulationOptions so;
-    so.memoryLimitBytes = o_.memoryLimitBytes;
-    so.recordMemory = true;
-    so.recordTransfers = false;
-    auto tl = simulate(s, *model, so);
-    if (!tl || !tl->complete) {
-      summary.valid = false;
-      summary.fitsMemory = false;
-      summary.note = tl ? "simulation stalled" : (tl.errors().empty() ? "simulation failed" : tl.error().message);
-      ev.summary = summary;
-      return ev;
-    }
-    summary.makespan = tl->metrics.makespan;
-    summary.bubbleRatio = tl->metrics.bubbleRatio;
-    summary.peakMemoryBytes = 0;
-    for (auto& d : tl->metrics.devices) summary.peakMemoryBytes = std::max(summary.peakMemoryBytes, d.peakMemoryBytes);
-    summary.objective = summary.makespan;
-    if (steady()) {
-      // K iterations back to back: memory in flight across the boundary counts too.
-      IterationOptions io;
-      io.iterations = result_.iterations;
-      io.boundary = o_.boundary;
-      io.optimizerStepMs = o_.optimizerStepMs;
-      io.simulation = so;
-      io.buildTimeline = false;
-      auto it = simulateIterations(s, *model, io);
-      if (!it || !it->complete) {
-        summary.valid = false;
-        summary.fitsMemory = false;
-        summary.note = it ? "the multi-iteration simulation stalled"
-                          : (it.errors().empty() ? "multi-iteration simulation failed" : it.error().message);
-        ev.summary = summary;
-        return ev;
-      }
-      summary.steadyStateMs = it->steadyStateMs;
-      summary.maxStageSpanMs = it->maxFirstSpan;
-      summary.objective = it->steadyStateMs;
-      summary.peakMemoryBytes = std::max(summary.peakMemoryBytes, it->peakMemoryBytes);
-    }
-    summary.fitsMemory = limit_ <= 0 || summary.peakMemoryBytes <= limit_;
-    if (!summary.fitsMemory) summary.note = "exceeds the memory limit";
-    ev.feasible = summary.fitsMemory && summary.valid;
-    ev.summary = summary;
-    if (ev.feasible) {
-      record(s, ev.summary);
-      ev.timeline = std::move(tl).value();
-    }
-    reportProgress(false);
-    return ev;
-  }
-
-  void record(const Schedule& s, const CandidateSummary& c) {
-    const bool improves = !haveBest_ || candidateBefore(c, result_.bestSummary);
-    if (improves) {
-      // Every result passes the validator; a candidate that does not is dropped.
-      if (!validateSchedule(s).valid()) return;
-      haveBest_ = true;
-      result_.best = s;
-      result_.bestSummary = c;
-      reportProgress(true);
-    }
-    // Keep the best distinct candidates.
-    auto& top = result_.top;
-    for (auto& t : top)
-      if (t.name == c.name && std::abs(t.objective - c.objective) < 1e-9 && t.peakMemoryBytes == c.peakMemoryBytes) return;
-    const size_t keep = std::max<size_t>(1, o_.keepTop);
-    if (top.size() >= keep && !candidateBefore(c, top.back())) return;  // would be dropped
-    top.push_back(c);
-    top.back().schedule = std::make_shared<const Schedule>(s);
-    std::stable_sort(top.begin(), top.end(), [](auto& a, auto& b) { return candidateBefore(a, b); });
-    if (top.size() > keep) top.resize(keep);
-  }
-
-  void reportProgress(bool force) {
-    if (!o_.progress) return;
-    if (!force && result_.evaluated % 16 != 0) return;
-    SearchProgress pr;
-    pr.evaluated = result_.evaluated;
-    pr.bestMakespan = haveBest_ ? result_.bestSummary.makespan : 0;
-    pr.bestObjective = haveBest_ ? result_.bestSummary.objective : 0;
-    pr.bestDescription = haveBest_ ? result_.bestSummary.name : std::string();
-    pr.elapsedSeconds = elapsed();
-    pr.phase = phase_;
-    o_.progress(pr);
-  }
-
-  void builtins();
-  std::vector<Layout> layouts() const;
-  void explore();
-  // The best schedule's timeline (ops, no transfers or memory curves) for the refinement
-  // phases; nullopt when it cannot be simulated to the end.
-  std::optional<Timeline> bestTimeline() {
-    const SimulationModel* model = modelFor(result_.best, result_.best.partition);
-    if (!model) return std::nullopt;
-    SimulationOptions so;
-    so.memoryLimitBytes = o_.memoryLimitBytes;
-    so.recordTransfers = false;
-    auto tl = simulate(result_.best, *model, so);
-    if (!tl || !tl->complete) return std::nullopt;
-    return std::move(tl).value();
-  }
-
-  // A local improvement of `cur` (the best so far, summarised by `curSummary`): its op at
-  // `from` on `device` moved to `to`, evaluated. True when that made it the new best.
-  bool tryMove(const Schedule& cur, const CandidateSummary& curSummary, int device, size_t from, size_t to) {
-    Schedule cand = cur;
-    auto& ord = cand.devices[static_cast<size_t>(device)];
-    Step moved = ord[from];
-    ord.erase(ord.begin() + static_cast<long>(from));
-    ord.insert(ord.begin() + static_cast<long>(to), moved);
-    CandidateSummary c = curSummary;
-    c.family = "list+local";
-    if (c.name.rfind("local ", 0) != 0) c.name = "local improvement of " + curSummary.name;
-    c.builtin = false;
-    auto ev = evaluate(std::move(cand), c);
-    return ev.feasible && candidateBefore(ev.summary, curSummary) && candidateBefore(result_.bestSummary, curSummary);
-  }
-
-  Evaluated evaluatePoint(const Point& p, const std::string& family);
-  void zbGreedy(const std::vector<Point>& bases);
-  bool refinePartition();
-  void randomKnobs(const Point& base, int samples);
-  void refineOrder();
-  void refineCriticalPath();
-  std::vector<int> inflightFor(const Pipeline& pl) const;
-  PartitionOptions planOptions(const Pipeline& pl) const;
-  std::optional<std::vector<int>> deviceBalanced(std::vector<int> split, const Pipeline& pl) const;
-
-  const CostProfile& profile_;
-  SearchOptions o_;
-  std::mt19937_64 rng_;
-  std::int64_t limit_ = 0;
-  Clock::time_point start_;
-  bool stopped_ = false;
-  bool haveBest_ = false;
-  std::string phase_;
-  SearchResult result_;
-  std::map<std::vector<int>, SimulationModel> models_;
-  std::map<std::vector<int>, std::vector<StageCost>> costs_;
-  std::set<std::size_t> seen_;  // hashes of list-scheduled candidates already simulated
-  // The point behind the best list-scheduled candidate, for the refinement phases.
-  std::optional<Point> bestPoint_;
-  CandidateSummary bestPointSummary_;
-  // Best point per (layout, split, recompute mode): the runners-up whose knobs are tuned too.
-  std::map<std::string, std::pair<CandidateSummary, Point>> bestPerBase_;
-};
+std::size_t orderHash(const std::vector<int>& partition, const Schedule& s) {
+  std::size_t h = std::hash<std::string>{}(joinPartition(partition));
+  for (const auto& dev : s.devices)
+    for (const auto& st : dev)
+      h = h * 1000003u ^ (static_cast<std::size_t>(st.first.kind) * 131071u + static_cast<std::size_t>(st.first.stage) * 8191u +
+                          static_cast<std::size_t>(st.first.microbatch));
+  return h;
+}
 
 void Searcher::builtins() {
   phase_ = "built-ins";
@@ -339,6 +118,14 @@ void Searcher::builtins() {
     }
     c.partition = *part;
     c.policies.assign(static_cast<size_t>(S), ActivationPolicy::Keep);
+    c.recipe.source = CandidateSource::Builtin;
+    c.recipe.builtin = k;
+    c.recipe.devices = o_.devices;
+    c.recipe.microbatches = o_.microbatches;
+    c.recipe.chunks = c.chunks;
+    c.recipe.placement = c.placement;
+    c.recipe.partition = c.partition;
+    c.recipe.policies = c.policies;
     auto ev = evaluate(*s, c);
     result_.builtins.push_back(ev.summary);
     if (!ev.feasible && ev.summary.valid && o_.allowRecompute) {
@@ -346,6 +133,7 @@ void Searcher::builtins() {
       CandidateSummary r = c;
       r.name += "+recompute";
       r.policies.assign(static_cast<size_t>(S), ActivationPolicy::Recompute);
+      r.recipe.policies = r.policies;
       auto sr = applyActivationPolicies(*s, r.policies);
       if (sr) result_.builtins.push_back(evaluate(*sr, r).summary);
     }
@@ -448,18 +236,12 @@ Searcher::Evaluated Searcher::evaluatePoint(const Point& p, const std::string& f
   auto s = listSchedule(*pl, *costs, profile_, k);
   if (!s) return none;
   CandidateSummary c;
+  c.recipe = recipeFor(p);
+  c.recipe.source = CandidateSource::ListScheduler;
+  c.recipe.list = k;
   std::ostringstream name;
-  name << family << "(" << (k.splitBackward ? "I/W" : "B");
-  if (k.splitBackward) name << ", pending W " << (k.maxPendingW < 0 ? std::string("any") : std::to_string(k.maxPendingW));
-  if (k.warmupDepth.empty()) {
-    name << ", warm-up " << (k.warmupOffset >= 0 ? "+" : "") << k.warmupOffset;
-  } else {
-    name << ", warm-up";
-    for (int w : k.warmupDepth) name << " " << w;
-  }
-  name << ", group "
-       << (k.microbatchGroup > 0 ? k.microbatchGroup : o_.devices) << ") " << placementKindName(p.layout.placement)
-       << " x" << p.layout.chunks << ", " << p.partitionName << " split, " << policySummary(p.policies);
+  name << family << "(" << recipeKnobsText(c.recipe) << ") " << placementKindName(p.layout.placement) << " x"
+       << p.layout.chunks << ", " << p.partitionName << " split, " << policySummary(p.policies);
   c.chunks = p.layout.chunks;
   c.placement = p.layout.placement;
   c.partition = p.partition;
@@ -479,13 +261,7 @@ Searcher::Evaluated Searcher::evaluatePoint(const Point& p, const std::string& f
   c.name = name.str();
   c.family = family;
   s->name = "search";
-  // Different knobs often give the same order: simulate each distinct schedule once.
-  std::size_t h = std::hash<std::string>{}(joinPartition(p.partition));
-  for (const auto& dev : s->devices)
-    for (const auto& st : dev)
-      h = h * 1000003u ^ (static_cast<std::size_t>(st.first.kind) * 131071u + static_cast<std::size_t>(st.first.stage) * 8191u +
-                          static_cast<std::size_t>(st.first.microbatch));
-  if (!seen_.insert(h).second) return none;
+  if (!seen_.insert(orderHash(p.partition, *s)).second) return none;
   auto ev = evaluate(std::move(s).value(), c);
   if (ev.feasible && (!bestPoint_ || candidateBefore(ev.summary, bestPointSummary_))) {
     bestPoint_ = p;
@@ -623,160 +399,27 @@ void Searcher::zbGreedy(const std::vector<Point>& bases) {
                           : detail::zbvGreedySchedule(*costs, profile_, limit_, o_.microbatches, v & 1, v & 2);
       if (!sched) continue;
       sched->name = "search";
-      std::size_t h = std::hash<std::string>{}(joinPartition(b.partition));
-      for (const auto& dev : sched->devices)
-        for (const auto& st : dev)
-          h = h * 1000003u ^ (static_cast<std::size_t>(st.first.kind) * 131071u + static_cast<std::size_t>(st.first.stage) * 8191u +
-                              static_cast<std::size_t>(st.first.microbatch));
-      if (!seen_.insert(h).second) continue;
+      if (!seen_.insert(orderHash(b.partition, *sched)).second) continue;
       CandidateSummary c;
-      c.family = linear ? "zb-greedy" : "zbv-greedy";
-      c.name = linear ? std::string("zb-greedy(") + (fl.allowBubbleBeforeFirstB ? "early F" : "no early F") +
-                            (fl.prioritizeB ? ", backward first" : "") + (fl.noBubbleGreedy ? ", W into gaps" : "") +
-                            ") linear x1, " + b.partitionName + " split, keep"
-                      : std::string("zbv-greedy(") + (v & 1 ? "W before F" : "no W before F") +
-                            (v & 2 ? ", W before B" : "") + ") vshape x2, " + b.partitionName + " split, keep";
+      c.recipe = recipeFor(b);
+      c.recipe.source = linear ? CandidateSource::ZbGreedy : CandidateSource::ZbvGreedy;
+      c.recipe.memoryLimitBytes = limit_;
+      if (linear) {
+        c.recipe.zbAllowBubbleBeforeFirstB = fl.allowBubbleBeforeFirstB;
+        c.recipe.zbPrioritizeB = fl.prioritizeB;
+        c.recipe.zbNoBubbleGreedy = fl.noBubbleGreedy;
+      } else {
+        c.recipe.zbvFillF = v & 1;
+        c.recipe.zbvFillB = v & 2;
+      }
+      c.family = std::string(candidateSourceName(c.recipe.source));
+      c.name = c.family + "(" + recipeKnobsText(c.recipe) + ") " + (linear ? "linear x1, " : "vshape x2, ") +
+               b.partitionName + " split, keep";
       c.chunks = b.layout.chunks;
       c.placement = b.layout.placement;
       c.partition = b.partition;
       c.policies = b.policies;
       evaluate(std::move(*sched), c);
-    }
-  }
-}
-
-void Searcher::randomKnobs(const Point& base, int samples) {
-  // Seeded samples around a point: per-device warm-up depths (AdaPtis tunes devices
-  // separately), pending-W bounds and groups the grid does not hold.
-  phase_ = "list scheduler";
-  const int D = o_.devices;
-  std::uniform_int_distribution<int> offset(-1, 4), pend(-1, 2 * D), grp(1, 2 * D);
-  for (int i = 0; i < samples && !shouldStop(); ++i) {
-    Point p = base;
-    p.knobs.warmupDepth.clear();
-    auto pl = Pipeline::make(D, static_cast<int>(p.partition.size()), o_.microbatches, p.layout.placement);
-    if (!pl) return;
-    // The scheduler's default depth per device, then a random offset each.
-    std::vector<int> sum(static_cast<size_t>(D), 0), cnt(static_cast<size_t>(D), 0);
-    for (int st = 0; st < pl->stages; ++st) {
-      sum[static_cast<size_t>(pl->deviceOf(st))] += pl->stages - st;
-      ++cnt[static_cast<size_t>(pl->deviceOf(st))];
-    }
-    for (int d = 0; d < D; ++d) {
-      const int c = std::max(1, cnt[static_cast<size_t>(d)]);
-      p.knobs.warmupDepth.push_back(std::max(1, (sum[static_cast<size_t>(d)] + c - 1) / c + base.knobs.warmupOffset +
-                                                    offset(rng_)));
-    }
-    p.knobs.warmupOffset = 0;
-    if (p.knobs.splitBackward) p.knobs.maxPendingW = pend(rng_);
-    p.knobs.microbatchGroup = grp(rng_);
-    evaluatePoint(p, "list");
-  }
-}
-
-bool Searcher::refinePartition() {
-  // AdaPtis-style joint step: move one layer across a stage boundary, re-plan memory and
-  // re-schedule, keep it when the simulator says it is faster; until no move helps.
-  phase_ = "partitions";
-  if (!bestPoint_) return false;
-  const CandidateSummary start = bestPointSummary_;
-  bool improved = true;
-  while (improved && !shouldStop()) {
-    improved = false;
-    Point base = *bestPoint_;
-    const CandidateSummary before = bestPointSummary_;
-    const int S = static_cast<int>(base.partition.size());
-    auto pl = Pipeline::make(o_.devices, S, o_.microbatches, base.layout.placement);
-    if (!pl) return candidateBefore(bestPointSummary_, start);
-    for (int b = 0; b + 1 < S && !shouldStop(); ++b) {
-      for (int dir : {-1, +1}) {
-        Point p = base;
-        auto& v = p.partition;
-        if (dir < 0 && v[static_cast<size_t>(b)] <= 1) continue;
-        if (dir > 0 && v[static_cast<size_t>(b) + 1] <= 1) continue;
-        v[static_cast<size_t>(b)] += dir;
-        v[static_cast<size_t>(b) + 1] -= dir;
-        auto plan = planPartition(profile_, v, planOptions(*pl));
-        if (!plan) continue;
-        p.policies = plan->policies;
-        if (p.knobs.recomputeOnDemand) p.policies.assign(p.policies.size(), ActivationPolicy::Keep);
-        p.partitionName = "refined";
-        evaluatePoint(p, "list");
-        if (candidateBefore(bestPointSummary_, before)) improved = true;
-        if (shouldStop()) return candidateBefore(bestPointSummary_, start);
-      }
-    }
-  }
-  return candidateBefore(bestPointSummary_, start);
-}
-
-void Searcher::refineCriticalPath() {
-  // Moves guided by the best schedule's critical path: an op of the chain that waited for its
-  // device (the previous op there was still running) is pulled one to five places earlier in
-  // its device's order; the first move the simulator confirms as faster is kept, and the
-  // path is recomputed. Only the chain sets the makespan, so moves elsewhere cannot help.
-  phase_ = "local improvement";
-  if (!haveBest_ || !o_.localImprovement) return;
-  const int rounds = std::max(0, o_.localImprovementRounds / 6);
-  for (int round = 0; round < rounds && !shouldStop(); ++round) {
-    const Schedule cur = result_.best;
-    const CandidateSummary curSummary = result_.bestSummary;
-    auto tl = bestTimeline();
-    if (!tl) return;
-    const CriticalPath cp = criticalPath(*tl, cur);
-    // Latest steps first: moves near the end shorten the tail directly.
-    std::vector<std::pair<int, int>> moves;  // (device, step)
-    for (auto it = cp.steps.rbegin(); it != cp.steps.rend() && moves.size() < 12; ++it) {
-      if (it->via != CriticalLink::DeviceOrder || it->op >= tl->ops.size()) continue;
-      const TimelineOp& op = tl->ops[it->op];
-      if (op.step > 0 && !op.overlapped) moves.emplace_back(op.device, op.step);
-    }
-    bool improved = false;
-    for (auto [dev, step] : moves) {
-      for (int back = 1; back <= 5 && !improved && !shouldStop(); ++back) {
-        if (step - back < 0) break;
-        improved = tryMove(cur, curSummary, dev, static_cast<size_t>(step), static_cast<size_t>(step - back));
-      }
-      if (improved) break;
-    }
-    if (!improved) return;
-  }
-}
-
-void Searcher::refineOrder() {
-  // Move ops earlier into the bubbles the simulated timeline shows: for the longest idle gaps,
-  // try pulling one of the next few ops of that device in front of the op after the gap.
-  phase_ = "local improvement";
-  if (!haveBest_ || !o_.localImprovement) return;
-  for (int round = 0; round < o_.localImprovementRounds && !shouldStop(); ++round) {
-    const Schedule cur = result_.best;
-    const CandidateSummary curSummary = result_.bestSummary;
-    auto tl = bestTimeline();
-    if (!tl) return;
-    struct Gap {
-      double length;
-      int device;
-      int step;  // the step after the gap
-    };
-    std::vector<Gap> gaps;
-    std::vector<double> lastEnd(static_cast<size_t>(cur.pipeline.devices), -1);
-    for (const auto& op : tl->ops) {  // sorted by (device, start)
-      if (op.step < 0 || op.overlapped) continue;
-      double& le = lastEnd[static_cast<size_t>(op.device)];
-      if (le >= 0 && op.start - le > 1e-9) gaps.push_back({op.start - le, op.device, op.step});
-      le = std::max(le, op.end);
-    }
-    if (gaps.empty()) return;
-    std::stable_sort(gaps.begin(), gaps.end(), [](auto& a, auto& b) { return a.length > b.length; });
-    // A seeded pick among the largest gaps keeps rounds from repeating themselves.
-    const size_t consider = std::min<size_t>(gaps.size(), 6);
-    const Gap g = gaps[std::uniform_int_distribution<size_t>(0, consider - 1)(rng_)];
-    const auto& order = cur.devices[static_cast<size_t>(g.device)];
-    bool improved = false;
-    for (int ahead = 1; ahead <= 8 && !improved && !shouldStop(); ++ahead) {
-      const size_t from = static_cast<size_t>(g.step + ahead);
-      if (from >= order.size()) break;
-      improved = tryMove(cur, curSummary, g.device, from, static_cast<size_t>(g.step));
     }
   }
 }
@@ -818,10 +461,10 @@ Result<SearchResult> Searcher::run() {
   return std::move(result_);
 }
 
-}  // namespace
+}  // namespace detail
 
 Result<SearchResult> searchSchedule(const CostProfile& profile, const SearchOptions& o) {
-  Searcher s(profile, o);
+  detail::Searcher s(profile, o);
   return s.run();
 }
 

@@ -1,4 +1,4 @@
-#include "planning/zb_greedy.h"
+#include "pipestudio/core/planning/zb_greedy.h"
 
 #include <algorithm>
 #include <cmath>
@@ -32,7 +32,8 @@ ZbGreedyInput zbGreedyInput(const std::vector<StageCost>& stages, const CostProf
   return in;
 }
 
-std::optional<Schedule> zbGreedySchedule(const ZbGreedyInput& in, int M, const ZbGreedyFlags& fl) {
+std::optional<Schedule> zbGreedySchedule(const ZbGreedyInput& in, int M, const ZbGreedyFlags& fl,
+                                         double* longestStageSpanMs) {
   const int S = static_cast<int>(in.f.size());
   if (S < 1 || M < 1) return std::nullopt;
   constexpr double kEps = 1e-9;
@@ -150,13 +151,22 @@ std::optional<Schedule> zbGreedySchedule(const ZbGreedyInput& in, int M, const Z
   for (int j = 0; j < S && !failed; ++j)
     while (!failed && w[j] < M) put(j, 2);
   if (failed) return std::nullopt;
-  auto pl = Pipeline::make(S, S, M, PlacementKind::Linear);
+  if (longestStageSpanMs) {
+    *longestStageSpanMs = 0;
+    for (int j = 0; j < S; ++j) *longestStageSpanMs = std::max(*longestStageSpanMs, T(2, j, M - 1) - T(0, j, 0) + cost(0, j));
+  }
+  return scheduleOfOrders(S, M, PlacementKind::Linear, order);
+}
+
+std::optional<Schedule> scheduleOfOrders(int stages, int microbatches, PlacementKind placement,
+                                         const std::vector<std::vector<Op>>& orders) {
+  auto pl = Pipeline::make(static_cast<int>(orders.size()), stages, microbatches, placement);
   if (!pl) return std::nullopt;
   Schedule s;
   s.pipeline = *pl;
-  s.devices.resize(static_cast<size_t>(S));
-  for (int j = 0; j < S; ++j)
-    for (const Op& op : order[static_cast<size_t>(j)]) s.devices[static_cast<size_t>(j)].push_back(Step{op, std::nullopt});
+  s.devices.resize(orders.size());
+  for (size_t d = 0; d < orders.size(); ++d)
+    for (const Op& op : orders[d]) s.devices[d].push_back(Step{op, std::nullopt});
   return s;
 }
 

@@ -4,7 +4,7 @@
 #include <deque>
 #include <limits>
 
-#include "planning/zb_greedy.h"
+#include "pipestudio/core/planning/zb_greedy.h"
 
 namespace ps::core::detail {
 
@@ -167,7 +167,7 @@ VResult tryV(const VInput& in, bool fillF, bool fillB, const std::vector<double>
 }  // namespace
 
 std::optional<Schedule> zbvGreedySchedule(const std::vector<StageCost>& stages, const CostProfile& profile,
-                                          std::int64_t limit, int M, bool fillF, bool fillB) {
+                                          std::int64_t limit, int M, bool fillF, bool fillB, double* maxStageBubbleMs) {
   const int S2 = static_cast<int>(stages.size());
   if (S2 < 2 || S2 % 2 != 0 || M < 1) return std::nullopt;
   VInput in;
@@ -203,19 +203,15 @@ std::optional<Schedule> zbvGreedySchedule(const std::vector<StageCost>& stages, 
   }
   VResult v = tryV(in, fillF, fillB, nullptr);
   if (!v.ok) return std::nullopt;
-  auto pl = Pipeline::make(S, S2, M, PlacementKind::VShape);
-  if (!pl) return std::nullopt;
-  Schedule s;
-  s.pipeline = *pl;
-  s.devices.resize(static_cast<size_t>(S));
+  if (maxStageBubbleMs) *maxStageBubbleMs = v.maxBubble;
+  std::vector<std::vector<Op>> order(static_cast<size_t>(S));
   for (int d = 0; d < S; ++d)
     for (auto [cat, chunk, mb] : v.order[static_cast<size_t>(d)]) {
       const int modelChunk = cat == 0 ? chunk : 1 - chunk;
       const int st = modelChunk == 0 ? d : S2 - 1 - d;
-      s.devices[static_cast<size_t>(d)].push_back(
-          Step{Op{cat == 0 ? OpKind::F : cat == 1 ? OpKind::I : OpKind::W, st, mb}, std::nullopt});
+      order[static_cast<size_t>(d)].push_back(Op{cat == 0 ? OpKind::F : cat == 1 ? OpKind::I : OpKind::W, st, mb});
     }
-  return s;
+  return scheduleOfOrders(S2, M, PlacementKind::VShape, order);
 }
 
 }  // namespace ps::core::detail

@@ -5,6 +5,7 @@
 #include <string_view>
 #include <vector>
 
+#include "pipestudio/core/analysis/duration_expression.h"  // evaluateDurationExpression
 #include "pipestudio/core/model/cost_profile.h"
 #include "pipestudio/core/model/schedule.h"
 #include "pipestudio/core/model/timeline.h"
@@ -26,11 +27,7 @@ struct SimulationModel {
 Result<SimulationModel> makeSimulationModel(const Schedule& s, const CostProfile& p,
                                             const std::vector<int>& layersPerStage = {});
 
-// Evaluates a user kind's duration expression (numbers, F B I W R O, + - * / and parentheses)
-// over one stage's costs; the error names the column.
-Result<double> evaluateDurationExpression(std::string_view expr, const StageCost& stage);
-
-class DependencyGraph;  // validator.h
+class DependencyGraph;  // dependency_graph.h
 
 // Always returns a Timeline for a structurally sound schedule; a stall (deadlock) gives an
 // incomplete timeline with the cycle in its diagnostics, a memory overflow a diagnostic

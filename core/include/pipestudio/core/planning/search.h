@@ -15,45 +15,14 @@
 
 #include "pipestudio/core/model/cost_profile.h"
 #include "pipestudio/core/analysis/iterations.h"
+#include "pipestudio/core/planning/generators.h"
+#include "pipestudio/core/planning/list_scheduler.h"
 #include "pipestudio/core/planning/partition_search.h"
 #include "pipestudio/core/model/result.h"
 #include "pipestudio/core/model/schedule.h"
 #include "pipestudio/core/model/timeline.h"
 
 namespace ps::core {
-
-// ---- list scheduler -------------------------------------------------------------------
-
-// Knobs of the list scheduler. It replays the pipeline in time: whenever a device is free
-// it starts the ready op of highest priority: backward (I or B) first, then forward while
-// the device's warm-up depth and memory headroom allow, then recompute, then pending W.
-struct ListSchedulerOptions {
-  bool splitBackward = true;   // I + W (zero-bubble) rather than full B
-  int maxPendingW = -1;        // W deferred at most this many per device before it takes priority; -1 = unbounded
-  // Forward micro-batch-stages a device may hold before it must run a backward; empty =
-  // 1F1B depth (devices - d) x chunks per device. warmupOffset is added to every device.
-  std::vector<int> warmupDepth;
-  int warmupOffset = 0;
-  // Order among ready ops of one kind on a device: key (m / group, chunk, m % group), chunks
-  // ascending for forwards and descending for backwards; group = devices is Megatron's
-  // interleaving, 1 is depth first. 0 = devices.
-  int microbatchGroup = 0;
-  std::vector<ActivationPolicy> policies;  // per stage; empty = keep all
-  // Per micro-batch recompute chosen by memory headroom: a forward of a Keep stage keeps its
-  // activations when the device has room for them (plus a rebuild still pending), otherwise it
-  // stashes only its input and gets an R before its backward. Recompute and Offload stages
-  // keep their fixed policy. Off = every micro-batch follows its stage's policy.
-  bool recomputeOnDemand = false;
-  std::optional<std::int64_t> memoryLimitBytes;  // headroom check for forwards; unset = profile's
-  // Schedule-level knob the GUI shows as "what differs"; free text.
-  std::string label;
-};
-
-// Builds an order for the given pipeline and stage costs. Always returns a complete,
-// dependency-respecting schedule (the memory headroom is advisory: when no op fits it runs
-// the forward that unblocks the pipeline and lets the simulator judge the memory).
-Result<Schedule> listSchedule(const Pipeline& pipeline, const std::vector<StageCost>& stages,
-                              const CostProfile& profile, const ListSchedulerOptions& o);
 
 // ---- search ---------------------------------------------------------------------------
 
@@ -101,6 +70,58 @@ struct SearchOptions {
   std::function<void(const SearchProgress&)> progress;  // called from the searching thread
 };
 
+// How a candidate's schedule is made, as data: which family built it with which knobs, on
+// which sizes, layout and split, plus the local-improvement moves applied after. The search
+// fills it for every candidate; rebuildCandidate turns it back into the identical schedule,
+// so a GUI opens any candidate without reading its display name.
+enum class CandidateSource : std::uint8_t {
+  Builtin,        // generateSchedule(builtin), then activation policies when any is not Keep
+  ListScheduler,  // listSchedule(list) on the layout and split
+  ZbGreedy,       // Zero Bubble's greedy on a linear split (zbGreedy flags)
+  ZbvGreedy       // Zero Bubble's ZB-V greedy on a V-shape split (zbvFillF, zbvFillB)
+};
+std::string_view candidateSourceName(CandidateSource s);  // "builtin", "list", "zb-greedy", "zbv-greedy"
+
+// One local-improvement step: the op at `from` in `device`'s order moved to `to`.
+struct OrderMove {
+  int device = 0;
+  std::size_t from = 0;
+  std::size_t to = 0;
+  friend bool operator==(const OrderMove&, const OrderMove&) = default;
+};
+
+struct CandidateRecipe {
+  CandidateSource source = CandidateSource::Builtin;
+  int devices = 1;
+  int microbatches = 1;
+  int chunks = 1;  // stages per device
+  PlacementKind placement = PlacementKind::Linear;
+  std::vector<int> partition;  // layers per stage
+  std::string splitName;       // how the split was chosen ("bisection", "balanced", ...); display only
+  // Builtin: the generator and the per-stage policies applied to its order (all Keep = none).
+  ScheduleKind builtin = ScheduleKind::OneFOneB;
+  std::vector<ActivationPolicy> policies;
+  // ListScheduler: the scheduler's options in full (policies and memory limit included).
+  ListSchedulerOptions list;
+  // ZbGreedy: Zero Bubble's three flags; ZbvGreedy: its two fill flags.
+  bool zbAllowBubbleBeforeFirstB = false;
+  bool zbPrioritizeB = false;
+  bool zbNoBubbleGreedy = false;
+  bool zbvFillF = false;
+  bool zbvFillB = false;
+  std::int64_t memoryLimitBytes = 0;  // the greedy builders' limit; <= 0 = none
+  std::vector<OrderMove> moves;       // local improvement, applied in order after the build
+};
+
+// The recipe's schedule, identical to the one the search simulated for it (partition in its
+// header). Errors when the recipe does not fit the profile (a split of other layers, sizes a
+// generator refuses, a move out of range).
+Result<Schedule> rebuildCandidate(const CostProfile& profile, const CandidateRecipe& recipe);
+
+// The knobs of a recipe in words, without the layout and split ("I/W, pending W 4, warm-up +2,
+// group 4", "early F, backward first"); empty for a built-in. Candidate names use it.
+std::string recipeKnobsText(const CandidateRecipe& recipe);
+
 // One evaluated candidate.
 struct CandidateSummary {
   std::string name;         // "zb-h1", "list(split, pendW=2, group=4) on balanced x2 interleaved"
@@ -121,6 +142,7 @@ struct CandidateSummary {
   bool fitsMemory = true;
   bool valid = true;        // validateSchedule and a complete simulation
   std::string note;         // why a built-in failed (memory, sizes), empty otherwise
+  CandidateRecipe recipe;   // how to build it again (rebuildCandidate)
   // The candidate's schedule (partition and placement in its header) where the search keeps
   // it (entries of SearchResult::top), so a GUI can open any of them; null when not kept.
   std::shared_ptr<const Schedule> schedule;

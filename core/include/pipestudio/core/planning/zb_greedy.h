@@ -6,7 +6,8 @@
 // backward (I) sweep up, with weight-gradient passes (W) placed into the gaps a stage would
 // otherwise idle in, or wherever memory requires them. Three flags select its variants; the
 // search tries all eight as one more candidate family and judges them by the simulator.
-// Internal to core (search.cpp).
+// A detail of the search (namespace detail), public so that the steady-state benchmark can set
+// Zero Bubble's own figures beside the search's without a second copy of the algorithm.
 #include <optional>
 #include <vector>
 
@@ -28,8 +29,15 @@ struct ZbGreedyFlags {
   bool noBubbleGreedy = false;
 };
 
-// The order for `microbatches` micro-batches, or nullopt when memory cannot be met.
-std::optional<Schedule> zbGreedySchedule(const ZbGreedyInput& in, int microbatches, const ZbGreedyFlags& flags);
+// The order for `microbatches` micro-batches, or nullopt when memory cannot be met. With
+// `longestStageSpanMs`, also the greedy's own estimate of the order: the longest per-stage span
+// from the first forward's start to the last weight gradient's end (Zero Bubble's metric).
+std::optional<Schedule> zbGreedySchedule(const ZbGreedyInput& in, int microbatches, const ZbGreedyFlags& flags,
+                                         double* longestStageSpanMs = nullptr);
+
+// A schedule of the given per-device op orders (one step per op) on `orders.size()` devices.
+std::optional<Schedule> scheduleOfOrders(int stages, int microbatches, PlacementKind placement,
+                                         const std::vector<std::vector<Op>>& orders);
 
 // Inputs from stage costs on a linear pipeline with one stage per device; limit <= 0 means no
 // memory limit.
@@ -43,8 +51,10 @@ namespace ps::core::detail {
 // 2D-1-d on device d), warm-up forwards bounded by memory, then alternating backward and
 // forward sweeps with W passes filling the gaps before a dependency arrives or where memory
 // needs them; a second pass retries with the first pass's bubbles as its budget. `stages` are
-// the 2D stage costs in model order. nullopt when it cannot finish within memory.
+// the 2D stage costs in model order. nullopt when it cannot finish within memory. With
+// `maxStageBubbleMs`, also the greedy's own estimate: the largest idle time of a device.
 std::optional<Schedule> zbvGreedySchedule(const std::vector<StageCost>& stages, const CostProfile& profile,
-                                          std::int64_t limit, int microbatches, bool fillF, bool fillB);
+                                          std::int64_t limit, int microbatches, bool fillF, bool fillB,
+                                          double* maxStageBubbleMs = nullptr);
 
 }  // namespace ps::core::detail

@@ -1,17 +1,10 @@
-#include "document/schedule_edits.h"
+// Designer edits as pure functions on a Schedule (schedule_edits.h).
+#include "pipestudio/core/planning/schedule_edits.h"
 
 #include <algorithm>
 #include <string>
 
-namespace ps::ui {
-
-using ps::core::makeError;
-using ps::core::Op;
-using ps::core::OpKind;
-using ps::core::OpRef;
-using ps::core::Result;
-using ps::core::Schedule;
-using ps::core::Step;
+namespace ps::core {
 
 const Op* opAt(const Schedule& s, OpRef at) {
   if (at.device < 0 || at.device >= static_cast<int>(s.devices.size())) return nullptr;
@@ -20,11 +13,35 @@ const Op* opAt(const Schedule& s, OpRef at) {
   return &row[static_cast<size_t>(at.step)].first;
 }
 
+const Op& backwardOpOf(const Step& st) {
+  if (st.second && (st.second->kind == OpKind::B || st.second->kind == OpKind::I)) return *st.second;
+  return st.first;
+}
+
+bool isBackwardStep(const Step& st) {
+  const OpKind k = backwardOpOf(st).kind;
+  return k == OpKind::B || k == OpKind::I;
+}
+
+std::size_t reloadSlot(const std::vector<Step>& row, std::size_t target, std::size_t earliest) {
+  for (std::size_t p = std::min(target, row.size()); p-- > earliest;)
+    if (isBackwardStep(row[p])) return p;
+  return target;
+}
+
 namespace {
 
 std::string where(const Schedule& s, OpRef at) {
   const Op* op = opAt(s, at);
   return (op ? s.opName(*op) : std::string("op")) + " on device " + std::to_string(at.device);
+}
+
+std::string noOpAt(OpRef at) {
+  return "no op at device " + std::to_string(at.device) + " step " + std::to_string(at.step);
+}
+
+std::string microbatchOfStage(const Op& op) {
+  return "micro-batch " + std::to_string(op.microbatch) + " of stage " + std::to_string(op.stage);
 }
 
 int findStep(const std::vector<Step>& row, OpKind kind, int stage, int mb, int from = 0) {
@@ -36,7 +53,7 @@ int findStep(const std::vector<Step>& row, OpKind kind, int stage, int mb, int f
   return -1;
 }
 
-bool isBackward(OpKind k) {
+bool isBackwardOrRecompute(OpKind k) {
   return k == OpKind::B || k == OpKind::I || k == OpKind::R;
 }
 
@@ -62,13 +79,10 @@ Result<Schedule> moveStep(const Schedule& s, int device, int from, int to) {
 
 Result<Schedule> splitBackward(const Schedule& s, OpRef at) {
   const Op* op = opAt(s, at);
-  if (!op)
-    return makeError("edit.split",
-                     "no op at device " + std::to_string(at.device) + " step " + std::to_string(at.step));
+  if (!op) return makeError("edit.split", noOpAt(at));
   const auto& step = s.devices[static_cast<size_t>(at.device)][static_cast<size_t>(at.step)];
   if (step.overlapped() || op->kind != OpKind::B)
-    return makeError("edit.split",
-                     where(s, at) + " is not a full backward (B) that could split into I and W");
+    return makeError("edit.split", where(s, at) + " is not a full backward (B) that could split into I and W");
   Schedule out = s;
   auto& r = out.devices[static_cast<size_t>(at.device)];
   Op i = *op, w = *op;
@@ -81,18 +95,15 @@ Result<Schedule> splitBackward(const Schedule& s, OpRef at) {
 
 Result<Schedule> mergeInputWeight(const Schedule& s, OpRef at) {
   const Op* op = opAt(s, at);
-  if (!op)
-    return makeError("edit.merge",
-                     "no op at device " + std::to_string(at.device) + " step " + std::to_string(at.step));
+  if (!op) return makeError("edit.merge", noOpAt(at));
   if (op->kind != OpKind::I && op->kind != OpKind::W)
     return makeError("edit.merge", where(s, at) + " is neither I nor W; only an I and its W merge into B");
   const auto& row = s.devices[static_cast<size_t>(at.device)];
   const int iStep = op->kind == OpKind::I ? at.step : findStep(row, OpKind::I, op->stage, op->microbatch);
   const int wStep = op->kind == OpKind::W ? at.step : findStep(row, OpKind::W, op->stage, op->microbatch);
   if (iStep < 0 || wStep < 0)
-    return makeError("edit.merge", "micro-batch " + std::to_string(op->microbatch) + " of stage " +
-                                       std::to_string(op->stage) + " has no " + (iStep < 0 ? "I" : "W") +
-                                       " on device " + std::to_string(at.device) + " to merge with");
+    return makeError("edit.merge", microbatchOfStage(*op) + " has no " + (iStep < 0 ? "I" : "W") + " on device " +
+                                       std::to_string(at.device) + " to merge with");
   Schedule out = s;
   auto& r = out.devices[static_cast<size_t>(at.device)];
   Op b = *op;
@@ -117,8 +128,7 @@ Result<Schedule> toggleRecompute(const Schedule& s, int stage) {
     for (auto& row : out.devices)
       row.erase(std::remove_if(row.begin(), row.end(),
                                [&](const Step& st) {
-                                 return !st.overlapped() && st.first.kind == OpKind::R &&
-                                        st.first.stage == stage;
+                                 return !st.overlapped() && st.first.kind == OpKind::R && st.first.stage == stage;
                                }),
                 row.end());
     return out;
@@ -127,28 +137,23 @@ Result<Schedule> toggleRecompute(const Schedule& s, int stage) {
   auto& row = out.devices[static_cast<size_t>(d)];
   std::vector<char> done(static_cast<size_t>(s.pipeline.microbatches), 0);
   for (size_t i = 0; i < row.size(); ++i) {
-    const Step& st = row[i];
     // The backward of an overlapped pair is its second op.
-    const Op& bw = st.overlapped() && st.second ? *st.second : st.first;
+    const Op& bw = row[i].overlapped() && row[i].second ? *row[i].second : row[i].first;
     if (bw.stage != stage || (bw.kind != OpKind::B && bw.kind != OpKind::I)) continue;
-    if (bw.microbatch < 0 || bw.microbatch >= s.pipeline.microbatches ||
-        done[static_cast<size_t>(bw.microbatch)])
+    if (bw.microbatch < 0 || bw.microbatch >= s.pipeline.microbatches || done[static_cast<size_t>(bw.microbatch)])
       continue;
     done[static_cast<size_t>(bw.microbatch)] = 1;
     row.insert(row.begin() + static_cast<long>(i), Step{Op{OpKind::R, stage, bw.microbatch}, std::nullopt});
     ++i;  // skip the backward we just passed
   }
   if (std::none_of(done.begin(), done.end(), [](char c) { return c != 0; }))
-    return makeError("edit.recompute",
-                     "stage " + std::to_string(stage) + " has no backward to recompute for");
+    return makeError("edit.recompute", "stage " + std::to_string(stage) + " has no backward to recompute for");
   return out;
 }
 
 Result<Schedule> addOffloadReload(const Schedule& s, OpRef at) {
   const Op* op = opAt(s, at);
-  if (!op)
-    return makeError("edit.offload",
-                     "no op at device " + std::to_string(at.device) + " step " + std::to_string(at.step));
+  if (!op) return makeError("edit.offload", noOpAt(at));
   if (op->microbatch < 0) return makeError("edit.offload", where(s, at) + " belongs to no micro-batch");
   const auto& row = s.devices[static_cast<size_t>(at.device)];
   const int f = findStep(row, OpKind::F, op->stage, op->microbatch);
@@ -156,29 +161,26 @@ Result<Schedule> addOffloadReload(const Schedule& s, OpRef at) {
     return makeError("edit.offload", "F" + std::to_string(op->microbatch) + "@s" + std::to_string(op->stage) +
                                          " is not on device " + std::to_string(at.device));
   if (findStep(row, OpKind::Offload, op->stage, op->microbatch) >= 0)
-    return makeError("edit.offload", "micro-batch " + std::to_string(op->microbatch) + " of stage " +
-                                         std::to_string(op->stage) + " is already offloaded");
+    return makeError("edit.offload", microbatchOfStage(*op) + " is already offloaded");
   int bw = -1;
   for (int i = f + 1; i < static_cast<int>(row.size()); ++i) {
     const Step& st = row[static_cast<size_t>(i)];
     const Op& o = st.overlapped() && st.second ? *st.second : st.first;
-    if (o.stage == op->stage && o.microbatch == op->microbatch && isBackward(o.kind)) {
+    if (o.stage == op->stage && o.microbatch == op->microbatch && isBackwardOrRecompute(o.kind)) {
       bw = i;
       break;
     }
   }
-  if (bw < 0)
-    return makeError("edit.offload", "micro-batch " + std::to_string(op->microbatch) + " of stage " +
-                                         std::to_string(op->stage) + " has no backward after its forward");
-  if (bw == f + 1)
-    return makeError("edit.offload", "micro-batch " + std::to_string(op->microbatch) + " of stage " +
-                                         std::to_string(op->stage) +
-                                         " has no gap between its forward and backward");
+  if (bw < 0) return makeError("edit.offload", microbatchOfStage(*op) + " has no backward after its forward");
+  if (bw == f + 1) return makeError("edit.offload", microbatchOfStage(*op) + " has no gap between its forward and backward");
+  const Op reload{OpKind::Reload, op->stage, op->microbatch};
+  const Op offload{OpKind::Offload, op->stage, op->microbatch};
+  const std::size_t slot = reloadSlot(row, static_cast<std::size_t>(bw), static_cast<std::size_t>(f) + 1);
   Schedule out = s;
   auto& r = out.devices[static_cast<size_t>(at.device)];
-  r.insert(r.begin() + bw, Step{Op{OpKind::Reload, op->stage, op->microbatch}, std::nullopt});
-  r.insert(r.begin() + f + 1, Step{Op{OpKind::Offload, op->stage, op->microbatch}, std::nullopt});
+  r.insert(r.begin() + static_cast<long>(slot), Step{reload, std::nullopt});
+  r.insert(r.begin() + f + 1, Step{offload, std::nullopt});
   return out;
 }
 
-}  // namespace ps::ui
+}  // namespace ps::core
