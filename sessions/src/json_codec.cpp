@@ -93,28 +93,12 @@ core::TimelineMetrics metricsFromJson(const json& j) {
   return m;
 }
 
-namespace {
-const char* severityName(core::Severity s) {
-  switch (s) {
-    case core::Severity::Note: return "note";
-    case core::Severity::Warning: return "warning";
-    case core::Severity::Error: return "error";
-  }
-  return "error";
-}
-core::Severity severityFromName(const std::string& s) {
-  if (s == "note") return core::Severity::Note;
-  if (s == "warning") return core::Severity::Warning;
-  return core::Severity::Error;
-}
-}  // namespace
-
 json diagnosticsToJson(const core::Diagnostics& ds) {
   json out = json::array();
   for (const auto& d : ds) {
     json related = json::array();
     for (const auto& r : d.related) related.push_back({{"device", r.device}, {"step", r.step}});
-    out.push_back({{"severity", severityName(d.severity)},
+    out.push_back({{"severity", core::severityName(d.severity)},
                    {"code", d.code},
                    {"message", d.message},
                    {"file", d.location.file},
@@ -132,7 +116,7 @@ core::Diagnostics diagnosticsFromJson(const json& j) {
   for (const auto& dj : j) {
     if (!dj.is_object()) continue;
     core::Diagnostic d;
-    d.severity = severityFromName(get<std::string>(dj, "severity", "error"));
+    d.severity = core::severityFromName(get<std::string>(dj, "severity", "error"));
     d.code = get<std::string>(dj, "code", "");
     d.message = get<std::string>(dj, "message", "");
     d.location.file = get<std::string>(dj, "file", "");

@@ -1,5 +1,7 @@
 #include "pipestudio/sessions/session_store.h"
 
+#include "pipestudio/core/model/enum_names.h"
+
 #include <signal.h>
 #include <sqlite3.h>
 #include <sys/stat.h>
@@ -24,22 +26,15 @@ using core::Status;
 
 // --- names -------------------------------------------------------------------------------
 
-std::string_view profileSourceName(ProfileSource s) {
-  switch (s) {
-    case ProfileSource::Manual:
-      return "manual";
-    case ProfileSource::Analytic:
-      return "analytic";
-    case ProfileSource::Profiled:
-      return "profiled";
-  }
-  return "manual";
-}
+namespace {
+constexpr core::EnumName<ProfileSource> kProfileSourceNames[] = {
+    {ProfileSource::Manual, "manual"}, {ProfileSource::Analytic, "analytic"}, {ProfileSource::Profiled, "profiled"}};
+}  // namespace
+
+std::string_view profileSourceName(ProfileSource s) { return core::enumName(s, kProfileSourceNames); }
 
 std::optional<ProfileSource> profileSourceFromName(std::string_view name) {
-  for (auto s : {ProfileSource::Manual, ProfileSource::Analytic, ProfileSource::Profiled})
-    if (profileSourceName(s) == name) return s;
-  return std::nullopt;
+  return core::enumFromName(name, kProfileSourceNames);
 }
 
 namespace {

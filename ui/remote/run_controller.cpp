@@ -420,7 +420,7 @@ void RunController::onRunDone(int exitCode, bool crashed) {
                                .arg(QString::fromStdString(formatSignificant(o.finished->gradientCheck->maxRelativeError, 3)));
     } else {
       o.message = QStringLiteral("run %1 on %2%3")
-                      .arg(QString::fromStdString(s), target, errors.isEmpty() ? QString() : QStringLiteral(": ") + errors);
+                      .arg(QString::fromStdString(o.finished->status), target, errors.isEmpty() ? QString() : QStringLiteral(": ") + errors);
     }
   } else {
     o.status = RunOutcome::Status::Failed;

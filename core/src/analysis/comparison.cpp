@@ -308,7 +308,7 @@ std::string comparisonToJson(const Comparison& c, const Schedule& plan, const Ti
   j["bubbles"] = bubbles;
   json diags = json::array();
   for (const auto& d : c.diagnostics)
-    diags.push_back({{"severity", d.severity == Severity::Error ? "error" : d.severity == Severity::Warning ? "warning" : "note"},
+    diags.push_back({{"severity", severityName(d.severity)},
                      {"code", d.code},
                      {"message", d.message}});
   j["diagnostics"] = diags;

@@ -403,21 +403,6 @@ Timeline partialTimelineFromRanks(const std::vector<RunEventReader>& readers, in
   return tl;
 }
 
-std::string_view runEventStatusToken(RunState s) {
-  switch (s) {
-    case RunState::Succeeded: return "finished";
-    case RunState::Cancelled: return "cancelled";
-    default: return "failed";
-  }
-}
-
-std::optional<RunState> runStateFromEventStatus(std::string_view token) {
-  if (token == "finished") return RunState::Succeeded;
-  if (token == "failed") return RunState::Failed;
-  if (token == "cancelled") return RunState::Cancelled;
-  return std::nullopt;
-}
-
 namespace run_event {
 
 namespace {

@@ -42,7 +42,14 @@ bool hasErrors(const Diagnostics& ds) {
 namespace {
 constexpr EnumName<Severity> kSeverityNames[] = {
     {Severity::Error, "error"}, {Severity::Warning, "warning"}, {Severity::Note, "note"}};
+}  // namespace
+
 std::string_view severityName(Severity s) { return enumName(s, kSeverityNames); }
+Severity severityFromName(std::string_view name) {
+  return enumFromName(name, kSeverityNames).value_or(Severity::Error);
+}
+
+namespace {
 
 // Returns line `n` (1-based) of text without its newline, or nothing.
 bool sourceLine(const std::string& text, int n, std::string& out) {

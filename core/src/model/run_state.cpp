@@ -1,30 +1,27 @@
 #include "pipestudio/core/model/run_state.h"
 
-#include <array>
-#include <utility>
+#include "pipestudio/core/model/enum_names.h"
 
 namespace ps::core {
 
 namespace {
-constexpr std::array<std::pair<RunState, std::string_view>, 5> kNames{{
-    {RunState::Queued, "queued"},
-    {RunState::Running, "running"},
-    {RunState::Succeeded, "succeeded"},
-    {RunState::Failed, "failed"},
-    {RunState::Cancelled, "cancelled"},
-}};
+constexpr EnumName<RunState> kRunStateNames[] = {
+    {RunState::Failed, "failed"},       {RunState::Queued, "queued"},       {RunState::Running, "running"},
+    {RunState::Succeeded, "succeeded"}, {RunState::Cancelled, "cancelled"},
+};
+// The run-event protocol's words for the terminal states (Succeeded is "finished").
+constexpr EnumName<RunState> kEventStatusTokens[] = {
+    {RunState::Failed, "failed"}, {RunState::Succeeded, "finished"}, {RunState::Cancelled, "cancelled"}};
 }  // namespace
 
-std::string_view runStateName(RunState s) {
-  for (const auto& [state, name] : kNames)
-    if (state == s) return name;
-  return "unknown";
-}
+std::string_view runStateName(RunState s) { return enumName(s, kRunStateNames); }
 
-std::optional<RunState> parseRunState(std::string_view name) {
-  for (const auto& [state, n] : kNames)
-    if (n == name) return state;
-  return std::nullopt;
+std::optional<RunState> parseRunState(std::string_view name) { return enumFromName(name, kRunStateNames); }
+
+std::string_view runEventStatusToken(RunState s) { return enumName(s, kEventStatusTokens); }
+
+std::optional<RunState> runStateFromEventStatus(std::string_view token) {
+  return enumFromName(token, kEventStatusTokens);
 }
 
 }  // namespace ps::core

@@ -1,5 +1,7 @@
 #include "pipestudio/core/model/timeline.h"
 
+#include "pipestudio/core/model/enum_names.h"
+
 #include <algorithm>
 #include <limits>
 #include <map>
@@ -137,18 +139,16 @@ TimelineMetrics computeMetrics(const Timeline& t) {
   return m;
 }
 
-std::string_view timelineSourceName(TimelineSource s) {
-  switch (s) {
-    case TimelineSource::Measured: return "measured";
-    case TimelineSource::Imported: return "imported";
-    default: return "simulated";
-  }
-}
+namespace {
+constexpr EnumName<TimelineSource> kSourceNames[] = {{TimelineSource::Simulated, "simulated"},
+                                                     {TimelineSource::Measured, "measured"},
+                                                     {TimelineSource::Imported, "imported"}};
+}  // namespace
+
+std::string_view timelineSourceName(TimelineSource s) { return enumName(s, kSourceNames); }
 
 TimelineSource timelineSourceFromName(std::string_view name) {
-  if (name == "measured") return TimelineSource::Measured;
-  if (name == "imported") return TimelineSource::Imported;
-  return TimelineSource::Simulated;
+  return enumFromName(name, kSourceNames).value_or(TimelineSource::Simulated);
 }
 
 }  // namespace ps::core

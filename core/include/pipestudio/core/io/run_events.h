@@ -148,11 +148,6 @@ class RunEventReader {
   std::vector<std::vector<MemorySample>> memory_;
 };
 
-// The `finished` event's status token of a terminal state: "finished" (Succeeded), "failed",
-// "cancelled"; and back (nullopt: not a token of the protocol).
-std::string_view runEventStatusToken(RunState s);
-std::optional<RunState> runStateFromEventStatus(std::string_view token);
-
 // The writer beside the reader: one event line each (JSON, no newline), read back by
 // RunEventReader. The engine, the CLI's launchers and the engine hand-off all write through
 // these, so the protocol's field names live here and in the reader only.

@@ -44,6 +44,9 @@ Diagnostic makeError(std::string code, std::string message, SourceLocation loc =
 Diagnostic makeWarning(std::string code, std::string message, SourceLocation loc = {});
 
 bool hasErrors(const Diagnostics& ds);
+// "error", "warning", "note"; an unknown name reads as an error.
+std::string_view severityName(Severity s);
+Severity severityFromName(std::string_view name);
 
 // "file:line:col: error: message" plus, when sourceText is given, the line with a caret and
 // the hint. Compilers' format, so editors can jump to it.

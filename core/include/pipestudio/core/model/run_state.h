@@ -14,6 +14,10 @@ enum class RunState : std::uint8_t { Queued, Running, Succeeded, Failed, Cancell
 std::string_view runStateName(RunState s);
 std::optional<RunState> parseRunState(std::string_view name);
 // Succeeded, Failed or Cancelled: the run is over.
+// The run-event protocol's `finished` status token of a terminal state: "finished"
+// (Succeeded), "failed", "cancelled"; and back (nullopt: not a token of the protocol).
+std::string_view runEventStatusToken(RunState s);
+std::optional<RunState> runStateFromEventStatus(std::string_view token);
 inline bool isTerminal(RunState s) { return s != RunState::Queued && s != RunState::Running; }
 
 }  // namespace ps::core
