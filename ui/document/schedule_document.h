@@ -58,7 +58,8 @@ struct LoadedFile {
 // Reads a .pipe (DSL) or .csv (PyTorch) file; a profile named in the header is looked up
 // next to the file and in resources/profiles.
 ps::core::Result<LoadedFile> readScheduleFile(const QString& path);
-// Writes by extension: .csv -> PyTorch CSV, .json -> Chrome trace of `timeline`, else DSL.
+// Writes by extension: .csv -> PyTorch CSV (the form that keeps every action, csvFormatFor),
+// anything else -> DSL, its profile named relative to the file where it can be.
 ps::core::Status writeScheduleFile(const QString& path, const ps::core::Schedule& s);
 // The CSV form that keeps every action of `s`: compute_comms when it holds SEND/RECV or
 // UNSHARD/RESHARD, else compute_only.

@@ -888,21 +888,18 @@ Result<Schedule> parseDsl(std::string_view text, const DslOptions& options) {
   }
 }
 
-bool parseOverride(std::string_view a, DslOptions& options, std::string& error) {
+Status parseOverride(std::string_view a, DslOptions& options) {
   auto eq = a.find('=');
-  if (eq == std::string_view::npos || eq == 0) {
-    error = "expected name=value, got '" + std::string(a) + "'";
-    return false;
-  }
+  if (eq == std::string_view::npos || eq == 0)
+    return makeError("dsl.override", "expected name=value, got '" + std::string(a) + "'");
   std::string_view name = a.substr(0, eq), val = a.substr(eq + 1);
   long long v = 0;
   auto r = std::from_chars(val.data(), val.data() + val.size(), v);
-  if (val.empty() || r.ec != std::errc() || r.ptr != val.data() + val.size()) {
-    error = "value of " + std::string(name) + " must be an integer, got '" + std::string(val) + "'";
-    return false;
-  }
+  if (val.empty() || r.ec != std::errc() || r.ptr != val.data() + val.size())
+    return makeError("dsl.override",
+                     "value of " + std::string(name) + " must be an integer, got '" + std::string(val) + "'");
   options.overrides[std::string(name)] = v;
-  return true;
+  return okStatus();
 }
 
 }  // namespace ps::core

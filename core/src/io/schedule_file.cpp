@@ -69,8 +69,8 @@ Result<Schedule> loadSchedule(std::string_view text, const ScheduleLoadOptions& 
   dsl.filename = name;
   dsl.onLargeExpansion = options.onLargeExpansion;
   for (const auto& assignment : options.overrides) {
-    std::string error;
-    if (!parseOverride(assignment, dsl, error)) return makeError(std::string(kScheduleOverrideCode), error, {name, 0, 0});
+    if (auto st = parseOverride(assignment, dsl); !st)
+      return makeError(std::string(kScheduleOverrideCode), st.error().message, {name, 0, 0});
   }
   return parseDsl(text, dsl);
 }

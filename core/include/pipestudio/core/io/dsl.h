@@ -37,7 +37,7 @@ std::string printDsl(const Schedule& s);
 // `profilePath` unchanged. Lexical only: nothing is read.
 std::string profileReferenceFor(std::string_view profilePath, std::string_view pipePath);
 
-// Parses "name=value" (as given to --set) into options.overrides; false with a message on error.
-bool parseOverride(std::string_view assignment, DslOptions& options, std::string& error);
+// Parses "name=value" (as given to --set) into options.overrides.
+Status parseOverride(std::string_view assignment, DslOptions& options);
 
 }  // namespace ps::core
