@@ -173,49 +173,29 @@ class MoveStepCommand : public QUndoCommand {
   int device_, from_, to_;
 };
 
-class ReplaceScheduleCommand : public QUndoCommand {
+// An undo step that sets a part of the document (its schedule, its profile, or both) to
+// `after` and back to `before` through `apply`.
+template <class State>
+class SwapCommand : public QUndoCommand {
  public:
-  ReplaceScheduleCommand(ScheduleDocument* doc, Schedule before, Schedule after, const QString& text)
-      : QUndoCommand(text), doc_(doc), before_(std::move(before)), after_(std::move(after)) {}
-  void redo() override { doc_->applyScheduleInternal(after_); }
-  void undo() override { doc_->applyScheduleInternal(before_); }
+  using Apply = void (*)(ScheduleDocument*, const State&);
+  SwapCommand(ScheduleDocument* doc, State before, State after, const QString& text, Apply apply)
+      : QUndoCommand(text), doc_(doc), before_(std::move(before)), after_(std::move(after)), apply_(apply) {}
+  void redo() override { apply_(doc_, after_); }
+  void undo() override { apply_(doc_, before_); }
 
  private:
   ScheduleDocument* doc_;
-  Schedule before_, after_;
+  State before_, after_;
+  Apply apply_;
 };
 
-class ProfileCommand : public QUndoCommand {
- public:
-  ProfileCommand(ScheduleDocument* doc, CostProfile before, CostProfile after, const QString& text)
-      : QUndoCommand(text), doc_(doc), before_(std::move(before)), after_(std::move(after)) {}
-  void redo() override { doc_->applyProfileInternal(after_); }
-  void undo() override { doc_->applyProfileInternal(before_); }
+using Design = std::pair<Schedule, CostProfile>;
 
- private:
-  ScheduleDocument* doc_;
-  CostProfile before_, after_;
-};
-
-class ReplaceDesignCommand : public QUndoCommand {
- public:
-  ReplaceDesignCommand(ScheduleDocument* doc, Schedule after, CostProfile afterProfile, const QString& text)
-      : QUndoCommand(text),
-        doc_(doc),
-        before_(doc->schedule()),
-        beforeProfile_(doc->profile()),
-        after_(std::move(after)),
-        afterProfile_(std::move(afterProfile)) {}
-  void redo() override { doc_->applyDesignInternal(after_, afterProfile_); }
-  void undo() override { doc_->applyDesignInternal(before_, beforeProfile_); }
-
- private:
-  ScheduleDocument* doc_;
-  Schedule before_;
-  CostProfile beforeProfile_;
-  Schedule after_;
-  CostProfile afterProfile_;
-};
+QUndoCommand* replaceScheduleCommand(ScheduleDocument* doc, Schedule after, const QString& text) {
+  return new SwapCommand<Schedule>(doc, doc->schedule(), std::move(after), text,
+                                   [](ScheduleDocument* d, const Schedule& s) { d->applyScheduleInternal(s); });
+}
 
 bool fail(QString* error, const Diagnostics& ds) {
   if (error && !ds.empty()) *error = QString::fromStdString(ds.front().message);
@@ -444,56 +424,54 @@ bool ScheduleDocument::moveStep(int device, int from, int to, QString* error) {
   return true;
 }
 
-bool ScheduleDocument::splitBackward(OpRef at, QString* error) {
-  auto s = ps::ui::splitBackward(schedule(), at);
-  if (!s) return fail(error, s.errors());
-  const Op* op = opAt(schedule(), at);
-  undo_.push(new ReplaceScheduleCommand(
-      this, schedule(), std::move(s).value(),
-      tr("Split %1 into I + W").arg(QString::fromStdString(schedule().opName(*op)))));
+bool ScheduleDocument::pushScheduleEdit(Result<Schedule> edited, QString* error,
+                                        const std::function<QString()>& text) {
+  if (!edited) return fail(error, edited.errors());
+  undo_.push(replaceScheduleCommand(this, std::move(edited).value(), text()));
   return true;
 }
 
+bool ScheduleDocument::splitBackward(OpRef at, QString* error) {
+  return pushScheduleEdit(ps::ui::splitBackward(schedule(), at), error, [&] {
+    return tr("Split %1 into I + W").arg(QString::fromStdString(schedule().opName(*opAt(schedule(), at))));
+  });
+}
+
 bool ScheduleDocument::mergeInputWeight(OpRef at, QString* error) {
-  auto s = ps::ui::mergeInputWeight(schedule(), at);
-  if (!s) return fail(error, s.errors());
-  const Op* op = opAt(schedule(), at);
-  undo_.push(new ReplaceScheduleCommand(
-      this, schedule(), std::move(s).value(),
-      tr("Merge I + W of micro-batch %1, stage %2 into B").arg(op->microbatch).arg(op->stage)));
-  return true;
+  return pushScheduleEdit(ps::ui::mergeInputWeight(schedule(), at), error, [&] {
+    const Op* op = opAt(schedule(), at);
+    return tr("Merge I + W of micro-batch %1, stage %2 into B").arg(op->microbatch).arg(op->stage);
+  });
 }
 
 bool ScheduleDocument::toggleRecompute(int stage, QString* error) {
   const bool had = stageRecomputes(schedule(), stage);
-  auto s = ps::ui::toggleRecompute(schedule(), stage);
-  if (!s) return fail(error, s.errors());
-  undo_.push(new ReplaceScheduleCommand(
-      this, schedule(), std::move(s).value(),
-      had ? tr("Stop recomputing stage %1").arg(stage) : tr("Recompute stage %1").arg(stage)));
-  return true;
+  return pushScheduleEdit(ps::ui::toggleRecompute(schedule(), stage), error, [&] {
+    return had ? tr("Stop recomputing stage %1").arg(stage) : tr("Recompute stage %1").arg(stage);
+  });
 }
 
 bool ScheduleDocument::addOffloadReload(OpRef at, QString* error) {
-  auto s = ps::ui::addOffloadReload(schedule(), at);
-  if (!s) return fail(error, s.errors());
-  const Op* op = opAt(schedule(), at);
-  undo_.push(new ReplaceScheduleCommand(
-      this, schedule(), std::move(s).value(),
-      tr("Offload micro-batch %1 of stage %2").arg(op->microbatch).arg(op->stage)));
-  return true;
+  return pushScheduleEdit(ps::ui::addOffloadReload(schedule(), at), error, [&] {
+    const Op* op = opAt(schedule(), at);
+    return tr("Offload micro-batch %1 of stage %2").arg(op->microbatch).arg(op->stage);
+  });
 }
 
 void ScheduleDocument::setProfile(const CostProfile& p, const QString& description) {
-  undo_.push(new ProfileCommand(this, profile_, p, description));
+  undo_.push(new SwapCommand<CostProfile>(this, profile_, p, description,
+                                          [](ScheduleDocument* d, const CostProfile& c) { d->applyProfileInternal(c); }));
 }
 
 void ScheduleDocument::replaceSchedule(const Schedule& s, const QString& description) {
-  undo_.push(new ReplaceScheduleCommand(this, schedule(), s, description));
+  undo_.push(replaceScheduleCommand(this, s, description));
 }
 
 void ScheduleDocument::replaceDesign(const Schedule& s, const CostProfile& p, const QString& description) {
-  undo_.push(new ReplaceDesignCommand(this, s, p, description));
+  undo_.push(new SwapCommand<Design>(this, Design{schedule(), profile_}, Design{s, p}, description,
+                                     [](ScheduleDocument* d, const Design& x) {
+                                       d->applyDesignInternal(x.first, x.second);
+                                     }));
 }
 
 double ScheduleDocument::modelDuration(const Op& op) const {

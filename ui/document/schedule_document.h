@@ -4,6 +4,7 @@
 #include <QObject>
 #include <QString>
 #include <QUndoStack>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <unordered_map>
@@ -134,6 +135,9 @@ class ScheduleDocument : public QObject {
   void effectChanged(const QString& effect);
 
  private:
+  // One undo step from a core edit: its schedule, or its error into `error` (false).
+  bool pushScheduleEdit(ps::core::Result<ps::core::Schedule> edited, QString* error,
+                        const std::function<QString()>& text);
   void rebuildModel();
   void reanalyze(const ps::core::Schedule& s, bool reportEffect);
   void rebuildIndex();
