@@ -206,7 +206,8 @@ std::string refusal(const std::string& spec) {
 
 // The refusal of the TorchScript file `path`, which names the file.
 std::string refusalOf(const std::string& path) {
-  const std::string msg = refusalOf(path);
+  const std::string msg = refusal("torchscript:path=" + path);
+  EXPECT_NE(msg.find(path), std::string::npos) << msg;
   return msg;
 }
 
