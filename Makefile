@@ -37,11 +37,11 @@ test: build
 lint: build
 	@BUILD_DIR=$(BUILD_DIR) JOBS=$(JOBS) bash .ci/lint
 
-# Address and undefined-behaviour sanitizers over the core tests.
+# Address and undefined-behaviour sanitizers over the core and command-line tests.
 asan-test: deps
 	@cmake --preset asan >/dev/null
 	@cmake --build build-asan -j $(JOBS) --target all
-	@cd build-asan && ctest --output-on-failure -j $(JOBS) -L core
+	@cd build-asan && ctest --output-on-failure -j $(JOBS) -L "core|cli"
 
 # libFuzzer targets of every parser (tests/fuzz, docs/fuzzing.md) under the address and
 # undefined-behaviour sanitizers; fuzz-smoke runs each for FUZZ_SECONDS (CI: 6 x 25 s).

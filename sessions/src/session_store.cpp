@@ -26,10 +26,8 @@ using core::Status;
 
 // --- names -------------------------------------------------------------------------------
 
-namespace {
 constexpr core::EnumName<ProfileSource> kProfileSourceNames[] = {
     {ProfileSource::Manual, "manual"}, {ProfileSource::Analytic, "analytic"}, {ProfileSource::Profiled, "profiled"}};
-}  // namespace
 
 std::string_view profileSourceName(ProfileSource s) { return core::enumName(s, kProfileSourceNames); }
 

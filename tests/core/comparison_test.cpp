@@ -9,16 +9,15 @@
 #include <string>
 
 #include "pipestudio/core/analysis/comparison.h"
-#include "hand_built.h"
-#include "../cli_runner.h"
+#include "fixtures/schedules.h"
 
 using namespace ps::core;
 
 namespace {
 
-using ps::core::test::B;
-using ps::core::test::F;
-using ps::core::test::oneFOneB;
+using ps::test::B;
+using ps::test::F;
+using ps::test::oneFOneB;
 
 TimelineOp op(int device, int step, Op o, double start, double end) {
   return TimelineOp{device, step, o, false, start, end};
@@ -38,13 +37,9 @@ Timeline planned() {
 // F(1,1) [5.2, 6.2]; B(1,1) [6.2, 9.2]. dev0: B(0,0) waits 5.2 + 0.2 -> [5.4, 7.4];
 // B(0,1) waits 9.2 + 0.2 -> [9.4, 11.4].
 Timeline measured() {
-  Timeline t;
+  Timeline t = ps::test::measuredOneFOneB();
   t.source = TimelineSource::Imported;
   t.label = "trace";
-  t.devices = 2;
-  t.ops = {op(0, -1, F(0, 0), 0, 1),     op(0, -1, F(0, 1), 1, 2),     op(0, -1, B(0, 0), 5.4, 7.4),
-           op(0, -1, B(0, 1), 9.4, 11.4), op(1, -1, F(1, 0), 1.2, 2.2), op(1, -1, B(1, 0), 2.2, 5.2),
-           op(1, -1, F(1, 1), 5.2, 6.2), op(1, -1, B(1, 1), 6.2, 9.2)};
   return t;
 }
 
@@ -175,91 +170,4 @@ TEST(Comparison, AlignmentNames) {
   EXPECT_EQ(alignmentFromName("absolute"), Alignment::Absolute);
   EXPECT_FALSE(alignmentFromName("relative").has_value());
   EXPECT_EQ(alignmentName(Alignment::Scaled), "scaled");
-}
-
-// ---------------------------------------------------------------------------------------
-// pipestudio-cli compare on the same case: tests/data/traces holds the plan and the
-// torch.profiler traces of the measured run above (one file per rank, GPU-side PP: ranges,
-// host-side twins and SEND/RECV, kernels, cpu_ops, memory events, metadata).
-
-namespace {
-
-using ps::test::CliResult;
-
-CliResult cli(const std::string& args, bool withStderr = false) {
-  return ps::test::runCli(args, withStderr ? ps::test::Stderr::Merge : ps::test::Stderr::Drop);
-}
-
-std::string traces() {
-  std::string d = std::string(PIPESTUDIO_TEST_DATA_DIR) + "/traces/";
-  return d + "1f1b_d2_m2.pipe --cost F=1,B=2 " + d + "1f1b_d2_m2_rank0.pt.trace.json " + d +
-         "1f1b_d2_m2_rank1.pt.trace.json";
-}
-
-}  // namespace
-
-TEST(CompareCli, TextReportsMakespansTablesPathAndBubbles) {
-  CliResult r = cli("compare " + traces());
-  ASSERT_EQ(r.exitCode, 0) << r.out;
-  EXPECT_NE(r.out.find("predicted 9.000 ms, measured 11.400 ms, error +26.7%"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("critical path: 6 ops"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("waiting for B0@s1 on device 1 before B0@s0"), std::string::npos) << r.out;
-}
-
-TEST(CompareCli, JsonMatchesTheHandComputedCase) {
-  CliResult r = cli("compare " + traces() + " --json");
-  ASSERT_EQ(r.exitCode, 0) << r.out;
-  auto j = nlohmann::json::parse(r.out);
-  EXPECT_NEAR(j["makespan_predicted"].get<double>(), 9.0, 1e-6);
-  EXPECT_NEAR(j["makespan_measured"].get<double>(), 11.4, 1e-6);
-  EXPECT_NEAR(j["relative_error"].get<double>(), 2.4 / 9.0, 1e-6);
-  EXPECT_EQ(j["matched"], 8);
-  EXPECT_EQ(j["unmatched_planned"].size(), 0u);
-  EXPECT_EQ(j["unmatched_measured"].size(), 8u);  // host-side SEND/RECV: the plan implies them
-  ASSERT_EQ(j["error_by_kind"].size(), 2u);
-  EXPECT_EQ(j["error_by_kind"][1]["kind"], "B");
-  EXPECT_NEAR(j["error_by_kind"][1]["ratio"].get<double>(), 1.25, 1e-6);
-  EXPECT_NEAR(j["error_by_device"][1]["ratio"].get<double>(), 8.0 / 6.0, 1e-5);
-  const auto& steps = j["critical_path"]["steps"];
-  ASSERT_EQ(steps.size(), 6u);
-  EXPECT_EQ(steps[0]["op"], "F0@s0");
-  EXPECT_EQ(steps[3]["via"], "device");
-  EXPECT_EQ(steps[5]["op"], "B1@s0");
-  EXPECT_NEAR(j["bubbles"][0]["idle_ms"].get<double>(), 5.4, 1e-6);
-  EXPECT_NEAR(j["bubbles"][0]["dependency_ms"].get<double>(), 5.0, 1e-6);
-  EXPECT_EQ(j["bubbles"][0]["waited_on"][0]["device"], 1);
-  EXPECT_NEAR(j["bubbles"][1]["tail_ms"].get<double>(), 2.2, 1e-6);
-}
-
-TEST(CompareCli, DirectoryOfRankFiles) {
-  // tests/data/traces/run_dir holds copies of the two rank files (nothing else).
-  std::string d = std::string(PIPESTUDIO_TEST_DATA_DIR) + "/traces/";
-  CliResult r = cli("compare " + d + "1f1b_d2_m2.pipe --cost F=1,B=2 --json " + d + "run_dir");
-  ASSERT_EQ(r.exitCode, 0) << r.out;
-  auto j = nlohmann::json::parse(r.out);
-  EXPECT_NEAR(j["makespan_measured"].get<double>(), 11.4, 1e-6);
-  EXPECT_EQ(j["matched"], 8);
-}
-
-TEST(CompareCli, ScaledAlignment) {
-  CliResult r = cli("compare " + traces() + " --json --align scaled");
-  ASSERT_EQ(r.exitCode, 0);
-  auto j = nlohmann::json::parse(r.out);
-  EXPECT_EQ(j["alignment"], "scaled");
-  EXPECT_NEAR(j["scale"].get<double>(), 9.0 / 11.4, 1e-6);
-  double lastEnd = 0;
-  for (const auto& m : j["matches"]) lastEnd = std::max(lastEnd, m["measured_end"].get<double>());
-  EXPECT_NEAR(lastEnd, 9.0, 1e-5);
-}
-
-TEST(CompareCli, MalformedTraceAndUsageErrors) {
-  std::string d = std::string(PIPESTUDIO_TEST_DATA_DIR) + "/traces/";
-  CliResult bad = cli("compare " + d + "1f1b_d2_m2.pipe --cost F=1,B=2 " + d + "malformed_rank0.json", true);
-  EXPECT_EQ(bad.exitCode, 1);
-  EXPECT_NE(bad.out.find("malformed_rank0.json:3:"), std::string::npos) << bad.out;
-  EXPECT_NE(bad.out.find("not valid JSON"), std::string::npos) << bad.out;
-
-  EXPECT_EQ(cli("compare " + d + "1f1b_d2_m2.pipe " + d + "1f1b_d2_m2_rank0.pt.trace.json").exitCode, 2);  // no profile
-  EXPECT_EQ(cli("compare " + traces() + " --align sideways").exitCode, 2);
-  EXPECT_EQ(cli("compare " + d + "1f1b_d2_m2.pipe --cost F=1 " + d + "missing.json").exitCode, 2);
 }

@@ -1,3 +1,4 @@
+#include "fixtures/diagnostics.h"
 #include "pipestudio/core/model/cost_profile.h"
 
 #include <gtest/gtest.h>
@@ -73,10 +74,7 @@ TEST(CostProfile, MissingFieldsAreReported) {
 TEST(CostProfile, InvalidJsonPointsAtLineAndColumn) {
   auto p = parseCostProfile("{\n  \"layers\": [\n    { \"forward_ms\": 1,, }\n  ]\n}", "bad.json");
   ASSERT_FALSE(p.ok());
-  EXPECT_EQ(p.error().location.file, "bad.json");
-  EXPECT_EQ(p.error().location.line, 3);
-  EXPECT_EQ(p.error().location.column, 23);
-  EXPECT_NE(p.error().message.find("bad.json: invalid JSON"), std::string::npos);
+  ps::test::expectErrorAt(p.error(), "bad.json", 3, 23, "bad.json: invalid JSON");
 }
 
 TEST(CostProfile, RoundTripsThroughJson) {

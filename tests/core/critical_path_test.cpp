@@ -5,33 +5,15 @@
 #include <gtest/gtest.h>
 
 #include "pipestudio/core/analysis/critical_path.h"
-#include "hand_built.h"
+#include "fixtures/schedules.h"
 
 using namespace ps::core;
 
 namespace {
 
-using namespace ps::core::test;
+using namespace ps::test;
 
-Timeline measured() {
-  Timeline t;
-  t.devices = 2;
-  t.ops = {op(0, F(0, 0), 0, 1),       op(0, F(0, 1), 1, 2),       op(0, B(0, 0), 5.4, 7.4),
-           op(0, B(0, 1), 9.4, 11.4),  op(1, F(1, 0), 1.2, 2.2),   op(1, B(1, 0), 2.2, 5.2),
-           op(1, F(1, 1), 5.2, 6.2),   op(1, B(1, 1), 6.2, 9.2)};
-  return t;
-}
-
-Transfer transfer(int src, int dst, Op p, Op c, double start, double end) {
-  Transfer t;
-  t.srcDevice = src;
-  t.dstDevice = dst;
-  t.producer = p;
-  t.consumer = c;
-  t.start = start;
-  t.end = end;
-  return t;
-}
+Timeline measured() { return measuredOneFOneB(); }
 
 std::vector<Op> chain(const Timeline& t, const CriticalPath& cp) {
   std::vector<Op> out;

@@ -1,6 +1,9 @@
 // Explicit form of the .pipe DSL: header, op tokens, pairs, kinds, and the canonical printer.
 #include <gtest/gtest.h>
 
+#include <optional>
+#include <vector>
+
 #include "pipestudio/core/io/dsl.h"
 
 using namespace ps::core;
@@ -15,6 +18,32 @@ Schedule parseOk(std::string_view text) {
 
 Op op(OpKind k, int stage, int mb) { return Op{k, stage, mb}; }
 Step single(OpKind k, int stage, int mb) { return Step{op(k, stage, mb), std::nullopt}; }
+
+// A text the parser refuses; its first error says `says`, is at `line`, hints `hint` (each
+// checked when given).
+struct Refusal {
+  const char* text;
+  const char* says = nullptr;
+  std::optional<int> line;
+  const char* hint = nullptr;
+};
+
+void expectRefusals(const std::vector<Refusal>& cases) {
+  for (const Refusal& c : cases) {
+    SCOPED_TRACE(c.text);
+    auto r = parseDsl(c.text);
+    ASSERT_FALSE(r.ok());
+    if (c.line) {
+      EXPECT_EQ(r.error().location.line, *c.line);
+    }
+    if (c.says) {
+      EXPECT_NE(r.error().message.find(c.says), std::string::npos);
+    }
+    if (c.hint) {
+      EXPECT_EQ(r.error().hint, c.hint);
+    }
+  }
+}
 
 }  // namespace
 
@@ -238,37 +267,18 @@ TEST(DslErrors, MissingStageOnMultiStageDevice) {
 }
 
 TEST(DslErrors, StageLevelAndMicrobatchRules) {
-  auto a = parseDsl("device 0: UNSHARD3");
-  ASSERT_FALSE(a.ok());
-  EXPECT_NE(a.error().message.find("stage-level"), std::string::npos);
-  auto b = parseDsl("device 0: F");
-  ASSERT_FALSE(b.ok());
-  EXPECT_NE(b.error().message.find("needs a micro-batch"), std::string::npos);
-  auto c = parseDsl("device 0: F99999999999");
-  ASSERT_FALSE(c.ok());
-  EXPECT_NE(c.error().message.find("out of range"), std::string::npos);
+  expectRefusals({{.text = "device 0: UNSHARD3", .says = "stage-level"},
+                  {.text = "device 0: F", .says = "needs a micro-batch"},
+                  {.text = "device 0: F99999999999", .says = "out of range"}});
 }
 
 TEST(DslErrors, HeaderProblems) {
-  auto a = parseDsl("devices 4\nstages 6\nplacement vshape\ndevice 0: F0@s0\n");
-  ASSERT_FALSE(a.ok());
-  EXPECT_EQ(a.error().location.line, 3);
-  EXPECT_NE(a.error().message.find("V-shape"), std::string::npos);
-  auto b = parseDsl("devices 2\nplacement diagonal\n");
-  ASSERT_FALSE(b.ok());
-  EXPECT_EQ(b.error().hint, "");
-  auto c = parseDsl("devices 2\nplacement lineer\n");
-  ASSERT_FALSE(c.ok());
-  EXPECT_EQ(c.error().hint, "did you mean linear?");
-  auto d = parseDsl("devices 0\n");
-  ASSERT_FALSE(d.ok());
-  EXPECT_NE(d.error().message.find("devices must be in 1.."), std::string::npos);
-  auto e = parseDsl("devices 2\ndevice 0: F0\nmicrobatches 3\n");
-  ASSERT_FALSE(e.ok());
-  EXPECT_EQ(e.error().location.line, 3);
-  auto f = parseDsl("devices 2\ndevice 2: F0\n");
-  ASSERT_FALSE(f.ok());
-  EXPECT_NE(f.error().message.find("device 2 is out of range 0..1"), std::string::npos);
+  expectRefusals({{.text = "devices 4\nstages 6\nplacement vshape\ndevice 0: F0@s0\n", .says = "V-shape", .line = 3},
+                  {.text = "devices 2\nplacement diagonal\n", .hint = ""},
+                  {.text = "devices 2\nplacement lineer\n", .hint = "did you mean linear?"},
+                  {.text = "devices 0\n", .says = "devices must be in 1.."},
+                  {.text = "devices 2\ndevice 0: F0\nmicrobatches 3\n", .line = 3},
+                  {.text = "devices 2\ndevice 2: F0\n", .says = "device 2 is out of range 0..1"}});
 }
 
 TEST(DslErrors, BadCharactersAndStrings) {
@@ -281,17 +291,9 @@ TEST(DslErrors, BadCharactersAndStrings) {
 }
 
 TEST(DslErrors, KindDeclarations) {
-  auto a = parseDsl("kind AR2 duration = W\n");
-  ASSERT_FALSE(a.ok());
-  EXPECT_NE(a.error().message.find("digit"), std::string::npos);
-  auto b = parseDsl("kind AR duration = Wx\n");
-  ASSERT_FALSE(b.ok());
-  EXPECT_EQ(b.error().hint, "did you mean W?");
-  auto c = parseDsl("kind AR after Q\n");
-  ASSERT_FALSE(c.ok());
-  EXPECT_NE(c.error().message.find("after Q"), std::string::npos);
-  auto d = parseDsl("kind F\n");
-  ASSERT_FALSE(d.ok());
-  auto e = parseDsl("kind AR memory delta 3PiB\n");
-  ASSERT_FALSE(e.ok());
+  expectRefusals({{.text = "kind AR2 duration = W\n", .says = "digit"},
+                  {.text = "kind AR duration = Wx\n", .hint = "did you mean W?"},
+                  {.text = "kind AR after Q\n", .says = "after Q"},
+                  {.text = "kind F\n"},
+                  {.text = "kind AR memory delta 3PiB\n"}});
 }

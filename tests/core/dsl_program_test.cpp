@@ -8,6 +8,12 @@ using namespace ps::core;
 
 namespace {
 
+// A program's header: devices, stages, micro-batches and placement.
+std::string header(int devices, int stages, int micro, const char* placement) {
+  return "devices " + std::to_string(devices) + "\nstages " + std::to_string(stages) + "\nmicrobatches " +
+         std::to_string(micro) + "\nplacement " + placement + "\n";
+}
+
 Schedule expandOk(std::string_view text, const DslOptions& o = {}) {
   auto r = parseDsl(text, o);
   std::string src(text);
@@ -42,6 +48,14 @@ Diagnostic firstError(std::string_view text, const DslOptions& o = {}) {
   auto r = parseDsl(text, o);
   EXPECT_FALSE(r.ok()) << text;
   return r.ok() ? Diagnostic{} : r.error();
+}
+
+// The first error of `text`: its code, and a message that says `says`.
+Diagnostic expectError(std::string_view text, const std::string& code, const std::string& says) {
+  Diagnostic e = firstError(text);
+  EXPECT_EQ(e.code, code);
+  EXPECT_NE(e.message.find(says), std::string::npos) << e.message;
+  return e;
 }
 
 }  // namespace
@@ -117,11 +131,7 @@ device 0 { let local = 1 show() }
 }
 
 TEST(DslProgram, CursorsPickTheNextMicrobatchPerStage) {
-  Schedule s = expandOk(R"(devices 2
-stages 4
-microbatches 3
-placement interleaved
-device 0 {
+  Schedule s = expandOk(header(2, 4, 3, "interleaved") + R"(device 0 {
   F1@s0 next F@c0 next F@c0 next F@c1 next F@c1
 }
 device 1 { F0@s1 next F@s1 next F@c1 }
@@ -137,42 +147,29 @@ TEST(DslProgram, BackwardAndInputGradientShareACursor) {
 }
 
 TEST(DslProgram, NextWeightTakesTheOldestWaitingInput) {
-  Schedule s = expandOk(R"(devices 1
-stages 2
-microbatches 2
-placement linear
-device 0 { I0@s1 I0@s0 I1@s1 next W next W@c1 next W next? W }
+  Schedule s = expandOk(header(1, 2, 2, "linear") + R"(device 0 { I0@s1 I0@s0 I1@s1 next W next W@c1 next W next? W }
 )");
   EXPECT_EQ(tokens(s, 0), "I0@s1 I0@s0 I1@s1 W0@s1 W1@s1 W0@s0");
-  auto e = firstError("microbatches 2\ndevice 0 { I0 next W next W }\n");
-  EXPECT_EQ(e.code, "dsl.cursor");
+  auto e = expectError("microbatches 2\ndevice 0 { I0 next W next W }\n", "dsl.cursor", "no I is waiting");
   EXPECT_EQ(e.location.column, 22);  // the second 'next'
-  EXPECT_NE(e.message.find("no I is waiting"), std::string::npos);
 }
 
 TEST(DslProgram, NextPastTheLastMicrobatch) {
-  auto e = firstError("microbatches 2\ndevice 0 { repeat 3 { next F } }\n");
-  EXPECT_EQ(e.code, "dsl.cursor");
+  auto e = expectError("microbatches 2\ndevice 0 { repeat 3 { next F } }\n", "dsl.cursor",
+                       "all 2 micro-batches already have their F");
   EXPECT_EQ(e.location.line, 2);
   EXPECT_EQ(e.location.column, 23);
-  EXPECT_NE(e.message.find("all 2 micro-batches already have their F"), std::string::npos) << e.message;
   // next? emits nothing once the micro-batches run out; a pair keeps its other half.
   Schedule s = expandOk("microbatches 2\ndevice 0 { repeat 3 { next? F } B0 (next? F B1) }\n");
   EXPECT_EQ(tokens(s, 0), "F0 F1 B0 B1");
 }
 
 TEST(DslProgram, PlacementQueries) {
-  Schedule s = expandOk(R"(devices 2
-stages 4
-microbatches 9
-placement vshape
-device * { F(stage(1))@c0 F(nstages())@c0 F(device_of(3))@c0 F(chunk_of(3))@c0 F(stage(0, 1))@s(stage(0)) }
+  Schedule s = expandOk(header(2, 4, 9, "vshape") + R"(device * { F(stage(1))@c0 F(nstages())@c0 F(device_of(3))@c0 F(chunk_of(3))@c0 F(stage(0, 1))@s(stage(0)) }
 )");
   // Device 0 holds stages 0 and 3; device 1 holds 1 and 2.
   EXPECT_EQ(tokens(s, 0), "F3@s0 F2@s0 F0@s0 F1@s0 F1@s0");
-  auto e = firstError("devices 2\nstages 4\nplacement vshape\ndevice 0 { F0@c2 }\n");
-  EXPECT_EQ(e.code, "dsl.range");
-  EXPECT_NE(e.message.find("holds 2 stages"), std::string::npos) << e.message;
+  expectError("devices 2\nstages 4\nplacement vshape\ndevice 0 { F0@c2 }\n", "dsl.range", "holds 2 stages");
 }
 
 TEST(DslProgram, AssertReportsItsMessageAtItsLine) {
@@ -267,11 +264,7 @@ greedy { if ready(B) { next B } else if ready(F) { next F } }
 }
 
 TEST(DslProgram, CountAndReadyQueries) {
-  Schedule s = expandOk(R"(devices 1
-stages 2
-microbatches 3
-placement linear
-device 0 {
+  Schedule s = expandOk(header(1, 2, 3, "linear") + R"(device 0 {
   F0@s0 F1@s0 F0@s1 I0@s1
   if count(F) == 3 and count(F@c0) == 2 and count(F@s1) == 1 and count(W) == 0 { R0@s0 }
   if ready(F@c1) { next F@c1 }

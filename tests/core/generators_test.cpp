@@ -69,6 +69,18 @@ std::vector<int> unitTimes(const Schedule& s, const DependencyGraph& g) {
   return start;
 }
 
+// With unit op times, every device runs its ops back to back from its first to its last.
+void expectNoDeviceIdles(const Schedule& s, int D, int M, bool withStage) {
+  DependencyGraph g(s);
+  auto start = unitTimes(s, g);
+  for (int d = 0; d < D; ++d) {
+    int first = start[static_cast<size_t>(g.deviceBegin(d))];
+    int last = start[static_cast<size_t>(g.deviceBegin(d + 1) - 1)];
+    EXPECT_EQ(last - first + 1, g.deviceBegin(d + 1) - g.deviceBegin(d))
+        << "D=" << D << " M=" << M << " device " << d << ": " << order(s, d, withStage);
+  }
+}
+
 }  // namespace
 
 TEST(Generators, KindNamesRoundTrip) {
@@ -138,15 +150,7 @@ TEST(Generators, ZbH1SplitsBackwardAndDefersWeights) {
 TEST(Generators, ZbH2HasNoBubblesWithUnitTimes) {
   for (int D = 1; D <= 8; ++D) {
     for (int M = 2 * D; M <= 4 * D; ++M) {
-      Schedule s = gen(ScheduleKind::ZBH2, D, M);
-      DependencyGraph g(s);
-      auto start = unitTimes(s, g);
-      for (int d = 0; d < D; ++d) {
-        int first = start[static_cast<size_t>(g.deviceBegin(d))];
-        int last = start[static_cast<size_t>(g.deviceBegin(d + 1) - 1)];
-        EXPECT_EQ(last - first + 1, g.deviceBegin(d + 1) - g.deviceBegin(d))
-            << "D=" << D << " M=" << M << " device " << d << ": " << order(s, d);
-      }
+      expectNoDeviceIdles(gen(ScheduleKind::ZBH2, D, M), D, M, false);
     }
   }
 }
@@ -268,15 +272,7 @@ TEST(Generators, ZbH1MakespanWithUnitTimes) {
 TEST(Generators, ZbVHasNoBubblesWithUnitTimes) {
   for (int D = 1; D <= 6; ++D) {
     for (int M = 2 * D; M <= 4 * D; ++M) {
-      Schedule s = gen(ScheduleKind::ZBV, D, M);
-      DependencyGraph g(s);
-      auto start = unitTimes(s, g);
-      for (int d = 0; d < D; ++d) {
-        int first = start[static_cast<size_t>(g.deviceBegin(d))];
-        int last = start[static_cast<size_t>(g.deviceBegin(d + 1) - 1)];
-        EXPECT_EQ(last - first + 1, g.deviceBegin(d + 1) - g.deviceBegin(d))
-            << "D=" << D << " M=" << M << " device " << d << ": " << order(s, d, true);
-      }
+      expectNoDeviceIdles(gen(ScheduleKind::ZBV, D, M), D, M, true);
     }
   }
 }

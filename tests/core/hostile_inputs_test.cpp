@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include "fixtures/diagnostics.h"
 #include "pipestudio/core/model/cost_profile.h"
 #include "pipestudio/core/io/dsl.h"
 #include "pipestudio/core/model/limits.h"
@@ -240,10 +241,7 @@ TEST(HostileDsl, HugeMemoryDeltaIsRefusedAtItsPlace) {
   auto r = parseDsl("devices 1\nkind BIG memory delta 9000000000000000000\ndevice 0: F0 BIG0 B0\n",
                     DslOptions{"big.pipe"});
   ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.error().location.file, "big.pipe");
-  EXPECT_EQ(r.error().location.line, 2);
-  EXPECT_EQ(r.error().location.column, 23);
-  EXPECT_NE(r.error().message.find("too large"), std::string::npos);
+  ps::test::expectErrorAt(r.error(), "big.pipe", 2, 23, "too large");
 }
 
 TEST(HostileDsl, RunningMemoryOverflowIsAnErrorNotAWrappedPeak) {

@@ -5,7 +5,6 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "../cli_runner.h"
 #include "pipestudio/core/io/dsl.h"
 #include "pipestudio/core/planning/generators.h"
 #include "pipestudio/core/analysis/simulator.h"
@@ -179,29 +178,4 @@ TEST(Iterations, StageLevelOpsAreRefusedWithTheirPlace) {
   ASSERT_FALSE(it.ok());
   EXPECT_NE(it.error().message.find("device 0 step 4"), std::string::npos) << it.error().message;
   EXPECT_NE(it.error().message.find("REDUCE_GRAD"), std::string::npos);
-}
-
-TEST(Iterations, CliPrintsSteadyStateAndSpans) {
-  const std::string dir = ::testing::TempDir();
-  auto s = generateSchedule(ScheduleKind::ZBH2, GeneratorOptions{4, 8, 0});
-  ASSERT_TRUE(s.ok());
-  const std::string file = dir + "/zbh2_iter.pipe";
-  {
-    std::ofstream(file) << printDsl(*s);
-  }
-  auto r = ps::test::runCli("simulate '" + file + "' --cost F=1,I=1,W=1 --iterations 4 --boundary overlap --json",
-                            ps::test::Stderr::Drop);
-  ASSERT_EQ(r.exitCode, 0) << r.out;
-  auto j = nlohmann::json::parse(r.out);
-  EXPECT_EQ(j["iterations"]["boundary"], "overlap");
-  EXPECT_DOUBLE_EQ(j["iterations"]["steady_state_ms"].get<double>(), 24.0);
-  EXPECT_DOUBLE_EQ(j["iterations"]["devices"][3]["span_ms"].get<double>(), 24.0);
-  auto t = ps::test::runCli("simulate '" + file + "' --cost F=1,I=1,W=1 --iterations 4 --boundary sync --optimizer-step 1",
-                            ps::test::Stderr::Drop);
-  ASSERT_EQ(t.exitCode, 0) << t.out;
-  EXPECT_NE(t.out.find("sync boundary: steady-state iteration 28 ms"), std::string::npos) << t.out;
-  auto bad = ps::test::runCli("simulate '" + file + "' --cost F=1,I=1,W=1 --iterations 4 --boundary later",
-                              ps::test::Stderr::Merge);
-  EXPECT_EQ(bad.exitCode, 2);
-  EXPECT_NE(bad.out.find("--boundary: expected sync or overlap"), std::string::npos) << bad.out;
 }

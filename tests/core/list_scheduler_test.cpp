@@ -6,24 +6,18 @@
 #include "pipestudio/core/planning/search.h"
 #include "pipestudio/core/analysis/simulator.h"
 #include "pipestudio/core/analysis/validator.h"
+#include "fixtures/profiles.h"
 
 using namespace ps::core;
 
 namespace {
 
 CostProfile uniformLayers(int layers, double f, double i, double w) {
-  CostProfile p;
-  p.name = "uniform";
-  for (int k = 0; k < layers; ++k) {
-    LayerCost l;
-    l.name = "L" + std::to_string(k);
+  CostProfile p = ps::test::uniformLayers(layers, false);
+  for (LayerCost& l : p.layers) {
     l.forwardMs = f;
     l.backwardInputMs = i;
     l.backwardWeightMs = w;
-    l.activationBytes = 1000;
-    l.weightBytes = 100;
-    l.outputBytes = 10;
-    p.layers.push_back(l);
   }
   return p;
 }
@@ -53,12 +47,23 @@ double simulateMakespan(const Schedule& s, const CostProfile& p) {
   return tl->metrics.makespan;
 }
 
-}  // namespace
+// Every device's peak stays within `limit`.
+void expectWithin(const Built& b, std::int64_t limit) {
+  for (auto& d : b.timeline.metrics.devices) EXPECT_LE(d.peakMemoryBytes, limit) << d.device;
+}
 
-TEST(ListScheduler, FullBackwardOnUniformStagesMatchesOneFOneB) {
+// Most cases: four devices, eight micro-batches, one stage of F = I = W = 1 ms per device (a
+// case of other sizes declares its own D, M, p and pl).
+class ListScheduler : public ::testing::Test {
+ protected:
   const int D = 4, M = 8;
   CostProfile p = uniformLayers(D, 1.0, 1.0, 1.0);
-  auto pl = Pipeline::make(D, D, M, PlacementKind::Linear);
+  Result<Pipeline> pl = Pipeline::make(D, D, M, PlacementKind::Linear);
+};
+
+}  // namespace
+
+TEST_F(ListScheduler, FullBackwardOnUniformStagesMatchesOneFOneB) {
   ASSERT_TRUE(pl.ok());
   ListSchedulerOptions o;
   o.splitBackward = false;
@@ -74,10 +79,7 @@ TEST(ListScheduler, FullBackwardOnUniformStagesMatchesOneFOneB) {
   for (auto& d : b.timeline.metrics.devices) EXPECT_LE(d.peakInflightMicrobatches, D - d.device);
 }
 
-TEST(ListScheduler, SplitBackwardFillsBubblesWithWeightGradients) {
-  const int D = 4, M = 8;
-  CostProfile p = uniformLayers(D, 1.0, 1.0, 1.0);
-  auto pl = Pipeline::make(D, D, M, PlacementKind::Linear);
+TEST_F(ListScheduler, SplitBackwardFillsBubblesWithWeightGradients) {
   ASSERT_TRUE(pl.ok());
   ListSchedulerOptions full;
   full.splitBackward = false;
@@ -100,8 +102,7 @@ TEST(ListScheduler, SplitBackwardFillsBubblesWithWeightGradients) {
   EXPECT_EQ(wCount, static_cast<size_t>(D * M));
 }
 
-TEST(ListScheduler, InterleavedAndVShapePlacementsGiveValidOrders) {
-  const int D = 4, M = 8;
+TEST_F(ListScheduler, InterleavedAndVShapePlacementsGiveValidOrders) {
   CostProfile p = uniformLayers(2 * D, 1.0, 1.0, 1.0);
   for (PlacementKind k : {PlacementKind::Interleaved, PlacementKind::VShape}) {
     auto pl = Pipeline::make(D, 2 * D, M, k);
@@ -116,7 +117,7 @@ TEST(ListScheduler, InterleavedAndVShapePlacementsGiveValidOrders) {
   }
 }
 
-TEST(ListScheduler, RecomputeStagesGetARecomputeBeforeEachBackward) {
+TEST_F(ListScheduler, RecomputeStagesGetARecomputeBeforeEachBackward) {
   const int D = 3, M = 6;
   CostProfile p = uniformLayers(D, 1.0, 1.0, 1.0);
   auto pl = Pipeline::make(D, D, M, PlacementKind::Linear);
@@ -135,10 +136,7 @@ TEST(ListScheduler, RecomputeStagesGetARecomputeBeforeEachBackward) {
   EXPECT_LT(b.timeline.metrics.devices[0].peakMemoryBytes, k.timeline.metrics.devices[0].peakMemoryBytes);
 }
 
-TEST(ListScheduler, MemoryHeadroomLimitsForwardsInFlight) {
-  const int D = 4, M = 8;
-  CostProfile p = uniformLayers(D, 1.0, 1.0, 1.0);
-  auto pl = Pipeline::make(D, D, M, PlacementKind::Linear);
+TEST_F(ListScheduler, MemoryHeadroomLimitsForwardsInFlight) {
   ASSERT_TRUE(pl.ok());
   // Static 100 x 8 = 800 bytes per device; room for two activations of 1000.
   ListSchedulerOptions o;
@@ -147,13 +145,10 @@ TEST(ListScheduler, MemoryHeadroomLimitsForwardsInFlight) {
   o.memoryLimitBytes = 800 + 2 * 1000;
   Built b = build(p, *pl, o);
   ASSERT_TRUE(b.timeline.complete);
-  for (auto& d : b.timeline.metrics.devices) EXPECT_LE(d.peakMemoryBytes, *o.memoryLimitBytes) << d.device;
+  expectWithin(b, *o.memoryLimitBytes);
 }
 
-TEST(ListScheduler, RecomputeOnDemandRebuildsOnlyTheForwardsThatDoNotFit) {
-  const int D = 4, M = 8;
-  CostProfile p = uniformLayers(D, 1.0, 1.0, 1.0);
-  auto pl = Pipeline::make(D, D, M, PlacementKind::Linear);
+TEST_F(ListScheduler, RecomputeOnDemandRebuildsOnlyTheForwardsThatDoNotFit) {
   ASSERT_TRUE(pl.ok());
   // Static 800 bytes per device; room for three activations of 1000: two kept plus the room
   // for one rebuild. 1F1B holds four micro-batches on device 0, one on the last device.
@@ -163,7 +158,7 @@ TEST(ListScheduler, RecomputeOnDemandRebuildsOnlyTheForwardsThatDoNotFit) {
   Built b = build(p, *pl, o);
   EXPECT_TRUE(validateSchedule(b.schedule).valid());
   ASSERT_TRUE(b.timeline.complete);
-  for (auto& d : b.timeline.metrics.devices) EXPECT_LE(d.peakMemoryBytes, *o.memoryLimitBytes) << d.device;
+  expectWithin(b, *o.memoryLimitBytes);
   auto rebuilds = [](const Schedule& s, int d) {
     int n = 0;
     for (auto& st : s.devices[static_cast<size_t>(d)]) n += st.first.kind == OpKind::R;
@@ -198,7 +193,7 @@ TEST(ListScheduler, RecomputeOnDemandRebuildsOnlyTheForwardsThatDoNotFit) {
   EXPECT_LE(b.timeline.metrics.makespan, f.timeline.metrics.makespan + 1e-9);
 }
 
-TEST(ListScheduler, RejectsMismatchedStageCosts) {
+TEST_F(ListScheduler, RejectsMismatchedStageCosts) {
   auto pl = Pipeline::make(2, 2, 2, PlacementKind::Linear);
   ASSERT_TRUE(pl.ok());
   CostProfile p = uniformLayers(2, 1, 1, 1);

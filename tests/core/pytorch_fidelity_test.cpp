@@ -9,27 +9,25 @@
 #include <fstream>
 #include <sstream>
 
-#include "../cli_runner.h"
 #include "pipestudio/core/model/cost_profile.h"
 #include "pipestudio/core/io/dsl.h"
 #include "pipestudio/core/io/pytorch_csv.h"
 #include "pipestudio/core/analysis/simulator.h"
 #include "pipestudio/core/analysis/validator.h"
 #include "csv_cells.h"
+#include "fixtures/files.h"
+#include "fixtures/schedules.h"
 
 using namespace ps::core;
+using ps::test::B;
+using ps::test::F;
 namespace fs = std::filesystem;
 
 namespace {
 
 const fs::path kDir = fs::path(PIPESTUDIO_TEST_DATA_DIR) / "pytorch";
 
-std::string readFile(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using ps::test::readFile;
 
 std::vector<fs::path> csvFiles() {
   std::vector<fs::path> out;
@@ -81,6 +79,19 @@ CostProfile uniformFB(double commMs, int stages) {
   CostProfile p = uniformCostProfile("F=1,B=2", stages).value();
   p.fixedCommMs = commMs;
   return p;
+}
+
+// The start of each op in `t` (which must hold it).
+void expectStarts(const Timeline& t, const std::vector<std::pair<Op, double>>& starts) {
+  for (const auto& [op, start] : starts) {
+    SCOPED_TRACE(std::string(builtinKindName(op.kind)) + std::to_string(op.microbatch) + "@s" + std::to_string(op.stage));
+    EXPECT_DOUBLE_EQ(find(t, op)->start, start);
+  }
+}
+
+void expectValid(const Schedule& s) {
+  auto rep = validateSchedule(s);
+  EXPECT_TRUE(rep.valid()) << formatDiagnostics(rep.diagnostics);
 }
 
 bool hasCode(const ValidationReport& r, const std::string& code) {
@@ -184,16 +195,11 @@ TEST(PytorchFidelity, ReceivePostedEarlyDoesNotBlockTheRank) {
   Schedule s = readCsv(
       "0F0,0SEND_F0,0RECV_B0,0F1,0SEND_F1,0RECV_B1,0B0,0B1\n"
       "1RECV_F0,1RECV_F1,1F0,1B0,1SEND_B0,1F1,1B1,1SEND_B1\n");
-  auto rep = validateSchedule(s);
-  EXPECT_TRUE(rep.valid()) << formatDiagnostics(rep.diagnostics);
+  expectValid(s);
   Timeline t = run(s, uniformFB(0.5, 2));
   ASSERT_TRUE(t.complete) << formatDiagnostics(t.diagnostics);
   EXPECT_DOUBLE_EQ(t.metrics.makespan, 10.0);
-  EXPECT_DOUBLE_EQ(find(t, Op{OpKind::F, 0, 1})->start, 1.0);
-  EXPECT_DOUBLE_EQ(find(t, Op{OpKind::F, 1, 0})->start, 1.5);
-  EXPECT_DOUBLE_EQ(find(t, Op{OpKind::F, 1, 1})->start, 4.5);
-  EXPECT_DOUBLE_EQ(find(t, Op{OpKind::B, 0, 0})->start, 5.0);
-  EXPECT_DOUBLE_EQ(find(t, Op{OpKind::B, 0, 1})->start, 8.0);
+  expectStarts(t, {{F(0, 1), 1.0}, {F(1, 0), 1.5}, {F(1, 1), 4.5}, {B(0, 0), 5.0}, {B(0, 1), 8.0}});
   // A RECV takes no time and is drawn where it is posted.
   EXPECT_DOUBLE_EQ(find(t, Op{OpKind::RecvB, 0, 0})->start, 1.0);
   EXPECT_DOUBLE_EQ(find(t, Op{OpKind::RecvB, 0, 0})->end, 1.0);
@@ -216,18 +222,17 @@ TEST(PytorchFidelity, OverlappedPairOnAVShape) {
       "1RECV_F0,1F0,2F0,2SEND_F0,1RECV_F1,1F1,2F1,2SEND_F1,2RECV_B0,2B0,1B0,1SEND_B0,2RECV_B1,2B1,1B1,1SEND_B1\n";
   Schedule s = readCsv(comms);
   EXPECT_EQ(s.pipeline.placementKind, PlacementKind::VShape);
-  auto rep = validateSchedule(s);
-  EXPECT_TRUE(rep.valid()) << formatDiagnostics(rep.diagnostics);
+  expectValid(s);
   Timeline t = run(s, uniformFB(0.5, 4));
   ASSERT_TRUE(t.complete) << formatDiagnostics(t.diagnostics);
   EXPECT_DOUBLE_EQ(t.metrics.makespan, 21.0);
-  EXPECT_DOUBLE_EQ(find(t, Op{OpKind::F, 3, 0})->start, 4.0);
-  EXPECT_DOUBLE_EQ(find(t, Op{OpKind::F, 0, 1})->start, 5.0);
-  EXPECT_DOUBLE_EQ(find(t, Op{OpKind::F, 1, 1})->start, 8.5);
-  EXPECT_DOUBLE_EQ(find(t, Op{OpKind::B, 2, 0})->start, 10.5);
-  EXPECT_DOUBLE_EQ(find(t, Op{OpKind::F, 3, 1})->start, 11.0);
-  EXPECT_DOUBLE_EQ(find(t, Op{OpKind::B, 0, 0})->start, 15.0);
-  EXPECT_DOUBLE_EQ(find(t, Op{OpKind::B, 0, 1})->start, 19.0);
+  expectStarts(t, {{F(3, 0), 4.0},
+                   {F(0, 1), 5.0},
+                   {F(1, 1), 8.5},
+                   {B(2, 0), 10.5},
+                   {F(3, 1), 11.0},
+                   {B(0, 0), 15.0},
+                   {B(0, 1), 19.0}});
   Schedule only = readCsv("0F0,3F0,(0F1;3B0)OVERLAP_F_B,3F1,3B1,0B0,0B1\n1F0,2F0,1F1,2F1,2B0,1B0,2B1,1B1\n");
   EXPECT_EQ(actions(writePytorchCsv(only, CsvFormat::ComputeOnly)), actions(writePytorchCsv(s, CsvFormat::ComputeOnly)));
   EXPECT_DOUBLE_EQ(run(only, uniformFB(0.5, 4)).metrics.makespan, 21.0);
@@ -307,56 +312,6 @@ TEST(PytorchFidelity, StageActionsAreValidatedInDeviceOrder) {
   auto rep = validateSchedule(readCsv("0UNSHARD,0RESHARD,0UNSHARD,0F0,0B0,0RESHARD\n"));
   EXPECT_TRUE(rep.valid());
   EXPECT_TRUE(hasCode(rep, "validate.unshard-unused")) << formatDiagnostics(rep.diagnostics);
-}
-
-TEST(PytorchFidelity, CliNamesCellsAndRowsOfCsvErrors) {
-  const fs::path dir = fs::temp_directory_path() / ("ps_fidelity_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  const fs::path sharded = dir / "sharded.csv";
-  std::ofstream(sharded) << "0F0,0F1,0B0,0B1\n1UNSHARD,1F0,1RESHARD,1B0,1F1,1B1\n";
-  auto r = ps::test::runCli("validate '" + sharded.string() + "'");
-  EXPECT_EQ(r.exitCode, 1) << r.out;
-  // The op's own cell: line 2 (rank 1), column of "1B0".
-  EXPECT_NE(r.out.find("sharded.csv:2:23: error: device 1 step 3: B0@s1 runs after RESHARD@s1"), std::string::npos)
-      << r.out;
-  const fs::path missing = dir / "missing.csv";
-  std::ofstream(missing) << "0F0,0F1,0B0,0B1\n1F0,1B0,1F1\n";
-  r = ps::test::runCli("validate '" + missing.string() + "'");
-  EXPECT_EQ(r.exitCode, 1) << r.out;
-  // A missing op has no cell: the rank's row.
-  EXPECT_NE(r.out.find("missing.csv:2: error: B1@s1 (or I1@s1 and W1@s1) is missing (stage 1 on device 1)"),
-            std::string::npos)
-      << r.out;
-  fs::remove_all(dir);
-}
-
-TEST(PytorchFidelity, ConvertToCsvSaysWhatTheCsvDoesNotCarry) {
-  const fs::path dir = fs::temp_directory_path() / ("ps_fidelity_conv_" + std::to_string(::getpid()));
-  fs::create_directories(dir / "designs");
-  fs::create_directories(dir / "profiles");
-  std::ofstream(dir / "profiles" / "p.json") << R"({"layers":[{"forward_ms":1,"backward_ms":2},{"forward_ms":1,"backward_ms":2},{"forward_ms":1,"backward_ms":2}]})";
-  const fs::path pipe = dir / "designs" / "d.pipe";
-  std::ofstream(pipe) << "devices 2\nstages 2\nmicrobatches 1\nplacement linear\nprofile \"../profiles/p.json\"\n"
-                         "partition 1, 2\ndevice 0: F0 B0\ndevice 1: F0 B0\n";
-  auto r = ps::test::runCli("convert '" + pipe.string() + "' '" + (dir / "d.csv").string() + "'", ps::test::Stderr::Separate);
-  EXPECT_EQ(r.exitCode, 0) << r.err;
-  EXPECT_NE(r.err.find("does not carry the partition (layers per stage 1,2); the cost profile (../profiles/p.json)"),
-            std::string::npos)
-      << r.err;
-  EXPECT_NE(r.err.find("The .pipe keeps them."), std::string::npos) << r.err;
-  EXPECT_EQ(readFile(dir / "d.csv"), "0F0,0B0\n1F0,1B0\n");
-  // .pipe to .pipe in another folder: the profile stays reachable, relative to the new file.
-  fs::create_directories(dir / "elsewhere" / "deep");
-  r = ps::test::runCli("convert '" + pipe.string() + "' '" + (dir / "elsewhere" / "deep" / "e.pipe").string() + "'");
-  EXPECT_EQ(r.exitCode, 0) << r.out;
-  EXPECT_NE(readFile(dir / "elsewhere" / "deep" / "e.pipe").find("profile \"../../profiles/p.json\""), std::string::npos)
-      << readFile(dir / "elsewhere" / "deep" / "e.pipe");
-  // No note when nothing is lost.
-  r = ps::test::runCli("convert '" + (dir / "d.csv").string() + "' '" + (dir / "d2.csv").string() + "'",
-                       ps::test::Stderr::Separate);
-  EXPECT_EQ(r.exitCode, 0);
-  EXPECT_EQ(r.err, "");
-  fs::remove_all(dir);
 }
 
 TEST(PytorchFidelity, ProfileReferenceIsRelativeToThePipe) {

@@ -6,34 +6,19 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "../cli_runner.h"
 #include "pipestudio/core/planning/generators.h"
 #include "pipestudio/core/analysis/iterations.h"
 #include "pipestudio/core/planning/partition_search.h"
 #include "pipestudio/core/planning/search.h"
 #include "pipestudio/core/analysis/simulator.h"
 #include "pipestudio/core/planning/zb_greedy.h"
+#include "fixtures/profiles.h"
 
 using namespace ps::core;
 
 namespace {
 
-// `layers` equal layers: F = I = W = 1 ms, 1000 bytes of activations.
-CostProfile uniformLayers(int layers, bool hostBandwidth = true) {
-  CostProfile p;
-  p.name = "uniform";
-  for (int k = 0; k < layers; ++k) {
-    LayerCost l;
-    l.name = "L" + std::to_string(k);
-    l.forwardMs = l.backwardInputMs = l.backwardWeightMs = 1.0;
-    l.activationBytes = 1000;
-    l.weightBytes = 100;
-    l.outputBytes = 10;
-    p.layers.push_back(l);
-  }
-  if (hostBandwidth) p.hostBandwidthBytesPerMs = 1000;
-  return p;
-}
+using ps::test::uniformLayers;
 
 // A heavier last layer (an LM head), per-layer costs that differ.
 CostProfile headHeavy(int layers) {
@@ -51,16 +36,23 @@ CostProfile headHeavy(int layers) {
 }
 
 SearchOptions steadyOptions(int D, int M) {
-  SearchOptions o;
-  o.devices = D;
-  o.microbatches = M;
-  o.objective = SearchObjective::SteadyState;
-  o.boundary = IterationBoundary::Overlap;
-  o.timeLimitSeconds = 60;
-  o.maxEvaluations = 250;
-  o.randomSamples = 40;
-  o.localImprovementRounds = 30;
-  return o;
+  return SearchOptions{.devices = D,
+                       .microbatches = M,
+                       .timeLimitSeconds = 60,
+                       .maxEvaluations = 250,
+                       .randomSamples = 40,
+                       .localImprovementRounds = 30,
+                       .objective = SearchObjective::SteadyState,
+                       .boundary = IterationBoundary::Overlap};
+}
+
+// Three iterations of `s` under a memory limit (an error when the model cannot be built).
+Result<IterationResult> threeIterations(const Schedule& s, const CostProfile& p, std::int64_t limit) {
+  PS_ASSIGN_OR_RETURN(auto model, makeSimulationModel(s, p));
+  IterationOptions io;
+  io.iterations = 3;
+  io.simulation.memoryLimitBytes = limit;
+  return simulateIterations(s, model, io);
 }
 
 }  // namespace
@@ -202,41 +194,6 @@ TEST(SearchObjective, NoHostBandwidthMeansNoOffload) {
   for (auto pol : r->bestSummary.policies) EXPECT_NE(pol, ActivationPolicy::Offload);
 }
 
-TEST(SearchObjective, CliStatesTheObjectiveAndExplainsAbsentBuiltins) {
-  const std::string path = ::testing::TempDir() + "/search_objective_profile.json";
-  std::ofstream(path) << costProfileToJson(uniformLayers(8));
-  // 6 micro-batches on 4 devices: interleaved 1F1B cannot be built.
-  auto r = ps::test::runCli("search --profile '" + path +
-                                "' --devices 4 --microbatches 6 --objective steady-state --max-evaluations 120 --json",
-                            ps::test::Stderr::Drop);
-  ASSERT_EQ(r.exitCode, 0) << r.out;
-  auto j = nlohmann::json::parse(r.out);
-  EXPECT_EQ(j["objective"], "steady-state");
-  EXPECT_EQ(j["boundary"], "overlap");
-  EXPECT_EQ(j["order"][1], "peak_memory_bytes");
-  bool sawAbsent = false;
-  for (const auto& b : j["builtins"]) {
-    if (b["valid"].get<bool>()) {
-      EXPECT_TRUE(b["fits_memory"].is_boolean());
-      EXPECT_TRUE(b.contains("steady_state_ms"));
-      continue;
-    }
-    sawAbsent = true;
-    EXPECT_TRUE(b["fits_memory"].is_null()) << b.dump();
-    EXPECT_TRUE(b["makespan_ms"].is_null());
-    EXPECT_FALSE(b["absent_because"].get<std::string>().empty());
-  }
-  EXPECT_TRUE(sawAbsent);
-  auto t = ps::test::runCli("search --profile '" + path +
-                                "' --devices 4 --microbatches 6 --objective steady-state --boundary sync --max-evaluations 60",
-                            ps::test::Stderr::Drop);
-  ASSERT_EQ(t.exitCode, 0) << t.out;
-  EXPECT_NE(t.out.find("objective: steady-state iteration time (3 iterations, sync boundary)"), std::string::npos) << t.out;
-  EXPECT_NE(t.out.find("ties go to the lower peak memory, then the lower bubble ratio"), std::string::npos);
-  auto bad = ps::test::runCli("search --profile '" + path + "' --devices 4 --microbatches 6 --boundary sync");
-  EXPECT_EQ(bad.exitCode, 2) << bad.out;
-}
-
 // Zero Bubble's greedy, as the search uses it: with F = I = W = 1 on 4 devices and a limit of
 // 2p activations it finds the zero-bubble order (every span 3m = 24 ms); with p activations
 // (1F1B's memory) device 0 must wait p - 1 for its first gradient as in ZB-H1 (27 ms). Both
@@ -253,12 +210,7 @@ TEST(SearchObjective, ZeroBubbleGreedyReachesTheKnownSpans) {
       detail::ZbGreedyFlags fl{(v & 1) != 0, (v & 2) != 0, (v & 4) != 0};
       auto s = detail::zbGreedySchedule(detail::zbGreedyInput(*costs, p, limit), M, fl);
       if (!s) continue;
-      auto model = makeSimulationModel(*s, p);
-      ASSERT_TRUE(model.ok());
-      IterationOptions io;
-      io.iterations = 3;
-      io.simulation.memoryLimitBytes = limit;
-      auto it = simulateIterations(*s, *model, io);
+      auto it = threeIterations(*s, p, limit);
       ASSERT_TRUE(it.ok() && it->complete);
       EXPECT_LE(it->peakMemoryBytes, limit);
       best = std::min(best, it->maxFirstSpan);
@@ -281,12 +233,7 @@ TEST(SearchObjective, ZbvGreedyReachesZeroBubbleWithinOneFOneBMemory) {
     auto s = detail::zbvGreedySchedule(*costs, p, limit, M, v & 1, v & 2);
     if (!s) continue;
     EXPECT_EQ(s->pipeline.placementKind, PlacementKind::VShape);
-    auto model = makeSimulationModel(*s, p);
-    ASSERT_TRUE(model.ok());
-    IterationOptions io;
-    io.iterations = 3;
-    io.simulation.memoryLimitBytes = limit;
-    auto it = simulateIterations(*s, *model, io);
+    auto it = threeIterations(*s, p, limit);
     ASSERT_TRUE(it.ok() && it->complete);
     EXPECT_LE(it->peakMemoryBytes, limit);
     best = std::min(best, it->steadyStateMs);

@@ -14,30 +14,14 @@
 #include "pipestudio/core/planning/model_zoo_hetero.h"
 #include "pipestudio/core/analysis/simulator.h"
 #include "pipestudio/core/analysis/validator.h"
+#include "fixtures/profiles.h"
 
 using namespace ps::core;
 
 namespace {
 
 // A small model whose last layer is three times as heavy as the others (an LM head).
-CostProfile headHeavy(int layers) {
-  CostProfile p;
-  p.name = "head-heavy";
-  for (int k = 0; k < layers; ++k) {
-    LayerCost l;
-    l.name = "L" + std::to_string(k);
-    const double scale = k == layers - 1 ? 3.0 : 1.0;
-    l.forwardMs = 1.0 * scale;
-    l.backwardInputMs = 1.0 * scale;
-    l.backwardWeightMs = 1.0 * scale;
-    l.activationBytes = 1000;
-    l.weightBytes = 100;
-    l.outputBytes = 10;
-    p.layers.push_back(l);
-  }
-  p.link.latencyMs = 0.05;
-  return p;
-}
+CostProfile headHeavy(int layers) { return ps::test::lmHeadLayers(layers); }
 
 SearchOptions smallOptions(int D, int M) {
   SearchOptions o;
@@ -274,40 +258,4 @@ TEST(HeterogeneousZoo, ResourceFilesMatchTheGenerator) {
       EXPECT_EQ(parsed->layers[i].weightBytes, p.layers[i].weightBytes);
     }
   }
-}
-
-// ---- command line ----------------------------------------------------------------------
-
-TEST(SearchCli, WritesAValidScheduleWithItsPartitionAndReportsTheBuiltins) {
-  const std::string dir = testing::TempDir();
-  const std::string profilePath = dir + "/search_cli_profile.json";
-  const std::string outPath = dir + "/search_cli_best.pipe";
-  const std::string reportPath = dir + "/search_cli_report.json";
-  std::ofstream(profilePath) << costProfileToJson(headHeavy(8));
-  const std::string cmd = std::string(PIPESTUDIO_CLI) + " search --profile " + profilePath +
-                          " --devices 2 --microbatches 4 --max-evaluations 40 --json -o " + outPath + " > " +
-                          reportPath;
-  ASSERT_EQ(std::system(cmd.c_str()), 0);
-  std::ifstream in(outPath);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  auto s = parseDsl(ss.str());
-  ASSERT_TRUE(s.ok()) << ss.str();
-  EXPECT_TRUE(validateSchedule(*s).valid());
-  int sum = 0;
-  for (int c : s->partition) sum += c;
-  EXPECT_EQ(sum, 8);
-  std::ifstream rin(reportPath);
-  std::stringstream rs;
-  rs << rin.rdbuf();
-  EXPECT_NE(rs.str().find("\"builtins\""), std::string::npos);
-  EXPECT_NE(rs.str().find("\"zb-h1\""), std::string::npos);
-
-  const std::string part = std::string(PIPESTUDIO_CLI) + " partition --profile " + profilePath +
-                           " --stages 3 --json > " + reportPath;
-  EXPECT_EQ(std::system(part.c_str()), 0);
-  // Bad sizes are usage errors.
-  const std::string bad = std::string(PIPESTUDIO_CLI) + " search --profile " + profilePath +
-                          " --devices 0 --microbatches 4 2>/dev/null";
-  EXPECT_EQ(WEXITSTATUS(std::system(bad.c_str())), 2);
 }

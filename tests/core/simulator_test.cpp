@@ -6,79 +6,24 @@
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
+#include <type_traits>
 
 #include "pipestudio/core/analysis/validator.h"
+#include "fixtures/schedules.h"
 
 using namespace ps::core;
 
 namespace {
 
+using ps::test::gpipe;
+using ps::test::oneFOneB;
+
 // "F3@1" = F of micro-batch 3 on stage 1; "F3" = on the device's own stage (stage == device);
 // "(F3@1;B0@1)" = an overlapped pair; "OFFLOAD0", "RELOAD0", "R2", "X1" (user kind X).
-Op parseOp(const Schedule& s, const std::string& tok, int device) {
-  size_t i = 0;
-  while (i < tok.size() && std::isalpha(static_cast<unsigned char>(tok[i]))) ++i;
-  auto kind = s.kindFromName(tok.substr(0, i));
-  EXPECT_TRUE(kind.has_value()) << tok;
-  Op op;
-  op.kind = kind.value_or(OpKind::F);
-  size_t at = tok.find('@');
-  std::string mb = tok.substr(i, at == std::string::npos ? std::string::npos : at - i);
-  op.microbatch = mb.empty() ? -1 : std::stoi(mb);
-  op.stage = at == std::string::npos ? device : std::stoi(tok.substr(at + 1));
-  return op;
-}
-
 Schedule build(int D, int S, int M, PlacementKind pk, const std::vector<std::string>& devs,
                std::vector<UserKind> userKinds = {}) {
-  Schedule s;
-  s.pipeline = Pipeline::make(D, S, M, pk).value();
-  s.userKinds = std::move(userKinds);
-  s.devices.resize(static_cast<size_t>(D));
-  for (int d = 0; d < D; ++d) {
-    std::istringstream in(devs[static_cast<size_t>(d)]);
-    std::string tok;
-    while (in >> tok) {
-      Step st;
-      if (tok.front() == '(') {
-        auto semi = tok.find(';');
-        st.first = parseOp(s, tok.substr(1, semi - 1), d);
-        st.second = parseOp(s, tok.substr(semi + 1, tok.size() - semi - 2), d);
-      } else {
-        st.first = parseOp(s, tok, d);
-      }
-      s.devices[static_cast<size_t>(d)].push_back(st);
-    }
-  }
-  return s;
-}
-
-// Reference 1F1B (one stage per device): D-d-1 warm-up forwards, then F/B alternation.
-Schedule oneFOneB(int D, int M) {
-  Schedule s;
-  s.pipeline = Pipeline::make(D, D, M, PlacementKind::Linear).value();
-  s.devices.resize(static_cast<size_t>(D));
-  for (int d = 0; d < D; ++d) {
-    auto& v = s.devices[static_cast<size_t>(d)];
-    int warm = std::min(D - d - 1, M), f = 0, b = 0;
-    for (; f < warm; ++f) v.push_back(Step{Op{OpKind::F, d, f}, {}});
-    while (b < M) {
-      if (f < M) v.push_back(Step{Op{OpKind::F, d, f++}, {}});
-      v.push_back(Step{Op{OpKind::B, d, b++}, {}});
-    }
-  }
-  return s;
-}
-
-Schedule gpipe(int D, int M) {
-  Schedule s;
-  s.pipeline = Pipeline::make(D, D, M, PlacementKind::Linear).value();
-  s.devices.resize(static_cast<size_t>(D));
-  for (int d = 0; d < D; ++d) {
-    for (int m = 0; m < M; ++m) s.devices[static_cast<size_t>(d)].push_back(Step{Op{OpKind::F, d, m}, {}});
-    for (int m = 0; m < M; ++m) s.devices[static_cast<size_t>(d)].push_back(Step{Op{OpKind::B, d, m}, {}});
-  }
-  return s;
+  return ps::test::scheduleFromTokens(D, S, M, pk, devs, std::move(userKinds),
+                                      [](const std::string& kind) { ADD_FAILURE() << "unknown op kind " << kind; });
 }
 
 Timeline run(const Schedule& s, const CostProfile& p, SimulationOptions o = {}) {
@@ -97,6 +42,14 @@ const TimelineOp& find(const Timeline& t, const Schedule& s, const std::string& 
   ADD_FAILURE() << "no op " << name;
   static TimelineOp none;
   return none;
+}
+
+// The start of each named op (e.g. "F0@s1") in `t`.
+void expectStarts(const Timeline& t, const Schedule& s, const std::vector<std::pair<std::string, double>>& starts) {
+  for (const auto& [name, start] : starts) {
+    SCOPED_TRACE(name);
+    EXPECT_DOUBLE_EQ(find(t, s, name).start, start);
+  }
 }
 
 }  // namespace
@@ -164,13 +117,10 @@ TEST(Simulator, TransfersQueueOnOneChannelPerDirection) {
   CostProfile p = uniform("F=1,B=2", 2);
   p.fixedCommMs = 2;
   Timeline t = run(s, p);
-  EXPECT_DOUBLE_EQ(find(t, s, "F0@s1").start, 3);
-  EXPECT_DOUBLE_EQ(find(t, s, "F1@s1").start, 5);
-  EXPECT_DOUBLE_EQ(find(t, s, "F2@s1").start, 7);
+  expectStarts(t, s, {{"F0@s1", 3}, {"F1@s1", 5}, {"F2@s1", 7}});
   // The backward direction has its own channel: B0@s1 ends at 10, arrives 12; B1 at 12 -> 14;
   // B2 at 14 -> 16 (it could leave at 14, the channel is free by then).
-  EXPECT_DOUBLE_EQ(find(t, s, "B0@s0").start, 12);
-  EXPECT_DOUBLE_EQ(find(t, s, "B2@s0").start, 16);
+  expectStarts(t, s, {{"B0@s0", 12}, {"B2@s0", 16}});
   EXPECT_DOUBLE_EQ(t.metrics.makespan, 18);
 }
 
@@ -180,8 +130,7 @@ TEST(Simulator, ComputeOverlapsCommunication) {
   CostProfile p = uniform("F=1,B=1", 2);
   p.fixedCommMs = 5;
   Timeline t = run(s, p);
-  EXPECT_DOUBLE_EQ(find(t, s, "F1@s0").start, 1);
-  EXPECT_DOUBLE_EQ(find(t, s, "F0@s1").start, 6);
+  expectStarts(t, s, {{"F1@s0", 1}, {"F0@s1", 6}});
 }
 
 TEST(Simulator, OverlappedPairTakesFactorTimesSum) {
@@ -487,123 +436,6 @@ TEST(SimulatorClosedForm, EveryGeneratorSimulatesAndAgreesWithComputeMetrics) {
   }
 }
 
-// ---- The simulate and profile-model commands.
-
-#include <cstdio>
-#include <filesystem>
-#include <fstream>
-#include <unistd.h>
-#include <nlohmann/json.hpp>
-#include "../cli_runner.h"
-
-namespace {
-
-using ps::test::CliResult;
-
-CliResult cli(const std::string& args) { return ps::test::runCli(args, ps::test::Stderr::Separate); }
-std::filesystem::path tempDir() {
-  auto dir = std::filesystem::temp_directory_path() / ("ps_sim_test_" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
-  return dir;
-}
-
-std::string writeTemp(const std::string& name, const std::string& text) {
-  auto dir = tempDir();
-  auto path = dir / name;
-  std::ofstream(path) << text;
-  return path.string();
-}
-
-}  // namespace
-
-TEST(SimulateCommand, JsonMetricsOfAPipeFile) {
-  std::string pipe = writeTemp("g.pipe",
-                               "devices 2\nstages 2\nmicrobatches 3\nplacement linear\n"
-                               "device 0: F0 F1 F2 B0 B1 B2\ndevice 1: F0 F1 F2 B0 B1 B2\n");
-  CliResult r = cli("simulate " + pipe + " --cost F=1,I=1,W=1,act=10 --json");
-  ASSERT_EQ(r.exitCode, 0) << r.err;
-  auto j = nlohmann::json::parse(r.out);
-  EXPECT_DOUBLE_EQ(j["makespan"].get<double>(), (3 + 2 - 1) * 3.0);
-  EXPECT_DOUBLE_EQ(j["lower_bound"].get<double>(), 9);
-  EXPECT_NEAR(j["bubble_ratio"].get<double>(), 1 - 18.0 / 24.0, 1e-12);
-  EXPECT_NEAR(j["efficiency"].get<double>(), 9.0 / 12.0, 1e-12);
-  EXPECT_EQ(j["ops"], 12);
-  EXPECT_EQ(j["valid"], true);
-  ASSERT_EQ(j["devices"].size(), 2u);
-  EXPECT_EQ(j["devices"][1]["device"], 1);
-  EXPECT_DOUBLE_EQ(j["devices"][1]["busy"].get<double>(), 9);
-  EXPECT_DOUBLE_EQ(j["devices"][1]["span"].get<double>(), 9);
-  EXPECT_EQ(j["devices"][0]["peak_memory_bytes"], 30);
-  EXPECT_EQ(j["devices"][0]["peak_inflight_microbatches"], 3);
-  EXPECT_TRUE(j["diagnostics"].empty());
-}
-
-TEST(SimulateCommand, HeaderProfileAndPartitionRelativeToThePipeFile) {
-  writeTemp("p4.json", R"({"name": "four", "layers": [
-      {"forward_ms": 1, "backward_ms": 2}, {"forward_ms": 1, "backward_ms": 2},
-      {"forward_ms": 1, "backward_ms": 2}, {"forward_ms": 1, "backward_ms": 2}]})");
-  std::string pipe = writeTemp("h.pipe",
-                               "profile \"p4.json\"\npartition 3, 1\ndevices 2\nstages 2\nmicrobatches 1\n"
-                               "placement linear\ndevice 0: F0 B0\ndevice 1: F0 B0\n");
-  CliResult r = cli("simulate " + pipe + " --json");
-  ASSERT_EQ(r.exitCode, 0) << r.err << r.out;
-  auto j = nlohmann::json::parse(r.out);
-  EXPECT_DOUBLE_EQ(j["makespan"].get<double>(), 3 + 1 + 2 + 6);  // stage 0 has 3 layers
-  // --partition overrides the header's.
-  r = cli("simulate " + pipe + " --partition 2,2 --json");
-  ASSERT_EQ(r.exitCode, 0) << r.err;
-  EXPECT_DOUBLE_EQ(nlohmann::json::parse(r.out)["makespan"].get<double>(), 12);
-  // --comm adds a fixed time per transfer (two transfers on the critical path).
-  r = cli("simulate " + pipe + " --comm 0.5 --json");
-  EXPECT_DOUBLE_EQ(nlohmann::json::parse(r.out)["makespan"].get<double>(), 13);
-}
-
-TEST(SimulateCommand, DeadlockAndMemoryExitOne) {
-  std::string pipe = writeTemp("d.pipe",
-                               "devices 2\nstages 2\nmicrobatches 1\nplacement linear\n"
-                               "device 0: B0 F0\ndevice 1: F0 B0\n");
-  CliResult r = cli("simulate " + pipe + " --cost F=1");
-  EXPECT_EQ(r.exitCode, 1);
-  EXPECT_NE(r.err.find("deadlock"), std::string::npos) << r.err;
-  std::string ok = writeTemp("m.pipe",
-                             "devices 1\nstages 1\nmicrobatches 2\nplacement linear\ndevice 0: F0 F1 B0 B1\n");
-  r = cli("simulate " + ok + " --cost F=1,act=100 --memory-limit 150 --json");
-  EXPECT_EQ(r.exitCode, 1);
-  EXPECT_NE(r.err.find("device 0 exceeds its memory limit at 1 ms during F1@s0"), std::string::npos) << r.err;
-  EXPECT_EQ(nlohmann::json::parse(r.out)["valid"], false);
-  EXPECT_EQ(cli("simulate " + ok).exitCode, 2);  // no profile at all
-  EXPECT_EQ(cli("simulate " + ok + " --cost F=1 --profile x.json").exitCode, 2);
-}
-
-TEST(SimulateCommand, PyTorchCsvAndTrace) {
-  std::string csv = writeTemp("s.csv", "0F0,0F1,0B0,0B1\n,1F0,1B0,1F1,1B1\n");
-  std::string trace = (tempDir() / "t.json").string();
-  CliResult r = cli("simulate " + csv + " --cost F=1,B=2 --trace " + trace);
-  ASSERT_EQ(r.exitCode, 0) << r.err;
-  EXPECT_NE(r.out.find("makespan"), std::string::npos);
-  std::ifstream in(trace);
-  auto j = nlohmann::json::parse(in);
-  EXPECT_TRUE(j["traceEvents"].is_array());
-}
-
-TEST(ProfileModelCommand, PresetMatchesTheBundledProfile) {
-  CliResult r = cli("profile-model --preset gpt3-1.3b");
-  ASSERT_EQ(r.exitCode, 0) << r.err;
-  std::ifstream in(std::string(PIPESTUDIO_RESOURCES_DIR) + "/profiles/gpt3-1.3b.json");
-  std::string bundled((std::istreambuf_iterator<char>(in)), {});
-  EXPECT_EQ(r.out, bundled);
-  r = cli("profile-model --layers 2 --hidden 64 --heads 4 --seq 16 --vocab 100 --microbatch-size 2 --dtype bf16 "
-          "--gpu-tflops 100 --hbm-gbps 1000 --link-gbps 10 --memory-gb 16 --name tiny");
-  ASSERT_EQ(r.exitCode, 0) << r.err;
-  auto p = parseCostProfile(r.out);
-  ASSERT_TRUE(p.ok());
-  EXPECT_EQ(p->name, "tiny");
-  EXPECT_EQ(p->layers.size(), 4u);
-  EXPECT_EQ(p->deviceMemoryBytes, 16LL << 30);
-  EXPECT_EQ(cli("profile-model --layers 2").exitCode, 2);
-  EXPECT_EQ(cli("profile-model --preset nope").exitCode, 2);
-}
-
 // ---------------------------------------------------------------------------------------------
 // Regression: the simulator's output must stay bit-identical across reimplementations of its
 // internals. Each case hashes the whole timeline (every op, transfer and memory sample with
@@ -621,74 +453,45 @@ struct Digest {
       h *= 1099511628211ull;
     }
   }
-  void i64(std::int64_t v) { bytes(&v, sizeof v); }
-  void f64(double v) { bytes(&v, sizeof v); }
-  void op(const Op& o) {
-    i64(static_cast<std::int64_t>(o.kind));
-    i64(o.stage);
-    i64(o.microbatch);
+  // Integers (and bools) as 64 bits, doubles as their bit pattern, an op as its kind, stage
+  // and micro-batch, a string as its length and bytes.
+  template <class I>
+    requires std::is_integral_v<I>
+  void one(I v) {
+    const auto w = static_cast<std::int64_t>(v);
+    bytes(&w, sizeof w);
   }
-  void str(const std::string& s) {
-    i64(static_cast<std::int64_t>(s.size()));
+  void one(double v) { bytes(&v, sizeof v); }
+  void one(const Op& o) { add(static_cast<std::int64_t>(o.kind), o.stage, o.microbatch); }
+  void one(const OpRef& r) { add(r.device, r.step); }
+  void one(const std::string& s) {
+    one(s.size());
     bytes(s.data(), s.size());
+  }
+  template <class... T>
+  void add(const T&... v) {
+    (one(v), ...);
   }
 };
 
 std::uint64_t digestOf(const Timeline& t) {
   Digest g;
-  g.i64(t.devices);
-  g.i64(t.complete);
-  g.str(t.label);
-  for (const auto& o : t.ops) {
-    g.i64(o.device);
-    g.i64(o.step);
-    g.op(o.op);
-    g.i64(o.overlapped);
-    g.f64(o.start);
-    g.f64(o.end);
-  }
-  for (const auto& x : t.transfers) {
-    g.i64(x.srcDevice);
-    g.i64(x.dstDevice);
-    g.op(x.producer);
-    g.op(x.consumer);
-    g.i64(x.bytes);
-    g.f64(x.start);
-    g.f64(x.end);
-  }
-  g.i64(static_cast<std::int64_t>(t.memory.size()));
+  g.add(t.devices, t.complete, t.label);
+  for (const auto& o : t.ops) g.add(o.device, o.step, o.op, o.overlapped, o.start, o.end);
+  for (const auto& x : t.transfers) g.add(x.srcDevice, x.dstDevice, x.producer, x.consumer, x.bytes, x.start, x.end);
+  g.add(t.memory.size());
   for (const auto& curve : t.memory) {
-    g.i64(static_cast<std::int64_t>(curve.size()));
-    for (const auto& m : curve) {
-      g.f64(m.time);
-      g.i64(m.bytes);
-    }
+    g.add(curve.size());
+    for (const auto& m : curve) g.add(m.time, m.bytes);
   }
   const TimelineMetrics& m = t.metrics;
-  g.f64(m.makespan);
-  g.f64(m.bubbleRatio);
-  g.f64(m.lowerBound);
-  g.f64(m.efficiency);
-  g.i64(static_cast<std::int64_t>(m.ops));
-  for (const auto& d : m.devices) {
-    g.i64(d.device);
-    g.f64(d.start);
-    g.f64(d.end);
-    g.f64(d.busy);
-    g.i64(d.staticBytes);
-    g.i64(d.peakMemoryBytes);
-    g.f64(d.peakMemoryTime);
-    g.i64(d.peakMemoryOp.device);
-    g.i64(d.peakMemoryOp.step);
-    g.i64(d.peakInflightMicrobatches);
-  }
+  g.add(m.makespan, m.bubbleRatio, m.lowerBound, m.efficiency, m.ops);
+  for (const auto& d : m.devices)
+    g.add(d.device, d.start, d.end, d.busy, d.staticBytes, d.peakMemoryBytes, d.peakMemoryTime, d.peakMemoryOp,
+          d.peakInflightMicrobatches);
   for (const auto& d : t.diagnostics) {
-    g.str(d.code);
-    g.str(d.message);
-    for (const auto& r : d.related) {
-      g.i64(r.device);
-      g.i64(r.step);
-    }
+    g.add(d.code, d.message);
+    for (const auto& r : d.related) g.add(r);
   }
   return g.h;
 }

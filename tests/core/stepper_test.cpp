@@ -11,32 +11,17 @@
 #include "pipestudio/core/planning/generators.h"
 #include "pipestudio/core/analysis/simulator.h"
 #include "pipestudio/core/analysis/stepper.h"
-#include "hand_built.h"
+#include "fixtures/schedules.h"
 
 using namespace ps::core;
 
 namespace {
 
-using namespace ps::core::test;
-
-Transfer transfer(int src, int dst, Op p, Op c, double start, double end) {
-  Transfer t;
-  t.srcDevice = src;
-  t.dstDevice = dst;
-  t.producer = p;
-  t.consumer = c;
-  t.start = start;
-  t.end = end;
-  return t;
-}
+using namespace ps::test;
 
 Timeline measured() {
-  Timeline t;
+  Timeline t = measuredOneFOneB();
   t.source = TimelineSource::Measured;
-  t.devices = 2;
-  t.ops = {op(0, F(0, 0), 0, 1),       op(0, F(0, 1), 1, 2),       op(0, B(0, 0), 5.4, 7.4),
-           op(0, B(0, 1), 9.4, 11.4),  op(1, F(1, 0), 1.2, 2.2),   op(1, B(1, 0), 2.2, 5.2),
-           op(1, F(1, 1), 5.2, 6.2),   op(1, B(1, 1), 6.2, 9.2)};
   t.transfers = {transfer(1, 0, B(1, 0), B(0, 0), 5.2, 5.4)};
   t.memory = {{{0, 100}, {1, 150}, {2, 200}, {7.4, 170}, {11.4, 100}}, {}};
   return t;
@@ -62,6 +47,16 @@ struct Ev {
   StepEventKind kind;
   Op op;
 };
+
+// The device waits at `next` for the one input `input` of device `from`.
+void expectBlockedOn(const DeviceState& d, Op next, Op input, int from) {
+  EXPECT_TRUE(d.blocked);
+  ASSERT_EQ(d.next.size(), 1u);
+  EXPECT_EQ(d.next[0].op, next);
+  ASSERT_EQ(d.next[0].missing.size(), 1u);
+  EXPECT_EQ(d.next[0].missing[0].input, input);
+  EXPECT_EQ(d.next[0].missing[0].device, from);
+}
 
 }  // namespace
 
@@ -307,29 +302,15 @@ TEST(Stepper, StalledSimulationOpensAtTheDeadlock) {
   EXPECT_TRUE(st.stopped);
   EXPECT_FALSE(st.diagnostics.empty());
   const DeviceState& d0 = st.devices[0];
-  EXPECT_TRUE(d0.blocked);
-  ASSERT_EQ(d0.next.size(), 1u);
-  EXPECT_EQ(d0.next[0].op, B(0, 0));
-  ASSERT_EQ(d0.next[0].missing.size(), 1u);
-  EXPECT_EQ(d0.next[0].missing[0].input, B(1, 0));
-  EXPECT_EQ(d0.next[0].missing[0].device, 1);
+  ASSERT_NO_FATAL_FAILURE(expectBlockedOn(d0, B(0, 0), B(1, 0), 1));
   EXPECT_EQ(d0.next[0].missing[0].status, InputStatus::NeverRan);
-  const DeviceState& d1 = st.devices[1];
-  EXPECT_TRUE(d1.blocked);
-  ASSERT_EQ(d1.next.size(), 1u);
-  EXPECT_EQ(d1.next[0].op, F(1, 1));
-  ASSERT_EQ(d1.next[0].missing.size(), 1u);
-  EXPECT_EQ(d1.next[0].missing[0].input, F(0, 1));
-  EXPECT_EQ(d1.next[0].missing[0].device, 0);
+  ASSERT_NO_FATAL_FAILURE(expectBlockedOn(st.devices[1], F(1, 1), F(0, 1), 0));
 }
 
 TEST(Stepper, StateAtEveryPositionAgreesWithADirectCount) {
   // ZB-H1 on 4 devices with communication: the indexed state queries must give what a
   // direct pass over the events gives, at every position.
-  GeneratorOptions g;
-  g.devices = 4;
-  g.microbatches = 8;
-  Schedule plan = generateSchedule(ScheduleKind::ZBH1, g).value();
+  Schedule plan = generatedSchedule(ScheduleKind::ZBH1, 4, 8);
   CostProfile p = uniformCostProfile("F=1,I=1,W=1", plan.pipeline.stages).value();
   p.fixedCommMs = 0.3;
   auto sim = simulate(plan, makeSimulationModel(plan, p).value());

@@ -11,6 +11,7 @@
 #include "pipestudio/core/planning/generators.h"
 #include "pipestudio/core/analysis/simulator.h"
 #include "pipestudio/core/io/trace_import.h"
+#include "fixtures/schedules.h"
 
 using namespace ps::core;
 using nlohmann::json;
@@ -69,6 +70,15 @@ json torchRankTrace(int rank, double cpuShiftUs) {
               {"traceEvents", ev},
               {"traceName", "rank" + std::to_string(rank) + ".pt.trace.json"},
               {"displayTimeUnit", "ms"}};
+}
+
+// The traces of ranks 0 and 1 (no clock shift), imported from the given side.
+Result<ImportedTrace> importTwoRanks(TraceSide side) {
+  std::vector<TraceFile> files = {{"a.json", torchRankTrace(0, 0).dump(), std::nullopt},
+                                  {"b.json", torchRankTrace(1, 0).dump(), std::nullopt}};
+  TraceImportOptions o;
+  o.side = side;
+  return importChromeTraces(files, o);
 }
 
 }  // namespace
@@ -155,22 +165,14 @@ TEST(TraceImport, TorchProfilerPerRankFilesPreferGpuRanges) {
 }
 
 TEST(TraceImport, GpuSideOnlyOnRequest) {
-  std::vector<TraceFile> files = {{"a.json", torchRankTrace(0, 0).dump(), std::nullopt},
-                                  {"b.json", torchRankTrace(1, 0).dump(), std::nullopt}};
-  TraceImportOptions o;
-  o.side = TraceSide::Gpu;
-  auto r = importChromeTraces(files, o);
+  auto r = importTwoRanks(TraceSide::Gpu);
   ASSERT_TRUE(r.ok()) << formatDiagnostics(r.errors());
   EXPECT_EQ(r->timeline.ops.size(), 8u);
   EXPECT_EQ(findOp(r->timeline, OpKind::SendF, 0, 0), nullptr);
 }
 
 TEST(TraceImport, CpuSideOnRequestAndTransfersFromSendRecv) {
-  std::vector<TraceFile> files = {{"a.json", torchRankTrace(0, 0).dump(), std::nullopt},
-                                  {"b.json", torchRankTrace(1, 0).dump(), std::nullopt}};
-  TraceImportOptions o;
-  o.side = TraceSide::Cpu;
-  auto r = importChromeTraces(files, o);
+  auto r = importTwoRanks(TraceSide::Cpu);
   ASSERT_TRUE(r.ok()) << formatDiagnostics(r.errors());
   const Timeline& t = r->timeline;
   // Rank 0: 4 compute + SEND_F; rank 1: RECV_F + F0 (the only CPU-side compute range).
@@ -412,10 +414,7 @@ TEST(TraceImport, ScheduleFromTimelineRebuildsOrderAndPairs) {
 }
 
 TEST(TraceImport, OwnExportRoundTrips) {
-  GeneratorOptions g;
-  g.devices = 4;
-  g.microbatches = 8;
-  Schedule s = generateSchedule(ScheduleKind::ZBH1, g).value();
+  Schedule s = ps::test::generatedSchedule(ScheduleKind::ZBH1, 4, 8);
   CostProfile p = uniformCostProfile("F=1,I=1,W=1", s.pipeline.stages).value();
   p.fixedCommMs = 0.25;
   for (auto& l : p.layers) l.activationBytes = 1000;

@@ -10,7 +10,7 @@
 #include <sstream>
 
 #include "pipestudio/core/planning/generators.h"
-#include "../cli_runner.h"
+#include "fixtures/schedules.h"
 
 using namespace ps::core;
 
@@ -18,39 +18,10 @@ namespace {
 
 // Builds a schedule from one token list per device: "F0" (stage = the device's only stage
 // under linear placement) or "F0@s2" (explicit stage), "(F1;B0)" for an overlapped pair.
-Op parseOp(const Schedule& s, const std::string& tok, int device) {
-  auto at = tok.find("@s");
-  std::string head = at == std::string::npos ? tok : tok.substr(0, at);
-  int stage = at == std::string::npos ? device : std::stoi(tok.substr(at + 2));
-  size_t digits = head.find_first_of("0123456789");
-  std::string kind = head.substr(0, digits);
-  int mb = digits == std::string::npos ? -1 : std::stoi(head.substr(digits));
-  auto k = s.kindFromName(kind);
-  EXPECT_TRUE(k.has_value()) << kind;
-  return Op{k.value_or(OpKind::F), stage, mb};
-}
-
 Schedule make(int devices, int stages, int microbatches, const std::vector<std::string>& orders,
               PlacementKind placement = PlacementKind::Linear, std::vector<UserKind> userKinds = {}) {
-  Schedule s;
-  s.pipeline = Pipeline::make(devices, stages, microbatches, placement).value();
-  s.userKinds = std::move(userKinds);
-  s.devices.resize(static_cast<size_t>(devices));
-  for (int d = 0; d < devices; ++d) {
-    std::istringstream in(orders[static_cast<size_t>(d)]);
-    std::string tok;
-    while (in >> tok) {
-      if (tok.front() == '(') {
-        auto semi = tok.find(';');
-        Op a = parseOp(s, tok.substr(1, semi - 1), d);
-        Op b = parseOp(s, tok.substr(semi + 1, tok.size() - semi - 2), d);
-        s.devices[static_cast<size_t>(d)].push_back(Step{a, b});
-      } else {
-        s.devices[static_cast<size_t>(d)].push_back(Step{parseOp(s, tok, d), {}});
-      }
-    }
-  }
-  return s;
+  return ps::test::scheduleFromTokens(devices, stages, microbatches, placement, orders, std::move(userKinds),
+                                      [](const std::string& kind) { ADD_FAILURE() << "unknown op kind " << kind; });
 }
 
 bool hasCode(const ValidationReport& r, const std::string& code) {
@@ -263,66 +234,6 @@ TEST(Validator, CapsTheNumberOfDiagnostics) {
   ASSERT_EQ(r.diagnostics.size(), 21u);
   EXPECT_EQ(r.diagnostics.back().code, "validate.more");
   EXPECT_EQ(r.diagnostics.back().message, "980 more errors not shown");
-}
-
-// ---- pipestudio-cli validate / generate -------------------------------------------------
-
-namespace {
-
-using ps::test::CliResult;
-using ps::test::runCli;
-
-std::string data(const std::string& name) { return std::string(PIPESTUDIO_TEST_DATA_DIR) + "/" + name; }
-
-}  // namespace
-
-TEST(ValidateCli, ValidCsvExitsZero) {
-  CliResult r = runCli("validate " + data("pytorch_1f1b_compute_comms.csv"));
-  EXPECT_EQ(r.exitCode, 0) << r.out;
-  EXPECT_NE(r.out.find("valid (2 devices, 2 stages, 2 micro-batches"), std::string::npos) << r.out;
-}
-
-TEST(ValidateCli, DeadlockExitsOneWithTheCycle) {
-  CliResult r = runCli("validate " + data("pytorch_deadlock.csv"));
-  EXPECT_EQ(r.exitCode, 1) << r.out;
-  // Pointed at the cell of the stuck op (row 1, cell 0B0 at column 5).
-  EXPECT_NE(r.out.find("pytorch_deadlock.csv:1:5: error: deadlock: device 0 waits at B0@s0 for B0@s1 on device 1"),
-            std::string::npos)
-      << r.out;
-}
-
-TEST(ValidateCli, ParseErrorsExitOneAndUsageExitsTwo) {
-  CliResult bad = runCli("validate " + data("pytorch_bad_action.csv"));
-  EXPECT_EQ(bad.exitCode, 1) << bad.out;
-  EXPECT_NE(bad.out.find("pytorch_bad_action.csv:1:11: error:"), std::string::npos) << bad.out;
-  EXPECT_EQ(runCli("validate").exitCode, 2);
-  EXPECT_EQ(runCli("validate /nonexistent/file.pipe").exitCode, 2);
-  EXPECT_EQ(runCli("validate --bogus x.pipe").exitCode, 2);
-}
-
-TEST(GenerateCli, EveryKindGeneratesAPipeFileThatValidates) {
-  for (const char* kind : {"gpipe", "1f1b", "interleaved-1f1b", "looped-bfs", "zb-h1", "zb-h2", "zb-v", "dualpipe-v"}) {
-    CliResult r = runCli(std::string("generate ") + kind + " --devices 4 --microbatches 8 | " + PIPESTUDIO_CLI +
-                   " validate -");
-    EXPECT_EQ(r.exitCode, 0) << kind << ": " << r.out;
-    EXPECT_NE(r.out.find("valid (4 devices"), std::string::npos) << kind << ": " << r.out;
-  }
-}
-
-TEST(GenerateCli, CsvByExtensionAndClearSizeErrors) {
-  std::string out = ::testing::TempDir() + "gen_cli_test.csv";
-  CliResult r = runCli("generate 1f1b --devices 2 --microbatches 3 -o " + out);
-  ASSERT_EQ(r.exitCode, 0) << r.out;
-  CliResult v = runCli("validate " + out);
-  EXPECT_EQ(v.exitCode, 0) << v.out;
-  CliResult c = runCli("generate 1f1b --devices 2 --microbatches 2 --format csv --csv-format compute_comms");
-  EXPECT_EQ(c.exitCode, 0);
-  EXPECT_EQ(c.out, "0F0,0SEND_F0,0F1,0SEND_F1,0RECV_B0,0B0,0RECV_B1,0B1\n1RECV_F0,1F0,1B0,1SEND_B0,1RECV_F1,1F1,1B1,1SEND_B1\n");
-  CliResult bad = runCli("generate interleaved-1f1b --devices 4 --microbatches 6");
-  EXPECT_EQ(bad.exitCode, 2);
-  EXPECT_NE(bad.out.find("multiple of devices"), std::string::npos) << bad.out;
-  EXPECT_EQ(runCli("generate 3f3b --devices 2 --microbatches 2").exitCode, 2);
-  EXPECT_EQ(runCli("generate 1f1b --devices two --microbatches 2").exitCode, 2);
 }
 
 // ---- deadlock detection against a naive reference ---------------------------------------

@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "fixtures/files.h"
 #include "pipestudio/core/io/dsl.h"
 #include "pipestudio/core/planning/generators.h"
 
@@ -25,11 +26,6 @@ namespace ps::test {
 
 using Clock = std::chrono::steady_clock;
 using namespace std::chrono_literals;
-
-inline std::string readFile(const std::string& path) {
-  std::ifstream in(path);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
 
 inline std::string writeSchedule(ps::core::ScheduleKind kind, int devices, int micro, const std::string& name) {
   auto s = ps::core::generateSchedule(kind, {devices, micro, 0});

@@ -15,11 +15,13 @@
 #include "pipestudio/core/io/dsl.h"
 #include "pipestudio/core/planning/generators.h"
 #include "pipestudio/engine/engine.h"
-#include "schedules.h"
-#include "../cli_runner.h"
+#include "fixtures/schedules.h"
+#include "cli/cli_runner.h"
+#include "engine_checks.h"
 
 using namespace ps::engine;
 using ps::core::ScheduleKind;
+using namespace ps::test;
 
 namespace {
 
@@ -35,28 +37,20 @@ RunOptions gpuOptions() {
   return o;
 }
 
-ps::core::Schedule generated(ScheduleKind k, int devices = 2, int micro = 4) {
-  auto s = ps::core::generateSchedule(k, {devices, micro, 0});
-  EXPECT_TRUE(s.ok()) << ps::core::scheduleKindName(k);
-  return s.ok() ? s.value() : ps::core::Schedule{};
-}
-
 void expectExactOnGpu(const ps::core::Schedule& s, const RunOptions& o) {
-  auto r = runSchedule(s, o);
-  ASSERT_TRUE(r.ok()) << ps::core::formatDiagnostics(r.errors());
-  ASSERT_EQ(r->status, ps::core::RunState::Succeeded) << r->diagnostics[0].message;
-  EXPECT_TRUE(r->gradients.passed) << s.name << ": worst " << r->gradients.worstParameter << " "
-                                   << r->gradients.maxRelativeError << ", loss " << r->gradients.lossRelativeError;
-  ASSERT_EQ(r->timeline.ops.size(), s.opCount());
+  RunReport r;
+  ASSERT_NO_FATAL_FAILURE(runToTheEnd(s, o, r));
+  expectGradientsPassed(s, r);
+  ASSERT_EQ(r.timeline.ops.size(), s.opCount());
   // CUDA-event times: inside the iteration, ordered within each op.
-  for (const auto& op : r->timeline.ops) {
+  for (const auto& op : r.timeline.ops) {
     EXPECT_GE(op.start, 0.0);
     EXPECT_LE(op.start, op.end);
-    EXPECT_LE(op.end, r->iterationMs.back() + 1.0);
+    EXPECT_LE(op.end, r.iterationMs.back() + 1.0);
   }
   // Allocator statistics: the GPU holds at least the model while ops run.
   bool sawBytes = false;
-  for (const auto& dev : r->timeline.memory)
+  for (const auto& dev : r.timeline.memory)
     for (const auto& m : dev) sawBytes = sawBytes || m.bytes > 0;
   EXPECT_TRUE(sawBytes);
 }
@@ -93,8 +87,8 @@ TEST(CudaGpu, ZbH1GradientsEqualUnpipelined) {
 
 TEST(CudaGpu, OffloadToPinnedMemoryAndRecomputeStayExact) {
   SKIP_WITHOUT_GPU();
-  expectExactOnGpu(ps::engine::testing::withOffload(generated(ScheduleKind::OneFOneB)), gpuOptions());
-  expectExactOnGpu(ps::engine::testing::withRecompute(generated(ScheduleKind::ZBH1)), gpuOptions());
+  expectExactOnGpu(ps::test::withOffload(generated(ScheduleKind::OneFOneB)), gpuOptions());
+  expectExactOnGpu(ps::test::withRecompute(generated(ScheduleKind::ZBH1)), gpuOptions());
 }
 
 TEST(CudaGpu, OverlappedPairsOnTwoStreamsStayExact) {
@@ -114,14 +108,8 @@ TEST(CudaGpu, TwoProcessesOverNccl) {
     auto s = generated(k);
     const std::string pipe = ::testing::TempDir() + "ps_cuda_nccl_" + std::to_string(::getpid()) + "_" +
                              std::string(ps::core::scheduleKindName(k)) + ".pipe";
-    std::ofstream(pipe) << ps::core::printDsl(s);
-    const std::string cmd = std::string(PIPESTUDIO_CLI) + " run " + pipe +
-                            " --model gpt:layers=2,hidden=32,heads=2,seq=8,vocab=32 --device cuda --nproc 2"
-                            " --check-gradients --timeout 60";
-    const auto result = ps::test::runCommand(cmd);
-    const std::string& out = result.out;
-    EXPECT_EQ(result.exitCode, 0) << out;
-    EXPECT_NE(out.find("gradient check: passed"), std::string::npos) << out;
-    std::remove(pipe.c_str());
+    expectCliRunPassesGradientCheck(s, pipe,
+                                    " --model gpt:layers=2,hidden=32,heads=2,seq=8,vocab=32 --device cuda --nproc 2"
+                                    " --check-gradients --timeout 60");
   }
 }

@@ -13,7 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "pipestudio/core/io/run_events.h"
-#include "../cli_runner.h"
+#include "cli/cli_runner.h"
 
 namespace fs = std::filesystem;
 using ps::test::runCommand;

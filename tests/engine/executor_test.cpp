@@ -8,23 +8,16 @@
 #include <thread>
 
 #include "pipestudio/engine/engine.h"
-#include "schedules.h"
+#include "fixtures/schedules.h"
+#include "engine_checks.h"
 
 using namespace ps::engine;
-using namespace ps::engine::testing;
+using namespace ps::test;
 using ps::core::OpKind;
 
 namespace {
 
-RunOptions smallOptions(const std::string& model) {
-  RunOptions o;
-  o.model = parseModelSpec(model).value();
-  o.microbatchSize = 2;
-  o.checkGradients = true;
-  o.timeoutSeconds = 20;
-  o.threads = 1;
-  return o;
-}
+RunOptions smallOptions(const std::string& model) { return quickRun(model); }
 
 RunReport runOk(const ps::core::Schedule& s, const RunOptions& o) {
   auto r = runSchedule(s, o);
@@ -62,6 +55,13 @@ void expectDependenciesHold(const ps::core::Schedule& s, const RunReport& r) {
       if (st + 1 < S) { EXPECT_GE(get(B, st).first, get(B, st + 1).second); }
       EXPECT_GE(get(B, st).first, get(F, st).second);
     }
+}
+
+// Runs the schedule; the report and the wall-clock seconds the run took.
+std::pair<ps::core::Result<RunReport>, double> timedRun(const ps::core::Schedule& s, const RunOptions& o) {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = runSchedule(s, o);
+  return {std::move(r), std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()};
 }
 
 }  // namespace
@@ -215,9 +215,7 @@ TEST(ExecutorFailure, ExceptionInOneWorkerStopsAllAndNamesTheOp) {
   auto o = smallOptions("mlp:layers=3,hidden=16");
   o.checkGradients = false;
   o.fault = parseFaultInjection("throw:B1@s1").value();
-  auto t0 = std::chrono::steady_clock::now();
-  auto r = runSchedule(s, o);
-  auto secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  auto [r, secs] = timedRun(s, o);
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->status, ps::core::RunState::Failed);
   ASSERT_FALSE(r->diagnostics.empty());
@@ -249,9 +247,7 @@ TEST(ExecutorFailure, MissingTransferTimesOutNamingOpAndPeer) {
   o.checkGradients = false;
   o.timeoutSeconds = 0.5;
   o.fault = parseFaultInjection("drop:F0@s0").value();
-  auto t0 = std::chrono::steady_clock::now();
-  auto r = runSchedule(s, o);
-  auto secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  auto [r, secs] = timedRun(s, o);
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->status, ps::core::RunState::Failed);
   EXPECT_EQ(r->diagnostics[0].code, "engine.timeout");

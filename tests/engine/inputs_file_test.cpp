@@ -13,7 +13,7 @@
 #include "pipestudio/core/io/cluster.h"
 #include "pipestudio/core/planning/generators.h"
 #include "background_process.h"
-#include "../cli_runner.h"
+#include "cli/cli_runner.h"
 
 namespace {
 

@@ -15,7 +15,7 @@
 
 #include "pipestudio/core/io/dsl.h"
 #include "pipestudio/core/planning/generators.h"
-#include "../cli_runner.h"
+#include "cli/cli_runner.h"
 
 namespace {
 

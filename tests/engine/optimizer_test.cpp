@@ -13,14 +13,14 @@
 #include <string>
 #include <vector>
 
-#include "../cli_runner.h"
+#include "cli/cli_runner.h"
 #include "pipestudio/core/io/dsl.h"
 #include "pipestudio/core/io/run_events.h"
 #include "pipestudio/engine/engine.h"
-#include "schedules.h"
+#include "fixtures/schedules.h"
 
 using namespace ps::engine;
-using namespace ps::engine::testing;
+using namespace ps::test;
 
 namespace {
 

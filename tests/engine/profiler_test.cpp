@@ -14,7 +14,7 @@
 
 #include "pipestudio/core/model/cost_profile.h"
 #include "pipestudio/engine/engine.h"
-#include "../cli_runner.h"
+#include "cli/cli_runner.h"
 
 namespace ps::engine {
 namespace {

@@ -26,7 +26,7 @@
 #include "pipestudio/core/io/dsl.h"
 #include "pipestudio/core/planning/generators.h"
 #include "pipestudio/engine/launcher.h"
-#include "../cli_runner.h"
+#include "cli/cli_runner.h"
 #include "background_process.h"
 
 namespace {
@@ -88,22 +88,38 @@ void expectFailedRunInSession(const std::string& db) {
   EXPECT_TRUE(found) << runs.dump();
 }
 
-}  // namespace
-
-TEST(RankFailure, KillNineOfOneRankFailsTheRunAtOnceNamingRankDeviceAndSignal) {
-  const std::string db = ::testing::TempDir() + "kill_rank2_" + std::to_string(getpid()) + ".pssession";
+// A session file of this process that does not exist yet.
+std::string freshSessionPath(const std::string& tag) {
+  const std::string db = ::testing::TempDir() + tag + "_" + std::to_string(getpid()) + ".pssession";
   std::filesystem::remove(db);
-  auto b = startLongRun("kill_rank2", db);
-  const pid_t victim = rankPid(b.pid, 2);
-  ASSERT_GT(victim, 0);
+  return db;
+}
+
+// SIGKILLs `victim` and waits (30 s at most) for the run to end: the seconds that took, or
+// nothing when it did not end (the run is then killed).
+std::optional<double> killAndWait(Background& b, pid_t victim) {
   const auto t0 = Clock::now();
   kill(victim, SIGKILL);
   const bool done = b.waitFor(30s);
   const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-  if (!done) b.killTree();
-  ASSERT_TRUE(done) << b.stderrText();
+  if (!done) {
+    b.killTree();
+    return std::nullopt;
+  }
+  return seconds;
+}
+
+}  // namespace
+
+TEST(RankFailure, KillNineOfOneRankFailsTheRunAtOnceNamingRankDeviceAndSignal) {
+  const std::string db = freshSessionPath("kill_rank2");
+  auto b = startLongRun("kill_rank2", db);
+  const pid_t victim = rankPid(b.pid, 2);
+  ASSERT_GT(victim, 0);
+  const auto seconds = killAndWait(b, victim);
+  ASSERT_TRUE(seconds) << b.stderrText();
   EXPECT_EQ(b.exitCode(), 1) << b.stderrText();
-  EXPECT_LT(seconds, 10.0);  // not the 60 s --timeout
+  EXPECT_LT(*seconds, 10.0);  // not the 60 s --timeout
   const std::string err = b.stderrText();
   EXPECT_NE(err.find("rank 2 (device 2) was killed by SIGKILL (signal 9)"), std::string::npos) << err;
   EXPECT_EQ(err.find("Connection reset by peer"), std::string::npos) << err;
@@ -123,20 +139,15 @@ TEST(RankFailure, KillNineOfOneRankFailsTheRunAtOnceNamingRankDeviceAndSignal) {
 }
 
 TEST(RankFailure, KillNineOfRankZeroLeavesTheLauncherToReport) {
-  const std::string db = ::testing::TempDir() + "kill_rank0_" + std::to_string(getpid()) + ".pssession";
-  std::filesystem::remove(db);
+  const std::string db = freshSessionPath("kill_rank0");
   auto b = startLongRun("kill_rank0", db);
   const pid_t victim = rankPid(b.pid, 0);
   const std::vector<pid_t> ranks = Background::children(b.pid);
   ASSERT_GT(victim, 0);
-  const auto t0 = Clock::now();
-  kill(victim, SIGKILL);
-  const bool done = b.waitFor(30s);
-  const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-  if (!done) b.killTree();
-  ASSERT_TRUE(done) << b.stderrText();
+  const auto seconds = killAndWait(b, victim);
+  ASSERT_TRUE(seconds) << b.stderrText();
   EXPECT_EQ(b.exitCode(), 1) << b.stderrText();
-  EXPECT_LT(seconds, 10.0);
+  EXPECT_LT(*seconds, 10.0);
   EXPECT_NE(b.stderrText().find("rank 0 (device 0) was killed by SIGKILL (signal 9)"), std::string::npos)
       << b.stderrText();
   bool whole = false;
@@ -258,8 +269,7 @@ TEST(RankFailure, TinyTimeoutGivesOneClearLineNoBacktrace) {
 
 TEST(RunCancel, CancelledRunExits130WithoutThePartialLoss) {
   auto path = writeSchedule(ps::core::ScheduleKind::OneFOneB, 2, 4, "cancel_loss");
-  const std::string db = ::testing::TempDir() + "cancel_loss_" + std::to_string(getpid()) + ".pssession";
-  std::filesystem::remove(db);
+  const std::string db = freshSessionPath("cancel_loss");
   auto b = Background::start("run " + path + " " + kModel + " --iterations 100000 --events jsonl --session '" + db + "'",
                              "cancel_loss");
   // Wait for the third iteration, then interrupt as Ctrl-C would.
@@ -298,8 +308,7 @@ TEST(RunCancel, CancelledRunExits130WithoutThePartialLoss) {
 
 TEST(RunSession, StartedIsTheRunStartAndWallTimeTheRunsDuration) {
   auto path = writeSchedule(ps::core::ScheduleKind::OneFOneB, 2, 4, "wall_time");
-  const std::string db = ::testing::TempDir() + "wall_time_" + std::to_string(getpid()) + ".pssession";
-  std::filesystem::remove(db);
+  const std::string db = freshSessionPath("wall_time");
   const auto before = std::chrono::duration_cast<std::chrono::milliseconds>(
                           std::chrono::system_clock::now().time_since_epoch())
                           .count();
@@ -335,8 +344,7 @@ TEST(RunCommand, InjectFaultOnAnOpNotInTheScheduleIsAUsageError) {
 
 TEST(RunCommand, FailedRunPrintsNoLossNorPredictionError) {
   auto path = writeSchedule(ps::core::ScheduleKind::OneFOneB, 2, 4, "failed_no_loss");
-  const std::string db = ::testing::TempDir() + "failed_no_loss_" + std::to_string(getpid()) + ".pssession";
-  std::filesystem::remove(db);
+  const std::string db = freshSessionPath("failed_no_loss");
   auto r = ps::test::runCli("run " + path + " " + kModel + " --iterations 3 --inject-fault throw:B3@s0 --session '" + db + "'");
   EXPECT_EQ(r.exitCode, 1) << r.out;
   EXPECT_NE(r.out.find("device 0 at B3@s0: injected failure"), std::string::npos) << r.out;

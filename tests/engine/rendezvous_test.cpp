@@ -14,7 +14,7 @@
 #include "pipestudio/core/io/cluster.h"
 #include "pipestudio/engine/launcher.h"
 #include "../../engine/src/hosted_store.h"
-#include "../cli_runner.h"
+#include "cli/cli_runner.h"
 #include "background_process.h"
 
 namespace {

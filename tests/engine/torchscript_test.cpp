@@ -19,11 +19,13 @@
 #include "pipestudio/core/planning/generators.h"
 #include "pipestudio/core/analysis/validator.h"
 #include "pipestudio/engine/engine.h"
-#include "schedules.h"
-#include "../cli_runner.h"
+#include "fixtures/schedules.h"
+#include "cli/cli_runner.h"
+#include "engine_checks.h"
 
 using namespace ps::engine;
 using ps::core::ScheduleKind;
+using namespace ps::test;
 
 namespace {
 
@@ -87,27 +89,19 @@ RunOptions optionsFor(const std::string& spec) {
   return o;
 }
 
-ps::core::Schedule generated(ScheduleKind k, int devices, int micro) {
-  auto s = ps::core::generateSchedule(k, {devices, micro, 0});
-  EXPECT_TRUE(s.ok()) << ps::core::scheduleKindName(k);
-  return s.ok() ? s.value() : ps::core::Schedule{};
-}
-
 void expectExact(const ps::core::Schedule& s, const RunOptions& o, size_t params = 7, int layersTotal = 6) {
   auto valid = ps::core::validateSchedule(s);
   ASSERT_TRUE(valid.valid()) << s.name << ": " << ps::core::formatDiagnostics(valid.diagnostics);
-  auto r = runSchedule(s, o);
-  ASSERT_TRUE(r.ok()) << ps::core::formatDiagnostics(r.errors());
-  ASSERT_EQ(r->status, ps::core::RunState::Succeeded) << r->diagnostics[0].message;
-  ASSERT_TRUE(r->gradients.ran);
-  EXPECT_TRUE(r->gradients.passed) << s.name << ": worst " << r->gradients.worstParameter << " "
-                                   << r->gradients.maxRelativeError << ", loss " << r->gradients.lossRelativeError;
+  RunReport r;
+  ASSERT_NO_FATAL_FAILURE(runToTheEnd(s, o, r));
+  ASSERT_TRUE(r.gradients.ran);
+  expectGradientsPassed(s, r);
   // fc0, fc1, fc2 weight + bias and norm.scale: every parameter of the file is checked.
-  EXPECT_EQ(r->gradients.parameters.size(), params);
-  EXPECT_GT(r->gradients.lossReference, 0.0);
-  EXPECT_EQ(r->timeline.ops.size(), s.opCount());
+  EXPECT_EQ(r.gradients.parameters.size(), params);
+  EXPECT_GT(r.gradients.lossReference, 0.0);
+  EXPECT_EQ(r.timeline.ops.size(), s.opCount());
   int layers = 0;
-  for (int n : r->partition) layers += n;
+  for (int n : r.partition) layers += n;
   EXPECT_EQ(layers, layersTotal);
 }
 
@@ -158,15 +152,15 @@ TEST_F(TorchScriptModel, EveryScheduleKindGradientsEqualUnpipelined) {
 
 TEST_F(TorchScriptModel, FourStagesSplitBackwardRecomputeAndOffload) {
   auto o = optionsFor("torchscript:path=" + path_ + ",features=8");
-  expectExact(ps::engine::testing::oneFOneB(4, 4, true), o);
-  expectExact(ps::engine::testing::withRecompute(ps::engine::testing::oneFOneB(3, 4, true)), o);
-  expectExact(ps::engine::testing::withOffload(ps::engine::testing::oneFOneB(2, 4)), o);
+  expectExact(ps::test::oneFOneB(4, 4, true), o);
+  expectExact(ps::test::withRecompute(ps::test::oneFOneB(3, 4, true)), o);
+  expectExact(ps::test::withOffload(ps::test::oneFOneB(2, 4)), o);
 }
 
 TEST_F(TorchScriptModel, InterleavedPlacementAndDoublePrecision) {
   auto o = optionsFor("torchscript:path=" + path_ + ",dtype=f64");
-  expectExact(ps::engine::testing::loopedBfs(2, 4), o);
-  auto r = runSchedule(ps::engine::testing::loopedBfs(2, 4), o);
+  expectExact(ps::test::loopedBfs(2, 4), o);
+  auto r = runSchedule(ps::test::loopedBfs(2, 4), o);
   ASSERT_TRUE(r.ok());
   EXPECT_LE(r->gradients.maxRelativeError, 1e-10);
 }
@@ -177,14 +171,8 @@ TEST_F(TorchScriptModel, TwoGlooProcessesThroughTheCli) {
   for (ScheduleKind k : {ScheduleKind::OneFOneB, ScheduleKind::ZBH1}) {
     auto s = generated(k, 2, 4);
     const std::string pipe = tempPath(std::string(ps::core::scheduleKindName(k))) + ".pipe";
-    std::ofstream(pipe) << ps::core::printDsl(s);
-    const std::string cmd = std::string(PIPESTUDIO_CLI) + " run " + pipe + " --model torchscript:path=" + path_ +
-                            " --partition 2,4 --nproc 2 --threads 1 --check-gradients --timeout 30";
-    const auto result = ps::test::runCommand(cmd);
-    const std::string& out = result.out;
-    EXPECT_EQ(result.exitCode, 0) << out;
-    EXPECT_NE(out.find("gradient check: passed"), std::string::npos) << out;
-    std::remove(pipe.c_str());
+    expectCliRunPassesGradientCheck(s, pipe, " --model torchscript:path=" + path_ +
+                                                 " --partition 2,4 --nproc 2 --threads 1 --check-gradients --timeout 30");
   }
 }
 
@@ -211,16 +199,29 @@ TEST(TorchScriptSpec, ParsingErrors) {
 namespace {
 std::string refusal(const std::string& spec) {
   auto o = optionsFor(spec);
-  auto r = runSchedule(ps::engine::testing::oneFOneB(2, 2), o);
+  auto r = runSchedule(ps::test::oneFOneB(2, 2), o);
   EXPECT_FALSE(r.ok()) << spec << " should be refused";
   return r.ok() ? std::string() : ps::core::formatDiagnostics(r.errors());
+}
+
+// The refusal of the TorchScript file `path`, which names the file.
+std::string refusalOf(const std::string& path) {
+  const std::string msg = refusal("torchscript:path=" + path);
+  EXPECT_NE(msg.find(path), std::string::npos) << msg;
+  return msg;
+}
+
+// ... which also says `says`; the file is removed.
+void expectRefusedSaying(const std::string& path, const std::string& says) {
+  const std::string msg = refusalOf(path);
+  EXPECT_NE(msg.find(says), std::string::npos) << msg;
+  std::remove(path.c_str());
 }
 }  // namespace
 
 TEST(TorchScriptErrors, MissingFileIsNamed) {
   const std::string path = tempPath("missing");
-  const std::string msg = refusal("torchscript:path=" + path);
-  EXPECT_NE(msg.find(path), std::string::npos) << msg;
+  const std::string msg = refusalOf(path);
   EXPECT_NE(msg.find("cannot open"), std::string::npos) << msg;
   EXPECT_FALSE(checkModel(parseModelSpec("torchscript:path=" + path).value()).ok());
   EXPECT_EQ(modelLayerCount(parseModelSpec("torchscript:path=" + path).value()), 0);
@@ -229,10 +230,7 @@ TEST(TorchScriptErrors, MissingFileIsNamed) {
 TEST(TorchScriptErrors, CorruptFileIsNamed) {
   const std::string path = tempPath("corrupt");
   std::ofstream(path) << "this is not a zip archive";
-  const std::string msg = refusal("torchscript:path=" + path);
-  EXPECT_NE(msg.find(path), std::string::npos) << msg;
-  EXPECT_NE(msg.find("not a loadable TorchScript module"), std::string::npos) << msg;
-  std::remove(path.c_str());
+  expectRefusedSaying(path, "not a loadable TorchScript module");
 }
 
 TEST(TorchScriptErrors, ModuleWithoutChildren) {
@@ -241,10 +239,7 @@ TEST(TorchScriptErrors, ModuleWithoutChildren) {
   flat.register_parameter("weight", at::randn({4, 4}), false);
   flat.define("def forward(self, x):\n    return torch.matmul(x, self.weight)\n");
   flat.save(path);
-  const std::string msg = refusal("torchscript:path=" + path);
-  EXPECT_NE(msg.find(path), std::string::npos) << msg;
-  EXPECT_NE(msg.find("no child modules"), std::string::npos) << msg;
-  std::remove(path.c_str());
+  expectRefusedSaying(path, "no child modules");
 }
 
 TEST(TorchScriptErrors, FailingChildIsNamed) {
@@ -254,8 +249,7 @@ TEST(TorchScriptErrors, FailingChildIsNamed) {
   top.register_module("mismatch", linear("LinB", 10, 4, 2));  // expects width 10, gets 16
   top.define("def forward(self, x):\n    return self.mismatch.forward(self.first.forward(x))\n");
   top.save(path);
-  const std::string msg = refusal("torchscript:path=" + path);
-  EXPECT_NE(msg.find(path), std::string::npos) << msg;
+  const std::string msg = refusalOf(path);
   EXPECT_NE(msg.find("child 'mismatch'"), std::string::npos) << msg;
   EXPECT_NE(msg.find("layer 1 of 2"), std::string::npos) << msg;
   EXPECT_NE(msg.find("cannot be multiplied"), std::string::npos) << msg;  // the cause, without the traceback
@@ -272,7 +266,7 @@ TEST(TorchScriptErrors, FirstLayerWidthMustBeGivenWhenItCannotBeInferred) {
   top.save(path);
   const std::string msg = refusal("torchscript:path=" + path);
   EXPECT_NE(msg.find("features=N"), std::string::npos) << msg;
-  expectExact(ps::engine::testing::oneFOneB(2, 2, true), optionsFor("torchscript:path=" + path + ",features=6"), 2, 2);
+  expectExact(ps::test::oneFOneB(2, 2, true), optionsFor("torchscript:path=" + path + ",features=6"), 2, 2);
   std::remove(path.c_str());
 }
 
@@ -293,8 +287,7 @@ TEST(TorchScriptChain, PyTorchSequentialAndPlainChainModuleAreAccepted) {
 
 TEST(TorchScriptChain, ResidualConnectionIsRefusedSayingWhy) {
   const std::string path = pytorchModel("residual.pt");
-  const std::string msg = refusal("torchscript:path=" + path);
-  EXPECT_NE(msg.find(path), std::string::npos) << msg;
+  const std::string msg = refusalOf(path);
   EXPECT_NE(msg.find("not a plain chain of its children"), std::string::npos) << msg;
   EXPECT_NE(msg.find("the input is used 2 times (a residual connection or a branch)"), std::string::npos) << msg;
   EXPECT_NE(msg.find("nn.Sequential"), std::string::npos) << msg;  // the form that is accepted

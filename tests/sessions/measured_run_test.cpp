@@ -16,25 +16,27 @@ using test::op;
 
 const char* kPipe = "pipeline devices=2 stages=2 microbatches=1\ndevice 0: F0.0 B0.0\ndevice 1: F1.0 B1.0\n";
 
-core::Timeline predictedTimeline() {
+core::Timeline twoDevices(const char* label, std::vector<core::TimelineOp> ops,
+                          core::TimelineSource source = core::TimelineSource::Simulated) {
   core::Timeline t;
+  t.source = source;
   t.devices = 2;
-  t.label = "predicted";
-  t.ops = {op(0, OpKind::F, 0, 0, 0, 1, 0), op(0, OpKind::B, 0, 0, 4, 6, 1), op(1, OpKind::F, 1, 0, 1, 2, 0),
-           op(1, OpKind::B, 1, 0, 2, 4, 1)};
+  t.label = label;
+  t.ops = std::move(ops);
   t.metrics = core::computeMetrics(t);
   return t;
 }
 
+core::Timeline predictedTimeline() {
+  return twoDevices("predicted", {op(0, OpKind::F, 0, 0, 0, 1, 0), op(0, OpKind::B, 0, 0, 4, 6, 1),
+                                  op(1, OpKind::F, 1, 0, 1, 2, 0), op(1, OpKind::B, 1, 0, 2, 4, 1)});
+}
+
 core::Timeline measuredTimeline() {
-  core::Timeline t;
-  t.source = core::TimelineSource::Measured;
-  t.devices = 2;
-  t.label = "measured";
-  t.ops = {op(0, OpKind::F, 0, 0, 0, 1.5, 0), op(0, OpKind::B, 0, 0, 5, 7.5, 1), op(1, OpKind::F, 1, 0, 1.6, 2.8, 0),
-           op(1, OpKind::B, 1, 0, 2.8, 4.9, 1)};
-  t.metrics = core::computeMetrics(t);
-  return t;
+  return twoDevices("measured",
+                    {op(0, OpKind::F, 0, 0, 0, 1.5, 0), op(0, OpKind::B, 0, 0, 5, 7.5, 1),
+                     op(1, OpKind::F, 1, 0, 1.6, 2.8, 0), op(1, OpKind::B, 1, 0, 2.8, 4.9, 1)},
+                    core::TimelineSource::Measured);
 }
 
 MeasuredRunRecording request() {

@@ -12,6 +12,7 @@
 #include "pipestudio/sessions/recording.h"
 #include "pipestudio/sessions/run_export.h"
 #include "session_test_util.h"
+#include "fixtures/schedules.h"
 
 using namespace ps::sessions;
 using namespace ps::sessions::test;
@@ -41,22 +42,10 @@ Timeline richTimeline() {
            op(0, static_cast<OpKind>(ps::core::kFirstUserKind), 0, -1, 5, 5.5, 3),
            op(1, OpKind::F, 1, 0, 1.125, 2.125, 0), op(1, OpKind::I, 1, 0, 2.125, 3, 1),
            op(1, OpKind::W, 1, 0, 3, 3.75, 2), op(1, OpKind::ReduceGrad, 1, -1, 4, 4.5, 3)};
-  ps::core::Transfer x;
-  x.srcDevice = 0;
-  x.dstDevice = 1;
-  x.producer = {OpKind::F, 0, 0};
-  x.consumer = {OpKind::F, 1, 0};
+  ps::core::Transfer x = ps::test::transfer(0, 1, {OpKind::F, 0, 0}, {OpKind::F, 1, 0}, 1, 1.125);
   x.bytes = 123456789012;
-  x.start = 1;
-  x.end = 1.125;
-  ps::core::Transfer y = x;
-  y.srcDevice = 1;
-  y.dstDevice = 0;
-  y.producer = {OpKind::I, 1, 0};
-  y.consumer = {OpKind::B, 0, 0};
+  ps::core::Transfer y = ps::test::transfer(1, 0, {OpKind::I, 1, 0}, {OpKind::B, 0, 0}, 3, 3.5);
   y.bytes = 42;
-  y.start = 3;
-  y.end = 3.5;
   t.transfers = {x, y};
   t.memory = {{{0, 100}, {1, 300}, {4.25, 200}}, {{1.125, 50}, {3.75, 10}}};
   t.metrics.makespan = 5.5;

@@ -11,42 +11,16 @@
 
 #include <gtest/gtest.h>
 
+#include "fixtures/files.h"
 #include "pipestudio/core/model/timeline.h"
+#include "pipestudio/sessions/session_store.h"
 
 namespace ps::sessions::test {
 
-// A directory removed (with everything in it) when the test ends.
-class TempDir : public std::filesystem::path {
- public:
-  explicit TempDir(const std::filesystem::path& p) : std::filesystem::path(p) {}
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(*this, ec);
-  }
-};
-
-inline TempDir freshDir() {
-  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  auto dir = std::filesystem::temp_directory_path() /
-             ("ps_sessions_" + std::to_string(getpid()) + "_" + info->test_suite_name() + "_" + info->name());
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  return TempDir(dir);
-}
-
-inline std::string readBytes(const std::filesystem::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-inline void writeBytes(const std::filesystem::path& p, const std::string& bytes) {
-  std::ofstream out(p, std::ios::binary | std::ios::trunc);
-  out << bytes;
-}
+using ps::test::freshDir;
+using ps::test::TempDir;
+inline std::string readBytes(const std::filesystem::path& p) { return ps::test::readFile(p); }
+inline void writeBytes(const std::filesystem::path& p, const std::string& bytes) { ps::test::writeFile(p, bytes); }
 
 // A raw connection for the test's own SQL.
 class RawDb {
@@ -107,6 +81,26 @@ inline core::Timeline syntheticTimeline(size_t n, int devices) {
     t.ops.push_back(op(d, (k % 2) ? core::OpKind::B : core::OpKind::F, d, k / 2, k + d, k + d + 1.0, k));
   }
   return t;
+}
+
+// A session with one run (8 ops on 2 devices, a memory sample on each) for the tests that
+// then damage its rows.
+struct Hostile {
+  std::string path;
+  Id run = 0;
+};
+
+inline Hostile makeHostileSession(const std::filesystem::path& dir) {
+  Hostile h;
+  h.path = (dir / "hostile.session").string();
+  auto store = SessionStore::open(h.path);
+  EXPECT_TRUE(store.ok());
+  auto t = syntheticTimeline(8, 2);
+  t.memory.resize(2);
+  t.memory[0].push_back(ps::core::MemorySample{0.5, 1024});
+  t.memory[1].push_back(ps::core::MemorySample{0.5, 2048});
+  h.run = *store->recordTimeline(RunInfo{}, t);
+  return h;
 }
 
 }  // namespace ps::sessions::test

@@ -13,9 +13,7 @@
 
 namespace ps::core {
 
-namespace {
 constexpr EnumName<Alignment> kAlignmentNames[] = {{Alignment::Absolute, "absolute"}, {Alignment::Scaled, "scaled"}};
-}  // namespace
 
 std::string_view alignmentName(Alignment a) { return enumName(a, kAlignmentNames); }
 std::optional<Alignment> alignmentFromName(std::string_view name) { return enumFromName(name, kAlignmentNames); }

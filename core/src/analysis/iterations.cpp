@@ -10,10 +10,8 @@
 
 namespace ps::core {
 
-namespace {
 constexpr EnumName<IterationBoundary> kBoundaryNames[] = {
     {IterationBoundary::Overlap, "overlap"}, {IterationBoundary::Sync, "sync"}};
-}  // namespace
 
 std::string_view iterationBoundaryName(IterationBoundary b) { return enumName(b, kBoundaryNames); }
 std::optional<IterationBoundary> iterationBoundaryFromName(std::string_view name) {

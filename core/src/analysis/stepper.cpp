@@ -36,11 +36,9 @@ bool Breakpoint::matches(const TimelineOp& op, StepEventKind event) const {
   return true;
 }
 
-namespace {
 constexpr EnumName<InputStatus> kInputStatusNames[] = {
     {InputStatus::NotStarted, "not-started"}, {InputStatus::Running, "running"},
     {InputStatus::InTransit, "in-transit"}, {InputStatus::NeverRan, "never-ran"}};
-}  // namespace
 
 std::string_view inputStatusName(InputStatus s) { return enumName(s, kInputStatusNames); }
 

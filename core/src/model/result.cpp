@@ -39,10 +39,8 @@ bool hasErrors(const Diagnostics& ds) {
   return std::any_of(ds.begin(), ds.end(), [](const Diagnostic& d) { return d.severity == Severity::Error; });
 }
 
-namespace {
 constexpr EnumName<Severity> kSeverityNames[] = {
     {Severity::Error, "error"}, {Severity::Warning, "warning"}, {Severity::Note, "note"}};
-}  // namespace
 
 std::string_view severityName(Severity s) { return enumName(s, kSeverityNames); }
 Severity severityFromName(std::string_view name) {

@@ -4,7 +4,6 @@
 
 namespace ps::core {
 
-namespace {
 constexpr EnumName<RunState> kRunStateNames[] = {
     {RunState::Failed, "failed"},       {RunState::Queued, "queued"},       {RunState::Running, "running"},
     {RunState::Succeeded, "succeeded"}, {RunState::Cancelled, "cancelled"},
@@ -12,7 +11,6 @@ constexpr EnumName<RunState> kRunStateNames[] = {
 // The run-event protocol's words for the terminal states (Succeeded is "finished").
 constexpr EnumName<RunState> kEventStatusTokens[] = {
     {RunState::Failed, "failed"}, {RunState::Succeeded, "finished"}, {RunState::Cancelled, "cancelled"}};
-}  // namespace
 
 std::string_view runStateName(RunState s) { return enumName(s, kRunStateNames); }
 

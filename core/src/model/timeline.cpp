@@ -139,11 +139,9 @@ TimelineMetrics computeMetrics(const Timeline& t) {
   return m;
 }
 
-namespace {
 constexpr EnumName<TimelineSource> kSourceNames[] = {{TimelineSource::Simulated, "simulated"},
                                                      {TimelineSource::Measured, "measured"},
                                                      {TimelineSource::Imported, "imported"}};
-}  // namespace
 
 std::string_view timelineSourceName(TimelineSource s) { return enumName(s, kSourceNames); }
 

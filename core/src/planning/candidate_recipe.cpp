@@ -12,11 +12,9 @@
 
 namespace ps::core {
 
-namespace {
 constexpr EnumName<CandidateSource> kCandidateSourceNames[] = {
     {CandidateSource::Builtin, "builtin"}, {CandidateSource::ListScheduler, "list"},
     {CandidateSource::ZbGreedy, "zb-greedy"}, {CandidateSource::ZbvGreedy, "zbv-greedy"}};
-}  // namespace
 
 std::string_view candidateSourceName(CandidateSource s) { return enumName(s, kCandidateSourceNames); }
 

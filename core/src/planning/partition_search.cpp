@@ -10,10 +10,8 @@
 
 namespace ps::core {
 
-namespace {
 constexpr EnumName<ActivationPolicy> kActivationPolicyNames[] = {
     {ActivationPolicy::Keep, "keep"}, {ActivationPolicy::Recompute, "recompute"}, {ActivationPolicy::Offload, "offload"}};
-}  // namespace
 
 std::string_view activationPolicyName(ActivationPolicy p) { return enumName(p, kActivationPolicyNames); }
 

@@ -21,12 +21,10 @@
 
 namespace ps::core {
 
-namespace {
 // The first name of each value is its own; the others are accepted spellings.
 constexpr EnumName<SearchObjective> kObjectiveNames[] = {
     {SearchObjective::Makespan, "makespan"}, {SearchObjective::SteadyState, "steady-state"},
     {SearchObjective::SteadyState, "steady_state"}, {SearchObjective::SteadyState, "steady"}};
-}  // namespace
 
 std::string_view searchObjectiveName(SearchObjective o) { return enumName(o, kObjectiveNames); }
 std::optional<SearchObjective> searchObjectiveFromName(std::string_view name) {

@@ -6,91 +6,68 @@ from torch import nn
 torch.manual_seed(0)
 
 
-class Chain(nn.Module):
-    """A plain chain of its children: accepted."""
+class Children(nn.Module):
+    """Holds the children it is given, registered in that order; a subclass's forward says
+    how they are called."""
 
-    def __init__(self):
+    def __init__(self, **children):
         super().__init__()
-        self.fc1 = nn.Linear(8, 16)
-        self.act = nn.GELU()
-        self.fc2 = nn.Linear(16, 4)
+        for name, child in children.items():
+            self.add_module(name, child)
+
+
+class Chain(Children):
+    """A plain chain of its children: accepted."""
 
     def forward(self, x):
         return self.fc2(self.act(self.fc1(x)))
 
 
-class Residual(nn.Module):
+class Residual(Children):
     """fc2's output is added to the input: refused (the children alone are another network)."""
-
-    def __init__(self):
-        super().__init__()
-        self.fc1 = nn.Linear(8, 8)
-        self.act = nn.Tanh()
-        self.fc2 = nn.Linear(8, 8)
 
     def forward(self, x):
         return x + self.fc2(self.act(self.fc1(x)))
 
 
-class Reordered(nn.Module):
+class Reordered(Children):
     """Children called in another order than registered: refused."""
-
-    def __init__(self):
-        super().__init__()
-        self.fc1 = nn.Linear(8, 8)
-        self.fc2 = nn.Linear(8, 8)
 
     def forward(self, x):
         return self.fc1(self.fc2(x))
 
 
-class Reused(nn.Module):
+class Reused(Children):
     """A child called twice: refused."""
-
-    def __init__(self):
-        super().__init__()
-        self.fc = nn.Linear(8, 8)
-        self.act = nn.Tanh()
 
     def forward(self, x):
         return self.fc(self.act(self.fc(x)))
 
 
-class WithLstm(nn.Module):
+class WithLstm(Children):
     """A scripted nn.LSTM child: refused, saying what is unsupported."""
-
-    def __init__(self):
-        super().__init__()
-        self.fc = nn.Linear(8, 8)
-        self.lstm = nn.LSTM(8, 8, batch_first=True)
 
     def forward(self, x):
         y, _ = self.lstm(self.fc(x))
         return y
 
 
-class TokenModel(nn.Module):
+class TokenModel(Children):
     """nn.Embedding first: its input is token ids (torchscript:...,seq=N,loss=ce)."""
-
-    def __init__(self):
-        super().__init__()
-        self.embed = nn.Embedding(20, 8)
-        self.mix = nn.Linear(8, 8)
-        self.act = nn.GELU()
-        self.head = nn.Linear(8, 20)
 
     def forward(self, tokens):
         return self.head(self.act(self.mix(self.embed(tokens))))
 
 
+# Built in this order, children in the order given, so the seeded weights stay the same.
 models = {
     "sequential.pt": nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 16), nn.Tanh(), nn.Linear(16, 4)),
-    "chain.pt": Chain(),
-    "residual.pt": Residual(),
-    "reordered.pt": Reordered(),
-    "reused.pt": Reused(),
-    "lstm.pt": WithLstm(),
-    "tokens.pt": TokenModel(),
+    "chain.pt": Chain(fc1=nn.Linear(8, 16), act=nn.GELU(), fc2=nn.Linear(16, 4)),
+    "residual.pt": Residual(fc1=nn.Linear(8, 8), act=nn.Tanh(), fc2=nn.Linear(8, 8)),
+    "reordered.pt": Reordered(fc1=nn.Linear(8, 8), fc2=nn.Linear(8, 8)),
+    "reused.pt": Reused(fc=nn.Linear(8, 8), act=nn.Tanh()),
+    "lstm.pt": WithLstm(fc=nn.Linear(8, 8), lstm=nn.LSTM(8, 8, batch_first=True)),
+    "tokens.pt": TokenModel(embed=nn.Embedding(20, 8), mix=nn.Linear(8, 8), act=nn.GELU(), head=nn.Linear(8, 20)),
 }
 for name, model in models.items():
     torch.jit.save(torch.jit.script(model), name)

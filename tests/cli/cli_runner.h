@@ -61,4 +61,9 @@ inline CliResult runCli(const std::string& args, Stderr stderrTo = Stderr::Merge
   return runCommand(std::string("'") + PIPESTUDIO_CLI + "' " + args, stderrTo);
 }
 
+// ... with stderr merged into stdout, or dropped.
+inline CliResult runCli(const std::string& args, bool withStderr) {
+  return runCli(args, withStderr ? Stderr::Merge : Stderr::Drop);
+}
+
 }  // namespace ps::test

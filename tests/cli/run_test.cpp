@@ -10,8 +10,9 @@
 
 #include "pipestudio/sessions/recording.h"
 #include "pipestudio/sessions/session_store.h"
-#include "session_test_util.h"
-#include "../cli_runner.h"
+#include "sessions/session_test_util.h"
+#include "cli/cli_runner.h"
+#include "fixtures/schedules.h"
 
 using namespace ps::sessions;
 using namespace ps::sessions::test;
@@ -23,15 +24,7 @@ using ps::test::runCli;
 bool engineBuilt() { return runCli("run --help").out.find("--model SPEC") != std::string::npos; }
 
 // 1F1B, 2 devices, 4 micro-batches (as `generate 1f1b --devices 2 --microbatches 4` writes it).
-const char* kPipe =
-    "name \"1f1b\"\n"
-    "devices 2\n"
-    "stages 2\n"
-    "microbatches 4\n"
-    "placement linear\n"
-    "\n"
-    "device 0: F0 F1 B0 F2 B1 F3 B2 B3\n"
-    "device 1: F0 B0 F1 B1 F2 B2 F3 B3\n";
+const char* kPipe = ps::test::kOneFOneBPipe;
 
 // Four layers of F = 0.5 ms, I = W = 0.5 ms: with the 2,2 partition each stage has F = 1 and
 // B = 2 ms, so 1F1B without communication cost takes (M + D - 1)(F + B) = 5 x 3 = 15 ms.
@@ -41,18 +34,28 @@ const char* kProfile = R"({"name": "uniform test", "source": "profiled", "layers
   {"name": "l2", "forward_ms": 0.5, "backward_input_ms": 0.5, "backward_weight_ms": 0.5},
   {"name": "l3", "forward_ms": 0.5, "backward_input_ms": 0.5, "backward_weight_ms": 0.5}]})";
 
-TEST(RunSessionCli, RecordsMeasuredRunWithPredictionFromGivenProfile) {
-  if (!engineBuilt()) GTEST_SKIP() << "pipestudio-cli was built without the engine";
-  auto dir = freshDir();
-  writeBytes(dir / "s.pipe", kPipe);
-  writeBytes(dir / "p.json", kProfile);
+// Each case runs in a fresh directory holding the schedule as s.pipe; the session goes to s.db.
+class RunSessionCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!engineBuilt()) GTEST_SKIP() << "pipestudio-cli was built without the engine";
+    writeBytes(dir / "s.pipe", kPipe);
+  }
+  // `pipestudio-cli run s.pipe ARGS`.
+  ps::test::CliResult runPipe(const std::string& args) { return runCli("run " + (dir / "s.pipe").string() + " " + args); }
+  ps::core::Result<SessionStore> session() const { return SessionStore::open(db, {OpenMode::ReadOnly}); }
+  TempDir dir = freshDir();
   const std::string db = (dir / "s.db").string();
-  auto r = runCli("run " + (dir / "s.pipe").string() + " --model mlp:layers=4,hidden=32 --partition 2,2 --session " +
+};
+
+TEST_F(RunSessionCli, RecordsMeasuredRunWithPredictionFromGivenProfile) {
+  writeBytes(dir / "p.json", kProfile);
+  auto r = runPipe("--model mlp:layers=4,hidden=32 --partition 2,2 --session " +
                   db + " --profile " + (dir / "p.json").string());
   ASSERT_EQ(r.exitCode, 0) << r.out;
   EXPECT_NE(r.out.find("predicted run"), std::string::npos) << r.out;
 
-  auto store = SessionStore::open(db, {OpenMode::ReadOnly});
+  auto store = session();
   ASSERT_TRUE(store) << store.error().message;
   auto runs = store->listRuns();
   ASSERT_TRUE(runs);
@@ -83,14 +86,10 @@ TEST(RunSessionCli, RecordsMeasuredRunWithPredictionFromGivenProfile) {
   EXPECT_EQ(store->schedule(*link->scheduleId)->pipeText, kPipe);
 }
 
-TEST(RunSessionCli, WithoutProfileThePredictionUsesTheAnalyticProfile) {
-  if (!engineBuilt()) GTEST_SKIP() << "pipestudio-cli was built without the engine";
-  auto dir = freshDir();
-  writeBytes(dir / "s.pipe", kPipe);
-  const std::string db = (dir / "s.db").string();
-  auto r = runCli("run " + (dir / "s.pipe").string() + " --model mlp:layers=4,hidden=32 --session " + db);
+TEST_F(RunSessionCli, WithoutProfileThePredictionUsesTheAnalyticProfile) {
+  auto r = runPipe("--model mlp:layers=4,hidden=32 --session " + db);
   ASSERT_EQ(r.exitCode, 0) << r.out;
-  auto store = SessionStore::open(db, {OpenMode::ReadOnly});
+  auto store = session();
   ASSERT_TRUE(store);
   auto profiles = store->listProfiles();
   ASSERT_TRUE(profiles);
@@ -99,14 +98,10 @@ TEST(RunSessionCli, WithoutProfileThePredictionUsesTheAnalyticProfile) {
   EXPECT_NE((*profiles)[0].name.find("mlp:layers=4,hidden=32"), std::string::npos);
 }
 
-TEST(RunSessionCli, FailedRunIsRecordedFailedWithPartialTimelineAndPrediction) {
-  if (!engineBuilt()) GTEST_SKIP() << "pipestudio-cli was built without the engine";
-  auto dir = freshDir();
-  writeBytes(dir / "s.pipe", kPipe);
-  const std::string db = (dir / "s.db").string();
-  auto r = runCli("run " + (dir / "s.pipe").string() + " --model mlp:layers=4,hidden=32 --inject-fault throw:B1@s1 --session " + db);
+TEST_F(RunSessionCli, FailedRunIsRecordedFailedWithPartialTimelineAndPrediction) {
+  auto r = runPipe("--model mlp:layers=4,hidden=32 --inject-fault throw:B1@s1 --session " + db);
   EXPECT_EQ(r.exitCode, 1) << r.out;
-  auto store = SessionStore::open(db, {OpenMode::ReadOnly});
+  auto store = session();
   ASSERT_TRUE(store);
   auto runs = store->listRuns();
   ASSERT_TRUE(runs);
@@ -122,33 +117,25 @@ TEST(RunSessionCli, FailedRunIsRecordedFailedWithPartialTimelineAndPrediction) {
   EXPECT_TRUE(predictionFor(*store, measured->id));
 }
 
-TEST(RunSessionCli, ProfileOfAnotherModelRecordsTheRunWithoutPrediction) {
-  if (!engineBuilt()) GTEST_SKIP() << "pipestudio-cli was built without the engine";
-  auto dir = freshDir();
-  writeBytes(dir / "s.pipe", kPipe);
+TEST_F(RunSessionCli, ProfileOfAnotherModelRecordsTheRunWithoutPrediction) {
   writeBytes(dir / "p.json", kProfile);  // 4 layers; the model has 6
-  const std::string db = (dir / "s.db").string();
-  auto r = runCli("run " + (dir / "s.pipe").string() + " --model mlp:layers=6,hidden=32 --session " + db +
+  auto r = runPipe("--model mlp:layers=6,hidden=32 --session " + db +
                   " --profile " + (dir / "p.json").string());
   EXPECT_EQ(r.exitCode, 0) << r.out;
   EXPECT_NE(r.out.find("no prediction recorded"), std::string::npos) << r.out;
-  auto store = SessionStore::open(db, {OpenMode::ReadOnly});
+  auto store = session();
   ASSERT_TRUE(store);
   ASSERT_EQ(store->listRuns()->size(), 1u);
 }
 
-TEST(RunSessionCli, BadProfileOrProfileWithoutSessionStopsBeforeRunning) {
-  if (!engineBuilt()) GTEST_SKIP() << "pipestudio-cli was built without the engine";
-  auto dir = freshDir();
-  writeBytes(dir / "s.pipe", kPipe);
+TEST_F(RunSessionCli, BadProfileOrProfileWithoutSessionStopsBeforeRunning) {
   writeBytes(dir / "bad.json", R"({"layers": [{"name": "l0"}]})");
-  const std::string db = (dir / "s.db").string();
-  auto r = runCli("run " + (dir / "s.pipe").string() + " --model mlp:layers=4,hidden=32 --session " + db +
+  auto r = runPipe("--model mlp:layers=4,hidden=32 --session " + db +
                   " --profile " + (dir / "bad.json").string());
   EXPECT_EQ(r.exitCode, 1) << r.out;
   EXPECT_NE(r.out.find("forward_ms"), std::string::npos) << r.out;
   EXPECT_FALSE(std::filesystem::exists(db));
-  r = runCli("run " + (dir / "s.pipe").string() + " --model mlp:layers=4,hidden=32 --profile " + (dir / "bad.json").string());
+  r = runPipe("--model mlp:layers=4,hidden=32 --profile " + (dir / "bad.json").string());
   EXPECT_EQ(r.exitCode, 2) << r.out;
 }
 
@@ -180,9 +167,7 @@ std::map<int, double> predictedSteps(const std::string& db) {
   return out;
 }
 
-TEST(RunSessionCli, OptimizerStepsArePredictedFromTheProfileOverEveryStageOfTheDevice) {
-  if (!engineBuilt()) GTEST_SKIP() << "pipestudio-cli was built without the engine";
-  auto dir = freshDir();
+TEST_F(RunSessionCli, OptimizerStepsArePredictedFromTheProfileOverEveryStageOfTheDevice) {
   const std::string pipe = interleavedPipe(dir);
   // Four layers, one per stage: stages 0 and 2 on device 0, 1 and 3 on device 1.
   writeBytes(dir / "p.json", R"({"name": "steps", "layers": [
@@ -190,7 +175,6 @@ TEST(RunSessionCli, OptimizerStepsArePredictedFromTheProfileOverEveryStageOfTheD
     {"name": "l1", "forward_ms": 1, "backward_input_ms": 1, "backward_weight_ms": 1, "optimizer_step_ms": 0.5},
     {"name": "l2", "forward_ms": 1, "backward_input_ms": 1, "backward_weight_ms": 1, "optimizer_step_ms": 1},
     {"name": "l3", "forward_ms": 1, "backward_input_ms": 1, "backward_weight_ms": 1, "optimizer_step_ms": 2}]})");
-  const std::string db = (dir / "s.db").string();
   auto r = runCli("run " + pipe + " --model mlp:layers=4,hidden=16 --optimizer sgd --threads 1 --session " + db +
                   " --profile " + (dir / "p.json").string());
   ASSERT_EQ(r.exitCode, 0) << r.out;
@@ -200,13 +184,9 @@ TEST(RunSessionCli, OptimizerStepsArePredictedFromTheProfileOverEveryStageOfTheD
   EXPECT_EQ(r.out.find("predicted at 0 ms"), std::string::npos) << r.out;
 }
 
-TEST(RunSessionCli, OptimizerStepsTheProfileDoesNotTimeAreSaidToBePredictedAtZero) {
-  if (!engineBuilt()) GTEST_SKIP() << "pipestudio-cli was built without the engine";
-  auto dir = freshDir();
-  writeBytes(dir / "s.pipe", kPipe);
+TEST_F(RunSessionCli, OptimizerStepsTheProfileDoesNotTimeAreSaidToBePredictedAtZero) {
   writeBytes(dir / "p.json", kProfile);
-  const std::string db = (dir / "s.db").string();
-  auto r = runCli("run " + (dir / "s.pipe").string() + " --model mlp:layers=4,hidden=32 --partition 2,2 --optimizer sgd "
+  auto r = runPipe("--model mlp:layers=4,hidden=32 --partition 2,2 --optimizer sgd "
                   "--session " + db + " --profile " + (dir / "p.json").string());
   ASSERT_EQ(r.exitCode, 0) << r.out;
   EXPECT_NE(r.out.find("OPTIMIZER steps are predicted at 0 ms (profile 'uniform test' gives no optimizer_step_ms)"),
@@ -215,7 +195,7 @@ TEST(RunSessionCli, OptimizerStepsTheProfileDoesNotTimeAreSaidToBePredictedAtZer
   // The analytic profile times them nominally from the weight bytes: AdamW's more than SGD's.
   const std::string sgdDb = (dir / "sgd.db").string(), adamDb = (dir / "adam.db").string();
   for (const auto& [opt, path] : {std::pair{"sgd", sgdDb}, std::pair{"adamw", adamDb}}) {
-    auto a = runCli("run " + (dir / "s.pipe").string() + " --model mlp:layers=4,hidden=32 --optimizer " + opt +
+    auto a = runPipe(std::string("--model mlp:layers=4,hidden=32 --optimizer ") + opt +
                     " --session " + path);
     ASSERT_EQ(a.exitCode, 0) << a.out;
     EXPECT_NE(a.out.find("timed nominally"), std::string::npos) << a.out;

@@ -12,7 +12,7 @@
 #include <gtest/gtest.h>
 
 #include "pipestudio/core/io/run_events.h"
-#include "../cli_runner.h"
+#include "cli/cli_runner.h"
 
 namespace fs = std::filesystem;
 using ps::test::runCommand;

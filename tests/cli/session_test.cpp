@@ -8,8 +8,8 @@
 
 #include "pipestudio/core/io/trace_import.h"
 #include "pipestudio/sessions/session_store.h"
-#include "session_test_util.h"
-#include "../cli_runner.h"
+#include "sessions/session_test_util.h"
+#include "cli/cli_runner.h"
 
 using namespace ps::sessions;
 using namespace ps::sessions::test;
@@ -17,10 +17,7 @@ using namespace ps::sessions::test;
 namespace {
 
 using ps::test::CliResult;
-
-CliResult runCli(const std::string& args, bool withStderr = true) {
-  return ps::test::runCli(args, withStderr ? ps::test::Stderr::Merge : ps::test::Stderr::Drop);
-}
+using ps::test::runCli;
 
 struct Fixture {
   std::string path;
@@ -63,11 +60,8 @@ TEST(SessionCli, ListShowsSchedulesProfilesAndRuns) {
   auto r = runCli("session list " + f.path);
   ASSERT_EQ(r.exitCode, 0) << r.out;
   EXPECT_NE(r.out.find("schedule versions: 2"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("cost profiles: 1"), std::string::npos);
-  EXPECT_NE(r.out.find("runs: 2"), std::string::npos);
-  EXPECT_NE(r.out.find("succeeded"), std::string::npos);
-  EXPECT_NE(r.out.find("failed"), std::string::npos);
-  EXPECT_NE(r.out.find("first try"), std::string::npos);
+  for (const char* part : {"cost profiles: 1", "runs: 2", "succeeded", "failed", "first try"})
+    EXPECT_NE(r.out.find(part), std::string::npos) << part;
 
   auto j = runCli("session list " + f.path + " --json");
   ASSERT_EQ(j.exitCode, 0) << j.out;
@@ -254,4 +248,19 @@ TEST(SessionCli, SimulateRecordsADeadlockAsAFailedRun) {
   EXPECT_EQ((*runs)[0].status, RunStatus::Failed);
   EXPECT_NE((*runs)[0].error.find("deadlock"), std::string::npos) << (*runs)[0].error;
   EXPECT_EQ(store->listSchedules()->front().name, "deadlock");  // the file name
+}
+
+TEST(HostileSession, CliExportRefusesWithExitOneAndTheRow) {
+  auto dir = freshDir();
+  auto h = makeHostileSession(dir);
+  RawDb(h.path).mustExec("UPDATE memory_samples SET device = 2147483647 WHERE device = 1");
+  for (const char* format : {"json", "chrome"}) {
+    auto r = ps::test::runCli("session export " + h.path + " --run " + std::to_string(h.run) + " --format " + format,
+                              ps::test::Stderr::Separate);
+    EXPECT_EQ(r.exitCode, 1) << r.out << r.err;
+    EXPECT_NE(r.err.find("table memory_samples"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("2147483647"), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("internal error"), std::string::npos) << r.err;
+    EXPECT_LT(r.seconds, 10.0);
+  }
 }

@@ -1,0 +1,82 @@
+// pipestudio-cli convert: .pipe to PyTorch CSV and back keeps every action; invalid input
+// names its cell; what the CSV cannot carry is said.
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "cli/cli_runner.h"
+#include "fixtures/files.h"
+#include "pipestudio/core/io/dsl.h"
+#include "pipestudio/core/io/pytorch_csv.h"
+
+using namespace ps::core;
+using namespace ps::test;
+
+namespace {
+
+CliResult cli(const std::string& args) { return runCli(args); }
+
+namespace fs = std::filesystem;
+
+}  // namespace
+
+TEST(DslCli, ConvertPipeCsvPipeKeepsEveryAction) {
+  auto t = freshDir("ps_dsl_cli");
+  std::string csv = t.file("dp.csv"), back = t.file("dp.pipe"), csv2 = t.file("dp2.csv");
+  ASSERT_EQ(cli("convert " + resource("schedules/dualpipe-v.pipe") + " " + csv + " --csv-format compute_comms").exitCode,
+            0);
+  ASSERT_EQ(cli("convert " + csv + " " + back).exitCode, 0);
+  ASSERT_EQ(cli("convert " + back + " " + csv2 + " --csv-format compute_comms").exitCode, 0);
+  EXPECT_EQ(readFile(csv), readFile(csv2));
+  // The compute ops of the program survive the trip through CSV.
+  auto original = parseDsl(readFile(resource("schedules/dualpipe-v.pipe")));
+  auto csvBack = readPytorchCsv(readFile(csv));
+  ASSERT_TRUE(original.ok());
+  ASSERT_TRUE(csvBack.ok()) << formatDiagnostics(csvBack.errors());
+  auto computeOnly = [](const Schedule& s) {
+    std::vector<std::vector<Step>> v;
+    for (const auto& dev : s.devices) {
+      v.emplace_back();
+      for (const Step& st : dev)
+        if (st.overlapped() || st.first.kind == OpKind::F || st.first.kind == OpKind::B ||
+            st.first.kind == OpKind::I || st.first.kind == OpKind::W)
+          v.back().push_back(st);
+    }
+    return v;
+  };
+  EXPECT_EQ(computeOnly(*original), computeOnly(*csvBack));
+  EXPECT_EQ(csvBack->pipeline, original->pipeline);
+  // Invalid input: exit 1 with the CSV cell's place.
+  std::string bad = t.file("bad.csv", "0F0,0Q1\n");
+  CliResult r = cli("convert " + bad + " " + t.file("o.pipe"));
+  EXPECT_EQ(r.exitCode, 1);
+  EXPECT_NE(r.out.find("bad.csv:1:5"), std::string::npos) << r.out;
+}
+
+TEST(PytorchFidelity, ConvertToCsvSaysWhatTheCsvDoesNotCarry) {
+  const auto dir = ps::test::freshDir("ps_fidelity_conv");
+  fs::create_directories(dir / "designs");
+  fs::create_directories(dir / "profiles");
+  std::ofstream(dir / "profiles" / "p.json") << R"({"layers":[{"forward_ms":1,"backward_ms":2},{"forward_ms":1,"backward_ms":2},{"forward_ms":1,"backward_ms":2}]})";
+  const fs::path pipe = dir / "designs" / "d.pipe";
+  std::ofstream(pipe) << "devices 2\nstages 2\nmicrobatches 1\nplacement linear\nprofile \"../profiles/p.json\"\n"
+                         "partition 1, 2\ndevice 0: F0 B0\ndevice 1: F0 B0\n";
+  auto r = ps::test::runCli("convert '" + pipe.string() + "' '" + (dir / "d.csv").string() + "'", ps::test::Stderr::Separate);
+  EXPECT_EQ(r.exitCode, 0) << r.err;
+  EXPECT_NE(r.err.find("does not carry the partition (layers per stage 1,2); the cost profile (../profiles/p.json)"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("The .pipe keeps them."), std::string::npos) << r.err;
+  EXPECT_EQ(readFile(dir / "d.csv"), "0F0,0B0\n1F0,1B0\n");
+  // .pipe to .pipe in another folder: the profile stays reachable, relative to the new file.
+  fs::create_directories(dir / "elsewhere" / "deep");
+  r = ps::test::runCli("convert '" + pipe.string() + "' '" + (dir / "elsewhere" / "deep" / "e.pipe").string() + "'");
+  EXPECT_EQ(r.exitCode, 0) << r.out;
+  EXPECT_NE(readFile(dir / "elsewhere" / "deep" / "e.pipe").find("profile \"../../profiles/p.json\""), std::string::npos)
+      << readFile(dir / "elsewhere" / "deep" / "e.pipe");
+  // No note when nothing is lost.
+  r = ps::test::runCli("convert '" + (dir / "d.csv").string() + "' '" + (dir / "d2.csv").string() + "'",
+                       ps::test::Stderr::Separate);
+  EXPECT_EQ(r.exitCode, 0);
+  EXPECT_EQ(r.err, "");
+}
