@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "cli_runner.h"
+#include "cli/cli_runner.h"
 #include "pipestudio/core/io/dsl.h"
 #include "pipestudio/core/io/pytorch_csv.h"
 #include "pipestudio/core/planning/generators.h"
