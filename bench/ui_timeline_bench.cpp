@@ -1,5 +1,5 @@
 // Timeline painting at 100,000 ops (fit and zoomed) and drag-time re-simulation at 10,000 ops.
-#include "document/schedule_edits.h"
+#include "pipestudio/core/planning/schedule_edits.h"
 #include "ui_bench_util.h"
 
 using namespace ps::core;

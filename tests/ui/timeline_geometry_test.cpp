@@ -3,7 +3,7 @@
 
 #include <QtTest>
 
-#include "document/schedule_edits.h"
+#include "pipestudio/core/planning/schedule_edits.h"
 
 using namespace ps::core;
 using namespace ps::ui;

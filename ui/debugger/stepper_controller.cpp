@@ -16,7 +16,7 @@
 #include "panels/memory_chart.h"
 #include "pipestudio/core/io/trace_import.h"
 #include "document/schedule_document.h"
-#include "document/schedule_edits.h"
+#include "pipestudio/core/planning/schedule_edits.h"
 #include "debugger/state_panel.h"
 #include "timeline/timeline_view.h"
 

@@ -11,7 +11,7 @@
 #include "pipestudio/core/analysis/iterations.h"
 #include "pipestudio/core/io/pytorch_csv.h"
 #include "pipestudio/core/io/schedule_file.h"
-#include "document/schedule_edits.h"
+#include "pipestudio/core/planning/schedule_edits.h"
 
 namespace ps::ui {
 
@@ -166,7 +166,7 @@ class MoveStepCommand : public QUndoCommand {
 
  private:
   void apply(int a, int b) {
-    auto s = ps::ui::moveStep(doc_->schedule(), device_, a, b);
+    auto s = ps::core::moveStep(doc_->schedule(), device_, a, b);
     if (s) doc_->applyScheduleInternal(std::move(s).value());
   }
   ScheduleDocument* doc_;
@@ -414,7 +414,7 @@ void ScheduleDocument::applyDesignInternal(Schedule s, CostProfile p) {
 
 bool ScheduleDocument::moveStep(int device, int from, int to, QString* error) {
   if (from == to) return fail(error, {makeError("edit.move", "the op is already there")});
-  auto s = ps::ui::moveStep(schedule(), device, from, to);
+  auto s = ps::core::moveStep(schedule(), device, from, to);
   if (!s) return fail(error, s.errors());
   const Op& op = schedule().devices[static_cast<size_t>(device)][static_cast<size_t>(from)].first;
   undo_.push(new MoveStepCommand(
@@ -432,13 +432,13 @@ bool ScheduleDocument::pushScheduleEdit(Result<Schedule> edited, QString* error,
 }
 
 bool ScheduleDocument::splitBackward(OpRef at, QString* error) {
-  return pushScheduleEdit(ps::ui::splitBackward(schedule(), at), error, [&] {
+  return pushScheduleEdit(ps::core::splitBackward(schedule(), at), error, [&] {
     return tr("Split %1 into I + W").arg(QString::fromStdString(schedule().opName(*opAt(schedule(), at))));
   });
 }
 
 bool ScheduleDocument::mergeInputWeight(OpRef at, QString* error) {
-  return pushScheduleEdit(ps::ui::mergeInputWeight(schedule(), at), error, [&] {
+  return pushScheduleEdit(ps::core::mergeInputWeight(schedule(), at), error, [&] {
     const Op* op = opAt(schedule(), at);
     return tr("Merge I + W of micro-batch %1, stage %2 into B").arg(op->microbatch).arg(op->stage);
   });
@@ -446,13 +446,13 @@ bool ScheduleDocument::mergeInputWeight(OpRef at, QString* error) {
 
 bool ScheduleDocument::toggleRecompute(int stage, QString* error) {
   const bool had = stageRecomputes(schedule(), stage);
-  return pushScheduleEdit(ps::ui::toggleRecompute(schedule(), stage), error, [&] {
+  return pushScheduleEdit(ps::core::toggleRecompute(schedule(), stage), error, [&] {
     return had ? tr("Stop recomputing stage %1").arg(stage) : tr("Recompute stage %1").arg(stage);
   });
 }
 
 bool ScheduleDocument::addOffloadReload(OpRef at, QString* error) {
-  return pushScheduleEdit(ps::ui::addOffloadReload(schedule(), at), error, [&] {
+  return pushScheduleEdit(ps::core::addOffloadReload(schedule(), at), error, [&] {
     const Op* op = opAt(schedule(), at);
     return tr("Offload micro-batch %1 of stage %2").arg(op->microbatch).arg(op->stage);
   });

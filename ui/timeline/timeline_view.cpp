@@ -12,7 +12,7 @@
 #include <QSvgGenerator>
 #endif
 
-#include "document/schedule_edits.h"
+#include "pipestudio/core/planning/schedule_edits.h"
 #include "panels/metrics_text.h"
 #include "timeline/timeline_internal.h"
 
