@@ -61,6 +61,20 @@ class RunDialogTest : public QObject {
     qputenv("XDG_CONFIG_HOME", home_.path().toUtf8());
   }
 
+  // A pipe cuts stderr anywhere: a line split over two reads is one line of the log, and a
+  // last line without its newline is logged when the child ends.
+  void stderrLinesSurviveTheirChunks() {
+    QTemporaryDir dir;
+    QSettings s(dir.filePath(QStringLiteral("s.ini")), QSettings::IniFormat);
+    RunDialog d(nullptr, &s);
+    d.appendStream(QStringLiteral("  data: batch.pt: samp"));
+    d.appendStream(QStringLiteral("les 0..5 of 12\n  iteration: med"));
+    QVERIFY2(d.logText().contains(QStringLiteral("data: batch.pt: samples 0..5 of 12")), qPrintable(d.logText()));
+    QVERIFY(!d.logText().contains(QStringLiteral("iteration")));
+    d.flushStream();
+    QVERIFY2(d.logText().endsWith(QStringLiteral("iteration: med")), qPrintable(d.logText()));
+  }
+
   void shellQuoteSurvivesTheShell() {
     const QStringList words{QStringLiteral("plain"), QStringLiteral("with space"), QStringLiteral("it's"),
                             QStringLiteral("$HOME"), QStringLiteral("a;b|c`d`"), QStringLiteral("\"q\""),

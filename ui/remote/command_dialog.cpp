@@ -124,6 +124,19 @@ void CommandDialog::appendLog(const QString& text) {
   if (!text.isEmpty()) log_->appendPlainText(text);
 }
 
+void CommandDialog::appendStream(const QString& chunk) {
+  pendingLine_ += chunk;
+  const qsizetype end = pendingLine_.lastIndexOf(QLatin1Char('\n'));
+  if (end < 0) return;
+  appendLog(pendingLine_.left(end).trimmed());
+  pendingLine_.remove(0, end + 1);
+}
+
+void CommandDialog::flushStream() {
+  appendLog(pendingLine_.trimmed());
+  pendingLine_.clear();
+}
+
 void CommandDialog::readModelFields(RunRequest& r) const {
   target_->applyTo(r);
   r.localCli = localCli_;

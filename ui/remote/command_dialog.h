@@ -37,6 +37,10 @@ class CommandDialog : public QDialog {
   QProgressBar* progressBar() const { return progress_; }
   QPushButton* cancelButton() const { return cancelButton_; }
   TargetPicker* targetPicker() const { return target_; }
+  // The child's stderr as it arrives: whole lines go to the log, a partial line waits for its
+  // end (a pipe cuts the stream anywhere); flushStream() logs what is left when the child ends.
+  void appendStream(const QString& chunk);
+  void flushStream();
 
  protected:
   // settings: where the host list and the last choices live (default: PipeStudio's).
@@ -60,6 +64,7 @@ class CommandDialog : public QDialog {
   QSettings* settings_ = nullptr;
   bool ownSettings_ = false;
   QString localCli_;
+  QString pendingLine_;  // stderr after its last newline
   TargetPicker* target_ = nullptr;
   QComboBox* model_ = nullptr;
   QLineEdit* params_ = nullptr;

@@ -157,7 +157,7 @@ ProfileDialog::ProfileDialog(QWidget* parent, QSettings* settings)
   controller_ = new ProfileController(this);
   buildUi();
   updatePreview();
-  connect(controller_, &ProfileController::stderrReceived, this, [this](const QString& t) { appendLog(t.trimmed()); });
+  connect(controller_, &ProfileController::stderrReceived, this, &ProfileDialog::appendStream);
   connect(controller_, &ProfileController::finished, this, &ProfileDialog::onFinished);
 }
 
@@ -276,6 +276,7 @@ void ProfileDialog::cancelProfile() {
 }
 
 void ProfileDialog::onFinished(const ProfileOutcome& o) {
+  flushStream();
   setBusy(false);
   if (o.status != ProfileOutcome::Status::Succeeded || !o.profile) {
     const bool cancelled = o.status == ProfileOutcome::Status::Cancelled;

@@ -67,7 +67,7 @@ RunDialog::RunDialog(QWidget* parent, QSettings* settings)
     progress_->setValue(std::max(0, it));
     progress_->setFormat(warm ? tr("warm-up %1 / %2").arg(it + 1).arg(total) : tr("iteration %1 / %2").arg(it + 1).arg(total));
   });
-  connect(controller_, &RunController::stderrReceived, this, [this](const QString& t) { appendLog(t.trimmed()); });
+  connect(controller_, &RunController::stderrReceived, this, &RunDialog::appendStream);
   connect(controller_, &RunController::runFinished, this, &RunDialog::onFinished);
 }
 
@@ -324,6 +324,7 @@ void RunDialog::startRun() {
 void RunDialog::cancelRun() { controller_->cancel(); }
 
 void RunDialog::onFinished(const RunOutcome& o) {
+  flushStream();
   startButton_->setEnabled(true);
   cancelButton_->setEnabled(false);
   if (o.status == RunOutcome::Status::Succeeded) {
