@@ -2,16 +2,16 @@
 // attribution), and the step-through state the GUI asks for on every playhead move.
 #include <benchmark/benchmark.h>
 
-#include <nlohmann/json.hpp>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <random>
 
 #include "pipestudio/core/analysis/comparison.h"
-#include "pipestudio/core/model/cost_profile.h"
-#include "pipestudio/core/planning/generators.h"
 #include "pipestudio/core/analysis/simulator.h"
 #include "pipestudio/core/analysis/stepper.h"
 #include "pipestudio/core/io/trace_import.h"
+#include "pipestudio/core/model/cost_profile.h"
+#include "pipestudio/core/planning/generators.h"
 
 using namespace ps::core;
 
@@ -51,10 +51,20 @@ std::string torchTrace(const Timeline& t, int rank) {
     if (o.device != rank) continue;
     std::string name = "PP:" + std::to_string(o.op.stage) + std::string(builtinKindName(o.op.kind)) +
                        std::to_string(o.op.microbatch);
-    ev.push_back({{"ph", "X"}, {"cat", "gpu_user_annotation"}, {"name", name}, {"pid", rank}, {"tid", 7},
-                  {"ts", o.start * 1000}, {"dur", o.duration() * 1000}});
-    ev.push_back({{"ph", "X"}, {"cat", "kernel"}, {"name", "sgemm"}, {"pid", rank}, {"tid", 7},
-                  {"ts", o.start * 1000 + 1}, {"dur", o.duration() * 1000 - 2}});
+    ev.push_back({{"ph", "X"},
+                  {"cat", "gpu_user_annotation"},
+                  {"name", name},
+                  {"pid", rank},
+                  {"tid", 7},
+                  {"ts", o.start * 1000},
+                  {"dur", o.duration() * 1000}});
+    ev.push_back({{"ph", "X"},
+                  {"cat", "kernel"},
+                  {"name", "sgemm"},
+                  {"pid", rank},
+                  {"tid", 7},
+                  {"ts", o.start * 1000 + 1},
+                  {"dur", o.duration() * 1000 - 2}});
   }
   return nlohmann::json{{"traceEvents", ev}, {"distributedInfo", {{"rank", rank}}}}.dump();
 }
@@ -71,7 +81,8 @@ void BM_ImportTorchTraces(benchmark::State& state) {
     auto t = importChromeTraces(files);
     benchmark::DoNotOptimize(t);
   }
-  state.SetItemsProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(f.measured.ops.size()));
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations()) *
+                          static_cast<int64_t>(f.measured.ops.size()));
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(bytes));
 }
 BENCHMARK(BM_ImportTorchTraces)->Arg(64)->Arg(512)->Unit(benchmark::kMillisecond);
@@ -82,7 +93,8 @@ void BM_Compare(benchmark::State& state) {
     Comparison c = compareTimelines(f.plan, f.planned, f.measured);
     benchmark::DoNotOptimize(c);
   }
-  state.SetItemsProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(f.measured.ops.size()));
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations()) *
+                          static_cast<int64_t>(f.measured.ops.size()));
 }
 BENCHMARK(BM_Compare)->Args({8, 64})->Args({64, 1024})->Unit(benchmark::kMillisecond);
 

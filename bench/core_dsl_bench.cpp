@@ -48,10 +48,18 @@ void printExplicit(benchmark::State& state, ScheduleKind kind) {
   state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(s.opCount()));
 }
 
-void BM_DslParseExplicit1F1B(benchmark::State& state) { parseExplicit(state, ScheduleKind::OneFOneB); }
-void BM_DslParseExplicitInterleaved(benchmark::State& state) { parseExplicit(state, ScheduleKind::Interleaved1F1B); }
-void BM_DslPrintExplicit1F1B(benchmark::State& state) { printExplicit(state, ScheduleKind::OneFOneB); }
-void BM_DslPrintExplicitInterleaved(benchmark::State& state) { printExplicit(state, ScheduleKind::Interleaved1F1B); }
+void BM_DslParseExplicit1F1B(benchmark::State& state) {
+  parseExplicit(state, ScheduleKind::OneFOneB);
+}
+void BM_DslParseExplicitInterleaved(benchmark::State& state) {
+  parseExplicit(state, ScheduleKind::Interleaved1F1B);
+}
+void BM_DslPrintExplicit1F1B(benchmark::State& state) {
+  printExplicit(state, ScheduleKind::OneFOneB);
+}
+void BM_DslPrintExplicitInterleaved(benchmark::State& state) {
+  printExplicit(state, ScheduleKind::Interleaved1F1B);
+}
 
 // The programmable form: resources/schedules/1f1b.pipe expanded to 1,000,000 ops (cursors).
 void BM_DslExpandProgram1F1B(benchmark::State& state) {

@@ -11,8 +11,6 @@
 // After the benchmarks a markdown table of every case is printed to stdout.
 #include <benchmark/benchmark.h>
 
-#include "bench_main.h"
-
 #include <algorithm>
 #include <cstdio>
 #include <ctime>
@@ -20,10 +18,11 @@
 #include <string>
 #include <vector>
 
+#include "bench_main.h"
+#include "pipestudio/core/analysis/simulator.h"
 #include "pipestudio/core/planning/generators.h"
 #include "pipestudio/core/planning/model_zoo_hetero.h"
 #include "pipestudio/core/planning/search.h"
-#include "pipestudio/core/analysis/simulator.h"
 
 using namespace ps::core;
 
@@ -79,18 +78,21 @@ std::vector<int> megatronPartition(int layers, int stages) {
 
 // Megatron's interleaved 1F1B (2 chunks per device) on a given split; with full recompute
 // when it does not fit otherwise (what a Megatron user does).
-double megatron(const CostProfile& p, int D, int M, std::int64_t limit, bool megatronSplit, std::string& note) {
+double megatron(const CostProfile& p, int D, int M, std::int64_t limit, bool megatronSplit,
+                std::string& note) {
   auto s = generateSchedule(ScheduleKind::Interleaved1F1B, GeneratorOptions{D, M, 2});
   if (!s) {
     note = "n/a";
     return 0;
   }
   const int layers = static_cast<int>(p.layers.size());
-  auto part = megatronSplit ? megatronPartition(layers, s->pipeline.stages) : uniformPartition(layers, s->pipeline.stages);
+  auto part = megatronSplit ? megatronPartition(layers, s->pipeline.stages)
+                            : uniformPartition(layers, s->pipeline.stages);
   bool fits = false;
   double t = simulateWith(*s, p, part, limit, fits);
   if (fits) return t;
-  auto r = applyActivationPolicies(*s, std::vector<ActivationPolicy>(part.size(), ActivationPolicy::Recompute));
+  auto r =
+      applyActivationPolicies(*s, std::vector<ActivationPolicy>(part.size(), ActivationPolicy::Recompute));
   fits = false;
   t = simulateWith(*r, p, part, limit, fits);
   note = fits ? "full recompute" : "does not fit";
@@ -119,7 +121,8 @@ void BM_Search(benchmark::State& state, std::string name, int D, int M, double m
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
     auto r = searchSchedule(p, o);
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);
-    row.cpuSeconds = static_cast<double>(c1.tv_sec - c0.tv_sec) + 1e-9 * static_cast<double>(c1.tv_nsec - c0.tv_nsec);
+    row.cpuSeconds =
+        static_cast<double>(c1.tv_sec - c0.tv_sec) + 1e-9 * static_cast<double>(c1.tv_nsec - c0.tv_nsec);
     if (!r) {
       row.bestName = "nothing fits: " + r.error().message;
       rows().push_back(row);
@@ -158,7 +161,8 @@ void BM_Search(benchmark::State& state, std::string name, int D, int M, double m
 }
 
 void registerAll() {
-  const std::vector<std::string> models = {"gemma-2b", "gemma-7b", "deepseek-v2-lite", "nemotron-h-8b", "llama2-7b"};
+  const std::vector<std::string> models = {"gemma-2b", "gemma-7b", "deepseek-v2-lite", "nemotron-h-8b",
+                                           "llama2-7b"};
   for (const auto& m : models)
     for (int D : {4, 8})
       for (int M : {2 * D, 4 * D})
@@ -187,7 +191,8 @@ void printMeans(const char* title, double Row::*baseline) {
       ++e.second;
     }
   std::printf("\nmean speed-up over %s:\n", title);
-  for (auto& [m, e] : meanByModel) std::printf("  %s: %.3f over %d cases\n", m.c_str(), e.first / e.second, e.second);
+  for (auto& [m, e] : meanByModel)
+    std::printf("  %s: %.3f over %d cases\n", m.c_str(), e.first / e.second, e.second);
   double hetSum = 0;
   int hetN = 0;
   for (auto& [m, e] : meanByModel)
@@ -200,22 +205,27 @@ void printMeans(const char* title, double Row::*baseline) {
 
 void printTable() {
   if (rows().empty()) return;
-  std::printf("\n| model | D | M | memory | best built-in | vs best built-in | vs Megatron interleaved (default split) "
-              "| vs interleaved (all layers even) | search s (CPU) | mbs plan / 1F1B |\n");
+  std::printf(
+      "\n| model | D | M | memory | best built-in | vs best built-in | vs Megatron interleaved (default "
+      "split) "
+      "| vs interleaved (all layers even) | search s (CPU) | mbs plan / 1F1B |\n");
   std::printf("|---|---|---|---|---|---|---|---|---|---|\n");
   for (auto& r : rows()) {
     if (r.search <= 0) {
-      std::printf("| %s | %d | %d | %.0f GiB | nothing fits | - | - | - | - | - |\n", r.model.c_str(), r.D, r.M,
-                  r.memGiB);
+      std::printf("| %s | %d | %d | %.0f GiB | nothing fits | - | - | - | - | - |\n", r.model.c_str(), r.D,
+                  r.M, r.memGiB);
       continue;
     }
-    const std::string vsBuiltin = r.builtin > 0 ? std::to_string(r.builtin / r.search).substr(0, 5) : "no built-in fits";
-    std::printf("| %s | %d | %d | %.0f GiB | %s | %s | %s | %s | %.2f (%.2f) | %d / %d |\n", r.model.c_str(), r.D, r.M,
-                r.memGiB, r.builtin > 0 ? r.builtinName.c_str() : "-", vsBuiltin.c_str(),
+    const std::string vsBuiltin =
+        r.builtin > 0 ? std::to_string(r.builtin / r.search).substr(0, 5) : "no built-in fits";
+    std::printf("| %s | %d | %d | %.0f GiB | %s | %s | %s | %s | %.2f (%.2f) | %d / %d |\n", r.model.c_str(),
+                r.D, r.M, r.memGiB, r.builtin > 0 ? r.builtinName.c_str() : "-", vsBuiltin.c_str(),
                 ratioCell(r.megatron, r.search, r.megatronNote).c_str(),
-                ratioCell(r.uniform, r.search, r.uniformNote).c_str(), r.seconds, r.cpuSeconds, r.mbsPlan, r.mbsBase);
+                ratioCell(r.uniform, r.search, r.uniformNote).c_str(), r.seconds, r.cpuSeconds, r.mbsPlan,
+                r.mbsBase);
   }
-  printMeans("Megatron interleaved 1F1B, default split (blocks even, embedding first, LM head last)", &Row::megatron);
+  printMeans("Megatron interleaved 1F1B, default split (blocks even, embedding first, LM head last)",
+             &Row::megatron);
   printMeans("interleaved 1F1B, every layer counted evenly", &Row::uniform);
   int mbsN = 0, mbsZero = 0;
   double mbsMin = 1e9, mbsSum = 0;
@@ -230,9 +240,11 @@ void printTable() {
     }
   }
   if (mbsN)
-    std::printf("largest micro-batch size, plan / compute-balanced 1F1B keep-all: mean %.2fx, min %.2fx over %d cases; "
-                "%d more cases where only the plan fits at all\n",
-                mbsSum / mbsN, mbsMin, mbsN, mbsZero);
+    std::printf(
+        "largest micro-batch size, plan / compute-balanced 1F1B keep-all: mean %.2fx, min %.2fx over %d "
+        "cases; "
+        "%d more cases where only the plan fits at all\n",
+        mbsSum / mbsN, mbsMin, mbsN, mbsZero);
   int cut = 0;
   double maxWall = 0, maxCpu = 0;
   for (auto& r : rows()) {
@@ -240,8 +252,8 @@ void printTable() {
     maxWall = std::max(maxWall, r.seconds);
     maxCpu = std::max(maxCpu, r.cpuSeconds);
   }
-  std::printf("search time: at most %.2f s wall, %.2f s CPU per case; %d searches cut by the time limit\n", maxWall,
-              maxCpu, cut);
+  std::printf("search time: at most %.2f s wall, %.2f s CPU per case; %d searches cut by the time limit\n",
+              maxWall, maxCpu, cut);
   std::printf("\nbest candidates:\n");
   for (auto& r : rows())
     std::printf("  %s D%d M%d %.0fGiB: %s\n", r.model.c_str(), r.D, r.M, r.memGiB, r.bestName.c_str());
@@ -249,4 +261,6 @@ void printTable() {
 
 }  // namespace
 
-int main(int argc, char** argv) { return ps::bench::runThenPrint(argc, argv, registerAll, printTable); }
+int main(int argc, char** argv) {
+  return ps::bench::runThenPrint(argc, argv, registerAll, printTable);
+}

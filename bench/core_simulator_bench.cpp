@@ -4,8 +4,8 @@
 
 #include <utility>
 
-#include "pipestudio/core/planning/generators.h"
 #include "pipestudio/core/analysis/simulator.h"
+#include "pipestudio/core/planning/generators.h"
 
 using namespace ps::core;
 
@@ -34,14 +34,21 @@ void runBig(benchmark::State& state, bool comm, bool record) {
     if (!t.ok() || !t->complete) state.SkipWithError("simulation failed");
     benchmark::DoNotOptimize(t);
   }
-  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()) * static_cast<std::int64_t>(s.opCount()));
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()) *
+                          static_cast<std::int64_t>(s.opCount()));
 }
 
 // Timeline with ops, transfers and memory curves (what the GUI and trace export use).
-void BM_Simulate1F1B_D64_M8192(benchmark::State& state) { runBig(state, false, true); }
-void BM_Simulate1F1B_D64_M8192_Link(benchmark::State& state) { runBig(state, true, true); }
+void BM_Simulate1F1B_D64_M8192(benchmark::State& state) {
+  runBig(state, false, true);
+}
+void BM_Simulate1F1B_D64_M8192_Link(benchmark::State& state) {
+  runBig(state, true, true);
+}
 // Metrics only (what a search loop needs).
-void BM_Simulate1F1B_D64_M8192_MetricsOnly(benchmark::State& state) { runBig(state, true, false); }
+void BM_Simulate1F1B_D64_M8192_MetricsOnly(benchmark::State& state) {
+  runBig(state, true, false);
+}
 
 // The drag loop: 1F1B D = 8, M = 625 (10,000 ops); each iteration moves one op (swaps two
 // neighbouring steps of a device in its steady phase, alternating back and forth) and
@@ -56,7 +63,8 @@ void BM_ResimulateAfterMove_10k(benchmark::State& state) {
     auto t = simulate(s, model);
     benchmark::DoNotOptimize(t);
   }
-  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()) * static_cast<std::int64_t>(s.opCount()));
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()) *
+                          static_cast<std::int64_t>(s.opCount()));
 }
 
 }  // namespace

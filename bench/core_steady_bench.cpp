@@ -15,8 +15,6 @@
 // After the benchmarks markdown tables are printed to stdout.
 #include <benchmark/benchmark.h>
 
-#include "bench_main.h"
-
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -26,11 +24,12 @@
 #include <string>
 #include <vector>
 
+#include "bench_main.h"
 #include "pipestudio/core/analysis/iterations.h"
+#include "pipestudio/core/analysis/simulator.h"
 #include "pipestudio/core/planning/model_zoo_hetero.h"
 #include "pipestudio/core/planning/search.h"
 #include "pipestudio/core/planning/zb_greedy.h"
-#include "pipestudio/core/analysis/simulator.h"
 
 using namespace ps::core;
 
@@ -39,7 +38,7 @@ namespace {
 // ---- Zero Bubble's schedulers, as core implements them for the search (zb_greedy.h) ----------
 
 struct StageCosts {
-  std::vector<double> f, b, w;        // times (ms); b is the input-gradient pass (our I)
+  std::vector<double> f, b, w;           // times (ms); b is the input-gradient pass (our I)
   std::vector<double> memF, memB, memW;  // memory units; memF + memB + memW == 0
   double comm = 0;
 };
@@ -204,12 +203,12 @@ struct GridRow {
   std::string costs;
   int D = 0, M = 0, memAct = 0;
   bool zbOk = false;
-  double zbSpan = 0;          // Zero Bubble's own metric of its schedule
-  Steady zbSim;               // its schedule in our simulator
-  Steady steady;              // our search, steady-state objective (checked with 8 iterations)
-  Steady mk;                  // our search, makespan objective
+  double zbSpan = 0;  // Zero Bubble's own metric of its schedule
+  Steady zbSim;       // its schedule in our simulator
+  Steady steady;      // our search, steady-state objective (checked with 8 iterations)
+  Steady mk;          // our search, makespan objective
   double steadySeconds = 0, mkSeconds = 0;
-  double searchK3 = 0;        // the search's own figure (3 iterations) for its best
+  double searchK3 = 0;  // the search's own figure (3 iterations) for its best
   std::int64_t limit = 0;
   std::string bestName;
 };
@@ -344,7 +343,8 @@ void BM_Zoo(benchmark::State& state, std::string name, int D, int M) {
     row.seconds = r->elapsedSeconds;
     row.timedOut = r->timedOut;
     for (auto& b : r->builtins)
-      if (b.valid && b.fitsMemory && b.steadyStateMs > 0 && (row.builtin == 0 || b.steadyStateMs < row.builtin)) {
+      if (b.valid && b.fitsMemory && b.steadyStateMs > 0 &&
+          (row.builtin == 0 || b.steadyStateMs < row.builtin)) {
         row.builtin = b.steadyStateMs;
         row.builtinName = b.name;
       }
@@ -358,8 +358,8 @@ void registerAll() {
     for (int D : {4, 8})
       for (int M : {8, 16, 24, 32})
         for (int memMul : {1, 2}) {
-          const std::string n = "ZbGrid/" + costs + "/D" + std::to_string(D) + "/M" + std::to_string(M) + "/mem" +
-                                std::to_string(memMul) + "D";
+          const std::string n = "ZbGrid/" + costs + "/D" + std::to_string(D) + "/M" + std::to_string(M) +
+                                "/mem" + std::to_string(memMul) + "D";
           benchmark::RegisterBenchmark(n.c_str(), BM_ZbGrid, costs, D, M, memMul * D)
               ->Iterations(1)
               ->Unit(benchmark::kSecond)
@@ -369,8 +369,8 @@ void registerAll() {
     for (int D : {4, 8})
       for (int M : {8, 16, 24, 32})
         for (int memMul : {1, 2}) {
-          const std::string n = "ZbvGrid/" + costs + "/D" + std::to_string(D) + "/M" + std::to_string(M) + "/mem" +
-                                std::to_string(memMul) + "D";
+          const std::string n = "ZbvGrid/" + costs + "/D" + std::to_string(D) + "/M" + std::to_string(M) +
+                                "/mem" + std::to_string(memMul) + "D";
           benchmark::RegisterBenchmark(n.c_str(), BM_ZbvGrid, costs, D, M, memMul)
               ->Iterations(1)
               ->Unit(benchmark::kSecond)
@@ -380,7 +380,10 @@ void registerAll() {
     for (int D : {4, 8})
       for (int M : {2 * D, 4 * D}) {
         const std::string n = "Zoo/" + m + "/D" + std::to_string(D) + "/M" + std::to_string(M);
-        benchmark::RegisterBenchmark(n.c_str(), BM_Zoo, m, D, M)->Iterations(1)->Unit(benchmark::kSecond)->UseRealTime();
+        benchmark::RegisterBenchmark(n.c_str(), BM_Zoo, m, D, M)
+            ->Iterations(1)
+            ->Unit(benchmark::kSecond)
+            ->UseRealTime();
       }
 }
 
@@ -393,8 +396,9 @@ std::string ratio(double a, double b) {
 
 void printTables() {
   if (!rowsOf<GridRow>().empty()) {
-    std::printf("\n| costs | D | M | memory | ZB span | ZB schedule steady (ours) | search steady | ZB span / search "
-                "| search max span | makespan: ZB / search(makespan) | search s (steady, makespan) |\n");
+    std::printf(
+        "\n| costs | D | M | memory | ZB span | ZB schedule steady (ours) | search steady | ZB span / search "
+        "| search max span | makespan: ZB / search(makespan) | search s (steady, makespan) |\n");
     std::printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
     int wins = 0, ties = 0, losses = 0, spanLosses = 0, mkLosses = 0, kDiffers = 0;
     double worst = 1e9, bestGain = 0, maxSeconds = 0;
@@ -402,9 +406,12 @@ void printTables() {
       const double ours = r.steady.steady;
       if (r.zbOk && ours > 0) {
         const double q = r.zbSpan / ours;
-        if (q > 1 + 1e-9) ++wins;
-        else if (q < 1 - 1e-9) ++losses;
-        else ++ties;
+        if (q > 1 + 1e-9)
+          ++wins;
+        else if (q < 1 - 1e-9)
+          ++losses;
+        else
+          ++ties;
         worst = std::min(worst, q);
         bestGain = std::max(bestGain, q);
         if (r.steady.maxSpan > r.zbSpan + 1e-9) ++spanLosses;
@@ -412,43 +419,58 @@ void printTables() {
       }
       maxSeconds = std::max({maxSeconds, r.steadySeconds, r.mkSeconds});
       if (std::abs(r.searchK3 - ours) > 1e-9 * std::max(1.0, ours)) ++kDiffers;
-      std::printf("| %s | %d | %d | %dD | %s | %.3f | %.3f | %s | %.3f | %s | %.2f, %.2f |\n", r.costs.c_str(), r.D, r.M,
-                  r.memAct / r.D, r.zbOk ? std::to_string(r.zbSpan).substr(0, 8).c_str() : "does not fit", r.zbSim.steady,
-                  ours, ratio(r.zbSpan, ours).c_str(), r.steady.maxSpan, ratio(r.zbSim.makespan, r.mk.makespan).c_str(),
-                  r.steadySeconds, r.mkSeconds);
+      std::printf("| %s | %d | %d | %dD | %s | %.3f | %.3f | %s | %.3f | %s | %.2f, %.2f |\n",
+                  r.costs.c_str(), r.D, r.M, r.memAct / r.D,
+                  r.zbOk ? std::to_string(r.zbSpan).substr(0, 8).c_str() : "does not fit", r.zbSim.steady,
+                  ours, ratio(r.zbSpan, ours).c_str(), r.steady.maxSpan,
+                  ratio(r.zbSim.makespan, r.mk.makespan).c_str(), r.steadySeconds, r.mkSeconds);
     }
-    std::printf("\nsteady state vs Zero Bubble's per-stage span: %d better, %d equal, %d worse (ratio min %.3f, max %.3f); "
-                "search's own longest span above ZB's in %d cases; makespan objective above ZB's makespan in %d cases; "
-                "search time at most %.2f s; the search's 3-iteration figure differs from 8 iterations' in %d cases\n",
-                wins, ties, losses, worst, bestGain, spanLosses, mkLosses, maxSeconds, kDiffers);
+    std::printf(
+        "\nsteady state vs Zero Bubble's per-stage span: %d better, %d equal, %d worse (ratio min %.3f, max "
+        "%.3f); "
+        "search's own longest span above ZB's in %d cases; makespan objective above ZB's makespan in %d "
+        "cases; "
+        "search time at most %.2f s; the search's 3-iteration figure differs from 8 iterations' in %d "
+        "cases\n",
+        wins, ties, losses, worst, bestGain, spanLosses, mkLosses, maxSeconds, kDiffers);
   }
   if (!rowsOf<ZbvRow>().empty()) {
-    std::printf("\n| costs | D | M | memory | ZB-V span | ZB-V schedule steady (ours) | search steady | ZB-V span / search | "
-                "search s | search's best |\n|---|---|---|---|---|---|---|---|---|---|\n");
+    std::printf(
+        "\n| costs | D | M | memory | ZB-V span | ZB-V schedule steady (ours) | search steady | ZB-V span / "
+        "search | "
+        "search s | search's best |\n|---|---|---|---|---|---|---|---|---|---|\n");
     int wins = 0, ties = 0, losses = 0;
     for (auto& r : rowsOf<ZbvRow>()) {
       if (r.ok && r.steady.steady > 0) {
         const double q = r.zbvSpan / r.steady.steady;
-        if (q > 1 + 1e-9) ++wins;
-        else if (q < 1 - 1e-9) ++losses;
-        else ++ties;
+        if (q > 1 + 1e-9)
+          ++wins;
+        else if (q < 1 - 1e-9)
+          ++losses;
+        else
+          ++ties;
       }
-      std::printf("| %s | %d | %d | %dD | %s | %.3f | %.3f | %s | %.2f | %s |\n", r.costs.c_str(), r.D, r.M, r.memAct / r.D,
-                  r.ok ? std::to_string(r.zbvSpan).substr(0, 8).c_str() : "failed", r.zbvSim.steady, r.steady.steady,
-                  ratio(r.zbvSpan, r.steady.steady).c_str(), r.seconds, r.bestName.c_str());
+      std::printf("| %s | %d | %d | %dD | %s | %.3f | %.3f | %s | %.2f | %s |\n", r.costs.c_str(), r.D, r.M,
+                  r.memAct / r.D, r.ok ? std::to_string(r.zbvSpan).substr(0, 8).c_str() : "failed",
+                  r.zbvSim.steady, r.steady.steady, ratio(r.zbvSpan, r.steady.steady).c_str(), r.seconds,
+                  r.bestName.c_str());
     }
     std::printf("\nsteady state vs ZB-V's span: %d better, %d equal, %d worse\n", wins, ties, losses);
   }
   if (!rowsOf<ZooRow>().empty()) {
-    std::printf("\n| model | D | M | best built-in (steady) | built-in steady ms | search steady ms | vs best built-in | "
-                "search makespan ms | search s | 8 iterations |\n|---|---|---|---|---|---|---|---|---|---|\n");
+    std::printf(
+        "\n| model | D | M | best built-in (steady) | built-in steady ms | search steady ms | vs best "
+        "built-in | "
+        "search makespan ms | search s | 8 iterations |\n|---|---|---|---|---|---|---|---|---|---|\n");
     for (auto& r : rowsOf<ZooRow>())
-      std::printf("| %s | %d | %d | %s | %.2f | %.2f | %s | %.2f | %.2f%s | %.2f |\n", r.model.c_str(), r.D, r.M,
-                  r.builtinName.c_str(), r.builtin, r.search, ratio(r.builtin, r.search).c_str(), r.searchMakespan,
-                  r.seconds, r.timedOut ? " (limit)" : "", r.check8);
+      std::printf("| %s | %d | %d | %s | %.2f | %.2f | %s | %.2f | %.2f%s | %.2f |\n", r.model.c_str(), r.D,
+                  r.M, r.builtinName.c_str(), r.builtin, r.search, ratio(r.builtin, r.search).c_str(),
+                  r.searchMakespan, r.seconds, r.timedOut ? " (limit)" : "", r.check8);
   }
 }
 
 }  // namespace
 
-int main(int argc, char** argv) { return ps::bench::runThenPrint(argc, argv, registerAll, printTables); }
+int main(int argc, char** argv) {
+  return ps::bench::runThenPrint(argc, argv, registerAll, printTables);
+}

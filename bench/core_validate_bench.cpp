@@ -1,9 +1,9 @@
 // Validating 1,000,000-op schedules (target: at least 5M ops/s on the 2-core CI machine).
 #include <benchmark/benchmark.h>
 
-#include "pipestudio/core/planning/generators.h"
-#include "pipestudio/core/io/pytorch_csv.h"
 #include "pipestudio/core/analysis/validator.h"
+#include "pipestudio/core/io/pytorch_csv.h"
+#include "pipestudio/core/planning/generators.h"
 
 using namespace ps::core;
 
@@ -31,9 +31,13 @@ void validateEachIteration(benchmark::State& state, const Schedule& s) {
   state.SetItemsProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(s.opCount()));
 }
 
-void BM_Validate1F1B(benchmark::State& state) { validateEachIteration(state, oneFOneB()); }
+void BM_Validate1F1B(benchmark::State& state) {
+  validateEachIteration(state, oneFOneB());
+}
 
-void BM_ValidateZBV(benchmark::State& state) { validateEachIteration(state, zbV()); }
+void BM_ValidateZBV(benchmark::State& state) {
+  validateEachIteration(state, zbV());
+}
 
 void BM_DependencyGraph1F1B(benchmark::State& state) {
   const Schedule& s = oneFOneB();

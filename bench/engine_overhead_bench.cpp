@@ -24,7 +24,8 @@ ps::core::Schedule oneDeviceGpipe() {
   for (int m = 0; m < kMicro; ++m)
     for (int st = 0; st < kStages; ++st) s.devices[0].push_back({{ps::core::OpKind::F, st, m}, std::nullopt});
   for (int m = 0; m < kMicro; ++m)
-    for (int st = kStages - 1; st >= 0; --st) s.devices[0].push_back({{ps::core::OpKind::B, st, m}, std::nullopt});
+    for (int st = kStages - 1; st >= 0; --st)
+      s.devices[0].push_back({{ps::core::OpKind::B, st, m}, std::nullopt});
   return s;
 }
 
@@ -61,10 +62,17 @@ void runOverhead(benchmark::State& state, const std::string& device) {
   state.counters["overhead_pct"] = 100.0 * gapMs / (busyMs + gapMs);
 }
 
-void BM_ExecutorOverhead(benchmark::State& state) { runOverhead(state, "cpu"); }
+void BM_ExecutorOverhead(benchmark::State& state) {
+  runOverhead(state, "cpu");
+}
 
 // hidden x micro-batch rows: tiny ops (~0.05 ms, overhead shows) and ~1-10 ms ops.
-BENCHMARK(BM_ExecutorOverhead)->Args({128, 16})->Args({512, 64})->Args({1024, 128})->UseManualTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_ExecutorOverhead)
+    ->Args({128, 16})
+    ->Args({512, 64})
+    ->Args({1024, 128})
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond);
 
 }  // namespace
 
@@ -72,7 +80,8 @@ BENCHMARK(BM_ExecutorOverhead)->Args({128, 16})->Args({512, 64})->Args({1024, 12
 // only when a GPU is there; otherwise the run says why it is missing.
 int main(int argc, char** argv) {
   if (ps::engine::cudaAvailable()) {
-    benchmark::RegisterBenchmark("BM_ExecutorOverheadCuda", [](benchmark::State& st) { runOverhead(st, "cuda"); })
+    benchmark::RegisterBenchmark("BM_ExecutorOverheadCuda",
+                                 [](benchmark::State& st) { runOverhead(st, "cuda"); })
         ->Args({1024, 128})
         ->Args({4096, 512})
         ->UseManualTime()

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <iostream>
+#include <nlohmann/json.hpp>
 
 #include "common/command.h"
 #include "common/flags.h"
@@ -11,11 +12,10 @@
 #include "common/schedule_input.h"
 #include "common/text.h"
 #include "pipestudio/core/analysis/comparison.h"
-#include "pipestudio/core/model/cost_profile.h"
 #include "pipestudio/core/analysis/simulator.h"
-#include "pipestudio/core/io/trace_import.h"
 #include "pipestudio/core/analysis/validator.h"
-#include <nlohmann/json.hpp>
+#include "pipestudio/core/io/trace_import.h"
+#include "pipestudio/core/model/cost_profile.h"
 #include "pipestudio/sessions/recording.h"
 #include "pipestudio/sessions/session_store.h"
 
@@ -43,21 +43,29 @@ const char* kUsage =
     "  --json      one JSON object instead of text (docs/debugger.md)\n"
     "Exit status: 0 ok, 1 invalid plan or trace (diagnostics on stderr), 2 usage or unreadable file.\n";
 
-std::string fmt(double v, int decimals = 3) { return ps::cli::fixed(v, decimals); }
+std::string fmt(double v, int decimals = 3) {
+  return ps::cli::fixed(v, decimals);
+}
 
-std::string pad(std::string s, size_t width, bool right = false) { return ps::cli::pad(std::move(s), width, right); }
+std::string pad(std::string s, size_t width, bool right = false) {
+  return ps::cli::pad(std::move(s), width, right);
+}
 
-std::string percent(double v) { return (v >= 0 ? "+" : "") + fmt(v * 100.0, 1) + "%"; }
+std::string percent(double v) {
+  return (v >= 0 ? "+" : "") + fmt(v * 100.0, 1) + "%";
+}
 
-void printTable(std::ostream& os, const std::string& title, const std::vector<ErrorStats>& rows, const ErrorStats& all) {
+void printTable(std::ostream& os, const std::string& title, const std::vector<ErrorStats>& rows,
+                const ErrorStats& all) {
   os << title << ":\n";
-  os << "  " << pad("", 10) << pad("ops", 6, true) << pad("planned ms", 13, true) << pad("measured ms", 13, true)
-     << pad("ratio", 8, true) << pad("mean |dev-1|", 14, true) << pad("min dev", 9, true) << pad("max dev", 9, true)
-     << "\n";
+  os << "  " << pad("", 10) << pad("ops", 6, true) << pad("planned ms", 13, true)
+     << pad("measured ms", 13, true) << pad("ratio", 8, true) << pad("mean |dev-1|", 14, true)
+     << pad("min dev", 9, true) << pad("max dev", 9, true) << "\n";
   auto row = [&](const ErrorStats& s) {
     os << "  " << pad(s.label, 10) << pad(std::to_string(s.count), 6, true) << pad(fmt(s.plannedMs), 13, true)
-       << pad(fmt(s.measuredMs), 13, true) << pad(fmt(s.ratio), 8, true) << pad(fmt(s.meanAbsError * 100.0, 1) + "%", 14, true)
-       << pad(fmt(s.minDeviation, 2), 9, true) << pad(fmt(s.maxDeviation, 2), 9, true) << "\n";
+       << pad(fmt(s.measuredMs), 13, true) << pad(fmt(s.ratio), 8, true)
+       << pad(fmt(s.meanAbsError * 100.0, 1) + "%", 14, true) << pad(fmt(s.minDeviation, 2), 9, true)
+       << pad(fmt(s.maxDeviation, 2), 9, true) << "\n";
   };
   for (const auto& s : rows) row(s);
   row(all);
@@ -68,7 +76,7 @@ struct SessionRun {
   std::string db;
   ps::sessions::Id id = 0;
   Timeline timeline;
-  std::vector<int> partition;       // from the run's configuration, when recorded
+  std::vector<int> partition;              // from the run's configuration, when recorded
   std::optional<std::string> profileJson;  // of the run's prediction, when recorded
   std::string profileName;
 };
@@ -124,7 +132,8 @@ int runCompare(const ps::cli::Args& args, const ps::cli::Reporter& rep) {
     std::string db;
     std::int64_t id = 0;
     if (!splitSessionRun(args.positionals()[i], db, id)) continue;
-    if (args.positionals().size() != 2) return usage("a session run DB:ID is compared alone, not with trace files");
+    if (args.positionals().size() != 2)
+      return usage("a session run DB:ID is compared alone, not with trace files");
     sessionRunArg = std::make_pair(db, id);
   }
   std::optional<SessionRun> sessionRun;
@@ -199,7 +208,8 @@ int runCompare(const ps::cli::Args& args, const ps::cli::Reporter& rep) {
     }
     if (profileName.empty()) {
       if (path.empty() && plan->profile) path = ps::cli::resolveProfilePath(*plan->profile, planPath);
-      if (path.empty()) return usage("the plan names no cost profile: give --profile P.json or --cost F=1,I=1,W=1");
+      if (path.empty())
+        return usage("the plan names no cost profile: give --profile P.json or --cost F=1,I=1,W=1");
       if (!rep.read(path, text)) return ps::cli::kExitUsage;
       profileName = path;
     }
@@ -212,7 +222,8 @@ int runCompare(const ps::cli::Args& args, const ps::cli::Reporter& rep) {
     profile->fixedCommMs = *comm;
   }
   // The layers per stage the measured run used, when it recorded them and they fit.
-  if (partition.empty() && sessionRun && static_cast<int>(sessionRun->partition.size()) == plan->pipeline.stages) {
+  if (partition.empty() && sessionRun &&
+      static_cast<int>(sessionRun->partition.size()) == plan->pipeline.stages) {
     int total = 0;
     for (int n : sessionRun->partition) total += n;
     if (total == static_cast<int>(profile->layers.size())) partition = sessionRun->partition;
@@ -239,7 +250,8 @@ int runCompare(const ps::cli::Args& args, const ps::cli::Reporter& rep) {
       if (std::filesystem::is_directory(p, ec)) {
         std::vector<std::string> inDir;
         for (const auto& entry : std::filesystem::directory_iterator(p, ec))
-          if (entry.is_regular_file() && entry.path().extension() == ".json") inDir.push_back(entry.path().string());
+          if (entry.is_regular_file() && entry.path().extension() == ".json")
+            inDir.push_back(entry.path().string());
         if (inDir.empty()) return rep.fail(p + ": no .json trace files in this directory");
         std::sort(inDir.begin(), inDir.end());
         paths.insert(paths.end(), inDir.begin(), inDir.end());
@@ -288,9 +300,8 @@ int runCompare(const ps::cli::Args& args, const ps::cli::Reporter& rep) {
      << " ops), simulated with " << profileName << ", partition";
   for (size_t i = 0; i < model->stages.size(); ++i) os << (i ? "," : " ") << model->stages[i].layerCount;
   os << (planned->complete ? "" : " [stalled]") << "\n";
-  os << "measured:  " << measured.label << " ("
-     << measuredFormat << ", "
-     << measured.devices << " rank(s), " << measured.ops.size() << " ops";
+  os << "measured:  " << measured.label << " (" << measuredFormat << ", " << measured.devices << " rank(s), "
+     << measured.ops.size() << " ops";
   if (iterations > 1) os << ", iteration " << iteration << " of " << iterations;
   os << (measured.complete ? "" : ", incomplete") << ")\n";
   os << "makespan:  predicted " << fmt(c.plannedMakespan) << " ms, measured " << fmt(c.measuredMakespan)
@@ -299,7 +310,8 @@ int runCompare(const ps::cli::Args& args, const ps::cli::Reporter& rep) {
   if (c.alignment == Alignment::Scaled) os << " (measured x " << fmt(c.scale, 4) << ")";
   os << "\nmatched:   " << c.matches.size() << " ops";
   if (!c.unmatchedPlanned.empty()) os << "; " << c.unmatchedPlanned.size() << " planned op(s) not measured";
-  if (!c.unmatchedMeasured.empty()) os << "; " << c.unmatchedMeasured.size() << " measured op(s) not in the plan";
+  if (!c.unmatchedMeasured.empty())
+    os << "; " << c.unmatchedMeasured.size() << " measured op(s) not in the plan";
   os << "\n\n";
   printTable(os, "error per kind (deviation = measured / predicted duration)", c.byKind, c.overall);
   os << "\n";
@@ -307,20 +319,22 @@ int runCompare(const ps::cli::Args& args, const ps::cli::Reporter& rep) {
 
   const CriticalPath& cp = c.criticalPath;
   os << "\ncritical path: " << cp.steps.size() << " ops, " << fmt(cp.start) << " - " << fmt(cp.end)
-     << " ms (compute " << fmt(cp.computeMs) << ", transfers " << fmt(cp.transferMs) << ", waits " << fmt(cp.waitMs)
-     << ")\n";
+     << " ms (compute " << fmt(cp.computeMs) << ", transfers " << fmt(cp.transferMs) << ", waits "
+     << fmt(cp.waitMs) << ")\n";
   for (size_t i = 0; i < cp.steps.size(); ++i) {
     const CriticalStep& s = cp.steps[i];
     const TimelineOp& o = measured.ops[s.op];
-    os << "  device " << o.device << "  " << pad(plan->opName(o.op), 12) << pad(fmt(o.start), 10, true) << " - "
-       << pad(fmt(o.end), 10, true) << "  ";
+    os << "  device " << o.device << "  " << pad(plan->opName(o.op), 12) << pad(fmt(o.start), 10, true)
+       << " - " << pad(fmt(o.end), 10, true) << "  ";
     if (s.via == CriticalLink::Start) {
       os << "start";
     } else {
       const TimelineOp& p = measured.ops[cp.steps[i - 1].op];
       os << (s.via == CriticalLink::Dependency ? "input from " : "after ") << plan->opName(p.op);
       if (s.via == CriticalLink::Dependency && p.device != o.device) os << " on device " << p.device;
-      if (s.transfer) os << " (transfer " << fmt(measured.transfers[*s.transfer].end - measured.transfers[*s.transfer].start) << " ms)";
+      if (s.transfer)
+        os << " (transfer "
+           << fmt(measured.transfers[*s.transfer].end - measured.transfers[*s.transfer].start) << " ms)";
     }
     if (s.waitMs > 1e-9) os << ", waited " << fmt(s.waitMs) << " ms more";
     os << "\n";
@@ -339,12 +353,13 @@ int runCompare(const ps::cli::Args& args, const ps::cli::Reporter& rep) {
     std::vector<const Bubble*> largest;
     for (const auto& b : db.bubbles)
       if (b.cause == BubbleCause::Dependency) largest.push_back(&b);
-    std::stable_sort(largest.begin(), largest.end(), [](const Bubble* a, const Bubble* b) { return a->duration() > b->duration(); });
+    std::stable_sort(largest.begin(), largest.end(),
+                     [](const Bubble* a, const Bubble* b) { return a->duration() > b->duration(); });
     if (static_cast<int>(largest.size()) > gaps) largest.resize(static_cast<size_t>(std::max(gaps, 0)));
     for (const Bubble* b : largest)
-      os << "    " << pad(fmt(b->start), 10, true) << " - " << pad(fmt(b->end), 10, true) << "  " << fmt(b->duration())
-         << " ms waiting for " << plan->opName(b->waitedFor) << " on device " << b->waitedOnDevice << " before "
-         << plan->opName(measured.ops[*b->before].op) << "\n";
+      os << "    " << pad(fmt(b->start), 10, true) << " - " << pad(fmt(b->end), 10, true) << "  "
+         << fmt(b->duration()) << " ms waiting for " << plan->opName(b->waitedFor) << " on device "
+         << b->waitedOnDevice << " before " << plan->opName(measured.ops[*b->before].op) << "\n";
   }
   if (!c.unmatchedPlanned.empty()) {
     os << "\nplanned but not measured:";
@@ -362,8 +377,12 @@ int runCompare(const ps::cli::Args& args, const ps::cli::Reporter& rep) {
 }
 
 const ps::cli::FlagCommandRegistrar kCompare(
-    {"compare", "compare a plan's simulated timeline with measured traces", kUsage,
-     {"--profile", "--cost", "--comm", "--partition", "--set", "--align", "--side", "--iteration", "--gaps"}, {"--json"},
-     {2, static_cast<std::size_t>(-1), "expected PLAN and at least one TRACE (or DB:ID)"}, runCompare});
+    {"compare",
+     "compare a plan's simulated timeline with measured traces",
+     kUsage,
+     {"--profile", "--cost", "--comm", "--partition", "--set", "--align", "--side", "--iteration", "--gaps"},
+     {"--json"},
+     {2, static_cast<std::size_t>(-1), "expected PLAN and at least one TRACE (or DB:ID)"},
+     runCompare});
 
 }  // namespace

@@ -31,11 +31,13 @@ int runConvert(const ps::cli::Args& args, const ps::cli::Reporter& rep) {
   const std::string from = args.value("--from", ps::cli::formatOfPath(in, ""));
   const std::string to = args.value("--to", ps::cli::formatOfPath(out, ""));
   if (from != "pipe" && from != "csv")
-    return rep.usage(from.empty() ? "cannot tell the format of '" + in + "': name it .pipe or .csv, or pass --from"
-                                  : "--from is pipe or csv, not '" + from + "'");
+    return rep.usage(from.empty()
+                         ? "cannot tell the format of '" + in + "': name it .pipe or .csv, or pass --from"
+                         : "--from is pipe or csv, not '" + from + "'");
   if (to != "pipe" && to != "csv")
-    return rep.usage(to.empty() ? "cannot tell the format of '" + out + "': name it .pipe or .csv, or pass --to"
-                                : "--to is pipe or csv, not '" + to + "'");
+    return rep.usage(to.empty()
+                         ? "cannot tell the format of '" + out + "': name it .pipe or .csv, or pass --to"
+                         : "--to is pipe or csv, not '" + to + "'");
   const std::string csvFormat = args.value("--csv-format", "compute_only");
   if (csvFormat != "compute_only" && csvFormat != "compute_comms")
     return rep.usage("--csv-format is compute_only or compute_comms, not '" + csvFormat + "'");
@@ -75,8 +77,12 @@ int runConvert(const ps::cli::Args& args, const ps::cli::Reporter& rep) {
   return rep.write(out, output) ? ps::cli::kExitOk : ps::cli::kExitUsage;
 }
 
-const ps::cli::FlagCommandRegistrar kConvert({"convert", "convert a schedule between .pipe and PyTorch pipelining CSV",
-                                              kUsage, {"--csv-format", "--from", "--to", "--set", "--microbatches"}, {},
-                                              {2, 2, "expected IN and OUT"}, runConvert});
+const ps::cli::FlagCommandRegistrar kConvert({"convert",
+                                              "convert a schedule between .pipe and PyTorch pipelining CSV",
+                                              kUsage,
+                                              {"--csv-format", "--from", "--to", "--set", "--microbatches"},
+                                              {},
+                                              {2, 2, "expected IN and OUT"},
+                                              runConvert});
 
 }  // namespace

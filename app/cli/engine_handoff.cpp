@@ -67,13 +67,15 @@ std::optional<std::string> readStampSection(const std::string& path) {
       eh.e_shnum > 4096 || eh.e_shstrndx >= eh.e_shnum)
     return std::nullopt;
   std::vector<Elf64_Shdr> sh(eh.e_shnum);
-  if (!readAt(fd, sh.data(), sh.size() * sizeof(Elf64_Shdr), static_cast<off_t>(eh.e_shoff))) return std::nullopt;
+  if (!readAt(fd, sh.data(), sh.size() * sizeof(Elf64_Shdr), static_cast<off_t>(eh.e_shoff)))
+    return std::nullopt;
   const Elf64_Shdr& names = sh[eh.e_shstrndx];
   if (names.sh_size == 0 || names.sh_size > (1u << 20)) return std::nullopt;
   std::string strtab(names.sh_size, '\0');
   if (!readAt(fd, strtab.data(), strtab.size(), static_cast<off_t>(names.sh_offset))) return std::nullopt;
   for (const Elf64_Shdr& s : sh) {
-    if (s.sh_name >= strtab.size() || std::strcmp(strtab.c_str() + s.sh_name, kEngineStampSection) != 0) continue;
+    if (s.sh_name >= strtab.size() || std::strcmp(strtab.c_str() + s.sh_name, kEngineStampSection) != 0)
+      continue;
     if (s.sh_type == SHT_NOBITS || s.sh_size == 0 || s.sh_size > 4096) return std::nullopt;
     std::string text(s.sh_size, '\0');
     if (!readAt(fd, text.data(), text.size(), static_cast<off_t>(s.sh_offset))) return std::nullopt;
@@ -101,8 +103,7 @@ int refuse(const std::string& command, const std::vector<std::string>& args, con
            const std::string& message) {
   std::cerr << "pipestudio-cli " << command << ": " << message << "\n";
   // A reader of the event stream (the GUI, a script over ssh) sees the reason there too.
-  if (eventsRequested(args))
-    std::cout << ps::core::run_event::refused(code, message) << std::endl;
+  if (eventsRequested(args)) std::cout << ps::core::run_event::refused(code, message) << std::endl;
   return kExitEngine;
 }
 
@@ -117,8 +118,10 @@ std::string notFoundMessage(const EngineLocation& loc) {
 
 std::string mismatchMessage(const std::string& path, const EngineVersion& v) {
   return "version mismatch: the engine at " + path + " is " + v.program + " (run-event protocol " +
-         std::to_string(v.protocol) + "), this pipestudio-cli is " PIPESTUDIO_VERSION " (run-event protocol " +
-         std::to_string(ps::core::kRunEventProtocolVersion) + "); install matching pipestudio-cli and pipestudio-engine";
+         std::to_string(v.protocol) +
+         "), this pipestudio-cli is " PIPESTUDIO_VERSION " (run-event protocol " +
+         std::to_string(ps::core::kRunEventProtocolVersion) +
+         "); install matching pipestudio-cli and pipestudio-engine";
 }
 
 }  // namespace
@@ -168,9 +171,11 @@ std::optional<EngineVersion> engineVersion(const std::string& path, std::string&
   const int status = ::pclose(p);
   auto v = parseEngineStamp(out);
   if (!v) {
-    error = "'" + path + " --version' (exit status " + std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1) +
-            ") did not print a pipestudio-engine version" +
-            (out.empty() ? std::string() : " (printed '" + out.substr(0, out.find('\n')).substr(0, 120) + "')");
+    error =
+        "'" + path + " --version' (exit status " +
+        std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1) +
+        ") did not print a pipestudio-engine version" +
+        (out.empty() ? std::string() : " (printed '" + out.substr(0, out.find('\n')).substr(0, 120) + "')");
     return std::nullopt;
   }
   return v;
@@ -215,8 +220,8 @@ int printVersion() {
     std::cerr << "pipestudio-cli: " << error << "\n";
     return kExitEngine;
   }
-  std::cout << kEngineName << " " << v->program << " (run-event protocol " << v->protocol << ") at " << loc.path
-            << "\n";
+  std::cout << kEngineName << " " << v->program << " (run-event protocol " << v->protocol << ") at "
+            << loc.path << "\n";
   if (v->protocol != ps::core::kRunEventProtocolVersion) {
     std::cerr << "pipestudio-cli: " << mismatchMessage(loc.path, *v) << "\n";
     return kExitEngine;
@@ -228,7 +233,8 @@ namespace {
 const CommandRegistrar kRun{{"run", "execute a schedule on a real model (libtorch, in pipestudio-engine)", "",
                              [](const std::vector<std::string>& a) { return handOffToEngine("run", a); }}};
 const CommandRegistrar kProfile{
-    {"profile", "measure a built-in model's per-layer costs (libtorch, in pipestudio-engine) into a cost profile", "",
+    {"profile",
+     "measure a built-in model's per-layer costs (libtorch, in pipestudio-engine) into a cost profile", "",
      [](const std::vector<std::string>& a) { return handOffToEngine("profile", a); }}};
 }  // namespace
 

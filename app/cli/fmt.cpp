@@ -18,7 +18,13 @@ FlagCommand explicitScheduleCommand(std::string name, std::string summary, std::
     if (!in.schedule) return in.exitCode;
     return rep.write(args.value("-o"), core::printDsl(*in.schedule)) ? kExitOk : kExitUsage;
   };
-  return {std::move(name), std::move(summary), std::move(usage), {"--set", "-o"}, {}, {1, 1, "expected one FILE (or -)"}, run,
+  return {std::move(name),
+          std::move(summary),
+          std::move(usage),
+          {"--set", "-o"},
+          {},
+          {1, 1, "expected one FILE (or -)"},
+          run,
           std::move(errorUsage)};
 }
 

@@ -6,8 +6,8 @@
 #include "common/command.h"
 #include "common/flags.h"
 #include "pipestudio/core/io/dsl.h"
-#include "pipestudio/core/planning/generators.h"
 #include "pipestudio/core/io/pytorch_csv.h"
+#include "pipestudio/core/planning/generators.h"
 
 namespace {
 
@@ -27,14 +27,17 @@ int runGenerate(const ps::cli::Args& args, const ps::cli::Reporter& rep) {
   auto kind = scheduleKindFromName(args.positionals()[0]);
   if (!kind) {
     std::string names;
-    for (ScheduleKind k : allScheduleKinds()) names += (names.empty() ? "" : ", ") + std::string(scheduleKindName(k));
+    for (ScheduleKind k : allScheduleKinds())
+      names += (names.empty() ? "" : ", ") + std::string(scheduleKindName(k));
     return usage("unknown schedule kind '" + args.positionals()[0] + "' (kinds: " + names + ")");
   }
   GeneratorOptions o;
-  if (!args.has("--devices") || !readInt(args.value("--devices"), 0, o.devices)) return usage("--devices needs a number");
+  if (!args.has("--devices") || !readInt(args.value("--devices"), 0, o.devices))
+    return usage("--devices needs a number");
   if (!args.has("--microbatches") || !readInt(args.value("--microbatches"), 0, o.microbatches))
     return usage("--microbatches needs a number");
-  if (args.has("--chunks") && !readInt(args.value("--chunks"), 0, o.chunks)) return usage("--chunks needs a number");
+  if (args.has("--chunks") && !readInt(args.value("--chunks"), 0, o.chunks))
+    return usage("--chunks needs a number");
 
   const std::string out = args.value("-o");
   const std::string format = ps::cli::formatOfPath(out, args.value("--format", "pipe"));
@@ -45,14 +48,20 @@ int runGenerate(const ps::cli::Args& args, const ps::cli::Reporter& rep) {
 
   auto schedule = generateSchedule(*kind, o);
   if (!schedule.ok()) return rep.fail(formatDiagnostics(schedule.errors()));
-  std::string text = format == "csv" ? writePytorchCsv(*schedule, csvFormat == "compute_comms" ? CsvFormat::ComputeComms
-                                                                                                : CsvFormat::ComputeOnly)
-                                     : printDsl(*schedule);
+  std::string text = format == "csv"
+                         ? writePytorchCsv(*schedule, csvFormat == "compute_comms" ? CsvFormat::ComputeComms
+                                                                                   : CsvFormat::ComputeOnly)
+                         : printDsl(*schedule);
   return rep.write(out, text) ? ps::cli::kExitOk : ps::cli::kExitUsage;
 }
 
-const ps::cli::FlagCommandRegistrar kGenerate({"generate", "write a built-in schedule (gpipe, 1f1b, zb-h1, ...)", kUsage,
-                                               {"--devices", "--microbatches", "--chunks", "-o", "--format", "--csv-format"},
-                                               {}, {1, 1, "expected one KIND"}, runGenerate});
+const ps::cli::FlagCommandRegistrar kGenerate({"generate",
+                                               "write a built-in schedule (gpipe, 1f1b, zb-h1, ...)",
+                                               kUsage,
+                                               {"--devices", "--microbatches", "--chunks", "-o", "--format",
+                                                "--csv-format"},
+                                               {},
+                                               {1, 1, "expected one KIND"},
+                                               runGenerate});
 
 }  // namespace

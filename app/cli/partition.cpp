@@ -61,17 +61,19 @@ nlohmann::json planJson(const CostProfile& p, const PartitionPlan& plan) {
 
 void printPlan(std::ostream& out, const CostProfile& p, const PartitionPlan& plan) {
   char buf[512];
-  std::snprintf(buf, sizeof buf, "%-6s %-28s %-10s %12s %12s %12s %8s\n", "stage", "layers", "policy", "time ms",
-                "static", "peak", "inflight");
+  std::snprintf(buf, sizeof buf, "%-6s %-28s %-10s %12s %12s %12s %8s\n", "stage", "layers", "policy",
+                "time ms", "static", "peak", "inflight");
   out << buf;
   for (size_t s = 0; s < plan.stages.size(); ++s) {
     const auto& sp = plan.stages[s];
-    const std::string range = std::to_string(sp.firstLayer) + ".." + std::to_string(sp.firstLayer + sp.layerCount - 1) +
-                              " (" + p.layers[static_cast<size_t>(sp.firstLayer)].name + ".." +
+    const std::string range = std::to_string(sp.firstLayer) + ".." +
+                              std::to_string(sp.firstLayer + sp.layerCount - 1) + " (" +
+                              p.layers[static_cast<size_t>(sp.firstLayer)].name + ".." +
                               p.layers[static_cast<size_t>(sp.firstLayer + sp.layerCount - 1)].name + ")";
     std::snprintf(buf, sizeof buf, "%-6zu %-28s %-10s %12.3f %12s %12s %8d\n", s, range.c_str(),
-                  std::string(activationPolicyName(sp.policy)).c_str(), sp.timeMs, formatByteSizeFixed(sp.staticBytes).c_str(),
-                  formatByteSizeFixed(sp.peakBytes).c_str(), sp.inflight);
+                  std::string(activationPolicyName(sp.policy)).c_str(), sp.timeMs,
+                  formatByteSizeFixed(sp.staticBytes).c_str(), formatByteSizeFixed(sp.peakBytes).c_str(),
+                  sp.inflight);
     out << buf;
   }
   std::snprintf(buf, sizeof buf, "bottleneck stage time %.3f ms (micro-batch size %d, %d bisection steps)\n",
@@ -116,11 +118,15 @@ int runPartition(const ps::cli::Args& args, const ps::cli::Reporter& rep) {
     nlohmann::json j;
     j["profile"] = profile->name;
     j["stages"] = o.stages;
-    if (plan) j["plan"] = planJson(*profile, *plan);
-    else j["error"] = plan.error().message;
+    if (plan)
+      j["plan"] = planJson(*profile, *plan);
+    else
+      j["error"] = plan.error().message;
     if (balanced) {
-      if (*balanced) j["balanced_keep"] = planJson(*profile, **balanced);
-      else j["balanced_keep"] = {{"error", balanced->error().message}};
+      if (*balanced)
+        j["balanced_keep"] = planJson(*profile, **balanced);
+      else
+        j["balanced_keep"] = {{"error", balanced->error().message}};
     }
     if (largest) {
       j["largest_microbatch_size"] = largest->largestMicrobatchSize;
@@ -139,7 +145,8 @@ int runPartition(const ps::cli::Args& args, const ps::cli::Reporter& rep) {
         std::cout << "\ncompute-balanced split, keeping all activations:\n";
         printPlan(std::cout, *profile, **balanced);
       } else {
-        std::cout << "\ncompute-balanced split, keeping all activations: " << balanced->error().message << "\n";
+        std::cout << "\ncompute-balanced split, keeping all activations: " << balanced->error().message
+                  << "\n";
       }
     }
     if (largest)
@@ -150,13 +157,14 @@ int runPartition(const ps::cli::Args& args, const ps::cli::Reporter& rep) {
   return plan ? ps::cli::kExitOk : rep.fail(formatDiagnostics(plan.errors()), ps::cli::kExitInvalid);
 }
 
-const ps::cli::FlagCommandRegistrar kPartition({"partition",
-                                                "split a profile's layers into stages that fit memory (bisection partition)",
-                                                std::string(kUsage) + kHelp,
-                                                {"--profile", "--stages", "--memory-limit", "--microbatches", "--microbatch-size"},
-                                                {"--json", "--no-recompute", "--no-offload", "--largest-microbatch-size"},
-                                                {},
-                                                runPartition,
-                                                kUsage});
+const ps::cli::FlagCommandRegistrar kPartition(
+    {"partition",
+     "split a profile's layers into stages that fit memory (bisection partition)",
+     std::string(kUsage) + kHelp,
+     {"--profile", "--stages", "--memory-limit", "--microbatches", "--microbatch-size"},
+     {"--json", "--no-recompute", "--no-offload", "--largest-microbatch-size"},
+     {},
+     runPartition,
+     kUsage});
 
 }  // namespace

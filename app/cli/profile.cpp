@@ -2,10 +2,10 @@
 // engine and writes the cost profile (docs/formats.md) that simulate, search and compare load.
 #include <unistd.h>
 
-#include <limits>
 #include <cstdio>
 #include <ctime>
 #include <iostream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -45,7 +45,8 @@ int runProfile(const ps::cli::Args& args, const ps::cli::Reporter& reporter) {
   using namespace ps::engine;
   auto usage = [&](const std::string& message) { return reporter.usage(message); };
   if (!args.positionals().empty()) return usage("unexpected argument '" + args.positionals()[0] + "'");
-  if (!args.has("--model")) return usage("--model SPEC is required (e.g. gpt:layers=8,hidden=256,heads=4,seq=128,vocab=1000)");
+  if (!args.has("--model"))
+    return usage("--model SPEC is required (e.g. gpt:layers=8,hidden=256,heads=4,seq=128,vocab=1000)");
   auto model = parseModelSpec(args.value("--model"));
   if (!model) return usage(model.error().message);
   ProfileOptions o;
@@ -100,13 +101,13 @@ int runProfile(const ps::cli::Args& args, const ps::cli::Reporter& reporter) {
     std::printf("%s: %zu layers, micro-batch %d, %d thread(s), median of %d after %d warm-up\n", out.c_str(),
                 profile->layers.size(), o.microbatchSize, intraOpThreads(o.threads, o.workers), o.repetitions,
                 o.warmup);
-    std::printf("  %-12s %10s %10s %10s %12s %12s %12s\n", "layer", "F ms", "I ms", "W ms", "activation", "weights",
-                "output");
+    std::printf("  %-12s %10s %10s %10s %12s %12s %12s\n", "layer", "F ms", "I ms", "W ms", "activation",
+                "weights", "output");
     double f = 0, i = 0, w = 0;
     for (const auto& c : profile->layers) {
-      std::printf("  %-12s %10.3f %10.3f %10.3f %12lld %12lld %12lld\n", c.name.c_str(), c.forwardMs, c.backwardInputMs,
-                  c.backwardWeightMs, static_cast<long long>(c.activationBytes), static_cast<long long>(c.weightBytes),
-                  static_cast<long long>(c.outputBytes));
+      std::printf("  %-12s %10.3f %10.3f %10.3f %12lld %12lld %12lld\n", c.name.c_str(), c.forwardMs,
+                  c.backwardInputMs, c.backwardWeightMs, static_cast<long long>(c.activationBytes),
+                  static_cast<long long>(c.weightBytes), static_cast<long long>(c.outputBytes));
       f += c.forwardMs;
       i += c.backwardInputMs;
       w += c.backwardWeightMs;
@@ -117,9 +118,13 @@ int runProfile(const ps::cli::Args& args, const ps::cli::Reporter& reporter) {
 }
 
 const ps::cli::FlagCommandRegistrar kRegister{
-    {"profile", "measure a built-in model's per-layer costs (libtorch) into a cost profile", kUsage,
-     {"--model", "--device", "--microbatch-size", "--repetitions", "--warmup", "--threads", "--workers", "--seed", "-o",
-      "--output", "--optimizer"},
-     {}, {}, runProfile}};
+    {"profile",
+     "measure a built-in model's per-layer costs (libtorch) into a cost profile",
+     kUsage,
+     {"--model", "--device", "--microbatch-size", "--repetitions", "--warmup", "--threads", "--workers",
+      "--seed", "-o", "--output", "--optimizer"},
+     {},
+     {},
+     runProfile}};
 
 }  // namespace

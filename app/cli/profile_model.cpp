@@ -53,7 +53,8 @@ int runProfileModel(const Args& args, const Reporter& rep) {
                               {"--host-gbps", nullptr, &c.hostGBps}}) {
     if (!args.has(f.flag)) continue;
     const std::string v = args.value(f.flag);
-    if (f.whole && !readInt(v, 1, *f.whole)) return usage(std::string(f.flag) + ": expected a positive integer");
+    if (f.whole && !readInt(v, 1, *f.whole))
+      return usage(std::string(f.flag) + ": expected a positive integer");
     if (f.real) {
       auto x = parseNumber(v);
       if (!x || !(*x > 0)) return usage(std::string(f.flag) + ": expected a positive number");
@@ -68,12 +69,14 @@ int runProfileModel(const Args& args, const Reporter& rep) {
   }
   if (args.has("--name")) c.name = args.value("--name");
   if (args.has("--flash-attention")) c.flashAttention = true;
-  const char* required[] = {"--layers", "--hidden", "--heads", "--seq", "--vocab", "--gpu-tflops", "--hbm-gbps", "--link-gbps"};
+  const char* required[] = {"--layers", "--hidden",     "--heads",    "--seq",
+                            "--vocab",  "--gpu-tflops", "--hbm-gbps", "--link-gbps"};
   if (!args.has("--preset"))
     for (const char* r : required)
       if (!args.has(r)) return usage(std::string("missing ") + r + " (or give --preset)");
   if (c.name.empty())
-    c.name = "decoder-L" + std::to_string(c.layers) + "-h" + std::to_string(c.hidden) + "-s" + std::to_string(c.seqLength);
+    c.name = "decoder-L" + std::to_string(c.layers) + "-h" + std::to_string(c.hidden) + "-s" +
+             std::to_string(c.seqLength);
 
   auto profile = transformerProfile(c);
   if (!profile) return usage(profile.error().message);
@@ -81,16 +84,16 @@ int runProfileModel(const Args& args, const Reporter& rep) {
   return rep.write(out, costProfileToJson(*profile)) ? kExitOk : kExitUsage;
 }
 
-const FlagCommandRegistrar kRegister{{"profile-model",
-                                      "write an analytic cost profile of a transformer model",
-                                      kUsage,
-                                      {"--preset", "--layers", "--hidden", "--heads", "--seq", "--vocab",
-                                       "--microbatch-size", "--dtype", "--gpu-tflops", "--hbm-gbps", "--link-gbps",
-                                       "--memory-gb", "--efficiency", "--link-latency-us", "--host-gbps", "--name",
-                                       "-o", "--output"},
-                                      {"--flash-attention"},
-                                      {},
-                                      runProfileModel}};
+const FlagCommandRegistrar kRegister{
+    {"profile-model",
+     "write an analytic cost profile of a transformer model",
+     kUsage,
+     {"--preset", "--layers", "--hidden", "--heads", "--seq", "--vocab", "--microbatch-size", "--dtype",
+      "--gpu-tflops", "--hbm-gbps", "--link-gbps", "--memory-gb", "--efficiency", "--link-latency-us",
+      "--host-gbps", "--name", "-o", "--output"},
+     {"--flash-attention"},
+     {},
+     runProfileModel}};
 
 }  // namespace
 }  // namespace ps::cli

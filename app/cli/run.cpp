@@ -5,10 +5,10 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
-#include <cmath>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -18,12 +18,12 @@
 #include "common/command.h"
 #include "common/flags.h"
 #include "common/schedule_input.h"
+#include "pipestudio/core/analysis/validator.h"
 #include "pipestudio/core/io/chrome_trace.h"
 #include "pipestudio/core/io/dsl.h"
 #include "pipestudio/core/io/pytorch_csv.h"
-#include "pipestudio/core/io/schedule_file.h"
 #include "pipestudio/core/io/run_events.h"
-#include "pipestudio/core/analysis/validator.h"
+#include "pipestudio/core/io/schedule_file.h"
 #include "pipestudio/engine/engine.h"
 #include "pipestudio/engine/launcher.h"
 #include "run_cluster.h"
@@ -68,7 +68,8 @@ const char* kUsage =
     "timeline; AdamW's state (2 x the parameter bytes) counts in the device's memory. The loss of\n"
     "every iteration is printed. Without it, iterations repeat forward and backward only.\n"
     "--check-gradients compares every gradient (of the first iteration, before any step) and the\n"
-    "loss with the unpipelined model on the whole batch. --events jsonl streams the run-event protocol (docs/engine.md) on\n"
+    "loss with the unpipelined model on the whole batch. --events jsonl streams the run-event protocol "
+    "(docs/engine.md) on\n"
     "stdout. --inject-fault throw|nan|drop:OP makes one op of the schedule fail (testing).\n"
     "--cancel-on-eof: the run is cancelled when stdin ends (a GUI or ssh client went away); with\n"
     "FILE '-' the schedule on stdin ends at a line '#%end-of-schedule' and stdin stays open.\n"
@@ -91,9 +92,13 @@ constexpr int kExitCancelled = 130;
 constexpr const char* kSessionRecordedLine = "{\"type\":\"pipestudio-session-recorded\"}";
 
 std::atomic<bool> g_cancel{false};
-void onSignal(int) { g_cancel = true; }
+void onSignal(int) {
+  g_cancel = true;
+}
 
-int usage(const std::string& message) { return ps::cli::Reporter("run", kUsage).usage(message); }
+int usage(const std::string& message) {
+  return ps::cli::Reporter("run", kUsage).usage(message);
+}
 
 // A launched rank: its launcher's pipes (launcher.h). -1 when absent.
 int inheritedFd(const char* variable) {
@@ -200,8 +205,8 @@ struct LauncherRun {
       readers[static_cast<size_t>(rank)].feed(line + "\n");
     };
     lo.onRankDied = [this](const RankEnd& e) {
-      deathMessage = "rank " + std::to_string(e.rank) + " (device " + std::to_string(e.rank) + ") was killed by " +
-                     signalName(e.signal) + " (signal " + std::to_string(e.signal) + ")";
+      deathMessage = "rank " + std::to_string(e.rank) + " (device " + std::to_string(e.rank) +
+                     ") was killed by " + signalName(e.signal) + " (signal " + std::to_string(e.signal) + ")";
       std::cerr << "pipestudio-cli run: " << deathMessage << "; ending the other ranks\n";
     };
     auto res = launchLocalRanks(lo);
@@ -222,12 +227,14 @@ struct LauncherRun {
   }
 
   // Rank 0 cannot report: the launcher does, from the events the ranks sent before.
-  void takeOver(const ps::engine::LaunchResult& res, std::chrono::system_clock::time_point started, bool eventsToo) {
+  void takeOver(const ps::engine::LaunchResult& res, std::chrono::system_clock::time_point started,
+                bool eventsToo) {
     using namespace ps::core;
     const int D = schedule.pipeline.devices;
     Timeline tl = partialTimelineFromRanks(readers, D, schedule.name);
     const int dead = res.death->rank;
-    Diagnostic d = makeError("engine.rank-died", deathMessage + "; the run is failed with its partial timeline");
+    Diagnostic d =
+        makeError("engine.rank-died", deathMessage + "; the run is failed with its partial timeline");
     tl.diagnostics.push_back(d);
     tl.metrics = computeMetrics(tl);
     if (events && eventsToo) {
@@ -237,8 +244,8 @@ struct LauncherRun {
     std::ostream& human = events ? std::cerr : std::cout;
     if (eventsToo) {
       human << name << ": failed (" << D << " devices, " << schedule.pipeline.stages << " stages, "
-          << schedule.pipeline.microbatches << " micro-batches; " << tl.ops.size()
-          << " ops measured before the failure)\n";
+            << schedule.pipeline.microbatches << " micro-batches; " << tl.ops.size()
+            << " ops measured before the failure)\n";
       std::cerr << "pipestudio-cli run: failed: " << d.message << "\n";
     }
     if (session) {
@@ -248,7 +255,8 @@ struct LauncherRun {
       rep.timeline = tl;
       if (readers[0].started()) rep.partition = readers[0].started()->partition;
       session->report = &rep;
-      session->startedMs = std::chrono::duration_cast<std::chrono::milliseconds>(started.time_since_epoch()).count();
+      session->startedMs =
+          std::chrono::duration_cast<std::chrono::milliseconds>(started.time_since_epoch()).count();
       ps::cli::recordRunInSession(*session, human);
     }
   }
@@ -257,11 +265,11 @@ struct LauncherRun {
 int runRun(const std::vector<std::string>& argv) {
   using namespace ps::core;
   using namespace ps::engine;
-  const std::vector<std::string> valueFlags{"--model", "--device", "--nproc", "--iterations", "--warmup",
-                                            "--microbatch-size", "--trace", "--events", "--timeout", "--connect-timeout", "--partition",
-                                            "--seed", "--threads", "--format", "--set", "--inject-fault",
-                                            "--session", "--profile", "--optimizer", "--lr", "--inputs",
-                                            "--hosts", "--print-launch"};
+  const std::vector<std::string> valueFlags{
+      "--model",     "--device", "--nproc",   "--iterations",      "--warmup",      "--microbatch-size",
+      "--trace",     "--events", "--timeout", "--connect-timeout", "--partition",   "--seed",
+      "--threads",   "--format", "--set",     "--inject-fault",    "--session",     "--profile",
+      "--optimizer", "--lr",     "--inputs",  "--hosts",           "--print-launch"};
   ps::cli::Args args(argv, valueFlags, {"--check-gradients", "--cancel-on-eof"});
   if (!args.ok()) return usage(args.error());
   if (args.positionals().size() != 1) return usage("expected one FILE (or -)");
@@ -292,7 +300,8 @@ int runRun(const std::vector<std::string>& argv) {
   if (!intFlag("--nproc", 1, 1, nproc)) return usage("--nproc needs a positive integer");
   if (!intFlag("--iterations", 1, 1, o.iterations)) return usage("--iterations needs a positive integer");
   if (!intFlag("--warmup", 0, 0, o.warmup)) return usage("--warmup needs an integer >= 0");
-  if (!intFlag("--microbatch-size", 2, 1, o.microbatchSize)) return usage("--microbatch-size needs a positive integer");
+  if (!intFlag("--microbatch-size", 2, 1, o.microbatchSize))
+    return usage("--microbatch-size needs a positive integer");
   if (!intFlag("--seed", 1, 0, seed)) return usage("--seed needs an integer >= 0");
   if (!intFlag("--threads", 0, 0, o.threads)) return usage("--threads needs an integer >= 0");
   o.seed = static_cast<std::uint64_t>(seed);
@@ -313,12 +322,15 @@ int runRun(const std::vector<std::string>& argv) {
   }
   if (args.has("--optimizer")) {
     o.optimizer = args.value("--optimizer");
-    if (!isOptimizerName(o.optimizer)) return usage("--optimizer takes sgd or adamw, not '" + o.optimizer + "'");
+    if (!isOptimizerName(o.optimizer))
+      return usage("--optimizer takes sgd or adamw, not '" + o.optimizer + "'");
     o.learningRate = defaultLearningRate(o.optimizer);
   }
   if (args.has("--lr")) {
-    if (o.optimizer.empty()) return usage("--lr is the optimizer's learning rate: give it with --optimizer sgd|adamw");
-    if (!parseNumber(args.value("--lr"), o.learningRate) || !(o.learningRate > 0) || !std::isfinite(o.learningRate))
+    if (o.optimizer.empty())
+      return usage("--lr is the optimizer's learning rate: give it with --optimizer sgd|adamw");
+    if (!parseNumber(args.value("--lr"), o.learningRate) || !(o.learningRate > 0) ||
+        !std::isfinite(o.learningRate))
       return usage("--lr needs a positive learning rate, e.g. 0.01");
   }
   if (args.has("--inputs")) {
@@ -333,7 +345,8 @@ int runRun(const std::vector<std::string>& argv) {
 
   std::optional<ps::cli::PredictionProfile> predictionProfile;  // --session: read before the run
   if (args.has("--profile")) {
-    if (!args.has("--session")) return usage("--profile is the prediction's cost profile: give it with --session DB");
+    if (!args.has("--session"))
+      return usage("--profile is the prediction's cost profile: give it with --session DB");
     auto p = ps::cli::loadPredictionProfile(args.value("--profile"));
     if (!p) return refuse(events, p.errors(), nullptr, ps::cli::kExitInvalid);
     predictionProfile = std::move(*p);
@@ -397,24 +410,26 @@ int runRun(const std::vector<std::string>& argv) {
     if (args.has("--print-launch") && pl != "torchrun" && pl != "slurm")
       return usage("--print-launch takes torchrun or slurm, not '" + pl + "'");
     if (args.has("--nproc")) return usage("--hosts gives the ranks of each host: leave out --nproc");
-    if (env->has_value()) return usage("--hosts starts the ranks itself: unset RANK / WORLD_SIZE (torchrun, Slurm)");
-    const ps::cli::ClusterRun cr{.hostsPath = args.value("--hosts"),
-                                 .printLaunch = pl,
-                                 .argv = argv,
-                                 .valueFlags = valueFlags,
-                                 .path = path,
-                                 .format = format,
-                                 .text = text,
-                                 .name = name,
-                                 .executed = &executed,
-                                 .sessionText = format == "pipe" && o.optimizer.empty() ? text : printDsl(executed),
-                                 .options = &o,
-                                 .events = events,
-                                 .cancel = &g_cancel,
-                                 .connectTimeoutSeconds = std::min(60.0, o.distributed.connectTimeoutSeconds),
-                                 .sessionPath = args.value("--session"),
-                                 .tracePath = args.value("--trace"),
-                                 .prediction = predictionProfile};
+    if (env->has_value())
+      return usage("--hosts starts the ranks itself: unset RANK / WORLD_SIZE (torchrun, Slurm)");
+    const ps::cli::ClusterRun cr{
+        .hostsPath = args.value("--hosts"),
+        .printLaunch = pl,
+        .argv = argv,
+        .valueFlags = valueFlags,
+        .path = path,
+        .format = format,
+        .text = text,
+        .name = name,
+        .executed = &executed,
+        .sessionText = format == "pipe" && o.optimizer.empty() ? text : printDsl(executed),
+        .options = &o,
+        .events = events,
+        .cancel = &g_cancel,
+        .connectTimeoutSeconds = std::min(60.0, o.distributed.connectTimeoutSeconds),
+        .sessionPath = args.value("--session"),
+        .tracePath = args.value("--trace"),
+        .prediction = predictionProfile};
     if (pl.empty()) {
       std::signal(SIGINT, onSignal);
       std::signal(SIGTERM, onSignal);
@@ -445,9 +460,14 @@ int runRun(const std::vector<std::string>& argv) {
     }
     LauncherRun lr{executed, o, name, events, nproc};
     if (args.has("--session"))
-      lr.session = ps::cli::RunSessionRecording{args.value("--session"), &executed,
-                                                format == "pipe" && o.optimizer.empty() ? text : printDsl(executed),
-                                                "gloo", &o, nullptr, predictionProfile};
+      lr.session =
+          ps::cli::RunSessionRecording{args.value("--session"),
+                                       &executed,
+                                       format == "pipe" && o.optimizer.empty() ? text : printDsl(executed),
+                                       "gloo",
+                                       &o,
+                                       nullptr,
+                                       predictionProfile};
     const int rc = lr.launch(rankArgs);
     if (!scheduleFile.empty()) ::unlink(scheduleFile.c_str());
     return rc;
@@ -477,16 +497,16 @@ int runRun(const std::vector<std::string>& argv) {
   if (!result) return refuse(events && rank0, result.errors(), nullptr, ps::cli::kExitInvalid);
   const RunReport& r = *result;
   // A cancelled run exits as shells report SIGINT: 128 + 2.
-  const int statusExit = r.status == ps::core::RunState::Succeeded    ? ps::cli::kExitOk
+  const int statusExit = r.status == ps::core::RunState::Succeeded   ? ps::cli::kExitOk
                          : r.status == ps::core::RunState::Cancelled ? kExitCancelled
-                                                            : ps::cli::kExitInvalid;
+                                                                     : ps::cli::kExitInvalid;
   if (!rank0) return statusExit;
 
   const auto& m = r.timeline.metrics;
-  human << name << ": " << ps::core::runEventStatusToken(r.status) << " (" << schedule->pipeline.devices << " devices, "
-        << schedule->pipeline.stages << " stages, " << schedule->pipeline.microbatches << " micro-batches of "
-        << o.microbatchSize << ", model " << modelSpecToString(o.model) << ", " << r.parameterCount
-        << " parameters, partition";
+  human << name << ": " << ps::core::runEventStatusToken(r.status) << " (" << schedule->pipeline.devices
+        << " devices, " << schedule->pipeline.stages << " stages, " << schedule->pipeline.microbatches
+        << " micro-batches of " << o.microbatchSize << ", model " << modelSpecToString(o.model) << ", "
+        << r.parameterCount << " parameters, partition";
   for (size_t i = 0; i < r.partition.size(); ++i) human << (i ? "," : " ") << r.partition[i];
   human << ")\n";
   if (!r.data.empty()) human << "  data: " << r.data << "\n";
@@ -499,7 +519,8 @@ int runRun(const std::vector<std::string>& argv) {
   human << "  last iteration: makespan " << m.makespan << " ms, bubble ratio " << m.bubbleRatio << ", "
         << r.timeline.ops.size() << " ops, " << r.timeline.transfers.size() << " transfers\n";
   // A failed or cancelled run has no loss worth printing (the iteration did not complete).
-  if (r.status == ps::core::RunState::Succeeded && !r.losses.empty()) human << "  loss: " << r.losses.back() << "\n";
+  if (r.status == ps::core::RunState::Succeeded && !r.losses.empty())
+    human << "  loss: " << r.losses.back() << "\n";
   if (!o.optimizer.empty() && !r.losses.empty()) {
     human << "  loss per iteration (" << o.optimizer << ", lr " << o.learningRate << "):";
     for (size_t i = 0; i < r.losses.size(); ++i) human << (i ? ", " : " ") << r.losses[i];
@@ -514,7 +535,9 @@ int runRun(const std::vector<std::string>& argv) {
           << r.gradients.lossRelativeError << ", tolerance " << r.gradients.tolerance << ", "
           << r.gradients.parameters.size() << " parameters\n";
   }
-  for (const auto& d : r.diagnostics) std::cerr << "pipestudio-cli run: " << ps::core::runEventStatusToken(r.status) << ": " << d.message << "\n";
+  for (const auto& d : r.diagnostics)
+    std::cerr << "pipestudio-cli run: " << ps::core::runEventStatusToken(r.status) << ": " << d.message
+              << "\n";
   if (args.has("--trace")) {
     if (!ps::cli::writeOutput(args.value("--trace"), exportChromeTrace(r.timeline, &executed), error)) {
       std::cerr << "pipestudio-cli run: " << error << "\n";
@@ -522,10 +545,15 @@ int runRun(const std::vector<std::string>& argv) {
     }
   }
   if (args.has("--session")) {
-    ps::cli::RunSessionRecording rec{args.value("--session"), &executed,
+    ps::cli::RunSessionRecording rec{args.value("--session"),
+                                     &executed,
                                      format == "pipe" && o.optimizer.empty() ? text : printDsl(executed),
-                                     o.distributed.worldSize > 1 ? "gloo" : o.device, &o, &r, predictionProfile};
-    rec.startedMs = std::chrono::duration_cast<std::chrono::milliseconds>(runStarted.time_since_epoch()).count();
+                                     o.distributed.worldSize > 1 ? "gloo" : o.device,
+                                     &o,
+                                     &r,
+                                     predictionProfile};
+    rec.startedMs =
+        std::chrono::duration_cast<std::chrono::milliseconds>(runStarted.time_since_epoch()).count();
     if (!ps::cli::recordRunInSession(rec, human)) return ps::cli::kExitInvalid;
     if (eventFd >= 0) ps::cli::writeLine(eventFd, kSessionRecordedLine);
   }
@@ -534,6 +562,7 @@ int runRun(const std::vector<std::string>& argv) {
   return ps::cli::kExitOk;
 }
 
-const ps::cli::CommandRegistrar kRegister{{"run", "execute a schedule on a real model (libtorch)", kUsage, runRun}};
+const ps::cli::CommandRegistrar kRegister{
+    {"run", "execute a schedule on a real model (libtorch)", kUsage, runRun}};
 
 }  // namespace

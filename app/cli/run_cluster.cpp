@@ -4,9 +4,9 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -24,7 +24,9 @@ namespace {
 
 constexpr int kExitCancelled = 130;
 
-std::string flagName(const std::string& a) { return a.substr(0, a.find('=')); }
+std::string flagName(const std::string& a) {
+  return a.substr(0, a.find('='));
+}
 
 // The ranks' arguments: the run's own, less what only the launcher does (hosts, events, the
 // session, the trace), the schedule and a TorchScript file as staged ("{dir}/...").
@@ -36,8 +38,8 @@ struct RankArgs {
 
 RankArgs rankArguments(const ClusterRun& c, const std::string& stagedSchedule, const std::string& stagedModel,
                        const std::string& stagedInputs) {
-  static const std::vector<std::string> launcherOnly{"--hosts", "--print-launch", "--events", "--session",
-                                                     "--profile", "--trace", "--nproc", "--format"};
+  static const std::vector<std::string> launcherOnly{"--hosts",   "--print-launch", "--events", "--session",
+                                                     "--profile", "--trace",        "--nproc",  "--format"};
   RankArgs out;
   bool positionalDone = false;
   for (size_t i = 0; i < c.argv.size(); ++i) {
@@ -47,7 +49,8 @@ RankArgs rankArguments(const ClusterRun& c, const std::string& stagedSchedule, c
       const std::string name = flagName(a);
       const bool inlineValue = a.find('=') != std::string::npos;
       const bool takesValue = std::find(c.valueFlags.begin(), c.valueFlags.end(), name) != c.valueFlags.end();
-      std::string value = inlineValue ? a.substr(a.find('=') + 1) : (takesValue && i + 1 < c.argv.size() ? c.argv[i + 1] : "");
+      std::string value = inlineValue ? a.substr(a.find('=') + 1)
+                                      : (takesValue && i + 1 < c.argv.size() ? c.argv[i + 1] : "");
       if (takesValue && !inlineValue) ++i;
       if (name == "--cancel-on-eof") continue;
       if (std::find(launcherOnly.begin(), launcherOnly.end(), name) != launcherOnly.end()) continue;
@@ -103,8 +106,8 @@ int runOnCluster(const ClusterRun& c) {
   const int world = clusterWorldSize(*hosts);
   const int devices = c.executed->pipeline.devices;
   if (world != devices) {
-    std::cerr << "pipestudio-cli run: " << c.hostsPath << " gives " << world << " ranks (one per device), the schedule has "
-              << devices << " devices\n";
+    std::cerr << "pipestudio-cli run: " << c.hostsPath << " gives " << world
+              << " ranks (one per device), the schedule has " << devices << " devices\n";
     return kExitUsage;
   }
   // Staged under its own name (the ranks' messages name it), when that is a plain file name.
@@ -112,7 +115,8 @@ int runOnCluster(const ClusterRun& c) {
   if (c.path != "-") {
     const std::string base = c.path.substr(c.path.find_last_of('/') + 1);
     if (!base.empty() && base.front() != '.' && base.size() < 200 &&
-        base.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") == std::string::npos)
+        base.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") ==
+            std::string::npos)
       scheduleFile = base;
   }
 
@@ -122,13 +126,16 @@ int runOnCluster(const ClusterRun& c) {
     const auto kind = c.printLaunch == "slurm" ? LaunchKind::Slurm : LaunchKind::Torchrun;
     // The rendezvous port: MASTER_PORT when set, else torchrun's default.
     int port = 29500;
-    if (const char* mp = std::getenv("MASTER_PORT"); mp && std::atoi(mp) > 0 && std::atoi(mp) < 65536) port = std::atoi(mp);
+    if (const char* mp = std::getenv("MASTER_PORT"); mp && std::atoi(mp) > 0 && std::atoi(mp) < 65536)
+      port = std::atoi(mp);
     std::cout << printLaunchCommands(*hosts, kind, ra.args, dir + "/" + scheduleFile, port,
                                      c.path == "-" ? std::string("SCHEDULE") : c.path);
     if (!ra.modelFile.empty())
-      std::cout << "# and the TorchScript model " << ra.modelFile << " at " << dir << "/model.pt on every host\n";
+      std::cout << "# and the TorchScript model " << ra.modelFile << " at " << dir
+                << "/model.pt on every host\n";
     if (!ra.inputsFile.empty())
-      std::cout << "# and the --inputs batch " << ra.inputsFile << " at " << dir << "/inputs.pt on every host\n";
+      std::cout << "# and the --inputs batch " << ra.inputsFile << " at " << dir
+                << "/inputs.pt on every host\n";
     return kExitOk;
   }
 
@@ -137,7 +144,8 @@ int runOnCluster(const ClusterRun& c) {
   lo.hosts = *hosts;
   lo.files.push_back({scheduleFile, c.text});
   // Files the ranks read go with the schedule: a TorchScript model, an --inputs batch.
-  for (const auto& [local, staged] : {std::pair{ra.modelFile, std::string("model.pt")}, std::pair{ra.inputsFile, std::string("inputs.pt")}}) {
+  for (const auto& [local, staged] : {std::pair{ra.modelFile, std::string("model.pt")},
+                                      std::pair{ra.inputsFile, std::string("inputs.pt")}}) {
     if (local.empty()) continue;
     std::string content;
     if (!readInput(local, content, error)) {
@@ -180,12 +188,15 @@ int runOnCluster(const ClusterRun& c) {
     if (r == 0) {
       if (maybeOp) {
         auto j = nlohmann::json::parse(line, nullptr, false);
-        if (j.is_object() && j.value("type", "") == "op" && j.value("device", 0) != 0 && forwarded.count(opKey(j))) return;
+        if (j.is_object() && j.value("type", "") == "op" && j.value("device", 0) != 0 &&
+            forwarded.count(opKey(j)))
+          return;
       }
       emitEventLine(line);
     } else if (maybeOp) {
       auto j = nlohmann::json::parse(line, nullptr, false);
-      if (j.is_object() && j.value("type", "") == "op" && j.value("device", -1) == r && !readers[0].finished()) {
+      if (j.is_object() && j.value("type", "") == "op" && j.value("device", -1) == r &&
+          !readers[0].finished()) {
         forwarded.insert(opKey(j));
         emitEventLine(line);
       }
@@ -193,8 +204,11 @@ int runOnCluster(const ClusterRun& c) {
   };
   lo.onStderr = [&](int r, const std::string& line) {
     // One write a line: a reader of our stderr (the GUI's log) gets whole lines.
-    if (r == 0) human << (line + "\n");
-    else std::cerr << ("[rank " + std::to_string(r) + " on " + rankHost[static_cast<size_t>(r)] + "] " + line + "\n");
+    if (r == 0)
+      human << (line + "\n");
+    else
+      std::cerr << ("[rank " + std::to_string(r) + " on " + rankHost[static_cast<size_t>(r)] + "] " + line +
+                    "\n");
     human.flush();
   };
   lo.onPhase = [&](const std::string& m) { std::cerr << ("pipestudio-cli run: " + m + "\n"); };
@@ -217,8 +231,7 @@ int runOnCluster(const ClusterRun& c) {
   if (!res) {
     // Nothing ran: a host is unreachable, refuses the key, lacks the CLI or another version.
     std::cerr << formatDiagnostics(res.errors(), &text);
-    if (c.events)
-      emitEventLine(run_event::refused(res.error().code, res.error().message));
+    if (c.events) emitEventLine(run_event::refused(res.error().code, res.error().message));
     rep.status = ps::core::RunState::Failed;
     rep.diagnostics = res.errors();
     rep.timeline.devices = devices;
@@ -242,17 +255,19 @@ int runOnCluster(const ClusterRun& c) {
     for (const auto& e : r0.errors()) rep.diagnostics.push_back(makeError(e.code, e.message));
     if (!res->failure.empty() && rep.status != ps::core::RunState::Succeeded)
       rep.diagnostics.insert(rep.diagnostics.begin(), makeError("cluster.rank-lost", res->failure));
-    exitStatus = rep.status == ps::core::RunState::Succeeded    ? (res->exitStatus == 0 ? kExitOk : kExitInvalid)
+    exitStatus = rep.status == ps::core::RunState::Succeeded ? (res->exitStatus == 0 ? kExitOk : kExitInvalid)
                  : rep.status == ps::core::RunState::Cancelled ? kExitCancelled
-                                                              : kExitInvalid;
+                                                               : kExitInvalid;
   } else {
     // Rank 0 could not report: the partial timeline from what each rank sent about its device.
     Timeline tl = partialTimelineFromRanks(readers, devices, c.executed->name);
     const bool cancelled = res->cancelled && res->failure.empty();
-    Diagnostic d = cancelled ? makeError("engine.cancelled", "cancelled before rank 0 could report")
-                             : makeError("cluster.rank-lost", (res->failure.empty() ? std::string("rank 0 ended without a report")
-                                                                                    : res->failure) +
-                                                                  "; the run is failed with its partial timeline");
+    Diagnostic d =
+        cancelled
+            ? makeError("engine.cancelled", "cancelled before rank 0 could report")
+            : makeError("cluster.rank-lost",
+                        (res->failure.empty() ? std::string("rank 0 ended without a report") : res->failure) +
+                            "; the run is failed with its partial timeline");
     tl.diagnostics.push_back(d);
     tl.metrics = computeMetrics(tl);
     rep.status = cancelled ? ps::core::RunState::Cancelled : ps::core::RunState::Failed;
@@ -260,12 +275,12 @@ int runOnCluster(const ClusterRun& c) {
     rep.timeline = tl;
     if (r0.started()) rep.partition = r0.started()->partition;
     if (c.events) {
-      if (!errorEmitted || cancelled)
-        emitEventLine(run_event::error({d.code, d.message, -1, -1}));
-      emitEventLine(run_event::endedEarly(cancelled ? ps::core::RunState::Cancelled : ps::core::RunState::Failed, tl));
+      if (!errorEmitted || cancelled) emitEventLine(run_event::error({d.code, d.message, -1, -1}));
+      emitEventLine(
+          run_event::endedEarly(cancelled ? ps::core::RunState::Cancelled : ps::core::RunState::Failed, tl));
     }
-    human << c.name << ": " << (cancelled ? "cancelled" : "failed") << " (" << devices << " devices on " << hosts->size()
-          << " hosts; " << tl.ops.size() << " ops measured before the end)\n";
+    human << c.name << ": " << (cancelled ? "cancelled" : "failed") << " (" << devices << " devices on "
+          << hosts->size() << " hosts; " << tl.ops.size() << " ops measured before the end)\n";
     exitStatus = cancelled ? kExitCancelled : kExitInvalid;
   }
   if (res && !res->failure.empty()) std::cerr << ("pipestudio-cli run: failed: " + res->failure + "\n");

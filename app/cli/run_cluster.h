@@ -15,22 +15,22 @@
 namespace ps::cli {
 
 struct ClusterRun {
-  std::string hostsPath;     // --hosts
-  std::string printLaunch;   // --print-launch: "", "torchrun" or "slurm"
-  std::vector<std::string> argv;        // run's arguments as given (without "run")
-  std::vector<std::string> valueFlags;  // run's flags that take a value
-  std::string path;          // the FILE argument as given
-  std::string format;        // "pipe" or "csv"
-  std::string text;          // the schedule as read
-  std::string name;          // how the schedule is named
+  std::string hostsPath;                     // --hosts
+  std::string printLaunch;                   // --print-launch: "", "torchrun" or "slurm"
+  std::vector<std::string> argv;             // run's arguments as given (without "run")
+  std::vector<std::string> valueFlags;       // run's flags that take a value
+  std::string path;                          // the FILE argument as given
+  std::string format;                        // "pipe" or "csv"
+  std::string text;                          // the schedule as read
+  std::string name;                          // how the schedule is named
   const core::Schedule* executed = nullptr;  // as run (with optimizer steps)
-  std::string sessionText;   // the schedule text a session stores
+  std::string sessionText;                   // the schedule text a session stores
   const engine::RunOptions* options = nullptr;
   bool events = false;
   std::atomic<bool>* cancel = nullptr;
   double connectTimeoutSeconds = 10;
-  std::string sessionPath;   // --session; empty: none
-  std::string tracePath;     // --trace; empty: none
+  std::string sessionPath;  // --session; empty: none
+  std::string tracePath;    // --trace; empty: none
   std::optional<PredictionProfile> prediction;
 };
 

@@ -14,7 +14,8 @@ namespace ps::cli {
 
 core::Result<PredictionProfile> loadPredictionProfile(const std::string& path) {
   std::string text, error;
-  if (!readInput(path, text, error)) return core::makeError("cli.read", error, core::SourceLocation{path, 0, 0});
+  if (!readInput(path, text, error))
+    return core::makeError("cli.read", error, core::SourceLocation{path, 0, 0});
   auto p = core::parseCostProfile(text, path);
   PS_TRY(p);
   PredictionProfile out;
@@ -56,7 +57,8 @@ bool recordRunInSession(const RunSessionRecording& r, std::ostream& out) {
   rec.pipeText = r.pipeText;
   rec.profileName = profile.name;
   rec.profileJson = profile.json;
-  rec.profileSource = sessions::profileSourceFromName(profile.source).value_or(sessions::ProfileSource::Manual);
+  rec.profileSource =
+      sessions::profileSourceFromName(profile.source).value_or(sessions::ProfileSource::Manual);
   // The prediction: the schedule simulated with that profile and the partition the run used.
   auto model = core::makeSimulationModel(*r.schedule, profile.profile, rep.partition);
   bool stepsTimed = false;
@@ -67,7 +69,8 @@ bool recordRunInSession(const RunSessionRecording& r, std::ostream& out) {
     for (auto& st : model->stages) st.O = 0;
     for (int d = 0; d < static_cast<int>(perDevice.size()); ++d) {
       const auto stages = r.schedule->pipeline.stagesOn(d);
-      if (!stages.empty()) model->stages[static_cast<size_t>(stages.front())].O = perDevice[static_cast<size_t>(d)];
+      if (!stages.empty())
+        model->stages[static_cast<size_t>(stages.front())].O = perDevice[static_cast<size_t>(d)];
       stepsTimed = stepsTimed || perDevice[static_cast<size_t>(d)] > 0;
     }
   }
@@ -77,7 +80,8 @@ bool recordRunInSession(const RunSessionRecording& r, std::ostream& out) {
       rec.predicted = std::move(*predicted);
       rec.predicted->label = rec.scheduleName + " (predicted)";
     } else {
-      std::cerr << "pipestudio-cli run: no prediction recorded:\n" << core::formatDiagnostics(predicted.errors());
+      std::cerr << "pipestudio-cli run: no prediction recorded:\n"
+                << core::formatDiagnostics(predicted.errors());
     }
   } else {
     std::cerr << "pipestudio-cli run: no prediction recorded (profile " << profile.name << "):\n"
@@ -106,19 +110,21 @@ bool recordRunInSession(const RunSessionRecording& r, std::ostream& out) {
                            {"parameters", rep.parameterCount}};
   if (!rep.losses.empty() && rep.status == ps::core::RunState::Succeeded) config["loss"] = rep.losses.back();
   if (rep.gradients.ran)
-    config["gradient_check"] = {{"passed", rep.gradients.passed}, {"max_relative_error", rep.gradients.maxRelativeError}};
+    config["gradient_check"] = {{"passed", rep.gradients.passed},
+                                {"max_relative_error", rep.gradients.maxRelativeError}};
   rec.configJson = config.dump();
 
   auto stored = sessions::recordMeasuredRun(r.sessionPath, rec);
   if (!stored) {
-    std::cerr << "pipestudio-cli run: cannot record the run in the session:\n" << core::formatDiagnostics(stored.errors());
+    std::cerr << "pipestudio-cli run: cannot record the run in the session:\n"
+              << core::formatDiagnostics(stored.errors());
     return false;
   }
   out << "  session " << r.sessionPath << ": measured run " << stored->measuredRunId;
   if (stored->predictedRunId) {
     const double predicted = rec.predicted->metrics.makespan, measured = rep.timeline.metrics.makespan;
-    out << ", predicted run " << *stored->predictedRunId << " (profile '" << profile.name << "', makespan predicted "
-        << predicted << " ms, measured " << measured << " ms";
+    out << ", predicted run " << *stored->predictedRunId << " (profile '" << profile.name
+        << "', makespan predicted " << predicted << " ms, measured " << measured << " ms";
     // A failed or cancelled run's makespan covers part of the schedule: no error to give.
     if (predicted > 0 && rep.status == ps::core::RunState::Succeeded)
       out << ", error " << (measured - predicted) / predicted * 100.0 << "%";

@@ -16,7 +16,7 @@ namespace ps::cli {
 
 struct PredictionProfile {
   core::CostProfile profile;
-  std::string json;    // as stored in the session
+  std::string json;  // as stored in the session
   std::string name;
   std::string source;  // "manual", "analytic" or "profiled"
 };
@@ -34,7 +34,7 @@ struct RunSessionRecording {
   const engine::RunOptions* options = nullptr;
   const engine::RunReport* report = nullptr;
   std::optional<PredictionProfile> profile;  // none: the analytic one
-  std::int64_t startedMs = 0;  // when the run started (Unix ms); 0: now
+  std::int64_t startedMs = 0;                // when the run started (Unix ms); 0: now
 };
 
 // Records the run and its prediction; prints one summary line to `out`, errors to stderr.

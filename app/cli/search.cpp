@@ -1,4 +1,6 @@
 // pipestudio-cli search: automated schedule, partition and placement search (docs/search.md).
+#include "pipestudio/core/planning/search.h"
+
 #include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -8,7 +10,6 @@
 #include "common/profile_input.h"
 #include "pipestudio/core/io/dsl.h"
 #include "pipestudio/core/io/units.h"
-#include "pipestudio/core/planning/search.h"
 
 namespace {
 
@@ -77,21 +78,25 @@ void printRow(std::ostream& out, const CandidateSummary& c, double best, bool st
   if (!c.valid) {
     std::snprintf(buf, sizeof buf, "  %-28s not built: %s\n", c.name.c_str(), c.note.c_str());
   } else {
-    const std::string vs = c.fitsMemory && c.objective > 0 ? (std::to_string(c.objective / best).substr(0, 5) + "x") : "-";
+    const std::string vs =
+        c.fitsMemory && c.objective > 0 ? (std::to_string(c.objective / best).substr(0, 5) + "x") : "-";
     if (steady)
-      std::snprintf(buf, sizeof buf, "  %-28s %12.3f %12.3f %12.3f %12s %8.3f %6s %9s\n", c.name.c_str(), c.steadyStateMs,
-                    c.maxStageSpanMs, c.makespan, formatByteSizeFixed(c.peakMemoryBytes).c_str(), c.bubbleRatio,
+      std::snprintf(buf, sizeof buf, "  %-28s %12.3f %12.3f %12.3f %12s %8.3f %6s %9s\n", c.name.c_str(),
+                    c.steadyStateMs, c.maxStageSpanMs, c.makespan,
+                    formatByteSizeFixed(c.peakMemoryBytes).c_str(), c.bubbleRatio,
                     c.fitsMemory ? "yes" : "NO", vs.c_str());
     else
       std::snprintf(buf, sizeof buf, "  %-28s %12.3f %12s %8.3f %6s %9s\n", c.name.c_str(), c.makespan,
-                    formatByteSizeFixed(c.peakMemoryBytes).c_str(), c.bubbleRatio, c.fitsMemory ? "yes" : "NO", vs.c_str());
+                    formatByteSizeFixed(c.peakMemoryBytes).c_str(), c.bubbleRatio,
+                    c.fitsMemory ? "yes" : "NO", vs.c_str());
   }
   out << buf;
 }
 
 int runSearch(const ps::cli::Args& args, const ps::cli::Reporter& rep) {
   auto usage = [&](const std::string& message) { return rep.usage(message); };
-  if (!args.positionals().empty() || !args.has("--profile") || !args.has("--devices") || !args.has("--microbatches"))
+  if (!args.positionals().empty() || !args.has("--profile") || !args.has("--devices") ||
+      !args.has("--microbatches"))
     return usage("--profile, --devices and --microbatches are required");
   const std::string profilePath = args.value("--profile");
   int code = ps::cli::kExitOk;
@@ -99,10 +104,13 @@ int runSearch(const ps::cli::Args& args, const ps::cli::Reporter& rep) {
   if (!profile) return code;
   SearchOptions o;
   int seed = 1, maxEval = 0;
-  if (!readInt(args.value("--devices"), 1, o.devices) || !readInt(args.value("--microbatches"), 1, o.microbatches) ||
-      !readInt(args.value("--seed", "1"), 0, seed) || !readInt(args.value("--max-chunks", "2"), 1, o.maxChunks) ||
+  if (!readInt(args.value("--devices"), 1, o.devices) ||
+      !readInt(args.value("--microbatches"), 1, o.microbatches) ||
+      !readInt(args.value("--seed", "1"), 0, seed) ||
+      !readInt(args.value("--max-chunks", "2"), 1, o.maxChunks) ||
       !readInt(args.value("--max-evaluations", "0"), 0, maxEval))
-    return usage("--devices, --microbatches, --seed, --max-chunks and --max-evaluations take non-negative integers");
+    return usage(
+        "--devices, --microbatches, --seed, --max-chunks and --max-evaluations take non-negative integers");
   o.seed = static_cast<std::uint64_t>(seed);
   o.maxEvaluations = static_cast<std::size_t>(maxEval);
   if (args.has("--time-limit")) {
@@ -127,7 +135,8 @@ int runSearch(const ps::cli::Args& args, const ps::cli::Reporter& rep) {
     if (!b) return usage("--boundary: expected overlap or sync");
     o.boundary = *b;
   }
-  if (args.has("--iterations") && (!readInt(args.value("--iterations"), 2, o.iterations) || o.iterations > 64))
+  if (args.has("--iterations") &&
+      (!readInt(args.value("--iterations"), 2, o.iterations) || o.iterations > 64))
     return usage("--iterations: expected a whole number from 2 to 64");
   if (args.has("--optimizer-step")) {
     auto v = ps::cli::parseMs(args.value("--optimizer-step"));
@@ -186,7 +195,8 @@ int runSearch(const ps::cli::Args& args, const ps::cli::Reporter& rep) {
     std::snprintf(buf, sizeof buf, "; %zu candidates in %.2f s%s\n", r->evaluated, r->elapsedSeconds,
                   r->timedOut ? " (time limit reached)" : "");
     report << buf;
-    report << "objective: " << objectiveText << "; ties go to the lower peak memory, then the lower bubble ratio\n";
+    report << "objective: " << objectiveText
+           << "; ties go to the lower peak memory, then the lower bubble ratio\n";
     for (const auto& n : r->notes) report << "note: " << n << "\n";
     report << "best: " << r->bestSummary.name << "\n";
     report << "  partition";
@@ -196,11 +206,11 @@ int runSearch(const ps::cli::Args& args, const ps::cli::Reporter& rep) {
       report << (s ? " " : "") << best.pipeline.stageToDevice[s];
     report << ")\n\n";
     if (steady)
-      std::snprintf(buf, sizeof buf, "  %-28s %12s %12s %12s %12s %8s %6s %9s\n", "schedule", "steady ms", "max span ms",
-                    "makespan ms", "peak mem", "bubble", "fits", "vs best");
+      std::snprintf(buf, sizeof buf, "  %-28s %12s %12s %12s %12s %8s %6s %9s\n", "schedule", "steady ms",
+                    "max span ms", "makespan ms", "peak mem", "bubble", "fits", "vs best");
     else
-      std::snprintf(buf, sizeof buf, "  %-28s %12s %12s %8s %6s %9s\n", "schedule", "makespan ms", "peak mem", "bubble",
-                    "fits", "vs best");
+      std::snprintf(buf, sizeof buf, "  %-28s %12s %12s %8s %6s %9s\n", "schedule", "makespan ms", "peak mem",
+                    "bubble", "fits", "vs best");
     report << buf;
     CandidateSummary bs = r->bestSummary;
     bs.name = "search (best)";
@@ -211,15 +221,15 @@ int runSearch(const ps::cli::Args& args, const ps::cli::Reporter& rep) {
   return ps::cli::kExitOk;
 }
 
-const ps::cli::FlagCommandRegistrar kSearch({"search",
-                                             "find a fast schedule, partition and placement for a profile",
-                                             std::string(kUsage) + kHelp,
-                                             {"--profile", "--devices", "--microbatches", "--memory-limit",
-                                              "--time-limit", "--seed", "--max-chunks", "--max-evaluations", "-o",
-                                              "--objective", "--boundary", "--iterations", "--optimizer-step"},
-                                             {"--json", "--no-recompute", "--no-offload", "--no-local"},
-                                             {},
-                                             runSearch,
-                                             kUsage});
+const ps::cli::FlagCommandRegistrar kSearch(
+    {"search",
+     "find a fast schedule, partition and placement for a profile",
+     std::string(kUsage) + kHelp,
+     {"--profile", "--devices", "--microbatches", "--memory-limit", "--time-limit", "--seed", "--max-chunks",
+      "--max-evaluations", "-o", "--objective", "--boundary", "--iterations", "--optimizer-step"},
+     {"--json", "--no-recompute", "--no-offload", "--no-local"},
+     {},
+     runSearch,
+     kUsage});
 
 }  // namespace

@@ -2,7 +2,6 @@
 #include <cstdio>
 #include <ctime>
 #include <iostream>
-
 #include <nlohmann/json.hpp>
 
 #include "common/command.h"
@@ -55,7 +54,9 @@ std::string isoTime(std::int64_t ms) {
 
 using ps::cli::fixed;
 
-std::string optId(const std::optional<Id>& id) { return id ? std::to_string(*id) : "-"; }
+std::string optId(const std::optional<Id>& id) {
+  return id ? std::to_string(*id) : "-";
+}
 
 // Prints rows as aligned columns.
 void printTable(std::ostream& out, const std::vector<std::vector<std::string>>& rows) {
@@ -115,10 +116,11 @@ int listCommand(SessionStore& store, bool json) {
     nlohmann::json j = {{"file", store.path()}, {"schemaVersion", store.schemaVersion()}};
     j["schedules"] = nlohmann::json::array();
     for (const auto& s : *schedules)
-      j["schedules"].push_back({{"id", s.id},
-                                {"name", s.name},
-                                {"parentId", s.parentId ? nlohmann::json(*s.parentId) : nlohmann::json(nullptr)},
-                                {"createdMs", s.createdMs}});
+      j["schedules"].push_back(
+          {{"id", s.id},
+           {"name", s.name},
+           {"parentId", s.parentId ? nlohmann::json(*s.parentId) : nlohmann::json(nullptr)},
+           {"createdMs", s.createdMs}});
     j["profiles"] = nlohmann::json::array();
     for (const auto& p : *profiles)
       j["profiles"].push_back({{"id", p.id},
@@ -136,7 +138,8 @@ int listCommand(SessionStore& store, bool json) {
   std::cout << "\nschedule versions: " << schedules->size() << "\n";
   if (!schedules->empty()) {
     std::vector<std::vector<std::string>> rows = {{"ID", "NAME", "PARENT", "CREATED"}};
-    for (const auto& s : *schedules) rows.push_back({std::to_string(s.id), s.name, optId(s.parentId), isoTime(s.createdMs)});
+    for (const auto& s : *schedules)
+      rows.push_back({std::to_string(s.id), s.name, optId(s.parentId), isoTime(s.createdMs)});
     printTable(std::cout, rows);
   }
   std::cout << "\ncost profiles: " << profiles->size() << "\n";
@@ -149,12 +152,13 @@ int listCommand(SessionStore& store, bool json) {
   }
   std::cout << "\nruns: " << runs->size() << "\n";
   if (!runs->empty()) {
-    std::vector<std::vector<std::string>> rows = {
-        {"ID", "STATUS", "SCHEDULE", "TARGET", "DEVICES", "OPS", "MAKESPAN_MS", "BUBBLE", "STARTED", "WALL_S", "LABEL"}};
+    std::vector<std::vector<std::string>> rows = {{"ID", "STATUS", "SCHEDULE", "TARGET", "DEVICES", "OPS",
+                                                   "MAKESPAN_MS", "BUBBLE", "STARTED", "WALL_S", "LABEL"}};
     for (const auto& r : *runs) {
       auto d = r.durationMs();
-      rows.push_back({std::to_string(r.id), statusText(r), optId(r.scheduleId), r.target, std::to_string(r.devices),
-                      std::to_string(r.opCount), fixed(r.makespan, 3), fixed(r.bubbleRatio, 3), isoTime(r.startedMs),
+      rows.push_back({std::to_string(r.id), statusText(r), optId(r.scheduleId), r.target,
+                      std::to_string(r.devices), std::to_string(r.opCount), fixed(r.makespan, 3),
+                      fixed(r.bubbleRatio, 3), isoTime(r.startedMs),
                       d ? fixed(static_cast<double>(*d) / 1000.0, 3) : "-", r.label});
     }
     printTable(std::cout, rows);
@@ -177,7 +181,8 @@ bool parseItem(const std::string& text, ItemRef& out) {
   };
   take("run:", ItemRef::Run) || take("schedule:", ItemRef::Schedule) || take("profile:", ItemRef::Profile) ||
       take("r", ItemRef::Run) || take("s", ItemRef::Schedule) || take("p", ItemRef::Profile);
-  if (number.empty() || number.size() > 18 || number.find_first_not_of("0123456789") != std::string::npos) return false;
+  if (number.empty() || number.size() > 18 || number.find_first_not_of("0123456789") != std::string::npos)
+    return false;
   out.id = std::stoll(number);
   return true;
 }
@@ -203,12 +208,13 @@ int showCommand(SessionStore& store, const ItemRef& item, bool json) {
     auto runs = store.listRuns(filter);
     if (!runs) return reportErrors(runs.errors(), ps::cli::kExitUsage);
     if (json) {
-      nlohmann::json j = {{"id", s->info.id},
-                          {"name", s->info.name},
-                          {"parentId", s->info.parentId ? nlohmann::json(*s->info.parentId) : nlohmann::json(nullptr)},
-                          {"createdMs", s->info.createdMs},
-                          {"pipe", s->pipeText},
-                          {"runs", nlohmann::json::array()}};
+      nlohmann::json j = {
+          {"id", s->info.id},
+          {"name", s->info.name},
+          {"parentId", s->info.parentId ? nlohmann::json(*s->info.parentId) : nlohmann::json(nullptr)},
+          {"createdMs", s->info.createdMs},
+          {"pipe", s->pipeText},
+          {"runs", nlohmann::json::array()}};
       for (const auto& r : *runs) j["runs"].push_back(runJson(r));
       std::cout << j.dump(2) << "\n";
       return ps::cli::kExitOk;
@@ -243,7 +249,8 @@ int showCommand(SessionStore& store, const ItemRef& item, bool json) {
               << "  source: " << ps::sessions::profileSourceName(p->info.source) << "\n"
               << "  from run: " << optId(p->info.runId) << "\n"
               << "  created: " << isoTime(p->info.createdMs) << "\n"
-              << "--- json\n" << p->json << "\n";
+              << "--- json\n"
+              << p->json << "\n";
     return ps::cli::kExitOk;
   }
 
@@ -269,8 +276,8 @@ int showCommand(SessionStore& store, const ItemRef& item, bool json) {
   if (!r.model.empty()) std::cout << ", model " << r.model;
   std::cout << "\n  started: " << isoTime(r.startedMs);
   if (r.endedMs)
-    std::cout << "  ended: " << isoTime(*r.endedMs) << "  wall " << fixed(static_cast<double>(*r.durationMs()) / 1000.0, 3)
-              << " s";
+    std::cout << "  ended: " << isoTime(*r.endedMs) << "  wall "
+              << fixed(static_cast<double>(*r.durationMs()) / 1000.0, 3) << " s";
   std::cout << "\n  ops: " << r.opCount << "  makespan: " << fixed(r.makespan, 3)
             << " ms  bubble ratio: " << fixed(r.bubbleRatio, 3) << "\n";
   if (r.interrupted)
@@ -278,10 +285,11 @@ int showCommand(SessionStore& store, const ItemRef& item, bool json) {
   if (!r.error.empty()) std::cout << "  error: " << r.error << "\n";
   std::cout << "  config: " << rec->configJson << "\n";
   if (auto t = store.loadTimeline(r.id); t && !t->metrics.devices.empty()) {
-    std::vector<std::vector<std::string>> rows = {{"DEVICE", "BUSY_MS", "SPAN_MS", "PEAK_MEMORY_B", "PEAK_INFLIGHT"}};
+    std::vector<std::vector<std::string>> rows = {
+        {"DEVICE", "BUSY_MS", "SPAN_MS", "PEAK_MEMORY_B", "PEAK_INFLIGHT"}};
     for (const auto& d : t->metrics.devices)
-      rows.push_back({std::to_string(d.device), fixed(d.busy, 3), fixed(d.span(), 3), std::to_string(d.peakMemoryBytes),
-                      std::to_string(d.peakInflightMicrobatches)});
+      rows.push_back({std::to_string(d.device), fixed(d.busy, 3), fixed(d.span(), 3),
+                      std::to_string(d.peakMemoryBytes), std::to_string(d.peakInflightMicrobatches)});
     printTable(std::cout, rows);
   }
   printNotes(store, std::nullopt, r.id);
@@ -297,7 +305,8 @@ int exportCommand(SessionStore& store, const ps::cli::Args& args) {
   auto idOf = [&](const std::string& flag, Id& out) {
     ItemRef ref;
     if (!parseItem(args.value(flag), ref)) {
-      std::cerr << "pipestudio-cli session export: " << flag << " needs a number, got '" << args.value(flag) << "'\n";
+      std::cerr << "pipestudio-cli session export: " << flag << " needs a number, got '" << args.value(flag)
+                << "'\n";
       return false;
     }
     out = ref.id;
@@ -329,8 +338,9 @@ int exportCommand(SessionStore& store, const ps::cli::Args& args) {
     if (!rec) return reportErrors(rec.errors(), ps::cli::kExitInvalid);
     auto t = store.loadTimeline(id);
     // A run whose stored numbers are out of range is an invalid file (1), not an unreadable one.
-    if (!t) return reportErrors(t.errors(), t.error().code == "session.invalid-value" ? ps::cli::kExitInvalid
-                                                                                      : ps::cli::kExitUsage);
+    if (!t)
+      return reportErrors(t.errors(), t.error().code == "session.invalid-value" ? ps::cli::kExitInvalid
+                                                                                : ps::cli::kExitUsage);
     if (format == "json") {
       text = ps::sessions::runToJson(*rec, *t);
     } else {
@@ -362,7 +372,8 @@ int noteCommand(const std::string& path, const std::string& text, const ps::cli:
   ItemRef ref;
   const std::string flag = args.has("--run") ? "--run" : "--schedule";
   if (!parseItem(args.value(flag), ref)) {
-    std::cerr << "pipestudio-cli session note: " << flag << " needs a number, got '" << args.value(flag) << "'\n";
+    std::cerr << "pipestudio-cli session note: " << flag << " needs a number, got '" << args.value(flag)
+              << "'\n";
     return ps::cli::kExitUsage;
   }
   (flag == "--run" ? note.runId : note.scheduleId) = ref.id;
@@ -400,14 +411,16 @@ int runSession(const std::vector<std::string>& argv) {
   }
   const std::string action = argv[0];
   std::vector<std::string> rest(argv.begin() + 1, argv.end());
-  ps::cli::Args args(rest, {"--schedule", "--run", "--profile", "--format", "-o", "--time", "--device"}, {"--json"});
+  ps::cli::Args args(rest, {"--schedule", "--run", "--profile", "--format", "-o", "--time", "--device"},
+                     {"--json"});
   if (!args.ok()) {
     std::cerr << "pipestudio-cli session: " << args.error() << "\n";
     return ps::cli::kExitUsage;
   }
   const auto& pos = args.positionals();
   size_t wanted = (action == "show" || action == "note") ? 2 : 1;
-  if ((action != "list" && action != "show" && action != "export" && action != "note") || pos.size() != wanted) {
+  if ((action != "list" && action != "show" && action != "export" && action != "note") ||
+      pos.size() != wanted) {
     std::cerr << kUsage;
     return ps::cli::kExitUsage;
   }

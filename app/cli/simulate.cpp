@@ -14,12 +14,12 @@
 #include "common/profile_input.h"
 #include "common/schedule_input.h"
 #include "common/text.h"
-#include "pipestudio/core/io/chrome_trace.h"
-#include "pipestudio/core/io/units.h"
-#include "pipestudio/core/model/cost_profile.h"
 #include "pipestudio/core/analysis/iterations.h"
 #include "pipestudio/core/analysis/simulator.h"
 #include "pipestudio/core/analysis/validator.h"
+#include "pipestudio/core/io/chrome_trace.h"
+#include "pipestudio/core/io/units.h"
+#include "pipestudio/core/model/cost_profile.h"
 #include "pipestudio/sessions/recording.h"
 
 namespace ps::cli {
@@ -65,15 +65,22 @@ const char* kUsage =
     "diagnostics go to stderr), 2 usage or unreadable input.\n";
 
 // Times as every report of the CLI prints them: `prec` + 2 significant digits.
-std::string fmt(double v, int prec = 4) { return formatSignificant(v, prec + 2); }
+std::string fmt(double v, int prec = 4) {
+  return formatSignificant(v, prec + 2);
+}
 
-std::string pad(std::string s, size_t w, bool right = true) { return ps::cli::pad(std::move(s), w, right); }
+std::string pad(std::string s, size_t w, bool right = true) {
+  return ps::cli::pad(std::move(s), w, right);
+}
 
 nlohmann::ordered_json diagnosticJson(const Diagnostic& d) {
-  nlohmann::ordered_json j = {{"severity", d.severity == Severity::Error ? "error" : d.severity == Severity::Warning ? "warning" : "note"},
-                      {"code", d.code},
-                      {"message", d.message}};
-  if (d.location.valid()) j["location"] = {{"file", d.location.file}, {"line", d.location.line}, {"column", d.location.column}};
+  nlohmann::ordered_json j = {{"severity", d.severity == Severity::Error     ? "error"
+                                           : d.severity == Severity::Warning ? "warning"
+                                                                             : "note"},
+                              {"code", d.code},
+                              {"message", d.message}};
+  if (d.location.valid())
+    j["location"] = {{"file", d.location.file}, {"line", d.location.line}, {"column", d.location.column}};
   if (!d.related.empty()) {
     nlohmann::ordered_json rel = nlohmann::ordered_json::array();
     for (const OpRef& r : d.related) rel.push_back({{"device", r.device}, {"step", r.step}});
@@ -215,7 +222,8 @@ int runSimulate(const Args& args, const Reporter& rep) {
   const TimelineMetrics& m = t.metrics;
 
   if (args.has("--trace")) {
-    const std::string trace = iter ? exportChromeTrace(iter->timeline, &iter->unrolled) : exportChromeTrace(t, &s);
+    const std::string trace =
+        iter ? exportChromeTrace(iter->timeline, &iter->unrolled) : exportChromeTrace(t, &s);
     if (!rep.write(args.value("--trace"), trace)) return kExitUsage;
   }
 
@@ -254,14 +262,14 @@ int runSimulate(const Args& args, const Reporter& rep) {
     nlohmann::ordered_json devs = nlohmann::ordered_json::array();
     for (const DeviceMetrics& d : m.devices) {
       nlohmann::ordered_json dj = {{"device", d.device},
-                           {"busy", d.busy},
-                           {"span", d.span()},
-                           {"start", d.start},
-                           {"end", d.end},
-                           {"static_memory_bytes", d.staticBytes},
-                           {"peak_memory_bytes", d.peakMemoryBytes},
-                           {"peak_memory_time", d.peakMemoryTime},
-                           {"peak_inflight_microbatches", d.peakInflightMicrobatches}};
+                                   {"busy", d.busy},
+                                   {"span", d.span()},
+                                   {"start", d.start},
+                                   {"end", d.end},
+                                   {"static_memory_bytes", d.staticBytes},
+                                   {"peak_memory_bytes", d.peakMemoryBytes},
+                                   {"peak_memory_time", d.peakMemoryTime},
+                                   {"peak_inflight_microbatches", d.peakInflightMicrobatches}};
       if (d.peakMemoryOp.step >= 0) {
         const Step& st = s.devices[static_cast<size_t>(d.device)][static_cast<size_t>(d.peakMemoryOp.step)];
         dj["peak_memory_op"] = s.opName(st.first);
@@ -303,29 +311,35 @@ int runSimulate(const Args& args, const Reporter& rep) {
     o << "makespan " << fmt(m.makespan) << " ms   lower bound " << fmt(m.lowerBound) << " ms   efficiency "
       << fmt(100 * m.efficiency, 2) << "%   bubble " << fmt(100 * m.bubbleRatio, 2) << "%   "
       << (valid ? "valid" : "INVALID") << "\n\n";
-    o << pad("device", 6) << pad("busy ms", 12) << pad("span ms", 12) << pad("idle %", 8) << pad("peak memory", 13)
-      << pad("at ms", 11) << "  " << pad("peak op", 12, false) << pad("in flight", 9) << "\n";
+    o << pad("device", 6) << pad("busy ms", 12) << pad("span ms", 12) << pad("idle %", 8)
+      << pad("peak memory", 13) << pad("at ms", 11) << "  " << pad("peak op", 12, false)
+      << pad("in flight", 9) << "\n";
     for (const DeviceMetrics& d : m.devices) {
       std::string opName = "-";
       if (d.peakMemoryOp.step >= 0)
-        opName = s.opName(s.devices[static_cast<size_t>(d.device)][static_cast<size_t>(d.peakMemoryOp.step)].first);
+        opName = s.opName(
+            s.devices[static_cast<size_t>(d.device)][static_cast<size_t>(d.peakMemoryOp.step)].first);
       double idle = d.span() > 0 ? 100.0 * (1 - d.busy / d.span()) : 0;
-      o << pad(std::to_string(d.device), 6) << pad(fmt(d.busy), 12) << pad(fmt(d.span()), 12) << pad(fmt(idle, 2), 8)
-        << pad(formatByteSizeFixed(d.peakMemoryBytes), 13) << pad(fmt(d.peakMemoryTime), 11) << "  " << pad(opName, 12, false)
+      o << pad(std::to_string(d.device), 6) << pad(fmt(d.busy), 12) << pad(fmt(d.span()), 12)
+        << pad(fmt(idle, 2), 8) << pad(formatByteSizeFixed(d.peakMemoryBytes), 13)
+        << pad(fmt(d.peakMemoryTime), 11) << "  " << pad(opName, 12, false)
         << pad(std::to_string(d.peakInflightMicrobatches), 9) << "\n";
     }
     if (iter) {
-      o << "\n" << iter->iterations << " iterations, " << iterationBoundaryName(iter->boundary) << " boundary: ";
+      o << "\n"
+        << iter->iterations << " iterations, " << iterationBoundaryName(iter->boundary) << " boundary: ";
       if (iter->complete)
         o << "steady-state iteration " << fmt(iter->steadyStateMs) << " ms   first iteration "
-          << fmt(iter->firstIterationMs) << " ms   longest device span " << fmt(iter->maxFirstSpan) << " ms\n";
+          << fmt(iter->firstIterationMs) << " ms   longest device span " << fmt(iter->maxFirstSpan)
+          << " ms\n";
       else
         o << "stalled (see the diagnostics)\n";
-      o << pad("device", 6) << pad("step ms", 10) << pad("span ms", 12) << pad("steady span", 13) << pad("period ms", 12)
-        << pad("peak memory", 13) << "\n";
+      o << pad("device", 6) << pad("step ms", 10) << pad("span ms", 12) << pad("steady span", 13)
+        << pad("period ms", 12) << pad("peak memory", 13) << "\n";
       for (const auto& d : iter->devices)
         o << pad(std::to_string(d.device), 6) << pad(fmt(d.optimizerStepMs), 10) << pad(fmt(d.firstSpan), 12)
-          << pad(fmt(d.steadySpan), 13) << pad(fmt(d.period), 12) << pad(formatByteSizeFixed(d.peakMemoryBytes), 13) << "\n";
+          << pad(fmt(d.steadySpan), 13) << pad(fmt(d.period), 12)
+          << pad(formatByteSizeFixed(d.peakMemoryBytes), 13) << "\n";
     }
     std::cout << o.str();
   }
@@ -333,14 +347,15 @@ int runSimulate(const Args& args, const Reporter& rep) {
   return valid ? kExitOk : kExitInvalid;
 }
 
-const FlagCommandRegistrar kRegister{{"simulate",
-                                      "predict a schedule's timeline, bubbles and memory",
-                                      kUsage,
-                                      {"--profile", "--cost", "--comm", "--partition", "--memory-limit", "--trace",
-                                       "--session", "--session-name", "--iterations", "--boundary", "--optimizer-step"},
-                                      {"--json"},
-                                      {1, 1, "expected one schedule file"},
-                                      runSimulate}};
+const FlagCommandRegistrar kRegister{
+    {"simulate",
+     "predict a schedule's timeline, bubbles and memory",
+     kUsage,
+     {"--profile", "--cost", "--comm", "--partition", "--memory-limit", "--trace", "--session",
+      "--session-name", "--iterations", "--boundary", "--optimizer-step"},
+     {"--json"},
+     {1, 1, "expected one schedule file"},
+     runSimulate}};
 
 }  // namespace
 }  // namespace ps::cli

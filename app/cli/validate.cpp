@@ -35,14 +35,19 @@ int runValidate(const ps::cli::Args& args, const ps::cli::Reporter& rep) {
   if (!report.diagnostics.empty()) std::cerr << formatDiagnostics(report.diagnostics, &in.text);
   if (!report.valid()) return ps::cli::kExitInvalid;
   const Pipeline& p = schedule.pipeline;
-  std::cout << in.name << ": valid (" << p.devices << " devices, " << p.stages << " stages, " << p.microbatches
-            << " micro-batches, " << schedule.opCount() << " ops, " << placementKindName(p.placementKind)
-            << " placement)\n";
+  std::cout << in.name << ": valid (" << p.devices << " devices, " << p.stages << " stages, "
+            << p.microbatches << " micro-batches, " << schedule.opCount() << " ops, "
+            << placementKindName(p.placementKind) << " placement)\n";
   return ps::cli::kExitOk;
 }
 
-const ps::cli::FlagCommandRegistrar kValidate({"validate", "check a .pipe or PyTorch CSV schedule for errors and deadlocks",
-                                               kUsage, {"--format", "--set"}, {}, {1, 1, "expected one FILE (or -)"},
-                                               runValidate});
+const ps::cli::FlagCommandRegistrar kValidate(
+    {"validate",
+     "check a .pipe or PyTorch CSV schedule for errors and deadlocks",
+     kUsage,
+     {"--format", "--set"},
+     {},
+     {1, 1, "expected one FILE (or -)"},
+     runValidate});
 
 }  // namespace

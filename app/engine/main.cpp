@@ -14,8 +14,8 @@
 namespace {
 
 // In its own section so pipestudio-cli reads the engine's version from the file (engine_stamp.h).
-__attribute__((used, section(".pipestudio_engine"))) constexpr std::array<char, ps::cli::kEngineStampSize> kStamp =
-    ps::cli::makeEngineStamp(PIPESTUDIO_VERSION, ps::core::kRunEventProtocolVersion);
+__attribute__((used, section(".pipestudio_engine"))) constexpr std::array<char, ps::cli::kEngineStampSize>
+    kStamp = ps::cli::makeEngineStamp(PIPESTUDIO_VERSION, ps::core::kRunEventProtocolVersion);
 
 }  // namespace
 
@@ -33,7 +33,8 @@ int main(int argc, char** argv) {
   // Started by a pipestudio-cli of another protocol: refuse before touching stdin or stdout.
   program.beforeCommand = []() -> std::optional<int> {
     const char* want = std::getenv(ps::cli::kCliProtocolEnv);
-    if (!want || !*want || std::string(want) == std::to_string(ps::core::kRunEventProtocolVersion)) return std::nullopt;
+    if (!want || !*want || std::string(want) == std::to_string(ps::core::kRunEventProtocolVersion))
+      return std::nullopt;
     std::cerr << "pipestudio-engine: version mismatch: " << kStamp.data()
               << " was started by a pipestudio-cli of run-event protocol " << want
               << "; install matching pipestudio-cli and pipestudio-engine\n";

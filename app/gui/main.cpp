@@ -19,14 +19,14 @@
 #include <cstdio>
 #include <cstring>
 
-#include "shell/main_window.h"
-#include "docks/search_dock.h"
-#include "remote/profile_dialog.h"
-#include "remote/run_dialog.h"
-#include "docks/session_dock.h"
 #include "debugger/state_panel.h"
 #include "debugger/stepper_controller.h"
+#include "docks/search_dock.h"
+#include "docks/session_dock.h"
 #include "document/schedule_document.h"
+#include "remote/profile_dialog.h"
+#include "remote/run_dialog.h"
+#include "shell/main_window.h"
 #include "timeline/theme.h"
 #include "timeline/timeline_view.h"
 
@@ -116,10 +116,13 @@ int main(int argc, char** argv) {
       {"select", "OP", "", "Select an op, e.g. B3@s1 (shows its dependency arrows)."},
       {"layout", "time|slots", "time", "Timeline layout: time (default) or slots."},
       {"iterations", "K", "1", "Show K training iterations back to back (1..16, default 1)."},
-      {"boundary", "sync|overlap", "overlap", "Iteration boundary with --iterations: sync or overlap (default)."},
+      {"boundary", "sync|overlap", "overlap",
+       "Iteration boundary with --iterations: sync or overlap (default)."},
       {"palette", "system|light|dark", "system", "Colour scheme: system (default), light or dark."},
-      {"session", "FILE", "", "A session file to show in the Session dock (default: the bundled example, read-only)."},
-      {"trace", "TRACE.json", "", "A measured Chrome trace to lay over the plan (repeat: one file per rank)."},
+      {"session", "FILE", "",
+       "A session file to show in the Session dock (default: the bundled example, read-only)."},
+      {"trace", "TRACE.json", "",
+       "A measured Chrome trace to lay over the plan (repeat: one file per rank)."},
       {"run", "DB:ID", "", "Open run ID of session DB (read-only) and lay its timeline over its schedule."},
       {"align", "absolute|scaled", "absolute",
        "Measured overlay alignment: absolute (default) or scaled to the planned makespan."},
@@ -127,12 +130,15 @@ int main(int argc, char** argv) {
        "Step-through: put the playhead at MS (of the stepped timeline) and show the State dock."},
       {"step", "N", "", "Step-through: put the playhead after event N (0 = before the first)."},
       {"break", "OP[:DEVICE]", "",
-       "Step-through: a breakpoint when a device starts OP (e.g. B3@s1, or B3@s1:2 for device 2); repeatable."},
+       "Step-through: a breakpoint when a device starts OP (e.g. B3@s1, or B3@s1:2 for device 2); "
+       "repeatable."},
       {"search-open", "", "", "With --dock search: open the best candidate as the design (undoable)."},
-      {"dock", "search", "", "Raise a dock at start: search (runs a search with the document's sizes first)."},
+      {"dock", "search", "",
+       "Raise a dock at start: search (runs a search with the document's sizes first)."},
       {"search-profile", "P.json", "", "Cost profile JSON for --dock search (default: the document's)."},
       {"search-time", "S", "10", "Time limit in seconds for --dock search (default 10)."},
-      {"dialog", "run", "", "With --screenshot: render this dialog instead of the main window (run, profile)."},
+      {"dialog", "run", "",
+       "With --screenshot: render this dialog instead of the main window (run, profile)."},
   };
   for (const auto& [name, valueName, defaultValue, help] : kOptions)
     parser.addOption(QCommandLineOption(QString::fromLatin1(name), QString::fromUtf8(help),

@@ -135,7 +135,8 @@ void reap(Child& c, bool block) {
 
 // Runs one short ssh command per host at once (checks, staging, cleanup), bounded in time;
 // a child still running at the deadline is killed (exit code -1).
-void runAll(std::vector<Child>& children, const std::vector<std::vector<std::string>>& commands, double seconds) {
+void runAll(std::vector<Child>& children, const std::vector<std::vector<std::string>>& commands,
+            double seconds) {
   for (size_t i = 0; i < children.size(); ++i)
     if (!spawn(children[i], commands[i])) children[i].reaped = true;
   const auto deadline = Clock::now() + std::chrono::milliseconds(static_cast<long>(seconds * 1000));
@@ -170,8 +171,10 @@ void runAll(std::vector<Child>& children, const std::vector<std::vector<std::str
     for (size_t i = 0; i < fds.size(); ++i) {
       if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR | POLLOUT))) continue;
       auto [c, which] = who[i];
-      if (which == 1) drain(c->out, c->stdoutText);
-      else if (which == 2) drain(c->err, c->stderrText);
+      if (which == 1)
+        drain(c->out, c->stdoutText);
+      else if (which == 2)
+        drain(c->err, c->stderrText);
     }
   }
 }
@@ -180,10 +183,18 @@ void runAll(std::vector<Child>& children, const std::vector<std::vector<std::str
 
 std::vector<std::string> sshCommand(const core::ClusterHost& h, double connectTimeoutSeconds,
                                     const std::string& remoteCommand) {
-  std::vector<std::string> a{"ssh", "-o", "BatchMode=yes", "-o",
-                             "ConnectTimeout=" + std::to_string(std::max(1, static_cast<int>(connectTimeoutSeconds))),
-                             "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=2",
-                             "-p", std::to_string(h.port)};
+  std::vector<std::string> a{
+      "ssh",
+      "-o",
+      "BatchMode=yes",
+      "-o",
+      "ConnectTimeout=" + std::to_string(std::max(1, static_cast<int>(connectTimeoutSeconds))),
+      "-o",
+      "ServerAliveInterval=5",
+      "-o",
+      "ServerAliveCountMax=2",
+      "-p",
+      std::to_string(h.port)};
   if (!h.key.empty()) a.insert(a.end(), {"-i", h.key, "-o", "IdentitiesOnly=yes"});
   for (const auto& o : h.sshOptions) a.insert(a.end(), {"-o", o});
   a.insert(a.end(), {h.destination(), "--", remoteCommand});
@@ -233,7 +244,8 @@ core::Result<ClusterLaunchResult> launchClusterRanks(const ClusterLaunchOptions&
   {
     std::vector<Child> checks(H);
     std::vector<std::vector<std::string>> cmds;
-    for (const auto& h : hosts) cmds.push_back(sshCommand(h, o.connectTimeoutSeconds, remoteWord(h.cli) + " --version"));
+    for (const auto& h : hosts)
+      cmds.push_back(sshCommand(h, o.connectTimeoutSeconds, remoteWord(h.cli) + " --version"));
     runAll(checks, cmds, bound);
     core::Diagnostics errors;
     for (size_t i = 0; i < H; ++i) {
@@ -241,7 +253,8 @@ core::Result<ClusterLaunchResult> launchClusterRanks(const ClusterLaunchOptions&
       const Child& c = checks[i];
       std::string why;
       if (c.exitCode == -1) {
-        why = "host " + h.label() + " did not answer within " + std::to_string(static_cast<int>(bound)) + " s";
+        why =
+            "host " + h.label() + " did not answer within " + std::to_string(static_cast<int>(bound)) + " s";
       } else if (c.exitCode == 127 && c.stderrText.rfind("cannot start ssh", 0) == 0) {
         why = "cannot start the ssh client ('ssh'); install openssh-client";
       } else if (std::string ssh = describeSshFailure(h, c.exitCode, c.stderrText); !ssh.empty()) {
@@ -253,9 +266,9 @@ core::Result<ClusterLaunchResult> launchClusterRanks(const ClusterLaunchOptions&
         why = "'" + h.cli + "' on " + h.label() + " does not look like pipestudio-cli (--version printed '" +
               lastLine(c.stdoutText).substr(0, 120) + "')";
       } else if (v->protocol != core::kRunEventProtocolVersion) {
-        why = "version mismatch on " + h.label() + ": pipestudio-cli " + v->program + " speaks run-event protocol " +
-              std::to_string(v->protocol) + ", this one " + std::to_string(core::kRunEventProtocolVersion) +
-              ": install the matching pipestudio-cli there";
+        why = "version mismatch on " + h.label() + ": pipestudio-cli " + v->program +
+              " speaks run-event protocol " + std::to_string(v->protocol) + ", this one " +
+              std::to_string(core::kRunEventProtocolVersion) + ": install the matching pipestudio-cli there";
       } else if (c.exitCode != 0) {
         // The CLI is there but its engine is not (or is another build's).
         why = "pipestudio-cli on " + h.label() + " cannot run: " + lastLine(c.stderrText);
@@ -283,7 +296,8 @@ core::Result<ClusterLaunchResult> launchClusterRanks(const ClusterLaunchOptions&
     std::vector<size_t> which;
     for (size_t i = 0; i < H; ++i)
       if (!dirs[i].empty()) {
-        cmds.push_back(sshCommand(hosts[i], o.connectTimeoutSeconds, "rm -rf " + core::shellQuoteWord(dirs[i])));
+        cmds.push_back(
+            sshCommand(hosts[i], o.connectTimeoutSeconds, "rm -rf " + core::shellQuoteWord(dirs[i])));
         which.push_back(i);
       }
     rm.resize(cmds.size());
@@ -293,9 +307,8 @@ core::Result<ClusterLaunchResult> launchClusterRanks(const ClusterLaunchOptions&
     std::vector<Child> stage(H);
     std::vector<std::vector<std::string>> cmds;
     for (size_t i = 0; i < H; ++i) {
-      std::string script =
-          "d=$(mktemp -d \"${TMPDIR:-/tmp}/pipestudio-cluster.XXXXXX\") && cat > \"$d\"/" +
-          core::shellQuoteWord(o.files[0].name) + " && echo \"$d\"";
+      std::string script = "d=$(mktemp -d \"${TMPDIR:-/tmp}/pipestudio-cluster.XXXXXX\") && cat > \"$d\"/" +
+                           core::shellQuoteWord(o.files[0].name) + " && echo \"$d\"";
       if (i == 0) script += " && " + remoteWord(hosts[0].cli) + " free-port";
       cmds.push_back(sshCommand(hosts[i], o.connectTimeoutSeconds, script));
       stage[i].pendingIn = o.files[0].content;
@@ -316,7 +329,8 @@ core::Result<ClusterLaunchResult> launchClusterRanks(const ClusterLaunchOptions&
       }
     }
     if (why.empty() && (masterPort <= 0 || masterPort > 65535))
-      why = "no free port on " + hosts[0].label() + " for the rendezvous ('" + hosts[0].cli + " free-port' failed)";
+      why = "no free port on " + hosts[0].label() + " for the rendezvous ('" + hosts[0].cli +
+            " free-port' failed)";
     // More files (a TorchScript model): one more copy each.
     for (size_t f = 1; why.empty() && f < o.files.size(); ++f) {
       std::vector<Child> copy(H);
@@ -330,7 +344,9 @@ core::Result<ClusterLaunchResult> launchClusterRanks(const ClusterLaunchOptions&
       for (size_t i = 0; i < H && why.empty(); ++i)
         if (copy[i].exitCode != 0) {
           why = describeSshFailure(hosts[i], copy[i].exitCode, copy[i].stderrText);
-          if (why.empty()) why = "cannot copy " + o.files[f].name + " to " + hosts[i].label() + ": " + lastLine(copy[i].stderrText);
+          if (why.empty())
+            why = "cannot copy " + o.files[f].name + " to " + hosts[i].label() + ": " +
+                  lastLine(copy[i].stderrText);
         }
     }
     if (!why.empty()) {
@@ -455,28 +471,32 @@ core::Result<ClusterLaunchResult> launchClusterRanks(const ClusterLaunchOptions&
         // A rank that vanished (ssh's 255: killed, host gone) is the cause; a peer that failed
         // on the loss just before it was noticed is not.
         const bool lost = k.child.exitCode == 255;
-        const bool replaces = result.failedRank && lost && result.ends[static_cast<size_t>(*result.failedRank)].exitCode != 255;
+        const bool replaces =
+            result.failedRank && lost && result.ends[static_cast<size_t>(*result.failedRank)].exitCode != 255;
         if (bad && (!result.failedRank || replaces)) {
           result.failedRank = r;
           const auto& h = hosts[static_cast<size_t>(k.host)];
           std::string ssh = describeSshFailure(h, k.child.exitCode, stderrTail[static_cast<size_t>(r)]);
           std::string why = !ssh.empty() && ssh.rfind("the connection", 0) != 0 ? ssh
-                            : k.child.exitCode == 255 ? "it was killed or its host " + h.label() + " went away"
-                                                      : "exit status " + std::to_string(k.child.exitCode);
+                            : k.child.exitCode == 255
+                                ? "it was killed or its host " + h.label() + " went away"
+                                : "exit status " + std::to_string(k.child.exitCode);
           const std::string tail = lastLine(stderrTail[static_cast<size_t>(r)]);
           result.failure = rankName(r) + " ended: " + why;
           if (!tail.empty() && ssh.empty() && k.child.exitCode != 255) result.failure += " (" + tail + ")";
           if (o.onRankFailed) o.onRankFailed(e, result.failure);
           // Rank 0 gone: nobody reports, end the rest now; else rank 0 may name the loss first.
-          const auto at = r == 0 ? now : now + std::chrono::milliseconds(static_cast<long>(o.deathGraceSeconds * 1000));
+          const auto at =
+              r == 0 ? now : now + std::chrono::milliseconds(static_cast<long>(o.deathGraceSeconds * 1000));
           if (!endAt || at < *endAt) endAt = at;
         }
         // Rank 0 done (its report is in): the others have no reason to stay; after a failure
         // none of them can finish, so they are ended at once.
         if (r == 0) {
-          const auto at = result.failedRank || k.child.exitCode != 0
-                              ? now
-                              : now + std::chrono::milliseconds(static_cast<long>(o.deathGraceSeconds * 1000));
+          const auto at =
+              result.failedRank || k.child.exitCode != 0
+                  ? now
+                  : now + std::chrono::milliseconds(static_cast<long>(o.deathGraceSeconds * 1000));
           if (!endAt || at < *endAt) endAt = at;
         }
       }

@@ -59,7 +59,8 @@ std::unique_ptr<CudaDevice> makeCudaDevice(int gpu);
 // directed pair of ranks that exchange tensors (pairs: (src, dst) ranks), bootstrapped with
 // ncclGetUniqueId through the TCPStore of a Gloo control transport, which also serves the
 // keys, barriers and aborts.
-core::Result<std::unique_ptr<RemoteTransport>> connectNccl(const DistributedOptions& d, double timeoutSeconds, int gpu,
+core::Result<std::unique_ptr<RemoteTransport>> connectNccl(const DistributedOptions& d, double timeoutSeconds,
+                                                           int gpu,
                                                            const std::vector<std::pair<int, int>>& pairs);
 
 }  // namespace ps::engine::detail

@@ -20,10 +20,10 @@
 #include "model.h"
 #include "nvtx.h"
 #include "optimizer.h"
-#include "pipestudio/core/io/dsl.h"
 #include "pipestudio/core/analysis/iterations.h"
-#include "pipestudio/core/io/run_events.h"
 #include "pipestudio/core/analysis/validator.h"
+#include "pipestudio/core/io/dsl.h"
+#include "pipestudio/core/io/run_events.h"
 #include "pipestudio/engine/engine.h"
 #include "transport.h"
 
@@ -43,8 +43,8 @@ void Mailbox::put(const MessageKey& key, Envelope e) {
   cv_.notify_all();
 }
 
-std::optional<Envelope> Mailbox::take(const MessageKey& key, Clock::time_point deadline, const std::atomic<bool>& stop,
-                                      const std::atomic<bool>* cancel) {
+std::optional<Envelope> Mailbox::take(const MessageKey& key, Clock::time_point deadline,
+                                      const std::atomic<bool>& stop, const std::atomic<bool>* cancel) {
   std::unique_lock lock(mu_);
   for (;;) {
     if (auto it = box_.find(key); it != box_.end()) {
@@ -144,7 +144,8 @@ core::Status checkRunnable(const core::Schedule& s) {
   const auto& p = s.pipeline;
   if (static_cast<int>(s.devices.size()) != p.devices || static_cast<int>(p.stageToDevice.size()) != p.stages)
     return core::makeError("engine.schedule", "schedule has " + std::to_string(s.devices.size()) +
-                                                  " device lists for " + std::to_string(p.devices) + " devices");
+                                                  " device lists for " + std::to_string(p.devices) +
+                                                  " devices");
   std::set<std::tuple<int, int, int>> seen;
   for (int d = 0; d < p.devices; ++d) {
     const auto& steps = s.devices[static_cast<size_t>(d)];
@@ -152,17 +153,20 @@ core::Status checkRunnable(const core::Schedule& s) {
       for (const Op* op : {&steps[i].first, steps[i].second ? &*steps[i].second : nullptr}) {
         if (!op) continue;
         if (op->stage < 0 || op->stage >= p.stages)
-          return core::makeError("engine.schedule", "device " + std::to_string(d) + " step " + std::to_string(i) +
-                                                        ": stage " + std::to_string(op->stage) + " does not exist");
+          return core::makeError("engine.schedule", "device " + std::to_string(d) + " step " +
+                                                        std::to_string(i) + ": stage " +
+                                                        std::to_string(op->stage) + " does not exist");
         if (p.deviceOf(op->stage) != d)
           return core::makeError("engine.schedule", "device " + std::to_string(d) + " runs " + s.opName(*op) +
                                                         " but stage " + std::to_string(op->stage) +
-                                                        " is placed on device " + std::to_string(p.deviceOf(op->stage)));
+                                                        " is placed on device " +
+                                                        std::to_string(p.deviceOf(op->stage)));
         if (!core::isStageLevelKind(op->kind) && !core::isUserKind(op->kind) &&
             (op->microbatch < 0 || op->microbatch >= p.microbatches))
           return core::makeError("engine.schedule", s.opName(*op) + " names a micro-batch outside 0.." +
                                                         std::to_string(p.microbatches - 1));
-        if (op->kind == OpKind::F || op->kind == OpKind::B || op->kind == OpKind::I || op->kind == OpKind::W) {
+        if (op->kind == OpKind::F || op->kind == OpKind::B || op->kind == OpKind::I ||
+            op->kind == OpKind::W) {
           if (!seen.insert({static_cast<int>(op->kind), op->stage, op->microbatch}).second)
             return core::makeError("engine.schedule", s.opName(*op) + " appears twice");
         }
@@ -176,7 +180,8 @@ core::Status checkRunnable(const core::Schedule& s) {
       if (!has(OpKind::F)) return core::makeError("engine.schedule", at + " has no F");
       if (has(OpKind::B) == has(OpKind::I))
         return core::makeError("engine.schedule", at + " needs exactly one of B or I");
-      if (has(OpKind::I) != has(OpKind::W)) return core::makeError("engine.schedule", at + " has I without W");
+      if (has(OpKind::I) != has(OpKind::W))
+        return core::makeError("engine.schedule", at + " has I without W");
     }
   return core::okStatus();
 }
@@ -293,7 +298,8 @@ void Run::emit(const std::string& line) {
 void Run::fail(ErrorInfo e) {
   {
     std::lock_guard lock(errMu_);
-    const bool earlierTimeout = error_ && error_->waitStart >= 0 && e.waitStart >= 0 && e.waitStart < error_->waitStart;
+    const bool earlierTimeout =
+        error_ && error_->waitStart >= 0 && e.waitStart >= 0 && e.waitStart < error_->waitStart;
     if (!error_ || earlierTimeout) error_ = e;
   }
   stop_ = true;
@@ -313,13 +319,15 @@ core::Status Run::setup() {
   S_ = p.stages;
   D_ = p.devices;
   PS_TRY(checkRunnable(sched_));
-  if (opt_.microbatchSize < 1) return core::makeError("engine.options", "micro-batch size must be at least 1");
+  if (opt_.microbatchSize < 1)
+    return core::makeError("engine.options", "micro-batch size must be at least 1");
   if (opt_.iterations < 1 || opt_.warmup < 0)
     return core::makeError("engine.options", "iterations must be at least 1 and warm-up at least 0");
   if (opt_.device == "cuda" && !cudaAvailable())
-    return core::makeError("engine.cuda", cudaCompiled() ? "--device cuda: no GPU is visible"
-                                                         : "--device cuda: this engine was built against a CPU-only "
-                                                           "libtorch; rebuild with a CUDA libtorch");
+    return core::makeError("engine.cuda", cudaCompiled()
+                                              ? "--device cuda: no GPU is visible"
+                                              : "--device cuda: this engine was built against a CPU-only "
+                                                "libtorch; rebuild with a CUDA libtorch");
   if (opt_.device != "cpu" && opt_.device != "cuda")
     return core::makeError("engine.options", "device must be cpu or cuda, got '" + opt_.device + "'");
   PS_TRY(checkFaultInjection(sched_, opt_.fault));
@@ -347,9 +355,10 @@ core::Status Run::setup() {
 
   if (opt_.distributed.worldSize > 1) {
     if (opt_.distributed.worldSize != D_)
-      return core::makeError("engine.distributed", "a multi-process run needs one process per device: world size " +
-                                                       std::to_string(opt_.distributed.worldSize) + ", schedule has " +
-                                                       std::to_string(D_) + " devices");
+      return core::makeError("engine.distributed",
+                             "a multi-process run needs one process per device: world size " +
+                                 std::to_string(opt_.distributed.worldSize) + ", schedule has " +
+                                 std::to_string(D_) + " devices");
     cuda_ = opt_.device == "cuda";
 #ifdef PIPESTUDIO_HAVE_CUDA
     if (cuda_) {
@@ -421,29 +430,33 @@ nlohmann::json Run::fingerprint() const {
   for (unsigned char c : text) h = (h ^ c) * 1099511628211ull;
   char hex[17];
   std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
-  return {{"protocol version", core::kRunEventProtocolVersion},
-          {"world size", opt_.distributed.worldSize},
-          {"schedule", std::string(hex)},
-          {"model", modelSpecToString(opt_.model)},
-          {"seed", opt_.seed},
-          {"data", model_->dataSource},
-          {"partition", partition_},
-          {"micro-batch size", opt_.microbatchSize},
-          {"iterations", opt_.iterations + opt_.warmup},
-          {"device", opt_.device},
-          {"optimizer", opt_.optimizer.empty() ? std::string("none")
-                                               : opt_.optimizer + " lr " + std::to_string(opt_.learningRate)}};
+  return {
+      {"protocol version", core::kRunEventProtocolVersion},
+      {"world size", opt_.distributed.worldSize},
+      {"schedule", std::string(hex)},
+      {"model", modelSpecToString(opt_.model)},
+      {"seed", opt_.seed},
+      {"data", model_->dataSource},
+      {"partition", partition_},
+      {"micro-batch size", opt_.microbatchSize},
+      {"iterations", opt_.iterations + opt_.warmup},
+      {"device", opt_.device},
+      {"optimizer", opt_.optimizer.empty() ? std::string("none")
+                                           : opt_.optimizer + " lr " + std::to_string(opt_.learningRate)}};
 }
 
 core::Status Run::checkFingerprints() {
-  const auto connect = std::chrono::milliseconds(static_cast<long>(opt_.distributed.connectTimeoutSeconds * 1000));
+  const auto connect =
+      std::chrono::milliseconds(static_cast<long>(opt_.distributed.connectTimeoutSeconds * 1000));
   const nlohmann::json mine = fingerprint();
   std::vector<nlohmann::json> all(static_cast<size_t>(remote_->worldSize()));
   try {
     remote_->setKey("fingerprint/" + std::to_string(rank_), mine.dump());
     for (int q = 0; q < remote_->worldSize(); ++q) {
       auto text = remote_->getKey("fingerprint/" + std::to_string(q), connect);
-      if (!text) return core::makeError("engine.distributed", "rank " + std::to_string(q) + " did not describe its run in time");
+      if (!text)
+        return core::makeError("engine.distributed",
+                               "rank " + std::to_string(q) + " did not describe its run in time");
       all[static_cast<size_t>(q)] = nlohmann::json::parse(*text, nullptr, false);
     }
   } catch (const std::exception& e) {
@@ -458,7 +471,8 @@ core::Status Run::checkFingerprints() {
         ranks += (ranks.empty() ? "" : ", ") + std::string("rank ") + std::to_string(q) + " has " +
                  (all[q].is_object() && all[q].contains(field) ? all[q][field].dump() : std::string("none"));
     if (!ranks.empty()) {
-      error = "the ranks do not run the same thing: " + field + " differs (rank 0 has " + value.dump() + ", " + ranks +
+      error = "the ranks do not run the same thing: " + field + " differs (rank 0 has " + value.dump() +
+              ", " + ranks +
               "); start every rank with the same schedule, --model, --seed, --partition, --microbatch-size, "
               "iterations and --optimizer/--lr";
       break;
@@ -482,7 +496,8 @@ core::Status Run::setupCuda() {
 #ifdef PIPESTUDIO_HAVE_CUDA
   const int count = detail::cudaDeviceCount();
   const int gpuIndex =
-      remote_ ? (opt_.distributed.rank % std::max(1, opt_.distributed.localWorldSize)) % std::max(1, count) : 0;
+      remote_ ? (opt_.distributed.rank % std::max(1, opt_.distributed.localWorldSize)) % std::max(1, count)
+              : 0;
   try {
     gpus_.resize(static_cast<size_t>(D_));
     for (int d = 0; d < D_; ++d)
@@ -503,10 +518,11 @@ at::Tensor Run::receive(int device, const Op& op, const MessageKey& key, int src
   const char* what = key.kind == 0 ? "the activation" : "the gradient";
   Op producer{key.kind == 0 ? OpKind::F : OpKind::B, srcStage, key.microbatch};
   auto timedOut = [&, start = nowMs()]() {
-    return OpFailure("engine.timeout", "timed out after " + formatSeconds(opt_.timeoutSeconds) +
-                                           " s waiting for " + what + " of micro-batch " +
-                                           std::to_string(key.microbatch) + " from stage " + std::to_string(srcStage) +
-                                           " on device " + std::to_string(srcDevice), start);
+    return OpFailure("engine.timeout",
+                     "timed out after " + formatSeconds(opt_.timeoutSeconds) + " s waiting for " + what +
+                         " of micro-batch " + std::to_string(key.microbatch) + " from stage " +
+                         std::to_string(srcStage) + " on device " + std::to_string(srcDevice),
+                     start);
   };
   const double start = nowMs();
   if (local(srcDevice)) {
@@ -520,7 +536,8 @@ at::Tensor Run::receive(int device, const Op& op, const MessageKey& key, int src
     if (srcDevice != device)
       transfers_[static_cast<size_t>(device)].push_back(
           {srcDevice, device, env->producer, op,
-           static_cast<std::int64_t>(env->tensor.numel() * env->tensor.element_size()), env->sentMs, nowMs()});
+           static_cast<std::int64_t>(env->tensor.numel() * env->tensor.element_size()), env->sentMs,
+           nowMs()});
     return env->tensor;
   }
   // Activation for stage s: the output of stage s-1's last layer; gradient for stage s: of
@@ -531,16 +548,17 @@ at::Tensor Run::receive(int device, const Op& op, const MessageKey& key, int src
     t = remote_->recv(key, rankOf(srcDevice), model_->boundaryShape(opt_.microbatchSize, boundaryLayer),
                       model_->options, timeout, stop_, opt_.cancel);
   } catch (const detail::PeerLost& e) {
-    throw OpFailure("engine.peer-lost", std::string(e.what()) + " while this device waited for " + what +
-                                            " of micro-batch " + std::to_string(key.microbatch) + " from stage " +
-                                            std::to_string(srcStage),
+    throw OpFailure("engine.peer-lost",
+                    std::string(e.what()) + " while this device waited for " + what + " of micro-batch " +
+                        std::to_string(key.microbatch) + " from stage " + std::to_string(srcStage),
                     -1, e.rank);
   }
   if (!t) throw timedOut();
   tlOpStart = nowMs();
   if (auto* g = gpu(device)) tlEvStart = g->recordEvent();
   transfers_[static_cast<size_t>(device)].push_back(
-      {srcDevice, device, producer, op, static_cast<std::int64_t>(t->numel() * t->element_size()), start, nowMs()});
+      {srcDevice, device, producer, op, static_cast<std::int64_t>(t->numel() * t->element_size()), start,
+       nowMs()});
   return *t;
 }
 
@@ -572,7 +590,8 @@ void Run::forward(int device, const Op& op, bool recompute) {
   if (recompute) {
     auto it = stashes.find({s, m});
     if (it == stashes.end() || !it->second.inputSlot)
-      throw OpFailure("engine.order", "R needs the stashed input of F" + std::to_string(m) + "@s" + std::to_string(s));
+      throw OpFailure("engine.order",
+                      "R needs the stashed input of F" + std::to_string(m) + "@s" + std::to_string(s));
     st = &it->second;
     if (st->inputSlot->offloaded)
       throw OpFailure("engine.order", "the stashed input is offloaded; RELOAD must come before R");
@@ -623,9 +642,10 @@ void Run::backward(int device, const Op& op, bool inputsOnly) {
   const int s = op.stage, m = op.microbatch;
   auto it = stashes.find({s, m});
   if (it == stashes.end() || !it->second.hasGraph)
-    throw OpFailure("engine.order", std::string(inputsOnly ? "I" : "B") + " has no forward graph (F" +
-                                        std::to_string(m) + "@s" + std::to_string(s) +
-                                        (recompute_.count({s, m}) ? " ran without one and R has not run)" : " has not run)"));
+    throw OpFailure("engine.order",
+                    std::string(inputsOnly ? "I" : "B") + " has no forward graph (F" + std::to_string(m) +
+                        "@s" + std::to_string(s) +
+                        (recompute_.count({s, m}) ? " ran without one and R has not run)" : " has not run)"));
   Stash& st = it->second;
   at::Tensor grad;
   if (s < S_ - 1) grad = receive(device, op, MessageKey{1, s, m}, s + 1);
@@ -712,12 +732,13 @@ void Run::weightGradientsByGraph(int device, const Op& op) {
       if (p.value.requires_grad()) leaves.push_back(p.value);
     if (leaves.empty() || !dy.defined()) continue;
     try {
-      torch::autograd::backward({st.layerOutputs[i].second}, {dy}, /*retain_graph=*/true, /*create_graph=*/false,
-                                leaves);
+      torch::autograd::backward({st.layerOutputs[i].second}, {dy}, /*retain_graph=*/true,
+                                /*create_graph=*/false, leaves);
     } catch (const c10::Error& e) {
       // A parameter the child does not use is no error: its gradient stays zero.
       const std::string what = e.what_without_backtrace();
-      if (what.find("not have been used") == std::string::npos && what.find("does not require grad") == std::string::npos)
+      if (what.find("not have been used") == std::string::npos &&
+          what.find("does not require grad") == std::string::npos)
         throw;
     }
   }
@@ -729,12 +750,12 @@ void Run::sampleMemory(int device, double t) {
   if (auto* g = gpu(device)) {
     bytes = g->allocatedBytes();
   } else {
-  for (const auto& [key, st] : stashes_[static_cast<size_t>(device)]) bytes += st.deviceBytes();
-  for (int s : sched_.pipeline.stagesOn(device))
-    for (int l = firstLayer_[static_cast<size_t>(s)]; l < firstLayer_[static_cast<size_t>(s) + 1]; ++l)
-      for (auto* lin : model_->layers[static_cast<size_t>(l)]->linears) bytes += lin->pendingBytes();
-  // Optimizer state is the device's from the first step on (the GPU's allocator sees it).
-  bytes += stateBytes_[static_cast<size_t>(device)];
+    for (const auto& [key, st] : stashes_[static_cast<size_t>(device)]) bytes += st.deviceBytes();
+    for (int s : sched_.pipeline.stagesOn(device))
+      for (int l = firstLayer_[static_cast<size_t>(s)]; l < firstLayer_[static_cast<size_t>(s) + 1]; ++l)
+        for (auto* lin : model_->layers[static_cast<size_t>(l)]->linears) bytes += lin->pendingBytes();
+    // Optimizer state is the device's from the first step on (the GPU's allocator sees it).
+    bytes += stateBytes_[static_cast<size_t>(device)];
   }
   auto& mem = memory_[static_cast<size_t>(device)];
   if (!mem.empty() && mem.back().bytes == bytes) return;
@@ -752,23 +773,33 @@ void Run::execOp(int device, int step, const Op& op) {
     return;
   }
   switch (op.kind) {
-    case OpKind::F: forward(device, op, false); break;
-    case OpKind::R: forward(device, op, true); break;
-    case OpKind::B: backward(device, op, false); break;
-    case OpKind::I: backward(device, op, true); break;
+    case OpKind::F:
+      forward(device, op, false);
+      break;
+    case OpKind::R:
+      forward(device, op, true);
+      break;
+    case OpKind::B:
+      backward(device, op, false);
+      break;
+    case OpKind::I:
+      backward(device, op, true);
+      break;
     case OpKind::W: {
       if (model_->weightGradByGraph) {
         weightGradientsByGraph(device, op);
         break;
       }
       bool any = false, hasLinear = false;
-      for (int l = firstLayer_[static_cast<size_t>(op.stage)]; l < firstLayer_[static_cast<size_t>(op.stage) + 1]; ++l)
+      for (int l = firstLayer_[static_cast<size_t>(op.stage)];
+           l < firstLayer_[static_cast<size_t>(op.stage) + 1]; ++l)
         for (auto* lin : model_->layers[static_cast<size_t>(l)]->linears) {
           hasLinear = true;
           any = lin->weightGrad(op.microbatch) || any;
         }
       // A stage without linear layers (an embedding alone) has no weight work to defer.
-      if (hasLinear && !any) throw OpFailure("engine.order", "W found no deferred weight gradients (its I has not run)");
+      if (hasLinear && !any)
+        throw OpFailure("engine.order", "W found no deferred weight gradients (its I has not run)");
       break;
     }
     case OpKind::Offload:
@@ -813,7 +844,8 @@ void Run::optimizerStep(int device) {
     // The check compares the first iteration's gradients, which the step is about to use.
     auto& keep = firstGradients_[static_cast<size_t>(device)];
     for (int s : sched_.pipeline.stagesOn(device))
-      for (auto& p : model_->gradients(firstLayer_[static_cast<size_t>(s)], firstLayer_[static_cast<size_t>(s) + 1]))
+      for (auto& p :
+           model_->gradients(firstLayer_[static_cast<size_t>(s)], firstLayer_[static_cast<size_t>(s) + 1]))
         keep.push_back({p.name, p.value.clone()});
     tlOpStart = nowMs();  // the copy is not the step's time
   }
@@ -861,12 +893,14 @@ void Run::runIteration(int device, int iteration) {
               static_cast<int>(i), e.waitStart, e.lostRank});
         throw Aborted{};
       } catch (const c10::Error& e) {
-        fail({"engine.torch", "device " + std::to_string(device) + " at " + opName(op) + ": " + detail::errorText(e),
-              device, static_cast<int>(i)});
+        fail({"engine.torch",
+              "device " + std::to_string(device) + " at " + opName(op) + ": " + detail::errorText(e), device,
+              static_cast<int>(i)});
         throw Aborted{};
       } catch (const std::exception& e) {
-        fail({"engine.op-failed", "device " + std::to_string(device) + " at " + opName(op) + ": " + detail::errorText(e),
-              device, static_cast<int>(i)});
+        fail({"engine.op-failed",
+              "device " + std::to_string(device) + " at " + opName(op) + ": " + detail::errorText(e), device,
+              static_cast<int>(i)});
         throw Aborted{};
       }
       const double start = tlOpStart;
@@ -915,17 +949,20 @@ void Run::worker(int device) {
       for (int s : sched_.pipeline.stagesOn(device))
         for (int l = firstLayer_[static_cast<size_t>(s)]; l < firstLayer_[static_cast<size_t>(s) + 1]; ++l) {
           for (auto* lin : model_->layers[static_cast<size_t>(l)]->linears) lin->zeroGrad();
-          for (auto& p : model_->layers[static_cast<size_t>(l)]->params) p.value.mutable_grad() = at::Tensor();
+          for (auto& p : model_->layers[static_cast<size_t>(l)]->params)
+            p.value.mutable_grad() = at::Tensor();
         }
       stashes_[static_cast<size_t>(device)].clear();
       ops_[static_cast<size_t>(device)].clear();
       transfers_[static_cast<size_t>(device)].clear();
       memory_[static_cast<size_t>(device)].clear();
       if (device == firstLocal_ && remote_)
-        remote_->barrier(std::chrono::milliseconds(static_cast<long>(opt_.timeoutSeconds * 1000)), opt_.cancel);
+        remote_->barrier(std::chrono::milliseconds(static_cast<long>(opt_.timeoutSeconds * 1000)),
+                         opt_.cancel);
       tlOrigin = barrier_->arrive(stop_, opt_.cancel);
       if (auto* g = gpu(device)) g->beginIteration();
-      memory_[static_cast<size_t>(device)].push_back({0.0, gpu(device) ? 0 : stateBytes_[static_cast<size_t>(device)]});
+      memory_[static_cast<size_t>(device)].push_back(
+          {0.0, gpu(device) ? 0 : stateBytes_[static_cast<size_t>(device)]});
       runIteration(device, it);
       barrier_->arrive(stop_, opt_.cancel);
       if (device == firstLocal_ && it >= opt_.warmup) {
@@ -953,7 +990,9 @@ void Run::worker(int device) {
   }
 }
 
-nlohmann::json opToJson(const Op& op) { return {static_cast<int>(op.kind), op.stage, op.microbatch}; }
+nlohmann::json opToJson(const Op& op) {
+  return {static_cast<int>(op.kind), op.stage, op.microbatch};
+}
 Op opFromJson(const nlohmann::json& j) {
   return Op{static_cast<OpKind>(j.at(0).get<int>()), j.at(1).get<int>(), j.at(2).get<int>()};
 }
@@ -967,7 +1006,8 @@ void Run::gradientCheck(RunReport& r) {
   // This process's stages (all of them with threads).
   std::vector<std::pair<int, int>> ranges;
   for (int s = 0; s < S_; ++s)
-    if (local(sched_.pipeline.deviceOf(s))) ranges.push_back({firstLayer_[static_cast<size_t>(s)], firstLayer_[static_cast<size_t>(s) + 1]});
+    if (local(sched_.pipeline.deviceOf(s)))
+      ranges.push_back({firstLayer_[static_cast<size_t>(s)], firstLayer_[static_cast<size_t>(s) + 1]});
   std::vector<detail::NamedParam> piped;
   if (stepKind_) {
     // Optimizer runs: the first iteration's gradients, against the model as it was then.
@@ -1015,26 +1055,34 @@ void Run::gradientCheck(RunReport& r) {
   g.lossReference = loss.item<double>();
   if (local(sched_.pipeline.deviceOf(S_ - 1))) {
     g.lossPipelined = losses_.empty() ? 0 : stepKind_ ? losses_.front() : losses_.back();
-    g.lossRelativeError = std::abs(g.lossPipelined - g.lossReference) / std::max(std::abs(g.lossReference), 1e-30);
+    g.lossRelativeError =
+        std::abs(g.lossPipelined - g.lossReference) / std::max(std::abs(g.lossReference), 1e-30);
   }
   g.passed = g.maxRelativeError <= g.tolerance && g.lossRelativeError <= g.tolerance;
 }
 
 nlohmann::json reportToJson(const RunReport& r, const std::optional<ErrorInfo>& err) {
   nlohmann::json ops = nlohmann::json::array(), tr = nlohmann::json::array(), mem = nlohmann::json::array();
-  for (const auto& o : r.timeline.ops) ops.push_back({o.device, o.step, opToJson(o.op), o.overlapped, o.start, o.end});
+  for (const auto& o : r.timeline.ops)
+    ops.push_back({o.device, o.step, opToJson(o.op), o.overlapped, o.start, o.end});
   for (const auto& t : r.timeline.transfers)
-    tr.push_back({t.srcDevice, t.dstDevice, opToJson(t.producer), opToJson(t.consumer), t.bytes, t.start, t.end});
+    tr.push_back(
+        {t.srcDevice, t.dstDevice, opToJson(t.producer), opToJson(t.consumer), t.bytes, t.start, t.end});
   for (size_t d = 0; d < r.timeline.memory.size(); ++d)
     for (const auto& s : r.timeline.memory[d]) mem.push_back({d, s.time, s.bytes});
   nlohmann::json params = nlohmann::json::array();
   for (const auto& p : r.gradients.parameters) params.push_back({p.name, p.relativeError});
-  nlohmann::json j{{"ops", ops},       {"transfers", tr}, {"memory", mem},        {"losses", r.losses},
-                   {"params", params}, {"iteration_ms", r.iterationMs},
-                   {"loss_pipelined", r.gradients.lossPipelined}, {"loss_error", r.gradients.lossRelativeError}};
+  nlohmann::json j{{"ops", ops},
+                   {"transfers", tr},
+                   {"memory", mem},
+                   {"losses", r.losses},
+                   {"params", params},
+                   {"iteration_ms", r.iterationMs},
+                   {"loss_pipelined", r.gradients.lossPipelined},
+                   {"loss_error", r.gradients.lossRelativeError}};
   if (err)
-    j["error"] = {{"code", err->code}, {"message", err->message}, {"device", err->device}, {"step", err->step},
-                  {"wait_start", err->waitStart}, {"lost_rank", err->lostRank}};
+    j["error"] = {{"code", err->code}, {"message", err->message},      {"device", err->device},
+                  {"step", err->step}, {"wait_start", err->waitStart}, {"lost_rank", err->lostRank}};
   return j;
 }
 
@@ -1043,7 +1091,8 @@ void Run::emitOp(int iteration, const core::TimelineOp& r) {
 }
 
 void Run::gatherRemote(RunReport& r) {
-  const auto wait = std::chrono::milliseconds(static_cast<long>(std::min(opt_.timeoutSeconds, 30.0) * 1000) + 2000);
+  const auto wait =
+      std::chrono::milliseconds(static_cast<long>(std::min(opt_.timeoutSeconds, 30.0) * 1000) + 2000);
   std::optional<ErrorInfo> err;
   {
     std::lock_guard lock(errMu_);
@@ -1093,7 +1142,8 @@ void Run::gatherRemote(RunReport& r) {
       it = missing.erase(it);
     }
     const auto waited = std::chrono::steady_clock::now() - start;
-    const bool onlyLost = std::all_of(missing.begin(), missing.end(), [&](int q) { return named.count(q) > 0; });
+    const bool onlyLost =
+        std::all_of(missing.begin(), missing.end(), [&](int q) { return named.count(q) > 0; });
     if (missing.empty() || waited >= wait || (onlyLost && waited >= std::chrono::milliseconds(500)) ||
         (connectionLost && waited >= std::chrono::milliseconds(2000)))
       break;
@@ -1117,8 +1167,8 @@ void Run::gatherRemote(RunReport& r) {
     // iteration reach the event stream here, before "finished": a reader of the stream ends
     // with every device, as the returned timeline does.
     for (const auto& o : j["ops"]) {
-      r.timeline.ops.push_back({o[0].get<int>(), o[1].get<int>(), opFromJson(o[2]), o[3].get<bool>(), o[4].get<double>(),
-                                o[5].get<double>()});
+      r.timeline.ops.push_back({o[0].get<int>(), o[1].get<int>(), opFromJson(o[2]), o[3].get<bool>(),
+                                o[4].get<double>(), o[5].get<double>()});
       if (measured_) emitOp(iteration_, r.timeline.ops.back());
     }
     for (const auto& t : j["transfers"])
@@ -1129,12 +1179,14 @@ void Run::gatherRemote(RunReport& r) {
       if (d >= r.timeline.memory.size()) continue;
       r.timeline.memory[d].push_back({s[1].get<double>(), s[2].get<std::int64_t>()});
       if (measured_)
-        emit(core::run_event::memory(iteration_, static_cast<int>(d), s[1].get<double>(), s[2].get<std::int64_t>()));
+        emit(core::run_event::memory(iteration_, static_cast<int>(d), s[1].get<double>(),
+                                     s[2].get<std::int64_t>()));
     }
     auto losses = j["losses"].get<std::vector<double>>();
     for (size_t i = 0; i < losses.size() && i < r.losses.size(); ++i) r.losses[i] += losses[i];
     auto iters = j["iteration_ms"].get<std::vector<double>>();
-    for (size_t i = 0; i < iters.size() && i < r.iterationMs.size(); ++i) r.iterationMs[i] = std::max(r.iterationMs[i], iters[i]);
+    for (size_t i = 0; i < iters.size() && i < r.iterationMs.size(); ++i)
+      r.iterationMs[i] = std::max(r.iterationMs[i], iters[i]);
     if (r.gradients.ran) {
       for (const auto& p : j["params"]) {
         double rel = p[1].get<double>();
@@ -1154,8 +1206,9 @@ void Run::gatherRemote(RunReport& r) {
                         j["error"]["device"].get<int>(), j["error"]["step"].get<int>(),
                         j["error"].value("wait_start", -1.0), j["error"].value("lost_rank", -1)});
   }
-  std::sort(r.timeline.ops.begin(), r.timeline.ops.end(),
-            [](const auto& a, const auto& b) { return std::tie(a.device, a.start) < std::tie(b.device, b.start); });
+  std::sort(r.timeline.ops.begin(), r.timeline.ops.end(), [](const auto& a, const auto& b) {
+    return std::tie(a.device, a.start) < std::tie(b.device, b.start);
+  });
   if (r.gradients.ran)
     r.gradients.passed = r.gradients.maxRelativeError <= r.gradients.tolerance &&
                          r.gradients.lossRelativeError <= r.gradients.tolerance;
@@ -1163,14 +1216,16 @@ void Run::gatherRemote(RunReport& r) {
     // The root cause is the error whose message the failing rank published as "abort".
     // Otherwise (every rank saw only timeouts or lost peers) the wait that began first.
     // A cancel on any rank comes first: the peers' lost connections follow from it.
-    auto root = std::find_if(errors.begin(), errors.end(), [](const ErrorInfo& e) { return e.code == "engine.cancelled"; });
+    auto root = std::find_if(errors.begin(), errors.end(),
+                             [](const ErrorInfo& e) { return e.code == "engine.cancelled"; });
     if (root == errors.end())
       root = std::find_if(errors.begin(), errors.end(), [&](const ErrorInfo& e) {
         return abortMsg && e.message == *abortMsg && e.code != "engine.timeout";
       });
     if (root == errors.end()) {
       for (auto it = errors.begin(); it != errors.end(); ++it)
-        if (it->code == "engine.timeout" && (root == errors.end() || it->waitStart < root->waitStart)) root = it;
+        if (it->code == "engine.timeout" && (root == errors.end() || it->waitStart < root->waitStart))
+          root = it;
     }
     if (root == errors.end()) root = errors.begin();
     std::lock_guard lock(errMu_);
@@ -1191,7 +1246,8 @@ core::Result<RunReport> Run::execute() {
     if (local(d)) localDevices.push_back(d);
   firstLocal_ = localDevices.front();
   const int hw = std::max(1u, std::thread::hardware_concurrency());
-  const int workersOnHost = static_cast<int>(localDevices.size()) * std::max(1, opt_.distributed.localWorldSize);
+  const int workersOnHost =
+      static_cast<int>(localDevices.size()) * std::max(1, opt_.distributed.localWorldSize);
   const int perWorker = opt_.threads > 0 ? opt_.threads : std::max(1, hw / workersOnHost);
   at::set_num_threads(perWorker);
   setBlasThreads(perWorker);
@@ -1244,7 +1300,8 @@ core::Result<RunReport> Run::execute() {
     try {
       gradientCheck(r);
     } catch (const std::exception& e) {
-      fail({"engine.gradient-check", std::string("gradient check failed to run: ") + detail::errorText(e), -1, -1});
+      fail({"engine.gradient-check", std::string("gradient check failed to run: ") + detail::errorText(e), -1,
+            -1});
     }
   }
   if (remote_) {
@@ -1257,7 +1314,8 @@ core::Result<RunReport> Run::execute() {
   tl.complete = !error_.has_value();
   tl.metrics = core::computeMetrics(tl);
   if (error_) {
-    r.status = error_->code == "engine.cancelled" ? ps::core::RunState::Cancelled : ps::core::RunState::Failed;
+    r.status =
+        error_->code == "engine.cancelled" ? ps::core::RunState::Cancelled : ps::core::RunState::Failed;
     core::Diagnostic d = core::makeError(error_->code, error_->message);
     if (error_->device >= 0 && error_->step >= 0) d.related.push_back({error_->device, error_->step});
     r.diagnostics.push_back(d);
@@ -1276,32 +1334,38 @@ core::Result<RunReport> Run::execute() {
   fin.makespanMs = tl.metrics.makespan;
   fin.bubbleRatio = tl.metrics.bubbleRatio;
   if (r.gradients.ran)
-    fin.gradientCheck = core::RunGradientCheck{r.gradients.passed, r.gradients.maxRelativeError,
-                                               r.gradients.worstParameter, r.gradients.lossRelativeError,
-                                               r.gradients.tolerance};
+    fin.gradientCheck =
+        core::RunGradientCheck{r.gradients.passed, r.gradients.maxRelativeError, r.gradients.worstParameter,
+                               r.gradients.lossRelativeError, r.gradients.tolerance};
   if (rank_ == 0) emit(core::run_event::finished(fin));
   return r;
 }
 
 }  // namespace
 
-bool isOptimizerName(std::string_view name) { return name == "sgd" || name == "adamw"; }
+bool isOptimizerName(std::string_view name) {
+  return name == "sgd" || name == "adamw";
+}
 
-double defaultLearningRate(std::string_view optimizer) { return optimizer == "adamw" ? 1e-3 : 1e-2; }
+double defaultLearningRate(std::string_view optimizer) {
+  return optimizer == "adamw" ? 1e-3 : 1e-2;
+}
 
 void addNominalOptimizerStepCosts(core::CostProfile& profile, std::string_view optimizer) {
   if (!isOptimizerName(optimizer)) return;
   constexpr double kBytesPerMs = 10e9 / 1e3;
   const double passes = optimizer == "adamw" ? 22.0 : 3.0;
-  for (auto& l : profile.layers) l.optimizerStepMs = passes * static_cast<double>(l.weightBytes) / kBytesPerMs;
+  for (auto& l : profile.layers)
+    l.optimizerStepMs = passes * static_cast<double>(l.weightBytes) / kBytesPerMs;
 }
 
 core::Result<core::Schedule> scheduleWithOptimizerSteps(const core::Schedule& s) {
   const std::string name(core::kOptimizerStepKind);
   if (s.kindFromName(name))
-    return core::makeError("engine.optimizer", "the schedule already declares a kind named " + name +
-                                                   ", the name of the optimizer step; rename that kind to run with "
-                                                   "--optimizer");
+    return core::makeError("engine.optimizer",
+                           "the schedule already declares a kind named " + name +
+                               ", the name of the optimizer step; rename that kind to run with "
+                               "--optimizer");
   core::Schedule out = s;
   core::UserKind u;
   u.name = name;
@@ -1311,7 +1375,8 @@ core::Result<core::Schedule> scheduleWithOptimizerSteps(const core::Schedule& s)
   const auto kind = static_cast<OpKind>(core::kFirstUserKind + out.userKinds.size() - 1);
   for (int d = 0; d < out.pipeline.devices && d < static_cast<int>(out.devices.size()); ++d) {
     const auto stages = out.pipeline.stagesOn(d);
-    if (!stages.empty()) out.devices[static_cast<size_t>(d)].push_back(core::Step{Op{kind, stages.front(), 0}, std::nullopt});
+    if (!stages.empty())
+      out.devices[static_cast<size_t>(d)].push_back(core::Step{Op{kind, stages.front(), 0}, std::nullopt});
   }
   return out;
 }
@@ -1321,7 +1386,8 @@ core::Result<RunReport> runSchedule(const core::Schedule& schedule, const RunOpt
   std::optional<core::Schedule> withSteps;
   if (!options.optimizer.empty()) {
     if (!isOptimizerName(options.optimizer))
-      return core::makeError("engine.options", "optimizer must be sgd or adamw, got '" + options.optimizer + "'");
+      return core::makeError("engine.options",
+                             "optimizer must be sgd or adamw, got '" + options.optimizer + "'");
     if (!(options.learningRate > 0) || !std::isfinite(options.learningRate))
       return core::makeError("engine.options", "the learning rate must be a positive number");
     auto w = scheduleWithOptimizerSteps(schedule);
@@ -1346,7 +1412,9 @@ bool cudaCompiled() {
 #endif
 }
 
-bool cudaAvailable() { return cudaCompiled() && at::hasCUDA(); }
+bool cudaAvailable() {
+  return cudaCompiled() && at::hasCUDA();
+}
 
 int cudaDeviceCount() {
 #ifdef PIPESTUDIO_HAVE_CUDA

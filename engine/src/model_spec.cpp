@@ -14,7 +14,9 @@ core::Status checkTorchScript(const ModelSpec& m);
 }  // namespace detail
 
 namespace {
-core::Diagnostic specError(const std::string& msg) { return core::makeError("engine.model-spec", msg); }
+core::Diagnostic specError(const std::string& msg) {
+  return core::makeError("engine.model-spec", msg);
+}
 
 bool parseInt(std::string_view s, int& out) {
   auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
@@ -31,7 +33,8 @@ core::Result<ModelSpec> parseModelSpec(std::string_view spec) {
     rest = spec.substr(colon + 1);
   }
   if (kind != "mlp" && kind != "gpt" && kind != "torchscript")
-    return specError("unknown model '" + std::string(kind) + "' (built-in models: mlp, gpt; or torchscript:path=FILE)");
+    return specError("unknown model '" + std::string(kind) +
+                     "' (built-in models: mlp, gpt; or torchscript:path=FILE)");
   m.kind = std::string(kind);
   if (m.kind == "mlp") m.hidden = 64;
   while (!rest.empty()) {
@@ -51,12 +54,14 @@ core::Result<ModelSpec> parseModelSpec(std::string_view spec) {
       continue;
     }
     if (m.kind == "torchscript" && key == "loss") {
-      if (val != "mse" && val != "ce") return specError("loss must be mse or ce, got '" + std::string(val) + "'");
+      if (val != "mse" && val != "ce")
+        return specError("loss must be mse or ce, got '" + std::string(val) + "'");
       m.loss = std::string(val);
       continue;
     }
     if (key == "dtype") {
-      if (val != "f32" && val != "f64") return specError("dtype must be f32 or f64, got '" + std::string(val) + "'");
+      if (val != "f32" && val != "f64")
+        return specError("dtype must be f32 or f64, got '" + std::string(val) + "'");
       m.dtype = std::string(val);
       continue;
     }
@@ -64,18 +69,29 @@ core::Result<ModelSpec> parseModelSpec(std::string_view spec) {
     if (!parseInt(val, v) || v < 1)
       return specError("model option " + key + " needs a positive integer, got '" + std::string(val) + "'");
     if (m.kind == "torchscript") {
-      if (key == "features") m.features = v;
-      else if (key == "seq") m.seq = v;  // tokens per sample when the first child is an nn.Embedding
-      else return specError("unknown option '" + key + "' for model torchscript (path, features, seq, loss, dtype)");
+      if (key == "features")
+        m.features = v;
+      else if (key == "seq")
+        m.seq = v;  // tokens per sample when the first child is an nn.Embedding
+      else
+        return specError("unknown option '" + key +
+                         "' for model torchscript (path, features, seq, loss, dtype)");
       continue;
     }
-    if (key == "layers") m.layers = v;
-    else if (key == "hidden") m.hidden = v;
-    else if (key == "heads" && m.kind == "gpt") m.heads = v;
-    else if (key == "seq" && m.kind == "gpt") m.seq = v;
-    else if (key == "vocab" && m.kind == "gpt") m.vocab = v;
-    else if (key == "ffn" && m.kind == "gpt") m.ffn = v;
-    else return specError("unknown option '" + key + "' for model " + m.kind);
+    if (key == "layers")
+      m.layers = v;
+    else if (key == "hidden")
+      m.hidden = v;
+    else if (key == "heads" && m.kind == "gpt")
+      m.heads = v;
+    else if (key == "seq" && m.kind == "gpt")
+      m.seq = v;
+    else if (key == "vocab" && m.kind == "gpt")
+      m.vocab = v;
+    else if (key == "ffn" && m.kind == "gpt")
+      m.ffn = v;
+    else
+      return specError("unknown option '" + key + "' for model " + m.kind);
   }
   if (m.kind == "torchscript" && m.path.empty())
     return specError("torchscript model needs path=FILE (torchscript:path=model.pt)");
@@ -96,8 +112,8 @@ std::string modelSpecToString(const ModelSpec& m) {
   }
   std::string s = m.kind + ":layers=" + std::to_string(m.layers) + ",hidden=" + std::to_string(m.hidden);
   if (m.kind == "gpt")
-    s += ",heads=" + std::to_string(m.heads) + ",seq=" + std::to_string(m.seq) + ",vocab=" + std::to_string(m.vocab) +
-         ",ffn=" + std::to_string(m.ffn);
+    s += ",heads=" + std::to_string(m.heads) + ",seq=" + std::to_string(m.seq) +
+         ",vocab=" + std::to_string(m.vocab) + ",ffn=" + std::to_string(m.ffn);
   if (m.dtype != "f32") s += ",dtype=" + m.dtype;
   return s;
 }
@@ -178,8 +194,9 @@ core::Status checkFaultInjection(const core::Schedule& schedule, const FaultInje
   std::string example;
   if (!schedule.devices.empty() && !schedule.devices.front().empty())
     example = " (ops are named like " + schedule.opName(schedule.devices.front().front().first) + ")";
-  return core::makeError("engine.fault", "--inject-fault " + fault.kind + ":" + fault.op + ": the schedule has no op " +
-                                             fault.op + example + ", so the fault would never fire");
+  return core::makeError("engine.fault", "--inject-fault " + fault.kind + ":" + fault.op +
+                                             ": the schedule has no op " + fault.op + example +
+                                             ", so the fault would never fire");
 }
 
 }  // namespace ps::engine

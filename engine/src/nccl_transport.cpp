@@ -95,8 +95,8 @@ class NcclTransport final : public RemoteTransport {
     Link& link = it->second;
     const at::Tensor c = t.contiguous();
     streamWait(link.stream.stream(), c10::cuda::getCurrentCUDAStream(index_).stream());
-    ncclCheck(ncclSend(c.data_ptr(), static_cast<size_t>(c.numel()) * c.element_size(), ncclUint8, 1, link.comm,
-                       link.stream.stream()),
+    ncclCheck(ncclSend(c.data_ptr(), static_cast<size_t>(c.numel()) * c.element_size(), ncclUint8, 1,
+                       link.comm, link.stream.stream()),
               "send to rank " + std::to_string(dstRank));
     c.record_stream(link.stream);
     std::ostringstream h;
@@ -131,8 +131,8 @@ class NcclTransport final : public RemoteTransport {
       h >> tag >> dtype >> dims;
       std::vector<int64_t> sizes(static_cast<size_t>(std::max(dims, 0)));
       for (auto& d : sizes) h >> d;
-      at::Tensor buf = at::empty(sizes, options.dtype(static_cast<at::ScalarType>(dtype))
-                                            .device(at::Device(at::kCUDA, index_)));
+      at::Tensor buf = at::empty(
+          sizes, options.dtype(static_cast<at::ScalarType>(dtype)).device(at::Device(at::kCUDA, index_)));
       cudaStream_t consumer = c10::cuda::getCurrentCUDAStream(index_).stream();
       streamWait(link.stream.stream(), consumer);
       ncclCheck(ncclRecv(buf.data_ptr(), static_cast<size_t>(buf.numel()) * buf.element_size(), ncclUint8, 0,
@@ -155,7 +155,8 @@ class NcclTransport final : public RemoteTransport {
         if (q == cudaSuccess) break;
         if (q != cudaErrorNotReady) cudaCheck(q, "send stream");
         if (std::chrono::steady_clock::now() >= deadline)
-          throw std::runtime_error("NCCL sends to rank " + std::to_string(peer) + " did not complete within the timeout");
+          throw std::runtime_error("NCCL sends to rank " + std::to_string(peer) +
+                                   " did not complete within the timeout");
         std::this_thread::sleep_for(std::chrono::microseconds(200));
       }
     }
@@ -197,7 +198,8 @@ class NcclTransport final : public RemoteTransport {
 
 }  // namespace
 
-core::Result<std::unique_ptr<RemoteTransport>> connectNccl(const DistributedOptions& d, double timeoutSeconds, int gpu,
+core::Result<std::unique_ptr<RemoteTransport>> connectNccl(const DistributedOptions& d, double timeoutSeconds,
+                                                           int gpu,
                                                            const std::vector<std::pair<int, int>>& pairs) {
   auto control = connectGloo(d, timeoutSeconds);
   PS_TRY(control);

@@ -22,9 +22,13 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double msSince(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
+double msSince(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
 
-std::int64_t bytesOf(const at::Tensor& t) { return t.defined() ? t.numel() * static_cast<std::int64_t>(t.element_size()) : 0; }
+std::int64_t bytesOf(const at::Tensor& t) {
+  return t.defined() ? t.numel() * static_cast<std::int64_t>(t.element_size()) : 0;
+}
 
 double median(std::vector<double> v) {
   if (v.empty()) return 0;
@@ -111,18 +115,24 @@ core::Result<core::CostProfile> profileModel(const ModelSpec& spec, const Profil
     return core::makeError("engine.options", "profile: device must be cpu or cuda, got '" + o.device + "'");
   if (o.device == "cuda") {
     if (!cudaCompiled())
-      return core::makeError("engine.cuda", "profile --device cuda: this engine was built against a CPU-only libtorch");
+      return core::makeError("engine.cuda",
+                             "profile --device cuda: this engine was built against a CPU-only libtorch");
     if (!cudaAvailable()) return core::makeError("engine.cuda", "profile --device cuda: no GPU is visible");
-    return core::makeError("engine.cuda",
-                           "profile --device cuda: the built-in models are profiled on the CPU only in this version");
+    return core::makeError(
+        "engine.cuda",
+        "profile --device cuda: the built-in models are profiled on the CPU only in this version");
   }
-  if (o.microbatchSize < 1) return core::makeError("engine.options", "profile: the micro-batch size must be at least 1");
-  if (o.repetitions < 1) return core::makeError("engine.options", "profile: at least one repetition is needed");
-  if (o.warmup < 0) return core::makeError("engine.options", "profile: warm-up repetitions cannot be negative");
+  if (o.microbatchSize < 1)
+    return core::makeError("engine.options", "profile: the micro-batch size must be at least 1");
+  if (o.repetitions < 1)
+    return core::makeError("engine.options", "profile: at least one repetition is needed");
+  if (o.warmup < 0)
+    return core::makeError("engine.options", "profile: warm-up repetitions cannot be negative");
   if (o.threads < 0 || o.workers < 1)
     return core::makeError("engine.options", "profile: threads must be >= 0 and workers >= 1");
   if (!o.optimizer.empty() && !isOptimizerName(o.optimizer))
-    return core::makeError("engine.options", "profile: optimizer must be sgd or adamw, got '" + o.optimizer + "'");
+    return core::makeError("engine.options",
+                           "profile: optimizer must be sgd or adamw, got '" + o.optimizer + "'");
   auto checked = parseModelSpec(modelSpecToString(spec));
   PS_TRY(checked);
 
@@ -136,13 +146,16 @@ core::Result<core::CostProfile> profileModel(const ModelSpec& spec, const Profil
     for (int w = 0; w < W; ++w) models.push_back(detail::Model::build(spec, o.seed, o.microbatchSize, 1));
     const detail::Model& model0 = *models.front();
     if (model0.weightGradByGraph)
-      return core::makeError("engine.profile",
-                             "profile: " + spec.kind + " models are not profiled yet (their weight gradients come from "
-                             "the autograd graph, not from deferred Linear layers); built-in mlp and gpt are");
+      return core::makeError(
+          "engine.profile",
+          "profile: " + spec.kind +
+              " models are not profiled yet (their weight gradients come from "
+              "the autograd graph, not from deferred Linear layers); built-in mlp and gpt are");
     const auto names = modelLayerNames(spec);
     if (names.size() != model0.layers.size())
-      return core::makeError("engine.model", "profile: the model has " + std::to_string(model0.layers.size()) +
-                                                 " layers but names " + std::to_string(names.size()));
+      return core::makeError("engine.model", "profile: the model has " +
+                                                 std::to_string(model0.layers.size()) + " layers but names " +
+                                                 std::to_string(names.size()));
     const size_t L = model0.layers.size();
     // The input of every layer: the micro-batch carried through the layers before it; and the
     // gradient that arrives from the next stage, shaped like the layer's output.
@@ -159,10 +172,11 @@ core::Result<core::CostProfile> profileModel(const ModelSpec& spec, const Profil
       }
     }
 
-    std::vector<std::vector<std::vector<LayerSample>>> samples(
-        static_cast<size_t>(W), std::vector<std::vector<LayerSample>>(L));
+    std::vector<std::vector<std::vector<LayerSample>>> samples(static_cast<size_t>(W),
+                                                               std::vector<std::vector<LayerSample>>(L));
     std::vector<std::string> errors(static_cast<size_t>(W));
-    std::vector<std::vector<std::vector<double>>> stepMs(static_cast<size_t>(W), std::vector<std::vector<double>>(L));
+    std::vector<std::vector<std::vector<double>>> stepMs(static_cast<size_t>(W),
+                                                         std::vector<std::vector<double>>(L));
     std::barrier sync(W);
     auto worker = [&](int w) {
       const auto wi = static_cast<size_t>(w);
@@ -191,14 +205,16 @@ core::Result<core::CostProfile> profileModel(const ModelSpec& spec, const Profil
         const bool hasParams = !m.layers[l]->linears.empty() || !m.layers[l]->params.empty();
         auto step = failed || !hasParams
                         ? nullptr
-                        : detail::StageOptimizer::make(o.optimizer, defaultLearningRate(o.optimizer), {m.layers[l].get()});
+                        : detail::StageOptimizer::make(o.optimizer, defaultLearningRate(o.optimizer),
+                                                       {m.layers[l].get()});
         for (int r = 0; r < o.warmup + o.repetitions; ++r) {
           sync.arrive_and_wait();  // as above: the workers step together
           if (failed || !step) continue;
           try {
             const auto t0 = std::chrono::steady_clock::now();
             step->step();
-            const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+            const double ms =
+                std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
             if (r >= o.warmup) stepMs[wi][l].push_back(ms);
           } catch (const std::exception& e) {
             errors[wi] = detail::errorText(e);
@@ -239,7 +255,8 @@ core::Result<core::CostProfile> profileModel(const ModelSpec& spec, const Profil
       c.weightBytes = weights;
       if (!o.optimizer.empty()) {
         std::vector<double> steps;
-        for (const auto& perWorker : stepMs) steps.insert(steps.end(), perWorker[l].begin(), perWorker[l].end());
+        for (const auto& perWorker : stepMs)
+          steps.insert(steps.end(), perWorker[l].begin(), perWorker[l].end());
         c.optimizerStepMs = weights > 0 && !steps.empty() ? median(steps) : 0.0;
       }
       profile.layers.push_back(c);

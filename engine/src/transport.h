@@ -37,7 +37,7 @@ struct Envelope {
   at::Tensor tensor;
   int srcDevice = 0;
   core::Op producer;
-  double sentMs = 0;  // sender's clock, ms since the iteration origin
+  double sentMs = 0;            // sender's clock, ms since the iteration origin
   std::shared_ptr<void> ready;  // GPU: event on the producer's stream the consumer waits for
 };
 
@@ -85,7 +85,7 @@ class RemoteTransport {
   virtual std::optional<at::Tensor> recv(const MessageKey& key, int srcRank, at::IntArrayRef shape,
                                          const at::TensorOptions& options, std::chrono::milliseconds timeout,
                                          const std::atomic<bool>& stop, const std::atomic<bool>* cancel) = 0;
-  virtual void flush(std::chrono::milliseconds timeout) = 0;   // waits for every send
+  virtual void flush(std::chrono::milliseconds timeout) = 0;  // waits for every send
   virtual void barrier(std::chrono::milliseconds timeout, const std::atomic<bool>* cancel) = 0;
   virtual void setKey(const std::string& key, const std::string& value) = 0;
   virtual std::optional<std::string> getKey(const std::string& key, std::chrono::milliseconds timeout) = 0;
@@ -96,6 +96,7 @@ class RemoteTransport {
 };
 
 // d.connectTimeoutSeconds bounds the rendezvous; timeoutSeconds each wait afterwards.
-core::Result<std::unique_ptr<RemoteTransport>> connectGloo(const DistributedOptions& d, double timeoutSeconds);
+core::Result<std::unique_ptr<RemoteTransport>> connectGloo(const DistributedOptions& d,
+                                                           double timeoutSeconds);
 
 }  // namespace ps::engine::detail

@@ -59,8 +59,12 @@ json metricsToJson(const core::TimelineMetrics& m) {
                        {"peakMemoryOp", {{"device", d.peakMemoryOp.device}, {"step", d.peakMemoryOp.step}}},
                        {"peakInflightMicrobatches", d.peakInflightMicrobatches}});
   }
-  return {{"makespan", m.makespan},     {"bubbleRatio", m.bubbleRatio}, {"lowerBound", m.lowerBound},
-          {"efficiency", m.efficiency}, {"ops", m.ops},                 {"devices", devices}};
+  return {{"makespan", m.makespan},
+          {"bubbleRatio", m.bubbleRatio},
+          {"lowerBound", m.lowerBound},
+          {"efficiency", m.efficiency},
+          {"ops", m.ops},
+          {"devices", devices}};
 }
 
 core::TimelineMetrics metricsFromJson(const json& j) {

@@ -1,8 +1,7 @@
 #include "pipestudio/sessions/recording.h"
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
+#include <nlohmann/json.hpp>
 #include <span>
 
 #include "pipestudio/core/io/dsl.h"
@@ -77,17 +76,18 @@ core::Result<RecordedRun> recordRun(const std::string& sessionPath, const RunRec
   return recordRun(*store, request, timeline);
 }
 
-core::Result<RecordedRun> recordSimulation(const SimulationRecording& recording, const core::Timeline& timeline) {
+core::Result<RecordedRun> recordSimulation(const SimulationRecording& recording,
+                                           const core::Timeline& timeline) {
   if (!recording.schedule)
     return core::makeError("session.invalid", "cannot record the simulation: no schedule given",
                            core::SourceLocation{recording.sessionPath, 0, 0});
   RunRecordingRequest request;
-  request.scheduleName = !recording.scheduleName.empty()   ? recording.scheduleName
+  request.scheduleName = !recording.scheduleName.empty()     ? recording.scheduleName
                          : !recording.schedule->name.empty() ? recording.schedule->name
                                                              : "schedule";
   request.pipeText = recording.pipeText.empty() ? core::printDsl(*recording.schedule) : recording.pipeText;
   if (recording.profile) {
-    request.profileName = !recording.profileName.empty()   ? recording.profileName
+    request.profileName = !recording.profileName.empty()     ? recording.profileName
                           : !recording.profile->name.empty() ? recording.profile->name
                                                              : "profile";
     request.profileJson = core::costProfileToJson(*recording.profile);
@@ -119,12 +119,14 @@ core::Status appendTimeline(SessionStore& store, Id runId, const core::Timeline&
     if (auto st = store.appendRunOps(runId, ops.subspan(i, std::min(kChunk, ops.size() - i))); !st) return st;
   std::span<const core::Transfer> transfers(timeline.transfers);
   for (size_t i = 0; i < transfers.size(); i += kChunk)
-    if (auto st = store.appendTransfers(runId, transfers.subspan(i, std::min(kChunk, transfers.size() - i))); !st)
+    if (auto st = store.appendTransfers(runId, transfers.subspan(i, std::min(kChunk, transfers.size() - i)));
+        !st)
       return st;
   for (size_t d = 0; d < timeline.memory.size(); ++d) {
     std::span<const core::MemorySample> samples(timeline.memory[d]);
     for (size_t i = 0; i < samples.size(); i += kChunk)
-      if (auto st = store.appendMemory(runId, static_cast<int>(d), samples.subspan(i, std::min(kChunk, samples.size() - i)));
+      if (auto st = store.appendMemory(runId, static_cast<int>(d),
+                                       samples.subspan(i, std::min(kChunk, samples.size() - i)));
           !st)
         return st;
   }
@@ -145,13 +147,14 @@ core::Result<RecordedMeasuredRun> recordMeasuredRun(SessionStore& store, const M
   if (rec.status == RunStatus::Queued || rec.status == RunStatus::Running)
     return invalid(store, what + ": the status must be succeeded, failed or cancelled, not " +
                               std::string(ps::core::runStateName(rec.status)));
-  auto config = nlohmann::json::parse(rec.configJson.empty() ? std::string("{}") : rec.configJson, nullptr, false);
+  auto config =
+      nlohmann::json::parse(rec.configJson.empty() ? std::string("{}") : rec.configJson, nullptr, false);
   if (config.is_discarded() || !config.is_object())
     return invalid(store, what + ": the run configuration is not a JSON object");
 
   RecordedRun ids;
-  if (auto st = storeScheduleAndProfile(store, rec.scheduleName, rec.pipeText, rec.profileName, rec.profileJson,
-                                        rec.profileSource, ids);
+  if (auto st = storeScheduleAndProfile(store, rec.scheduleName, rec.pipeText, rec.profileName,
+                                        rec.profileJson, rec.profileSource, ids);
       !st)
     return st.errors();
   RecordedMeasuredRun out;
@@ -228,7 +231,8 @@ core::Result<RecordedMeasuredRun> recordMeasuredRun(SessionStore& store, const M
   return out;
 }
 
-core::Result<RecordedMeasuredRun> recordMeasuredRun(const std::string& sessionPath, const MeasuredRunRecording& recording) {
+core::Result<RecordedMeasuredRun> recordMeasuredRun(const std::string& sessionPath,
+                                                    const MeasuredRunRecording& recording) {
   auto store = SessionStore::open(sessionPath);
   PS_TRY(store);
   return recordMeasuredRun(*store, recording);
@@ -244,10 +248,11 @@ core::Result<PredictionLink> linkFrom(const SessionStore& store, Id runId, bool 
   std::optional<Id> other;
   if (!config.is_discarded() && config.is_object()) other = idField(config, key);
   if (!other)
-    return core::makeError("session.not-found",
-                           "run " + std::to_string(runId) + (fromMeasured ? " has no recorded prediction"
-                                                                          : " is not the prediction of a measured run"),
-                           core::SourceLocation{store.path(), 0, 0});
+    return core::makeError(
+        "session.not-found",
+        "run " + std::to_string(runId) +
+            (fromMeasured ? " has no recorded prediction" : " is not the prediction of a measured run"),
+        core::SourceLocation{store.path(), 0, 0});
   auto peer = store.run(*other);
   PS_TRY(peer);
   PredictionLink link;

@@ -8,7 +8,8 @@ namespace ps::sessions {
 
 namespace {
 nlohmann::json opJson(const core::Op& op) {
-  nlohmann::json j = {{"kind", static_cast<int>(op.kind)}, {"stage", op.stage}, {"microbatch", op.microbatch}};
+  nlohmann::json j = {
+      {"kind", static_cast<int>(op.kind)}, {"stage", op.stage}, {"microbatch", op.microbatch}};
   // Built-in kinds carry their DSL token; user kinds are named by the run's schedule.
   if (!core::isUserKind(op.kind) && op.kind < core::OpKind::kBuiltinCount)
     j["kindName"] = std::string(core::builtinKindName(op.kind));

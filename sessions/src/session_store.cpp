@@ -1,7 +1,5 @@
 #include "pipestudio/sessions/session_store.h"
 
-#include "pipestudio/core/model/enum_names.h"
-
 #include <signal.h>
 #include <sqlite3.h>
 #include <sys/stat.h>
@@ -15,6 +13,7 @@
 #include <unordered_map>
 
 #include "json_codec.h"
+#include "pipestudio/core/model/enum_names.h"
 #include "pipestudio/core/model/limits.h"
 
 namespace ps::sessions {
@@ -26,10 +25,13 @@ using core::Status;
 
 // --- names -------------------------------------------------------------------------------
 
-constexpr core::EnumName<ProfileSource> kProfileSourceNames[] = {
-    {ProfileSource::Manual, "manual"}, {ProfileSource::Analytic, "analytic"}, {ProfileSource::Profiled, "profiled"}};
+constexpr core::EnumName<ProfileSource> kProfileSourceNames[] = {{ProfileSource::Manual, "manual"},
+                                                                 {ProfileSource::Analytic, "analytic"},
+                                                                 {ProfileSource::Profiled, "profiled"}};
 
-std::string_view profileSourceName(ProfileSource s) { return core::enumName(s, kProfileSourceNames); }
+std::string_view profileSourceName(ProfileSource s) {
+  return core::enumName(s, kProfileSourceNames);
+}
 
 std::optional<ProfileSource> profileSourceFromName(std::string_view name) {
   return core::enumFromName(name, kProfileSourceNames);

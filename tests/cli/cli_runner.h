@@ -20,7 +20,7 @@ enum class Stderr { Merge, Drop, Separate };
 struct CliResult {
   int exitCode = -1;  // -1 when it did not exit normally (or could not start)
   std::string out;
-  std::string err;    // with Stderr::Separate
+  std::string err;  // with Stderr::Separate
   double seconds = 0;
 };
 

@@ -2,7 +2,6 @@
 // and unknown commands, flag spellings and their usage errors, declared positional counts, and
 // the schedule format picked by content when a file's name says nothing.
 #include <gtest/gtest.h>
-
 #include <unistd.h>
 
 #include <filesystem>
@@ -21,10 +20,12 @@ using ps::test::Stderr;
 class CliCommandLine : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() / ("ps_cli_command_line_" + std::to_string(::getpid()) + "_" +
-                                                     ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = std::filesystem::temp_directory_path() /
+           ("ps_cli_command_line_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
     std::filesystem::create_directories(dir_);
-    auto s = ps::core::generateSchedule(ps::core::ScheduleKind::OneFOneB, ps::core::GeneratorOptions{2, 4, 0}).value();
+    auto s = ps::core::generateSchedule(ps::core::ScheduleKind::OneFOneB, ps::core::GeneratorOptions{2, 4, 0})
+                 .value();
     pipe_ = write("s.pipe", ps::core::printDsl(s));
     csvNoExtension_ = write("s.txt", ps::core::writePytorchCsv(s));
   }
@@ -46,8 +47,8 @@ TEST_F(CliCommandLine, HelpListsOptionsAndEveryCommand) {
   EXPECT_EQ(r.exitCode, 0);
   EXPECT_NE(r.out.find("usage: pipestudio-cli COMMAND [ARGS...]"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("--version"), std::string::npos) << r.out;
-  for (const char* c : {"compare", "convert", "expand", "fmt", "generate", "partition", "profile", "profile-model", "run",
-                        "search", "session", "simulate", "validate"})
+  for (const char* c : {"compare", "convert", "expand", "fmt", "generate", "partition", "profile",
+                        "profile-model", "run", "search", "session", "simulate", "validate"})
     EXPECT_NE(r.out.find(std::string("\n  ") + c + " "), std::string::npos) << c << "\n" << r.out;
   // No arguments: the same help, as a usage error.
   auto none = runCli("", Stderr::Separate);
@@ -69,8 +70,9 @@ TEST_F(CliCommandLine, FlagsTakeTheirValueEitherWayAndRepeat) {
   EXPECT_EQ(joined.exitCode, 0) << joined.err;
   EXPECT_EQ(spaced.out, joined.out);
   // --set repeats; the last of a repeated value flag wins.
-  auto r = runCli("validate - --set devices=2 --set microbatches=4 --format csv --format pipe < '" + pipe_ + "'",
-                  Stderr::Separate);
+  auto r =
+      runCli("validate - --set devices=2 --set microbatches=4 --format csv --format pipe < '" + pipe_ + "'",
+             Stderr::Separate);
   EXPECT_EQ(r.exitCode, 0) << r.err;
 }
 
@@ -79,12 +81,12 @@ TEST_F(CliCommandLine, FlagMistakesAreUsageErrorsNamingTheFlag) {
     std::string args;
     std::string message;
   };
-  for (const Case& c : {Case{"validate x.pipe --bogus", "unknown flag --bogus"},
-                        Case{"validate x.pipe --format", "flag --format needs a value"},
-                        Case{"simulate x.pipe --json=yes", "flag --json takes no value"},
-                        Case{"validate", "expected one FILE (or -)"},
-                        Case{"convert a.pipe", "expected IN and OUT"},
-                        Case{"validate x.pipe --format xml", "--format is pipe or csv, not 'xml'"}}) {
+  for (const Case& c :
+       {Case{"validate x.pipe --bogus", "unknown flag --bogus"},
+        Case{"validate x.pipe --format", "flag --format needs a value"},
+        Case{"simulate x.pipe --json=yes", "flag --json takes no value"},
+        Case{"validate", "expected one FILE (or -)"}, Case{"convert a.pipe", "expected IN and OUT"},
+        Case{"validate x.pipe --format xml", "--format is pipe or csv, not 'xml'"}}) {
     auto r = runCli(c.args, Stderr::Separate);
     EXPECT_EQ(r.exitCode, 2) << c.args << "\n" << r.err;
     EXPECT_NE(r.err.find(c.message), std::string::npos) << c.args << "\n" << r.err;

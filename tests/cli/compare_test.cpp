@@ -1,22 +1,21 @@
 // pipestudio-cli compare: a plan against torch.profiler traces (the hand-computed case of
 // tests/core/comparison_test.cpp), against a measured run of a session (`PLAN DB:ID`, with the
 // profile and partition its prediction used unless given), and against hostile traces.
+#include <gtest/gtest.h>
 #include <sys/wait.h>
 
 #include <cstdio>
-
-#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "pipestudio/core/model/cost_profile.h"
-#include "pipestudio/core/io/dsl.h"
+#include "cli/cli_runner.h"
+#include "cli/hostile_cli.h"
+#include "fixtures/schedules.h"
 #include "pipestudio/core/analysis/simulator.h"
+#include "pipestudio/core/io/dsl.h"
+#include "pipestudio/core/model/cost_profile.h"
 #include "pipestudio/sessions/recording.h"
 #include "pipestudio/sessions/session_store.h"
 #include "sessions/session_test_util.h"
-#include "cli/cli_runner.h"
-#include "fixtures/schedules.h"
-#include "cli/hostile_cli.h"
 
 using namespace ps::sessions;
 using namespace ps::sessions::test;
@@ -24,7 +23,9 @@ using namespace ps::test;
 
 namespace {
 
-CliResult cli(const std::string& args, bool withStderr = false) { return runCli(args, withStderr); }
+CliResult cli(const std::string& args, bool withStderr = false) {
+  return runCli(args, withStderr);
+}
 
 const char* kPipe = ps::test::kOneFOneBPipe;
 
@@ -88,7 +89,8 @@ TEST(CompareSessionCli, UsesThePredictionsProfileAndTheRunsPartition) {
   auto dir = freshDir();
   auto f = makeSession(dir);
   writeBytes(dir / "plan.pipe", kPipe);
-  auto r = cli("compare " + (dir / "plan.pipe").string() + " " + f.db + ":" + std::to_string(f.measured) + " --json");
+  auto r = cli("compare " + (dir / "plan.pipe").string() + " " + f.db + ":" + std::to_string(f.measured) +
+               " --json");
   ASSERT_EQ(r.exitCode, 0) << r.out;
   auto j = nlohmann::json::parse(r.out);
   // Stage 0 has F = 1, B = 2; stage 1 F = 3, B = 6: not the balanced 2,2 split.
@@ -110,11 +112,12 @@ TEST(CompareSessionCli, GivenProfileAndPartitionOverrideTheSessions) {
   writeBytes(dir / "plan.pipe", kPipe);
   // Twice as slow everywhere: F = 2, I = W = 2 per layer.
   std::string slow = kProfile;
-  for (size_t pos; (pos = slow.find(": 1,")) != std::string::npos || (pos = slow.find(": 1}")) != std::string::npos;)
+  for (size_t pos;
+       (pos = slow.find(": 1,")) != std::string::npos || (pos = slow.find(": 1}")) != std::string::npos;)
     slow.replace(pos, 3, ": 2");
   writeBytes(dir / "slow.json", slow);
   auto r = cli("compare " + (dir / "plan.pipe").string() + " " + f.db + ":" + std::to_string(f.measured) +
-                  " --profile " + (dir / "slow.json").string() + " --partition 2,2 --json");
+               " --profile " + (dir / "slow.json").string() + " --partition 2,2 --json");
   ASSERT_EQ(r.exitCode, 0) << r.out;
   auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["partition"], nlohmann::json::array({2, 2}));
@@ -141,7 +144,7 @@ TEST(CompareSessionCli, MissingRunAndMixedInputsAreRefused) {
   EXPECT_EQ(r.exitCode, 1) << r.out;
   EXPECT_NE(r.out.find("no run 999"), std::string::npos) << r.out;
   r = cli("compare " + (dir / "plan.pipe").string() + " " + f.db + ":" + std::to_string(f.measured) + " " +
-             (dir / "plan.pipe").string());
+          (dir / "plan.pipe").string());
   EXPECT_EQ(r.exitCode, 2) << r.out;
 }
 
@@ -149,8 +152,8 @@ TEST(CompareSessionCli, MissingRunAndMixedInputsAreRefused) {
 
 // ---------------------------------------------------------------------------------------
 // pipestudio-cli compare on the same case: tests/data/traces holds the plan and the
-// torch.profiler traces of the measured run of tests/core/comparison_test.cpp (one file per rank, GPU-side PP: ranges,
-// host-side twins and SEND/RECV, kernels, cpu_ops, memory events, metadata).
+// torch.profiler traces of the measured run of tests/core/comparison_test.cpp (one file per rank, GPU-side
+// PP: ranges, host-side twins and SEND/RECV, kernels, cpu_ops, memory events, metadata).
 
 namespace {
 
@@ -223,7 +226,8 @@ TEST(CompareCli, MalformedTraceAndUsageErrors) {
   EXPECT_NE(bad.out.find("malformed_rank0.json:3:"), std::string::npos) << bad.out;
   EXPECT_NE(bad.out.find("not valid JSON"), std::string::npos) << bad.out;
 
-  EXPECT_EQ(cli("compare " + d + "1f1b_d2_m2.pipe " + d + "1f1b_d2_m2_rank0.pt.trace.json").exitCode, 2);  // no profile
+  EXPECT_EQ(cli("compare " + d + "1f1b_d2_m2.pipe " + d + "1f1b_d2_m2_rank0.pt.trace.json").exitCode,
+            2);  // no profile
   EXPECT_EQ(cli("compare " + traces() + " --align sideways").exitCode, 2);
   EXPECT_EQ(cli("compare " + d + "1f1b_d2_m2.pipe --cost F=1 " + d + "missing.json").exitCode, 2);
 }
@@ -232,16 +236,18 @@ TEST(CompareCli, MalformedTraceAndUsageErrors) {
 
 TEST_F(HostileCli, CompareRefusesAnIntMaxRankWithItsLine) {
   auto plan = write("plan.pipe", kHostilePlan);
-  auto trace = write("t.json", "{\n\"distributedInfo\":{\"rank\":2147483647},\n\"traceEvents\":[\n"
-                               "{\"ph\":\"X\",\"name\":\"PP:0F0\",\"pid\":1,\"tid\":1,\"ts\":0,\"dur\":5}]}\n");
+  auto trace = write("t.json",
+                     "{\n\"distributedInfo\":{\"rank\":2147483647},\n\"traceEvents\":[\n"
+                     "{\"ph\":\"X\",\"name\":\"PP:0F0\",\"pid\":1,\"tid\":1,\"ts\":0,\"dur\":5}]}\n");
   auto r = runCli("compare " + plan + " " + trace + " --cost F=1", Stderr::Separate);
   expectRefused(r, trace + ":2:", "out of range");
 }
 
 TEST_F(HostileCli, CompareRefusesAHugeRankInTheFileName) {
   auto plan = write("plan.pipe", kHostilePlan);
-  auto trace = write("x.rank200000000.json", "{\"traceEvents\":[{\"ph\":\"X\",\"name\":\"PP:0F0\",\"pid\":1,\"tid\":1,"
-                                             "\"ts\":0,\"dur\":5}]}");
+  auto trace = write("x.rank200000000.json",
+                     "{\"traceEvents\":[{\"ph\":\"X\",\"name\":\"PP:0F0\",\"pid\":1,\"tid\":1,"
+                     "\"ts\":0,\"dur\":5}]}");
   auto r = runCli("compare " + plan + " " + trace + " --cost F=1", Stderr::Separate);
   expectRefused(r, "x.rank200000000.json", "200000000");
 }
@@ -253,16 +259,20 @@ TEST_F(HostileCli, HostileTracesAreRefusedWithinTwoGigabytes) {
   const std::string event = R"({"ph":"X","name":"PP:0F0","pid":1,"tid":1,"ts":0,"dur":5)";
   const std::vector<std::pair<std::string, std::string>> traces = {
       {"a.json", "{\"traceEvents\":[" + event + ",\"args\":{\"rank\":200000000}}]}"},
-      {"b.json", "{\"traceEvents\":[{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":1,\"args\":{\"name\":\"rank "
-                 "2000000000\"}}," + event + "}]}"},
+      {"b.json",
+       "{\"traceEvents\":[{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":1,\"args\":{\"name\":\"rank "
+       "2000000000\"}}," +
+           event + "}]}"},
       {"c.json", "{\"distributedInfo\":{\"rank\":1e30},\"traceEvents\":[" + event + "}]}"},
-      {"d.json", "{\"traceEvents\":[{\"ph\":\"X\",\"name\":\"PP:2147483647F0\",\"pid\":1,\"tid\":1,\"ts\":0,\"dur\":5}]}"},
+      {"d.json",
+       "{\"traceEvents\":[{\"ph\":\"X\",\"name\":\"PP:2147483647F0\",\"pid\":1,\"tid\":1,\"ts\":0,\"dur\":5}]"
+       "}"},
   };
   for (const auto& [name, text] : traces) {
     auto trace = write(name, text);
-    auto r = ps::test::runCommand(std::string(kMemoryLimit) + "'" + PIPESTUDIO_CLI + "' compare " + plan + " " +
-                                      trace + " --cost F=1",
-                                  Stderr::Separate);
+    auto r = ps::test::runCommand(
+        std::string(kMemoryLimit) + "'" + PIPESTUDIO_CLI + "' compare " + plan + " " + trace + " --cost F=1",
+        Stderr::Separate);
     expectRefused(r, trace, "out of range");
   }
 }

@@ -1,8 +1,8 @@
 // pipestudio-cli convert: .pipe to PyTorch CSV and back keeps every action; invalid input
 // names its cell; what the CSV cannot carry is said.
-#include <string>
-
 #include <gtest/gtest.h>
+
+#include <string>
 
 #include "cli/cli_runner.h"
 #include "fixtures/files.h"
@@ -14,7 +14,9 @@ using namespace ps::test;
 
 namespace {
 
-CliResult cli(const std::string& args) { return runCli(args); }
+CliResult cli(const std::string& args) {
+  return runCli(args);
+}
 
 namespace fs = std::filesystem;
 
@@ -23,8 +25,10 @@ namespace fs = std::filesystem;
 TEST(DslCli, ConvertPipeCsvPipeKeepsEveryAction) {
   auto t = freshDir("ps_dsl_cli");
   std::string csv = t.file("dp.csv"), back = t.file("dp.pipe"), csv2 = t.file("dp2.csv");
-  ASSERT_EQ(cli("convert " + resource("schedules/dualpipe-v.pipe") + " " + csv + " --csv-format compute_comms").exitCode,
-            0);
+  ASSERT_EQ(
+      cli("convert " + resource("schedules/dualpipe-v.pipe") + " " + csv + " --csv-format compute_comms")
+          .exitCode,
+      0);
   ASSERT_EQ(cli("convert " + csv + " " + back).exitCode, 0);
   ASSERT_EQ(cli("convert " + back + " " + csv2 + " --csv-format compute_comms").exitCode, 0);
   EXPECT_EQ(readFile(csv), readFile(csv2));
@@ -57,22 +61,28 @@ TEST(PytorchFidelity, ConvertToCsvSaysWhatTheCsvDoesNotCarry) {
   const auto dir = ps::test::freshDir("ps_fidelity_conv");
   fs::create_directories(dir / "designs");
   fs::create_directories(dir / "profiles");
-  std::ofstream(dir / "profiles" / "p.json") << R"({"layers":[{"forward_ms":1,"backward_ms":2},{"forward_ms":1,"backward_ms":2},{"forward_ms":1,"backward_ms":2}]})";
+  std::ofstream(dir / "profiles" / "p.json")
+      << R"({"layers":[{"forward_ms":1,"backward_ms":2},{"forward_ms":1,"backward_ms":2},{"forward_ms":1,"backward_ms":2}]})";
   const fs::path pipe = dir / "designs" / "d.pipe";
-  std::ofstream(pipe) << "devices 2\nstages 2\nmicrobatches 1\nplacement linear\nprofile \"../profiles/p.json\"\n"
-                         "partition 1, 2\ndevice 0: F0 B0\ndevice 1: F0 B0\n";
-  auto r = ps::test::runCli("convert '" + pipe.string() + "' '" + (dir / "d.csv").string() + "'", ps::test::Stderr::Separate);
+  std::ofstream(pipe)
+      << "devices 2\nstages 2\nmicrobatches 1\nplacement linear\nprofile \"../profiles/p.json\"\n"
+         "partition 1, 2\ndevice 0: F0 B0\ndevice 1: F0 B0\n";
+  auto r = ps::test::runCli("convert '" + pipe.string() + "' '" + (dir / "d.csv").string() + "'",
+                            ps::test::Stderr::Separate);
   EXPECT_EQ(r.exitCode, 0) << r.err;
-  EXPECT_NE(r.err.find("does not carry the partition (layers per stage 1,2); the cost profile (../profiles/p.json)"),
+  EXPECT_NE(r.err.find(
+                "does not carry the partition (layers per stage 1,2); the cost profile (../profiles/p.json)"),
             std::string::npos)
       << r.err;
   EXPECT_NE(r.err.find("The .pipe keeps them."), std::string::npos) << r.err;
   EXPECT_EQ(readFile(dir / "d.csv"), "0F0,0B0\n1F0,1B0\n");
   // .pipe to .pipe in another folder: the profile stays reachable, relative to the new file.
   fs::create_directories(dir / "elsewhere" / "deep");
-  r = ps::test::runCli("convert '" + pipe.string() + "' '" + (dir / "elsewhere" / "deep" / "e.pipe").string() + "'");
+  r = ps::test::runCli("convert '" + pipe.string() + "' '" +
+                       (dir / "elsewhere" / "deep" / "e.pipe").string() + "'");
   EXPECT_EQ(r.exitCode, 0) << r.out;
-  EXPECT_NE(readFile(dir / "elsewhere" / "deep" / "e.pipe").find("profile \"../../profiles/p.json\""), std::string::npos)
+  EXPECT_NE(readFile(dir / "elsewhere" / "deep" / "e.pipe").find("profile \"../../profiles/p.json\""),
+            std::string::npos)
       << readFile(dir / "elsewhere" / "deep" / "e.pipe");
   // No note when nothing is lost.
   r = ps::test::runCli("convert '" + (dir / "d.csv").string() + "' '" + (dir / "d2.csv").string() + "'",

@@ -2,6 +2,7 @@
 // the engine is missing, refuses an engine of another protocol, and hands `run` over by exec
 // (same process, same arguments, the engine's exit code). Uses stand-in engines (shell
 // scripts), so these tests need no libtorch build.
+#include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -9,10 +10,8 @@
 #include <fstream>
 #include <string>
 
-#include <gtest/gtest.h>
-
-#include "pipestudio/core/io/run_events.h"
 #include "cli/cli_runner.h"
+#include "pipestudio/core/io/run_events.h"
 
 namespace fs = std::filesystem;
 using ps::test::runCommand;
@@ -32,7 +31,9 @@ void writeScript(const fs::path& p, const std::string& body) {
   ::chmod(p.c_str(), 0755);
 }
 
-std::string q(const fs::path& p) { return "'" + p.string() + "'"; }
+std::string q(const fs::path& p) {
+  return "'" + p.string() + "'";
+}
 
 // A copy of the CLI in DIR/bin, away from the build tree's engine; PIPESTUDIO_ENGINE unset.
 fs::path isolatedCli(const fs::path& dir) {
@@ -56,11 +57,13 @@ TEST(CliEngineHandoff, CliLinksNoTorch) {
 TEST(CliEngineHandoff, MissingEngineNamesEveryPathLookedAt) {
   const fs::path dir = freshDir("missing");
   const fs::path cli = isolatedCli(dir);
-  auto r = runCommand("env -u PIPESTUDIO_ENGINE " + q(cli) + " run x.pipe --model mlp:layers=2,hidden=8", Stderr::Separate);
+  auto r = runCommand("env -u PIPESTUDIO_ENGINE " + q(cli) + " run x.pipe --model mlp:layers=2,hidden=8",
+                      Stderr::Separate);
   EXPECT_EQ(r.exitCode, 4) << r.err;
   EXPECT_NE(r.err.find("cannot find pipestudio-engine"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find((dir / "bin" / "pipestudio-engine").string()), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find((dir / "libexec" / "pipestudio" / "pipestudio-engine").string()), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find((dir / "libexec" / "pipestudio" / "pipestudio-engine").string()), std::string::npos)
+      << r.err;
   EXPECT_TRUE(r.out.empty()) << r.out;
 
   // With --events jsonl the refusal is in the stream too, as the engine's refusals are.
@@ -74,7 +77,8 @@ TEST(CliEngineHandoff, MissingEngineNamesEveryPathLookedAt) {
   EXPECT_EQ(reader.errors()[0].stage, "refused");
 
   // Everything else still works without the engine.
-  r = runCommand("env -u PIPESTUDIO_ENGINE " + q(cli) + " generate 1f1b --devices 2 --microbatches 2", Stderr::Merge);
+  r = runCommand("env -u PIPESTUDIO_ENGINE " + q(cli) + " generate 1f1b --devices 2 --microbatches 2",
+                 Stderr::Merge);
   EXPECT_EQ(r.exitCode, 0) << r.out;
 
   // --version: the CLI's own line first, whatever happens to the engine's.
@@ -93,15 +97,18 @@ TEST(CliEngineHandoff, MissingEngineNamesEveryPathLookedAt) {
 
 TEST(CliEngineHandoff, EnvironmentOverrideIsTheOnlyPathTried) {
   const fs::path dir = freshDir("override");
-  auto r = runCommand("PIPESTUDIO_ENGINE=" + q(dir / "nowhere" / "engine") + " '" PIPESTUDIO_CLI "' run x.pipe",
-                      Stderr::Separate);
+  auto r =
+      runCommand("PIPESTUDIO_ENGINE=" + q(dir / "nowhere" / "engine") + " '" PIPESTUDIO_CLI "' run x.pipe",
+                 Stderr::Separate);
   EXPECT_EQ(r.exitCode, 4) << r.err;
-  EXPECT_NE(r.err.find((dir / "nowhere" / "engine").string() + " (PIPESTUDIO_ENGINE)"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find((dir / "nowhere" / "engine").string() + " (PIPESTUDIO_ENGINE)"), std::string::npos)
+      << r.err;
   EXPECT_EQ(r.err.find("libexec"), std::string::npos) << r.err;
 
   writeScript(dir / "not-executable", "exit 0\n");
   ::chmod((dir / "not-executable").c_str(), 0644);
-  r = runCommand("PIPESTUDIO_ENGINE=" + q(dir / "not-executable") + " '" PIPESTUDIO_CLI "' run x.pipe", Stderr::Separate);
+  r = runCommand("PIPESTUDIO_ENGINE=" + q(dir / "not-executable") + " '" PIPESTUDIO_CLI "' run x.pipe",
+                 Stderr::Separate);
   EXPECT_EQ(r.exitCode, 4);
   EXPECT_NE(r.err.find("not executable"), std::string::npos) << r.err;
   fs::remove_all(dir);
@@ -123,9 +130,11 @@ TEST(CliEngineHandoff, RunIsExecedWithTheSameArgumentsAndExitCode) {
                           "' run - --model 'mlp:layers=2,hidden=8' --events jsonl --cancel-on-eof";
   auto r = runCommand(cmd, Stderr::Separate);
   EXPECT_EQ(r.exitCode, 7) << r.out << r.err;
-  EXPECT_NE(r.out.find("args=run - --model mlp:layers=2,hidden=8 --events jsonl --cancel-on-eof"), std::string::npos)
+  EXPECT_NE(r.out.find("args=run - --model mlp:layers=2,hidden=8 --events jsonl --cancel-on-eof"),
+            std::string::npos)
       << r.out;
-  EXPECT_NE(r.out.find("protocol=" + std::to_string(ps::core::kRunEventProtocolVersion)), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("protocol=" + std::to_string(ps::core::kRunEventProtocolVersion)), std::string::npos)
+      << r.out;
   EXPECT_NE(r.out.find("stdin=schedule text"), std::string::npos) << r.out;
   EXPECT_EQ(r.err, "to stderr\n");
   const auto outer = r.out.substr(r.out.find("outer=") + 6, r.out.find('\n') - 6);
@@ -141,25 +150,30 @@ TEST(CliEngineHandoff, RunIsExecedWithTheSameArgumentsAndExitCode) {
 
 TEST(CliEngineHandoff, VersionAsksTheEngineAndRefusesAnotherProtocol) {
   const fs::path dir = freshDir("version");
-  writeScript(dir / "engine", "[ \"$1\" = --version ] && echo 'pipestudio-engine 0.1.0 (run-event protocol 1)'\n");
+  writeScript(dir / "engine",
+              "[ \"$1\" = --version ] && echo 'pipestudio-engine 0.1.0 (run-event protocol 1)'\n");
   writeScript(dir / "engine99",
               "[ \"$1\" = --version ] && echo 'pipestudio-engine 9.9.9 (run-event protocol 99)'\nexit 0\n");
   writeScript(dir / "notengine", "echo 'Python 3.11'\n");
 
-  auto r = runCommand("PIPESTUDIO_ENGINE=" + q(dir / "engine") + " '" PIPESTUDIO_CLI "' --version", Stderr::Separate);
+  auto r = runCommand("PIPESTUDIO_ENGINE=" + q(dir / "engine") + " '" PIPESTUDIO_CLI "' --version",
+                      Stderr::Separate);
   if (ps::core::kRunEventProtocolVersion == 1) {
     EXPECT_EQ(r.exitCode, 0) << r.err;
     EXPECT_EQ(r.out, ps::core::cliVersionLine(ps::core::parseCliVersion(r.out)->program) +
-                         "\npipestudio-engine 0.1.0 (run-event protocol 1) at " + (dir / "engine").string() + "\n");
+                         "\npipestudio-engine 0.1.0 (run-event protocol 1) at " + (dir / "engine").string() +
+                         "\n");
   }
 
-  r = runCommand("PIPESTUDIO_ENGINE=" + q(dir / "engine99") + " '" PIPESTUDIO_CLI "' --version", Stderr::Separate);
+  r = runCommand("PIPESTUDIO_ENGINE=" + q(dir / "engine99") + " '" PIPESTUDIO_CLI "' --version",
+                 Stderr::Separate);
   EXPECT_EQ(r.exitCode, 4);
   EXPECT_NE(r.out.find("pipestudio-engine 9.9.9 (run-event protocol 99)"), std::string::npos) << r.out;
   EXPECT_NE(r.err.find("version mismatch"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find((dir / "engine99").string()), std::string::npos) << r.err;
 
-  r = runCommand("PIPESTUDIO_ENGINE=" + q(dir / "notengine") + " '" PIPESTUDIO_CLI "' --version", Stderr::Separate);
+  r = runCommand("PIPESTUDIO_ENGINE=" + q(dir / "notengine") + " '" PIPESTUDIO_CLI "' --version",
+                 Stderr::Separate);
   EXPECT_EQ(r.exitCode, 4);
   EXPECT_NE(r.err.find("did not print a pipestudio-engine version"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("Python 3.11"), std::string::npos) << r.err;

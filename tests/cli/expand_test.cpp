@@ -1,7 +1,7 @@
 // pipestudio-cli expand: a program with overrides, from a file or stdin.
-#include <string>
-
 #include <gtest/gtest.h>
+
+#include <string>
 
 #include "cli/cli_runner.h"
 #include "fixtures/files.h"
@@ -10,7 +10,9 @@ using namespace ps::test;
 
 namespace {
 
-CliResult cli(const std::string& args) { return runCli(args); }
+CliResult cli(const std::string& args) {
+  return runCli(args);
+}
 
 }  // namespace
 

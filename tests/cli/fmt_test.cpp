@@ -1,8 +1,8 @@
 // pipestudio-cli fmt: the canonical form of a .pipe, errors with their place, and the usage
 // errors of fmt, expand and convert.
-#include <string>
-
 #include <gtest/gtest.h>
+
+#include <string>
 
 #include "cli/cli_runner.h"
 #include "fixtures/files.h"
@@ -11,17 +11,21 @@ using namespace ps::test;
 
 namespace {
 
-CliResult cli(const std::string& args) { return runCli(args); }
+CliResult cli(const std::string& args) {
+  return runCli(args);
+}
 
 }  // namespace
 
 TEST(DslCli, FmtPrintsCanonicalForm) {
   auto t = freshDir("ps_dsl_cli");
-  std::string f = t.file("a.pipe", "devices 2 microbatches 2   # messy\ndevice 1:F0 B0 F1 B1\ndevice 0 : F0 F1 B0 B1");
+  std::string f =
+      t.file("a.pipe", "devices 2 microbatches 2   # messy\ndevice 1:F0 B0 F1 B1\ndevice 0 : F0 F1 B0 B1");
   CliResult r = cli("fmt " + f);
   EXPECT_EQ(r.exitCode, 0) << r.out;
   EXPECT_EQ(r.out,
-            "devices 2\nstages 2\nmicrobatches 2\nplacement linear\n\ndevice 0: F0 F1 B0 B1\ndevice 1: F0 B0 F1 B1\n");
+            "devices 2\nstages 2\nmicrobatches 2\nplacement linear\n\ndevice 0: F0 F1 B0 B1\ndevice 1: F0 B0 "
+            "F1 B1\n");
   // Formatting canonical text changes nothing.
   std::string g = t.file("b.pipe", r.out);
   EXPECT_EQ(cli("fmt " + g).out, r.out);

@@ -1,7 +1,7 @@
 // pipestudio-cli generate: every built-in kind, both output formats, and clear size errors.
-#include <string>
-
 #include <gtest/gtest.h>
+
+#include <string>
 
 #include "cli/cli_runner.h"
 
@@ -9,9 +9,10 @@ using ps::test::CliResult;
 using ps::test::runCli;
 
 TEST(GenerateCli, EveryKindGeneratesAPipeFileThatValidates) {
-  for (const char* kind : {"gpipe", "1f1b", "interleaved-1f1b", "looped-bfs", "zb-h1", "zb-h2", "zb-v", "dualpipe-v"}) {
-    CliResult r = runCli(std::string("generate ") + kind + " --devices 4 --microbatches 8 | " + PIPESTUDIO_CLI +
-                   " validate -");
+  for (const char* kind :
+       {"gpipe", "1f1b", "interleaved-1f1b", "looped-bfs", "zb-h1", "zb-h2", "zb-v", "dualpipe-v"}) {
+    CliResult r = runCli(std::string("generate ") + kind + " --devices 4 --microbatches 8 | " +
+                         PIPESTUDIO_CLI + " validate -");
     EXPECT_EQ(r.exitCode, 0) << kind << ": " << r.out;
     EXPECT_NE(r.out.find("valid (4 devices"), std::string::npos) << kind << ": " << r.out;
   }
@@ -25,7 +26,9 @@ TEST(GenerateCli, CsvByExtensionAndClearSizeErrors) {
   EXPECT_EQ(v.exitCode, 0) << v.out;
   CliResult c = runCli("generate 1f1b --devices 2 --microbatches 2 --format csv --csv-format compute_comms");
   EXPECT_EQ(c.exitCode, 0);
-  EXPECT_EQ(c.out, "0F0,0SEND_F0,0F1,0SEND_F1,0RECV_B0,0B0,0RECV_B1,0B1\n1RECV_F0,1F0,1B0,1SEND_B0,1RECV_F1,1F1,1B1,1SEND_B1\n");
+  EXPECT_EQ(c.out,
+            "0F0,0SEND_F0,0F1,0SEND_F1,0RECV_B0,0B0,0RECV_B1,0B1\n1RECV_F0,1F0,1B0,1SEND_B0,1RECV_F1,1F1,1B1,"
+            "1SEND_B1\n");
   CliResult bad = runCli("generate interleaved-1f1b --devices 4 --microbatches 6");
   EXPECT_EQ(bad.exitCode, 2);
   EXPECT_NE(bad.out.find("multiple of devices"), std::string::npos) << bad.out;

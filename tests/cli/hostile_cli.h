@@ -2,9 +2,9 @@
 // pipestudio-cli on hostile files (docs/limits.md): exit 1 with the place and a one-line
 // reason, within seconds; never "internal error", a signal or a "valid" with overflowed numbers.
 // The fixture of the hostile-input cases of the compare and simulate tests.
-#include <string>
-
 #include <gtest/gtest.h>
+
+#include <string>
 
 #include "cli/cli_runner.h"
 #include "fixtures/files.h"

@@ -1,10 +1,10 @@
 // pipestudio-cli profile-model: the analytic profile of a preset or of a model described on
 // the command line.
+#include <gtest/gtest.h>
+
 #include <fstream>
 #include <iterator>
 #include <string>
-
-#include <gtest/gtest.h>
 
 #include "cli/cli_runner.h"
 #include "pipestudio/core/model/cost_profile.h"
@@ -14,7 +14,9 @@ using ps::test::CliResult;
 
 namespace {
 
-CliResult cli(const std::string& args) { return ps::test::runCli(args, ps::test::Stderr::Separate); }
+CliResult cli(const std::string& args) {
+  return ps::test::runCli(args, ps::test::Stderr::Separate);
+}
 
 }  // namespace
 
@@ -24,8 +26,9 @@ TEST(ProfileModelCommand, PresetMatchesTheBundledProfile) {
   std::ifstream in(std::string(PIPESTUDIO_RESOURCES_DIR) + "/profiles/gpt3-1.3b.json");
   std::string bundled((std::istreambuf_iterator<char>(in)), {});
   EXPECT_EQ(r.out, bundled);
-  r = cli("profile-model --layers 2 --hidden 64 --heads 4 --seq 16 --vocab 100 --microbatch-size 2 --dtype bf16 "
-          "--gpu-tflops 100 --hbm-gbps 1000 --link-gbps 10 --memory-gb 16 --name tiny");
+  r = cli(
+      "profile-model --layers 2 --hidden 64 --heads 4 --seq 16 --vocab 100 --microbatch-size 2 --dtype bf16 "
+      "--gpu-tflops 100 --hbm-gbps 1000 --link-gbps 10 --memory-gb 16 --name tiny");
   ASSERT_EQ(r.exitCode, 0) << r.err;
   auto p = parseCostProfile(r.out);
   ASSERT_TRUE(p.ok());

@@ -1,18 +1,17 @@
 // `pipestudio-cli run --session DB [--profile P.json]`: a real run filed with its prediction.
 // Skips where the CLI was built without the engine.
+#include <gtest/gtest.h>
 #include <sys/wait.h>
 
 #include <cstdio>
 #include <map>
-
-#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "cli/cli_runner.h"
+#include "fixtures/schedules.h"
 #include "pipestudio/sessions/recording.h"
 #include "pipestudio/sessions/session_store.h"
 #include "sessions/session_test_util.h"
-#include "cli/cli_runner.h"
-#include "fixtures/schedules.h"
 
 using namespace ps::sessions;
 using namespace ps::sessions::test;
@@ -21,7 +20,9 @@ namespace {
 
 using ps::test::runCli;
 
-bool engineBuilt() { return runCli("run --help").out.find("--model SPEC") != std::string::npos; }
+bool engineBuilt() {
+  return runCli("run --help").out.find("--model SPEC") != std::string::npos;
+}
 
 // 1F1B, 2 devices, 4 micro-batches (as `generate 1f1b --devices 2 --microbatches 4` writes it).
 const char* kPipe = ps::test::kOneFOneBPipe;
@@ -42,7 +43,9 @@ class RunSessionCli : public ::testing::Test {
     writeBytes(dir / "s.pipe", kPipe);
   }
   // `pipestudio-cli run s.pipe ARGS`.
-  ps::test::CliResult runPipe(const std::string& args) { return runCli("run " + (dir / "s.pipe").string() + " " + args); }
+  ps::test::CliResult runPipe(const std::string& args) {
+    return runCli("run " + (dir / "s.pipe").string() + " " + args);
+  }
   ps::core::Result<SessionStore> session() const { return SessionStore::open(db, {OpenMode::ReadOnly}); }
   TempDir dir = freshDir();
   const std::string db = (dir / "s.db").string();
@@ -50,8 +53,8 @@ class RunSessionCli : public ::testing::Test {
 
 TEST_F(RunSessionCli, RecordsMeasuredRunWithPredictionFromGivenProfile) {
   writeBytes(dir / "p.json", kProfile);
-  auto r = runPipe("--model mlp:layers=4,hidden=32 --partition 2,2 --session " +
-                  db + " --profile " + (dir / "p.json").string());
+  auto r = runPipe("--model mlp:layers=4,hidden=32 --partition 2,2 --session " + db + " --profile " +
+                   (dir / "p.json").string());
   ASSERT_EQ(r.exitCode, 0) << r.out;
   EXPECT_NE(r.out.find("predicted run"), std::string::npos) << r.out;
 
@@ -119,8 +122,8 @@ TEST_F(RunSessionCli, FailedRunIsRecordedFailedWithPartialTimelineAndPrediction)
 
 TEST_F(RunSessionCli, ProfileOfAnotherModelRecordsTheRunWithoutPrediction) {
   writeBytes(dir / "p.json", kProfile);  // 4 layers; the model has 6
-  auto r = runPipe("--model mlp:layers=6,hidden=32 --session " + db +
-                  " --profile " + (dir / "p.json").string());
+  auto r =
+      runPipe("--model mlp:layers=6,hidden=32 --session " + db + " --profile " + (dir / "p.json").string());
   EXPECT_EQ(r.exitCode, 0) << r.out;
   EXPECT_NE(r.out.find("no prediction recorded"), std::string::npos) << r.out;
   auto store = session();
@@ -130,8 +133,8 @@ TEST_F(RunSessionCli, ProfileOfAnotherModelRecordsTheRunWithoutPrediction) {
 
 TEST_F(RunSessionCli, BadProfileOrProfileWithoutSessionStopsBeforeRunning) {
   writeBytes(dir / "bad.json", R"({"layers": [{"name": "l0"}]})");
-  auto r = runPipe("--model mlp:layers=4,hidden=32 --session " + db +
-                  " --profile " + (dir / "bad.json").string());
+  auto r =
+      runPipe("--model mlp:layers=4,hidden=32 --session " + db + " --profile " + (dir / "bad.json").string());
   EXPECT_EQ(r.exitCode, 1) << r.out;
   EXPECT_NE(r.out.find("forward_ms"), std::string::npos) << r.out;
   EXPECT_FALSE(std::filesystem::exists(db));
@@ -175,8 +178,8 @@ TEST_F(RunSessionCli, OptimizerStepsArePredictedFromTheProfileOverEveryStageOfTh
     {"name": "l1", "forward_ms": 1, "backward_input_ms": 1, "backward_weight_ms": 1, "optimizer_step_ms": 0.5},
     {"name": "l2", "forward_ms": 1, "backward_input_ms": 1, "backward_weight_ms": 1, "optimizer_step_ms": 1},
     {"name": "l3", "forward_ms": 1, "backward_input_ms": 1, "backward_weight_ms": 1, "optimizer_step_ms": 2}]})");
-  auto r = runCli("run " + pipe + " --model mlp:layers=4,hidden=16 --optimizer sgd --threads 1 --session " + db +
-                  " --profile " + (dir / "p.json").string());
+  auto r = runCli("run " + pipe + " --model mlp:layers=4,hidden=16 --optimizer sgd --threads 1 --session " +
+                  db + " --profile " + (dir / "p.json").string());
   ASSERT_EQ(r.exitCode, 0) << r.out;
   auto steps = predictedSteps(db);
   EXPECT_NEAR(steps[0], 1.25, 1e-9) << r.out;  // l0 + l2
@@ -186,17 +189,19 @@ TEST_F(RunSessionCli, OptimizerStepsArePredictedFromTheProfileOverEveryStageOfTh
 
 TEST_F(RunSessionCli, OptimizerStepsTheProfileDoesNotTimeAreSaidToBePredictedAtZero) {
   writeBytes(dir / "p.json", kProfile);
-  auto r = runPipe("--model mlp:layers=4,hidden=32 --partition 2,2 --optimizer sgd "
-                  "--session " + db + " --profile " + (dir / "p.json").string());
+  auto r = runPipe(
+      "--model mlp:layers=4,hidden=32 --partition 2,2 --optimizer sgd "
+      "--session " +
+      db + " --profile " + (dir / "p.json").string());
   ASSERT_EQ(r.exitCode, 0) << r.out;
-  EXPECT_NE(r.out.find("OPTIMIZER steps are predicted at 0 ms (profile 'uniform test' gives no optimizer_step_ms)"),
-            std::string::npos)
+  EXPECT_NE(
+      r.out.find("OPTIMIZER steps are predicted at 0 ms (profile 'uniform test' gives no optimizer_step_ms)"),
+      std::string::npos)
       << r.out;
   // The analytic profile times them nominally from the weight bytes: AdamW's more than SGD's.
   const std::string sgdDb = (dir / "sgd.db").string(), adamDb = (dir / "adam.db").string();
   for (const auto& [opt, path] : {std::pair{"sgd", sgdDb}, std::pair{"adamw", adamDb}}) {
-    auto a = runPipe(std::string("--model mlp:layers=4,hidden=32 --optimizer ") + opt +
-                    " --session " + path);
+    auto a = runPipe(std::string("--model mlp:layers=4,hidden=32 --optimizer ") + opt + " --session " + path);
     ASSERT_EQ(a.exitCode, 0) << a.out;
     EXPECT_NE(a.out.find("timed nominally"), std::string::npos) << a.out;
   }

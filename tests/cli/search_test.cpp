@@ -1,14 +1,13 @@
 // pipestudio-cli search and partition: a valid schedule with its partition, the report of the
 // built-in schedules, the objective stated, usage errors.
+#include <gtest/gtest.h>
 #include <sys/wait.h>
 
 #include <cstdlib>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
-
-#include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 #include "cli/cli_runner.h"
 #include "fixtures/profiles.h"
@@ -20,7 +19,9 @@ using ps::test::uniformLayers;
 
 namespace {
 
-CostProfile headHeavy(int layers) { return ps::test::lmHeadLayers(layers); }
+CostProfile headHeavy(int layers) {
+  return ps::test::lmHeadLayers(layers);
+}
 
 }  // namespace
 
@@ -62,9 +63,10 @@ TEST(SearchObjective, CliStatesTheObjectiveAndExplainsAbsentBuiltins) {
   const std::string path = ::testing::TempDir() + "/search_objective_profile.json";
   std::ofstream(path) << costProfileToJson(uniformLayers(8));
   // 6 micro-batches on 4 devices: interleaved 1F1B cannot be built.
-  auto r = ps::test::runCli("search --profile '" + path +
-                                "' --devices 4 --microbatches 6 --objective steady-state --max-evaluations 120 --json",
-                            ps::test::Stderr::Drop);
+  auto r = ps::test::runCli(
+      "search --profile '" + path +
+          "' --devices 4 --microbatches 6 --objective steady-state --max-evaluations 120 --json",
+      ps::test::Stderr::Drop);
   ASSERT_EQ(r.exitCode, 0) << r.out;
   auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["objective"], "steady-state");
@@ -83,11 +85,14 @@ TEST(SearchObjective, CliStatesTheObjectiveAndExplainsAbsentBuiltins) {
     EXPECT_FALSE(b["absent_because"].get<std::string>().empty());
   }
   EXPECT_TRUE(sawAbsent);
-  auto t = ps::test::runCli("search --profile '" + path +
-                                "' --devices 4 --microbatches 6 --objective steady-state --boundary sync --max-evaluations 60",
-                            ps::test::Stderr::Drop);
+  auto t = ps::test::runCli(
+      "search --profile '" + path +
+          "' --devices 4 --microbatches 6 --objective steady-state --boundary sync --max-evaluations 60",
+      ps::test::Stderr::Drop);
   ASSERT_EQ(t.exitCode, 0) << t.out;
-  EXPECT_NE(t.out.find("objective: steady-state iteration time (3 iterations, sync boundary)"), std::string::npos) << t.out;
+  EXPECT_NE(t.out.find("objective: steady-state iteration time (3 iterations, sync boundary)"),
+            std::string::npos)
+      << t.out;
   EXPECT_NE(t.out.find("ties go to the lower peak memory, then the lower bubble ratio"), std::string::npos);
   auto bad = ps::test::runCli("search --profile '" + path + "' --devices 4 --microbatches 6 --boundary sync");
   EXPECT_EQ(bad.exitCode, 2) << bad.out;

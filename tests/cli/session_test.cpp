@@ -1,15 +1,14 @@
 // pipestudio-cli session list|show|export against a session built through the store.
+#include <gtest/gtest.h>
 #include <sys/wait.h>
 
 #include <cstdio>
-
-#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "cli/cli_runner.h"
 #include "pipestudio/core/io/trace_import.h"
 #include "pipestudio/sessions/session_store.h"
 #include "sessions/session_test_util.h"
-#include "cli/cli_runner.h"
 
 using namespace ps::sessions;
 using namespace ps::sessions::test;
@@ -31,7 +30,8 @@ Fixture makeSession(const std::filesystem::path& dir) {
   EXPECT_TRUE(store.ok());
   f.v1 = *store->addSchedule("1f1b", "devices 2\nstages 2\n");
   f.v2 = *store->addSchedule("1f1b", "devices 2\nstages 2\n# faster\n", f.v1);
-  f.profile = *store->addProfile("uniform", R"({"layers":[{"name":"l0","forwardMs":1}]})", ProfileSource::Analytic);
+  f.profile =
+      *store->addProfile("uniform", R"({"layers":[{"name":"l0","forwardMs":1}]})", ProfileSource::Analytic);
   RunInfo info;
   info.scheduleId = f.v2;
   info.profileId = f.profile;
@@ -166,7 +166,8 @@ TEST(SessionCli, UnreadableFilesAreUsageErrorsNamingTheFile) {
 TEST(SessionCli, NoteAddsAnnotations) {
   auto dir = freshDir();
   auto f = makeSession(dir);
-  auto r = runCli("session note " + f.path + " --run " + std::to_string(f.run) + " --time 3.5 --device 1 'stall on device 1'");
+  auto r = runCli("session note " + f.path + " --run " + std::to_string(f.run) +
+                  " --time 3.5 --device 1 'stall on device 1'");
   ASSERT_EQ(r.exitCode, 0) << r.out;
   r = runCli("session note " + f.path + " --schedule " + std::to_string(f.v1) + " 'baseline'");
   ASSERT_EQ(r.exitCode, 0) << r.out;
@@ -193,16 +194,21 @@ TEST(SessionCli, SimulateRecordsRunsInASession) {
   auto session = (dir / "work.session").string();
   ASSERT_EQ(runCli("generate 1f1b --devices 4 --microbatches 8 -o " + pipe).exitCode, 0);
   const std::string original = readBytes(pipe);
-  auto first = runCli("simulate " + pipe + " --cost F=1,I=1,W=1 --comm 0.5 --session " + session + " --session-name mine");
+  auto first = runCli("simulate " + pipe + " --cost F=1,I=1,W=1 --comm 0.5 --session " + session +
+                      " --session-name mine");
   ASSERT_EQ(first.exitCode, 0) << first.out;
   EXPECT_NE(first.out.find("recorded run 1 in " + session), std::string::npos) << first.out;
   // --json keeps stdout a single JSON document (the note goes to stderr).
-  auto json = runCli("simulate " + pipe + " --cost F=1,I=1,W=1 --comm 0.5 --json --session " + session + " --session-name mine",
+  auto json = runCli("simulate " + pipe + " --cost F=1,I=1,W=1 --comm 0.5 --json --session " + session +
+                         " --session-name mine",
                      false);
   ASSERT_EQ(json.exitCode, 0);
   auto doc = nlohmann::json::parse(json.out);
   writeBytes(pipe, original + "# edited\n");
-  ASSERT_EQ(runCli("simulate " + pipe + " --cost F=1,I=1,W=1 --comm 0.5 --session " + session + " --session-name mine").exitCode, 0);
+  ASSERT_EQ(runCli("simulate " + pipe + " --cost F=1,I=1,W=1 --comm 0.5 --session " + session +
+                   " --session-name mine")
+                .exitCode,
+            0);
 
   auto store = SessionStore::open(session, {OpenMode::ReadOnly});
   ASSERT_TRUE(store.ok()) << ps::core::formatDiagnostics(store.errors());
@@ -255,8 +261,9 @@ TEST(HostileSession, CliExportRefusesWithExitOneAndTheRow) {
   auto h = makeHostileSession(dir);
   RawDb(h.path).mustExec("UPDATE memory_samples SET device = 2147483647 WHERE device = 1");
   for (const char* format : {"json", "chrome"}) {
-    auto r = ps::test::runCli("session export " + h.path + " --run " + std::to_string(h.run) + " --format " + format,
-                              ps::test::Stderr::Separate);
+    auto r = ps::test::runCli(
+        "session export " + h.path + " --run " + std::to_string(h.run) + " --format " + format,
+        ps::test::Stderr::Separate);
     EXPECT_EQ(r.exitCode, 1) << r.out << r.err;
     EXPECT_NE(r.err.find("table memory_samples"), std::string::npos) << r.err;
     EXPECT_NE(r.err.find("2147483647"), std::string::npos) << r.err;

@@ -1,13 +1,12 @@
 // pipestudio-cli simulate: metrics as text and JSON, the profile and partition a .pipe names,
 // exit codes of deadlocks and memory limits, iterations, and hostile inputs.
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
-#include <string>
-
-#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "cli/cli_runner.h"
 #include "cli/hostile_cli.h"
@@ -19,7 +18,9 @@ using namespace ps::test;
 
 namespace {
 
-CliResult cli(const std::string& args) { return ps::test::runCli(args, ps::test::Stderr::Separate); }
+CliResult cli(const std::string& args) {
+  return ps::test::runCli(args, ps::test::Stderr::Separate);
+}
 std::filesystem::path tempDir() {
   auto dir = std::filesystem::temp_directory_path() / ("ps_sim_test_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
@@ -83,8 +84,8 @@ TEST(SimulateCommand, DeadlockAndMemoryExitOne) {
   CliResult r = cli("simulate " + pipe + " --cost F=1");
   EXPECT_EQ(r.exitCode, 1);
   EXPECT_NE(r.err.find("deadlock"), std::string::npos) << r.err;
-  std::string ok = writeTemp("m.pipe",
-                             "devices 1\nstages 1\nmicrobatches 2\nplacement linear\ndevice 0: F0 F1 B0 B1\n");
+  std::string ok =
+      writeTemp("m.pipe", "devices 1\nstages 1\nmicrobatches 2\nplacement linear\ndevice 0: F0 F1 B0 B1\n");
   r = cli("simulate " + ok + " --cost F=1,act=100 --memory-limit 150 --json");
   EXPECT_EQ(r.exitCode, 1);
   EXPECT_NE(r.err.find("device 0 exceeds its memory limit at 1 ms during F1@s0"), std::string::npos) << r.err;
@@ -109,18 +110,18 @@ TEST(Iterations, CliPrintsSteadyStateAndSpans) {
   auto s = generateSchedule(ScheduleKind::ZBH2, GeneratorOptions{4, 8, 0});
   ASSERT_TRUE(s.ok());
   const std::string file = dir + "/zbh2_iter.pipe";
-  {
-    std::ofstream(file) << printDsl(*s);
-  }
-  auto r = ps::test::runCli("simulate '" + file + "' --cost F=1,I=1,W=1 --iterations 4 --boundary overlap --json",
-                            ps::test::Stderr::Drop);
+  { std::ofstream(file) << printDsl(*s); }
+  auto r =
+      ps::test::runCli("simulate '" + file + "' --cost F=1,I=1,W=1 --iterations 4 --boundary overlap --json",
+                       ps::test::Stderr::Drop);
   ASSERT_EQ(r.exitCode, 0) << r.out;
   auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["iterations"]["boundary"], "overlap");
   EXPECT_DOUBLE_EQ(j["iterations"]["steady_state_ms"].get<double>(), 24.0);
   EXPECT_DOUBLE_EQ(j["iterations"]["devices"][3]["span_ms"].get<double>(), 24.0);
-  auto t = ps::test::runCli("simulate '" + file + "' --cost F=1,I=1,W=1 --iterations 4 --boundary sync --optimizer-step 1",
-                            ps::test::Stderr::Drop);
+  auto t = ps::test::runCli(
+      "simulate '" + file + "' --cost F=1,I=1,W=1 --iterations 4 --boundary sync --optimizer-step 1",
+      ps::test::Stderr::Drop);
   ASSERT_EQ(t.exitCode, 0) << t.out;
   EXPECT_NE(t.out.find("sync boundary: steady-state iteration 28 ms"), std::string::npos) << t.out;
   auto bad = ps::test::runCli("simulate '" + file + "' --cost F=1,I=1,W=1 --iterations 4 --boundary later",
@@ -131,8 +132,9 @@ TEST(Iterations, CliPrintsSteadyStateAndSpans) {
 
 TEST_F(HostileCli, SimulateRefusesAnInfiniteForwardTimeInsteadOfValid) {
   auto plan = write("plan.pipe", kHostilePlan);
-  auto profile = write("p.json", "{\"layers\":[\n{\"forward_ms\":1,\"backward_ms\":2},\n"
-                                 "{\"forward_ms\":1e308,\"backward_ms\":2}]}\n");
+  auto profile = write("p.json",
+                       "{\"layers\":[\n{\"forward_ms\":1,\"backward_ms\":2},\n"
+                       "{\"forward_ms\":1e308,\"backward_ms\":2}]}\n");
   auto r = runCli("simulate " + plan + " --profile " + profile, Stderr::Separate);
   expectRefused(r, profile + ":3:", "forward_ms");
   EXPECT_EQ(r.out.find("valid"), std::string::npos) << r.out;
@@ -150,14 +152,16 @@ TEST_F(HostileCli, SimulateRefusesProfileSumsThatOverflow) {
 }
 
 TEST_F(HostileCli, SimulateRefusesAHugeMemoryDeltaAtItsColumn) {
-  auto plan = write("big.pipe", "devices 1\nkind BIG memory delta 9000000000000000000\ndevice 0: F0 BIG0 B0\n");
+  auto plan =
+      write("big.pipe", "devices 1\nkind BIG memory delta 9000000000000000000\ndevice 0: F0 BIG0 B0\n");
   auto r = runCli("simulate " + plan + " --cost F=1", Stderr::Separate);
   expectRefused(r, plan + ":2:23:", "too large");
 }
 
 TEST_F(HostileCli, SimulateWarnsOnStderrBeforeALargeExpansion) {
-  auto plan = write("large.pipe", "devices 1\nmicrobatches 600000\ndevice 0 {\n  for m in 0..microbatches { F(m) }\n"
-                                  "  for m in 0..microbatches { B(m) }\n}\n");
+  auto plan = write("large.pipe",
+                    "devices 1\nmicrobatches 600000\ndevice 0 {\n  for m in 0..microbatches { F(m) }\n"
+                    "  for m in 0..microbatches { B(m) }\n}\n");
   auto r = runCli("simulate " + plan + " --cost F=1", Stderr::Separate);
   EXPECT_EQ(r.exitCode, 0) << r.err;
   EXPECT_NE(r.err.find(plan + ":5:"), std::string::npos) << r.err;

@@ -1,10 +1,10 @@
 // pipestudio-cli validate: exit codes, and diagnostics that name the file, line and column (of
 // a .pipe or of a PyTorch CSV cell).
+#include <gtest/gtest.h>
+
 #include <filesystem>
 #include <fstream>
 #include <string>
-
-#include <gtest/gtest.h>
 
 #include "cli/cli_runner.h"
 #include "fixtures/files.h"
@@ -15,7 +15,9 @@ using ps::test::runCli;
 
 namespace {
 
-std::string data(const std::string& name) { return std::string(PIPESTUDIO_TEST_DATA_DIR) + "/" + name; }
+std::string data(const std::string& name) {
+  return std::string(PIPESTUDIO_TEST_DATA_DIR) + "/" + name;
+}
 
 }  // namespace
 
@@ -29,8 +31,9 @@ TEST(ValidateCli, DeadlockExitsOneWithTheCycle) {
   CliResult r = runCli("validate " + data("pytorch_deadlock.csv"));
   EXPECT_EQ(r.exitCode, 1) << r.out;
   // Pointed at the cell of the stuck op (row 1, cell 0B0 at column 5).
-  EXPECT_NE(r.out.find("pytorch_deadlock.csv:1:5: error: deadlock: device 0 waits at B0@s0 for B0@s1 on device 1"),
-            std::string::npos)
+  EXPECT_NE(
+      r.out.find("pytorch_deadlock.csv:1:5: error: deadlock: device 0 waits at B0@s0 for B0@s1 on device 1"),
+      std::string::npos)
       << r.out;
 }
 
@@ -50,7 +53,8 @@ TEST(PytorchFidelity, CliNamesCellsAndRowsOfCsvErrors) {
   auto r = ps::test::runCli("validate '" + sharded.string() + "'");
   EXPECT_EQ(r.exitCode, 1) << r.out;
   // The op's own cell: line 2 (rank 1), column of "1B0".
-  EXPECT_NE(r.out.find("sharded.csv:2:23: error: device 1 step 3: B0@s1 runs after RESHARD@s1"), std::string::npos)
+  EXPECT_NE(r.out.find("sharded.csv:2:23: error: device 1 step 3: B0@s1 runs after RESHARD@s1"),
+            std::string::npos)
       << r.out;
   const fs::path missing = dir / "missing.csv";
   std::ofstream(missing) << "0F0,0F1,0B0,0B1\n1F0,1B0,1F1\n";

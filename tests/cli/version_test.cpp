@@ -1,8 +1,8 @@
 // pipestudio-cli --version: the run-event protocol it speaks is the one core's reader speaks.
+#include <gtest/gtest.h>
+
 #include <cstdio>
 #include <string>
-
-#include <gtest/gtest.h>
 
 #include "pipestudio/core/io/run_events.h"
 

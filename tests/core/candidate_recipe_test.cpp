@@ -17,8 +17,13 @@ CostProfile headHeavy() {
   p.link.latencyMs = 0.05;
   for (int k = 0; k < 8; ++k) {
     const double t = k == 7 ? 3.0 : 1.0;
-    p.layers.push_back(LayerCost{.name = "L" + std::to_string(k), .forwardMs = t, .backwardInputMs = t,
-                                 .backwardWeightMs = t, .activationBytes = 1000, .weightBytes = 100, .outputBytes = 10});
+    p.layers.push_back(LayerCost{.name = "L" + std::to_string(k),
+                                 .forwardMs = t,
+                                 .backwardInputMs = t,
+                                 .backwardWeightMs = t,
+                                 .activationBytes = 1000,
+                                 .weightBytes = 100,
+                                 .outputBytes = 10});
   }
   return p;
 }
@@ -44,7 +49,8 @@ TEST(CandidateRecipe, EveryKeptCandidateRebuildsToTheIdenticalSchedule) {
   const CostProfile p = headHeavy();
   std::set<CandidateSource> sources;
   bool sawMoves = false, sawOnDemand = false;
-  for (std::optional<std::int64_t> limit : {std::optional<std::int64_t>{}, std::optional<std::int64_t>{1600 + 2 * 2000 + 500}}) {
+  for (std::optional<std::int64_t> limit :
+       {std::optional<std::int64_t>{}, std::optional<std::int64_t>{1600 + 2 * 2000 + 500}}) {
     const SearchResult r = search(p, limit);
     ASSERT_FALSE(r.top.empty());
     for (const CandidateSummary& c : r.top) {
@@ -54,7 +60,8 @@ TEST(CandidateRecipe, EveryKeptCandidateRebuildsToTheIdenticalSchedule) {
       EXPECT_EQ(*s, *c.schedule) << c.name;
       sources.insert(c.recipe.source);
       sawMoves = sawMoves || !c.recipe.moves.empty();
-      sawOnDemand = sawOnDemand || (c.recipe.source == CandidateSource::ListScheduler && c.recipe.list.recomputeOnDemand);
+      sawOnDemand = sawOnDemand ||
+                    (c.recipe.source == CandidateSource::ListScheduler && c.recipe.list.recomputeOnDemand);
     }
     auto best = rebuildCandidate(p, r.bestSummary.recipe);
     ASSERT_TRUE(best.ok());

@@ -21,7 +21,8 @@ Schedule sample() {
   s.pipeline = Pipeline::make(2, 2, 2, PlacementKind::Linear).value();
   auto F = [](int st, int m) { return Step{Op{OpKind::F, st, m}, {}}; };
   auto B = [](int st, int m) { return Step{Op{OpKind::B, st, m}, {}}; };
-  s.devices = {{F(0, 0), Step{Op{OpKind::Offload, 0, 0}, {}}, F(0, 1), B(0, 1), Step{Op{OpKind::Reload, 0, 0}, {}}, B(0, 0)},
+  s.devices = {{F(0, 0), Step{Op{OpKind::Offload, 0, 0}, {}}, F(0, 1), B(0, 1),
+                Step{Op{OpKind::Reload, 0, 0}, {}}, B(0, 0)},
                {F(1, 0), F(1, 1), B(1, 1), B(1, 0)}};
   return s;
 }

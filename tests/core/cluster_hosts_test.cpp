@@ -30,7 +30,8 @@ TEST(ClusterHosts, ParsesHostsWithTheirKeys) {
       "# two nodes\n"
       "alice@gpu1:2222 ranks=4 key=~/.ssh/id_ed25519 cli=/opt/ps/bin/pipestudio-cli  # the first\n"
       "\n"
-      "  gpu2 ranks=4 user=bob port=22 addr=10.0.0.2 ssh=StrictHostKeyChecking=accept-new ssh=Compression=no\n"
+      "  gpu2 ranks=4 user=bob port=22 addr=10.0.0.2 ssh=StrictHostKeyChecking=accept-new "
+      "ssh=Compression=no\n"
       "[::1]:2200\n",
       "hosts.txt");
   ASSERT_TRUE(h) << formatDiagnostics(h.errors());
@@ -58,7 +59,8 @@ TEST(ClusterHosts, ParsesHostsWithTheirKeys) {
 }
 
 TEST(ClusterHosts, BadLinesNameFileLineAndColumn) {
-  auto h = parseHostFile("gpu1 ranks=2\ngpu2 ranks=0\ngpu3 color=blue\ngpu4:99999\nranks=2\ngpu5 ranks\n", "h.txt");
+  auto h = parseHostFile("gpu1 ranks=2\ngpu2 ranks=0\ngpu3 color=blue\ngpu4:99999\nranks=2\ngpu5 ranks\n",
+                         "h.txt");
   ASSERT_FALSE(h);
   const auto& e = h.errors();
   ASSERT_EQ(e.size(), 5u);
@@ -99,7 +101,8 @@ TEST(ClusterHosts, FormatRoundTrips) {
 }
 
 TEST(ClusterHosts, QuotedValuesKeepBlanksAndHashes) {
-  auto h = parseHostFile("gpu1 cli=\"/opt/my tools/pipestudio-cli\" key=\"/k#1\" ranks=2 # comment\n", "h.txt");
+  auto h =
+      parseHostFile("gpu1 cli=\"/opt/my tools/pipestudio-cli\" key=\"/k#1\" ranks=2 # comment\n", "h.txt");
   ASSERT_TRUE(h) << formatDiagnostics(h.errors());
   EXPECT_EQ((*h)[0].cli, "/opt/my tools/pipestudio-cli");
   EXPECT_EQ((*h)[0].key, "/k#1");
@@ -121,8 +124,8 @@ TEST(ClusterHosts, QuotedValuesKeepBlanksAndHashes) {
 TEST(ClusterHosts, TorchrunCommandsPerNodeAndRendezvous) {
   auto h = parseHostFile("n0 ranks=2 addr=10.0.0.1\nn1 ranks=2 cli=/opt/pipestudio-cli\n", "h.txt");
   ASSERT_TRUE(h);
-  const std::string t = printLaunchCommands(*h, LaunchKind::Torchrun, {"/tmp/s.pipe", "--model", "gpt:layers=2"},
-                                            "/tmp/s.pipe", 29500);
+  const std::string t = printLaunchCommands(*h, LaunchKind::Torchrun,
+                                            {"/tmp/s.pipe", "--model", "gpt:layers=2"}, "/tmp/s.pipe", 29500);
   std::vector<std::string> cmds;
   for (const auto& l : lines(t))
     if (l.rfind("torchrun ", 0) == 0) cmds.push_back(l);
@@ -133,7 +136,8 @@ TEST(ClusterHosts, TorchrunCommandsPerNodeAndRendezvous) {
   EXPECT_EQ(cmds[1],
             "torchrun --nnodes 2 --nproc_per_node 2 --node_rank 1 --master_addr 10.0.0.1 --master_port 29500 "
             "--no_python /opt/pipestudio-cli run /tmp/s.pipe --model gpt:layers=2");
-  EXPECT_NE(cmds[2].find("--rdzv_backend c10d --rdzv_endpoint 10.0.0.1:29500 --rdzv_id pipestudio-29500 --no_python"),
+  EXPECT_NE(cmds[2].find(
+                "--rdzv_backend c10d --rdzv_endpoint 10.0.0.1:29500 --rdzv_id pipestudio-29500 --no_python"),
             std::string::npos);
   EXPECT_NE(t.find("#   ssh n1 mkdir -p /tmp && scp SCHEDULE n1:/tmp/s.pipe\n"), std::string::npos) << t;
 }
@@ -141,18 +145,22 @@ TEST(ClusterHosts, TorchrunCommandsPerNodeAndRendezvous) {
 TEST(ClusterHosts, SlurmCommandsAndUnevenNodes) {
   auto h = parseHostFile("n0 ranks=2\nn1 ranks=2\n", "h.txt");
   ASSERT_TRUE(h);
-  const std::string s = printLaunchCommands(*h, LaunchKind::Slurm, {"/tmp/s.pipe", "--model", "it's"}, "/tmp/s.pipe", 29501);
-  EXPECT_NE(s.find("#SBATCH --nodes=2\n#SBATCH --ntasks-per-node=2\n#SBATCH --nodelist=n0,n1\nexport MASTER_PORT=29501\n"
+  const std::string s =
+      printLaunchCommands(*h, LaunchKind::Slurm, {"/tmp/s.pipe", "--model", "it's"}, "/tmp/s.pipe", 29501);
+  EXPECT_NE(s.find("#SBATCH --nodes=2\n#SBATCH --ntasks-per-node=2\n#SBATCH --nodelist=n0,n1\nexport "
+                   "MASTER_PORT=29501\n"
                    "srun --kill-on-bad-exit=1 pipestudio-cli run /tmp/s.pipe --model 'it'\\''s'\n"),
             std::string::npos)
       << s;
   auto uneven = parseHostFile("n0 ranks=3\nn1 ranks=1\n", "h.txt");
   ASSERT_TRUE(uneven);
-  const std::string u = printLaunchCommands(*uneven, LaunchKind::Slurm, {"/tmp/s.pipe"}, "/tmp/s.pipe", 29501);
+  const std::string u =
+      printLaunchCommands(*uneven, LaunchKind::Slurm, {"/tmp/s.pipe"}, "/tmp/s.pipe", 29501);
   EXPECT_NE(u.find("cat > pipestudio.hosts <<'EOF'\nn0\nn0\nn0\nn1\nEOF\n"), std::string::npos) << u;
   EXPECT_NE(u.find("--ntasks=4 --distribution=arbitrary"), std::string::npos);
   // Uneven nodes have no single torchrun rendezvous command (each node's --nproc_per_node differs).
-  const std::string tu = printLaunchCommands(*uneven, LaunchKind::Torchrun, {"/tmp/s.pipe"}, "/tmp/s.pipe", 29501);
+  const std::string tu =
+      printLaunchCommands(*uneven, LaunchKind::Torchrun, {"/tmp/s.pipe"}, "/tmp/s.pipe", 29501);
   EXPECT_NE(tu.find("--nproc_per_node 3 --node_rank 0"), std::string::npos);
   EXPECT_NE(tu.find("--nproc_per_node 1 --node_rank 1"), std::string::npos);
   EXPECT_EQ(tu.find("--rdzv_backend"), std::string::npos);

@@ -2,13 +2,14 @@
 // 1F1B on 2 devices with 2 micro-batches, planned F = 1 ms, B = 2 ms, no communication
 // (makespan (M + D - 1)(F + B) = 9 ms); measured: stage 1's backward takes 3 ms and every
 // cross-device hand-over 0.2 ms, so the measured makespan is 11.4 ms (worked out below).
+#include "pipestudio/core/analysis/comparison.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "pipestudio/core/analysis/comparison.h"
 #include "fixtures/schedules.h"
 
 using namespace ps::core;
@@ -28,8 +29,9 @@ Timeline planned() {
   t.source = TimelineSource::Simulated;
   t.label = "plan";
   t.devices = 2;
-  t.ops = {op(0, 0, F(0, 0), 0, 1), op(0, 1, F(0, 1), 1, 2), op(0, 2, B(0, 0), 4, 6), op(0, 3, B(0, 1), 7, 9),
-           op(1, 0, F(1, 0), 1, 2), op(1, 1, B(1, 0), 2, 4), op(1, 2, F(1, 1), 4, 5), op(1, 3, B(1, 1), 5, 7)};
+  t.ops = {op(0, 0, F(0, 0), 0, 1), op(0, 1, F(0, 1), 1, 2), op(0, 2, B(0, 0), 4, 6),
+           op(0, 3, B(0, 1), 7, 9), op(1, 0, F(1, 0), 1, 2), op(1, 1, B(1, 0), 2, 4),
+           op(1, 2, F(1, 1), 4, 5), op(1, 3, B(1, 1), 5, 7)};
   return t;
 }
 

@@ -1,10 +1,11 @@
-#include "fixtures/diagnostics.h"
 #include "pipestudio/core/model/cost_profile.h"
 
 #include <gtest/gtest.h>
 
 #include <fstream>
 #include <sstream>
+
+#include "fixtures/diagnostics.h"
 
 using namespace ps::core;
 

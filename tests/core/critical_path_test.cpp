@@ -2,9 +2,10 @@
 // 2 micro-batches, F = 1 ms, stage 0's B = 2 ms, stage 1's B = 3 ms, 0.2 ms per hand-over):
 //   dev0: F(0,0) [0,1]  F(0,1) [1,2]  B(0,0) [5.4,7.4]  B(0,1) [9.4,11.4]
 //   dev1: F(1,0) [1.2,2.2]  B(1,0) [2.2,5.2]  F(1,1) [5.2,6.2]  B(1,1) [6.2,9.2]
+#include "pipestudio/core/analysis/critical_path.h"
+
 #include <gtest/gtest.h>
 
-#include "pipestudio/core/analysis/critical_path.h"
 #include "fixtures/schedules.h"
 
 using namespace ps::core;
@@ -13,7 +14,9 @@ namespace {
 
 using namespace ps::test;
 
-Timeline measured() { return measuredOneFOneB(); }
+Timeline measured() {
+  return measuredOneFOneB();
+}
 
 std::vector<Op> chain(const Timeline& t, const CriticalPath& cp) {
   std::vector<Op> out;
@@ -66,7 +69,7 @@ TEST(CriticalPath, TransfersCarryTheCrossDeviceLinks) {
 TEST(CriticalPath, SlowDeviceOrderChainWins) {
   // Device 0 runs a long F(0,1) so B(0,0) waits for its own device, not for stage 1.
   Timeline t = measured();
-  t.ops[1].end = 8.0;   // F(0,1) [1, 8]
+  t.ops[1].end = 8.0;    // F(0,1) [1, 8]
   t.ops[2].start = 8.0;  // B(0,0) [8, 10]
   t.ops[2].end = 10.0;
   t.ops[3].start = 10.0;  // B(0,1) [10, 12]
@@ -160,8 +163,12 @@ TEST(BubbleAttribution, OverlappedPairAndCopyStreamOps) {
                 Step{Op{OpKind::Reload, 0, 1}}, Step{B(0, 1)}}};
   Timeline t;
   t.devices = 1;
-  t.ops = {op(0, F(0, 0), 0, 1), TimelineOp{0, -1, F(0, 1), true, 1, 3}, TimelineOp{0, -1, B(0, 0), true, 1, 3},
-           op(0, Op{OpKind::Offload, 0, 1}, 3, 3.5), op(0, Op{OpKind::Reload, 0, 1}, 4, 4.8), op(0, B(0, 1), 5, 6)};
+  t.ops = {op(0, F(0, 0), 0, 1),
+           TimelineOp{0, -1, F(0, 1), true, 1, 3},
+           TimelineOp{0, -1, B(0, 0), true, 1, 3},
+           op(0, Op{OpKind::Offload, 0, 1}, 3, 3.5),
+           op(0, Op{OpKind::Reload, 0, 1}, 4, 4.8),
+           op(0, B(0, 1), 5, 6)};
   auto bubbles = attributeBubbles(t, s);
   ASSERT_EQ(bubbles.size(), 1u);
   const DeviceBubbles& d = bubbles[0];

@@ -16,8 +16,12 @@ Schedule parseOk(std::string_view text) {
   return r.ok() ? r.value() : Schedule{};
 }
 
-Op op(OpKind k, int stage, int mb) { return Op{k, stage, mb}; }
-Step single(OpKind k, int stage, int mb) { return Step{op(k, stage, mb), std::nullopt}; }
+Op op(OpKind k, int stage, int mb) {
+  return Op{k, stage, mb};
+}
+Step single(OpKind k, int stage, int mb) {
+  return Step{op(k, stage, mb), std::nullopt};
+}
 
 // A text the parser refuses; its first error says `says`, is at `line`, hints `hint` (each
 // checked when given).
@@ -273,12 +277,13 @@ TEST(DslErrors, StageLevelAndMicrobatchRules) {
 }
 
 TEST(DslErrors, HeaderProblems) {
-  expectRefusals({{.text = "devices 4\nstages 6\nplacement vshape\ndevice 0: F0@s0\n", .says = "V-shape", .line = 3},
-                  {.text = "devices 2\nplacement diagonal\n", .hint = ""},
-                  {.text = "devices 2\nplacement lineer\n", .hint = "did you mean linear?"},
-                  {.text = "devices 0\n", .says = "devices must be in 1.."},
-                  {.text = "devices 2\ndevice 0: F0\nmicrobatches 3\n", .line = 3},
-                  {.text = "devices 2\ndevice 2: F0\n", .says = "device 2 is out of range 0..1"}});
+  expectRefusals(
+      {{.text = "devices 4\nstages 6\nplacement vshape\ndevice 0: F0@s0\n", .says = "V-shape", .line = 3},
+       {.text = "devices 2\nplacement diagonal\n", .hint = ""},
+       {.text = "devices 2\nplacement lineer\n", .hint = "did you mean linear?"},
+       {.text = "devices 0\n", .says = "devices must be in 1.."},
+       {.text = "devices 2\ndevice 0: F0\nmicrobatches 3\n", .line = 3},
+       {.text = "devices 2\ndevice 2: F0\n", .says = "device 2 is out of range 0..1"}});
 }
 
 TEST(DslErrors, BadCharactersAndStrings) {

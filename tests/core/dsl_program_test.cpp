@@ -74,7 +74,8 @@ TEST(DslProgram, ArithmeticPrecedenceAndFunctions) {
 }
 
 TEST(DslProgram, LetDefaultsAndOverrides) {
-  const char* text = "let chunks = 2\ndevices 2\nstages devices * chunks\nmicrobatches chunks + 1\nplacement interleaved\n";
+  const char* text =
+      "let chunks = 2\ndevices 2\nstages devices * chunks\nmicrobatches chunks + 1\nplacement interleaved\n";
   Schedule a = expandOk(text);
   EXPECT_EQ(a.pipeline.stages, 4);
   EXPECT_EQ(a.pipeline.microbatches, 3);
@@ -147,7 +148,8 @@ TEST(DslProgram, BackwardAndInputGradientShareACursor) {
 }
 
 TEST(DslProgram, NextWeightTakesTheOldestWaitingInput) {
-  Schedule s = expandOk(header(1, 2, 2, "linear") + R"(device 0 { I0@s1 I0@s0 I1@s1 next W next W@c1 next W next? W }
+  Schedule s =
+      expandOk(header(1, 2, 2, "linear") + R"(device 0 { I0@s1 I0@s0 I1@s1 next W next W@c1 next W next? W }
 )");
   EXPECT_EQ(tokens(s, 0), "I0@s1 I0@s0 I1@s1 W0@s1 W1@s1 W0@s0");
   auto e = expectError("microbatches 2\ndevice 0 { I0 next W next W }\n", "dsl.cursor", "no I is waiting");
@@ -165,7 +167,9 @@ TEST(DslProgram, NextPastTheLastMicrobatch) {
 }
 
 TEST(DslProgram, PlacementQueries) {
-  Schedule s = expandOk(header(2, 4, 9, "vshape") + R"(device * { F(stage(1))@c0 F(nstages())@c0 F(device_of(3))@c0 F(chunk_of(3))@c0 F(stage(0, 1))@s(stage(0)) }
+  Schedule s = expandOk(
+      header(2, 4, 9, "vshape") +
+      R"(device * { F(stage(1))@c0 F(nstages())@c0 F(device_of(3))@c0 F(chunk_of(3))@c0 F(stage(0, 1))@s(stage(0)) }
 )");
   // Device 0 holds stages 0 and 3; device 1 holds 1 and 2.
   EXPECT_EQ(tokens(s, 0), "F3@s0 F2@s0 F0@s0 F1@s0 F1@s0");
@@ -273,7 +277,8 @@ TEST(DslProgram, CountAndReadyQueries) {
 }
 )");
   EXPECT_EQ(tokens(s, 0), "F0@s0 F1@s0 F0@s1 I0@s1 R0@s0 F1@s1 W0@s1 I0@s0");
-  auto e = firstError("devices 1\nstages 2\nmicrobatches 1\nplacement linear\ndevice 0 { if ready(F) { } }\n");
+  auto e =
+      firstError("devices 1\nstages 2\nmicrobatches 1\nplacement linear\ndevice 0 { if ready(F) { } }\n");
   EXPECT_EQ(e.code, "dsl.stage");
   EXPECT_EQ(firstError("let a = ready(F)\n").code, "dsl.context");
   EXPECT_EQ(firstError("device 0 { let a = count(Q) }\n").code, "dsl.unknown-kind");

@@ -75,8 +75,8 @@ TEST(DslSchedules, ProgramsEqualGeneratorsOverGrid) {
           o.overrides = {{"devices", D}, {"microbatches", M}};
           if (chunked) o.overrides["chunks"] = V;
           auto got = parseDsl(text, o);
-          std::string where = std::string(scheduleKindName(k)) + " D=" + std::to_string(D) + " M=" + std::to_string(M) +
-                              (chunked ? " chunks=" + std::to_string(V) : "");
+          std::string where = std::string(scheduleKindName(k)) + " D=" + std::to_string(D) +
+                              " M=" + std::to_string(M) + (chunked ? " chunks=" + std::to_string(V) : "");
           if (!expected.ok()) {
             // Sizes the generator refuses: the program refuses them too (with an assert).
             if (k == ScheduleKind::Interleaved1F1B || k == ScheduleKind::DualPipeV) {

@@ -21,7 +21,8 @@ StageCost costs() {
 
 // The DSL's view of an expression: does a kind declaring it parse?
 bool dslAccepts(const std::string& expr) {
-  return parseDsl("devices 1\nmicrobatches 1\nkind X duration = " + expr + " after F\ndevice 0: F0 X0 B0\n").ok();
+  return parseDsl("devices 1\nmicrobatches 1\nkind X duration = " + expr + " after F\ndevice 0: F0 X0 B0\n")
+      .ok();
 }
 
 struct Case {
@@ -54,7 +55,8 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"min F", false, 0}, Case{"2W", false, 0}, Case{"1e", false, 0}));
 
 TEST(DurationExpression, PrefixStopsWhereTheExpressionEnds) {
-  auto e = DurationExpression::parse("0.5 * W + 0.1 memory transient 2MiB", DurationExpression::Extent::Prefix);
+  auto e =
+      DurationExpression::parse("0.5 * W + 0.1 memory transient 2MiB", DurationExpression::Extent::Prefix);
   ASSERT_TRUE(e.ok());
   EXPECT_EQ(e->length(), std::string("0.5 * W + 0.1").size());
   EXPECT_FALSE(DurationExpression::parse("", DurationExpression::Extent::Prefix).ok());
@@ -93,11 +95,14 @@ TEST(DurationExpression, ALongSumIsNoDeepRecursion) {
 
 TEST(DurationExpression, MinAndMaxRunInTheSimulator) {
   // The DSL always accepted min/max; the simulator now evaluates them with the same grammar.
-  const Schedule s =
-      parseDsl("devices 1\nmicrobatches 1\nkind CKPT duration = max(F, 2) + min(W, 0.5) after F\ndevice 0: F0 CKPT0 B0\n")
-          .value();
-  const Timeline t = simulate(s, makeSimulationModel(s, uniformCostProfile("F=3,B=2,W=1", 1).value()).value()).value();
-  const auto ckpt = std::find_if(t.ops.begin(), t.ops.end(), [&](const TimelineOp& op) { return s.opName(op.op) == "CKPT0@s0"; });
+  const Schedule s = parseDsl(
+                         "devices 1\nmicrobatches 1\nkind CKPT duration = max(F, 2) + min(W, 0.5) after "
+                         "F\ndevice 0: F0 CKPT0 B0\n")
+                         .value();
+  const Timeline t =
+      simulate(s, makeSimulationModel(s, uniformCostProfile("F=3,B=2,W=1", 1).value()).value()).value();
+  const auto ckpt = std::find_if(t.ops.begin(), t.ops.end(),
+                                 [&](const TimelineOp& op) { return s.opName(op.op) == "CKPT0@s0"; });
   ASSERT_NE(ckpt, t.ops.end());
   EXPECT_DOUBLE_EQ(ckpt->duration(), 3.5);
 }

@@ -184,7 +184,8 @@ TEST(Generators, DualPipeVOverlapsForwardAndBackwardInSteadyState) {
 }
 
 TEST(Generators, OneStageKindsRefuseChunks) {
-  for (ScheduleKind k : {ScheduleKind::GPipe, ScheduleKind::OneFOneB, ScheduleKind::ZBH1, ScheduleKind::ZBH2}) {
+  for (ScheduleKind k :
+       {ScheduleKind::GPipe, ScheduleKind::OneFOneB, ScheduleKind::ZBH1, ScheduleKind::ZBH2}) {
     auto r = generateSchedule(k, GeneratorOptions{2, 4, 2});
     ASSERT_FALSE(r.ok()) << scheduleKindName(k);
     EXPECT_NE(r.error().message.find("--chunks 1"), std::string::npos);

@@ -1,18 +1,18 @@
 // Hostile numbers in files (docs/limits.md): every reader bounds what it reads before it sizes
 // memory or enters arithmetic, and refuses with an error that names the place.
+#include <gtest/gtest.h>
+
 #include <chrono>
 #include <climits>
 #include <string>
 
-#include <gtest/gtest.h>
-
 #include "fixtures/diagnostics.h"
-#include "pipestudio/core/model/cost_profile.h"
-#include "pipestudio/core/io/dsl.h"
-#include "pipestudio/core/model/limits.h"
-#include "pipestudio/core/io/run_events.h"
 #include "pipestudio/core/analysis/simulator.h"
+#include "pipestudio/core/io/dsl.h"
+#include "pipestudio/core/io/run_events.h"
 #include "pipestudio/core/io/trace_import.h"
+#include "pipestudio/core/model/cost_profile.h"
+#include "pipestudio/core/model/limits.h"
 
 using namespace ps::core;
 
@@ -67,8 +67,10 @@ TEST(HostileTrace, DistributedInfoRankAtIntMaxIsRefusedWithItsLine) {
 TEST(HostileTrace, LargeRanksFromEverySourceAreRefusedQuickly) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"t.json", trace(R"("distributedInfo":{"rank":200000000},)", kEvent)},
-      {"t.json", trace("", R"({"ph":"X","name":"PP:0F0","pid":1,"tid":1,"ts":0,"dur":5,"args":{"rank":200000000}})")},
-      {"t.json", trace("", R"({"ph":"M","name":"process_name","pid":1,"args":{"name":"Rank 200000000"}},)" + kEvent)},
+      {"t.json",
+       trace("", R"({"ph":"X","name":"PP:0F0","pid":1,"tid":1,"ts":0,"dur":5,"args":{"rank":200000000}})")},
+      {"t.json",
+       trace("", R"({"ph":"M","name":"process_name","pid":1,"args":{"name":"Rank 200000000"}},)" + kEvent)},
       {"t.json", trace("", R"({"ph":"M","name":"process_labels","pid":1,"args":{"rank":1e30}},)" + kEvent)},
       {"x.rank200000000.json", trace("", kEvent)},
       {"t.json", trace(R"("distributedInfo":{"rank":1e30},)", kEvent)},
@@ -86,8 +88,9 @@ TEST(HostileTrace, LargeRanksFromEverySourceAreRefusedQuickly) {
 }
 
 TEST(HostileTrace, OwnTraceDeviceArgOutOfRangeIsRefused) {
-  std::string text = trace(R"("otherData":{"generator":"PipeStudio"},)",
-                           R"({"ph":"X","name":"F0@s0","pid":1,"tid":1,"ts":0,"dur":5,"args":{"device":70000}})");
+  std::string text =
+      trace(R"("otherData":{"generator":"PipeStudio"},)",
+            R"({"ph":"X","name":"F0@s0","pid":1,"tid":1,"ts":0,"dur":5,"args":{"device":70000}})");
   auto r = importChromeTrace(text, "own.json");
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().code, "trace.rank");
@@ -95,7 +98,8 @@ TEST(HostileTrace, OwnTraceDeviceArgOutOfRangeIsRefused) {
 
 TEST(HostileTrace, HugePidAndBaseTimeAreNoUndefinedCasts) {
   // A pid beyond int64 is treated as absent (the event still imports on rank 0).
-  auto ok = importChromeTrace(trace("", R"({"ph":"X","name":"PP:0F0","pid":1e19,"tid":1,"ts":0,"dur":5})"), "p.json");
+  auto ok = importChromeTrace(trace("", R"({"ph":"X","name":"PP:0F0","pid":1e19,"tid":1,"ts":0,"dur":5})"),
+                              "p.json");
   ASSERT_TRUE(ok.ok()) << formatDiagnostics(ok.errors());
   EXPECT_EQ(ok->timeline.devices, 1);
   auto bad = importChromeTrace(trace(R"("baseTimeNanoseconds":9.4e18,)", kEvent), "b.json");
@@ -105,14 +109,14 @@ TEST(HostileTrace, HugePidAndBaseTimeAreNoUndefinedCasts) {
 }
 
 TEST(HostileTrace, StageOrMicrobatchBeyondLimitsIsRefused) {
-  auto r = importChromeTrace(trace("", R"({"ph":"X","name":"PP:2147483647F0","pid":1,"tid":1,"ts":0,"dur":5})"),
-                             "s.json");
+  auto r = importChromeTrace(
+      trace("", R"({"ph":"X","name":"PP:2147483647F0","pid":1,"tid":1,"ts":0,"dur":5})"), "s.json");
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().code, "trace.limit");
   EXPECT_EQ(r.error().location.line, 1);
   EXPECT_EQ(r.error().location.column, 35);  // the slice name's first character
-  auto m = importChromeTrace(trace("", R"({"ph":"X","name":"PP:0F2000000000","pid":1,"tid":1,"ts":0,"dur":5})"),
-                             "m.json");
+  auto m = importChromeTrace(
+      trace("", R"({"ph":"X","name":"PP:0F2000000000","pid":1,"tid":1,"ts":0,"dur":5})"), "m.json");
   // 2e9 does not even read as an int: an unreadable action, ignored, so nothing is left.
   ASSERT_FALSE(m.ok());
   auto a = parsePipelineAction("3F16777216");
@@ -165,11 +169,16 @@ TEST(HostileRunEvents, StartedDevicesIsBounded) {
 
 TEST(HostileRunEvents, OutOfRangeNumbersOfOpAndMemoryEventsAreIgnored) {
   RunEventReader r("events.jsonl");
-  r.feed(R"({"type":"op","device":0,"kind":"F","stage":2147483647,"microbatch":0,"start_ms":0,"end_ms":1})" "\n");
-  r.feed(R"({"type":"op","device":1e300,"kind":"F","stage":0,"microbatch":0,"start_ms":0,"end_ms":1})" "\n");
-  r.feed(R"({"type":"op","device":0,"kind":"F","stage":0,"microbatch":0,"start_ms":0,"end_ms":1e300})" "\n");
-  r.feed(R"({"type":"memory","device":0,"time_ms":0,"bytes":1e300})" "\n");
-  r.feed(R"({"type":"memory","device":0,"time_ms":0,"bytes":18446744073709551615})" "\n");
+  r.feed(R"({"type":"op","device":0,"kind":"F","stage":2147483647,"microbatch":0,"start_ms":0,"end_ms":1})"
+         "\n");
+  r.feed(R"({"type":"op","device":1e300,"kind":"F","stage":0,"microbatch":0,"start_ms":0,"end_ms":1})"
+         "\n");
+  r.feed(R"({"type":"op","device":0,"kind":"F","stage":0,"microbatch":0,"start_ms":0,"end_ms":1e300})"
+         "\n");
+  r.feed(R"({"type":"memory","device":0,"time_ms":0,"bytes":1e300})"
+         "\n");
+  r.feed(R"({"type":"memory","device":0,"time_ms":0,"bytes":18446744073709551615})"
+         "\n");
   r.end();
   Timeline t = r.timeline();
   EXPECT_TRUE(t.ops.empty());
@@ -180,7 +189,9 @@ TEST(HostileRunEvents, OutOfRangeNumbersOfOpAndMemoryEventsAreIgnored) {
 // --- Cost profiles -------------------------------------------------------------------------
 
 TEST(HostileProfile, HugeForwardTimeIsRefusedWithItsLine) {
-  std::string text = "{\"layers\": [\n  {\"forward_ms\": 1, \"backward_ms\": 2},\n  {\"forward_ms\": 1e308, \"backward_ms\": 2}\n]}";
+  std::string text =
+      "{\"layers\": [\n  {\"forward_ms\": 1, \"backward_ms\": 2},\n  {\"forward_ms\": 1e308, "
+      "\"backward_ms\": 2}\n]}";
   auto p = parseCostProfile(text, "p.json");
   ASSERT_FALSE(p.ok());
   EXPECT_EQ(p.error().location.line, 3);
@@ -201,7 +212,8 @@ TEST(HostileProfile, ByteSumsThatOverflowAreRefused) {
 
   // Weights times the optimizer factor: 1e15 x 1e6 does not fit int64.
   auto q = parseCostProfile(
-      R"({"optimizer_bytes_per_weight_byte":1e6,"layers":[{"forward_ms":1,"backward_ms":2,"weight_bytes":1e15}]})", "w.json");
+      R"({"optimizer_bytes_per_weight_byte":1e6,"layers":[{"forward_ms":1,"backward_ms":2,"weight_bytes":1e15}]})",
+      "w.json");
   ASSERT_TRUE(q.ok()) << formatDiagnostics(q.errors());
   auto cq = stageCosts(*q, 1);
   ASSERT_FALSE(cq.ok());
@@ -209,9 +221,14 @@ TEST(HostileProfile, ByteSumsThatOverflowAreRefused) {
 }
 
 TEST(HostileProfile, OutOfRangeBytesAndFactorsAndBandwidthAreRefused) {
-  EXPECT_FALSE(parseCostProfile(R"({"layers":[{"forward_ms":1,"backward_ms":2,"activation_bytes":9e18}]})").ok());
-  EXPECT_FALSE(parseCostProfile(R"({"overlap_factor":1e300,"layers":[{"forward_ms":1,"backward_ms":2}]})").ok());
-  EXPECT_FALSE(parseCostProfile(R"({"link":{"bandwidth_bytes_per_ms":1e-300},"layers":[{"forward_ms":1,"backward_ms":2}]})").ok());
+  EXPECT_FALSE(
+      parseCostProfile(R"({"layers":[{"forward_ms":1,"backward_ms":2,"activation_bytes":9e18}]})").ok());
+  EXPECT_FALSE(
+      parseCostProfile(R"({"overlap_factor":1e300,"layers":[{"forward_ms":1,"backward_ms":2}]})").ok());
+  EXPECT_FALSE(
+      parseCostProfile(
+          R"({"link":{"bandwidth_bytes_per_ms":1e-300},"layers":[{"forward_ms":1,"backward_ms":2}]})")
+          .ok());
   EXPECT_FALSE(uniformCostProfile("F=1,act=1e300", 2).ok());
   EXPECT_FALSE(uniformCostProfile("F=1e308", 2).ok());
 }
@@ -246,8 +263,9 @@ TEST(HostileDsl, HugeMemoryDeltaIsRefusedAtItsPlace) {
 
 TEST(HostileDsl, RunningMemoryOverflowIsAnErrorNotAWrappedPeak) {
   // 10000 ops each adding 1e15 bytes (under the per-value limit) overflow int64 together.
-  auto s = parseDsl("devices 1\nmicrobatches 1\nkind BIG memory delta 1000000GB\n"
-                    "device 0 { F0\n for i in 0..10000 { BIG0 }\n B0 }\n");
+  auto s = parseDsl(
+      "devices 1\nmicrobatches 1\nkind BIG memory delta 1000000GB\n"
+      "device 0 { F0\n for i in 0..10000 { BIG0 }\n B0 }\n");
   ASSERT_TRUE(s.ok()) << formatDiagnostics(s.errors());
   auto p = uniformCostProfile("F=1", 1);
   ASSERT_TRUE(p.ok());
@@ -264,7 +282,8 @@ TEST(HostileDsl, UserKindDurationThatIsNotFiniteIsAnError) {
   std::string infinite = product;
   for (int i = 0; i < 21; ++i) infinite += " * 1000000000000000.0";  // 1e330: inf
   for (const std::string& expr : {product, infinite}) {
-    auto s = parseDsl("devices 1\nmicrobatches 1\nkind SLOW duration = " + expr + "\ndevice 0: F0 SLOW0 B0\n");
+    auto s =
+        parseDsl("devices 1\nmicrobatches 1\nkind SLOW duration = " + expr + "\ndevice 0: F0 SLOW0 B0\n");
     ASSERT_TRUE(s.ok()) << formatDiagnostics(s.errors());
     auto p = uniformCostProfile("F=1", 1);
     ASSERT_TRUE(p.ok());
@@ -281,7 +300,10 @@ TEST(HostileDsl, LargeExpansionWarnsOnceWithItsPlaceBeforeFinishing) {
   o.largeOps = 1000;
   std::vector<Diagnostic> warnings;
   o.onLargeExpansion = [&](const Diagnostic& d) { warnings.push_back(d); };
-  auto s = parseDsl("devices 1\nmicrobatches 4000\ndevice 0 {\n  for m in 0..4000 { F(m) }\n  for m in 0..4000 { B(m) }\n}\n", o);
+  auto s = parseDsl(
+      "devices 1\nmicrobatches 4000\ndevice 0 {\n  for m in 0..4000 { F(m) }\n  for m in 0..4000 { B(m) "
+      "}\n}\n",
+      o);
   ASSERT_TRUE(s.ok()) << formatDiagnostics(s.errors());
   ASSERT_EQ(warnings.size(), 1u);
   EXPECT_EQ(warnings[0].code, "dsl.large");
@@ -292,7 +314,10 @@ TEST(HostileDsl, LargeExpansionWarnsOnceWithItsPlaceBeforeFinishing) {
   // The cap itself stays.
   DslOptions capped;
   capped.maxOps = 5000;
-  auto c = parseDsl("devices 1\nmicrobatches 4000\ndevice 0 {\n  for m in 0..4000 { F(m) }\n  for m in 0..4000 { B(m) }\n}\n", capped);
+  auto c = parseDsl(
+      "devices 1\nmicrobatches 4000\ndevice 0 {\n  for m in 0..4000 { F(m) }\n  for m in 0..4000 { B(m) "
+      "}\n}\n",
+      capped);
   ASSERT_FALSE(c.ok());
   EXPECT_EQ(c.error().code, "dsl.limit");
 }

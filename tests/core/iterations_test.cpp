@@ -5,10 +5,10 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "pipestudio/core/io/dsl.h"
-#include "pipestudio/core/planning/generators.h"
 #include "pipestudio/core/analysis/simulator.h"
 #include "pipestudio/core/analysis/validator.h"
+#include "pipestudio/core/io/dsl.h"
+#include "pipestudio/core/planning/generators.h"
 
 using namespace ps::core;
 
@@ -92,7 +92,8 @@ TEST(Iterations, ZbH2OverlapReachesZeroBubble) {
   EXPECT_DOUBLE_EQ(sy.steadyStateMs, 3.0 * m + p - 1);
   // Nothing of a device's iteration outlives its own step, so K iterations peak where one does.
   for (int d = 0; d < p; ++d)
-    EXPECT_EQ(ov.devices[static_cast<size_t>(d)].peakMemoryBytes, r.one.metrics.devices[static_cast<size_t>(d)].peakMemoryBytes);
+    EXPECT_EQ(ov.devices[static_cast<size_t>(d)].peakMemoryBytes,
+              r.one.metrics.devices[static_cast<size_t>(d)].peakMemoryBytes);
 }
 
 // The optimizer step's cost comes from the profile (optimizer_step_ms per layer). Overlap: each

@@ -2,11 +2,11 @@
 
 #include <algorithm>
 
-#include "pipestudio/core/planning/generators.h"
-#include "pipestudio/core/planning/search.h"
+#include "fixtures/profiles.h"
 #include "pipestudio/core/analysis/simulator.h"
 #include "pipestudio/core/analysis/validator.h"
-#include "fixtures/profiles.h"
+#include "pipestudio/core/planning/generators.h"
+#include "pipestudio/core/planning/search.h"
 
 using namespace ps::core;
 
@@ -164,8 +164,8 @@ TEST_F(ListScheduler, RecomputeOnDemandRebuildsOnlyTheForwardsThatDoNotFit) {
     for (auto& st : s.devices[static_cast<size_t>(d)]) n += st.first.kind == OpKind::R;
     return n;
   };
-  EXPECT_GT(rebuilds(b.schedule, 0), 0);   // four in flight do not fit
-  EXPECT_LT(rebuilds(b.schedule, 0), M);   // but not every micro-batch is rebuilt
+  EXPECT_GT(rebuilds(b.schedule, 0), 0);      // four in flight do not fit
+  EXPECT_LT(rebuilds(b.schedule, 0), M);      // but not every micro-batch is rebuilt
   EXPECT_EQ(rebuilds(b.schedule, D - 1), 0);  // one in flight always fits
   // Each rebuild comes before its backward on the device.
   for (auto& dev : b.schedule.devices)

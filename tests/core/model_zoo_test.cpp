@@ -108,6 +108,7 @@ TEST(ModelZoo, BundledProfilesAreTheGeneratorsOutput) {
     auto bundled = parseCostProfile(ss.str(), name);
     ASSERT_TRUE(bundled.ok());
     auto fresh = transformerProfile(transformerPreset(name).value()).value();
-    EXPECT_EQ(costProfileToJson(*bundled), costProfileToJson(fresh)) << name << ": regenerate with profile-model";
+    EXPECT_EQ(costProfileToJson(*bundled), costProfileToJson(fresh))
+        << name << ": regenerate with profile-model";
   }
 }

@@ -5,9 +5,9 @@
 #include <algorithm>
 #include <random>
 
-#include "pipestudio/core/planning/generators.h"
 #include "pipestudio/core/analysis/simulator.h"
 #include "pipestudio/core/analysis/validator.h"
+#include "pipestudio/core/planning/generators.h"
 
 using namespace ps::core;
 
@@ -57,7 +57,8 @@ TEST(PartitionBisection, MatchesBruteForceWithoutMemoryLimit) {
       auto bf = partitionBruteForce(p, o);
       ASSERT_TRUE(bis.ok()) << bis.error().message;
       ASSERT_TRUE(bf.ok()) << bf.error().message;
-      EXPECT_NEAR(bis->bottleneckMs, bf->bottleneckMs, 1e-6 * bf->bottleneckMs) << "seed " << seed << " S " << stages;
+      EXPECT_NEAR(bis->bottleneckMs, bf->bottleneckMs, 1e-6 * bf->bottleneckMs)
+          << "seed " << seed << " S " << stages;
       int sum = 0;
       for (int c : bis->layersPerStage) {
         EXPECT_GE(c, 1);
@@ -221,8 +222,8 @@ TEST(PartitionBisection, ScalingMultipliesTimesAndActivationsNotWeights) {
 TEST(ApplyActivationPolicies, InsertsRecomputeAndOffloadOpsInValidPlaces) {
   auto s = generateSchedule(ScheduleKind::OneFOneB, GeneratorOptions{4, 8, 0});
   ASSERT_TRUE(s.ok());
-  std::vector<ActivationPolicy> pol = {ActivationPolicy::Offload, ActivationPolicy::Recompute, ActivationPolicy::Keep,
-                                       ActivationPolicy::Keep};
+  std::vector<ActivationPolicy> pol = {ActivationPolicy::Offload, ActivationPolicy::Recompute,
+                                       ActivationPolicy::Keep, ActivationPolicy::Keep};
   auto r = applyActivationPolicies(*s, pol);
   ASSERT_TRUE(r.ok());
   EXPECT_TRUE(validateSchedule(*r).valid());

@@ -5,9 +5,9 @@
 #include <cstdint>
 #include <string>
 
-#include "pipestudio/core/planning/generators.h"
-#include "pipestudio/core/io/pytorch_csv.h"
 #include "pipestudio/core/analysis/validator.h"
+#include "pipestudio/core/io/pytorch_csv.h"
+#include "pipestudio/core/planning/generators.h"
 
 using namespace ps::core;
 
@@ -62,10 +62,18 @@ TEST(PytorchCsvFuzz, RandomMutationsGiveValueOrDiagnostic) {
       size_t at = rng.below(s.size());
       char c = alphabet[rng.below(alphabet.size())];
       switch (rng.below(4)) {
-        case 0: s[at] = c; break;
-        case 1: s.erase(at, 1 + rng.below(8)); break;
-        case 2: s.insert(at, 1, c); break;
-        default: s.insert(at, std::string(1 + rng.below(12), '9')); break;  // huge numbers
+        case 0:
+          s[at] = c;
+          break;
+        case 1:
+          s.erase(at, 1 + rng.below(8));
+          break;
+        case 2:
+          s.insert(at, 1, c);
+          break;
+        default:
+          s.insert(at, std::string(1 + rng.below(12), '9'));
+          break;  // huge numbers
       }
     }
     check(s);

@@ -5,9 +5,9 @@
 #include <fstream>
 #include <sstream>
 
-#include "pipestudio/core/planning/generators.h"
-#include "pipestudio/core/analysis/validator.h"
 #include "csv_cells.h"
+#include "pipestudio/core/analysis/validator.h"
+#include "pipestudio/core/planning/generators.h"
 
 using namespace ps::core;
 
@@ -20,7 +20,9 @@ std::string readData(const std::string& name) {
   return ss.str();
 }
 
-std::vector<std::vector<std::string>> actions(const std::string& csv) { return ps::test::csvActions(csv); }
+std::vector<std::vector<std::string>> actions(const std::string& csv) {
+  return ps::test::csvActions(csv);
+}
 
 }  // namespace
 
@@ -144,7 +146,8 @@ TEST(PytorchCsv, RoundTripKeepsEveryActionInOrder) {
     std::string in = readData(file);
     auto r = readPytorchCsv(in);
     ASSERT_TRUE(r.ok()) << file;
-    CsvFormat f = std::string(file).find("comms") != std::string::npos ? CsvFormat::ComputeComms : CsvFormat::ComputeOnly;
+    CsvFormat f = std::string(file).find("comms") != std::string::npos ? CsvFormat::ComputeComms
+                                                                       : CsvFormat::ComputeOnly;
     EXPECT_EQ(actions(writePytorchCsv(*r, f)), actions(in)) << file;
   }
   std::string spaced = "0UNSHARD,0F0, ,(0F1;0B0)OVERLAP_F_B,0B1,0REDUCE_GRAD,0RESHARD\n";

@@ -9,14 +9,14 @@
 #include <fstream>
 #include <sstream>
 
-#include "pipestudio/core/model/cost_profile.h"
-#include "pipestudio/core/io/dsl.h"
-#include "pipestudio/core/io/pytorch_csv.h"
-#include "pipestudio/core/analysis/simulator.h"
-#include "pipestudio/core/analysis/validator.h"
 #include "csv_cells.h"
 #include "fixtures/files.h"
 #include "fixtures/schedules.h"
+#include "pipestudio/core/analysis/simulator.h"
+#include "pipestudio/core/analysis/validator.h"
+#include "pipestudio/core/io/dsl.h"
+#include "pipestudio/core/io/pytorch_csv.h"
+#include "pipestudio/core/model/cost_profile.h"
 
 using namespace ps::core;
 using ps::test::B;
@@ -37,7 +37,9 @@ std::vector<fs::path> csvFiles() {
   return out;
 }
 
-std::vector<std::vector<std::string>> actions(const std::string& csv) { return ps::test::csvActions(csv); }
+std::vector<std::vector<std::string>> actions(const std::string& csv) {
+  return ps::test::csvActions(csv);
+}
 
 Schedule readCsv(const std::string& text) {
   auto r = readPytorchCsv(text);
@@ -84,7 +86,8 @@ CostProfile uniformFB(double commMs, int stages) {
 // The start of each op in `t` (which must hold it).
 void expectStarts(const Timeline& t, const std::vector<std::pair<Op, double>>& starts) {
   for (const auto& [op, start] : starts) {
-    SCOPED_TRACE(std::string(builtinKindName(op.kind)) + std::to_string(op.microbatch) + "@s" + std::to_string(op.stage));
+    SCOPED_TRACE(std::string(builtinKindName(op.kind)) + std::to_string(op.microbatch) + "@s" +
+                 std::to_string(op.stage));
     EXPECT_DOUBLE_EQ(find(t, op)->start, start);
   }
 }
@@ -95,14 +98,16 @@ void expectValid(const Schedule& s) {
 }
 
 bool hasCode(const ValidationReport& r, const std::string& code) {
-  return std::any_of(r.diagnostics.begin(), r.diagnostics.end(), [&](const Diagnostic& d) { return d.code == code; });
+  return std::any_of(r.diagnostics.begin(), r.diagnostics.end(),
+                     [&](const Diagnostic& d) { return d.code == code; });
 }
 
 }  // namespace
 
 TEST(PytorchFidelity, TestFilesCoverEveryClassAndBothForms) {
   const auto files = csvFiles();
-  for (const char* cls : {"gpipe", "1f1b", "interleaved1f1b", "loopedbfs", "interleavedzb", "zbvzerobubble", "dualpipev"})
+  for (const char* cls :
+       {"gpipe", "1f1b", "interleaved1f1b", "loopedbfs", "interleavedzb", "zbvzerobubble", "dualpipev"})
     for (const char* form : {"compute_only", "compute_comms"}) {
       const bool found = std::any_of(files.begin(), files.end(), [&](const fs::path& f) {
         const std::string n = f.filename().string();
@@ -113,8 +118,8 @@ TEST(PytorchFidelity, TestFilesCoverEveryClassAndBothForms) {
   // The vocabularies: pairs, split backwards, stage actions and communication all occur.
   std::string all;
   for (const auto& f : files) all += readFile(f);
-  for (const char* token : {"OVERLAP_F_B", "I0", "W0", "B0", "UNSHARD", "RESHARD", "REDUCE_GRAD", "SEND_F", "RECV_F",
-                            "SEND_B", "RECV_B", ",,"})
+  for (const char* token : {"OVERLAP_F_B", "I0", "W0", "B0", "UNSHARD", "RESHARD", "REDUCE_GRAD", "SEND_F",
+                            "RECV_F", "SEND_B", "RECV_B", ",,"})
     EXPECT_NE(all.find(token), std::string::npos) << token;
 }
 
@@ -134,7 +139,7 @@ TEST(PytorchFidelity, EveryFileIsValidAndRoundTripsThroughPipe) {
     ASSERT_TRUE(back.ok()) << formatDiagnostics(back.errors());
     EXPECT_EQ(*back, *s);
     const CsvFormat form = f.filename().string().find("comms") != std::string::npos ? CsvFormat::ComputeComms
-                                                                                     : CsvFormat::ComputeOnly;
+                                                                                    : CsvFormat::ComputeOnly;
     EXPECT_EQ(actions(writePytorchCsv(*back, form)), actions(in));
   }
 }
@@ -217,9 +222,11 @@ TEST(PytorchFidelity, OverlappedPairOnAVShape) {
   //   r1: 1F0 [1.5,2.5]; 2F0 [2.5,3.5]; 1F1 [8.5,9.5]; 2F1 [9.5,10.5] (sent [10.5,11]);
   //       2B0 [10.5,12.5]; 1B0 [12.5,14.5] (sent [14.5,15]); 2B1 [14.5,16.5]; 1B1 [16.5,18.5]
   const char* comms =
-      "0F0,0SEND_F0,3RECV_F0,3F0,(0F1;3B0)OVERLAP_F_B,0SEND_F1,3SEND_B0,3RECV_F1,3F1,3B1,3SEND_B1,0RECV_B0,0B0,"
+      "0F0,0SEND_F0,3RECV_F0,3F0,(0F1;3B0)OVERLAP_F_B,0SEND_F1,3SEND_B0,3RECV_F1,3F1,3B1,3SEND_B1,0RECV_B0,"
+      "0B0,"
       "0RECV_B1,0B1\n"
-      "1RECV_F0,1F0,2F0,2SEND_F0,1RECV_F1,1F1,2F1,2SEND_F1,2RECV_B0,2B0,1B0,1SEND_B0,2RECV_B1,2B1,1B1,1SEND_B1\n";
+      "1RECV_F0,1F0,2F0,2SEND_F0,1RECV_F1,1F1,2F1,2SEND_F1,2RECV_B0,2B0,1B0,1SEND_B0,2RECV_B1,2B1,1B1,1SEND_"
+      "B1\n";
   Schedule s = readCsv(comms);
   EXPECT_EQ(s.pipeline.placementKind, PlacementKind::VShape);
   expectValid(s);
@@ -234,7 +241,8 @@ TEST(PytorchFidelity, OverlappedPairOnAVShape) {
                    {B(0, 0), 15.0},
                    {B(0, 1), 19.0}});
   Schedule only = readCsv("0F0,3F0,(0F1;3B0)OVERLAP_F_B,3F1,3B1,0B0,0B1\n1F0,2F0,1F1,2F1,2B0,1B0,2B1,1B1\n");
-  EXPECT_EQ(actions(writePytorchCsv(only, CsvFormat::ComputeOnly)), actions(writePytorchCsv(s, CsvFormat::ComputeOnly)));
+  EXPECT_EQ(actions(writePytorchCsv(only, CsvFormat::ComputeOnly)),
+            actions(writePytorchCsv(s, CsvFormat::ComputeOnly)));
   EXPECT_DOUBLE_EQ(run(only, uniformFB(0.5, 4)).metrics.makespan, 21.0);
   EXPECT_DOUBLE_EQ(run(only, uniformFB(0, 4)).metrics.makespan, run(s, uniformFB(0, 4)).metrics.makespan);
 }
@@ -298,7 +306,8 @@ TEST(PytorchFidelity, StageActionsAreValidatedInDeviceOrder) {
       {"0F0,0UNSHARD,0B0,0RESHARD\n", "validate.sharded", "device 0 step 0: F0@s0 runs before UNSHARD@s0"},
       {"0UNSHARD,0F0,0RESHARD,0B0\n", "validate.sharded", "B0@s0 runs after RESHARD@s0 (device 0 step 2)"},
       {"0UNSHARD,0UNSHARD,0F0,0B0,0RESHARD\n", "validate.unshard", "UNSHARD@s0 unshards stage 0 again"},
-      {"0RESHARD,0UNSHARD,0F0,0B0\n", "validate.reshard", "RESHARD@s0 reshards stage 0, which is not unsharded"},
+      {"0RESHARD,0UNSHARD,0F0,0B0\n", "validate.reshard",
+       "RESHARD@s0 reshards stage 0, which is not unsharded"},
       {"0F0,0F1,0B0,0REDUCE_GRAD,0B1\n", "validate.reduce-grad",
        "REDUCE_GRAD@s0 comes before B1@s0 (device 0 step 4), the stage's last backward"},
   };
@@ -306,7 +315,8 @@ TEST(PytorchFidelity, StageActionsAreValidatedInDeviceOrder) {
     SCOPED_TRACE(c.csv);
     auto rep = validateSchedule(readCsv(c.csv));
     EXPECT_TRUE(hasCode(rep, c.code)) << formatDiagnostics(rep.diagnostics);
-    EXPECT_NE(formatDiagnostics(rep.diagnostics).find(c.text), std::string::npos) << formatDiagnostics(rep.diagnostics);
+    EXPECT_NE(formatDiagnostics(rep.diagnostics).find(c.text), std::string::npos)
+        << formatDiagnostics(rep.diagnostics);
   }
   // A gathered stage nobody uses is a warning only.
   auto rep = validateSchedule(readCsv("0UNSHARD,0RESHARD,0UNSHARD,0F0,0B0,0RESHARD\n"));

@@ -56,8 +56,8 @@ TEST(RunEventWriter, EveryEventReadsBack) {
   f.gradientCheck = RunGradientCheck{true, 1e-7, "layer0.weight", 0, 1e-5};
 
   const std::string lines = run_event::started(s) + "\n" + run_event::progress({1, 4, false}) + "\n" +
-                            run_event::op(1, op, "F2s1", "F") + "\n" + run_event::memory(1, 1, 2.5, 4096) + "\n" +
-                            run_event::error(e) + "\n" + run_event::finished(f) + "\n";
+                            run_event::op(1, op, "F2s1", "F") + "\n" + run_event::memory(1, 1, 2.5, 4096) +
+                            "\n" + run_event::error(e) + "\n" + run_event::finished(f) + "\n";
   const RunEventReader r = readBack(lines);
   EXPECT_TRUE(r.warnings().empty()) << formatDiagnostics(r.warnings());
   EXPECT_EQ(r.events(), 6u);
@@ -118,13 +118,15 @@ TEST(RunEventWriter, StatesTravelAsTheProtocolsTokens) {
   }
   EXPECT_EQ(runEventStatusToken(RunState::Succeeded), "finished");
   // A token this reader does not know is not a success.
-  const RunEventReader r = readBack(R"({"type":"finished","status":"exploded"})" "\n");
+  const RunEventReader r = readBack(R"({"type":"finished","status":"exploded"})"
+                                    "\n");
   ASSERT_TRUE(r.finished());
   EXPECT_EQ(r.finished()->state, RunState::Failed);
 }
 
 TEST(RunState, OneSetOfNames) {
-  for (RunState st : {RunState::Queued, RunState::Running, RunState::Succeeded, RunState::Failed, RunState::Cancelled}) {
+  for (RunState st :
+       {RunState::Queued, RunState::Running, RunState::Succeeded, RunState::Failed, RunState::Cancelled}) {
     SCOPED_TRACE(std::string(runStateName(st)));
     EXPECT_EQ(parseRunState(runStateName(st)), st);
   }

@@ -16,10 +16,10 @@ namespace {
 std::string opLine(int device, int step, const std::string& kind, int stage, int mb, const std::string& start,
                    const std::string& end) {
   const std::string name = kind + std::to_string(mb) + "@s" + std::to_string(stage);
-  return R"({"type":"op","iteration":0,"device":)" + std::to_string(device) + R"(,"step":)" + std::to_string(step) +
-         R"(,"op":")" + name + R"(","kind":")" + kind + R"(","stage":)" + std::to_string(stage) +
-         R"(,"microbatch":)" + std::to_string(mb) + R"(,"overlapped":false,"start_ms":)" + start +
-         R"(,"end_ms":)" + end + "}\n";
+  return R"({"type":"op","iteration":0,"device":)" + std::to_string(device) + R"(,"step":)" +
+         std::to_string(step) + R"(,"op":")" + name + R"(","kind":")" + kind + R"(","stage":)" +
+         std::to_string(stage) + R"(,"microbatch":)" + std::to_string(mb) +
+         R"(,"overlapped":false,"start_ms":)" + start + R"(,"end_ms":)" + end + "}\n";
 }
 
 // A 2-device 1F1B run with 2 micro-batches, as `pipestudio-cli run --events jsonl` writes it
@@ -50,17 +50,19 @@ std::string summary(const RunEventReader& r) {
   s += r.finished() ? " finished " + r.finished()->status : " unfinished";
   Timeline t = r.timeline();
   for (const auto& op : t.ops)
-    s += " [" + std::to_string(op.device) + ":" + std::to_string(op.step) + " " + std::string(builtinKindName(op.op.kind)) +
-         std::to_string(op.op.microbatch) + "@" + std::to_string(op.op.stage) + " " + std::to_string(op.start) + "-" +
-         std::to_string(op.end) + "]";
+    s += " [" + std::to_string(op.device) + ":" + std::to_string(op.step) + " " +
+         std::string(builtinKindName(op.op.kind)) + std::to_string(op.op.microbatch) + "@" +
+         std::to_string(op.op.stage) + " " + std::to_string(op.start) + "-" + std::to_string(op.end) + "]";
   for (size_t d = 0; d < t.memory.size(); ++d)
-    for (const auto& m : t.memory[d]) s += " m" + std::to_string(d) + "@" + std::to_string(m.time) + "=" + std::to_string(m.bytes);
+    for (const auto& m : t.memory[d])
+      s += " m" + std::to_string(d) + "@" + std::to_string(m.time) + "=" + std::to_string(m.bytes);
   return s;
 }
 
 bool hasWarning(const RunEventReader& r, const std::string& code, const std::string& text) {
   for (const auto& w : r.warnings())
-    if (w.code == code && w.message.find(text) != std::string::npos && w.severity == Severity::Warning) return true;
+    if (w.code == code && w.message.find(text) != std::string::npos && w.severity == Severity::Warning)
+      return true;
   return false;
 }
 
@@ -244,10 +246,11 @@ TEST(RunEvents, ErrorThenFinishedFailedKeepsThePartialTimeline) {
   size_t cut = 0;
   for (int i = 0; i < 6; ++i) cut = kStream.find('\n', cut) + 1;
   r.feed(kStream.substr(0, cut));
-  r.feed(R"({"type":"error","code":"engine.nan","message":"device 1 at B0@s1: NaN in the input gradient","device":1,"step":1})"
-         "\n"
-         R"({"type":"finished","status":"failed","losses":[],"iteration_ms":[],"makespan_ms":2.5,"bubble_ratio":0.2})"
-         "\n");
+  r.feed(
+      R"({"type":"error","code":"engine.nan","message":"device 1 at B0@s1: NaN in the input gradient","device":1,"step":1})"
+      "\n"
+      R"({"type":"finished","status":"failed","losses":[],"iteration_ms":[],"makespan_ms":2.5,"bubble_ratio":0.2})"
+      "\n");
   r.end();
   EXPECT_EQ(r.warningCount(), 0u);
   ASSERT_EQ(r.errors().size(), 1u);
@@ -269,7 +272,9 @@ TEST(RunEvents, ErrorThenFinishedFailedKeepsThePartialTimeline) {
 
 TEST(RunEvents, RefusalCarriesTheProtocolVersion) {
   RunEventReader r;
-  r.feed(R"({"type":"error","protocol_version":1,"code":"validate.deadlock","message":"deadlock","stage":"refused"})" "\n");
+  r.feed(
+      R"({"type":"error","protocol_version":1,"code":"validate.deadlock","message":"deadlock","stage":"refused"})"
+      "\n");
   r.end();
   ASSERT_EQ(r.errors().size(), 1u);
   EXPECT_EQ(r.errors()[0].stage, "refused");
@@ -280,23 +285,30 @@ TEST(RunEvents, RefusalCarriesTheProtocolVersion) {
 
 TEST(RunEvents, ANewIterationReplacesTheOpsOfTheLastOne) {
   RunEventReader r;
-  r.feed(R"({"type":"op","iteration":1,"device":0,"step":0,"kind":"F","stage":0,"microbatch":0,"start_ms":0,"end_ms":1})" "\n"
-         R"({"type":"memory","iteration":1,"device":0,"time_ms":1,"bytes":10})" "\n"
-         R"({"type":"op","iteration":2,"device":0,"step":0,"kind":"F","stage":0,"microbatch":0,"start_ms":0,"end_ms":3})" "\n");
+  r.feed(
+      R"({"type":"op","iteration":1,"device":0,"step":0,"kind":"F","stage":0,"microbatch":0,"start_ms":0,"end_ms":1})"
+      "\n"
+      R"({"type":"memory","iteration":1,"device":0,"time_ms":1,"bytes":10})"
+      "\n"
+      R"({"type":"op","iteration":2,"device":0,"step":0,"kind":"F","stage":0,"microbatch":0,"start_ms":0,"end_ms":3})"
+      "\n");
   Timeline t = r.timeline();
   ASSERT_EQ(t.ops.size(), 1u);
   EXPECT_DOUBLE_EQ(t.ops[0].end, 3.0);
   EXPECT_TRUE(t.memory[0].empty());
   EXPECT_EQ(r.timelineIteration(), 2);
   // A straggler from iteration 1 is refused with a warning rather than mixed in.
-  r.feed(R"({"type":"op","iteration":1,"device":0,"step":1,"kind":"B","stage":0,"microbatch":0,"start_ms":1,"end_ms":2})" "\n");
+  r.feed(
+      R"({"type":"op","iteration":1,"device":0,"step":1,"kind":"B","stage":0,"microbatch":0,"start_ms":1,"end_ms":2})"
+      "\n");
   EXPECT_EQ(r.timeline().ops.size(), 1u);
   EXPECT_TRUE(hasWarning(r, "run-events.bad-field", "line 4"));
 }
 
 TEST(RunEvents, OtherProtocolVersionIsAWarning) {
   RunEventReader r;
-  r.feed(R"({"type":"started","protocol_version":7,"devices":1})" "\n");
+  r.feed(R"({"type":"started","protocol_version":7,"devices":1})"
+         "\n");
   EXPECT_TRUE(hasWarning(r, "run-events.protocol", "protocol 7"));
 }
 
@@ -325,13 +337,13 @@ TEST(RunEvents, CliVersionLineRoundTrips) {
   EXPECT_EQ(other->protocol, 12);
 }
 
-
 TEST(RunEvents, PartialTimelineFromRanksKeepsEachRanksOwnDeviceOfTheNewestIteration) {
-  auto op = [](int it, int device, int step, const char* name, const char* kind, int stage, double s, double e) {
-    return std::string(R"({"type":"op","iteration":)") + std::to_string(it) + R"(,"device":)" + std::to_string(device) +
-           R"(,"step":)" + std::to_string(step) + R"(,"op":")" + name + R"(","kind":")" + kind + R"(","stage":)" +
-           std::to_string(stage) + R"(,"microbatch":0,"start_ms":)" + std::to_string(s) + R"(,"end_ms":)" +
-           std::to_string(e) + "}\n";
+  auto op = [](int it, int device, int step, const char* name, const char* kind, int stage, double s,
+               double e) {
+    return std::string(R"({"type":"op","iteration":)") + std::to_string(it) + R"(,"device":)" +
+           std::to_string(device) + R"(,"step":)" + std::to_string(step) + R"(,"op":")" + name +
+           R"(","kind":")" + kind + R"(","stage":)" + std::to_string(stage) +
+           R"(,"microbatch":0,"start_ms":)" + std::to_string(s) + R"(,"end_ms":)" + std::to_string(e) + "}\n";
   };
   std::vector<RunEventReader> readers(3);
   // Rank 0 reached iteration 1 and also relayed a copy of device 1's op: only its own counts.

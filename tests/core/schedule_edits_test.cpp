@@ -12,7 +12,9 @@ using namespace ps::core;
 
 namespace {
 
-Step st(OpKind k, int mb) { return Step{Op{k, 0, mb}, std::nullopt}; }
+Step st(OpKind k, int mb) {
+  return Step{Op{k, 0, mb}, std::nullopt};
+}
 
 // One device, one stage, three micro-batches: F0 F1 F2 B0 B1 B2 (GPipe-like).
 Schedule threeForwardsThenBackwards() {
@@ -27,7 +29,9 @@ Schedule threeForwardsThenBackwards() {
 // be prefetched in front of the same backward).
 Op afterReload(const Schedule& s, int mb) {
   const auto& row = s.devices[0];
-  auto it = std::find_if(row.begin(), row.end(), [&](const Step& x) { return x.first == Op{OpKind::Reload, 0, mb}; });
+  auto it = std::find_if(row.begin(), row.end(), [&](const Step& x) {
+    return x.first == Op{OpKind::Reload, 0, mb};
+  });
   EXPECT_NE(it, row.end());
   if (it == row.end()) return Op{};
   it = std::find_if(it, row.end(), [](const Step& x) { return x.first.kind != OpKind::Reload; });

@@ -1,7 +1,8 @@
 // core::loadSchedule: the one place that picks the schedule parser (by explicit format, the
 // file's extension, else its content), with overrides and errors naming file:line:col.
-#include <gtest/gtest.h>
+#include "pipestudio/core/io/schedule_file.h"
 
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -10,7 +11,6 @@
 #include "pipestudio/core/analysis/validator.h"
 #include "pipestudio/core/io/dsl.h"
 #include "pipestudio/core/io/pytorch_csv.h"
-#include "pipestudio/core/io/schedule_file.h"
 #include "pipestudio/core/planning/generators.h"
 
 using namespace ps::core;
@@ -18,7 +18,9 @@ using namespace ps::core;
 namespace {
 
 // 1F1B on 2 devices with 4 micro-batches, the schedule every case reads in one form or the other.
-Schedule oneFOneB() { return generateSchedule(ScheduleKind::OneFOneB, GeneratorOptions{2, 4, 0}).value(); }
+Schedule oneFOneB() {
+  return generateSchedule(ScheduleKind::OneFOneB, GeneratorOptions{2, 4, 0}).value();
+}
 
 const std::string& pipeText() {
   static const std::string text = printDsl(oneFOneB());
@@ -57,15 +59,15 @@ TEST_P(ScheduleFormatResolution, PicksTheFormatAndParsesWithIt) {
 
 INSTANTIATE_TEST_SUITE_P(
     Cases, ScheduleFormatResolution,
-    ::testing::Values(FormatCase{"pipe_by_extension", std::nullopt, "a.pipe", false, ScheduleFormat::Pipe},
-                      FormatCase{"csv_by_extension", std::nullopt, "a.csv", true, ScheduleFormat::Csv},
-                      FormatCase{"csv_extension_any_case", std::nullopt, "A.CSV", true, ScheduleFormat::Csv},
-                      FormatCase{"csv_on_stdin_by_content", std::nullopt, "-", true, ScheduleFormat::Csv},
-                      FormatCase{"pipe_on_stdin_by_content", std::nullopt, "-", false, ScheduleFormat::Pipe},
-                      FormatCase{"csv_other_name_by_content", std::nullopt, "sched.txt", true, ScheduleFormat::Csv},
-                      FormatCase{"explicit_beats_extension", ScheduleFormat::Csv, "a.pipe", true, ScheduleFormat::Csv},
-                      FormatCase{"explicit_pipe_on_csv_text", ScheduleFormat::Pipe, "a.csv", true,
-                                 ScheduleFormat::Pipe}),
+    ::testing::Values(
+        FormatCase{"pipe_by_extension", std::nullopt, "a.pipe", false, ScheduleFormat::Pipe},
+        FormatCase{"csv_by_extension", std::nullopt, "a.csv", true, ScheduleFormat::Csv},
+        FormatCase{"csv_extension_any_case", std::nullopt, "A.CSV", true, ScheduleFormat::Csv},
+        FormatCase{"csv_on_stdin_by_content", std::nullopt, "-", true, ScheduleFormat::Csv},
+        FormatCase{"pipe_on_stdin_by_content", std::nullopt, "-", false, ScheduleFormat::Pipe},
+        FormatCase{"csv_other_name_by_content", std::nullopt, "sched.txt", true, ScheduleFormat::Csv},
+        FormatCase{"explicit_beats_extension", ScheduleFormat::Csv, "a.pipe", true, ScheduleFormat::Csv},
+        FormatCase{"explicit_pipe_on_csv_text", ScheduleFormat::Pipe, "a.csv", true, ScheduleFormat::Pipe}),
     [](const auto& info) { return std::string(info.param.label); });
 
 TEST(ScheduleFile, FormatNamesRoundTrip) {
@@ -171,7 +173,8 @@ TEST(ScheduleFile, LocatesValidatorDiagnosticsAtCsvCells) {
 }
 
 TEST(ScheduleFile, LoadsFilesAndNamesAnUnreadableOne) {
-  const auto dir = std::filesystem::temp_directory_path() / ("ps_schedule_file_" + std::to_string(::getpid()));
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("ps_schedule_file_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   const std::string csv = (dir / "s.csv").string();
   std::ofstream(csv) << csvText();

@@ -6,13 +6,13 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "pipestudio/core/planning/generators.h"
+#include "fixtures/profiles.h"
 #include "pipestudio/core/analysis/iterations.h"
+#include "pipestudio/core/analysis/simulator.h"
+#include "pipestudio/core/planning/generators.h"
 #include "pipestudio/core/planning/partition_search.h"
 #include "pipestudio/core/planning/search.h"
-#include "pipestudio/core/analysis/simulator.h"
 #include "pipestudio/core/planning/zb_greedy.h"
-#include "fixtures/profiles.h"
 
 using namespace ps::core;
 
@@ -69,7 +69,8 @@ TEST(SearchObjective, Names) {
 // gives for the returned schedule.
 TEST(SearchObjective, SteadyStateNeverWorseThanAnyBuiltin) {
   for (auto [profile, D, M, limit] :
-       {std::tuple{uniformLayers(8), 4, 8, std::int64_t{0}}, std::tuple{headHeavy(16), 4, 12, std::int64_t{0}},
+       {std::tuple{uniformLayers(8), 4, 8, std::int64_t{0}},
+        std::tuple{headHeavy(16), 4, 12, std::int64_t{0}},
         std::tuple{headHeavy(16), 4, 16, std::int64_t{3200 + 3 * 4000 + 500}}}) {
     SearchOptions o = steadyOptions(D, M);
     if (limit) o.memoryLimitBytes = limit;

@@ -1,27 +1,28 @@
 #include "pipestudio/core/planning/search.h"
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
-#include <cstdlib>
-#include <sys/wait.h>
-
+#include "fixtures/profiles.h"
+#include "pipestudio/core/analysis/simulator.h"
+#include "pipestudio/core/analysis/validator.h"
 #include "pipestudio/core/io/dsl.h"
 #include "pipestudio/core/planning/generators.h"
 #include "pipestudio/core/planning/model_zoo_hetero.h"
-#include "pipestudio/core/analysis/simulator.h"
-#include "pipestudio/core/analysis/validator.h"
-#include "fixtures/profiles.h"
 
 using namespace ps::core;
 
 namespace {
 
 // A small model whose last layer is three times as heavy as the others (an LM head).
-CostProfile headHeavy(int layers) { return ps::test::lmHeadLayers(layers); }
+CostProfile headHeavy(int layers) {
+  return ps::test::lmHeadLayers(layers);
+}
 
 SearchOptions smallOptions(int D, int M) {
   SearchOptions o;

@@ -2,16 +2,17 @@
 //   dev0: F(0,0) [0,1]  F(0,1) [1,2]  B(0,0) [5.4,7.4]  B(0,1) [9.4,11.4]
 //   dev1: F(1,0) [1.2,2.2]  B(1,0) [2.2,5.2]  F(1,1) [5.2,6.2]  B(1,1) [6.2,9.2]
 // with the backward hand-over B(1,0) -> B(0,0) recorded as a transfer [5.2, 5.4].
+#include "pipestudio/core/analysis/stepper.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <limits>
 
+#include "fixtures/schedules.h"
+#include "pipestudio/core/analysis/simulator.h"
 #include "pipestudio/core/model/cost_profile.h"
 #include "pipestudio/core/planning/generators.h"
-#include "pipestudio/core/analysis/simulator.h"
-#include "pipestudio/core/analysis/stepper.h"
-#include "fixtures/schedules.h"
 
 using namespace ps::core;
 
@@ -83,7 +84,7 @@ TEST(Stepper, NextPreviousAndPositions) {
   EXPECT_FALSE(s.previous(0).has_value());
   EXPECT_EQ(s.previous(7), 6u);
   EXPECT_EQ(s.positionAt(-1.0), 0u);
-  EXPECT_EQ(s.positionAt(1.0), 3u);   // F(0,0) end and F(0,1) start at 1 are applied
+  EXPECT_EQ(s.positionAt(1.0), 3u);  // F(0,0) end and F(0,1) start at 1 are applied
   EXPECT_EQ(s.positionAt(1.1), 3u);
   EXPECT_EQ(s.positionAt(100), 16u);
   EXPECT_DOUBLE_EQ(s.timeAt(0), 0.0);
@@ -256,8 +257,8 @@ TEST(Stepper, OverlappedPairRunsAsTwoOpsAndZeroLengthOpsStartBeforeTheyEnd) {
   plan.devices = {{Step{F(0, 0)}, Step{F(0, 1), B(0, 0)}, Step{B(0, 1)}}};
   Timeline t;
   t.devices = 1;
-  t.ops = {op(0, F(0, 0), 0, 0), TimelineOp{0, -1, F(0, 1), true, 0, 2}, TimelineOp{0, -1, B(0, 0), true, 0, 2},
-           op(0, B(0, 1), 2, 3)};
+  t.ops = {op(0, F(0, 0), 0, 0), TimelineOp{0, -1, F(0, 1), true, 0, 2},
+           TimelineOp{0, -1, B(0, 0), true, 0, 2}, op(0, B(0, 1), 2, 3)};
   auto s = Stepper::make(t, plan);
   ASSERT_TRUE(s.ok());
   ASSERT_EQ(s->size(), 8u);
@@ -270,7 +271,7 @@ TEST(Stepper, OverlappedPairRunsAsTwoOpsAndZeroLengthOpsStartBeforeTheyEnd) {
   ASSERT_EQ(st.devices[0].next.size(), 1u);
   EXPECT_EQ(st.devices[0].next[0].op, B(0, 1));
 
-  StepState before = s->stateAfter(1);  // only F(0,0)'s start applied
+  StepState before = s->stateAfter(1);           // only F(0,0)'s start applied
   ASSERT_EQ(before.devices[0].next.size(), 2u);  // the pair is the next step
   EXPECT_EQ(before.devices[0].next[0].op, F(0, 1));
   EXPECT_EQ(before.devices[0].next[1].op, B(0, 0));
@@ -320,7 +321,8 @@ TEST(Stepper, StateAtEveryPositionAgreesWithADirectCount) {
   const Timeline& t = s.timeline();
   for (size_t pos = 0; pos <= s.size(); ++pos) {
     std::vector<char> started(t.ops.size(), 0), ended(t.ops.size(), 0);
-    for (size_t k = 0; k < pos; ++k) (s.events()[k].kind == StepEventKind::Start ? started : ended)[s.events()[k].op] = 1;
+    for (size_t k = 0; k < pos; ++k)
+      (s.events()[k].kind == StepEventKind::Start ? started : ended)[s.events()[k].op] = 1;
     StepState st = s.stateAfter(pos);
     for (int d = 0; d < 4; ++d) {
       std::vector<size_t> running;

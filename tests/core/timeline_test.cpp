@@ -6,7 +6,8 @@ using namespace ps::core;
 
 namespace {
 
-TimelineOp op(int device, int step, OpKind k, int stage, int mb, double start, double end, bool pair = false) {
+TimelineOp op(int device, int step, OpKind k, int stage, int mb, double start, double end,
+              bool pair = false) {
   return TimelineOp{device, step, Op{k, stage, mb}, pair, start, end};
 }
 
@@ -35,7 +36,8 @@ TEST(TimelineMetrics, MakespanBusySpanAndBubble) {
 TEST(TimelineMetrics, CopyStreamOpsCountTowardsSpanNotBusy) {
   Timeline t;
   t.devices = 1;
-  t.ops = {op(0, 0, OpKind::F, 0, 0, 0, 1), op(0, 1, OpKind::Offload, 0, 0, 1, 3), op(0, 2, OpKind::F, 0, 1, 1, 2)};
+  t.ops = {op(0, 0, OpKind::F, 0, 0, 0, 1), op(0, 1, OpKind::Offload, 0, 0, 1, 3),
+           op(0, 2, OpKind::F, 0, 1, 1, 2)};
   TimelineMetrics m = computeMetrics(t);
   EXPECT_DOUBLE_EQ(m.devices[0].busy, 2);
   EXPECT_DOUBLE_EQ(m.devices[0].span(), 3);

@@ -1,17 +1,18 @@
 // Import of torch.profiler-style and PipeStudio Chrome traces. The traces are written here
 // from the documented format (docs/debugger.md): "X" complete events and "B"/"E" pairs,
 // ts/dur in microseconds, PP:<action> range names, metadata events, unrelated events.
+#include "pipestudio/core/io/trace_import.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "fixtures/schedules.h"
+#include "pipestudio/core/analysis/simulator.h"
 #include "pipestudio/core/io/chrome_trace.h"
 #include "pipestudio/core/model/cost_profile.h"
 #include "pipestudio/core/planning/generators.h"
-#include "pipestudio/core/analysis/simulator.h"
-#include "pipestudio/core/io/trace_import.h"
-#include "fixtures/schedules.h"
 
 using namespace ps::core;
 using nlohmann::json;
@@ -19,7 +20,8 @@ using nlohmann::json;
 namespace {
 
 json x(const std::string& name, const std::string& cat, long long pid, long long tid, double ts, double dur) {
-  return json{{"ph", "X"}, {"name", name}, {"cat", cat}, {"pid", pid}, {"tid", tid}, {"ts", ts}, {"dur", dur}};
+  return json{{"ph", "X"},  {"name", name}, {"cat", cat}, {"pid", pid},
+              {"tid", tid}, {"ts", ts},     {"dur", dur}};
 }
 
 json meta(const std::string& what, long long pid, json args) {
@@ -113,8 +115,8 @@ TEST(PipelineAction, ParsesPyTorchActionFormat) {
 }
 
 TEST(PipelineAction, RejectsMalformedActions) {
-  for (const char* bad : {"", "F1", "0X1", "0F", "0F1x", "(0F1)OVERLAP_F_B", "(0F1;1B0", "0UNSHARD3",
-                          "(0F1;1B0)SOMETHING"}) {
+  for (const char* bad :
+       {"", "F1", "0X1", "0F", "0F1x", "(0F1)OVERLAP_F_B", "(0F1;1B0", "0UNSHARD3", "(0F1;1B0)SOMETHING"}) {
     auto a = parsePipelineAction(bad);
     EXPECT_FALSE(a.ok()) << bad;
     if (!a.ok()) {
@@ -124,8 +126,9 @@ TEST(PipelineAction, RejectsMalformedActions) {
 }
 
 TEST(TraceImport, TorchProfilerPerRankFilesPreferGpuRanges) {
-  std::vector<TraceFile> files = {{"/tmp/run/rank0.pt.trace.json", torchRankTrace(0, 0).dump(), std::nullopt},
-                                  {"/tmp/run/rank1.pt.trace.json", torchRankTrace(1, 0).dump(), std::nullopt}};
+  std::vector<TraceFile> files = {
+      {"/tmp/run/rank0.pt.trace.json", torchRankTrace(0, 0).dump(), std::nullopt},
+      {"/tmp/run/rank1.pt.trace.json", torchRankTrace(1, 0).dump(), std::nullopt}};
   auto r = importChromeTraces(files);
   ASSERT_TRUE(r.ok()) << formatDiagnostics(r.errors());
   const Timeline& t = r->timeline;
@@ -198,8 +201,9 @@ TEST(TraceImport, RankFromFileNameAndBaseTimeAlignsFiles) {
     json ev = json::array({x("PP:" + action, "user_annotation", 77, 1, ts, 500)});
     return json{{"traceEvents", ev}, {"baseTimeNanoseconds", base}}.dump();
   };
-  std::vector<TraceFile> files = {{"dir/trace_rank_1.json", mk("1F0", 100, 1'700'000'002'000'000LL), std::nullopt},
-                                  {"dir/trace_rank_0.json", mk("0F0", 100, 1'700'000'000'000'000LL), std::nullopt}};
+  std::vector<TraceFile> files = {
+      {"dir/trace_rank_1.json", mk("1F0", 100, 1'700'000'002'000'000LL), std::nullopt},
+      {"dir/trace_rank_0.json", mk("0F0", 100, 1'700'000'000'000'000LL), std::nullopt}};
   auto r = importChromeTraces(files);
   ASSERT_TRUE(r.ok()) << formatDiagnostics(r.errors());
   const Timeline& t = r->timeline;
@@ -290,7 +294,8 @@ TEST(TraceImport, MalformedJsonNamesFileAndPosition) {
   EXPECT_EQ(d.code, "trace.json");
   EXPECT_EQ(d.location.file, "broken_rank0.json");
   EXPECT_EQ(d.location.line, 2);
-  EXPECT_EQ(d.location.column, static_cast<int>(std::string("  {\"ph\": \"X\", \"name\": \"PP:0F0\",").size()) + 1);
+  EXPECT_EQ(d.location.column,
+            static_cast<int>(std::string("  {\"ph\": \"X\", \"name\": \"PP:0F0\",").size()) + 1);
   EXPECT_NE(d.message.find("broken_rank0.json"), std::string::npos);
   EXPECT_NE(d.message.find("byte"), std::string::npos);
 }
@@ -301,8 +306,8 @@ TEST(TraceImport, NotATraceAndNoActionsAreErrors) {
   EXPECT_EQ(obj.error().code, "trace.format");
   EXPECT_NE(obj.error().message.find("x.json"), std::string::npos);
 
-  auto empty = importChromeTrace(json{{"traceEvents", json::array({x("aten::mm", "cpu_op", 1, 1, 0, 5)})}}.dump(),
-                                 "y.json");
+  auto empty = importChromeTrace(
+      json{{"traceEvents", json::array({x("aten::mm", "cpu_op", 1, 1, 0, 5)})}}.dump(), "y.json");
   ASSERT_FALSE(empty.ok());
   EXPECT_EQ(empty.error().code, "trace.empty");
 
@@ -333,15 +338,30 @@ TEST(TraceImport, OwnTraceRecognisedByMetadata) {
   json ev = json::array();
   ev.push_back(meta("process_name", 0, {{"name", "device 0"}}));
   ev.push_back(meta("process_name", 1, {{"name", "device 1"}}));
-  ev.push_back(json{{"ph", "X"}, {"name", "0F0"}, {"cat", "compute"}, {"pid", 0}, {"tid", 0}, {"ts", 0}, {"dur", 1000},
-                    {"args", {{"kind", "F"}, {"stage", 0}, {"microbatch", 0}, {"mb", 0}, {"device", 0}, {"step", 0}}}});
-  ev.push_back(json{{"ph", "X"}, {"name", "1F0"}, {"cat", "compute"}, {"pid", 1}, {"tid", 0}, {"ts", 1500},
-                    {"dur", 1000}});
-  ev.push_back(json{{"ph", "X"}, {"name", "0F0->1"}, {"cat", "comm"}, {"pid", 0}, {"tid", 101}, {"ts", 1000},
+  ev.push_back(json{
+      {"ph", "X"},
+      {"name", "0F0"},
+      {"cat", "compute"},
+      {"pid", 0},
+      {"tid", 0},
+      {"ts", 0},
+      {"dur", 1000},
+      {"args", {{"kind", "F"}, {"stage", 0}, {"microbatch", 0}, {"mb", 0}, {"device", 0}, {"step", 0}}}});
+  ev.push_back(json{
+      {"ph", "X"}, {"name", "1F0"}, {"cat", "compute"}, {"pid", 1}, {"tid", 0}, {"ts", 1500}, {"dur", 1000}});
+  ev.push_back(json{{"ph", "X"},
+                    {"name", "0F0->1"},
+                    {"cat", "comm"},
+                    {"pid", 0},
+                    {"tid", 101},
+                    {"ts", 1000},
                     {"dur", 500},
-                    {"args", {{"src", 0}, {"dst", 1}, {"bytes", 4096},
-                              {"producer_op", {{"kind", "F"}, {"stage", 0}, {"microbatch", 0}}},
-                              {"consumer_op", {{"kind", "F"}, {"stage", 1}, {"microbatch", 0}}}}}});
+                    {"args",
+                     {{"src", 0},
+                      {"dst", 1},
+                      {"bytes", 4096},
+                      {"producer_op", {{"kind", "F"}, {"stage", 0}, {"microbatch", 0}}},
+                      {"consumer_op", {{"kind", "F"}, {"stage", 1}, {"microbatch", 0}}}}}});
   ev.push_back(json{{"ph", "C"}, {"name", "memory"}, {"pid", 0}, {"ts", 0}, {"args", {{"bytes", 500}}}});
   ev.push_back(json{{"ph", "C"}, {"name", "memory"}, {"pid", 0}, {"ts", 1000}, {"args", {{"bytes", 700}}}});
   json top{{"traceEvents", ev},
@@ -372,13 +392,19 @@ TEST(TraceImport, OwnTraceRecognisedByMetadata) {
 TEST(TraceImport, TorchMemoryEventsBecomeMemoryCurves) {
   json ev = json::array();
   auto mem = [&](double ts, long long total, int type) {
-    ev.push_back(json{{"ph", "i"}, {"name", "[memory]"}, {"pid", 9}, {"tid", 9}, {"ts", ts}, {"s", "t"},
-                      {"args", {{"Device Type", type}, {"Device Id", 0}, {"Bytes", 1}, {"Total Allocated", total}}}});
+    ev.push_back(
+        json{{"ph", "i"},
+             {"name", "[memory]"},
+             {"pid", 9},
+             {"tid", 9},
+             {"ts", ts},
+             {"s", "t"},
+             {"args", {{"Device Type", type}, {"Device Id", 0}, {"Bytes", 1}, {"Total Allocated", total}}}});
   };
-  mem(50, 1000, 1);    // before the iteration: the value at its start
+  mem(50, 1000, 1);  // before the iteration: the value at its start
   mem(150, 3000, 1);
-  mem(160, 99, 0);     // host memory: ignored when the rank has GPU samples
-  mem(900, 2000, 1);   // after the iteration's last op: dropped
+  mem(160, 99, 0);    // host memory: ignored when the rank has GPU samples
+  mem(900, 2000, 1);  // after the iteration's last op: dropped
   ev.push_back(x("PP:0F0", "user_annotation", 9, 1, 100, 100));
   ev.push_back(x("PP:0B0", "user_annotation", 9, 1, 300, 200));
   auto r = importChromeTrace(json{{"traceEvents", ev}, {"distributedInfo", {{"rank", 0}}}}.dump(), "m.json");
@@ -394,11 +420,10 @@ TEST(TraceImport, TorchMemoryEventsBecomeMemoryCurves) {
 TEST(TraceImport, ScheduleFromTimelineRebuildsOrderAndPairs) {
   Timeline t;
   t.devices = 2;
-  t.ops = {TimelineOp{0, -1, Op{OpKind::F, 0, 0}, false, 0, 1},
-           TimelineOp{0, -1, Op{OpKind::F, 0, 1}, true, 3, 5},
-           TimelineOp{0, -1, Op{OpKind::B, 0, 0}, true, 3, 5},
-           TimelineOp{1, -1, Op{OpKind::F, 1, 0}, false, 1, 2},
-           TimelineOp{1, -1, Op{OpKind::B, 1, 0}, false, 2, 3}};
+  t.ops = {
+      TimelineOp{0, -1, Op{OpKind::F, 0, 0}, false, 0, 1}, TimelineOp{0, -1, Op{OpKind::F, 0, 1}, true, 3, 5},
+      TimelineOp{0, -1, Op{OpKind::B, 0, 0}, true, 3, 5}, TimelineOp{1, -1, Op{OpKind::F, 1, 0}, false, 1, 2},
+      TimelineOp{1, -1, Op{OpKind::B, 1, 0}, false, 2, 3}};
   auto s = scheduleFromTimeline(t);
   ASSERT_TRUE(s.ok()) << formatDiagnostics(s.errors());
   EXPECT_EQ(s->pipeline.stages, 2);

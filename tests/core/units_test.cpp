@@ -1,11 +1,11 @@
 // The one time and byte formatter and parser (core/io/units.h) that the CLI, the GUI and the
 // DSL share.
+#include "pipestudio/core/io/units.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdint>
 #include <string>
-
-#include "pipestudio/core/io/units.h"
 
 using namespace ps::core;
 
@@ -32,9 +32,10 @@ TEST(Units, ParsesByteSizesInEveryUnit) {
     const char* text;
     std::int64_t bytes;
   };
-  for (const Case& c : {Case{"85899345920", 85899345920LL}, Case{"80GiB", 80LL << 30}, Case{"80 GiB", 80LL << 30},
-                        Case{"40GB", 40'000'000'000LL}, Case{"512M", 512'000'000LL}, Case{"1.5GiB", 3LL << 29},
-                        Case{"1e9", 1'000'000'000LL}, Case{"2TiB", 2LL << 40}, Case{"7B", 7}}) {
+  for (const Case& c :
+       {Case{"85899345920", 85899345920LL}, Case{"80GiB", 80LL << 30}, Case{"80 GiB", 80LL << 30},
+        Case{"40GB", 40'000'000'000LL}, Case{"512M", 512'000'000LL}, Case{"1.5GiB", 3LL << 29},
+        Case{"1e9", 1'000'000'000LL}, Case{"2TiB", 2LL << 40}, Case{"7B", 7}}) {
     SCOPED_TRACE(c.text);
     auto r = parseByteSize(c.text);
     ASSERT_TRUE(r) << r.error().message;

@@ -1,7 +1,6 @@
 #include "pipestudio/core/analysis/validator.h"
 
 #include <gtest/gtest.h>
-
 #include <sys/wait.h>
 
 #include <algorithm>
@@ -9,8 +8,8 @@
 #include <cstdio>
 #include <sstream>
 
-#include "pipestudio/core/planning/generators.h"
 #include "fixtures/schedules.h"
+#include "pipestudio/core/planning/generators.h"
 
 using namespace ps::core;
 
@@ -20,8 +19,9 @@ namespace {
 // under linear placement) or "F0@s2" (explicit stage), "(F1;B0)" for an overlapped pair.
 Schedule make(int devices, int stages, int microbatches, const std::vector<std::string>& orders,
               PlacementKind placement = PlacementKind::Linear, std::vector<UserKind> userKinds = {}) {
-  return ps::test::scheduleFromTokens(devices, stages, microbatches, placement, orders, std::move(userKinds),
-                                      [](const std::string& kind) { ADD_FAILURE() << "unknown op kind " << kind; });
+  return ps::test::scheduleFromTokens(
+      devices, stages, microbatches, placement, orders, std::move(userKinds),
+      [](const std::string& kind) { ADD_FAILURE() << "unknown op kind " << kind; });
 }
 
 bool hasCode(const ValidationReport& r, const std::string& code) {
@@ -30,7 +30,9 @@ bool hasCode(const ValidationReport& r, const std::string& code) {
   return false;
 }
 
-std::string messages(const ValidationReport& r) { return formatDiagnostics(r.diagnostics); }
+std::string messages(const ValidationReport& r) {
+  return formatDiagnostics(r.diagnostics);
+}
 
 }  // namespace
 
@@ -72,8 +74,9 @@ TEST(Validator, DeadlockOnOneDeviceWaitingForItsOwnLaterOp) {
   Schedule s = make(1, 2, 1, {"F0@s0 F0@s1 B0@s0 B0@s1"});
   auto r = validateSchedule(s);
   ASSERT_TRUE(hasCode(r, "validate.deadlock")) << messages(r);
-  EXPECT_NE(messages(r).find("device 0 waits at B0@s0 for B0@s1 on device 0, which is after B0@s0 on device 0"),
-            std::string::npos)
+  EXPECT_NE(
+      messages(r).find("device 0 waits at B0@s0 for B0@s1 on device 0, which is after B0@s0 on device 0"),
+      std::string::npos)
       << messages(r);
 }
 
@@ -83,7 +86,8 @@ TEST(Validator, ReportsMissingAndDuplicateOps) {
   EXPECT_TRUE(hasCode(r, "validate.duplicate")) << messages(r);
   EXPECT_TRUE(hasCode(r, "validate.missing")) << messages(r);
   std::string m = messages(r);
-  EXPECT_NE(m.find("device 0 step 4: F1@s0 appears twice (first at device 0 step 1)"), std::string::npos) << m;
+  EXPECT_NE(m.find("device 0 step 4: F1@s0 appears twice (first at device 0 step 1)"), std::string::npos)
+      << m;
   EXPECT_NE(m.find("B1@s1 (or I1@s1 and W1@s1) is missing (stage 1 on device 1)"), std::string::npos) << m;
 }
 
@@ -92,7 +96,8 @@ TEST(Validator, ReportsOpsOutsideThePipelineAndOnTheWrongDevice) {
   auto r = validateSchedule(s);
   std::string m = messages(r);
   EXPECT_NE(m.find("F5@s0 names micro-batch 5, outside 0..0"), std::string::npos) << m;
-  EXPECT_NE(m.find("device 1 step 2: F0@s0 belongs to stage 0 on device 0, not device 1"), std::string::npos) << m;
+  EXPECT_NE(m.find("device 1 step 2: F0@s0 belongs to stage 0 on device 0, not device 1"), std::string::npos)
+      << m;
   EXPECT_TRUE(hasCode(r, "validate.range"));
   EXPECT_TRUE(hasCode(r, "validate.placement"));
 }
@@ -141,7 +146,8 @@ TEST(Validator, RecomputeOffloadAndCommunicationDependencies) {
   // With explicit communication, F of stage 1 waits on its posted RECV_F and on the data the
   // SEND_F sends (not on F of stage 0); posting the RECV waits for nothing (PyTorch's
   // _batch_p2p / _wait_batch_p2p).
-  EXPECT_EQ(dependenciesOf(s, Op{OpKind::F, 1, 0}), (std::vector<Op>{Op{OpKind::RecvF, 1, 0}, Op{OpKind::SendF, 0, 0}}));
+  EXPECT_EQ(dependenciesOf(s, Op{OpKind::F, 1, 0}),
+            (std::vector<Op>{Op{OpKind::RecvF, 1, 0}, Op{OpKind::SendF, 0, 0}}));
   EXPECT_EQ(dependenciesOf(s, Op{OpKind::RecvF, 1, 0}), (std::vector<Op>{}));
 
   // Sends and receives come in matched pairs.
@@ -150,14 +156,16 @@ TEST(Validator, RecomputeOffloadAndCommunicationDependencies) {
   EXPECT_NE(m.find("device 0 step 1: SEND_F0@s0 has no matching RECV_F0@s1"), std::string::npos) << m;
   EXPECT_NE(m.find("device 1 step 2: SEND_B0@s1 has no matching RECV_B0@s0"), std::string::npos) << m;
   Schedule deaf = make(2, 2, 1, {"F0 B0", "RECV_F0 F0 B0"});
-  EXPECT_NE(messages(validateSchedule(deaf)).find("RECV_F0@s1 has no matching SEND_F0@s0"), std::string::npos);
+  EXPECT_NE(messages(validateSchedule(deaf)).find("RECV_F0@s1 has no matching SEND_F0@s0"),
+            std::string::npos);
 
   Schedule noReload = make(1, 1, 1, {"F0 OFFLOAD0 B0"});
   auto r2 = validateSchedule(noReload);
   EXPECT_NE(messages(r2).find("OFFLOAD0@s0 is never reloaded"), std::string::npos) << messages(r2);
   Schedule reloadFirst = make(1, 1, 1, {"F0 RELOAD0 B0"});
   auto r3 = validateSchedule(reloadFirst);
-  EXPECT_NE(messages(r3).find("RELOAD0@s0 needs OFFLOAD0@s0, which the schedule does not have"), std::string::npos)
+  EXPECT_NE(messages(r3).find("RELOAD0@s0 needs OFFLOAD0@s0, which the schedule does not have"),
+            std::string::npos)
       << messages(r3);
 }
 
@@ -165,7 +173,8 @@ TEST(Validator, DependenciesOfFollowSharedSemantics) {
   Schedule s = *generateSchedule(ScheduleKind::ZBH1, GeneratorOptions{3, 3});
   EXPECT_EQ(dependenciesOf(s, Op{OpKind::F, 0, 1}), std::vector<Op>{});
   EXPECT_EQ(dependenciesOf(s, Op{OpKind::F, 2, 1}), (std::vector<Op>{Op{OpKind::F, 1, 1}}));
-  EXPECT_EQ(dependenciesOf(s, Op{OpKind::I, 1, 1}), (std::vector<Op>{Op{OpKind::F, 1, 1}, Op{OpKind::I, 2, 1}}));
+  EXPECT_EQ(dependenciesOf(s, Op{OpKind::I, 1, 1}),
+            (std::vector<Op>{Op{OpKind::F, 1, 1}, Op{OpKind::I, 2, 1}}));
   EXPECT_EQ(dependenciesOf(s, Op{OpKind::I, 2, 1}), (std::vector<Op>{Op{OpKind::F, 2, 1}}));
   EXPECT_EQ(dependenciesOf(s, Op{OpKind::W, 0, 2}), (std::vector<Op>{Op{OpKind::I, 0, 2}}));
 }
@@ -277,7 +286,8 @@ TEST(Validator, DeadlockVerdictMatchesNaiveExecutionOnShuffledOrders) {
     return static_cast<size_t>((state >> 33) % n);
   };
   int deadlocks = 0, fine = 0;
-  for (ScheduleKind k : {ScheduleKind::OneFOneB, ScheduleKind::ZBH1, ScheduleKind::ZBV, ScheduleKind::DualPipeV}) {
+  for (ScheduleKind k :
+       {ScheduleKind::OneFOneB, ScheduleKind::ZBH1, ScheduleKind::ZBV, ScheduleKind::DualPipeV}) {
     Schedule base = *generateSchedule(k, GeneratorOptions{3, 6});
     for (int iter = 0; iter < 150; ++iter) {
       Schedule s = base;

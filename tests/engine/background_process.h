@@ -27,7 +27,8 @@ namespace ps::test {
 using Clock = std::chrono::steady_clock;
 using namespace std::chrono_literals;
 
-inline std::string writeSchedule(ps::core::ScheduleKind kind, int devices, int micro, const std::string& name) {
+inline std::string writeSchedule(ps::core::ScheduleKind kind, int devices, int micro,
+                                 const std::string& name) {
   auto s = ps::core::generateSchedule(kind, {devices, micro, 0});
   EXPECT_TRUE(s.ok());
   std::string path = ::testing::TempDir() + name + ".pipe";
@@ -46,7 +47,8 @@ struct Background {
     Background b;
     b.out = ::testing::TempDir() + tag + "_" + std::to_string(getpid()) + ".out";
     b.err = ::testing::TempDir() + tag + "_" + std::to_string(getpid()) + ".err";
-    const std::string cmd = "exec '" + std::string(PIPESTUDIO_CLI) + "' " + args + " >'" + b.out + "' 2>'" + b.err + "' </dev/null";
+    const std::string cmd = "exec '" + std::string(PIPESTUDIO_CLI) + "' " + args + " >'" + b.out + "' 2>'" +
+                            b.err + "' </dev/null";
     b.pid = fork();
     if (b.pid == 0) {
       for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);

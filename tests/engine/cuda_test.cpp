@@ -12,12 +12,12 @@
 #include <fstream>
 #include <string>
 
+#include "cli/cli_runner.h"
+#include "engine_checks.h"
+#include "fixtures/schedules.h"
 #include "pipestudio/core/io/dsl.h"
 #include "pipestudio/core/planning/generators.h"
 #include "pipestudio/engine/engine.h"
-#include "fixtures/schedules.h"
-#include "cli/cli_runner.h"
-#include "engine_checks.h"
 
 using namespace ps::engine;
 using ps::core::ScheduleKind;
@@ -55,9 +55,9 @@ void expectExactOnGpu(const ps::core::Schedule& s, const RunOptions& o) {
   EXPECT_TRUE(sawBytes);
 }
 
-#define SKIP_WITHOUT_GPU()                                                                               \
-  if (!cudaAvailable())                                                                                  \
-  GTEST_SKIP() << (cudaCompiled() ? "no GPU visible to this process"                                     \
+#define SKIP_WITHOUT_GPU()                                                                                  \
+  if (!cudaAvailable())                                                                                     \
+  GTEST_SKIP() << (cudaCompiled() ? "no GPU visible to this process"                                        \
                                   : "CPU-only build (Debian libtorch): GPU tests run on a CUDA build, see " \
                                     "docs/engine.md \"GPU builds\"")
 
@@ -108,8 +108,9 @@ TEST(CudaGpu, TwoProcessesOverNccl) {
     auto s = generated(k);
     const std::string pipe = ::testing::TempDir() + "ps_cuda_nccl_" + std::to_string(::getpid()) + "_" +
                              std::string(ps::core::scheduleKindName(k)) + ".pipe";
-    expectCliRunPassesGradientCheck(s, pipe,
-                                    " --model gpt:layers=2,hidden=32,heads=2,seq=8,vocab=32 --device cuda --nproc 2"
-                                    " --check-gradients --timeout 60");
+    expectCliRunPassesGradientCheck(
+        s, pipe,
+        " --model gpt:layers=2,hidden=32,heads=2,seq=8,vocab=32 --device cuda --nproc 2"
+        " --check-gradients --timeout 60");
   }
 }

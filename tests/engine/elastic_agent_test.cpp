@@ -6,20 +6,23 @@
 
 #include <string>
 
-#include "pipestudio/core/io/cluster.h"
-#include "pipestudio/core/planning/generators.h"
 #include "background_process.h"
 #include "cli/cli_runner.h"
+#include "pipestudio/core/io/cluster.h"
+#include "pipestudio/core/planning/generators.h"
 
 namespace {
 
 const char* kPython = "/usr/bin/python3";
 
 bool pythonHasTorch() {
-  return ps::test::runCommand(std::string(kPython) + " -c 'import torch.distributed.launcher.api'").exitCode == 0;
+  return ps::test::runCommand(std::string(kPython) + " -c 'import torch.distributed.launcher.api'")
+             .exitCode == 0;
 }
 
-std::string launcher() { return std::string(PIPESTUDIO_SOURCE_TEST_DIR) + "/engine/elastic_launch.py"; }
+std::string launcher() {
+  return std::string(PIPESTUDIO_SOURCE_TEST_DIR) + "/engine/elastic_launch.py";
+}
 
 }  // namespace
 
@@ -27,8 +30,8 @@ TEST(ElasticAgent, TwoRanksStartedByTorchsAgentGiveExactGradients) {
   if (!pythonHasTorch()) GTEST_SKIP() << kPython << " cannot import torch (install python3-torch)";
   auto path = ps::test::writeSchedule(ps::core::ScheduleKind::OneFOneB, 2, 4, "elastic_1f1b");
   const int port = ps::core::pickRendezvousPort();
-  auto r = ps::test::runCommand("timeout 120 " + std::string(kPython) + " " + launcher() + " " + std::to_string(port) +
-                                " 2 " + PIPESTUDIO_CLI + " run " + path +
+  auto r = ps::test::runCommand("timeout 120 " + std::string(kPython) + " " + launcher() + " " +
+                                std::to_string(port) + " 2 " + PIPESTUDIO_CLI + " run " + path +
                                 " --model mlp:layers=4,hidden=16 --threads 1 --check-gradients --timeout 30 "
                                 "--connect-timeout 30");
   EXPECT_EQ(r.exitCode, 0) << r.out;

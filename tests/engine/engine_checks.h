@@ -1,11 +1,11 @@
 #pragma once
 // Checks shared by the engine tests: built-in schedules, runs that must finish, gradients
 // that must match the unpipelined reference, and the same through `pipestudio-cli run`.
+#include <gtest/gtest.h>
+
 #include <cstdio>
 #include <fstream>
 #include <string>
-
-#include <gtest/gtest.h>
 
 #include "cli/cli_runner.h"
 #include "pipestudio/core/io/dsl.h"
@@ -43,12 +43,14 @@ inline void runToTheEnd(const core::Schedule& s, const engine::RunOptions& o, en
 
 inline void expectGradientsPassed(const core::Schedule& s, const engine::RunReport& r) {
   EXPECT_TRUE(r.gradients.passed) << s.name << ": worst " << r.gradients.worstParameter << " "
-                                  << r.gradients.maxRelativeError << ", loss " << r.gradients.lossRelativeError;
+                                  << r.gradients.maxRelativeError << ", loss "
+                                  << r.gradients.lossRelativeError;
 }
 
 // `pipestudio-cli run PIPE ARGS` with `s` written to PIPE passes its gradient check; PIPE is
 // removed.
-inline void expectCliRunPassesGradientCheck(const core::Schedule& s, const std::string& pipe, const std::string& args) {
+inline void expectCliRunPassesGradientCheck(const core::Schedule& s, const std::string& pipe,
+                                            const std::string& args) {
   std::ofstream(pipe) << core::printDsl(s);
   const auto result = runCommand(std::string(PIPESTUDIO_CLI) + " run " + pipe + args);
   const std::string& out = result.out;

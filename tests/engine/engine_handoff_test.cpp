@@ -1,19 +1,18 @@
 // pipestudio-cli hands `run` to pipestudio-engine: through the CLI a run has the engine's own
 // exit code and event stream, and `pipestudio-cli --version` reports the engine beside it.
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
 
-#include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
-
-#include "pipestudio/core/io/run_events.h"
 #include "cli/cli_runner.h"
+#include "pipestudio/core/io/run_events.h"
 
 namespace fs = std::filesystem;
 using ps::test::runCommand;
@@ -28,7 +27,8 @@ fs::path schedule() {
   static const fs::path p = [] {
     fs::path d = fs::temp_directory_path() / ("ps_engine_handoff_" + std::to_string(::getpid()));
     fs::create_directories(d);
-    auto r = runCommand(kCli + " generate 1f1b --devices 2 --microbatches 3 -o '" + (d / "1f1b.pipe").string() + "'");
+    auto r = runCommand(kCli + " generate 1f1b --devices 2 --microbatches 3 -o '" +
+                        (d / "1f1b.pipe").string() + "'");
     EXPECT_EQ(r.exitCode, 0) << r.out;
     return d / "1f1b.pipe";
   }();
@@ -56,8 +56,8 @@ Stream parse(const std::string& out) {
     const std::string type = j.value("type", "");
     s.types.push_back(type);
     if (type == "op")
-      s.ops.push_back(std::to_string(j.value("device", -1)) + "/" + std::to_string(j.value("step", -1)) + "/" +
-                      j.value("op", ""));
+      s.ops.push_back(std::to_string(j.value("device", -1)) + "/" + std::to_string(j.value("step", -1)) +
+                      "/" + j.value("op", ""));
     if (type == "finished") {
       s.status = j.value("status", "");
       if (j.contains("losses")) s.losses = j["losses"].get<std::vector<double>>();
@@ -83,8 +83,9 @@ TEST(EngineHandoff, VersionReportsCliEngineAndProtocol) {
   ASSERT_EQ(engine.exitCode, 0) << engine.err;
   const std::string engineLine = engine.out.substr(0, engine.out.find('\n'));
   EXPECT_EQ(engineLine.rfind("pipestudio-engine ", 0), 0u) << engineLine;
-  EXPECT_NE(engineLine.find("(run-event protocol " + std::to_string(ps::core::kRunEventProtocolVersion) + ")"),
-            std::string::npos);
+  EXPECT_NE(
+      engineLine.find("(run-event protocol " + std::to_string(ps::core::kRunEventProtocolVersion) + ")"),
+      std::string::npos);
 
   auto r = runCommand("env -u PIPESTUDIO_ENGINE " + kCli + " --version", Stderr::Separate);
   ASSERT_EQ(r.exitCode, 0) << r.err;
@@ -99,8 +100,9 @@ TEST(EngineHandoff, VersionReportsCliEngineAndProtocol) {
 }
 
 TEST(EngineHandoff, RunThroughCliHasTheEnginesExitCodeAndEvents) {
-  const std::string args = " run '" + schedule().string() +
-                           "' --model mlp:layers=4,hidden=16 --partition 2,2 --seed 3 --threads 1 --events jsonl";
+  const std::string args =
+      " run '" + schedule().string() +
+      "' --model mlp:layers=4,hidden=16 --partition 2,2 --seed 3 --threads 1 --events jsonl";
   auto viaCli = runCommand("env -u PIPESTUDIO_ENGINE " + kCli + args, Stderr::Separate);
   auto direct = runCommand(kEngine + args, Stderr::Separate);
   ASSERT_EQ(direct.exitCode, 0) << direct.err;
@@ -113,12 +115,14 @@ TEST(EngineHandoff, RunThroughCliHasTheEnginesExitCodeAndEvents) {
   EXPECT_EQ(a.status, "finished");
   EXPECT_EQ(a.status, b.status);
   ASSERT_EQ(a.losses.size(), b.losses.size());
-  for (size_t i = 0; i < a.losses.size(); ++i) EXPECT_NEAR(a.losses[i], b.losses[i], 1e-5 * std::abs(b.losses[i]));
+  for (size_t i = 0; i < a.losses.size(); ++i)
+    EXPECT_NEAR(a.losses[i], b.losses[i], 1e-5 * std::abs(b.losses[i]));
 }
 
 TEST(EngineHandoff, FailuresAndUsageErrorsKeepTheirExitCodes) {
-  const std::string failing = " run '" + schedule().string() +
-                              "' --model mlp:layers=4,hidden=16 --threads 1 --events jsonl --inject-fault throw:B1@s1";
+  const std::string failing =
+      " run '" + schedule().string() +
+      "' --model mlp:layers=4,hidden=16 --threads 1 --events jsonl --inject-fault throw:B1@s1";
   auto viaCli = runCommand("env -u PIPESTUDIO_ENGINE " + kCli + failing, Stderr::Drop);
   auto direct = runCommand(kEngine + failing, Stderr::Drop);
   EXPECT_EQ(direct.exitCode, 1);
@@ -128,7 +132,8 @@ TEST(EngineHandoff, FailuresAndUsageErrorsKeepTheirExitCodes) {
   EXPECT_EQ(a.errorCodes, b.errorCodes);
   EXPECT_EQ(skeleton(a.types), skeleton(b.types));
 
-  auto usage = runCommand("env -u PIPESTUDIO_ENGINE " + kCli + " run '" + schedule().string() + "'", Stderr::Separate);
+  auto usage =
+      runCommand("env -u PIPESTUDIO_ENGINE " + kCli + " run '" + schedule().string() + "'", Stderr::Separate);
   EXPECT_EQ(usage.exitCode, 2);
   EXPECT_NE(usage.err.find("--model SPEC is required"), std::string::npos) << usage.err;
 }

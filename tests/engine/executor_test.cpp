@@ -7,9 +7,9 @@
 #include <map>
 #include <thread>
 
-#include "pipestudio/engine/engine.h"
-#include "fixtures/schedules.h"
 #include "engine_checks.h"
+#include "fixtures/schedules.h"
+#include "pipestudio/engine/engine.h"
 
 using namespace ps::engine;
 using namespace ps::test;
@@ -17,20 +17,24 @@ using ps::core::OpKind;
 
 namespace {
 
-RunOptions smallOptions(const std::string& model) { return quickRun(model); }
+RunOptions smallOptions(const std::string& model) {
+  return quickRun(model);
+}
 
 RunReport runOk(const ps::core::Schedule& s, const RunOptions& o) {
   auto r = runSchedule(s, o);
   EXPECT_TRUE(r.ok()) << (r.ok() ? "" : ps::core::formatDiagnostics(r.errors()));
   if (!r.ok()) return {};
-  EXPECT_EQ(r->status, ps::core::RunState::Succeeded) << (r->diagnostics.empty() ? "" : r->diagnostics[0].message);
+  EXPECT_EQ(r->status, ps::core::RunState::Succeeded)
+      << (r->diagnostics.empty() ? "" : r->diagnostics[0].message);
   return std::move(r).value();
 }
 
 void expectExactGradients(const RunReport& r) {
   ASSERT_TRUE(r.gradients.ran);
-  EXPECT_TRUE(r.gradients.passed) << "worst " << r.gradients.worstParameter << " rel " << r.gradients.maxRelativeError
-                                  << ", loss rel " << r.gradients.lossRelativeError;
+  EXPECT_TRUE(r.gradients.passed) << "worst " << r.gradients.worstParameter << " rel "
+                                  << r.gradients.maxRelativeError << ", loss rel "
+                                  << r.gradients.lossRelativeError;
   EXPECT_LE(r.gradients.maxRelativeError, 1e-5);
   EXPECT_LE(r.gradients.lossRelativeError, 1e-5);
   EXPECT_FALSE(r.gradients.parameters.empty());
@@ -51,8 +55,12 @@ void expectDependenciesHold(const ps::core::Schedule& s, const RunReport& r) {
       ASSERT_TRUE(at.count(std::make_tuple(F, st, m)));
       ASSERT_TRUE(at.count(std::make_tuple(B, st, m)));
       auto get = [&](int k, int stage) { return at[std::make_tuple(k, stage, m)]; };
-      if (st > 0) { EXPECT_GE(get(F, st).first, get(F, st - 1).second); }
-      if (st + 1 < S) { EXPECT_GE(get(B, st).first, get(B, st + 1).second); }
+      if (st > 0) {
+        EXPECT_GE(get(F, st).first, get(F, st - 1).second);
+      }
+      if (st + 1 < S) {
+        EXPECT_GE(get(B, st).first, get(B, st + 1).second);
+      }
       EXPECT_GE(get(B, st).first, get(F, st).second);
     }
 }
@@ -219,7 +227,8 @@ TEST(ExecutorFailure, ExceptionInOneWorkerStopsAllAndNamesTheOp) {
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->status, ps::core::RunState::Failed);
   ASSERT_FALSE(r->diagnostics.empty());
-  EXPECT_NE(r->diagnostics[0].message.find("device 1 at B1@s1"), std::string::npos) << r->diagnostics[0].message;
+  EXPECT_NE(r->diagnostics[0].message.find("device 1 at B1@s1"), std::string::npos)
+      << r->diagnostics[0].message;
   EXPECT_FALSE(r->timeline.complete);
   EXPECT_FALSE(r->timeline.ops.empty());           // partial timeline kept
   EXPECT_LT(r->timeline.ops.size(), s.opCount());  // and it is partial
@@ -234,7 +243,8 @@ TEST(ExecutorFailure, NanIsCaughtAtTheOpThatProducedIt) {
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->status, ps::core::RunState::Failed);
   EXPECT_EQ(r->diagnostics[0].code, "engine.nan");
-  EXPECT_NE(r->diagnostics[0].message.find("device 0 at F1@s0"), std::string::npos) << r->diagnostics[0].message;
+  EXPECT_NE(r->diagnostics[0].message.find("device 0 at F1@s0"), std::string::npos)
+      << r->diagnostics[0].message;
 }
 
 TEST(ExecutorFailure, MissingTransferTimesOutNamingOpAndPeer) {

@@ -10,16 +10,18 @@
 #include <regex>
 #include <string>
 
-#include "pipestudio/core/io/cluster.h"
-#include "pipestudio/core/planning/generators.h"
 #include "background_process.h"
 #include "cli/cli_runner.h"
+#include "pipestudio/core/io/cluster.h"
+#include "pipestudio/core/planning/generators.h"
 
 namespace {
 
 using namespace ps::test;
 
-std::string data(const std::string& file) { return std::string(PIPESTUDIO_TEST_DATA_DIR) + "/" + file; }
+std::string data(const std::string& file) {
+  return std::string(PIPESTUDIO_TEST_DATA_DIR) + "/" + file;
+}
 
 double pytorchLoss(const std::string& batch) {
   std::ifstream in(data("inputs/expected_losses.json"));
@@ -33,7 +35,9 @@ double printedLoss(const std::string& out) {
   return std::stod(m[1]);
 }
 
-std::string schedule() { return writeSchedule(ps::core::ScheduleKind::OneFOneB, 2, 4, "inputs_1f1b"); }
+std::string schedule() {
+  return writeSchedule(ps::core::ScheduleKind::OneFOneB, 2, 4, "inputs_1f1b");
+}
 
 }  // namespace
 
@@ -42,8 +46,9 @@ TEST(InputsFile, TorchScriptLossEqualsPyTorchsOnTheSameBatch) {
   struct Case {
     std::string model, batch;
   };
-  for (const Case& c : {Case{"torchscript:path=" + data("torchscript/chain.pt"), "chain_batch.pt"},
-                        Case{"torchscript:path=" + data("torchscript/tokens.pt") + ",loss=ce", "tokens_batch.pt"}}) {
+  for (const Case& c :
+       {Case{"torchscript:path=" + data("torchscript/chain.pt"), "chain_batch.pt"},
+        Case{"torchscript:path=" + data("torchscript/tokens.pt") + ",loss=ce", "tokens_batch.pt"}}) {
     auto r = runCli("run " + s + " --model " + c.model + " --inputs " + data("inputs/" + c.batch) +
                     " --threads 1 --check-gradients --timeout 30");
     ASSERT_EQ(r.exitCode, 0) << r.out;
@@ -61,8 +66,9 @@ TEST(InputsFile, InputsOnlyTakeTheFirstSamplesAndTargetsFromTheSeed) {
   auto synthetic = runCli(base);
   ASSERT_EQ(file.exitCode, 0) << file.out;
   ASSERT_EQ(synthetic.exitCode, 0) << synthetic.out;
-  EXPECT_NE(file.out.find("data: " + data("inputs/mlp_inputs.pt") + ": samples 0..7 of 12, targets from seed 1"),
-            std::string::npos)
+  EXPECT_NE(
+      file.out.find("data: " + data("inputs/mlp_inputs.pt") + ": samples 0..7 of 12, targets from seed 1"),
+      std::string::npos)
       << file.out;
   EXPECT_NE(synthetic.out.find("data: synthetic from seed 1"), std::string::npos) << synthetic.out;
   EXPECT_NE(file.out.find("gradient check: passed"), std::string::npos) << file.out;
@@ -83,7 +89,8 @@ TEST(InputsFile, FilesTheModelCannotTakeAreRefusedNamingTheFileAndWhy) {
            Case{chain, data("inputs/legacy.pt"), "not a torch.save file in the zip format"},
            Case{chain, data("inputs/chain_short.pt"), "dict of one entry"},
            Case{chain, data("inputs/mlp_inputs.pt"), "mat1 and mat2 shapes cannot be multiplied"},
-           Case{"mlp:layers=4,hidden=8", data("inputs/mlp_inputs.pt"), "inputs have shape [12, 16]; the model takes [N, 8]"},
+           Case{"mlp:layers=4,hidden=8", data("inputs/mlp_inputs.pt"),
+                "inputs have shape [12, 16]; the model takes [N, 8]"},
            Case{"mlp:layers=4,hidden=16", data("inputs/no_such_file.pt"), "cannot open the file"},
            Case{"mlp:layers=4,hidden=16", s, "not a torch.save file"},
        }) {
@@ -97,8 +104,8 @@ TEST(InputsFile, FilesTheModelCannotTakeAreRefusedNamingTheFileAndWhy) {
 
 TEST(InputsFile, TooFewSamplesForTheMicroBatchesAreRefused) {
   // 8 samples: 4 micro-batches of 3 need 12.
-  auto r = runCli("run " + schedule() + " --model torchscript:path=" + data("torchscript/chain.pt") + " --inputs " +
-                  data("inputs/chain_batch.pt") + " --microbatch-size 3 --threads 1");
+  auto r = runCli("run " + schedule() + " --model torchscript:path=" + data("torchscript/chain.pt") +
+                  " --inputs " + data("inputs/chain_batch.pt") + " --microbatch-size 3 --threads 1");
   EXPECT_EQ(r.exitCode, 1) << r.out;
   EXPECT_NE(r.out.find("inputs hold 8 samples; the run needs 12"), std::string::npos) << r.out;
 }
@@ -107,10 +114,13 @@ TEST(InputsFile, RanksReadingDifferentDataAreRefusedAtTheRendezvous) {
   const std::string s = schedule();
   const int port = ps::core::pickRendezvousPort();
   auto env = [&](int rank) {
-    return std::vector<std::pair<std::string, std::string>>{
-        {"RANK", std::to_string(rank)}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", std::to_string(port)}};
+    return std::vector<std::pair<std::string, std::string>>{{"RANK", std::to_string(rank)},
+                                                            {"WORLD_SIZE", "2"},
+                                                            {"MASTER_ADDR", "127.0.0.1"},
+                                                            {"MASTER_PORT", std::to_string(port)}};
   };
-  const std::string args = "run " + s + " --model mlp:layers=4,hidden=16 --threads 1 --timeout 30 --connect-timeout 30";
+  const std::string args =
+      "run " + s + " --model mlp:layers=4,hidden=16 --threads 1 --timeout 30 --connect-timeout 30";
   auto r0 = Background::start(args + " --inputs " + data("inputs/mlp_inputs.pt"), "inputs_r0", env(0));
   auto r1 = Background::start(args, "inputs_r1", env(1));
   const bool done = r0.waitFor(std::chrono::seconds(60)) && r1.waitFor(std::chrono::seconds(30));

@@ -13,9 +13,9 @@
 #include <sstream>
 #include <string>
 
+#include "cli/cli_runner.h"
 #include "pipestudio/core/io/dsl.h"
 #include "pipestudio/core/planning/generators.h"
-#include "cli/cli_runner.h"
 
 namespace {
 
@@ -52,7 +52,8 @@ TEST(MultiProcess, EventStreamCarriesEveryRanksOpsAndMemory) {
   // Rank 0 streams the events; the other rank's ops and memory of the measured iteration must
   // reach the stream too (the GUI and remote runs read only the stream).
   auto path = writeSchedule(ps::core::ScheduleKind::OneFOneB, 2, 4, "mp_events");
-  auto r = runCli("run " + path + " " + kModel + " --nproc 2 --warmup 1 --iterations 1 --events jsonl --timeout 30");
+  auto r = runCli("run " + path + " " + kModel +
+                  " --nproc 2 --warmup 1 --iterations 1 --events jsonl --timeout 30");
   ASSERT_EQ(r.exitCode, 0) << r.out;
   std::map<int, int> opsPerDevice;
   std::map<int, int> memoryPerDevice;

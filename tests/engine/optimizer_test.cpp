@@ -14,10 +14,10 @@
 #include <vector>
 
 #include "cli/cli_runner.h"
+#include "fixtures/schedules.h"
 #include "pipestudio/core/io/dsl.h"
 #include "pipestudio/core/io/run_events.h"
 #include "pipestudio/engine/engine.h"
-#include "fixtures/schedules.h"
 
 using namespace ps::engine;
 using namespace ps::test;
@@ -26,7 +26,8 @@ namespace {
 
 const char* kMlp = "mlp:layers=4,hidden=16";
 
-RunOptions trainingOptions(const std::string& model, const std::string& optimizer, double lr, int iterations) {
+RunOptions trainingOptions(const std::string& model, const std::string& optimizer, double lr,
+                           int iterations) {
   RunOptions o;
   o.model = parseModelSpec(model).value();
   o.microbatchSize = 2;
@@ -54,7 +55,8 @@ Recorded runRecorded(const ps::core::Schedule& s, RunOptions o) {
   auto r = runSchedule(s, o);
   EXPECT_TRUE(r.ok()) << (r.ok() ? "" : ps::core::formatDiagnostics(r.errors()));
   if (!r.ok()) return out;
-  EXPECT_EQ(r->status, ps::core::RunState::Succeeded) << (r->diagnostics.empty() ? "" : r->diagnostics[0].message);
+  EXPECT_EQ(r->status, ps::core::RunState::Succeeded)
+      << (r->diagnostics.empty() ? "" : r->diagnostics[0].message);
   out.report = std::move(r).value();
   return out;
 }
@@ -66,7 +68,8 @@ void expectLossFalls(const std::vector<double>& losses, int iterations) {
 }
 
 // One OPTIMIZER op event per device and iteration, each after every other op of its device.
-void expectOneStepPerDeviceAndIteration(const std::vector<nlohmann::json>& events, int devices, int iterations) {
+void expectOneStepPerDeviceAndIteration(const std::vector<nlohmann::json>& events, int devices,
+                                        int iterations) {
   std::map<std::pair<int, int>, int> steps;
   std::map<std::pair<int, int>, double> lastOtherEnd, stepStart;
   for (const auto& e : events) {
@@ -138,7 +141,8 @@ TEST(Optimizer, AdamWLowersTheLossAndItsStateCountsInMemory) {
 }
 
 TEST(Optimizer, GptLossFallsWithAdamW) {
-  auto rec = runRecorded(gpipe(2, 2), trainingOptions("gpt:layers=2,hidden=16,heads=2,seq=4,vocab=16", "adamw", 0.01, 4));
+  auto rec = runRecorded(gpipe(2, 2),
+                         trainingOptions("gpt:layers=2,hidden=16,heads=2,seq=4,vocab=16", "adamw", 0.01, 4));
   expectLossFalls(rec.report.losses, 4);
   EXPECT_TRUE(rec.report.gradients.passed);
 }
@@ -196,10 +200,11 @@ TEST(OptimizerCli, BadFlagsAreUsageErrorsNamingTheFlag) {
 TEST(OptimizerCli, EachRankStepsItsOwnStages) {
   const std::string path = ::testing::TempDir() + "optimizer_nproc.pipe";
   std::ofstream(path) << ps::core::printDsl(oneFOneB(2, 4));
-  auto r = ps::test::runCli("run " + path + " --model " + kMlp +
-                            " --threads 1 --timeout 30 --nproc 2 --iterations 4 --optimizer adamw --lr 0.01 "
-                            "--check-gradients --events jsonl",
-                            ps::test::Stderr::Drop);
+  auto r =
+      ps::test::runCli("run " + path + " --model " + kMlp +
+                           " --threads 1 --timeout 30 --nproc 2 --iterations 4 --optimizer adamw --lr 0.01 "
+                           "--check-gradients --events jsonl",
+                       ps::test::Stderr::Drop);
   ASSERT_EQ(r.exitCode, 0) << r.out;
   std::vector<double> losses;
   std::map<int, int> lastIterationSteps;
@@ -209,7 +214,8 @@ TEST(OptimizerCli, EachRankStepsItsOwnStages) {
   while (std::getline(in, line)) {
     auto e = nlohmann::json::parse(line, nullptr, false);
     if (!e.is_object()) continue;
-    if (e["type"] == "op" && e["kind"] == "OPTIMIZER" && e["iteration"] == 3) ++lastIterationSteps[e["device"].get<int>()];
+    if (e["type"] == "op" && e["kind"] == "OPTIMIZER" && e["iteration"] == 3)
+      ++lastIterationSteps[e["device"].get<int>()];
     if (e["type"] == "finished") {
       losses = e["losses"].get<std::vector<double>>();
       passed = e["gradient_check"]["passed"].get<bool>();

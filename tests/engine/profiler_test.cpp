@@ -1,20 +1,19 @@
 // profileModel and `pipestudio-cli profile`: one measured layer per model layer, times
 // positive, bytes equal to what the model's dimensions give.
+#include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
 
-#include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
-
+#include "cli/cli_runner.h"
 #include "pipestudio/core/model/cost_profile.h"
 #include "pipestudio/engine/engine.h"
-#include "cli/cli_runner.h"
 
 namespace ps::engine {
 namespace {
@@ -164,8 +163,11 @@ std::string runCli(const std::string& args, int& code) {
 TEST(ProfileCli, WritesALoadableProfileWithItsSettings) {
   auto path = std::filesystem::temp_directory_path() / ("ps_profile_" + std::to_string(getpid()) + ".json");
   int code = -1;
-  std::string out = runCli("profile --model gpt:layers=2,hidden=32,heads=2,seq=8,vocab=50 --microbatch-size 2 "
-                           "--repetitions 2 --warmup 1 --threads 1 -o " + path.string(), code);
+  std::string out = runCli(
+      "profile --model gpt:layers=2,hidden=32,heads=2,seq=8,vocab=50 --microbatch-size 2 "
+      "--repetitions 2 --warmup 1 --threads 1 -o " +
+          path.string(),
+      code);
   ASSERT_EQ(code, 0) << out;
   EXPECT_NE(out.find("block1"), std::string::npos) << out;  // the table
   std::ifstream in(path);
@@ -231,9 +233,10 @@ TEST(ProfileCli, AProfileWithOptimizerStepsPredictsTheRunsSteps) {
   ASSERT_EQ(code, 0);
   runCli("generate 1f1b --devices 2 --microbatches 4 -o " + (dir / "s.pipe").string(), code);
   ASSERT_EQ(code, 0);
-  std::string out = runCli("run " + (dir / "s.pipe").string() + " " + model + " --optimizer adamw --session " +
-                               (dir / "s.db").string() + " --profile " + (dir / "p.json").string(),
-                           code);
+  std::string out =
+      runCli("run " + (dir / "s.pipe").string() + " " + model + " --optimizer adamw --session " +
+                 (dir / "s.db").string() + " --profile " + (dir / "p.json").string(),
+             code);
   EXPECT_EQ(code, 0) << out;
   EXPECT_NE(out.find("predicted run"), std::string::npos) << out;
   EXPECT_EQ(out.find("predicted at 0 ms"), std::string::npos) << out;

@@ -3,12 +3,11 @@
 // tests start is waited for with a deadline and killed (by its pid) when it overstays.
 #include <gtest/gtest.h>
 #include <signal.h>
-
-#include <cmath>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -22,12 +21,12 @@
 #include <thread>
 #include <vector>
 
+#include "background_process.h"
+#include "cli/cli_runner.h"
 #include "pipestudio/core/io/cluster.h"
 #include "pipestudio/core/io/dsl.h"
 #include "pipestudio/core/planning/generators.h"
 #include "pipestudio/engine/launcher.h"
-#include "cli/cli_runner.h"
-#include "background_process.h"
 
 namespace {
 
@@ -62,10 +61,12 @@ const char* kModel = "--model mlp:layers=4,hidden=16 --threads 1";
 // Starts a long --nproc 4 run and returns once rank 0 streams measured ops.
 Background startLongRun(const std::string& tag, const std::string& db) {
   auto path = writeSchedule(ps::core::ScheduleKind::OneFOneB, 4, 8, tag);
-  auto b = Background::start("run " + path + " " + kModel + " --nproc 4 --iterations 100000 --timeout 60 --events jsonl --session '" +
+  auto b = Background::start("run " + path + " " + kModel +
+                                 " --nproc 4 --iterations 100000 --timeout 60 --events jsonl --session '" +
                                  db + "'",
                              tag);
-  const bool running = waitUntil([&] { return b.stdoutText().find("\"type\":\"op\"") != std::string::npos; }, 90s);
+  const bool running =
+      waitUntil([&] { return b.stdoutText().find("\"type\":\"op\"") != std::string::npos; }, 90s);
   EXPECT_TRUE(running) << b.stderrText();
   return b;
 }
@@ -178,7 +179,8 @@ TEST(RankFailure, RanksStartedByHandBlameTheDeadPeer) {
   const std::string args = "run " + path + " " + kModel + " --iterations 100000 --timeout 60 --events jsonl";
   auto r0 = Background::start(args, "hand_kill_r0", env(0));
   auto r1 = Background::start(args, "hand_kill_r1", env(1));
-  const bool running = waitUntil([&] { return r0.stdoutText().find("\"type\":\"op\"") != std::string::npos; }, 90s);
+  const bool running =
+      waitUntil([&] { return r0.stdoutText().find("\"type\":\"op\"") != std::string::npos; }, 90s);
   if (!running) {
     r0.killTree();
     r1.killTree();
@@ -200,9 +202,11 @@ TEST(RankFailure, RanksStartedByHandBlameTheDeadPeer) {
 
 TEST(RankFailure, RanksEndWhenTheirLauncherIsKilled) {
   auto path = writeSchedule(ps::core::ScheduleKind::OneFOneB, 2, 4, "kill_launcher");
-  auto b = Background::start("run " + path + " " + kModel + " --nproc 2 --iterations 100000 --timeout 60 --events jsonl",
-                             "kill_launcher");
-  const bool running = waitUntil([&] { return b.stdoutText().find("\"type\":\"op\"") != std::string::npos; }, 90s);
+  auto b = Background::start(
+      "run " + path + " " + kModel + " --nproc 2 --iterations 100000 --timeout 60 --events jsonl",
+      "kill_launcher");
+  const bool running =
+      waitUntil([&] { return b.stdoutText().find("\"type\":\"op\"") != std::string::npos; }, 90s);
   std::vector<pid_t> ranks = Background::children(b.pid);
   if (!running || ranks.size() != 2u) {
     b.killTree();
@@ -257,7 +261,8 @@ TEST(RankFailure, ConnectTimeoutNamesTheRendezvousInOneLine) {
 
 TEST(RankFailure, TinyTimeoutGivesOneClearLineNoBacktrace) {
   auto path = writeSchedule(ps::core::ScheduleKind::OneFOneB, 2, 4, "tiny_timeout");
-  auto r = ps::test::runCli("run " + path + " " + kModel + " --nproc 2 --timeout 0.001", ps::test::Stderr::Separate);
+  auto r = ps::test::runCli("run " + path + " " + kModel + " --nproc 2 --timeout 0.001",
+                            ps::test::Stderr::Separate);
   EXPECT_NE(r.exitCode, 0);
   EXPECT_EQ(r.err.find("Exception raised from"), std::string::npos) << r.err;
   EXPECT_EQ(r.err.find("frame #"), std::string::npos) << r.err;
@@ -270,10 +275,12 @@ TEST(RankFailure, TinyTimeoutGivesOneClearLineNoBacktrace) {
 TEST(RunCancel, CancelledRunExits130WithoutThePartialLoss) {
   auto path = writeSchedule(ps::core::ScheduleKind::OneFOneB, 2, 4, "cancel_loss");
   const std::string db = freshSessionPath("cancel_loss");
-  auto b = Background::start("run " + path + " " + kModel + " --iterations 100000 --events jsonl --session '" + db + "'",
-                             "cancel_loss");
+  auto b = Background::start(
+      "run " + path + " " + kModel + " --iterations 100000 --events jsonl --session '" + db + "'",
+      "cancel_loss");
   // Wait for the third iteration, then interrupt as Ctrl-C would.
-  const bool running = waitUntil([&] { return b.stdoutText().find("\"iteration\":2,") != std::string::npos; }, 90s);
+  const bool running =
+      waitUntil([&] { return b.stdoutText().find("\"iteration\":2,") != std::string::npos; }, 90s);
   if (!running) {
     b.killTree();
     FAIL() << b.stderrText();
@@ -302,7 +309,8 @@ TEST(RunCancel, CancelledRunExits130WithoutThePartialLoss) {
   EXPECT_GE(losses.size(), static_cast<size_t>(lastProgress)) << fin->dump();
   EXPECT_LE(losses.size(), static_cast<size_t>(lastProgress) + 1) << fin->dump();
   for (const auto& l : losses)
-    EXPECT_NEAR(l.get<double>(), losses[0].get<double>(), 1e-6 * std::abs(losses[0].get<double>())) << fin->dump();
+    EXPECT_NEAR(l.get<double>(), losses[0].get<double>(), 1e-6 * std::abs(losses[0].get<double>()))
+        << fin->dump();
   EXPECT_EQ(b.stderrText().find("  loss:"), std::string::npos);
 }
 
@@ -315,8 +323,10 @@ TEST(RunSession, StartedIsTheRunStartAndWallTimeTheRunsDuration) {
   // Starting the engine (loading libtorch) is not part of the run; on a loaded machine it can
   // take longer than the run itself, so it is measured and taken off the command's time.
   const auto help = ps::test::runCli("run --help");
-  auto r = ps::test::runCli("run " + path + " --model mlp:layers=4,hidden=256 --microbatch-size 64 --threads 1 "
-                            "--iterations 40 --session '" + db + "'");
+  auto r = ps::test::runCli("run " + path +
+                            " --model mlp:layers=4,hidden=256 --microbatch-size 64 --threads 1 "
+                            "--iterations 40 --session '" +
+                            db + "'");
   ASSERT_EQ(r.exitCode, 0) << r.out;
   auto runs = sessionRuns(db);
   bool found = false;
@@ -329,7 +339,8 @@ TEST(RunSession, StartedIsTheRunStartAndWallTimeTheRunsDuration) {
       // The run itself took most of the command's time; recording it takes milliseconds.
       EXPECT_GT(static_cast<double>(endedMs - started), 0.3 * (r.seconds - help.seconds) * 1000)
           << run.dump() << " " << r.seconds << " " << help.seconds;
-      EXPECT_LE(static_cast<double>(endedMs - started), r.seconds * 1000 + 50) << run.dump() << " " << r.seconds;
+      EXPECT_LE(static_cast<double>(endedMs - started), r.seconds * 1000 + 50)
+          << run.dump() << " " << r.seconds;
     }
   EXPECT_TRUE(found) << runs.dump();
 }
@@ -345,7 +356,8 @@ TEST(RunCommand, InjectFaultOnAnOpNotInTheScheduleIsAUsageError) {
 TEST(RunCommand, FailedRunPrintsNoLossNorPredictionError) {
   auto path = writeSchedule(ps::core::ScheduleKind::OneFOneB, 2, 4, "failed_no_loss");
   const std::string db = freshSessionPath("failed_no_loss");
-  auto r = ps::test::runCli("run " + path + " " + kModel + " --iterations 3 --inject-fault throw:B3@s0 --session '" + db + "'");
+  auto r = ps::test::runCli("run " + path + " " + kModel +
+                            " --iterations 3 --inject-fault throw:B3@s0 --session '" + db + "'");
   EXPECT_EQ(r.exitCode, 1) << r.out;
   EXPECT_NE(r.out.find("device 0 at B3@s0: injected failure"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("  loss:"), std::string::npos) << r.out;

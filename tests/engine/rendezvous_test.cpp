@@ -11,11 +11,11 @@
 #include <utility>
 #include <vector>
 
+#include "../../engine/src/hosted_store.h"
+#include "background_process.h"
+#include "cli/cli_runner.h"
 #include "pipestudio/core/io/cluster.h"
 #include "pipestudio/engine/launcher.h"
-#include "../../engine/src/hosted_store.h"
-#include "cli/cli_runner.h"
-#include "background_process.h"
 
 namespace {
 
@@ -29,7 +29,8 @@ struct Pair {
   Background r0, r1;
   bool done = false;
 };
-Pair runPair(const std::string& args0, const std::string& args1, const Env& env0, const Env& env1, const std::string& tag) {
+Pair runPair(const std::string& args0, const std::string& args1, const Env& env0, const Env& env1,
+             const std::string& tag) {
   Pair p{Background::start(args0, tag + "_r0", env0), Background::start(args1, tag + "_r1", env1)};
   p.done = p.r0.waitFor(std::chrono::seconds(90)) && p.r1.waitFor(std::chrono::seconds(30));
   if (!p.done) {
@@ -40,7 +41,9 @@ Pair runPair(const std::string& args0, const std::string& args1, const Env& env0
 }
 
 Env torchrunEnv(int rank, int port) {
-  return {{"RANK", std::to_string(rank)}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "127.0.0.1"},
+  return {{"RANK", std::to_string(rank)},
+          {"WORLD_SIZE", "2"},
+          {"MASTER_ADDR", "127.0.0.1"},
           {"MASTER_PORT", std::to_string(port)}};
 }
 
@@ -53,7 +56,9 @@ nlohmann::json startedEvent(const std::string& out) {
   return {};
 }
 
-int cores() { return std::max(1u, std::thread::hardware_concurrency()); }
+int cores() {
+  return std::max(1u, std::thread::hardware_concurrency());
+}
 
 }  // namespace
 
@@ -61,7 +66,8 @@ TEST(Rendezvous, DifferentSeedOnOneRankIsRefusedNamingTheFieldAndRanks) {
   auto path = writeSchedule(ps::core::ScheduleKind::OneFOneB, 2, 4, "fp_seed");
   const int port = ps::core::pickRendezvousPort();
   const std::string args = "run " + path + " " + kModel + " --timeout 30";
-  auto p = runPair(args + " --seed 1", args + " --seed 2", torchrunEnv(0, port), torchrunEnv(1, port), "fp_seed");
+  auto p =
+      runPair(args + " --seed 1", args + " --seed 2", torchrunEnv(0, port), torchrunEnv(1, port), "fp_seed");
   ASSERT_TRUE(p.done);
   EXPECT_EQ(p.r0.exitCode(), 1) << p.r0.stderrText();
   EXPECT_EQ(p.r1.exitCode(), 1) << p.r1.stderrText();
@@ -88,12 +94,13 @@ TEST(Rendezvous, SlurmVariablesPlaceTheRanksAndShareTheCores) {
   auto path = writeSchedule(ps::core::ScheduleKind::OneFOneB, 2, 4, "slurm_env");
   const int port = ps::core::pickRendezvousPort();
   auto slurm = [&](int rank) {
-    return Env{{"SLURM_PROCID", std::to_string(rank)}, {"SLURM_NTASKS", "2"}, {"SLURM_LOCALID", std::to_string(rank)},
-               {"SLURM_NTASKS_PER_NODE", "2"}, {"SLURM_JOB_NODELIST", "127.0.0.1"},
-               {"MASTER_PORT", std::to_string(port)}};
+    return Env{{"SLURM_PROCID", std::to_string(rank)},  {"SLURM_NTASKS", "2"},
+               {"SLURM_LOCALID", std::to_string(rank)}, {"SLURM_NTASKS_PER_NODE", "2"},
+               {"SLURM_JOB_NODELIST", "127.0.0.1"},     {"MASTER_PORT", std::to_string(port)}};
   };
   // No --threads: each rank takes cores / ranks on the host.
-  const std::string args = "run " + path + " --model mlp:layers=4,hidden=16 --events jsonl --check-gradients --timeout 30";
+  const std::string args =
+      "run " + path + " --model mlp:layers=4,hidden=16 --events jsonl --check-gradients --timeout 30";
   auto p = runPair(args, args, slurm(0), slurm(1), "slurm_env");
   ASSERT_TRUE(p.done);
   EXPECT_EQ(p.r0.exitCode(), 0) << p.r0.stderrText();
@@ -135,7 +142,8 @@ TEST(Rendezvous, TorchrunAgentStoreIsJoinedAsAClientByEveryRank) {
     e.push_back({ps::engine::detail::kAgentStoreVariable, "True"});
     return e;
   };
-  const std::string args = "run " + path + " " + kModel + " --check-gradients --connect-timeout 20 --timeout 30";
+  const std::string args =
+      "run " + path + " " + kModel + " --check-gradients --connect-timeout 20 --timeout 30";
   auto p = runPair(args, args, env(0), env(1), "agent_store");
   ASSERT_TRUE(p.done);
   EXPECT_EQ(p.r0.exitCode(), 0) << p.r0.stderrText();
@@ -160,7 +168,8 @@ TEST(Rendezvous, ConcurrentLocalLaunchesNeverMeetEachOthersRanks) {
 }
 
 TEST(Rendezvous, SlurmNodeListsGiveTheirFirstHostAsTheMasterAddress) {
-  for (const char* v : {"RANK", "WORLD_SIZE", "MASTER_ADDR", "LOCAL_WORLD_SIZE", "SLURM_LAUNCH_NODE_IPADDR"}) unsetenv(v);
+  for (const char* v : {"RANK", "WORLD_SIZE", "MASTER_ADDR", "LOCAL_WORLD_SIZE", "SLURM_LAUNCH_NODE_IPADDR"})
+    unsetenv(v);
   setenv("SLURM_PROCID", "1", 1);
   setenv("SLURM_NTASKS", "8", 1);
   setenv("SLURM_NTASKS_PER_NODE", "4", 1);

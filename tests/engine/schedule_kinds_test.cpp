@@ -2,11 +2,11 @@
 // with gradients and loss equal to the unpipelined model's.
 #include <gtest/gtest.h>
 
-#include "pipestudio/core/planning/generators.h"
-#include "pipestudio/core/analysis/validator.h"
-#include "pipestudio/engine/engine.h"
-#include "fixtures/schedules.h"
 #include "engine_checks.h"
+#include "fixtures/schedules.h"
+#include "pipestudio/core/analysis/validator.h"
+#include "pipestudio/core/planning/generators.h"
+#include "pipestudio/engine/engine.h"
 
 using namespace ps::engine;
 using ps::core::ScheduleKind;
@@ -14,7 +14,9 @@ using namespace ps::test;
 
 namespace {
 
-RunOptions tinyGpt() { return quickRun("gpt:layers=2,hidden=16,heads=2,seq=4,vocab=16"); }  // 4 layers
+RunOptions tinyGpt() {
+  return quickRun("gpt:layers=2,hidden=16,heads=2,seq=4,vocab=16");
+}  // 4 layers
 
 void expectExact(const ps::core::Schedule& s, const RunOptions& o) {
   auto valid = ps::core::validateSchedule(s);
@@ -29,7 +31,9 @@ class EveryKind : public ::testing::TestWithParam<ScheduleKind> {};
 
 }  // namespace
 
-TEST_P(EveryKind, GradientsEqualUnpipelined) { expectExact(generated(GetParam()), tinyGpt()); }
+TEST_P(EveryKind, GradientsEqualUnpipelined) {
+  expectExact(generated(GetParam()), tinyGpt());
+}
 
 TEST_P(EveryKind, WithRecomputeGradientsEqualUnpipelined) {
   expectExact(ps::test::withRecompute(generated(GetParam())), tinyGpt());

@@ -5,23 +5,22 @@
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <torch/csrc/jit/api/module.h>
 #include <unistd.h>
-
-#include <sys/wait.h>
 
 #include <array>
 #include <cstdio>
 #include <fstream>
 #include <string>
 
-#include "pipestudio/core/io/dsl.h"
-#include "pipestudio/core/planning/generators.h"
-#include "pipestudio/core/analysis/validator.h"
-#include "pipestudio/engine/engine.h"
-#include "fixtures/schedules.h"
 #include "cli/cli_runner.h"
 #include "engine_checks.h"
+#include "fixtures/schedules.h"
+#include "pipestudio/core/analysis/validator.h"
+#include "pipestudio/core/io/dsl.h"
+#include "pipestudio/core/planning/generators.h"
+#include "pipestudio/engine/engine.h"
 
 using namespace ps::engine;
 using ps::core::ScheduleKind;
@@ -171,8 +170,10 @@ TEST_F(TorchScriptModel, TwoGlooProcessesThroughTheCli) {
   for (ScheduleKind k : {ScheduleKind::OneFOneB, ScheduleKind::ZBH1}) {
     auto s = generated(k, 2, 4);
     const std::string pipe = tempPath(std::string(ps::core::scheduleKindName(k))) + ".pipe";
-    expectCliRunPassesGradientCheck(s, pipe, " --model torchscript:path=" + path_ +
-                                                 " --partition 2,4 --nproc 2 --threads 1 --check-gradients --timeout 30");
+    expectCliRunPassesGradientCheck(
+        s, pipe,
+        " --model torchscript:path=" + path_ +
+            " --partition 2,4 --nproc 2 --threads 1 --check-gradients --timeout 30");
   }
 }
 
@@ -280,23 +281,27 @@ std::string pytorchModel(const std::string& file) {
 
 TEST(TorchScriptChain, PyTorchSequentialAndPlainChainModuleAreAccepted) {
   // nn.Sequential(Linear, ReLU, Linear, Tanh, Linear): 5 children, 3 weights and 3 biases.
-  expectExact(generated(ScheduleKind::OneFOneB, 2, 4), optionsFor("torchscript:path=" + pytorchModel("sequential.pt")), 6, 5);
+  expectExact(generated(ScheduleKind::OneFOneB, 2, 4),
+              optionsFor("torchscript:path=" + pytorchModel("sequential.pt")), 6, 5);
   // fc2(act(fc1(x))) in a Module of its own.
-  expectExact(generated(ScheduleKind::ZBH1, 2, 4), optionsFor("torchscript:path=" + pytorchModel("chain.pt")), 4, 3);
+  expectExact(generated(ScheduleKind::ZBH1, 2, 4), optionsFor("torchscript:path=" + pytorchModel("chain.pt")),
+              4, 3);
 }
 
 TEST(TorchScriptChain, ResidualConnectionIsRefusedSayingWhy) {
   const std::string path = pytorchModel("residual.pt");
   const std::string msg = refusalOf(path);
   EXPECT_NE(msg.find("not a plain chain of its children"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("the input is used 2 times (a residual connection or a branch)"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("the input is used 2 times (a residual connection or a branch)"), std::string::npos)
+      << msg;
   EXPECT_NE(msg.find("nn.Sequential"), std::string::npos) << msg;  // the form that is accepted
   EXPECT_FALSE(checkModel(parseModelSpec("torchscript:path=" + path).value()).ok());
 }
 
 TEST(TorchScriptChain, ReorderedAndReusedChildrenAreRefused) {
   const std::string reordered = refusal("torchscript:path=" + pytorchModel("reordered.pt"));
-  EXPECT_NE(reordered.find("calls child 'fc2' where child 'fc1' comes next in registration order"), std::string::npos)
+  EXPECT_NE(reordered.find("calls child 'fc2' where child 'fc1' comes next in registration order"),
+            std::string::npos)
       << reordered;
   const std::string reused = refusal("torchscript:path=" + pytorchModel("reused.pt"));
   EXPECT_NE(reused.find("calls child 'fc' twice"), std::string::npos) << reused;

@@ -4,9 +4,9 @@
 #include <cstdint>
 #include <string_view>
 
-#include "pipestudio/core/model/cost_profile.h"
-#include "pipestudio/core/io/dsl.h"
 #include "pipestudio/core/analysis/simulator.h"
+#include "pipestudio/core/io/dsl.h"
+#include "pipestudio/core/model/cost_profile.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   std::string_view text(reinterpret_cast<const char*>(data), size);

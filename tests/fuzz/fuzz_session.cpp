@@ -46,7 +46,8 @@ const std::string& templateBytes() {
     {
       auto store = SessionStore::open(p.string());
       if (!store.ok()) return std::string();
-      auto v = store->addSchedule("s", "devices 2\nstages 2\nmicrobatches 1\ndevice 0: F0 B0\ndevice 1: F0 B0\n");
+      auto v =
+          store->addSchedule("s", "devices 2\nstages 2\nmicrobatches 1\ndevice 0: F0 B0\ndevice 1: F0 B0\n");
       ps::core::Timeline t;
       t.devices = 2;
       t.label = "run";

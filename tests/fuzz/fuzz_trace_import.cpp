@@ -9,8 +9,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   // The first line, when short, is the file name (ranks may come from "x.rank3.json").
   std::string text(reinterpret_cast<const char*>(data), size);
   std::string name = "fuzz.json";
-  if (auto nl = text.find('\n'); nl != std::string::npos && nl < 64 && text.compare(0, 1, "{") != 0 &&
-                                 text.compare(0, 1, "[") != 0) {
+  if (auto nl = text.find('\n');
+      nl != std::string::npos && nl < 64 && text.compare(0, 1, "{") != 0 && text.compare(0, 1, "[") != 0) {
     name = text.substr(0, nl);
     text.erase(0, nl + 1);
   }

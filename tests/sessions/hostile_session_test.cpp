@@ -1,8 +1,8 @@
 // Session files written by something else: every number of a run's rows is bounded before it
 // sizes memory (docs/limits.md); the error names the table and the row, nothing throws.
-#include <chrono>
-
 #include <gtest/gtest.h>
+
+#include <chrono>
 
 #include "pipestudio/sessions/run_export.h"
 #include "pipestudio/sessions/session_store.h"
@@ -67,7 +67,9 @@ TEST(HostileSession, HugeMetricsReadAsFallbackAndExportDoesNotThrow) {
   auto dir = freshDir();
   auto h = makeHostileSession(dir);
   RawDb(h.path).mustExec(
-      R"(UPDATE runs SET label = 'bad )" "\xff\xfe" R"(', metrics_json = '{"makespan":1,"ops":-1,"devices":[{"device":1e300,"peakInflightMicrobatches":1e300,"staticBytes":1e300,"peakMemoryOp":{"device":1e300,"step":-1e300}}]}')");
+      R"(UPDATE runs SET label = 'bad )"
+      "\xff\xfe"
+      R"(', metrics_json = '{"makespan":1,"ops":-1,"devices":[{"device":1e300,"peakInflightMicrobatches":1e300,"staticBytes":1e300,"peakMemoryOp":{"device":1e300,"step":-1e300}}]}')");
   auto store = SessionStore::open(h.path);
   ASSERT_TRUE(store.ok());
   auto t = store->loadTimeline(h.run);

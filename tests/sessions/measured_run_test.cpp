@@ -1,7 +1,7 @@
 // recordMeasuredRun / predictionFor: a real run stored beside its prediction, linked both ways.
-#include <nlohmann/json.hpp>
-
 #include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
 
 #include "pipestudio/core/model/cost_profile.h"
 #include "pipestudio/sessions/recording.h"

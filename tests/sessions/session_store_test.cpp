@@ -5,14 +5,14 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
-#include "pipestudio/core/model/cost_profile.h"
-#include "pipestudio/core/io/dsl.h"
-#include "pipestudio/core/planning/generators.h"
+#include "fixtures/schedules.h"
 #include "pipestudio/core/analysis/simulator.h"
+#include "pipestudio/core/io/dsl.h"
+#include "pipestudio/core/model/cost_profile.h"
+#include "pipestudio/core/planning/generators.h"
 #include "pipestudio/sessions/recording.h"
 #include "pipestudio/sessions/run_export.h"
 #include "session_test_util.h"
-#include "fixtures/schedules.h"
 
 using namespace ps::sessions;
 using namespace ps::sessions::test;
@@ -37,11 +37,15 @@ Timeline richTimeline() {
   t.source = ps::core::TimelineSource::Measured;
   t.label = "1f1b on 2 devices";
   t.devices = 2;
-  t.ops = {op(0, OpKind::F, 0, 0, 0, 1, 0), op(0, OpKind::F, 0, 1, 1, 2, 1),
-           op(0, OpKind::F, 0, 2, 2.5, 4.25, 2, true), op(0, OpKind::B, 0, 0, 2.5, 4.25, 2, true),
+  t.ops = {op(0, OpKind::F, 0, 0, 0, 1, 0),
+           op(0, OpKind::F, 0, 1, 1, 2, 1),
+           op(0, OpKind::F, 0, 2, 2.5, 4.25, 2, true),
+           op(0, OpKind::B, 0, 0, 2.5, 4.25, 2, true),
            op(0, static_cast<OpKind>(ps::core::kFirstUserKind), 0, -1, 5, 5.5, 3),
-           op(1, OpKind::F, 1, 0, 1.125, 2.125, 0), op(1, OpKind::I, 1, 0, 2.125, 3, 1),
-           op(1, OpKind::W, 1, 0, 3, 3.75, 2), op(1, OpKind::ReduceGrad, 1, -1, 4, 4.5, 3)};
+           op(1, OpKind::F, 1, 0, 1.125, 2.125, 0),
+           op(1, OpKind::I, 1, 0, 2.125, 3, 1),
+           op(1, OpKind::W, 1, 0, 3, 3.75, 2),
+           op(1, OpKind::ReduceGrad, 1, -1, 4, 4.5, 3)};
   ps::core::Transfer x = ps::test::transfer(0, 1, {OpKind::F, 0, 0}, {OpKind::F, 1, 0}, 1, 1.125);
   x.bytes = 123456789012;
   ps::core::Transfer y = ps::test::transfer(1, 0, {OpKind::I, 1, 0}, {OpKind::B, 0, 0}, 3, 3.5);
@@ -279,7 +283,8 @@ TEST(SessionStore, ListingMetricsAreComputedFromOpsWhenNotGiven) {
   auto id = store.beginRun(info);
   ASSERT_TRUE(id.ok());
   // Device 0: an overlapped pair over [0, 2] counts once (2 ms busy); device 1: [1, 3].
-  std::vector<ps::core::TimelineOp> ops = {op(0, OpKind::F, 0, 1, 0, 2, 0, true), op(0, OpKind::B, 0, 0, 0, 2, 0, true),
+  std::vector<ps::core::TimelineOp> ops = {op(0, OpKind::F, 0, 1, 0, 2, 0, true),
+                                           op(0, OpKind::B, 0, 0, 0, 2, 0, true),
                                            op(1, OpKind::F, 1, 0, 1, 3)};
   ASSERT_TRUE(store.appendRunOps(*id, ops).ok());
   ASSERT_TRUE(store.finishRun(*id, RunStatus::Succeeded).ok());
@@ -470,7 +475,8 @@ TEST(SessionStoreFiles, MigratesAVersion1FileForward) {
     raw.mustExec(std::string(schemaMigrations()[0]));
     raw.mustExec("PRAGMA application_id = " + std::to_string(kApplicationId));
     raw.mustExec("PRAGMA user_version = 1");
-    raw.mustExec("INSERT INTO schedules(id, name, pipe_text, created_ms) VALUES(1, 'old', 'devices 2', 1000)");
+    raw.mustExec(
+        "INSERT INTO schedules(id, name, pipe_text, created_ms) VALUES(1, 'old', 'devices 2', 1000)");
     raw.mustExec(
         "INSERT INTO runs(id, schedule_id, target, devices, status, started_ms, ended_ms) "
         "VALUES(1, 1, 'simulator', 2, 'succeeded', 1000, 2000)");
@@ -576,7 +582,8 @@ TEST(SessionStoreFiles, DamagedSessionGivesACorruptionError) {
   auto path = dir / "damaged.session";
   {
     auto store = openOrDie(path.string());
-    for (int i = 0; i < 20; ++i) ASSERT_TRUE(store.addSchedule("s" + std::to_string(i), std::string(3000, 'x')).ok());
+    for (int i = 0; i < 20; ++i)
+      ASSERT_TRUE(store.addSchedule("s" + std::to_string(i), std::string(3000, 'x')).ok());
   }
   {
     RawDb raw(path.string());
@@ -740,7 +747,8 @@ TEST(SessionRecording, SimulatedRunRoundTripsThroughTheSession) {
   expectSameOps(back->ops, timeline->ops);
   EXPECT_EQ(back->transfers.size(), timeline->transfers.size());
   ASSERT_EQ(back->memory.size(), timeline->memory.size());
-  for (size_t d = 0; d < timeline->memory.size(); ++d) EXPECT_EQ(back->memory[d].size(), timeline->memory[d].size());
+  for (size_t d = 0; d < timeline->memory.size(); ++d)
+    EXPECT_EQ(back->memory[d].size(), timeline->memory[d].size());
   // Metrics recomputed from the loaded ops agree with the stored ones.
   auto recomputed = ps::core::computeMetrics(*back);
   EXPECT_DOUBLE_EQ(recomputed.makespan, back->metrics.makespan);

@@ -1,6 +1,7 @@
 #pragma once
 // Helpers shared by the session tests: a fresh temporary directory per test, raw SQLite access
 // for building files the store would not write, and hand-made timelines.
+#include <gtest/gtest.h>
 #include <sqlite3.h>
 #include <unistd.h>
 
@@ -8,8 +9,6 @@
 #include <fstream>
 #include <sstream>
 #include <string>
-
-#include <gtest/gtest.h>
 
 #include "fixtures/files.h"
 #include "pipestudio/core/model/timeline.h"
@@ -19,8 +18,12 @@ namespace ps::sessions::test {
 
 using ps::test::freshDir;
 using ps::test::TempDir;
-inline std::string readBytes(const std::filesystem::path& p) { return ps::test::readFile(p); }
-inline void writeBytes(const std::filesystem::path& p, const std::string& bytes) { ps::test::writeFile(p, bytes); }
+inline std::string readBytes(const std::filesystem::path& p) {
+  return ps::test::readFile(p);
+}
+inline void writeBytes(const std::filesystem::path& p, const std::string& bytes) {
+  ps::test::writeFile(p, bytes);
+}
 
 // A raw connection for the test's own SQL.
 class RawDb {

@@ -8,37 +8,37 @@
 #include <QDir>
 #include <QDockWidget>
 #include <QFile>
+#include <QLineSeries>
 #include <QMenu>
 #include <QMenuBar>
 #include <QSignalSpy>
+#include <QStandardItemModel>
 #include <QStandardPaths>
 #include <QTemporaryDir>
 #include <QToolBar>
 #include <QToolButton>
-#include <QLineSeries>
-#include <QStandardItemModel>
 #include <QtTest>
 #include <functional>
 
-#include "panels/diagnostics_panel.h"
-#include "timeline/legend_bar.h"
-#include "panels/memory_chart.h"
-#include "pipestudio/sessions/session_store.h"
-#include "timeline/timeline_geometry.h"
-#include "shell/main_window.h"
-#include "panels/metrics_text.h"
-#include "pipestudio/core/io/dsl.h"
-#include "pipestudio/core/planning/generators.h"
-#include "document/schedule_document.h"
-#include "docks/session_dock.h"
 #include "debugger/state_panel.h"
 #include "debugger/stepper_controller.h"
-#include "panels/summary_panel.h"
-#include "shell/template_dialog.h"
-#include "timeline/timeline_view.h"
+#include "docks/session_dock.h"
+#include "document/schedule_document.h"
 #include "drag_util.h"
-#include "ui_fixtures.h"
+#include "panels/diagnostics_panel.h"
+#include "panels/memory_chart.h"
+#include "panels/metrics_text.h"
+#include "panels/summary_panel.h"
 #include "panels/units_text.h"
+#include "pipestudio/core/io/dsl.h"
+#include "pipestudio/core/planning/generators.h"
+#include "pipestudio/sessions/session_store.h"
+#include "shell/main_window.h"
+#include "shell/template_dialog.h"
+#include "timeline/legend_bar.h"
+#include "timeline/timeline_geometry.h"
+#include "timeline/timeline_view.h"
+#include "ui_fixtures.h"
 
 using namespace ps::core;
 using namespace ps::ui;
@@ -139,8 +139,10 @@ class DesignerHonestyTest : public QObject {
     QVERIFY2(summary.contains(QStringLiteral("stalled at")) &&
                  summary.contains(QStringLiteral("%1 of %2 ops done").arg(p.done).arg(p.total)),
              qPrintable(summary));
-    QVERIFY2(window_->statusText().contains(QStringLiteral("not available (stalled at")), qPrintable(window_->statusText()));
-    QVERIFY2(window_->validityText().contains(QStringLiteral("makespan n/a, stalled at")), qPrintable(window_->validityText()));
+    QVERIFY2(window_->statusText().contains(QStringLiteral("not available (stalled at")),
+             qPrintable(window_->statusText()));
+    QVERIFY2(window_->validityText().contains(QStringLiteral("makespan n/a, stalled at")),
+             qPrintable(window_->validityText()));
     // Undo: figures again, unchanged against the saved ones.
     doc->undoStack()->undo();
     QVERIFY(doc->analysis().timeline.complete);
@@ -177,13 +179,16 @@ class DesignerHonestyTest : public QObject {
     QVERIFY2(!state->headerText().contains(QStringLiteral("Stopped here")), qPrintable(state->headerText()));
     QVERIFY2(!state->text().contains(QStringLiteral("never-ran")), qPrintable(state->text()));
     QVERIFY2(!state->text().contains(QStringLiteral("blocked")), qPrintable(state->text()));
-    QVERIFY2(!window_->statusText().contains(QStringLiteral("did not finish")), qPrintable(window_->statusText()));
-    QVERIFY2(window_->statusText().contains(QStringLiteral("in progress")), qPrintable(window_->statusText()));
+    QVERIFY2(!window_->statusText().contains(QStringLiteral("did not finish")),
+             qPrintable(window_->statusText()));
+    QVERIFY2(window_->statusText().contains(QStringLiteral("in progress")),
+             qPrintable(window_->statusText()));
     QVERIFY(!allText(window_->diagnostics()).contains(QStringLiteral("The run stopped")));
     // The same timeline after the run ended is a failed run.
     window_->setMeasuredOverlay(live, QStringLiteral("run on this machine"), /*live=*/false);
     QTest::qWait(10);
-    QVERIFY2(window_->statusText().contains(QStringLiteral("did not finish")), qPrintable(window_->statusText()));
+    QVERIFY2(window_->statusText().contains(QStringLiteral("did not finish")),
+             qPrintable(window_->statusText()));
     QVERIFY(state->headerText().contains(QStringLiteral("Stopped here")));
   }
 
@@ -217,23 +222,30 @@ class DesignerHonestyTest : public QObject {
     QString parts;  // what asks for the width, when it does not fit
     for (QDockWidget* d : w.findChildren<QDockWidget*>())
       if (d->isVisible())
-        parts += QStringLiteral(" %1=%2x%3").arg(d->objectName()).arg(d->minimumSizeHint().width()).arg(d->minimumSizeHint().height());
+        parts += QStringLiteral(" %1=%2x%3")
+                     .arg(d->objectName())
+                     .arg(d->minimumSizeHint().width())
+                     .arg(d->minimumSizeHint().height());
     for (QToolBar* t : w.findChildren<QToolBar*>())
       parts += QStringLiteral(" %1=%2").arg(t->objectName()).arg(t->minimumSizeHint().width());
-    parts += QStringLiteral(" central=%1x%2").arg(w.centralWidget()->minimumSizeHint().width()).arg(w.centralWidget()->minimumSizeHint().height());
+    parts += QStringLiteral(" central=%1x%2")
+                 .arg(w.centralWidget()->minimumSizeHint().width())
+                 .arg(w.centralWidget()->minimumSizeHint().height());
     QVERIFY2(w.minimumSizeHint().width() <= 1024,
              qPrintable(QStringLiteral("minimum width %1:").arg(w.minimumSizeHint().width()) + parts));
     QVERIFY2(w.minimumSizeHint().height() <= 700,
              qPrintable(QStringLiteral("minimum height %1:").arg(w.minimumSizeHint().height()) + parts));
-    QVERIFY2(w.width() <= 1024 && w.height() <= 700, qPrintable(QStringLiteral("%1x%2").arg(w.width()).arg(w.height())));
+    QVERIFY2(w.width() <= 1024 && w.height() <= 700,
+             qPrintable(QStringLiteral("%1x%2").arg(w.width()).arg(w.height())));
     // The toolbars show all their buttons (nothing pushed into the overflow).
     for (QToolBar* tb : w.findChildren<QToolBar*>()) {
       if (!tb->isVisible()) continue;
       for (QAction* a : tb->actions()) {
         if (a->isSeparator() || !a->isVisible()) continue;
         QWidget* wa = tb->widgetForAction(a);
-        QVERIFY2(wa && wa->isVisible(), qPrintable(tb->objectName() + QStringLiteral(": ") + a->iconText() + parts +
-                                                   QStringLiteral(" hint %1 at %2").arg(tb->sizeHint().width()).arg(tb->width())));
+        QVERIFY2(wa && wa->isVisible(),
+                 qPrintable(tb->objectName() + QStringLiteral(": ") + a->iconText() + parts +
+                            QStringLiteral(" hint %1 at %2").arg(tb->sizeHint().width()).arg(tb->width())));
       }
     }
     w.document()->undoStack()->setClean();
@@ -366,14 +378,16 @@ class DesignerHonestyTest : public QObject {
     QFile::setPermissions(path, QFile::ReadOwner | QFile::WriteOwner | QFile::ReadGroup | QFile::ReadOther);
     auto hash = [](const QString& p) {
       QFile f(p);
-      return f.open(QIODevice::ReadOnly) ? QCryptographicHash::hash(f.readAll(), QCryptographicHash::Sha256) : QByteArray();
+      return f.open(QIODevice::ReadOnly) ? QCryptographicHash::hash(f.readAll(), QCryptographicHash::Sha256)
+                                         : QByteArray();
     };
     const QByteArray before = hash(path);
     qputenv("PIPESTUDIO_RESOURCES", res.path().toLocal8Bit());
     const bool ok = window_->openSession(path);
     QVERIFY2(ok, qPrintable(window_->sessionDock()->errorText()));
     QVERIFY(window_->sessionDock()->isReadOnly());
-    QVERIFY2(window_->windowTitle().contains(QStringLiteral("read-only")), qPrintable(window_->windowTitle()));
+    QVERIFY2(window_->windowTitle().contains(QStringLiteral("read-only")),
+             qPrintable(window_->windowTitle()));
     window_->sessionDock()->closeSession();
     qunsetenv("PIPESTUDIO_RESOURCES");
     QVERIFY(!QFileInfo::exists(path + QStringLiteral("-wal")));
@@ -411,7 +425,8 @@ class DesignerHonestyTest : public QObject {
     bool haveShortcuts = false;
     for (QAction* a : window_->menuBar()->actions())
       if (a->menu())
-        for (QAction* b : a->menu()->actions()) haveShortcuts |= b->text().remove(QLatin1Char('&')) == QStringLiteral("Keyboard Shortcuts");
+        for (QAction* b : a->menu()->actions())
+          haveShortcuts |= b->text().remove(QLatin1Char('&')) == QStringLiteral("Keyboard Shortcuts");
     QVERIFY(haveShortcuts);
   }
 
@@ -436,7 +451,8 @@ class DesignerHonestyTest : public QObject {
     for (int d = 0; d < 32; ++d) {
       const QColor c = memoryDeviceColor(d);
       const int dh = std::abs(c.hsvHue() - cap.hsvHue());
-      QVERIFY2(std::min(dh, 360 - dh) >= 25, qPrintable(QStringLiteral("device %1 hue %2").arg(d).arg(c.hsvHue())));
+      QVERIFY2(std::min(dh, 360 - dh) >= 25,
+               qPrintable(QStringLiteral("device %1 hue %2").arg(d).arg(c.hsvHue())));
     }
     for (int a = 0; a < 10; ++a)
       for (int b = a + 1; b < 10; ++b) QVERIFY(memoryDeviceColor(a) != memoryDeviceColor(b));
@@ -444,7 +460,8 @@ class DesignerHonestyTest : public QObject {
     chart.setTimeline(window_->document()->analysis().timeline, 16LL << 30);
     QVERIFY(chart.capacitySeries());
     QCOMPARE(chart.capacitySeries()->pen().style(), Qt::DashLine);
-    for (QLineSeries* s : chart.deviceSeries()) QVERIFY(s->pen().color() != chart.capacitySeries()->pen().color());
+    for (QLineSeries* s : chart.deviceSeries())
+      QVERIFY(s->pen().color() != chart.capacitySeries()->pen().color());
   }
 
   // Polish: session versions in numeric order, not the store's name order.
@@ -469,8 +486,10 @@ class DesignerHonestyTest : public QObject {
   void fileDialogsRememberAFolderPerPurpose() {
     QTemporaryDir a;
     QVERIFY(window_->saveTo(a.filePath(QStringLiteral("mine.pipe"))));
-    QCOMPARE(QDir(MainWindow::dialogDir(QStringLiteral("save"))).canonicalPath(), QDir(a.path()).canonicalPath());
-    QVERIFY(QDir(MainWindow::dialogDir(QStringLiteral("export"))).canonicalPath() != QDir(a.path()).canonicalPath());
+    QCOMPARE(QDir(MainWindow::dialogDir(QStringLiteral("save"))).canonicalPath(),
+             QDir(a.path()).canonicalPath());
+    QVERIFY(QDir(MainWindow::dialogDir(QStringLiteral("export"))).canonicalPath() !=
+            QDir(a.path()).canonicalPath());
   }
 
   // Polish: a failed run's deadlock, also the plan's, is listed once.
@@ -480,7 +499,8 @@ class DesignerHonestyTest : public QObject {
     panel.setDiagnostics({dead});
     panel.setRunDiagnostics({dead, dead}, QStringLiteral("The run stopped at 3.00 ms"));
     int n = 0;
-    for (int i = 0; i < panel.topLevelItemCount(); ++i) n += panel.topLevelItem(i)->text(0).startsWith(QStringLiteral("deadlock:"));
+    for (int i = 0; i < panel.topLevelItemCount(); ++i)
+      n += panel.topLevelItem(i)->text(0).startsWith(QStringLiteral("deadlock:"));
     QCOMPARE(n, 1);
     QCOMPARE(panel.errorCount(), 1);
   }

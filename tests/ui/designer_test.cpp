@@ -7,16 +7,16 @@
 #include <QtTest>
 #include <functional>
 
-#include "panels/diagnostics_panel.h"
-#include "shell/main_window.h"
-#include "panels/memory_chart.h"
-#include "pipestudio/core/planning/generators.h"
-#include "panels/properties_panel.h"
 #include "document/schedule_document.h"
+#include "drag_util.h"
+#include "panels/diagnostics_panel.h"
+#include "panels/memory_chart.h"
+#include "panels/properties_panel.h"
 #include "panels/summary_panel.h"
+#include "pipestudio/core/planning/generators.h"
+#include "shell/main_window.h"
 #include "shell/template_dialog.h"
 #include "timeline/timeline_view.h"
-#include "drag_util.h"
 #include "ui_fixtures.h"
 
 using namespace ps::core;
@@ -24,8 +24,8 @@ using namespace ps::ui;
 
 namespace {
 
-using ps::test::oneFOneB;
 using ps::test::dragBlock;
+using ps::test::oneFOneB;
 using ps::test::stepOf;
 
 }  // namespace

@@ -19,7 +19,8 @@ inline int stepOf(const ps::core::Schedule& s, int device, const ps::core::Op& o
 }
 
 // Presses on a block, drags to `to` in small steps (as a user would) and releases.
-inline void dragBlock(ps::ui::TimelineView* v, QPoint from, QPoint to, const std::function<void()>& beforeRelease = {}) {
+inline void dragBlock(ps::ui::TimelineView* v, QPoint from, QPoint to,
+                      const std::function<void()>& beforeRelease = {}) {
   QWidget* vp = v->viewport();
   QTest::mousePress(vp, Qt::LeftButton, Qt::NoModifier, from);
   const int steps = 12;

@@ -13,11 +13,11 @@
 #include <map>
 #include <tuple>
 
-#include "shell/main_window.h"
-#include "pipestudio/core/planning/generators.h"
-#include "pipestudio/core/analysis/iterations.h"
 #include "document/schedule_document.h"
 #include "panels/summary_panel.h"
+#include "pipestudio/core/analysis/iterations.h"
+#include "pipestudio/core/planning/generators.h"
+#include "shell/main_window.h"
 #include "timeline/timeline_view.h"
 #include "ui_fixtures.h"
 
@@ -117,7 +117,8 @@ class IterationsViewTest : public QObject {
     std::map<std::pair<int, int>, double> stepEnds;  // (device, iteration) -> end
     for (const auto& op : core->timeline.ops) {
       const UserKind* u = core->unrolled.userKind(op.op.kind);
-      if (u && u->name.rfind(std::string(kOptimizerStepKind), 0) == 0) stepEnds[{op.device, op.op.microbatch}] = op.end;
+      if (u && u->name.rfind(std::string(kOptimizerStepKind), 0) == 0)
+        stepEnds[{op.device, op.op.microbatch}] = op.end;
     }
     QCOMPARE(stepEnds.size(), size_t(12));
     const auto& marks = view->iterationMarks();

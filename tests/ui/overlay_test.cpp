@@ -7,11 +7,11 @@
 #include <QtTest>
 
 #include "debugger/deviation_panel.h"
-#include "shell/main_window.h"
+#include "docks/session_dock.h"
+#include "document/schedule_document.h"
 #include "pipestudio/core/io/dsl.h"
 #include "pipestudio/core/planning/generators.h"
-#include "document/schedule_document.h"
-#include "docks/session_dock.h"
+#include "shell/main_window.h"
 #include "timeline/timeline_view.h"
 #include "ui_fixtures.h"
 
@@ -60,11 +60,11 @@ class OverlayTest : public QObject {
     Timeline m;
     m.devices = 3;
     auto add = [&](int d, Op op, double s, double e) { m.ops.push_back({d, -1, op, false, s, e}); };
-    add(0, {OpKind::F, 0, 0}, 10, 14);     // 0
-    add(0, {OpKind::F, 0, 1}, 14, 30);     // 1: long; the SEND below runs inside it
-    add(0, {OpKind::SendF, 0, 0}, 20, 21); // 2: unmatched
-    add(1, {OpKind::F, 1, 0}, 16, 20);     // 3
-    add(2, {OpKind::F, 2, 0}, 20, 24);     // 4: device 2 is beyond the 2 rows asked for
+    add(0, {OpKind::F, 0, 0}, 10, 14);      // 0
+    add(0, {OpKind::F, 0, 1}, 14, 30);      // 1: long; the SEND below runs inside it
+    add(0, {OpKind::SendF, 0, 0}, 20, 21);  // 2: unmatched
+    add(1, {OpKind::F, 1, 0}, 16, 20);      // 3
+    add(2, {OpKind::F, 2, 0}, 20, 24);      // 4: device 2 is beyond the 2 rows asked for
     Comparison c;
     c.measuredOrigin = 10;
     c.scale = 0.5;
@@ -155,7 +155,8 @@ class OverlayTest : public QObject {
     QCOMPARE(c->unmatchedMeasured.size(), size_t(8));
     // Rank 1's backward took 3 ms against a planned F+... far less: those blocks are red.
     for (size_t i = 0; i < ov.row(1).size(); ++i)
-      if (ov.row(1)[i].op.kind == OpKind::B) QCOMPARE(deviationBand(ov.info(1, i).deviation), DeviationBand::Bad);
+      if (ov.row(1)[i].op.kind == OpKind::B)
+        QCOMPARE(deviationBand(ov.info(1, i).deviation), DeviationBand::Bad);
     // The row grew a second lane; the deviation table has overall + kinds + devices.
     QVERIFY(v->rows().hasOverlay());
     QVERIFY(v->rows().rowSpan() > v->rows().rowHeight);

@@ -2,12 +2,13 @@
 // reaches the child; stderr is passed on and its kept tail stays bounded; stop() closes stdin,
 // then terminates, then kills a child that ignores SIGTERM, with the given timings; a program
 // that cannot start is reported as such.
+#include "remote/process_runner.h"
+
 #include <QElapsedTimer>
 #include <QSignalSpy>
 #include <QTemporaryDir>
 #include <QtTest>
 
-#include "remote/process_runner.h"
 #include "run_test_util.h"
 
 using namespace ps::ui;
@@ -16,7 +17,9 @@ class ProcessRunnerTest : public QObject {
   Q_OBJECT
   QTemporaryDir dir_;
 
-  static ProcessCommand sh(const QString& script) { return {QStringLiteral("/bin/sh"), {QStringLiteral("-c"), script}}; }
+  static ProcessCommand sh(const QString& script) {
+    return {QStringLiteral("/bin/sh"), {QStringLiteral("-c"), script}};
+  }
 
  private Q_SLOTS:
   void initTestCase() { QVERIFY(dir_.isValid()); }
@@ -45,9 +48,10 @@ class ProcessRunnerTest : public QObject {
     connect(&r, &ProcessRunner::stderrReceived, this, [&](const QString& t) { passedOn += t.size(); });
     QSignalSpy done(&r, &ProcessRunner::finished);
     // 2000 lines of 50 characters, then the line that says why it died.
-    QVERIFY(r.start(sh(QStringLiteral("i=0; while [ $i -lt 2000 ]; do "
-                                      "echo 'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx' >&2; i=$((i+1)); done; "
-                                      "echo 'the last words' >&2; exit 3"))));
+    QVERIFY(r.start(
+        sh(QStringLiteral("i=0; while [ $i -lt 2000 ]; do "
+                          "echo 'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx' >&2; i=$((i+1)); done; "
+                          "echo 'the last words' >&2; exit 3"))));
     QVERIFY(done.wait(20000));
     QCOMPARE(done.first().at(0).toInt(), 3);
     QVERIFY(passedOn > 100000);  // everything was passed on as it came
@@ -78,7 +82,7 @@ class ProcessRunnerTest : public QObject {
     QVERIFY(!runtest::processGone(pid));
     QVERIFY(done.wait(10000));
     QVERIFY2(t.elapsed() >= 650, qPrintable(QString::number(t.elapsed())));  // grace + terminate period
-    QCOMPARE(done.first().at(1).toBool(), true);  // ended by a signal
+    QCOMPARE(done.first().at(1).toBool(), true);                             // ended by a signal
     QTRY_VERIFY_WITH_TIMEOUT(runtest::processGone(pid), 5000);
   }
 
@@ -131,7 +135,8 @@ class ProcessRunnerTest : public QObject {
   }
 
   void displayQuotesForTheShell() {
-    const ProcessCommand c{QStringLiteral("/opt/my tools/cli"), {QStringLiteral("run"), QStringLiteral("it's")}};
+    const ProcessCommand c{QStringLiteral("/opt/my tools/cli"),
+                           {QStringLiteral("run"), QStringLiteral("it's")}};
     QCOMPARE(c.display(), QStringLiteral("'/opt/my tools/cli' run 'it'\\''s'"));
   }
 };

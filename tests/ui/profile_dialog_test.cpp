@@ -2,6 +2,10 @@
 // through the dialog of a main window (the document's profile replaced as one undoable edit,
 // the profile stored in the open session as "profiled", Save As), a failing CLI (clear
 // message, document unchanged), and cancel (the process really ends).
+#include "remote/profile_dialog.h"
+
+#include <unistd.h>
+
 #include <QComboBox>
 #include <QFile>
 #include <QMenuBar>
@@ -13,14 +17,12 @@
 #include <QTemporaryDir>
 #include <QUndoStack>
 #include <QtTest>
-#include <unistd.h>
 
-#include "shell/main_window.h"
-#include "pipestudio/sessions/session_store.h"
-#include "remote/profile_dialog.h"
-#include "run_test_util.h"
-#include "document/schedule_document.h"
 #include "docks/session_dock.h"
+#include "document/schedule_document.h"
+#include "pipestudio/sessions/session_store.h"
+#include "run_test_util.h"
+#include "shell/main_window.h"
 
 using namespace ps::ui;
 
@@ -64,8 +66,8 @@ class ProfileDialogTest : public QObject {
     const ProcessCommand c = buildProfileCommand(r);
     QCOMPARE(c.program, QStringLiteral("/opt/ps/pipestudio-cli"));
     QCOMPARE(c.arguments, (QStringList{"profile", "--model", "mlp:layers=2,hidden=16", "--device", "cpu",
-                                       "--microbatch-size", "4", "--workers", "3", "--repetitions", "2", "--warmup",
-                                       "0", "-o", "-"}));
+                                       "--microbatch-size", "4", "--workers", "3", "--repetitions", "2",
+                                       "--warmup", "0", "-o", "-"}));
     r.target.microbatchSize = 0;  // the CLI's default: no flag
     QVERIFY(!buildProfileCommand(r).arguments.contains(QStringLiteral("--microbatch-size")));
   }
@@ -111,12 +113,14 @@ class ProfileDialogTest : public QObject {
     const QString remote = c.arguments.last();
     QVERIFY(remote.startsWith(QStringLiteral("sh -c '")));
     QProcess sh;  // what the remote login shell makes of it: sh, -c, one script
-    sh.start(QStringLiteral("sh"), {QStringLiteral("-c"), QStringLiteral("for w in ") + remote.mid(6) +
-                                                             QStringLiteral("; do printf '%s\\n' \"$w\"; done")});
+    sh.start(QStringLiteral("sh"),
+             {QStringLiteral("-c"), QStringLiteral("for w in ") + remote.mid(6) +
+                                        QStringLiteral("; do printf '%s\\n' \"$w\"; done")});
     QVERIFY(sh.waitForFinished(5000));
     const QString script = QString::fromUtf8(sh.readAllStandardOutput()).trimmed();
-    QVERIFY2(script.contains(QStringLiteral("'/opt/pipe studio/pipestudio-cli' profile --model mlp:layers=2,hidden=16 "
-                                            "--device cuda --workers 1 --repetitions 2 --warmup 0 -o - </dev/null")),
+    QVERIFY2(script.contains(
+                 QStringLiteral("'/opt/pipe studio/pipestudio-cli' profile --model mlp:layers=2,hidden=16 "
+                                "--device cuda --workers 1 --repetitions 2 --warmup 0 -o - </dev/null")),
              qPrintable(script));
   }
 
@@ -162,12 +166,14 @@ class ProfileDialogTest : public QObject {
 
   void failureMessagesNameTheCause() {
     ProfileRequest r = tinyRequest(QStringLiteral("/x/cli"));
-    QVERIFY(describeProfileFailure(r, 2, QStringLiteral("unknown model 'mlq'")).contains(QStringLiteral("bad model spec")));
+    QVERIFY(describeProfileFailure(r, 2, QStringLiteral("unknown model 'mlq'"))
+                .contains(QStringLiteral("bad model spec")));
     QVERIFY(describeProfileFailure(r, 127, {}).contains(QStringLiteral("not found")));
     RemoteHost h;
     h.host = QStringLiteral("gpu1");
     r.target.remote = h;
-    const QString ssh = describeProfileFailure(r, 255, QStringLiteral("ssh: connect to host gpu1 port 22: Connection refused"));
+    const QString ssh = describeProfileFailure(
+        r, 255, QStringLiteral("ssh: connect to host gpu1 port 22: Connection refused"));
     QVERIFY2(ssh.contains(QStringLiteral("cannot reach gpu1")), qPrintable(ssh));
   }
 
@@ -214,8 +220,8 @@ class ProfileDialogTest : public QObject {
     QVERIFY2(w.sessionDock()->openSession(session), qPrintable(w.sessionDock()->errorText()));
 
     ProfileDialog* d = ProfileDialog::showFor(&w);
-    QCOMPARE(ProfileDialog::showFor(&w), d);                   // one dialog per window
-    QCOMPARE(d->request().workers, 2);                         // the schedule's device count
+    QCOMPARE(ProfileDialog::showFor(&w), d);  // one dialog per window
+    QCOMPARE(d->request().workers, 2);        // the schedule's device count
     ProfileRequest r = tinyRequest(QStringLiteral(PIPESTUDIO_CLI));
     d->setRequest(r);
     QCOMPARE(d->request().workers, 1);
@@ -239,12 +245,14 @@ class ProfileDialogTest : public QObject {
       QVERIFY(l.weightBytes > 0);
     }
     QCOMPARE(doc->undoStack()->count(), undoBefore + 1);
-    QVERIFY2(d->statusText().startsWith(QStringLiteral("Profiled mlp:layers=2,hidden=16 on this machine: 2 layers")),
+    QVERIFY2(d->statusText().startsWith(
+                 QStringLiteral("Profiled mlp:layers=2,hidden=16 on this machine: 2 layers")),
              qPrintable(d->statusText()));
     QVERIFY(d->logText().contains(QString::fromStdString(p.layers[1].name)));  // the layer table
     QVERIFY(d->saveButton()->isEnabled());
     QVERIFY(d->profileButton()->isEnabled());
-    if (const QByteArray shot = qgetenv("PS_PROFILE_DIALOG_SHOT"); !shot.isEmpty()) {  // docs/gui.md's picture
+    if (const QByteArray shot = qgetenv("PS_PROFILE_DIALOG_SHOT");
+        !shot.isEmpty()) {  // docs/gui.md's picture
       for (int i = 0; i < 5; ++i) QCoreApplication::processEvents();
       QVERIFY(d->grab().save(QString::fromLocal8Bit(shot)));
     }
@@ -253,7 +261,8 @@ class ProfileDialogTest : public QObject {
     // Stored in the session as profiled.
     QVERIFY(d->lastStoredProfile() > 0);
     {
-      auto store = ps::sessions::SessionStore::open(session.toStdString(), {ps::sessions::OpenMode::ReadOnly});
+      auto store =
+          ps::sessions::SessionStore::open(session.toStdString(), {ps::sessions::OpenMode::ReadOnly});
       QVERIFY(store);
       auto list = store->listProfiles();
       QVERIFY(list);
@@ -319,8 +328,8 @@ class ProfileDialogTest : public QObject {
 
   void cancelEndsTheProcess() {
     QTemporaryDir bin;
-    const QString fake = runtest::writeScript(bin.path(), QStringLiteral("pipestudio-cli"),
-                                              QStringLiteral("exec sleep 60\n"));
+    const QString fake =
+        runtest::writeScript(bin.path(), QStringLiteral("pipestudio-cli"), QStringLiteral("exec sleep 60\n"));
     QTemporaryDir dir;
     QSettings s(dir.filePath(QStringLiteral("s.ini")), QSettings::IniFormat);
     ScheduleDocument doc;

@@ -2,12 +2,13 @@
 // "40GB", "80GiB", "512 MiB" (a plain number still GiB, empty unlimited), cost-table sizes
 // "1.5GiB" (a plain number still MiB) and times "300us" (a plain number still ms); a value it
 // cannot read leaves the profile alone and says which field and why.
+#include "panels/properties_panel.h"
+
 #include <QLineEdit>
 #include <QTableWidget>
 #include <QtTest>
 
 #include "document/schedule_document.h"
-#include "panels/properties_panel.h"
 #include "panels/units_text.h"
 #include "pipestudio/core/io/dsl.h"
 
@@ -66,12 +67,14 @@ class PropertiesPanelTest : public QObject {
     QVERIFY(panel.errorText().isEmpty());
     type(memory, QStringLiteral("80"));  // a plain number: GiB, as the field always read
     QCOMPARE(doc.profile().deviceMemoryBytes, 80 * kGiB);
-    QCOMPARE(memory->text(), QString::fromStdString(ps::core::formatByteSize(80 * kGiB)));  // core's formatter
+    QCOMPARE(memory->text(),
+             QString::fromStdString(ps::core::formatByteSize(80 * kGiB)));  // core's formatter
     QCOMPARE(*parseByteSizeText(memory->text(), kGiB), 80 * kGiB);
 
     type(memory, QStringLiteral("12 XB"));
     QCOMPARE(doc.profile().deviceMemoryBytes, 80 * kGiB);  // unchanged
-    QVERIFY2(panel.errorText().startsWith(QStringLiteral("Device memory: '12 XB'")), qPrintable(panel.errorText()));
+    QVERIFY2(panel.errorText().startsWith(QStringLiteral("Device memory: '12 XB'")),
+             qPrintable(panel.errorText()));
 
     type(memory, QString());  // unlimited
     QCOMPARE(doc.profile().deviceMemoryBytes, std::int64_t(0));
@@ -102,7 +105,8 @@ class PropertiesPanelTest : public QObject {
     QCOMPARE(doc.profile().layers[0].backwardWeightMs, defaults.layers[0].backwardWeightMs);
 
     t->item(0, column(QStringLiteral("Out MiB")))->setText(QStringLiteral("lots"));
-    QVERIFY2(panel.errorText().startsWith(QStringLiteral("Out MiB of %1: 'lots'").arg(QString::fromStdString(layer))),
+    QVERIFY2(panel.errorText().startsWith(
+                 QStringLiteral("Out MiB of %1: 'lots'").arg(QString::fromStdString(layer))),
              qPrintable(panel.errorText()));
     QCOMPARE(doc.profile().layers[0].weightBytes, 3 * kMiB);  // the profile kept its values
   }

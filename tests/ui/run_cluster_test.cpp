@@ -4,18 +4,19 @@
 // the GUI that ends every rank, one host's ranks killed mid-run and one host's sshd stopped
 // before the run (both fail fast, name the host, leave no rank and record the failed run), and
 // the --print-launch commands. Skips the ssh parts where sshd cannot start here.
+#include <signal.h>
+#include <unistd.h>
+
 #include <QFile>
 #include <QProcess>
 #include <QProgressBar>
 #include <QPushButton>
-#include <QSettings>
-#include <QStandardPaths>
 #include <QRegularExpression>
+#include <QSettings>
 #include <QSignalSpy>
+#include <QStandardPaths>
 #include <QTemporaryDir>
 #include <QtTest>
-#include <signal.h>
-#include <unistd.h>
 
 #include "loopback_sshd.h"
 #include "pipestudio/core/io/cluster.h"
@@ -110,9 +111,17 @@ class RunClusterTest : public QObject {
 
   QStringList runArgs(const QStringList& extra, const QString& model = QLatin1String(kModel)) {
     const QString hostsFile = writeFiles();
-    return QStringList{QStringLiteral("run"), path(QStringLiteral("four.pipe")), QStringLiteral("--hosts"), hostsFile,
-                       QStringLiteral("--model"), model, QStringLiteral("--threads"), QStringLiteral("1"),
-                       QStringLiteral("--connect-timeout"), QStringLiteral("10"), QStringLiteral("--timeout"),
+    return QStringList{QStringLiteral("run"),
+                       path(QStringLiteral("four.pipe")),
+                       QStringLiteral("--hosts"),
+                       hostsFile,
+                       QStringLiteral("--model"),
+                       model,
+                       QStringLiteral("--threads"),
+                       QStringLiteral("1"),
+                       QStringLiteral("--connect-timeout"),
+                       QStringLiteral("10"),
+                       QStringLiteral("--timeout"),
                        QStringLiteral("20")} +
            extra;
   }
@@ -136,8 +145,9 @@ class RunClusterTest : public QObject {
   }
 
   RunRequest clusterRequest() const {
-    RunRequest r = modelRequest(QStringLiteral("gpt"), QStringLiteral("layers=4,hidden=16,heads=2,seq=4,vocab=16"),
-                                {.iterations = 1, .timeoutSeconds = 20});
+    RunRequest r =
+        modelRequest(QStringLiteral("gpt"), QStringLiteral("layers=4,hidden=16,heads=2,seq=4,vocab=16"),
+                     {.iterations = 1, .timeoutSeconds = 20});
     r.cluster = hosts();
     r.localCli = QStringLiteral(PIPESTUDIO_CLI);
     r.connectTimeoutSeconds = 10;
@@ -158,7 +168,8 @@ class RunClusterTest : public QObject {
   void initTestCase() {
     QVERIFY(dir_.isValid());
     QString why;
-    if (!a_.start(dir_.path(), QStringLiteral("127.0.0.1"), why) || !b_.start(dir_.path(), QStringLiteral("127.0.0.2"), why))
+    if (!a_.start(dir_.path(), QStringLiteral("127.0.0.1"), why) ||
+        !b_.start(dir_.path(), QStringLiteral("127.0.0.2"), why))
       skipReason_ = why;
     if (!skipReason_.isEmpty()) qWarning("loopback sshd unavailable: %s", qPrintable(skipReason_));
   }
@@ -170,7 +181,9 @@ class RunClusterTest : public QObject {
 
   void printLaunchGivesTorchrunAndSlurmCommands() {
     // No ssh needed: the commands are printed, not run.
-    CliResult r = cli(runArgs({QStringLiteral("--check-gradients"), QStringLiteral("--print-launch"), QStringLiteral("torchrun")}), 60000);
+    CliResult r = cli(runArgs({QStringLiteral("--check-gradients"), QStringLiteral("--print-launch"),
+                               QStringLiteral("torchrun")}),
+                      60000);
     QVERIFY2(r.finished && r.exitCode == 0, r.err.constData());
     const QString text = QString::fromUtf8(r.out);
     QVERIFY2(text.contains(QStringLiteral("/tmp/pipestudio-run/four.pipe on every host")), qPrintable(text));
@@ -201,7 +214,9 @@ class RunClusterTest : public QObject {
         QVERIFY(flag(w, QStringLiteral("--master_port")).toInt(&ok) > 0 && ok);
       } else {
         QCOMPARE(flag(w, QStringLiteral("--rdzv_backend")), QStringLiteral("c10d"));
-        QVERIFY(QRegularExpression(QStringLiteral("^127\\.0\\.0\\.1:\\d+$")).match(flag(w, QStringLiteral("--rdzv_endpoint"))).hasMatch());
+        QVERIFY(QRegularExpression(QStringLiteral("^127\\.0\\.0\\.1:\\d+$"))
+                    .match(flag(w, QStringLiteral("--rdzv_endpoint")))
+                    .hasMatch());
       }
     }
 
@@ -211,7 +226,10 @@ class RunClusterTest : public QObject {
     QVERIFY2(slurm.contains(QStringLiteral("#SBATCH --nodes=2\n")), qPrintable(slurm));
     QVERIFY(slurm.contains(QStringLiteral("#SBATCH --ntasks-per-node=2\n")));
     QVERIFY(slurm.contains(QStringLiteral("#SBATCH --nodelist=127.0.0.1,127.0.0.2\n")));
-    QVERIFY(QRegularExpression(QStringLiteral("^export MASTER_PORT=\\d+$"), QRegularExpression::MultilineOption).match(slurm).hasMatch());
+    QVERIFY(
+        QRegularExpression(QStringLiteral("^export MASTER_PORT=\\d+$"), QRegularExpression::MultilineOption)
+            .match(slurm)
+            .hasMatch());
     QVERIFY(slurm.contains(QStringLiteral("srun --kill-on-bad-exit=1 ") + QStringLiteral(PIPESTUDIO_CLI) +
                            QStringLiteral(" run /tmp/pipestudio-run/four.pipe")));
     QVERIFY(slurm.contains(QStringLiteral("srun --nodes=2 --ntasks-per-node=2 ")));
@@ -219,7 +237,9 @@ class RunClusterTest : public QObject {
     // The GUI's "Copy launch command" prints the same kind of text from the same function.
     RunRequest req = clusterRequest();
     const QString gui = clusterLaunchCommands(req, ps::core::LaunchKind::Torchrun);
-    QVERIFY2(gui.contains(QStringLiteral("torchrun --nnodes 2 --nproc_per_node 2 --node_rank 1 --master_addr 127.0.0.1")), qPrintable(gui));
+    QVERIFY2(gui.contains(QStringLiteral(
+                 "torchrun --nnodes 2 --nproc_per_node 2 --node_rank 1 --master_addr 127.0.0.1")),
+             qPrintable(gui));
     QVERIFY(!gui.contains(QStringLiteral("--events")) && !gui.contains(QStringLiteral("--cancel-on-eof")));
   }
 
@@ -238,7 +258,8 @@ class RunClusterTest : public QObject {
     QDir().mkpath(shimDir);
     QFile shim(QDir(shimDir).filePath(QStringLiteral("torchrun")));
     QVERIFY(shim.open(QIODevice::WriteOnly | QIODevice::Truncate));
-    shim.write(shebang + "\n"
+    shim.write(shebang +
+               "\n"
                "import sys\n"
                "import torch.distributed.elastic.multiprocessing.api as api\n"
                "import torch.distributed.elastic.multiprocessing as mp\n"
@@ -266,15 +287,17 @@ class RunClusterTest : public QObject {
     QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
     env.insert(QStringLiteral("MASTER_PORT"), port);
     print.setProcessEnvironment(env);
-    print.start(QStringLiteral(PIPESTUDIO_CLI),
-                {QStringLiteral("run"), path(name), QStringLiteral("--hosts"), path(QStringLiteral("hosts.txt")),
-                 QStringLiteral("--model"), QLatin1String(kModel), QStringLiteral("--threads"), QStringLiteral("1"),
-                 QStringLiteral("--check-gradients"), QStringLiteral("--print-launch"), QStringLiteral("torchrun")});
+    print.start(
+        QStringLiteral(PIPESTUDIO_CLI),
+        {QStringLiteral("run"), path(name), QStringLiteral("--hosts"), path(QStringLiteral("hosts.txt")),
+         QStringLiteral("--model"), QLatin1String(kModel), QStringLiteral("--threads"), QStringLiteral("1"),
+         QStringLiteral("--check-gradients"), QStringLiteral("--print-launch"), QStringLiteral("torchrun")});
     QVERIFY(print.waitForFinished(30000));
     QCOMPARE(print.exitCode(), 0);
     QStringList nodes;
     for (const QString& line : QString::fromUtf8(print.readAllStandardOutput()).split(QLatin1Char('\n')))
-      if (line.startsWith(QStringLiteral("torchrun ")) && line.contains(QStringLiteral("--node_rank"))) nodes << line;
+      if (line.startsWith(QStringLiteral("torchrun ")) && line.contains(QStringLiteral("--node_rank")))
+        nodes << line;
     QCOMPARE(nodes.size(), 2);
     QVERIFY(nodes[0].contains(QStringLiteral("--master_port %1 ").arg(port)));
     const QString staged = QStringLiteral("/tmp/pipestudio-run/") + name;
@@ -308,10 +331,11 @@ class RunClusterTest : public QObject {
   }
 
   void twoHostsTwoRanksCheckGradients() {
-    if (!skipReason_.isEmpty()) QSKIP(qPrintable(QStringLiteral("cannot start loopback sshds: ") + skipReason_));
+    if (!skipReason_.isEmpty())
+      QSKIP(qPrintable(QStringLiteral("cannot start loopback sshds: ") + skipReason_));
     const QString session = path(QStringLiteral("ok.session"));
-    CliResult r = cli(runArgs({QStringLiteral("--check-gradients"), QStringLiteral("--events"), QStringLiteral("jsonl"),
-                               QStringLiteral("--session"), session}),
+    CliResult r = cli(runArgs({QStringLiteral("--check-gradients"), QStringLiteral("--events"),
+                               QStringLiteral("jsonl"), QStringLiteral("--session"), session}),
                       60000);
     QVERIFY2(r.finished && r.exitCode == 0, r.err.constData());
     ps::core::RunEventReader reader;
@@ -324,7 +348,8 @@ class RunClusterTest : public QObject {
     QVERIFY(reader.finished()->gradientCheck);
     QVERIFY(reader.finished()->gradientCheck->passed);
     // The stream carries every device's ops, from both hosts, each once.
-    QVERIFY2(reader.warnings().empty(), reader.warnings().empty() ? "" : reader.warnings().front().message.c_str());
+    QVERIFY2(reader.warnings().empty(),
+             reader.warnings().empty() ? "" : reader.warnings().front().message.c_str());
     const auto tl = reader.timeline();
     QCOMPARE(tl.ops.size(), size_t(16));
     QSet<int> devices;
@@ -345,7 +370,8 @@ class RunClusterTest : public QObject {
   }
 
   void inputsBatchIsStagedOnEveryHost() {
-    if (!skipReason_.isEmpty()) QSKIP(qPrintable(QStringLiteral("cannot start loopback sshds: ") + skipReason_));
+    if (!skipReason_.isEmpty())
+      QSKIP(qPrintable(QStringLiteral("cannot start loopback sshds: ") + skipReason_));
     // --inputs BATCH.pt (read by every rank) goes with the schedule to every host.
     const QString batch = QStringLiteral(PIPESTUDIO_TEST_DATA_DIR "/inputs/mlp_inputs.pt");
     if (!QFileInfo::exists(batch)) QSKIP("no --inputs test batch in this tree");
@@ -354,7 +380,8 @@ class RunClusterTest : public QObject {
                       60000);
     const QString out = QString::fromUtf8(r.out + r.err);
     QVERIFY2(r.finished && r.exitCode == 0, qPrintable(out));
-    QVERIFY2(QRegularExpression(QStringLiteral("data: /\\S*pipestudio-cluster\\.\\w+/inputs\\.pt: samples 0\\.\\.3 of 12"))
+    QVERIFY2(QRegularExpression(
+                 QStringLiteral("data: /\\S*pipestudio-cluster\\.\\w+/inputs\\.pt: samples 0\\.\\.3 of 12"))
                  .match(out)
                  .hasMatch(),
              qPrintable(out));
@@ -362,7 +389,8 @@ class RunClusterTest : public QObject {
   }
 
   void runDialogRunsOnTheClusterAndStoresIt() {
-    if (!skipReason_.isEmpty()) QSKIP(qPrintable(QStringLiteral("cannot start loopback sshds: ") + skipReason_));
+    if (!skipReason_.isEmpty())
+      QSKIP(qPrintable(QStringLiteral("cannot start loopback sshds: ") + skipReason_));
     QSettings settings(path(QStringLiteral("gui.ini")), QSettings::IniFormat);
     RunDialog d(nullptr, &settings);
     const QString session = path(QStringLiteral("gui.session"));
@@ -384,7 +412,8 @@ class RunClusterTest : public QObject {
     QSignalSpy stored(&d, &RunDialog::runStored);
     d.runButton()->click();
     QVERIFY(stored.wait(60000));
-    QVERIFY2(d.statusText().startsWith(QStringLiteral("finished on cluster (2 hosts, 4 ranks)")), qPrintable(d.statusText()));
+    QVERIFY2(d.statusText().startsWith(QStringLiteral("finished on cluster (2 hosts, 4 ranks)")),
+             qPrintable(d.statusText()));
     QVERIFY(d.statusText().contains(QStringLiteral("gradient check passed")));
     QVERIFY2(d.logText().contains(QStringLiteral("starting 4 ranks on 2 hosts")), qPrintable(d.logText()));
     QCOMPARE(d.progressBar()->value(), d.progressBar()->maximum());
@@ -396,11 +425,13 @@ class RunClusterTest : public QObject {
     QCOMPARE(run->summary.opCount, 16);
     QCOMPARE(run->summary.devices, 4);
     QVERIFY(QString::fromStdString(run->configJson).contains(QStringLiteral("127.0.0.2")));
-    if (qEnvironmentVariableIsSet("PS_RUN_CLUSTER_SHOT")) d.grab().save(qEnvironmentVariable("PS_RUN_CLUSTER_SHOT"));
+    if (qEnvironmentVariableIsSet("PS_RUN_CLUSTER_SHOT"))
+      d.grab().save(qEnvironmentVariable("PS_RUN_CLUSTER_SHOT"));
   }
 
   void cancelFromTheGuiEndsEveryRank() {
-    if (!skipReason_.isEmpty()) QSKIP(qPrintable(QStringLiteral("cannot start loopback sshds: ") + skipReason_));
+    if (!skipReason_.isEmpty())
+      QSKIP(qPrintable(QStringLiteral("cannot start loopback sshds: ") + skipReason_));
     RunController c;
     c.setCancelGraceMs(30000);  // only the launcher's own cancel can end it in time
     QSignalSpy done(&c, &RunController::runFinished);
@@ -414,22 +445,28 @@ class RunClusterTest : public QObject {
     const QStringList needles{QStringLiteral("--iterations"), QString::number(marker)};
     QCOMPARE(remoteRanks(needles).size(), 4);
     // Every device's ops arrive while the run goes on, from both hosts.
-    QVERIFY2(waitUntil([&] {
-      QSet<int> devices;
-      for (const auto& op : c.reader().timeline().ops) devices << op.device;
-      return devices == QSet<int>{0, 1, 2, 3};
-    }, 30000), "not every device's ops came live");
+    QVERIFY2(waitUntil(
+                 [&] {
+                   QSet<int> devices;
+                   for (const auto& op : c.reader().timeline().ops) devices << op.device;
+                   return devices == QSet<int>{0, 1, 2, 3};
+                 },
+                 30000),
+             "not every device's ops came live");
     c.cancel();
     const RunOutcome o = waitForOutcome(c, done, 30000);
     QVERIFY2(o.status == RunOutcome::Status::Cancelled, qPrintable(o.message + "\n" + o.stderrText));
     QVERIFY(o.finished);
     QCOMPARE(QString::fromStdString(o.finished->status), QStringLiteral("cancelled"));
-    QVERIFY2(waitUntil([&] { return processesWith(needles).isEmpty(); }, 10000), "a rank outlived the cancel");
-    QVERIFY(QString::fromStdString(ps::core::formatHostFile(o.request.cluster)).contains(QStringLiteral("127.0.0.2")));
+    QVERIFY2(waitUntil([&] { return processesWith(needles).isEmpty(); }, 10000),
+             "a rank outlived the cancel");
+    QVERIFY(QString::fromStdString(ps::core::formatHostFile(o.request.cluster))
+                .contains(QStringLiteral("127.0.0.2")));
   }
 
   void killedHostFailsFastAndKeepsThePartialRun() {
-    if (!skipReason_.isEmpty()) QSKIP(qPrintable(QStringLiteral("cannot start loopback sshds: ") + skipReason_));
+    if (!skipReason_.isEmpty())
+      QSKIP(qPrintable(QStringLiteral("cannot start loopback sshds: ") + skipReason_));
     const QString session = path(QStringLiteral("killed.session"));
     const int marker = 600000 + ::getpid() % 99999;
     QProcess p;
@@ -437,19 +474,21 @@ class RunClusterTest : public QObject {
     // one: that iteration cannot finish without host 127.0.0.2, so the run fails inside it
     // with a partial timeline (a kill at an iteration's very start would leave it empty).
     p.start(QStringLiteral(PIPESTUDIO_CLI),
-            runArgs({QStringLiteral("--iterations"), QString::number(marker), QStringLiteral("--microbatch-size"),
-                     QStringLiteral("32"), QStringLiteral("--events"), QStringLiteral("jsonl"), QStringLiteral("--session"),
-                     session},
+            runArgs({QStringLiteral("--iterations"), QString::number(marker),
+                     QStringLiteral("--microbatch-size"), QStringLiteral("32"), QStringLiteral("--events"),
+                     QStringLiteral("jsonl"), QStringLiteral("--session"), session},
                     QStringLiteral("gpt:layers=4,hidden=128,heads=2,seq=64,vocab=64")));
     QByteArray out;
     ps::core::RunEventReader live;
-    QVERIFY(waitUntil([&] {
-      p.waitForReadyRead(20);
-      const QByteArray more = p.readAllStandardOutput();
-      out += more;
-      live.feed(std::string_view(more.constData(), static_cast<size_t>(more.size())));
-      return live.timelineIteration() >= 1 && !live.timeline().ops.empty();
-    }, 60000));
+    QVERIFY(waitUntil(
+        [&] {
+          p.waitForReadyRead(20);
+          const QByteArray more = p.readAllStandardOutput();
+          out += more;
+          live.feed(std::string_view(more.constData(), static_cast<size_t>(more.size())));
+          return live.timelineIteration() >= 1 && !live.timeline().ops.empty();
+        },
+        60000));
     const QStringList needles{QStringLiteral("--iterations"), QString::number(marker)};
     const QList<qint64> hostB = rankProcesses(needles, {2, 3});
     QCOMPARE(hostB.size(), 2);
@@ -470,7 +509,8 @@ class RunClusterTest : public QObject {
     QVERIFY(reader.finished());
     QCOMPARE(QString::fromStdString(reader.finished()->status), QStringLiteral("failed"));
     bool named = false;
-    for (const auto& e : reader.errors()) named = named || QString::fromStdString(e.message).contains(QStringLiteral("127.0.0.2"));
+    for (const auto& e : reader.errors())
+      named = named || QString::fromStdString(e.message).contains(QStringLiteral("127.0.0.2"));
     QVERIFY2(named, out.right(2000).constData());
     const auto run = measuredRun(session);
     QVERIFY(run);
@@ -483,7 +523,8 @@ class RunClusterTest : public QObject {
   }
 
   void refusedKeyAndMissingCliNameTheHost() {
-    if (!skipReason_.isEmpty()) QSKIP(qPrintable(QStringLiteral("cannot start loopback sshds: ") + skipReason_));
+    if (!skipReason_.isEmpty())
+      QSKIP(qPrintable(QStringLiteral("cannot start loopback sshds: ") + skipReason_));
     RunRequest r = clusterRequest();
     r.cluster[1].key = a_.path(QStringLiteral("wrong_key")).toStdString();
     RunController c;
@@ -503,21 +544,26 @@ class RunClusterTest : public QObject {
     QVERIFY(c.start(r, QString::fromLatin1(kFourPipe), QStringLiteral("four")));
     o = waitForOutcome(c, done, 30000);
     QVERIFY(o.status == RunOutcome::Status::Failed);
-    QVERIFY2(o.message.contains(QStringLiteral("pipestudio-cli not found on 127.0.0.2:%1").arg(b_.port())), qPrintable(o.message));
+    QVERIFY2(o.message.contains(QStringLiteral("pipestudio-cli not found on 127.0.0.2:%1").arg(b_.port())),
+             qPrintable(o.message));
   }
 
   void stoppedSshdFailsFastNamingTheHost() {
-    if (!skipReason_.isEmpty()) QSKIP(qPrintable(QStringLiteral("cannot start loopback sshds: ") + skipReason_));
+    if (!skipReason_.isEmpty())
+      QSKIP(qPrintable(QStringLiteral("cannot start loopback sshds: ") + skipReason_));
     const int bPort = b_.port();
     b_.stop();
     const QString session = path(QStringLiteral("down.session"));
     const int marker = 500000 + ::getpid() % 99999;
-    CliResult r = cli(runArgs({QStringLiteral("--iterations"), QString::number(marker), QStringLiteral("--session"), session}), 30000);
+    CliResult r = cli(runArgs({QStringLiteral("--iterations"), QString::number(marker),
+                               QStringLiteral("--session"), session}),
+                      30000);
     QVERIFY(r.finished);
     QCOMPARE(r.exitCode, 1);
     QVERIFY2(r.ms < 10000, qPrintable(QString::number(r.ms)));
     const QString err = QString::fromUtf8(r.err);
-    QVERIFY2(err.contains(path(QStringLiteral("hosts.txt")) + QStringLiteral(":3:1: error: cannot reach 127.0.0.2 on port %1").arg(bPort)),
+    QVERIFY2(err.contains(path(QStringLiteral("hosts.txt")) +
+                          QStringLiteral(":3:1: error: cannot reach 127.0.0.2 on port %1").arg(bPort)),
              qPrintable(err));
     QVERIFY(processesWith({QStringLiteral("--iterations"), QString::number(marker)}).isEmpty());
     const auto run = measuredRun(session);
@@ -531,7 +577,8 @@ class RunClusterTest : public QObject {
     QVERIFY(c.start(clusterRequest(), QString::fromLatin1(kFourPipe), QStringLiteral("four")));
     const RunOutcome o = waitForOutcome(c, done, 30000);
     QVERIFY(o.status == RunOutcome::Status::Failed);
-    QVERIFY2(o.message.contains(QStringLiteral("cannot reach 127.0.0.2 on port %1").arg(bPort)), qPrintable(o.message));
+    QVERIFY2(o.message.contains(QStringLiteral("cannot reach 127.0.0.2 on port %1").arg(bPort)),
+             qPrintable(o.message));
   }
 };
 

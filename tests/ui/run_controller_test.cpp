@@ -4,15 +4,16 @@
 // protocol is refused, naming both versions, before anything runs); a missing binary; a crash
 // mid-run (fake CLI: a few events, a cut-off line, stderr, exit 1) keeps the partial timeline
 // and is stored as failed with its stderr.
+#include "remote/run_controller.h"
+
 #include <QSignalSpy>
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include "document/schedule_document.h"
 #include "pipestudio/core/io/dsl.h"
 #include "pipestudio/sessions/recording.h"
 #include "pipestudio/sessions/session_store.h"
-#include "document/schedule_document.h"
-#include "remote/run_controller.h"
 #include "run_test_util.h"
 
 using namespace ps::ui;
@@ -25,24 +26,33 @@ class RunControllerTest : public QObject {
   QTemporaryDir dir_;
 
   RunRequest localRequest(const QString& cli) const {
-    RunRequest r = modelRequest(QStringLiteral("mlp"), QStringLiteral("layers=2,hidden=8"), {.iterations = 2, .timeoutSeconds = 30});
+    RunRequest r = modelRequest(QStringLiteral("mlp"), QStringLiteral("layers=2,hidden=8"),
+                                {.iterations = 2, .timeoutSeconds = 30});
     r.localCli = cli;
     return r;
   }
 
   QString crashingCli() const {
-    return writeScript(dir_.path(), QStringLiteral("crashing-cli"),
-                       QStringLiteral("if [ \"$1\" = --version ]; then echo '%1'; exit 0; fi\n"
-                                      "while IFS= read -r line; do [ \"$line\" = '#%end-of-schedule' ] && break; done\n"
-                                      "echo '{\"type\":\"started\",\"protocol_version\":1,\"schedule\":\"tiny\",\"devices\":2}'\n"
-                                      "echo '{\"type\":\"progress\",\"iteration\":0,\"iterations\":3,\"warmup\":false}'\n"
-                                      "echo '{\"type\":\"op\",\"iteration\":0,\"device\":0,\"step\":0,\"kind\":\"F\",\"stage\":0,\"microbatch\":0,\"start_ms\":0,\"end_ms\":1}'\n"
-                                      "echo '{\"type\":\"op\",\"iteration\":0,\"device\":0,\"step\":1,\"kind\":\"F\",\"stage\":0,\"microbatch\":1,\"start_ms\":1,\"end_ms\":2}'\n"
-                                      "echo '{\"type\":\"op\",\"iteration\":0,\"device\":1,\"step\":0,\"kind\":\"F\",\"stage\":1,\"microbatch\":0,\"start_ms\":1.5,\"end_ms\":2.5}'\n"
-                                      "printf '{\"type\":\"op\",\"iteration\":0,\"dev'\n"
-                                      "echo 'worker 1: Segmentation fault (core dumped)' >&2\n"
-                                      "exit 1\n")
-                           .arg(ourVersionLine()));
+    return writeScript(
+        dir_.path(), QStringLiteral("crashing-cli"),
+        QStringLiteral(
+            "if [ \"$1\" = --version ]; then echo '%1'; exit 0; fi\n"
+            "while IFS= read -r line; do [ \"$line\" = '#%end-of-schedule' ] && break; done\n"
+            "echo '{\"type\":\"started\",\"protocol_version\":1,\"schedule\":\"tiny\",\"devices\":2}'\n"
+            "echo '{\"type\":\"progress\",\"iteration\":0,\"iterations\":3,\"warmup\":false}'\n"
+            "echo "
+            "'{\"type\":\"op\",\"iteration\":0,\"device\":0,\"step\":0,\"kind\":\"F\",\"stage\":0,"
+            "\"microbatch\":0,\"start_ms\":0,\"end_ms\":1}'\n"
+            "echo "
+            "'{\"type\":\"op\",\"iteration\":0,\"device\":0,\"step\":1,\"kind\":\"F\",\"stage\":0,"
+            "\"microbatch\":1,\"start_ms\":1,\"end_ms\":2}'\n"
+            "echo "
+            "'{\"type\":\"op\",\"iteration\":0,\"device\":1,\"step\":0,\"kind\":\"F\",\"stage\":1,"
+            "\"microbatch\":0,\"start_ms\":1.5,\"end_ms\":2.5}'\n"
+            "printf '{\"type\":\"op\",\"iteration\":0,\"dev'\n"
+            "echo 'worker 1: Segmentation fault (core dumped)' >&2\n"
+            "exit 1\n")
+            .arg(ourVersionLine()));
   }
 
  private Q_SLOTS:
@@ -54,7 +64,8 @@ class RunControllerTest : public QObject {
     QSignalSpy done(&c, &RunController::runFinished);
     QSignalSpy progress(&c, &RunController::progressChanged);
     QSignalSpy updates(&c, &RunController::timelineUpdated);
-    QVERIFY(c.start(localRequest(QStringLiteral(PIPESTUDIO_CLI)), QString::fromLatin1(kTinyPipe), QStringLiteral("tiny")));
+    QVERIFY(c.start(localRequest(QStringLiteral(PIPESTUDIO_CLI)), QString::fromLatin1(kTinyPipe),
+                    QStringLiteral("tiny")));
     QVERIFY(!c.start(localRequest(QStringLiteral(PIPESTUDIO_CLI)), {}, {}));  // one run at a time
     const RunOutcome o = waitForOutcome(c, done, 120000);
     QCOMPARE(done.size(), 1);
@@ -78,7 +89,8 @@ class RunControllerTest : public QObject {
     const auto schedule = ps::core::parseDsl(kTinyPipe);
     QVERIFY(schedule);
     const ps::core::CostProfile profile = defaultCostProfile(2);
-    auto stored = storeRunInSession(session, o, QStringLiteral("tiny"), QString::fromLatin1(kTinyPipe), &*schedule, &profile);
+    auto stored = storeRunInSession(session, o, QStringLiteral("tiny"), QString::fromLatin1(kTinyPipe),
+                                    &*schedule, &profile);
     QVERIFY2(stored, stored ? "" : stored.error().message.c_str());
     QVERIFY(stored->predictedRunId);
     auto store = sessions::SessionStore::open(session.toStdString());
@@ -163,11 +175,15 @@ class RunControllerTest : public QObject {
     QCOMPARE(QString::fromStdString(o.finished->status), QStringLiteral("cancelled"));
     QVERIFY(processGone(pid));
     // No rank is left behind either.
-    QVERIFY(waitUntil([&] { return processesWith({QStringLiteral("pipestudio-cli"), QStringLiteral("1000000")}).isEmpty(); },
-                      10000));
+    QVERIFY(waitUntil(
+        [&] {
+          return processesWith({QStringLiteral("pipestudio-cli"), QStringLiteral("1000000")}).isEmpty();
+        },
+        10000));
     QVERIFY(!o.timeline.complete);
 
-    const auto stored = storeTinyRun(dir_.filePath(QStringLiteral("cancel-%1-%2.session").arg(::getpid()).arg(processes)), o);
+    const auto stored =
+        storeTinyRun(dir_.filePath(QStringLiteral("cancel-%1-%2.session").arg(::getpid()).arg(processes)), o);
     const auto& run = stored.run;
     QVERIFY2(run, stored.error.c_str());
     QCOMPARE(run->summary.status, sessions::RunStatus::Cancelled);
@@ -177,11 +193,12 @@ class RunControllerTest : public QObject {
 
   void cancelFallsBackToTerminateWhenStdinIsIgnored() {
     // A child that never reads stdin (a hung CLI): after the grace period it is terminated.
-    const QString cli = writeScript(dir_.path(), QStringLiteral("deaf-cli"),
-                                    QStringLiteral("if [ \"$1\" = --version ]; then echo '%1'; exit 0; fi\n"
-                                                   "echo '{\"type\":\"started\",\"protocol_version\":1,\"devices\":1}'\n"
-                                                   "exec sleep 600\n")
-                                        .arg(ourVersionLine()));
+    const QString cli =
+        writeScript(dir_.path(), QStringLiteral("deaf-cli"),
+                    QStringLiteral("if [ \"$1\" = --version ]; then echo '%1'; exit 0; fi\n"
+                                   "echo '{\"type\":\"started\",\"protocol_version\":1,\"devices\":1}'\n"
+                                   "exec sleep 600\n")
+                        .arg(ourVersionLine()));
     RunController c;
     c.setCancelGraceMs(300);
     QSignalSpy done(&c, &RunController::runFinished);
@@ -200,19 +217,23 @@ class RunControllerTest : public QObject {
 
   void versionMismatchIsRefusedNamingBoth() {
     const QString log = dir_.filePath(QStringLiteral("calls.log"));
-    const QString cli = writeScript(dir_.path(), QStringLiteral("other-cli"),
-                                    QStringLiteral("echo \"$@\" >> '%1'\n"
-                                                   "if [ \"$1\" = --version ]; then echo 'pipestudio-cli 7.3.0 (run-event protocol 2)'; exit 0; fi\n"
-                                                   "exit 0\n")
-                                        .arg(log));
+    const QString cli = writeScript(
+        dir_.path(), QStringLiteral("other-cli"),
+        QStringLiteral(
+            "echo \"$@\" >> '%1'\n"
+            "if [ \"$1\" = --version ]; then echo 'pipestudio-cli 7.3.0 (run-event protocol 2)'; exit 0; fi\n"
+            "exit 0\n")
+            .arg(log));
     RunController c;
     QSignalSpy done(&c, &RunController::runFinished);
     QVERIFY(c.start(localRequest(cli), QString::fromLatin1(kTinyPipe), QStringLiteral("tiny")));
     const RunOutcome o = waitForOutcome(c, done, 30000);
     QVERIFY(o.status == RunOutcome::Status::Failed);
-    QVERIFY2(o.message.contains(QStringLiteral("7.3.0")) && o.message.contains(QStringLiteral("run-event protocol 2")),
+    QVERIFY2(o.message.contains(QStringLiteral("7.3.0")) &&
+                 o.message.contains(QStringLiteral("run-event protocol 2")),
              qPrintable(o.message));
-    QVERIFY2(o.message.contains(QStringLiteral(PIPESTUDIO_VERSION)) && o.message.contains(QStringLiteral("run-event protocol 1")),
+    QVERIFY2(o.message.contains(QStringLiteral(PIPESTUDIO_VERSION)) &&
+                 o.message.contains(QStringLiteral("run-event protocol 1")),
              qPrintable(o.message));
     QFile f(log);
     QVERIFY(f.open(QIODevice::ReadOnly));
@@ -240,7 +261,8 @@ class RunControllerTest : public QObject {
     const RunOutcome o = waitForOutcome(c, done, 30000);
     QVERIFY(o.status == RunOutcome::Status::Failed);
     QCOMPARE(o.exitCode, 1);
-    QVERIFY2(o.message.contains(QStringLiteral("exit code 1 before the run finished")), qPrintable(o.message));
+    QVERIFY2(o.message.contains(QStringLiteral("exit code 1 before the run finished")),
+             qPrintable(o.message));
     QVERIFY2(o.message.contains(QStringLiteral("Segmentation fault")), qPrintable(o.message));
     QVERIFY(o.stderrText.contains(QStringLiteral("worker 1: Segmentation fault")));
     QCOMPARE(o.timeline.ops.size(), size_t(3));
@@ -254,10 +276,12 @@ class RunControllerTest : public QObject {
     QVERIFY2(run, stored.error.c_str());
     QCOMPARE(run->summary.status, sessions::RunStatus::Failed);
     QCOMPARE(run->summary.opCount, 3);
-    QVERIFY2(QString::fromStdString(run->summary.error).contains(QStringLiteral("worker 1: Segmentation fault")),
-             run->summary.error.c_str());
+    QVERIFY2(
+        QString::fromStdString(run->summary.error).contains(QStringLiteral("worker 1: Segmentation fault")),
+        run->summary.error.c_str());
     // The whole stderr is kept with the run.
-    QVERIFY2(QString::fromStdString(run->configJson).contains(QStringLiteral("worker 1: Segmentation fault (core dumped)")),
+    QVERIFY2(QString::fromStdString(run->configJson)
+                 .contains(QStringLiteral("worker 1: Segmentation fault (core dumped)")),
              run->configJson.c_str());
     auto t = stored.store->loadTimeline(stored.runId);
     QVERIFY(t);

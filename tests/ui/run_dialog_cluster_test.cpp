@@ -21,7 +21,8 @@ class RunDialogClusterTest : public QObject {
     QTemporaryDir dir;
     QVERIFY(dir.isValid());
     QSettings s(dir.filePath(QStringLiteral("s.ini")), QSettings::IniFormat);
-    auto hosts = ps::core::parseHostFile("gpu1 ranks=2 key=/keys/id\nalice@gpu2:2222 ranks=2 cli=\"/opt/ps tools/pipestudio-cli\"\n", "h");
+    auto hosts = ps::core::parseHostFile(
+        "gpu1 ranks=2 key=/keys/id\nalice@gpu2:2222 ranks=2 cli=\"/opt/ps tools/pipestudio-cli\"\n", "h");
     QVERIFY(hosts);
     {
       RunDialog d(nullptr, &s);
@@ -29,7 +30,8 @@ class RunDialogClusterTest : public QObject {
       QVERIFY(target);
       QCOMPARE(target->count(), 2);  // this machine, cluster (empty)
       QVERIFY(!d.copyLaunchButton()->isEnabled());
-      d.addHost(RemoteHost{QStringLiteral("one"), QStringLiteral("h1"), {}, 22, {}, QStringLiteral("pipestudio-cli"), {}});
+      d.addHost(RemoteHost{
+          QStringLiteral("one"), QStringLiteral("h1"), {}, 22, {}, QStringLiteral("pipestudio-cli"), {}});
       d.setSchedule(QStringLiteral("four"), QStringLiteral("devices 4\n"), 4);
       d.setCluster(*hosts);
       QCOMPARE(target->count(), 3);
@@ -45,9 +47,10 @@ class RunDialogClusterTest : public QObject {
 
       const QString torchrun = d.copyLaunchCommand(ps::core::LaunchKind::Torchrun);
       QCOMPARE(QApplication::clipboard()->text(), torchrun);
-      QVERIFY2(torchrun.contains(QStringLiteral("torchrun --nnodes 2 --nproc_per_node 2 --node_rank 1 --master_addr gpu1 "
-                                                "--master_port 29500 --no_python '/opt/ps tools/pipestudio-cli' run "
-                                                "/tmp/pipestudio-run/schedule.pipe --model")),
+      QVERIFY2(torchrun.contains(
+                   QStringLiteral("torchrun --nnodes 2 --nproc_per_node 2 --node_rank 1 --master_addr gpu1 "
+                                  "--master_port 29500 --no_python '/opt/ps tools/pipestudio-cli' run "
+                                  "/tmp/pipestudio-run/schedule.pipe --model")),
                qPrintable(torchrun));
       const QString slurm = d.copyLaunchCommand(ps::core::LaunchKind::Slurm);
       QVERIFY(slurm.contains(QStringLiteral("#SBATCH --nodes=2")));

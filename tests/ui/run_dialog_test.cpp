@@ -1,6 +1,10 @@
 // The Run dialog's pure parts: the command line (local and ssh, shell quoting of paths with
 // spaces and quotes), the stdin framing, the version check and the ssh failure messages; and
 // the dialog itself (offscreen): widgets -> request, host list kept in settings, preview.
+#include "remote/run_dialog.h"
+
+#include <unistd.h>
+
 #include <QComboBox>
 #include <QDoubleSpinBox>
 #include <QFile>
@@ -12,16 +16,14 @@
 #include <QStandardItemModel>
 #include <QTemporaryDir>
 #include <QtTest>
-#include <unistd.h>
 
-#include "shell/main_window.h"
+#include "docks/session_dock.h"
 #include "pipestudio/core/io/run_events.h"
 #include "pipestudio/sessions/session_store.h"
-#include "run_test_util.h"
-#include "docks/session_dock.h"
-#include "timeline/timeline_view.h"
 #include "remote/run_controller.h"
-#include "remote/run_dialog.h"
+#include "run_test_util.h"
+#include "shell/main_window.h"
+#include "timeline/timeline_view.h"
 
 using namespace ps::ui;
 
@@ -69,16 +71,22 @@ class RunDialogTest : public QObject {
     RunDialog d(nullptr, &s);
     d.appendStream(QStringLiteral("  data: batch.pt: samp"));
     d.appendStream(QStringLiteral("les 0..5 of 12\n  iteration: med"));
-    QVERIFY2(d.logText().contains(QStringLiteral("data: batch.pt: samples 0..5 of 12")), qPrintable(d.logText()));
+    QVERIFY2(d.logText().contains(QStringLiteral("data: batch.pt: samples 0..5 of 12")),
+             qPrintable(d.logText()));
     QVERIFY(!d.logText().contains(QStringLiteral("iteration")));
     d.flushStream();
     QVERIFY2(d.logText().endsWith(QStringLiteral("iteration: med")), qPrintable(d.logText()));
   }
 
   void shellQuoteSurvivesTheShell() {
-    const QStringList words{QStringLiteral("plain"), QStringLiteral("with space"), QStringLiteral("it's"),
-                            QStringLiteral("$HOME"), QStringLiteral("a;b|c`d`"), QStringLiteral("\"q\""),
-                            QStringLiteral("gpt:layers=2,hidden=8"), QStringLiteral("")};
+    const QStringList words{QStringLiteral("plain"),
+                            QStringLiteral("with space"),
+                            QStringLiteral("it's"),
+                            QStringLiteral("$HOME"),
+                            QStringLiteral("a;b|c`d`"),
+                            QStringLiteral("\"q\""),
+                            QStringLiteral("gpt:layers=2,hidden=8"),
+                            QStringLiteral("")};
     QStringList quoted;
     for (const QString& w : words) quoted << shellQuote(w);
     QCOMPARE(shellWords(quoted.join(QLatin1Char(' '))), words);
@@ -89,15 +97,19 @@ class RunDialogTest : public QObject {
 
   void localCommandRunsTheCliDirectly() {
     RunRequest r = runtest::modelRequest(QStringLiteral("mlp"), QStringLiteral("layers=4,hidden=64"),
-                                         {.device = QStringLiteral("cpu"), .processes = 2, .iterations = 5, .warmup = 1,
-                                          .checkGradients = true, .timeoutSeconds = 30});
+                                         {.device = QStringLiteral("cpu"),
+                                          .processes = 2,
+                                          .iterations = 5,
+                                          .warmup = 1,
+                                          .checkGradients = true,
+                                          .timeoutSeconds = 30});
     r.localCli = QStringLiteral("/build dir/app/pipestudio-cli");
     const ProcessCommand c = buildRunCommand(r);
     QCOMPARE(c.program, r.localCli);  // no shell: spaces need no quoting
     QCOMPARE(c.arguments,
              QStringList({"run", "-", "--model", "mlp:layers=4,hidden=64", "--device", "cpu", "--nproc", "2",
-                          "--iterations", "5", "--warmup", "1", "--check-gradients", "--timeout", "30", "--events",
-                          "jsonl", "--cancel-on-eof"}));
+                          "--iterations", "5", "--warmup", "1", "--check-gradients", "--timeout", "30",
+                          "--events", "jsonl", "--cancel-on-eof"}));
     QCOMPARE(c.display().left(33), QStringLiteral("'/build dir/app/pipestudio-cli' r"));
     const ProcessCommand v = buildVersionCommand(r);
     QCOMPARE(v.program, r.localCli);
@@ -134,16 +146,28 @@ class RunDialogTest : public QObject {
     r.connectTimeoutSeconds = 7;
     const ProcessCommand c = buildRunCommand(r);
     QCOMPARE(c.program, QStringLiteral("ssh"));
-    const QStringList expectedPrefix{"-o", "BatchMode=yes", "-o", "ConnectTimeout=7", "-p", "2222", "-i",
-                                     "/home/ana/my keys/id_ed25519", "-o", "IdentitiesOnly=yes", "-o",
-                                     "UserKnownHostsFile=/tmp/k h", "ana@gpu1.example.org", "--"};
+    const QStringList expectedPrefix{"-o",
+                                     "BatchMode=yes",
+                                     "-o",
+                                     "ConnectTimeout=7",
+                                     "-p",
+                                     "2222",
+                                     "-i",
+                                     "/home/ana/my keys/id_ed25519",
+                                     "-o",
+                                     "IdentitiesOnly=yes",
+                                     "-o",
+                                     "UserKnownHostsFile=/tmp/k h",
+                                     "ana@gpu1.example.org",
+                                     "--"};
     QCOMPARE(c.arguments.mid(0, expectedPrefix.size()), expectedPrefix);
     QCOMPARE(c.arguments.size(), expectedPrefix.size() + 1);  // one remote command string
     // The remote shell splits it back into exactly the CLI's words.
     QStringList expected{r.remote->cliPath};
     expected << cliRunArguments(r);
     QCOMPARE(shellWords(c.arguments.last()), expected);
-    QVERIFY(c.arguments.last().startsWith(QStringLiteral("'/opt/pipe studio/bin/pipestudio-cli' run - --model")));
+    QVERIFY(
+        c.arguments.last().startsWith(QStringLiteral("'/opt/pipe studio/bin/pipestudio-cli' run - --model")));
   }
 
   void sshWithoutUserOrKeyAndHomeRelativeCli() {
@@ -172,9 +196,12 @@ class RunDialogTest : public QObject {
     const QString ours = QString::fromStdString(ps::core::cliVersionLine(PIPESTUDIO_VERSION)) + "\n";
     QVERIFY(checkCliVersion(local, 0, ours, {}).isEmpty());
     // Another protocol: refused, both versions named.
-    QString why = checkCliVersion(local, 0, QStringLiteral("pipestudio-cli 9.9.9 (run-event protocol 2)\n"), {});
-    QVERIFY2(why.contains(QStringLiteral("9.9.9")) && why.contains(QStringLiteral("run-event protocol 2")), qPrintable(why));
-    QVERIFY2(why.contains(QStringLiteral(PIPESTUDIO_VERSION)) && why.contains(QStringLiteral("run-event protocol 1")),
+    QString why =
+        checkCliVersion(local, 0, QStringLiteral("pipestudio-cli 9.9.9 (run-event protocol 2)\n"), {});
+    QVERIFY2(why.contains(QStringLiteral("9.9.9")) && why.contains(QStringLiteral("run-event protocol 2")),
+             qPrintable(why));
+    QVERIFY2(why.contains(QStringLiteral(PIPESTUDIO_VERSION)) &&
+                 why.contains(QStringLiteral("run-event protocol 1")),
              qPrintable(why));
     // An older CLI without a protocol is refused too.
     why = checkCliVersion(local, 0, QStringLiteral("pipestudio-cli 0.0.1\n"), {});
@@ -182,8 +209,11 @@ class RunDialogTest : public QObject {
     // Missing binary (the remote shell's 127).
     RunRequest remote;
     remote.remote = gpuHost();
-    why = checkCliVersion(remote, 127, {}, QStringLiteral("bash: /opt/pipe studio/bin/pipestudio-cli: No such file or directory\n"));
-    QVERIFY2(why.startsWith(QStringLiteral("pipestudio-cli not found on gpu1 at '/opt/pipe studio/bin/pipestudio-cli'")),
+    why = checkCliVersion(
+        remote, 127, {},
+        QStringLiteral("bash: /opt/pipe studio/bin/pipestudio-cli: No such file or directory\n"));
+    QVERIFY2(why.startsWith(
+                 QStringLiteral("pipestudio-cli not found on gpu1 at '/opt/pipe studio/bin/pipestudio-cli'")),
              qPrintable(why));
     // Something else answering.
     why = checkCliVersion(local, 0, QStringLiteral("Python 3.11\n"), {});
@@ -193,10 +223,13 @@ class RunDialogTest : public QObject {
   void sshFailuresAreNamed() {
     RunRequest r;
     r.remote = gpuHost();
-    QString why = describeSshFailure(r, 255, QStringLiteral("ana@gpu1.example.org: Permission denied (publickey).\n"));
-    QVERIFY2(why.startsWith(QStringLiteral("authentication refused by ana@gpu1.example.org on port 2222")), qPrintable(why));
+    QString why =
+        describeSshFailure(r, 255, QStringLiteral("ana@gpu1.example.org: Permission denied (publickey).\n"));
+    QVERIFY2(why.startsWith(QStringLiteral("authentication refused by ana@gpu1.example.org on port 2222")),
+             qPrintable(why));
     QVERIFY(why.contains(QStringLiteral("Permission denied (publickey)")));
-    why = describeSshFailure(r, 255, QStringLiteral("ssh: connect to host gpu1.example.org port 2222: Connection refused\n"));
+    why = describeSshFailure(
+        r, 255, QStringLiteral("ssh: connect to host gpu1.example.org port 2222: Connection refused\n"));
     QVERIFY2(why.startsWith(QStringLiteral("cannot reach gpu1.example.org on port 2222")), qPrintable(why));
     why = describeSshFailure(r, 255, QStringLiteral("Host key verification failed.\n"));
     QVERIFY2(why.contains(QStringLiteral("host key")), qPrintable(why));
@@ -229,8 +262,12 @@ class RunDialogTest : public QObject {
     d.setSchedule(QStringLiteral("tiny"), QStringLiteral("devices 2\n"), 2);
     d.addHost(gpuHost());
     RunRequest r = runtest::modelRequest(QStringLiteral("mlp"), QStringLiteral("layers=2,hidden=8"),
-                                         {.device = QStringLiteral("cuda"), .processes = 2, .iterations = 4, .warmup = 2,
-                                          .checkGradients = true, .timeoutSeconds = 90});
+                                         {.device = QStringLiteral("cuda"),
+                                          .processes = 2,
+                                          .iterations = 4,
+                                          .warmup = 2,
+                                          .checkGradients = true,
+                                          .timeoutSeconds = 90});
     r.remote = gpuHost();
     d.setRequest(r);
     const RunRequest got = d.request();
@@ -242,7 +279,8 @@ class RunDialogTest : public QObject {
     QCOMPARE(got.warmup, 2);
     QVERIFY(got.checkGradients);
     QCOMPARE(got.timeoutSeconds, 90.0);
-    QVERIFY2(d.commandPreview().startsWith(QStringLiteral("ssh -o BatchMode=yes")), qPrintable(d.commandPreview()));
+    QVERIFY2(d.commandPreview().startsWith(QStringLiteral("ssh -o BatchMode=yes")),
+             qPrintable(d.commandPreview()));
     QVERIFY(d.commandPreview().contains(QStringLiteral("ana@gpu1.example.org")));
     // The host list went to the settings; a new dialog sees it.
     RunDialog again(nullptr, &s);
@@ -275,9 +313,11 @@ class RunDialogTest : public QObject {
       lr->setValue(0.05);
       inputs->setText(batch);
       const QStringList a = cliRunArguments(d.request());
-      QCOMPARE(a.mid(a.indexOf(QStringLiteral("--optimizer")), 4), (QStringList{"--optimizer", "sgd", "--lr", "0.05"}));
+      QCOMPARE(a.mid(a.indexOf(QStringLiteral("--optimizer")), 4),
+               (QStringList{"--optimizer", "sgd", "--lr", "0.05"}));
       QCOMPARE(a.mid(a.indexOf(QStringLiteral("--inputs")), 2), (QStringList{"--inputs", batch}));
-      QVERIFY2(d.commandPreview().contains(QStringLiteral("--optimizer sgd --lr 0.05")), qPrintable(d.commandPreview()));
+      QVERIFY2(d.commandPreview().contains(QStringLiteral("--optimizer sgd --lr 0.05")),
+               qPrintable(d.commandPreview()));
       RunRequest r = d.request();
       r.model = QStringLiteral("mlp");
       r.modelParameters = QStringLiteral("layers=2,hidden=16");
@@ -288,10 +328,13 @@ class RunDialogTest : public QObject {
       QSignalSpy done(d.controller(), &RunController::runFinished);
       d.runButton()->click();
       QVERIFY(done.wait(120000));
-      QVERIFY2(d.statusText().startsWith(QStringLiteral("finished")), qPrintable(d.statusText() + d.logText()));
-      QVERIFY2(d.logText().contains(QStringLiteral("loss per iteration (sgd, lr 0.05)")), qPrintable(d.logText()));
-      QVERIFY2(d.logText().contains(QStringLiteral("data: ") + batch + QStringLiteral(": samples 0..5 of 12")),
+      QVERIFY2(d.statusText().startsWith(QStringLiteral("finished")),
+               qPrintable(d.statusText() + d.logText()));
+      QVERIFY2(d.logText().contains(QStringLiteral("loss per iteration (sgd, lr 0.05)")),
                qPrintable(d.logText()));
+      QVERIFY2(
+          d.logText().contains(QStringLiteral("data: ") + batch + QStringLiteral(": samples 0..5 of 12")),
+          qPrintable(d.logText()));
       QVERIFY2(d.logText().contains(QStringLiteral("14 ops")), qPrintable(d.logText()));  // 12 + 2 OPTIMIZER
     }
     RunDialog again(nullptr, &s);  // the choices were kept
@@ -339,7 +382,8 @@ class RunDialogTest : public QObject {
     QVERIFY(stored.wait(120000));
     QCOMPARE(asked, 1);
     QCOMPARE(stored.first().at(0).toString(), session);
-    QVERIFY2(d->statusText().startsWith(QStringLiteral("finished on this machine")), qPrintable(d->statusText()));
+    QVERIFY2(d->statusText().startsWith(QStringLiteral("finished on this machine")),
+             qPrintable(d->statusText()));
     QVERIFY2(d->statusText().contains(QStringLiteral("stored as run")), qPrintable(d->statusText()));
     QCOMPARE(d->progressBar()->value(), d->progressBar()->maximum());
     QVERIFY(d->runButton()->isEnabled());

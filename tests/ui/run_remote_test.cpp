@@ -4,13 +4,14 @@
 // remote process; a wrong key is "authentication refused", a closed port "cannot reach", a
 // wrong remote path "not found", a remote crash keeps the partial timeline. Skips with a
 // message where sshd cannot start (no openssh-server, not allowed to run it).
+#include <pwd.h>
+#include <unistd.h>
+
 #include <QFile>
 #include <QProcess>
 #include <QSignalSpy>
 #include <QTemporaryDir>
 #include <QtTest>
-#include <pwd.h>
-#include <unistd.h>
 
 #include "loopback_sshd.h"
 #include "pipestudio/sessions/session_store.h"
@@ -34,7 +35,8 @@ class RunRemoteTest : public QObject {
   static QString userName() { return LoopbackSshd::userName(); }
 
   RunRequest remoteRequest(const QString& key) const {
-    RunRequest r = modelRequest(QStringLiteral("mlp"), QStringLiteral("layers=2,hidden=8"), {.iterations = 2, .timeoutSeconds = 30});
+    RunRequest r = modelRequest(QStringLiteral("mlp"), QStringLiteral("layers=2,hidden=8"),
+                                {.iterations = 2, .timeoutSeconds = 30});
     RemoteHost h;
     h.name = QStringLiteral("loopback");
     h.host = QStringLiteral("127.0.0.1");
@@ -57,12 +59,15 @@ class RunRemoteTest : public QObject {
  private Q_SLOTS:
   void initTestCase() {
     QVERIFY(dir_.isValid());
-    if (!startSshd(skipReason_)) qWarning("loopback sshd unavailable: %s", qPrintable(skipReason_));
-    else skipReason_.clear();
+    if (!startSshd(skipReason_))
+      qWarning("loopback sshd unavailable: %s", qPrintable(skipReason_));
+    else
+      skipReason_.clear();
   }
 
   void init() {
-    if (!skipReason_.isEmpty()) QSKIP(qPrintable(QStringLiteral("cannot start a loopback sshd: ") + skipReason_));
+    if (!skipReason_.isEmpty())
+      QSKIP(qPrintable(QStringLiteral("cannot start a loopback sshd: ") + skipReason_));
   }
 
   void cleanupTestCase() { sshd_.stop(); }
@@ -87,8 +92,10 @@ class RunRemoteTest : public QObject {
     QVERIFY2(run, stored.error.c_str());
     QCOMPARE(run->summary.status, sessions::RunStatus::Succeeded);
     QCOMPARE(run->summary.opCount, 12);
-    QVERIFY2(QString::fromStdString(run->summary.label).contains(QStringLiteral("loopback")), run->summary.label.c_str());
-    QVERIFY2(QString::fromStdString(run->configJson).contains(QStringLiteral("@127.0.0.1")), run->configJson.c_str());
+    QVERIFY2(QString::fromStdString(run->summary.label).contains(QStringLiteral("loopback")),
+             run->summary.label.c_str());
+    QVERIFY2(QString::fromStdString(run->configJson).contains(QStringLiteral("@127.0.0.1")),
+             run->configJson.c_str());
     auto t = stored.store->loadTimeline(stored.runId);
     QVERIFY(t);
     QCOMPARE(t->ops.size(), size_t(12));
@@ -106,7 +113,8 @@ class RunRemoteTest : public QObject {
     r.iterations = marker;
     QVERIFY(c.start(r, QString::fromLatin1(kTinyPipe), QStringLiteral("tiny")));
     QVERIFY(waitUntil([&] { return !progress.isEmpty() && progress.last().at(0).toInt() >= 1; }, 120000));
-    const QStringList needles{QStringLiteral("pipestudio-cli"), QStringLiteral("--iterations"), QString::number(marker)};
+    const QStringList needles{QStringLiteral("pipestudio-cli"), QStringLiteral("--iterations"),
+                              QString::number(marker)};
     // The remote CLI (a child of sshd, not of us) and the local ssh client.
     QList<qint64> remote;
     for (qint64 pid : processesWith(needles)) {
@@ -122,7 +130,8 @@ class RunRemoteTest : public QObject {
     QVERIFY(o.finished);  // the remote CLI reported its own cancel through the channel
     QCOMPARE(QString::fromStdString(o.finished->status), QStringLiteral("cancelled"));
     QVERIFY(processGone(sshPid));
-    QVERIFY2(waitUntil([&] { return processesWith(needles).isEmpty(); }, 10000), "the remote run is still running");
+    QVERIFY2(waitUntil([&] { return processesWith(needles).isEmpty(); }, 10000),
+             "the remote run is still running");
   }
 
   void killingTheSshClientEndsTheRemoteRun() {
@@ -138,12 +147,15 @@ class RunRemoteTest : public QObject {
     QVERIFY(ssh.waitForStarted(5000));
     ssh.write(scheduleStdin(QString::fromLatin1(kTinyPipe)));
     QByteArray out;
-    QVERIFY(waitUntil([&] {
-      ssh.waitForReadyRead(100);
-      out += ssh.readAllStandardOutput();
-      return out.contains("\"progress\"");
-    }, 120000));
-    const QStringList needles{QStringLiteral("pipestudio-cli"), QStringLiteral("--iterations"), QString::number(marker)};
+    QVERIFY(waitUntil(
+        [&] {
+          ssh.waitForReadyRead(100);
+          out += ssh.readAllStandardOutput();
+          return out.contains("\"progress\"");
+        },
+        120000));
+    const QStringList needles{QStringLiteral("pipestudio-cli"), QStringLiteral("--iterations"),
+                              QString::number(marker)};
     QVERIFY(!processesWith(needles).isEmpty());
     ssh.kill();
     ssh.waitForFinished(5000);
@@ -154,11 +166,14 @@ class RunRemoteTest : public QObject {
   void wrongKeyIsAuthenticationRefused() {
     RunController c;
     QSignalSpy done(&c, &RunController::runFinished);
-    QVERIFY(c.start(remoteRequest(path(QStringLiteral("wrong_key"))), QString::fromLatin1(kTinyPipe), QStringLiteral("tiny")));
+    QVERIFY(c.start(remoteRequest(path(QStringLiteral("wrong_key"))), QString::fromLatin1(kTinyPipe),
+                    QStringLiteral("tiny")));
     const RunOutcome o = waitForOutcome(c, done, 60000);
     QVERIFY(o.status == RunOutcome::Status::Failed);
-    QVERIFY2(o.message.startsWith(QStringLiteral("authentication refused by %1@127.0.0.1 on port %2").arg(userName()).arg(port_)),
-             qPrintable(o.message));
+    QVERIFY2(
+        o.message.startsWith(
+            QStringLiteral("authentication refused by %1@127.0.0.1 on port %2").arg(userName()).arg(port_)),
+        qPrintable(o.message));
     QVERIFY(o.message.contains(QStringLiteral("Permission denied")));
     QVERIFY(o.timeline.ops.empty());
   }
@@ -183,7 +198,8 @@ class RunRemoteTest : public QObject {
     QVERIFY(c.start(r, QString::fromLatin1(kTinyPipe), QStringLiteral("tiny")));
     const RunOutcome o = waitForOutcome(c, done, 60000);
     QVERIFY(o.status == RunOutcome::Status::Failed);
-    QVERIFY2(o.message.startsWith(QStringLiteral("pipestudio-cli not found on loopback at '%1'").arg(r.remote->cliPath)),
+    QVERIFY2(o.message.startsWith(
+                 QStringLiteral("pipestudio-cli not found on loopback at '%1'").arg(r.remote->cliPath)),
              qPrintable(o.message));
   }
 
@@ -193,8 +209,12 @@ class RunRemoteTest : public QObject {
         QStringLiteral("if [ \"$1\" = --version ]; then echo '%1'; exit 0; fi\n"
                        "while IFS= read -r line; do [ \"$line\" = '#%end-of-schedule' ] && break; done\n"
                        "echo '{\"type\":\"started\",\"protocol_version\":1,\"devices\":2}'\n"
-                       "echo '{\"type\":\"op\",\"iteration\":0,\"device\":0,\"step\":0,\"kind\":\"F\",\"stage\":0,\"microbatch\":0,\"start_ms\":0,\"end_ms\":1}'\n"
-                       "echo '{\"type\":\"op\",\"iteration\":0,\"device\":1,\"step\":0,\"kind\":\"F\",\"stage\":1,\"microbatch\":0,\"start_ms\":1,\"end_ms\":2}'\n"
+                       "echo "
+                       "'{\"type\":\"op\",\"iteration\":0,\"device\":0,\"step\":0,\"kind\":\"F\",\"stage\":0,"
+                       "\"microbatch\":0,\"start_ms\":0,\"end_ms\":1}'\n"
+                       "echo "
+                       "'{\"type\":\"op\",\"iteration\":0,\"device\":1,\"step\":0,\"kind\":\"F\",\"stage\":1,"
+                       "\"microbatch\":0,\"start_ms\":1,\"end_ms\":2}'\n"
                        "echo 'remote worker: out of memory' >&2\n"
                        "exit 1\n")
             .arg(ourVersionLine()));

@@ -1,14 +1,14 @@
 #pragma once
 // Helpers of the Run dialog / controller tests: schedules, fake CLIs, waiting for a run.
+#include <signal.h>
+#include <unistd.h>
+
 #include <QDir>
 #include <QElapsedTimer>
 #include <QFile>
 #include <QSignalSpy>
 #include <QString>
 #include <QtTest>
-#include <signal.h>
-#include <unistd.h>
-
 #include <cerrno>
 #include <functional>
 #include <memory>

@@ -2,8 +2,11 @@
 // the best-makespan chart; the shown makespan is what the simulator gives for the candidate;
 // Open as Design is one undo step that undo reverses exactly; Cancel and closing the window
 // stop a long search promptly; bad inputs are reported in the dock.
+#include "docks/search_dock.h"
+
 #include <QChartView>
 #include <QComboBox>
+#include <QDoubleSpinBox>
 #include <QElapsedTimer>
 #include <QFile>
 #include <QLineEdit>
@@ -12,19 +15,17 @@
 #include <QPushButton>
 #include <QSignalSpy>
 #include <QSpinBox>
-#include <QDoubleSpinBox>
 #include <QStandardPaths>
 #include <QTableWidget>
 #include <QTemporaryDir>
 #include <QtTest>
 #include <memory>
 
-#include "shell/main_window.h"
+#include "document/schedule_document.h"
+#include "pipestudio/core/analysis/simulator.h"
 #include "pipestudio/core/io/dsl.h"
 #include "pipestudio/core/planning/generators.h"
-#include "pipestudio/core/analysis/simulator.h"
-#include "document/schedule_document.h"
-#include "docks/search_dock.h"
+#include "shell/main_window.h"
 
 using namespace ps::core;
 using namespace ps::ui;
@@ -228,7 +229,8 @@ class SearchDockTest : public QObject {
     const int commands = doc->undoStack()->index();
     QVERIFY(dock_->openAsDesign(row));
     QCOMPARE(doc->undoStack()->index(), commands + 1);
-    const double rowMakespan = dock_->table()->item(row, SearchDock::ColMakespan)->data(Qt::UserRole).toDouble();
+    const double rowMakespan =
+        dock_->table()->item(row, SearchDock::ColMakespan)->data(Qt::UserRole).toDouble();
     QVERIFY(std::abs(doc->analysis().makespan() - rowMakespan) < 1e-6);
     doc->undoStack()->undo();
     QCOMPARE(doc->schedule().devices, cand->devices);

@@ -1,23 +1,24 @@
 // The Session dock (offscreen): lists built from a session written with the store API,
 // double-click opening a version, Compare against the simulator, and bad files shown as
 // errors instead of crashing.
+#include "docks/session_dock.h"
+
 #include <QFile>
 #include <QFileInfo>
 #include <QSignalSpy>
-#include <QStandardPaths>
 #include <QStandardItemModel>
+#include <QStandardPaths>
 #include <QTemporaryDir>
 #include <QTreeView>
 #include <QtTest>
 
+#include "document/schedule_document.h"
+#include "pipestudio/core/analysis/simulator.h"
 #include "pipestudio/core/io/dsl.h"
 #include "pipestudio/core/planning/generators.h"
-#include "pipestudio/core/analysis/simulator.h"
 #include "pipestudio/sessions/recording.h"
 #include "pipestudio/sessions/session_store.h"
 #include "shell/main_window.h"
-#include "document/schedule_document.h"
-#include "docks/session_dock.h"
 
 using namespace ps::core;
 using namespace ps::ui;
@@ -120,7 +121,8 @@ class SessionDockTest : public QObject {
     QCOMPARE(runs->item(0, SessionDock::RunLabel)->text(), QStringLiteral("gpipe run"));
     QCOMPARE(runs->item(0, SessionDock::RunStatusColumn)->text(), QStringLiteral("succeeded"));
     QCOMPARE(runs->item(0, SessionDock::RunMakespan)->text().toDouble(), runTimeline_.metrics.makespan);
-    QVERIFY(runs->item(0, SessionDock::RunSchedule)->text().contains(QStringLiteral("v%1").arg(runSchedule_)));
+    QVERIFY(
+        runs->item(0, SessionDock::RunSchedule)->text().contains(QStringLiteral("v%1").arg(runSchedule_)));
 
     QStandardItemModel* p = dock.profilesModel();
     QCOMPARE(p->rowCount(), 1);
@@ -214,7 +216,7 @@ class SessionDockTest : public QObject {
     QVERIFY(!dock.hasSession());
     QVERIFY(!dock.errorText().isEmpty());
     QCOMPARE(dock.schedulesModel()->rowCount(), 0);
-    dock.refresh();     // nothing open: must not crash
+    dock.refresh();  // nothing open: must not crash
     dock.compareSelected();
     QFile f(bad);
     QVERIFY(f.open(QIODevice::ReadOnly));
@@ -258,7 +260,8 @@ class SessionDockTest : public QObject {
     QCOMPARE(printDsl(w.document()->schedule()), gpipeText_);
     QCOMPARE(w.document()->profile().name, std::string("slow-forward"));
     QCOMPARE(w.document()->analysis().makespan(), runTimeline_.metrics.makespan);
-    QVERIFY2(w.statusText().contains(QString::number(runTimeline_.metrics.makespan, 'f', 2)), qPrintable(w.statusText()));
+    QVERIFY2(w.statusText().contains(QString::number(runTimeline_.metrics.makespan, 'f', 2)),
+             qPrintable(w.statusText()));
     // Save with a session open stores the edited schedule as a child of the opened version.
     QVERIFY(w.document()->splitBackward(OpRef{0, int(w.document()->schedule().devices[0].size()) - 1}) ||
             w.document()->moveStep(3, 1, 0));

@@ -2,11 +2,11 @@
 // own colours, the data-parallel collectives on the copy lane, and saved without loss.
 #include <QtTest>
 
-#include "timeline/op_style.h"
-#include "pipestudio/core/model/cost_profile.h"
-#include "pipestudio/core/io/pytorch_csv.h"
-#include "pipestudio/core/analysis/simulator.h"
 #include "document/schedule_document.h"
+#include "pipestudio/core/analysis/simulator.h"
+#include "pipestudio/core/io/pytorch_csv.h"
+#include "pipestudio/core/model/cost_profile.h"
+#include "timeline/op_style.h"
 #include "timeline/timeline_geometry.h"
 
 using namespace ps::core;
@@ -47,7 +47,8 @@ void StageActionsTest::drawnOnTheirLanesInTheirColours() {
 void StageActionsTest::savedWithoutLoss() {
   QTemporaryDir dir;
   QVERIFY(dir.isValid());
-  const std::string text = "0UNSHARD,0F0,0SEND_F0,0RECV_B0,0B0,0REDUCE_GRAD,0RESHARD\n1RECV_F0,1F0,1B0,1SEND_B0\n";
+  const std::string text =
+      "0UNSHARD,0F0,0SEND_F0,0RECV_B0,0B0,0REDUCE_GRAD,0RESHARD\n1RECV_F0,1F0,1B0,1SEND_B0\n";
   auto s = readPytorchCsv(text);
   QVERIFY(s.ok());
   QCOMPARE(int(csvFormatFor(*s)), int(CsvFormat::ComputeComms));

@@ -3,22 +3,22 @@
 // chart's playhead and the diagnostics follow, and a failed run opens where it stopped.
 #include <QAction>
 #include <QDockWidget>
-#include <QListWidget>
-#include <QPushButton>
 #include <QLineSeries>
+#include <QListWidget>
 #include <QMouseEvent>
+#include <QPushButton>
 #include <QStandardPaths>
 #include <QTreeWidget>
 #include <QtTest>
 #include <cmath>
 
-#include "panels/diagnostics_panel.h"
-#include "shell/main_window.h"
-#include "panels/memory_chart.h"
-#include "pipestudio/core/planning/generators.h"
-#include "document/schedule_document.h"
 #include "debugger/state_panel.h"
 #include "debugger/stepper_controller.h"
+#include "document/schedule_document.h"
+#include "panels/diagnostics_panel.h"
+#include "panels/memory_chart.h"
+#include "pipestudio/core/planning/generators.h"
+#include "shell/main_window.h"
 #include "timeline/timeline_view.h"
 #include "ui_fixtures.h"
 
@@ -48,7 +48,9 @@ Timeline handRun() {
   add(1, 1, op(OpKind::B, 1, 0), 5, 8);
   add(1, 2, op(OpKind::F, 1, 1), 8, 10);
   add(1, 3, op(OpKind::B, 1, 1), 10, 13);
-  auto tr = [&](int a, int b, Op p, Op c, double s, double e) { t.transfers.push_back({a, b, p, c, 1 << 20, s, e}); };
+  auto tr = [&](int a, int b, Op p, Op c, double s, double e) {
+    t.transfers.push_back({a, b, p, c, 1 << 20, s, e});
+  };
   tr(0, 1, op(OpKind::F, 0, 0), op(OpKind::F, 1, 0), 2, 3);
   tr(0, 1, op(OpKind::F, 0, 1), op(OpKind::F, 1, 1), 4, 5);
   tr(1, 0, op(OpKind::B, 1, 0), op(OpKind::B, 0, 0), 8, 9);
@@ -92,7 +94,8 @@ class StepperGuiTest : public QObject {
       // The status bar names the event just applied.
       const TimelineOp& o = a.timeline.ops[events[i].op];
       const QString name = QString::fromStdString(a.schedule.opName(o.op));
-      const QString verb = events[i].kind == StepEventKind::Start ? QStringLiteral("starts") : QStringLiteral("ends");
+      const QString verb =
+          events[i].kind == StepEventKind::Start ? QStringLiteral("starts") : QStringLiteral("ends");
       QVERIFY2(w.statusText().contains(QStringLiteral("device %1 %2 %3").arg(o.device).arg(verb, name)),
                qPrintable(w.statusText()));
       // The playhead is drawn at the event's time.
@@ -243,16 +246,20 @@ class StepperGuiTest : public QObject {
     QStringList d0 = StatePanel::rows(sp->deviceItem(0));
     QStringList d1 = StatePanel::rows(sp->deviceItem(1));
     QVERIFY2(anyRowContains(d0, QStringLiteral("running: F1@s0")), qPrintable(d0.join('\n')));
-    QVERIFY2(anyRowContains(d0, QStringLiteral("in flight: 2 micro-batch(es): 0, 1")), qPrintable(d0.join('\n')));
+    QVERIFY2(anyRowContains(d0, QStringLiteral("in flight: 2 micro-batch(es): 0, 1")),
+             qPrintable(d0.join('\n')));
     QVERIFY2(anyRowContains(d1, QStringLiteral("next: F0@s1")), qPrintable(d1.join('\n')));
     QVERIFY2(anyRowContains(d1, QStringLiteral("in flight: none")), qPrintable(d1.join('\n')));
     QTreeWidgetItem* next1 = sp->deviceItem(1)->child(0);
     QVERIFY(next1->text(0) == QStringLiteral("next"));
     const QStringList waits1 = StatePanel::rows(next1);
-    QVERIFY2(anyRowContains(waits1, QStringLiteral("waits for: F0@s0 on device 0: in-transit (arrives 3.00 ms)")),
-             qPrintable(waits1.join('\n')));
+    QVERIFY2(
+        anyRowContains(waits1, QStringLiteral("waits for: F0@s0 on device 0: in-transit (arrives 3.00 ms)")),
+        qPrintable(waits1.join('\n')));
     QVERIFY(sp->deviceItem(1)->text(1).startsWith(QStringLiteral("blocked")));
-    QVERIFY(StatePanel::rows(sp->transfersItem()).join('\n').contains(QStringLiteral("F0@s0 → F0@s1: device 0 → 1, 2.00 → 3.00 ms")));
+    QVERIFY(StatePanel::rows(sp->transfersItem())
+                .join('\n')
+                .contains(QStringLiteral("F0@s0 → F0@s1: device 0 → 1, 2.00 → 3.00 ms")));
     // Measured memory at the playhead, and the plan's at the same progress.
     QVERIFY(anyRowContains(d0, QStringLiteral("memory: 200 MiB measured")));
     // The timeline marks device 1's blocked op and the running one.
@@ -267,14 +274,18 @@ class StepperGuiTest : public QObject {
     sc->seekTime(6);
     d0 = StatePanel::rows(sp->deviceItem(0));
     d1 = StatePanel::rows(sp->deviceItem(1));
-    QVERIFY2(anyRowContains(d1, QStringLiteral("running: B0@s1  (5.00 ms → 8.00 ms)")), qPrintable(d1.join('\n')));
+    QVERIFY2(anyRowContains(d1, QStringLiteral("running: B0@s1  (5.00 ms → 8.00 ms)")),
+             qPrintable(d1.join('\n')));
     QVERIFY2(anyRowContains(d0, QStringLiteral("next: B0@s0")), qPrintable(d0.join('\n')));
     QVERIFY(sp->deviceItem(0)->text(1).startsWith(QStringLiteral("blocked")));
     QVERIFY(sp->deviceItem(0)->text(1).contains(QStringLiteral("2 / 4 ops done")));
     const QStringList waits0 = StatePanel::rows(sp->deviceItem(0)->child(0));
-    QVERIFY2(anyRowContains(waits0, QStringLiteral("waits for: B0@s1 on device 1: running")), qPrintable(waits0.join('\n')));
-    QVERIFY2(anyRowContains(d0, QStringLiteral("in flight: 2 micro-batch(es): 0, 1")), qPrintable(d0.join('\n')));
-    QVERIFY2(anyRowContains(d1, QStringLiteral("in flight: 1 micro-batch(es): 0")), qPrintable(d1.join('\n')));
+    QVERIFY2(anyRowContains(waits0, QStringLiteral("waits for: B0@s1 on device 1: running")),
+             qPrintable(waits0.join('\n')));
+    QVERIFY2(anyRowContains(d0, QStringLiteral("in flight: 2 micro-batch(es): 0, 1")),
+             qPrintable(d0.join('\n')));
+    QVERIFY2(anyRowContains(d1, QStringLiteral("in flight: 1 micro-batch(es): 0")),
+             qPrintable(d1.join('\n')));
     QVERIFY(StatePanel::rows(sp->transfersItem()).isEmpty());
 
     // Clicking the op it waits for selects it on the timeline.
@@ -379,7 +390,8 @@ class StepperGuiTest : public QObject {
     QVERIFY(sp->headerText().contains(QStringLiteral("CUDA out of memory")));
     QVERIFY(sp->deviceItem(0)->text(1).startsWith(QStringLiteral("blocked")));
     const QStringList waits = StatePanel::rows(sp->deviceItem(0)->child(0));
-    QVERIFY2(anyRowContains(waits, QStringLiteral("waits for: B0@s1 on device 1: never-ran")), qPrintable(waits.join('\n')));
+    QVERIFY2(anyRowContains(waits, QStringLiteral("waits for: B0@s1 on device 1: never-ran")),
+             qPrintable(waits.join('\n')));
     auto* dock = w.findChild<QDockWidget*>(QStringLiteral("dock.state"));
     QVERIFY(dock && !dock->isHidden());
     QVERIFY(w.statusText().contains(QStringLiteral("stopped")));

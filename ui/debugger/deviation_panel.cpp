@@ -14,7 +14,8 @@ using namespace ps::core;
 DeviationPanel::DeviationPanel(QWidget* parent) : QWidget(parent) {
   auto* lay = new QVBoxLayout(this);
   lay->setContentsMargins(6, 6, 6, 6);
-  headline_ = new QLabel(tr("No measured overlay. File › Open Measured Trace… or open a run from a session."));
+  headline_ =
+      new QLabel(tr("No measured overlay. File › Open Measured Trace… or open a run from a session."));
   headline_->setWordWrap(true);
   table_ = new QTableWidget(0, 6);
   table_->setHorizontalHeaderLabels(
@@ -54,12 +55,13 @@ void DeviationPanel::setComparison(const Comparison* c) {
   table_->setRowCount(static_cast<int>(rows.size()));
   for (int r = 0; r < static_cast<int>(rows.size()); ++r) {
     const ErrorStats& e = *rows[static_cast<size_t>(r)];
-    const QStringList cells{QString::fromStdString(e.label),
-                            QString::number(e.count),
-                            QString::number(e.plannedMs, 'f', 2),
-                            QString::number(e.measuredMs, 'f', 2),
-                            e.plannedMs > 0 ? QString::number(e.ratio, 'f', 2) + QStringLiteral("×") : QStringLiteral("–"),
-                            QString::number(e.meanAbsError * 100, 'f', 1) + QStringLiteral(" %")};
+    const QStringList cells{
+        QString::fromStdString(e.label),
+        QString::number(e.count),
+        QString::number(e.plannedMs, 'f', 2),
+        QString::number(e.measuredMs, 'f', 2),
+        e.plannedMs > 0 ? QString::number(e.ratio, 'f', 2) + QStringLiteral("×") : QStringLiteral("–"),
+        QString::number(e.meanAbsError * 100, 'f', 1) + QStringLiteral(" %")};
     for (int col = 0; col < cells.size(); ++col) {
       auto* it = new QTableWidgetItem(cells[col]);
       if (col > 0) it->setTextAlignment(Qt::AlignRight | Qt::AlignVCenter);

@@ -1,5 +1,4 @@
 #include "debugger/state_panel.h"
-#include "panels/units_text.h"
 
 #include <QComboBox>
 #include <QGridLayout>
@@ -16,6 +15,7 @@
 #include <map>
 
 #include "debugger/stepper_controller.h"
+#include "panels/units_text.h"
 #include "timeline/theme.h"
 
 namespace ps::ui {
@@ -118,8 +118,9 @@ void StatePanel::setState(const StepState& st, const Stepper& stepper, bool meas
   if (st.stopped && live_) {
     head += tr("<br>The run is still going: the newest measured event so far.");
   } else if (st.stopped) {
-    QString why = st.diagnostics.empty() ? tr("the timeline is incomplete")
-                                         : QString::fromStdString(st.diagnostics.front().message).toHtmlEscaped();
+    QString why = st.diagnostics.empty()
+                      ? tr("the timeline is incomplete")
+                      : QString::fromStdString(st.diagnostics.front().message).toHtmlEscaped();
     head += tr("<br><span style='color:%1'><b>Stopped here:</b> %2</span>")
                 .arg(Theme::html(Theme::forPalette(palette()).error), why);
   }
@@ -156,7 +157,8 @@ void StatePanel::setState(const StepState& st, const Stepper& stepper, bool meas
 
     for (size_t i : d.running) {
       const TimelineOp& o = tl.ops[i];
-      const QString until = std::isfinite(o.end) && o.end >= o.start ? fmtMs(o.end) + tr(" ms") : tr("never ended");
+      const QString until =
+          std::isfinite(o.end) && o.end >= o.start ? fmtMs(o.end) + tr(" ms") : tr("never ended");
       auto* r = addRow(dev, tr("running"), tr("%1  (%2 ms → %3)").arg(name(o.op), fmtMs(o.start), until));
       setOp(r, o.op);
     }
@@ -171,11 +173,11 @@ void StatePanel::setState(const StepState& st, const Stepper& stepper, bool meas
       if (!w.missing.empty() && d.blocked && !live_) n->setForeground(1, kRed);
       for (const InputWait& m : w.missing) {
         const bool pending = live_ && m.status == InputStatus::NeverRan;
-        QString mv = tr("%1 on device %2: %3")
-                         .arg(name(m.input))
-                         .arg(m.device)
-                         .arg(pending ? tr("not measured yet")
-                                      : QString::fromUtf8(inputStatusName(m.status).data()));
+        QString mv =
+            tr("%1 on device %2: %3")
+                .arg(name(m.input))
+                .arg(m.device)
+                .arg(pending ? tr("not measured yet") : QString::fromUtf8(inputStatusName(m.status).data()));
         if (m.status == InputStatus::InTransit && m.transfer && *m.transfer < tl.transfers.size())
           mv += tr(" (arrives %1 ms)").arg(fmtMs(tl.transfers[*m.transfer].end));
         auto* c = addRow(n, tr("waits for"), mv);
@@ -184,14 +186,17 @@ void StatePanel::setState(const StepState& st, const Stepper& stepper, bool meas
       }
       n->setExpanded(true);
     }
-    if (d.next.empty() && d.running.empty()) addRow(dev, tr("next"), d.finished ? tr("nothing: done") : tr("—"));
+    if (d.next.empty() && d.running.empty())
+      addRow(dev, tr("next"), d.finished ? tr("nothing: done") : tr("—"));
     if (!d.inFlight.empty()) {
       QStringList mbs;
       bool oneStage = true;
       for (const auto& f : d.inFlight) oneStage = oneStage && f.stage == d.inFlight.front().stage;
       for (const auto& f : d.inFlight)
-        mbs << (oneStage ? QString::number(f.microbatch) : QStringLiteral("%1@s%2").arg(f.microbatch).arg(f.stage));
-      QString v = tr("%n micro-batch(es): ", nullptr, static_cast<int>(d.inFlight.size())) + mbs.join(QStringLiteral(", "));
+        mbs << (oneStage ? QString::number(f.microbatch)
+                         : QStringLiteral("%1@s%2").arg(f.microbatch).arg(f.stage));
+      QString v = tr("%n micro-batch(es): ", nullptr, static_cast<int>(d.inFlight.size())) +
+                  mbs.join(QStringLiteral(", "));
       if (oneStage) v += tr(" (s%1)").arg(d.inFlight.front().stage);
       addRow(dev, tr("in flight"), v);
     } else {
@@ -211,8 +216,9 @@ void StatePanel::setState(const StepState& st, const Stepper& stepper, bool meas
   transfers_ = new QTreeWidgetItem(tree_);
   transfers_->setText(0, tr("Transfers"));
   transfers_->setFont(0, bold);
-  transfers_->setText(1, st.transfersInAir.empty() ? tr("none in the air")
-                                                   : tr("%n in the air", nullptr, static_cast<int>(st.transfersInAir.size())));
+  transfers_->setText(1, st.transfersInAir.empty()
+                             ? tr("none in the air")
+                             : tr("%n in the air", nullptr, static_cast<int>(st.transfersInAir.size())));
   for (size_t i : st.transfersInAir) {
     if (i >= tl.transfers.size()) continue;
     const Transfer& t = tl.transfers[i];
@@ -247,7 +253,8 @@ QStringList StatePanel::rows(const QTreeWidgetItem* item) {
 QString StatePanel::text() const {
   QString out;
   std::function<void(const QTreeWidgetItem*, int)> walk = [&](const QTreeWidgetItem* it, int depth) {
-    out += QString(depth * 2, QLatin1Char(' ')) + it->text(0) + QStringLiteral(": ") + it->text(1) + QLatin1Char('\n');
+    out += QString(depth * 2, QLatin1Char(' ')) + it->text(0) + QStringLiteral(": ") + it->text(1) +
+           QLatin1Char('\n');
     for (int i = 0; i < it->childCount(); ++i) walk(it->child(i), depth + 1);
   };
   for (int i = 0; i < tree_->topLevelItemCount(); ++i) walk(tree_->topLevelItem(i), 0);

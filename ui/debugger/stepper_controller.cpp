@@ -1,5 +1,4 @@
 #include "debugger/stepper_controller.h"
-#include "panels/units_text.h"
 
 #include <QAction>
 #include <QComboBox>
@@ -12,12 +11,13 @@
 #include <map>
 #include <tuple>
 
+#include "debugger/state_panel.h"
+#include "document/schedule_document.h"
 #include "panels/diagnostics_panel.h"
 #include "panels/memory_chart.h"
+#include "panels/units_text.h"
 #include "pipestudio/core/io/trace_import.h"
-#include "document/schedule_document.h"
 #include "pipestudio/core/planning/schedule_edits.h"
-#include "debugger/state_panel.h"
 #include "timeline/timeline_view.h"
 
 namespace ps::ui {
@@ -39,10 +39,13 @@ QString breakpointText(const Breakpoint& bp) {
   QString what;
   if (bp.kind) what = QString::fromUtf8(builtinKindName(*bp.kind).data());
   if (what.isEmpty() && bp.kind) what = QStringLiteral("kind %1").arg(static_cast<int>(*bp.kind));
-  if (bp.microbatch) what += (what.isEmpty() ? QStringLiteral("micro-batch ") : QString()) + QString::number(*bp.microbatch);
-  if (bp.stage) what += (what.isEmpty() ? QStringLiteral("an op ") : QString()) + QStringLiteral("@s%1").arg(*bp.stage);
+  if (bp.microbatch)
+    what += (what.isEmpty() ? QStringLiteral("micro-batch ") : QString()) + QString::number(*bp.microbatch);
+  if (bp.stage)
+    what += (what.isEmpty() ? QStringLiteral("an op ") : QString()) + QStringLiteral("@s%1").arg(*bp.stage);
   if (what.isEmpty()) what = StepperController::tr("any op");
-  const QString dev = bp.device ? StepperController::tr("device %1").arg(*bp.device) : StepperController::tr("any device");
+  const QString dev =
+      bp.device ? StepperController::tr("device %1").arg(*bp.device) : StepperController::tr("any device");
   return bp.on == StepEventKind::Start ? StepperController::tr("when %1 starts %2").arg(dev, what)
                                        : StepperController::tr("when %1 ends %2").arg(dev, what);
 }
@@ -63,24 +66,27 @@ StepperController::StepperController(ScheduleDocument* doc, TimelineView* view, 
   };
   aStart_ = act(tr("Go to &Start"), QKeySequence(Qt::CTRL | Qt::Key_Home), tr("Playhead to the first event"),
                 [this] { goToStart(); });
-  aPrev_ = act(tr("&Previous Event"), QKeySequence(Qt::SHIFT | Qt::Key_F10), tr("Step back to the previous op start or end"),
-               [this] { previous(); });
-  aNext_ = act(tr("&Next Event"), QKeySequence(Qt::Key_F10), tr("Step to the next op start or end"), [this] { next(); });
+  aPrev_ = act(tr("&Previous Event"), QKeySequence(Qt::SHIFT | Qt::Key_F10),
+               tr("Step back to the previous op start or end"), [this] { previous(); });
+  aNext_ = act(tr("&Next Event"), QKeySequence(Qt::Key_F10), tr("Step to the next op start or end"),
+               [this] { next(); });
   aEnd_ = act(tr("Go to &End"), QKeySequence(Qt::CTRL | Qt::Key_End),
               tr("Playhead to the last event (where a failed run stopped)"), [this] { goToEnd(); });
   menu_->addSeparator();
-  aRunToOp_ = act(tr("Run to &Selected Op"), QKeySequence(Qt::CTRL | Qt::Key_F10), tr("Run until the selected op starts"),
-                  [this] { runToSelected(); });
+  aRunToOp_ = act(tr("Run to &Selected Op"), QKeySequence(Qt::CTRL | Qt::Key_F10),
+                  tr("Run until the selected op starts"), [this] { runToSelected(); });
   aRunBp_ = act(tr("&Run to Breakpoint"), QKeySequence(Qt::Key_F5), tr("Run until the next breakpoint"),
                 [this] { runToBreakpoint(); });
   aRunBack_ = act(tr("Run &Back to Breakpoint"), QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_F5),
                   tr("Run backwards to the previous breakpoint"), [this] { runBackToBreakpoint(); });
-  aPlay_ = act(tr("P&lay"), QKeySequence(Qt::Key_F8), tr("Play / pause at the chosen speed; breakpoints stop it"),
-               [this] { isPlaying() ? pause() : play(); });
+  aPlay_ =
+      act(tr("P&lay"), QKeySequence(Qt::Key_F8), tr("Play / pause at the chosen speed; breakpoints stop it"),
+          [this] { isPlaying() ? pause() : play(); });
   aPlay_->setCheckable(true);
   menu_->addSeparator();
-  aToggleBp_ = act(tr("&Toggle Breakpoint on Selected Op"), QKeySequence(Qt::Key_F9),
-                   tr("Break when the selected op's device starts it"), [this] { toggleBreakpointOnSelection(); });
+  aToggleBp_ =
+      act(tr("&Toggle Breakpoint on Selected Op"), QKeySequence(Qt::Key_F9),
+          tr("Break when the selected op's device starts it"), [this] { toggleBreakpointOnSelection(); });
   QAction* aClear = menu_->addAction(tr("Remove &All Breakpoints"));
   menu_->addSeparator();
   // Shift+F5 stops debugging in most IDEs.
@@ -114,7 +120,8 @@ StepperController::StepperController(ScheduleDocument* doc, TimelineView* view, 
   for (double s : kSpeeds) speedCombo_->addItem(tr("%1 ms/s").arg(s), s);
   speedCombo_->setToolTip(tr("Playback speed: timeline milliseconds per second"));
   speedCombo_->setCurrentIndex(3);
-  connect(speedCombo_, &QComboBox::activated, this, [this](int i) { setSpeed(speedCombo_->itemData(i).toDouble()); });
+  connect(speedCombo_, &QComboBox::activated, this,
+          [this](int i) { setSpeed(speedCombo_->itemData(i).toDouble()); });
   toolBar_->addWidget(speedCombo_);
 
   connect(doc_, &ScheduleDocument::changed, this, &StepperController::markDirty);
@@ -173,7 +180,8 @@ void StepperController::markDirty() {
   const bool wasDirty = dirty_;
   dirty_ = true;
   // Until the refresh, every action may apply (each rebuilds first); publish() narrows them.
-  for (QAction* a : {aNext_, aEnd_, aRunBp_, aPlay_, aPrev_, aStart_, aRunBack_, aRunToOp_}) a->setEnabled(true);
+  for (QAction* a : {aNext_, aEnd_, aRunBp_, aPlay_, aPrev_, aStart_, aRunBack_, aRunToOp_})
+    a->setEnabled(true);
   // Coalesce the document's and the overlay's change signals into one refresh.
   if (!wasDirty || !stepper_)
     QTimer::singleShot(0, this, [this] {
@@ -262,21 +270,24 @@ void StepperController::publish() {
   if (!isEngaged()) {
     // Not stepping yet: no stepper is built (an edit of a large plan does not pay for it), no
     // playhead; breakpoint markers still show. Every action engages.
-    for (QAction* a : {aNext_, aEnd_, aRunBp_, aPlay_, aPrev_, aStart_, aRunBack_, aRunToOp_}) a->setEnabled(true);
+    for (QAction* a : {aNext_, aEnd_, aRunBp_, aPlay_, aPrev_, aStart_, aRunBack_, aRunToOp_})
+      a->setEnabled(true);
     if (!view_) return;
     view_->setPlayhead(std::nullopt);
     view_->setStepMarks({{}, {}, breakpoints_});
     if (memory_) memory_->setPlayheadTime(std::nullopt);
     if (diagnostics_) diagnostics_->setPlayhead(std::nullopt, {});
     if (state_)
-      state_->clearState(tr("Step through the timeline with the Debug menu (F10: next event) or click the time ruler."));
+      state_->clearState(
+          tr("Step through the timeline with the Debug menu (F10: next event) or click the time ruler."));
     return;
   }
   if (dirty_) rebuild();
   const bool have = stepper_.has_value();
   const size_t n = have ? stepper_->size() : 0;
   for (QAction* a : {aNext_, aEnd_, aRunBp_, aPlay_}) a->setEnabled(have && (position_ < n || a == aPlay_));
-  for (QAction* a : {aPrev_, aStart_, aRunBack_}) a->setEnabled(have && (position_ > 0 || time_ > stepper_->timeAt(0)));
+  for (QAction* a : {aPrev_, aStart_, aRunBack_})
+    a->setEnabled(have && (position_ > 0 || time_ > stepper_->timeAt(0)));
   aRunToOp_->setEnabled(have);
   if (!view_) return;
   if (!have || n == 0) {
@@ -317,7 +328,8 @@ void StepperController::publish() {
       if (!index->built) {
         const auto& ops = s.timeline().ops;
         for (size_t i = 0; i < ops.size(); ++i)
-          index->map.emplace(std::make_tuple(static_cast<int>(ops[i].op.kind), ops[i].op.stage, ops[i].op.microbatch), i);
+          index->map.emplace(
+              std::make_tuple(static_cast<int>(ops[i].op.kind), ops[i].op.stage, ops[i].op.microbatch), i);
         index->built = true;
       }
       auto it = index->map.find(std::make_tuple(static_cast<int>(op->kind), op->stage, op->microbatch));
@@ -352,7 +364,8 @@ void StepperController::next() {
   if (!stepper_) return;
   if (auto p = stepper_->next(position_)) {
     setPosition(*p, stepper_->timeAt(*p));
-    Q_EMIT statusMessage(tr("Event %1 of %2 · %3").arg(*p).arg(stepper_->size()).arg(describe(stepper_->events()[*p - 1])));
+    Q_EMIT statusMessage(
+        tr("Event %1 of %2 · %3").arg(*p).arg(stepper_->size()).arg(describe(stepper_->events()[*p - 1])));
   } else {
     Q_EMIT statusMessage(tr("At the last event"));
   }
@@ -364,14 +377,17 @@ void StepperController::previous() {
   if (!stepper_) return;
   // Between events, back to the last one applied; else one event back.
   std::optional<size_t> p = time_ > stepper_->timeAt(position_) + 1e-12 ? std::optional<size_t>(position_)
-                                                                         : stepper_->previous(position_);
+                                                                        : stepper_->previous(position_);
   if (!p) {
     Q_EMIT statusMessage(tr("At the first event"));
     return;
   }
   setPosition(*p, stepper_->timeAt(*p));
   Q_EMIT statusMessage(*p == 0 ? tr("Before the first event")
-                               : tr("Event %1 of %2 · %3").arg(*p).arg(stepper_->size()).arg(describe(stepper_->events()[*p - 1])));
+                               : tr("Event %1 of %2 · %3")
+                                     .arg(*p)
+                                     .arg(stepper_->size())
+                                     .arg(describe(stepper_->events()[*p - 1])));
 }
 
 void StepperController::goToStart() {
@@ -434,7 +450,8 @@ bool StepperController::runToBreakpointFrom(bool forward) {
   if (!forward)
     Q_EMIT statusMessage(tr("No breakpoint before: back at the start"));
   else
-    Q_EMIT statusMessage(breakpoints_.empty() ? tr("No breakpoints: ran to the end") : tr("No breakpoint hit: ran to the end"));
+    Q_EMIT statusMessage(breakpoints_.empty() ? tr("No breakpoints: ran to the end")
+                                              : tr("No breakpoint hit: ran to the end"));
   return false;
 }
 
@@ -510,7 +527,8 @@ void StepperController::toggleBreakpoint(int device, const Op& op) {
   bp.on = StepEventKind::Start;
   for (size_t i = 0; i < breakpoints_.size(); ++i) {
     const Breakpoint& b = breakpoints_[i];
-    if (b.device == bp.device && b.kind == bp.kind && b.stage == bp.stage && b.microbatch == bp.microbatch && b.on == bp.on) {
+    if (b.device == bp.device && b.kind == bp.kind && b.stage == bp.stage && b.microbatch == bp.microbatch &&
+        b.on == bp.on) {
       removeBreakpoint(i);
       Q_EMIT statusMessage(tr("Breakpoint removed: %1").arg(breakpointText(bp)));
       return;
@@ -576,15 +594,17 @@ void StepperController::timelineOpened(bool live) {
           }
     if (diagnostics_)
       diagnostics_->setRunDiagnostics(
-          st.diagnostics, tr("The run stopped at %1 ms, after %2 events; %n op(s) blocked", nullptr, static_cast<int>(blocked))
+          st.diagnostics, tr("The run stopped at %1 ms, after %2 events; %n op(s) blocked", nullptr,
+                             static_cast<int>(blocked))
                               .arg(fmtMs(time_))
                               .arg(stop));
     publish();
     Q_EMIT moved();
     if (first && view_) view_->selectOp(*first, true);
-    Q_EMIT statusMessage(tr("The run did not finish: the playhead is where it stopped (%1 ms), %n op(s) blocked",
-                            nullptr, static_cast<int>(blocked))
-                             .arg(fmtMs(time_)));
+    Q_EMIT statusMessage(
+        tr("The run did not finish: the playhead is where it stopped (%1 ms), %n op(s) blocked", nullptr,
+           static_cast<int>(blocked))
+            .arg(fmtMs(time_)));
     return;
   }
   if (!refresh) {

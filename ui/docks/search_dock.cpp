@@ -22,15 +22,15 @@
 #include <QTableWidget>
 #include <QThread>
 #include <QTimer>
-#include <QValueAxis>
 #include <QVBoxLayout>
+#include <QValueAxis>
 #include <algorithm>
 #include <cmath>
 
+#include "document/schedule_document.h"
+#include "pipestudio/core/analysis/simulator.h"
 #include "pipestudio/core/planning/generators.h"
 #include "pipestudio/core/planning/partition_search.h"
-#include "pipestudio/core/analysis/simulator.h"
-#include "document/schedule_document.h"
 
 namespace ps::ui {
 
@@ -64,7 +64,9 @@ QString policyText(const std::vector<ActivationPolicy>& p) {
 }
 
 QString layoutText(const CandidateSummary& c) {
-  return QStringLiteral("%1 x%2").arg(QString::fromStdString(std::string(placementKindName(c.placement)))).arg(c.chunks);
+  return QStringLiteral("%1 x%2")
+      .arg(QString::fromStdString(std::string(placementKindName(c.placement))))
+      .arg(c.chunks);
 }
 
 // The schedule behind a candidate the search did not keep, built again from its recipe (never
@@ -96,7 +98,8 @@ QString knobsText(const CandidateSummary& c) {
   if (r.source == CandidateSource::Builtin) return QString::fromStdString(c.name);
   QString out = QString::fromStdString(recipeKnobsText(r));
   if (!r.splitName.empty()) out += QStringLiteral(" · %1 split").arg(QString::fromStdString(r.splitName));
-  if (r.source == CandidateSource::ListScheduler && r.list.recomputeOnDemand) out += QObject::tr(" · recompute on demand");
+  if (r.source == CandidateSource::ListScheduler && r.list.recomputeOnDemand)
+    out += QObject::tr(" · recompute on demand");
   if (!r.moves.empty()) out += QObject::tr(" · %n local move(s)", nullptr, static_cast<int>(r.moves.size()));
   return out;
 }
@@ -142,9 +145,11 @@ struct SearchDock::Shared {
   std::optional<Result<SearchResult>> outcome;
 };
 
-SearchDock::SearchDock(ScheduleDocument* doc, QWidget* parent) : QDockWidget(tr("Search"), parent), doc_(doc) {
+SearchDock::SearchDock(ScheduleDocument* doc, QWidget* parent)
+    : QDockWidget(tr("Search"), parent), doc_(doc) {
   setObjectName(QStringLiteral("dock.search"));
-  setFeatures(QDockWidget::DockWidgetMovable | QDockWidget::DockWidgetClosable | QDockWidget::DockWidgetFloatable);
+  setFeatures(QDockWidget::DockWidgetMovable | QDockWidget::DockWidgetClosable |
+              QDockWidget::DockWidgetFloatable);
 
   // Inputs: a compact strip over the chart and the table, so the table gets the width.
   auto* inputs = new QWidget;
@@ -179,14 +184,16 @@ SearchDock::SearchDock(ScheduleDocument* doc, QWidget* parent) : QDockWidget(tr(
   objective_ = new QComboBox;
   objective_->addItem(tr("Makespan (one iteration)"), QStringLiteral("makespan"));
   objective_->addItem(tr("Steady state (overlap boundary)"), QStringLiteral("steady-state"));
-  objective_->setToolTip(tr("What the search minimises. Makespan: one iteration from first start to last end. "
-                            "Steady state: the iteration time of a long run, each device starting its next "
-                            "iteration after its own optimizer step. Ties go to the lower peak memory, then the "
-                            "lower bubble ratio."));
+  objective_->setToolTip(
+      tr("What the search minimises. Makespan: one iteration from first start to last end. "
+         "Steady state: the iteration time of a long run, each device starting its next "
+         "iteration after its own optimizer step. Ties go to the lower peak memory, then the "
+         "lower bubble ratio."));
 
   startButton_ = button(tr("Start"), tr("Search with these inputs"));
   cancelButton_ = button(tr("Cancel"), tr("Stop the search and keep the best found so far"));
-  openButton_ = button(tr("Open as Design"), tr("Replace the document's schedule with the selected candidate (undoable)"));
+  openButton_ = button(tr("Open as Design"),
+                       tr("Replace the document's schedule with the selected candidate (undoable)"));
   progress_ = new QProgressBar;
   progress_->setRange(0, 1000);
   progress_->setValue(0);
@@ -214,8 +221,9 @@ SearchDock::SearchDock(ScheduleDocument* doc, QWidget* parent) : QDockWidget(tr(
   grid->addWidget(useDocButton_, 0, 4);
   grid->addWidget(fileButton_, 0, 5);
   const std::pair<QString, QWidget*> labelled[] = {
-      {tr("Devices"), devices_}, {tr("Micro-batches"), microbatches_}, {tr("Memory (GiB)"), memory_},
-      {tr("Time limit"), timeLimit_}, {tr("Seed"), seed_}, {tr("Max chunks"), maxChunks_}};
+      {tr("Devices"), devices_},     {tr("Micro-batches"), microbatches_},
+      {tr("Memory (GiB)"), memory_}, {tr("Time limit"), timeLimit_},
+      {tr("Seed"), seed_},           {tr("Max chunks"), maxChunks_}};
   for (int i = 0; i < 6; ++i) {
     grid->addWidget(label(labelled[i].first), 1 + i / 3, 2 * (i % 3));
     grid->addWidget(labelled[i].second, 1 + i / 3, 2 * (i % 3) + 1);
@@ -273,7 +281,8 @@ SearchDock::SearchDock(ScheduleDocument* doc, QWidget* parent) : QDockWidget(tr(
   // Best distinct candidates.
   table_ = new QTableWidget(0, Columns);
   table_->setHorizontalHeaderLabels({tr("#"), tr("Makespan ms"), tr("Bubble"), tr("Peak GiB"), tr("Kind"),
-                                     tr("Layout"), tr("Layers / stage"), tr("Activations"), tr("Knobs · split")});
+                                     tr("Layout"), tr("Layers / stage"), tr("Activations"),
+                                     tr("Knobs · split")});
   table_->setSelectionBehavior(QAbstractItemView::SelectRows);
   table_->setSelectionMode(QAbstractItemView::SingleSelection);
   table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
@@ -349,7 +358,8 @@ void SearchDock::documentChanged() {
     const CostProfile& p = doc_->profile();
     const QString name = p.name.empty() ? tr("unnamed") : QString::fromStdString(p.name);
     profileName_->setText(tr("document: %1 (%2)").arg(name, layersText(p.layers.size())));
-    profileName_->setToolTip(tr("The open document's cost profile; it follows edits in the Pipeline and costs dock"));
+    profileName_->setToolTip(
+        tr("The open document's cost profile; it follows edits in the Pipeline and costs dock"));
   }
   refreshMemoryPlaceholder();
 }
@@ -376,7 +386,8 @@ bool SearchDock::setProfileFile(const QString& path) {
   const std::string text = f.readAll().toStdString();
   auto p = parseCostProfile(text, QFileInfo(path).fileName().toStdString());
   if (!p) {
-    showError(tr("Not a cost profile: %1").arg(QString::fromStdString(formatDiagnostics(p.errors(), &text)).trimmed()));
+    showError(tr("Not a cost profile: %1")
+                  .arg(QString::fromStdString(formatDiagnostics(p.errors(), &text)).trimmed()));
     return false;
   }
   CostProfile prof = std::move(p).value();
@@ -387,7 +398,8 @@ bool SearchDock::setProfileFile(const QString& path) {
   }
   fileProfile_ = std::move(prof);
   fileProfilePath_ = QFileInfo(path).absoluteFilePath();
-  profileName_->setText(tr("file: %1 (%2)").arg(QFileInfo(path).fileName(), layersText(fileProfile_->layers.size())));
+  profileName_->setText(
+      tr("file: %1 (%2)").arg(QFileInfo(path).fileName(), layersText(fileProfile_->layers.size())));
   profileName_->setToolTip(fileProfilePath_);
   showInfo(tr("Profile %1 loaded").arg(QString::fromStdString(fileProfile_->name)));
   refreshMemoryPlaceholder();
@@ -431,7 +443,8 @@ bool SearchDock::start() {
   o.timeLimitSeconds = timeLimit_->value();
   o.seed = static_cast<std::uint64_t>(seed_->value());
   o.maxChunks = maxChunks_->value();
-  if (auto obj = searchObjectiveFromName(objective_->currentData().toString().toStdString())) o.objective = *obj;
+  if (auto obj = searchObjectiveFromName(objective_->currentData().toString().toStdString()))
+    o.objective = *obj;
   {
     const bool steady = o.objective == SearchObjective::SteadyState;
     axisY_->setTitleText(steady ? tr("best steady-state iteration (ms)") : tr("best makespan (ms)"));
@@ -459,7 +472,8 @@ bool SearchDock::start() {
       }
     }
     if (!sh->posted.exchange(true))
-      QMetaObject::invokeMethod(this, [this, gen] { deliverProgress(gen); }, Qt::QueuedConnection);
+      QMetaObject::invokeMethod(
+          this, [this, gen] { deliverProgress(gen); }, Qt::QueuedConnection);
   };
 
   result_.reset();
@@ -495,7 +509,8 @@ bool SearchDock::start() {
       std::lock_guard<std::mutex> lock(sh->mutex);
       sh->outcome.emplace(std::move(r));
     }
-    QMetaObject::invokeMethod(this, [this, gen] { finished(gen); }, Qt::QueuedConnection);
+    QMetaObject::invokeMethod(
+        this, [this, gen] { finished(gen); }, Qt::QueuedConnection);
   });
   worker_->setObjectName(QStringLiteral("schedule search"));
   worker_->start(QThread::LowPriority);
@@ -605,7 +620,8 @@ void SearchDock::finished(quint64 generation) {
         bestBuiltinName = QString::fromStdString(b.name);
       }
     const bool steady = r.objective == SearchObjective::SteadyState;
-    QString msg = (steady ? tr("Best steady-state iteration %1 ms") : tr("Best %1 ms")).arg(r.bestSummary.objective, 0, 'f', 2);
+    QString msg = (steady ? tr("Best steady-state iteration %1 ms") : tr("Best %1 ms"))
+                      .arg(r.bestSummary.objective, 0, 'f', 2);
     if (bestBuiltin > 0)
       msg += tr("; best built-in %1 %2 ms (%3× the best)")
                  .arg(bestBuiltinName)
@@ -645,20 +661,23 @@ void SearchDock::fillTable() {
     const QString cells[Columns] = {
         QString::number(i + 1),
         // A candidate whose simulation did not finish has no figures (never a "better" one).
-        c.valid ? QString::number(c.objective > 0 ? c.objective : c.makespan, 'f', 2) : tr("not available (stalled)"),
+        c.valid ? QString::number(c.objective > 0 ? c.objective : c.makespan, 'f', 2)
+                : tr("not available (stalled)"),
         c.valid ? QStringLiteral("%1 %").arg(c.bubbleRatio * 100, 0, 'f', 1) : tr("n/a"),
         c.valid ? gib(c.peakMemoryBytes) : tr("n/a"),
-        QString::fromStdString(c.family.empty() ? c.name : c.family),
-        layoutText(c),
-        partitionText(c.partition),
-        policyText(c.policies),
-        knobsText(c)};
+        QString::fromStdString(c.family.empty() ? c.name : c.family), layoutText(c),
+        partitionText(c.partition), policyText(c.policies), knobsText(c)};
     // "What differs": the cells that differ from the best candidate are bold.
     const QString bestCells[Columns] = {
-        QString(), QString(), QString(), QString(),
+        QString(),
+        QString(),
+        QString(),
+        QString(),
         best ? QString::fromStdString(best->family.empty() ? best->name : best->family) : QString(),
-        best ? layoutText(*best) : QString(), best ? partitionText(best->partition) : QString(),
-        best ? policyText(best->policies) : QString(), QString()};
+        best ? layoutText(*best) : QString(),
+        best ? partitionText(best->partition) : QString(),
+        best ? policyText(best->policies) : QString(),
+        QString()};
     for (int col = 0; col < Columns; ++col) {
       auto* item = new QTableWidgetItem(cells[col]);
       if (col <= ColPeak) item->setTextAlignment(Qt::AlignRight | Qt::AlignVCenter);
@@ -712,8 +731,10 @@ bool SearchDock::openAsDesign(int row) {
   Schedule s = *sched;
   s.name = "search-" + std::to_string(row + 1);
   // The profile travels with the design; name the file so a saved .pipe finds it again.
-  if (!fileProfilePath_.isEmpty() && fileProfile_) s.profile = fileProfilePath_.toStdString();
-  else s.profile = doc_->schedule().profile;
+  if (!fileProfilePath_.isEmpty() && fileProfile_)
+    s.profile = fileProfilePath_.toStdString();
+  else
+    s.profile = doc_->schedule().profile;
   const QString what = tr("Open search candidate #%1 (%2 ms)").arg(row + 1).arg(c.makespan, 0, 'f', 2);
   doc_->replaceDesign(s, searchedProfile_, what);
   showInfo(what + tr(" — Undo restores the previous design"));

@@ -42,7 +42,18 @@ bool parseGibibytes(const QString& text, std::optional<std::int64_t>& out);
 class SearchDock : public QDockWidget {
   Q_OBJECT
  public:
-  enum Column { ColRank, ColMakespan, ColBubble, ColPeak, ColKind, ColLayout, ColPartition, ColMemory, ColName, Columns };
+  enum Column {
+    ColRank,
+    ColMakespan,
+    ColBubble,
+    ColPeak,
+    ColKind,
+    ColLayout,
+    ColPartition,
+    ColMemory,
+    ColName,
+    Columns
+  };
 
   explicit SearchDock(ScheduleDocument* doc, QWidget* parent = nullptr);
   // Cancels a running search and waits for its thread.

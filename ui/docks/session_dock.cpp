@@ -1,5 +1,4 @@
 #include "docks/session_dock.h"
-#include "panels/units_text.h"
 
 #include <QDateTime>
 #include <QFileInfo>
@@ -15,10 +14,11 @@
 #include <algorithm>
 #include <map>
 
-#include "pipestudio/core/io/dsl.h"
-#include "pipestudio/core/analysis/simulator.h"
-#include "pipestudio/sessions/session_store.h"
 #include "document/schedule_document.h"
+#include "panels/units_text.h"
+#include "pipestudio/core/analysis/simulator.h"
+#include "pipestudio/core/io/dsl.h"
+#include "pipestudio/sessions/session_store.h"
 
 namespace ps::ui {
 
@@ -28,9 +28,13 @@ using ps::sessions::SessionStore;
 
 namespace {
 
-QString qs(const std::string& s) { return QString::fromStdString(s); }
+QString qs(const std::string& s) {
+  return QString::fromStdString(s);
+}
 
-QString errorsText(const Diagnostics& ds) { return qs(formatDiagnostics(ds)).trimmed(); }
+QString errorsText(const Diagnostics& ds) {
+  return qs(formatDiagnostics(ds)).trimmed();
+}
 
 QString timeText(std::int64_t ms) {
   return QDateTime::fromMSecsSinceEpoch(ms).toString(QStringLiteral("yyyy-MM-dd hh:mm:ss"));
@@ -75,9 +79,11 @@ SessionDock::SessionDock(QWidget* parent) : QDockWidget(tr("Session"), parent) {
   schedules_ = makeListing(this, {tr("Version"), tr("Name"), tr("Created"), tr("Parent")},
                            QAbstractItemView::ExtendedSelection);
   runs_ = makeListing(this,
-                      {tr("Run"), tr("Label"), tr("Schedule"), tr("Status"), tr("Duration"), tr("Makespan (ms)"), tr("Bubble")},
+                      {tr("Run"), tr("Label"), tr("Schedule"), tr("Status"), tr("Duration"),
+                       tr("Makespan (ms)"), tr("Bubble")},
                       QAbstractItemView::SingleSelection);
-  profiles_ = makeListing(this, {tr("Profile"), tr("Name"), tr("Source"), tr("Created")}, QAbstractItemView::SingleSelection);
+  profiles_ = makeListing(this, {tr("Profile"), tr("Name"), tr("Source"), tr("Created")},
+                          QAbstractItemView::SingleSelection);
 
   connect(schedules_.view, &QTreeView::doubleClicked, this,
           [this](const QModelIndex& i) { openScheduleVersion(rowId(i)); });
@@ -123,13 +129,18 @@ SessionDock::SessionDock(QWidget* parent) : QDockWidget(tr("Session"), parent) {
   bl->addLayout(top);
   bl->addWidget(tabs_, 1);
   setWidget(body);
-  setFeatures(QDockWidget::DockWidgetMovable | QDockWidget::DockWidgetClosable | QDockWidget::DockWidgetFloatable);
+  setFeatures(QDockWidget::DockWidgetMovable | QDockWidget::DockWidgetClosable |
+              QDockWidget::DockWidgetFloatable);
 }
 
 SessionDock::~SessionDock() = default;
 
-bool SessionDock::hasSession() const { return store_ != nullptr; }
-bool SessionDock::isReadOnly() const { return store_ && store_->readOnly(); }
+bool SessionDock::hasSession() const {
+  return store_ != nullptr;
+}
+bool SessionDock::isReadOnly() const {
+  return store_ && store_->readOnly();
+}
 
 void SessionDock::showError(const QString& text) {
   messageIsError_ = true;
@@ -143,9 +154,15 @@ void SessionDock::showMessage(const QString& text) {
   message_->setText(text);
 }
 
-QString SessionDock::errorText() const { return messageIsError_ ? message_->text() : QString(); }
-QString SessionDock::messageText() const { return message_->text(); }
-QString SessionDock::compareText() const { return compare_->text(); }
+QString SessionDock::errorText() const {
+  return messageIsError_ ? message_->text() : QString();
+}
+QString SessionDock::messageText() const {
+  return message_->text();
+}
+QString SessionDock::compareText() const {
+  return compare_->text();
+}
 
 void SessionDock::clearModels() {
   schedules_.model->removeRows(0, schedules_.model->rowCount());
@@ -214,13 +231,14 @@ void SessionDock::refresh() {
       if (run.interrupted) status += tr(" (interrupted)");
       const auto duration = run.durationMs();
       const auto sched = run.scheduleId ? scheduleNames.find(*run.scheduleId) : scheduleNames.end();
-      QList<QStandardItem*> r{cell(QString::number(run.id)),
-                              cell(qs(run.label)),
-                              cell(sched != scheduleNames.end() ? sched->second : QString()),
-                              cell(status),
-                              cell(duration ? secondsText(static_cast<double>(*duration)) : QString()),
-                              cell(run.opCount > 0 ? msValue(run.makespan) : QString()),
-                              cell(run.opCount > 0 ? QStringLiteral("%1 %").arg(run.bubbleRatio * 100, 0, 'f', 1) : QString())};
+      QList<QStandardItem*> r{
+          cell(QString::number(run.id)),
+          cell(qs(run.label)),
+          cell(sched != scheduleNames.end() ? sched->second : QString()),
+          cell(status),
+          cell(duration ? secondsText(static_cast<double>(*duration)) : QString()),
+          cell(run.opCount > 0 ? msValue(run.makespan) : QString()),
+          cell(run.opCount > 0 ? QStringLiteral("%1 %").arg(run.bubbleRatio * 100, 0, 'f', 1) : QString())};
       r[0]->setData(QVariant::fromValue<qint64>(run.id), Qt::UserRole);
       if (!run.error.empty()) {
         for (auto* c : r) c->setToolTip(qs(run.error));
@@ -233,7 +251,8 @@ void SessionDock::refresh() {
   if (profiles) {
     for (const auto& p : *profiles) {
       QList<QStandardItem*> r{cell(QString::number(p.id)), cell(qs(p.name)),
-                              cell(qs(std::string(sessions::profileSourceName(p.source)))), cell(timeText(p.createdMs))};
+                              cell(qs(std::string(sessions::profileSourceName(p.source)))),
+                              cell(timeText(p.createdMs))};
       r[0]->setData(QVariant::fromValue<qint64>(p.id), Qt::UserRole);
       profiles_.model->appendRow(r);
     }
@@ -244,9 +263,11 @@ void SessionDock::refresh() {
   for (int c = 0; c < runs_.model->columnCount(); ++c) runs_.view->resizeColumnToContents(c);
 
   if (!problems.isEmpty()) {
-    showError(tr("Cannot read session %1: %2").arg(QFileInfo(path_).fileName(), problems.join(QLatin1Char('\n'))));
+    showError(
+        tr("Cannot read session %1: %2").arg(QFileInfo(path_).fileName(), problems.join(QLatin1Char('\n'))));
   } else {
-    QString text = tr("%1 · %n version(s)", nullptr, schedules_.model->rowCount()).arg(QFileInfo(path_).fileName());
+    QString text =
+        tr("%1 · %n version(s)", nullptr, schedules_.model->rowCount()).arg(QFileInfo(path_).fileName());
     text += tr(" · %n run(s)", nullptr, runs_.model->rowCount());
     if (store_->readOnly()) {
       text += tr(" · read-only");
@@ -292,8 +313,9 @@ bool SessionDock::saveVersion(const QString& name, const QString& pipeText) {
     showError(tr("%1 is open read-only; the version was not stored").arg(QFileInfo(path_).fileName()));
     return false;
   }
-  auto id = store_->addSchedule(name.isEmpty() ? std::string("schedule") : name.toStdString(), pipeText.toStdString(),
-                                current_ ? std::optional<Id>(*current_) : std::nullopt);
+  auto id =
+      store_->addSchedule(name.isEmpty() ? std::string("schedule") : name.toStdString(),
+                          pipeText.toStdString(), current_ ? std::optional<Id>(*current_) : std::nullopt);
   if (!shown(id, tr("Cannot store the version"))) return false;
   current_ = *id;
   refresh();

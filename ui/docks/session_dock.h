@@ -6,9 +6,9 @@
 // with the store's explanation.
 #include <QAbstractItemView>
 #include <QDockWidget>
-#include <QStringList>
 #include <QMetaType>
 #include <QString>
+#include <QStringList>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -36,7 +36,7 @@ struct VersionComparison {
   QString name;
   QString profileName;  // where its costs came from
   bool ok = false;
-  QString error;        // why it could not be simulated
+  QString error;  // why it could not be simulated
   double makespan = 0;
   double bubbleRatio = 0;
 };
@@ -46,7 +46,16 @@ class SessionDock : public QDockWidget {
  public:
   // Columns of the three models.
   enum ScheduleColumn { ScheduleId, ScheduleName, ScheduleCreated, ScheduleParent, ScheduleColumns };
-  enum RunColumn { RunId, RunLabel, RunSchedule, RunStatusColumn, RunDuration, RunMakespan, RunBubble, RunColumns };
+  enum RunColumn {
+    RunId,
+    RunLabel,
+    RunSchedule,
+    RunStatusColumn,
+    RunDuration,
+    RunMakespan,
+    RunBubble,
+    RunColumns
+  };
   enum ProfileColumn { ProfileId, ProfileName, ProfileSourceColumn, ProfileCreated, ProfileColumns };
 
   explicit SessionDock(QWidget* parent = nullptr);
@@ -107,7 +116,8 @@ class SessionDock : public QDockWidget {
   template <typename T>
   bool shown(const ps::core::Result<T>& r, const QString& what) {
     if (r) return true;
-    showError(what + QStringLiteral(": ") + QString::fromStdString(ps::core::formatDiagnostics(r.errors())).trimmed());
+    showError(what + QStringLiteral(": ") +
+              QString::fromStdString(ps::core::formatDiagnostics(r.errors())).trimmed());
     return false;
   }
   void showMessage(const QString& text);
@@ -125,7 +135,8 @@ class SessionDock : public QDockWidget {
     QStandardItemModel* model = nullptr;
     QTreeView* view = nullptr;
   };
-  static Listing makeListing(QObject* owner, const QStringList& headers, QAbstractItemView::SelectionMode selection);
+  static Listing makeListing(QObject* owner, const QStringList& headers,
+                             QAbstractItemView::SelectionMode selection);
   Listing schedules_, runs_, profiles_;
   QLabel* message_ = nullptr;
   QLabel* compare_ = nullptr;

@@ -7,8 +7,8 @@
 #include <QUndoCommand>
 #include <algorithm>
 
-#include "pipestudio/core/io/dsl.h"
 #include "pipestudio/core/analysis/iterations.h"
+#include "pipestudio/core/io/dsl.h"
 #include "pipestudio/core/io/pytorch_csv.h"
 #include "pipestudio/core/io/schedule_file.h"
 #include "pipestudio/core/planning/schedule_edits.h"
@@ -193,8 +193,9 @@ class SwapCommand : public QUndoCommand {
 using Design = std::pair<Schedule, CostProfile>;
 
 QUndoCommand* replaceScheduleCommand(ScheduleDocument* doc, Schedule after, const QString& text) {
-  return new SwapCommand<Schedule>(doc, doc->schedule(), std::move(after), text,
-                                   [](ScheduleDocument* d, const Schedule& s) { d->applyScheduleInternal(s); });
+  return new SwapCommand<Schedule>(
+      doc, doc->schedule(), std::move(after), text,
+      [](ScheduleDocument* d, const Schedule& s) { d->applyScheduleInternal(s); });
 }
 
 bool fail(QString* error, const Diagnostics& ds) {
@@ -318,9 +319,9 @@ Analysis ScheduleDocument::analyze(const Schedule& s) const {
         }
       }
     } else if (iterations_ > 1) {
-      a.diagnostics.push_back(makeWarning("iterations.not_shown", "showing one iteration, not " +
-                                                                      std::to_string(iterations_) +
-                                                                      ": the schedule has errors"));
+      a.diagnostics.push_back(makeWarning(
+          "iterations.not_shown",
+          "showing one iteration, not " + std::to_string(iterations_) + ": the schedule has errors"));
     }
     if (slotsWanted_) {
       // PyTorch's visualiser layout: every action takes one slot, links are free.
@@ -459,8 +460,9 @@ bool ScheduleDocument::addOffloadReload(OpRef at, QString* error) {
 }
 
 void ScheduleDocument::setProfile(const CostProfile& p, const QString& description) {
-  undo_.push(new SwapCommand<CostProfile>(this, profile_, p, description,
-                                          [](ScheduleDocument* d, const CostProfile& c) { d->applyProfileInternal(c); }));
+  undo_.push(new SwapCommand<CostProfile>(
+      this, profile_, p, description,
+      [](ScheduleDocument* d, const CostProfile& c) { d->applyProfileInternal(c); }));
 }
 
 void ScheduleDocument::replaceSchedule(const Schedule& s, const QString& description) {
@@ -468,10 +470,9 @@ void ScheduleDocument::replaceSchedule(const Schedule& s, const QString& descrip
 }
 
 void ScheduleDocument::replaceDesign(const Schedule& s, const CostProfile& p, const QString& description) {
-  undo_.push(new SwapCommand<Design>(this, Design{schedule(), profile_}, Design{s, p}, description,
-                                     [](ScheduleDocument* d, const Design& x) {
-                                       d->applyDesignInternal(x.first, x.second);
-                                     }));
+  undo_.push(new SwapCommand<Design>(
+      this, Design{schedule(), profile_}, Design{s, p}, description,
+      [](ScheduleDocument* d, const Design& x) { d->applyDesignInternal(x.first, x.second); }));
 }
 
 double ScheduleDocument::modelDuration(const Op& op) const {

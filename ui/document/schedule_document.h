@@ -11,13 +11,13 @@
 #include <vector>
 
 #include "panels/metrics_text.h"
-#include "pipestudio/core/model/cost_profile.h"
 #include "pipestudio/core/analysis/iterations.h"
-#include "pipestudio/core/io/pytorch_csv.h"
-#include "pipestudio/core/model/schedule.h"
 #include "pipestudio/core/analysis/simulator.h"
-#include "pipestudio/core/model/timeline.h"
 #include "pipestudio/core/analysis/validator.h"
+#include "pipestudio/core/io/pytorch_csv.h"
+#include "pipestudio/core/model/cost_profile.h"
+#include "pipestudio/core/model/schedule.h"
+#include "pipestudio/core/model/timeline.h"
 
 namespace ps::ui {
 

@@ -1,6 +1,4 @@
 #include "panels/memory_chart.h"
-#include "widgets/chart_theme.h"
-#include "timeline/theme.h"
 
 #include <QApplication>
 #include <QChart>
@@ -10,6 +8,9 @@
 #include <QValueAxis>
 #include <algorithm>
 #include <cmath>
+
+#include "timeline/theme.h"
+#include "widgets/chart_theme.h"
 
 namespace ps::ui {
 

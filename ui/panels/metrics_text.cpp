@@ -9,7 +9,9 @@
 namespace ps::ui {
 
 namespace {
-QString tr(const char* s) { return QCoreApplication::translate("ps::ui::MetricsText", s); }
+QString tr(const char* s) {
+  return QCoreApplication::translate("ps::ui::MetricsText", s);
+}
 }  // namespace
 
 SimulationProgress simulationProgress(const Analysis& a) {

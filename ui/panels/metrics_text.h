@@ -13,9 +13,9 @@ struct Analysis;
 
 struct SimulationProgress {
   bool finished = true;
-  double stalledAt = 0;  // ms: the last simulated op's end
-  std::size_t done = 0;  // ops simulated
-  std::size_t total = 0; // ops in the schedule
+  double stalledAt = 0;   // ms: the last simulated op's end
+  std::size_t done = 0;   // ops simulated
+  std::size_t total = 0;  // ops in the schedule
 };
 
 SimulationProgress simulationProgress(const Analysis& a);

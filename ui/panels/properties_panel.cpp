@@ -71,7 +71,8 @@ PropertiesPanel::PropertiesPanel(ScheduleDocument* doc, QWidget* parent) : QWidg
   memory_->setObjectName(QStringLiteral("deviceMemory"));
   memory_->setPlaceholderText(tr("unlimited"));
   memory_->setAlignment(Qt::AlignRight);
-  memory_->setToolTip(tr("Device memory capacity: 80GiB, 40GB, 512 MiB; a plain number is GiB; empty is unlimited"));
+  memory_->setToolTip(
+      tr("Device memory capacity: 80GiB, 40GB, 512 MiB; a plain number is GiB; empty is unlimited"));
   bandwidth_ = spin(10000, 1, tr(" GB/s"), tr("infinite"));
   latency_ = spin(1000, 3, tr(" ms"), QString());
   host_ = spin(10000, 1, tr(" GB/s"), tr("infinite"));
@@ -88,8 +89,8 @@ PropertiesPanel::PropertiesPanel(ScheduleDocument* doc, QWidget* parent) : QWidg
   cl->addWidget(error_);
 
   table_ = new QTableWidget(0, kCols);
-  table_->setHorizontalHeaderLabels(
-      {tr("Layer"), tr("F ms"), tr("I ms"), tr("W ms"), tr("R ms"), tr("Act MiB"), tr("Wt MiB"), tr("Out MiB")});
+  table_->setHorizontalHeaderLabels({tr("Layer"), tr("F ms"), tr("I ms"), tr("W ms"), tr("R ms"),
+                                     tr("Act MiB"), tr("Wt MiB"), tr("Out MiB")});
   const QString tips[] = {tr("Layer name"),
                           tr("Forward time (ms)"),
                           tr("Backward for inputs (ms)"),
@@ -107,7 +108,8 @@ PropertiesPanel::PropertiesPanel(ScheduleDocument* doc, QWidget* parent) : QWidg
   table_->horizontalHeader()->setStretchLastSection(false);
   table_->setHorizontalScrollBarPolicy(Qt::ScrollBarAsNeeded);
   table_->horizontalHeader()->setMinimumSectionSize(28);
-  auto* unitNote = new QLabel(tr("Times in ms, sizes in MiB (or with a unit: 300us, 1.5GiB). Edit a cell to re-simulate."));
+  auto* unitNote = new QLabel(
+      tr("Times in ms, sizes in MiB (or with a unit: 300us, 1.5GiB). Edit a cell to re-simulate."));
   unitNote->setWordWrap(true);
   QPalette np = unitNote->palette();
   np.setColor(QPalette::WindowText, np.color(QPalette::PlaceholderText));
@@ -180,7 +182,8 @@ void PropertiesPanel::commitTable(int row, int column) {
     l.name = text.toStdString();
   } else {
     // Times: ms or with a unit (300us, 1.5s); sizes: MiB or with a unit (1.5GiB, 40MB).
-    const QString field = tr("%1 of %2").arg(table_->horizontalHeaderItem(column)->text(), QString::fromStdString(l.name));
+    const QString field =
+        tr("%1 of %2").arg(table_->horizontalHeaderItem(column)->text(), QString::fromStdString(l.name));
     if (column >= kAct) {
       auto bytes = parseByteSizeText(text, kMiB);
       if (!bytes) return reject(fieldError(field, bytes.errors()));
@@ -205,8 +208,9 @@ void PropertiesPanel::commitScalars() {
   CostProfile p = doc_->profile();
   // Only what the user typed is read back: the shown text is rounded ("79.71 GiB").
   if (memory_->isModified()) {
-    auto bytes = memory_->text().trimmed().isEmpty() ? ps::core::Result<std::int64_t>(std::int64_t(0))  // unlimited
-                                                     : parseByteSizeText(memory_->text(), kGiB);
+    auto bytes = memory_->text().trimmed().isEmpty()
+                     ? ps::core::Result<std::int64_t>(std::int64_t(0))  // unlimited
+                     : parseByteSizeText(memory_->text(), kGiB);
     if (!bytes) return showError(fieldError(tr("Device memory"), bytes.errors()));
     p.deviceMemoryBytes = *bytes;
   }
@@ -217,7 +221,9 @@ void PropertiesPanel::commitScalars() {
   doc_->setProfile(p, tr("Edit memory and link"));
 }
 
-QString PropertiesPanel::errorText() const { return error_->text(); }
+QString PropertiesPanel::errorText() const {
+  return error_->text();
+}
 
 void PropertiesPanel::showError(const QString& text) {
   error_->setText(text);

@@ -1,11 +1,12 @@
 #include "panels/summary_panel.h"
-#include "panels/units_text.h"
-#include "timeline/theme.h"
 
 #include <QHeaderView>
 #include <cmath>
 #include <string>
 #include <utility>
+
+#include "panels/units_text.h"
+#include "timeline/theme.h"
 
 namespace ps::ui {
 
@@ -30,7 +31,8 @@ QString fixed(double v, int decimals) {
 }
 
 const Unit kMs{[](double v) { return msPlain(v); }, 0.005};
-const Unit kBytes{[](double v) { return bytesPlain(static_cast<std::int64_t>(std::llround(v))); }, 0.005 * double(1LL << 30)};
+const Unit kBytes{[](double v) { return bytesPlain(static_cast<std::int64_t>(std::llround(v))); },
+                  0.005 * double(1LL << 30)};
 const Unit kPercent{[](double v) { return fixed(v, 1) + QStringLiteral(" %"); }, 0.05};
 const Unit kCount{[](double v) { return fixed(v, 0); }, 0.5};
 
@@ -90,7 +92,8 @@ void SummaryPanel::setMetrics(const ps::core::TimelineMetrics& cur, const ps::co
 }
 
 void SummaryPanel::setMetrics(const ps::core::TimelineMetrics& cur, const ps::core::TimelineMetrics& saved,
-                              const SimulationProgress& curProgress, const SimulationProgress& savedProgress) {
+                              const SimulationProgress& curProgress,
+                              const SimulationProgress& savedProgress) {
   const Sides have{curProgress.finished, savedProgress.finished};
   setUpdatesEnabled(false);
   // Keep the device groups the user closed closed.
@@ -103,7 +106,8 @@ void SummaryPanel::setMetrics(const ps::core::TimelineMetrics& cur, const ps::co
       collapsed_.insert(it->text(0));
   }
   clear();
-  for (const auto& [p, which] : {std::pair{&curProgress, tr("Now")}, std::pair{&savedProgress, tr("Saved")}}) {
+  for (const auto& [p, which] :
+       {std::pair{&curProgress, tr("Now")}, std::pair{&savedProgress, tr("Saved")}}) {
     if (p->finished) continue;
     // A spanned line above the figures: why they are missing and how far the simulation got.
     auto* note = new QTreeWidgetItem(this);
@@ -113,8 +117,10 @@ void SummaryPanel::setMetrics(const ps::core::TimelineMetrics& cur, const ps::co
     note->setToolTip(0, tr("%1: %2").arg(which, notAvailableText(*p)));
   }
   addRow(nullptr, this, tr("Makespan"), cur.makespan, saved.makespan, kMs, Better::Lower, have);
-  addRow(nullptr, this, tr("Bubble ratio"), cur.bubbleRatio * 100, saved.bubbleRatio * 100, kPercent, Better::Lower, have);
-  addRow(nullptr, this, tr("Efficiency"), cur.efficiency * 100, saved.efficiency * 100, kPercent, Better::Higher, have);
+  addRow(nullptr, this, tr("Bubble ratio"), cur.bubbleRatio * 100, saved.bubbleRatio * 100, kPercent,
+         Better::Lower, have);
+  addRow(nullptr, this, tr("Efficiency"), cur.efficiency * 100, saved.efficiency * 100, kPercent,
+         Better::Higher, have);
   addRow(nullptr, this, tr("Lower bound"), cur.lowerBound, saved.lowerBound, kMs, Better::Lower, have);
   addIterationRows();
   for (size_t d = 0; d < cur.devices.size(); ++d) {
@@ -127,10 +133,10 @@ void SummaryPanel::setMetrics(const ps::core::TimelineMetrics& cur, const ps::co
     QFont f = group->font(0);
     f.setBold(true);
     group->setFont(0, f);
-    addRow(group, this, tr("Peak memory"), static_cast<double>(c.peakMemoryBytes), static_cast<double>(s.peakMemoryBytes),
-           kBytes, Better::Lower, have);
-    addRow(group, this, tr("In flight"), c.peakInflightMicrobatches, s.peakInflightMicrobatches, kCount, Better::Lower,
-           have);
+    addRow(group, this, tr("Peak memory"), static_cast<double>(c.peakMemoryBytes),
+           static_cast<double>(s.peakMemoryBytes), kBytes, Better::Lower, have);
+    addRow(group, this, tr("In flight"), c.peakInflightMicrobatches, s.peakInflightMicrobatches, kCount,
+           Better::Lower, have);
     addRow(group, this, tr("Busy"), c.busy, s.busy, kMs, Better::Higher, have);
     group->setExpanded(cur.devices.size() <= 8 && !collapsed_.contains(group->text(0)));
   }
@@ -142,7 +148,7 @@ void SummaryPanel::setIterations(const ps::core::IterationResult* r) {
     iterations_.reset();
     return;
   }
-  iterations_ = IterationFigures{r->iterations, r->boundary,       r->steadyStateMs,
+  iterations_ = IterationFigures{r->iterations,       r->boundary,      r->steadyStateMs,
                                  r->firstIterationMs, r->maxSteadySpan, r->complete};
 }
 

@@ -3,7 +3,6 @@
 // peak memory and in-flight micro-batches, next to the schedule as last saved.
 #include <QSet>
 #include <QTreeWidget>
-
 #include <optional>
 
 #include "panels/metrics_text.h"

@@ -16,19 +16,33 @@ inline QString nbsp(const std::string& s) {
   return QString::fromStdString(s).replace(QLatin1Char(' '), QChar(0x00A0));
 }
 // "3.36 ms"
-inline QString msText(double ms) { return nbsp(ps::core::formatDurationMs(ms)); }
+inline QString msText(double ms) {
+  return nbsp(ps::core::formatDurationMs(ms));
+}
 // "3.36" (the unit is in a column header)
-inline QString msValue(double ms) { return QString::fromStdString(ps::core::formatMsValue(ms)); }
+inline QString msValue(double ms) {
+  return QString::fromStdString(ps::core::formatMsValue(ms));
+}
 // "3.36 ms" with a plain space: lines that are copied or compared as text (summaries, logs).
-inline QString msPlain(double ms) { return QString::fromStdString(ps::core::formatDurationMs(ms)); }
+inline QString msPlain(double ms) {
+  return QString::fromStdString(ps::core::formatDurationMs(ms));
+}
 // "12.35 s": a wall-clock duration given in ms, with the ms formatter's precision.
-inline QString secondsText(double ms) { return nbsp(ps::core::formatMsValue(ms / 1000.0) + " s"); }
+inline QString secondsText(double ms) {
+  return nbsp(ps::core::formatMsValue(ms / 1000.0) + " s");
+}
 // "512.0 MiB", "79.71 GiB"
-inline QString bytesText(std::int64_t bytes) { return nbsp(ps::core::formatByteSize(bytes)); }
+inline QString bytesText(std::int64_t bytes) {
+  return nbsp(ps::core::formatByteSize(bytes));
+}
 // "79.71 GiB" with a plain space (an editable field: it reads back through parseByteSizeText).
-inline QString bytesPlain(std::int64_t bytes) { return QString::fromStdString(ps::core::formatByteSize(bytes)); }
+inline QString bytesPlain(std::int64_t bytes) {
+  return QString::fromStdString(ps::core::formatByteSize(bytes));
+}
 // A number in a column whose header has the unit: six significant digits ("1.23457").
-inline QString numberText(double v) { return QString::fromStdString(ps::core::formatSignificant(v, 6)); }
+inline QString numberText(double v) {
+  return QString::fromStdString(ps::core::formatSignificant(v, 6));
+}
 
 // A byte size typed into the GUI: what core::parseByteSize reads ("80GiB", "40GB", "512 MiB"),
 // or a plain number of `plainUnit` bytes (a GiB field: "80" is 80 GiB, as it always was).

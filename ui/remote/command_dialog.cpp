@@ -66,7 +66,8 @@ void CommandDialog::buildModelFields(bool torchscript) {
   });
   connect(params_, &QLineEdit::textChanged, this, [this] { updatePreview(); });
   connect(device_, &QComboBox::currentIndexChanged, this, [this] { updatePreview(); });
-  for (QSpinBox* s : {microbatch_, warmup_}) connect(s, &QSpinBox::valueChanged, this, [this] { updatePreview(); });
+  for (QSpinBox* s : {microbatch_, warmup_})
+    connect(s, &QSpinBox::valueChanged, this, [this] { updatePreview(); });
 }
 
 void CommandDialog::buildOptimizerCombo(const QString& noneText, const QString& tip) {
@@ -79,7 +80,8 @@ void CommandDialog::buildOptimizerCombo(const QString& noneText, const QString& 
   connect(optimizer_, &QComboBox::currentIndexChanged, this, [this] { updatePreview(); });
 }
 
-void CommandDialog::addOutput(QVBoxLayout* v, const QString& startText, const QString& cancelText, QPushButton* leading) {
+void CommandDialog::addOutput(QVBoxLayout* v, const QString& startText, const QString& cancelText,
+                              QPushButton* leading) {
   preview_ = new QLineEdit;
   preview_->setReadOnly(true);
   preview_->setObjectName(QStringLiteral("commandPreview"));
@@ -164,8 +166,14 @@ void CommandDialog::setLocalCli(const QString& path) {
   updatePreview();
 }
 
-QString CommandDialog::commandPreview() const { return preview_->text(); }
-QString CommandDialog::statusText() const { return status_->text(); }
-QString CommandDialog::logText() const { return log_->toPlainText(); }
+QString CommandDialog::commandPreview() const {
+  return preview_->text();
+}
+QString CommandDialog::statusText() const {
+  return status_->text();
+}
+QString CommandDialog::logText() const {
+  return log_->toPlainText();
+}
 
 }  // namespace ps::ui

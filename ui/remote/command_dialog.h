@@ -70,7 +70,7 @@ class CommandDialog : public QDialog {
   QLineEdit* params_ = nullptr;
   QComboBox* device_ = nullptr;
   QSpinBox* microbatch_ = nullptr;
-  QSpinBox* warmup_ = nullptr;     // --warmup: iterations of a run, repetitions of a profile
+  QSpinBox* warmup_ = nullptr;  // --warmup: iterations of a run, repetitions of a profile
   QComboBox* optimizer_ = nullptr;
   QLineEdit* preview_ = nullptr;
   QProgressBar* progress_ = nullptr;

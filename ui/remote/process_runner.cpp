@@ -51,7 +51,9 @@ ProcessRunner::~ProcessRunner() {
   }
 }
 
-qint64 ProcessRunner::processId() const { return proc_ ? proc_->processId() : 0; }
+qint64 ProcessRunner::processId() const {
+  return proc_ ? proc_->processId() : 0;
+}
 
 bool ProcessRunner::start(const ProcessCommand& c) {
   if (proc_) return false;

@@ -9,34 +9,34 @@
 #include <QGroupBox>
 #include <QLabel>
 #include <QLineEdit>
-#include <QRegularExpression>
-#include <QPushButton>
 #include <QPlainTextEdit>
 #include <QProgressBar>
+#include <QPushButton>
+#include <QRegularExpression>
 #include <QSpinBox>
 #include <QStatusBar>
 #include <QVBoxLayout>
 #include <algorithm>
 
-#include "shell/main_window.h"
-#include "pipestudio/sessions/session_store.h"
-#include "document/schedule_document.h"
 #include "docks/session_dock.h"
+#include "document/schedule_document.h"
 #include "panels/units_text.h"
+#include "pipestudio/sessions/session_store.h"
+#include "shell/main_window.h"
 #include "widgets/form.h"
 
 namespace ps::ui {
 
-
 // --- command ---------------------------------------------------------------------------------
 
 QStringList cliProfileArguments(const ProfileRequest& r) {
-  QStringList a{QStringLiteral("profile"), QStringLiteral("--model"), r.target.modelSpec(), QStringLiteral("--device"),
-                r.target.device};
-  if (r.target.microbatchSize > 0) a << QStringLiteral("--microbatch-size") << QString::number(r.target.microbatchSize);
-  a << QStringLiteral("--workers") << QString::number(std::max(1, r.workers)) << QStringLiteral("--repetitions")
-    << QString::number(std::max(1, r.repetitions)) << QStringLiteral("--warmup")
-    << QString::number(std::max(0, r.warmup));
+  QStringList a{QStringLiteral("profile"), QStringLiteral("--model"), r.target.modelSpec(),
+                QStringLiteral("--device"), r.target.device};
+  if (r.target.microbatchSize > 0)
+    a << QStringLiteral("--microbatch-size") << QString::number(r.target.microbatchSize);
+  a << QStringLiteral("--workers") << QString::number(std::max(1, r.workers))
+    << QStringLiteral("--repetitions") << QString::number(std::max(1, r.repetitions))
+    << QStringLiteral("--warmup") << QString::number(std::max(0, r.warmup));
   if (!r.optimizer.isEmpty()) a << QStringLiteral("--optimizer") << r.optimizer;
   a << QStringLiteral("-o") << QStringLiteral("-");
   return a;
@@ -49,8 +49,9 @@ ProcessCommand buildProfileCommand(const ProfileRequest& r) {
   // profile writes nothing until it is done. So the remote shell watches its stdin (kept open
   // by the client): at EOF (Cancel closes it, or the connection drops) it kills the CLI.
   const QString script =
-      QStringLiteral("exec 3<&0; %1 </dev/null 3<&- & p=$!; { cat <&3 >/dev/null 2>&1; kill $p 2>/dev/null; } & "
-                     "w=$!; exec 3<&-; wait $p; s=$?; kill $w 2>/dev/null; exit $s")
+      QStringLiteral(
+          "exec 3<&0; %1 </dev/null 3<&- & p=$!; { cat <&3 >/dev/null 2>&1; kill $p 2>/dev/null; } & "
+          "w=$!; exec 3<&-; wait $p; s=$?; kill $w 2>/dev/null; exit $s")
           .arg(c.arguments.last());
   c.arguments.last() = QStringLiteral("sh -c ") + shellQuote(script);
   return c;
@@ -58,18 +59,22 @@ ProcessCommand buildProfileCommand(const ProfileRequest& r) {
 
 QString describeProfileFailure(const ProfileRequest& r, int exitCode, const QString& stderrText) {
   if (QString ssh = describeSshFailure(r.target, exitCode, stderrText); !ssh.isEmpty()) return ssh;
-  const QString where = r.target.remote ? QStringLiteral(" on %1").arg(r.target.remote->displayName()) : QString();
+  const QString where =
+      r.target.remote ? QStringLiteral(" on %1").arg(r.target.remote->displayName()) : QString();
   const QString path = r.target.remote ? r.target.remote->cliPath : r.target.localCli;
   const QString said = lastLines(stderrText, 3);
   const QString tail = said.isEmpty() ? QString() : QStringLiteral(": ") + said;
-  if (exitCode == 127)
-    return QStringLiteral("pipestudio-cli not found%1 at '%2'%3").arg(where, path, tail);
+  if (exitCode == 127) return QStringLiteral("pipestudio-cli not found%1 at '%2'%3").arg(where, path, tail);
   if (exitCode == 126) return QStringLiteral("'%1'%2 is not executable%3").arg(path, where, tail);
   if (exitCode == 2)
     return QStringLiteral("pipestudio-cli%1 refused the request (bad model spec or option '%2')%3")
         .arg(where, r.target.modelSpec(), tail);
-  if (exitCode == 1) return QStringLiteral("the model '%1' cannot be profiled%2%3").arg(r.target.modelSpec(), where, tail);
-  return QStringLiteral("pipestudio-cli profile%1 failed with exit code %2%3").arg(where).arg(exitCode).arg(tail);
+  if (exitCode == 1)
+    return QStringLiteral("the model '%1' cannot be profiled%2%3").arg(r.target.modelSpec(), where, tail);
+  return QStringLiteral("pipestudio-cli profile%1 failed with exit code %2%3")
+      .arg(where)
+      .arg(exitCode)
+      .arg(tail);
 }
 
 // --- controller ------------------------------------------------------------------------------
@@ -82,9 +87,10 @@ ProfileController::ProfileController(QObject* parent) : QObject(parent) {
   connect(runner_, &ProcessRunner::stderrReceived, this, &ProfileController::stderrReceived);
   connect(runner_, &ProcessRunner::failedToStart, this, [this](const QString& why) {
     ProfileOutcome o;
-    o.message = request_.target.remote
-                    ? QStringLiteral("cannot start the ssh client ('ssh'): %1; install openssh-client").arg(why)
-                    : QStringLiteral("pipestudio-cli not found: cannot start '%1' (%2)").arg(runner_->program(), why);
+    o.message =
+        request_.target.remote
+            ? QStringLiteral("cannot start the ssh client ('ssh'): %1; install openssh-client").arg(why)
+            : QStringLiteral("pipestudio-cli not found: cannot start '%1' (%2)").arg(runner_->program(), why);
     finish(std::move(o));
   });
   connect(runner_, &ProcessRunner::finished, this, &ProfileController::done);
@@ -93,7 +99,8 @@ ProfileController::ProfileController(QObject* parent) : QObject(parent) {
 bool ProfileController::start(const ProfileRequest& r) {
   if (isActive()) return false;
   request_ = r;
-  if (!request_.target.remote && request_.target.localCli.isEmpty()) request_.target.localCli = defaultLocalCli();
+  if (!request_.target.remote && request_.target.localCli.isEmpty())
+    request_.target.localCli = defaultLocalCli();
   out_.clear();
   cancelled_ = false;
   outcome_.reset();
@@ -121,7 +128,8 @@ void ProfileController::done(int exitCode, bool crashed) {
     o.status = ProfileOutcome::Status::Cancelled;
     o.message = QStringLiteral("profiling cancelled");
   } else if (crashed) {
-    o.message = QStringLiteral("pipestudio-cli profile crashed%1").arg(err.isEmpty() ? QString() : QStringLiteral(": ") + lastLines(err, 3));
+    o.message = QStringLiteral("pipestudio-cli profile crashed%1")
+                    .arg(err.isEmpty() ? QString() : QStringLiteral(": ") + lastLines(err, 3));
   } else if (exitCode != 0) {
     o.message = describeProfileFailure(request_, exitCode, err);
   } else {
@@ -134,7 +142,9 @@ void ProfileController::done(int exitCode, bool crashed) {
       o.status = ProfileOutcome::Status::Succeeded;
       o.json = out_;
       o.profile = std::move(*p);
-      o.message = QStringLiteral("profiled %1: %2 layers").arg(request_.target.modelSpec()).arg(o.profile->layers.size());
+      o.message = QStringLiteral("profiled %1: %2 layers")
+                      .arg(request_.target.modelSpec())
+                      .arg(o.profile->layers.size());
     }
   }
   finish(std::move(o));
@@ -167,12 +177,14 @@ void ProfileDialog::buildUi() {
   buildModelFields(false);  // the profiler measures built-in models only
   params_->setText(defaultModelParameters(QStringLiteral("gpt")));
   workers_ = makeSpinBox(1, 1024, 1);
-  workers_->setToolTip(tr("Ops are timed on this many concurrent workers, as the devices of a run on this host "
-                          "share its cores (default: the schedule's device count)"));
+  workers_->setToolTip(
+      tr("Ops are timed on this many concurrent workers, as the devices of a run on this host "
+         "share its cores (default: the schedule's device count)"));
   repetitions_ = makeSpinBox(1, 100000, 10);
   warmup_->setValue(3);
-  buildOptimizerCombo(tr("none"), tr("Also time each layer's optimizer step (optimizer_step_ms), so that runs "
-                                     "training with this optimizer are predicted with their steps"));
+  buildOptimizerCombo(tr("none"),
+                      tr("Also time each layer's optimizer step (optimizer_step_ms), so that runs "
+                         "training with this optimizer are predicted with their steps"));
   addFormRows(form, {{tr("Model:"), model_},
                      {tr("Parameters:"), params_},
                      {tr("Device:"), device_},
@@ -191,13 +203,15 @@ void ProfileDialog::buildUi() {
   addOutput(v, tr("Profile"), tr("Cancel"), saveButton_);
   progress_->setTextVisible(false);
   progress_->setVisible(false);  // shown while profiling
-  status_->setText(tr("Measures every layer of the model; the result becomes the document's cost profile "
-                      "(Undo restores the previous one)."));
+  status_->setText(
+      tr("Measures every layer of the model; the result becomes the document's cost profile "
+         "(Undo restores the previous one)."));
   log_->setPlaceholderText(tr("pipestudio-cli's messages"));
   log_->setFont(QFontDatabase::systemFont(QFontDatabase::FixedFont));  // the layer table lines up
   resize(560, 520);
 
-  for (QSpinBox* s : {workers_, repetitions_}) connect(s, &QSpinBox::valueChanged, this, &ProfileDialog::updatePreview);
+  for (QSpinBox* s : {workers_, repetitions_})
+    connect(s, &QSpinBox::valueChanged, this, &ProfileDialog::updatePreview);
   connect(startButton_, &QPushButton::clicked, this, &ProfileDialog::startProfile);
   connect(cancelButton_, &QPushButton::clicked, this, &ProfileDialog::cancelProfile);
   connect(saveButton_, &QPushButton::clicked, this, &ProfileDialog::saveJsonAs);
@@ -300,7 +314,11 @@ void ProfileDialog::onFinished(const ProfileOutcome& o) {
                           .arg(spec, o.request.target.targetName())
                           .arg(layers);
   // The measured numbers, as the CLI's table prints them.
-  appendLog(QStringLiteral("%1 %2 %3 %4").arg(tr("layer"), -14).arg(tr("F ms"), 10).arg(tr("I ms"), 10).arg(tr("W ms"), 10));
+  appendLog(QStringLiteral("%1 %2 %3 %4")
+                .arg(tr("layer"), -14)
+                .arg(tr("F ms"), 10)
+                .arg(tr("I ms"), 10)
+                .arg(tr("W ms"), 10));
   for (const auto& l : profile.layers)
     appendLog(QStringLiteral("%1 %2 %3 %4")
                   .arg(QString::fromStdString(l.name), -14)
@@ -324,10 +342,12 @@ QString ProfileDialog::storeInSession() {
   if (session.isEmpty()) return {};
   auto store = ps::sessions::SessionStore::open(session.toStdString());
   ps::core::Result<ps::sessions::Id> id =
-      store ? store->addProfile(lastName_.toStdString(), lastJson_.toStdString(), ps::sessions::ProfileSource::Profiled)
+      store ? store->addProfile(lastName_.toStdString(), lastJson_.toStdString(),
+                                ps::sessions::ProfileSource::Profiled)
             : ps::core::Result<ps::sessions::Id>(store.errors());
   if (!id)
-    return tr("; not stored in the session: %1").arg(QString::fromStdString(ps::core::formatDiagnostics(id.errors())).trimmed());
+    return tr("; not stored in the session: %1")
+        .arg(QString::fromStdString(ps::core::formatDiagnostics(id.errors())).trimmed());
   lastStored_ = *id;
   if (window_ && window_->sessionDock()) window_->sessionDock()->refresh();
   return tr("; stored in the session as profile %1").arg(*id);
@@ -335,7 +355,8 @@ QString ProfileDialog::storeInSession() {
 
 bool ProfileDialog::saveJson(const QString& path, QString* error) const {
   QFile f(path);
-  if (lastJson_.isEmpty() || !f.open(QIODevice::WriteOnly | QIODevice::Truncate) || f.write(lastJson_) != lastJson_.size()) {
+  if (lastJson_.isEmpty() || !f.open(QIODevice::WriteOnly | QIODevice::Truncate) ||
+      f.write(lastJson_) != lastJson_.size()) {
     if (error) *error = lastJson_.isEmpty() ? tr("no profile yet") : f.errorString();
     return false;
   }
@@ -345,11 +366,12 @@ bool ProfileDialog::saveJson(const QString& path, QString* error) const {
 void ProfileDialog::saveJsonAs() {
   QString name = lastName_;
   name.replace(QRegularExpression(QStringLiteral("[^A-Za-z0-9_.-]+")), QStringLiteral("_"));
-  const QString path = QFileDialog::getSaveFileName(this, tr("Save Cost Profile"), name + QStringLiteral(".json"),
-                                                    tr("Cost profile (*.json)"));
+  const QString path = QFileDialog::getSaveFileName(
+      this, tr("Save Cost Profile"), name + QStringLiteral(".json"), tr("Cost profile (*.json)"));
   if (path.isEmpty()) return;
   QString error;
-  status_->setText(saveJson(path, &error) ? tr("Saved %1.").arg(path) : tr("Cannot save %1: %2").arg(path, error));
+  status_->setText(saveJson(path, &error) ? tr("Saved %1.").arg(path)
+                                          : tr("Cannot save %1: %2").arg(path, error));
 }
 
 void ProfileDialog::closeEvent(QCloseEvent* e) {

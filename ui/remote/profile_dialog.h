@@ -30,7 +30,7 @@ class ScheduleDocument;
 // connect timeout; its run-only fields are ignored.
 struct ProfileRequest {
   RunRequest target;
-  int workers = 1;      // --workers: ops timed with this many concurrent workers
+  int workers = 1;  // --workers: ops timed with this many concurrent workers
   int repetitions = 10;
   int warmup = 3;
   QString optimizer;  // "sgd" or "adamw": also time each layer's optimizer step; "" none
@@ -49,10 +49,10 @@ QString describeProfileFailure(const ProfileRequest& r, int exitCode, const QStr
 struct ProfileOutcome {
   using Status = ps::core::RunState;  // Succeeded, Failed or Cancelled
   Status status = Status::Failed;
-  QString message;     // one line
+  QString message;  // one line
   QString stderrText;
   int exitCode = -1;
-  QByteArray json;     // the CLI's stdout (the profile JSON) when finished
+  QByteArray json;  // the CLI's stdout (the profile JSON) when finished
   std::optional<ps::core::CostProfile> profile;
   ProfileRequest request;
 };

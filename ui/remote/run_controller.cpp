@@ -11,10 +11,10 @@
 #include <QTemporaryDir>
 #include <QTimer>
 
-#include "pipestudio/core/io/dsl.h"
 #include "pipestudio/core/analysis/simulator.h"
-#include "pipestudio/sessions/recording.h"
+#include "pipestudio/core/io/dsl.h"
 #include "pipestudio/core/io/units.h"
+#include "pipestudio/sessions/recording.h"
 
 #ifndef PIPESTUDIO_VERSION
 #define PIPESTUDIO_VERSION "0"
@@ -27,8 +27,9 @@ using namespace ps::core;
 namespace {
 
 QString cliLabel(const RunRequest& r) {
-  return r.remote && r.cluster.empty() ? QStringLiteral("pipestudio-cli (%1) on %2").arg(r.remote->cliPath, r.remote->displayName())
-                  : QStringLiteral("pipestudio-cli (%1)").arg(r.localCli);
+  return r.remote && r.cluster.empty()
+             ? QStringLiteral("pipestudio-cli (%1) on %2").arg(r.remote->cliPath, r.remote->displayName())
+             : QStringLiteral("pipestudio-cli (%1)").arg(r.localCli);
 }
 
 // The remote shell sees one string: every word quoted; a leading ~/ stays expandable.
@@ -39,11 +40,13 @@ QString remoteWord(const QString& word) {
 
 QStringList sshPrefix(const RunRequest& r) {
   const RemoteHost& h = *r.remote;
-  QStringList a{QStringLiteral("-o"), QStringLiteral("BatchMode=yes"), QStringLiteral("-o"),
-                QStringLiteral("ConnectTimeout=%1").arg(std::max(1, r.connectTimeoutSeconds)), QStringLiteral("-p"),
-                QString::number(h.port)};
-  if (!h.identityFile.isEmpty()) a << QStringLiteral("-i") << h.identityFile << QStringLiteral("-o")
-                                   << QStringLiteral("IdentitiesOnly=yes");
+  QStringList a{
+      QStringLiteral("-o"), QStringLiteral("BatchMode=yes"),
+      QStringLiteral("-o"), QStringLiteral("ConnectTimeout=%1").arg(std::max(1, r.connectTimeoutSeconds)),
+      QStringLiteral("-p"), QString::number(h.port)};
+  if (!h.identityFile.isEmpty())
+    a << QStringLiteral("-i") << h.identityFile << QStringLiteral("-o")
+      << QStringLiteral("IdentitiesOnly=yes");
   for (const QString& o : h.sshOptions)
     if (!o.trimmed().isEmpty()) a << QStringLiteral("-o") << o.trimmed();
   a << h.destination() << QStringLiteral("--");
@@ -51,7 +54,8 @@ QStringList sshPrefix(const RunRequest& r) {
 }
 
 ProcessCommand wrap(const RunRequest& r, const QStringList& cliArgs) {
-  if (!r.remote || !r.cluster.empty()) return {r.localCli.isEmpty() ? defaultLocalCli() : r.localCli, cliArgs};
+  if (!r.remote || !r.cluster.empty())
+    return {r.localCli.isEmpty() ? defaultLocalCli() : r.localCli, cliArgs};
   QStringList words{remoteWord(r.remote->cliPath)};
   for (const QString& a : cliArgs) words << shellQuote(a);
   return {QStringLiteral("ssh"), sshPrefix(r) << words.join(QLatin1Char(' '))};
@@ -61,8 +65,12 @@ ProcessCommand wrap(const RunRequest& r, const QStringList& cliArgs) {
 
 // --- hosts ---------------------------------------------------------------------------------
 
-QString RemoteHost::displayName() const { return name.isEmpty() ? destination() : name; }
-QString RemoteHost::destination() const { return user.isEmpty() ? host : user + QLatin1Char('@') + host; }
+QString RemoteHost::displayName() const {
+  return name.isEmpty() ? destination() : name;
+}
+QString RemoteHost::destination() const {
+  return user.isEmpty() ? host : user + QLatin1Char('@') + host;
+}
 
 QList<RemoteHost> loadRemoteHosts(QSettings& s) {
   QList<RemoteHost> out;
@@ -127,14 +135,15 @@ QString RunRequest::targetName() const {
 
 QString defaultLocalCli() {
   const QString dir = QCoreApplication::applicationDirPath();
-  for (const QString& candidate : {dir + QStringLiteral("/pipestudio-cli"), dir + QStringLiteral("/../app/pipestudio-cli")})
+  for (const QString& candidate :
+       {dir + QStringLiteral("/pipestudio-cli"), dir + QStringLiteral("/../app/pipestudio-cli")})
     if (QFileInfo(candidate).isExecutable()) return QFileInfo(candidate).absoluteFilePath();
   return QStringLiteral("pipestudio-cli");
 }
 
 QStringList cliRunArguments(const RunRequest& r) {
-  QStringList a{QStringLiteral("run"), QStringLiteral("-"), QStringLiteral("--model"), r.modelSpec(),
-                QStringLiteral("--device"), r.device};
+  QStringList a{QStringLiteral("run"), QStringLiteral("-"),        QStringLiteral("--model"),
+                r.modelSpec(),         QStringLiteral("--device"), r.device};
   if (!r.cluster.empty())
     a << QStringLiteral("--hosts") << (r.hostsFile.isEmpty() ? QStringLiteral("hosts.txt") : r.hostsFile)
       << QStringLiteral("--connect-timeout") << QString::number(std::max(1, r.connectTimeoutSeconds));
@@ -154,9 +163,15 @@ QStringList cliRunArguments(const RunRequest& r) {
   return a;
 }
 
-ProcessCommand buildRunCommand(const RunRequest& r) { return wrap(r, cliRunArguments(r)); }
-ProcessCommand buildVersionCommand(const RunRequest& r) { return wrap(r, {QStringLiteral("--version")}); }
-ProcessCommand buildCliCommand(const RunRequest& r, const QStringList& cliArgs) { return wrap(r, cliArgs); }
+ProcessCommand buildRunCommand(const RunRequest& r) {
+  return wrap(r, cliRunArguments(r));
+}
+ProcessCommand buildVersionCommand(const RunRequest& r) {
+  return wrap(r, {QStringLiteral("--version")});
+}
+ProcessCommand buildCliCommand(const RunRequest& r, const QStringList& cliArgs) {
+  return wrap(r, cliArgs);
+}
 
 QString clusterLaunchCommands(const RunRequest& r, LaunchKind kind) {
   // The ranks' arguments as `run --hosts` passes them (run_cluster.cpp): the schedule staged,
@@ -165,7 +180,8 @@ QString clusterLaunchCommands(const RunRequest& r, LaunchKind kind) {
   RunRequest plain = r;
   plain.cluster.clear();
   plain.processes = 1;
-  if (plain.model == QStringLiteral("torchscript")) plain.torchscriptFile = QStringLiteral("/tmp/pipestudio-run/model.pt");
+  if (plain.model == QStringLiteral("torchscript"))
+    plain.torchscriptFile = QStringLiteral("/tmp/pipestudio-run/model.pt");
   if (!plain.inputsFile.isEmpty()) plain.inputsFile = QStringLiteral("/tmp/pipestudio-run/inputs.pt");
   std::vector<std::string> args;
   const QStringList a = cliRunArguments(plain);
@@ -179,11 +195,14 @@ QString clusterLaunchCommands(const RunRequest& r, LaunchKind kind) {
   }
   args.push_back("--format");
   args.push_back("pipe");
-  QString text = QString::fromStdString(printLaunchCommands(r.cluster, kind, args, staged.toStdString(), 29500));
+  QString text =
+      QString::fromStdString(printLaunchCommands(r.cluster, kind, args, staged.toStdString(), 29500));
   if (r.model == QStringLiteral("torchscript"))
-    text += QStringLiteral("# and the TorchScript model %1 at /tmp/pipestudio-run/model.pt on every host\n").arg(r.torchscriptFile);
+    text += QStringLiteral("# and the TorchScript model %1 at /tmp/pipestudio-run/model.pt on every host\n")
+                .arg(r.torchscriptFile);
   if (!r.inputsFile.isEmpty())
-    text += QStringLiteral("# and the batch %1 at /tmp/pipestudio-run/inputs.pt on every host\n").arg(r.inputsFile);
+    text += QStringLiteral("# and the batch %1 at /tmp/pipestudio-run/inputs.pt on every host\n")
+                .arg(r.inputsFile);
   return text;
 }
 
@@ -201,14 +220,16 @@ QString describeSshFailure(const RunRequest& r, int exitCode, const QString& std
   const QString said = lastLines(stderrText, 3);
   const QString ssh = said.isEmpty() ? QString() : QStringLiteral(" (ssh: %1)").arg(said);
   auto has = [&](const char* s) { return stderrText.contains(QLatin1String(s), Qt::CaseInsensitive); };
-  if (has("Permission denied") || has("Too many authentication failures") || has("no supported authentication"))
+  if (has("Permission denied") || has("Too many authentication failures") ||
+      has("no supported authentication"))
     return QStringLiteral("authentication refused by %1 on port %2: check the user and the identity file%3")
         .arg(h.destination())
         .arg(h.port)
         .arg(ssh);
   if (has("Host key verification failed") || has("IDENTIFICATION HAS CHANGED"))
-    return QStringLiteral("the host key of %1 is unknown or changed: connect once with ssh to check it, or add "
-                          "StrictHostKeyChecking=accept-new to the host's ssh options%2")
+    return QStringLiteral(
+               "the host key of %1 is unknown or changed: connect once with ssh to check it, or add "
+               "StrictHostKeyChecking=accept-new to the host's ssh options%2")
         .arg(h.host, ssh);
   if (has("Connection refused") || has("timed out") || has("No route to host") || has("Could not resolve") ||
       has("Name or service not known") || has("Network is unreachable") || has("Connection closed") ||
@@ -222,11 +243,12 @@ QString checkCliVersion(const RunRequest& r, int exitCode, const QString& out, c
   const QString where = r.remote ? QStringLiteral(" on %1").arg(r.remote->displayName()) : QString();
   const QString path = r.remote ? r.remote->cliPath : r.localCli;
   const QString said = lastLines(err, 3);
-  if (exitCode == 127 || err.contains(QLatin1String("not found")) || err.contains(QLatin1String("No such file")))
-    return QStringLiteral("pipestudio-cli not found%1 at '%2'%3: install it there or set its path in the host settings")
+  if (exitCode == 127 || err.contains(QLatin1String("not found")) ||
+      err.contains(QLatin1String("No such file")))
+    return QStringLiteral(
+               "pipestudio-cli not found%1 at '%2'%3: install it there or set its path in the host settings")
         .arg(where, path, said.isEmpty() ? QString() : QStringLiteral(" (%1)").arg(said));
-  if (exitCode == 126)
-    return QStringLiteral("'%1'%2 is not executable (%3)").arg(path, where, said);
+  if (exitCode == 126) return QStringLiteral("'%1'%2 is not executable (%3)").arg(path, where, said);
   if (exitCode != 0)
     return QStringLiteral("'%1 --version'%2 failed with exit code %3%4")
         .arg(path, where)
@@ -240,8 +262,9 @@ QString checkCliVersion(const RunRequest& r, int exitCode, const QString& out, c
   if (v->protocol != kRunEventProtocolVersion) {
     const QString theirs = v->protocol > 0 ? QStringLiteral("run-event protocol %1").arg(v->protocol)
                                            : QStringLiteral("no run-event protocol");
-    return QStringLiteral("version mismatch: pipestudio-cli%1 is %2 (%3), this PipeStudio is %4 (run-event protocol "
-                          "%5): install the matching pipestudio-cli there")
+    return QStringLiteral(
+               "version mismatch: pipestudio-cli%1 is %2 (%3), this PipeStudio is %4 (run-event protocol "
+               "%5): install the matching pipestudio-cli there")
         .arg(where, QString::fromStdString(v->program), theirs, QStringLiteral(PIPESTUDIO_VERSION))
         .arg(kRunEventProtocolVersion);
   }
@@ -295,9 +318,13 @@ RunController::RunController(QObject* parent) : QObject(parent), reader_(std::ma
 
 RunController::~RunController() = default;  // the runner closes stdin and kills a child still running
 
-void RunController::setRedrawIntervalMs(int ms) { redraw_->setInterval(std::max(10, ms)); }
+void RunController::setRedrawIntervalMs(int ms) {
+  redraw_->setInterval(std::max(10, ms));
+}
 
-qint64 RunController::processId() const { return runner_->processId(); }
+qint64 RunController::processId() const {
+  return runner_->processId();
+}
 
 void RunController::setPhase(Phase p, const QString& text) {
   phase_ = p;
@@ -329,8 +356,9 @@ bool RunController::start(const RunRequest& request, const QString& pipeText, co
   failedToStart_ = false;
   drawnOps_ = 0;
   lastIteration_ = -2;
-  reader_ = std::make_unique<RunEventReader>(request_.remote ? "ssh " + request_.remote->displayName().toStdString()
-                                                             : std::string("pipestudio-cli run"));
+  reader_ =
+      std::make_unique<RunEventReader>(request_.remote ? "ssh " + request_.remote->displayName().toStdString()
+                                                       : std::string("pipestudio-cli run"));
   // User-declared kinds come back by name: give the reader the schedule's table.
   if (auto parsed = parseDsl(pipeText.toStdString())) {
     std::vector<std::string> kinds;
@@ -363,12 +391,14 @@ void RunController::failBeforeRun(const QString& message, int exitCode) {
 
 void RunController::onVersionDone(int exitCode, bool crashed) {
   if (cancelRequested_) return failBeforeRun({}, exitCode);
-  if (crashed) return failBeforeRun(QStringLiteral("%1 crashed on --version").arg(cliLabel(request_)), exitCode);
+  if (crashed)
+    return failBeforeRun(QStringLiteral("%1 crashed on --version").arg(cliLabel(request_)), exitCode);
   const QString out = QString::fromUtf8(versionOut_);
   if (QString why = checkCliVersion(request_, exitCode, out, runner_->stderrTail()); !why.isEmpty())
     return failBeforeRun(why, exitCode);
   if (auto v = parseCliVersion(out.toStdString())) cliVersion_ = QString::fromStdString(v->program);
-  setPhase(Phase::Running, QStringLiteral("Running on %1 (pipestudio-cli %2)…").arg(request_.targetName(), cliVersion_));
+  setPhase(Phase::Running,
+           QStringLiteral("Running on %1 (pipestudio-cli %2)…").arg(request_.targetName(), cliVersion_));
   runner_->start(buildRunCommand(request_));  // a new stderr tail: the run's own
   if (failedToStart_) return;
   runner_->write(scheduleStdin(pipeText_));  // buffered until the process has started
@@ -403,24 +433,29 @@ void RunController::onRunDone(int exitCode, bool crashed) {
   const QString target = request_.targetName();
   QString errors;
   for (const auto& e : reader_->errors())
-    if (e.code != "engine.cancelled") errors += (errors.isEmpty() ? QString() : QStringLiteral("; ")) + QString::fromStdString(e.message);
+    if (e.code != "engine.cancelled")
+      errors += (errors.isEmpty() ? QString() : QStringLiteral("; ")) + QString::fromStdString(e.message);
   if (cancelRequested_) {
     o.status = RunOutcome::Status::Cancelled;
     o.message = QStringLiteral("cancelled on %1 after %2 ops").arg(target).arg(reader_->opEvents());
   } else if (o.finished) {
     o.status = o.finished->state;
     if (o.status == RunOutcome::Status::Succeeded) {
-      o.message = QStringLiteral("finished on %1: makespan %2").arg(target, QString::fromStdString(formatDurationMs(o.timeline.metrics.makespan)));
+      o.message = QStringLiteral("finished on %1: makespan %2")
+                      .arg(target, QString::fromStdString(formatDurationMs(o.timeline.metrics.makespan)));
       if (!o.losses.empty())
-        o.message += QStringLiteral(", loss %1").arg(QString::fromStdString(formatSignificant(o.losses.back(), 6)));
+        o.message +=
+            QStringLiteral(", loss %1").arg(QString::fromStdString(formatSignificant(o.losses.back(), 6)));
       if (o.finished->gradientCheck)
         o.message += o.finished->gradientCheck->passed
                          ? QStringLiteral(", gradient check passed")
                          : QStringLiteral(", gradient check FAILED (max relative error %1)")
-                               .arg(QString::fromStdString(formatSignificant(o.finished->gradientCheck->maxRelativeError, 3)));
+                               .arg(QString::fromStdString(
+                                   formatSignificant(o.finished->gradientCheck->maxRelativeError, 3)));
     } else {
       o.message = QStringLiteral("run %1 on %2%3")
-                      .arg(QString::fromStdString(o.finished->status), target, errors.isEmpty() ? QString() : QStringLiteral(": ") + errors);
+                      .arg(QString::fromStdString(o.finished->status), target,
+                           errors.isEmpty() ? QString() : QStringLiteral(": ") + errors);
     }
   } else {
     o.status = RunOutcome::Status::Failed;
@@ -441,9 +476,10 @@ void RunController::onRunDone(int exitCode, bool crashed) {
   if (o.status != RunOutcome::Status::Succeeded) {
     o.timeline.complete = false;
     // The outcome's message first: it is what a session lists as the run's error.
-    o.timeline.diagnostics.insert(o.timeline.diagnostics.begin(),
-                                  makeError(o.status == RunOutcome::Status::Cancelled ? "run.cancelled" : "run.failed",
-                                            o.message.toStdString()));
+    o.timeline.diagnostics.insert(
+        o.timeline.diagnostics.begin(),
+        makeError(o.status == RunOutcome::Status::Cancelled ? "run.cancelled" : "run.failed",
+                  o.message.toStdString()));
   }
   o.timeline.label = scheduleName_.toStdString();
   finish(std::move(o));
@@ -464,8 +500,9 @@ void RunController::finish(RunOutcome o) {
 
 // --- storing -------------------------------------------------------------------------------
 
-Result<StoredRun> storeRunInSession(const QString& sessionPath, const RunOutcome& outcome, const QString& scheduleName,
-                                    const QString& pipeText, const Schedule* schedule, const CostProfile* profile) {
+Result<StoredRun> storeRunInSession(const QString& sessionPath, const RunOutcome& outcome,
+                                    const QString& scheduleName, const QString& pipeText,
+                                    const Schedule* schedule, const CostProfile* profile) {
   const RunRequest& r = outcome.request;
   QJsonObject config{{QStringLiteral("model"), r.modelSpec()},
                      {QStringLiteral("device"), r.device},
@@ -474,9 +511,10 @@ Result<StoredRun> storeRunInSession(const QString& sessionPath, const RunOutcome
                      {QStringLiteral("warmup"), r.warmup},
                      {QStringLiteral("check_gradients"), r.checkGradients},
                      {QStringLiteral("timeout_s"), r.timeoutSeconds},
-                     {QStringLiteral("host"), !r.cluster.empty() ? QString::fromStdString(formatHostFile(r.cluster)).trimmed()
-                                              : r.remote      ? r.remote->destination()
-                                                              : QStringLiteral("localhost")},
+                     {QStringLiteral("host"),
+                      !r.cluster.empty() ? QString::fromStdString(formatHostFile(r.cluster)).trimmed()
+                      : r.remote         ? r.remote->destination()
+                                         : QStringLiteral("localhost")},
                      {QStringLiteral("command"), outcome.command},
                      {QStringLiteral("cli_version"), outcome.cliVersion},
                      {QStringLiteral("exit_code"), outcome.exitCode}};
@@ -497,7 +535,8 @@ Result<StoredRun> storeRunInSession(const QString& sessionPath, const RunOutcome
   if (profile) {
     rec.profileName = profile->name.empty() ? "profile" : profile->name;
     rec.profileJson = costProfileToJson(*profile);
-    rec.profileSource = profile->name.empty() ? sessions::ProfileSource::Analytic : sessions::ProfileSource::Manual;
+    rec.profileSource =
+        profile->name.empty() ? sessions::ProfileSource::Analytic : sessions::ProfileSource::Manual;
     // The prediction: the document's schedule simulated with the document's profile.
     if (schedule) {
       if (auto model = makeSimulationModel(*schedule, *profile))
@@ -507,7 +546,8 @@ Result<StoredRun> storeRunInSession(const QString& sessionPath, const RunOutcome
   rec.measured = outcome.timeline;
   rec.measured.source = TimelineSource::Measured;
   rec.target = r.device.toStdString();
-  rec.devices = outcome.started && outcome.started->devices > 0 ? outcome.started->devices : outcome.timeline.devices;
+  rec.devices =
+      outcome.started && outcome.started->devices > 0 ? outcome.started->devices : outcome.timeline.devices;
   rec.model = r.modelSpec().toStdString();
   rec.label = QStringLiteral("%1 on %2").arg(scheduleName, outcome.target).toStdString();
   rec.configJson = QJsonDocument(config).toJson(QJsonDocument::Compact).toStdString();

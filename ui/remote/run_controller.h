@@ -19,14 +19,14 @@
 #include <optional>
 #include <vector>
 
+#include "docks/session_dock.h"  // Q_DECLARE_METATYPE(ps::core::Timeline)
 #include "pipestudio/core/io/cluster.h"
-#include "pipestudio/core/model/run_state.h"
+#include "pipestudio/core/io/run_events.h"
 #include "pipestudio/core/model/cost_profile.h"
 #include "pipestudio/core/model/result.h"
-#include "pipestudio/core/io/run_events.h"
+#include "pipestudio/core/model/run_state.h"
 #include "pipestudio/core/model/schedule.h"
 #include "pipestudio/core/model/timeline.h"
-#include "docks/session_dock.h"  // Q_DECLARE_METATYPE(ps::core::Timeline)
 #include "remote/process_runner.h"
 
 class QSettings;
@@ -37,11 +37,11 @@ namespace ps::ui {
 
 // A remote target, kept in QSettings ("runHosts").
 struct RemoteHost {
-  QString name;          // shown in the target list; empty: user@host
+  QString name;  // shown in the target list; empty: user@host
   QString host;
-  QString user;          // empty: ssh's default (the local user name, ~/.ssh/config)
+  QString user;  // empty: ssh's default (the local user name, ~/.ssh/config)
   int port = 22;
-  QString identityFile;  // empty: ssh's default keys / agent
+  QString identityFile;                                // empty: ssh's default keys / agent
   QString cliPath = QStringLiteral("pipestudio-cli");  // on the remote host (PATH or absolute)
   QStringList sshOptions;  // extra `-o` values, e.g. "StrictHostKeyChecking=accept-new"
   QString displayName() const;
@@ -62,23 +62,23 @@ struct RunRequest {
   // (`run --hosts FILE`); `remote` is then unused.
   std::vector<ps::core::ClusterHost> cluster;
   QString hostsFile;  // the host file given to --hosts (the controller writes it at start)
-  QString localCli;                  // this machine's pipestudio-cli (defaultLocalCli())
-  QString model = QStringLiteral("gpt");  // "gpt", "mlp" or "torchscript"
-  QString modelParameters;                // "layers=4,hidden=128" (gpt/mlp)
-  QString torchscriptFile;                // model "torchscript": path on the target
+  QString localCli;   // this machine's pipestudio-cli (defaultLocalCli())
+  QString model = QStringLiteral("gpt");   // "gpt", "mlp" or "torchscript"
+  QString modelParameters;                 // "layers=4,hidden=128" (gpt/mlp)
+  QString torchscriptFile;                 // model "torchscript": path on the target
   QString device = QStringLiteral("cpu");  // "cpu" or "cuda"
-  int processes = 1;       // --nproc
+  int processes = 1;                       // --nproc
   int iterations = 1;
   int warmup = 0;
   int microbatchSize = 0;  // 0: the CLI's default
   bool checkGradients = false;
-  QString optimizer;          // --optimizer: "sgd" or "adamw" (a training step per iteration); "" none
-  double learningRate = 0;    // --lr; 0: the optimizer's default
-  QString inputsFile;         // --inputs: a torch.save batch, a path on the target; "" synthetic data
-  double timeoutSeconds = 60;     // --timeout: a transfer waiting longer fails the run
-  int connectTimeoutSeconds = 10; // ssh -o ConnectTimeout
-  QString modelSpec() const;      // "gpt:layers=4", "torchscript:path=/m.pt"
-  QString targetName() const;     // "this machine", the host's display name, "cluster (2 hosts, 4 ranks)"
+  QString optimizer;               // --optimizer: "sgd" or "adamw" (a training step per iteration); "" none
+  double learningRate = 0;         // --lr; 0: the optimizer's default
+  QString inputsFile;              // --inputs: a torch.save batch, a path on the target; "" synthetic data
+  double timeoutSeconds = 60;      // --timeout: a transfer waiting longer fails the run
+  int connectTimeoutSeconds = 10;  // ssh -o ConnectTimeout
+  QString modelSpec() const;       // "gpt:layers=4", "torchscript:path=/m.pt"
+  QString targetName() const;      // "this machine", the host's display name, "cluster (2 hosts, 4 ranks)"
 };
 
 // pipestudio-cli next to this program's binary, else "pipestudio-cli" (found in PATH).
@@ -102,18 +102,19 @@ QByteArray scheduleStdin(const QString& pipeText);
 QString describeSshFailure(const RunRequest& r, int exitCode, const QString& stderrText);
 // Checks `pipestudio-cli --version` output: empty when the CLI speaks this build's run-event
 // protocol, else why not (missing binary, other versions: both named).
-QString checkCliVersion(const RunRequest& r, int exitCode, const QString& stdoutText, const QString& stderrText);
+QString checkCliVersion(const RunRequest& r, int exitCode, const QString& stdoutText,
+                        const QString& stderrText);
 
 struct RunOutcome {
   using Status = ps::core::RunState;  // Succeeded, Failed or Cancelled
   Status status = Status::Failed;
-  QString message;      // one line: what happened / why it failed
-  QString stderrText;   // the child's stderr (tail)
+  QString message;     // one line: what happened / why it failed
+  QString stderrText;  // the child's stderr (tail)
   int exitCode = -1;
-  bool crashed = false;  // the child died from a signal
-  QString target;        // "this machine" / host
-  QString command;       // as run (display form)
-  QString cliVersion;    // from --version
+  bool crashed = false;         // the child died from a signal
+  QString target;               // "this machine" / host
+  QString command;              // as run (display form)
+  QString cliVersion;           // from --version
   ps::core::Timeline timeline;  // measured (partial unless finished)
   std::vector<double> losses;
   std::optional<ps::core::RunStartedInfo> started;
@@ -143,7 +144,7 @@ class RunController : public QObject {
   QString scheduleName() const { return scheduleName_; }
   QString pipeText() const { return pipeText_; }
 
-  void setRedrawIntervalMs(int ms);  // timelineUpdated at most this often (default 100)
+  void setRedrawIntervalMs(int ms);                       // timelineUpdated at most this often (default 100)
   void setCancelGraceMs(int ms) { cancelGraceMs_ = ms; }  // default 5000, then SIGTERM, SIGKILL
 
  Q_SIGNALS:

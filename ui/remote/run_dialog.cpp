@@ -21,10 +21,10 @@
 #include <QSpinBox>
 #include <QVBoxLayout>
 
-#include "shell/main_window.h"
-#include "pipestudio/core/io/dsl.h"
-#include "document/schedule_document.h"
 #include "docks/session_dock.h"
+#include "document/schedule_document.h"
+#include "pipestudio/core/io/dsl.h"
+#include "shell/main_window.h"
 #include "widgets/form.h"
 
 namespace ps::ui {
@@ -65,14 +65,16 @@ RunDialog::RunDialog(QWidget* parent, QSettings* settings)
   connect(controller_, &RunController::progressChanged, this, [this](int it, int total, bool warm) {
     progress_->setRange(0, std::max(1, total));
     progress_->setValue(std::max(0, it));
-    progress_->setFormat(warm ? tr("warm-up %1 / %2").arg(it + 1).arg(total) : tr("iteration %1 / %2").arg(it + 1).arg(total));
+    progress_->setFormat(warm ? tr("warm-up %1 / %2").arg(it + 1).arg(total)
+                              : tr("iteration %1 / %2").arg(it + 1).arg(total));
   });
   connect(controller_, &RunController::stderrReceived, this, &RunDialog::appendStream);
   connect(controller_, &RunController::runFinished, this, &RunDialog::onFinished);
 }
 
 void RunDialog::buildUi() {
-  connect(target_, &TargetPicker::copyLaunchRequested, this, [this](ps::core::LaunchKind k) { copyLaunchCommand(k); });
+  connect(target_, &TargetPicker::copyLaunchRequested, this,
+          [this](ps::core::LaunchKind k) { copyLaunchCommand(k); });
   connect(target_, &TargetPicker::targetChanged, this, [this] {
     // A cluster has its ranks from the host list (one process per device, always).
     if (perDevice_) perDevice_->setEnabled(!target_->clusterSelected());
@@ -110,17 +112,21 @@ QWidget* RunDialog::buildModelBox() {
   inputs_ = new QLineEdit;
   inputs_->setObjectName(QStringLiteral("inputsFile"));
   inputs_->setPlaceholderText(tr("synthetic from the seed"));
-  inputs_->setToolTip(tr("A batch saved by torch.save, a path on the target (a cluster run copies it from this machine "
-                         "to every host): a tensor of inputs, (inputs, targets) or "
-                         "{\"inputs\", \"targets\"} (--inputs; docs/engine.md, Data from a file)"));
-  addFormRows(mForm, {{tr("Model:"), model_},
-                      {tr("Parameters:"), params_},
-                      {tr("TorchScript:"), fileRow(this, torchscript_, tr("TorchScript Model"),
-                                                   tr("TorchScript (*.pt *.pth *.ts);;All files (*)"), browseModel_)},
-                      {tr("Micro-batch size:"), microbatch_},
-                      {tr("Data:"), fileRow(this, inputs_, tr("Batch (torch.save)"), tr("PyTorch (*.pt *.pth);;All files (*)"))}});
+  inputs_->setToolTip(
+      tr("A batch saved by torch.save, a path on the target (a cluster run copies it from this machine "
+         "to every host): a tensor of inputs, (inputs, targets) or "
+         "{\"inputs\", \"targets\"} (--inputs; docs/engine.md, Data from a file)"));
+  addFormRows(
+      mForm, {{tr("Model:"), model_},
+              {tr("Parameters:"), params_},
+              {tr("TorchScript:"), fileRow(this, torchscript_, tr("TorchScript Model"),
+                                           tr("TorchScript (*.pt *.pth *.ts);;All files (*)"), browseModel_)},
+              {tr("Micro-batch size:"), microbatch_},
+              {tr("Data:"),
+               fileRow(this, inputs_, tr("Batch (torch.save)"), tr("PyTorch (*.pt *.pth);;All files (*)"))}});
   connect(model_, &QComboBox::currentIndexChanged, this, &RunDialog::updateModelFields);
-  for (QLineEdit* e : {torchscript_, inputs_}) connect(e, &QLineEdit::textChanged, this, &RunDialog::updatePreview);
+  for (QLineEdit* e : {torchscript_, inputs_})
+    connect(e, &QLineEdit::textChanged, this, &RunDialog::updatePreview);
   return modelBox;
 }
 
@@ -136,9 +142,10 @@ QWidget* RunDialog::buildExecutionBox() {
   timeout_->setDecimals(0);
   timeout_->setSuffix(tr(" s"));
   timeout_->setToolTip(tr("A transfer that waits longer fails the run (--timeout)"));
-  buildOptimizerCombo(tr("none (forward and backward)"),
-                      tr("Make every iteration a training step: libtorch's optimizer steps each device's stages after "
-                         "its last op, timed as an OPTIMIZER op (--optimizer)"));
+  buildOptimizerCombo(
+      tr("none (forward and backward)"),
+      tr("Make every iteration a training step: libtorch's optimizer steps each device's stages after "
+         "its last op, timed as an OPTIMIZER op (--optimizer)"));
   learningRate_ = new QDoubleSpinBox;
   learningRate_->setObjectName(QStringLiteral("learningRate"));
   learningRate_->setDecimals(6);
@@ -163,9 +170,11 @@ QWidget* RunDialog::buildExecutionBox() {
     if (!o.isEmpty()) learningRate_->setValue(o == QStringLiteral("adamw") ? 0.001 : 0.01);
     learningRate_->setEnabled(!o.isEmpty());
   });
-  for (QCheckBox* c : {perDevice_, gradients_}) connect(c, &QCheckBox::toggled, this, &RunDialog::updatePreview);
+  for (QCheckBox* c : {perDevice_, gradients_})
+    connect(c, &QCheckBox::toggled, this, &RunDialog::updatePreview);
   connect(iterations_, &QSpinBox::valueChanged, this, &RunDialog::updatePreview);
-  for (QDoubleSpinBox* s : {timeout_, learningRate_}) connect(s, &QDoubleSpinBox::valueChanged, this, &RunDialog::updatePreview);
+  for (QDoubleSpinBox* s : {timeout_, learningRate_})
+    connect(s, &QDoubleSpinBox::valueChanged, this, &RunDialog::updatePreview);
   return execBox;
 }
 
@@ -220,7 +229,11 @@ void RunDialog::loadChoices() {
   settings_->beginGroup(QStringLiteral("runDialog"));
   RunRequest r;
   r.model = settings_->value(QStringLiteral("model"), QStringLiteral("gpt")).toString();
-  r.modelParameters = settings_->value(QStringLiteral("parameters"), defaultModelParameters(r.model == QStringLiteral("mlp") ? r.model : QStringLiteral("gpt"))).toString();
+  r.modelParameters =
+      settings_
+          ->value(QStringLiteral("parameters"),
+                  defaultModelParameters(r.model == QStringLiteral("mlp") ? r.model : QStringLiteral("gpt")))
+          .toString();
   r.torchscriptFile = settings_->value(QStringLiteral("torchscript")).toString();
   r.device = settings_->value(QStringLiteral("device"), QStringLiteral("cpu")).toString();
   r.processes = settings_->value(QStringLiteral("perDevice"), false).toBool() ? 2 : 1;
@@ -321,7 +334,9 @@ void RunDialog::startRun() {
   controller_->start(r, pipeText_, scheduleName_);
 }
 
-void RunDialog::cancelRun() { controller_->cancel(); }
+void RunDialog::cancelRun() {
+  controller_->cancel();
+}
 
 void RunDialog::onFinished(const RunOutcome& o) {
   flushStream();
@@ -337,7 +352,8 @@ void RunDialog::onFinished(const RunOutcome& o) {
   QString text = o.message;
   if (o.status != RunOutcome::Status::Succeeded && !o.timeline.ops.empty())
     text += tr(" · partial timeline kept (%1 ops)").arg(o.timeline.ops.size());
-  for (const auto& w : o.streamWarnings) appendLog(QString::fromStdString(ps::core::formatDiagnostic(w)).trimmed());
+  for (const auto& w : o.streamWarnings)
+    appendLog(QString::fromStdString(ps::core::formatDiagnostic(w)).trimmed());
 
   // Store it (nothing is lost: failed and cancelled runs too, unless nothing ran at all).
   if (o.started || !o.timeline.ops.empty() || o.finished) text += storeRun(o);
@@ -349,7 +365,8 @@ void RunDialog::onFinished(const RunOutcome& o) {
 // line says about it ("" when not stored by choice).
 QString RunDialog::storeRun(const RunOutcome& o) {
   SessionDock* dock = window_ ? window_->sessionDock() : nullptr;
-  const QString session = dock && dock->hasSession() && !dock->isReadOnly() ? dock->sessionPath() : askSessionPath();
+  const QString session =
+      dock && dock->hasSession() && !dock->isReadOnly() ? dock->sessionPath() : askSessionPath();
   if (session.isEmpty()) return {};
   const ps::core::Schedule* sched = window_ ? &window_->document()->schedule() : nullptr;
   const ps::core::CostProfile* prof = window_ ? &window_->document()->profile() : nullptr;
@@ -387,7 +404,8 @@ QString RunDialog::askSessionPath() {
 
 void RunDialog::closeEvent(QCloseEvent* e) {
   if (controller_->isActive()) {
-    if (QMessageBox::question(this, tr("Run in Progress"), tr("A run is in progress. Cancel it?")) != QMessageBox::Yes) {
+    if (QMessageBox::question(this, tr("Run in Progress"), tr("A run is in progress. Cancel it?")) !=
+        QMessageBox::Yes) {
       e->ignore();
       return;
     }

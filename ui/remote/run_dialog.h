@@ -36,11 +36,15 @@ class RunDialog : public CommandDialog {
   RunRequest request() const;            // from the widgets
   void setRequest(const RunRequest& r);  // into the widgets (hosts must be in the list)
   QList<RemoteHost> hosts() const { return target_->hosts(); }
-  void setHosts(const QList<RemoteHost>& hosts) { target_->setHosts(hosts); }  // replaces the list (and saves it)
+  void setHosts(const QList<RemoteHost>& hosts) {
+    target_->setHosts(hosts);
+  }  // replaces the list (and saves it)
   void addHost(const RemoteHost& h) { target_->addHost(h); }
   // The cluster target: the last entry of the target list.
   const std::vector<ps::core::ClusterHost>& cluster() const { return target_->cluster(); }
-  void setCluster(const std::vector<ps::core::ClusterHost>& hosts) { target_->setCluster(hosts); }  // replaces it (and saves it)
+  void setCluster(const std::vector<ps::core::ClusterHost>& hosts) {
+    target_->setCluster(hosts);
+  }  // replaces it (and saves it)
   int clusterTargetIndex() const { return target_->clusterIndex(); }
   // "Copy launch command": the torchrun or Slurm commands of the cluster run, also put on the
   // clipboard; empty when the target is not the cluster.

@@ -100,7 +100,8 @@ bool editClusterHosts(QWidget* parent, std::vector<ps::core::ClusterHost>& hosts
   auto* edit = new QPlainTextEdit(QString::fromStdString(ps::core::formatHostFile(hosts)));
   edit->setObjectName(QStringLiteral("clusterHosts"));
   edit->setFont(QFont(QStringLiteral("monospace")));
-  edit->setPlaceholderText(QStringLiteral("gpu1 ranks=4 key=~/.ssh/id_ed25519\nalice@gpu2:2222 ranks=4 cli=/opt/pipestudio/bin/pipestudio-cli"));
+  edit->setPlaceholderText(QStringLiteral(
+      "gpu1 ranks=4 key=~/.ssh/id_ed25519\nalice@gpu2:2222 ranks=4 cli=/opt/pipestudio/bin/pipestudio-cli"));
   auto* errors = new QLabel;
   errors->setWordWrap(true);
   errors->setStyleSheet(QStringLiteral("color: #b00020"));
@@ -111,7 +112,10 @@ bool editClusterHosts(QWidget* parent, std::vector<ps::core::ClusterHost>& hosts
     if (!r) {
       QStringList lines;
       for (const auto& e : r.errors())
-        lines << QObject::tr("line %1, column %2: %3").arg(e.location.line).arg(e.location.column).arg(QString::fromStdString(e.message));
+        lines << QObject::tr("line %1, column %2: %3")
+                     .arg(e.location.line)
+                     .arg(e.location.column)
+                     .arg(QString::fromStdString(e.message));
       errors->setText(lines.join(QLatin1Char('\n')));
       return;
     }
@@ -129,7 +133,6 @@ bool editClusterHosts(QWidget* parent, std::vector<ps::core::ClusterHost>& hosts
   hosts = std::move(parsed);
   return true;
 }
-
 
 TargetPicker::TargetPicker(QSettings* settings, Mode mode, QWidget* parent)
     : QGroupBox(tr("Target"), parent), settings_(settings), mode_(mode) {
@@ -152,9 +155,11 @@ TargetPicker::TargetPicker(QSettings* settings, Mode mode, QWidget* parent)
     removeHost_ = new QPushButton(tr("Remove"));
     copyLaunch_ = new QPushButton(tr("Copy launch command"));
     copyLaunch_->setObjectName(QStringLiteral("copyLaunch"));
-    copyLaunch_->setToolTip(tr("The torchrun or Slurm commands for this run, where ssh to every host is not allowed"));
+    copyLaunch_->setToolTip(
+        tr("The torchrun or Slurm commands for this run, where ssh to every host is not allowed"));
     auto* launchMenu = new QMenu(copyLaunch_);
-    launchMenu->addAction(tr("torchrun"), this, [this] { Q_EMIT copyLaunchRequested(ps::core::LaunchKind::Torchrun); });
+    launchMenu->addAction(tr("torchrun"), this,
+                          [this] { Q_EMIT copyLaunchRequested(ps::core::LaunchKind::Torchrun); });
     launchMenu->addAction(tr("Slurm (sbatch / srun)"), this,
                           [this] { Q_EMIT copyLaunchRequested(ps::core::LaunchKind::Slurm); });
     copyLaunch_->setMenu(launchMenu);
@@ -184,10 +189,13 @@ void TargetPicker::rebuild(int select) {
   if (mode_ == Mode::Manage) {
     const QSignalBlocker block(combo_);
     combo_->addItem(cluster_.empty() ? tr("Cluster (no hosts yet: Edit…)")
-                                     : tr("Cluster (%1 hosts, %2 ranks)").arg(cluster_.size()).arg(ps::core::clusterWorldSize(cluster_)));
+                                     : tr("Cluster (%1 hosts, %2 ranks)")
+                                           .arg(cluster_.size())
+                                           .arg(ps::core::clusterWorldSize(cluster_)));
     combo_->setItemData(clusterIndex(),
-                        cluster_.empty() ? tr("Several hosts, ranks on each, started over ssh (Edit… to list them)")
-                                         : QString::fromStdString(ps::core::formatHostFile(cluster_)).trimmed(),
+                        cluster_.empty()
+                            ? tr("Several hosts, ranks on each, started over ssh (Edit… to list them)")
+                            : QString::fromStdString(ps::core::formatHostFile(cluster_)).trimmed(),
                         Qt::ToolTipRole);
     if (select == clusterIndex()) combo_->setCurrentIndex(select);
   }
@@ -220,14 +228,15 @@ void TargetPicker::editCurrent() {
 
 void TargetPicker::removeCurrent() {
   if (clusterSelected()) {
-    if (QMessageBox::question(this, tr("Clear Cluster"), tr("Clear the cluster's host list?")) == QMessageBox::Yes)
+    if (QMessageBox::question(this, tr("Clear Cluster"), tr("Clear the cluster's host list?")) ==
+        QMessageBox::Yes)
       setCluster({});
     return;
   }
   const int i = combo_->currentIndex() - 1;
   if (i < 0 || i >= hosts_.size()) return;
-  if (QMessageBox::question(this, tr("Remove Host"), tr("Remove %1 from the list?").arg(hosts_[i].displayName())) !=
-      QMessageBox::Yes)
+  if (QMessageBox::question(this, tr("Remove Host"),
+                            tr("Remove %1 from the list?").arg(hosts_[i].displayName())) != QMessageBox::Yes)
     return;
   hosts_.removeAt(i);
   saveRemoteHosts(*settings_, hosts_);
@@ -258,9 +267,15 @@ void TargetPicker::setCluster(const std::vector<ps::core::ClusterHost>& hosts) {
   rebuild(clusterIndex());
 }
 
-bool TargetPicker::clusterSelected() const { return mode_ == Mode::Manage && combo_->currentIndex() == clusterIndex(); }
-int TargetPicker::currentIndex() const { return combo_->currentIndex(); }
-void TargetPicker::setCurrentIndex(int index) { combo_->setCurrentIndex(index); }
+bool TargetPicker::clusterSelected() const {
+  return mode_ == Mode::Manage && combo_->currentIndex() == clusterIndex();
+}
+int TargetPicker::currentIndex() const {
+  return combo_->currentIndex();
+}
+void TargetPicker::setCurrentIndex(int index) {
+  combo_->setCurrentIndex(index);
+}
 
 void TargetPicker::applyTo(RunRequest& r) const {
   const int t = combo_->currentIndex();

@@ -3,55 +3,55 @@
 #include <QAction>
 #include <QApplication>
 #include <QCloseEvent>
-#include <QDesktopServices>
-#include <QDir>
-#include <QDialogButtonBox>
-#include <QTextBrowser>
-#include <QUrl>
-#include <functional>
 #include <QComboBox>
+#include <QDesktopServices>
+#include <QDialogButtonBox>
+#include <QDir>
 #include <QDockWidget>
-#include <QFileDialog>
 #include <QFile>
+#include <QFileDialog>
 #include <QFileInfo>
 #include <QKeySequence>
 #include <QLabel>
 #include <QMenuBar>
 #include <QMessageBox>
 #include <QPalette>
+#include <QResizeEvent>
 #include <QScrollArea>
 #include <QSettings>
-#include <QResizeEvent>
 #include <QShowEvent>
-#include <QTimer>
 #include <QStatusBar>
 #include <QStyle>
+#include <QTextBrowser>
+#include <QTimer>
 #include <QToolBar>
+#include <QUrl>
 #include <QVBoxLayout>
 #include <QWidgetAction>
+#include <functional>
 
 #include "debugger/deviation_panel.h"
-#include "panels/diagnostics_panel.h"
-#include "panels/iterations_controls.h"
-#include "pipestudio/core/io/trace_import.h"
-#include "timeline/legend_bar.h"
-#include "panels/memory_chart.h"
-#include "panels/metrics_text.h"
-#include "pipestudio/core/planning/generators.h"
-#include "remote/profile_dialog.h"
-#include "panels/properties_panel.h"
-#include "remote/run_dialog.h"
-#include "pipestudio/core/io/dsl.h"
-#include "document/schedule_document.h"
-#include "docks/search_dock.h"
-#include "docks/session_dock.h"
 #include "debugger/state_panel.h"
 #include "debugger/stepper_controller.h"
+#include "docks/search_dock.h"
+#include "docks/session_dock.h"
+#include "document/schedule_document.h"
+#include "panels/diagnostics_panel.h"
+#include "panels/iterations_controls.h"
+#include "panels/memory_chart.h"
+#include "panels/metrics_text.h"
+#include "panels/properties_panel.h"
 #include "panels/summary_panel.h"
+#include "pipestudio/core/io/dsl.h"
+#include "pipestudio/core/io/trace_import.h"
+#include "pipestudio/core/planning/generators.h"
+#include "remote/profile_dialog.h"
+#include "remote/run_dialog.h"
+#include "shell/main_window_internal.h"
 #include "shell/template_dialog.h"
+#include "timeline/legend_bar.h"
 #include "timeline/theme.h"
 #include "timeline/timeline_view.h"
-#include "shell/main_window_internal.h"
 
 #ifdef PS_HAVE_CHROME_TRACE
 #include "pipestudio/core/io/chrome_trace.h"
@@ -91,8 +91,9 @@ QString MainWindow::dialogDir(const QString& purpose) {
 
 QString MainWindow::documentationDir() {
   // The source tree's docs/ beside resources/, or share/doc/pipestudio when installed.
-  for (const QString& d : {QFileInfo(resourcesDir()).absoluteFilePath() + QStringLiteral("/../docs"),
-                           QCoreApplication::applicationDirPath() + QStringLiteral("/../share/doc/pipestudio")})
+  for (const QString& d :
+       {QFileInfo(resourcesDir()).absoluteFilePath() + QStringLiteral("/../docs"),
+        QCoreApplication::applicationDirPath() + QStringLiteral("/../share/doc/pipestudio")})
     if (QFileInfo(d + QStringLiteral("/gui.md")).isFile()) return QFileInfo(d).canonicalFilePath();
   return {};
 }
@@ -170,7 +171,8 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     const Analysis* p = view_->previewAnalysis();
     const Analysis& shown = p ? *p : doc_->analysis();
     summary_->setIterations(shown.iterations ? &*shown.iterations : nullptr);
-    summary_->setMetrics(shown.timeline.metrics, doc_->savedMetrics(), simulationProgress(shown), doc_->savedProgress());
+    summary_->setMetrics(shown.timeline.metrics, doc_->savedMetrics(), simulationProgress(shown),
+                         doc_->savedProgress());
   });
   connect(diagnostics_, &DiagnosticsPanel::opActivated, this, [this](OpRef r) {
     view_->selectRef(r, true);
@@ -200,8 +202,8 @@ void MainWindow::buildDocks() {
   summary_ = new SummaryPanel;
   diagnostics_ = new DiagnosticsPanel;
   memory_ = new MemoryChart;
-  auto* dp = dock(tr("Pipeline and costs"), QStringLiteral("dock.properties"), properties_,
-                  Qt::LeftDockWidgetArea);
+  auto* dp =
+      dock(tr("Pipeline and costs"), QStringLiteral("dock.properties"), properties_, Qt::LeftDockWidgetArea);
   auto* ds = dock(tr("Summary"), QStringLiteral("dock.summary"), summary_, Qt::RightDockWidgetArea);
   auto* dd =
       dock(tr("Diagnostics"), QStringLiteral("dock.diagnostics"), diagnostics_, Qt::RightDockWidgetArea);
@@ -218,16 +220,19 @@ void MainWindow::buildDocks() {
     shown = view_->hasOverlay();
   });
   session_ = new SessionDock(this);
-  connect(doc_, &ScheduleDocument::changed, session_, [this] { session_->setFallbackProfile(doc_->profile()); });
+  connect(doc_, &ScheduleDocument::changed, session_,
+          [this] { session_->setFallbackProfile(doc_->profile()); });
   addDockWidget(Qt::LeftDockWidgetArea, session_);
   tabifyDockWidget(dp, session_);
   dp->raise();
-  connect(session_, &SessionDock::openScheduleRequested, this,
-          [this](const QString& text, const QString& name, qint64 id) { openSessionVersion(text, name, id); });
+  connect(
+      session_, &SessionDock::openScheduleRequested, this,
+      [this](const QString& text, const QString& name, qint64 id) { openSessionVersion(text, name, id); });
   connect(session_, &SessionDock::openRunRequested, this,
           [this](qint64 runId, const Timeline& t, const QString& text, const QString& name) {
             // The designer draws its own simulation; the stored timeline's figures go to the status bar.
-            if (!text.isEmpty() && !openSessionVersion(text, name, session_->currentVersion().value_or(0))) return;
+            if (!text.isEmpty() && !openSessionVersion(text, name, session_->currentVersion().value_or(0)))
+              return;
             setMeasuredOverlay(t, tr("run %1").arg(runId));
             showStatus(tr("Run %1 over the plan: makespan %2 ms · bubble %3 % · %4 ops%5")
                            .arg(runId)
@@ -271,7 +276,8 @@ void MainWindow::buildStepper() {
   stepper_ = new StepperController(doc_, view_, this);
   stepper_->attach(memory_, diagnostics_, state_, bps);
   connect(stepper_, &StepperController::statusMessage, this, &MainWindow::showStatus);
-  connect(stepper_, &StepperController::opActivated, this, [this](const Op& op) { view_->selectOp(op, true); });
+  connect(stepper_, &StepperController::opActivated, this,
+          [this](const Op& op) { view_->selectOp(op, true); });
   connect(stepper_->menu(), &QMenu::triggered, this, &MainWindow::showStateDock);
 }
 
@@ -295,7 +301,8 @@ void MainWindow::documentChanged() {
                                                                  : a.timeline,
                        cap);
   summary_->setIterations(a.iterations ? &*a.iterations : nullptr);
-  summary_->setMetrics(a.timeline.metrics, doc_->savedMetrics(), simulationProgress(a), doc_->savedProgress());
+  summary_->setMetrics(a.timeline.metrics, doc_->savedMetrics(), simulationProgress(a),
+                       doc_->savedProgress());
   diagnostics_->setDiagnostics(a.diagnostics);
   int errors = 0, warnings = 0;
   for (const auto& d : a.diagnostics)
@@ -304,7 +311,8 @@ void MainWindow::documentChanged() {
   if (errors == 0)
     v = tr("<span style='color:%1'>●</span> Valid").arg(Theme::html(Theme::current().good));
   else
-    v = tr("<span style='color:%1'>●</span> %n error(s)", nullptr, errors).arg(Theme::html(Theme::current().error));
+    v = tr("<span style='color:%1'>●</span> %n error(s)", nullptr, errors)
+            .arg(Theme::html(Theme::current().error));
   if (warnings) v += tr(" · %n warning(s)", nullptr, warnings);
   const SimulationProgress progress = simulationProgress(a);
   v += tr(" · %1 ops · makespan %2")
@@ -330,12 +338,14 @@ void MainWindow::updateTitle() {
   QString name = doc_->filePath().isEmpty() ? QString::fromStdString(doc_->schedule().name)
                                             : QFileInfo(doc_->filePath()).fileName();
   if (name.isEmpty()) name = tr("Untitled");
-  if (!doc_->filePath().isEmpty() && (isBundled(doc_->filePath()) || !QFileInfo(doc_->filePath()).isWritable()))
-    name += tr(" (read-only)");  // Save asks for a new name
+  if (!doc_->filePath().isEmpty() &&
+      (isBundled(doc_->filePath()) || !QFileInfo(doc_->filePath()).isWritable()))
+    name += tr(" (read-only)");   // Save asks for a new name
   name += QStringLiteral("[*]");  // the unsaved marker goes right after the schedule's name
   if (session_ && session_->hasSession())
-    name += tr(" — session %1%2").arg(QFileInfo(session_->sessionPath()).fileName(),
-                                      session_->isReadOnly() ? tr(" (read-only)") : QString());
+    name += tr(" — session %1%2")
+                .arg(QFileInfo(session_->sessionPath()).fileName(),
+                     session_->isReadOnly() ? tr(" (read-only)") : QString());
   setWindowTitle(name + QStringLiteral(" — PipeStudio"));
   setWindowModified(doc_->isModified());
 }
@@ -373,8 +383,10 @@ bool MainWindow::openTraces(const QStringList& paths, bool quiet) {
   std::optional<ImportedTrace> imported;
   if (problem.isEmpty()) {
     auto r = importChromeTraces(files);
-    if (r) imported = std::move(r).value();
-    else problem = QString::fromStdString(formatDiagnostics(r.errors()));
+    if (r)
+      imported = std::move(r).value();
+    else
+      problem = QString::fromStdString(formatDiagnostics(r.errors()));
   }
   if (!imported || imported->timeline.ops.empty()) {
     if (problem.isEmpty()) problem = tr("No pipeline actions (PP: ranges) in the trace.");
@@ -395,7 +407,8 @@ void MainWindow::setMeasuredOverlay(const Timeline& measured, const QString& wha
   view_->setOverlay(measured, o);
   overlayWhat_ = what;
   overlayLabel_->setText(tr("Measured: %1").arg(what));
-  overlayLabel_->setToolTip(tr("The measured lanes, the Deviation dock and the State dock compare the plan with %1").arg(what));
+  overlayLabel_->setToolTip(
+      tr("The measured lanes, the Deviation dock and the State dock compare the plan with %1").arg(what));
   overlayLabel_->show();
   if (live)
     showStatus(tr("Run in progress (%1): %2 of %3 ops measured")
@@ -438,12 +451,15 @@ QString MainWindow::dropMismatchedOverlay() {
     const TimelineOp& o = m->ops[i];
     const auto ref = doc_->find(o.op);
     if (!ref || ref->device != o.device)
-      why = tr("%1 on device %2 is not in this schedule").arg(QString::fromStdString(doc_->schedule().opName(o.op))).arg(o.device);
+      why = tr("%1 on device %2 is not in this schedule")
+                .arg(QString::fromStdString(doc_->schedule().opName(o.op)))
+                .arg(o.device);
   }
   if (why.isEmpty()) return {};
   const QString what = overlayWhat_;
   clearMeasuredOverlay();
-  const QString note = tr("measured overlay (%1) cleared: it is not a run of this schedule (%2)").arg(what, why);
+  const QString note =
+      tr("measured overlay (%1) cleared: it is not a run of this schedule (%2)").arg(what, why);
   showStatus(note);
   return note;
 }
@@ -515,13 +531,16 @@ bool MainWindow::save() {
   const QString p = doc_->filePath();
   if (session_->hasSession() && !session_->isReadOnly()) {
     // With a session open, Save stores a new version; the file too when it is the user's.
-    if (!session_->saveVersion(QString::fromStdString(doc_->schedule().name), QString::fromStdString(printDsl(doc_->schedule())))) {
+    if (!session_->saveVersion(QString::fromStdString(doc_->schedule().name),
+                               QString::fromStdString(printDsl(doc_->schedule())))) {
       QMessageBox::warning(this, tr("Cannot save to the session"), session_->errorText());
       return false;
     }
     if (p.isEmpty() || p.startsWith(QFileInfo(resourcesDir()).absoluteFilePath())) {
       doc_->markSaved(p);
-      showStatus(tr("Stored version %1 in %2").arg(session_->currentVersion().value_or(0)).arg(QFileInfo(session_->sessionPath()).fileName()));
+      showStatus(tr("Stored version %1 in %2")
+                     .arg(session_->currentVersion().value_or(0))
+                     .arg(QFileInfo(session_->sessionPath()).fileName()));
       updateTitle();
       return true;
     }
@@ -547,10 +566,12 @@ bool MainWindow::openSession(const QString& path, bool readOnly) {
 }
 
 void MainWindow::openSessionDialog() {
-  const QString path = QFileDialog::getOpenFileName(this, tr("Open session"), dialogDir(QStringLiteral("session")),
-                                                    tr("PipeStudio sessions (*.session);;All files (*)"));
+  const QString path =
+      QFileDialog::getOpenFileName(this, tr("Open session"), dialogDir(QStringLiteral("session")),
+                                   tr("PipeStudio sessions (*.session);;All files (*)"));
   rememberDialogDir(QStringLiteral("session"), path);
-  if (!path.isEmpty() && !openSession(path)) QMessageBox::warning(this, tr("Cannot open session"), session_->errorText());
+  if (!path.isEmpty() && !openSession(path))
+    QMessageBox::warning(this, tr("Cannot open session"), session_->errorText());
 }
 
 bool MainWindow::openSessionVersion(const QString& text, const QString& name, qint64 id) {
@@ -559,7 +580,8 @@ bool MainWindow::openSessionVersion(const QString& text, const QString& name, qi
   o.filename = QStringLiteral("%1 (v%2)").arg(name).arg(id).toStdString();
   auto parsed = parseDsl(text.toStdString(), o);
   if (!parsed) {
-    QMessageBox::warning(this, tr("Cannot open version %1").arg(id), QString::fromStdString(formatDiagnostics(parsed.errors())));
+    QMessageBox::warning(this, tr("Cannot open version %1").arg(id),
+                         QString::fromStdString(formatDiagnostics(parsed.errors())));
     return false;
   }
   Schedule s = std::move(parsed).value();
@@ -579,10 +601,12 @@ bool MainWindow::saveAs() {
   // The user's own file's folder, else where schedules were last saved (never resources/).
   QString start = dialogDir(QStringLiteral("save"));
   const QString cur = doc_->filePath();
-  const QString name = cur.isEmpty() ? QString::fromStdString(doc_->schedule().name) : QFileInfo(cur).completeBaseName();
+  const QString name =
+      cur.isEmpty() ? QString::fromStdString(doc_->schedule().name) : QFileInfo(cur).completeBaseName();
   if (!cur.isEmpty() && !isBundled(cur)) start = QFileInfo(cur).absolutePath();
   const QString path = QFileDialog::getSaveFileName(
-      this, tr("Save schedule"), QDir(start).filePath((name.isEmpty() ? QStringLiteral("schedule") : name) + QStringLiteral(".pipe")),
+      this, tr("Save schedule"),
+      QDir(start).filePath((name.isEmpty() ? QStringLiteral("schedule") : name) + QStringLiteral(".pipe")),
       tr("PipeStudio schedule (*.pipe);;PyTorch CSV (*.csv)"));
   if (path.isEmpty()) return false;
   return saveTo(path);
@@ -616,7 +640,8 @@ void MainWindow::exportAs(const QString& filter, const QString& suffix) {
   QString base = doc_->filePath().isEmpty() ? QStringLiteral("schedule")
                                             : QFileInfo(doc_->filePath()).completeBaseName();
   QString path = QFileDialog::getSaveFileName(
-      this, tr("Export"), QDir(dialogDir(QStringLiteral("export"))).filePath(base + QLatin1Char('.') + suffix), filter);
+      this, tr("Export"),
+      QDir(dialogDir(QStringLiteral("export"))).filePath(base + QLatin1Char('.') + suffix), filter);
   if (path.isEmpty()) return;
   rememberDialogDir(QStringLiteral("export"), path);
   if (QFileInfo(path).suffix().isEmpty()) path += QLatin1Char('.') + suffix;

@@ -50,7 +50,8 @@ QString MainWindow::shortcutsHtml() const {
       }
       if (a->shortcuts().isEmpty()) continue;
       QStringList keys;
-      for (const QKeySequence& k : a->shortcuts()) keys << k.toString(QKeySequence::NativeText).toHtmlEscaped();
+      for (const QKeySequence& k : a->shortcuts())
+        keys << k.toString(QKeySequence::NativeText).toHtmlEscaped();
       html += QStringLiteral("<tr><td><b>%1</b></td><td>%2</td></tr>")
                   .arg(keys.join(QStringLiteral(", ")), (path + name).toHtmlEscaped());
     }
@@ -169,9 +170,8 @@ void MainWindow::buildActions() {
   aFit->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_0));
   scaledAction_ = viewMenu_->addAction(tr("Scale Measured to Planned &Makespan"));
   scaledAction_->setCheckable(true);
-  connect(scaledAction_, &QAction::toggled, this, [this](bool on) {
-    view_->setOverlayAlignment(on ? Alignment::Scaled : Alignment::Absolute);
-  });
+  connect(scaledAction_, &QAction::toggled, this,
+          [this](bool on) { view_->setOverlayAlignment(on ? Alignment::Scaled : Alignment::Absolute); });
   {  // View › Iterations: K iterations back to back (in the menu: the toolbars must fit 1024 px)
     QMenu* iter = viewMenu_->addMenu(tr("&Iterations"));
     auto* controls = new QWidgetAction(iter);
@@ -196,7 +196,8 @@ void MainWindow::buildActions() {
     for (QAction* a : menuBar()->actions())
       if (a->menu() && a->text() == tr("&Run")) runMenu = a->menu();
     if (!runMenu) runMenu = menuBar()->addMenu(tr("&Run"));
-    QAction* aRunSchedule = runMenu->addAction(tr("Run &Schedule…"), this, [this] { RunDialog::showFor(this); });
+    QAction* aRunSchedule =
+        runMenu->addAction(tr("Run &Schedule…"), this, [this] { RunDialog::showFor(this); });
     aRunSchedule->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_R));
     runMenu->addAction(tr("&Profile Model…"), this, [this] { ProfileDialog::showFor(this); });  // docs/gui.md
   }
@@ -204,8 +205,11 @@ void MainWindow::buildActions() {
   help->addAction(tr("&Keyboard Shortcuts"), this, &MainWindow::showShortcuts);
   help->addAction(tr("&Documentation"), this, [this] {
     const QString docs = documentationDir();
-    if (!docs.isEmpty()) QDesktopServices::openUrl(QUrl::fromLocalFile(docs + QStringLiteral("/gui.md")));
-    else QDesktopServices::openUrl(QUrl(QStringLiteral("https://github.com/pipestudio/pipestudio/tree/main/docs")));
+    if (!docs.isEmpty())
+      QDesktopServices::openUrl(QUrl::fromLocalFile(docs + QStringLiteral("/gui.md")));
+    else
+      QDesktopServices::openUrl(
+          QUrl(QStringLiteral("https://github.com/pipestudio/pipestudio/tree/main/docs")));
   });
   help->addSeparator();
   help->addAction(tr("&About PipeStudio"), this, [this] {

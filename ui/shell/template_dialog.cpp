@@ -7,13 +7,13 @@
 #include <QLabel>
 #include <QPushButton>
 #include <QSettings>
-#include <QTimer>
 #include <QSpinBox>
+#include <QTimer>
 #include <QVBoxLayout>
 #include <utility>
 
-#include "panels/metrics_text.h"
 #include "document/schedule_document.h"
+#include "panels/metrics_text.h"
 #include "timeline/timeline_view.h"
 #include "widgets/form.h"
 
@@ -75,10 +75,18 @@ TemplateDialog::TemplateDialog(QWidget* parent) : QDialog(parent) {
   resize(820, 460);
 }
 
-void TemplateDialog::setKind(ScheduleKind k) { kind_->setCurrentIndex(kind_->findData(static_cast<int>(k))); }
-void TemplateDialog::setDevices(int d) { devices_->setValue(d); }
-void TemplateDialog::setMicrobatches(int m) { microbatches_->setValue(m); }
-void TemplateDialog::setChunks(int c) { chunks_->setValue(c); }
+void TemplateDialog::setKind(ScheduleKind k) {
+  kind_->setCurrentIndex(kind_->findData(static_cast<int>(k)));
+}
+void TemplateDialog::setDevices(int d) {
+  devices_->setValue(d);
+}
+void TemplateDialog::setMicrobatches(int m) {
+  microbatches_->setValue(m);
+}
+void TemplateDialog::setChunks(int c) {
+  chunks_->setValue(c);
+}
 
 void TemplateDialog::showEvent(QShowEvent* e) {
   QDialog::showEvent(e);
@@ -86,11 +94,21 @@ void TemplateDialog::showEvent(QShowEvent* e) {
   QTimer::singleShot(0, preview_, &TimelineView::zoomToFit);
 }
 
-QString TemplateDialog::kindName() const { return kind_->currentText(); }
-int TemplateDialog::devices() const { return devices_->value(); }
-int TemplateDialog::microbatches() const { return microbatches_->value(); }
-int TemplateDialog::chunks() const { return chunks_->value(); }
-const Analysis& TemplateDialog::previewAnalysis() const { return previewDoc_->analysis(); }
+QString TemplateDialog::kindName() const {
+  return kind_->currentText();
+}
+int TemplateDialog::devices() const {
+  return devices_->value();
+}
+int TemplateDialog::microbatches() const {
+  return microbatches_->value();
+}
+int TemplateDialog::chunks() const {
+  return chunks_->value();
+}
+const Analysis& TemplateDialog::previewAnalysis() const {
+  return previewDoc_->analysis();
+}
 
 QString TemplateDialog::errorText() const {
   return schedule_ ? QString() : info_->text();
@@ -126,7 +144,6 @@ void TemplateDialog::regenerate() {
                      .arg(schedule_->pipeline.devices));
   buttons_->button(QDialogButtonBox::Ok)->setEnabled(true);
   preview_->zoomToFit();
-
 }
 
 }  // namespace ps::ui

@@ -4,8 +4,8 @@
 #include <QDialog>
 #include <optional>
 
-#include "pipestudio/core/planning/generators.h"
 #include "pipestudio/core/model/schedule.h"
+#include "pipestudio/core/planning/generators.h"
 
 class QComboBox;
 class QSpinBox;

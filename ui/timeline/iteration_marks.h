@@ -9,7 +9,7 @@ namespace ps::ui {
 
 struct IterationMark {
   int device = 0;
-  int iteration = 0;   // 0-based: the mark ends iteration `iteration` on `device`
+  int iteration = 0;     // 0-based: the mark ends iteration `iteration` on `device`
   double stepStart = 0;  // the optimizer step's start (ms)
   double end = 0;        // its end: the device's iteration end (ms)
 };

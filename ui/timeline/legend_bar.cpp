@@ -92,11 +92,17 @@ void LegendBar::setSchedule(const Schedule& s) {
     maxChunks = std::max(maxChunks, static_cast<int>(s.pipeline.stagesOn(d).size()));
   entries_.clear();
   // Kinds that draw alike share an entry (SEND/RECV, UNSHARD/RESHARD).
-  static const std::pair<OpKind, const char*> names[] = {
-      {OpKind::F, "Forward"},         {OpKind::B, "Backward"},          {OpKind::I, "Input grad"},
-      {OpKind::W, "Weight grad"},     {OpKind::R, "Recompute"},         {OpKind::Offload, "Offload"},
-      {OpKind::Reload, "Reload"},     {OpKind::SendF, "Send/Recv"},     {OpKind::SendB, "Send/Recv grad"},
-      {OpKind::Unshard, "Unshard"},   {OpKind::ReduceGrad, "Reduce grad"}};
+  static const std::pair<OpKind, const char*> names[] = {{OpKind::F, "Forward"},
+                                                         {OpKind::B, "Backward"},
+                                                         {OpKind::I, "Input grad"},
+                                                         {OpKind::W, "Weight grad"},
+                                                         {OpKind::R, "Recompute"},
+                                                         {OpKind::Offload, "Offload"},
+                                                         {OpKind::Reload, "Reload"},
+                                                         {OpKind::SendF, "Send/Recv"},
+                                                         {OpKind::SendB, "Send/Recv grad"},
+                                                         {OpKind::Unshard, "Unshard"},
+                                                         {OpKind::ReduceGrad, "Reduce grad"}};
   const Theme th = Theme::forPalette(palette());
   for (const auto& [k, label] : names) {
     bool present = kinds.count(static_cast<std::uint16_t>(k)) > 0;
@@ -107,8 +113,8 @@ void LegendBar::setSchedule(const Schedule& s) {
   }
   for (auto k : kinds)
     if (isUserKind(static_cast<OpKind>(k)))
-      entries_.push_back(
-          {QString::fromStdString(s.kindName(static_cast<OpKind>(k))), th.kindColor(static_cast<OpKind>(k)), 0});
+      entries_.push_back({QString::fromStdString(s.kindName(static_cast<OpKind>(k))),
+                          th.kindColor(static_cast<OpKind>(k)), 0});
   if (overlapped) entries_.push_back({tr("Overlapped F+B"), th.overlapColor(), 0});
   if (maxChunks > 1) entries_.push_back({tr("Later chunk"), th.blockColor(OpKind::F, 1, false), 3});
   entries_.push_back({tr("Invalid"), th.error, 1});

@@ -1,6 +1,6 @@
 #pragma once
-// Colours of op kinds (held by the Theme, theme.h), following PyTorch's pipelining visualiser (F blue, I teal, W green,
-// B orange, overlapped pairs purple) with distinct colours for the other kinds. Blocks of a
+// Colours of op kinds (held by the Theme, theme.h), following PyTorch's pipelining visualiser (F blue, I
+// teal, W green, B orange, overlapped pairs purple) with distinct colours for the other kinds. Blocks of a
 // device's later chunks are drawn lighter so interleaved stages stay apart.
 #include <QColor>
 #include <QString>

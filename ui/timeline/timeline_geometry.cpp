@@ -277,7 +277,8 @@ DeviationBand deviationBand(std::optional<double> deviation, double goodMax, dou
   return DeviationBand::Warn;
 }
 
-OverlayIndex OverlayIndex::build(const ps::core::Comparison& c, const ps::core::Timeline& measured, int devices) {
+OverlayIndex OverlayIndex::build(const ps::core::Comparison& c, const ps::core::Timeline& measured,
+                                 int devices) {
   OverlayIndex idx;
   const size_t D = static_cast<size_t>(std::max(0, devices));
   idx.rows_.resize(D);
@@ -314,7 +315,8 @@ OverlayIndex OverlayIndex::build(const ps::core::Comparison& c, const ps::core::
   }
   for (size_t d = 0; d < D; ++d) {
     auto& t = tmp[d];
-    std::stable_sort(t.begin(), t.end(), [](const auto& a, const auto& b) { return a.first.start < b.first.start; });
+    std::stable_sort(t.begin(), t.end(),
+                     [](const auto& a, const auto& b) { return a.first.start < b.first.start; });
     double run = 0;
     for (auto& [b, inf] : t) {
       idx.rows_[d].push_back(b);

@@ -11,8 +11,8 @@
 #include <algorithm>
 #include <cmath>
 
-#include "pipestudio/core/planning/schedule_edits.h"
 #include "panels/metrics_text.h"
+#include "pipestudio/core/planning/schedule_edits.h"
 #include "timeline/timeline_internal.h"
 #include "timeline/timeline_view.h"
 
@@ -309,8 +309,8 @@ void TimelineView::contextMenuEvent(QContextMenuEvent* e) {
   QAction* brk = menu.addAction(tr("Break When Device %1 Starts %2").arg(ref.device).arg(name));
   brk->setCheckable(true);
   for (const auto& bp : marks_.breakpoints)
-    if (bp.device == ref.device && bp.kind == op->kind && bp.stage == op->stage && bp.microbatch == op->microbatch &&
-        bp.on == StepEventKind::Start)
+    if (bp.device == ref.device && bp.kind == op->kind && bp.stage == op->stage &&
+        bp.microbatch == op->microbatch && bp.on == StepEventKind::Start)
       brk->setChecked(true);
   brk->setShortcut(QKeySequence(Qt::Key_F9));
   menu.addSeparator();

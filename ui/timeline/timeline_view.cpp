@@ -12,8 +12,8 @@
 #include <QSvgGenerator>
 #endif
 
-#include "pipestudio/core/planning/schedule_edits.h"
 #include "panels/metrics_text.h"
+#include "pipestudio/core/planning/schedule_edits.h"
 #include "timeline/timeline_internal.h"
 
 namespace ps::ui {
@@ -168,13 +168,17 @@ QString TimelineView::overlayTooltip(int device, size_t i) const {
   const Block& b = overlay_.row(device)[i];
   const auto& inf = overlay_.info(device, i);
   const Schedule& s = doc_->analysis().schedule;
-  QString t = QStringLiteral("<b>%1</b> measured on device %2<br>").arg(QString::fromStdString(s.opName(b.op))).arg(device);
+  QString t = QStringLiteral("<b>%1</b> measured on device %2<br>")
+                  .arg(QString::fromStdString(s.opName(b.op)))
+                  .arg(device);
   if (measured_ && static_cast<size_t>(b.step) < measured_->ops.size()) {
     const auto& o = measured_->ops[static_cast<size_t>(b.step)];
     t += tr("%1 – %2 ms (%3 ms)").arg(fmtMs(o.start), fmtMs(o.end), fmtMs(o.duration()));
   }
-  if (inf.deviation) t += tr("<br>measured / planned: <b>%1×</b>").arg(*inf.deviation, 0, 'f', 2);
-  else if (!inf.matched) t += tr("<br>not in the plan");
+  if (inf.deviation)
+    t += tr("<br>measured / planned: <b>%1×</b>").arg(*inf.deviation, 0, 'f', 2);
+  else if (!inf.matched)
+    t += tr("<br>not in the plan");
   if (inf.critical) t += tr("<br>on the measured critical path");
   return t;
 }
@@ -369,7 +373,6 @@ std::optional<TimelineView::Hit> TimelineView::hitAt(QPoint pos) const {
   return Hit{d, static_cast<int>(*i)};
 }
 
-
 // ---- tooltip ----------------------------------------------------------------------------------
 
 QString TimelineView::tooltipFor(const Block& b) const {
@@ -382,7 +385,8 @@ QString TimelineView::tooltipFor(const Block& b) const {
                        .arg(name.toHtmlEscaped())
                        .arg(b.device);
     if (const TimelineOp* t = timedOp(r.timeline, b.device, b.step))
-      html += tr("<br>start %1 ms &nbsp;end %2 ms &nbsp;(%3 ms)").arg(fmtMs(t->start), fmtMs(t->end), fmtMs(t->duration()));
+      html += tr("<br>start %1 ms &nbsp;end %2 ms &nbsp;(%3 ms)")
+                  .arg(fmtMs(t->start), fmtMs(t->end), fmtMs(t->duration()));
     html += tr("<br>%1 iterations, %2 boundary; edit with Iterations = 1")
                 .arg(r.iterations)
                 .arg(QString::fromStdString(std::string(iterationBoundaryName(r.boundary))));
@@ -465,7 +469,6 @@ bool TimelineView::viewportEvent(QEvent* e) {
   }
   return QAbstractScrollArea::viewportEvent(e);
 }
-
 
 void TimelineView::renderSvg(const QString& path, QSize size) const {
 #ifdef PIPESTUDIO_HAVE_SVG

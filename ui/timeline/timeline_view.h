@@ -11,9 +11,9 @@
 #include <optional>
 #include <unordered_set>
 
+#include "document/schedule_document.h"
 #include "pipestudio/core/analysis/stepper.h"
 #include "timeline/iteration_marks.h"
-#include "document/schedule_document.h"
 #include "timeline/theme.h"
 #include "timeline/timeline_geometry.h"
 

@@ -14,10 +14,10 @@ namespace ps::cli {
 
 // Exit codes shared by every subcommand.
 inline constexpr int kExitOk = 0;
-inline constexpr int kExitInvalid = 1;  // input parsed but is invalid (diagnostics printed)
-inline constexpr int kExitUsage = 2;    // bad flags, unreadable file
-inline constexpr int kExitInternal = 3; // an exception escaped a subcommand
-inline constexpr int kExitEngine = 4;   // pipestudio-engine (run, profile) not found or mismatched
+inline constexpr int kExitInvalid = 1;   // input parsed but is invalid (diagnostics printed)
+inline constexpr int kExitUsage = 2;     // bad flags, unreadable file
+inline constexpr int kExitInternal = 3;  // an exception escaped a subcommand
+inline constexpr int kExitEngine = 4;    // pipestudio-engine (run, profile) not found or mismatched
 
 struct Command {
   std::string name;
@@ -105,7 +105,7 @@ struct FlagCommand {
   std::vector<std::string> boolFlags;   // switches
   Positionals positionals;
   std::function<int(const Args& args, const Reporter& reporter)> run;
-  std::string errorUsage;               // after a usage error instead of `usage` when set
+  std::string errorUsage;  // after a usage error instead of `usage` when set
 };
 
 struct FlagCommandRegistrar {

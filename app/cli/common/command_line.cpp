@@ -27,9 +27,11 @@ Args::Args(const std::vector<std::string>& args, const std::vector<std::string>&
   std::map<std::string, std::vector<std::string>> given;
   std::map<std::string, std::int64_t> counts;
   for (const auto& f : valueFlags)
-    app.add_option(f, given[f])->allow_extra_args(false)->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+    app.add_option(f, given[f])
+        ->allow_extra_args(false)
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   for (const auto& f : boolFlags) app.add_flag(f, counts[f]);
-  app.add_option("positionals", positionals_);  // every other argument, in order
+  app.add_option("positionals", positionals_);                    // every other argument, in order
   std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 parses from the back
   try {
     app.parse(reversed);
@@ -56,7 +58,9 @@ Args::Args(const std::vector<std::string>& args, const std::vector<std::string>&
     if (n > 0) values_[flag].assign(static_cast<size_t>(n), std::string());
 }
 
-bool Args::has(const std::string& flag) const { return values_.count(flag) > 0; }
+bool Args::has(const std::string& flag) const {
+  return values_.count(flag) > 0;
+}
 
 std::string Args::value(const std::string& flag, const std::string& fallback) const {
   auto it = values_.find(flag);
@@ -80,7 +84,8 @@ class HelpFormatter : public CLI::Formatter {
   std::string make_description(const CLI::App* app) const override { return app->get_description() + "\n\n"; }
   std::string make_subcommand(const CLI::App* sub) const override {
     std::string name = sub->get_name();
-    return "  " + name + std::string(name.size() < 14 ? 14 - name.size() : 1, ' ') + sub->get_description() + "\n";
+    return "  " + name + std::string(name.size() < 14 ? 14 - name.size() : 1, ' ') + sub->get_description() +
+           "\n";
   }
   std::string make_subcommands(const CLI::App* app, CLI::AppFormatMode) const override {
     auto subs = app->get_subcommands({});
@@ -134,7 +139,8 @@ int dispatch(const Program& program, int argc, char** argv) {
     if (c.name != sub->get_name()) continue;
     const std::vector<std::string> rest(args.begin() + 1, args.end());
     // Commands without usage text here are handed on: the program that runs them answers --help.
-    if (!c.usage.empty() && std::any_of(rest.begin(), rest.end(), [](auto& a) { return a == "--help" || a == "-h"; })) {
+    if (!c.usage.empty() &&
+        std::any_of(rest.begin(), rest.end(), [](auto& a) { return a == "--help" || a == "-h"; })) {
       std::cout << c.usage;
       return kExitOk;
     }

@@ -8,12 +8,12 @@
 namespace ps::cli {
 
 struct Program {
-  std::string name;         // "pipestudio-cli"
-  std::string description;  // the first line of --help
-  std::string footer;       // the last lines of --help
-  std::function<int()> version;                              // --version, version
-  std::function<int(const std::string&)> unknownCommand;     // prints why; the exit code
-  std::function<std::optional<int>()> beforeCommand;         // refuses every command when set
+  std::string name;                                       // "pipestudio-cli"
+  std::string description;                                // the first line of --help
+  std::string footer;                                     // the last lines of --help
+  std::function<int()> version;                           // --version, version
+  std::function<int(const std::string&)> unknownCommand;  // prints why; the exit code
+  std::function<std::optional<int>()> beforeCommand;      // refuses every command when set
 };
 
 // Runs the command named by argv[1]: the exit code to return from main. No arguments print

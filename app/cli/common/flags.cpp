@@ -11,7 +11,8 @@ namespace ps::cli {
 std::optional<int> parseInt(std::string_view text, int min, int max) {
   long long v = 0;
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (ec != std::errc() || end != text.data() + text.size() || text.empty() || v < min || v > max) return std::nullopt;
+  if (ec != std::errc() || end != text.data() + text.size() || text.empty() || v < min || v > max)
+    return std::nullopt;
   return static_cast<int>(v);
 }
 

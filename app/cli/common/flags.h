@@ -21,7 +21,8 @@ bool readInt(std::string_view text, int min, int& out);
 // A finite decimal number of at least `min`.
 std::optional<double> parseNumber(std::string_view text, double min = std::numeric_limits<double>::lowest());
 // Comma-separated whole numbers of at least `min` ("3,4,4,5"): at least one.
-std::optional<std::vector<int>> parseIntList(std::string_view text, int min = std::numeric_limits<int>::min());
+std::optional<std::vector<int>> parseIntList(std::string_view text,
+                                             int min = std::numeric_limits<int>::min());
 // A non-negative byte size: "85899345920", "80GiB", "40GB", "512M".
 std::optional<std::int64_t> parseBytes(std::string_view text);
 // A non-negative time in ms: "2.5", "2.5ms", "300us", "1.5s".

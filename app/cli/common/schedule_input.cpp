@@ -4,9 +4,13 @@
 
 namespace ps::cli {
 
-std::string inputName(const std::string& path) { return path == "-" ? "<stdin>" : path; }
+std::string inputName(const std::string& path) {
+  return path == "-" ? "<stdin>" : path;
+}
 
-void printLargeExpansion(const core::Diagnostic& d) { std::cerr << core::formatDiagnostic(d) << std::flush; }
+void printLargeExpansion(const core::Diagnostic& d) {
+  std::cerr << core::formatDiagnostic(d) << std::flush;
+}
 
 std::optional<std::string> overrideError(const core::Diagnostics& errors, core::ScheduleFormat format) {
   if (errors.size() != 1 || errors.front().code != core::kScheduleOverrideCode) return std::nullopt;
@@ -14,8 +18,8 @@ std::optional<std::string> overrideError(const core::Diagnostics& errors, core::
   return "--set " + errors.front().message;
 }
 
-ScheduleInput readSchedule(const Reporter& reporter, const std::string& path, core::ScheduleLoadOptions options,
-                           bool withCells) {
+ScheduleInput readSchedule(const Reporter& reporter, const std::string& path,
+                           core::ScheduleLoadOptions options, bool withCells) {
   ScheduleInput in;
   in.path = path;
   in.name = inputName(path);

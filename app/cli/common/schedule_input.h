@@ -21,16 +21,17 @@ struct ScheduleInput {
   std::string name;  // in diagnostics
   std::string text;
   core::ScheduleFormat format = core::ScheduleFormat::Pipe;
-  core::CsvStepLocations cells;          // a CSV's cell of each step
+  core::CsvStepLocations cells;            // a CSV's cell of each step
   std::optional<core::Schedule> schedule;  // empty on failure
-  int exitCode = kExitOk;                // on failure: kExitUsage (unreadable, bad --set), kExitInvalid
+  int exitCode = kExitOk;                  // on failure: kExitUsage (unreadable, bad --set), kExitInvalid
 };
 
 // Reads `path` and loads it with `options` (path, name and the large-expansion warning filled
-// in here; a CSV's cells too when `withCells`: a location per op costs a string per op). A failure is printed: the reason with `reporter`'s usage for a bad --set,
-// the file's diagnostics with their source lines for errors in it.
-ScheduleInput readSchedule(const Reporter& reporter, const std::string& path, core::ScheduleLoadOptions options = {},
-                           bool withCells = true);
+// in here; a CSV's cells too when `withCells`: a location per op costs a string per op). A failure is
+// printed: the reason with `reporter`'s usage for a bad --set, the file's diagnostics with their source lines
+// for errors in it.
+ScheduleInput readSchedule(const Reporter& reporter, const std::string& path,
+                           core::ScheduleLoadOptions options = {}, bool withCells = true);
 
 // A CSV's cells when readSchedule was not asked for them (they are read again).
 void readCells(ScheduleInput& in);

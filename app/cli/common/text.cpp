@@ -4,7 +4,9 @@
 
 namespace ps::cli {
 
-std::string fixed(double v, int decimals) { return fmt::format("{:.{}f}", v, decimals); }
+std::string fixed(double v, int decimals) {
+  return fmt::format("{:.{}f}", v, decimals);
+}
 
 std::string pad(std::string s, std::size_t width, bool rightAlign) {
   if (s.size() >= width) return s;

@@ -1,6 +1,5 @@
 // Planned-versus-measured comparison: op matching, deviations and error tables.
 #include "pipestudio/core/analysis/comparison.h"
-#include "pipestudio/core/model/enum_names.h"
 
 #include <algorithm>
 #include <cmath>
@@ -10,13 +9,19 @@
 #include <unordered_map>
 
 #include "analysis/comparison_internal.h"
+#include "pipestudio/core/model/enum_names.h"
 
 namespace ps::core {
 
-constexpr EnumName<Alignment> kAlignmentNames[] = {{Alignment::Absolute, "absolute"}, {Alignment::Scaled, "scaled"}};
+constexpr EnumName<Alignment> kAlignmentNames[] = {{Alignment::Absolute, "absolute"},
+                                                   {Alignment::Scaled, "scaled"}};
 
-std::string_view alignmentName(Alignment a) { return enumName(a, kAlignmentNames); }
-std::optional<Alignment> alignmentFromName(std::string_view name) { return enumFromName(name, kAlignmentNames); }
+std::string_view alignmentName(Alignment a) {
+  return enumName(a, kAlignmentNames);
+}
+std::optional<Alignment> alignmentFromName(std::string_view name) {
+  return enumFromName(name, kAlignmentNames);
+}
 
 namespace {
 
@@ -146,16 +151,19 @@ Comparison compareTimelines(const Schedule& plan, const Timeline& planned, const
     c.matches.push_back(om);
   }
   if (moved > 5)
-    c.diagnostics.push_back(makeWarning("compare.device", std::to_string(moved - 5) + " more op(s) ran on another device than planned"));
+    c.diagnostics.push_back(makeWarning(
+        "compare.device", std::to_string(moved - 5) + " more op(s) ran on another device than planned"));
   for (size_t i = 0; i < measured.ops.size(); ++i)
     if (!used[i]) c.unmatchedMeasured.push_back(i);
   std::stable_sort(c.unmatchedMeasured.begin(), c.unmatchedMeasured.end(), [&](size_t a, size_t b) {
-    return std::tie(measured.ops[a].device, measured.ops[a].start) < std::tie(measured.ops[b].device, measured.ops[b].start);
+    return std::tie(measured.ops[a].device, measured.ops[a].start) <
+           std::tie(measured.ops[b].device, measured.ops[b].start);
   });
   if (!c.unmatchedPlanned.empty()) {
-    Diagnostic d = makeWarning("compare.missing", std::to_string(c.unmatchedPlanned.size()) +
-                                                      " planned op(s) have no measured counterpart, first " +
-                                                      plan.opName(planned.ops[c.unmatchedPlanned.front()].op));
+    Diagnostic d =
+        makeWarning("compare.missing", std::to_string(c.unmatchedPlanned.size()) +
+                                           " planned op(s) have no measured counterpart, first " +
+                                           plan.opName(planned.ops[c.unmatchedPlanned.front()].op));
     c.diagnostics.push_back(std::move(d));
   }
 
@@ -194,7 +202,9 @@ namespace {
 using json = nlohmann::ordered_json;
 
 // Rounds to 1 ns so the JSON stays readable (times are in ms).
-double r6(double v) { return std::isfinite(v) ? std::round(v * 1e6) / 1e6 : 0.0; }
+double r6(double v) {
+  return std::isfinite(v) ? std::round(v * 1e6) / 1e6 : 0.0;
+}
 
 json statsJson(const ErrorStats& s) {
   json j{{"count", s.count},
@@ -269,16 +279,14 @@ std::string comparisonToJson(const Comparison& c, const Schedule& plan, const Ti
             {"wait_ms", r6(s.waitMs)}};
     if (s.transfer) {
       const Transfer& t = measured.transfers[*s.transfer];
-      st["transfer"] = {{"src", t.srcDevice}, {"dst", t.dstDevice}, {"start", r6(t.start)}, {"end", r6(t.end)}};
+      st["transfer"] = {
+          {"src", t.srcDevice}, {"dst", t.dstDevice}, {"start", r6(t.start)}, {"end", r6(t.end)}};
     }
     steps.push_back(std::move(st));
   }
-  j["critical_path"] = {{"start", r6(cp.start)},
-                        {"end", r6(cp.end)},
-                        {"compute_ms", r6(cp.computeMs)},
-                        {"transfer_ms", r6(cp.transferMs)},
-                        {"wait_ms", r6(cp.waitMs)},
-                        {"steps", steps}};
+  j["critical_path"] = {{"start", r6(cp.start)},          {"end", r6(cp.end)},
+                        {"compute_ms", r6(cp.computeMs)}, {"transfer_ms", r6(cp.transferMs)},
+                        {"wait_ms", r6(cp.waitMs)},       {"steps", steps}};
 
   json bubbles = json::array();
   for (const auto& db : c.bubbles) {
@@ -286,7 +294,9 @@ std::string comparisonToJson(const Comparison& c, const Schedule& plan, const Ti
     for (const auto& w : db.waitedOn) waited.push_back({{"device", w.device}, {"ms", r6(w.ms)}});
     json gaps = json::array();
     for (const auto& b : db.bubbles) {
-      json g{{"start", r6(b.start)}, {"end", r6(b.end)}, {"ms", r6(b.duration())},
+      json g{{"start", r6(b.start)},
+             {"end", r6(b.end)},
+             {"ms", r6(b.duration())},
              {"cause", std::string(bubbleCauseName(b.cause))}};
       if (b.before) g["before"] = name(measured.ops[*b.before].op);
       if (b.cause == BubbleCause::Dependency) {
@@ -306,9 +316,7 @@ std::string comparisonToJson(const Comparison& c, const Schedule& plan, const Ti
   j["bubbles"] = bubbles;
   json diags = json::array();
   for (const auto& d : c.diagnostics)
-    diags.push_back({{"severity", severityName(d.severity)},
-                     {"code", d.code},
-                     {"message", d.message}});
+    diags.push_back({{"severity", severityName(d.severity)}, {"code", d.code}, {"message", d.message}});
   j["diagnostics"] = diags;
   return j.dump(2) + "\n";
 }

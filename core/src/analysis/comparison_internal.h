@@ -5,8 +5,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "pipestudio/core/model/timeline.h"
 #include "pipestudio/core/analysis/dependency_graph.h"
+#include "pipestudio/core/model/timeline.h"
 
 namespace ps::core::detail {
 
@@ -27,8 +27,10 @@ inline bool occupiesCompute(OpKind k) {
     case OpKind::SendF:
     case OpKind::RecvF:
     case OpKind::SendB:
-    case OpKind::RecvB: return false;
-    default: return true;
+    case OpKind::RecvB:
+      return false;
+    default:
+      return true;
   }
 }
 
@@ -61,8 +63,8 @@ class TimelineIndex {
 
 // When an input of an op was available to it.
 struct Arrival {
-  size_t op = 0;     // producing op (timeline index)
-  double time = 0;   // its end, or its transfer's end
+  size_t op = 0;    // producing op (timeline index)
+  double time = 0;  // its end, or its transfer's end
   std::optional<size_t> transfer;
 };
 

@@ -1,11 +1,12 @@
 // Measured critical path and bubble attribution over any Timeline.
+#include "pipestudio/core/analysis/critical_path.h"
+
 #include <algorithm>
 #include <limits>
 #include <map>
 
 #include "analysis/comparison_internal.h"
 #include "pipestudio/core/model/enum_names.h"
-#include "pipestudio/core/analysis/critical_path.h"
 
 namespace ps::core {
 
@@ -132,13 +133,19 @@ std::vector<Arrival> arrivalsOf(const TimelineIndex& ix, const DependencyGraph& 
 
 using detail::kTimeEps;
 
-constexpr EnumName<CriticalLink> kCriticalLinkNames[] = {
-    {CriticalLink::Start, "start"}, {CriticalLink::Dependency, "dependency"}, {CriticalLink::DeviceOrder, "device"}};
-constexpr EnumName<BubbleCause> kBubbleCauseNames[] = {
-    {BubbleCause::Unexplained, "unexplained"}, {BubbleCause::Dependency, "dependency"}, {BubbleCause::Tail, "tail"}};
+constexpr EnumName<CriticalLink> kCriticalLinkNames[] = {{CriticalLink::Start, "start"},
+                                                         {CriticalLink::Dependency, "dependency"},
+                                                         {CriticalLink::DeviceOrder, "device"}};
+constexpr EnumName<BubbleCause> kBubbleCauseNames[] = {{BubbleCause::Unexplained, "unexplained"},
+                                                       {BubbleCause::Dependency, "dependency"},
+                                                       {BubbleCause::Tail, "tail"}};
 
-std::string_view criticalLinkName(CriticalLink l) { return enumName(l, kCriticalLinkNames); }
-std::string_view bubbleCauseName(BubbleCause c) { return enumName(c, kBubbleCauseNames); }
+std::string_view criticalLinkName(CriticalLink l) {
+  return enumName(l, kCriticalLinkNames);
+}
+std::string_view bubbleCauseName(BubbleCause c) {
+  return enumName(c, kBubbleCauseNames);
+}
 
 CriticalPath criticalPath(const Timeline& t, const Schedule& plan) {
   CriticalPath cp;

@@ -10,7 +10,9 @@ namespace {
 
 // Kinds whose repetition on a stage is allowed (PyTorch re-shards and re-unshards a stage as
 // its lookahead window moves).
-bool mayRepeat(OpKind k) { return k == OpKind::Unshard || k == OpKind::Reshard; }
+bool mayRepeat(OpKind k) {
+  return k == OpKind::Unshard || k == OpKind::Reshard;
+}
 
 // The graph build looks up a few table cells per op through small lambdas; inlining them
 // lets the compiler fold the constant kinds.
@@ -37,7 +39,8 @@ int DependencyGraph::find(const Op& op) const {
   if (op.stage < 0 || op.stage >= stages_) return -1;
   if (kv < mbKindIndex_.size() && mbKindIndex_[kv] >= 0) {
     if (op.microbatch < 0 || op.microbatch >= microbatches_) return -1;
-    return mbTable_[static_cast<size_t>((mbKindIndex_[kv] * stages_ + op.stage) * microbatches_ + op.microbatch)];
+    return mbTable_[static_cast<size_t>((mbKindIndex_[kv] * stages_ + op.stage) * microbatches_ +
+                                        op.microbatch)];
   }
   if (kv < stageKindIndex_.size() && stageKindIndex_[kv] >= 0) {
     if (op.microbatch != -1) return -1;
@@ -118,11 +121,17 @@ void DependencyGraph::forEachDependency(const Op& op, Emit&& emit, Miss&& miss) 
       if (int r = at(OpKind::Reload, s, m); r >= 0) emit(r);
       break;
     }
-    case OpKind::W: need(OpKind::I, s, m); break;
+    case OpKind::W:
+      need(OpKind::I, s, m);
+      break;
     case OpKind::R:
     case OpKind::Offload:
-    case OpKind::SendF: need(OpKind::F, s, m); break;
-    case OpKind::Reload: need(OpKind::Offload, s, m); break;
+    case OpKind::SendF:
+      need(OpKind::F, s, m);
+      break;
+    case OpKind::Reload:
+      need(OpKind::Offload, s, m);
+      break;
     case OpKind::SendB: {
       int g = gradOf(s, m);
       if (g >= 0)
@@ -132,7 +141,8 @@ void DependencyGraph::forEachDependency(const Op& op, Emit&& emit, Miss&& miss) 
       break;
     }
     case OpKind::RecvF:
-    case OpKind::RecvB: break;  // posting a receive waits for nothing
+    case OpKind::RecvB:
+      break;  // posting a receive waits for nothing
     case OpKind::ReduceGrad:
       for (int mb = 0; mb < microbatches_; ++mb) {
         int id = at(OpKind::W, s, mb);
@@ -142,7 +152,8 @@ void DependencyGraph::forEachDependency(const Op& op, Emit&& emit, Miss&& miss) 
       break;
     case OpKind::Unshard:
     case OpKind::Reshard:
-    default: break;
+    default:
+      break;
   }
   // Relates op to every present op of kind k on its stage (and micro-batch when both are
   // per micro-batch). Returns how many it found.
@@ -182,7 +193,9 @@ void DependencyGraph::forEachDependency(const Op& op, Emit&& emit, Miss&& miss) 
     for (OpKind x : precededBy_[kv]) relate(x);
 }
 
-DependencyGraph::DependencyGraph(const Schedule& s) { rebuild(s); }
+DependencyGraph::DependencyGraph(const Schedule& s) {
+  rebuild(s);
+}
 
 void DependencyGraph::rebuild(const Schedule& s) {
   // Clear instead of reallocating: a caller that rebuilds for every simulation keeps its
@@ -215,8 +228,10 @@ void DependencyGraph::rebuild(const Schedule& s) {
     static_assert(static_cast<size_t>(OpKind::kBuiltinCount) <= 64);
     auto see = [&](OpKind k) {
       auto kv = static_cast<size_t>(k);
-      if (kv < static_cast<size_t>(OpKind::kBuiltinCount)) builtinSeen |= std::uint64_t{1} << kv;
-      else if (kindOk(k)) present[kv] = 1;
+      if (kv < static_cast<size_t>(OpKind::kBuiltinCount))
+        builtinSeen |= std::uint64_t{1} << kv;
+      else if (kindOk(k))
+        present[kv] = 1;
     };
     for (const auto& dev : s.devices)
       for (const auto& st : dev) {
@@ -260,7 +275,8 @@ void DependencyGraph::rebuild(const Schedule& s) {
     for (const auto& name : s.userKinds[u].after)
       if (auto k = s.kindFromName(name)) afterKinds_[u].push_back(*k);
     for (const auto& name : s.userKinds[u].before)
-      if (auto k = s.kindFromName(name)) precededBy_[static_cast<size_t>(*k)].push_back(static_cast<OpKind>(kFirstUserKind + u));
+      if (auto k = s.kindFromName(name))
+        precededBy_[static_cast<size_t>(*k)].push_back(static_cast<OpKind>(kFirstUserKind + u));
   }
 
   // Copies the ops in id order (device by device, step by step, pairs first then second),
@@ -326,7 +342,8 @@ void DependencyGraph::rebuild(const Schedule& s) {
         problems_.push_back(Problem{ProblemKind::OutOfRange, static_cast<int>(id), -1, {}});
         return;
       }
-      cell = &mbTable_[static_cast<size_t>((mbKindIndex_[kv] * stages_ + op.stage) * microbatches_ + op.microbatch)];
+      cell = &mbTable_[static_cast<size_t>((mbKindIndex_[kv] * stages_ + op.stage) * microbatches_ +
+                                           op.microbatch)];
     } else {
       if (op.microbatch != -1) {
         problems_.push_back(Problem{ProblemKind::OutOfRange, static_cast<int>(id), -1, {}});
@@ -335,7 +352,8 @@ void DependencyGraph::rebuild(const Schedule& s) {
       cell = &stageTable_[static_cast<size_t>(stageKindIndex_[kv] * stages_ + op.stage)];
     }
     if (*cell >= 0) {
-      if (!mayRepeat(op.kind)) problems_.push_back(Problem{ProblemKind::Duplicate, static_cast<int>(id), *cell, {}});
+      if (!mayRepeat(op.kind))
+        problems_.push_back(Problem{ProblemKind::Duplicate, static_cast<int>(id), *cell, {}});
       // Repeats of UNSHARD/RESHARD are indexed by their first occurrence.
       indexed[id] = mayRepeat(op.kind) ? 1 : 0;
       return;
@@ -351,7 +369,9 @@ void DependencyGraph::rebuild(const Schedule& s) {
     if (!indexed[id]) continue;
     forEachDependency(
         ops_[id], [&](int dep) { deps_.push_back(dep); },
-        [&](const Op& missing) { problems_.push_back(Problem{ProblemKind::Missing, static_cast<int>(id), -1, missing}); });
+        [&](const Op& missing) {
+          problems_.push_back(Problem{ProblemKind::Missing, static_cast<int>(id), -1, missing});
+        });
   }
   depBegin_[nOps] = static_cast<int>(deps_.size());
   schedule_ = nullptr;
@@ -371,7 +391,8 @@ std::span<const int> DependencyGraph::dependents(int id) const {
         rdeps_[static_cast<size_t>(fill[static_cast<size_t>(d)]++)] = static_cast<int>(i);
       }
   }
-  return {rdeps_.data() + rdepBegin_[static_cast<size_t>(id)], rdeps_.data() + rdepBegin_[static_cast<size_t>(id) + 1]};
+  return {rdeps_.data() + rdepBegin_[static_cast<size_t>(id)],
+          rdeps_.data() + rdepBegin_[static_cast<size_t>(id) + 1]};
 }
 
 std::vector<int> DependencyGraph::dependenciesFor(const Op& op, std::vector<Op>* missing) const {

@@ -198,17 +198,39 @@ Result<double> DurationExpression::evaluate(const StageCost& c) const {
     const double a = n.a >= 0 ? v[static_cast<std::size_t>(n.a)] : 0;
     const double b = n.b >= 0 ? v[static_cast<std::size_t>(n.b)] : 0;
     switch (n.op) {
-      case Op::Num: v[i] = n.value; break;
-      case Op::F: v[i] = c.F; break;
-      case Op::B: v[i] = c.B; break;
-      case Op::I: v[i] = c.I; break;
-      case Op::W: v[i] = c.W; break;
-      case Op::R: v[i] = c.R; break;
-      case Op::O: v[i] = c.O; break;
-      case Op::Neg: v[i] = -a; break;
-      case Op::Add: v[i] = a + b; break;
-      case Op::Sub: v[i] = a - b; break;
-      case Op::Mul: v[i] = a * b; break;
+      case Op::Num:
+        v[i] = n.value;
+        break;
+      case Op::F:
+        v[i] = c.F;
+        break;
+      case Op::B:
+        v[i] = c.B;
+        break;
+      case Op::I:
+        v[i] = c.I;
+        break;
+      case Op::W:
+        v[i] = c.W;
+        break;
+      case Op::R:
+        v[i] = c.R;
+        break;
+      case Op::O:
+        v[i] = c.O;
+        break;
+      case Op::Neg:
+        v[i] = -a;
+        break;
+      case Op::Add:
+        v[i] = a + b;
+        break;
+      case Op::Sub:
+        v[i] = a - b;
+        break;
+      case Op::Mul:
+        v[i] = a * b;
+        break;
       case Op::Div:
         if (b == 0) {
           SourceLocation loc;
@@ -217,8 +239,12 @@ Result<double> DurationExpression::evaluate(const StageCost& c) const {
         }
         v[i] = a / b;
         break;
-      case Op::Min: v[i] = std::min(a, b); break;
-      case Op::Max: v[i] = std::max(a, b); break;
+      case Op::Min:
+        v[i] = std::min(a, b);
+        break;
+      case Op::Max:
+        v[i] = std::max(a, b);
+        break;
     }
   }
   return v.empty() ? 0.0 : v.back();
@@ -228,8 +254,9 @@ Result<double> evaluateDurationExpression(std::string_view expr, const StageCost
   auto e = DurationExpression::parse(expr);
   auto v = e ? e->evaluate(stage) : Result<double>(e.error());
   if (v) return v;
-  return makeError("simulate.duration", "duration expression '" + std::string(expr) + "': " + v.error().message +
-                                            " at column " + std::to_string(v.error().location.column));
+  return makeError("simulate.duration", "duration expression '" + std::string(expr) +
+                                            "': " + v.error().message + " at column " +
+                                            std::to_string(v.error().location.column));
 }
 
 }  // namespace ps::core

@@ -1,6 +1,5 @@
 // K iterations back to back over the one-iteration simulator (docs/search.md "Iterations").
 #include "pipestudio/core/analysis/iterations.h"
-#include "pipestudio/core/model/enum_names.h"
 
 #include <algorithm>
 #include <cmath>
@@ -8,12 +7,16 @@
 #include <limits>
 #include <string>
 
+#include "pipestudio/core/model/enum_names.h"
+
 namespace ps::core {
 
-constexpr EnumName<IterationBoundary> kBoundaryNames[] = {
-    {IterationBoundary::Overlap, "overlap"}, {IterationBoundary::Sync, "sync"}};
+constexpr EnumName<IterationBoundary> kBoundaryNames[] = {{IterationBoundary::Overlap, "overlap"},
+                                                          {IterationBoundary::Sync, "sync"}};
 
-std::string_view iterationBoundaryName(IterationBoundary b) { return enumName(b, kBoundaryNames); }
+std::string_view iterationBoundaryName(IterationBoundary b) {
+  return enumName(b, kBoundaryNames);
+}
 std::optional<IterationBoundary> iterationBoundaryFromName(std::string_view name) {
   return enumFromName(name, kBoundaryNames);
 }
@@ -110,7 +113,8 @@ std::vector<double> optimizerStepPerDevice(const Schedule& s, const SimulationMo
       t = *perStageOverride;
     } else {
       const StageCost& c = model.stages[static_cast<size_t>(st)];
-      for (int l = c.firstLayer; l < c.firstLayer + c.layerCount && l < static_cast<int>(model.profile.layers.size()); ++l)
+      for (int l = c.firstLayer;
+           l < c.firstLayer + c.layerCount && l < static_cast<int>(model.profile.layers.size()); ++l)
         t += model.profile.layers[static_cast<size_t>(l)].optimizerStepMs;
     }
     out[static_cast<size_t>(d)] += t;
@@ -120,7 +124,8 @@ std::vector<double> optimizerStepPerDevice(const Schedule& s, const SimulationMo
 
 Result<Schedule> unrollIterations(const Schedule& s, int iterations, const std::vector<double>& stepMs) {
   if (iterations < 1) return makeError("iterations.count", "the number of iterations must be at least 1");
-  if (static_cast<int>(stepMs.size()) != s.pipeline.devices || static_cast<int>(s.devices.size()) != s.pipeline.devices)
+  if (static_cast<int>(stepMs.size()) != s.pipeline.devices ||
+      static_cast<int>(s.devices.size()) != s.pipeline.devices)
     return makeError("iterations.devices", "one optimizer step time per device is needed");
   PS_TRY(checkUnrollable(s));
   const int M = s.pipeline.microbatches;
@@ -141,14 +146,16 @@ Result<Schedule> unrollIterations(const Schedule& s, int iterations, const std::
         if (st.second) c.second = offsetOp(*st.second, k * M);
         ord.push_back(c);
       }
-      if (!stages.empty()) ord.push_back(Step{Op{kinds[static_cast<size_t>(d)], stages.front(), k}, std::nullopt});
+      if (!stages.empty())
+        ord.push_back(Step{Op{kinds[static_cast<size_t>(d)], stages.front(), k}, std::nullopt});
     }
   }
   if (!out.name.empty()) out.name += " x" + std::to_string(iterations);
   return out;
 }
 
-Result<IterationResult> simulateIterations(const Schedule& s, const SimulationModel& model, const IterationOptions& o) {
+Result<IterationResult> simulateIterations(const Schedule& s, const SimulationModel& model,
+                                           const IterationOptions& o) {
   const int K = o.iterations;
   if (K < 1) return makeError("iterations.count", "the number of iterations must be at least 1");
   PS_TRY(checkUnrollable(s));
@@ -195,7 +202,8 @@ Result<IterationResult> simulateIterations(const Schedule& s, const SimulationMo
     r.iterationEnds.assign(static_cast<size_t>(K), 0);
     for (int k = 0; k < K; ++k) {
       double e = -kInf;
-      for (int d = 0; d < D; ++d) e = std::max(e, stepEnd[static_cast<size_t>(d) * K + static_cast<size_t>(k)]);
+      for (int d = 0; d < D; ++d)
+        e = std::max(e, stepEnd[static_cast<size_t>(d) * K + static_cast<size_t>(k)]);
       r.iterationEnds[static_cast<size_t>(k)] = std::isfinite(e) ? e : 0;
     }
     for (int d = 0; d < D; ++d) {
@@ -205,7 +213,8 @@ Result<IterationResult> simulateIterations(const Schedule& s, const SimulationMo
       if (std::isfinite(lo[b + K - 1])) dm.steadySpan = hi[b + K - 1] - lo[b + K - 1];
       if (K >= 2 && std::isfinite(stepEnd[b + K - 1]) && std::isfinite(stepEnd[b + K - 2]))
         dm.period = stepEnd[b + K - 1] - stepEnd[b + K - 2];
-      if (static_cast<size_t>(d) < tl->metrics.devices.size()) dm.peakMemoryBytes = tl->metrics.devices[static_cast<size_t>(d)].peakMemoryBytes;
+      if (static_cast<size_t>(d) < tl->metrics.devices.size())
+        dm.peakMemoryBytes = tl->metrics.devices[static_cast<size_t>(d)].peakMemoryBytes;
     }
     r.firstIterationMs = r.complete && std::isfinite(first) ? r.iterationEnds[0] - first : 0;
     if (o.buildTimeline) {
@@ -249,7 +258,8 @@ Result<IterationResult> simulateIterations(const Schedule& s, const SimulationMo
     const double piece = tp ? lastEnd(*tp) : 0;
     for (int k = 1; k < K; ++k) barrier[static_cast<size_t>(k)] = barrier[static_cast<size_t>(k) - 1] + piece;
     r.iterationEnds.resize(static_cast<size_t>(K));
-    for (int k = 0; k < K; ++k) r.iterationEnds[static_cast<size_t>(k)] = barrier[static_cast<size_t>(k)] + maxStep;
+    for (int k = 0; k < K; ++k)
+      r.iterationEnds[static_cast<size_t>(k)] = barrier[static_cast<size_t>(k)] + maxStep;
     r.firstIterationMs = r.iterationEnds[0] - first;
     for (int d = 0; d < D; ++d) {
       auto& dm = r.devices[static_cast<size_t>(d)];
@@ -267,7 +277,8 @@ Result<IterationResult> simulateIterations(const Schedule& s, const SimulationMo
             hi = std::max(hi, op.end);
           }
         dm.steadySpan = std::isfinite(lo) ? hi - lo : 0;
-        dm.peakMemoryBytes = std::max(dm.peakMemoryBytes, tp->metrics.devices[static_cast<size_t>(d)].peakMemoryBytes);
+        dm.peakMemoryBytes =
+            std::max(dm.peakMemoryBytes, tp->metrics.devices[static_cast<size_t>(d)].peakMemoryBytes);
       }
       dm.period = K >= 2 ? piece : 0;
     }
@@ -321,7 +332,8 @@ Result<IterationResult> simulateIterations(const Schedule& s, const SimulationMo
       out.transfers.insert(out.transfers.begin(), t0->transfers.begin(), t0->transfers.end());
       if (so.recordMemory)
         for (int d = 0; d < D && static_cast<size_t>(d) < t0->memory.size(); ++d)
-          out.memory[static_cast<size_t>(d)].insert(out.memory[static_cast<size_t>(d)].begin(), t0->memory[static_cast<size_t>(d)].begin(),
+          out.memory[static_cast<size_t>(d)].insert(out.memory[static_cast<size_t>(d)].begin(),
+                                                    t0->memory[static_cast<size_t>(d)].begin(),
                                                     t0->memory[static_cast<size_t>(d)].end());
       // The last iteration's steps after the last barrier.
       for (int d = 0; d < D; ++d) {
@@ -331,23 +343,27 @@ Result<IterationResult> simulateIterations(const Schedule& s, const SimulationMo
         const Op op = ord.back().first;
         if (!isStepKind(*unrolled, op.kind)) continue;
         const double b = barrier[static_cast<size_t>(K) - 1];
-        byDev[static_cast<size_t>(d)].push_back(TimelineOp{d, step, op, false, b, b + stepMs[static_cast<size_t>(d)]});
+        byDev[static_cast<size_t>(d)].push_back(
+            TimelineOp{d, step, op, false, b, b + stepMs[static_cast<size_t>(d)]});
       }
       for (auto& v : byDev) {
-        std::stable_sort(v.begin(), v.end(), [](const TimelineOp& a, const TimelineOp& b) { return a.start < b.start; });
+        std::stable_sort(v.begin(), v.end(),
+                         [](const TimelineOp& a, const TimelineOp& b) { return a.start < b.start; });
         out.ops.insert(out.ops.end(), v.begin(), v.end());
       }
       out.metrics = computeMetrics(out);
       if (!so.recordMemory)
         for (int d = 0; d < D && static_cast<size_t>(d) < out.metrics.devices.size(); ++d)
-          out.metrics.devices[static_cast<size_t>(d)].peakMemoryBytes = r.devices[static_cast<size_t>(d)].peakMemoryBytes;
+          out.metrics.devices[static_cast<size_t>(d)].peakMemoryBytes =
+              r.devices[static_cast<size_t>(d)].peakMemoryBytes;
       r.unrolled = std::move(unrolled).value();
     }
   }
 
   if (r.complete) {
-    r.steadyStateMs = K >= 2 ? r.iterationEnds[static_cast<size_t>(K) - 1] - r.iterationEnds[static_cast<size_t>(K) - 2]
-                             : r.firstIterationMs;
+    r.steadyStateMs =
+        K >= 2 ? r.iterationEnds[static_cast<size_t>(K) - 1] - r.iterationEnds[static_cast<size_t>(K) - 2]
+               : r.firstIterationMs;
   }
   for (const auto& dm : r.devices) {
     r.maxFirstSpan = std::max(r.maxFirstSpan, dm.firstSpan);

@@ -1,7 +1,5 @@
 #include "pipestudio/core/analysis/simulator.h"
 
-#include "pipestudio/core/model/limits.h"
-
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -11,14 +9,16 @@
 #include <string>
 #include <utility>
 
+#include "pipestudio/core/model/limits.h"
+
 #if defined(__linux__)
 #include <sys/mman.h>
 #endif
 
-#include "pipestudio/core/analysis/duration_expression.h"
-#include "pipestudio/core/analysis/dependency_graph.h"
-#include "pipestudio/core/analysis/validator.h"
 #include "analysis/simulator_compiled.h"
+#include "pipestudio/core/analysis/dependency_graph.h"
+#include "pipestudio/core/analysis/duration_expression.h"
+#include "pipestudio/core/analysis/validator.h"
 
 namespace ps::core {
 
@@ -38,7 +38,6 @@ Result<SimulationModel> makeSimulationModel(const Schedule& s, const CostProfile
 namespace {
 
 using namespace detail;
-
 
 // Reserves a large output vector. On Linux its pages are advised as huge pages first: a
 // million-op timeline is tens of MB written once, and taking it in 2 MiB pages instead of
@@ -65,9 +64,12 @@ std::string formatMs(double v) {
 std::string formatBytes(std::int64_t b) {
   char buf[64];
   double v = static_cast<double>(b);
-  if (std::llabs(b) >= (1LL << 30)) std::snprintf(buf, sizeof buf, "%.2f GiB", v / (1LL << 30));
-  else if (std::llabs(b) >= (1LL << 20)) std::snprintf(buf, sizeof buf, "%.2f MiB", v / (1LL << 20));
-  else std::snprintf(buf, sizeof buf, "%lld B", static_cast<long long>(b));
+  if (std::llabs(b) >= (1LL << 30))
+    std::snprintf(buf, sizeof buf, "%.2f GiB", v / (1LL << 30));
+  else if (std::llabs(b) >= (1LL << 20))
+    std::snprintf(buf, sizeof buf, "%.2f MiB", v / (1LL << 20));
+  else
+    std::snprintf(buf, sizeof buf, "%lld B", static_cast<long long>(b));
   return buf;
 }
 
@@ -210,7 +212,7 @@ Result<Timeline> run(const Schedule& s, const SimulationModel& model, const Simu
   double first = std::numeric_limits<double>::infinity(), last = -first, busySum = 0;
   const std::int64_t limit = o.memoryLimitBytes.value_or(prof.deviceMemoryBytes);
   const size_t SM = static_cast<size_t>(c.S) * M;
-  std::vector<std::int64_t>& stash = c.stash;  // per (stage, mb): activations resident on the device
+  std::vector<std::int64_t>& stash = c.stash;          // per (stage, mb): activations resident on the device
   std::vector<std::int64_t>& offloaded = c.offloaded;  // per (stage, mb): activations on the host
   std::vector<int>& live = c.live;                     // F..B/I stashes alive per (device, mb)
   // Per stage: gathered (unsharded) weights held from UNSHARD to RESHARD.
@@ -228,7 +230,8 @@ Result<Timeline> run(const Schedule& s, const SimulationModel& model, const Simu
     for (int st = 0; st < c.S; ++st)
       if (s.pipeline.stageToDevice.size() == static_cast<size_t>(c.S) && s.pipeline.deviceOf(st) == d)
         if (!limits::addBytes(staticBytes, model.stages[static_cast<size_t>(st)].staticBytes))
-          return makeError("simulate.overflow", "device " + std::to_string(d) + ": the static memory of its stages overflows 64 bits");
+          return makeError("simulate.overflow", "device " + std::to_string(d) +
+                                                    ": the static memory of its stages overflows 64 bits");
     dm.staticBytes = staticBytes;
     std::int64_t cur = staticBytes;
     dm.peakMemoryBytes = cur;
@@ -244,9 +247,10 @@ Result<Timeline> run(const Schedule& s, const SimulationModel& model, const Simu
     }
     if (limit > 0 && cur > limit) {
       overLimit = true;
-      tl.diagnostics.push_back(makeError("simulate.memory", "device " + std::to_string(d) + " needs " + formatBytes(cur) +
-                                                                " for weights, gradients and optimizer state alone, over its limit of " +
-                                                                formatBytes(limit)));
+      tl.diagnostics.push_back(makeError(
+          "simulate.memory", "device " + std::to_string(d) + " needs " + formatBytes(cur) +
+                                 " for weights, gradients and optimizer state alone, over its limit of " +
+                                 formatBytes(limit)));
     }
     int curStep = 0;  // step index of the op being applied (the peak's op)
     bool memOverflow = false;
@@ -257,15 +261,17 @@ Result<Timeline> run(const Schedule& s, const SimulationModel& model, const Simu
         cur = delta > 0 ? std::numeric_limits<std::int64_t>::max() : std::numeric_limits<std::int64_t>::min();
         if (!memOverflow) {
           memOverflow = true;
-          tl.diagnostics.push_back(makeError("simulate.overflow", "device " + std::to_string(d) +
-                                                                      ": memory in use overflows 64 bits during " +
-                                                                      s.opName(op)));
+          tl.diagnostics.push_back(makeError(
+              "simulate.overflow",
+              "device " + std::to_string(d) + ": memory in use overflows 64 bits during " + s.opName(op)));
         }
       }
       if (curve) {
         // Changes at one instant collapse into one sample, but the first (static) sample stays.
-        if (curve->size() > 1 && curve->back().time == time) curve->back().bytes = cur;
-        else curve->push_back(MemorySample{time, cur});
+        if (curve->size() > 1 && curve->back().time == time)
+          curve->back().bytes = cur;
+        else
+          curve->push_back(MemorySample{time, cur});
       }
       if (cur > dm.peakMemoryBytes) {
         dm.peakMemoryBytes = cur;
@@ -275,9 +281,10 @@ Result<Timeline> run(const Schedule& s, const SimulationModel& model, const Simu
       }
       if (limit > 0 && cur > limit && !overLimit) {
         overLimit = true;
-        Diagnostic diag = makeError("simulate.memory", "device " + std::to_string(d) + " exceeds its memory limit at " +
-                                                           formatMs(time) + " during " + s.opName(op) + ": " +
-                                                           formatBytes(cur) + " > " + formatBytes(limit));
+        Diagnostic diag =
+            makeError("simulate.memory", "device " + std::to_string(d) + " exceeds its memory limit at " +
+                                             formatMs(time) + " during " + s.opName(op) + ": " +
+                                             formatBytes(cur) + " > " + formatBytes(limit));
         diag.related.push_back(OpRef{d, curStep});
         tl.diagnostics.push_back(std::move(diag));
       }
@@ -294,7 +301,8 @@ Result<Timeline> run(const Schedule& s, const SimulationModel& model, const Simu
     // Memory effect of one op at its start (phase 0) or end (phase 1).
     auto effect = [&](const Op& op, int phase, double time) PS_INLINE_LAMBDA {
       const StageCost& sc = model.stages[static_cast<size_t>(op.stage)];
-      const size_t sm = op.microbatch >= 0 ? static_cast<size_t>(op.stage) * M + static_cast<size_t>(op.microbatch) : 0;
+      const size_t sm =
+          op.microbatch >= 0 ? static_cast<size_t>(op.stage) * M + static_cast<size_t>(op.microbatch) : 0;
       switch (op.kind) {
         case OpKind::F:
           if (phase == 0 && op.microbatch >= 0) {
@@ -315,7 +323,8 @@ Result<Timeline> run(const Schedule& s, const SimulationModel& model, const Simu
           if (phase == 1 && op.microbatch >= 0) {
             std::int64_t& st = stash[sm];
             const std::int64_t freed =
-                op.kind == OpKind::B ? st : std::max<std::int64_t>(0, st - std::min(st, sc.weightGradStashBytes));
+                op.kind == OpKind::B ? st
+                                     : std::max<std::int64_t>(0, st - std::min(st, sc.weightGradStashBytes));
             st -= freed;
             inflightDelta(op, -1);
             apply(time, -freed, op);
@@ -353,8 +362,10 @@ Result<Timeline> run(const Schedule& s, const SimulationModel& model, const Simu
           break;
         default:
           if (const UserKind* u = s.userKind(op.kind)) {
-            if (phase == 0) apply(time, u->memory.transientBytes, op);
-            else apply(time, u->memory.deltaBytes - u->memory.transientBytes, op);
+            if (phase == 0)
+              apply(time, u->memory.transientBytes, op);
+            else
+              apply(time, u->memory.deltaBytes - u->memory.transientBytes, op);
           }
           break;
       }
@@ -423,11 +434,14 @@ Result<Timeline> run(const Schedule& s, const SimulationModel& model, const Simu
       const StepRec& r = steps[static_cast<size_t>(h)];
       const int o0 = c.stepOp[static_cast<size_t>(h)], o1 = c.stepOp[static_cast<size_t>(h) + 1];
       const bool pair = o1 - o0 == 2;
-      for (int op = o0; op < o1; ++op) tl.ops.push_back(TimelineOp{d, h - b, c.op(op), pair, r.time, r.time + r.dur});
+      for (int op = o0; op < o1; ++op)
+        tl.ops.push_back(TimelineOp{d, h - b, c.op(op), pair, r.time, r.time + r.dur});
       lo = std::min(lo, r.time);
       hi = std::max(hi, r.time + r.dur);
-      if (r.edges & kCopyBit) anyCopy = true;
-      else busy += r.dur;
+      if (r.edges & kCopyBit)
+        anyCopy = true;
+      else
+        busy += r.dur;
       if (!copyDevice) {
         stepEffect(h, 0);
         stepEffect(h, 1);
@@ -464,10 +478,11 @@ Result<Timeline> run(const Schedule& s, const SimulationModel& model, const Simu
   }
   // Costs built in code are not bounded like a parsed profile: an infinite time is an error.
   if (!std::isfinite(m.makespan) || !std::isfinite(busySum))
-    tl.diagnostics.push_back(makeError("simulate.overflow", "the simulated times are not finite (a cost too large "
-                                                            "for the model; times are bounded by " +
-                                                            std::to_string(static_cast<long long>(limits::kMaxTimeMs)) +
-                                                            " ms per value)"));
+    tl.diagnostics.push_back(makeError("simulate.overflow",
+                                       "the simulated times are not finite (a cost too large "
+                                       "for the model; times are bounded by " +
+                                           std::to_string(static_cast<long long>(limits::kMaxTimeMs)) +
+                                           " ms per value)"));
 
   if (stalled) {
     tl.complete = false;

@@ -37,10 +37,11 @@ Status compile(const Schedule& s, const SimulationModel& model, Compiled& c, con
                                             " stages x " + std::to_string(c.M) + " micro-batches need");
     if (pr.kind == PK::BadKind || pr.kind == PK::OutOfRange) {
       OpRef r = g.ref(pr.op);
-      Diagnostic e = makeError("simulate.op", "device " + std::to_string(r.device) + " step " + std::to_string(r.step) +
-                                                  ": " + s.opName(g.op(pr.op)) +
-                                                  (pr.kind == PK::BadKind ? " has an undeclared kind"
-                                                                          : " names a stage or micro-batch outside the pipeline"));
+      Diagnostic e = makeError(
+          "simulate.op", "device " + std::to_string(r.device) + " step " + std::to_string(r.step) + ": " +
+                             s.opName(g.op(pr.op)) +
+                             (pr.kind == PK::BadKind ? " has an undeclared kind"
+                                                     : " names a stage or micro-batch outside the pipeline"));
       e.related.push_back(r);
       return e;
     }
@@ -58,13 +59,14 @@ Status compile(const Schedule& s, const SimulationModel& model, Compiled& c, con
     for (int st = 0; st < c.S; ++st) {
       auto v = expr ? expr->evaluate(model.stages[static_cast<size_t>(st)]) : Result<double>(expr.error());
       if (!v)
-        return makeError("simulate.duration", "kind " + s.userKinds[u].name + ": duration expression '" + text +
-                                                  "': " + v.error().message + " at column " +
+        return makeError("simulate.duration", "kind " + s.userKinds[u].name + ": duration expression '" +
+                                                  text + "': " + v.error().message + " at column " +
                                                   std::to_string(v.error().location.column));
       if (!std::isfinite(*v) || *v > limits::kMaxTimeMs)
-        return makeError("simulate.overflow", "kind " + s.userKinds[u].name + ": duration on stage " + std::to_string(st) +
-                                                  " is " + std::to_string(*v) + " ms, not a finite time within " +
-                                                  std::to_string(static_cast<long long>(limits::kMaxTimeMs)) + " ms");
+        return makeError("simulate.overflow",
+                         "kind " + s.userKinds[u].name + ": duration on stage " + std::to_string(st) +
+                             " is " + std::to_string(*v) + " ms, not a finite time within " +
+                             std::to_string(static_cast<long long>(limits::kMaxTimeMs)) + " ms");
       userDur[u * static_cast<size_t>(c.S) + static_cast<size_t>(st)] = std::max(0.0, *v);
     }
   }
@@ -76,7 +78,8 @@ Status compile(const Schedule& s, const SimulationModel& model, Compiled& c, con
   for (int st = 0; st < c.S; ++st) {
     const StageCost& sc = model.stages[static_cast<size_t>(st)];
     const double v[5] = {sc.F, sc.B, sc.I, sc.W, sc.R};
-    for (int k = 0; k < 5; ++k) kindDur[static_cast<size_t>(k) * static_cast<size_t>(c.S) + static_cast<size_t>(st)] = v[k];
+    for (int k = 0; k < 5; ++k)
+      kindDur[static_cast<size_t>(k) * static_cast<size_t>(c.S) + static_cast<size_t>(st)] = v[k];
   }
   auto opDuration = [&](int id) -> double {
     const Op& op = g.op(id);
@@ -84,11 +87,16 @@ Status compile(const Schedule& s, const SimulationModel& model, Compiled& c, con
       return kindDur[static_cast<size_t>(op.kind) * static_cast<size_t>(c.S) + static_cast<size_t>(op.stage)];
     const StageCost& sc = model.stages[static_cast<size_t>(op.stage)];
     switch (op.kind) {
-      case OpKind::F: return sc.F;
-      case OpKind::B: return sc.B;
-      case OpKind::I: return sc.I;
-      case OpKind::W: return sc.W;
-      case OpKind::R: return sc.R;
+      case OpKind::F:
+        return sc.F;
+      case OpKind::B:
+        return sc.B;
+      case OpKind::I:
+        return sc.I;
+      case OpKind::W:
+        return sc.W;
+      case OpKind::R:
+        return sc.R;
       // PyTorch's data-parallel collectives: UNSHARD all-gathers the stage's weights,
       // REDUCE_GRAD reduces its gradients; RESHARD only frees memory.
       case OpKind::Unshard:
@@ -103,7 +111,8 @@ Status compile(const Schedule& s, const SimulationModel& model, Compiled& c, con
       case OpKind::Offload:
       case OpKind::Reload: {
         if (prof.hostBandwidthBytesPerMs <= 0 || op.microbatch < 0) return 0.0;
-        bool rec = c.recomputed[static_cast<size_t>(op.stage) * static_cast<size_t>(c.M) + static_cast<size_t>(op.microbatch)];
+        bool rec = c.recomputed[static_cast<size_t>(op.stage) * static_cast<size_t>(c.M) +
+                                static_cast<size_t>(op.microbatch)];
         return static_cast<double>(rec ? sc.inputBytes : sc.activationBytes) / prof.hostBandwidthBytesPerMs;
       }
       default:
@@ -134,7 +143,8 @@ Status compile(const Schedule& s, const SimulationModel& model, Compiled& c, con
     if (op.kind == OpKind::R) {
       anyR = true;
       if (op.microbatch >= 0)
-        c.recomputed[static_cast<size_t>(op.stage) * static_cast<size_t>(c.M) + static_cast<size_t>(op.microbatch)] = 1;
+        c.recomputed[static_cast<size_t>(op.stage) * static_cast<size_t>(c.M) +
+                     static_cast<size_t>(op.microbatch)] = 1;
     } else if (op.kind == OpKind::Offload || op.kind == OpKind::Reload) {
       anyHostMove = true;
     } else if (op.kind == OpKind::Unshard) {
@@ -149,7 +159,8 @@ Status compile(const Schedule& s, const SimulationModel& model, Compiled& c, con
     const auto bytes = static_cast<double>(model.stages[static_cast<size_t>(st)].outputBytes);
     c.linkCost[static_cast<size_t>(st)] =
         fixedComm ? *prof.fixedCommMs
-                  : prof.link.latencyMs + (prof.link.bandwidthBytesPerMs > 0 ? bytes / prof.link.bandwidthBytesPerMs : 0.0);
+                  : prof.link.latencyMs +
+                        (prof.link.bandwidthBytesPerMs > 0 ? bytes / prof.link.bandwidthBytesPerMs : 0.0);
   }
 
   // Successor edges by producer step (dependencies inside an overlapped pair do not delay it).
@@ -234,9 +245,11 @@ Status compile(const Schedule& s, const SimulationModel& model, Compiled& c, con
       c.steps[st].dur = stepDuration(c.stepOp[st], c.stepOp[st + 1] - c.stepOp[st] == 2);
   if (pairs)
     for (int d = 0; d < c.D; ++d) {
-      const int devBegin = c.devBegin[static_cast<size_t>(d)], devEnd = c.devBegin[static_cast<size_t>(d) + 1];
+      const int devBegin = c.devBegin[static_cast<size_t>(d)],
+                devEnd = c.devBegin[static_cast<size_t>(d) + 1];
       for (int st = devBegin; st < devEnd; ++st)
-        countEdges(devBegin, devEnd, st, c.stepOp[static_cast<size_t>(st)], c.stepOp[static_cast<size_t>(st) + 1]);
+        countEdges(devBegin, devEnd, st, c.stepOp[static_cast<size_t>(st)],
+                   c.stepOp[static_cast<size_t>(st) + 1]);
     }
   for (size_t i = 0; i < nSteps; ++i) count[i + 1] += count[i];
   if (static_cast<std::uint64_t>(count[nSteps]) >= kCopyBit)

@@ -24,9 +24,9 @@ constexpr int kNone = -1;
 // cost is mostly the bytes of these records and of the edges; the rest (first op, op count,
 // device) lives in Compiled::stepOp and the device ranges.
 struct StepRec {
-  double time = 0;  // when its dependencies are ready; once scheduled, its start
-  double dur = 0;   // ends at time + dur once scheduled
-  int pending = 0;  // dependencies not yet scheduled
+  double time = 0;          // when its dependencies are ready; once scheduled, its start
+  double dur = 0;           // ends at time + dur once scheduled
+  int pending = 0;          // dependencies not yet scheduled
   std::uint32_t edges = 0;  // first successor in Compiled::edges (the next record's is the end), | kCopyBit
 };
 constexpr std::uint32_t kCopyBit = 0x80000000u;  // runs on the copy stream
@@ -51,14 +51,14 @@ struct PendingEdge {
 // device, step by step, both ops of a pair in order, so steps are contiguous per device.
 struct Compiled {
   int D = 0, S = 0, M = 0;
-  DependencyGraph ownGraph;             // built here unless the caller gives one
+  DependencyGraph ownGraph;            // built here unless the caller gives one
   const DependencyGraph* g = nullptr;  // ownGraph or the caller's
-  std::vector<StepRec> steps;  // one more than the steps: its `edges` ends the last one's
-  std::vector<int> stepOp;     // first op id of each step, then the op count
+  std::vector<StepRec> steps;          // one more than the steps: its `edges` ends the last one's
+  std::vector<int> stepOp;             // first op id of each step, then the op count
   std::vector<int> opStep;
-  std::vector<char> hasCopy;   // per device: some step runs on the copy stream
+  std::vector<char> hasCopy;     // per device: some step runs on the copy stream
   std::vector<double> linkCost;  // per lower stage: transfer time across devices
-  std::vector<int> devBegin;  // steps of device d: [devBegin[d], devBegin[d + 1])
+  std::vector<int> devBegin;     // steps of device d: [devBegin[d], devBegin[d + 1])
   std::vector<Edge> edges;
   std::vector<char> recomputed;  // per (stage, mb): the schedule has its R
   std::vector<int> count;

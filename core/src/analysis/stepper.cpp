@@ -1,6 +1,5 @@
 // Step-through model: ordered events, playhead moves, breakpoints and the state at a time.
 #include "pipestudio/core/analysis/stepper.h"
-#include "pipestudio/core/model/enum_names.h"
 
 #include <algorithm>
 #include <cmath>
@@ -10,13 +9,16 @@
 
 #include "analysis/comparison_internal.h"
 #include "pipestudio/core/analysis/dependency_graph.h"
+#include "pipestudio/core/model/enum_names.h"
 
 namespace ps::core {
 
 namespace {
 constexpr size_t kNone = std::numeric_limits<size_t>::max();
 
-bool isBackwardGrad(OpKind k) { return k == OpKind::B || k == OpKind::I; }
+bool isBackwardGrad(OpKind k) {
+  return k == OpKind::B || k == OpKind::I;
+}
 
 // The last sample at or before t; none before the first sample.
 std::optional<std::int64_t> memoryAt(const std::vector<MemorySample>& curve, double t) {
@@ -36,11 +38,14 @@ bool Breakpoint::matches(const TimelineOp& op, StepEventKind event) const {
   return true;
 }
 
-constexpr EnumName<InputStatus> kInputStatusNames[] = {
-    {InputStatus::NotStarted, "not-started"}, {InputStatus::Running, "running"},
-    {InputStatus::InTransit, "in-transit"}, {InputStatus::NeverRan, "never-ran"}};
+constexpr EnumName<InputStatus> kInputStatusNames[] = {{InputStatus::NotStarted, "not-started"},
+                                                       {InputStatus::Running, "running"},
+                                                       {InputStatus::InTransit, "in-transit"},
+                                                       {InputStatus::NeverRan, "never-ran"}};
 
-std::string_view inputStatusName(InputStatus s) { return enumName(s, kInputStatusNames); }
+std::string_view inputStatusName(InputStatus s) {
+  return enumName(s, kInputStatusNames);
+}
 
 struct Stepper::Impl {
   Timeline timeline;
@@ -50,8 +55,8 @@ struct Stepper::Impl {
   std::unique_ptr<detail::TimelineIndex> index;         // over `timeline`
   std::unique_ptr<detail::TimelineIndex> plannedIndex;  // over `planned`
   std::vector<StepEvent> events;
-  std::vector<size_t> startEvent;  // per op: its start event's index (kNone when none)
-  std::vector<size_t> endEvent;    // per op: its end event's index (kNone when it never ended)
+  std::vector<size_t> startEvent;                 // per op: its start event's index (kNone when none)
+  std::vector<size_t> endEvent;                   // per op: its end event's index (kNone when it never ended)
   std::vector<std::vector<size_t>> deviceEvents;  // per device: event indices in order
   int devices = 0;
   double plannedOrigin = 0;
@@ -59,18 +64,18 @@ struct Stepper::Impl {
   // Per-device tables that make a state query O(devices x (log n + what it returns)) rather
   // than a pass over every op. kNone (never) compares as later than every position.
   struct Flight {
-    size_t start = 0;  // the F's start event
+    size_t start = 0;     // the F's start event
     size_t free = kNone;  // the first B / I end event of the same (stage, micro-batch)
     StageMicrobatch sm;
   };
   struct DeviceTables {
-    std::vector<size_t> opsByStart;   // ops with a start event, by it
-    std::vector<size_t> startEvents;  // their start events, ascending
-    std::vector<size_t> maxEndEvent;  // prefix max of their end events
-    std::vector<size_t> endsBefore;   // endsBefore[k]: End events among deviceEvents[0, k)
-    std::vector<Flight> flights;      // by start
-    std::vector<size_t> maxFree;      // prefix max of flights' free
-    std::vector<size_t> stepStartMax; // prefix max over plan steps of the first op's start event
+    std::vector<size_t> opsByStart;    // ops with a start event, by it
+    std::vector<size_t> startEvents;   // their start events, ascending
+    std::vector<size_t> maxEndEvent;   // prefix max of their end events
+    std::vector<size_t> endsBefore;    // endsBefore[k]: End events among deviceEvents[0, k)
+    std::vector<Flight> flights;       // by start
+    std::vector<size_t> maxFree;       // prefix max of flights' free
+    std::vector<size_t> stepStartMax;  // prefix max over plan steps of the first op's start event
     size_t opsPlanned = 0;
   };
   std::vector<DeviceTables> tables;
@@ -109,7 +114,8 @@ Result<Stepper> Stepper::make(Timeline timeline, Schedule plan, std::optional<Ti
   for (size_t i = 0; i < ops.size(); ++i) {
     if (!std::isfinite(ops[i].start)) continue;
     ev.push_back(StepEvent{ops[i].start, StepEventKind::Start, i});
-    if (std::isfinite(ops[i].end) && ops[i].end >= ops[i].start) ev.push_back(StepEvent{ops[i].end, StepEventKind::End, i});
+    if (std::isfinite(ops[i].end) && ops[i].end >= ops[i].start)
+      ev.push_back(StepEvent{ops[i].end, StepEventKind::End, i});
   }
   // At equal times: ends of ops that took time, then starts, then ends of zero-length ops
   // (so those start before they end).
@@ -149,11 +155,14 @@ Result<Stepper> Stepper::make(Timeline timeline, Schedule plan, std::optional<Ti
     if (isBackwardGrad(o.op.kind) && ev[k].kind == StepEventKind::End)
       if (auto it = flights.find(key); it != flights.end()) it->second.free = std::min(it->second.free, k);
   }
-  for (const auto& [key, f] : flights) impl->tables[static_cast<size_t>(std::get<0>(key))].flights.push_back(f);
+  for (const auto& [key, f] : flights)
+    impl->tables[static_cast<size_t>(std::get<0>(key))].flights.push_back(f);
   for (int d = 0; d < impl->devices; ++d) {
     auto& tb = impl->tables[static_cast<size_t>(d)];
-    std::sort(tb.flights.begin(), tb.flights.end(), [](const Impl::Flight& a, const Impl::Flight& b) { return a.start < b.start; });
-    for (const auto& f : tb.flights) tb.maxFree.push_back(tb.maxFree.empty() ? f.free : std::max(tb.maxFree.back(), f.free));
+    std::sort(tb.flights.begin(), tb.flights.end(),
+              [](const Impl::Flight& a, const Impl::Flight& b) { return a.start < b.start; });
+    for (const auto& f : tb.flights)
+      tb.maxFree.push_back(tb.maxFree.empty() ? f.free : std::max(tb.maxFree.back(), f.free));
     const auto& de = impl->deviceEvents[static_cast<size_t>(d)];
     tb.endsBefore.assign(de.size() + 1, 0);
     for (size_t k = 0; k < de.size(); ++k)
@@ -173,13 +182,20 @@ Result<Stepper> Stepper::make(Timeline timeline, Schedule plan, std::optional<Ti
   std::stable_sort(impl->transfersByStart.begin(), impl->transfersByStart.end(),
                    [&](size_t a, size_t b) { return trs[a].start < trs[b].start; });
   for (size_t i : impl->transfersByStart)
-    impl->transferMaxEnd.push_back(impl->transferMaxEnd.empty() ? trs[i].end : std::max(impl->transferMaxEnd.back(), trs[i].end));
+    impl->transferMaxEnd.push_back(
+        impl->transferMaxEnd.empty() ? trs[i].end : std::max(impl->transferMaxEnd.back(), trs[i].end));
   return Stepper(std::move(impl));
 }
 
-const Timeline& Stepper::timeline() const { return impl_->timeline; }
-const Schedule& Stepper::plan() const { return impl_->plan; }
-const std::vector<StepEvent>& Stepper::events() const { return impl_->events; }
+const Timeline& Stepper::timeline() const {
+  return impl_->timeline;
+}
+const Schedule& Stepper::plan() const {
+  return impl_->plan;
+}
+const std::vector<StepEvent>& Stepper::events() const {
+  return impl_->events;
+}
 
 double Stepper::timeAt(size_t position) const {
   const auto& ev = impl_->events;
@@ -200,7 +216,8 @@ std::optional<size_t> Stepper::previous(size_t position) const {
 
 size_t Stepper::positionAt(double time) const {
   const auto& ev = impl_->events;
-  auto it = std::upper_bound(ev.begin(), ev.end(), time, [](double t, const StepEvent& e) { return t < e.time; });
+  auto it =
+      std::upper_bound(ev.begin(), ev.end(), time, [](double t, const StepEvent& e) { return t < e.time; });
   return static_cast<size_t>(it - ev.begin());
 }
 
@@ -216,7 +233,8 @@ std::optional<size_t> Stepper::runToBreakpoint(size_t position, const std::vecto
   return std::nullopt;
 }
 
-std::optional<size_t> Stepper::runBackToBreakpoint(size_t position, const std::vector<Breakpoint>& breakpoints) const {
+std::optional<size_t> Stepper::runBackToBreakpoint(size_t position,
+                                                   const std::vector<Breakpoint>& breakpoints) const {
   const auto& ev = impl_->events;
   const auto& ops = impl_->timeline.ops;
   size_t p = std::min(position, ev.size());
@@ -236,14 +254,18 @@ std::optional<size_t> Stepper::runToOp(size_t position, const Op& op, StepEventK
   return runToBreakpoint(position, {bp});
 }
 
-StepState Stepper::stateAt(double time) const { return impl_->state(positionAt(time), time); }
+StepState Stepper::stateAt(double time) const {
+  return impl_->state(positionAt(time), time);
+}
 
 StepState Stepper::stateAfter(size_t position) const {
   position = std::min(position, size());
   return impl_->state(position, timeAt(position));
 }
 
-StepState Stepper::stopState() const { return impl_->state(size(), timeAt(size())); }
+StepState Stepper::stopState() const {
+  return impl_->state(size(), timeAt(size()));
+}
 
 StepState Stepper::Impl::state(size_t pos, double time) const {
   StepState st;
@@ -263,17 +285,15 @@ StepState Stepper::Impl::state(size_t pos, double time) const {
       if (tb.maxEndEvent[j] < pos) break;
       if (endEvent[tb.opsByStart[j]] >= pos) ds.running.push_back(tb.opsByStart[j]);
     }
-    std::sort(ds.running.begin(), ds.running.end(), [&](size_t a, size_t b) {
-      return std::tie(ops[a].start, a) < std::tie(ops[b].start, b);
-    });
+    std::sort(ds.running.begin(), ds.running.end(),
+              [&](size_t a, size_t b) { return std::tie(ops[a].start, a) < std::tie(ops[b].start, b); });
     ds.idle = ds.running.empty();
     const auto& de = deviceEvents[static_cast<size_t>(d)];
     ds.opsDone = tb.endsBefore[static_cast<size_t>(std::lower_bound(de.begin(), de.end(), pos) - de.begin())];
     // In flight: F started before pos, not yet freed.
-    size_t kf = static_cast<size_t>(
-        std::lower_bound(tb.flights.begin(), tb.flights.end(), pos,
-                         [](const Flight& x, size_t p) { return x.start < p; }) -
-        tb.flights.begin());
+    size_t kf = static_cast<size_t>(std::lower_bound(tb.flights.begin(), tb.flights.end(), pos,
+                                                     [](const Flight& x, size_t p) { return x.start < p; }) -
+                                    tb.flights.begin());
     for (size_t j = kf; j-- > 0;) {
       if (tb.maxFree[j] < pos) break;
       if (tb.flights[j].free >= pos) ds.inFlight.push_back(tb.flights[j].sm);
@@ -281,10 +301,12 @@ StepState Stepper::Impl::state(size_t pos, double time) const {
     std::sort(ds.inFlight.begin(), ds.inFlight.end(), [](const StageMicrobatch& a, const StageMicrobatch& b) {
       return std::tie(a.stage, a.microbatch) < std::tie(b.stage, b.microbatch);
     });
-    if (d < static_cast<int>(timeline.memory.size())) ds.memoryBytes = memoryAt(timeline.memory[static_cast<size_t>(d)], time);
+    if (d < static_cast<int>(timeline.memory.size()))
+      ds.memoryBytes = memoryAt(timeline.memory[static_cast<size_t>(d)], time);
 
     // Planned memory at the same progress: the planned time of this device's latest event.
-    if (planned && d < static_cast<int>(planned->memory.size()) && !planned->memory[static_cast<size_t>(d)].empty()) {
+    if (planned && d < static_cast<int>(planned->memory.size()) &&
+        !planned->memory[static_cast<size_t>(d)].empty()) {
       const auto& curve = planned->memory[static_cast<size_t>(d)];
       const auto& de = deviceEvents[static_cast<size_t>(d)];
       auto it = std::lower_bound(de.begin(), de.end(), pos);  // events before pos are applied
@@ -341,16 +363,16 @@ StepState Stepper::Impl::state(size_t pos, double time) const {
       }
       break;
     }
-    ds.blocked = ds.idle && std::any_of(ds.next.begin(), ds.next.end(), [](const WaitingOp& w) { return !w.missing.empty(); });
+    ds.blocked = ds.idle && std::any_of(ds.next.begin(), ds.next.end(),
+                                        [](const WaitingOp& w) { return !w.missing.empty(); });
     ds.finished = ds.next.empty() && ds.running.empty();
   }
 
   // In the air: started at or before time, not ended; walk back while a prefix max end allows.
   const auto& trs = timeline.transfers;
-  size_t kt = static_cast<size_t>(
-      std::upper_bound(transfersByStart.begin(), transfersByStart.end(), time,
-                       [&](double t, size_t i) { return t < trs[i].start; }) -
-      transfersByStart.begin());
+  size_t kt = static_cast<size_t>(std::upper_bound(transfersByStart.begin(), transfersByStart.end(), time,
+                                                   [&](double t, size_t i) { return t < trs[i].start; }) -
+                                  transfersByStart.begin());
   for (size_t j = kt; j-- > 0;) {
     if (!(transferMaxEnd[j] > time)) break;
     if (time < trs[transfersByStart[j]].end) st.transfersInAir.push_back(transfersByStart[j]);

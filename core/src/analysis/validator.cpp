@@ -48,7 +48,9 @@ class Reporter {
   int count_ = 0;
 };
 
-std::string where(const OpRef& r) { return "device " + std::to_string(r.device) + " step " + std::to_string(r.step); }
+std::string where(const OpRef& r) {
+  return "device " + std::to_string(r.device) + " step " + std::to_string(r.step);
+}
 
 bool usesStageWeights(OpKind k) {
   return k == OpKind::F || k == OpKind::B || k == OpKind::I || k == OpKind::W || k == OpKind::R;
@@ -70,8 +72,8 @@ void checkStageActions(const Schedule& s, const DependencyGraph& g, Reporter& re
   }
   if (!anyStageAction) return;
   auto name = [&](int id) { return s.opName(g.op(id)); };
-  std::vector<int> unshardAt(static_cast<size_t>(S), -1);   // the UNSHARD in force, or -1
-  std::vector<int> reshardAt(static_cast<size_t>(S), -1);   // the last RESHARD, or -1
+  std::vector<int> unshardAt(static_cast<size_t>(S), -1);     // the UNSHARD in force, or -1
+  std::vector<int> reshardAt(static_cast<size_t>(S), -1);     // the last RESHARD, or -1
   std::vector<std::uint8_t> used(static_cast<size_t>(S), 0);  // the UNSHARD in force was used
   std::vector<int> lastGrad(static_cast<size_t>(S), -1);
   for (int d = 0; d < g.devices(); ++d) {
@@ -95,9 +97,10 @@ void checkStageActions(const Schedule& s, const DependencyGraph& g, Reporter& re
       switch (op.kind) {
         case OpKind::Unshard:
           if (unshardAt[st] >= 0)
-            rep.error("validate.unshard", where(g.ref(id)) + ": " + name(id) + " unshards stage " +
-                                              std::to_string(op.stage) + " again; it is unsharded since " +
-                                              where(g.ref(unshardAt[st])) + " with no RESHARD between",
+            rep.error("validate.unshard",
+                      where(g.ref(id)) + ": " + name(id) + " unshards stage " + std::to_string(op.stage) +
+                          " again; it is unsharded since " + where(g.ref(unshardAt[st])) +
+                          " with no RESHARD between",
                       {g.ref(id), g.ref(unshardAt[st])});
           else {
             unshardAt[st] = id;
@@ -106,9 +109,10 @@ void checkStageActions(const Schedule& s, const DependencyGraph& g, Reporter& re
           break;
         case OpKind::Reshard:
           if (unshardAt[st] < 0) {
-            rep.error("validate.reshard", where(g.ref(id)) + ": " + name(id) + " reshards stage " +
-                                              std::to_string(op.stage) + ", which is not unsharded here (no " +
-                                              s.opName(Op{OpKind::Unshard, op.stage, -1}) + " before it)",
+            rep.error("validate.reshard",
+                      where(g.ref(id)) + ": " + name(id) + " reshards stage " + std::to_string(op.stage) +
+                          ", which is not unsharded here (no " + s.opName(Op{OpKind::Unshard, op.stage, -1}) +
+                          " before it)",
                       {g.ref(id)});
           } else {
             if (!used[st]) unused(op.stage, name(id));
@@ -129,29 +133,33 @@ void checkStageActions(const Schedule& s, const DependencyGraph& g, Reporter& re
           if (unshardAt[st] >= 0) {
             used[st] = 1;
           } else if (reshardAt[st] >= 0) {
-            rep.error("validate.sharded", where(g.ref(id)) + ": " + name(id) + " runs after " +
-                                              name(reshardAt[st]) + " (" + where(g.ref(reshardAt[st])) +
-                                              ") with no new UNSHARD: stage " + std::to_string(op.stage) +
-                                              " is sharded here",
+            rep.error("validate.sharded",
+                      where(g.ref(id)) + ": " + name(id) + " runs after " + name(reshardAt[st]) + " (" +
+                          where(g.ref(reshardAt[st])) + ") with no new UNSHARD: stage " +
+                          std::to_string(op.stage) + " is sharded here",
                       {g.ref(id), g.ref(reshardAt[st])});
           } else {
-            rep.error("validate.sharded", where(g.ref(id)) + ": " + name(id) + " runs before " +
-                                              s.opName(Op{OpKind::Unshard, op.stage, -1}) + ": stage " +
-                                              std::to_string(op.stage) + " is still sharded here",
+            rep.error("validate.sharded",
+                      where(g.ref(id)) + ": " + name(id) + " runs before " +
+                          s.opName(Op{OpKind::Unshard, op.stage, -1}) + ": stage " +
+                          std::to_string(op.stage) + " is still sharded here",
                       {g.ref(id)});
           }
           break;
       }
     }
     for (int st = 0; st < S; ++st)
-      if (s.pipeline.deviceOf(st) == d && unshardAt[static_cast<size_t>(st)] >= 0 && !used[static_cast<size_t>(st)])
+      if (s.pipeline.deviceOf(st) == d && unshardAt[static_cast<size_t>(st)] >= 0 &&
+          !used[static_cast<size_t>(st)])
         unused(st, "the end of device " + std::to_string(d) + "'s order");
   }
 }
 
 }  // namespace
 
-ValidationReport validateSchedule(const Schedule& s) { return validateSchedule(s, ValidateOptions{}); }
+ValidationReport validateSchedule(const Schedule& s) {
+  return validateSchedule(s, ValidateOptions{});
+}
 
 namespace {
 ValidationReport validate(const Schedule& s, const ValidateOptions& options, const DependencyGraph* given);
@@ -161,7 +169,8 @@ ValidationReport validateSchedule(const Schedule& s, const ValidateOptions& opti
   return validate(s, options, nullptr);
 }
 
-ValidationReport validateSchedule(const Schedule& s, const ValidateOptions& options, const DependencyGraph& graph) {
+ValidationReport validateSchedule(const Schedule& s, const ValidateOptions& options,
+                                  const DependencyGraph& graph) {
   return validate(s, options, &graph);
 }
 
@@ -187,13 +196,15 @@ ValidationReport validate(const Schedule& s, const ValidateOptions& options, con
   for (int st = 0; st < p.stages; ++st) {
     int d = p.deviceOf(st);
     if (d < 0 || d >= p.devices) {
-      rep.error("validate.placement", "stage " + std::to_string(st) + " is placed on device " + std::to_string(d) +
-                                          ", outside 0.." + std::to_string(p.devices - 1));
+      rep.error("validate.placement", "stage " + std::to_string(st) + " is placed on device " +
+                                          std::to_string(d) + ", outside 0.." +
+                                          std::to_string(p.devices - 1));
     }
   }
   if (s.devices.size() != static_cast<size_t>(p.devices))
     rep.error("validate.devices", "the schedule has " + std::to_string(s.devices.size()) +
-                                      " device orders but the pipeline has " + std::to_string(p.devices) + " devices");
+                                      " device orders but the pipeline has " + std::to_string(p.devices) +
+                                      " devices");
   if (report.diagnostics.size() > 0) {
     rep.finish();
     return report;
@@ -202,9 +213,11 @@ ValidationReport validate(const Schedule& s, const ValidateOptions& options, con
   // Declared kinds' rules must name kinds.
   for (const auto& u : s.userKinds) {
     for (const auto& n : u.after)
-      if (!s.kindFromName(n)) rep.error("validate.kind-rule", "kind " + u.name + " must follow unknown kind '" + n + "'");
+      if (!s.kindFromName(n))
+        rep.error("validate.kind-rule", "kind " + u.name + " must follow unknown kind '" + n + "'");
     for (const auto& n : u.before)
-      if (!s.kindFromName(n)) rep.error("validate.kind-rule", "kind " + u.name + " must precede unknown kind '" + n + "'");
+      if (!s.kindFromName(n))
+        rep.error("validate.kind-rule", "kind " + u.name + " must precede unknown kind '" + n + "'");
   }
 
   DependencyGraph own;
@@ -223,8 +236,9 @@ ValidationReport validate(const Schedule& s, const ValidateOptions& options, con
         rep.finish();
         return report;
       case DependencyGraph::ProblemKind::BadKind:
-        rep.error("validate.kind", where(g.ref(pr.op)) + ": op kind #" +
-                                       std::to_string(static_cast<int>(g.op(pr.op).kind)) + " is not declared",
+        rep.error("validate.kind",
+                  where(g.ref(pr.op)) + ": op kind #" + std::to_string(static_cast<int>(g.op(pr.op).kind)) +
+                      " is not declared",
                   {g.ref(pr.op)});
         break;
       case DependencyGraph::ProblemKind::OutOfRange: {
@@ -244,17 +258,19 @@ ValidationReport validate(const Schedule& s, const ValidateOptions& options, con
       }
       case DependencyGraph::ProblemKind::Duplicate:
         rep.error("validate.duplicate",
-                  where(g.ref(pr.op)) + ": " + name(pr.op) + " appears twice (first at " + where(g.ref(pr.other)) + ")",
+                  where(g.ref(pr.op)) + ": " + name(pr.op) + " appears twice (first at " +
+                      where(g.ref(pr.other)) + ")",
                   {g.ref(pr.op), g.ref(pr.other)});
         break;
       case DependencyGraph::ProblemKind::Missing: {
         // F/B/I/W completeness is reported per (stage, micro-batch) below.
         OpKind mk = pr.missing.kind;
         if (mk == OpKind::F || mk == OpKind::B || mk == OpKind::I || mk == OpKind::W) break;
-        std::string miss = pr.missing.stage >= 0 && pr.missing.stage < p.stages ? s.opName(pr.missing)
-                                                                                 : s.kindName(mk);
+        std::string miss =
+            pr.missing.stage >= 0 && pr.missing.stage < p.stages ? s.opName(pr.missing) : s.kindName(mk);
         rep.error("validate.missing",
-                  where(g.ref(pr.op)) + ": " + name(pr.op) + " needs " + miss + ", which the schedule does not have",
+                  where(g.ref(pr.op)) + ": " + name(pr.op) + " needs " + miss +
+                      ", which the schedule does not have",
                   {g.ref(pr.op)});
         break;
       }
@@ -285,21 +301,26 @@ ValidationReport validate(const Schedule& s, const ValidateOptions& options, con
     // Explicit communication comes in matched pairs: a send nobody receives (or the reverse)
     // hangs a real run.
     if (op.stage >= 0 && op.stage < p.stages && op.microbatch >= 0 && op.microbatch < p.microbatches) {
-      auto peer = [&](OpKind k, int st) { return st >= 0 && st < p.stages && g.find(Op{k, st, op.microbatch}) >= 0; };
+      auto peer = [&](OpKind k, int st) {
+        return st >= 0 && st < p.stages && g.find(Op{k, st, op.microbatch}) >= 0;
+      };
       auto unmatched = [&](OpKind k, int st) {
         rep.error("validate.comm",
                   where(r) + ": " + name(id) + " has no matching " + s.opName(Op{k, st, op.microbatch}), {r});
       };
       if (op.kind == OpKind::SendF) {
         if (op.stage == p.stages - 1)
-          rep.error("validate.comm", where(r) + ": " + name(id) + " sends from the last stage, which has no successor", {r});
+          rep.error("validate.comm",
+                    where(r) + ": " + name(id) + " sends from the last stage, which has no successor", {r});
         else if (!peer(OpKind::RecvF, op.stage + 1))
           unmatched(OpKind::RecvF, op.stage + 1);
       } else if (op.kind == OpKind::RecvF && op.stage > 0 && !peer(OpKind::SendF, op.stage - 1)) {
         unmatched(OpKind::SendF, op.stage - 1);
       } else if (op.kind == OpKind::SendB) {
         if (op.stage == 0)
-          rep.error("validate.comm", where(r) + ": " + name(id) + " sends from the first stage, which has no predecessor", {r});
+          rep.error("validate.comm",
+                    where(r) + ": " + name(id) + " sends from the first stage, which has no predecessor",
+                    {r});
         else if (!peer(OpKind::RecvB, op.stage - 1))
           unmatched(OpKind::RecvB, op.stage - 1);
       } else if (op.kind == OpKind::RecvB && op.stage < p.stages - 1 && !peer(OpKind::SendB, op.stage + 1)) {
@@ -307,9 +328,11 @@ ValidationReport validate(const Schedule& s, const ValidateOptions& options, con
       }
     }
     if (op.kind == OpKind::RecvF && op.stage == 0)
-      rep.error("validate.comm", where(r) + ": " + name(id) + " receives into the first stage, which has no predecessor", {r});
+      rep.error("validate.comm",
+                where(r) + ": " + name(id) + " receives into the first stage, which has no predecessor", {r});
     if (op.kind == OpKind::RecvB && op.stage == p.stages - 1)
-      rep.error("validate.comm", where(r) + ": " + name(id) + " receives into the last stage, which has no successor", {r});
+      rep.error("validate.comm",
+                where(r) + ": " + name(id) + " receives into the last stage, which has no successor", {r});
     if (op.kind == OpKind::Offload && g.find(Op{OpKind::Reload, op.stage, op.microbatch}) < 0 &&
         op.stage >= 0 && op.stage < p.stages)
       rep.error("validate.missing",
@@ -333,7 +356,9 @@ ValidationReport validate(const Schedule& s, const ValidateOptions& options, con
       auto op = [&](OpKind k) { return s.opName(Op{k, st, m}); };
       // The op has no place of its own: point at its device's order (a CSV rank's row).
       const std::vector<OpRef> row{OpRef{p.deviceOf(st), -1}};
-      if (f < 0) rep.errorLazy("validate.missing", [&] { return op(OpKind::F) + " is missing" + onDev(); }, row);
+      if (f < 0)
+        rep.errorLazy(
+            "validate.missing", [&] { return op(OpKind::F) + " is missing" + onDev(); }, row);
       if (b >= 0 && (i >= 0 || w >= 0)) {
         std::vector<OpRef> rel{g.ref(b)};
         if (i >= 0) rel.push_back(g.ref(i));
@@ -349,16 +374,20 @@ ValidationReport validate(const Schedule& s, const ValidateOptions& options, con
         if (i < 0 && w < 0)
           rep.errorLazy(
               "validate.missing",
-              [&] { return op(OpKind::B) + " (or " + op(OpKind::I) + " and " + op(OpKind::W) + ") is missing" + onDev(); },
+              [&] {
+                return op(OpKind::B) + " (or " + op(OpKind::I) + " and " + op(OpKind::W) + ") is missing" +
+                       onDev();
+              },
               row);
         else if (i < 0)
           rep.errorLazy(
-              "validate.missing", [&] { return op(OpKind::I) + " is missing" + onDev() + "; " + op(OpKind::W) + " needs it"; },
+              "validate.missing",
+              [&] { return op(OpKind::I) + " is missing" + onDev() + "; " + op(OpKind::W) + " needs it"; },
               {g.ref(w)});
         else if (w < 0)
-          rep.errorLazy(
-              "validate.missing", [&] { return op(OpKind::W) + " is missing" + onDev() + " after " + op(OpKind::I); },
-              {g.ref(i)});
+          rep.errorLazy("validate.missing",
+                        [&] { return op(OpKind::W) + " is missing" + onDev() + " after " + op(OpKind::I); },
+                        {g.ref(i)});
       }
     }
   }

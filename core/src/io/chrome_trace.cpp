@@ -28,12 +28,17 @@ std::string actionName(const Op& op, const Schedule* s) {
   return n;
 }
 
-double us(double ms) { return ms * 1000.0; }
+double us(double ms) {
+  return ms * 1000.0;
+}
 
 // "mb" and "microbatch" both: the short name for people reading the trace, the long one for
 // trace_import.h, which reads our traces back.
 json opArgs(const Op& op, const Schedule* s) {
-  return json{{"stage", op.stage}, {"mb", op.microbatch}, {"microbatch", op.microbatch}, {"kind", kindToken(op.kind, s)}};
+  return json{{"stage", op.stage},
+              {"mb", op.microbatch},
+              {"microbatch", op.microbatch},
+              {"kind", kindToken(op.kind, s)}};
 }
 
 }  // namespace
@@ -49,11 +54,23 @@ std::string exportChromeTrace(const Timeline& t, const Schedule* schedule) {
     if (runsOnCopyStream(op.op.kind)) hasCopy[static_cast<size_t>(op.device)] = 1;
 
   for (int d = 0; d < devices; ++d) {
-    events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", d}, {"args", {{"name", "device " + std::to_string(d)}}}});
-    events.push_back({{"name", "process_sort_index"}, {"ph", "M"}, {"pid", d}, {"args", {{"sort_index", d}}}});
-    events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", d}, {"tid", kComputeTid}, {"args", {{"name", "compute"}}}});
+    events.push_back({{"name", "process_name"},
+                      {"ph", "M"},
+                      {"pid", d},
+                      {"args", {{"name", "device " + std::to_string(d)}}}});
+    events.push_back(
+        {{"name", "process_sort_index"}, {"ph", "M"}, {"pid", d}, {"args", {{"sort_index", d}}}});
+    events.push_back({{"name", "thread_name"},
+                      {"ph", "M"},
+                      {"pid", d},
+                      {"tid", kComputeTid},
+                      {"args", {{"name", "compute"}}}});
     if (hasCopy[static_cast<size_t>(d)])
-      events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", d}, {"tid", kCopyTid}, {"args", {{"name", "copy (offload/reload)"}}}});
+      events.push_back({{"name", "thread_name"},
+                        {"ph", "M"},
+                        {"pid", d},
+                        {"tid", kCopyTid},
+                        {"args", {{"name", "copy (offload/reload)"}}}});
   }
   for (auto [src, dst] : links)
     events.push_back({{"name", "thread_name"},
@@ -95,15 +112,16 @@ std::string exportChromeTrace(const Timeline& t, const Schedule* schedule) {
   }
   for (size_t d = 0; d < t.memory.size(); ++d)
     for (const MemorySample& m : t.memory[d])
-      events.push_back({{"name", "memory"}, {"ph", "C"}, {"pid", static_cast<int>(d)}, {"ts", us(m.time)}, {"args", {{"bytes", m.bytes}}}});
+      events.push_back({{"name", "memory"},
+                        {"ph", "C"},
+                        {"pid", static_cast<int>(d)},
+                        {"ts", us(m.time)},
+                        {"args", {{"bytes", m.bytes}}}});
 
   json root = {{"traceEvents", std::move(events)}, {"displayTimeUnit", "ms"}};
-  json meta = {{"generator", "PipeStudio"},
-               {"label", t.label},
-               {"devices", devices},
-               {"source", timelineSourceName(t.source)},
-               {"complete", t.complete},
-               {"makespan_ms", t.metrics.makespan}};
+  json meta = {{"generator", "PipeStudio"}, {"label", t.label},
+               {"devices", devices},        {"source", timelineSourceName(t.source)},
+               {"complete", t.complete},    {"makespan_ms", t.metrics.makespan}};
   if (schedule && !schedule->name.empty()) meta["schedule"] = schedule->name;
   root["otherData"] = std::move(meta);
   return root.dump() + "\n";

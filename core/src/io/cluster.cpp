@@ -16,11 +16,15 @@ bool parsePositive(std::string_view s, int maximum, int& out) {
   return true;
 }
 
-bool blankOrControl(char c) { return std::isspace(static_cast<unsigned char>(c)) || std::iscntrl(static_cast<unsigned char>(c)); }
+bool blankOrControl(char c) {
+  return std::isspace(static_cast<unsigned char>(c)) || std::iscntrl(static_cast<unsigned char>(c));
+}
 
 }  // namespace
 
-std::string ClusterHost::label() const { return port == 22 ? host : host + ":" + std::to_string(port); }
+std::string ClusterHost::label() const {
+  return port == 22 ? host : host + ":" + std::to_string(port);
+}
 
 int clusterWorldSize(const std::vector<ClusterHost>& hosts) {
   int n = 0;
@@ -67,7 +71,8 @@ Result<std::vector<ClusterHost>> parseHostFile(std::string_view text, const std:
         }
         if (i >= line.size()) {
           unterminated = true;
-          errors.push_back(makeError("hosts.syntax", "a '\"' is not closed on this line", SourceLocation{filename, lineNo, col}));
+          errors.push_back(makeError("hosts.syntax", "a '\"' is not closed on this line",
+                                     SourceLocation{filename, lineNo, col}));
           break;
         }
         ++i;
@@ -84,7 +89,9 @@ Result<std::vector<ClusterHost>> parseHostFile(std::string_view text, const std:
       continue;
     }
     auto at = [&](int col) { return SourceLocation{filename, lineNo, col}; };
-    auto fail = [&](int col, std::string message) { errors.push_back(makeError("hosts.syntax", std::move(message), at(col))); };
+    auto fail = [&](int col, std::string message) {
+      errors.push_back(makeError("hosts.syntax", std::move(message), at(col)));
+    };
     ClusterHost h;
     h.location = at(words[0].second);
     // [user@]host[:port]
@@ -117,7 +124,8 @@ Result<std::vector<ClusterHost>> parseHostFile(std::string_view text, const std:
         }
       }
       dest = dest.substr(1, close - 1);
-    } else if (const size_t colon = dest.find(':'); colon != std::string_view::npos && dest.find(':', colon + 1) == std::string_view::npos) {
+    } else if (const size_t colon = dest.find(':');
+               colon != std::string_view::npos && dest.find(':', colon + 1) == std::string_view::npos) {
       if (!parsePositive(dest.substr(colon + 1), 65535, h.port)) {
         fail(destCol + static_cast<int>(words[0].first.size() - dest.size() + colon + 1),
              "bad port '" + std::string(dest.substr(colon + 1)) + "' (1-65535)");
@@ -136,7 +144,8 @@ Result<std::vector<ClusterHost>> parseHostFile(std::string_view text, const std:
       const int col = words[w].second;
       const size_t eq = word.find('=');
       if (eq == std::string_view::npos || eq == 0) {
-        fail(col, "expected key=value (ranks, user, port, key, cli, addr, ssh), not '" + std::string(word) + "'");
+        fail(col,
+             "expected key=value (ranks, user, port, key, cli, addr, ssh), not '" + std::string(word) + "'");
         bad = true;
         break;
       }
@@ -182,8 +191,8 @@ Result<std::vector<ClusterHost>> parseHostFile(std::string_view text, const std:
     for (size_t j = 0; j < i; ++j)
       if (hosts[i].host == hosts[j].host && hosts[i].port == hosts[j].port && hosts[i].user == hosts[j].user)
         return makeError("hosts.duplicate",
-                         "host " + hosts[i].label() + " is listed twice (line " + std::to_string(hosts[j].location.line) +
-                             "); give it ranks=N once",
+                         "host " + hosts[i].label() + " is listed twice (line " +
+                             std::to_string(hosts[j].location.line) + "); give it ranks=N once",
                          hosts[i].location);
   return hosts;
 }
@@ -221,13 +230,16 @@ std::string formatHostFile(const std::vector<ClusterHost>& hosts) {
 std::string shellQuoteWord(std::string_view word) {
   bool safe = !word.empty();
   for (char c : word)
-    if (!(std::isalnum(static_cast<unsigned char>(c)) || std::string_view("_@%+=:,./-").find(c) != std::string_view::npos))
+    if (!(std::isalnum(static_cast<unsigned char>(c)) ||
+          std::string_view("_@%+=:,./-").find(c) != std::string_view::npos))
       safe = false;
   if (safe) return std::string(word);
   std::string q = "'";
   for (char c : word) {
-    if (c == '\'') q += "'\\''";
-    else q += c;
+    if (c == '\'')
+      q += "'\\''";
+    else
+      q += c;
   }
   return q + "'";
 }
@@ -247,13 +259,16 @@ std::string printLaunchCommands(const std::vector<ClusterHost>& hosts, LaunchKin
     return s;
   };
   const size_t slash = stagedSchedule.rfind('/');
-  const std::string stagedDir = slash == std::string::npos || slash == 0 ? "/" : stagedSchedule.substr(0, slash);
-  out << "# The schedule must be at " << stagedSchedule << " on every host (a shared file system, or copy it):\n";
+  const std::string stagedDir =
+      slash == std::string::npos || slash == 0 ? "/" : stagedSchedule.substr(0, slash);
+  out << "# The schedule must be at " << stagedSchedule
+      << " on every host (a shared file system, or copy it):\n";
   for (const auto& h : hosts) {
     const std::string p = h.port != 22 ? std::to_string(h.port) : std::string();
-    out << "#   ssh" << (p.empty() ? "" : " -p " + p) << " " << h.destination() << " mkdir -p " << shellQuoteWord(stagedDir)
-        << " && scp" << (p.empty() ? "" : " -P " + p) << " " << shellQuoteWord(localSchedule) << " " << h.destination()
-        << ":" << shellQuoteWord(stagedSchedule) << "\n";
+    out << "#   ssh" << (p.empty() ? "" : " -p " + p) << " " << h.destination() << " mkdir -p "
+        << shellQuoteWord(stagedDir) << " && scp" << (p.empty() ? "" : " -P " + p) << " "
+        << shellQuoteWord(localSchedule) << " " << h.destination() << ":" << shellQuoteWord(stagedSchedule)
+        << "\n";
   }
   if (kind == LaunchKind::Torchrun) {
     // The underscore spellings: every torchrun accepts them (torch 2.x also takes "--nproc-per-node"
@@ -276,7 +291,8 @@ std::string printLaunchCommands(const std::vector<ClusterHost>& hosts, LaunchKin
   } else {
     std::string nodelist;
     for (const auto& h : hosts) nodelist += (nodelist.empty() ? "" : ",") + h.host;
-    out << "# Slurm: ranks from SLURM_PROCID / SLURM_NTASKS, the store on the first node's port " << masterPort << "\n";
+    out << "# Slurm: ranks from SLURM_PROCID / SLURM_NTASKS, the store on the first node's port "
+        << masterPort << "\n";
     if (uniform) {
       out << "# as a batch job (sbatch job.sh):\n";
       out << "#!/bin/sh\n";

@@ -24,7 +24,9 @@ constexpr std::int64_t kMaxMicrobatches = limits::kMaxMicrobatches;
 struct Cursor {
   std::vector<std::int64_t> doneAt;  // per micro-batch; -1 = not emitted
   std::int32_t next = 0;
-  bool test(std::int32_t m) const { return static_cast<size_t>(m) < doneAt.size() && doneAt[static_cast<size_t>(m)] >= 0; }
+  bool test(std::int32_t m) const {
+    return static_cast<size_t>(m) < doneAt.size() && doneAt[static_cast<size_t>(m)] >= 0;
+  }
   std::int64_t time(std::int32_t m) const {
     return m >= 0 && static_cast<size_t>(m) < doneAt.size() ? doneAt[static_cast<size_t>(m)] : -1;
   }
@@ -82,7 +84,7 @@ class Expander {
   std::unordered_map<std::uint64_t, Cursor> cursors_;
   std::vector<std::deque<Op>> pendingW_;  // per device: I ops whose W may still be pending
   std::unordered_map<std::uint64_t, std::int64_t> stageCounts_, deviceCounts_;  // emitted ops per kind
-  std::int64_t now_ = 0;    // unit-time clock of greedy blocks
+  std::int64_t now_ = 0;  // unit-time clock of greedy blocks
   bool inGreedy_ = false;
 
   // ------------------------------------------------------------------------------------------
@@ -172,7 +174,8 @@ class Expander {
     if (placement_ == PlacementKind::Explicit) {
       if (stages_ && *stages_ != static_cast<std::int64_t>(explicitPlacement_.size()))
         return fatal(stagesOffset_, "dsl.header",
-                     "stages " + std::to_string(*stages_) + " disagrees with the explicit placement, which lists " +
+                     "stages " + std::to_string(*stages_) +
+                         " disagrees with the explicit placement, which lists " +
                          std::to_string(explicitPlacement_.size()) + " stages");
       p = Pipeline::makeExplicit(static_cast<int>(D), static_cast<int>(M), explicitPlacement_);
     } else {
@@ -189,20 +192,28 @@ class Expander {
   }
 
   bool execHeader(const Stmt& s) {
-    if (frozen_)
-      return err(s.offset, "dsl.header", "header lines come before the first device block");
+    if (frozen_) return err(s.offset, "dsl.header", "header lines come before the first device block");
     switch (s.header) {
-      case HeaderWord::Name: out_.name = s.text; return true;
-      case HeaderWord::Profile: out_.profile = s.text; return true;
+      case HeaderWord::Name:
+        out_.name = s.text;
+        return true;
+      case HeaderWord::Profile:
+        out_.profile = s.text;
+        return true;
       case HeaderWord::Devices:
       case HeaderWord::Stages:
       case HeaderWord::Microbatches: {
         std::int64_t v = 0;
-        if (auto o = override(s.name)) v = *o;
-        else if (!eval(s.e1, v)) return false;
-        if (s.header == HeaderWord::Devices) devices_ = v;
-        else if (s.header == HeaderWord::Stages) stages_ = v, stagesOffset_ = s.offset;
-        else microbatches_ = v;
+        if (auto o = override(s.name))
+          v = *o;
+        else if (!eval(s.e1, v))
+          return false;
+        if (s.header == HeaderWord::Devices)
+          devices_ = v;
+        else if (s.header == HeaderWord::Stages)
+          stages_ = v, stagesOffset_ = s.offset;
+        else
+          microbatches_ = v;
         return true;
       }
       case HeaderWord::Placement:
@@ -211,7 +222,8 @@ class Expander {
         explicitPlacement_.clear();
         for (size_t i = 0; i < s.ints.size(); ++i) {
           if (s.ints[i] < 0 || s.ints[i] > kMaxDevices)
-            return err(s.intOffsets[i], "dsl.header", "device " + std::to_string(s.ints[i]) + " is out of range");
+            return err(s.intOffsets[i], "dsl.header",
+                       "device " + std::to_string(s.ints[i]) + " is out of range");
           explicitPlacement_.push_back(static_cast<int>(s.ints[i]));
         }
         return true;
@@ -248,7 +260,8 @@ class Expander {
 
   bool needDevice(std::uint32_t off, std::string_view what) {
     if (curDevice_ >= 0) return true;
-    return err(off, "dsl.context", std::string(what) + " needs a current device (use it inside 'device N { ... }')");
+    return err(off, "dsl.context",
+               std::string(what) + " needs a current device (use it inside 'device N { ... }')");
   }
 
   // The device a placement query is about: argument `index` of `v` when given, otherwise the
@@ -256,10 +269,13 @@ class Expander {
   bool deviceArg(std::uint32_t off, const std::vector<std::int64_t>& v, size_t index, std::string_view what,
                  std::string_view name, std::int64_t& dev) {
     dev = curDevice_;
-    if (v.size() > index) dev = v[index];
-    else if (!needDevice(off, what)) return false;
+    if (v.size() > index)
+      dev = v[index];
+    else if (!needDevice(off, what))
+      return false;
     if (dev < 0 || dev >= out_.pipeline.devices)
-      return err(off, "dsl.range", std::string(name) + ": device " + std::to_string(dev) + " is out of range");
+      return err(off, "dsl.range",
+                 std::string(name) + ": device " + std::to_string(dev) + " is out of range");
     return true;
   }
 
@@ -268,7 +284,9 @@ class Expander {
     const Expr& e = prog_.exprs[static_cast<size_t>(idx)];
     std::int64_t a = 0, b = 0;
     switch (e.op) {
-      case ExprOp::Int: out = e.value; return true;
+      case ExprOp::Int:
+        out = e.value;
+        return true;
       case ExprOp::Var: {
         if (e.name == "d") {
           if (!needDevice(e.offset, "'d'")) return false;
@@ -284,7 +302,8 @@ class Expander {
       }
       case ExprOp::Neg:
         if (!eval(e.a, a)) return false;
-        if (a == std::numeric_limits<std::int64_t>::min()) return err(e.offset, "dsl.overflow", "integer overflow");
+        if (a == std::numeric_limits<std::int64_t>::min())
+          return err(e.offset, "dsl.overflow", "integer overflow");
         out = -a;
         return true;
       case ExprOp::Not:
@@ -303,36 +322,56 @@ class Expander {
         if (!eval(e.b, b)) return false;
         out = b != 0;
         return true;
-      case ExprOp::Call: return call(e, out);
+      case ExprOp::Call:
+        return call(e, out);
       case ExprOp::Ready:
-      case ExprOp::Count: return query(e, out);
-      default: break;
+      case ExprOp::Count:
+        return query(e, out);
+      default:
+        break;
     }
     if (!eval(e.a, a) || !eval(e.b, b)) return false;
     switch (e.op) {
       case ExprOp::Add:
-        if (__builtin_add_overflow(a, b, &out)) return err(e.offset, "dsl.overflow", "integer overflow in '+'");
+        if (__builtin_add_overflow(a, b, &out))
+          return err(e.offset, "dsl.overflow", "integer overflow in '+'");
         return true;
       case ExprOp::Sub:
-        if (__builtin_sub_overflow(a, b, &out)) return err(e.offset, "dsl.overflow", "integer overflow in '-'");
+        if (__builtin_sub_overflow(a, b, &out))
+          return err(e.offset, "dsl.overflow", "integer overflow in '-'");
         return true;
       case ExprOp::Mul:
-        if (__builtin_mul_overflow(a, b, &out)) return err(e.offset, "dsl.overflow", "integer overflow in '*'");
+        if (__builtin_mul_overflow(a, b, &out))
+          return err(e.offset, "dsl.overflow", "integer overflow in '*'");
         return true;
       case ExprOp::Div:
       case ExprOp::Mod:
-        if (b == 0) return err(e.offset, "dsl.div-zero", e.op == ExprOp::Div ? "division by zero" : "modulo by zero");
+        if (b == 0)
+          return err(e.offset, "dsl.div-zero", e.op == ExprOp::Div ? "division by zero" : "modulo by zero");
         if (a == std::numeric_limits<std::int64_t>::min() && b == -1)
           return err(e.offset, "dsl.overflow", "integer overflow in division");
         out = e.op == ExprOp::Div ? a / b : a % b;
         return true;
-      case ExprOp::Eq: out = a == b; return true;
-      case ExprOp::Ne: out = a != b; return true;
-      case ExprOp::Lt: out = a < b; return true;
-      case ExprOp::Le: out = a <= b; return true;
-      case ExprOp::Gt: out = a > b; return true;
-      case ExprOp::Ge: out = a >= b; return true;
-      default: return err(e.offset, "dsl.internal", "unknown expression");
+      case ExprOp::Eq:
+        out = a == b;
+        return true;
+      case ExprOp::Ne:
+        out = a != b;
+        return true;
+      case ExprOp::Lt:
+        out = a < b;
+        return true;
+      case ExprOp::Le:
+        out = a <= b;
+        return true;
+      case ExprOp::Gt:
+        out = a > b;
+        return true;
+      case ExprOp::Ge:
+        out = a >= b;
+        return true;
+      default:
+        return err(e.offset, "dsl.internal", "unknown expression");
     }
   }
 
@@ -375,10 +414,11 @@ class Expander {
     }
     if (anyStage)
       return err(e.offset, "dsl.stage",
-                 fname + ": device " + std::to_string(curDevice_) + " holds several stages; name one (e.g. ready(" +
-                     kindName(e.kind) + "@c0))");
+                 fname + ": device " + std::to_string(curDevice_) +
+                     " holds several stages; name one (e.g. ready(" + kindName(e.kind) + "@c0))");
     if (stage >= out_.pipeline.stages) return err(e.offset, "dsl.range", fname + ": stage out of range");
-    if (isStageLevelKind(kind) || (isUserKind(kind) && out_.userKind(kind) && out_.userKind(kind)->stageLevel)) {
+    if (isStageLevelKind(kind) ||
+        (isUserKind(kind) && out_.userKind(kind) && out_.userKind(kind)->stageLevel)) {
       out = stageCounts_[key(stage, e.kind)] == 0;
       return true;
     }
@@ -388,13 +428,19 @@ class Expander {
     if (m >= M) return out = 0, true;
     const int S = out_.pipeline.stages;
     switch (kind) {
-      case OpKind::F: out = stage == 0 || doneBy(stage - 1, OpKind::F, m); break;
+      case OpKind::F:
+        out = stage == 0 || doneBy(stage - 1, OpKind::F, m);
+        break;
       case OpKind::B:
       case OpKind::I:
         out = doneBy(stage, OpKind::F, m) && (stage == S - 1 || doneBy(stage + 1, OpKind::B, m));
         break;
-      case OpKind::R: out = doneBy(stage, OpKind::F, m); break;
-      default: out = 1; break;
+      case OpKind::R:
+        out = doneBy(stage, OpKind::F, m);
+        break;
+      default:
+        out = 1;
+        break;
     }
     return true;
   }
@@ -405,11 +451,12 @@ class Expander {
       if (!eval(e.args[i], v[i])) return false;
     auto arity = [&](size_t lo, size_t hi) {
       if (v.size() >= lo && v.size() <= hi) return true;
-      std::string want = lo == hi ? std::to_string(lo) : hi == SIZE_MAX ? "at least " + std::to_string(lo)
-                                                                        : std::to_string(lo) + " or " + std::to_string(hi);
+      std::string want = lo == hi         ? std::to_string(lo)
+                         : hi == SIZE_MAX ? "at least " + std::to_string(lo)
+                                          : std::to_string(lo) + " or " + std::to_string(hi);
       err(e.offset, "dsl.arity",
-          std::string(e.name) + "() takes " + want + " argument" + (lo == 1 && hi == 1 ? "" : "s") + ", got " +
-              std::to_string(v.size()));
+          std::string(e.name) + "() takes " + want + " argument" + (lo == 1 && hi == 1 ? "" : "s") +
+              ", got " + std::to_string(v.size()));
       return false;
     };
     if (e.name == "min" || e.name == "max") {
@@ -420,7 +467,8 @@ class Expander {
     }
     if (e.name == "abs") {
       if (!arity(1, 1)) return false;
-      if (v[0] == std::numeric_limits<std::int64_t>::min()) return err(e.offset, "dsl.overflow", "integer overflow in abs()");
+      if (v[0] == std::numeric_limits<std::int64_t>::min())
+        return err(e.offset, "dsl.overflow", "integer overflow in abs()");
       out = v[0] < 0 ? -v[0] : v[0];
       return true;
     }
@@ -486,7 +534,9 @@ class Expander {
                          ": name the stage of " + kindName(it.kind) + " (e.g. " + kindName(it.kind) + "0@s" +
                          std::to_string(st[0]) + " or @c0 for the device's first stage)");
         }
-      case QualMode::StageLiteral: stage = it.qual; return true;
+      case QualMode::StageLiteral:
+        stage = it.qual;
+        return true;
       case QualMode::StageExpr:
       case QualMode::ChunkExpr:
       case QualMode::ChunkLiteral: {
@@ -500,8 +550,9 @@ class Expander {
         }
         if (v < 0 || v >= static_cast<std::int64_t>(st.size()))
           return err(it.offset, "dsl.range",
-                     "chunk " + std::to_string(v) + " of device " + std::to_string(curDevice_) + ": the device holds " +
-                         std::to_string(st.size()) + " stage" + (st.size() == 1 ? "" : "s"));
+                     "chunk " + std::to_string(v) + " of device " + std::to_string(curDevice_) +
+                         ": the device holds " + std::to_string(st.size()) + " stage" +
+                         (st.size() == 1 ? "" : "s"));
         stage = st[static_cast<size_t>(v)];
         return true;
       }
@@ -514,7 +565,8 @@ class Expander {
     return kind == static_cast<std::uint16_t>(OpKind::I) ? static_cast<std::uint16_t>(OpKind::B) : kind;
   }
   Cursor& cursor(std::int32_t stage, std::uint16_t kind) {
-    return cursors_[(static_cast<std::uint64_t>(static_cast<std::uint32_t>(stage)) << 16) | cursorFamily(kind)];
+    return cursors_[(static_cast<std::uint64_t>(static_cast<std::uint32_t>(stage)) << 16) |
+                    cursorFamily(kind)];
   }
 
   // Records an emitted op for `next`: marks its micro-batch, and an I makes its W pending.
@@ -536,7 +588,9 @@ class Expander {
   // not run yet.
   Res nextWeight(const OpItem& it, Op& op, bool anyStage) {
     auto& q = pendingW_[static_cast<size_t>(curDevice_)];
-    auto done = [&](const Op& i) { return cursor(i.stage, static_cast<std::uint16_t>(OpKind::W)).test(i.microbatch); };
+    auto done = [&](const Op& i) {
+      return cursor(i.stage, static_cast<std::uint16_t>(OpKind::W)).test(i.microbatch);
+    };
     while (!q.empty() && done(q.front())) q.pop_front();
     for (auto itq = q.begin(); itq != q.end(); ++itq) {
       if ((anyStage || itq->stage == op.stage) && !done(*itq)) {
@@ -547,7 +601,8 @@ class Expander {
       }
     }
     if (it.optional) return Res::Skip;
-    std::string where = "device " + std::to_string(curDevice_) + (anyStage ? "" : ", stage " + std::to_string(op.stage));
+    std::string where =
+        "device " + std::to_string(curDevice_) + (anyStage ? "" : ", stage " + std::to_string(op.stage));
     err(it.offset, "dsl.cursor", "next W on " + where + ": no I is waiting for its W",
         "W follows the I of the same micro-batch; use next? W to emit it only when one is waiting");
     return Res::Error;
@@ -560,13 +615,18 @@ class Expander {
                            stagesOf_[static_cast<size_t>(curDevice_)].size() > 1;
     if (!anyStageW && !resolveStage(it, op.stage)) return Res::Error;
     switch (it.mbMode) {
-      case MbMode::None: op.microbatch = -1; return Res::Ok;
-      case MbMode::Literal: op.microbatch = it.mb; break;
+      case MbMode::None:
+        op.microbatch = -1;
+        return Res::Ok;
+      case MbMode::Literal:
+        op.microbatch = it.mb;
+        break;
       case MbMode::Expr: {
         std::int64_t v = 0;
         if (!eval(it.mb, v)) return Res::Error;
         if (v < 0 || v > std::numeric_limits<std::int32_t>::max()) {
-          err(it.offset, "dsl.range", kindName(it.kind) + ": micro-batch " + std::to_string(v) + " is out of range");
+          err(it.offset, "dsl.range",
+              kindName(it.kind) + ": micro-batch " + std::to_string(v) + " is out of range");
           return Res::Error;
         }
         op.microbatch = static_cast<std::int32_t>(v);
@@ -574,7 +634,8 @@ class Expander {
       }
       case MbMode::Next: {
         if (!anyStageW && op.stage >= out_.pipeline.stages) {
-          err(it.offset, "dsl.range", "next " + kindName(it.kind) + ": stage " + std::to_string(op.stage) + " is out of range");
+          err(it.offset, "dsl.range",
+              "next " + kindName(it.kind) + ": stage " + std::to_string(op.stage) + " is out of range");
           return Res::Error;
         }
         if (isW) {
@@ -590,7 +651,8 @@ class Expander {
               "next " + kindName(it.kind) + " on device " + std::to_string(curDevice_) + ", stage " +
                   std::to_string(op.stage) + ": all " + std::to_string(out_.pipeline.microbatches) +
                   " micro-batches already have their " +
-                  (it.kind == static_cast<std::uint16_t>(OpKind::I) || it.kind == static_cast<std::uint16_t>(OpKind::B)
+                  (it.kind == static_cast<std::uint16_t>(OpKind::I) ||
+                           it.kind == static_cast<std::uint16_t>(OpKind::B)
                        ? std::string("B or I")
                        : kindName(it.kind)),
               "use next? to emit nothing once every micro-batch is done");
@@ -606,17 +668,18 @@ class Expander {
 
   bool execOps(const Stmt& s) {
     if (curDevice_ < 0)
-      return err(s.offset, "dsl.context", "ops belong to a device: write them after 'device N:' or inside 'device N { }'");
+      return err(s.offset, "dsl.context",
+                 "ops belong to a device: write them after 'device N:' or inside 'device N { }'");
     auto& list = out_.devices[static_cast<size_t>(curDevice_)];
     const auto& ops = s.ops;
     ops_ += static_cast<long long>(ops.size());
     if (!warnedLarge_ && ops_ > opt_.largeOps && opt_.onLargeExpansion) {
       warnedLarge_ = true;
-      opt_.onLargeExpansion(makeWarning(
-          "dsl.large", "the program expands to more than " + std::to_string(opt_.largeOps) +
-                           " ops (expansion stops at " + std::to_string(opt_.maxOps) +
-                           "); expanding and simulating this many takes a while",
-          sink_.location(s.offset)));
+      opt_.onLargeExpansion(makeWarning("dsl.large",
+                                        "the program expands to more than " + std::to_string(opt_.largeOps) +
+                                            " ops (expansion stops at " + std::to_string(opt_.maxOps) +
+                                            "); expanding and simulating this many takes a while",
+                                        sink_.location(s.offset)));
     }
     if (ops_ > opt_.maxOps)
       return fatal(s.offset, "dsl.limit",
@@ -641,9 +704,12 @@ class Expander {
       if (it.pairFirst && i + 1 < ops.size()) {
         Op second;
         Res b = resolve(ops[++i], second);
-        if (a == Res::Ok && b == Res::Ok) step.second = second;
-        else if (a == Res::Skip && b == Res::Ok) step.first = second, a = Res::Ok;  // one half left
-        else if (b == Res::Error) a = Res::Error;
+        if (a == Res::Ok && b == Res::Ok)
+          step.second = second;
+        else if (a == Res::Skip && b == Res::Ok)
+          step.first = second, a = Res::Ok;  // one half left
+        else if (b == Res::Error)
+          a = Res::Error;
       }
       if (a == Res::Ok) {
         list.push_back(step);
@@ -670,7 +736,8 @@ class Expander {
   };
 
   bool execBlock(const std::vector<Stmt>& body, std::uint32_t off) {
-    if (blockDepth_ >= kMaxBlockDepth) return fatal(off, "dsl.limit", "blocks nested too deeply while expanding");
+    if (blockDepth_ >= kMaxBlockDepth)
+      return fatal(off, "dsl.limit", "blocks nested too deeply while expanding");
     ++blockDepth_;
     ScopeGuard g(*this);
     bool r = exec(body, false);
@@ -680,7 +747,8 @@ class Expander {
 
   bool bindNew(std::string_view name, std::int64_t value, bool global, std::uint32_t off) {
     for (size_t i = scopeBase_; i < env_.size(); ++i)
-      if (env_[i].name == name) return err(off, "dsl.redefined", "'" + std::string(name) + "' is already defined here");
+      if (env_[i].name == name)
+        return err(off, "dsl.redefined", "'" + std::string(name) + "' is already defined here");
     env_.push_back({name, value, global});
     return true;
   }
@@ -689,8 +757,9 @@ class Expander {
     std::int64_t v = 0;
     if (!eval(e, v)) return false;
     if (v < 0 || v >= out_.pipeline.devices)
-      return err(off, "dsl.range",
-                 "device " + std::to_string(v) + " is out of range 0.." + std::to_string(out_.pipeline.devices - 1));
+      return err(
+          off, "dsl.range",
+          "device " + std::to_string(v) + " is out of range 0.." + std::to_string(out_.pipeline.devices - 1));
     dev = static_cast<int>(v);
     return true;
   }
@@ -701,12 +770,16 @@ class Expander {
       if (abort_) return false;
       if (!step(s.offset)) return false;
       switch (s.kind) {
-        case StmtKind::Header: execHeader(s); break;
+        case StmtKind::Header:
+          execHeader(s);
+          break;
         case StmtKind::Let: {
           std::int64_t v = 0;
           std::optional<std::int64_t> o = topLevel ? override(s.name) : std::nullopt;
-          if (o) v = *o;
-          else if (!eval(s.e1, v)) break;
+          if (o)
+            v = *o;
+          else if (!eval(s.e1, v))
+            break;
           bindNew(s.name, v, topLevel, s.offset);
           break;
         }
@@ -742,7 +815,9 @@ class Expander {
           curDevice_ = saved;
           break;
         }
-        case StmtKind::Ops: execOps(s); break;
+        case StmtKind::Ops:
+          execOps(s);
+          break;
         case StmtKind::For: {
           std::int64_t from = 0, to = 0, by = 1;
           if (!eval(s.e1, from) || !eval(s.e2, to)) break;
@@ -758,7 +833,8 @@ class Expander {
             {
               ScopeGuard g(*this);
               env_.push_back({s.name, i, false});
-              if (blockDepth_ >= kMaxBlockDepth) return fatal(s.offset, "dsl.limit", "blocks nested too deeply");
+              if (blockDepth_ >= kMaxBlockDepth)
+                return fatal(s.offset, "dsl.limit", "blocks nested too deeply");
               ++blockDepth_;
               exec(s.body, false);
               --blockDepth_;
@@ -779,11 +855,15 @@ class Expander {
         case StmtKind::If: {
           std::int64_t c = 0;
           if (!eval(s.e1, c)) break;
-          if (c != 0) execBlock(s.body, s.offset);
-          else if (!s.elseBody.empty()) execBlock(s.elseBody, s.offset);
+          if (c != 0)
+            execBlock(s.body, s.offset);
+          else if (!s.elseBody.empty())
+            execBlock(s.elseBody, s.offset);
           break;
         }
-        case StmtKind::Call: execCall(s); break;
+        case StmtKind::Call:
+          execCall(s);
+          break;
         case StmtKind::Greedy: {
           if (!freeze(s.offset)) return false;
           int saved = curDevice_;
@@ -821,7 +901,8 @@ class Expander {
     if (!t) {
       std::vector<std::string_view> names;
       for (auto& tp : prog_.templates) names.push_back(tp.name);
-      err(s.offset, "dsl.unknown-name", "unknown template '" + std::string(s.name) + "'", suggest(s.name, names));
+      err(s.offset, "dsl.unknown-name", "unknown template '" + std::string(s.name) + "'",
+          suggest(s.name, names));
       return;
     }
     if (t->params.size() != s.args.size()) {
@@ -832,7 +913,8 @@ class Expander {
     }
     if (callDepth_ >= kMaxCallDepth) {
       fatal(s.offset, "dsl.recursion",
-            "templates call each other more than " + std::to_string(kMaxCallDepth) + " deep (endless recursion?)");
+            "templates call each other more than " + std::to_string(kMaxCallDepth) +
+                " deep (endless recursion?)");
       return;
     }
     std::vector<std::int64_t> vals(s.args.size());
@@ -843,8 +925,10 @@ class Expander {
     for (size_t i = 0; i < vals.size(); ++i) env_.push_back({t->params[i], vals[i], false});
     ++callDepth_;
     ++blockDepth_;
-    if (blockDepth_ < kMaxBlockDepth) exec(t->body, false);
-    else fatal(s.offset, "dsl.limit", "blocks nested too deeply while expanding");
+    if (blockDepth_ < kMaxBlockDepth)
+      exec(t->body, false);
+    else
+      fatal(s.offset, "dsl.limit", "blocks nested too deeply while expanding");
     --blockDepth_;
     --callDepth_;
     env_.resize(savedSize);
@@ -855,7 +939,8 @@ class Expander {
 
 }  // namespace
 
-Schedule expandProgram(const Program& program, std::string_view text, const DslOptions& options, DiagSink& sink) {
+Schedule expandProgram(const Program& program, std::string_view text, const DslOptions& options,
+                       DiagSink& sink) {
   Expander x(program, text, options, sink);
   return x.run();
 }

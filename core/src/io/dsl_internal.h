@@ -64,13 +64,32 @@ int editDistance(std::string_view a, std::string_view b);
 
 enum class Tok : std::uint8_t {
   End,
-  Ident,    // [A-Za-z_][A-Za-z0-9_]* with an optional op qualifier suffix "@s12" / "@c1"
-  Int,      // decimal digits; value in Token::value (overflow reported by the lexer)
-  Float,    // digits '.' digits (only meaningful in duration expressions)
-  String,   // "..." with \" \\ \n \t escapes; Token::text is the raw quoted slice
-  LParen, RParen, LBrace, RBrace, Comma, Colon, Semicolon, At, Star, Plus, Minus, Slash,
-  Percent, Assign, EqEq, NotEq, Lt, Le, Gt, Ge, DotDot,
-  Bad,      // a character the language does not use (already reported)
+  Ident,   // [A-Za-z_][A-Za-z0-9_]* with an optional op qualifier suffix "@s12" / "@c1"
+  Int,     // decimal digits; value in Token::value (overflow reported by the lexer)
+  Float,   // digits '.' digits (only meaningful in duration expressions)
+  String,  // "..." with \" \\ \n \t escapes; Token::text is the raw quoted slice
+  LParen,
+  RParen,
+  LBrace,
+  RBrace,
+  Comma,
+  Colon,
+  Semicolon,
+  At,
+  Star,
+  Plus,
+  Minus,
+  Slash,
+  Percent,
+  Assign,
+  EqEq,
+  NotEq,
+  Lt,
+  Le,
+  Gt,
+  Ge,
+  DotDot,
+  Bad,  // a character the language does not use (already reported)
 };
 
 struct Token {
@@ -92,8 +111,26 @@ std::string unquote(std::string_view quoted);
 // AST
 
 enum class ExprOp : std::uint8_t {
-  Int, Var, Neg, Not, Add, Sub, Mul, Div, Mod, Eq, Ne, Lt, Le, Gt, Ge, And, Or, Call,
-  Ready, Count  // ready(K@q), count(K@q): queries about op kinds
+  Int,
+  Var,
+  Neg,
+  Not,
+  Add,
+  Sub,
+  Mul,
+  Div,
+  Mod,
+  Eq,
+  Ne,
+  Lt,
+  Le,
+  Gt,
+  Ge,
+  And,
+  Or,
+  Call,
+  Ready,
+  Count  // ready(K@q), count(K@q): queries about op kinds
 };
 
 enum class QualMode : std::uint8_t;
@@ -104,7 +141,7 @@ struct Expr {
   std::int64_t value = 0;  // Int
   std::string_view name;   // Var, Call
   std::int32_t a = -1, b = -1;
-  std::int32_t depth = 1;  // height of the tree below (bounds the evaluator's recursion)
+  std::int32_t depth = 1;          // height of the tree below (bounds the evaluator's recursion)
   std::vector<std::int32_t> args;  // Call
   // Ready / Count: the kind and its optional stage qualifier (value or expression index).
   std::uint16_t kind = 0;
@@ -130,7 +167,18 @@ struct OpItem {
 };
 
 enum class StmtKind : std::uint8_t {
-  Header, Let, Assign, Device, DeviceAll, Ops, For, Repeat, If, Call, Assert, Greedy
+  Header,
+  Let,
+  Assign,
+  Device,
+  DeviceAll,
+  Ops,
+  For,
+  Repeat,
+  If,
+  Call,
+  Assert,
+  Greedy
 };
 
 enum class HeaderWord : std::uint8_t { Name, Devices, Stages, Microbatches, Placement, Profile, Partition };
@@ -138,17 +186,17 @@ enum class HeaderWord : std::uint8_t { Name, Devices, Stages, Microbatches, Plac
 struct Stmt {
   StmtKind kind = StmtKind::Ops;
   std::uint32_t offset = 0;
-  std::string_view name;          // Let/Assign/For variable, Call template
+  std::string_view name;                   // Let/Assign/For variable, Call template
   std::int32_t e1 = -1, e2 = -1, e3 = -1;  // expressions (For: from, to, step; If: cond; ...)
   std::vector<Stmt> body;
   std::vector<Stmt> elseBody;
-  std::vector<OpItem> ops;        // Ops
+  std::vector<OpItem> ops;         // Ops
   std::vector<std::int32_t> args;  // Call
   // Header
   HeaderWord header = HeaderWord::Name;
-  std::string text;                  // Name / Profile
+  std::string text;  // Name / Profile
   PlacementKind placement = PlacementKind::Linear;
-  std::vector<std::int64_t> ints;    // explicit placement list, partition
+  std::vector<std::int64_t> ints;  // explicit placement list, partition
   std::vector<std::uint32_t> intOffsets;
 };
 

@@ -55,7 +55,8 @@ int editDistance(std::string_view a, std::string_view b) {
     for (size_t j = 1; j <= b.size(); ++j) {
       int cost = a[i - 1] == b[j - 1] ? 0 : 1;
       t[i][j] = std::min({t[i - 1][j] + 1, t[i][j - 1] + 1, t[i - 1][j - 1] + cost});
-      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) t[i][j] = std::min(t[i][j], t[i - 2][j - 2] + 1);
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
+        t[i][j] = std::min(t[i][j], t[i - 2][j - 2] + 1);
     }
   }
   return t[a.size()][b.size()];
@@ -69,8 +70,7 @@ std::string suggest(std::string_view word, const std::vector<std::string_view>& 
     int dist = editDistance(word, c);
     // Case-only differences ("f3" for "F3") count as close.
     bool caseOnly = word.size() == c.size();
-    for (size_t i = 0; caseOnly && i < c.size(); ++i)
-      caseOnly = (word[i] | 0x20) == (c[i] | 0x20);
+    for (size_t i = 0; caseOnly && i < c.size(); ++i) caseOnly = (word[i] | 0x20) == (c[i] | 0x20);
     if (caseOnly) dist = 0;
     if (dist < bestDist) {
       bestDist = dist;
@@ -83,9 +83,15 @@ std::string suggest(std::string_view word, const std::vector<std::string_view>& 
 }
 
 namespace {
-inline bool isIdentStart(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
-inline bool isDigit(char c) { return c >= '0' && c <= '9'; }
-inline bool isIdentChar(char c) { return isIdentStart(c) || isDigit(c); }
+inline bool isIdentStart(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+}
+inline bool isDigit(char c) {
+  return c >= '0' && c <= '9';
+}
+inline bool isIdentChar(char c) {
+  return isIdentStart(c) || isDigit(c);
+}
 }  // namespace
 
 std::vector<Token> lex(std::string_view text, DiagSink& sink) {
@@ -138,7 +144,8 @@ std::vector<Token> lex(std::string_view text, DiagSink& sink) {
       std::uint64_t v = 0;
       bool overflow = false;
       while (i < n && isDigit(p[i])) {
-        if (v > (static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()) - 9) / 10) overflow = true;
+        if (v > (static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()) - 9) / 10)
+          overflow = true;
         v = v * 10 + static_cast<std::uint64_t>(p[i] - '0');
         ++i;
       }
@@ -185,19 +192,20 @@ std::vector<Token> lex(std::string_view text, DiagSink& sink) {
     char d = i + 1 < n ? p[i + 1] : '\0';
     // Single-character tokens by table; the ones that may take a second character below.
     static constexpr std::string_view kSingles = "(){},:;@*+-/%";
-    static constexpr Tok kSingleToks[] = {Tok::LParen, Tok::RParen, Tok::LBrace,    Tok::RBrace, Tok::Comma,
+    static constexpr Tok kSingleToks[] = {Tok::LParen, Tok::RParen,    Tok::LBrace, Tok::RBrace, Tok::Comma,
                                           Tok::Colon,  Tok::Semicolon, Tok::At,     Tok::Star,   Tok::Plus,
-                                          Tok::Minus,  Tok::Slash,  Tok::Percent};
+                                          Tok::Minus,  Tok::Slash,     Tok::Percent};
     static_assert(std::size(kSingleToks) == kSingles.size());
-    if (const size_t k = kSingles.find(c); k != std::string_view::npos)
-      t = kSingleToks[k];
+    if (const size_t k = kSingles.find(c); k != std::string_view::npos) t = kSingleToks[k];
     // Tokens that take a second character: alone (Bad when they never stand alone) or paired.
     struct Pair {
       char first, second;
       Tok alone, paired;
     };
-    static constexpr Pair kPairs[] = {{'=', '=', Tok::Assign, Tok::EqEq}, {'!', '=', Tok::Bad, Tok::NotEq},
-                                      {'<', '=', Tok::Lt, Tok::Le},       {'>', '=', Tok::Gt, Tok::Ge},
+    static constexpr Pair kPairs[] = {{'=', '=', Tok::Assign, Tok::EqEq},
+                                      {'!', '=', Tok::Bad, Tok::NotEq},
+                                      {'<', '=', Tok::Lt, Tok::Le},
+                                      {'>', '=', Tok::Gt, Tok::Ge},
                                       {'.', '.', Tok::Bad, Tok::DotDot}};
     for (const Pair& pr : kPairs)
       if (c == pr.first) {
@@ -207,7 +215,8 @@ std::vector<Token> lex(std::string_view text, DiagSink& sink) {
     if (t == Tok::Bad) {
       std::string shown;
       auto uc = static_cast<unsigned char>(c);
-      if (uc >= 0x20 && uc < 0x7f) shown = std::string("'") + c + "'";
+      if (uc >= 0x20 && uc < 0x7f)
+        shown = std::string("'") + c + "'";
       else {
         static const char* hex = "0123456789abcdef";
         shown = std::string("byte 0x") + hex[uc >> 4] + hex[uc & 15];
@@ -225,37 +234,66 @@ std::vector<Token> lex(std::string_view text, DiagSink& sink) {
   return toks;
 }
 
-std::string_view tokenText(std::string_view text, const Token& t) { return text.substr(t.offset, t.length); }
+std::string_view tokenText(std::string_view text, const Token& t) {
+  return text.substr(t.offset, t.length);
+}
 
 std::string_view tokName(Tok t) {
   switch (t) {
-    case Tok::End: return "end of input";
-    case Tok::Ident: return "a name";
-    case Tok::Int: return "an integer";
-    case Tok::Float: return "a number";
-    case Tok::String: return "a string";
-    case Tok::LParen: return "'('";
-    case Tok::RParen: return "')'";
-    case Tok::LBrace: return "'{'";
-    case Tok::RBrace: return "'}'";
-    case Tok::Comma: return "','";
-    case Tok::Colon: return "':'";
-    case Tok::Semicolon: return "';'";
-    case Tok::At: return "'@'";
-    case Tok::Star: return "'*'";
-    case Tok::Plus: return "'+'";
-    case Tok::Minus: return "'-'";
-    case Tok::Slash: return "'/'";
-    case Tok::Percent: return "'%'";
-    case Tok::Assign: return "'='";
-    case Tok::EqEq: return "'=='";
-    case Tok::NotEq: return "'!='";
-    case Tok::Lt: return "'<'";
-    case Tok::Le: return "'<='";
-    case Tok::Gt: return "'>'";
-    case Tok::Ge: return "'>='";
-    case Tok::DotDot: return "'..'";
-    case Tok::Bad: return "an invalid character";
+    case Tok::End:
+      return "end of input";
+    case Tok::Ident:
+      return "a name";
+    case Tok::Int:
+      return "an integer";
+    case Tok::Float:
+      return "a number";
+    case Tok::String:
+      return "a string";
+    case Tok::LParen:
+      return "'('";
+    case Tok::RParen:
+      return "')'";
+    case Tok::LBrace:
+      return "'{'";
+    case Tok::RBrace:
+      return "'}'";
+    case Tok::Comma:
+      return "','";
+    case Tok::Colon:
+      return "':'";
+    case Tok::Semicolon:
+      return "';'";
+    case Tok::At:
+      return "'@'";
+    case Tok::Star:
+      return "'*'";
+    case Tok::Plus:
+      return "'+'";
+    case Tok::Minus:
+      return "'-'";
+    case Tok::Slash:
+      return "'/'";
+    case Tok::Percent:
+      return "'%'";
+    case Tok::Assign:
+      return "'='";
+    case Tok::EqEq:
+      return "'=='";
+    case Tok::NotEq:
+      return "'!='";
+    case Tok::Lt:
+      return "'<'";
+    case Tok::Le:
+      return "'<='";
+    case Tok::Gt:
+      return "'>'";
+    case Tok::Ge:
+      return "'>='";
+    case Tok::DotDot:
+      return "'..'";
+    case Tok::Bad:
+      return "an invalid character";
   }
   return "a token";
 }
@@ -270,9 +308,15 @@ std::string unquote(std::string_view q) {
     if (c == '\\' && i + 1 < q.size()) {
       char e = q[++i];
       switch (e) {
-        case 'n': out += '\n'; break;
-        case 't': out += '\t'; break;
-        default: out += e; break;
+        case 'n':
+          out += '\n';
+          break;
+        case 't':
+          out += '\t';
+          break;
+        default:
+          out += e;
+          break;
       }
     } else {
       out += c;
@@ -282,11 +326,14 @@ std::string unquote(std::string_view q) {
 }
 
 namespace {
-const std::vector<std::string_view> kKeywords = {"let", "def", "call", "device", "next", "for", "in",
-                                                 "repeat", "if", "else", "and", "or", "not", "kind", "assert", "greedy"};
+const std::vector<std::string_view> kKeywords = {"let", "def",    "call",   "device", "next", "for",
+                                                 "in",  "repeat", "if",     "else",   "and",  "or",
+                                                 "not", "kind",   "assert", "greedy"};
 }
 
-const std::vector<std::string_view>& keywords() { return kKeywords; }
+const std::vector<std::string_view>& keywords() {
+  return kKeywords;
+}
 bool isKeyword(std::string_view w) {
   for (auto k : kKeywords)
     if (k == w) return true;

@@ -16,7 +16,7 @@ namespace ps::core::dsl {
 
 namespace {
 
-constexpr int kMaxDepth = 200;  // nesting of blocks and expressions
+constexpr int kMaxDepth = 200;        // nesting of blocks and expressions
 constexpr int kMaxExprHeight = 2000;  // operators in one expression's longest chain
 
 enum class ListContext : std::uint8_t { Block, DeviceLine };
@@ -122,12 +122,18 @@ class Parser {
   std::optional<std::uint16_t> lookupKind(std::string_view name) const {
     if (name.size() == 1) {
       switch (name[0]) {
-        case 'F': return static_cast<std::uint16_t>(OpKind::F);
-        case 'B': return static_cast<std::uint16_t>(OpKind::B);
-        case 'I': return static_cast<std::uint16_t>(OpKind::I);
-        case 'W': return static_cast<std::uint16_t>(OpKind::W);
-        case 'R': return static_cast<std::uint16_t>(OpKind::R);
-        default: break;
+        case 'F':
+          return static_cast<std::uint16_t>(OpKind::F);
+        case 'B':
+          return static_cast<std::uint16_t>(OpKind::B);
+        case 'I':
+          return static_cast<std::uint16_t>(OpKind::I);
+        case 'W':
+          return static_cast<std::uint16_t>(OpKind::W);
+        case 'R':
+          return static_cast<std::uint16_t>(OpKind::R);
+        default:
+          break;
       }
     }
     if (auto k = builtinKindFromName(name)) return static_cast<std::uint16_t>(*k);
@@ -150,7 +156,8 @@ class Parser {
     std::vector<std::string_view> v = kindNames();
     for (auto k : keywords()) v.push_back(k);
     for (auto& t : prog_.templates) v.push_back(t.name);
-    for (auto w : {"name", "devices", "stages", "microbatches", "placement", "profile", "partition"}) v.push_back(w);
+    for (auto w : {"name", "devices", "stages", "microbatches", "placement", "profile", "partition"})
+      v.push_back(w);
     return v;
   }
   bool isOpIdent(const Token& t) const {
@@ -234,14 +241,15 @@ class Parser {
     auto parts = splitIdent(w);
     std::string hint = suggest(parts.base, statementWords());
     if (hint.empty()) hint = suggest(w, statementWords());
-    sink_.error(t.offset, "dsl.unknown-kind", "unknown op kind or statement '" + std::string(w.substr(0, 40)) + "'",
-                hint);
+    sink_.error(t.offset, "dsl.unknown-kind",
+                "unknown op kind or statement '" + std::string(w.substr(0, 40)) + "'", hint);
     return false;
   }
 
   bool parseBlock(std::vector<Stmt>& out) {
     if (!at(Tok::LBrace)) return fail(cur(), "expected '{', found " + found(cur()));
-    if (depth_ >= kMaxDepth) return fail(cur(), "blocks nested too deeply (limit " + std::to_string(kMaxDepth) + ")");
+    if (depth_ >= kMaxDepth)
+      return fail(cur(), "blocks nested too deeply (limit " + std::to_string(kMaxDepth) + ")");
     ++depth_;
     advance();
     while (!at(Tok::RBrace) && !at(Tok::End) && !sink_.full()) {
@@ -278,11 +286,14 @@ class Parser {
     advance();
     if (w == "name" || w == "profile") {
       s.header = w == "name" ? HeaderWord::Name : HeaderWord::Profile;
-      if (!at(Tok::String)) return fail(cur(), "expected a quoted string after '" + std::string(w) + "', found " + found(cur()));
+      if (!at(Tok::String))
+        return fail(cur(), "expected a quoted string after '" + std::string(w) + "', found " + found(cur()));
       s.text = unquote(txt(cur()));
       advance();
     } else if (w == "devices" || w == "stages" || w == "microbatches") {
-      s.header = w == "devices" ? HeaderWord::Devices : w == "stages" ? HeaderWord::Stages : HeaderWord::Microbatches;
+      s.header = w == "devices"  ? HeaderWord::Devices
+                 : w == "stages" ? HeaderWord::Stages
+                                 : HeaderWord::Microbatches;
       s.name = w;
       if (!expr(s.e1)) return false;
     } else if (w == "placement") {
@@ -290,10 +301,14 @@ class Parser {
       if (!at(Tok::Ident))
         return fail(cur(), "expected linear, interleaved, vshape or explicit, found " + found(cur()));
       std::string_view p = txt(cur());
-      if (p == "linear") s.placement = PlacementKind::Linear;
-      else if (p == "interleaved" || p == "looped") s.placement = PlacementKind::Interleaved;
-      else if (p == "vshape") s.placement = PlacementKind::VShape;
-      else if (p == "explicit") s.placement = PlacementKind::Explicit;
+      if (p == "linear")
+        s.placement = PlacementKind::Linear;
+      else if (p == "interleaved" || p == "looped")
+        s.placement = PlacementKind::Interleaved;
+      else if (p == "vshape")
+        s.placement = PlacementKind::VShape;
+      else if (p == "explicit")
+        s.placement = PlacementKind::Explicit;
       else
         return fail(cur(), "unknown placement '" + std::string(p.substr(0, 40)) + "'",
                     suggest(p, {"linear", "interleaved", "vshape", "explicit"}));
@@ -309,7 +324,8 @@ class Parser {
 
   bool checkNewName(const Token& t, std::string_view what) {
     std::string_view n = txt(t);
-    if (isKeyword(n)) return fail(t, "'" + std::string(n) + "' is a keyword and cannot name a " + std::string(what));
+    if (isKeyword(n))
+      return fail(t, "'" + std::string(n) + "' is a keyword and cannot name a " + std::string(what));
     if (isBuiltinName(n) || isBuiltinFunction(n))
       return fail(t, "'" + std::string(n) + "' is built in and cannot name a " + std::string(what));
     if (lookupKind(splitIdent(n).base) || n.find('@') != std::string_view::npos)
@@ -335,7 +351,8 @@ class Parser {
     s.kind = StmtKind::Assign;
     s.offset = cur().offset;
     s.name = txt(cur());
-    if (isBuiltinName(s.name)) return fail(cur(), "'" + std::string(s.name) + "' is built in and cannot be assigned");
+    if (isBuiltinName(s.name))
+      return fail(cur(), "'" + std::string(s.name) + "' is built in and cannot be assigned");
     advance();
     advance();  // '='
     if (!expr(s.e1)) return false;
@@ -355,7 +372,8 @@ class Parser {
       advance();
       while (!sink_.full()) {
         const Token& t = cur();
-        bool opStart = t.type == Tok::LParen || (t.type == Tok::Ident && (txt(t) == "next" || txt(t) == "next?" || isOpIdent(t)));
+        bool opStart = t.type == Tok::LParen ||
+                       (t.type == Tok::Ident && (txt(t) == "next" || txt(t) == "next?" || isOpIdent(t)));
         if (!opStart && t.type == Tok::Ident && !isKeyword(txt(t)) && !isHeaderWord(txt(t)) &&
             peek().type != Tok::Assign) {
           // An unknown word in an op list: report it and keep reading the list.
@@ -407,7 +425,8 @@ class Parser {
       OpItem a, b;
       if (!parseOpItem(a)) return false;
       if (!parseOpItem(b)) return false;
-      if (!at(Tok::RParen)) return fail(cur(), "an overlapped pair holds two ops: expected ')', found " + found(cur()));
+      if (!at(Tok::RParen))
+        return fail(cur(), "an overlapped pair holds two ops: expected ')', found " + found(cur()));
       advance();
       a.pairFirst = true;
       a.offset = open.offset;
@@ -438,12 +457,14 @@ class Parser {
     }
     const Token& t = cur();
     if (t.type != Tok::Ident)
-      return fail(t, std::string(isNext ? "expected an op kind after 'next'" : "expected an op") + ", found " + found(t));
+      return fail(t, std::string(isNext ? "expected an op kind after 'next'" : "expected an op") +
+                         ", found " + found(t));
     std::string_view s = txt(t);
     IdentParts parts = splitIdent(s);
     auto kind = lookupKind(parts.base);
     if (!kind) {
-      sink_.error(t.offset, "dsl.unknown-kind", "unknown op kind '" + std::string(parts.base.substr(0, 40)) + "'",
+      sink_.error(t.offset, "dsl.unknown-kind",
+                  "unknown op kind '" + std::string(parts.base.substr(0, 40)) + "'",
                   suggest(parts.base, kindNames()));
       advance();
       return false;
@@ -453,13 +474,17 @@ class Parser {
     advance();
     if (isNext) {
       if (!parts.digits.empty())
-        return fail(t, "'next " + std::string(s) + "': next picks the micro-batch, write 'next " + std::string(parts.base) + "'");
-      if (stageLevel) return fail(t, std::string(parts.base) + " is stage-level: it has no micro-batch to pick with 'next'");
+        return fail(t, "'next " + std::string(s) + "': next picks the micro-batch, write 'next " +
+                           std::string(parts.base) + "'");
+      if (stageLevel)
+        return fail(t,
+                    std::string(parts.base) + " is stage-level: it has no micro-batch to pick with 'next'");
       item.mbMode = MbMode::Next;
       prog_.usesCursors = true;
     } else if (!parts.digits.empty()) {
       if (stageLevel)
-        return fail(t, std::string(parts.base) + " is stage-level and takes no micro-batch (write " + std::string(parts.base) + "@s<stage>)");
+        return fail(t, std::string(parts.base) + " is stage-level and takes no micro-batch (write " +
+                           std::string(parts.base) + "@s<stage>)");
       if (!parseInt32(parts.digits, item.mb))
         return fail(t, "micro-batch " + std::string(parts.digits.substr(0, 20)) + " is out of range");
       item.mbMode = MbMode::Literal;
@@ -469,8 +494,8 @@ class Parser {
       if (!expect(Tok::RParen, "')'")) return false;
       item.mbMode = MbMode::Expr;
     } else if (!stageLevel) {
-      return fail(t, std::string(parts.base) + " needs a micro-batch: write " + std::string(parts.base) + "0, " +
-                         std::string(parts.base) + "(expr) or next " + std::string(parts.base));
+      return fail(t, std::string(parts.base) + " needs a micro-batch: write " + std::string(parts.base) +
+                         "0, " + std::string(parts.base) + "(expr) or next " + std::string(parts.base));
     }
     if (parts.qual != 0) {
       if (!parseInt32(parts.qualDigits, item.qual))
@@ -491,7 +516,8 @@ class Parser {
         advance();
         item.qualMode = qs[0] == 's' ? QualMode::StageLiteral : QualMode::ChunkLiteral;
       } else {
-        return fail(q, "expected a stage qualifier after '@' (s3, c1, s(expr) or c(expr)), found " + found(q));
+        return fail(q,
+                    "expected a stage qualifier after '@' (s3, c1, s(expr) or c(expr)), found " + found(q));
       }
     }
     return true;
@@ -504,13 +530,14 @@ class Parser {
     IdentParts parts = splitIdent(txt(t));
     auto kind = lookupKind(parts.base);
     if (!kind) {
-      sink_.error(t.offset, "dsl.unknown-kind", "unknown op kind '" + std::string(parts.base.substr(0, 40)) + "'",
+      sink_.error(t.offset, "dsl.unknown-kind",
+                  "unknown op kind '" + std::string(parts.base.substr(0, 40)) + "'",
                   suggest(parts.base, kindNames()));
       return false;
     }
     if (!parts.digits.empty())
-      return fail(t, std::string(e.name) + "() takes a kind without a micro-batch, e.g. " + std::string(e.name) + "(" +
-                         std::string(parts.base) + ")");
+      return fail(t, std::string(e.name) + "() takes a kind without a micro-batch, e.g. " +
+                         std::string(e.name) + "(" + std::string(parts.base) + ")");
     e.kind = *kind;
     advance();
     if (parts.qual != 0) {
@@ -521,7 +548,8 @@ class Parser {
       const Token& q = cur();
       std::string_view qs = q.type == Tok::Ident ? txt(q) : std::string_view();
       if ((qs != "s" && qs != "c") || peek().type != Tok::LParen)
-        return fail(q, "expected a stage qualifier after '@' (s3, c1, s(expr) or c(expr)), found " + found(q));
+        return fail(q,
+                    "expected a stage qualifier after '@' (s3, c1, s(expr) or c(expr)), found " + found(q));
       advance();
       advance();
       if (!expr(e.qual)) return false;
@@ -636,8 +664,10 @@ class Parser {
       if (!checkNewName(cur(), "parameter")) return false;
       t.params.push_back(txt(cur()));
       advance();
-      if (at(Tok::Comma)) advance();
-      else if (!at(Tok::RParen)) return fail(cur(), "expected ',' or ')', found " + found(cur()));
+      if (at(Tok::Comma))
+        advance();
+      else if (!at(Tok::RParen))
+        return fail(cur(), "expected ',' or ')', found " + found(cur()));
     }
     advance();
     if (!parseBlock(t.body)) return false;
@@ -645,7 +675,8 @@ class Parser {
     return true;
   }
 
-  // kind NAME [stage_level] [duration = EXPR] [memory (transient|delta) N[unit] ...] [after K, ...] [before K, ...]
+  // kind NAME [stage_level] [duration = EXPR] [memory (transient|delta) N[unit] ...] [after K, ...] [before
+  // K, ...]
   bool parseKind() {
     const Token& kw = cur();
     advance();
@@ -755,7 +786,8 @@ class Parser {
     end = start + static_cast<std::uint32_t>(e->length());
     while (!at(Tok::End) && cur().offset < end) {
       if (cur().offset + cur().length > end)
-        return fail(cur(), "'" + std::string(txt(cur()).substr(0, 40)) + "' does not belong in a duration expression");
+        return fail(cur(), "'" + std::string(txt(cur()).substr(0, 40)) +
+                               "' does not belong in a duration expression");
       advance();
     }
     return true;
@@ -851,24 +883,35 @@ class Parser {
   std::int32_t parseAnd() {
     return leftAssoc(&Parser::parseNot, [&] { return wordOp("and", ExprOp::And); });
   }
-  std::int32_t parseNot() {
-    return atWord("not") ? prefix(ExprOp::Not, &Parser::parseNot) : parseCompare();
-  }
+  std::int32_t parseNot() { return atWord("not") ? prefix(ExprOp::Not, &Parser::parseNot) : parseCompare(); }
   std::int32_t parseCompare() {
     std::int32_t a = parseSum();
     if (a < 0) return -1;
     ExprOp op;
     switch (cur().type) {
-      case Tok::EqEq: op = ExprOp::Eq; break;
-      case Tok::NotEq: op = ExprOp::Ne; break;
-      case Tok::Lt: op = ExprOp::Lt; break;
-      case Tok::Le: op = ExprOp::Le; break;
-      case Tok::Gt: op = ExprOp::Gt; break;
-      case Tok::Ge: op = ExprOp::Ge; break;
+      case Tok::EqEq:
+        op = ExprOp::Eq;
+        break;
+      case Tok::NotEq:
+        op = ExprOp::Ne;
+        break;
+      case Tok::Lt:
+        op = ExprOp::Lt;
+        break;
+      case Tok::Le:
+        op = ExprOp::Le;
+        break;
+      case Tok::Gt:
+        op = ExprOp::Gt;
+        break;
+      case Tok::Ge:
+        op = ExprOp::Ge;
+        break;
       case Tok::Assign:
         fail(cur(), "'=' assigns; compare with '=='");
         return -1;
-      default: return a;
+      default:
+        return a;
     }
     std::uint32_t off = cur().offset;
     advance();
@@ -891,7 +934,9 @@ class Parser {
       return std::nullopt;
     });
   }
-  std::int32_t parseUnary() { return at(Tok::Minus) ? prefix(ExprOp::Neg, &Parser::parseUnary) : parsePrimary(); }
+  std::int32_t parseUnary() {
+    return at(Tok::Minus) ? prefix(ExprOp::Neg, &Parser::parseUnary) : parsePrimary();
+  }
   std::int32_t parsePrimary() {
     const Token& t = cur();
     if (t.type == Tok::Int) {

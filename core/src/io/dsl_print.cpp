@@ -21,11 +21,20 @@ void appendQuoted(std::string& out, const std::string& s) {
   out += '"';
   for (char c : s) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      default: out += c;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      default:
+        out += c;
     }
   }
   out += '"';
@@ -126,8 +135,10 @@ std::string printDsl(const Schedule& s) {
     for (int st = 0; st < static_cast<int>(p.stageToDevice.size()); ++st) {
       int d = p.stageToDevice[static_cast<size_t>(st)];
       if (d < 0 || static_cast<size_t>(d) >= s.devices.size()) continue;
-      if (count[static_cast<size_t>(d)]++ == 0) onlyStage[static_cast<size_t>(d)] = st;
-      else onlyStage[static_cast<size_t>(d)] = -1;
+      if (count[static_cast<size_t>(d)]++ == 0)
+        onlyStage[static_cast<size_t>(d)] = st;
+      else
+        onlyStage[static_cast<size_t>(d)] = -1;
     }
   }
 

@@ -62,7 +62,9 @@ std::string_view trim(std::string_view s) {
 
 constexpr int kMaxStage = 100'000;
 
-bool isDigit(char c) { return c >= '0' && c <= '9'; }
+bool isDigit(char c) {
+  return c >= '0' && c <= '9';
+}
 
 // PyTorch's action type names and ours.
 std::optional<OpKind> actionKind(std::string_view t) {
@@ -92,15 +94,20 @@ bool csvExpressible(OpKind k) {
     case OpKind::SendF:
     case OpKind::RecvF:
     case OpKind::SendB:
-    case OpKind::RecvB: return true;
-    default: return false;
+    case OpKind::RecvB:
+      return true;
+    default:
+      return false;
   }
 }
 
-bool isCompute(OpKind k) { return k == OpKind::F || k == OpKind::B || k == OpKind::I || k == OpKind::W; }
+bool isCompute(OpKind k) {
+  return k == OpKind::F || k == OpKind::B || k == OpKind::I || k == OpKind::W;
+}
 
 std::string hintFor(std::string_view type) {
-  static const char* names[] = {"F", "B", "I", "W", "UNSHARD", "RESHARD", "REDUCE_GRAD", "SEND_F", "RECV_F", "SEND_B", "RECV_B"};
+  static const char* names[] = {"F",           "B",      "I",      "W",      "UNSHARD", "RESHARD",
+                                "REDUCE_GRAD", "SEND_F", "RECV_F", "SEND_B", "RECV_B"};
   std::string upper(type);
   for (char& c : upper) c = static_cast<char>(c >= 'a' && c <= 'z' ? c - 'a' + 'A' : c);
   for (const char* n : names)
@@ -122,7 +129,8 @@ Result<Schedule> readPytorchCsv(std::string_view text, const CsvReadOptions& opt
   return readPytorchCsv(text, options, nullptr);
 }
 
-Result<Schedule> readPytorchCsv(std::string_view text, const CsvReadOptions& options, CsvStepLocations* locations) {
+Result<Schedule> readPytorchCsv(std::string_view text, const CsvReadOptions& options,
+                                CsvStepLocations* locations) {
   Diagnostics errors;
   const int maxErrors = std::max(1, options.maxErrors);
   auto fail = [&](int line, int col, const std::string& msg, std::string hint = {}) {
@@ -132,8 +140,8 @@ Result<Schedule> readPytorchCsv(std::string_view text, const CsvReadOptions& opt
     errors.push_back(std::move(d));
   };
 
-  if (text.size() >= 3 && static_cast<unsigned char>(text[0]) == 0xEF && static_cast<unsigned char>(text[1]) == 0xBB &&
-      static_cast<unsigned char>(text[2]) == 0xBF)
+  if (text.size() >= 3 && static_cast<unsigned char>(text[0]) == 0xEF &&
+      static_cast<unsigned char>(text[1]) == 0xBB && static_cast<unsigned char>(text[2]) == 0xBF)
     text.remove_prefix(3);
 
   // Rows, one per rank; a final newline does not start another rank.
@@ -142,15 +150,17 @@ Result<Schedule> readPytorchCsv(std::string_view text, const CsvReadOptions& opt
     size_t pos = 0;
     while (pos < text.size()) {
       size_t nl = text.find('\n', pos);
-      std::string_view line = text.substr(pos, nl == std::string_view::npos ? std::string_view::npos : nl - pos);
+      std::string_view line =
+          text.substr(pos, nl == std::string_view::npos ? std::string_view::npos : nl - pos);
       if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
       lines.push_back(line);
       if (nl == std::string_view::npos) break;
       pos = nl + 1;
     }
   }
-  if (lines.empty()) return makeError("csv.empty", "the CSV has no rows (one row per rank expected)",
-                                      SourceLocation{options.filename, 1, 1});
+  if (lines.empty())
+    return makeError("csv.empty", "the CSV has no rows (one row per rank expected)",
+                     SourceLocation{options.filename, 1, 1});
 
   struct Located {
     Step step;
@@ -179,19 +189,22 @@ Result<Schedule> readPytorchCsv(std::string_view text, const CsvReadOptions& opt
     }
     int stage = 0, mb = -1;
     if (!parseInt(stageStr, stage) || stage > kMaxStage) {
-      fail(line, col, "'" + cell() + "': stage number " + std::string(stageStr) + " is too large (at most " +
-                          std::to_string(kMaxStage) + ")");
+      fail(line, col,
+           "'" + cell() + "': stage number " + std::string(stageStr) + " is too large (at most " +
+               std::to_string(kMaxStage) + ")");
       return false;
     }
     bool stageLevel = isStageLevelKind(*kind);
     if (stageLevel && !mbStr.empty()) {
-      fail(line, col, "'" + cell() + "': " + std::string(type) + " is a stage action and takes no micro-batch");
+      fail(line, col,
+           "'" + cell() + "': " + std::string(type) + " is a stage action and takes no micro-batch");
       return false;
     }
     if (!stageLevel) {
       if (mbStr.empty()) {
-        fail(line, col, "'" + cell() + "': " + std::string(type) + " needs a micro-batch number, e.g. " +
-                            std::string(stageStr) + std::string(type) + "0");
+        fail(line, col,
+             "'" + cell() + "': " + std::string(type) + " needs a micro-batch number, e.g. " +
+                 std::string(stageStr) + std::string(type) + "0");
         return false;
       }
       if (!parseInt(mbStr, mb)) {
@@ -219,19 +232,24 @@ Result<Schedule> readPytorchCsv(std::string_view text, const CsvReadOptions& opt
       if (cell.front() == '(') {
         size_t close = cell.find(')');
         if (close == std::string_view::npos) {
-          fail(lineNo, c.column, "'" + std::string(cellStr) + "': overlapped actions need a closing ')', e.g. (0F7;7B3)OVERLAP_F_B");
+          fail(lineNo, c.column,
+               "'" + std::string(cellStr) +
+                   "': overlapped actions need a closing ')', e.g. (0F7;7B3)OVERLAP_F_B");
           continue;
         }
         std::string_view inner = cell.substr(1, close - 1), suffix = trim(cell.substr(close + 1));
         if (suffix != "OVERLAP_F_B") {
-          fail(lineNo, c.column, "'" + std::string(cellStr) + "': overlapped actions end with OVERLAP_F_B, not '" + std::string(suffix) + "'");
+          fail(lineNo, c.column,
+               "'" + std::string(cellStr) + "': overlapped actions end with OVERLAP_F_B, not '" +
+                   std::string(suffix) + "'");
           continue;
         }
         std::vector<Op> subs;
         size_t start = 0;
         while (ok) {
           size_t semi = inner.find(';', start);
-          std::string_view part = inner.substr(start, semi == std::string_view::npos ? std::string_view::npos : semi - start);
+          std::string_view part =
+              inner.substr(start, semi == std::string_view::npos ? std::string_view::npos : semi - start);
           Op op;
           if (!parseAction(part, lineNo, c.column, cellStr, op)) ok = false;
           subs.push_back(op);
@@ -240,8 +258,9 @@ Result<Schedule> readPytorchCsv(std::string_view text, const CsvReadOptions& opt
         }
         if (!ok) continue;
         if (subs.size() != 2) {
-          fail(lineNo, c.column, "'" + std::string(cellStr) + "': an overlapped cell holds exactly two actions, got " +
-                                     std::to_string(subs.size()));
+          fail(lineNo, c.column,
+               "'" + std::string(cellStr) + "': an overlapped cell holds exactly two actions, got " +
+                   std::to_string(subs.size()));
           continue;
         }
         step = Step{subs[0], subs[1]};
@@ -277,25 +296,28 @@ Result<Schedule> readPytorchCsv(std::string_view text, const CsvReadOptions& opt
           firstSeen[su] = &l;
         } else if (stageToDevice[su] != d) {
           fail(l.line, l.column,
-               "'" + std::string(l.cell) + "': stage " + std::to_string(op->stage) + " appears on rank " + std::to_string(d) +
-                   " but already on rank " + std::to_string(stageToDevice[su]) + " (" + options.filename + ":" +
-                   std::to_string(firstSeen[su]->line) + ":" + std::to_string(firstSeen[su]->column) + ")");
+               "'" + std::string(l.cell) + "': stage " + std::to_string(op->stage) + " appears on rank " +
+                   std::to_string(d) + " but already on rank " + std::to_string(stageToDevice[su]) + " (" +
+                   options.filename + ":" + std::to_string(firstSeen[su]->line) + ":" +
+                   std::to_string(firstSeen[su]->column) + ")");
         }
       }
     }
   }
   for (int st = 0; st < stages; ++st)
     if (stageToDevice[static_cast<size_t>(st)] < 0)
-      fail(1, 1, "stage " + std::to_string(st) + " appears in no row, so its rank is unknown (stages 0.." +
-                     std::to_string(maxStage) + " are used)");
+      fail(1, 1,
+           "stage " + std::to_string(st) + " appears in no row, so its rank is unknown (stages 0.." +
+               std::to_string(maxStage) + " are used)");
   int microbatches = options.microbatches > 0 ? options.microbatches : std::max(maxMb + 1, 1);
   if (options.microbatches > 0)
     for (const auto& row : rows)
       for (const Located& l : row)
         for (const Op* op : {&l.step.first, l.step.second ? &*l.step.second : nullptr})
           if (op && op->microbatch >= microbatches)
-            fail(l.line, l.column, "'" + std::string(l.cell) + "': micro-batch " + std::to_string(op->microbatch) +
-                                       " is outside 0.." + std::to_string(microbatches - 1));
+            fail(l.line, l.column,
+                 "'" + std::string(l.cell) + "': micro-batch " + std::to_string(op->microbatch) +
+                     " is outside 0.." + std::to_string(microbatches - 1));
   if (!errors.empty()) return errors;
 
   // Recognise a named placement, else keep the explicit list.
@@ -360,7 +382,8 @@ std::string writePytorchCsv(const Schedule& s, CsvFormat format) {
   for (const auto& dev : s.devices)
     for (const auto& st : dev) {
       OpKind k = st.first.kind;
-      if (k == OpKind::SendF || k == OpKind::RecvF || k == OpKind::SendB || k == OpKind::RecvB) hasComms = true;
+      if (k == OpKind::SendF || k == OpKind::RecvF || k == OpKind::SendB || k == OpKind::RecvB)
+        hasComms = true;
     }
   const bool insertComms = format == CsvFormat::ComputeComms && !hasComms;
   const int S = s.pipeline.stages;
@@ -418,11 +441,14 @@ std::vector<std::string> csvExportLosses(const Schedule& s, CsvFormat format) {
     for (const auto& st : dev) {
       if (st.second) continue;
       const OpKind k = st.first.kind;
-      if (!csvExpressible(k)) ++noAction;
-      else if (format == CsvFormat::ComputeOnly && !isCompute(k) && k != OpKind::ReduceGrad) ++comms;
+      if (!csvExpressible(k))
+        ++noAction;
+      else if (format == CsvFormat::ComputeOnly && !isCompute(k) && k != OpKind::ReduceGrad)
+        ++comms;
     }
   if (noAction)
-    out.push_back(std::to_string(noAction) + " ops with no PyTorch action (R, OFFLOAD, RELOAD, declared kinds)");
+    out.push_back(std::to_string(noAction) +
+                  " ops with no PyTorch action (R, OFFLOAD, RELOAD, declared kinds)");
   if (comms)
     out.push_back(std::to_string(comms) +
                   " SEND/RECV/UNSHARD/RESHARD actions, which compute_only does not hold (use compute_comms)");

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
-#include <tuple>
 #include <nlohmann/json.hpp>
+#include <tuple>
 
 #include "pipestudio/core/analysis/iterations.h"
 #include "pipestudio/core/model/limits.h"
@@ -25,7 +25,8 @@ bool getInt(const json& j, const char* key, int& out) {
   auto it = j.find(key);
   if (it == j.end() || !it->is_number()) return false;
   if (it->is_number_float()) {
-    auto v = limits::wholeInRange(it->get<double>(), std::numeric_limits<int>::min(), std::numeric_limits<int>::max());
+    auto v = limits::wholeInRange(it->get<double>(), std::numeric_limits<int>::min(),
+                                  std::numeric_limits<int>::max());
     if (!v) return false;
     out = static_cast<int>(*v);
     return true;
@@ -56,7 +57,8 @@ bool getInt64(const json& j, const char* key, std::int64_t& out) {
     out = *v;
     return true;
   }
-  if (it->is_number_unsigned() && it->get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX)) return false;
+  if (it->is_number_unsigned() && it->get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX))
+    return false;
   out = it->get<std::int64_t>();
   return true;
 }
@@ -89,8 +91,8 @@ const std::vector<double>& RunEventReader::losses() const {
 void RunEventReader::warn(std::string code, std::string message) {
   ++warningCount_;
   if (warnings_.size() >= kMaxWarnings) return;
-  warnings_.push_back(makeWarning(std::move(code), std::move(message),
-                                  SourceLocation{source_, static_cast<int>(line_), 0}));
+  warnings_.push_back(
+      makeWarning(std::move(code), std::move(message), SourceLocation{source_, static_cast<int>(line_), 0}));
 }
 
 size_t RunEventReader::feed(std::string_view bytes) {
@@ -101,7 +103,8 @@ size_t RunEventReader::feed(std::string_view bytes) {
       if (dropping_) break;
       if (partial_.size() + bytes.size() > kMaxLineBytes) {
         warn("run-events.line-too-long", "line " + std::to_string(line_ + 1) + " is longer than " +
-                                             std::to_string(kMaxLineBytes) + " bytes without a newline; dropped");
+                                             std::to_string(kMaxLineBytes) +
+                                             " bytes without a newline; dropped");
         partial_.clear();
         dropping_ = true;  // swallow the rest of this line up to its newline
         break;
@@ -139,8 +142,9 @@ size_t RunEventReader::end() {
       accepted = parseLine(last);
     } else {
       std::string shown = last.substr(0, 60);
-      warn("run-events.truncated", "line " + std::to_string(line_) + " is truncated (the stream ended mid-line): '" +
-                                       shown + (last.size() > 60 ? "...'" : "'"));
+      warn("run-events.truncated", "line " + std::to_string(line_) +
+                                       " is truncated (the stream ended mid-line): '" + shown +
+                                       (last.size() > 60 ? "...'" : "'"));
     }
   }
   partial_.clear();
@@ -149,14 +153,16 @@ size_t RunEventReader::end() {
 
 size_t RunEventReader::parseLine(std::string_view raw) {
   std::string_view line = raw;
-  while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\t')) line.remove_suffix(1);
+  while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\t'))
+    line.remove_suffix(1);
   while (!line.empty() && (line.front() == ' ' || line.front() == '\t')) line.remove_prefix(1);
   if (line.empty()) return 0;
   const std::string where = "line " + std::to_string(line_);
   json j = json::parse(line.begin(), line.end(), nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) {
     std::string shown(line.substr(0, 60));
-    warn("run-events.garbage", where + " is not a JSON object: '" + shown + (line.size() > 60 ? "...'" : "'"));
+    warn("run-events.garbage",
+         where + " is not a JSON object: '" + shown + (line.size() > 60 ? "...'" : "'"));
     return 0;
   }
   const std::string type = getString(j, "type");
@@ -172,13 +178,16 @@ size_t RunEventReader::parseLine(std::string_view raw) {
   if (type == "op") {
     int device = 0, step = -1, stage = 0, microbatch = 0, iteration = 0;
     double start = 0, end = 0;
-    if (!getInt(j, "device", device) || device < 0 || device > limits::kMaxRank) return bad("has no valid device");
+    if (!getInt(j, "device", device) || device < 0 || device > limits::kMaxRank)
+      return bad("has no valid device");
     if (!getDouble(j, "start_ms", start) || !getDouble(j, "end_ms", end) || !limits::validTimeMs(start) ||
         !limits::validTimeMs(end))
       return bad("has no valid start_ms/end_ms");
-    if (!getInt(j, "stage", stage) || stage < 0 || stage >= limits::kMaxStages) return bad("has no valid stage");
+    if (!getInt(j, "stage", stage) || stage < 0 || stage >= limits::kMaxStages)
+      return bad("has no valid stage");
     getInt(j, "microbatch", microbatch);
-    if (microbatch < -1 || microbatch >= limits::kMaxMicrobatches) return bad("has an out-of-range microbatch");
+    if (microbatch < -1 || microbatch >= limits::kMaxMicrobatches)
+      return bad("has an out-of-range microbatch");
     if (ops_.size() >= static_cast<size_t>(limits::kMaxOps))
       return bad("is past the limit of " + std::to_string(limits::kMaxOps) + " ops per iteration");
     getInt(j, "step", step);
@@ -218,7 +227,8 @@ size_t RunEventReader::parseLine(std::string_view raw) {
   } else if (type == "memory") {
     int device = 0, iteration = 0;
     MemorySample s;
-    if (!getInt(j, "device", device) || device < 0 || device > limits::kMaxRank) return bad("has no valid device");
+    if (!getInt(j, "device", device) || device < 0 || device > limits::kMaxRank)
+      return bad("has no valid device");
     if (!getDouble(j, "time_ms", s.time) || !getInt64(j, "bytes", s.bytes) || !limits::validTimeMs(s.time) ||
         !limits::validBytes(s.bytes))
       return bad("has no valid time_ms/bytes");
@@ -239,7 +249,8 @@ size_t RunEventReader::parseLine(std::string_view raw) {
     maxDevice_ = std::max(maxDevice_, device);
   } else if (type == "progress") {
     RunProgress p;
-    if (!getInt(j, "iteration", p.iteration) || !getInt(j, "iterations", p.iterations)) return bad("has no iteration/iterations");
+    if (!getInt(j, "iteration", p.iteration) || !getInt(j, "iterations", p.iterations))
+      return bad("has no iteration/iterations");
     p.warmup = getBool(j, "warmup", false);
     progress_ = p;
   } else if (type == "started") {
@@ -253,9 +264,11 @@ size_t RunEventReader::parseLine(std::string_view raw) {
     getInt(j, "microbatches", s.microbatches);
     // The timeline sizes per-device arrays from `devices`.
     if (s.devices < 0 || s.devices > limits::kMaxDevices)
-      return bad("has devices " + std::to_string(s.devices) + ", out of range (0.." + std::to_string(limits::kMaxDevices) + ")");
+      return bad("has devices " + std::to_string(s.devices) + ", out of range (0.." +
+                 std::to_string(limits::kMaxDevices) + ")");
     if (s.stages < 0 || s.stages > limits::kMaxStages)
-      return bad("has stages " + std::to_string(s.stages) + ", out of range (0.." + std::to_string(limits::kMaxStages) + ")");
+      return bad("has stages " + std::to_string(s.stages) + ", out of range (0.." +
+                 std::to_string(limits::kMaxStages) + ")");
     if (s.microbatches < 0 || s.microbatches > limits::kMaxMicrobatches)
       return bad("has microbatches " + std::to_string(s.microbatches) + ", out of range (0.." +
                  std::to_string(limits::kMaxMicrobatches) + ")");
@@ -274,8 +287,9 @@ size_t RunEventReader::parseLine(std::string_view raw) {
       s.partition.push_back(static_cast<int>(*layers));
     }
     if (s.protocolVersion != kRunEventProtocolVersion)
-      warn("run-events.protocol", where + ": the stream speaks run-event protocol " + std::to_string(s.protocolVersion) +
-                                      ", this reader protocol " + std::to_string(kRunEventProtocolVersion));
+      warn("run-events.protocol", where + ": the stream speaks run-event protocol " +
+                                      std::to_string(s.protocolVersion) + ", this reader protocol " +
+                                      std::to_string(kRunEventProtocolVersion));
     if (s.devices > 0) maxDevice_ = std::max(maxDevice_, s.devices - 1);
     started_ = std::move(s);
   } else if (type == "error") {
@@ -329,8 +343,8 @@ Timeline RunEventReader::timeline() const {
   t.memory = memory_;
   t.memory.resize(static_cast<size_t>(t.devices));
   for (const auto& e : errors_) {
-    Diagnostic d = makeError(e.code.empty() ? "engine.error" : e.code, e.message,
-                             SourceLocation{source_, e.line, 0});
+    Diagnostic d =
+        makeError(e.code.empty() ? "engine.error" : e.code, e.message, SourceLocation{source_, e.line, 0});
     if (e.device >= 0 && e.step >= 0) d.related.push_back({e.device, e.step});
     t.diagnostics.push_back(std::move(d));
   }
@@ -338,8 +352,9 @@ Timeline RunEventReader::timeline() const {
   if (!t.complete && t.diagnostics.empty()) {
     std::string why = finished_ ? "the run ended " + finished_->status
                                 : "the run-event stream ended before the run finished";
-    t.diagnostics.push_back(makeError(finished_ && finished_->status == "cancelled" ? "engine.cancelled" : "run.incomplete",
-                                      why, SourceLocation{source_, 0, 0}));
+    t.diagnostics.push_back(
+        makeError(finished_ && finished_->status == "cancelled" ? "engine.cancelled" : "run.incomplete", why,
+                  SourceLocation{source_, 0, 0}));
   }
   t.metrics = computeMetrics(t);
   return t;
@@ -352,7 +367,8 @@ std::string cliVersionLine(std::string_view programVersion) {
 
 std::optional<CliVersion> parseVersionLine(std::string_view output, std::string_view programName) {
   std::string_view line = output.substr(0, output.find('\n'));
-  while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\0')) line.remove_suffix(1);
+  while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\0'))
+    line.remove_suffix(1);
   if (line.size() <= programName.size() || line.substr(0, programName.size()) != programName ||
       line[programName.size()] != ' ')
     return std::nullopt;
@@ -376,9 +392,12 @@ std::optional<CliVersion> parseVersionLine(std::string_view output, std::string_
   return v;
 }
 
-std::optional<CliVersion> parseCliVersion(std::string_view output) { return parseVersionLine(output, "pipestudio-cli"); }
+std::optional<CliVersion> parseCliVersion(std::string_view output) {
+  return parseVersionLine(output, "pipestudio-cli");
+}
 
-Timeline partialTimelineFromRanks(const std::vector<RunEventReader>& readers, int devices, std::string label) {
+Timeline partialTimelineFromRanks(const std::vector<RunEventReader>& readers, int devices,
+                                  std::string label) {
   Timeline tl;
   tl.source = TimelineSource::Measured;
   tl.label = std::move(label);
@@ -397,8 +416,9 @@ Timeline partialTimelineFromRanks(const std::vector<RunEventReader>& readers, in
     if (rank < devices && static_cast<size_t>(rank) < part.memory.size())
       tl.memory[static_cast<size_t>(rank)] = part.memory[static_cast<size_t>(rank)];
   }
-  std::sort(tl.ops.begin(), tl.ops.end(),
-            [](const auto& a, const auto& b) { return std::tie(a.device, a.start) < std::tie(b.device, b.start); });
+  std::sort(tl.ops.begin(), tl.ops.end(), [](const auto& a, const auto& b) {
+    return std::tie(a.device, a.start) < std::tie(b.device, b.start);
+  });
   tl.complete = false;
   return tl;
 }
@@ -406,7 +426,9 @@ Timeline partialTimelineFromRanks(const std::vector<RunEventReader>& readers, in
 namespace run_event {
 
 namespace {
-std::string line(const nlohmann::json& j) { return j.dump(); }
+std::string line(const nlohmann::json& j) {
+  return j.dump();
+}
 }  // namespace
 
 std::string started(const RunStartedInfo& s) {
@@ -431,7 +453,8 @@ std::string started(const RunStartedInfo& s) {
 }
 
 std::string progress(const RunProgress& p) {
-  return line({{"type", "progress"}, {"iteration", p.iteration}, {"iterations", p.iterations}, {"warmup", p.warmup}});
+  return line(
+      {{"type", "progress"}, {"iteration", p.iteration}, {"iterations", p.iterations}, {"warmup", p.warmup}});
 }
 
 std::string op(int iteration, const TimelineOp& r, std::string_view opName, std::string_view kindName) {
@@ -449,20 +472,25 @@ std::string op(int iteration, const TimelineOp& r, std::string_view opName, std:
 }
 
 std::string memory(int iteration, int device, double timeMs, std::int64_t bytes) {
-  return line({{"type", "memory"}, {"iteration", iteration}, {"device", device}, {"time_ms", timeMs}, {"bytes", bytes}});
+  return line({{"type", "memory"},
+               {"iteration", iteration},
+               {"device", device},
+               {"time_ms", timeMs},
+               {"bytes", bytes}});
 }
 
 std::string error(const RunErrorEvent& e) {
-  nlohmann::json j{{"type", "error"}, {"code", e.code}, {"message", e.message}, {"device", e.device}, {"step", e.step}};
+  nlohmann::json j{
+      {"type", "error"}, {"code", e.code}, {"message", e.message}, {"device", e.device}, {"step", e.step}};
   if (!e.stage.empty()) j["stage"] = e.stage;
   if (e.protocolVersion > 0) j["protocol_version"] = e.protocolVersion;
   return line(j);
 }
 
 std::string finished(const RunFinishedInfo& f) {
-  nlohmann::json j{{"type", "finished"},           {"status", runEventStatusToken(f.state)},
-                   {"losses", f.losses},           {"iteration_ms", f.iterationMs},
-                   {"makespan_ms", f.makespanMs},  {"bubble_ratio", f.bubbleRatio}};
+  nlohmann::json j{{"type", "finished"},          {"status", runEventStatusToken(f.state)},
+                   {"losses", f.losses},          {"iteration_ms", f.iterationMs},
+                   {"makespan_ms", f.makespanMs}, {"bubble_ratio", f.bubbleRatio}};
   if (f.gradientCheck)
     j["gradient_check"] = {{"passed", f.gradientCheck->passed},
                            {"max_relative_error", f.gradientCheck->maxRelativeError},

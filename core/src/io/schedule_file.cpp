@@ -19,7 +19,9 @@ bool endsWithNoCase(std::string_view s, std::string_view suffix) {
 
 }  // namespace
 
-std::string_view scheduleFormatName(ScheduleFormat format) { return format == ScheduleFormat::Csv ? "csv" : "pipe"; }
+std::string_view scheduleFormatName(ScheduleFormat format) {
+  return format == ScheduleFormat::Csv ? "csv" : "pipe";
+}
 
 std::optional<ScheduleFormat> scheduleFormatFromName(std::string_view name) {
   if (name == "pipe") return ScheduleFormat::Pipe;
@@ -38,7 +40,8 @@ ScheduleFormat scheduleFormatFromText(std::string_view text) {
   // starts with a keyword, a name or '#'.
   for (char c : text) {
     if (std::isspace(static_cast<unsigned char>(c))) continue;
-    return std::isdigit(static_cast<unsigned char>(c)) || c == '(' ? ScheduleFormat::Csv : ScheduleFormat::Pipe;
+    return std::isdigit(static_cast<unsigned char>(c)) || c == '(' ? ScheduleFormat::Csv
+                                                                   : ScheduleFormat::Pipe;
   }
   return ScheduleFormat::Pipe;
 }
@@ -59,7 +62,8 @@ Result<Schedule> loadSchedule(std::string_view text, const ScheduleLoadOptions& 
   const std::string name = scheduleSourceName(options);
   if (resolveScheduleFormat(text, options) == ScheduleFormat::Csv) {
     if (!options.overrides.empty())
-      return makeError(std::string(kScheduleOverrideCode), "overrides apply to .pipe input only", {name, 0, 0});
+      return makeError(std::string(kScheduleOverrideCode), "overrides apply to .pipe input only",
+                       {name, 0, 0});
     CsvReadOptions csv;
     csv.filename = name;
     csv.microbatches = options.csvMicrobatches;

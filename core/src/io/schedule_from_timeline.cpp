@@ -11,21 +11,23 @@ namespace ps::core {
 Result<Schedule> scheduleFromTimeline(const Timeline& t) {
   // The timeline may come from any reader: its numbers size the plan, so bound them first.
   if (t.devices > limits::kMaxDevices)
-    return makeError("trace.schedule", "the timeline has " + std::to_string(t.devices) + " devices, more than " +
-                                           std::to_string(limits::kMaxDevices));
+    return makeError("trace.schedule", "the timeline has " + std::to_string(t.devices) +
+                                           " devices, more than " + std::to_string(limits::kMaxDevices));
   if (t.ops.size() > static_cast<size_t>(limits::kMaxOps))
-    return makeError("trace.schedule", "the timeline has " + std::to_string(t.ops.size()) + " ops, more than " +
-                                           std::to_string(limits::kMaxOps));
+    return makeError("trace.schedule", "the timeline has " + std::to_string(t.ops.size()) +
+                                           " ops, more than " + std::to_string(limits::kMaxOps));
   int stages = 0;
   int mbs = 0;
   for (const auto& o : t.ops) {
     if (o.op.stage < 0) return makeError("trace.schedule", "an op has a negative stage");
     if (o.op.stage >= limits::kMaxStages)
-      return makeError("trace.schedule", "an op has stage " + std::to_string(o.op.stage) + ", out of range (at most " +
+      return makeError("trace.schedule", "an op has stage " + std::to_string(o.op.stage) +
+                                             ", out of range (at most " +
                                              std::to_string(limits::kMaxStages - 1) + ")");
     if (o.op.microbatch >= limits::kMaxMicrobatches)
       return makeError("trace.schedule", "an op has micro-batch " + std::to_string(o.op.microbatch) +
-                                             ", out of range (at most " + std::to_string(limits::kMaxMicrobatches - 1) + ")");
+                                             ", out of range (at most " +
+                                             std::to_string(limits::kMaxMicrobatches - 1) + ")");
     stages = std::max(stages, o.op.stage + 1);
     mbs = std::max(mbs, o.op.microbatch + 1);
   }
@@ -60,7 +62,8 @@ Result<Schedule> scheduleFromTimeline(const Timeline& t) {
     // An overlapped pair is two TimelineOps with the same device and start.
     if (o.overlapped && !steps.empty() && !steps.back().second && k > 0) {
       const TimelineOp& prev = t.ops[order[k - 1]];
-      if (prev.overlapped && prev.device == o.device && prev.start == o.start && prev.op == steps.back().first) {
+      if (prev.overlapped && prev.device == o.device && prev.start == o.start &&
+          prev.op == steps.back().first) {
         steps.back().second = o.op;
         continue;
       }

@@ -77,10 +77,12 @@ Result<Op> parseSimpleAction(std::string_view text, std::string_view whole) {
   int stage = 0;
   if (!readInt(text, pos, stage)) return bad("expected a stage number first");
   if (stage >= limits::kMaxStages)
-    return makeError("trace.limit", "pipeline action '" + std::string(whole) + "': stage " + std::to_string(stage) +
-                                        " is out of range (at most " + std::to_string(limits::kMaxStages - 1) + ")");
+    return makeError("trace.limit", "pipeline action '" + std::string(whole) + "': stage " +
+                                        std::to_string(stage) + " is out of range (at most " +
+                                        std::to_string(limits::kMaxStages - 1) + ")");
   size_t kindBegin = pos;
-  while (pos < text.size() && (std::isupper(static_cast<unsigned char>(text[pos])) || text[pos] == '_')) ++pos;
+  while (pos < text.size() && (std::isupper(static_cast<unsigned char>(text[pos])) || text[pos] == '_'))
+    ++pos;
   std::string_view kindName = text.substr(kindBegin, pos - kindBegin);
   if (kindName.empty()) return bad("expected an action kind after the stage");
   auto kind = builtinKindFromName(kindName);
@@ -96,8 +98,9 @@ Result<Op> parseSimpleAction(std::string_view text, std::string_view whole) {
   int mb = 0;
   if (!readInt(text, pos, mb)) return bad("expected a micro-batch number after the kind");
   if (mb >= limits::kMaxMicrobatches)
-    return makeError("trace.limit", "pipeline action '" + std::string(whole) + "': micro-batch " + std::to_string(mb) +
-                                        " is out of range (at most " + std::to_string(limits::kMaxMicrobatches - 1) + ")");
+    return makeError("trace.limit", "pipeline action '" + std::string(whole) + "': micro-batch " +
+                                        std::to_string(mb) + " is out of range (at most " +
+                                        std::to_string(limits::kMaxMicrobatches - 1) + ")");
   if (pos != text.size()) return bad("unexpected '" + std::string(text.substr(pos)) + "'");
   op.microbatch = mb;
   return op;
@@ -116,11 +119,11 @@ Result<PipelineAction> parsePipelineAction(std::string_view text) {
     std::string_view suffix = trim(t.substr(close + 1));
     auto sep = inner.find_first_of(";,");
     if (sep == std::string_view::npos || inner.find_first_of(";,", sep + 1) != std::string_view::npos)
-      return makeError("trace.action",
-                       "cannot read pipeline action '" + std::string(t) + "': an overlapped pair has two actions");
+      return makeError("trace.action", "cannot read pipeline action '" + std::string(t) +
+                                           "': an overlapped pair has two actions");
     if (!suffix.empty() && suffix != "OVERLAP_F_B")
-      return makeError("trace.action", "cannot read pipeline action '" + std::string(t) + "': unknown composite '" +
-                                           std::string(suffix) + "'");
+      return makeError("trace.action", "cannot read pipeline action '" + std::string(t) +
+                                           "': unknown composite '" + std::string(suffix) + "'");
     auto a = parseSimpleAction(inner.substr(0, sep), t);
     PS_TRY(a);
     auto b = parseSimpleAction(inner.substr(sep + 1), t);

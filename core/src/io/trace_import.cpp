@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
-#include <cstdio>
 #include <cstdint>
+#include <cstdio>
 #include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -19,11 +19,11 @@ namespace ps::core {
 
 namespace {
 
-using nlohmann::json;
 using detail::lower;
 using detail::parseOpToken;
 using detail::readInt;
 using detail::trim;
+using nlohmann::json;
 
 // "rank3", "rank_3", "rank-3", "Rank 3" anywhere in a string.
 std::optional<int> rankIn(std::string_view s, std::string_view word) {
@@ -31,7 +31,8 @@ std::optional<int> rankIn(std::string_view s, std::string_view word) {
   size_t from = 0;
   while ((from = l.find(word, from)) != std::string::npos) {
     size_t pos = from + word.size();
-    while (pos < l.size() && (l[pos] == '_' || l[pos] == '-' || l[pos] == ' ' || l[pos] == ':' || l[pos] == '#'))
+    while (pos < l.size() &&
+           (l[pos] == '_' || l[pos] == '-' || l[pos] == ' ' || l[pos] == ':' || l[pos] == '#'))
       ++pos;
     int r = 0;
     if (readInt(l, pos, r)) return r;
@@ -182,8 +183,9 @@ std::optional<PipelineAction> actionOf(const json& e, const std::string& name, b
     if (!a && a.error().code == "trace.limit") {
       // The slice's name as written (when it needs no JSON escapes) gives the line and column.
       size_t at = text.find("\"" + name + "\"");
-      c.error("trace.limit", a.error().message,
-              at == std::string_view::npos ? SourceLocation{file, 0, 0} : locationOfOffset(text, at + 1, file));
+      c.error(
+          "trace.limit", a.error().message,
+          at == std::string_view::npos ? SourceLocation{file, 0, 0} : locationOfOffset(text, at + 1, file));
       return std::nullopt;
     }
     if (!a) {
@@ -230,13 +232,16 @@ std::optional<Op> opFromArgs(const json& j) {
 }
 
 std::string showNumber(double v) {
-  if (std::isfinite(v) && std::trunc(v) == v && std::fabs(v) < 1e15) return std::to_string(static_cast<long long>(v));
+  if (std::isfinite(v) && std::trunc(v) == v && std::fabs(v) < 1e15)
+    return std::to_string(static_cast<long long>(v));
   char buf[32];
   std::snprintf(buf, sizeof buf, "%g", v);
   return buf;
 }
 
-std::string rankRange() { return "(ranks are 0.." + std::to_string(limits::kMaxRank) + ")"; }
+std::string rankRange() {
+  return "(ranks are 0.." + std::to_string(limits::kMaxRank) + ")";
+}
 
 Status scanFile(size_t index, const TraceFile& f, Collector& c, FileScan& scan) {
   // A rank read from the file: negative means "none"; anything else outside the limits refuses
@@ -255,14 +260,16 @@ Status scanFile(size_t index, const TraceFile& f, Collector& c, FileScan& scan) 
   };
   auto checkedRank = [&](std::optional<int> r, const std::string& what) -> std::optional<int> {
     if (r && *r > limits::kMaxRank) {
-      c.error("trace.rank", f.name + ": " + what + " names rank " + std::to_string(*r) + ", out of range " + rankRange(),
+      c.error("trace.rank",
+              f.name + ": " + what + " names rank " + std::to_string(*r) + ", out of range " + rankRange(),
               SourceLocation{f.name, 0, 0});
       return std::nullopt;
     }
     return r;
   };
   if (f.rank && (*f.rank < 0 || *f.rank > limits::kMaxRank))
-    return makeError("trace.rank", f.name + ": rank " + std::to_string(*f.rank) + " is out of range " + rankRange(),
+    return makeError("trace.rank",
+                     f.name + ": rank " + std::to_string(*f.rank) + " is out of range " + rankRange(),
                      SourceLocation{f.name, 0, 0});
   json top;
   try {
@@ -274,8 +281,8 @@ Status scanFile(size_t index, const TraceFile& f, Collector& c, FileScan& scan) 
     // nlohmann's message starts with "[json.exception.parse_error.101] parse error at line ..."
     auto colon = what.find(": ");
     std::string detail = colon == std::string::npos ? what : what.substr(colon + 2);
-    return makeError("trace.json",
-                     f.name + ": not valid JSON (byte " + std::to_string(byte) + "): " + detail, loc);
+    return makeError("trace.json", f.name + ": not valid JSON (byte " + std::to_string(byte) + "): " + detail,
+                     loc);
   } catch (const std::exception& e) {
     return makeError("trace.json", f.name + ": cannot read JSON: " + e.what(), SourceLocation{f.name, 0, 0});
   }
@@ -290,7 +297,8 @@ Status scanFile(size_t index, const TraceFile& f, Collector& c, FileScan& scan) 
                        SourceLocation{f.name, 0, 0});
     events = &*it;
   } else {
-    return makeError("trace.format", f.name + ": not a Chrome trace: expected an object or an array of events",
+    return makeError("trace.format",
+                     f.name + ": not a Chrome trace: expected an object or an array of events",
                      SourceLocation{f.name, 0, 0});
   }
 
@@ -387,7 +395,8 @@ Status scanFile(size_t index, const TraceFile& f, Collector& c, FileScan& scan) 
       auto ts = number(e, "ts");
       auto args = e.find("args");
       if (ts && args != e.end() && args->is_object())
-        if (auto b = integer(*args, "Total Allocated"); b && limits::validBytes(*b) && limits::validTimeMs(*ts / 1000)) {
+        if (auto b = integer(*args, "Total Allocated");
+            b && limits::validBytes(*b) && limits::validTimeMs(*ts / 1000)) {
           bool gpu = integer(*args, "Device Type").value_or(0) == 1;
           c.memory.push_back(RawMemory{index, integer(e, "pid").value_or(0), gpu, -1, *ts, *b});
         }
@@ -402,15 +411,17 @@ Status scanFile(size_t index, const TraceFile& f, Collector& c, FileScan& scan) 
         auto dst = integer(*args, "dst");
         auto prod = args->contains("producer_op") ? opFromArgs((*args)["producer_op"]) : std::nullopt;
         auto cons = args->contains("consumer_op") ? opFromArgs((*args)["consumer_op"]) : std::nullopt;
-        bool inRange = src && dst && *src >= 0 && *dst >= 0 && *src <= limits::kMaxRank && *dst <= limits::kMaxRank &&
-                       std::isfinite(*ts) && std::isfinite(*dur) && std::fabs(*ts) <= 1e18 && std::fabs(*dur) <= 1e18;
+        bool inRange = src && dst && *src >= 0 && *dst >= 0 && *src <= limits::kMaxRank &&
+                       *dst <= limits::kMaxRank && std::isfinite(*ts) && std::isfinite(*dur) &&
+                       std::fabs(*ts) <= 1e18 && std::fabs(*dur) <= 1e18;
         if (inRange && prod && cons) {
           RawTransfer rt;
           rt.transfer.srcDevice = static_cast<int>(*src);
           rt.transfer.dstDevice = static_cast<int>(*dst);
           rt.transfer.producer = *prod;
           rt.transfer.consumer = *cons;
-          rt.transfer.bytes = std::clamp<long long>(integer(*args, "bytes").value_or(0), 0, limits::kMaxBytes);
+          rt.transfer.bytes =
+              std::clamp<long long>(integer(*args, "bytes").value_or(0), 0, limits::kMaxBytes);
           rt.transfer.start = *ts;
           rt.transfer.end = *ts + *dur;
           c.transfers.push_back(rt);
@@ -427,8 +438,9 @@ Status scanFile(size_t index, const TraceFile& f, Collector& c, FileScan& scan) 
       if (!ts || !dur || !std::isfinite(*ts) || !std::isfinite(*dur) || *dur < 0 || std::fabs(*ts) > 1e18 ||
           *dur > 1e18) {
         if (name.rfind("PP:", 0) == 0)
-          c.warn("trace.event", f.name + ": event " + std::to_string(i) + " '" + name +
-                                    "' has no valid ts/dur (ignored)", f.name);
+          c.warn("trace.event",
+                 f.name + ": event " + std::to_string(i) + " '" + name + "' has no valid ts/dur (ignored)",
+                 f.name);
         ++c.ignored;
         continue;
       }
@@ -451,7 +463,8 @@ Status scanFile(size_t index, const TraceFile& f, Collector& c, FileScan& scan) 
         it = std::find_if(stack.rbegin(), stack.rend(), [&](const Open& o) { return o.name == name; });
       if (it == stack.rend()) {
         if (name.rfind("PP:", 0) == 0)
-          c.warn("trace.unmatched", f.name + ": event " + std::to_string(i) + " ends a range that never began (ignored)",
+          c.warn("trace.unmatched",
+                 f.name + ": event " + std::to_string(i) + " ends a range that never began (ignored)",
                  f.name);
         ++c.ignored;
         continue;
@@ -466,7 +479,8 @@ Status scanFile(size_t index, const TraceFile& f, Collector& c, FileScan& scan) 
   for (auto& [key, stack] : open)
     for (auto& o : stack)
       if (o.name.rfind("PP:", 0) == 0)
-        c.warn("trace.unmatched", f.name + ": range '" + o.name + "' begins but never ends (ignored)", f.name);
+        c.warn("trace.unmatched", f.name + ": range '" + o.name + "' begins but never ends (ignored)",
+               f.name);
   if (!c.errors.empty()) {
     Diagnostics e = std::move(c.errors);
     c.errors.clear();
@@ -481,11 +495,14 @@ struct OpKey {
   int mb;
   auto operator<=>(const OpKey&) const = default;
 };
-OpKey keyOf(const Op& op) { return {op.kind, op.stage, op.microbatch}; }
+OpKey keyOf(const Op& op) {
+  return {op.kind, op.stage, op.microbatch};
+}
 
 }  // namespace
 
-Result<ImportedTrace> importChromeTraces(const std::vector<TraceFile>& files, const TraceImportOptions& options) {
+Result<ImportedTrace> importChromeTraces(const std::vector<TraceFile>& files,
+                                         const TraceImportOptions& options) {
   if (files.empty()) return makeError("trace.input", "no trace files given");
   // Without rank metadata a file's position is its rank.
   if (files.size() > static_cast<size_t>(limits::kMaxDevices))
@@ -531,11 +548,13 @@ Result<ImportedTrace> importChromeTraces(const std::vector<TraceFile>& files, co
   for (auto& r : c.ranges) r.rank = resolveRank(r.file, r.pid, r.gpu, r.rank, true);
   for (auto& m : c.memory) m.rank = resolveRank(m.file, m.pid, m.gpu, m.rank, false);
   if (guessedByFile)
-    c.diags.push_back(makeWarning("trace.rank", "some files name no rank (no distributedInfo, no 'rank' in the "
-                                                "file name): ranks taken from the order of the files"));
+    c.diags.push_back(makeWarning("trace.rank",
+                                  "some files name no rank (no distributedInfo, no 'rank' in the "
+                                  "file name): ranks taken from the order of the files"));
   if (guessedByPid)
-    c.diags.push_back(makeWarning("trace.rank", "the trace names no ranks: ranks assigned to process ids in "
-                                                "ascending order"));
+    c.diags.push_back(makeWarning("trace.rank",
+                                  "the trace names no ranks: ranks assigned to process ids in "
+                                  "ascending order"));
 
   // Time base: torch.profiler writes ts relative to baseTimeNanoseconds; put all files on it.
   std::optional<long long> minBase;
@@ -554,8 +573,9 @@ Result<ImportedTrace> importChromeTraces(const std::vector<TraceFile>& files, co
     if (s.baseTimeNs && minBase) m.timeUs += static_cast<double>(*s.baseTimeNs - *minBase) / 1000.0;
   }
 
-  c.ranges.erase(std::remove_if(c.ranges.begin(), c.ranges.end(), [](const RawRange& r) { return r.rank < 0; }),
-                 c.ranges.end());
+  c.ranges.erase(
+      std::remove_if(c.ranges.begin(), c.ranges.end(), [](const RawRange& r) { return r.rank < 0; }),
+      c.ranges.end());
   int maxRank = -1;
   for (auto& r : c.ranges) maxRank = std::max(maxRank, r.rank);
   int devices = maxRank + 1;
@@ -575,9 +595,15 @@ Result<ImportedTrace> importChromeTraces(const std::vector<TraceFile>& files, co
   for (auto& r : c.ranges) {
     bool keep = false;
     switch (options.side) {
-      case TraceSide::Auto: keep = r.gpu || !onGpu.count({r.rank, r.name}); break;
-      case TraceSide::Gpu: keep = r.gpu; break;
-      case TraceSide::Cpu: keep = !r.gpu; break;
+      case TraceSide::Auto:
+        keep = r.gpu || !onGpu.count({r.rank, r.name});
+        break;
+      case TraceSide::Gpu:
+        keep = r.gpu;
+        break;
+      case TraceSide::Cpu:
+        keep = !r.gpu;
+        break;
     }
     if (keep) kept.push_back(std::move(r));
   }
@@ -614,9 +640,10 @@ Result<ImportedTrace> importChromeTraces(const std::vector<TraceFile>& files, co
   out.iterations = std::max(iterations, 1);
   out.ignoredEvents = c.ignored;
   if (merged.empty()) {
-    return makeError("trace.empty", std::string(files.size() == 1 ? files[0].name + ": " : "") +
-                                        "no pipeline actions found (torch.profiler ranges named 'PP:<action>'" +
-                                        (anyOwn ? ", or PipeStudio op slices" : "") + ")");
+    return makeError("trace.empty",
+                     std::string(files.size() == 1 ? files[0].name + ": " : "") +
+                         "no pipeline actions found (torch.profiler ranges named 'PP:<action>'" +
+                         (anyOwn ? ", or PipeStudio op slices" : "") + ")");
   }
   int iteration = options.iteration < 0 ? out.iterations - 1 : options.iteration;
   if (iteration >= out.iterations)
@@ -718,7 +745,8 @@ Result<ImportedTrace> importChromeTraces(const std::vector<TraceFile>& files, co
         per[static_cast<size_t>(m.rank)].push_back(m);
     for (size_t d = 0; d < per.size(); ++d) {
       auto& v = per[d];
-      std::stable_sort(v.begin(), v.end(), [](const RawMemory& a, const RawMemory& b) { return a.timeUs < b.timeUs; });
+      std::stable_sort(v.begin(), v.end(),
+                       [](const RawMemory& a, const RawMemory& b) { return a.timeUs < b.timeUs; });
       auto& curve = t.memory[d];
       std::optional<std::int64_t> before;
       for (const auto& m : v) {
@@ -748,7 +776,8 @@ Result<ImportedTrace> importChromeTraces(const std::vector<TraceFile>& files, co
   out.deviceSides = sides;
   t.diagnostics = std::move(c.diags);
   if (c.warnings > 20)
-    t.diagnostics.push_back(makeWarning("trace.warnings", std::to_string(c.warnings - 20) + " more warning(s) not shown"));
+    t.diagnostics.push_back(
+        makeWarning("trace.warnings", std::to_string(c.warnings - 20) + " more warning(s) not shown"));
   return out;
 }
 

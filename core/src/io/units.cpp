@@ -33,8 +33,8 @@ constexpr std::array<std::pair<std::string_view, std::int64_t>, 14> kByteUnits{{
     {"", 1},
 }};
 
-constexpr std::array<std::pair<std::string_view, double>, 5> kTimeUnits{{
-    {"", 1.0}, {"ms", 1.0}, {"us", 1e-3}, {"ns", 1e-6}, {"s", 1e3}}};
+constexpr std::array<std::pair<std::string_view, double>, 5> kTimeUnits{
+    {{"", 1.0}, {"ms", 1.0}, {"us", 1e-3}, {"ns", 1e-6}, {"s", 1e3}}};
 
 std::string_view trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
@@ -64,7 +64,9 @@ std::string formatMsValue(double ms) {
   return fmt::format("{:.1f}", ms);
 }
 
-std::string formatDurationMs(double ms) { return formatMsValue(ms) + " ms"; }
+std::string formatDurationMs(double ms) {
+  return formatMsValue(ms) + " ms";
+}
 
 std::string formatByteSize(std::int64_t bytes) {
   const double v = static_cast<double>(bytes);
@@ -88,9 +90,13 @@ std::string formatByteSizeFixed(std::int64_t bytes) {
   return fmt::format("{} B", bytes);
 }
 
-std::string formatNumber(double v) { return fmt::format("{}", v); }
+std::string formatNumber(double v) {
+  return fmt::format("{}", v);
+}
 
-std::string formatSignificant(double v, int significant) { return fmt::format("{:.{}g}", v, significant); }
+std::string formatSignificant(double v, int significant) {
+  return fmt::format("{:.{}g}", v, significant);
+}
 
 std::optional<std::int64_t> byteUnitFactor(std::string_view unit) {
   for (const auto& [name, factor] : kByteUnits)

@@ -26,7 +26,8 @@ class FieldReader {
   void error(const std::string& path, const std::string& what, std::optional<double> value = std::nullopt) {
     auto dot = path.find_last_of('.');
     std::string key = dot == std::string::npos ? path : path.substr(dot + 1);
-    SourceLocation loc = value ? detail::locateJsonKey(text_, key, value, file_) : SourceLocation{file_, 0, 0};
+    SourceLocation loc =
+        value ? detail::locateJsonKey(text_, key, value, file_) : SourceLocation{file_, 0, 0};
     errors_.push_back(makeError("profile.field", file_ + ": " + path + ": " + what, loc));
   }
 
@@ -100,9 +101,11 @@ Result<CostProfile> parseCostProfile(std::string_view text, const std::string& f
     size_t at = e.byte > 0 ? e.byte - 1 : 0;
     std::string what = e.what();
     if (auto p = what.find("parse error"); p != std::string::npos) what = what.substr(p);
-    return makeError("profile.json", filename + ": invalid JSON: " + what, locationOfOffset(text, at, filename));
+    return makeError("profile.json", filename + ": invalid JSON: " + what,
+                     locationOfOffset(text, at, filename));
   } catch (const std::exception& e) {
-    return makeError("profile.json", filename + ": invalid JSON: " + e.what(), SourceLocation{filename, 0, 0});
+    return makeError("profile.json", filename + ": invalid JSON: " + e.what(),
+                     SourceLocation{filename, 0, 0});
   }
 
   Diagnostics errors;
@@ -110,8 +113,10 @@ Result<CostProfile> parseCostProfile(std::string_view text, const std::string& f
   CostProfile p;
   if (!r.object(root, "(root)")) return errors;
   r.string(root, "name", "", p.name);
-  r.number(root, "optimizer_bytes_per_weight_byte", "", p.optimizerBytesPerWeightByte, false, limits::kMaxFactor);
-  r.number(root, "gradient_bytes_per_weight_byte", "", p.gradientBytesPerWeightByte, false, limits::kMaxFactor);
+  r.number(root, "optimizer_bytes_per_weight_byte", "", p.optimizerBytesPerWeightByte, false,
+           limits::kMaxFactor);
+  r.number(root, "gradient_bytes_per_weight_byte", "", p.gradientBytesPerWeightByte, false,
+           limits::kMaxFactor);
   r.number(root, "overlap_factor", "", p.overlapFactor, false, limits::kMaxFactor);
   if (double c = 0; r.number(root, "fixed_comm_ms", "", c)) p.fixedCommMs = c;
 
@@ -159,7 +164,8 @@ Result<CostProfile> parseCostProfile(std::string_view text, const std::string& f
           l.backwardInputMs = std::max(0.0, bwd - l.backwardWeightMs);
         }
       } else if (!hasI && !hasW) {
-        r.error(path + ".backward_input_ms", "missing (give backward_input_ms and backward_weight_ms, or backward_ms)");
+        r.error(path + ".backward_input_ms",
+                "missing (give backward_input_ms and backward_weight_ms, or backward_ms)");
       }
       if (double rc = 0; r.number(lj, "recompute_ms", path, rc)) l.recomputeMs = rc;
       r.number(lj, "activation_bytes", path, l.activationBytes);
@@ -176,9 +182,10 @@ Result<CostProfile> parseCostProfile(std::string_view text, const std::string& f
     }
   }
   // A bandwidth so small that one byte count takes longer than any time the model can hold.
-  for (auto [bw, path] : {std::pair{p.link.bandwidthBytesPerMs, "link.bandwidth_bytes_per_ms"},
-                          std::pair{p.hostBandwidthBytesPerMs, "host.bandwidth_bytes_per_ms"},
-                          std::pair{p.dataParallelBandwidthBytesPerMs, "data_parallel.bandwidth_bytes_per_ms"}})
+  for (auto [bw, path] :
+       {std::pair{p.link.bandwidthBytesPerMs, "link.bandwidth_bytes_per_ms"},
+        std::pair{p.hostBandwidthBytesPerMs, "host.bandwidth_bytes_per_ms"},
+        std::pair{p.dataParallelBandwidthBytesPerMs, "data_parallel.bandwidth_bytes_per_ms"}})
     if (bw > 0 && bw < 1e-3) r.error(path, "must be 0 (unlimited) or at least 0.001 bytes/ms", bw);
   if (!errors.empty()) return errors;
   return p;
@@ -207,7 +214,8 @@ std::string costProfileToJson(const CostProfile& p) {
   root["optimizer_bytes_per_weight_byte"] = p.optimizerBytesPerWeightByte;
   root["gradient_bytes_per_weight_byte"] = p.gradientBytesPerWeightByte;
   root["device"] = json{{"memory_bytes", p.deviceMemoryBytes}};
-  root["link"] = json{{"latency_ms", p.link.latencyMs}, {"bandwidth_bytes_per_ms", p.link.bandwidthBytesPerMs}};
+  root["link"] =
+      json{{"latency_ms", p.link.latencyMs}, {"bandwidth_bytes_per_ms", p.link.bandwidthBytesPerMs}};
   root["host"] = json{{"bandwidth_bytes_per_ms", p.hostBandwidthBytesPerMs}};
   if (p.dataParallelBandwidthBytesPerMs > 0)
     root["data_parallel"] = json{{"bandwidth_bytes_per_ms", p.dataParallelBandwidthBytesPerMs}};
@@ -224,7 +232,8 @@ Result<CostProfile> uniformCostProfile(std::string_view spec, int stages) {
   size_t pos = 0;
   while (pos <= spec.size()) {
     size_t comma = spec.find(',', pos);
-    std::string_view item = spec.substr(pos, comma == std::string_view::npos ? std::string_view::npos : comma - pos);
+    std::string_view item =
+        spec.substr(pos, comma == std::string_view::npos ? std::string_view::npos : comma - pos);
     pos = comma == std::string_view::npos ? spec.size() + 1 : comma + 1;
     if (item.empty()) continue;
     size_t eq = item.find('=');
@@ -235,24 +244,40 @@ Result<CostProfile> uniformCostProfile(std::string_view spec, int stages) {
     double v = 0;
     auto [ptr, ec] = std::from_chars(val.data(), val.data() + val.size(), v);
     if (ec != std::errc() || ptr != val.data() + val.size() || !std::isfinite(v) || v < 0)
-      return makeError("profile.uniform", "--cost: " + key + ": expected a non-negative number, got '" + val + "'");
+      return makeError("profile.uniform",
+                       "--cost: " + key + ": expected a non-negative number, got '" + val + "'");
     const bool bytesKey = key == "act" || key == "out" || key == "weight" || key == "mem";
-    const double max = bytesKey ? static_cast<double>(limits::kMaxBytes) : key == "overlap" ? limits::kMaxFactor : limits::kMaxTimeMs;
+    const double max = bytesKey           ? static_cast<double>(limits::kMaxBytes)
+                       : key == "overlap" ? limits::kMaxFactor
+                                          : limits::kMaxTimeMs;
     if (v > max)
       return makeError("profile.uniform", "--cost: " + key + "=" + val + " is too large (at most " +
-                                              (bytesKey ? std::to_string(limits::kMaxBytes) : std::to_string(static_cast<long long>(max))) + ")");
-    if (key == "F") F = v;
-    else if (key == "B") B = v;
-    else if (key == "I") I = v;
-    else if (key == "W") W = v;
-    else if (key == "R") R = v;
-    else if (key == "overlap") overlap = v;
-    else if (key == "act") act = static_cast<std::int64_t>(v);
-    else if (key == "out") out = static_cast<std::int64_t>(v);
-    else if (key == "weight") weight = static_cast<std::int64_t>(v);
-    else if (key == "mem") mem = static_cast<std::int64_t>(v);
+                                              (bytesKey ? std::to_string(limits::kMaxBytes)
+                                                        : std::to_string(static_cast<long long>(max))) +
+                                              ")");
+    if (key == "F")
+      F = v;
+    else if (key == "B")
+      B = v;
+    else if (key == "I")
+      I = v;
+    else if (key == "W")
+      W = v;
+    else if (key == "R")
+      R = v;
+    else if (key == "overlap")
+      overlap = v;
+    else if (key == "act")
+      act = static_cast<std::int64_t>(v);
+    else if (key == "out")
+      out = static_cast<std::int64_t>(v);
+    else if (key == "weight")
+      weight = static_cast<std::int64_t>(v);
+    else if (key == "mem")
+      mem = static_cast<std::int64_t>(v);
     else
-      return makeError("profile.uniform", "--cost: unknown key '" + key + "' (expected F, B, I, W, R, act, out, weight, mem, overlap)");
+      return makeError("profile.uniform", "--cost: unknown key '" + key +
+                                              "' (expected F, B, I, W, R, act, out, weight, mem, overlap)");
   }
   if (!F) return makeError("profile.uniform", "--cost: F is required, e.g. F=1,I=1,W=1");
   double i = 0, w = 0;
@@ -291,7 +316,9 @@ Result<CostProfile> uniformCostProfile(std::string_view spec, int stages) {
 
 namespace {
 
-double layerTime(const LayerCost& l) { return l.forwardMs + l.backwardInputMs + l.backwardWeightMs; }
+double layerTime(const LayerCost& l) {
+  return l.forwardMs + l.backwardInputMs + l.backwardWeightMs;
+}
 
 // Contiguous partition of `costs` into exactly `parts` non-empty groups minimising the largest
 // group sum: bisection on the bound with a greedy feasibility check.
@@ -314,8 +341,10 @@ std::vector<int> balancedPartition(const std::vector<double>& costs, int parts) 
   double hi = std::accumulate(costs.begin(), costs.end(), 0.0);
   for (int it = 0; it < 100 && hi - lo > 1e-12 * std::max(1.0, hi); ++it) {
     double mid = (lo + hi) / 2;
-    if (groupsNeeded(mid) <= parts) hi = mid;
-    else lo = mid;
+    if (groupsNeeded(mid) <= parts)
+      hi = mid;
+    else
+      lo = mid;
   }
   const double bound = hi * (1 + 1e-12);
   std::vector<int> out;
@@ -338,7 +367,8 @@ std::vector<int> balancedPartition(const std::vector<double>& costs, int parts) 
 
 }  // namespace
 
-Result<std::vector<int>> partitionLayers(const CostProfile& p, int stages, const std::vector<int>& layersPerStage) {
+Result<std::vector<int>> partitionLayers(const CostProfile& p, int stages,
+                                         const std::vector<int>& layersPerStage) {
   const int L = static_cast<int>(p.layers.size());
   if (stages < 1) return makeError("profile.partition", "the schedule has no stages");
   if (!layersPerStage.empty()) {
@@ -349,17 +379,20 @@ Result<std::vector<int>> partitionLayers(const CostProfile& p, int stages, const
     for (size_t s = 0; s < layersPerStage.size(); ++s) {
       if (layersPerStage[s] < 1)
         return makeError("profile.partition", "partition gives stage " + std::to_string(s) + " " +
-                                                  std::to_string(layersPerStage[s]) + " layers (need at least 1)");
+                                                  std::to_string(layersPerStage[s]) +
+                                                  " layers (need at least 1)");
       sum += layersPerStage[s];
     }
     if (sum != L)
-      return makeError("profile.partition", "partition covers " + std::to_string(sum) + " layers but profile '" +
-                                                p.name + "' has " + std::to_string(L));
+      return makeError("profile.partition", "partition covers " + std::to_string(sum) +
+                                                " layers but profile '" + p.name + "' has " +
+                                                std::to_string(L));
     return layersPerStage;
   }
   if (L < stages)
     return makeError("profile.partition", "profile '" + p.name + "' has " + std::to_string(L) +
-                                              " layers, fewer than the schedule's " + std::to_string(stages) + " stages");
+                                              " layers, fewer than the schedule's " + std::to_string(stages) +
+                                              " stages");
   if (L == stages) return std::vector<int>(static_cast<size_t>(stages), 1);
   std::vector<double> costs;
   costs.reserve(p.layers.size());
@@ -367,18 +400,19 @@ Result<std::vector<int>> partitionLayers(const CostProfile& p, int stages, const
   return balancedPartition(costs, stages);
 }
 
-Result<std::vector<StageCost>> stageCosts(const CostProfile& p, int stages, const std::vector<int>& layersPerStage) {
+Result<std::vector<StageCost>> stageCosts(const CostProfile& p, int stages,
+                                          const std::vector<int>& layersPerStage) {
   auto part = partitionLayers(p, stages, layersPerStage);
   PS_TRY(part);
   std::vector<StageCost> out(static_cast<size_t>(stages));
   const double staticFactor = 1.0 + p.gradientBytesPerWeightByte + p.optimizerBytesPerWeightByte;
   // A profile built in code may hold any values: sums that leave int64 or turn inf are refused.
   auto overflow = [&](int s, const char* what) {
-    return makeError("profile.overflow", "profile '" + p.name + "': stage " + std::to_string(s) + ": the sum of " + what +
-                                             " over its layers is too large (limits: " +
-                                             std::to_string(limits::kMaxBytes) + " bytes, " +
-                                             std::to_string(static_cast<long long>(limits::kMaxTimeMs)) +
-                                             " ms per value)");
+    return makeError("profile.overflow",
+                     "profile '" + p.name + "': stage " + std::to_string(s) + ": the sum of " + what +
+                         " over its layers is too large (limits: " + std::to_string(limits::kMaxBytes) +
+                         " bytes, " + std::to_string(static_cast<long long>(limits::kMaxTimeMs)) +
+                         " ms per value)");
   };
   int layer = 0;
   for (int s = 0; s < stages; ++s) {
@@ -389,7 +423,8 @@ Result<std::vector<StageCost>> stageCosts(const CostProfile& p, int stages, cons
     for (int k = 0; k < c.layerCount; ++k, ++layer) {
       const LayerCost& l = p.layers[static_cast<size_t>(layer)];
       if (!limits::addTime(c.F, l.forwardMs) || !limits::addTime(c.I, l.backwardInputMs) ||
-          !limits::addTime(c.W, l.backwardWeightMs) || !limits::addTime(c.R, l.recomputeMs.value_or(l.forwardMs)) ||
+          !limits::addTime(c.W, l.backwardWeightMs) ||
+          !limits::addTime(c.R, l.recomputeMs.value_or(l.forwardMs)) ||
           !limits::addTime(c.O, l.optimizerStepMs))
         return overflow(s, "times");
       if (!limits::addBytes(c.activationBytes, l.activationBytes) ||

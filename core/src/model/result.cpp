@@ -1,8 +1,9 @@
 #include "pipestudio/core/model/result.h"
-#include "pipestudio/core/model/enum_names.h"
 
 #include <algorithm>
 #include <sstream>
+
+#include "pipestudio/core/model/enum_names.h"
 
 namespace ps::core {
 
@@ -42,7 +43,9 @@ bool hasErrors(const Diagnostics& ds) {
 constexpr EnumName<Severity> kSeverityNames[] = {
     {Severity::Error, "error"}, {Severity::Warning, "warning"}, {Severity::Note, "note"}};
 
-std::string_view severityName(Severity s) { return enumName(s, kSeverityNames); }
+std::string_view severityName(Severity s) {
+  return enumName(s, kSeverityNames);
+}
 Severity severityFromName(std::string_view name) {
   return enumFromName(name, kSeverityNames).value_or(Severity::Error);
 }

@@ -12,11 +12,17 @@ constexpr EnumName<RunState> kRunStateNames[] = {
 constexpr EnumName<RunState> kEventStatusTokens[] = {
     {RunState::Failed, "failed"}, {RunState::Succeeded, "finished"}, {RunState::Cancelled, "cancelled"}};
 
-std::string_view runStateName(RunState s) { return enumName(s, kRunStateNames); }
+std::string_view runStateName(RunState s) {
+  return enumName(s, kRunStateNames);
+}
 
-std::optional<RunState> parseRunState(std::string_view name) { return enumFromName(name, kRunStateNames); }
+std::optional<RunState> parseRunState(std::string_view name) {
+  return enumFromName(name, kRunStateNames);
+}
 
-std::string_view runEventStatusToken(RunState s) { return enumName(s, kEventStatusTokens); }
+std::string_view runEventStatusToken(RunState s) {
+  return enumName(s, kEventStatusTokens);
+}
 
 std::optional<RunState> runStateFromEventStatus(std::string_view token) {
   return enumFromName(token, kEventStatusTokens);

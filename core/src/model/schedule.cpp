@@ -1,17 +1,20 @@
 #include "pipestudio/core/model/schedule.h"
-#include "pipestudio/core/model/enum_names.h"
 
 #include <array>
+
+#include "pipestudio/core/model/enum_names.h"
 
 namespace ps::core {
 
 namespace {
 constexpr std::array<std::string_view, static_cast<size_t>(OpKind::kBuiltinCount)> kNames = {
-    "F", "B", "I", "W", "R", "OFFLOAD", "RELOAD", "SEND_F", "RECV_F", "SEND_B", "RECV_B",
-    "UNSHARD", "RESHARD", "REDUCE_GRAD"};
+    "F",      "B",      "I",      "W",      "R",       "OFFLOAD", "RELOAD",
+    "SEND_F", "RECV_F", "SEND_B", "RECV_B", "UNSHARD", "RESHARD", "REDUCE_GRAD"};
 }
 
-bool isUserKind(OpKind k) { return static_cast<std::uint16_t>(k) >= kFirstUserKind; }
+bool isUserKind(OpKind k) {
+  return static_cast<std::uint16_t>(k) >= kFirstUserKind;
+}
 
 std::string_view builtinKindName(OpKind k) {
   auto i = static_cast<size_t>(k);
@@ -28,16 +31,22 @@ bool isStageLevelKind(OpKind k) {
   return k == OpKind::Unshard || k == OpKind::Reshard || k == OpKind::ReduceGrad;
 }
 
-constexpr EnumName<PlacementKind> kPlacementKindNames[] = {
-    {PlacementKind::Explicit, "explicit"}, {PlacementKind::Linear, "linear"},
-    {PlacementKind::Interleaved, "interleaved"}, {PlacementKind::VShape, "vshape"}};
-std::string_view placementKindName(PlacementKind k) { return enumName(k, kPlacementKindNames); }
+constexpr EnumName<PlacementKind> kPlacementKindNames[] = {{PlacementKind::Explicit, "explicit"},
+                                                           {PlacementKind::Linear, "linear"},
+                                                           {PlacementKind::Interleaved, "interleaved"},
+                                                           {PlacementKind::VShape, "vshape"}};
+std::string_view placementKindName(PlacementKind k) {
+  return enumName(k, kPlacementKindNames);
+}
 
 Result<Pipeline> Pipeline::make(int devices, int stages, int microbatches, PlacementKind kind) {
-  if (devices < 1) return makeError("pipeline.devices", "devices must be at least 1, got " + std::to_string(devices));
-  if (stages < 1) return makeError("pipeline.stages", "stages must be at least 1, got " + std::to_string(stages));
+  if (devices < 1)
+    return makeError("pipeline.devices", "devices must be at least 1, got " + std::to_string(devices));
+  if (stages < 1)
+    return makeError("pipeline.stages", "stages must be at least 1, got " + std::to_string(stages));
   if (microbatches < 1)
-    return makeError("pipeline.microbatches", "micro-batches must be at least 1, got " + std::to_string(microbatches));
+    return makeError("pipeline.microbatches",
+                     "micro-batches must be at least 1, got " + std::to_string(microbatches));
   Pipeline p;
   p.devices = devices;
   p.stages = stages;
@@ -48,19 +57,22 @@ Result<Pipeline> Pipeline::make(int devices, int stages, int microbatches, Place
     case PlacementKind::Linear:
       if (stages % devices != 0)
         return makeError("pipeline.placement", "linear placement needs stages (" + std::to_string(stages) +
-                                                   ") to be a multiple of devices (" + std::to_string(devices) + ")");
+                                                   ") to be a multiple of devices (" +
+                                                   std::to_string(devices) + ")");
       for (int s = 0; s < stages; ++s) p.stageToDevice[static_cast<size_t>(s)] = s / (stages / devices);
       break;
     case PlacementKind::Interleaved:
       if (stages % devices != 0)
-        return makeError("pipeline.placement", "interleaved placement needs stages (" + std::to_string(stages) +
-                                                   ") to be a multiple of devices (" + std::to_string(devices) + ")");
+        return makeError("pipeline.placement",
+                         "interleaved placement needs stages (" + std::to_string(stages) +
+                             ") to be a multiple of devices (" + std::to_string(devices) + ")");
       for (int s = 0; s < stages; ++s) p.stageToDevice[static_cast<size_t>(s)] = s % devices;
       break;
     case PlacementKind::VShape:
       if (stages % (2 * devices) != 0)
         return makeError("pipeline.placement", "V-shape placement needs stages (" + std::to_string(stages) +
-                                                   ") to be a multiple of 2 x devices (" + std::to_string(2 * devices) + ")");
+                                                   ") to be a multiple of 2 x devices (" +
+                                                   std::to_string(2 * devices) + ")");
       for (int s = 0; s < stages; ++s) {
         int r = s % (2 * devices);
         p.stageToDevice[static_cast<size_t>(s)] = r < devices ? r : 2 * devices - 1 - r;
@@ -74,14 +86,17 @@ Result<Pipeline> Pipeline::make(int devices, int stages, int microbatches, Place
 
 Result<Pipeline> Pipeline::makeExplicit(int devices, int microbatches, std::vector<int> stageToDevice) {
   if (stageToDevice.empty()) return makeError("pipeline.placement", "explicit placement lists no stages");
-  if (devices < 1) return makeError("pipeline.devices", "devices must be at least 1, got " + std::to_string(devices));
+  if (devices < 1)
+    return makeError("pipeline.devices", "devices must be at least 1, got " + std::to_string(devices));
   if (microbatches < 1)
-    return makeError("pipeline.microbatches", "micro-batches must be at least 1, got " + std::to_string(microbatches));
+    return makeError("pipeline.microbatches",
+                     "micro-batches must be at least 1, got " + std::to_string(microbatches));
   for (size_t s = 0; s < stageToDevice.size(); ++s) {
     int d = stageToDevice[s];
     if (d < 0 || d >= devices)
-      return makeError("pipeline.placement", "stage " + std::to_string(s) + " is placed on device " + std::to_string(d) +
-                                                 ", outside 0.." + std::to_string(devices - 1));
+      return makeError("pipeline.placement", "stage " + std::to_string(s) + " is placed on device " +
+                                                 std::to_string(d) + ", outside 0.." +
+                                                 std::to_string(devices - 1));
   }
   Pipeline p;
   p.devices = devices;

@@ -1,11 +1,11 @@
 #include "pipestudio/core/model/timeline.h"
 
-#include "pipestudio/core/model/enum_names.h"
-
 #include <algorithm>
 #include <limits>
 #include <map>
 #include <utility>
+
+#include "pipestudio/core/model/enum_names.h"
 
 namespace ps::core {
 
@@ -15,7 +15,9 @@ bool runsOnCopyStream(OpKind k) {
 
 namespace {
 
-bool isBackwardForInputs(OpKind k) { return k == OpKind::B || k == OpKind::I; }
+bool isBackwardForInputs(OpKind k) {
+  return k == OpKind::B || k == OpKind::I;
+}
 
 // The compute op running on `device` at time t (the latest one started by then that is still
 // running, or that starts exactly then); {-1,-1} when the device is idle.
@@ -52,7 +54,8 @@ TimelineMetrics computeMetrics(const Timeline& t) {
     DeviceMetrics& dm = m.devices[d];
     dm.device = static_cast<int>(d);
     auto& ops = byDevice[d];
-    std::stable_sort(ops.begin(), ops.end(), [](const TimelineOp* a, const TimelineOp* b) { return a->start < b->start; });
+    std::stable_sort(ops.begin(), ops.end(),
+                     [](const TimelineOp* a, const TimelineOp* b) { return a->start < b->start; });
     if (!ops.empty()) {
       dm.start = std::numeric_limits<double>::infinity();
       dm.end = -std::numeric_limits<double>::infinity();
@@ -105,7 +108,8 @@ TimelineMetrics computeMetrics(const Timeline& t) {
     for (const TimelineOp* op : ops) {
       if (op->op.microbatch < 0) continue;
       if (op->op.kind == OpKind::F) {
-        auto [it, inserted] = life.try_emplace(op->op.microbatch, op->start, std::numeric_limits<double>::infinity());
+        auto [it, inserted] =
+            life.try_emplace(op->op.microbatch, op->start, std::numeric_limits<double>::infinity());
         if (!inserted) it->second.first = std::min(it->second.first, op->start);
       }
     }
@@ -143,7 +147,9 @@ constexpr EnumName<TimelineSource> kSourceNames[] = {{TimelineSource::Simulated,
                                                      {TimelineSource::Measured, "measured"},
                                                      {TimelineSource::Imported, "imported"}};
 
-std::string_view timelineSourceName(TimelineSource s) { return enumName(s, kSourceNames); }
+std::string_view timelineSourceName(TimelineSource s) {
+  return enumName(s, kSourceNames);
+}
 
 TimelineSource timelineSourceFromName(std::string_view name) {
   return enumFromName(name, kSourceNames).value_or(TimelineSource::Simulated);

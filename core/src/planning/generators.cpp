@@ -1,19 +1,24 @@
 #include "pipestudio/core/planning/generators.h"
-#include "pipestudio/core/model/enum_names.h"
 
 #include <algorithm>
 #include <array>
 #include <deque>
 #include <string>
 
+#include "pipestudio/core/model/enum_names.h"
+
 namespace ps::core {
 
 namespace {
 
-constexpr EnumName<ScheduleKind> kKindNames[] = {
-    {ScheduleKind::GPipe, "gpipe"}, {ScheduleKind::OneFOneB, "1f1b"}, {ScheduleKind::Interleaved1F1B, "interleaved-1f1b"},
-    {ScheduleKind::LoopedBFS, "looped-bfs"}, {ScheduleKind::ZBH1, "zb-h1"}, {ScheduleKind::ZBH2, "zb-h2"},
-    {ScheduleKind::ZBV, "zb-v"}, {ScheduleKind::DualPipeV, "dualpipe-v"}};
+constexpr EnumName<ScheduleKind> kKindNames[] = {{ScheduleKind::GPipe, "gpipe"},
+                                                 {ScheduleKind::OneFOneB, "1f1b"},
+                                                 {ScheduleKind::Interleaved1F1B, "interleaved-1f1b"},
+                                                 {ScheduleKind::LoopedBFS, "looped-bfs"},
+                                                 {ScheduleKind::ZBH1, "zb-h1"},
+                                                 {ScheduleKind::ZBH2, "zb-h2"},
+                                                 {ScheduleKind::ZBV, "zb-v"},
+                                                 {ScheduleKind::DualPipeV, "dualpipe-v"}};
 
 Diagnostic sizeError(ScheduleKind kind, const std::string& constraint) {
   return makeError("generate.size", std::string(scheduleKindName(kind)) + " needs " + constraint);
@@ -23,7 +28,9 @@ Diagnostic sizeError(ScheduleKind kind, const std::string& constraint) {
 struct Orders {
   std::vector<std::vector<Step>> devices;
   explicit Orders(int d) : devices(static_cast<size_t>(d)) {}
-  void add(int d, OpKind k, int stage, int mb) { devices[static_cast<size_t>(d)].push_back(Step{Op{k, stage, mb}, {}}); }
+  void add(int d, OpKind k, int stage, int mb) {
+    devices[static_cast<size_t>(d)].push_back(Step{Op{k, stage, mb}, {}});
+  }
   void pair(int d, Op a, Op b) { devices[static_cast<size_t>(d)].push_back(Step{a, b}); }
 };
 
@@ -117,7 +124,8 @@ void zbH1(Orders& o, int D, int M) {
 // (a parallelogram).
 void zbH2(Orders& o, int D, int M) {
   const int cap = 2 * D - 1;
-  std::vector<int> nf(static_cast<size_t>(D), 0), ni(static_cast<size_t>(D), 0), nw(static_cast<size_t>(D), 0);
+  std::vector<int> nf(static_cast<size_t>(D), 0), ni(static_cast<size_t>(D), 0),
+      nw(static_cast<size_t>(D), 0);
   // Completion times (step + 1) of F and I per (device, micro-batch); -1 = not yet.
   std::vector<int> fDone(static_cast<size_t>(D) * static_cast<size_t>(M), -1), iDone(fDone);
   auto at = [&](std::vector<int>& v, int d, int m) -> int& {
@@ -159,7 +167,8 @@ void zbH2(Orders& o, int D, int M) {
           o.add(d, OpKind::W, d, nw[du]++);
           if (nw[du] == M) ++finished;
           break;
-        default: break;
+        default:
+          break;
       }
     }
   }
@@ -301,7 +310,9 @@ std::string_view scheduleKindName(ScheduleKind k) {
   return "?";
 }
 
-std::optional<ScheduleKind> scheduleKindFromName(std::string_view name) { return enumFromName(name, kKindNames); }
+std::optional<ScheduleKind> scheduleKindFromName(std::string_view name) {
+  return enumFromName(name, kKindNames);
+}
 
 const std::vector<ScheduleKind>& allScheduleKinds() {
   static const std::vector<ScheduleKind> kinds = [] {
@@ -317,8 +328,10 @@ int defaultChunks(ScheduleKind k) {
     case ScheduleKind::Interleaved1F1B:
     case ScheduleKind::LoopedBFS:
     case ScheduleKind::ZBV:
-    case ScheduleKind::DualPipeV: return 2;
-    default: return 1;
+    case ScheduleKind::DualPipeV:
+      return 2;
+    default:
+      return 1;
   }
 }
 
@@ -345,22 +358,25 @@ Result<Schedule> generateSchedule(ScheduleKind kind, const GeneratorOptions& opt
       return finish(kind, D, D, M, PlacementKind::Linear, std::move(o));
     case ScheduleKind::Interleaved1F1B:
       if (M % D != 0)
-        return sizeError(kind, "micro-batches to be a multiple of devices (Megatron's micro-batch groups of size D): " +
-                                   std::to_string(M) + " is not a multiple of " + std::to_string(D));
+        return sizeError(
+            kind, "micro-batches to be a multiple of devices (Megatron's micro-batch groups of size D): " +
+                      std::to_string(M) + " is not a multiple of " + std::to_string(D));
       interleaved(o, D, V, M);
       return finish(kind, D, D * V, M, PlacementKind::Interleaved, std::move(o));
     case ScheduleKind::LoopedBFS:
       loopedBfs(o, D, V, M);
       return finish(kind, D, D * V, M, PlacementKind::Interleaved, std::move(o));
     case ScheduleKind::ZBV:
-      if (V != 2) return sizeError(kind, "--chunks 2 (two stages per device in a V), got " + std::to_string(V));
+      if (V != 2)
+        return sizeError(kind, "--chunks 2 (two stages per device in a V), got " + std::to_string(V));
       zbV(o, D, M);
       return finish(kind, D, 2 * D, M, PlacementKind::VShape, std::move(o));
     case ScheduleKind::DualPipeV:
-      if (V != 2) return sizeError(kind, "--chunks 2 (two stages per device in a V), got " + std::to_string(V));
+      if (V != 2)
+        return sizeError(kind, "--chunks 2 (two stages per device in a V), got " + std::to_string(V));
       if (M < 2 * D)
-        return sizeError(kind, "at least as many micro-batches as stages (2 x devices = " + std::to_string(2 * D) +
-                                   "), got " + std::to_string(M));
+        return sizeError(kind, "at least as many micro-batches as stages (2 x devices = " +
+                                   std::to_string(2 * D) + "), got " + std::to_string(M));
       dualPipeV(o, D, M);
       return finish(kind, D, 2 * D, M, PlacementKind::VShape, std::move(o));
   }

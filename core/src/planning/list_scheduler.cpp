@@ -1,12 +1,12 @@
 // List scheduler: replays the pipeline in time and, whenever a device is free, starts its
 // ready op of highest priority, as the zero-bubble heuristics do. The timing model here is
 // only a guide for the order; the simulator judges the result.
+#include "pipestudio/core/planning/list_scheduler.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <tuple>
-
-#include "pipestudio/core/planning/list_scheduler.h"
 
 namespace ps::core {
 
@@ -14,7 +14,15 @@ namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-enum class Cat : int { UrgentW = -1, Backward = 0, ForcedW = 1, Forward = 2, Recompute = 3, FillerW = 4, None = 9 };
+enum class Cat : int {
+  UrgentW = -1,
+  Backward = 0,
+  ForcedW = 1,
+  Forward = 2,
+  Recompute = 3,
+  FillerW = 4,
+  None = 9
+};
 
 struct Choice {
   Cat cat = Cat::None;
@@ -28,8 +36,8 @@ struct Choice {
 
 }  // namespace
 
-Result<Schedule> listSchedule(const Pipeline& pl, const std::vector<StageCost>& stages, const CostProfile& profile,
-                              const ListSchedulerOptions& o) {
+Result<Schedule> listSchedule(const Pipeline& pl, const std::vector<StageCost>& stages,
+                              const CostProfile& profile, const ListSchedulerOptions& o) {
   const int D = pl.devices, S = pl.stages, M = pl.microbatches;
   if (static_cast<int>(stages.size()) != S)
     return makeError("search.list-scheduler", "stage costs for " + std::to_string(stages.size()) +
@@ -73,7 +81,8 @@ Result<Schedule> listSchedule(const Pipeline& pl, const std::vector<StageCost>& 
   auto commMs = [&](std::int64_t bytes) {
     if (profile.fixedCommMs) return *profile.fixedCommMs;
     double t = profile.link.latencyMs;
-    if (profile.link.bandwidthBytesPerMs > 0) t += static_cast<double>(bytes) / profile.link.bandwidthBytesPerMs;
+    if (profile.link.bandwidthBytesPerMs > 0)
+      t += static_cast<double>(bytes) / profile.link.bandwidthBytesPerMs;
     return t;
   };
   std::vector<double> fwdComm(us(S), 0), bwdComm(us(S), 0);  // into stage s (from s-1 / from s+1)
@@ -91,7 +100,7 @@ Result<Schedule> listSchedule(const Pipeline& pl, const std::vector<StageCost>& 
   std::vector<double> freeAt(us(D), 0);
   std::vector<int> inflight(us(D), 0), pendingW(us(D), 0);
   std::vector<std::int64_t> wStash(SM, 0);
-  std::vector<char> rec(SM, 0);          // (s, m) stashes its input only and is rebuilt by R
+  std::vector<char> rec(SM, 0);  // (s, m) stashes its input only and is rebuilt by R
   const bool onDemand = o.recomputeOnDemand;
   std::vector<std::vector<Step>> orders(us(D));
   const bool split = o.splitBackward;
@@ -99,9 +108,12 @@ Result<Schedule> listSchedule(const Pipeline& pl, const std::vector<StageCost>& 
   auto stashOf = [&](int s) -> std::int64_t {
     const auto& c = stages[us(s)];
     switch (pol[us(s)]) {
-      case ActivationPolicy::Keep: return c.activationBytes;
-      case ActivationPolicy::Recompute: return c.inputBytes;
-      case ActivationPolicy::Offload: return 0;
+      case ActivationPolicy::Keep:
+        return c.activationBytes;
+      case ActivationPolicy::Recompute:
+        return c.inputBytes;
+      case ActivationPolicy::Offload:
+        return 0;
     }
     return c.activationBytes;
   };
@@ -135,7 +147,8 @@ Result<Schedule> listSchedule(const Pipeline& pl, const std::vector<StageCost>& 
       const int c = chunkOf[us(s)];
       // forward
       if (int m = nextF[us(s)]; m < M) {
-        double ready = s == 0 ? 0.0 : (fEnd[at(s - 1, m)] == kInf ? kInf : fEnd[at(s - 1, m)] + fwdComm[us(s)]);
+        double ready =
+            s == 0 ? 0.0 : (fEnd[at(s - 1, m)] == kInf ? kInf : fEnd[at(s - 1, m)] + fwdComm[us(s)]);
         const std::int64_t A = stages[us(s)].activationBytes;
         bool allowed = force;
         bool recompute = pol[us(s)] == ActivationPolicy::Recompute;
@@ -160,11 +173,16 @@ Result<Schedule> listSchedule(const Pipeline& pl, const std::vector<StageCost>& 
           // Urgent once the gradient is there; otherwise it fills a bubble.
           const Cat cat = grad < kInf ? Cat::Backward : Cat::Recompute;
           if (cat == Cat::Backward || fits(d, stages[us(s)].activationBytes))
-            cands.push_back({cat, OpKind::R, s, m, std::max(ready, 0.0), {m / group, maxChunks - c, m % group}});
+            cands.push_back(
+                {cat, OpKind::R, s, m, std::max(ready, 0.0), {m / group, maxChunks - c, m % group}});
         } else if (grad < kInf) {
           double ready = std::max(grad, fEnd[at(s, m)]);
           if (rec[at(s, m)]) ready = std::max(ready, rEnd[at(s, m)]);
-          cands.push_back({Cat::Backward, split ? OpKind::I : OpKind::B, s, m, ready,
+          cands.push_back({Cat::Backward,
+                           split ? OpKind::I : OpKind::B,
+                           s,
+                           m,
+                           ready,
                            {m / group, maxChunks - c, m % group}});
         }
       }
@@ -243,9 +261,9 @@ Result<Schedule> listSchedule(const Pipeline& pl, const std::vector<StageCost>& 
         bEnd[at(s, m)] = best.start + dur;
         ++nextB[us(s)];
         --inflight[us(d)];
-        const std::int64_t held = rec[at(s, m)] ? c.inputBytes + c.activationBytes
+        const std::int64_t held = rec[at(s, m)]                             ? c.inputBytes + c.activationBytes
                                   : pol[us(s)] == ActivationPolicy::Offload ? 0
-                                                                             : c.activationBytes;
+                                                                            : c.activationBytes;
         if (best.kind == OpKind::B) {
           used[us(d)] -= held;
         } else {
@@ -262,7 +280,8 @@ Result<Schedule> listSchedule(const Pipeline& pl, const std::vector<StageCost>& 
         --pendingW[us(d)];
         used[us(d)] -= wStash[at(s, m)];
         break;
-      default: break;
+      default:
+        break;
     }
     freeAt[us(d)] = best.start + dur;
     orders[us(d)].push_back(Step{Op{best.kind, s, m}, std::nullopt});
@@ -273,7 +292,8 @@ Result<Schedule> listSchedule(const Pipeline& pl, const std::vector<StageCost>& 
   out.name = o.label.empty() ? "list" : o.label;
   out.pipeline = pl;
   out.devices = std::move(orders);
-  bool anyOffload = std::any_of(pol.begin(), pol.end(), [](auto p) { return p == ActivationPolicy::Offload; });
+  bool anyOffload =
+      std::any_of(pol.begin(), pol.end(), [](auto p) { return p == ActivationPolicy::Offload; });
   if (anyOffload) return applyActivationPolicies(out, pol);
   return out;
 }

@@ -1,10 +1,11 @@
 #include "pipestudio/core/planning/model_zoo.h"
-#include "planning/roofline.h"
 
 #include <algorithm>
 #include <cmath>
 #include <optional>
 #include <utility>
+
+#include "planning/roofline.h"
 
 namespace ps::core {
 
@@ -28,7 +29,9 @@ TransformerConfig h100(TransformerConfig c) {
 
 }  // namespace
 
-std::vector<std::string> transformerPresetNames() { return {"gpt3-1.3b", "llama2-7b", "llama2-70b"}; }
+std::vector<std::string> transformerPresetNames() {
+  return {"gpt3-1.3b", "llama2-7b", "llama2-70b"};
+}
 
 Result<TransformerConfig> transformerPreset(std::string_view name) {
   TransformerConfig c;

@@ -4,12 +4,12 @@
 // the attention core) + weight part (matmuls), and a roofline for times. Generalised to
 // grouped-query attention, gated MLPs of any width, Mamba-2 mixers and MoE layers.
 #include "pipestudio/core/planning/model_zoo_hetero.h"
-#include "planning/roofline.h"
 
 #include <algorithm>
 #include <cmath>
 
 #include "pipestudio/core/planning/model_zoo.h"
+#include "planning/roofline.h"
 
 namespace ps::core {
 
@@ -54,7 +54,8 @@ class Builder {
     e.backwardWeightFlops = mm;
     e.weightBytes = (h * (qDim + 2 * kvDim) + qDim * h + 2 * h) * kDt;
     // Korthikanti's 11sbh + 5as^2b with the projections' real widths, plus the 2sbh norm input.
-    e.activationBytes = b * s * (2 * h + 2 * qDim + 4 * kvDim + 2 * qDim + h) + 5 * heads * s * s * b + 2 * b * s * h;
+    e.activationBytes =
+        b * s * (2 * h + 2 * qDim + 4 * kvDim + 2 * qDim + h) + 5 * heads * s * s * b + 2 * b * s * h;
     e.weightGradStashBytes = 2 * b * s * h + 2 * b * s * qDim;
     e.outputBytes = b * s * h * kDt;
     return e;
@@ -92,8 +93,8 @@ class Builder {
     e.backwardInputFlops = mm + 2 * scan;
     e.backwardWeightFlops = mm;
     e.weightBytes = (h * inDim + dInner * h + convDim * 4 + 2 * ssmHeads + dInner + h) * kDt;
-    e.activationBytes = kDt * b * s * (h + inDim + convDim + 3 * dInner) + 4 * (s / chunk) * b * dInner * dState +
-                        2 * b * s * h;
+    e.activationBytes = kDt * b * s * (h + inDim + convDim + 3 * dInner) +
+                        4 * (s / chunk) * b * dInner * dState + 2 * b * s * h;
     e.weightGradStashBytes = kDt * b * s * (h + dInner);
     e.outputBytes = b * s * h * kDt;
     return e;
@@ -193,7 +194,8 @@ CostProfile deepseekStyleProfile(const ZooHardware& hw) {
   Builder b(hw, "deepseek-v2-lite");
   const double h = 2048, heads = 16, qDim = 16 * 192, kvDim = 16 * 128;
   b.embedding(102400, h);
-  b.push(Builder::combine("dense0", b.attention("dense0", h, qDim, kvDim, heads), b.mlp("dense0", h, 10944, true)));
+  b.push(Builder::combine("dense0", b.attention("dense0", h, qDim, kvDim, heads),
+                          b.mlp("dense0", h, 10944, true)));
   for (int i = 1; i < 27; ++i) {
     const std::string n = "moe" + std::to_string(i);
     auto [ex, a2a] = b.experts(n, h, 64, 6, 2, 1408, 8);
@@ -214,9 +216,15 @@ CostProfile nemotronHStyleProfile(const ZooHardware& hw) {
   for (size_t i = 0; i < pattern.size(); ++i) {
     const std::string idx = std::to_string(i);
     switch (pattern[i]) {
-      case 'M': b.push(b.mamba2("mamba" + idx, h, 8192, 128, 8, 128, 256)); break;
-      case '*': b.push(b.attention("attn" + idx, h, 4096, 8 * 128, 32)); break;
-      default: b.push(b.mlp("mlp" + idx, h, 21504, false)); break;
+      case 'M':
+        b.push(b.mamba2("mamba" + idx, h, 8192, 128, 8, 128, 256));
+        break;
+      case '*':
+        b.push(b.attention("attn" + idx, h, 4096, 8 * 128, 32));
+        break;
+      default:
+        b.push(b.mlp("mlp" + idx, h, 21504, false));
+        break;
     }
   }
   b.lmHead(131072, h);

@@ -1,6 +1,4 @@
 #include "pipestudio/core/planning/partition_search.h"
-#include "pipestudio/core/model/enum_names.h"
-#include "pipestudio/core/planning/schedule_edits.h"
 
 #include <algorithm>
 #include <cmath>
@@ -8,12 +6,18 @@
 #include <string>
 #include <unordered_map>
 
+#include "pipestudio/core/model/enum_names.h"
+#include "pipestudio/core/planning/schedule_edits.h"
+
 namespace ps::core {
 
-constexpr EnumName<ActivationPolicy> kActivationPolicyNames[] = {
-    {ActivationPolicy::Keep, "keep"}, {ActivationPolicy::Recompute, "recompute"}, {ActivationPolicy::Offload, "offload"}};
+constexpr EnumName<ActivationPolicy> kActivationPolicyNames[] = {{ActivationPolicy::Keep, "keep"},
+                                                                 {ActivationPolicy::Recompute, "recompute"},
+                                                                 {ActivationPolicy::Offload, "offload"}};
 
-std::string_view activationPolicyName(ActivationPolicy p) { return enumName(p, kActivationPolicyNames); }
+std::string_view activationPolicyName(ActivationPolicy p) {
+  return enumName(p, kActivationPolicyNames);
+}
 
 CostProfile scaleMicrobatchSize(const CostProfile& p, int microbatchSize) {
   if (microbatchSize <= 1) return p;
@@ -35,8 +39,9 @@ namespace {
 
 std::int64_t staticBytesOf(const CostProfile& p, std::int64_t weightBytes) {
   // As stageCosts computes it, so the planner and the simulator agree to the byte.
-  return static_cast<std::int64_t>(std::llround(
-      static_cast<double>(weightBytes) * (1.0 + p.gradientBytesPerWeightByte + p.optimizerBytesPerWeightByte)));
+  return static_cast<std::int64_t>(
+      std::llround(static_cast<double>(weightBytes) *
+                   (1.0 + p.gradientBytesPerWeightByte + p.optimizerBytesPerWeightByte)));
 }
 
 // Prefix sums so a stage's costs are O(1).
@@ -133,7 +138,9 @@ std::optional<StagePlan> planStageFast(const CostProfile& p, const Prefix& px, i
   return best;
 }
 
-Diagnostic noFit(const std::string& what) { return makeError("partition.no-fit", what); }
+Diagnostic noFit(const std::string& what) {
+  return makeError("partition.no-fit", what);
+}
 
 // Greedy packing at target time T. Returns the stage end indices, or nullopt.
 std::optional<std::vector<StagePlan>> packGreedy(const CostProfile& p, const Prefix& px, int stages,
@@ -171,9 +178,9 @@ std::optional<std::vector<StagePlan>> packGreedy(const CostProfile& p, const Pre
     out.insert(out.begin() + static_cast<long>(pick) + 1, tail);
     // Re-plan every stage at its new index.
     for (size_t k = 0; k < out.size(); ++k) {
-      auto sp = planStageFast(p, px, out[k].firstLayer, out[k].layerCount,
-                              inflightOf(o, static_cast<int>(k), stages), limit, o.allowRecompute,
-                              o.allowOffload);
+      auto sp =
+          planStageFast(p, px, out[k].firstLayer, out[k].layerCount,
+                        inflightOf(o, static_cast<int>(k), stages), limit, o.allowRecompute, o.allowOffload);
       if (!sp) return std::nullopt;
       out[k] = *sp;
     }
@@ -195,10 +202,12 @@ PartitionPlan toPlan(std::vector<StagePlan> stages, const PartitionOptions& o, s
 }
 
 Status checkSizes(const CostProfile& p, const PartitionOptions& o) {
-  if (o.stages < 1) return makeError("partition.stages", "stages must be at least 1, got " + std::to_string(o.stages));
+  if (o.stages < 1)
+    return makeError("partition.stages", "stages must be at least 1, got " + std::to_string(o.stages));
   if (static_cast<int>(p.layers.size()) < o.stages)
     return makeError("partition.stages", "the profile has " + std::to_string(p.layers.size()) +
-                                             " layers, fewer than the " + std::to_string(o.stages) + " stages asked");
+                                             " layers, fewer than the " + std::to_string(o.stages) +
+                                             " stages asked");
   if (o.microbatchSize < 1)
     return makeError("partition.microbatch-size", "micro-batch size must be at least 1");
   return okStatus();
@@ -224,7 +233,8 @@ Result<PartitionPlan> partitionBisection(const CostProfile& profile, const Parti
     hi += px.f[static_cast<size_t>(i) + 1] - px.f[static_cast<size_t>(i)];
   }
   hi = (px.f.back() + px.b.back() + px.r.back()) * 2 + 1;
-  if (p.hostBandwidthBytesPerMs > 0) hi += 2.0 * static_cast<double>(px.act.back()) / p.hostBandwidthBytesPerMs;
+  if (p.hostBandwidthBytesPerMs > 0)
+    hi += 2.0 * static_cast<double>(px.act.back()) / p.hostBandwidthBytesPerMs;
   auto top = packGreedy(p, px, o.stages, o, limit, hi);
   if (!top) {
     // Name the first layer that cannot fit even alone at its stage's in-flight count.
@@ -280,7 +290,8 @@ Result<PartitionPlan> partitionBruteForce(const CostProfile& profile, const Part
   double combos = 1;
   for (int k = 1; k <= S - 1; ++k) combos = combos * (n - S + k) / k;
   if (combos > 200000)
-    return makeError("partition.too-large", "brute force would try " + std::to_string(static_cast<long long>(combos)) +
+    return makeError("partition.too-large", "brute force would try " +
+                                                std::to_string(static_cast<long long>(combos)) +
                                                 " partitions (limit 200000)");
   std::vector<int> cuts(static_cast<size_t>(S) + 1);
   std::optional<std::vector<StagePlan>> best;
@@ -289,7 +300,8 @@ Result<PartitionPlan> partitionBruteForce(const CostProfile& profile, const Part
   std::vector<StagePlan> cur;
   auto rec = [&](auto&& self, int s, int start) -> void {
     if (s == S - 1) {
-      auto sp = planStageFast(p, px, start, n - start, inflightOf(o, s, S), limit, o.allowRecompute, o.allowOffload);
+      auto sp = planStageFast(p, px, start, n - start, inflightOf(o, s, S), limit, o.allowRecompute,
+                              o.allowOffload);
       if (!sp) return;
       cur.push_back(*sp);
       double t = 0;
@@ -326,8 +338,8 @@ Result<PartitionPlan> planPartition(const CostProfile& profile, const std::vecto
     sum += c;
   }
   if (sum != static_cast<int>(p.layers.size()))
-    return makeError("partition.layers", "the split covers " + std::to_string(sum) + " layers, the profile has " +
-                                             std::to_string(p.layers.size()));
+    return makeError("partition.layers", "the split covers " + std::to_string(sum) +
+                                             " layers, the profile has " + std::to_string(p.layers.size()));
   PartitionOptions oo = o;
   oo.stages = S;
   std::vector<StagePlan> stages;
@@ -390,7 +402,7 @@ MicrobatchSizeResult largestMicrobatchSize(const CostProfile& p, const Partition
 }
 
 MicrobatchSizeResult largestMicrobatchSizeFixed(const CostProfile& p, const std::vector<int>& layersPerStage,
-                                               const PartitionOptions& o, int maxSize) {
+                                                const PartitionOptions& o, int maxSize) {
   std::vector<int> split = layersPerStage;
   if (split.empty()) {
     auto r = partitionLayers(p, o.stages);
@@ -409,8 +421,8 @@ MicrobatchSizeResult largestMicrobatchSizeFixed(const CostProfile& p, const std:
 Result<Schedule> applyActivationPolicies(const Schedule& s, const std::vector<ActivationPolicy>& policies) {
   if (static_cast<int>(policies.size()) != s.pipeline.stages)
     return makeError("partition.policies", "the plan has " + std::to_string(policies.size()) +
-                                               " stage policies, the schedule " + std::to_string(s.pipeline.stages) +
-                                               " stages");
+                                               " stage policies, the schedule " +
+                                               std::to_string(s.pipeline.stages) + " stages");
   Schedule out = s;
   auto isBackward = [](OpKind k) { return k == OpKind::B || k == OpKind::I; };
   // Stages that already carry memory ops are left as they are.
@@ -431,7 +443,8 @@ Result<Schedule> applyActivationPolicies(const Schedule& s, const std::vector<Ac
     std::vector<Step> res;
     res.reserve(in.size() * 2);
     auto keyOf = [&](const Op& op) {
-      return static_cast<long long>(op.stage) * (static_cast<long long>(s.pipeline.microbatches) + 1) + op.microbatch;
+      return static_cast<long long>(op.stage) * (static_cast<long long>(s.pipeline.microbatches) + 1) +
+             op.microbatch;
     };
     std::unordered_map<long long, size_t> fSteps;
     for (size_t j = 0; j < in.size(); ++j)

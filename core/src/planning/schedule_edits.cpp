@@ -82,7 +82,8 @@ Result<Schedule> splitBackward(const Schedule& s, OpRef at) {
   if (!op) return makeError("edit.split", noOpAt(at));
   const auto& step = s.devices[static_cast<size_t>(at.device)][static_cast<size_t>(at.step)];
   if (step.overlapped() || op->kind != OpKind::B)
-    return makeError("edit.split", where(s, at) + " is not a full backward (B) that could split into I and W");
+    return makeError("edit.split",
+                     where(s, at) + " is not a full backward (B) that could split into I and W");
   Schedule out = s;
   auto& r = out.devices[static_cast<size_t>(at.device)];
   Op i = *op, w = *op;
@@ -102,8 +103,8 @@ Result<Schedule> mergeInputWeight(const Schedule& s, OpRef at) {
   const int iStep = op->kind == OpKind::I ? at.step : findStep(row, OpKind::I, op->stage, op->microbatch);
   const int wStep = op->kind == OpKind::W ? at.step : findStep(row, OpKind::W, op->stage, op->microbatch);
   if (iStep < 0 || wStep < 0)
-    return makeError("edit.merge", microbatchOfStage(*op) + " has no " + (iStep < 0 ? "I" : "W") + " on device " +
-                                       std::to_string(at.device) + " to merge with");
+    return makeError("edit.merge", microbatchOfStage(*op) + " has no " + (iStep < 0 ? "I" : "W") +
+                                       " on device " + std::to_string(at.device) + " to merge with");
   Schedule out = s;
   auto& r = out.devices[static_cast<size_t>(at.device)];
   Op b = *op;
@@ -128,7 +129,8 @@ Result<Schedule> toggleRecompute(const Schedule& s, int stage) {
     for (auto& row : out.devices)
       row.erase(std::remove_if(row.begin(), row.end(),
                                [&](const Step& st) {
-                                 return !st.overlapped() && st.first.kind == OpKind::R && st.first.stage == stage;
+                                 return !st.overlapped() && st.first.kind == OpKind::R &&
+                                        st.first.stage == stage;
                                }),
                 row.end());
     return out;
@@ -140,14 +142,16 @@ Result<Schedule> toggleRecompute(const Schedule& s, int stage) {
     // The backward of an overlapped pair is its second op.
     const Op& bw = row[i].overlapped() && row[i].second ? *row[i].second : row[i].first;
     if (bw.stage != stage || (bw.kind != OpKind::B && bw.kind != OpKind::I)) continue;
-    if (bw.microbatch < 0 || bw.microbatch >= s.pipeline.microbatches || done[static_cast<size_t>(bw.microbatch)])
+    if (bw.microbatch < 0 || bw.microbatch >= s.pipeline.microbatches ||
+        done[static_cast<size_t>(bw.microbatch)])
       continue;
     done[static_cast<size_t>(bw.microbatch)] = 1;
     row.insert(row.begin() + static_cast<long>(i), Step{Op{OpKind::R, stage, bw.microbatch}, std::nullopt});
     ++i;  // skip the backward we just passed
   }
   if (std::none_of(done.begin(), done.end(), [](char c) { return c != 0; }))
-    return makeError("edit.recompute", "stage " + std::to_string(stage) + " has no backward to recompute for");
+    return makeError("edit.recompute",
+                     "stage " + std::to_string(stage) + " has no backward to recompute for");
   return out;
 }
 
@@ -172,7 +176,8 @@ Result<Schedule> addOffloadReload(const Schedule& s, OpRef at) {
     }
   }
   if (bw < 0) return makeError("edit.offload", microbatchOfStage(*op) + " has no backward after its forward");
-  if (bw == f + 1) return makeError("edit.offload", microbatchOfStage(*op) + " has no gap between its forward and backward");
+  if (bw == f + 1)
+    return makeError("edit.offload", microbatchOfStage(*op) + " has no gap between its forward and backward");
   const Op reload{OpKind::Reload, op->stage, op->microbatch};
   const Op offload{OpKind::Offload, op->stage, op->microbatch};
   const std::size_t slot = reloadSlot(row, static_cast<std::size_t>(bw), static_cast<std::size_t>(f) + 1);

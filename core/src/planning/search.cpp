@@ -1,32 +1,35 @@
 // Schedule search: built-in families, partitions x placements x list-scheduler knobs,
 // partition refinement and order refinement, all judged by the simulator.
 #include "pipestudio/core/planning/search.h"
-#include "pipestudio/core/model/enum_names.h"
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <map>
-#include <set>
 #include <random>
+#include <set>
 #include <sstream>
 
 #include "pipestudio/core/analysis/critical_path.h"
-#include "pipestudio/core/planning/generators.h"
 #include "pipestudio/core/analysis/iterations.h"
 #include "pipestudio/core/analysis/simulator.h"
 #include "pipestudio/core/analysis/validator.h"
+#include "pipestudio/core/model/enum_names.h"
+#include "pipestudio/core/planning/generators.h"
 #include "pipestudio/core/planning/zb_greedy.h"
 #include "planning/searcher.h"
 
 namespace ps::core {
 
 // The first name of each value is its own; the others are accepted spellings.
-constexpr EnumName<SearchObjective> kObjectiveNames[] = {
-    {SearchObjective::Makespan, "makespan"}, {SearchObjective::SteadyState, "steady-state"},
-    {SearchObjective::SteadyState, "steady_state"}, {SearchObjective::SteadyState, "steady"}};
+constexpr EnumName<SearchObjective> kObjectiveNames[] = {{SearchObjective::Makespan, "makespan"},
+                                                         {SearchObjective::SteadyState, "steady-state"},
+                                                         {SearchObjective::SteadyState, "steady_state"},
+                                                         {SearchObjective::SteadyState, "steady"}};
 
-std::string_view searchObjectiveName(SearchObjective o) { return enumName(o, kObjectiveNames); }
+std::string_view searchObjectiveName(SearchObjective o) {
+  return enumName(o, kObjectiveNames);
+}
 std::optional<SearchObjective> searchObjectiveFromName(std::string_view name) {
   return enumFromName(name, kObjectiveNames);
 }
@@ -48,7 +51,6 @@ std::vector<int> uniformPartition(int layers, int stages) {
 
 namespace detail {
 
-
 std::string policySummary(const std::vector<ActivationPolicy>& p) {
   int r = 0, off = 0;
   for (auto x : p) {
@@ -58,7 +60,9 @@ std::string policySummary(const std::vector<ActivationPolicy>& p) {
   if (!r && !off) return "keep";
   std::string s;
   if (r) s += "recompute " + std::to_string(r) + "/" + std::to_string(p.size());
-  if (off) s += std::string(s.empty() ? "" : ", ") + "offload " + std::to_string(off) + "/" + std::to_string(p.size());
+  if (off)
+    s += std::string(s.empty() ? "" : ", ") + "offload " + std::to_string(off) + "/" +
+         std::to_string(p.size());
   return s;
 }
 
@@ -72,8 +76,9 @@ std::size_t orderHash(const std::vector<int>& partition, const Schedule& s) {
   std::size_t h = std::hash<std::string>{}(joinPartition(partition));
   for (const auto& dev : s.devices)
     for (const auto& st : dev)
-      h = h * 1000003u ^ (static_cast<std::size_t>(st.first.kind) * 131071u + static_cast<std::size_t>(st.first.stage) * 8191u +
-                          static_cast<std::size_t>(st.first.microbatch));
+      h = h * 1000003u ^
+          (static_cast<std::size_t>(st.first.kind) * 131071u +
+           static_cast<std::size_t>(st.first.stage) * 8191u + static_cast<std::size_t>(st.first.microbatch));
   return h;
 }
 
@@ -102,7 +107,8 @@ void Searcher::builtins() {
     if (layers < S) {
       c.valid = false;
       c.fitsMemory = false;
-      c.note = "the profile has fewer layers (" + std::to_string(layers) + ") than stages (" + std::to_string(S) + ")";
+      c.note = "the profile has fewer layers (" + std::to_string(layers) + ") than stages (" +
+               std::to_string(S) + ")";
       result_.builtins.push_back(c);
       continue;
     }
@@ -184,13 +190,15 @@ std::optional<std::vector<int>> Searcher::deviceBalanced(std::vector<int> split,
   const int S = static_cast<int>(split.size());
   if (S != pl.stages) return std::nullopt;
   std::vector<double> layerTime;
-  for (const auto& l : profile_.layers) layerTime.push_back(l.forwardMs + l.backwardInputMs + l.backwardWeightMs);
+  for (const auto& l : profile_.layers)
+    layerTime.push_back(l.forwardMs + l.backwardInputMs + l.backwardWeightMs);
   // Objective: (max device load, sum of squared device loads), compared lexicographically.
   auto score = [&](const std::vector<int>& v) {
     std::vector<double> load(static_cast<size_t>(pl.devices), 0);
     size_t layer = 0;
     for (int s = 0; s < S; ++s)
-      for (int k = 0; k < v[static_cast<size_t>(s)]; ++k) load[static_cast<size_t>(pl.deviceOf(s))] += layerTime[layer++];
+      for (int k = 0; k < v[static_cast<size_t>(s)]; ++k)
+        load[static_cast<size_t>(pl.deviceOf(s))] += layerTime[layer++];
     double mx = 0, sq = 0;
     for (double x : load) {
       mx = std::max(mx, x);
@@ -209,7 +217,8 @@ std::optional<std::vector<int>> Searcher::deviceBalanced(std::vector<int> split,
         v[static_cast<size_t>(b)] += dir;
         v[static_cast<size_t>(b) + 1] -= dir;
         auto sc = score(v);
-        if (sc.first < best.first - 1e-9 || (sc.first <= best.first + 1e-9 && sc.second < best.second - 1e-9)) {
+        if (sc.first < best.first - 1e-9 ||
+            (sc.first <= best.first + 1e-9 && sc.second < best.second - 1e-9)) {
           best = sc;
           moved = true;
         } else {
@@ -254,7 +263,8 @@ Searcher::Evaluated Searcher::evaluatePoint(const Point& p, const std::string& f
           ++rebuilt;
           c.policies[static_cast<size_t>(st.first.stage)] = ActivationPolicy::Recompute;
         }
-    name << ", recompute on demand " << rebuilt << "/" << p.partition.size() * static_cast<size_t>(o_.microbatches);
+    name << ", recompute on demand " << rebuilt << "/"
+         << p.partition.size() * static_cast<size_t>(o_.microbatches);
   }
   c.name = name.str();
   c.family = family;
@@ -266,10 +276,12 @@ Searcher::Evaluated Searcher::evaluatePoint(const Point& p, const std::string& f
     bestPointSummary_ = ev.summary;
   }
   if (ev.feasible) {
-    const std::string key = std::to_string(p.layout.chunks) + std::string(placementKindName(p.layout.placement)) + "|" +
+    const std::string key = std::to_string(p.layout.chunks) +
+                            std::string(placementKindName(p.layout.placement)) + "|" +
                             joinPartition(p.partition) + (k.recomputeOnDemand ? "|od" : "|fixed");
     auto it = bestPerBase_.find(key);
-    if (it == bestPerBase_.end() || candidateBefore(ev.summary, it->second.first)) bestPerBase_[key] = {ev.summary, p};
+    if (it == bestPerBase_.end() || candidateBefore(ev.summary, it->second.first))
+      bestPerBase_[key] = {ev.summary, p};
   }
   return ev;
 }
@@ -302,7 +314,8 @@ void Searcher::explore() {
     }
     // Memory-aware split (DawnPiper): recompute or offload where keeping does not fit.
     if (auto r = partitionBisection(profile_, po)) {
-      if (plans.empty() || r->layersPerStage != plans.front().second.layersPerStage || r->policies != plans.front().second.policies)
+      if (plans.empty() || r->layersPerStage != plans.front().second.layersPerStage ||
+          r->policies != plans.front().second.policies)
         plans.emplace_back("bisection+memory", *r);
     }
     if (auto bal = partitionLayers(profile_, S)) {
@@ -381,7 +394,8 @@ void Searcher::zbGreedy(const std::vector<Point>& bases) {
     const bool linear = b.layout.chunks == 1 && b.layout.placement == PlacementKind::Linear;
     const bool vshape = b.layout.chunks == 2 && b.layout.placement == PlacementKind::VShape;
     if ((!linear && !vshape) || b.knobs.recomputeOnDemand) continue;
-    if (std::any_of(b.policies.begin(), b.policies.end(), [](auto x) { return x != ActivationPolicy::Keep; })) continue;
+    if (std::any_of(b.policies.begin(), b.policies.end(), [](auto x) { return x != ActivationPolicy::Keep; }))
+      continue;
     if (!done.insert({b.layout.chunks, b.partition}).second) continue;
     const auto* costs = costsFor(o_.devices * b.layout.chunks, b.partition);
     if (!costs) continue;
@@ -393,8 +407,9 @@ void Searcher::zbGreedy(const std::vector<Point>& bases) {
       fl.allowBubbleBeforeFirstB = v & 1;
       fl.prioritizeB = v & 2;
       fl.noBubbleGreedy = v & 4;
-      auto sched = linear ? detail::zbGreedySchedule(in, o_.microbatches, fl)
-                          : detail::zbvGreedySchedule(*costs, profile_, limit_, o_.microbatches, v & 1, v & 2);
+      auto sched = linear
+                       ? detail::zbGreedySchedule(in, o_.microbatches, fl)
+                       : detail::zbvGreedySchedule(*costs, profile_, limit_, o_.microbatches, v & 1, v & 2);
       if (!sched) continue;
       sched->name = "search";
       if (!seen_.insert(orderHash(b.partition, *sched)).second) continue;
@@ -428,7 +443,8 @@ Result<SearchResult> Searcher::run() {
   if (profile_.layers.empty()) return makeError("search.profile", "the cost profile has no layers");
   if (static_cast<int>(profile_.layers.size()) < o_.devices)
     return makeError("search.profile", "the profile has " + std::to_string(profile_.layers.size()) +
-                                           " layers, fewer than the " + std::to_string(o_.devices) + " devices");
+                                           " layers, fewer than the " + std::to_string(o_.devices) +
+                                           " devices");
   builtins();
   // Built-ins are always evaluated in full (the guarantee rests on them); the limits apply
   // from here on.
@@ -439,8 +455,10 @@ Result<SearchResult> Searcher::run() {
   {
     std::vector<std::pair<CandidateSummary, Point>> others;
     for (auto& [key, v] : bestPerBase_) others.push_back(v);
-    std::stable_sort(others.begin(), others.end(), [](auto& a, auto& b) { return candidateBefore(a.first, b.first); });
-    for (size_t i = 1; i < std::min<size_t>(others.size(), 4); ++i) randomKnobs(others[i].second, o_.randomSamples / 3);
+    std::stable_sort(others.begin(), others.end(),
+                     [](auto& a, auto& b) { return candidateBefore(a.first, b.first); });
+    for (size_t i = 1; i < std::min<size_t>(others.size(), 4); ++i)
+      randomKnobs(others[i].second, o_.randomSamples / 3);
   }
   // Alternate partition moves and knob samples while the partition keeps improving (AdaPtis).
   for (int round = 0; round < 4 && !shouldStop(); ++round) {
@@ -452,8 +470,9 @@ Result<SearchResult> Searcher::run() {
   shouldStop();
   result_.elapsedSeconds = elapsed();
   if (!haveBest_)
-    return makeError("search.no-fit", "no schedule fits the memory limit of " + std::to_string(limit_) +
-                                          " bytes (not even with full recompute); try more devices or a smaller model");
+    return makeError("search.no-fit",
+                     "no schedule fits the memory limit of " + std::to_string(limit_) +
+                         " bytes (not even with full recompute); try more devices or a smaller model");
   phase_ = "done";
   reportProgress(true);
   return std::move(result_);

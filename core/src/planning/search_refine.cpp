@@ -27,8 +27,8 @@ void Searcher::randomKnobs(const Point& base, int samples) {
     }
     for (int d = 0; d < D; ++d) {
       const int c = std::max(1, cnt[static_cast<size_t>(d)]);
-      p.knobs.warmupDepth.push_back(std::max(1, (sum[static_cast<size_t>(d)] + c - 1) / c + base.knobs.warmupOffset +
-                                                    offset(rng_)));
+      p.knobs.warmupDepth.push_back(
+          std::max(1, (sum[static_cast<size_t>(d)] + c - 1) / c + base.knobs.warmupOffset + offset(rng_)));
     }
     p.knobs.warmupOffset = 0;
     if (p.knobs.splitBackward) p.knobs.maxPendingW = pend(rng_);

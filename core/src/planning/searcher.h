@@ -4,9 +4,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <memory>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <random>
 #include <set>
@@ -55,7 +55,8 @@ class Searcher {
       // Without a host bandwidth the copies would take no time and offload would look free.
       o_.allowOffload = false;
       result_.notes.push_back(
-          "offload not considered: the cost profile gives no host bandwidth (host.bandwidth_bytes_per_ms), so its "
+          "offload not considered: the cost profile gives no host bandwidth (host.bandwidth_bytes_per_ms), "
+          "so its "
           "copies cannot be timed");
     }
   }
@@ -120,14 +121,16 @@ class Searcher {
     };
     const SimulationModel* model = modelFor(s, summary.partition);
     if (!model) return reject("cost model rejected the partition");
-    const SimulationOptions so{.memoryLimitBytes = o_.memoryLimitBytes, .recordMemory = true, .recordTransfers = false};
+    const SimulationOptions so{
+        .memoryLimitBytes = o_.memoryLimitBytes, .recordMemory = true, .recordTransfers = false};
     auto tl = simulate(s, *model, so);
     if (!tl) return reject(why(tl.errors(), "simulation failed"));
     if (!tl->complete) return reject("simulation stalled");
     summary.makespan = tl->metrics.makespan;
     summary.bubbleRatio = tl->metrics.bubbleRatio;
     summary.peakMemoryBytes = 0;
-    for (auto& d : tl->metrics.devices) summary.peakMemoryBytes = std::max(summary.peakMemoryBytes, d.peakMemoryBytes);
+    for (auto& d : tl->metrics.devices)
+      summary.peakMemoryBytes = std::max(summary.peakMemoryBytes, d.peakMemoryBytes);
     summary.objective = summary.makespan;
     if (steady()) {
       // K iterations back to back: memory in flight across the boundary counts too.
@@ -170,7 +173,9 @@ class Searcher {
     // Keep the best distinct candidates.
     auto& top = result_.top;
     for (auto& t : top)
-      if (t.name == c.name && std::abs(t.objective - c.objective) < 1e-9 && t.peakMemoryBytes == c.peakMemoryBytes) return;
+      if (t.name == c.name && std::abs(t.objective - c.objective) < 1e-9 &&
+          t.peakMemoryBytes == c.peakMemoryBytes)
+        return;
     const size_t keep = std::max<size_t>(1, o_.keepTop);
     if (top.size() >= keep && !candidateBefore(c, top.back())) return;  // would be dropped
     top.push_back(c);
@@ -222,7 +227,8 @@ class Searcher {
     if (c.name.rfind("local ", 0) != 0) c.name = "local improvement of " + curSummary.name;
     c.builtin = false;
     auto ev = evaluate(std::move(cand), c);
-    return ev.feasible && candidateBefore(ev.summary, curSummary) && candidateBefore(result_.bestSummary, curSummary);
+    return ev.feasible && candidateBefore(ev.summary, curSummary) &&
+           candidateBefore(result_.bestSummary, curSummary);
   }
 
   Evaluated evaluatePoint(const Point& p, const std::string& family);
@@ -265,6 +271,5 @@ class Searcher {
   // Best point per (layout, split, recompute mode): the runners-up whose knobs are tuned too.
   std::map<std::string, std::pair<CandidateSummary, Point>> bestPerBase_;
 };
-
 
 }  // namespace ps::core::detail

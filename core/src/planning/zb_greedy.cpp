@@ -6,7 +6,8 @@
 
 namespace ps::core::detail {
 
-ZbGreedyInput zbGreedyInput(const std::vector<StageCost>& stages, const CostProfile& profile, std::int64_t limit) {
+ZbGreedyInput zbGreedyInput(const std::vector<StageCost>& stages, const CostProfile& profile,
+                            std::int64_t limit) {
   ZbGreedyInput in;
   const size_t S = stages.size();
   for (size_t s = 0; s < S; ++s) {
@@ -19,14 +20,16 @@ ZbGreedyInput zbGreedyInput(const std::vector<StageCost>& stages, const CostProf
     in.memF.push_back(act);
     in.memI.push_back(-(act - stash));
     in.memW.push_back(-stash);
-    in.maxMem.push_back(limit > 0 ? static_cast<double>(limit - c.staticBytes) : std::numeric_limits<double>::infinity());
+    in.maxMem.push_back(limit > 0 ? static_cast<double>(limit - c.staticBytes)
+                                  : std::numeric_limits<double>::infinity());
     if (s + 1 < S) {
       // The simulator's transfer time of the lower stage's output (docs/formats.md).
       const double bytes = static_cast<double>(c.outputBytes);
-      in.commAfter.push_back(profile.fixedCommMs ? *profile.fixedCommMs
-                                                 : profile.link.latencyMs + (profile.link.bandwidthBytesPerMs > 0
-                                                                                 ? bytes / profile.link.bandwidthBytesPerMs
-                                                                                 : 0.0));
+      in.commAfter.push_back(profile.fixedCommMs
+                                 ? *profile.fixedCommMs
+                                 : profile.link.latencyMs + (profile.link.bandwidthBytesPerMs > 0
+                                                                 ? bytes / profile.link.bandwidthBytesPerMs
+                                                                 : 0.0));
     }
   }
   return in;
@@ -41,12 +44,18 @@ std::optional<Schedule> zbGreedySchedule(const ZbGreedyInput& in, int M, const Z
   std::vector<double> mem(S, 0), e(S, 0), bubble(S, 0);
   std::vector<double> t(static_cast<size_t>(3) * S * M, 0.0);
   std::vector<std::vector<Op>> order(static_cast<size_t>(S));
-  auto T = [&](int type, int s, int mb) -> double& { return t[(static_cast<size_t>(type) * S + s) * M + mb]; };
+  auto T = [&](int type, int s, int mb) -> double& {
+    return t[(static_cast<size_t>(type) * S + s) * M + mb];
+  };
   auto cost = [&](int type, int s) { return type == 0 ? in.f[s] : type == 1 ? in.i[s] : in.w[s]; };
   auto memOf = [&](int type, int s) { return type == 0 ? in.memF[s] : type == 1 ? in.memI[s] : in.memW[s]; };
-  auto comm = [&](int lower) { return lower >= 0 && lower + 1 < S ? in.commAfter[static_cast<size_t>(lower)] : 0.0; };
+  auto comm = [&](int lower) {
+    return lower >= 0 && lower + 1 < S ? in.commAfter[static_cast<size_t>(lower)] : 0.0;
+  };
   auto maxBubble = [&] { return *std::max_element(bubble.begin(), bubble.end()); };
-  auto fits = [&](int s, double add) { return mem[s] + add <= in.maxMem[s] + kEps * std::max(1.0, std::abs(in.maxMem[s])); };
+  auto fits = [&](int s, double add) {
+    return mem[s] + add <= in.maxMem[s] + kEps * std::max(1.0, std::abs(in.maxMem[s]));
+  };
   bool failed = false;
   auto put = [&](int j, int k) {
     const int i = k == 0 ? f[j] : k == 1 ? b[j] : w[j];
@@ -79,8 +88,10 @@ std::optional<Schedule> zbGreedySchedule(const ZbGreedyInput& in, int M, const Z
   };
   auto makeRoom = [&](int j, double need) {
     while (!failed && !fits(j, need)) {
-      if (w[j] >= b[j]) failed = true;
-      else put(j, 2);
+      if (w[j] >= b[j])
+        failed = true;
+      else
+        put(j, 2);
     }
   };
   for (int i = 0; i < M && !failed; ++i) {
@@ -95,7 +106,8 @@ std::optional<Schedule> zbGreedySchedule(const ZbGreedyInput& in, int M, const Z
           continue;
         }
         double m = mem[j], c = e[j];
-        while (f[j] + req[j] < M && m + memOf(0, j) <= in.maxMem[j] + kEps * std::max(1.0, std::abs(in.maxMem[j]))) {
+        while (f[j] + req[j] < M &&
+               m + memOf(0, j) <= in.maxMem[j] + kEps * std::max(1.0, std::abs(in.maxMem[j]))) {
           if (fl.allowBubbleBeforeFirstB) {
             if (c + cost(0, j) > lastT + comm(j)) break;
           } else if (c >= lastT + comm(j)) {
@@ -153,7 +165,8 @@ std::optional<Schedule> zbGreedySchedule(const ZbGreedyInput& in, int M, const Z
   if (failed) return std::nullopt;
   if (longestStageSpanMs) {
     *longestStageSpanMs = 0;
-    for (int j = 0; j < S; ++j) *longestStageSpanMs = std::max(*longestStageSpanMs, T(2, j, M - 1) - T(0, j, 0) + cost(0, j));
+    for (int j = 0; j < S; ++j)
+      *longestStageSpanMs = std::max(*longestStageSpanMs, T(2, j, M - 1) - T(0, j, 0) + cost(0, j));
   }
   return scheduleOfOrders(S, M, PlacementKind::Linear, order);
 }

@@ -37,11 +37,15 @@ VResult tryV(const VInput& in, bool fillF, bool fillB, const std::vector<double>
   r.order.assign(static_cast<size_t>(S), {});
   const std::vector<double> appr = approved ? *approved : std::vector<double>(S, -1);
   const double maxAppr = *std::max_element(appr.begin(), appr.end());
-  auto id = [&](int cat, int chunk, int st, int mb) { return static_cast<size_t>(((cat * 2 + chunk) * S + st) * M + mb); };
+  auto id = [&](int cat, int chunk, int st, int mb) {
+    return static_cast<size_t>(((cat * 2 + chunk) * S + st) * M + mb);
+  };
   auto cost = [&](int cat, int chunk, int d) { return in.at(in.cost, cat, chunk, d); };
   auto memOf = [&](int cat, int chunk, int d) { return in.at(in.mem, cat, chunk, d); };
   auto comm = [&](int cat, int chunk, int d) { return in.at(in.comm, cat, chunk, d); };
-  auto fits = [&](int d, double add) { return mem[d] + add <= in.maxMem[d] + 1e-9 * std::max(1.0, std::abs(in.maxMem[d])); };
+  auto fits = [&](int d, double add) {
+    return mem[d] + add <= in.maxMem[d] + 1e-9 * std::max(1.0, std::abs(in.maxMem[d]));
+  };
   auto maxStageBubble = [&](int st) {
     double m = *std::max_element(bubble.begin(), bubble.end());
     if (st >= 0) m = std::max(m, maxAppr - appr[static_cast<size_t>(st)]);
@@ -91,7 +95,8 @@ VResult tryV(const VInput& in, bool fillF, bool fillB, const std::vector<double>
       continue;
     }
     const double tmp = endT[id(0, 1, i + 1, 0)] + comm(0, 1, i);
-    while (!failed && fits(i, memOf(0, 0, i) * (2 + i * 2)) && cur[i] + cost(0, 0, i) <= tmp && count[i][0] < M - i)
+    while (!failed && fits(i, memOf(0, 0, i) * (2 + i * 2)) && cur[i] + cost(0, 0, i) <= tmp &&
+           count[i][0] < M - i)
       for (int j = 0; j <= i; ++j) put(0, 0, j);
     put(0, 1, i);
   }
@@ -108,10 +113,14 @@ VResult tryV(const VInput& in, bool fillF, bool fillB, const std::vector<double>
       while (!failed && !fits(i, std::max(memOf(1, 0, i), memOf(1, 1, i)))) putW(i);
     std::vector<int> b0, b1;
     for (int i = 0; i < S; ++i) {
-      if (count[i][3] >= count[i][2]) b0.push_back(i);
-      else if (i == S - 1) b1.push_back(i);
-      else if (endT[id(1, 1, i + 1, count[i][3])] >= 0 || count[i][2] >= M) b1.push_back(i);
-      else b0.push_back(i);
+      if (count[i][3] >= count[i][2])
+        b0.push_back(i);
+      else if (i == S - 1)
+        b1.push_back(i);
+      else if (endT[id(1, 1, i + 1, count[i][3])] >= 0 || count[i][2] >= M)
+        b1.push_back(i);
+      else
+        b0.push_back(i);
     }
     std::vector<std::pair<int, int>> ranks;
     for (auto it = b1.rbegin(); it != b1.rend(); ++it) ranks.emplace_back(*it, 1);
@@ -125,17 +134,22 @@ VResult tryV(const VInput& in, bool fillF, bool fillB, const std::vector<double>
       while (!failed && !pendingW[static_cast<size_t>(i)].empty() && fa >= 0 &&
              endOr(fa) + c >= cur[i] + cost(2, pendingW[static_cast<size_t>(i)].front(), i))
         putW(i);
-      if (!failed && !pendingW[static_cast<size_t>(i)].empty() && endOr(fa) + c - cur[i] > maxStageBubble(i) - bubble[i])
+      if (!failed && !pendingW[static_cast<size_t>(i)].empty() &&
+          endOr(fa) + c - cur[i] > maxStageBubble(i) - bubble[i])
         if (ch == 1 || fillB) putW(i);
       put(1, ch, i);
     }
     for (int i = 0; i < S && !failed; ++i) {
       if (count[i][1] >= M) continue;
       int item = -1;
-      if (count[i][1] >= count[i][0]) item = 0;
-      else if (i == S - 1) item = 1;
-      else if (endT[id(0, 1, i + 1, count[i][1])] >= 0) item = 1;
-      else if (count[i][0] < M && (i == 0 || endT[id(0, 0, i - 1, count[i][0])] >= 0)) item = 0;
+      if (count[i][1] >= count[i][0])
+        item = 0;
+      else if (i == S - 1)
+        item = 1;
+      else if (endT[id(0, 1, i + 1, count[i][1])] >= 0)
+        item = 1;
+      else if (count[i][0] < M && (i == 0 || endT[id(0, 0, i - 1, count[i][0])] >= 0))
+        item = 0;
       if (item < 0) continue;
       while (!failed && !fits(i, memOf(0, item, i))) putW(i);
       long fa = -1;
@@ -145,7 +159,8 @@ VResult tryV(const VInput& in, bool fillF, bool fillB, const std::vector<double>
       while (!failed && !pendingW[static_cast<size_t>(i)].empty() && fa >= 0 &&
              endOr(fa) + c >= cur[i] + cost(2, pendingW[static_cast<size_t>(i)].front(), i))
         putW(i);
-      if (!failed && !pendingW[static_cast<size_t>(i)].empty() && endOr(fa) + c - cur[i] > maxStageBubble(i) - bubble[i])
+      if (!failed && !pendingW[static_cast<size_t>(i)].empty() &&
+          endOr(fa) + c - cur[i] > maxStageBubble(i) - bubble[i])
         if (fillF) putW(i);
       put(0, item, i);
     }
@@ -167,7 +182,8 @@ VResult tryV(const VInput& in, bool fillF, bool fillB, const std::vector<double>
 }  // namespace
 
 std::optional<Schedule> zbvGreedySchedule(const std::vector<StageCost>& stages, const CostProfile& profile,
-                                          std::int64_t limit, int M, bool fillF, bool fillB, double* maxStageBubbleMs) {
+                                          std::int64_t limit, int M, bool fillF, bool fillB,
+                                          double* maxStageBubbleMs) {
   const int S2 = static_cast<int>(stages.size());
   if (S2 < 2 || S2 % 2 != 0 || M < 1) return std::nullopt;
   VInput in;
@@ -179,13 +195,16 @@ std::optional<Schedule> zbvGreedySchedule(const std::vector<StageCost>& stages, 
   in.comm.assign(static_cast<size_t>(6 * S), 0);
   auto link = [&](int lower) {
     const double bytes = static_cast<double>(stages[static_cast<size_t>(lower)].outputBytes);
-    return profile.fixedCommMs ? *profile.fixedCommMs
-                               : profile.link.latencyMs +
-                                     (profile.link.bandwidthBytesPerMs > 0 ? bytes / profile.link.bandwidthBytesPerMs : 0.0);
+    return profile.fixedCommMs
+               ? *profile.fixedCommMs
+               : profile.link.latencyMs +
+                     (profile.link.bandwidthBytesPerMs > 0 ? bytes / profile.link.bandwidthBytesPerMs : 0.0);
   };
   for (int d = 0; d < S; ++d) {
-    std::int64_t stat = stages[static_cast<size_t>(d)].staticBytes + stages[static_cast<size_t>(S2 - 1 - d)].staticBytes;
-    in.maxMem.push_back(limit > 0 ? static_cast<double>(limit - stat) : std::numeric_limits<double>::infinity());
+    std::int64_t stat =
+        stages[static_cast<size_t>(d)].staticBytes + stages[static_cast<size_t>(S2 - 1 - d)].staticBytes;
+    in.maxMem.push_back(limit > 0 ? static_cast<double>(limit - stat)
+                                  : std::numeric_limits<double>::infinity());
     for (int cat = 0; cat < 3; ++cat)
       for (int chunk = 0; chunk < 2; ++chunk) {
         const int modelChunk = cat == 0 ? chunk : 1 - chunk;
@@ -197,8 +216,10 @@ std::optional<Schedule> zbvGreedySchedule(const std::vector<StageCost>& stages, 
         in.cost[k] = cat == 0 ? c.F : cat == 1 ? c.I : c.W;
         in.mem[k] = cat == 0 ? act : cat == 1 ? -(act - stash) : -stash;
         // Forward from the previous model stage, backward from the next one.
-        if (cat == 0) in.comm[k] = st > 0 ? link(st - 1) : 0;
-        else if (cat == 1) in.comm[k] = st + 1 < S2 ? link(st) : 0;
+        if (cat == 0)
+          in.comm[k] = st > 0 ? link(st - 1) : 0;
+        else if (cat == 1)
+          in.comm[k] = st + 1 < S2 ? link(st) : 0;
       }
   }
   VResult v = tryV(in, fillF, fillB, nullptr);
@@ -209,7 +230,10 @@ std::optional<Schedule> zbvGreedySchedule(const std::vector<StageCost>& stages, 
     for (auto [cat, chunk, mb] : v.order[static_cast<size_t>(d)]) {
       const int modelChunk = cat == 0 ? chunk : 1 - chunk;
       const int st = modelChunk == 0 ? d : S2 - 1 - d;
-      order[static_cast<size_t>(d)].push_back(Op{cat == 0 ? OpKind::F : cat == 1 ? OpKind::I : OpKind::W, st, mb});
+      order[static_cast<size_t>(d)].push_back(Op{cat == 0   ? OpKind::F
+                                                 : cat == 1 ? OpKind::I
+                                                            : OpKind::W,
+                                                 st, mb});
     }
   return scheduleOfOrders(S2, M, PlacementKind::VShape, order);
 }

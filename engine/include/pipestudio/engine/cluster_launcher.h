@@ -19,14 +19,14 @@
 namespace ps::engine {
 
 struct ClusterFile {
-  std::string name;     // file name in the staged folder
+  std::string name;  // file name in the staged folder
   std::string content;
 };
 
 struct ClusterRankEnd {
   int rank = -1;
-  int host = -1;       // index in hosts
-  int exitCode = -1;   // the ssh client's exit status (the remote one; 255: ssh failed)
+  int host = -1;      // index in hosts
+  int exitCode = -1;  // the ssh client's exit status (the remote one; 255: ssh failed)
   bool endedByLauncher = false;
 };
 
@@ -54,7 +54,7 @@ struct ClusterLaunchResult {
   std::optional<int> failedRank;  // the first rank that ended badly on its own
   std::string failure;            // names the host and the rank; empty when none failed
   bool cancelled = false;
-  int exitStatus = 0;             // rank 0's, else the first failing rank's
+  int exitStatus = 0;                 // rank 0's, else the first failing rank's
   std::vector<std::string> versions;  // each host's `--version` first line
 };
 

@@ -24,10 +24,10 @@ struct ModelSpec {
   std::string kind = "mlp";  // "mlp", "gpt" or "torchscript"
   int layers = 4;            // mlp: Linear+GELU blocks; gpt: decoder blocks
   int hidden = 64;
-  int heads = 4;             // gpt
-  int seq = 16;              // gpt: tokens per sample
-  int vocab = 128;           // gpt
-  int ffn = 4;               // gpt: MLP width = ffn x hidden
+  int heads = 4;              // gpt
+  int seq = 16;               // gpt: tokens per sample
+  int vocab = 128;            // gpt
+  int ffn = 4;                // gpt: MLP width = ffn x hidden
   std::string dtype = "f32";  // "f32" or "f64"
   // torchscript only
   std::string path;          // the saved module (torch.jit.save / torch::jit::Module::save)
@@ -77,8 +77,8 @@ struct RunOptions {
   ModelSpec model;
   std::string device = "cpu";  // "cpu" or "cuda"
   int microbatchSize = 2;
-  int iterations = 1;          // measured iterations
-  int warmup = 0;              // iterations run first and left out of the timeline
+  int iterations = 1;  // measured iterations
+  int warmup = 0;      // iterations run first and left out of the timeline
   bool checkGradients = false;
   double timeoutSeconds = 60;  // a receive that waits longer fails the run
   std::vector<int> partition;  // layers per stage; empty = the schedule's, else an even split
@@ -87,7 +87,7 @@ struct RunOptions {
   // a tensor of inputs, a tuple (inputs, targets) or a dict {"inputs", "targets"}; the first
   // micro-batches x microbatchSize samples are used. Empty: synthetic data from the seed.
   std::string inputsPath;
-  int threads = 0;             // intra-op threads per worker (0 = cores / workers on this host)
+  int threads = 0;  // intra-op threads per worker (0 = cores / workers on this host)
   DistributedOptions distributed;
   FaultInjection fault;
   // Training steps: "" (none: forward and backward only), "sgd" or "adamw" (libtorch's, with
@@ -103,8 +103,8 @@ struct RunOptions {
 };
 
 // The optimizers `optimizer` takes, and the learning rate each uses unless one is given.
-bool isOptimizerName(std::string_view name);               // "sgd", "adamw"
-double defaultLearningRate(std::string_view optimizer);    // sgd 0.01, adamw 0.001
+bool isOptimizerName(std::string_view name);             // "sgd", "adamw"
+double defaultLearningRate(std::string_view optimizer);  // sgd 0.01, adamw 0.001
 // Nominal optimizer step times for an analytic profile (the model's, modelCostProfile): each
 // layer's optimizer_step_ms from the bytes the step streams over its weights (SGD 3 passes:
 // read p and g, write p; AdamW 22, as libtorch's per-tensor AdamW runs it) at a nominal
@@ -118,7 +118,7 @@ void addNominalOptimizerStepCosts(core::CostProfile& profile, std::string_view o
 core::Result<core::Schedule> scheduleWithOptimizerSteps(const core::Schedule& s);
 
 struct ParameterError {
-  std::string name;       // e.g. "block3.attn.qkv.weight"
+  std::string name;          // e.g. "block3.attn.qkv.weight"
   double relativeError = 0;  // max |g - g_ref| / max |g_ref|
 };
 
@@ -136,15 +136,15 @@ struct GradientCheck {
 
 struct RunReport {
   core::RunState status = core::RunState::Succeeded;  // Succeeded, Failed or Cancelled
-  core::Diagnostics diagnostics;   // the failure (op, device, peer) when not finished
-  core::Timeline timeline;         // last measured iteration (partial when failed)
-  std::vector<double> iterationMs; // wall time of each measured iteration
-  std::vector<double> losses;      // loss of each iteration (warm-up included)
+  core::Diagnostics diagnostics;                      // the failure (op, device, peer) when not finished
+  core::Timeline timeline;                            // last measured iteration (partial when failed)
+  std::vector<double> iterationMs;                    // wall time of each measured iteration
+  std::vector<double> losses;                         // loss of each iteration (warm-up included)
   // With an optimizer: bytes of optimizer state per device at the end (0 for other ranks'
   // devices and for SGD).
   std::vector<std::int64_t> optimizerStateBytes;
   GradientCheck gradients;
-  std::vector<int> partition;      // layers per stage actually used
+  std::vector<int> partition;  // layers per stage actually used
   std::int64_t parameterCount = 0;
   // Where the batch came from, for people: "synthetic from seed 1", or "FILE: samples 0..7 of
   // 12, targets from the file" (or "from seed 1").

@@ -42,17 +42,18 @@ core::Result<RecordedRun> recordRun(const std::string& sessionPath, const RunRec
 // and the simulated timeline.
 struct SimulationRecording {
   std::string sessionPath;
-  const core::Schedule* schedule = nullptr;  // required
-  std::string scheduleName;  // default: the schedule's name, else "schedule"
-  std::string pipeText;      // default: the canonical explicit form (printDsl)
+  const core::Schedule* schedule = nullptr;    // required
+  std::string scheduleName;                    // default: the schedule's name, else "schedule"
+  std::string pipeText;                        // default: the canonical explicit form (printDsl)
   const core::CostProfile* profile = nullptr;  // optional
-  std::string profileName;   // default: the profile's name, else "profile"
+  std::string profileName;                     // default: the profile's name, else "profile"
   ProfileSource profileSource = ProfileSource::Manual;
   std::string model;              // e.g. the model zoo preset
   std::string configJson = "{}";  // the simulation's options, a JSON object
 };
 
-core::Result<RecordedRun> recordSimulation(const SimulationRecording& recording, const core::Timeline& timeline);
+core::Result<RecordedRun> recordSimulation(const SimulationRecording& recording,
+                                           const core::Timeline& timeline);
 
 // --- Measured runs with their prediction ------------------------------------------------
 //
@@ -71,16 +72,16 @@ struct MeasuredRunRecording {
   ProfileSource profileSource = ProfileSource::Analytic;
   // The schedule simulated with that profile; none: only the measured run is recorded.
   std::optional<core::Timeline> predicted;
-  core::Timeline measured;  // complete or partial
-  std::string target = "cpu";  // "cpu", "cuda", "gloo", ...
-  int devices = 0;             // 0: the measured timeline's
-  std::string model;           // e.g. "gpt:layers=8,hidden=256,heads=4,seq=128,vocab=1000"
-  std::string label;           // default: the schedule name
-  std::string configJson = "{}";  // the run's options (a JSON object); the links are added
+  core::Timeline measured;                  // complete or partial
+  std::string target = "cpu";               // "cpu", "cuda", "gloo", ...
+  int devices = 0;                          // 0: the measured timeline's
+  std::string model;                        // e.g. "gpt:layers=8,hidden=256,heads=4,seq=128,vocab=1000"
+  std::string label;                        // default: the schedule name
+  std::string configJson = "{}";            // the run's options (a JSON object); the links are added
   RunStatus status = RunStatus::Succeeded;  // Succeeded, Failed or Cancelled
-  std::string error;       // why it failed or was cancelled
-  std::string stderrText;  // the run's stderr, kept with the run (last 64 KiB)
-  std::int64_t startedMs = 0;  // when the run started (Unix ms); 0: when it is recorded
+  std::string error;                        // why it failed or was cancelled
+  std::string stderrText;                   // the run's stderr, kept with the run (last 64 KiB)
+  std::int64_t startedMs = 0;               // when the run started (Unix ms); 0: when it is recorded
 };
 
 struct RecordedMeasuredRun {
@@ -92,7 +93,8 @@ struct RecordedMeasuredRun {
   bool newProfileVersion = false;
 };
 
-core::Result<RecordedMeasuredRun> recordMeasuredRun(SessionStore& store, const MeasuredRunRecording& recording);
+core::Result<RecordedMeasuredRun> recordMeasuredRun(SessionStore& store,
+                                                    const MeasuredRunRecording& recording);
 // Opens (creating when missing) the session file and records the run.
 core::Result<RecordedMeasuredRun> recordMeasuredRun(const std::string& sessionPath,
                                                     const MeasuredRunRecording& recording);

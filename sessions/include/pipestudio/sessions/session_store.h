@@ -77,13 +77,14 @@ struct RunInfo {
   std::optional<Id> scheduleId;
   std::optional<Id> profileId;
   std::string target = "simulator";  // "simulator", "cpu", "cuda", "gloo", ...
-  int devices = 0;                    // 0: taken from the timeline in recordTimeline
-  std::string model;                  // model name, free text
-  std::string label;                  // shown in lists; defaults to the timeline's label
-  std::string configJson = "{}";      // run configuration (flags, options), a JSON object
+  int devices = 0;                   // 0: taken from the timeline in recordTimeline
+  std::string model;                 // model name, free text
+  std::string label;                 // shown in lists; defaults to the timeline's label
+  std::string configJson = "{}";     // run configuration (flags, options), a JSON object
   core::TimelineSource source = core::TimelineSource::Simulated;
   RunStatus status = RunStatus::Running;  // Queued or Running when it begins
-  std::int64_t startedMs = 0;  // Unix ms; 0: when beginRun is called (a run recorded after it ran gives its start)
+  std::int64_t startedMs =
+      0;  // Unix ms; 0: when beginRun is called (a run recorded after it ran gives its start)
 };
 
 struct RunSummary {
@@ -95,10 +96,10 @@ struct RunSummary {
   std::string model;
   std::string label;
   RunStatus status = RunStatus::Running;
-  std::int64_t startedMs = 0;             // Unix time, milliseconds
-  std::optional<std::int64_t> endedMs;    // set by finishRun
-  std::string error;                      // failure or cancellation reason
-  double makespan = 0;                    // ms of the timeline (not wall time)
+  std::int64_t startedMs = 0;           // Unix time, milliseconds
+  std::optional<std::int64_t> endedMs;  // set by finishRun
+  std::string error;                    // failure or cancellation reason
+  double makespan = 0;                  // ms of the timeline (not wall time)
   double bubbleRatio = 0;
   std::int64_t opCount = 0;
   // Queued/running, but the process writing it is gone (same host, pid no longer alive): the

@@ -29,8 +29,8 @@ std::optional<Alignment> alignmentFromName(std::string_view name);
 struct OpMatch {
   int device = 0;
   Op op;
-  size_t planned = 0;    // index into the planned Timeline::ops
-  size_t measured = 0;   // index into the measured Timeline::ops
+  size_t planned = 0;                         // index into the planned Timeline::ops
+  size_t measured = 0;                        // index into the measured Timeline::ops
   double plannedStart = 0, plannedEnd = 0;    // relative to the planned timeline's first start
   double measuredStart = 0, measuredEnd = 0;  // aligned (see Comparison::align)
   double plannedMs = 0, measuredMs = 0;       // durations as they were (not scaled)
@@ -39,14 +39,14 @@ struct OpMatch {
 };
 
 struct ErrorStats {
-  std::string label;               // "F", "device 2", "all"
+  std::string label;  // "F", "device 2", "all"
   std::optional<OpKind> kind;
   int device = -1;
-  size_t count = 0;                // matched ops
-  double plannedMs = 0;            // sum of planned durations
-  double measuredMs = 0;           // sum of measured durations
-  double ratio = 0;                // measuredMs / plannedMs (0 when plannedMs == 0)
-  double meanAbsError = 0;         // mean |deviation - 1| over ops that have a deviation
+  size_t count = 0;         // matched ops
+  double plannedMs = 0;     // sum of planned durations
+  double measuredMs = 0;    // sum of measured durations
+  double ratio = 0;         // measuredMs / plannedMs (0 when plannedMs == 0)
+  double meanAbsError = 0;  // mean |deviation - 1| over ops that have a deviation
   double minDeviation = 0, maxDeviation = 0;
 };
 
@@ -60,7 +60,7 @@ struct Comparison {
   Alignment alignment = Alignment::Absolute;
   double plannedMakespan = 0;
   double measuredMakespan = 0;
-  double relativeError = 0;        // (measured - planned) / planned makespan
+  double relativeError = 0;  // (measured - planned) / planned makespan
   // Measured time m is shown at (m - measuredOrigin) * scale on the planned axis.
   double measuredOrigin = 0;
   double plannedOrigin = 0;
@@ -73,9 +73,9 @@ struct Comparison {
   std::vector<ErrorStats> byKind;         // kinds in OpKind order
   std::vector<ErrorStats> byDevice;       // devices in order
   ErrorStats overall;
-  CriticalPath criticalPath;              // of the measured timeline
-  std::vector<DeviceBubbles> bubbles;     // of the measured timeline
-  Diagnostics diagnostics;                // e.g. ops on another device than planned
+  CriticalPath criticalPath;           // of the measured timeline
+  std::vector<DeviceBubbles> bubbles;  // of the measured timeline
+  Diagnostics diagnostics;             // e.g. ops on another device than planned
 };
 
 // Matches by (device, kind, stage, micro-batch); an op found on another device than planned

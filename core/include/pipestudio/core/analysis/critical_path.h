@@ -25,11 +25,11 @@ enum class CriticalLink : std::uint8_t {
 std::string_view criticalLinkName(CriticalLink l);  // "start", "dependency", "device"
 
 struct CriticalStep {
-  size_t op = 0;                    // index into Timeline::ops
+  size_t op = 0;  // index into Timeline::ops
   CriticalLink via = CriticalLink::Start;
-  std::optional<size_t> transfer;   // index into Timeline::transfers (cross-device dependency)
-  double arrival = 0;               // when what it waited for was there (its own start for Start)
-  double waitMs = 0;                // start - arrival: idle time not explained by the chain
+  std::optional<size_t> transfer;  // index into Timeline::transfers (cross-device dependency)
+  double arrival = 0;              // when what it waited for was there (its own start for Start)
+  double waitMs = 0;               // start - arrival: idle time not explained by the chain
 };
 
 struct CriticalPath {
@@ -64,22 +64,22 @@ struct Bubble {
   double end = 0;
   double duration() const { return end - start; }
   BubbleCause cause = BubbleCause::Unexplained;
-  std::optional<size_t> before;     // the op that ran after the gap (none for Tail)
+  std::optional<size_t> before;  // the op that ran after the gap (none for Tail)
   // Dependency: the input the device waited for.
   Op waitedFor;
-  std::optional<size_t> waitedOp;   // its index in Timeline::ops
+  std::optional<size_t> waitedOp;  // its index in Timeline::ops
   int waitedOnDevice = -1;
-  std::optional<size_t> transfer;   // the transfer that carried it, when recorded
+  std::optional<size_t> transfer;  // the transfer that carried it, when recorded
 };
 
 struct DeviceWait {
-  int device = 0;      // the device waited on
+  int device = 0;  // the device waited on
   double ms = 0;
 };
 
 struct DeviceBubbles {
   int device = 0;
-  double idleMs = 0;         // makespan minus the time the device was busy (any op running)
+  double idleMs = 0;  // makespan minus the time the device was busy (any op running)
   double dependencyMs = 0;
   double unexplainedMs = 0;
   double tailMs = 0;

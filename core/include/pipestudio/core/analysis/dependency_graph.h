@@ -39,11 +39,11 @@ namespace ps::core {
 class DependencyGraph {
  public:
   enum class ProblemKind : std::uint8_t {
-    BadKind,      // kind is neither built in nor declared
-    OutOfRange,   // stage or micro-batch outside the pipeline (or -1 mismatch)
-    Duplicate,    // a second op with the same (kind, stage, micro-batch); `other` is the first
-    Missing,      // a dependency the rules require is not in the schedule; `missing` names it
-    TooLarge,     // stages x micro-batches far exceeds the ops given; nothing was indexed
+    BadKind,     // kind is neither built in nor declared
+    OutOfRange,  // stage or micro-batch outside the pipeline (or -1 mismatch)
+    Duplicate,   // a second op with the same (kind, stage, micro-batch); `other` is the first
+    Missing,     // a dependency the rules require is not in the schedule; `missing` names it
+    TooLarge,    // stages x micro-batches far exceeds the ops given; nothing was indexed
   };
   struct Problem {
     ProblemKind kind;

@@ -22,10 +22,10 @@
 #include <string_view>
 #include <vector>
 
+#include "pipestudio/core/analysis/simulator.h"
 #include "pipestudio/core/model/cost_profile.h"
 #include "pipestudio/core/model/result.h"
 #include "pipestudio/core/model/schedule.h"
-#include "pipestudio/core/analysis/simulator.h"
 #include "pipestudio/core/model/timeline.h"
 
 namespace ps::core {
@@ -53,7 +53,7 @@ struct IterationDeviceMetrics {
   // last one of the unrolled run.
   double firstSpan = 0;
   double steadySpan = 0;
-  double period = 0;  // end of its last iteration's step minus the end of the one before
+  double period = 0;                 // end of its last iteration's step minus the end of the one before
   std::int64_t peakMemoryBytes = 0;  // over all K iterations
 };
 
@@ -67,8 +67,8 @@ struct IterationResult {
   // What each iteration costs once the run is long: iterationEnds[K-1] - iterationEnds[K-2]
   // (the single iteration's length when K == 1).
   double steadyStateMs = 0;
-  double maxFirstSpan = 0;   // max over devices of firstSpan (Zero Bubble's metric)
-  double maxSteadySpan = 0;  // max over devices of steadySpan
+  double maxFirstSpan = 0;           // max over devices of firstSpan (Zero Bubble's metric)
+  double maxSteadySpan = 0;          // max over devices of steadySpan
   std::int64_t peakMemoryBytes = 0;  // max over devices and iterations
   std::vector<IterationDeviceMetrics> devices;
   bool complete = true;     // false: some iteration stalled (see diagnostics)
@@ -81,7 +81,8 @@ struct IterationResult {
 
 // The schedule repeated K times with an optimizer step after each iteration on every device
 // (the form `simulateIterations` runs and the GUI shows). stepMs: per device.
-Result<Schedule> unrollIterations(const Schedule& s, int iterations, const std::vector<double>& stepMsPerDevice);
+Result<Schedule> unrollIterations(const Schedule& s, int iterations,
+                                  const std::vector<double>& stepMsPerDevice);
 
 // Optimizer step time per device: the sum over its stages of the per-stage time (override) or
 // of optimizer_step_ms over the stages' layers.
@@ -90,6 +91,7 @@ std::vector<double> optimizerStepPerDevice(const Schedule& s, const SimulationMo
 
 // Simulates K iterations of `s` with the boundary. Errors only where one iteration cannot be
 // simulated at all (as `simulate`).
-Result<IterationResult> simulateIterations(const Schedule& s, const SimulationModel& model, const IterationOptions& o);
+Result<IterationResult> simulateIterations(const Schedule& s, const SimulationModel& model,
+                                           const IterationOptions& o);
 
 }  // namespace ps::core

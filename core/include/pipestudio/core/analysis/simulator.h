@@ -14,7 +14,7 @@ namespace ps::core {
 
 struct SimulationOptions {
   std::optional<std::int64_t> memoryLimitBytes;  // overrides the profile's device memory
-  bool recordMemory = true;     // memory curves (the GUI and trace export want them)
+  bool recordMemory = true;                      // memory curves (the GUI and trace export want them)
   bool recordTransfers = true;
 };
 

@@ -47,17 +47,17 @@ enum class InputStatus : std::uint8_t {
 std::string_view inputStatusName(InputStatus s);  // "not-started", "running", "in-transit", "never-ran"
 
 struct InputWait {
-  Op input;                     // the dependency
-  int device = -1;              // where it runs (or would run, by the plan's placement)
+  Op input;         // the dependency
+  int device = -1;  // where it runs (or would run, by the plan's placement)
   InputStatus status = InputStatus::NotStarted;
-  std::optional<size_t> op;     // its index in Timeline::ops when it ran
+  std::optional<size_t> op;  // its index in Timeline::ops when it ran
   std::optional<size_t> transfer;
 };
 
 // The op a device will run next, and the inputs it still lacks (empty when it could start).
 struct WaitingOp {
   Op op;
-  OpRef planned;                // its place in the plan
+  OpRef planned;                     // its place in the plan
   std::optional<size_t> timelineOp;  // index in Timeline::ops when it ran later
   std::vector<InputWait> missing;
 };
@@ -70,25 +70,25 @@ struct StageMicrobatch {
 
 struct DeviceState {
   int device = 0;
-  std::vector<size_t> running;      // Timeline::ops indices (two for an overlapped pair)
-  std::vector<WaitingOp> next;      // the device's next step (two ops for a pair); empty when done
-  bool idle = true;                 // nothing running
-  bool blocked = false;             // idle and the next step lacks an input
-  bool finished = false;            // every op of its plan has ended
-  size_t opsDone = 0;               // ops of this device that have ended
-  size_t opsPlanned = 0;            // ops of this device in the plan
-  std::vector<StageMicrobatch> inFlight;  // F started, its B / I not yet ended
-  std::optional<std::int64_t> memoryBytes;         // from this timeline's memory curve
+  std::vector<size_t> running;              // Timeline::ops indices (two for an overlapped pair)
+  std::vector<WaitingOp> next;              // the device's next step (two ops for a pair); empty when done
+  bool idle = true;                         // nothing running
+  bool blocked = false;                     // idle and the next step lacks an input
+  bool finished = false;                    // every op of its plan has ended
+  size_t opsDone = 0;                       // ops of this device that have ended
+  size_t opsPlanned = 0;                    // ops of this device in the plan
+  std::vector<StageMicrobatch> inFlight;    // F started, its B / I not yet ended
+  std::optional<std::int64_t> memoryBytes;  // from this timeline's memory curve
   std::optional<std::int64_t> plannedMemoryBytes;  // from the planned timeline, at the same progress
 };
 
 struct StepState {
   double time = 0;
-  size_t position = 0;              // events applied (0 = before the first)
+  size_t position = 0;  // events applied (0 = before the first)
   std::vector<DeviceState> devices;
   std::vector<size_t> transfersInAir;  // Timeline::transfers indices
-  bool stopped = false;             // incomplete timeline, at or after the point where it stopped
-  Diagnostics diagnostics;          // the timeline's diagnostics when stopped (the failure)
+  bool stopped = false;                // incomplete timeline, at or after the point where it stopped
+  Diagnostics diagnostics;             // the timeline's diagnostics when stopped (the failure)
 };
 
 class Stepper {
@@ -96,7 +96,8 @@ class Stepper {
   // `plan` gives each device's order and the dependency rules (scheduleFromTimeline for a
   // trace without a plan); `planned`, when given, supplies planned memory. Errors when the
   // timeline's devices exceed the plan's.
-  static Result<Stepper> make(Timeline timeline, Schedule plan, std::optional<Timeline> planned = std::nullopt);
+  static Result<Stepper> make(Timeline timeline, Schedule plan,
+                              std::optional<Timeline> planned = std::nullopt);
 
   const Timeline& timeline() const;
   const Schedule& plan() const;
@@ -116,11 +117,12 @@ class Stepper {
   std::optional<size_t> runToBreakpoint(size_t position, const std::vector<Breakpoint>& breakpoints,
                                         std::optional<double> until = std::nullopt) const;
   // Backwards: the position just after the last matching event before `position`.
-  std::optional<size_t> runBackToBreakpoint(size_t position, const std::vector<Breakpoint>& breakpoints) const;
+  std::optional<size_t> runBackToBreakpoint(size_t position,
+                                            const std::vector<Breakpoint>& breakpoints) const;
   // Run to the start (or end) of an op, on whichever device ran it.
   std::optional<size_t> runToOp(size_t position, const Op& op, StepEventKind on = StepEventKind::Start) const;
 
-  StepState stateAt(double time) const;      // = stateAfter(positionAt(time)) at that time
+  StepState stateAt(double time) const;  // = stateAfter(positionAt(time)) at that time
   StepState stateAfter(size_t position) const;
 
   // Failed or hung runs: the position where the timeline stops (every event applied) and the

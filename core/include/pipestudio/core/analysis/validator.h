@@ -10,13 +10,13 @@ namespace ps::core {
 
 struct DeadlockWait {
   int device = 0;
-  OpRef at;        // the op this device is stuck at
-  Op waitsFor;     // the dependency it waits for
+  OpRef at;     // the op this device is stuck at
+  Op waitsFor;  // the dependency it waits for
   int waitsOnDevice = 0;
 };
 
 struct ValidationReport {
-  Diagnostics diagnostics;            // errors and warnings, each naming ops
+  Diagnostics diagnostics;             // errors and warnings, each naming ops
   std::vector<DeadlockWait> deadlock;  // the cycle, empty when none
   bool valid() const { return !hasErrors(diagnostics); }
 };
@@ -32,6 +32,7 @@ ValidationReport validateSchedule(const Schedule& s);
 ValidationReport validateSchedule(const Schedule& s, const ValidateOptions& options);
 // The same with `graph`, DependencyGraph(s) built by the caller, so that a caller that also
 // simulates (simulate(s, model, o, graph)) builds it once.
-ValidationReport validateSchedule(const Schedule& s, const ValidateOptions& options, const DependencyGraph& graph);
+ValidationReport validateSchedule(const Schedule& s, const ValidateOptions& options,
+                                  const DependencyGraph& graph);
 
 }  // namespace ps::core

@@ -12,15 +12,15 @@
 namespace ps::core {
 
 struct ClusterHost {
-  std::string host;                 // ssh destination host name or address
-  std::string user;                 // empty: ssh's default
-  int port = 22;                    // ssh port
-  int ranks = 1;                    // processes (devices) on this host
-  std::string key;                  // ssh identity file; empty: ssh's default keys / agent
-  std::string cli = "pipestudio-cli";  // the CLI on this host (PATH or absolute)
-  std::string addr;                 // how the other hosts reach this one; empty: host
+  std::string host;                     // ssh destination host name or address
+  std::string user;                     // empty: ssh's default
+  int port = 22;                        // ssh port
+  int ranks = 1;                        // processes (devices) on this host
+  std::string key;                      // ssh identity file; empty: ssh's default keys / agent
+  std::string cli = "pipestudio-cli";   // the CLI on this host (PATH or absolute)
+  std::string addr;                     // how the other hosts reach this one; empty: host
   std::vector<std::string> sshOptions;  // extra `ssh -o` values
-  SourceLocation location;          // its line in the host file
+  SourceLocation location;              // its line in the host file
   std::string destination() const { return user.empty() ? host : user + "@" + host; }
   std::string address() const { return addr.empty() ? host : addr; }
   // "127.0.0.2" or "127.0.0.2:2222" (the port when not 22): how messages name the host.

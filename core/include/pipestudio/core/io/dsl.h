@@ -13,7 +13,7 @@
 namespace ps::core {
 
 struct DslOptions {
-  std::string filename = "<input>";     // used in diagnostics
+  std::string filename = "<input>";            // used in diagnostics
   std::map<std::string, long long> overrides;  // --set name=value, replaces `let` defaults
   int maxErrors = 50;
   // Guards against runaway programs: expansion stops with an error past these.

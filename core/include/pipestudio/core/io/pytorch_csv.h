@@ -23,7 +23,8 @@ Result<Schedule> readPytorchCsv(std::string_view text, const CsvReadOptions& opt
 // Where each step of the returned schedule came from: [device][step] -> file:line:col of its
 // cell, so that validator diagnostics (which name OpRefs) can point at cells.
 using CsvStepLocations = std::vector<std::vector<SourceLocation>>;
-Result<Schedule> readPytorchCsv(std::string_view text, const CsvReadOptions& options, CsvStepLocations* locations);
+Result<Schedule> readPytorchCsv(std::string_view text, const CsvReadOptions& options,
+                                CsvStepLocations* locations);
 std::string writePytorchCsv(const Schedule& s, CsvFormat format = CsvFormat::ComputeOnly);
 
 // What writing `s` as a PyTorch CSV of `format` leaves out, one phrase each (empty when

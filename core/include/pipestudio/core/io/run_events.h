@@ -39,7 +39,7 @@ struct RunStartedInfo {
   std::vector<int> partition;
   int rank = 0;
   int worldSize = 1;
-  int threads = 0;              // intra-op threads of each worker
+  int threads = 0;  // intra-op threads of each worker
   std::string optimizer = "none";
   double learningRate = 0;
   int localWorldSize = 1;
@@ -58,9 +58,9 @@ struct RunErrorEvent {
   std::string message;
   int device = -1;
   int step = -1;
-  std::string stage;         // "refused" for a run refused before it started
-  int protocolVersion = 0;   // in a refusal
-  int line = 0;              // line of the stream it came from
+  std::string stage;        // "refused" for a run refused before it started
+  int protocolVersion = 0;  // in a refusal
+  int line = 0;             // line of the stream it came from
 };
 
 struct RunGradientCheck {
@@ -73,7 +73,7 @@ struct RunGradientCheck {
 
 // `finished`
 struct RunFinishedInfo {
-  std::string status;  // the stream's token: "finished", "failed", "cancelled"
+  std::string status;                 // the stream's token: "finished", "failed", "cancelled"
   RunState state = RunState::Failed;  // the same in the one vocabulary (Succeeded for "finished")
   std::vector<double> losses;
   std::vector<double> iterationMs;
@@ -112,9 +112,9 @@ class RunEventReader {
   size_t warningCount() const { return warningCount_; }
   static constexpr size_t kMaxWarnings = 100;
 
-  size_t lines() const { return line_; }           // complete lines seen
-  size_t events() const { return events_; }        // events accepted
-  size_t opEvents() const { return opEvents_; }    // op events accepted (for redraw throttling)
+  size_t lines() const { return line_; }         // complete lines seen
+  size_t events() const { return events_; }      // events accepted
+  size_t opEvents() const { return opEvents_; }  // op events accepted (for redraw throttling)
   bool ended() const { return ended_; }
 
   // The measured timeline so far: ops and memory samples of the newest measured iteration
@@ -170,8 +170,8 @@ std::string endedEarly(RunState state, const Timeline& partial);
 // "pipestudio-cli 0.1.0 (run-event protocol 1)": what `pipestudio-cli --version` prints.
 std::string cliVersionLine(std::string_view programVersion);
 struct CliVersion {
-  std::string program;   // "0.1.0"
-  int protocol = 0;      // 0 when the line names none (an older CLI)
+  std::string program;  // "0.1.0"
+  int protocol = 0;     // 0 when the line names none (an older CLI)
 };
 // Parses the first line of `pipestudio-cli --version` output; nullopt when it is not one.
 std::optional<CliVersion> parseCliVersion(std::string_view output);

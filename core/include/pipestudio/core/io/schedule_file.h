@@ -39,7 +39,7 @@ struct ScheduleLoadOptions {
   std::vector<std::string> overrides;    // "name=value" for a .pipe program's lets (--set)
   int csvMicrobatches = 0;               // CSV: 0 = inferred (largest micro-batch + 1)
   std::function<void(const Diagnostic&)> onLargeExpansion;  // DSL: see DslOptions
-  CsvStepLocations* cells = nullptr;     // CSV: receives each step's cell when given
+  CsvStepLocations* cells = nullptr;                        // CSV: receives each step's cell when given
 };
 
 // The format `options` resolve to for `text`: explicit, extension, content, in that order.

@@ -39,9 +39,9 @@ enum class TraceSide : std::uint8_t {
 };
 
 struct TraceFile {
-  std::string name;          // file name: used in diagnostics and to find the rank ("rank3")
-  std::string text;          // the JSON
-  std::optional<int> rank;   // forces the rank of every event in this file
+  std::string name;         // file name: used in diagnostics and to find the rank ("rank3")
+  std::string text;         // the JSON
+  std::optional<int> rank;  // forces the rank of every event in this file
 };
 
 struct TraceImportOptions {
@@ -55,12 +55,12 @@ struct TraceImportOptions {
 enum class TraceFormat : std::uint8_t { TorchProfiler, PipeStudio };
 
 struct ImportedTrace {
-  Timeline timeline;          // source Imported, device = rank, times in ms from the first op
+  Timeline timeline;  // source Imported, device = rank, times in ms from the first op
   TraceFormat format = TraceFormat::TorchProfiler;
-  int iterations = 1;         // iterations found in the trace
-  int iteration = 0;          // the one imported
+  int iterations = 1;                  // iterations found in the trace
+  int iteration = 0;                   // the one imported
   std::vector<TraceSide> deviceSides;  // per device: where its ops came from (Gpu or Cpu)
-  size_t ignoredEvents = 0;   // events that were not pipeline actions
+  size_t ignoredEvents = 0;            // events that were not pipeline actions
 };
 
 // Reads every file and merges them into one Timeline. Errors name the file, and for

@@ -19,7 +19,7 @@ struct LayerCost {
   std::optional<double> recomputeMs;  // default: forwardMs
   std::int64_t activationBytes = 0;   // stashed from F until freed by its backward
   std::int64_t weightBytes = 0;
-  std::int64_t outputBytes = 0;       // what crosses the link to the next stage
+  std::int64_t outputBytes = 0;  // what crosses the link to the next stage
   // Part of activationBytes that W still needs after I (inputs of the layer's matmuls);
   // I frees the rest. Default: half of activationBytes.
   std::optional<std::int64_t> weightGradStashBytes;
@@ -37,14 +37,14 @@ struct CostProfile {
   std::vector<LayerCost> layers;
   double optimizerBytesPerWeightByte = 6;  // Adam fp32 states + master weights per weight byte
   double gradientBytesPerWeightByte = 1;
-  std::int64_t deviceMemoryBytes = 0;      // 0 = unlimited
+  std::int64_t deviceMemoryBytes = 0;  // 0 = unlimited
   LinkCost link;
-  double hostBandwidthBytesPerMs = 0;      // offload / reload copies; 0 = infinite
+  double hostBandwidthBytesPerMs = 0;  // offload / reload copies; 0 = infinite
   // PyTorch's UNSHARD (all-gather of a stage's weights) and REDUCE_GRAD (reduction of its
   // gradients) across the data-parallel group: effective bytes per ms; 0 = instantaneous.
   double dataParallelBandwidthBytesPerMs = 0;
-  double overlapFactor = 1.0;              // overlapped F+B pair time = factor x (F + B)
-  std::optional<double> fixedCommMs;       // --comm T: fixed time per cross-device transfer
+  double overlapFactor = 1.0;         // overlapped F+B pair time = factor x (F + B)
+  std::optional<double> fixedCommMs;  // --comm T: fixed time per cross-device transfer
 };
 
 // Costs of one stage after partitioning (sums over its layers).
@@ -52,12 +52,12 @@ struct StageCost {
   double F = 0, B = 0, I = 0, W = 0, R = 0;  // B = I + W
   double O = 0;  // optimizer step over the stage's parameters (optimizer_step_ms of its layers)
   std::int64_t activationBytes = 0;
-  std::int64_t inputBytes = 0;   // the stage input (kept when recomputing)
+  std::int64_t inputBytes = 0;  // the stage input (kept when recomputing)
   std::int64_t outputBytes = 0;
   std::int64_t weightBytes = 0;
-  std::int64_t staticBytes = 0;  // weights + gradients + optimizer state
+  std::int64_t staticBytes = 0;           // weights + gradients + optimizer state
   std::int64_t weightGradStashBytes = 0;  // freed by W when the backward is split into I and W
-  int firstLayer = 0;            // layers [firstLayer, firstLayer + layerCount)
+  int firstLayer = 0;                     // layers [firstLayer, firstLayer + layerCount)
   int layerCount = 0;
 };
 
@@ -71,7 +71,9 @@ Result<CostProfile> uniformCostProfile(std::string_view spec, int stages);
 // Layer -> stage mapping: explicit partition when given (layers per stage, must sum to the
 // layer count), else one layer per stage when layers == stages, else contiguous layers
 // balanced by F+I+W time.
-Result<std::vector<int>> partitionLayers(const CostProfile& p, int stages, const std::vector<int>& layersPerStage = {});
-Result<std::vector<StageCost>> stageCosts(const CostProfile& p, int stages, const std::vector<int>& layersPerStage = {});
+Result<std::vector<int>> partitionLayers(const CostProfile& p, int stages,
+                                         const std::vector<int>& layersPerStage = {});
+Result<std::vector<StageCost>> stageCosts(const CostProfile& p, int stages,
+                                          const std::vector<int>& layersPerStage = {});
 
 }  // namespace ps::core

@@ -5,7 +5,8 @@
 //
 //   constexpr EnumName<Alignment> kAlignmentNames[] = {{Alignment::Absolute, "absolute"}, ...};
 //   std::string_view alignmentName(Alignment a) { return enumName(a, kAlignmentNames); }
-//   std::optional<Alignment> alignmentFromName(std::string_view n) { return enumFromName(n, kAlignmentNames); }
+//   std::optional<Alignment> alignmentFromName(std::string_view n) { return enumFromName(n, kAlignmentNames);
+//   }
 #include <cstddef>
 #include <optional>
 #include <string_view>

@@ -73,7 +73,11 @@ inline std::optional<std::int64_t> toInt64(double v) {
   return static_cast<std::int64_t>(v);
 }
 
-inline bool validTimeMs(double v) { return std::isfinite(v) && v >= -kMaxTimeMs && v <= kMaxTimeMs; }
-inline bool validBytes(std::int64_t v) { return v >= -kMaxBytes && v <= kMaxBytes; }
+inline bool validTimeMs(double v) {
+  return std::isfinite(v) && v >= -kMaxTimeMs && v <= kMaxTimeMs;
+}
+inline bool validBytes(std::int64_t v) {
+  return v >= -kMaxBytes && v <= kMaxBytes;
+}
 
 }  // namespace ps::core::limits

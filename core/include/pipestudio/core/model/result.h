@@ -30,7 +30,7 @@ struct Diagnostic {
   std::string code;     // stable machine-readable id, e.g. "dsl.unknown-kind", "validate.deadlock"
   std::string message;  // one sentence, names the place (op, device, row/cell)
   SourceLocation location;
-  std::string hint;  // optional: "did you mean W?"
+  std::string hint;            // optional: "did you mean W?"
   std::vector<OpRef> related;  // ops the diagnostic is about (GUI selects / outlines them)
 };
 
@@ -56,9 +56,9 @@ std::string formatDiagnostics(const Diagnostics& ds, const std::string* sourceTe
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : data_(std::move(value)) {}                      // NOLINT implicit
+  Result(T value) : data_(std::move(value)) {}                        // NOLINT implicit
   Result(Diagnostic error) : data_(Diagnostics{std::move(error)}) {}  // NOLINT implicit
-  Result(Diagnostics errors) : data_(std::move(errors)) {}          // NOLINT implicit
+  Result(Diagnostics errors) : data_(std::move(errors)) {}            // NOLINT implicit
 
   bool ok() const { return std::holds_alternative<T>(data_); }
   explicit operator bool() const { return ok(); }
@@ -81,7 +81,9 @@ class [[nodiscard]] Result {
 
 struct Unit {};
 using Status = Result<Unit>;
-inline Status okStatus() { return Unit{}; }
+inline Status okStatus() {
+  return Unit{};
+}
 
 }  // namespace ps::core
 
@@ -89,9 +91,9 @@ inline Status okStatus() { return Unit{}; }
 // a Result (of any type) or Status, and an error passes up unchanged.
 //   PS_TRY(expr);                      expr is a Result or Status: return its errors if any
 //   PS_ASSIGN_OR_RETURN(auto x, expr); x = the value of the Result expr, or return its errors
-#define PS_TRY(expr)                                   \
-  do {                                                 \
-    auto&& ps_try_result_ = (expr);                    \
+#define PS_TRY(expr)                                     \
+  do {                                                   \
+    auto&& ps_try_result_ = (expr);                      \
     if (!ps_try_result_) return ps_try_result_.errors(); \
   } while (0)
 #define PS_RESULT_CONCAT_INNER_(a, b) a##b
@@ -99,6 +101,6 @@ inline Status okStatus() { return Unit{}; }
 #define PS_ASSIGN_OR_RETURN(lhs, expr) \
   PS_ASSIGN_OR_RETURN_IMPL_(PS_RESULT_CONCAT_(ps_result_, __LINE__), lhs, expr)
 #define PS_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr) \
-  auto tmp = (expr);                             \
-  if (!tmp) return tmp.errors();                 \
+  auto tmp = (expr);                              \
+  if (!tmp) return tmp.errors();                  \
   lhs = std::move(tmp).value()

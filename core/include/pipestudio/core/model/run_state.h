@@ -18,6 +18,8 @@ std::optional<RunState> parseRunState(std::string_view name);
 // (Succeeded), "failed", "cancelled"; and back (nullopt: not a token of the protocol).
 std::string_view runEventStatusToken(RunState s);
 std::optional<RunState> runStateFromEventStatus(std::string_view token);
-inline bool isTerminal(RunState s) { return s != RunState::Queued && s != RunState::Running; }
+inline bool isTerminal(RunState s) {
+  return s != RunState::Queued && s != RunState::Running;
+}
 
 }  // namespace ps::core

@@ -14,18 +14,18 @@ namespace ps::core {
 
 // Built-in op kinds. Values >= kFirstUserKind index Schedule::userKinds.
 enum class OpKind : std::uint16_t {
-  F = 0,       // forward
-  B,           // full backward (inputs and weights)
-  I,           // backward for inputs only
-  W,           // weight gradients
-  R,           // recompute forward before its backward
-  Offload,     // move a stashed activation to host memory
-  Reload,      // and back
-  SendF,       // explicit communication (optional: implied between devices when absent)
+  F = 0,    // forward
+  B,        // full backward (inputs and weights)
+  I,        // backward for inputs only
+  W,        // weight gradients
+  R,        // recompute forward before its backward
+  Offload,  // move a stashed activation to host memory
+  Reload,   // and back
+  SendF,    // explicit communication (optional: implied between devices when absent)
   RecvF,
   SendB,
   RecvB,
-  Unshard,     // PyTorch FSDP actions (stage-level, micro-batch -1)
+  Unshard,  // PyTorch FSDP actions (stage-level, micro-batch -1)
   Reshard,
   ReduceGrad,
   kBuiltinCount
@@ -87,8 +87,8 @@ struct MemoryEffect {
 //   kind ALLREDUCE stage_level duration = 0.5 * W after W
 struct UserKind {
   std::string name;
-  bool stageLevel = false;       // one op per stage (micro-batch -1) rather than per micro-batch
-  std::string durationExpr;      // expression over F, B, I, W, R (the stage's times, ms) and numbers
+  bool stageLevel = false;   // one op per stage (micro-batch -1) rather than per micro-batch
+  std::string durationExpr;  // expression over F, B, I, W, R (the stage's times, ms) and numbers
   MemoryEffect memory;
   std::vector<std::string> after;   // kinds of the same stage (and micro-batch) it must follow;
                                     // stage-level: all micro-batches of those kinds
@@ -100,8 +100,8 @@ struct Schedule {
   std::string name;  // optional
   Pipeline pipeline;
   std::vector<UserKind> userKinds;
-  std::optional<std::string> profile;  // cost profile path named in the header
-  std::vector<int> partition;          // layers per stage; empty = not given
+  std::optional<std::string> profile;      // cost profile path named in the header
+  std::vector<int> partition;              // layers per stage; empty = not given
   std::vector<std::vector<Step>> devices;  // size == pipeline.devices
 
   size_t opCount() const;  // overlapped pairs count as two ops

@@ -19,7 +19,7 @@ TimelineSource timelineSourceFromName(std::string_view name);
 
 struct TimelineOp {
   int device = 0;
-  int step = 0;          // index in the device's step list (-1 when unknown, e.g. imported)
+  int step = 0;  // index in the device's step list (-1 when unknown, e.g. imported)
   Op op;
   bool overlapped = false;  // part of an overlapped pair
   double start = 0;
@@ -44,14 +44,14 @@ struct MemorySample {
 
 struct DeviceMetrics {
   int device = 0;
-  double start = 0;      // first op start
-  double end = 0;        // last op end
-  double busy = 0;       // sum of op durations (overlapped pairs counted once, by their span)
+  double start = 0;  // first op start
+  double end = 0;    // last op end
+  double busy = 0;   // sum of op durations (overlapped pairs counted once, by their span)
   double span() const { return end - start; }
   std::int64_t staticBytes = 0;
   std::int64_t peakMemoryBytes = 0;
   double peakMemoryTime = 0;
-  OpRef peakMemoryOp;    // the op at the peak
+  OpRef peakMemoryOp;  // the op at the peak
   int peakInflightMicrobatches = 0;
 };
 
@@ -68,7 +68,7 @@ struct Timeline {
   TimelineSource source = TimelineSource::Simulated;
   std::string label;  // e.g. schedule name, run id, trace file
   int devices = 0;
-  std::vector<TimelineOp> ops;            // sorted by (device, start)
+  std::vector<TimelineOp> ops;  // sorted by (device, start)
   std::vector<Transfer> transfers;
   std::vector<std::vector<MemorySample>> memory;  // per device, time-ordered step curve
   TimelineMetrics metrics;

@@ -11,7 +11,14 @@
 namespace ps::core {
 
 enum class ScheduleKind : std::uint8_t {
-  GPipe, OneFOneB, Interleaved1F1B, LoopedBFS, ZBH1, ZBH2, ZBV, DualPipeV
+  GPipe,
+  OneFOneB,
+  Interleaved1F1B,
+  LoopedBFS,
+  ZBH1,
+  ZBH2,
+  ZBV,
+  DualPipeV
 };
 
 // "gpipe", "1f1b", "interleaved-1f1b", "looped-bfs", "zb-h1", "zb-h2", "zb-v", "dualpipe-v"

@@ -17,8 +17,8 @@ namespace ps::core {
 // it starts the ready op of highest priority: backward (I or B) first, then forward while
 // the device's warm-up depth and memory headroom allow, then recompute, then pending W.
 struct ListSchedulerOptions {
-  bool splitBackward = true;   // I + W (zero-bubble) rather than full B
-  int maxPendingW = -1;        // W deferred at most this many per device before it takes priority; -1 = unbounded
+  bool splitBackward = true;  // I + W (zero-bubble) rather than full B
+  int maxPendingW = -1;  // W deferred at most this many per device before it takes priority; -1 = unbounded
   // Forward micro-batch-stages a device may hold before it must run a backward; empty =
   // 1F1B depth (devices - d) x chunks per device. warmupOffset is added to every device.
   std::vector<int> warmupDepth;

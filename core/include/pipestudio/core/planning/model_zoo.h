@@ -13,21 +13,21 @@ namespace ps::core {
 
 struct TransformerConfig {
   std::string name;
-  int layers = 0;          // transformer blocks
-  int hidden = 0;          // h
-  int heads = 0;           // a
-  int seqLength = 0;       // s
-  int vocab = 0;           // V
-  int microbatchSize = 1;  // b
-  int dtypeBytes = 2;      // bf16 / fp16 = 2, fp32 = 4
-  double gpuTflops = 0;          // peak dense TFLOP/s for the dtype
+  int layers = 0;                  // transformer blocks
+  int hidden = 0;                  // h
+  int heads = 0;                   // a
+  int seqLength = 0;               // s
+  int vocab = 0;                   // V
+  int microbatchSize = 1;          // b
+  int dtypeBytes = 2;              // bf16 / fp16 = 2, fp32 = 4
+  double gpuTflops = 0;            // peak dense TFLOP/s for the dtype
   double computeEfficiency = 0.5;  // fraction of peak the matmuls reach
-  double hbmGBps = 0;            // GB/s (1e9 bytes/s)
-  double linkGBps = 0;           // GB/s per direction between pipeline stages
+  double hbmGBps = 0;              // GB/s (1e9 bytes/s)
+  double linkGBps = 0;             // GB/s per direction between pipeline stages
   double linkLatencyUs = 10;
-  double hostGBps = 25;          // offload / reload copies
-  double memoryGiB = 80;         // device memory, GiB
-  bool flashAttention = false;   // no s x s attention matrices stashed (drops the 5as/h term)
+  double hostGBps = 25;         // offload / reload copies
+  double memoryGiB = 80;        // device memory, GiB
+  bool flashAttention = false;  // no s x s attention matrices stashed (drops the 5as/h term)
 };
 
 // FLOPs and bytes of one layer of the model (the numbers behind the profile).

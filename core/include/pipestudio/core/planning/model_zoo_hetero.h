@@ -17,18 +17,19 @@ struct ZooHardware {
   double gpuTflops = 989;          // dense bf16 peak
   double computeEfficiency = 0.5;  // fraction of peak the matmuls reach
   double hbmGBps = 3350;
-  double linkGBps = 50;            // between pipeline stages, per direction
+  double linkGBps = 50;  // between pipeline stages, per direction
   double linkLatencyUs = 10;
-  double hostGBps = 25;            // offload / reload copies
+  double hostGBps = 25;  // offload / reload copies
   double memoryGiB = 80;
-  double expertLinkGBps = 450;     // NVLink all-to-all inside the expert-parallel group
+  double expertLinkGBps = 450;  // NVLink all-to-all inside the expert-parallel group
   // Grouped GEMMs of many small experts reach this fraction of the dense matmul rate.
   double expertEfficiency = 0.75;
   int seqLength = 4096;
   int microbatchSize = 1;
 };
 
-CostProfile gemmaStyleProfile(const std::string& variant = "gemma-2b", const ZooHardware& hw = {});  // "gemma-2b", "gemma-7b"
+CostProfile gemmaStyleProfile(const std::string& variant = "gemma-2b",
+                              const ZooHardware& hw = {});      // "gemma-2b", "gemma-7b"
 CostProfile deepseekStyleProfile(const ZooHardware& hw = {});   // "deepseek-v2-lite"
 CostProfile nemotronHStyleProfile(const ZooHardware& hw = {});  // "nemotron-h-8b"
 CostProfile llama2Profile(const ZooHardware& hw = {});          // "llama2-7b": the dense generator's preset

@@ -29,7 +29,7 @@ struct PartitionOptions {
   // Micro-batches whose activations a stage holds at once. Empty: 1F1B on a linear
   // placement, min(microbatches, stages - s) for stage s.
   std::vector<int> inflightPerStage;
-  int microbatches = 1 << 20;  // caps the 1F1B default above
+  int microbatches = 1 << 20;                    // caps the 1F1B default above
   std::optional<std::int64_t> memoryLimitBytes;  // overrides the profile's device memory; 0 = unlimited
   bool allowRecompute = true;
   bool allowOffload = true;
@@ -43,9 +43,9 @@ struct StagePlan {
   int firstLayer = 0;
   int layerCount = 0;
   ActivationPolicy policy = ActivationPolicy::Keep;
-  double timeMs = 0;                  // F + B (+ R when recomputing, + exposed copy time when offloading)
-  std::int64_t staticBytes = 0;       // weights + gradients + optimizer state
-  std::int64_t peakBytes = 0;         // static + peak activations under the in-flight count
+  double timeMs = 0;             // F + B (+ R when recomputing, + exposed copy time when offloading)
+  std::int64_t staticBytes = 0;  // weights + gradients + optimizer state
+  std::int64_t peakBytes = 0;    // static + peak activations under the in-flight count
   int inflight = 0;
 };
 
@@ -83,15 +83,16 @@ Result<PartitionPlan> planPartition(const CostProfile& p, const std::vector<int>
                                     const PartitionOptions& o);
 
 struct MicrobatchSizeResult {
-  int largestMicrobatchSize = 0;  // 0 when even size 1 does not fit
+  int largestMicrobatchSize = 0;      // 0 when even size 1 does not fit
   std::optional<PartitionPlan> plan;  // the plan at that size
 };
 
 // The largest micro-batch size (up to maxSize) for which partitionBisection finds a plan.
-MicrobatchSizeResult largestMicrobatchSize(const CostProfile& p, const PartitionOptions& o, int maxSize = 4096);
+MicrobatchSizeResult largestMicrobatchSize(const CostProfile& p, const PartitionOptions& o,
+                                           int maxSize = 4096);
 // The same for a fixed split (layersPerStage empty = partitionLayers' compute balance).
 MicrobatchSizeResult largestMicrobatchSizeFixed(const CostProfile& p, const std::vector<int>& layersPerStage,
-                                               const PartitionOptions& o, int maxSize = 4096);
+                                                const PartitionOptions& o, int maxSize = 4096);
 
 // Adds the ops a memory plan needs to a schedule: R(s,m) right before each backward (B or I)
 // of a recomputing stage; OFFLOAD(s,m) right after F(s,m) and RELOAD(s,m) before the

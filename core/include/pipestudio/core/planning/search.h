@@ -13,14 +13,14 @@
 #include <string_view>
 #include <vector>
 
-#include "pipestudio/core/model/cost_profile.h"
 #include "pipestudio/core/analysis/iterations.h"
-#include "pipestudio/core/planning/generators.h"
-#include "pipestudio/core/planning/list_scheduler.h"
-#include "pipestudio/core/planning/partition_search.h"
+#include "pipestudio/core/model/cost_profile.h"
 #include "pipestudio/core/model/result.h"
 #include "pipestudio/core/model/schedule.h"
 #include "pipestudio/core/model/timeline.h"
+#include "pipestudio/core/planning/generators.h"
+#include "pipestudio/core/planning/list_scheduler.h"
+#include "pipestudio/core/planning/partition_search.h"
 
 namespace ps::core {
 
@@ -35,12 +35,12 @@ std::string_view searchObjectiveName(SearchObjective o);  // "makespan", "steady
 std::optional<SearchObjective> searchObjectiveFromName(std::string_view name);
 
 struct SearchProgress {
-  std::size_t evaluated = 0;     // candidates simulated so far
-  double bestMakespan = 0;       // ms; 0 before the first feasible candidate
-  double bestObjective = 0;      // the best's objective value (ms): makespan or steady-state time
+  std::size_t evaluated = 0;  // candidates simulated so far
+  double bestMakespan = 0;    // ms; 0 before the first feasible candidate
+  double bestObjective = 0;   // the best's objective value (ms): makespan or steady-state time
   std::string bestDescription;
   double elapsedSeconds = 0;
-  std::string phase;             // "built-ins", "partitions", "list scheduler", "local improvement"
+  std::string phase;  // "built-ins", "partitions", "list scheduler", "local improvement"
 };
 
 struct SearchOptions {
@@ -53,20 +53,20 @@ struct SearchOptions {
   // ends by its evaluation cap or its own exhaustion is deterministic for a seed; one cut by
   // the time limit returns the best of what it reached.
   std::size_t maxEvaluations = 0;
-  int maxChunks = 2;             // stages per device explored: 1..maxChunks
+  int maxChunks = 2;  // stages per device explored: 1..maxChunks
   bool allowRecompute = true;
   bool allowOffload = true;
-  int randomSamples = 150;       // seeded knob samples (per-device warm-up depths) around the best point
+  int randomSamples = 150;  // seeded knob samples (per-device warm-up depths) around the best point
   bool localImprovement = true;
   int localImprovementRounds = 200;
-  std::size_t keepTop = 10;      // candidates kept in SearchResult::top
+  std::size_t keepTop = 10;  // candidates kept in SearchResult::top
   SearchObjective objective = SearchObjective::Makespan;
   // Steady-state objective: the boundary between iterations and how many are simulated (the
   // steady-state time is the difference of the last two iterations' ends).
   IterationBoundary boundary = IterationBoundary::Overlap;
   int iterations = 3;
-  std::optional<double> optimizerStepMs;  // per stage; unset = the profile's optimizer_step_ms
-  const std::atomic<bool>* cancel = nullptr;      // set to true to stop; the best so far is returned
+  std::optional<double> optimizerStepMs;                // per stage; unset = the profile's optimizer_step_ms
+  const std::atomic<bool>* cancel = nullptr;            // set to true to stop; the best so far is returned
   std::function<void(const SearchProgress&)> progress;  // called from the searching thread
 };
 
@@ -124,8 +124,8 @@ std::string recipeKnobsText(const CandidateRecipe& recipe);
 
 // One evaluated candidate.
 struct CandidateSummary {
-  std::string name;         // "zb-h1", "list(split, pendW=2, group=4) on balanced x2 interleaved"
-  std::string family;       // built-in kind name or "list", "list+local"
+  std::string name;    // "zb-h1", "list(split, pendW=2, group=4) on balanced x2 interleaved"
+  std::string family;  // built-in kind name or "list", "list+local"
   bool builtin = false;
   int chunks = 1;
   PlacementKind placement = PlacementKind::Linear;
@@ -138,11 +138,11 @@ struct CandidateSummary {
   // longest per-device span of one iteration (first op start to last op end).
   double steadyStateMs = 0;
   double maxStageSpanMs = 0;
-  double objective = 0;     // the value the search minimised: makespan or steadyStateMs
+  double objective = 0;  // the value the search minimised: makespan or steadyStateMs
   bool fitsMemory = true;
-  bool valid = true;        // validateSchedule and a complete simulation
-  std::string note;         // why a built-in failed (memory, sizes), empty otherwise
-  CandidateRecipe recipe;   // how to build it again (rebuildCandidate)
+  bool valid = true;       // validateSchedule and a complete simulation
+  std::string note;        // why a built-in failed (memory, sizes), empty otherwise
+  CandidateRecipe recipe;  // how to build it again (rebuildCandidate)
   // The candidate's schedule (partition and placement in its header) where the search keeps
   // it (entries of SearchResult::top), so a GUI can open any of them; null when not kept.
   std::shared_ptr<const Schedule> schedule;
@@ -155,9 +155,9 @@ bool candidateBefore(const CandidateSummary& a, const CandidateSummary& b);
 struct SearchResult {
   SearchObjective objective = SearchObjective::Makespan;
   IterationBoundary boundary = IterationBoundary::Overlap;  // steady-state objective only
-  int iterations = 1;       // iterations simulated per candidate
+  int iterations = 1;                                       // iterations simulated per candidate
   std::vector<std::string> notes;  // choices the search made for the user (e.g. offload refused)
-  Schedule best;            // with partition and placement in its header
+  Schedule best;                   // with partition and placement in its header
   CandidateSummary bestSummary;
   std::vector<CandidateSummary> builtins;  // every built-in family tried, feasible or not
   std::vector<CandidateSummary> top;       // best distinct feasible candidates, best first

@@ -17,10 +17,10 @@
 namespace ps::core::detail {
 
 struct ZbGreedyInput {
-  std::vector<double> f, i, w;       // per stage (ms)
-  std::vector<double> commAfter;     // per stage boundary s -> s + 1 (ms); size stages - 1
+  std::vector<double> f, i, w;           // per stage (ms)
+  std::vector<double> commAfter;         // per stage boundary s -> s + 1 (ms); size stages - 1
   std::vector<double> memF, memI, memW;  // bytes: + at F, - at I, - at W (sum 0 per stage)
-  std::vector<double> maxMem;        // per stage: bytes available for activations
+  std::vector<double> maxMem;            // per stage: bytes available for activations
 };
 
 struct ZbGreedyFlags {
@@ -32,8 +32,8 @@ struct ZbGreedyFlags {
 // The order for `microbatches` micro-batches, or nullopt when memory cannot be met. With
 // `longestStageSpanMs`, also the greedy's own estimate of the order: the longest per-stage span
 // from the first forward's start to the last weight gradient's end (Zero Bubble's metric).
-std::optional<Schedule> zbGreedySchedule(const ZbGreedyInput& in, int microbatches, const ZbGreedyFlags& flags,
-                                         double* longestStageSpanMs = nullptr);
+std::optional<Schedule> zbGreedySchedule(const ZbGreedyInput& in, int microbatches,
+                                         const ZbGreedyFlags& flags, double* longestStageSpanMs = nullptr);
 
 // A schedule of the given per-device op orders (one step per op) on `orders.size()` devices.
 std::optional<Schedule> scheduleOfOrders(int stages, int microbatches, PlacementKind placement,
@@ -41,7 +41,8 @@ std::optional<Schedule> scheduleOfOrders(int stages, int microbatches, Placement
 
 // Inputs from stage costs on a linear pipeline with one stage per device; limit <= 0 means no
 // memory limit.
-ZbGreedyInput zbGreedyInput(const std::vector<StageCost>& stages, const CostProfile& profile, std::int64_t limit);
+ZbGreedyInput zbGreedyInput(const std::vector<StageCost>& stages, const CostProfile& profile,
+                            std::int64_t limit);
 
 }  // namespace ps::core::detail
 
