@@ -29,13 +29,9 @@ constexpr core::EnumName<ProfileSource> kProfileSourceNames[] = {{ProfileSource:
                                                                  {ProfileSource::Analytic, "analytic"},
                                                                  {ProfileSource::Profiled, "profiled"}};
 
-std::string_view profileSourceName(ProfileSource s) {
-  return core::enumName(s, kProfileSourceNames);
-}
+PS_ENUM_NAME_FUNCTION(ProfileSource, kProfileSourceNames, profileSourceName);
 
-std::optional<ProfileSource> profileSourceFromName(std::string_view name) {
-  return core::enumFromName(name, kProfileSourceNames);
-}
+PS_ENUM_FROM_NAME_FUNCTION(ProfileSource, kProfileSourceNames, profileSourceFromName);
 
 namespace {
 

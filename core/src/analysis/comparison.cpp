@@ -16,12 +16,8 @@ namespace ps::core {
 constexpr EnumName<Alignment> kAlignmentNames[] = {{Alignment::Absolute, "absolute"},
                                                    {Alignment::Scaled, "scaled"}};
 
-std::string_view alignmentName(Alignment a) {
-  return enumName(a, kAlignmentNames);
-}
-std::optional<Alignment> alignmentFromName(std::string_view name) {
-  return enumFromName(name, kAlignmentNames);
-}
+PS_ENUM_NAME_FUNCTION(Alignment, kAlignmentNames, alignmentName);
+PS_ENUM_FROM_NAME_FUNCTION(Alignment, kAlignmentNames, alignmentFromName);
 
 namespace {
 

@@ -140,12 +140,8 @@ constexpr EnumName<BubbleCause> kBubbleCauseNames[] = {{BubbleCause::Unexplained
                                                        {BubbleCause::Dependency, "dependency"},
                                                        {BubbleCause::Tail, "tail"}};
 
-std::string_view criticalLinkName(CriticalLink l) {
-  return enumName(l, kCriticalLinkNames);
-}
-std::string_view bubbleCauseName(BubbleCause c) {
-  return enumName(c, kBubbleCauseNames);
-}
+PS_ENUM_NAME_FUNCTION(CriticalLink, kCriticalLinkNames, criticalLinkName);
+PS_ENUM_NAME_FUNCTION(BubbleCause, kBubbleCauseNames, bubbleCauseName);
 
 CriticalPath criticalPath(const Timeline& t, const Schedule& plan) {
   CriticalPath cp;

@@ -14,12 +14,8 @@ namespace ps::core {
 constexpr EnumName<IterationBoundary> kBoundaryNames[] = {{IterationBoundary::Overlap, "overlap"},
                                                           {IterationBoundary::Sync, "sync"}};
 
-std::string_view iterationBoundaryName(IterationBoundary b) {
-  return enumName(b, kBoundaryNames);
-}
-std::optional<IterationBoundary> iterationBoundaryFromName(std::string_view name) {
-  return enumFromName(name, kBoundaryNames);
-}
+PS_ENUM_NAME_FUNCTION(IterationBoundary, kBoundaryNames, iterationBoundaryName);
+PS_ENUM_FROM_NAME_FUNCTION(IterationBoundary, kBoundaryNames, iterationBoundaryFromName);
 
 namespace {
 

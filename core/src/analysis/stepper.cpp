@@ -43,9 +43,7 @@ constexpr EnumName<InputStatus> kInputStatusNames[] = {{InputStatus::NotStarted,
                                                        {InputStatus::InTransit, "in-transit"},
                                                        {InputStatus::NeverRan, "never-ran"}};
 
-std::string_view inputStatusName(InputStatus s) {
-  return enumName(s, kInputStatusNames);
-}
+PS_ENUM_NAME_FUNCTION(InputStatus, kInputStatusNames, inputStatusName);
 
 struct Stepper::Impl {
   Timeline timeline;

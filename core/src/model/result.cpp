@@ -43,9 +43,7 @@ bool hasErrors(const Diagnostics& ds) {
 constexpr EnumName<Severity> kSeverityNames[] = {
     {Severity::Error, "error"}, {Severity::Warning, "warning"}, {Severity::Note, "note"}};
 
-std::string_view severityName(Severity s) {
-  return enumName(s, kSeverityNames);
-}
+PS_ENUM_NAME_FUNCTION(Severity, kSeverityNames, severityName);
 Severity severityFromName(std::string_view name) {
   return enumFromName(name, kSeverityNames).value_or(Severity::Error);
 }

@@ -12,20 +12,12 @@ constexpr EnumName<RunState> kRunStateNames[] = {
 constexpr EnumName<RunState> kEventStatusTokens[] = {
     {RunState::Failed, "failed"}, {RunState::Succeeded, "finished"}, {RunState::Cancelled, "cancelled"}};
 
-std::string_view runStateName(RunState s) {
-  return enumName(s, kRunStateNames);
-}
+PS_ENUM_NAME_FUNCTION(RunState, kRunStateNames, runStateName);
 
-std::optional<RunState> parseRunState(std::string_view name) {
-  return enumFromName(name, kRunStateNames);
-}
+PS_ENUM_FROM_NAME_FUNCTION(RunState, kRunStateNames, parseRunState);
 
-std::string_view runEventStatusToken(RunState s) {
-  return enumName(s, kEventStatusTokens);
-}
+PS_ENUM_NAME_FUNCTION(RunState, kEventStatusTokens, runEventStatusToken);
 
-std::optional<RunState> runStateFromEventStatus(std::string_view token) {
-  return enumFromName(token, kEventStatusTokens);
-}
+PS_ENUM_FROM_NAME_FUNCTION(RunState, kEventStatusTokens, runStateFromEventStatus);
 
 }  // namespace ps::core

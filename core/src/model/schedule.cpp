@@ -35,9 +35,7 @@ constexpr EnumName<PlacementKind> kPlacementKindNames[] = {{PlacementKind::Expli
                                                            {PlacementKind::Linear, "linear"},
                                                            {PlacementKind::Interleaved, "interleaved"},
                                                            {PlacementKind::VShape, "vshape"}};
-std::string_view placementKindName(PlacementKind k) {
-  return enumName(k, kPlacementKindNames);
-}
+PS_ENUM_NAME_FUNCTION(PlacementKind, kPlacementKindNames, placementKindName);
 
 Result<Pipeline> Pipeline::make(int devices, int stages, int microbatches, PlacementKind kind) {
   if (devices < 1)

@@ -147,9 +147,7 @@ constexpr EnumName<TimelineSource> kSourceNames[] = {{TimelineSource::Simulated,
                                                      {TimelineSource::Measured, "measured"},
                                                      {TimelineSource::Imported, "imported"}};
 
-std::string_view timelineSourceName(TimelineSource s) {
-  return enumName(s, kSourceNames);
-}
+PS_ENUM_NAME_FUNCTION(TimelineSource, kSourceNames, timelineSourceName);
 
 TimelineSource timelineSourceFromName(std::string_view name) {
   return enumFromName(name, kSourceNames).value_or(TimelineSource::Simulated);

@@ -17,9 +17,7 @@ constexpr EnumName<CandidateSource> kCandidateSourceNames[] = {{CandidateSource:
                                                                {CandidateSource::ZbGreedy, "zb-greedy"},
                                                                {CandidateSource::ZbvGreedy, "zbv-greedy"}};
 
-std::string_view candidateSourceName(CandidateSource s) {
-  return enumName(s, kCandidateSourceNames);
-}
+PS_ENUM_NAME_FUNCTION(CandidateSource, kCandidateSourceNames, candidateSourceName);
 
 std::string recipeKnobsText(const CandidateRecipe& r) {
   std::string out;

@@ -310,9 +310,7 @@ std::string_view scheduleKindName(ScheduleKind k) {
   return "?";
 }
 
-std::optional<ScheduleKind> scheduleKindFromName(std::string_view name) {
-  return enumFromName(name, kKindNames);
-}
+PS_ENUM_FROM_NAME_FUNCTION(ScheduleKind, kKindNames, scheduleKindFromName);
 
 const std::vector<ScheduleKind>& allScheduleKinds() {
   static const std::vector<ScheduleKind> kinds = [] {

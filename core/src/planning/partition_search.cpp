@@ -15,9 +15,7 @@ constexpr EnumName<ActivationPolicy> kActivationPolicyNames[] = {{ActivationPoli
                                                                  {ActivationPolicy::Recompute, "recompute"},
                                                                  {ActivationPolicy::Offload, "offload"}};
 
-std::string_view activationPolicyName(ActivationPolicy p) {
-  return enumName(p, kActivationPolicyNames);
-}
+PS_ENUM_NAME_FUNCTION(ActivationPolicy, kActivationPolicyNames, activationPolicyName);
 
 CostProfile scaleMicrobatchSize(const CostProfile& p, int microbatchSize) {
   if (microbatchSize <= 1) return p;

@@ -27,12 +27,8 @@ constexpr EnumName<SearchObjective> kObjectiveNames[] = {{SearchObjective::Makes
                                                          {SearchObjective::SteadyState, "steady_state"},
                                                          {SearchObjective::SteadyState, "steady"}};
 
-std::string_view searchObjectiveName(SearchObjective o) {
-  return enumName(o, kObjectiveNames);
-}
-std::optional<SearchObjective> searchObjectiveFromName(std::string_view name) {
-  return enumFromName(name, kObjectiveNames);
-}
+PS_ENUM_NAME_FUNCTION(SearchObjective, kObjectiveNames, searchObjectiveName);
+PS_ENUM_FROM_NAME_FUNCTION(SearchObjective, kObjectiveNames, searchObjectiveFromName);
 
 bool candidateBefore(const CandidateSummary& a, const CandidateSummary& b) {
   const double tol = 1e-9 * std::max({1.0, std::abs(a.objective), std::abs(b.objective)});

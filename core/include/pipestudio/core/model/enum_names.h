@@ -34,3 +34,17 @@ constexpr std::optional<E> enumFromName(std::string_view name, const EnumName<E>
 }
 
 }  // namespace ps::core
+
+// The two functions a header declares for an enum, defined over its table in one line each:
+//   PS_ENUM_NAME_FUNCTION(Alignment, kAlignmentNames, alignmentName);
+//   PS_ENUM_FROM_NAME_FUNCTION(Alignment, kAlignmentNames, alignmentFromName);
+#define PS_ENUM_NAME_FUNCTION(E, TABLE, NAME)  \
+  std::string_view NAME(E value) {             \
+    return ::ps::core::enumName(value, TABLE); \
+  }                                            \
+  static_assert(true, "")
+#define PS_ENUM_FROM_NAME_FUNCTION(E, TABLE, FROM) \
+  std::optional<E> FROM(std::string_view name) {   \
+    return ::ps::core::enumFromName(name, TABLE);  \
+  }                                                \
+  static_assert(true, "")
