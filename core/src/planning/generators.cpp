@@ -142,11 +142,10 @@ void zbH2(Orders& o, int D, int M) {
       bool fReady = f < M && (d == 0 || doneBy(at(fDone, d - 1, f), t));
       bool iReady = i < M && doneBy(at(fDone, d, i), t) && (d == D - 1 || doneBy(at(iDone, d + 1, i), t));
       bool wReady = w < i && doneBy(at(iDone, d, w), t);
+      // I first; F while the W backlog is under the cap; then W; then F anyway.
       if (iReady)
         c = 'I';
-      else if (fReady && f - w < cap)
-        c = 'F';
-      else if (wReady)
+      else if (wReady && !(fReady && f - w < cap))
         c = 'W';
       else if (fReady)
         c = 'F';

@@ -100,7 +100,7 @@ inline Status okStatus() {
 #define PS_RESULT_CONCAT_(a, b) PS_RESULT_CONCAT_INNER_(a, b)
 #define PS_ASSIGN_OR_RETURN(lhs, expr) \
   PS_ASSIGN_OR_RETURN_IMPL_(PS_RESULT_CONCAT_(ps_result_, __LINE__), lhs, expr)
-#define PS_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr) \
-  auto tmp = (expr);                              \
-  if (!tmp) return tmp.errors();                  \
-  lhs = std::move(tmp).value()
+#define PS_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr)                         \
+  auto tmp = (expr);             /* NOLINT(bugprone-macro-parentheses) */ \
+  if (!tmp) return tmp.errors(); /* NOLINT(bugprone-macro-parentheses) */ \
+  lhs = std::move(tmp).value()   // NOLINT(bugprone-macro-parentheses): a name and a declaration
