@@ -223,12 +223,7 @@ std::optional<StagePlan> planStage(const CostProfile& scaled, int first, int cou
 Result<PartitionPlan> partitionBisection(const CostProfile& profile, const PartitionOptions& o) {
   PS_TRY(checkSizes(profile, o));
   const Scaled scaled(profile, o);
-  // Plain references, not a structured binding: lambdas below capture them (C++20 allows
-  // capturing bindings, clang 14 does not).
-  const CostProfile& p = scaled.p;
-  const Prefix& px = scaled.px;
-  const std::int64_t limit = scaled.limit;
-  const int n = scaled.n;
+  const auto& [p, px, limit, n] = scaled;
 
   // Upper bound: everything in one stage with the slowest policy; anything feasible is below.
   double hi = 0;
