@@ -57,7 +57,7 @@ void BM_Generate1F1B(benchmark::State& state) {
 }
 
 void BM_ReadCsv1F1B(benchmark::State& state) {
-  static const std::string csv = writePytorchCsv(oneFOneB());
+  static const std::string csv = writePytorchCsv(oneFOneB()).value();
   for (auto _ : state) {
     auto s = readPytorchCsv(csv);
     benchmark::DoNotOptimize(s);

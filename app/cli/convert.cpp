@@ -62,7 +62,14 @@ int runConvert(const ps::cli::Args& args, const ps::cli::Reporter& rep) {
     if (p.is_relative()) p = std::filesystem::path(in).parent_path() / p;
     schedule->profile = profileReferenceFor(p.string(), out);
   }
-  std::string output = to == "pipe" ? printDsl(*schedule) : writePytorchCsv(*schedule, csvForm);
+  std::string output;
+  if (to == "pipe") {
+    output = printDsl(*schedule);
+  } else {
+    auto csv = writePytorchCsv(*schedule, csvForm);
+    if (!csv.ok()) return rep.fail(formatDiagnostics(csv.errors()));
+    output = std::move(*csv);
+  }
   if (to == "csv") {
     // A CSV holds the op orders only: say what the design loses, so that a simulation of the
     // CSV under the same profile is not taken for the design's.

@@ -48,10 +48,15 @@ int runGenerate(const ps::cli::Args& args, const ps::cli::Reporter& rep) {
 
   auto schedule = generateSchedule(*kind, o);
   if (!schedule.ok()) return rep.fail(formatDiagnostics(schedule.errors()));
-  std::string text = format == "csv"
-                         ? writePytorchCsv(*schedule, csvFormat == "compute_comms" ? CsvFormat::ComputeComms
-                                                                                   : CsvFormat::ComputeOnly)
-                         : printDsl(*schedule);
+  std::string text;
+  if (format == "csv") {
+    auto csv = writePytorchCsv(*schedule,
+                               csvFormat == "compute_comms" ? CsvFormat::ComputeComms : CsvFormat::ComputeOnly);
+    if (!csv.ok()) return rep.fail(formatDiagnostics(csv.errors()));
+    text = std::move(*csv);
+  } else {
+    text = printDsl(*schedule);
+  }
   return rep.write(out, text) ? ps::cli::kExitOk : ps::cli::kExitUsage;
 }
 

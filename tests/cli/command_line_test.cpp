@@ -27,7 +27,7 @@ class CliCommandLine : public ::testing::Test {
     auto s = ps::core::generateSchedule(ps::core::ScheduleKind::OneFOneB, ps::core::GeneratorOptions{2, 4, 0})
                  .value();
     pipe_ = write("s.pipe", ps::core::printDsl(s));
-    csvNoExtension_ = write("s.txt", ps::core::writePytorchCsv(s));
+    csvNoExtension_ = write("s.txt", ps::core::writePytorchCsv(s).value());
   }
   void TearDown() override {
     std::error_code ec;

@@ -22,25 +22,25 @@ std::string data(const std::string& name) {
 }  // namespace
 
 TEST(ValidateCli, ValidCsvExitsZero) {
-  CliResult r = runCli("validate " + data("pytorch_1f1b_compute_comms.csv"));
+  CliResult r = runCli("validate " + data("synthetic_1f1b_compute_comms.csv"));
   EXPECT_EQ(r.exitCode, 0) << r.out;
   EXPECT_NE(r.out.find("valid (2 devices, 2 stages, 2 micro-batches"), std::string::npos) << r.out;
 }
 
 TEST(ValidateCli, DeadlockExitsOneWithTheCycle) {
-  CliResult r = runCli("validate " + data("pytorch_deadlock.csv"));
+  CliResult r = runCli("validate " + data("synthetic_deadlock.csv"));
   EXPECT_EQ(r.exitCode, 1) << r.out;
   // Pointed at the cell of the stuck op (row 1, cell 0B0 at column 5).
   EXPECT_NE(
-      r.out.find("pytorch_deadlock.csv:1:5: error: deadlock: device 0 waits at B0@s0 for B0@s1 on device 1"),
+      r.out.find("synthetic_deadlock.csv:1:5: error: deadlock: device 0 waits at B0@s0 for B0@s1 on device 1"),
       std::string::npos)
       << r.out;
 }
 
 TEST(ValidateCli, ParseErrorsExitOneAndUsageExitsTwo) {
-  CliResult bad = runCli("validate " + data("pytorch_bad_action.csv"));
+  CliResult bad = runCli("validate " + data("synthetic_bad_action.csv"));
   EXPECT_EQ(bad.exitCode, 1) << bad.out;
-  EXPECT_NE(bad.out.find("pytorch_bad_action.csv:1:11: error:"), std::string::npos) << bad.out;
+  EXPECT_NE(bad.out.find("synthetic_bad_action.csv:1:11: error:"), std::string::npos) << bad.out;
   EXPECT_EQ(runCli("validate").exitCode, 2);
   EXPECT_EQ(runCli("validate /nonexistent/file.pipe").exitCode, 2);
   EXPECT_EQ(runCli("validate --bogus x.pipe").exitCode, 2);

@@ -113,8 +113,9 @@ TEST(Generators, GPipeAllForwardsThenAllBackwards) {
   for (int d = 0; d < 3; ++d) EXPECT_EQ(order(s, d), "F0 F1 F2 B0 B1 B2");
 }
 
-TEST(Generators, InterleavedFollowsMegatronOrder) {
-  // D=2, V=2, M=4, device 0: warm-up (2-0-1)*2 + (2-1)*2 = 4 forwards; groups of D=2
+TEST(Generators, InterleavedFollowsPyTorchsOrder) {
+  // PyTorch's ScheduleInterleaved1F1B (and Megatron's, when M is a multiple of D above D):
+  // D=2, V=2, M=4, device 0: warm-up (2-0-1)*2 + (2-1)*2 = 4 forwards; rounds of 2
   // micro-batches per chunk; backwards run the chunks in reverse.
   Schedule s = gen(ScheduleKind::Interleaved1F1B, 2, 4);
   EXPECT_EQ(s.pipeline.stages, 4);
@@ -129,10 +130,18 @@ TEST(Generators, InterleavedFollowsMegatronOrder) {
   EXPECT_EQ(s.devices[1][3].first, (Op{OpKind::B, 3, 0}));
 }
 
-TEST(Generators, InterleavedNeedsMicrobatchesMultipleOfDevices) {
-  auto r = generateSchedule(ScheduleKind::Interleaved1F1B, GeneratorOptions{4, 6, 2});
+TEST(Generators, InterleavedNeedsMicrobatchesInEqualRounds) {
+  // PyTorch's rule, not Megatron's "a multiple of D": max(1, M / D) rounds must divide M.
+  EXPECT_TRUE(generateSchedule(ScheduleKind::Interleaved1F1B, GeneratorOptions{4, 6, 2}).ok());
+  EXPECT_TRUE(generateSchedule(ScheduleKind::Interleaved1F1B, GeneratorOptions{4, 3, 2}).ok());
+  auto r = generateSchedule(ScheduleKind::Interleaved1F1B, GeneratorOptions{4, 9, 2});
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.error().message.find("multiple of devices"), std::string::npos) << r.error().message;
+  EXPECT_NE(r.error().message.find("9 is not a multiple of max(1, 9 / 4) = 2 rounds"), std::string::npos)
+      << r.error().message;
+  // When M == D, PyTorch starts backward before all forwards (Megatron runs every forward
+  // first): device 1 of 2 warms up with 2 forwards of stage 1, then 1F1B on stage 3.
+  Schedule s = gen(ScheduleKind::Interleaved1F1B, 2, 2);
+  EXPECT_EQ(order(s, 1, true), "F0@s1 F1@s1 F0@s3 B0@s3 F1@s3 B1@s3 B0@s1 B1@s1");
 }
 
 TEST(Generators, LoopedBfsRunsStagesBreadthFirst) {
@@ -183,9 +192,17 @@ TEST(Generators, DualPipeVOverlapsForwardAndBackwardInSteadyState) {
   EXPECT_NE(r.error().message.find("2 x devices = 8"), std::string::npos) << r.error().message;
 }
 
+TEST(Generators, ZbH1WithChunksIsInterleavedZeroBubble) {
+  // PyTorch's ScheduleInterleavedZeroBubble: zero bubble's I/W split over interleaved chunks.
+  Schedule s = gen(ScheduleKind::ZBH1, 2, 4, 2);
+  EXPECT_EQ(s.pipeline.placementKind, PlacementKind::Interleaved);
+  EXPECT_EQ(order(s, 1, true).substr(0, 35), "F0@s1 F1@s1 F0@s3 I0@s3 F1@s3 I1@s3");
+  EXPECT_FALSE(generateSchedule(ScheduleKind::ZBH1, GeneratorOptions{4, 9, 2}).ok());
+  EXPECT_TRUE(generateSchedule(ScheduleKind::ZBH1, GeneratorOptions{4, 9, 1}).ok());
+}
+
 TEST(Generators, OneStageKindsRefuseChunks) {
-  for (ScheduleKind k :
-       {ScheduleKind::GPipe, ScheduleKind::OneFOneB, ScheduleKind::ZBH1, ScheduleKind::ZBH2}) {
+  for (ScheduleKind k : {ScheduleKind::GPipe, ScheduleKind::OneFOneB, ScheduleKind::ZBH2}) {
     auto r = generateSchedule(k, GeneratorOptions{2, 4, 2});
     ASSERT_FALSE(r.ok()) << scheduleKindName(k);
     EXPECT_NE(r.error().message.find("--chunks 1"), std::string::npos);

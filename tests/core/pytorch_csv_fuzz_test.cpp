@@ -27,8 +27,13 @@ void check(const std::string& input) {
   if (r.ok()) {
     auto rep = validateSchedule(*r);
     for (const auto& d : rep.diagnostics) EXPECT_FALSE(d.message.empty());
-    std::string back = writePytorchCsv(*r, CsvFormat::ComputeComms);
-    EXPECT_TRUE(readPytorchCsv(back).ok()) << "rewritten CSV does not read back:\n" << back;
+    // A compute-only order that deadlocks cannot be lowered: a diagnostic, never a crash.
+    auto back = writePytorchCsv(*r, CsvFormat::ComputeComms);
+    // A valid schedule's export reads back; an invalid one's may not (no compute action left).
+    if (back.ok())
+      EXPECT_TRUE(readPytorchCsv(*back).ok() || !rep.valid()) << "rewritten CSV does not read back:\n" << *back;
+    else
+      EXPECT_FALSE(back.error().message.empty());
   } else {
     ASSERT_FALSE(r.errors().empty());
     for (const auto& d : r.errors()) {
@@ -40,7 +45,7 @@ void check(const std::string& input) {
 
 std::string seedCsv() {
   auto s = generateSchedule(ScheduleKind::DualPipeV, GeneratorOptions{2, 4});
-  std::string csv = writePytorchCsv(*s, CsvFormat::ComputeComms);
+  std::string csv = writePytorchCsv(*s, CsvFormat::ComputeComms).value();
   return "0UNSHARD, ,\"0F0\"," + csv + "0RESHARD,0REDUCE_GRAD\r\n";
 }
 

@@ -28,7 +28,7 @@ const std::string& pipeText() {
 }
 
 const std::string& csvText() {
-  static const std::string text = writePytorchCsv(oneFOneB());
+  static const std::string text = writePytorchCsv(oneFOneB()).value();
   return text;
 }
 

@@ -10,6 +10,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   ps::core::CsvReadOptions o;
   o.filename = "fuzz.csv";
   auto s = ps::core::readPytorchCsv(text, o);
-  if (s.ok()) (void)ps::core::writePytorchCsv(*s, ps::core::CsvFormat::ComputeComms);
+  if (s.ok()) (void)ps::core::writePytorchCsv(*s, ps::core::CsvFormat::ComputeComms).ok();
   return 0;
 }

@@ -136,7 +136,9 @@ Status writeScheduleFile(const QString& path, const Schedule& s) {
   const bool csv = path.endsWith(QStringLiteral(".csv"), Qt::CaseInsensitive);
   std::string text;
   if (csv) {
-    text = writePytorchCsv(s, csvFormatFor(s));
+    auto csv = writePytorchCsv(s, csvFormatFor(s));
+    PS_TRY(csv);
+    text = std::move(*csv);
   } else if (s.profile && QFileInfo(QString::fromStdString(*s.profile)).isAbsolute()) {
     // The .pipe names its profile relative to itself where it can.
     Schedule relative = s;

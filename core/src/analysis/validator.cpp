@@ -2,6 +2,7 @@
 #include "pipestudio/core/analysis/validator.h"
 
 #include <algorithm>
+#include <map>
 #include <string>
 
 namespace ps::core {
@@ -156,6 +157,66 @@ void checkStageActions(const Schedule& s, const DependencyGraph& g, Reporter& re
 }
 
 }  // namespace
+
+// The messages between two ranks, in each direction, are matched in the order they are
+// posted: Gloo pairs a receive with the oldest unmatched send of its peer and tag (PyTorch's
+// stages all use tag 0), NCCL runs a rank's point-to-point ops in order. So the sends one
+// rank posts to another must come in the order that rank posts the matching receives, or a
+// receive takes another message's tensor: a gradient read as an activation, silently when the
+// shapes agree. Each direction's first disagreement is an error naming the four actions.
+void checkChannelOrder(const Schedule& s, const DependencyGraph& g, Reporter& rep) {
+  const Pipeline& p = s.pipeline;
+  struct Posted {
+    Op message;  // the receive this post matches: RECV_F/RECV_B and its stage
+    int id;
+  };
+  std::map<std::pair<int, int>, std::pair<std::vector<Posted>, std::vector<Posted>>> channels;
+  auto inRange = [&](int stage) { return stage >= 0 && stage < p.stages; };
+  for (int id = 0; id < g.size(); ++id) {
+    const Op& op = g.op(id);
+    if (g.isPairSecond(id) || !inRange(op.stage)) continue;
+    const int here = g.ref(id).device;
+    if (op.kind == OpKind::SendF || op.kind == OpKind::SendB) {
+      const bool fwd = op.kind == OpKind::SendF;
+      const int to = fwd ? op.stage + 1 : op.stage - 1;
+      if (!inRange(to) || p.deviceOf(to) == here) continue;
+      channels[{here, p.deviceOf(to)}].first.push_back({Op{fwd ? OpKind::RecvF : OpKind::RecvB, to, op.microbatch}, id});
+    } else if (op.kind == OpKind::RecvF || op.kind == OpKind::RecvB) {
+      const int from = op.kind == OpKind::RecvF ? op.stage - 1 : op.stage + 1;
+      if (!inRange(from) || p.deviceOf(from) == here) continue;
+      channels[{p.deviceOf(from), here}].second.push_back({op, id});
+    }
+  }
+  auto name = [&](int id) { return s.opName(g.op(id)); };
+  for (const auto& [pair, posts] : channels) {
+    const auto& [sends, recvs] = posts;
+    const size_t n = std::min(sends.size(), recvs.size());
+    for (size_t i = 0; i < n; ++i) {
+      if (sends[i].message == recvs[i].message) continue;
+      // The receive that takes this send's message, and the send whose message this receive
+      // wanted; either may be missing (then the comm checks above report it).
+      auto matchingRecv = std::find_if(recvs.begin(), recvs.end(),
+                                       [&](const Posted& r) { return r.message == sends[i].message; });
+      auto matchingSend = std::find_if(sends.begin(), sends.end(),
+                                       [&](const Posted& x) { return x.message == recvs[i].message; });
+      const std::string nth = std::to_string(i + 1) + (i == 0 ? "st" : i == 1 ? "nd" : i == 2 ? "rd" : "th");
+      std::string msg = "device " + std::to_string(pair.first) + "'s " + nth + " message to device " +
+                        std::to_string(pair.second) + " is " + name(sends[i].id) + " (" + where(g.ref(sends[i].id)) +
+                        "), but the " + nth + " receive device " + std::to_string(pair.second) + " posts from it is " +
+                        name(recvs[i].id) + " (" + where(g.ref(recvs[i].id)) + ")";
+      std::vector<OpRef> related{g.ref(sends[i].id), g.ref(recvs[i].id)};
+      if (matchingSend != sends.end()) {
+        msg += ", whose data " + name(matchingSend->id) + " sends later";
+        related.push_back(g.ref(matchingSend->id));
+      }
+      msg += ". Gloo and NCCL match the messages between two ranks in posting order, so " + name(recvs[i].id) +
+             " would receive " + name(sends[i].id) + "'s tensor";
+      if (matchingRecv != recvs.end()) related.push_back(g.ref(matchingRecv->id));
+      rep.error("validate.comm-order", msg, std::move(related));
+      break;
+    }
+  }
+}
 
 ValidationReport validateSchedule(const Schedule& s) {
   return validateSchedule(s, ValidateOptions{});
@@ -393,6 +454,7 @@ ValidationReport validate(const Schedule& s, const ValidateOptions& options, con
   }
 
   checkStageActions(s, g, rep);
+  checkChannelOrder(s, g, rep);
 
   // Order and deadlock: run the device orders; a device advances while its next step's
   // dependencies are done, otherwise it waits on the first undone one.

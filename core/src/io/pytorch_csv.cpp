@@ -1,5 +1,7 @@
 #include "pipestudio/core/io/pytorch_csv.h"
 
+#include "pipestudio/core/io/pytorch_lowering.h"
+
 #include <algorithm>
 #include <charconv>
 #include <deque>
@@ -355,7 +357,7 @@ Result<Schedule> readPytorchCsv(std::string_view text, const CsvReadOptions& opt
   return s;
 }
 
-std::string writePytorchCsv(const Schedule& s, CsvFormat format) {
+Result<std::string> writePytorchCsv(const Schedule& s, CsvFormat format) {
   auto actionText = [&](const Op& op) {
     std::string t = std::to_string(op.stage);
     t += builtinKindName(op.kind);
@@ -366,66 +368,44 @@ std::string writePytorchCsv(const Schedule& s, CsvFormat format) {
     if (st.second) return "(" + actionText(st.first) + ";" + actionText(*st.second) + ")OVERLAP_F_B";
     return actionText(st.first);
   };
-  // compute_only is what PyTorch's pipeline_order holds: compute actions and REDUCE_GRAD
-  // (_add_reduce_grad puts it in the orders of Schedule1F1B / ScheduleGPipe), so that a
-  // round trip keeps it. SEND/RECV and UNSHARD/RESHARD exist only in the lowered
-  // compute_comms order (_add_send_recv, _add_unshard_reshard).
+  // compute_only: what PyTorch's _load_csv(format="compute_only") accepts, compute actions
+  // only (it refuses REDUCE_GRAD, UNSHARD, RESHARD and SEND/RECV there; its lowering adds them).
+  // compute_comms: run as written by _PipelineScheduleRuntime, so it must hold what PyTorch's
+  // lowering adds: a compute-only schedule is lowered exactly as PyTorch lowers it; one with
+  // explicit SEND/RECV keeps its order and gets the REDUCE_GRAD it lacks (where the runtime
+  // divides the gradients by the number of micro-batches). No idle cells: the runtime refuses
+  // them in compute_comms.
+  const Schedule* out = &s;
+  Schedule lowered;
+  if (format == CsvFormat::ComputeComms) {
+    if (!hasExplicitComms(s)) {
+      PS_ASSIGN_OR_RETURN(lowered, lowerToPytorchComms(s));
+    } else {
+      lowered = s;
+      bool hasReduce = false;
+      for (const auto& dev : s.devices)
+        for (const auto& st : dev) hasReduce |= !st.second && st.first.kind == OpKind::ReduceGrad;
+      if (!hasReduce)
+        for (auto& dev : lowered.devices) dev = addReduceGrad(dev, s.pipeline.microbatches);
+    }
+    out = &lowered;
+  }
   auto keep = [&](const Step& st) {
     if (st.second) return true;
-    return format == CsvFormat::ComputeOnly ? isCompute(st.first.kind) || st.first.kind == OpKind::ReduceGrad
-                                            : csvExpressible(st.first.kind);
+    return format == CsvFormat::ComputeOnly ? isCompute(st.first.kind) : csvExpressible(st.first.kind);
   };
-
-  // compute_comms without explicit communication: add a SEND after each op whose result
-  // another rank needs and a RECV before each op that consumes one.
-  bool hasComms = false;
-  for (const auto& dev : s.devices)
-    for (const auto& st : dev) {
-      OpKind k = st.first.kind;
-      if (k == OpKind::SendF || k == OpKind::RecvF || k == OpKind::SendB || k == OpKind::RecvB)
-        hasComms = true;
-    }
-  const bool insertComms = format == CsvFormat::ComputeComms && !hasComms;
-  const int S = s.pipeline.stages;
-  auto rankOf = [&](int stage) {
-    return stage >= 0 && stage < S && static_cast<size_t>(stage) < s.pipeline.stageToDevice.size()
-               ? s.pipeline.stageToDevice[static_cast<size_t>(stage)]
-               : -1;
-  };
-  auto crosses = [&](int a, int b) { return rankOf(a) >= 0 && rankOf(b) >= 0 && rankOf(a) != rankOf(b); };
-
-  std::string out;
-  for (const auto& dev : s.devices) {
-    std::vector<std::string> cells;
+  std::string text;
+  for (const auto& dev : out->devices) {
+    bool first = true;
     for (const auto& st : dev) {
       if (!keep(st)) continue;
-      std::vector<std::string> after;
-      if (insertComms) {
-        for (const Op* op : {&st.first, st.second ? &*st.second : nullptr}) {
-          if (!op) continue;
-          if (op->kind == OpKind::F) {
-            if (op->stage > 0 && crosses(op->stage - 1, op->stage))
-              cells.push_back(actionText(Op{OpKind::RecvF, op->stage, op->microbatch}));
-            if (op->stage + 1 < S && crosses(op->stage, op->stage + 1))
-              after.push_back(actionText(Op{OpKind::SendF, op->stage, op->microbatch}));
-          } else if (op->kind == OpKind::B || op->kind == OpKind::I) {
-            if (op->stage + 1 < S && crosses(op->stage + 1, op->stage))
-              cells.push_back(actionText(Op{OpKind::RecvB, op->stage, op->microbatch}));
-            if (op->stage > 0 && crosses(op->stage, op->stage - 1))
-              after.push_back(actionText(Op{OpKind::SendB, op->stage, op->microbatch}));
-          }
-        }
-      }
-      cells.push_back(stepText(st));
-      for (auto& a : after) cells.push_back(std::move(a));
+      if (!first) text += ',';
+      first = false;
+      text += stepText(st);
     }
-    for (size_t i = 0; i < cells.size(); ++i) {
-      if (i) out += ',';
-      out += cells[i];
-    }
-    out += '\n';
+    text += '\n';
   }
-  return out;
+  return text;
 }
 
 std::vector<std::string> csvExportLosses(const Schedule& s, CsvFormat format) {
@@ -436,14 +416,16 @@ std::vector<std::string> csvExportLosses(const Schedule& s, CsvFormat format) {
     out.push_back("the partition (layers per stage " + p + ")");
   }
   if (s.profile && !s.profile->empty()) out.push_back("the cost profile (" + *s.profile + ")");
-  size_t noAction = 0, comms = 0;
+  size_t noAction = 0, comms = 0, stageActions = 0;
   for (const auto& dev : s.devices)
     for (const auto& st : dev) {
       if (st.second) continue;
       const OpKind k = st.first.kind;
       if (!csvExpressible(k))
         ++noAction;
-      else if (format == CsvFormat::ComputeOnly && !isCompute(k) && k != OpKind::ReduceGrad)
+      else if (format == CsvFormat::ComputeOnly && isStageLevelKind(k))
+        ++stageActions;
+      else if (format == CsvFormat::ComputeOnly && !isCompute(k))
         ++comms;
     }
   if (noAction)
@@ -451,7 +433,12 @@ std::vector<std::string> csvExportLosses(const Schedule& s, CsvFormat format) {
                   " ops with no PyTorch action (R, OFFLOAD, RELOAD, declared kinds)");
   if (comms)
     out.push_back(std::to_string(comms) +
-                  " SEND/RECV/UNSHARD/RESHARD actions, which compute_only does not hold (use compute_comms)");
+                  " SEND/RECV actions, which compute_only does not hold (PyTorch's lowering places its own; "
+                  "use compute_comms to keep these)");
+  if (stageActions)
+    out.push_back(std::to_string(stageActions) +
+                  " UNSHARD/RESHARD/REDUCE_GRAD actions, which PyTorch's compute_only loader refuses (its "
+                  "lowering adds them)");
   if (!s.userKinds.empty()) out.push_back("the declared op kinds");
   return out;
 }

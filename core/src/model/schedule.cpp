@@ -49,6 +49,8 @@ Result<Pipeline> Pipeline::make(int devices, int stages, int microbatches, Place
   p.devices = devices;
   p.stages = stages;
   p.microbatches = microbatches;
+  // One stage per device: interleaving is the linear placement; one name for one placement.
+  if (kind == PlacementKind::Interleaved && stages == devices) kind = PlacementKind::Linear;
   p.placementKind = kind;
   p.stageToDevice.resize(static_cast<size_t>(stages));
   switch (kind) {

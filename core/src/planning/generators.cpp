@@ -67,23 +67,42 @@ void oneFOneB(Orders& o, int D, int M) {
   }
 }
 
-// Megatron-LM's interleaved 1F1B (forward_backward_pipelining_with_interleaving): virtual
-// micro-batch k runs chunk (k mod D·V) / D on micro-batch (k / (D·V))·D + k mod D; backward
-// chunks in reverse. Warm-up (D - d - 1)·2 + (V - 1)·D, or everything when M == D.
-void interleaved(Orders& o, int D, int V, int M) {
-  const int total = M * V;
-  auto mbOf = [&](int k) { return (k / (D * V)) * D + k % D; };
-  auto fwdChunk = [&](int k) { return (k % (D * V)) / D; };
+// PyTorch's interleaved schedules (torch.distributed.pipelining's _get_1f1b_rank_ops, as
+// ScheduleInterleaved1F1B and ScheduleInterleavedZeroBubble call it; action for action equal
+// to torch 2.11's orders, tests/core/pytorch_orders_test.cpp). Micro-batches go in rounds of
+// `perRound` = M / max(1, M / D); local chunk c = (step / perRound) mod V runs stage c·D + d, each
+// stage taking its micro-batches in order. Warm-up: (V - 1)·perRound + factor·(D - d - 1)
+// forwards (factor 2 for 1F1B, 1 for zero bubble), capped at V·M; then one forward and one
+// backward per step; then the remaining backwards. Zero bubble splits each backward into I and
+// a W that follows once the device has run d backwards (its W fill the cool-down).
+void pytorchInterleaved(Orders& o, int D, int V, int M, bool zeroBubble) {
+  const int rounds = std::max(1, M / D);
+  const int perRound = M / rounds;
+  const int total = V * M;
   for (int d = 0; d < D; ++d) {
-    int warmup = M == D ? total : std::min((D - d - 1) * 2 + (V - 1) * D, total);
-    auto fwd = [&](int k) { o.add(d, OpKind::F, fwdChunk(k) * D + d, mbOf(k)); };
-    auto bwd = [&](int k) { o.add(d, OpKind::B, (V - 1 - fwdChunk(k)) * D + d, mbOf(k)); };
-    for (int k = 0; k < warmup; ++k) fwd(k);
-    for (int i = 0; i < total - warmup; ++i) {
-      fwd(warmup + i);
-      bwd(i);
+    const int warmup = std::min((V - 1) * perRound + (zeroBubble ? 1 : 2) * (D - 1 - d), total);
+    auto fwdStage = [&](int step) { return ((step / perRound) % V) * D + d; };
+    auto bwdStage = [&](int step) { return (V - 1 - ((step - warmup) / perRound) % V) * D + d; };
+    std::vector<int> fwdMb(static_cast<size_t>(D * V), 0), bwdMb(fwdMb), wMb(fwdMb);
+    auto next = [](std::vector<int>& counter, int stage) { return counter[static_cast<size_t>(stage)]++; };
+    std::vector<int> backwardSteps;
+    size_t weights = 0;
+    auto weight = [&] {
+      const int stage = bwdStage(backwardSteps[weights++]);
+      o.add(d, OpKind::W, stage, next(wMb, stage));
+    };
+    for (int step = 0; step < total + warmup; ++step) {
+      if (step < total) {
+        const int stage = fwdStage(step);
+        o.add(d, OpKind::F, stage, next(fwdMb, stage));
+      }
+      if (step < warmup) continue;
+      const int stage = bwdStage(step);
+      o.add(d, zeroBubble ? OpKind::I : OpKind::B, stage, next(bwdMb, stage));
+      backwardSteps.push_back(step);
+      if (zeroBubble && step - warmup >= d) weight();
     }
-    for (int k = total - warmup; k < total; ++k) bwd(k);
+    while (zeroBubble && weights < backwardSteps.size()) weight();
   }
 }
 
@@ -95,23 +114,6 @@ void loopedBfs(Orders& o, int D, int V, int M) {
       for (int m = 0; m < M; ++m) o.add(d, OpKind::F, c * D + d, m);
     for (int c = V - 1; c >= 0; --c)
       for (int m = M - 1; m >= 0; --m) o.add(d, OpKind::B, c * D + d, m);
-  }
-}
-
-// ZB-H1 (Zero Bubble, handcrafted, 1F1B's memory): 1F1B's warm-up, then F + I per step; the
-// W of the oldest pending I joins each step once d steps have passed, so W fills the
-// cool-down bubbles. This is PyTorch's ScheduleInterleavedZeroBubble with one stage per rank.
-void zbH1(Orders& o, int D, int M) {
-  for (int d = 0; d < D; ++d) {
-    int warmup = std::min(D - d - 1, M);
-    int nextW = 0;
-    for (int m = 0; m < warmup; ++m) o.add(d, OpKind::F, d, m);
-    for (int j = 0; j < M; ++j) {
-      if (j < M - warmup) o.add(d, OpKind::F, d, warmup + j);
-      o.add(d, OpKind::I, d, j);
-      if (j >= d) o.add(d, OpKind::W, d, nextW++);
-    }
-    while (nextW < M) o.add(d, OpKind::W, d, nextW++);
   }
 }
 
@@ -345,21 +347,27 @@ Result<Schedule> generateSchedule(ScheduleKind kind, const GeneratorOptions& opt
   switch (kind) {
     case ScheduleKind::GPipe:
     case ScheduleKind::OneFOneB:
-    case ScheduleKind::ZBH1:
     case ScheduleKind::ZBH2:
       if (V != 1) return sizeError(kind, "--chunks 1 (one stage per device), got " + std::to_string(V));
       if (kind == ScheduleKind::GPipe) gpipe(o, D, M);
       if (kind == ScheduleKind::OneFOneB) oneFOneB(o, D, M);
-      if (kind == ScheduleKind::ZBH1) zbH1(o, D, M);
       if (kind == ScheduleKind::ZBH2) zbH2(o, D, M);
       return finish(kind, D, D, M, PlacementKind::Linear, std::move(o));
     case ScheduleKind::Interleaved1F1B:
-      if (M % D != 0)
-        return sizeError(
-            kind, "micro-batches to be a multiple of devices (Megatron's micro-batch groups of size D): " +
-                      std::to_string(M) + " is not a multiple of " + std::to_string(D));
-      interleaved(o, D, V, M);
-      return finish(kind, D, D * V, M, PlacementKind::Interleaved, std::move(o));
+    case ScheduleKind::ZBH1: {
+      // PyTorch's rule: micro-batches in max(1, M / D) equal rounds. With one chunk ZB-H1's
+      // order does not depend on the rounds, so any M serves.
+      const int rounds = std::max(1, M / D);
+      if ((kind == ScheduleKind::Interleaved1F1B || V > 1) && M % rounds != 0)
+        return sizeError(kind, "micro-batches in equal rounds of about one per device, as PyTorch's " +
+                                   std::string(kind == ScheduleKind::ZBH1 ? "ScheduleInterleavedZeroBubble"
+                                                                          : "ScheduleInterleaved1F1B") +
+                                   " does: " + std::to_string(M) + " is not a multiple of max(1, " +
+                                   std::to_string(M) + " / " + std::to_string(D) + ") = " +
+                                   std::to_string(rounds) + " rounds");
+      pytorchInterleaved(o, D, V, M, kind == ScheduleKind::ZBH1);
+      return finish(kind, D, D * V, M, V == 1 ? PlacementKind::Linear : PlacementKind::Interleaved, std::move(o));
+    }
     case ScheduleKind::LoopedBFS:
       loopedBfs(o, D, V, M);
       return finish(kind, D, D * V, M, PlacementKind::Interleaved, std::move(o));

@@ -25,11 +25,15 @@ Result<Schedule> readPytorchCsv(std::string_view text, const CsvReadOptions& opt
 using CsvStepLocations = std::vector<std::vector<SourceLocation>>;
 Result<Schedule> readPytorchCsv(std::string_view text, const CsvReadOptions& options,
                                 CsvStepLocations* locations);
-std::string writePytorchCsv(const Schedule& s, CsvFormat format = CsvFormat::ComputeOnly);
+// compute_only: the compute actions only (what PyTorch's _load_csv(format="compute_only")
+// accepts); compute_comms: PyTorch 2.11's lowering of them (pytorch_lowering.h), or, for a
+// schedule with explicit SEND/RECV, its own order plus any missing REDUCE_GRAD. An error only
+// when a compute_comms lowering stalls (an order that deadlocks).
+Result<std::string> writePytorchCsv(const Schedule& s, CsvFormat format = CsvFormat::ComputeOnly);
 
 // What writing `s` as a PyTorch CSV of `format` leaves out, one phrase each (empty when
 // nothing): the partition, the cost profile, ops without a PyTorch action, and for
-// compute_only the SEND/RECV and UNSHARD/RESHARD actions. Exports say so.
+// compute_only the SEND/RECV, UNSHARD/RESHARD and REDUCE_GRAD actions. Exports say so.
 std::vector<std::string> csvExportLosses(const Schedule& s, CsvFormat format);
 
 }  // namespace ps::core

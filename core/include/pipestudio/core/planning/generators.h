@@ -33,12 +33,18 @@ struct GeneratorOptions {
 };
 
 // Stages per device when GeneratorOptions::chunks is 0: 2 for interleaved-1f1b, looped-bfs,
-// zb-v and dualpipe-v; 1 otherwise.
+// zb-v and dualpipe-v; 1 otherwise (zb-h1 with more chunks is PyTorch's
+// ScheduleInterleavedZeroBubble).
 int defaultChunks(ScheduleKind k);
 
 // A clear error naming the constraint when the kind cannot serve these sizes:
-//   gpipe, 1f1b, zb-h1, zb-h2: chunks 1;  interleaved-1f1b: micro-batches % devices == 0;
-//   zb-v: chunks 2;  dualpipe-v: chunks 2 and micro-batches >= 2 x devices.
+//   gpipe, 1f1b, zb-h2: chunks 1;  interleaved-1f1b, and zb-h1 with chunks > 1: micro-batches
+//   a multiple of max(1, M / D) (PyTorch's rounds);  zb-v: chunks 2;  dualpipe-v: chunks 2 and
+//   micro-batches >= 2 x devices.
+// Orders of the kinds PyTorch also has are PyTorch's (torch 2.11): gpipe = ScheduleGPipe,
+// 1f1b = what Schedule1F1B runs, interleaved-1f1b = ScheduleInterleaved1F1B, looped-bfs =
+// ScheduleLoopedBFS, zb-h1 = ScheduleInterleavedZeroBubble, zb-v = ScheduleZBVZeroBubble,
+// dualpipe-v = ScheduleDualPipeV (tests/core/pytorch_orders_test.cpp).
 Result<Schedule> generateSchedule(ScheduleKind kind, const GeneratorOptions& options);
 
 }  // namespace ps::core

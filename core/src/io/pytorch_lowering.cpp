@@ -1,0 +1,303 @@
+#include "pipestudio/core/io/pytorch_lowering.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <unordered_set>
+
+namespace ps::core {
+
+namespace {
+
+// The iteration order of a CPython set of small non-negative ints (CPython 3.10 to 3.13 store
+// them alike). PyTorch's _add_unshard_reshard evicts stages in the order its `active_stages`
+// set yields them, so a byte-exact lowering needs that order: open addressing over a table of
+// 8 slots and up, hash = the int, linear probing only when 9 slots fit after the home slot,
+// then i = 5i + 1 + (perturb >>= 5); an insert takes the last deleted slot seen on its probe
+// path, if any; the table grows to the smallest power of two above 4 x used once
+// 5 x filled >= 3 x mask. Checked against the interpreter on random add/discard sequences.
+class PythonIntSet {
+ public:
+  void add(std::int64_t key) {
+    std::int64_t freeSlot = -1;
+    const size_t mask = table_.size() - 1;
+    size_t i = static_cast<size_t>(key) & mask;
+    size_t perturb = static_cast<size_t>(key);
+    while (true) {
+      size_t probes = i + kLinearProbes <= mask ? kLinearProbes : 0;
+      for (size_t j = i;; ++j) {
+        std::int64_t e = table_[j];
+        if (e == kUnused) {
+          if (freeSlot >= 0) {
+            table_[static_cast<size_t>(freeSlot)] = key;
+            ++used_;
+            return;
+          }
+          table_[j] = key;
+          ++fill_;
+          ++used_;
+          if (fill_ * 5 >= mask * 3) resize(used_ > 50000 ? used_ * 2 : used_ * 4);
+          return;
+        }
+        if (e == kDummy)
+          freeSlot = static_cast<std::int64_t>(j);
+        else if (e == key)
+          return;
+        if (probes-- == 0) break;
+      }
+      perturb >>= 5;
+      i = (i * 5 + 1 + perturb) & mask;
+    }
+  }
+  void discard(std::int64_t key) {
+    const size_t mask = table_.size() - 1;
+    size_t i = static_cast<size_t>(key) & mask;
+    size_t perturb = static_cast<size_t>(key);
+    while (true) {
+      size_t probes = i + kLinearProbes <= mask ? kLinearProbes : 0;
+      for (size_t j = i;; ++j) {
+        if (table_[j] == kUnused) return;
+        if (table_[j] == key) {
+          table_[j] = kDummy;
+          --used_;
+          return;
+        }
+        if (probes-- == 0) break;
+      }
+      perturb >>= 5;
+      i = (i * 5 + 1 + perturb) & mask;
+    }
+  }
+  bool contains(std::int64_t key) const {
+    return std::find(table_.begin(), table_.end(), key) != table_.end();
+  }
+  std::vector<std::int64_t> items() const {
+    std::vector<std::int64_t> out;
+    for (std::int64_t e : table_)
+      if (e >= 0) out.push_back(e);
+    return out;
+  }
+
+ private:
+  static constexpr std::int64_t kUnused = -1, kDummy = -2;
+  static constexpr size_t kLinearProbes = 9;
+  void resize(size_t minUsed) {
+    size_t size = 8;
+    while (size <= minUsed) size <<= 1;
+    std::vector<std::int64_t> old(size, kUnused);
+    old.swap(table_);
+    const size_t mask = size - 1;
+    fill_ = used_;
+    for (std::int64_t e : old) {
+      if (e < 0) continue;
+      size_t i = static_cast<size_t>(e) & mask;
+      size_t perturb = static_cast<size_t>(e);
+      bool placed = false;
+      while (!placed) {
+        size_t probes = i + kLinearProbes <= mask ? kLinearProbes : 0;
+        for (size_t j = i;; ++j) {
+          if (table_[j] == kUnused) {
+            table_[j] = e;
+            placed = true;
+            break;
+          }
+          if (probes-- == 0) break;
+        }
+        perturb >>= 5;
+        i = (i * 5 + 1 + perturb) & mask;
+      }
+    }
+  }
+  std::vector<std::int64_t> table_ = std::vector<std::int64_t>(8, kUnused);
+  size_t fill_ = 0, used_ = 0;
+};
+
+bool isComputeKind(OpKind k) {
+  return k == OpKind::F || k == OpKind::B || k == OpKind::I || k == OpKind::W;
+}
+
+bool isComputeStep(const Step& st) {
+  return st.second || isComputeKind(st.first.kind);
+}
+
+// The stages a step computes on, in order (a pair: both).
+int stepStages(const Step& st, int out[2]) {
+  out[0] = st.first.stage;
+  if (st.second && st.second->stage != st.first.stage) {
+    out[1] = st.second->stage;
+    return 2;
+  }
+  return 1;
+}
+
+// _add_unshard_reshard with max_active_stages = 3 over one rank's compute steps. The window
+// at step i is PyTorch's next_stage_indices(3, actions[i:]): the distinct stages in order of
+// first use from i, cut at the first step after which at least 3 are known (a pair can make
+// it 4). It is built backwards, keeping the first 4 distinct stages from each step with the
+// step that first uses each, so the pass is linear in the steps.
+std::vector<Step> addUnshardReshard(const std::vector<Step>& compute) {
+  constexpr int kWindow = 3, kKeep = kWindow + 1;
+  struct Entry {
+    int stage, step;
+  };
+  const size_t n = compute.size();
+  std::vector<std::vector<Entry>> ahead(n + 1);
+  for (size_t i = n; i-- > 0;) {
+    int st[2];
+    const int k = stepStages(compute[i], st);
+    auto& list = ahead[i];
+    for (int j = 0; j < k; ++j) list.push_back({st[j], static_cast<int>(i)});
+    for (const Entry& e : ahead[i + 1]) {
+      if (static_cast<int>(list.size()) >= kKeep) break;
+      if (e.stage != st[0] && (k < 2 || e.stage != st[1])) list.push_back(e);
+    }
+  }
+  auto window = [&](size_t i) {
+    std::vector<int> next;
+    const auto& list = ahead[i];
+    for (size_t j = 0; j < list.size();) {
+      const int step = list[j].step;
+      while (j < list.size() && list[j].step == step) next.push_back(list[j++].stage);
+      if (static_cast<int>(next.size()) >= kWindow) break;
+    }
+    return next;
+  };
+
+  std::vector<Step> out;
+  out.reserve(n + 8);
+  PythonIntSet active;
+  auto stageStep = [](OpKind k, int stage) { return Step{Op{k, stage, -1}, {}}; };
+  for (size_t i = 0; i < n; ++i) {
+    const std::vector<int> next = window(i);
+    std::vector<int> fetch;
+    for (int s : next)
+      if (!active.contains(s)) fetch.push_back(s);
+    std::vector<std::int64_t> evict;
+    for (std::int64_t s : active.items())
+      if (std::find(next.begin(), next.end(), static_cast<int>(s)) == next.end()) evict.push_back(s);
+    for (std::int64_t s : evict) {
+      active.discard(s);
+      out.push_back(stageStep(OpKind::Reshard, static_cast<int>(s)));
+    }
+    for (int s : fetch) {
+      active.add(s);
+      out.push_back(stageStep(OpKind::Unshard, s));
+    }
+    out.push_back(compute[i]);
+  }
+  for (std::int64_t s : active.items()) out.push_back(stageStep(OpKind::Reshard, static_cast<int>(s)));
+  return out;
+}
+
+std::uint64_t key(const Op& op) {
+  return (static_cast<std::uint64_t>(op.kind) << 56) | (static_cast<std::uint64_t>(op.stage & 0xFFFFFF) << 32) |
+         static_cast<std::uint32_t>(op.microbatch);
+}
+
+}  // namespace
+
+bool hasExplicitComms(const Schedule& s) {
+  for (const auto& dev : s.devices)
+    for (const auto& st : dev) {
+      const OpKind k = st.first.kind;
+      if (!st.second && (k == OpKind::SendF || k == OpKind::RecvF || k == OpKind::SendB || k == OpKind::RecvB))
+        return true;
+    }
+  return false;
+}
+
+std::vector<Step> addReduceGrad(const std::vector<Step>& steps, int microbatches) {
+  std::vector<Step> out;
+  out.reserve(steps.size() + 4);
+  std::vector<int> count;
+  for (const Step& st : steps) {
+    out.push_back(st);
+    for (const Op* op : {&st.first, st.second ? &*st.second : nullptr}) {
+      if (!op || (op->kind != OpKind::B && op->kind != OpKind::W) || op->stage < 0) continue;
+      if (static_cast<size_t>(op->stage) >= count.size()) count.resize(static_cast<size_t>(op->stage) + 1, 0);
+      if (++count[static_cast<size_t>(op->stage)] == microbatches)
+        out.push_back(Step{Op{OpKind::ReduceGrad, op->stage, -1}, {}});
+    }
+  }
+  return out;
+}
+
+Result<Schedule> lowerToPytorchComms(const Schedule& s) {
+  const Pipeline& p = s.pipeline;
+  const int S = p.stages;
+  const auto ranks = s.devices.size();
+  auto rankOf = [&](int stage) { return stage >= 0 && stage < S ? p.deviceOf(stage) : -1; };
+
+  // Passes 1 and 2, per rank.
+  std::vector<std::vector<Step>> todo(ranks);
+  for (size_t r = 0; r < ranks; ++r) {
+    std::vector<Step> compute;
+    for (const Step& st : s.devices[r])
+      if (isComputeStep(st)) compute.push_back(st);
+    todo[r] = addReduceGrad(addUnshardReshard(compute), p.microbatches);
+  }
+
+  // Pass 3: _add_send_recv.
+  auto hasComms = [&](const Op& op) {
+    if (op.kind == OpKind::F) return op.stage != S - 1 && rankOf(op.stage + 1) != rankOf(op.stage);
+    if (op.kind == OpKind::I || op.kind == OpKind::B) return op.stage != 0 && rankOf(op.stage - 1) != rankOf(op.stage);
+    return false;
+  };
+  std::vector<std::unordered_set<std::uint64_t>> prev(ranks);
+  auto seen = [&](size_t r, const Op& op) { return prev[r].count(key(op)) > 0; };
+  auto ready = [&](size_t r, const Op& op) {
+    if (op.kind == OpKind::F && op.stage != 0)
+      return seen(r, Op{OpKind::RecvF, op.stage, op.microbatch}) || seen(r, Op{OpKind::F, op.stage - 1, op.microbatch});
+    if ((op.kind == OpKind::I || op.kind == OpKind::B) && op.stage != S - 1)
+      return seen(r, Op{OpKind::RecvB, op.stage, op.microbatch}) ||
+             seen(r, Op{OpKind::I, op.stage + 1, op.microbatch}) || seen(r, Op{OpKind::B, op.stage + 1, op.microbatch});
+    return true;
+  };
+  Schedule out = s;
+  for (auto& dev : out.devices) dev.clear();
+  std::vector<size_t> head(ranks, 0);
+  size_t remaining = 0;
+  for (const auto& t : todo) remaining += t.size();
+  while (remaining > 0) {
+    bool progress = false;
+    for (size_t r = 0; r < ranks; ++r) {
+      if (head[r] >= todo[r].size()) continue;
+      const Step& st = todo[r][head[r]];
+      if (!ready(r, st.first) || (st.second && !ready(r, *st.second))) continue;
+      out.devices[r].push_back(st);
+      for (const Op* op : {&st.first, st.second ? &*st.second : nullptr}) {
+        if (!op) continue;
+        prev[r].insert(key(*op));
+        if (!hasComms(*op)) continue;
+        const bool fwd = op->kind == OpKind::F;
+        const Op send{fwd ? OpKind::SendF : OpKind::SendB, op->stage, op->microbatch};
+        const Op recv{fwd ? OpKind::RecvF : OpKind::RecvB, fwd ? op->stage + 1 : op->stage - 1, op->microbatch};
+        out.devices[r].push_back(Step{send, {}});
+        prev[r].insert(key(send));
+        const auto dst = static_cast<size_t>(rankOf(recv.stage));
+        out.devices[dst].push_back(Step{recv, {}});
+        prev[dst].insert(key(recv));
+      }
+      ++head[r];
+      --remaining;
+      progress = true;
+    }
+    if (!progress) {
+      std::string msg =
+          "the order cannot be lowered to compute+comms (PyTorch: \"Malformed compute schedule, can't schedule "
+          "sends/recvs\"): no rank can take its next action:";
+      for (size_t r = 0; r < ranks; ++r)
+        if (head[r] < todo[r].size()) {
+          const Step& st = todo[r][head[r]];
+          msg += " rank " + std::to_string(r) + " at " + s.opName(st.first);
+          if (st.second) msg += "+" + s.opName(*st.second);
+          msg += ";";
+        }
+      msg.pop_back();
+      return makeError("csv.lowering", msg);
+    }
+  }
+  return out;
+}
+
+}  // namespace ps::core
