@@ -3,18 +3,24 @@ BUILD_DIR ?= build
 JOBS ?= 2
 CMAKE_FLAGS ?=
 ifeq ($(CI),true)
-  CMAKE_FLAGS += -DPIPESTUDIO_WERROR=ON
+  CMAKE_FLAGS += -DPIPESTUDIO_WERROR=ON -DPIPESTUDIO_REQUIRE_PYTORCH=ON
 endif
 
-.PHONY: all deps configure build run test lint demo asan-test fuzz-build fuzz-smoke clean
+.PHONY: all deps pytorch-env configure build run test lint demo asan-test fuzz-build fuzz-smoke clean
 
 all: build
 
 deps:
 	@bash packaging/install-deps.sh
 
-configure: deps
-	@cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS) >/dev/null
+# PyTorch 2.11 in a virtual environment (~5 GB, downloaded once into ~/.cache/pipestudio): the
+# checks against PyTorch itself (tests/pytorch) and the engine's torch2 build use it.
+pytorch-env:
+	@bash packaging/install-pytorch.sh
+
+configure: deps pytorch-env
+	@cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DPIPESTUDIO_TORCH_PYTHON=$$(bash packaging/install-pytorch.sh --print)/bin/python $(CMAKE_FLAGS) >/dev/null
 
 build: configure
 	@cmake --build $(BUILD_DIR) -j $(JOBS)
