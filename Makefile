@@ -2,11 +2,14 @@
 BUILD_DIR ?= build
 JOBS ?= 2
 CMAKE_FLAGS ?=
+# The project's PyTorch environment's interpreter (packaging/install-pytorch.sh), in a recipe.
+TORCH_PYTHON = $$(bash packaging/install-pytorch.sh --print)/bin/python
 ifeq ($(CI),true)
   CMAKE_FLAGS += -DPIPESTUDIO_WERROR=ON -DPIPESTUDIO_REQUIRE_PYTORCH=ON
 endif
 
-.PHONY: all deps pytorch-env configure build run test lint demo asan-test fuzz-build fuzz-smoke clean
+.PHONY: all deps pytorch-env configure build run test build-torch2 test-torch2 lint demo asan-test fuzz-build \
+  fuzz-smoke clean
 
 all: build
 
@@ -20,7 +23,7 @@ pytorch-env:
 
 configure: deps pytorch-env
 	@cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-	  -DPIPESTUDIO_TORCH_PYTHON=$$(bash packaging/install-pytorch.sh --print)/bin/python $(CMAKE_FLAGS) >/dev/null
+	  -DPIPESTUDIO_TORCH_PYTHON=$(TORCH_PYTHON) $(CMAKE_FLAGS) >/dev/null
 
 build: configure
 	@cmake --build $(BUILD_DIR) -j $(JOBS)
@@ -38,6 +41,16 @@ demo: build
 
 test: build
 	@cd $(BUILD_DIR) && QT_QPA_PLATFORM=offscreen ctest --output-on-failure -j $(JOBS)
+
+# The engine against PyTorch 2.11 from pip (the torch2 preset: CUDA and NCCL code compiled and
+# linked), and every CPU engine test against it (CI runs both this and the Debian 1.13 build).
+build-torch2: deps pytorch-env
+	@PIPESTUDIO_TORCH_SITE=$$($(TORCH_PYTHON) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])') \
+	  cmake --preset torch2 -DPIPESTUDIO_TORCH_PYTHON=$(TORCH_PYTHON) $(CMAKE_FLAGS) >/dev/null
+	@cmake --build build-torch2 -j $(JOBS) --target pipestudio-cli pipestudio-engine engine_tests
+
+test-torch2: build-torch2
+	@cd build-torch2 && ctest --output-on-failure -j $(JOBS) -L engine
 
 # clang-format and clang-tidy over the C++ files of the last commit (LINT_BASE=REV: since REV).
 lint: build
@@ -66,4 +79,4 @@ fuzz-smoke: fuzz-build
 	@bash tests/fuzz/run.sh $(FUZZ_DIR) $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 
 clean:
-	rm -rf $(BUILD_DIR) build-asan $(FUZZ_DIR)
+	rm -rf $(BUILD_DIR) build-asan build-torch2 $(FUZZ_DIR)

@@ -17,7 +17,7 @@
 namespace {
 
 const char* kUsage =
-    "usage: pipestudio-cli profile --model SPEC [--device cpu|cuda] [--microbatch-size B]\n"
+    "usage: pipestudio-cli profile --model SPEC [--microbatch-size B]\n"
     "           [--repetitions N] [--warmup K] [--threads T] [--workers D] [--seed S] [-o profile.json]\n"
     "           [--optimizer sgd|adamw]\n\n"
     "Runs every layer of the built-in model (SPEC as for `run`, e.g.\n"
@@ -33,7 +33,9 @@ const char* kUsage =
     "--optimizer` takes it) as optimizer_step_ms, which predictions of such runs use.\n"
     "Writes the cost-profile JSON (stdout without -o) with \"source\": \"profiled\" and the\n"
     "settings under \"profiler\"; with -o, prints a table of the layers.\n"
-    "Exit status: 0 ok, 1 the model cannot be profiled (e.g. cuda without a GPU), 2 usage.\n";
+    "Layers are profiled on the CPU (GPU profiling is not implemented; on a GPU, measure a run:\n"
+    "`run --device cuda --trace`).\n"
+    "Exit status: 0 ok, 1 the model cannot be profiled, 2 usage.\n";
 
 std::string hostName() {
   char buf[256] = {};
@@ -50,8 +52,10 @@ int runProfile(const ps::cli::Args& args, const ps::cli::Reporter& reporter) {
   auto model = parseModelSpec(args.value("--model"));
   if (!model) return usage(model.error().message);
   ProfileOptions o;
-  o.device = args.value("--device", "cpu");
-  if (o.device != "cpu" && o.device != "cuda") return usage("--device is cpu or cuda");
+  if (args.has("--device") && args.value("--device") != "cpu")
+    return usage("--device " + args.value("--device") +
+                 ": layers are profiled on the CPU only (GPU profiling is not implemented); on a GPU, "
+                 "measure a run instead: run --device cuda --trace");
   struct IntFlag {
     const char* flag;
     int minimum;
@@ -84,7 +88,7 @@ int runProfile(const ps::cli::Args& args, const ps::cli::Reporter& reporter) {
   // Fields the loader ignores (docs/formats.md): where the numbers came from.
   j["source"] = "profiled";
   j["profiler"] = {{"model", modelSpecToString(*model)},
-                   {"device", o.device},
+                   {"device", "cpu"},
                    {"microbatch_size", o.microbatchSize},
                    {"threads", intraOpThreads(o.threads, o.workers)},
                    {"workers", o.workers},

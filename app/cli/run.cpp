@@ -403,6 +403,33 @@ int runRun(const std::vector<std::string>& argv) {
     executed = std::move(*w);
   }
   if (auto st = checkFaultInjection(executed, o.fault); !st) return usage(st.error().message);
+  // Process counts are checked before anything starts: one process per pipeline device, and
+  // with NCCL one GPU per process on this host (NCCL refuses two ranks on one GPU).
+  const int devices = executed.pipeline.devices;
+  if (args.has("--nproc") && !env->has_value() && nproc != devices)
+    return usage("--nproc " + std::to_string(nproc) + " does not match the schedule's " + std::to_string(devices) +
+                 (devices == 1 ? " device" : " devices") + ": a multi-process run starts one process per device" +
+                 (devices > 1 ? " (--nproc " + std::to_string(devices) + "), or leave --nproc out to run the devices "
+                                "as threads of one process"
+                              : ""));
+  if (o.device == "cuda") {
+    const int perHost = launcher ? nproc : env->has_value() ? std::max(1, o.distributed.localWorldSize) : 1;
+    const int gpus = cudaDeviceCount();
+    if (!cudaCompiled())
+      return refuse(events && rank0,
+                    {makeError("engine.cuda", "--device cuda: this engine was built against a CPU-only libtorch; "
+                                              "rebuild with a CUDA libtorch (docs/engine.md, \"Builds\")")},
+                    nullptr, ps::cli::kExitInvalid);
+    if (perHost > 1 && gpus < perHost)
+      return refuse(events && rank0,
+                    {makeError("engine.cuda",
+                               std::to_string(perHost) + " processes on this host need " + std::to_string(perHost) +
+                                   " GPUs over NCCL (one GPU per rank: NCCL refuses two ranks on one GPU), and " +
+                                   std::to_string(gpus) + (gpus == 1 ? " is" : " are") +
+                                   " visible. Leave out --nproc to run the pipeline devices as threads of one "
+                                   "process, which share a GPU with a CUDA stream each")},
+                    nullptr, ps::cli::kExitInvalid);
+  }
 
   if (args.has("--hosts") || args.has("--print-launch")) {
     // Ranks on several hosts (run_cluster.h): this process launches, watches and records.

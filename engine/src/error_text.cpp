@@ -2,6 +2,7 @@
 // mean nothing to a user; every message the engine reports goes through errorText.
 #include <c10/util/Exception.h>
 #include <c10/util/Logging.h>
+#include <torch/version.h>
 
 #include <cstdio>
 #include <iostream>
@@ -54,7 +55,14 @@ namespace {
 // iterations must not repeat the same advice on every op.
 class OnceWarningHandler : public c10::WarningHandler {
  public:
-  void process(const c10::SourceLocation&, const std::string& msg, const bool) override {
+#if TORCH_VERSION_MAJOR >= 2
+  void process(const c10::Warning& warning) override { print(warning.msg()); }
+#else
+  void process(const c10::SourceLocation&, const std::string& msg, const bool) override { print(msg); }
+#endif
+
+ private:
+  void print(const std::string& msg) {
     std::lock_guard lock(mu_);
     if (!seen_.insert(msg).second) return;
     std::string line = msg;
@@ -62,18 +70,26 @@ class OnceWarningHandler : public c10::WarningHandler {
       if (c == '\n') c = ' ';
     std::cerr << "pipestudio: torch warning: " << line << "\n";
   }
-
- private:
   std::mutex mu_;
   std::set<std::string> seen_;
 };
 }  // namespace
 
 void quietTorchLogging() {
+  static OnceWarningHandler handler;
+  // libtorch 2.x keeps the handler per thread (c10::WarningUtils); 1.13 has one for all.
+#if TORCH_VERSION_MAJOR >= 2
+  thread_local bool installed = false;
+  if (!installed) {
+    c10::WarningUtils::set_warning_handler(&handler);
+    installed = true;
+  }
+#endif
   static std::once_flag once;
   std::call_once(once, [] {
-    static OnceWarningHandler handler;
+#if TORCH_VERSION_MAJOR < 2
     c10::Warning::set_warning_handler(&handler);
+#endif
 #ifdef C10_USE_GLOG
     // glog's INFO and WARNING lines (Gloo, c10d) are noise to a user; errors still show.
     FLAGS_minloglevel = 2;

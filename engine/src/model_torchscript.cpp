@@ -5,6 +5,7 @@
 // different network. Synthetic data come from the seed; the loss is MSE against random targets
 // or cross-entropy against random classes when the model ends in logits (loss=ce).
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/core/grad_mode.h>
 #include <c10/util/Exception.h>
 #include <torch/csrc/jit/api/module.h>
 #include <torch/csrc/jit/ir/ir.h>

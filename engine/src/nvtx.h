@@ -1,6 +1,6 @@
 #pragma once
-// NVTX ranges (header-only nvtx3, from the CUDA toolkit when CMake finds it), named like
-// PyTorch's pipelining ("PP:F3@s1") so Nsight Systems shows the schedule. Without nvtx3 this
+// NVTX ranges (header-only nvtx3, from the CUDA toolkit when CMake finds it), named as
+// PyTorch's pipelining runtime names its ranges ("PP:1F3") so Nsight Systems shows the schedule. Without nvtx3 this
 // is a no-op; with it and no profiler attached, a push/pop costs a few ns.
 #include <string>
 

@@ -3,6 +3,7 @@
 // schedule simulated with the result predicts what `run` measures.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <c10/core/GradMode.h>
 #include <dlfcn.h>
 #include <torch/csrc/autograd/autograd.h>
 
@@ -111,17 +112,6 @@ int intraOpThreads(int threads, int workersOnHost) {
 }
 
 core::Result<core::CostProfile> profileModel(const ModelSpec& spec, const ProfileOptions& o) {
-  if (o.device != "cpu" && o.device != "cuda")
-    return core::makeError("engine.options", "profile: device must be cpu or cuda, got '" + o.device + "'");
-  if (o.device == "cuda") {
-    if (!cudaCompiled())
-      return core::makeError("engine.cuda",
-                             "profile --device cuda: this engine was built against a CPU-only libtorch");
-    if (!cudaAvailable()) return core::makeError("engine.cuda", "profile --device cuda: no GPU is visible");
-    return core::makeError(
-        "engine.cuda",
-        "profile --device cuda: the built-in models are profiled on the CPU only in this version");
-  }
   if (o.microbatchSize < 1)
     return core::makeError("engine.options", "profile: the micro-batch size must be at least 1");
   if (o.repetitions < 1)
@@ -179,6 +169,7 @@ core::Result<core::CostProfile> profileModel(const ModelSpec& spec, const Profil
                                                          std::vector<std::vector<double>>(L));
     std::barrier sync(W);
     auto worker = [&](int w) {
+      detail::quietTorchLogging();
       const auto wi = static_cast<size_t>(w);
       detail::Model& m = *models[wi];
       const at::Tensor target = m.microTarget(0);

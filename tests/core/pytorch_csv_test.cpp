@@ -7,6 +7,7 @@
 
 #include "csv_cells.h"
 #include "pipestudio/core/analysis/validator.h"
+#include "pipestudio/core/io/trace_import.h"
 #include "pipestudio/core/planning/generators.h"
 
 using namespace ps::core;
@@ -228,4 +229,22 @@ TEST(PytorchCsv, StepLocationsPointAtCells) {
   EXPECT_EQ(where[0][1].column, 9);
   EXPECT_EQ(where[1][1].line, 2);
   EXPECT_EQ(where[1][1].column, 5);
+}
+
+TEST(PytorchCsv, ActionTextIsPyTorchsAndTheTraceReaderReadsIt) {
+  // _Action.__repr__'s spelling, which PyTorch's runtime also names its profiler ranges with
+  // ("PP:" + it) and the engine its NVTX ranges: one trace reader reads both.
+  Schedule s = generateSchedule(ScheduleKind::DualPipeV, GeneratorOptions{2, 4}).value();
+  EXPECT_EQ(pytorchActionText(s, Op{OpKind::F, 1, 3}), "1F3");
+  EXPECT_EQ(pytorchActionText(s, Op{OpKind::Unshard, 0, -1}), "0UNSHARD");
+  EXPECT_EQ(pytorchActionText(s, Op{OpKind::SendB, 2, 0}), "2SEND_B0");
+  EXPECT_EQ(pytorchActionText(s, Op{OpKind::R, 1, 2}), "1R2");
+  EXPECT_EQ(pytorchStepText(s, Step{Op{OpKind::F, 0, 7}, Op{OpKind::B, 3, 3}}), "(0F7;3B3)OVERLAP_F_B");
+  for (const auto& dev : s.devices)
+    for (const Step& st : dev) {
+      auto a = parsePipelineAction(pytorchStepText(s, st));
+      ASSERT_TRUE(a.ok()) << pytorchStepText(s, st);
+      EXPECT_EQ(a->op, st.first);
+      EXPECT_EQ(a->second, st.second);
+    }
 }

@@ -8,10 +8,12 @@
 #include <unistd.h>
 
 #include <array>
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <string>
 
+#include "background_process.h"
 #include "cli/cli_runner.h"
 #include "engine_checks.h"
 #include "fixtures/schedules.h"
@@ -59,7 +61,7 @@ void expectExactOnGpu(const ps::core::Schedule& s, const RunOptions& o) {
   if (!cudaAvailable())                                                                                     \
   GTEST_SKIP() << (cudaCompiled() ? "no GPU visible to this process"                                        \
                                   : "CPU-only build (Debian libtorch): GPU tests run on a CUDA build, see " \
-                                    "docs/engine.md \"GPU builds\"")
+                                    "docs/engine.md \"Builds\"")
 
 }  // namespace
 
@@ -73,6 +75,32 @@ TEST(CudaBuild, DeviceCudaIsRefusedClearlyWithoutAGpu) {
     EXPECT_NE(msg.find("CPU-only"), std::string::npos) << msg;
     EXPECT_EQ(cudaDeviceCount(), 0);
   }
+}
+
+TEST(CudaBuild, SeveralRanksOnTooFewGpusAreRefusedBeforeAnyStarts) {
+  // NCCL refuses two ranks on one GPU: --nproc N --device cuda needs N GPUs on this host, and a
+  // run asking for more than are visible is refused before a single rank starts (quickly, and
+  // without a rank's output), naming the reason and the way that works (threads).
+  // A CPU-only build (no CUDA at all) says that first.
+  const int gpus = cudaDeviceCount(), n = std::max(2, gpus + 1);
+  const std::string path = writeSchedule(ScheduleKind::OneFOneB, n, 2 * n, "nccl_refusal");
+  const auto start = std::chrono::steady_clock::now();
+  CliResult r = runCli("run " + path + " --model mlp:layers=4,hidden=8 --device cuda --nproc " + std::to_string(n) +
+                       " --events jsonl");
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(r.exitCode, 1) << r.out;
+  if (cudaCompiled()) {
+    EXPECT_NE(r.out.find(std::to_string(n) + " processes on this host need " + std::to_string(n) +
+                         " GPUs over NCCL (one GPU per rank: NCCL refuses two ranks on one GPU)"),
+              std::string::npos)
+        << r.out;
+    EXPECT_NE(r.out.find("Leave out --nproc"), std::string::npos) << r.out;
+  } else {
+    EXPECT_NE(r.out.find("built against a CPU-only libtorch"), std::string::npos) << r.out;
+  }
+  EXPECT_NE(r.out.find("\"stage\":\"refused\""), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("\"type\":\"started\""), std::string::npos) << r.out;
+  EXPECT_LT(seconds, 10.0);
 }
 
 TEST(CudaGpu, OneFOneBGradientsEqualUnpipelined) {

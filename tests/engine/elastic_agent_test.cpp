@@ -1,7 +1,7 @@
-// Ranks started by PyTorch's own elastic agent (the launcher behind torchrun, from Debian's
-// python3-torch): the agent hosts the store and says so with TORCHELASTIC_USE_AGENT_STORE, and
-// rank 0 must join it rather than bind the same port. Skips, saying why, where python3 has no
-// torch.
+// Ranks started by PyTorch's own elastic agent (the launcher behind torchrun, from the torch
+// that matches the engine's libtorch: Debian's python3-torch, or the project's PyTorch 2.x
+// environment): the agent hosts the store and says so with TORCHELASTIC_USE_AGENT_STORE, and
+// rank 0 must join it rather than bind the same port.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -13,12 +13,7 @@
 
 namespace {
 
-const char* kPython = "/usr/bin/python3";
-
-bool pythonHasTorch() {
-  return ps::test::runCommand(std::string(kPython) + " -c 'import torch.distributed.launcher.api'")
-             .exitCode == 0;
-}
+const char* kPython = PIPESTUDIO_TEST_TORCH_PYTHON;
 
 std::string launcher() {
   return std::string(PIPESTUDIO_SOURCE_TEST_DIR) + "/engine/elastic_launch.py";
@@ -27,7 +22,6 @@ std::string launcher() {
 }  // namespace
 
 TEST(ElasticAgent, TwoRanksStartedByTorchsAgentGiveExactGradients) {
-  if (!pythonHasTorch()) GTEST_SKIP() << kPython << " cannot import torch (install python3-torch)";
   auto path = ps::test::writeSchedule(ps::core::ScheduleKind::OneFOneB, 2, 4, "elastic_1f1b");
   const int port = ps::core::pickRendezvousPort();
   auto r = ps::test::runCommand("timeout 120 " + std::string(kPython) + " " + launcher() + " " +

@@ -12,7 +12,7 @@ from torch.distributed.elastic.multiprocessing import Std
 from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
 port, nproc, command, args = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4:]
-config = LaunchConfig(
+options = dict(
     min_nodes=1,
     max_nodes=1,
     nproc_per_node=nproc,
@@ -22,10 +22,14 @@ config = LaunchConfig(
     rdzv_configs={"rank": 0},
     max_restarts=0,
     monitor_interval=0.2,
-    redirects=Std.NONE,
-    tee=Std.NONE,
     start_method="spawn",
 )
+# Workers' output straight to ours: `redirects`/`tee` up to PyTorch 2.2, the default of
+# `logs_specs` since.
+fields = getattr(LaunchConfig, "__dataclass_fields__", {})
+if "redirects" in fields:
+    options.update(redirects=Std.NONE, tee=Std.NONE)
+config = LaunchConfig(**options)
 try:
     elastic_launch(config, command)(*args)
 except Exception as e:  # ChildFailedError: a rank failed; its own stderr said why

@@ -3,6 +3,7 @@
 // TorchScript model on it equals the loss PyTorch computed for the same model and batch;
 // files the model cannot take are refused naming the file and what is wrong.
 #include <gtest/gtest.h>
+#include <torch/version.h>
 
 #include <cmath>
 #include <fstream>
@@ -87,7 +88,10 @@ TEST(InputsFile, FilesTheModelCannotTakeAreRefusedNamingTheFileAndWhy) {
            Case{tokens, data("inputs/tokens_float.pt"), "inputs are Float; the model takes integer ids"},
            Case{tokens, data("inputs/tokens_out_of_range.pt"), "embedding table (20 rows) takes 0..19"},
            Case{chain, data("inputs/legacy.pt"), "not a torch.save file in the zip format"},
-           Case{chain, data("inputs/chain_short.pt"), "dict of one entry"},
+           // libtorch 1.13's unpickler lacks SETITEM (a dict of one entry); 2.x reads the file
+           // and the three samples are too few.
+           Case{chain, data("inputs/chain_short.pt"),
+                TORCH_VERSION_MAJOR >= 2 ? "inputs hold 3 samples; the run needs 8" : "dict of one entry"},
            Case{chain, data("inputs/mlp_inputs.pt"), "mat1 and mat2 shapes cannot be multiplied"},
            Case{"mlp:layers=4,hidden=8", data("inputs/mlp_inputs.pt"),
                 "inputs have shape [12, 16]; the model takes [N, 8]"},

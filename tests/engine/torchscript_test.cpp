@@ -271,57 +271,76 @@ TEST(TorchScriptErrors, FirstLayerWidthMustBeGivenWhenItCannotBeInferred) {
   std::remove(path.c_str());
 }
 
-// Modules scripted by PyTorch itself (tests/data/torchscript/make_models.py): the engine runs
-// the children in order, so the parent's forward must be exactly that chain.
+// Modules scripted by PyTorch itself (tests/data/torchscript/make_models.py), by torch 1.13 (the
+// folder itself) and by torch 2.11 (torch-2.11/): the engine runs the children in order, so
+// the parent's forward must be exactly that chain, whichever PyTorch scripted it and whichever
+// libtorch the engine was built against.
 namespace {
-std::string pytorchModel(const std::string& file) {
-  return std::string(PIPESTUDIO_TEST_DATA_DIR) + "/torchscript/" + file;
+const char* const kScriptedBy[] = {"", "torch-2.11/"};
+
+std::string pytorchModel(const std::string& dir, const std::string& file) {
+  return std::string(PIPESTUDIO_TEST_DATA_DIR) + "/torchscript/" + dir + file;
 }
 }  // namespace
 
 TEST(TorchScriptChain, PyTorchSequentialAndPlainChainModuleAreAccepted) {
-  // nn.Sequential(Linear, ReLU, Linear, Tanh, Linear): 5 children, 3 weights and 3 biases.
-  expectExact(generated(ScheduleKind::OneFOneB, 2, 4),
-              optionsFor("torchscript:path=" + pytorchModel("sequential.pt")), 6, 5);
-  // fc2(act(fc1(x))) in a Module of its own.
-  expectExact(generated(ScheduleKind::ZBH1, 2, 4), optionsFor("torchscript:path=" + pytorchModel("chain.pt")),
-              4, 3);
+  for (const char* dir : kScriptedBy) {
+    SCOPED_TRACE(std::string("scripted by ") + (*dir ? dir : "torch 1.13"));
+    // nn.Sequential(Linear, ReLU, Linear, Tanh, Linear): 5 children, 3 weights and 3 biases.
+    expectExact(generated(ScheduleKind::OneFOneB, 2, 4),
+                optionsFor("torchscript:path=" + pytorchModel(dir, "sequential.pt")), 6, 5);
+    // fc2(act(fc1(x))) in a Module of its own.
+    expectExact(generated(ScheduleKind::ZBH1, 2, 4),
+                optionsFor("torchscript:path=" + pytorchModel(dir, "chain.pt")), 4, 3);
+  }
 }
 
 TEST(TorchScriptChain, ResidualConnectionIsRefusedSayingWhy) {
-  const std::string path = pytorchModel("residual.pt");
-  const std::string msg = refusalOf(path);
-  EXPECT_NE(msg.find("not a plain chain of its children"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("the input is used 2 times (a residual connection or a branch)"), std::string::npos)
-      << msg;
-  EXPECT_NE(msg.find("nn.Sequential"), std::string::npos) << msg;  // the form that is accepted
-  EXPECT_FALSE(checkModel(parseModelSpec("torchscript:path=" + path).value()).ok());
+  for (const char* dir : kScriptedBy) {
+    SCOPED_TRACE(dir);
+    const std::string path = pytorchModel(dir, "residual.pt");
+    const std::string msg = refusalOf(path);
+    EXPECT_NE(msg.find("not a plain chain of its children"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("the input is used 2 times (a residual connection or a branch)"), std::string::npos)
+        << msg;
+    EXPECT_NE(msg.find("nn.Sequential"), std::string::npos) << msg;  // the form that is accepted
+    EXPECT_FALSE(checkModel(parseModelSpec("torchscript:path=" + path).value()).ok());
+  }
 }
 
 TEST(TorchScriptChain, ReorderedAndReusedChildrenAreRefused) {
-  const std::string reordered = refusal("torchscript:path=" + pytorchModel("reordered.pt"));
-  EXPECT_NE(reordered.find("calls child 'fc2' where child 'fc1' comes next in registration order"),
-            std::string::npos)
-      << reordered;
-  const std::string reused = refusal("torchscript:path=" + pytorchModel("reused.pt"));
-  EXPECT_NE(reused.find("calls child 'fc' twice"), std::string::npos) << reused;
+  for (const char* dir : kScriptedBy) {
+    SCOPED_TRACE(dir);
+    const std::string reordered = refusal("torchscript:path=" + pytorchModel(dir, "reordered.pt"));
+    EXPECT_NE(reordered.find("calls child 'fc2' where child 'fc1' comes next in registration order"),
+              std::string::npos)
+        << reordered;
+    const std::string reused = refusal("torchscript:path=" + pytorchModel(dir, "reused.pt"));
+    EXPECT_NE(reused.find("calls child 'fc' twice"), std::string::npos) << reused;
+  }
 }
 
 TEST(TorchScriptChain, LstmChildSaysWhatIsUnsupported) {
-  const std::string msg = refusal("torchscript:path=" + pytorchModel("lstm.pt"));
-  EXPECT_NE(msg.find("child 'lstm' (LSTM) has only overloaded forwards"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("nn.LSTM"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("one tensor to one tensor"), std::string::npos) << msg;
-  EXPECT_EQ(msg.find("has no forward method"), std::string::npos) << msg;
+  for (const char* dir : kScriptedBy) {
+    SCOPED_TRACE(dir);
+    const std::string msg = refusal("torchscript:path=" + pytorchModel(dir, "lstm.pt"));
+    EXPECT_NE(msg.find("child 'lstm' (LSTM) has only overloaded forwards"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("nn.LSTM"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("one tensor to one tensor"), std::string::npos) << msg;
+    EXPECT_EQ(msg.find("has no forward method"), std::string::npos) << msg;
+  }
 }
 
 TEST(TorchScriptTokens, EmbeddingFirstModelGetsTokenIds) {
-  // nn.Embedding(20, 8) -> Linear -> GELU -> Linear(8, 20): token ids in [0, 20), 5 per sample,
-  // cross-entropy on the logits; the embedding's gradient is checked like any other.
-  const std::string spec = "torchscript:path=" + pytorchModel("tokens.pt") + ",seq=5,loss=ce";
-  auto m = parseModelSpec(spec);
-  ASSERT_TRUE(m.ok());
-  EXPECT_EQ(m->seq, 5);
-  EXPECT_TRUE(checkModel(*m).ok()) << ps::core::formatDiagnostics(checkModel(*m).errors());
-  expectExact(generated(ScheduleKind::ZBH1, 2, 4), optionsFor(spec), 5, 4);
+  for (const char* dir : kScriptedBy) {
+    SCOPED_TRACE(dir);
+    // nn.Embedding(20, 8) -> Linear -> GELU -> Linear(8, 20): token ids in [0, 20), 5 per
+    // sample, cross-entropy on the logits; the embedding's gradient is checked like any other.
+    const std::string spec = "torchscript:path=" + pytorchModel(dir, "tokens.pt") + ",seq=5,loss=ce";
+    auto m = parseModelSpec(spec);
+    ASSERT_TRUE(m.ok());
+    EXPECT_EQ(m->seq, 5);
+    EXPECT_TRUE(checkModel(*m).ok()) << ps::core::formatDiagnostics(checkModel(*m).errors());
+    expectExact(generated(ScheduleKind::ZBH1, 2, 4), optionsFor(spec), 5, 4);
+  }
 }

@@ -65,8 +65,7 @@ class ProfileDialogTest : public QObject {
     r.workers = 3;
     const ProcessCommand c = buildProfileCommand(r);
     QCOMPARE(c.program, QStringLiteral("/opt/ps/pipestudio-cli"));
-    QCOMPARE(c.arguments, (QStringList{"profile", "--model", "mlp:layers=2,hidden=16", "--device", "cpu",
-                                       "--microbatch-size", "4", "--workers", "3", "--repetitions", "2",
+    QCOMPARE(c.arguments, (QStringList{"profile", "--model", "mlp:layers=2,hidden=16", "--microbatch-size", "4", "--workers", "3", "--repetitions", "2",
                                        "--warmup", "0", "-o", "-"}));
     r.target.microbatchSize = 0;  // the CLI's default: no flag
     QVERIFY(!buildProfileCommand(r).arguments.contains(QStringLiteral("--microbatch-size")));
@@ -101,7 +100,6 @@ class ProfileDialogTest : public QObject {
     h.identityFile = QStringLiteral("/k/id");
     h.cliPath = QStringLiteral("/opt/pipe studio/pipestudio-cli");
     r.target.remote = h;
-    r.target.device = QStringLiteral("cuda");
     r.target.connectTimeoutSeconds = 7;
     const ProcessCommand c = buildProfileCommand(r);
     QCOMPARE(c.program, QStringLiteral("ssh"));
@@ -120,7 +118,7 @@ class ProfileDialogTest : public QObject {
     const QString script = QString::fromUtf8(sh.readAllStandardOutput()).trimmed();
     QVERIFY2(script.contains(
                  QStringLiteral("'/opt/pipe studio/pipestudio-cli' profile --model mlp:layers=2,hidden=16 "
-                                "--device cuda --workers 1 --repetitions 2 --warmup 0 -o - </dev/null")),
+                                "--workers 1 --repetitions 2 --warmup 0 -o - </dev/null")),
              qPrintable(script));
   }
 

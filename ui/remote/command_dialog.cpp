@@ -43,16 +43,19 @@ CommandDialog::~CommandDialog() {
   if (ownSettings_) delete settings_;
 }
 
-void CommandDialog::buildModelFields(bool torchscript) {
+void CommandDialog::buildModelFields(bool torchscript, bool withDevice) {
   model_ = new QComboBox;
   model_->setObjectName(QStringLiteral("model"));
   addModelItems(model_, torchscript);
   params_ = new QLineEdit;
   params_->setObjectName(QStringLiteral("modelParameters"));
   params_->setToolTip(tr("key=value list (docs/engine.md, Models); keys not given keep their defaults"));
-  device_ = new QComboBox;
-  device_->addItem(QStringLiteral("cpu"));
-  device_->addItem(QStringLiteral("cuda"));
+  if (withDevice) {
+    device_ = new QComboBox;
+    device_->addItem(QStringLiteral("cpu"));
+    device_->addItem(QStringLiteral("cuda"));
+    connect(device_, &QComboBox::currentIndexChanged, this, [this] { updatePreview(); });
+  }
   microbatch_ = new QSpinBox;
   microbatch_->setRange(0, 1 << 16);
   microbatch_->setSpecialValueText(tr("default (2)"));
@@ -65,7 +68,6 @@ void CommandDialog::buildModelFields(bool torchscript) {
     updatePreview();
   });
   connect(params_, &QLineEdit::textChanged, this, [this] { updatePreview(); });
-  connect(device_, &QComboBox::currentIndexChanged, this, [this] { updatePreview(); });
   for (QSpinBox* s : {microbatch_, warmup_})
     connect(s, &QSpinBox::valueChanged, this, [this] { updatePreview(); });
 }
@@ -144,7 +146,7 @@ void CommandDialog::readModelFields(RunRequest& r) const {
   r.localCli = localCli_;
   r.model = model_->currentData().toString();
   r.modelParameters = params_->text().trimmed();
-  r.device = device_->currentText();
+  r.device = device_ ? device_->currentText() : QStringLiteral("cpu");
   r.microbatchSize = microbatch_->value();
 }
 
@@ -157,7 +159,7 @@ void CommandDialog::writeModelFields(const RunRequest& r) {
   }
   params_->setText(r.modelParameters);
   params_->setCursorPosition(0);
-  device_->setCurrentIndex(std::max(0, device_->findText(r.device)));
+  if (device_) device_->setCurrentIndex(std::max(0, device_->findText(r.device)));
   microbatch_->setValue(r.microbatchSize);
 }
 

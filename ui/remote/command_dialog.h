@@ -48,7 +48,9 @@ class CommandDialog : public QDialog {
 
   // The model fields (model_ .. warmup_), not yet in a layout; the model combo proposes each
   // built-in model's parameters.
-  void buildModelFields(bool torchscript);
+  // The model, its parameters, the micro-batch size and warm-up; the device choice (cpu or
+  // cuda) only with `withDevice` (the profiler runs on the CPU only).
+  void buildModelFields(bool torchscript, bool withDevice);
   // optimizer_: "none" (item data "") then SGD and AdamW.
   void buildOptimizerCombo(const QString& noneText, const QString& tip);
   // Appends "Command:", the preview, progress, status, log and a row of buttons: `leading`

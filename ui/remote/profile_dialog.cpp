@@ -30,8 +30,8 @@ namespace ps::ui {
 // --- command ---------------------------------------------------------------------------------
 
 QStringList cliProfileArguments(const ProfileRequest& r) {
-  QStringList a{QStringLiteral("profile"), QStringLiteral("--model"), r.target.modelSpec(),
-                QStringLiteral("--device"), r.target.device};
+  // Layers are profiled on the CPU only: GPU profiling has not been implemented.
+  QStringList a{QStringLiteral("profile"), QStringLiteral("--model"), r.target.modelSpec()};
   if (r.target.microbatchSize > 0)
     a << QStringLiteral("--microbatch-size") << QString::number(r.target.microbatchSize);
   a << QStringLiteral("--workers") << QString::number(std::max(1, r.workers))
@@ -174,7 +174,7 @@ ProfileDialog::ProfileDialog(QWidget* parent, QSettings* settings)
 void ProfileDialog::buildUi() {
   auto* modelBox = new QGroupBox(tr("Model and measurement"));
   auto* form = new QFormLayout(modelBox);
-  buildModelFields(false);  // the profiler measures built-in models only
+  buildModelFields(false, false);  // the profiler measures built-in models, on the CPU
   params_->setText(defaultModelParameters(QStringLiteral("gpt")));
   workers_ = makeSpinBox(1, 1024, 1);
   workers_->setToolTip(
@@ -187,7 +187,6 @@ void ProfileDialog::buildUi() {
                          "training with this optimizer are predicted with their steps"));
   addFormRows(form, {{tr("Model:"), model_},
                      {tr("Parameters:"), params_},
-                     {tr("Device:"), device_},
                      {tr("Micro-batch size:"), microbatch_},
                      {tr("Workers:"), workers_},
                      {tr("Repetitions (median):"), repetitions_},
@@ -269,7 +268,7 @@ void ProfileDialog::setBusy(bool busy) {
   progress_->setValue(0);
   startButton_->setEnabled(!busy);
   cancelButton_->setEnabled(busy);
-  for (QWidget* w : std::initializer_list<QWidget*>{target_, model_, params_, device_, microbatch_, workers_,
+  for (QWidget* w : std::initializer_list<QWidget*>{target_, model_, params_, microbatch_, workers_,
                                                     repetitions_, warmup_, optimizer_})
     w->setEnabled(!busy);
 }

@@ -105,7 +105,7 @@ void RunDialog::buildUi() {
 QWidget* RunDialog::buildModelBox() {
   auto* modelBox = new QGroupBox(tr("Model"));
   auto* mForm = new QFormLayout(modelBox);
-  buildModelFields(true);
+  buildModelFields(true, true);
   torchscript_ = new QLineEdit;
   torchscript_->setPlaceholderText(tr("model.pt (a path on the target)"));
   browseModel_ = new QPushButton(tr("Browse…"));

@@ -357,17 +357,19 @@ Result<Schedule> readPytorchCsv(std::string_view text, const CsvReadOptions& opt
   return s;
 }
 
+std::string pytorchActionText(const Schedule& s, const Op& op) {
+  std::string t = std::to_string(op.stage);
+  t += s.kindName(op.kind);
+  if (op.microbatch >= 0) t += std::to_string(op.microbatch);
+  return t;
+}
+
+std::string pytorchStepText(const Schedule& s, const Step& st) {
+  if (st.second) return "(" + pytorchActionText(s, st.first) + ";" + pytorchActionText(s, *st.second) + ")OVERLAP_F_B";
+  return pytorchActionText(s, st.first);
+}
+
 Result<std::string> writePytorchCsv(const Schedule& s, CsvFormat format) {
-  auto actionText = [&](const Op& op) {
-    std::string t = std::to_string(op.stage);
-    t += builtinKindName(op.kind);
-    if (op.microbatch >= 0) t += std::to_string(op.microbatch);
-    return t;
-  };
-  auto stepText = [&](const Step& st) {
-    if (st.second) return "(" + actionText(st.first) + ";" + actionText(*st.second) + ")OVERLAP_F_B";
-    return actionText(st.first);
-  };
   // compute_only: what PyTorch's _load_csv(format="compute_only") accepts, compute actions
   // only (it refuses REDUCE_GRAD, UNSHARD, RESHARD and SEND/RECV there; its lowering adds them).
   // compute_comms: run as written by _PipelineScheduleRuntime, so it must hold what PyTorch's
@@ -401,7 +403,7 @@ Result<std::string> writePytorchCsv(const Schedule& s, CsvFormat format) {
       if (!keep(st)) continue;
       if (!first) text += ',';
       first = false;
-      text += stepText(st);
+      text += pytorchStepText(*out, st);
     }
     text += '\n';
   }

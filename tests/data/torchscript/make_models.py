@@ -1,5 +1,11 @@
 # Tiny TorchScript models for tests/engine/torchscript_test.cpp, scripted with PyTorch's own
-# modules (python3-torch 1.13): run `python3 make_models.py` here to regenerate them.
+# modules. The files in this folder were scripted by Debian's python3-torch 1.13
+# (`python3 make_models.py` here); those in torch-2.11/ by the project's PyTorch environment
+# (`~/.cache/pipestudio/torch-2.11.0/bin/python make_models.py torch-2.11`). The engine loads
+# both, whichever libtorch it was built against, or refuses naming both versions.
+import os
+import sys
+
 import torch
 from torch import nn
 
@@ -69,5 +75,8 @@ models = {
     "lstm.pt": WithLstm(fc=nn.Linear(8, 8), lstm=nn.LSTM(8, 8, batch_first=True)),
     "tokens.pt": TokenModel(embed=nn.Embedding(20, 8), mix=nn.Linear(8, 8), act=nn.GELU(), head=nn.Linear(8, 20)),
 }
+out = sys.argv[1] if len(sys.argv) > 1 else "."
+os.makedirs(out, exist_ok=True)
 for name, model in models.items():
-    torch.jit.save(torch.jit.script(model), name)
+    torch.jit.save(torch.jit.script(model), os.path.join(out, name))
+print(f"scripted {len(models)} models with torch {torch.__version__} into {out}")

@@ -162,7 +162,7 @@ std::string formatSeconds(double seconds);
 // --- Profiler: measured per-layer costs of a built-in model (engine/src/profiler.cpp) ---
 
 struct ProfileOptions {
-  std::string device = "cpu";  // "cpu" or "cuda"
+  // On the CPU: GPU profiling (CUDA events, allocator bytes) is not implemented.
   int microbatchSize = 2;
   int repetitions = 10;  // timed repetitions per layer; each time is their median
   int warmup = 3;        // repetitions run first and left out

@@ -31,6 +31,12 @@ Result<Schedule> readPytorchCsv(std::string_view text, const CsvReadOptions& opt
 // when a compute_comms lowering stalls (an order that deadlocks).
 Result<std::string> writePytorchCsv(const Schedule& s, CsvFormat format = CsvFormat::ComputeOnly);
 
+// An action as PyTorch writes it (_Action.__repr__; its profiler ranges are "PP:" + this):
+// "1F3", "0UNSHARD", "(0F7;7B3)OVERLAP_F_B". PipeStudio's kinds without a PyTorch action follow
+// the same pattern ("1R3", "2OFFLOAD0", "0ALLREDUCE"), so that one trace reader reads both.
+std::string pytorchActionText(const Schedule& s, const Op& op);
+std::string pytorchStepText(const Schedule& s, const Step& step);
+
 // What writing `s` as a PyTorch CSV of `format` leaves out, one phrase each (empty when
 // nothing): the partition, the cost profile, ops without a PyTorch action, and for
 // compute_only the SEND/RECV, UNSHARD/RESHARD and REDUCE_GRAD actions. Exports say so.
