@@ -15,12 +15,14 @@ using namespace ps::core;
 
 const char* kUsage =
     "usage: pipestudio-cli convert IN OUT [--csv-format compute_only|compute_comms]\n"
-    "                              [--from pipe|csv] [--to pipe|csv] [--set name=value]...\n"
-    "                              [--microbatches M]\n\n"
+    "                              [--pytorch VERSION] [--from pipe|csv] [--to pipe|csv]\n"
+    "                              [--set name=value]... [--microbatches M]\n\n"
     "Converts a schedule between the .pipe DSL and PyTorch pipelining CSV. Formats follow the\n"
     "extensions (.pipe, .csv); IN or OUT may be - (stdin / stdout) with --from / --to.\n"
     "A .pipe program is expanded first (--set overrides its 'let' values). --csv-format picks\n"
-    "the CSV flavour written (default compute_only); --microbatches fixes the micro-batch\n"
+    "the CSV flavour written (default compute_only, which every PyTorch version loads);\n"
+    "compute_comms is written as PyTorch VERSION lowers it (2.11 to 2.15, default 2.11: 2.15\n"
+    "added WAIT_SEND/WAIT_REDUCE_GRAD actions). --microbatches fixes the micro-batch\n"
     "count read from a CSV (default: largest micro-batch + 1).\n"
     "Exit status: 0 ok, 1 the input has errors, 2 usage or unreadable file.\n";
 
@@ -42,6 +44,12 @@ int runConvert(const ps::cli::Args& args, const ps::cli::Reporter& rep) {
   if (csvFormat != "compute_only" && csvFormat != "compute_comms")
     return rep.usage("--csv-format is compute_only or compute_comms, not '" + csvFormat + "'");
   if (from == "csv" && !args.values("--set").empty()) return rep.usage("--set applies to .pipe input only");
+  PytorchTarget target;
+  if (args.has("--pytorch")) {
+    auto t = parsePytorchTarget(args.value("--pytorch"));
+    if (!t) return rep.usage(t.error().message);
+    target = *t;
+  }
 
   ScheduleLoadOptions options;
   options.format = scheduleFormatFromName(from);
@@ -66,14 +74,14 @@ int runConvert(const ps::cli::Args& args, const ps::cli::Reporter& rep) {
   if (to == "pipe") {
     output = printDsl(*schedule);
   } else {
-    auto csv = writePytorchCsv(*schedule, csvForm);
+    auto csv = writePytorchCsv(*schedule, csvForm, target);
     if (!csv.ok()) return rep.fail(formatDiagnostics(csv.errors()));
     output = std::move(*csv);
   }
   if (to == "csv") {
     // A CSV holds the op orders only: say what the design loses, so that a simulation of the
     // CSV under the same profile is not taken for the design's.
-    const std::vector<std::string> lost = csvExportLosses(*schedule, csvForm);
+    const std::vector<std::string> lost = csvExportLosses(*schedule, csvForm, target);
     if (!lost.empty()) {
       std::string list;
       for (size_t i = 0; i < lost.size(); ++i) list += (i ? "; " : "") + lost[i];
@@ -87,7 +95,7 @@ int runConvert(const ps::cli::Args& args, const ps::cli::Reporter& rep) {
 const ps::cli::FlagCommandRegistrar kConvert({"convert",
                                               "convert a schedule between .pipe and PyTorch pipelining CSV",
                                               kUsage,
-                                              {"--csv-format", "--from", "--to", "--set", "--microbatches"},
+                                              {"--csv-format", "--pytorch", "--from", "--to", "--set", "--microbatches"},
                                               {},
                                               {2, 2, "expected IN and OUT"},
                                               runConvert});

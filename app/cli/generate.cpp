@@ -13,11 +13,13 @@ namespace {
 
 const char* kUsage =
     "usage: pipestudio-cli generate KIND --devices D --microbatches M [--chunks V] [-o FILE]\n"
-    "                               [--format pipe|csv] [--csv-format compute_only|compute_comms]\n\n"
+    "                               [--format pipe|csv] [--csv-format compute_only|compute_comms]\n"
+    "                               [--pytorch VERSION]\n\n"
     "KIND: gpipe, 1f1b, interleaved-1f1b, looped-bfs, zb-h1, zb-h2, zb-v, dualpipe-v.\n"
     "Stages = devices x chunks; chunks default to 2 for interleaved-1f1b, looped-bfs, zb-v and\n"
     "dualpipe-v, 1 otherwise. The output format follows -o's extension (.pipe or .csv), else\n"
-    "--format (default pipe); stdout when -o is absent or -.\n"
+    "--format (default pipe); stdout when -o is absent or -. A compute_comms CSV is written as\n"
+    "PyTorch VERSION lowers it (2.11 to 2.15, default 2.11).\n"
     "Exit status: 0 ok, 2 usage or sizes the kind cannot serve.\n";
 
 int runGenerate(const ps::cli::Args& args, const ps::cli::Reporter& rep) {
@@ -46,12 +48,19 @@ int runGenerate(const ps::cli::Args& args, const ps::cli::Reporter& rep) {
   if (csvFormat != "compute_only" && csvFormat != "compute_comms")
     return usage("--csv-format is compute_only or compute_comms, not '" + csvFormat + "'");
 
+  PytorchTarget target;
+  if (args.has("--pytorch")) {
+    auto t = parsePytorchTarget(args.value("--pytorch"));
+    if (!t) return usage(t.error().message);
+    target = *t;
+  }
   auto schedule = generateSchedule(*kind, o);
   if (!schedule.ok()) return rep.fail(formatDiagnostics(schedule.errors()));
   std::string text;
   if (format == "csv") {
     auto csv = writePytorchCsv(*schedule,
-                               csvFormat == "compute_comms" ? CsvFormat::ComputeComms : CsvFormat::ComputeOnly);
+                               csvFormat == "compute_comms" ? CsvFormat::ComputeComms : CsvFormat::ComputeOnly,
+                               target);
     if (!csv.ok()) return rep.fail(formatDiagnostics(csv.errors()));
     text = std::move(*csv);
   } else {
@@ -64,7 +73,7 @@ const ps::cli::FlagCommandRegistrar kGenerate({"generate",
                                                "write a built-in schedule (gpipe, 1f1b, zb-h1, ...)",
                                                kUsage,
                                                {"--devices", "--microbatches", "--chunks", "-o", "--format",
-                                                "--csv-format"},
+                                                "--csv-format", "--pytorch"},
                                                {},
                                                {1, 1, "expected one KIND"},
                                                runGenerate});

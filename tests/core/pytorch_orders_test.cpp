@@ -1,5 +1,6 @@
 // PipeStudio's generators and lowering against PyTorch's own orders (tests/data/pytorch/, written
-// by torch 2.11's code: tests/pytorch/make_golden_orders.py). Every generator that claims a
+// by torch 2.11's code, the pinned version, and tests/data/pytorch-2.15/, by torch 2.15's:
+// tests/pytorch/make_golden_orders.py). Every generator that claims a
 // PyTorch class gives that class's order action for action, for every case PyTorch's manifest
 // lists (pipeline degree 2, 4, 8; micro-batches pp, 2pp, 3pp, pp + 1, 2pp + 1, pp / 2; stages per
 // rank 1 to 3); PipeStudio's compute+comms lowering gives PyTorch's lowering action for action.
@@ -21,7 +22,14 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const fs::path kDir = fs::path(PIPESTUDIO_TEST_DATA_DIR) / "pytorch";
+// Each PyTorch whose orders are kept, with the target PipeStudio writes for it.
+struct Golden {
+  fs::path dir;
+  PytorchTarget target;
+};
+const Golden kGoldens[] = {{fs::path(PIPESTUDIO_TEST_DATA_DIR) / "pytorch", PytorchTarget{2, 11}},
+                           {fs::path(PIPESTUDIO_TEST_DATA_DIR) / "pytorch-2.15", PytorchTarget{2, 15}}};
+const fs::path kDir = kGoldens[0].dir;
 
 const std::map<std::string, ScheduleKind>& kindOfClass() {
   static const std::map<std::string, ScheduleKind> m = {{"GPipe", ScheduleKind::GPipe},
@@ -34,8 +42,12 @@ const std::map<std::string, ScheduleKind>& kindOfClass() {
   return m;
 }
 
+nlohmann::json manifestOf(const fs::path& dir) {
+  return nlohmann::json::parse(ps::test::readFile(dir / "MANIFEST.json"));
+}
+
 const nlohmann::json& manifest() {
-  static const nlohmann::json m = nlohmann::json::parse(ps::test::readFile(kDir / "MANIFEST.json"));
+  static const nlohmann::json m = manifestOf(kDir);
   return m;
 }
 
@@ -129,6 +141,69 @@ TEST(PytorchOrders, LoweringIsPyTorchsActionForAction) {
     ++compared;
   }
   EXPECT_GE(compared, 140);
+}
+
+TEST(PytorchOrders, LoweringForPyTorch215IsItsActionForAction) {
+  // 2.15 changed the compute+comms form (WAIT_SEND_F/B, WAIT_REDUCE_GRAD, UNSHARD eviction in
+  // gathering order): --pytorch 2.15 writes 2.15's form, and reading 2.15's files back and
+  // writing them keeps every action, the waits included. Its compute-only orders are 2.11's.
+  const Golden& g = kGoldens[1];
+  const nlohmann::json m = manifestOf(g.dir);
+  int compared = 0;
+  for (const auto& c : m["cases"]) {
+    if (!c["files"].contains("compute_comms")) continue;
+    SCOPED_TRACE(caseName(c));
+    auto s = generateFor(c);
+    ASSERT_TRUE(s.ok()) << formatDiagnostics(s.errors());
+    const Rows golden = ps::test::csvActions(ps::test::readFile(g.dir / c["files"]["compute_comms"].get<std::string>()));
+    EXPECT_EQ(ps::test::csvActions(writePytorchCsv(*s, CsvFormat::ComputeComms, g.target).value()), golden);
+    auto read = readPytorchCsv(ps::test::readFile(g.dir / c["files"]["compute_comms"].get<std::string>()));
+    ASSERT_TRUE(read.ok()) << formatDiagnostics(read.errors());
+    EXPECT_TRUE(validateSchedule(*read).valid()) << formatDiagnostics(validateSchedule(*read).diagnostics);
+    EXPECT_EQ(ps::test::csvActions(writePytorchCsv(*read, CsvFormat::ComputeComms, g.target).value()), golden);
+    // Written for 2.11, the waits 2.11 cannot read are left out, and the export says so.
+    EXPECT_EQ(writePytorchCsv(*read, CsvFormat::ComputeComms).value().find("WAIT"), std::string::npos);
+    const auto lost = csvExportLosses(*read, CsvFormat::ComputeComms);
+    ASSERT_FALSE(lost.empty());
+    EXPECT_NE(lost.back().find("WAIT_SEND/WAIT_REDUCE_GRAD actions, which PyTorch 2.11 does not have"),
+              std::string::npos)
+        << lost.back();
+    const std::string only = c["files"].contains("executed") ? c["files"]["executed"] : c["files"]["compute_only"];
+    if (c["name"] != "GPipe" && c["name"] != "1F1B") {
+      EXPECT_EQ(computeOnly(fileRows(only)), computeOnly(ps::test::csvActions(ps::test::readFile(g.dir / only))));
+    }
+    ++compared;
+  }
+  EXPECT_GE(compared, 90);
+}
+
+TEST(PytorchOrders, TargetVersionsAreNamedAndChecked) {
+  EXPECT_EQ(parsePytorchTarget("2.11")->name(), "2.11");
+  EXPECT_EQ(parsePytorchTarget("2.12.1")->name(), "2.12");
+  EXPECT_TRUE(parsePytorchTarget("2.15")->atLeast(2, 15));
+  for (const char* bad : {"2.10", "2.16", "3.0", "2", "2.x", "", "2.11.0.1", "2.11 "}) {
+    auto t = parsePytorchTarget(bad);
+    ASSERT_FALSE(t.ok()) << bad;
+    EXPECT_NE(t.error().message.find("2.11 to 2.15"), std::string::npos) << t.error().message;
+  }
+}
+
+TEST(PytorchOrders, ReadingPyTorchsFilesKeepsEveryAction) {
+  int files = 0;
+  for (const Golden& g : kGoldens) {
+    const nlohmann::json m = manifestOf(g.dir);
+    for (const auto& c : m["cases"]) {
+      if (!c["files"].contains("compute_comms")) continue;
+      SCOPED_TRACE(caseName(c) + " " + g.target.name());
+      const std::string text = ps::test::readFile(g.dir / c["files"]["compute_comms"].get<std::string>());
+      auto read = readPytorchCsv(text);
+      ASSERT_TRUE(read.ok()) << formatDiagnostics(read.errors());
+      EXPECT_EQ(ps::test::csvActions(writePytorchCsv(*read, CsvFormat::ComputeComms, g.target).value()),
+                ps::test::csvActions(text));
+      ++files;
+    }
+  }
+  EXPECT_GE(files, 230);
 }
 
 TEST(PytorchOrders, OneFOneBsOrderIrIsWrongOnItsLastRank) {

@@ -24,7 +24,9 @@ by this script (no PipeStudio code is involved):
 MANIFEST.json: the torch version, the command, and one entry per case (class, pp, micro-batches,
 stages per rank, files, or PyTorch's error when it refuses the case).
 
-Usage: python make_golden_orders.py OUT_DIR   (in the project's PyTorch environment)
+Usage: python make_golden_orders.py OUT_DIR [--pp 2,4]   (in the project's PyTorch environment;
+tests/data/pytorch is torch 2.11's, the pinned version; tests/data/pytorch-2.15 torch 2.15's, for
+pipeline degrees 2 and 4, made with a torch 2.15 environment of the same requirements)
 """
 import csv
 import json
@@ -131,18 +133,27 @@ class _RecordingStage:
     def _update_losses(self, *a):
         pass
 
+    def __getattr__(self, name):
+        # Any other hook a newer PyTorch calls on its stage (buffer release, send waits): nothing
+        # to do without communication.
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return lambda *args, **kwargs: None
+
 
 def executed_single(cls, pp, mb):
     rows = []
     for rank in range(pp):
         log = []
         sched = cls(_RecordingStage(rank, pp, log), mb)
+        # The stand-in has no communication to set up (PyTorch 2.15 checks its transport here).
+        sched._initialize_stage = lambda *args, **kwargs: None
         sched._step_microbatches()
         rows.append(log)
     return rows
 
 
-def main(out):
+def main(out, pps):
     os.makedirs(out, exist_ok=True)
     for f in os.listdir(out):
         if f.endswith(".csv"):
@@ -151,7 +162,7 @@ def main(out):
     plan = [(c, 1) for c in SINGLE] + [(c, v) for c, vs in MULTI.items() for v in vs]
     for cls_name, spr in plan:
         cls = S.get_schedule_class(cls_name)
-        for pp in PP:
+        for pp in pps:
             for mb in microbatch_counts(pp):
                 base = f"{cls_name}_pp{pp}_mb{mb}_spr{spr}"
                 case = {"class": f"Schedule{cls_name}", "name": cls_name, "pp": pp,
@@ -192,7 +203,8 @@ def main(out):
     manifest = {
         "generator": "PyTorch (torch.distributed.pipelining), not PipeStudio",
         "torch": torch.__version__,
-        "command": "python tests/pytorch/make_golden_orders.py tests/data/pytorch",
+        "command": "python tests/pytorch/make_golden_orders.py OUT_DIR"
+        + ("" if pps == PP else " --pp " + ",".join(map(str, pps))),
         "cases": cases,
     }
     with open(os.path.join(out, "MANIFEST.json"), "w") as f:
@@ -202,4 +214,10 @@ def main(out):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else "tests/data/pytorch")
+    args = sys.argv[1:]
+    pps = PP
+    if "--pp" in args:
+        i = args.index("--pp")
+        pps = [int(x) for x in args[i + 1].split(",")]
+        del args[i : i + 2]
+    main(args[0] if args else "tests/data/pytorch", pps)

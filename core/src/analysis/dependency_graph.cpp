@@ -143,6 +143,15 @@ void DependencyGraph::forEachDependency(const Op& op, Emit&& emit, Miss&& miss) 
     case OpKind::RecvF:
     case OpKind::RecvB:
       break;  // posting a receive waits for nothing
+    case OpKind::WaitSendF:
+      need(OpKind::SendF, s, m);
+      break;
+    case OpKind::WaitSendB:
+      need(OpKind::SendB, s, m);
+      break;
+    case OpKind::WaitReduceGrad:
+      need(OpKind::ReduceGrad, s, -1);
+      break;
     case OpKind::ReduceGrad:
       for (int mb = 0; mb < microbatches_; ++mb) {
         int id = at(OpKind::W, s, mb);

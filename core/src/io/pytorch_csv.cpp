@@ -68,39 +68,16 @@ bool isDigit(char c) {
   return c >= '0' && c <= '9';
 }
 
-// PyTorch's action type names and ours.
-std::optional<OpKind> actionKind(std::string_view t) {
-  if (t == "F") return OpKind::F;
-  if (t == "B") return OpKind::B;
-  if (t == "I") return OpKind::I;
-  if (t == "W") return OpKind::W;
-  if (t == "UNSHARD") return OpKind::Unshard;
-  if (t == "RESHARD") return OpKind::Reshard;
-  if (t == "REDUCE_GRAD") return OpKind::ReduceGrad;
-  if (t == "SEND_F") return OpKind::SendF;
-  if (t == "RECV_F") return OpKind::RecvF;
-  if (t == "SEND_B") return OpKind::SendB;
-  if (t == "RECV_B") return OpKind::RecvB;
-  return std::nullopt;
+// The kinds a PyTorch action can name (its _ComputationType, up to 2.15's WAIT_* actions):
+// every built-in kind but R, OFFLOAD and RELOAD, which PyTorch has no action for.
+bool csvExpressible(OpKind k) {
+  return !isUserKind(k) && k != OpKind::R && k != OpKind::Offload && k != OpKind::Reload;
 }
 
-bool csvExpressible(OpKind k) {
-  switch (k) {
-    case OpKind::F:
-    case OpKind::B:
-    case OpKind::I:
-    case OpKind::W:
-    case OpKind::Unshard:
-    case OpKind::Reshard:
-    case OpKind::ReduceGrad:
-    case OpKind::SendF:
-    case OpKind::RecvF:
-    case OpKind::SendB:
-    case OpKind::RecvB:
-      return true;
-    default:
-      return false;
-  }
+std::optional<OpKind> actionKind(std::string_view t) {
+  auto k = builtinKindFromName(t);
+  if (!k || !csvExpressible(*k)) return std::nullopt;
+  return k;
 }
 
 bool isCompute(OpKind k) {
@@ -108,15 +85,18 @@ bool isCompute(OpKind k) {
 }
 
 std::string hintFor(std::string_view type) {
-  static const char* names[] = {"F",           "B",      "I",      "W",      "UNSHARD", "RESHARD",
-                                "REDUCE_GRAD", "SEND_F", "RECV_F", "SEND_B", "RECV_B"};
-  std::string upper(type);
+  std::string upper(type), all;
   for (char& c : upper) c = static_cast<char>(c >= 'a' && c <= 'z' ? c - 'a' + 'A' : c);
-  for (const char* n : names)
-    if (upper == n) return std::string("did you mean ") + n + "? (action types are upper case)";
+  for (std::uint16_t i = 0; i < static_cast<std::uint16_t>(OpKind::kBuiltinCount); ++i) {
+    const auto k = static_cast<OpKind>(i);
+    if (!csvExpressible(k)) continue;
+    if (upper == builtinKindName(k))
+      return "did you mean " + std::string(builtinKindName(k)) + "? (action types are upper case)";
+    all += (all.empty() ? "" : ", ") + std::string(builtinKindName(k));
+  }
   if (upper == "SEND_F_RECV_B" || upper == "SEND_B_RECV_F")
     return "combined send/receive actions are not supported; write SEND and RECV cells";
-  return "action types: F, I, W, B, UNSHARD, RESHARD, REDUCE_GRAD, SEND_F, RECV_F, SEND_B, RECV_B";
+  return "action types: " + all;
 }
 
 bool parseInt(std::string_view s, int& out) {
@@ -369,32 +349,58 @@ std::string pytorchStepText(const Schedule& s, const Step& st) {
   return pytorchActionText(s, st.first);
 }
 
-Result<std::string> writePytorchCsv(const Schedule& s, CsvFormat format) {
+namespace {
+bool isWait(OpKind k) {
+  return k == OpKind::WaitSendF || k == OpKind::WaitSendB || k == OpKind::WaitReduceGrad;
+}
+}  // namespace
+
+Result<std::string> writePytorchCsv(const Schedule& s, CsvFormat format, const PytorchTarget& target) {
   // compute_only: what PyTorch's _load_csv(format="compute_only") accepts, compute actions
   // only (it refuses REDUCE_GRAD, UNSHARD, RESHARD and SEND/RECV there; its lowering adds them).
   // compute_comms: run as written by _PipelineScheduleRuntime, so it must hold what PyTorch's
   // lowering adds: a compute-only schedule is lowered exactly as PyTorch lowers it; one with
   // explicit SEND/RECV keeps its order and gets the REDUCE_GRAD it lacks (where the runtime
   // divides the gradients by the number of micro-batches). No idle cells: the runtime refuses
-  // them in compute_comms.
+  // them in compute_comms. From 2.15 on, compute_comms also needs its WAIT_SEND_F/B and
+  // WAIT_REDUCE_GRAD actions (PytorchTarget), which earlier versions cannot read.
   const Schedule* out = &s;
   Schedule lowered;
+  const bool waits = target.atLeast(2, 15);
   if (format == CsvFormat::ComputeComms) {
     if (!hasExplicitComms(s)) {
-      PS_ASSIGN_OR_RETURN(lowered, lowerToPytorchComms(s));
+      PS_ASSIGN_OR_RETURN(lowered, lowerToPytorchComms(s, target));
     } else {
       lowered = s;
-      bool hasReduce = false;
+      bool hasReduce = false, hasWaitSend = false, hasWaitReduce = false;
       for (const auto& dev : s.devices)
-        for (const auto& st : dev) hasReduce |= !st.second && st.first.kind == OpKind::ReduceGrad;
+        for (const auto& st : dev) {
+          if (st.second) continue;
+          hasReduce |= st.first.kind == OpKind::ReduceGrad;
+          hasWaitSend |= st.first.kind == OpKind::WaitSendF || st.first.kind == OpKind::WaitSendB;
+          hasWaitReduce |= st.first.kind == OpKind::WaitReduceGrad;
+        }
       if (!hasReduce)
-        for (auto& dev : lowered.devices) dev = addReduceGrad(dev, s.pipeline.microbatches);
+        for (auto& dev : lowered.devices) dev = addReduceGrad(dev, s.pipeline.microbatches, waits);
+      if (waits && hasReduce && !hasWaitReduce)
+        for (auto& dev : lowered.devices) {
+          std::vector<Step> withWaits;
+          for (const Step& st : dev) {
+            withWaits.push_back(st);
+            if (!st.second && st.first.kind == OpKind::ReduceGrad)
+              withWaits.push_back(Step{Op{OpKind::WaitReduceGrad, st.first.stage, -1}, {}});
+          }
+          dev = std::move(withWaits);
+        }
+      if (waits && !hasWaitSend)
+        for (auto& dev : lowered.devices) dev = addWaitSend(dev);
     }
     out = &lowered;
   }
   auto keep = [&](const Step& st) {
     if (st.second) return true;
-    return format == CsvFormat::ComputeOnly ? isCompute(st.first.kind) : csvExpressible(st.first.kind);
+    if (format == CsvFormat::ComputeOnly) return isCompute(st.first.kind);
+    return csvExpressible(st.first.kind) && (waits || !isWait(st.first.kind));
   };
   std::string text;
   for (const auto& dev : out->devices) {
@@ -410,7 +416,7 @@ Result<std::string> writePytorchCsv(const Schedule& s, CsvFormat format) {
   return text;
 }
 
-std::vector<std::string> csvExportLosses(const Schedule& s, CsvFormat format) {
+std::vector<std::string> csvExportLosses(const Schedule& s, CsvFormat format, const PytorchTarget& target) {
   std::vector<std::string> out;
   if (!s.partition.empty()) {
     std::string p;
@@ -418,13 +424,15 @@ std::vector<std::string> csvExportLosses(const Schedule& s, CsvFormat format) {
     out.push_back("the partition (layers per stage " + p + ")");
   }
   if (s.profile && !s.profile->empty()) out.push_back("the cost profile (" + *s.profile + ")");
-  size_t noAction = 0, comms = 0, stageActions = 0;
+  size_t noAction = 0, comms = 0, stageActions = 0, waits = 0;
   for (const auto& dev : s.devices)
     for (const auto& st : dev) {
       if (st.second) continue;
       const OpKind k = st.first.kind;
       if (!csvExpressible(k))
         ++noAction;
+      else if (format == CsvFormat::ComputeComms && isWait(k) && !target.atLeast(2, 15))
+        ++waits;
       else if (format == CsvFormat::ComputeOnly && isStageLevelKind(k))
         ++stageActions;
       else if (format == CsvFormat::ComputeOnly && !isCompute(k))
@@ -437,6 +445,9 @@ std::vector<std::string> csvExportLosses(const Schedule& s, CsvFormat format) {
     out.push_back(std::to_string(comms) +
                   " SEND/RECV actions, which compute_only does not hold (PyTorch's lowering places its own; "
                   "use compute_comms to keep these)");
+  if (waits)
+    out.push_back(std::to_string(waits) + " WAIT_SEND/WAIT_REDUCE_GRAD actions, which PyTorch " + target.name() +
+                  " does not have (2.15 does: --pytorch 2.15)");
   if (stageActions)
     out.push_back(std::to_string(stageActions) +
                   " UNSHARD/RESHARD/REDUCE_GRAD actions, which PyTorch's compute_only loader refuses (its "

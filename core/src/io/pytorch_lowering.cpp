@@ -135,7 +135,9 @@ int stepStages(const Step& st, int out[2]) {
 // first use from i, cut at the first step after which at least 3 are known (a pair can make
 // it 4). It is built backwards, keeping the first 4 distinct stages from each step with the
 // step that first uses each, so the pass is linear in the steps.
-std::vector<Step> addUnshardReshard(const std::vector<Step>& compute) {
+// `gatherOrder`: PyTorch 2.15 keeps the active stages in a dict, so evictions and the final
+// RESHARDs come in the order the stages were gathered; before, in its set's order.
+std::vector<Step> addUnshardReshard(const std::vector<Step>& compute, bool gatherOrder) {
   constexpr int kWindow = 3, kKeep = kWindow + 1;
   struct Entry {
     int stage, step;
@@ -165,27 +167,34 @@ std::vector<Step> addUnshardReshard(const std::vector<Step>& compute) {
 
   std::vector<Step> out;
   out.reserve(n + 8);
-  PythonIntSet active;
+  PythonIntSet active;              // 2.11 to 2.14
+  std::vector<std::int64_t> gathered;  // 2.15: in the order gathered
+  auto items = [&] { return gatherOrder ? gathered : active.items(); };
+  auto contains = [&](int s) {
+    return gatherOrder ? std::find(gathered.begin(), gathered.end(), s) != gathered.end() : active.contains(s);
+  };
   auto stageStep = [](OpKind k, int stage) { return Step{Op{k, stage, -1}, {}}; };
   for (size_t i = 0; i < n; ++i) {
     const std::vector<int> next = window(i);
     std::vector<int> fetch;
     for (int s : next)
-      if (!active.contains(s)) fetch.push_back(s);
+      if (!contains(s)) fetch.push_back(s);
     std::vector<std::int64_t> evict;
-    for (std::int64_t s : active.items())
+    for (std::int64_t s : items())
       if (std::find(next.begin(), next.end(), static_cast<int>(s)) == next.end()) evict.push_back(s);
     for (std::int64_t s : evict) {
       active.discard(s);
+      gathered.erase(std::find(gathered.begin(), gathered.end(), s));
       out.push_back(stageStep(OpKind::Reshard, static_cast<int>(s)));
     }
     for (int s : fetch) {
       active.add(s);
+      gathered.push_back(s);
       out.push_back(stageStep(OpKind::Unshard, s));
     }
     out.push_back(compute[i]);
   }
-  for (std::int64_t s : active.items()) out.push_back(stageStep(OpKind::Reshard, static_cast<int>(s)));
+  for (std::int64_t s : items()) out.push_back(stageStep(OpKind::Reshard, static_cast<int>(s)));
   return out;
 }
 
@@ -206,7 +215,7 @@ bool hasExplicitComms(const Schedule& s) {
   return false;
 }
 
-std::vector<Step> addReduceGrad(const std::vector<Step>& steps, int microbatches) {
+std::vector<Step> addReduceGrad(const std::vector<Step>& steps, int microbatches, bool withWait) {
   std::vector<Step> out;
   out.reserve(steps.size() + 4);
   std::vector<int> count;
@@ -215,14 +224,65 @@ std::vector<Step> addReduceGrad(const std::vector<Step>& steps, int microbatches
     for (const Op* op : {&st.first, st.second ? &*st.second : nullptr}) {
       if (!op || (op->kind != OpKind::B && op->kind != OpKind::W) || op->stage < 0) continue;
       if (static_cast<size_t>(op->stage) >= count.size()) count.resize(static_cast<size_t>(op->stage) + 1, 0);
-      if (++count[static_cast<size_t>(op->stage)] == microbatches)
+      if (++count[static_cast<size_t>(op->stage)] == microbatches) {
         out.push_back(Step{Op{OpKind::ReduceGrad, op->stage, -1}, {}});
+        if (withWait) out.push_back(Step{Op{OpKind::WaitReduceGrad, op->stage, -1}, {}});
+      }
     }
   }
   return out;
 }
 
-Result<Schedule> lowerToPytorchComms(const Schedule& s) {
+std::vector<Step> addWaitSend(const std::vector<Step>& steps) {
+  std::vector<Step> out;
+  out.reserve(steps.size() + steps.size() / 4);
+  std::vector<Op> pending;  // sends not yet waited for, in posting order
+  for (const Step& st : steps) {
+    out.push_back(st);
+    if (!st.second && (st.first.kind == OpKind::SendF || st.first.kind == OpKind::SendB))
+      pending.push_back(st.first);
+    for (const Op* op : {&st.first, st.second ? &*st.second : nullptr}) {
+      if (!op || (op->kind != OpKind::B && op->kind != OpKind::I)) continue;
+      auto it = std::find(pending.begin(), pending.end(), Op{OpKind::SendF, op->stage, op->microbatch});
+      if (it == pending.end()) continue;
+      out.push_back(Step{Op{OpKind::WaitSendF, op->stage, op->microbatch}, {}});
+      pending.erase(it);
+    }
+  }
+  for (const Op& send : pending)
+    out.push_back(Step{Op{send.kind == OpKind::SendF ? OpKind::WaitSendF : OpKind::WaitSendB, send.stage,
+                          send.microbatch},
+                       {}});
+  return out;
+}
+
+Result<PytorchTarget> parsePytorchTarget(std::string_view text) {
+  PytorchTarget t;
+  auto bad = [&] {
+    return makeError("pytorch.version", "PyTorch version '" + std::string(text) +
+                                            "': PipeStudio writes the compute+comms form of PyTorch 2.11 to 2.15 "
+                                            "(their lowering is checked against each); for another version write "
+                                            "compute_only, which that PyTorch lowers itself");
+  };
+  int parts[3] = {0, 0, 0}, n = 0;
+  size_t i = 0;
+  while (n < 3) {
+    if (i >= text.size() || text[i] < '0' || text[i] > '9') return bad();
+    long v = 0;
+    while (i < text.size() && text[i] >= '0' && text[i] <= '9' && v < 1000) v = v * 10 + (text[i++] - '0');
+    parts[n++] = static_cast<int>(v);
+    if (i == text.size()) break;
+    if (text[i] != '.') return bad();
+    ++i;
+  }
+  if (n < 2 || i != text.size()) return bad();
+  t.major = parts[0];
+  t.minor = parts[1];
+  if (!t.atLeast(2, 11) || t.atLeast(2, 16)) return bad();
+  return t;
+}
+
+Result<Schedule> lowerToPytorchComms(const Schedule& s, const PytorchTarget& target) {
   const Pipeline& p = s.pipeline;
   const int S = p.stages;
   const auto ranks = s.devices.size();
@@ -234,7 +294,8 @@ Result<Schedule> lowerToPytorchComms(const Schedule& s) {
     std::vector<Step> compute;
     for (const Step& st : s.devices[r])
       if (isComputeStep(st)) compute.push_back(st);
-    todo[r] = addReduceGrad(addUnshardReshard(compute), p.microbatches);
+    const bool v215 = target.atLeast(2, 15);
+    todo[r] = addReduceGrad(addUnshardReshard(compute, v215), p.microbatches, v215);
   }
 
   // Pass 3: _add_send_recv.
@@ -297,6 +358,8 @@ Result<Schedule> lowerToPytorchComms(const Schedule& s) {
       return makeError("csv.lowering", msg);
     }
   }
+  if (target.atLeast(2, 15))
+    for (auto& dev : out.devices) dev = addWaitSend(dev);
   return out;
 }
 

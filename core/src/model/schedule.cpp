@@ -8,8 +8,9 @@ namespace ps::core {
 
 namespace {
 constexpr std::array<std::string_view, static_cast<size_t>(OpKind::kBuiltinCount)> kNames = {
-    "F",      "B",      "I",      "W",      "R",       "OFFLOAD", "RELOAD",
-    "SEND_F", "RECV_F", "SEND_B", "RECV_B", "UNSHARD", "RESHARD", "REDUCE_GRAD"};
+    "F",       "B",       "I",           "W",           "R",           "OFFLOAD",
+    "RELOAD",  "SEND_F",  "RECV_F",      "SEND_B",      "RECV_B",      "UNSHARD",
+    "RESHARD", "REDUCE_GRAD", "WAIT_SEND_F", "WAIT_SEND_B", "WAIT_REDUCE_GRAD"};
 }
 
 bool isUserKind(OpKind k) {
@@ -28,7 +29,7 @@ std::optional<OpKind> builtinKindFromName(std::string_view name) {
 }
 
 bool isStageLevelKind(OpKind k) {
-  return k == OpKind::Unshard || k == OpKind::Reshard || k == OpKind::ReduceGrad;
+  return k == OpKind::Unshard || k == OpKind::Reshard || k == OpKind::ReduceGrad || k == OpKind::WaitReduceGrad;
 }
 
 constexpr EnumName<PlacementKind> kPlacementKindNames[] = {{PlacementKind::Explicit, "explicit"},

@@ -5,6 +5,7 @@
 #include <string_view>
 #include <vector>
 
+#include "pipestudio/core/io/pytorch_lowering.h"
 #include "pipestudio/core/model/schedule.h"
 
 namespace ps::core {
@@ -26,10 +27,12 @@ using CsvStepLocations = std::vector<std::vector<SourceLocation>>;
 Result<Schedule> readPytorchCsv(std::string_view text, const CsvReadOptions& options,
                                 CsvStepLocations* locations);
 // compute_only: the compute actions only (what PyTorch's _load_csv(format="compute_only")
-// accepts); compute_comms: PyTorch 2.11's lowering of them (pytorch_lowering.h), or, for a
-// schedule with explicit SEND/RECV, its own order plus any missing REDUCE_GRAD. An error only
-// when a compute_comms lowering stalls (an order that deadlocks).
-Result<std::string> writePytorchCsv(const Schedule& s, CsvFormat format = CsvFormat::ComputeOnly);
+// accepts, in every version); compute_comms: the target PyTorch's lowering of them
+// (pytorch_lowering.h), or, for a schedule with explicit SEND/RECV, its own order plus any
+// missing REDUCE_GRAD (and, for 2.15, WAIT_* actions). An error only when a compute_comms
+// lowering stalls (an order that deadlocks).
+Result<std::string> writePytorchCsv(const Schedule& s, CsvFormat format = CsvFormat::ComputeOnly,
+                                    const PytorchTarget& target = {});
 
 // An action as PyTorch writes it (_Action.__repr__; its profiler ranges are "PP:" + this):
 // "1F3", "0UNSHARD", "(0F7;7B3)OVERLAP_F_B". PipeStudio's kinds without a PyTorch action follow
@@ -39,7 +42,8 @@ std::string pytorchStepText(const Schedule& s, const Step& step);
 
 // What writing `s` as a PyTorch CSV of `format` leaves out, one phrase each (empty when
 // nothing): the partition, the cost profile, ops without a PyTorch action, and for
-// compute_only the SEND/RECV, UNSHARD/RESHARD and REDUCE_GRAD actions. Exports say so.
-std::vector<std::string> csvExportLosses(const Schedule& s, CsvFormat format);
+// compute_only the SEND/RECV, UNSHARD/RESHARD and REDUCE_GRAD actions, and for a target before
+// 2.15 the WAIT_* actions. Exports say so.
+std::vector<std::string> csvExportLosses(const Schedule& s, CsvFormat format, const PytorchTarget& target = {});
 
 }  // namespace ps::core

@@ -12,20 +12,43 @@
 //      rank's next action in once its input is there, puts SEND right after a producer whose
 //      consumer sits on another rank, and the matching RECV at that moment into the consumer
 //      rank's order. Receives thus appear in the order the peer sends.
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "pipestudio/core/model/schedule.h"
 
 namespace ps::core {
 
+// The PyTorch whose compute+comms form is written. PyTorch 2.11 to 2.14 lower alike; 2.15
+// changed the form: it evicts UNSHARDed stages in the order they were gathered (a dict where
+// 2.11 had a set), follows each REDUCE_GRAD with a WAIT_REDUCE_GRAD, and gives every send a
+// WAIT_SEND_F/WAIT_SEND_B (after the local backward that proves a forward send was taken,
+// else at the end of the rank's order); its loader refuses a compute+comms file without them,
+// and 2.11's misreads them. compute_only files are the same for every version.
+struct PytorchTarget {
+  int major = 2, minor = 11;  // the pinned version (tests/pytorch/requirements.txt)
+  bool atLeast(int ma, int mi) const { return major > ma || (major == ma && minor >= mi); }
+  std::string name() const { return std::to_string(major) + "." + std::to_string(minor); }
+};
+// "2.11" .. "2.15" (a patch number is ignored: "2.12.1"); other versions are refused, naming
+// the range, since their lowering has not been checked.
+Result<PytorchTarget> parsePytorchTarget(std::string_view text);
+
 // Every compute step of `s` (F, I, W, B, overlapped pairs) lowered as above; other steps
 // (UNSHARD, RESHARD, REDUCE_GRAD, R, OFFLOAD, RELOAD, declared kinds) are dropped first, as
 // PyTorch's compute-only form holds none. An error when the walk stalls (PyTorch: "Malformed
 // compute schedule, can't schedule sends/recvs"), naming each rank's next action.
-Result<Schedule> lowerToPytorchComms(const Schedule& s);
+Result<Schedule> lowerToPytorchComms(const Schedule& s, const PytorchTarget& target = {});
 
-// Pass 2 alone: `steps` with REDUCE_GRAD after the `microbatches`-th B or W of each stage.
-std::vector<Step> addReduceGrad(const std::vector<Step>& steps, int microbatches);
+// Pass 2 alone: `steps` with REDUCE_GRAD after the `microbatches`-th B or W of each stage (and,
+// with `withWait` as PyTorch 2.15 does, a WAIT_REDUCE_GRAD right after each).
+std::vector<Step> addReduceGrad(const std::vector<Step>& steps, int microbatches, bool withWait = false);
+
+// PyTorch 2.15's _add_wait_send over one rank's compute+comms order: a WAIT_SEND_F(s,m) right
+// after the local backward of (s,m) that follows SEND_F(s,m), and a wait for every send still
+// unwaited at the end, in the order the sends were posted.
+std::vector<Step> addWaitSend(const std::vector<Step>& steps);
 
 // Does `s` hold explicit SEND/RECV steps (a compute+comms order)?
 bool hasExplicitComms(const Schedule& s);

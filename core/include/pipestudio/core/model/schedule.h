@@ -28,13 +28,20 @@ enum class OpKind : std::uint16_t {
   Unshard,  // PyTorch FSDP actions (stage-level, micro-batch -1)
   Reshard,
   ReduceGrad,
+  // PyTorch 2.15's explicit waits in compute+comms orders: a rank waits for its send of
+  // (stage, micro-batch) to be taken (WAIT_SEND_F/B) and for its stage's gradient reduction
+  // (WAIT_REDUCE_GRAD, stage-level).
+  WaitSendF,
+  WaitSendB,
+  WaitReduceGrad,
   kBuiltinCount
 };
 inline constexpr std::uint16_t kFirstUserKind = 64;
 
 bool isUserKind(OpKind k);
 // Canonical token: "F", "B", "I", "W", "R", "OFFLOAD", "RELOAD", "SEND_F", "RECV_F", "SEND_B",
-// "RECV_B", "UNSHARD", "RESHARD", "REDUCE_GRAD". User kinds need the schedule for their name.
+// "RECV_B", "UNSHARD", "RESHARD", "REDUCE_GRAD", "WAIT_SEND_F", "WAIT_SEND_B",
+// "WAIT_REDUCE_GRAD". User kinds need the schedule for their name.
 std::string_view builtinKindName(OpKind k);
 std::optional<OpKind> builtinKindFromName(std::string_view name);
 // Kinds that belong to no micro-batch (micro_batch == -1).
