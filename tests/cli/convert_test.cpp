@@ -75,7 +75,7 @@ TEST(PytorchFidelity, ConvertToCsvSaysWhatTheCsvDoesNotCarry) {
             std::string::npos)
       << r.err;
   EXPECT_NE(r.err.find("The .pipe keeps them."), std::string::npos) << r.err;
-  EXPECT_EQ(readFile(dir / "d.csv"), "0F0,0B0\n1F0,1B0\n");
+  EXPECT_EQ(readFile(dir / "d.csv"), "0F0,0B0\r\n1F0,1B0\r\n");  // Python csv's line ends
   // .pipe to .pipe in another folder: the profile stays reachable, relative to the new file.
   fs::create_directories(dir / "elsewhere" / "deep");
   r = ps::test::runCli("convert '" + pipe.string() + "' '" +
