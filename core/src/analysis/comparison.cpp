@@ -6,9 +6,11 @@
 #include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <unordered_map>
 
 #include "analysis/comparison_internal.h"
+#include "pipestudio/core/io/pytorch_lowering.h"
 #include "pipestudio/core/model/enum_names.h"
 
 namespace ps::core {
@@ -190,6 +192,35 @@ Comparison compareTimelines(const Schedule& plan, const Timeline& planned, const
     c.bubbles = attributeBubbles(measured, plan, options.minGapMs);
   }
   return c;
+}
+
+namespace {
+
+// The actions PyTorch's runtime adds when it lowers a compute-only order.
+bool isRuntimeAction(OpKind k) {
+  return isStageLevelKind(k) || k == OpKind::SendF || k == OpKind::RecvF || k == OpKind::SendB ||
+         k == OpKind::RecvB;
+}
+
+}  // namespace
+
+Result<std::optional<Schedule>> loweredPlanFor(const Schedule& plan, const Timeline& measured) {
+  std::set<OpKind> shown;
+  for (const auto& o : measured.ops)
+    if (isRuntimeAction(o.op.kind)) shown.insert(o.op.kind);
+  if (shown.empty()) return std::optional<Schedule>();
+  for (const auto& dev : plan.devices)
+    for (const auto& st : dev)
+      if (!st.second && isRuntimeAction(st.first.kind)) return std::optional<Schedule>();
+  PS_ASSIGN_OR_RETURN(Schedule lowered, lowerToPytorchComms(plan));
+  for (auto& dev : lowered.devices)
+    dev.erase(std::remove_if(dev.begin(), dev.end(),
+                             [&](const Step& st) {
+                               return !st.second && isRuntimeAction(st.first.kind) &&
+                                      !shown.count(st.first.kind);
+                             }),
+              dev.end());
+  return std::optional<Schedule>(std::move(lowered));
 }
 
 namespace {
