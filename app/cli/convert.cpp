@@ -2,12 +2,15 @@
 // picked by extension (or --from / --to for stdin / stdout).
 #include <filesystem>
 #include <iostream>
+#include <optional>
 
 #include "common/command.h"
 #include "common/flags.h"
 #include "common/schedule_input.h"
+#include "pipestudio/core/analysis/validator.h"
 #include "pipestudio/core/io/dsl.h"
 #include "pipestudio/core/io/pytorch_csv.h"
+#include "pipestudio/core/io/torchtitan_export.h"
 
 namespace {
 
@@ -16,12 +19,16 @@ using namespace ps::core;
 const char* kUsage =
     "usage: pipestudio-cli convert IN OUT [--csv-format compute_only|compute_comms]\n"
     "                              [--from pipe|csv] [--to pipe|csv] [--set name=value]...\n"
-    "                              [--microbatches M]\n\n"
+    "                              [--microbatches M] [--for pytorch|torchtitan]\n\n"
     "Converts a schedule between the .pipe DSL and PyTorch pipelining CSV. Formats follow the\n"
     "extensions (.pipe, .csv); IN or OUT may be - (stdin / stdout) with --from / --to.\n"
     "A .pipe program is expanded first (--set overrides its 'let' values). --csv-format picks\n"
     "the CSV flavour written (default compute_only); --microbatches fixes the micro-batch\n"
     "count read from a CSV (default: largest micro-batch + 1).\n"
+    "--for torchtitan writes the compute_only CSV torchtitan loads (pipeline_parallel_schedule_csv)\n"
+    "and prints the [parallelism] settings that must go with it (schedule class for the stage\n"
+    "placement, degree, num_pp_microbatches, the partition); a schedule torchtitan cannot build is\n"
+    "refused with the reason. The schedule is validated first.\n"
     "Exit status: 0 ok, 1 the input has errors, 2 usage or unreadable file.\n";
 
 int runConvert(const ps::cli::Args& args, const ps::cli::Reporter& rep) {
@@ -42,6 +49,20 @@ int runConvert(const ps::cli::Args& args, const ps::cli::Reporter& rep) {
   if (csvFormat != "compute_only" && csvFormat != "compute_comms")
     return rep.usage("--csv-format is compute_only or compute_comms, not '" + csvFormat + "'");
   if (from == "csv" && !args.values("--set").empty()) return rep.usage("--set applies to .pipe input only");
+  const std::string target = args.value("--for", "pytorch");
+  if (target != "pytorch" && target != "torchtitan")
+    return rep.usage("--for is pytorch or torchtitan, not '" + target + "'");
+  const bool torchtitan = target == "torchtitan";
+  if (torchtitan) {
+    // torchtitan loads the file itself, with _load_csv's default format.
+    if (to != "csv") return rep.usage("--for torchtitan writes a CSV: name OUT .csv");
+    if (out == "-") return rep.usage("--for torchtitan reads the CSV from a file: give OUT a path");
+    if (csvFormat != "compute_only")
+      return rep.usage(
+          "torchtitan loads compute_only CSVs (its lowering adds the communication); drop "
+          "--csv-format " +
+          csvFormat);
+  }
 
   ScheduleLoadOptions options;
   options.format = scheduleFormatFromName(from);
@@ -62,6 +83,17 @@ int runConvert(const ps::cli::Args& args, const ps::cli::Reporter& rep) {
     if (p.is_relative()) p = std::filesystem::path(in).parent_path() / p;
     schedule->profile = profileReferenceFor(p.string(), out);
   }
+  std::optional<TorchtitanSettings> titan;
+  if (torchtitan) {
+    ValidationReport report = validateSchedule(*schedule);
+    if (!report.valid()) {
+      locateScheduleDiagnostics(report.diagnostics, input.name, input.format, input.cells);
+      return rep.invalid(report.diagnostics);
+    }
+    auto settings = torchtitanSettings(*schedule);
+    if (!settings.ok()) return rep.invalid(settings.errors());
+    titan = std::move(*settings);
+  }
   std::string output;
   if (to == "pipe") {
     output = printDsl(*schedule);
@@ -81,13 +113,16 @@ int runConvert(const ps::cli::Args& args, const ps::cli::Reporter& rep) {
                 << " does not carry " << list << ". The .pipe keeps them.\n";
     }
   }
-  return rep.write(out, output) ? ps::cli::kExitOk : ps::cli::kExitUsage;
+  if (!rep.write(out, output)) return ps::cli::kExitUsage;
+  if (titan) std::cout << torchtitanToml(*titan, out);
+  return ps::cli::kExitOk;
 }
 
 const ps::cli::FlagCommandRegistrar kConvert({"convert",
                                               "convert a schedule between .pipe and PyTorch pipelining CSV",
                                               kUsage,
-                                              {"--csv-format", "--from", "--to", "--set", "--microbatches"},
+                                              {"--csv-format", "--from", "--to", "--set", "--microbatches",
+                                               "--for"},
                                               {},
                                               {2, 2, "expected IN and OUT"},
                                               runConvert});
