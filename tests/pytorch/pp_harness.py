@@ -316,7 +316,8 @@ def run_case(case, rank, world, torch, dist, S, nn, PipelineStage):
             one_step()
         trace_dir = case.get("trace_dir") or os.path.dirname(case["csv"])
         os.makedirs(trace_dir, exist_ok=True)
-        path = os.path.join(trace_dir, f"{case.get('trace_name', case['id'])}_rank{rank}.json")
+        prefix = case.get("trace_name", case["id"].replace("/", "_"))
+        path = os.path.join(trace_dir, f"{prefix}_rank{rank}.json" if prefix else f"rank{rank}.json")
         prof.export_chrome_trace(path)
         if case.get("memory"):
             result["peak_bytes"] = _peak_from_trace(path)
