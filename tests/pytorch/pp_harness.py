@@ -1,28 +1,35 @@
-"""Runs pipeline CSV files in PyTorch's own pipelining runtime, on Gloo CPU ranks, and checks
+"""Runs pipeline schedules in PyTorch's own pipelining runtime, on Gloo CPU ranks, and checks
 the result against the same model trained in one process.
 
-One process group per world size: `run_cases(world, cases, workdir)` starts `world` worker
-processes (this file, `worker` mode) that rendezvous through a file store (no port to pick) on
-loopback Gloo, and every rank runs every case in turn, the way a training job would:
+One process group per call: `run_cases(world, cases, workdir)` starts `world` worker processes
+(this file, `worker` mode) that rendezvous through a file store (no port to pick) on loopback
+Gloo, and every rank runs every case in turn, the way a training job would:
 
-- the model: `layers` seeded Linear(16, 16) + Tanh blocks (every third block also has a
-  LayerNorm), f32, split into S stages (S = the CSV's stage count; `partition` gives blocks per
-  stage, default one each); every rank builds the whole model from the seed and keeps its stages;
-- each stage is a `torch.distributed.pipelining.PipelineStage`; the schedule is
-  `_PipelineScheduleRuntime` with the case's `scale_grads`, filled by `_load_csv(path, format)`;
+- the model (`model` in the case): by default `layers` seeded Linear(16, 16) + Tanh blocks
+  (every third block also has a LayerNorm), f32; or {"kind": "mlp", "hidden": H, "vocab": V}:
+  pre-norm MLP blocks and an LM-head-like last layer (the benchmark's). Split into S stages
+  (`partition` gives layers per stage, default one each); every rank builds the whole model
+  from the seed and keeps its stages;
+- each stage is a `torch.distributed.pipelining.PipelineStage`; the schedule is either
+  `_PipelineScheduleRuntime` filled by `_load_csv(csv, format)` (S = the CSV's stage count), or
+  one of PyTorch's classes run by itself (`builtin`: class and stages per rank);
 - which stages a rank builds: from the CSV itself (`stages: "csv"`, the rows are the ranks), or
   as torchtitan builds them from its `pipeline_parallel_schedule` (`stages: "loop"` or `"v"`:
-  `_get_pp_rank_to_stage_indices_mapping`'s two styles);
-- one `step()` on the whole batch (micro-batches of 2 samples), then the loss the runtime
-  reports (mean of the micro-batch losses for `loss: "mean"`, their sum for `loss: "global"`, a
-  sum-reduced loss divided by the whole batch's element count, as torchtitan normalises by the
-  global token count) and every parameter gradient are compared with one process running the
-  unsplit model on the whole batch (mean-reduced MSE).
+  `_get_pp_rank_to_stage_indices_mapping`'s two styles; a `builtin` class always so);
+- one `step()` on the whole batch (micro-batches of `microbatch_size`, default 2 samples), then
+  the loss the runtime reports (mean of the micro-batch losses for `loss: "mean"`, their sum for
+  `loss: "global"`, a sum-reduced loss divided by the whole batch's size, as torchtitan
+  normalises by the global token count) and every parameter gradient are compared with one
+  process running the unsplit model on the whole batch (mean-reduced loss).
 
 Each rank reports, per case, its largest gradient error relative to the tensor's largest
 reference value, the ratio of gradient norms, the loss (on the rank that holds the last stage),
-and optionally step times, peak allocated bytes (torch.profiler's memory events) and a Chrome
-trace of one profiled step. The caller decides what is right.
+and on request step times and CPU times (`time_steps`), the step's peak allocated bytes
+(`memory`: torch.profiler's memory events) and a Chrome trace of one profiled step
+(`trace_dir`). The caller decides what is right. A `builtin` class that refuses the case (its
+own micro-batch rules) is reported as refused when the case says `refusal_ok`; any other error
+stops the rank and the run. A case with `probe` (sizes in bytes) times a ping-pong between
+ranks 0 and 1 instead.
 
 Only processes this module starts are ever killed, by their own handles.
 """
@@ -31,6 +38,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 import traceback
 
@@ -143,37 +151,65 @@ def read_rows(path):
 # The rank side
 
 
-def _blocks(n_layers, torch, nn):
+def _blocks(model, n_layers, torch, nn):
+    """The model's layers, one module each, from the seed. `model`: {} for the test model
+    (Linear(16, 16) + Tanh blocks, a LayerNorm in every third), or {"kind": "mlp", "hidden": H,
+    "vocab": V}: pre-norm MLP blocks (LayerNorm, Linear(H, 4H), GELU, Linear(4H, H)) and, when V
+    is set, a last layer LayerNorm + Linear(H, V) (an LM head: heavy for a large V)."""
     torch.manual_seed(SEED)
     blocks = []
-    for i in range(n_layers):
-        layers = [nn.Linear(HIDDEN, HIDDEN)]
-        if i % 3 == 2:
-            layers.append(nn.LayerNorm(HIDDEN))
-        layers.append(nn.Tanh())
-        blocks.append(nn.Sequential(*layers))
+    if model.get("kind", "tiny") == "tiny":
+        for i in range(n_layers):
+            layers = [nn.Linear(HIDDEN, HIDDEN)]
+            if i % 3 == 2:
+                layers.append(nn.LayerNorm(HIDDEN))
+            layers.append(nn.Tanh())
+            blocks.append(nn.Sequential(*layers))
+        return blocks
+    h, vocab = model["hidden"], model.get("vocab", 0)
+    for _ in range(n_layers - (1 if vocab else 0)):
+        blocks.append(nn.Sequential(nn.LayerNorm(h), nn.Linear(h, 4 * h), nn.GELU(), nn.Linear(4 * h, h)))
+    if vocab:
+        blocks.append(nn.Sequential(nn.LayerNorm(h), nn.Linear(h, vocab)))
     return blocks
 
 
-def _batch(microbatches, torch):
+def _batch(model, microbatches, microbatch_size, torch):
     g = torch.Generator().manual_seed(SEED + 1)
-    n = microbatches * MICROBATCH_SIZE
-    x = torch.randn(n, HIDDEN, generator=g)
-    y = torch.randn(n, HIDDEN, generator=g)
+    n = microbatches * microbatch_size
+    h = model.get("hidden", HIDDEN)
+    x = torch.randn(n, h, generator=g)
+    if model.get("vocab"):
+        y = torch.randint(0, model["vocab"], (n,), generator=g)
+    else:
+        y = torch.randn(n, h, generator=g)
     return x, y
+
+
+def _loss(model, kind, batch, torch):
+    """The per-micro-batch loss: mean-reduced ("mean"), or sum-reduced over the whole batch's
+    size ("global", as torchtitan normalises by the global token count)."""
+    F = torch.nn.functional
+    vocab = model.get("vocab")
+    elems = batch if vocab else batch * model.get("hidden", HIDDEN)
+    if kind == "mean":
+        return (lambda out, tgt: F.cross_entropy(out, tgt)) if vocab else (lambda out, tgt: F.mse_loss(out, tgt))
+    if vocab:
+        return lambda out, tgt: F.cross_entropy(out, tgt, reduction="sum") / elems
+    return lambda out, tgt: F.mse_loss(out, tgt, reduction="sum") / elems
 
 
 _reference_cache = {}
 
 
-def _reference(n_layers, microbatches, torch, nn):
+def _reference(model, n_layers, microbatches, microbatch_size, torch, nn):
     """Loss and per-block parameter gradients of the unsplit model on the whole batch."""
-    key = (n_layers, microbatches)
+    key = (json.dumps(model, sort_keys=True), n_layers, microbatches, microbatch_size)
     if key not in _reference_cache:
-        blocks = _blocks(n_layers, torch, nn)
-        model = nn.Sequential(*blocks)
-        x, y = _batch(microbatches, torch)
-        loss = torch.nn.functional.mse_loss(model(x), y)
+        blocks = _blocks(model, n_layers, torch, nn)
+        whole = nn.Sequential(*blocks)
+        x, y = _batch(model, microbatches, microbatch_size, torch)
+        loss = _loss(model, "mean", len(x), torch)(whole(x), y)
         loss.backward()
         grads = [{n: p.grad.detach().clone() for n, p in b.named_parameters()} for b in blocks]
         _reference_cache[key] = (loss.item(), grads)
@@ -222,31 +258,91 @@ def _torchtitan_stage_indices(rank, world, style, num_stages):
 
 
 def _peak_from_trace(path):
-    """Largest 'Total Allocated' of torch.profiler's [memory] events, minus the first one."""
+    """The step's peak allocated bytes from torch.profiler's [memory] events: the largest
+    'Total Allocated' less the total before the step's first allocation. On the CPU that total
+    only counts blocks the profiler saw allocated (a block allocated earlier is not taken off
+    when freed), so the figure is the peak of what the step itself allocates: activations,
+    gradients, communication buffers."""
     with open(path) as f:
         events = json.load(f)["traceEvents"]
-    totals = [e["args"]["Total Allocated"] for e in events
-              if e.get("name") == "[memory]" and "Total Allocated" in e.get("args", {})]
-    return (max(totals) - totals[0]) if totals else 0
+    mem = [e["args"] for e in events if e.get("name") == "[memory]" and "Total Allocated" in e.get("args", {})]
+    if not mem:
+        return 0
+    base = mem[0]["Total Allocated"] - mem[0].get("Bytes", 0)
+    return max(m["Total Allocated"] for m in mem) - base
+
+
+def _probe_link(case, rank, world, torch, dist):
+    """Rank 0 and rank 1 bounce tensors of each size in `case["probe"]` (bytes); the result is
+    the median one-way time per size, in ms."""
+    out = {"id": case["id"], "rank": rank, "one_way_ms": {}}
+    for size in case["probe"]:
+        buf = torch.zeros(max(1, size // 4))
+        times = []
+        for i in range(case.get("repeats", 30) + 3):
+            dist.barrier()
+            t0 = time.perf_counter()
+            if rank == 0:
+                dist.send(buf, 1)
+                dist.recv(buf, 1)
+            elif rank == 1:
+                dist.recv(buf, 0)
+                dist.send(buf, 0)
+            if i >= 3:
+                times.append((time.perf_counter() - t0) * 1000.0 / 2)
+        times.sort()
+        out["one_way_ms"][str(size)] = times[len(times) // 2]
+    return out
+
+
+def _builtin_stage_indices(rank, world, cls_name, stages_per_rank, S):
+    """Stages a rank builds for PyTorch's own class: V-shape for ZBVZeroBubble and DualPipeV,
+    else the loop (as torchtitan builds them)."""
+    cls = S.get_schedule_class(cls_name)
+    style = "v" if cls in (S.ScheduleZBVZeroBubble, S.ScheduleDualPipeV) else "loop"
+    return _torchtitan_stage_indices(rank, world, style, world * stages_per_rank), cls
 
 
 def run_case(case, rank, world, torch, dist, S, nn, PipelineStage):
-    rows = read_rows(case["csv"])
-    actions = _parse_actions(rows, S)
-    n_stages, n_mb = _shape(actions)
-    M = case.get("microbatches") or n_mb
+    if case.get("probe"):
+        return _probe_link(case, rank, world, torch, dist)
+    model = case.get("model", {})
+    mb_size = case.get("microbatch_size", MICROBATCH_SIZE)
+    builtin = case.get("builtin")
+    if builtin:
+        # One of PyTorch's schedule classes, run by itself (no CSV).
+        n_stages = world * builtin["stages_per_rank"]
+        M = case["microbatches"]
+        mine, _ = _builtin_stage_indices(rank, world, builtin["class"], builtin["stages_per_rank"], S)
+    else:
+        rows = read_rows(case["csv"])
+        actions = _parse_actions(rows, S)
+        n_stages, n_mb = _shape(actions)
+        M = case.get("microbatches") or n_mb
+        style = case.get("stages", "csv")
+        if style == "csv":
+            mapping = S._validate_schedule(actions, world, n_stages, M)
+            mine = sorted(s for s, r in mapping.items() if r == rank)
+        else:
+            mine = _torchtitan_stage_indices(rank, world, style, n_stages)
     partition = case.get("partition") or [1] * n_stages
     if len(partition) != n_stages:
         raise ValueError(f"partition {partition} does not give {n_stages} stages")
-    n_layers = sum(partition)
-    style = case.get("stages", "csv")
-    if style == "csv":
-        mapping = S._validate_schedule(actions, world, n_stages, M)
-        mine = sorted(s for s, r in mapping.items() if r == rank)
-    else:
-        mine = _torchtitan_stage_indices(rank, world, style, n_stages)
+    try:
+        return _run_built(case, rank, world, torch, dist, S, nn, PipelineStage, model, mb_size, builtin,
+                          n_stages, M, mine, partition)
+    except _Refused as e:
+        return {"id": case["id"], "rank": rank, "refused": str(e)}
 
-    blocks = _blocks(n_layers, torch, nn)
+
+class _Refused(Exception):
+    """A schedule PyTorch refuses to build (every rank refuses it alike, before any message)."""
+
+
+def _run_built(case, rank, world, torch, dist, S, nn, PipelineStage, model, mb_size, builtin, n_stages, M, mine,
+               partition):
+    n_layers = sum(partition)
+    blocks = _blocks(model, n_layers, torch, nn)
     first = [sum(partition[:s]) for s in range(n_stages)]
     stages, modules = [], {}
     for s in mine:
@@ -254,19 +350,24 @@ def run_case(case, rank, world, torch, dist, S, nn, PipelineStage):
         modules[s] = mod
         stages.append(PipelineStage(mod, s, n_stages, torch.device("cpu")))
 
-    batch = M * MICROBATCH_SIZE
-    if case.get("loss", "mean") == "mean":
-        def loss_fn(out, tgt):
-            return torch.nn.functional.mse_loss(out, tgt)
+    batch = M * mb_size
+    loss_fn = _loss(model, case.get("loss", "mean"), batch, torch)
+    if builtin:
+        cls = S.get_schedule_class(builtin["class"])
+        try:
+            if issubclass(cls, S.PipelineScheduleSingle):
+                sched = cls(stages[0], M, loss_fn=loss_fn, scale_grads=case.get("scale_grads", True))
+            else:
+                sched = cls(stages, M, loss_fn=loss_fn, scale_grads=case.get("scale_grads", True))
+        except Exception as e:  # the class does not take this case (e.g. its micro-batch rule)
+            if case.get("refusal_ok"):
+                raise _Refused(f"{type(e).__name__}: {str(e).splitlines()[0]}")
+            raise
     else:
-        def loss_fn(out, tgt):
-            return torch.nn.functional.mse_loss(out, tgt, reduction="sum") / (batch * HIDDEN)
+        sched = S._PipelineScheduleRuntime(stages, M, loss_fn=loss_fn, scale_grads=case.get("scale_grads", True))
+        sched._load_csv(case["csv"], format=case["format"])
 
-    sched = S._PipelineScheduleRuntime(stages, M, loss_fn=loss_fn,
-                                       scale_grads=case.get("scale_grads", True))
-    sched._load_csv(case["csv"], format=case["format"])
-
-    x, y = _batch(M, torch)
+    x, y = _batch(model, M, mb_size, torch)
     has_first, has_last = 0 in mine, (n_stages - 1) in mine
 
     def one_step():
@@ -277,7 +378,7 @@ def run_case(case, rank, world, torch, dist, S, nn, PipelineStage):
         return losses
 
     losses = one_step()
-    ref_loss, ref_grads = _reference(n_layers, M, torch, nn)
+    ref_loss, ref_grads = _reference(model, n_layers, M, mb_size, torch, nn)
     max_err, sq, ref_sq, params = 0.0, 0.0, 0.0, 0
     for s, mod in modules.items():
         for k in range(partition[s]):
@@ -302,21 +403,25 @@ def run_case(case, rank, world, torch, dist, S, nn, PipelineStage):
     if case.get("time_steps"):
         for _ in range(case.get("warmup", 2)):
             one_step()
-        times = []
+        times, cpu = [], []
         for _ in range(case["time_steps"]):
             dist.barrier()
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             one_step()
             times.append((time.perf_counter() - t0) * 1000.0)
+            cpu.append((time.process_time() - c0) * 1000.0)
         result["step_ms"] = times
+        result["cpu_ms"] = cpu  # this rank's CPU time in the step (all its threads)
     if case.get("memory") or case.get("trace_dir"):
         from torch.profiler import profile, ProfilerActivity
         dist.barrier()
         with profile(activities=[ProfilerActivity.CPU], profile_memory=bool(case.get("memory"))) as prof:
             one_step()
-        trace_dir = case.get("trace_dir") or os.path.dirname(case["csv"])
+        trace_dir = case.get("trace_dir") or tempfile.gettempdir()
         os.makedirs(trace_dir, exist_ok=True)
         prefix = case.get("trace_name", case["id"].replace("/", "_"))
+        if not case.get("trace_dir"):
+            prefix = f"ps_memory_{os.getpid()}_{prefix}"
         path = os.path.join(trace_dir, f"{prefix}_rank{rank}.json" if prefix else f"rank{rank}.json")
         prof.export_chrome_trace(path)
         if case.get("memory"):
