@@ -230,7 +230,9 @@ TEST(CompareCli, RealTorchTracesMatchEveryAction) {
     if (!std::filesystem::exists(csv)) csv = dir + "plan_compute_comms.csv";
     for (const std::string& plan : {dir + "plan.pipe", csv}) {
       SCOPED_TRACE(plan);
-      CliResult r = cli("compare " + plan + " " + dir + " --cost F=1,I=1,W=1 --json", false);
+      std::string args = "compare " + plan;
+      args += " " + dir + " --cost F=1,I=1,W=1 --json";
+      CliResult r = cli(args, false);
       ASSERT_EQ(r.exitCode, 0) << r.out;
       auto j = nlohmann::json::parse(r.out);
       EXPECT_EQ(j["unmatched_planned"].size(), 0u) << j["unmatched_planned"].dump();
@@ -310,9 +312,10 @@ TEST_F(HostileCli, HostileTracesAreRefusedWithinTwoGigabytes) {
   };
   for (const auto& [name, text] : traces) {
     auto trace = write(name, text);
-    auto r = ps::test::runCommand(
-        std::string(kMemoryLimit) + "'" + PIPESTUDIO_CLI + "' compare " + plan + " " + trace + " --cost F=1",
-        Stderr::Separate);
+    std::string command(kMemoryLimit);
+    command.append("'").append(PIPESTUDIO_CLI).append("' compare ").append(plan).append(" ").append(trace);
+    command += " --cost F=1";
+    auto r = ps::test::runCommand(command, Stderr::Separate);
     expectRefused(r, trace, "out of range");
   }
 }

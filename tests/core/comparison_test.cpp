@@ -176,7 +176,7 @@ TEST(Comparison, AlignmentNames) {
 
 TEST(Comparison, PlanLoweredForATraceOfPyTorchsRuntime) {
   const Schedule plan = oneFOneB(2, 2);
-  auto withKinds = [](std::vector<OpKind> kinds) {
+  auto withKinds = [](const std::vector<OpKind>& kinds) {
     Timeline t = measured();
     for (OpKind k : kinds) t.ops.push_back(op(0, -1, Op{k, 0, isStageLevelKind(k) ? -1 : 0}, 0, 0));
     return t;

@@ -493,7 +493,7 @@ struct OpKey {
   OpKind kind;
   int stage;
   int mb;
-  auto operator<=>(const OpKey&) const = default;
+  auto operator<=>(const OpKey&) const = default;  // NOLINT(modernize-use-nullptr): clang-tidy 14 misreads it
 };
 OpKey keyOf(const Op& op) {
   return {op.kind, op.stage, op.microbatch};
@@ -646,7 +646,7 @@ Result<ImportedTrace> importChromeTraces(const std::vector<TraceFile>& files,
     iterations = std::max(iterations, iterOf[i] + 1);
     auto& s = spans[merged[i].rank];
     if (static_cast<int>(s.size()) <= iterOf[i])
-      s.resize(static_cast<size_t>(iterOf[i] + 1),
+      s.resize(static_cast<size_t>(iterOf[i]) + 1,
                {std::numeric_limits<double>::infinity(), -std::numeric_limits<double>::infinity()});
     auto& span = s[static_cast<size_t>(iterOf[i])];
     span.first = std::min(span.first, merged[i].startUs);
@@ -665,7 +665,7 @@ Result<ImportedTrace> importChromeTraces(const std::vector<TraceFile>& files,
     int k = 0;
     while (k + 1 < static_cast<int>(s.size()) && t >= s[static_cast<size_t>(k)].second) {
       // Past iteration k's last action: the next one's, unless it sits in the gap before it.
-      if (t < s[static_cast<size_t>(k + 1)].first && merged[i].action.op.kind != OpKind::Unshard) break;
+      if (t < s[static_cast<size_t>(k) + 1].first && merged[i].action.op.kind != OpKind::Unshard) break;
       ++k;
     }
     iterOf[i] = k;
