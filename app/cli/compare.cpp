@@ -43,6 +43,10 @@ const char* kUsage =
     "  --json      one JSON object instead of text (docs/debugger.md)\n"
     "Exit status: 0 ok, 1 invalid plan or trace (diagnostics on stderr), 2 usage or unreadable file.\n";
 
+const char* kLoweredNote =
+    "the trace holds the actions PyTorch's runtime adds to a compute-only order (SEND/RECV, UNSHARD/RESHARD, "
+    "REDUCE_GRAD): the plan is compared as PyTorch lowers it (the compute_comms CSV `convert` writes)";
+
 std::string fmt(double v, int decimals = 3) {
   return ps::cli::fixed(v, decimals);
 }
@@ -229,12 +233,6 @@ int runCompare(const ps::cli::Args& args, const ps::cli::Reporter& rep) {
     if (total == static_cast<int>(profile->layers.size())) partition = sessionRun->partition;
   }
   if (partition.empty()) partition = plan->partition;
-  auto model = makeSimulationModel(*plan, *profile, partition);
-  if (!model.ok()) return rep.invalid(model.errors());
-  auto planned = simulate(*plan, *model);
-  if (!planned.ok()) return rep.invalid(planned.errors());
-  if (planned->label.empty()) planned->label = planPath;
-
   // The measurement: trace files, or a session run.
   Timeline measuredTimeline;
   std::string measuredFormat = "session run";
@@ -275,12 +273,35 @@ int runCompare(const ps::cli::Args& args, const ps::cli::Reporter& rep) {
   }
   const Timeline& measured = measuredTimeline;
 
+  // PyTorch's runtime lowers a compute-only order before it runs it (UNSHARD/RESHARD,
+  // REDUCE_GRAD, SEND/RECV), and its trace shows those actions. A plan without them is compared
+  // as that lowering, so that every measured action has its planned one. (A session run is the
+  // engine's, which runs the plan as it is.)
+  Diagnostics notes;
+  if (!sessionRunArg) {
+    auto lowered = loweredPlanFor(*plan, measured);
+    if (!lowered.ok()) return rep.invalid(lowered.errors());
+    if (*lowered) {
+      *plan = std::move(**lowered);
+      Diagnostic d;
+      d.severity = Severity::Note;
+      d.code = "compare.lowered";
+      d.message = kLoweredNote;
+      notes.push_back(std::move(d));
+    }
+  }
+  auto model = makeSimulationModel(*plan, *profile, partition);
+  if (!model.ok()) return rep.invalid(model.errors());
+  auto planned = simulate(*plan, *model);
+  if (!planned.ok()) return rep.invalid(planned.errors());
+  if (planned->label.empty()) planned->label = planPath;
+
   ComparisonOptions co;
   co.alignment = *alignment;
   Comparison c = compareTimelines(*plan, *planned, measured, co);
 
   // Warnings (trace oddities, simulation and matching problems) on stderr in both modes.
-  Diagnostics notes = measured.diagnostics;
+  for (const auto& d : measured.diagnostics) notes.push_back(d);
   for (const auto& d : planned->diagnostics) notes.push_back(d);
   for (const auto& d : c.diagnostics) notes.push_back(d);
   if (!notes.empty()) std::cerr << formatDiagnostics(notes);

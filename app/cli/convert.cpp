@@ -2,12 +2,15 @@
 // picked by extension (or --from / --to for stdin / stdout).
 #include <filesystem>
 #include <iostream>
+#include <optional>
 
 #include "common/command.h"
 #include "common/flags.h"
 #include "common/schedule_input.h"
+#include "pipestudio/core/analysis/validator.h"
 #include "pipestudio/core/io/dsl.h"
 #include "pipestudio/core/io/pytorch_csv.h"
+#include "pipestudio/core/io/torchtitan_export.h"
 
 namespace {
 
@@ -16,7 +19,8 @@ using namespace ps::core;
 const char* kUsage =
     "usage: pipestudio-cli convert IN OUT [--csv-format compute_only|compute_comms]\n"
     "                              [--pytorch VERSION] [--from pipe|csv] [--to pipe|csv]\n"
-    "                              [--set name=value]... [--microbatches M]\n\n"
+    "                              [--set name=value]... [--microbatches M]\n"
+    "                              [--for pytorch|torchtitan]\n\n"
     "Converts a schedule between the .pipe DSL and PyTorch pipelining CSV. Formats follow the\n"
     "extensions (.pipe, .csv); IN or OUT may be - (stdin / stdout) with --from / --to.\n"
     "A .pipe program is expanded first (--set overrides its 'let' values). --csv-format picks\n"
@@ -24,6 +28,10 @@ const char* kUsage =
     "compute_comms is written as PyTorch VERSION lowers it (2.11 to 2.15, default 2.11: 2.15\n"
     "added WAIT_SEND/WAIT_REDUCE_GRAD actions). --microbatches fixes the micro-batch\n"
     "count read from a CSV (default: largest micro-batch + 1).\n"
+    "--for torchtitan writes the compute_only CSV torchtitan loads (pipeline_parallel_schedule_csv)\n"
+    "and prints the [parallelism] settings that must go with it (schedule class for the stage\n"
+    "placement, degree, num_pp_microbatches, the partition); a schedule torchtitan cannot build is\n"
+    "refused with the reason. The schedule is validated first.\n"
     "Exit status: 0 ok, 1 the input has errors, 2 usage or unreadable file.\n";
 
 int runConvert(const ps::cli::Args& args, const ps::cli::Reporter& rep) {
@@ -50,6 +58,20 @@ int runConvert(const ps::cli::Args& args, const ps::cli::Reporter& rep) {
     if (!t) return rep.usage(t.error().message);
     target = *t;
   }
+  const std::string consumer = args.value("--for", "pytorch");
+  if (consumer != "pytorch" && consumer != "torchtitan")
+    return rep.usage("--for is pytorch or torchtitan, not '" + consumer + "'");
+  const bool torchtitan = consumer == "torchtitan";
+  if (torchtitan) {
+    // torchtitan loads the file itself, with _load_csv's default format.
+    if (to != "csv") return rep.usage("--for torchtitan writes a CSV: name OUT .csv");
+    if (out == "-") return rep.usage("--for torchtitan reads the CSV from a file: give OUT a path");
+    if (csvFormat != "compute_only")
+      return rep.usage(
+          "torchtitan loads compute_only CSVs (its lowering adds the communication); drop "
+          "--csv-format " +
+          csvFormat);
+  }
 
   ScheduleLoadOptions options;
   options.format = scheduleFormatFromName(from);
@@ -70,6 +92,17 @@ int runConvert(const ps::cli::Args& args, const ps::cli::Reporter& rep) {
     if (p.is_relative()) p = std::filesystem::path(in).parent_path() / p;
     schedule->profile = profileReferenceFor(p.string(), out);
   }
+  std::optional<TorchtitanSettings> titan;
+  if (torchtitan) {
+    ValidationReport report = validateSchedule(*schedule);
+    if (!report.valid()) {
+      locateScheduleDiagnostics(report.diagnostics, input.name, input.format, input.cells);
+      return rep.invalid(report.diagnostics);
+    }
+    auto settings = torchtitanSettings(*schedule);
+    if (!settings.ok()) return rep.invalid(settings.errors());
+    titan = std::move(*settings);
+  }
   std::string output;
   if (to == "pipe") {
     output = printDsl(*schedule);
@@ -89,13 +122,16 @@ int runConvert(const ps::cli::Args& args, const ps::cli::Reporter& rep) {
                 << " does not carry " << list << ". The .pipe keeps them.\n";
     }
   }
-  return rep.write(out, output) ? ps::cli::kExitOk : ps::cli::kExitUsage;
+  if (!rep.write(out, output)) return ps::cli::kExitUsage;
+  if (titan) std::cout << torchtitanToml(*titan, out);
+  return ps::cli::kExitOk;
 }
 
 const ps::cli::FlagCommandRegistrar kConvert({"convert",
                                               "convert a schedule between .pipe and PyTorch pipelining CSV",
                                               kUsage,
-                                              {"--csv-format", "--pytorch", "--from", "--to", "--set", "--microbatches"},
+                                              {"--csv-format", "--pytorch", "--from", "--to", "--set",
+                                               "--microbatches", "--for"},
                                               {},
                                               {2, 2, "expected IN and OUT"},
                                               runConvert});

@@ -151,16 +151,17 @@ TEST(CompareSessionCli, MissingRunAndMixedInputsAreRefused) {
 }  // namespace
 
 // ---------------------------------------------------------------------------------------
-// pipestudio-cli compare on the same case: tests/data/traces holds the plan and the
-// torch.profiler traces of the measured run of tests/core/comparison_test.cpp (one file per rank, GPU-side
-// PP: ranges, host-side twins and SEND/RECV, kernels, cpu_ops, memory events, metadata).
+// pipestudio-cli compare on the same case: tests/data/traces/synthetic_* hold the plan and,
+// hand-written in torch.profiler's format, the traces of the measured run of
+// tests/core/comparison_test.cpp (one file per rank, GPU-side PP: ranges, host-side twins and
+// SEND/RECV, kernels, cpu_ops, memory events, metadata). Real traces: tests/data/traces/torch-2.11.0.
 
 namespace {
 
 std::string traces() {
   std::string d = std::string(PIPESTUDIO_TEST_DATA_DIR) + "/traces/";
-  return d + "1f1b_d2_m2.pipe --cost F=1,B=2 " + d + "1f1b_d2_m2_rank0.pt.trace.json " + d +
-         "1f1b_d2_m2_rank1.pt.trace.json";
+  return d + "synthetic_1f1b_d2_m2.pipe --cost F=1,B=2 " + d + "synthetic_1f1b_d2_m2_rank0.pt.trace.json " +
+         d + "synthetic_1f1b_d2_m2_rank1.pt.trace.json";
 }
 
 }  // namespace
@@ -169,8 +170,10 @@ TEST(CompareCli, TextReportsMakespansTablesPathAndBubbles) {
   CliResult r = cli("compare " + traces());
   ASSERT_EQ(r.exitCode, 0) << r.out;
   EXPECT_NE(r.out.find("predicted 9.000 ms, measured 11.400 ms, error +26.7%"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("critical path: 6 ops"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("waiting for B0@s1 on device 1 before B0@s0"), std::string::npos) << r.out;
+  // The trace's SEND/RECV make the plan the runtime's lowering of it: the data a consumer waits
+  // for leaves with its SEND.
+  EXPECT_NE(r.out.find("critical path: 8 ops"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("waiting for SEND_B0@s1 on device 1 before B0@s0"), std::string::npos) << r.out;
 }
 
 TEST(CompareCli, JsonMatchesTheHandComputedCase) {
@@ -180,32 +183,67 @@ TEST(CompareCli, JsonMatchesTheHandComputedCase) {
   EXPECT_NEAR(j["makespan_predicted"].get<double>(), 9.0, 1e-6);
   EXPECT_NEAR(j["makespan_measured"].get<double>(), 11.4, 1e-6);
   EXPECT_NEAR(j["relative_error"].get<double>(), 2.4 / 9.0, 1e-6);
-  EXPECT_EQ(j["matched"], 8);
+  // The host-side SEND/RECV are matched: the plan is compared as PyTorch lowers it (the trace
+  // has no UNSHARD/RESHARD/REDUCE_GRAD, so neither has the plan).
+  EXPECT_EQ(j["matched"], 16);
   EXPECT_EQ(j["unmatched_planned"].size(), 0u);
-  EXPECT_EQ(j["unmatched_measured"].size(), 8u);  // host-side SEND/RECV: the plan implies them
-  ASSERT_EQ(j["error_by_kind"].size(), 2u);
+  EXPECT_EQ(j["unmatched_measured"].size(), 0u);
+  ASSERT_EQ(j["error_by_kind"].size(), 6u);
   EXPECT_EQ(j["error_by_kind"][1]["kind"], "B");
   EXPECT_NEAR(j["error_by_kind"][1]["ratio"].get<double>(), 1.25, 1e-6);
-  EXPECT_NEAR(j["error_by_device"][1]["ratio"].get<double>(), 8.0 / 6.0, 1e-5);
+  // SEND/RECV take no planned time; their 0.02 ms each counts in the measured sums.
+  EXPECT_NEAR(j["error_by_device"][1]["ratio"].get<double>(), 8.08 / 6.0, 1e-5);
   const auto& steps = j["critical_path"]["steps"];
-  ASSERT_EQ(steps.size(), 6u);
+  ASSERT_EQ(steps.size(), 8u);
   EXPECT_EQ(steps[0]["op"], "F0@s0");
-  EXPECT_EQ(steps[3]["via"], "device");
-  EXPECT_EQ(steps[5]["op"], "B1@s0");
+  EXPECT_EQ(steps[1]["op"], "SEND_F0@s0");
+  EXPECT_EQ(steps[4]["via"], "device");
+  EXPECT_EQ(steps[7]["op"], "B1@s0");
   EXPECT_NEAR(j["bubbles"][0]["idle_ms"].get<double>(), 5.4, 1e-6);
-  EXPECT_NEAR(j["bubbles"][0]["dependency_ms"].get<double>(), 5.0, 1e-6);
+  // A wait ends with the SEND that carries the data, 0.08 ms before its B ends on device 1.
+  EXPECT_NEAR(j["bubbles"][0]["dependency_ms"].get<double>(), 4.84, 1e-6);
   EXPECT_EQ(j["bubbles"][0]["waited_on"][0]["device"], 1);
   EXPECT_NEAR(j["bubbles"][1]["tail_ms"].get<double>(), 2.2, 1e-6);
 }
 
 TEST(CompareCli, DirectoryOfRankFiles) {
-  // tests/data/traces/run_dir holds copies of the two rank files (nothing else).
+  // tests/data/traces/synthetic_run_dir holds copies of the two rank files (nothing else).
   std::string d = std::string(PIPESTUDIO_TEST_DATA_DIR) + "/traces/";
-  CliResult r = cli("compare " + d + "1f1b_d2_m2.pipe --cost F=1,B=2 --json " + d + "run_dir");
+  CliResult r =
+      cli("compare " + d + "synthetic_1f1b_d2_m2.pipe --cost F=1,B=2 --json " + d + "synthetic_run_dir");
   ASSERT_EQ(r.exitCode, 0) << r.out;
   auto j = nlohmann::json::parse(r.out);
   EXPECT_NEAR(j["makespan_measured"].get<double>(), 11.4, 1e-6);
-  EXPECT_EQ(j["matched"], 8);
+  EXPECT_EQ(j["matched"], 16);
+}
+
+TEST(CompareCli, RealTorchTracesMatchEveryAction) {
+  // tests/data/traces/torch-2.11.0: PipeStudio's schedules run in PyTorch's runtime under
+  // torch.profiler. Against the plan as designed (compare lowers it as the runtime did) and
+  // against the CSV that ran, every action matches: none planned and not measured, none
+  // measured and not planned.
+  const std::string root = std::string(PIPESTUDIO_TEST_DATA_DIR) + "/traces/torch-2.11.0/";
+  int compared = 0;
+  for (const char* run : {"zb-v_d2_m4", "interleaved-1f1b_d2_v4_m2", "1f1b_d4_m4"}) {
+    const std::string dir = root + run + "/";
+    std::string csv = dir + "plan_compute_only.csv";
+    if (!std::filesystem::exists(csv)) csv = dir + "plan_compute_comms.csv";
+    for (const std::string& plan : {dir + "plan.pipe", csv}) {
+      SCOPED_TRACE(plan);
+      std::string args = "compare " + plan;
+      args += " " + dir + " --cost F=1,I=1,W=1 --json";
+      CliResult r = cli(args, false);
+      ASSERT_EQ(r.exitCode, 0) << r.out;
+      auto j = nlohmann::json::parse(r.out);
+      EXPECT_EQ(j["unmatched_planned"].size(), 0u) << j["unmatched_planned"].dump();
+      EXPECT_EQ(j["unmatched_measured"].size(), 0u) << j["unmatched_measured"].dump();
+      EXPECT_EQ(j["matched"], j["measured"]["ops"]);
+      EXPECT_GT(j["matched"].get<int>(), 40);
+      EXPECT_GT(j["makespan_measured"].get<double>(), 0.0);
+      ++compared;
+    }
+  }
+  EXPECT_EQ(compared, 6);
 }
 
 TEST(CompareCli, ScaledAlignment) {
@@ -221,15 +259,19 @@ TEST(CompareCli, ScaledAlignment) {
 
 TEST(CompareCli, MalformedTraceAndUsageErrors) {
   std::string d = std::string(PIPESTUDIO_TEST_DATA_DIR) + "/traces/";
-  CliResult bad = cli("compare " + d + "1f1b_d2_m2.pipe --cost F=1,B=2 " + d + "malformed_rank0.json", true);
+  CliResult bad =
+      cli("compare " + d + "synthetic_1f1b_d2_m2.pipe --cost F=1,B=2 " + d + "synthetic_malformed_rank0.json",
+          true);
   EXPECT_EQ(bad.exitCode, 1);
-  EXPECT_NE(bad.out.find("malformed_rank0.json:3:"), std::string::npos) << bad.out;
+  EXPECT_NE(bad.out.find("synthetic_malformed_rank0.json:3:"), std::string::npos) << bad.out;
   EXPECT_NE(bad.out.find("not valid JSON"), std::string::npos) << bad.out;
 
-  EXPECT_EQ(cli("compare " + d + "1f1b_d2_m2.pipe " + d + "1f1b_d2_m2_rank0.pt.trace.json").exitCode,
-            2);  // no profile
+  EXPECT_EQ(
+      cli("compare " + d + "synthetic_1f1b_d2_m2.pipe " + d + "synthetic_1f1b_d2_m2_rank0.pt.trace.json")
+          .exitCode,
+      2);  // no profile
   EXPECT_EQ(cli("compare " + traces() + " --align sideways").exitCode, 2);
-  EXPECT_EQ(cli("compare " + d + "1f1b_d2_m2.pipe --cost F=1 " + d + "missing.json").exitCode, 2);
+  EXPECT_EQ(cli("compare " + d + "synthetic_1f1b_d2_m2.pipe --cost F=1 " + d + "missing.json").exitCode, 2);
 }
 
 // ---- hostile traces
@@ -270,9 +312,10 @@ TEST_F(HostileCli, HostileTracesAreRefusedWithinTwoGigabytes) {
   };
   for (const auto& [name, text] : traces) {
     auto trace = write(name, text);
-    auto r = ps::test::runCommand(
-        std::string(kMemoryLimit) + "'" + PIPESTUDIO_CLI + "' compare " + plan + " " + trace + " --cost F=1",
-        Stderr::Separate);
+    std::string command(kMemoryLimit);
+    command.append("'").append(PIPESTUDIO_CLI).append("' compare ").append(plan).append(" ").append(trace);
+    command += " --cost F=1";
+    auto r = ps::test::runCommand(command, Stderr::Separate);
     expectRefused(r, trace, "out of range");
   }
 }

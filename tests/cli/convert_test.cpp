@@ -75,7 +75,7 @@ TEST(PytorchFidelity, ConvertToCsvSaysWhatTheCsvDoesNotCarry) {
             std::string::npos)
       << r.err;
   EXPECT_NE(r.err.find("The .pipe keeps them."), std::string::npos) << r.err;
-  EXPECT_EQ(readFile(dir / "d.csv"), "0F0,0B0\n1F0,1B0\n");
+  EXPECT_EQ(readFile(dir / "d.csv"), "0F0,0B0\r\n1F0,1B0\r\n");  // Python csv's line ends
   // .pipe to .pipe in another folder: the profile stays reachable, relative to the new file.
   fs::create_directories(dir / "elsewhere" / "deep");
   r = ps::test::runCli("convert '" + pipe.string() + "' '" +
@@ -89,4 +89,53 @@ TEST(PytorchFidelity, ConvertToCsvSaysWhatTheCsvDoesNotCarry) {
                        ps::test::Stderr::Separate);
   EXPECT_EQ(r.exitCode, 0);
   EXPECT_EQ(r.err, "");
+}
+
+TEST(TorchtitanCli, ConvertForTorchtitanWritesComputeOnlyAndPrintsTheSettings) {
+  auto t = freshDir("ps_titan_cli");
+  const std::string pipe = t.file("zbv.pipe");
+  ASSERT_EQ(cli("generate zb-v --devices 4 --microbatches 8 -o " + pipe).exitCode, 0);
+  CliResult r = runCli("convert " + pipe + " " + t.file("zbv.csv") + " --for torchtitan", Stderr::Separate);
+  ASSERT_EQ(r.exitCode, 0) << r.out << r.err;
+  EXPECT_NE(
+      r.out.find(
+          "[parallelism]\npipeline_parallel_degree = 4\npipeline_parallel_schedule = \"ZBVZeroBubble\"\n"
+          "pipeline_parallel_schedule_csv = \"" +
+          t.file("zbv.csv") + "\"\nnum_pp_microbatches = 8\n"),
+      std::string::npos)
+      << r.out;
+  // What torchtitan's _load_csv(format="compute_only") takes: compute actions only.
+  const std::string csv = readFile(t.file("zbv.csv"));
+  EXPECT_EQ(csv.find("SEND"), std::string::npos);
+  EXPECT_EQ(csv.find("REDUCE_GRAD"), std::string::npos);
+  EXPECT_EQ(csv, readFile(t.file("zbv.csv")));
+  CliResult plain = cli("convert " + pipe + " " + t.file("plain.csv"));
+  EXPECT_EQ(readFile(t.file("plain.csv")), csv);
+}
+
+TEST(TorchtitanCli, RefusalsAndUsage) {
+  auto t = freshDir("ps_titan_cli");
+  // Two contiguous stages per device: no torchtitan placement.
+  const std::string pipe = t.file("blocks.pipe",
+                                  "devices 2\nstages 4\nmicrobatches 1\nplacement linear\n"
+                                  "device 0: F0@s0 F0@s1 B0@s1 B0@s0\ndevice 1: F0@s2 F0@s3 B0@s3 B0@s2\n");
+  CliResult r = cli("convert " + pipe + " " + t.file("b.csv") + " --for torchtitan");
+  EXPECT_EQ(r.exitCode, 1) << r.out;
+  EXPECT_NE(r.out.find("torchtitan cannot build this placement (linear): stage 1 is on device 0"),
+            std::string::npos)
+      << r.out;
+  EXPECT_FALSE(std::filesystem::exists(t.file("b.csv")));
+  // An invalid schedule is refused before anything is written.
+  const std::string bad = t.file("bad.pipe", "devices 2\nmicrobatches 1\ndevice 0: F0 B0\ndevice 1: B0 F0\n");
+  EXPECT_EQ(cli("convert " + bad + " " + t.file("c.csv") + " --for torchtitan").exitCode, 1);
+  EXPECT_FALSE(std::filesystem::exists(t.file("c.csv")));
+  // Usage: torchtitan loads compute_only from a file.
+  const std::string ok = t.file("ok.pipe");
+  ASSERT_EQ(cli("generate 1f1b --devices 2 --microbatches 2 -o " + ok).exitCode, 0);
+  EXPECT_EQ(
+      cli("convert " + ok + " " + t.file("d.csv") + " --for torchtitan --csv-format compute_comms").exitCode,
+      2);
+  EXPECT_EQ(cli("convert " + ok + " - --to csv --for torchtitan").exitCode, 2);
+  EXPECT_EQ(cli("convert " + ok + " " + t.file("d.pipe") + " --for torchtitan").exitCode, 2);
+  EXPECT_EQ(cli("convert " + ok + " " + t.file("d.csv") + " --for megatron").exitCode, 2);
 }

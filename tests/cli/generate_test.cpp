@@ -28,8 +28,8 @@ TEST(GenerateCli, CsvByExtensionAndClearSizeErrors) {
   EXPECT_EQ(c.exitCode, 0);
   // PyTorch 2.11's lowering of the order (tests/core/pytorch_orders_test.cpp).
   EXPECT_EQ(c.out,
-            "0UNSHARD,0F0,0SEND_F0,0F1,0SEND_F1,0RECV_B0,0B0,0RECV_B1,0B1,0REDUCE_GRAD,0RESHARD\n"
-            "1UNSHARD,1RECV_F0,1F0,1RECV_F1,1B0,1SEND_B0,1F1,1B1,1SEND_B1,1REDUCE_GRAD,1RESHARD\n");
+            "0UNSHARD,0F0,0SEND_F0,0F1,0SEND_F1,0RECV_B0,0B0,0RECV_B1,0B1,0REDUCE_GRAD,0RESHARD\r\n"
+            "1UNSHARD,1RECV_F0,1F0,1RECV_F1,1B0,1SEND_B0,1F1,1B1,1SEND_B1,1REDUCE_GRAD,1RESHARD\r\n");
   CliResult bad = runCli("generate interleaved-1f1b --devices 4 --microbatches 9");
   EXPECT_EQ(bad.exitCode, 2);
   EXPECT_NE(bad.out.find("9 is not a multiple of max(1, 9 / 4) = 2 rounds"), std::string::npos) << bad.out;

@@ -173,3 +173,42 @@ TEST(Comparison, AlignmentNames) {
   EXPECT_FALSE(alignmentFromName("relative").has_value());
   EXPECT_EQ(alignmentName(Alignment::Scaled), "scaled");
 }
+
+TEST(Comparison, PlanLoweredForATraceOfPyTorchsRuntime) {
+  const Schedule plan = oneFOneB(2, 2);
+  auto withKinds = [](const std::vector<OpKind>& kinds) {
+    Timeline t = measured();
+    for (OpKind k : kinds) t.ops.push_back(op(0, -1, Op{k, 0, isStageLevelKind(k) ? -1 : 0}, 0, 0));
+    return t;
+  };
+  auto count = [](const Schedule& s, OpKind k) {
+    size_t n = 0;
+    for (const auto& dev : s.devices)
+      for (const auto& st : dev) n += !st.second && st.first.kind == k;
+    return n;
+  };
+  // No runtime actions measured: the plan as it is.
+  auto none = loweredPlanFor(plan, measured());
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(*none);
+  // SEND/RECV measured (an older PyTorch, or a trace without stage actions): the lowering's
+  // SEND/RECV, none of its UNSHARD/RESHARD/REDUCE_GRAD.
+  auto comms = loweredPlanFor(plan, withKinds({OpKind::SendF, OpKind::RecvF}));
+  ASSERT_TRUE(comms.ok());
+  ASSERT_TRUE(*comms);
+  EXPECT_EQ(count(**comms, OpKind::SendF), 2u);
+  EXPECT_EQ(count(**comms, OpKind::RecvB), 2u);
+  EXPECT_EQ(count(**comms, OpKind::Unshard), 0u);
+  EXPECT_EQ(count(**comms, OpKind::ReduceGrad), 0u);
+  // Everything PyTorch 2.11 adds.
+  auto all =
+      loweredPlanFor(plan, withKinds({OpKind::SendF, OpKind::Unshard, OpKind::Reshard, OpKind::ReduceGrad}));
+  ASSERT_TRUE(all.ok());
+  ASSERT_TRUE(*all);
+  EXPECT_EQ(count(**all, OpKind::Unshard), 2u);
+  EXPECT_EQ(count(**all, OpKind::ReduceGrad), 2u);
+  // A plan that already holds them is compared as it is.
+  auto again = loweredPlanFor(**all, withKinds({OpKind::SendF}));
+  ASSERT_TRUE(again.ok());
+  EXPECT_FALSE(*again);
+}

@@ -160,7 +160,7 @@ TEST(PytorchCsv, RoundTripKeepsEveryActionInOrder) {
   // compute_only holds the compute actions only: PyTorch's compute_only loader refuses
   // UNSHARD, RESHARD and REDUCE_GRAD ("Expected compute-only schedule but found
   // communication action '0REDUCE_GRAD'"), and the export says it left them out.
-  EXPECT_EQ(write(*r, CsvFormat::ComputeOnly), "0F0,(0F1;0B0)OVERLAP_F_B,0B1\n");
+  EXPECT_EQ(write(*r, CsvFormat::ComputeOnly), "0F0,(0F1;0B0)OVERLAP_F_B,0B1\r\n");
   const auto lost = csvExportLosses(*r, CsvFormat::ComputeOnly);
   ASSERT_EQ(lost.size(), 1u);
   EXPECT_NE(lost[0].find("3 UNSHARD/RESHARD/REDUCE_GRAD actions"), std::string::npos) << lost[0];
@@ -174,8 +174,8 @@ TEST(PytorchCsv, ComputeCommsOfExplicitCommsAddsTheMissingReduceGrad) {
   auto r = readPytorchCsv(in);
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(write(*r, CsvFormat::ComputeComms),
-            "0F0,0SEND_F0,0F1,0SEND_F1,0RECV_B0,0B0,0RECV_B1,0B1,0REDUCE_GRAD\n"
-            "1RECV_F0,1F0,1B0,1SEND_B0,1RECV_F1,1F1,1B1,1REDUCE_GRAD,1SEND_B1\n");
+            "0F0,0SEND_F0,0F1,0SEND_F1,0RECV_B0,0B0,0RECV_B1,0B1,0REDUCE_GRAD\r\n"
+            "1RECV_F0,1F0,1B0,1SEND_B0,1RECV_F1,1F1,1B1,1REDUCE_GRAD,1SEND_B1\r\n");
 }
 
 TEST(PytorchCsv, ComputeCommsIsPyTorchsLowering) {
@@ -184,8 +184,8 @@ TEST(PytorchCsv, ComputeCommsIsPyTorchsLowering) {
   // rank 1 when rank 0 runs F1, ahead of B0.
   auto g = generateSchedule(ScheduleKind::OneFOneB, GeneratorOptions{2, 2});
   EXPECT_EQ(write(*g, CsvFormat::ComputeComms),
-            "0UNSHARD,0F0,0SEND_F0,0F1,0SEND_F1,0RECV_B0,0B0,0RECV_B1,0B1,0REDUCE_GRAD,0RESHARD\n"
-            "1UNSHARD,1RECV_F0,1F0,1RECV_F1,1B0,1SEND_B0,1F1,1B1,1SEND_B1,1REDUCE_GRAD,1RESHARD\n");
+            "0UNSHARD,0F0,0SEND_F0,0F1,0SEND_F1,0RECV_B0,0B0,0RECV_B1,0B1,0REDUCE_GRAD,0RESHARD\r\n"
+            "1UNSHARD,1RECV_F0,1F0,1RECV_F1,1B0,1SEND_B0,1F1,1B1,1SEND_B1,1REDUCE_GRAD,1RESHARD\r\n");
   // Every generated schedule stays valid with explicit communication.
   for (ScheduleKind k : allScheduleKinds()) {
     auto s = generateSchedule(k, GeneratorOptions{3, 6});

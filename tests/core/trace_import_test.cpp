@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 
 #include "fixtures/schedules.h"
@@ -284,6 +286,62 @@ TEST(TraceImport, SeveralIterationsImportsTheLastByDefault) {
   auto none = importChromeTrace(text, "t.json", o);
   ASSERT_FALSE(none.ok());
   EXPECT_EQ(none.error().code, "trace.iteration");
+}
+
+TEST(TraceImport, RepeatedStageActionsBelongToTheirIteration) {
+  // PyTorch's runtime unshards and reshards a stage again within one step when its window of
+  // three stages moves on (four stages on a rank): 0UNSHARD twice per step here, and the
+  // step's first UNSHARD comes before its first F, its last RESHARD and REDUCE_GRAD after its
+  // last W.
+  json ev = json::array();
+  for (int it = 0; it < 2; ++it) {
+    const double base = it * 10000.0;
+    ev.push_back(x("PP:0UNSHARD", "user_annotation", 1, 1, base + 0, 5));
+    ev.push_back(x("PP:0F0", "user_annotation", 1, 1, base + 10, 100));
+    ev.push_back(x("PP:0RESHARD", "user_annotation", 1, 1, base + 120, 5));
+    ev.push_back(x("PP:0UNSHARD", "user_annotation", 1, 1, base + 130, 5));
+    ev.push_back(x("PP:0B0", "user_annotation", 1, 1, base + 140, 200));
+    ev.push_back(x("PP:0REDUCE_GRAD", "user_annotation", 1, 1, base + 350, 5));
+    ev.push_back(x("PP:0RESHARD", "user_annotation", 1, 1, base + 360, 5));
+  }
+  std::string text = json{{"traceEvents", ev}, {"distributedInfo", {{"rank", 0}}}}.dump();
+  for (int k : {0, 1}) {
+    TraceImportOptions o;
+    o.iteration = k;
+    auto r = importChromeTrace(text, "t.json", o);
+    ASSERT_TRUE(r.ok()) << formatDiagnostics(r.errors());
+    EXPECT_EQ(r->iterations, 2);
+    ASSERT_EQ(r->timeline.ops.size(), 7u) << "iteration " << k;
+    EXPECT_EQ(r->timeline.ops.front().op.kind, OpKind::Unshard);
+    EXPECT_DOUBLE_EQ(r->timeline.ops.front().start, 0.0);
+    EXPECT_EQ(r->timeline.ops.back().op.kind, OpKind::Reshard);
+    EXPECT_DOUBLE_EQ(r->timeline.ops.back().end, 0.365);
+  }
+}
+
+TEST(TraceImport, RealTorchTraceOfFourStagesPerRankIsOneIteration) {
+  // tests/data/traces/torch-2.11.0: torch.profiler in PyTorch's runtime, 4 stages per rank.
+  const std::string dir =
+      std::string(PIPESTUDIO_TEST_DATA_DIR) + "/traces/torch-2.11.0/interleaved-1f1b_d2_v4_m2/";
+  std::vector<TraceFile> files;
+  for (const char* f : {"rank0.json", "rank1.json"}) {
+    std::ifstream in(dir + f, std::ios::binary);
+    files.push_back(TraceFile{dir + f, std::string(std::istreambuf_iterator<char>(in), {}), std::nullopt});
+    ASSERT_FALSE(files.back().text.empty()) << f;
+  }
+  auto r = importChromeTraces(files);
+  ASSERT_TRUE(r.ok()) << formatDiagnostics(r.errors());
+  EXPECT_EQ(r->iterations, 1);
+  EXPECT_EQ(r->timeline.devices, 2);
+  auto count = [&](OpKind k) {
+    return std::count_if(r->timeline.ops.begin(), r->timeline.ops.end(),
+                         [&](const TimelineOp& o) { return o.op.kind == k; });
+  };
+  EXPECT_EQ(count(OpKind::F), 16);  // 8 stages x 2 micro-batches
+  EXPECT_EQ(count(OpKind::B), 16);
+  EXPECT_GT(count(OpKind::Unshard), 8);  // some stage is unsharded twice
+  EXPECT_EQ(count(OpKind::Unshard), count(OpKind::Reshard));
+  EXPECT_EQ(count(OpKind::ReduceGrad), 8);
 }
 
 TEST(TraceImport, MalformedJsonNamesFileAndPosition) {

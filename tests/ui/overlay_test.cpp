@@ -122,12 +122,12 @@ class OverlayTest : public QObject {
   void traceFilesSetTheOverlay() {
     MainWindow w;
     w.resize(1400, 900);
-    QVERIFY(w.openFile(kTraces + QStringLiteral("1f1b_d2_m2.pipe"), true));
+    QVERIFY(w.openFile(kTraces + QStringLiteral("synthetic_1f1b_d2_m2.pipe"), true));
     TimelineView* v = w.timeline();
     const double plannedRowHeight = v->rows().rowHeight;
     QSignalSpy spy(v, &TimelineView::overlayChanged);
-    QVERIFY(w.openTraces({kTraces + QStringLiteral("1f1b_d2_m2_rank0.pt.trace.json"),
-                          kTraces + QStringLiteral("1f1b_d2_m2_rank1.pt.trace.json")},
+    QVERIFY(w.openTraces({kTraces + QStringLiteral("synthetic_1f1b_d2_m2_rank0.pt.trace.json"),
+                          kTraces + QStringLiteral("synthetic_1f1b_d2_m2_rank1.pt.trace.json")},
                          true));
     QVERIFY(v->hasOverlay());
     QVERIFY(spy.count() >= 1);
@@ -266,7 +266,7 @@ class OverlayTest : public QObject {
   void malformedTraceShowsErrorAndKeepsDocument() {
     MainWindow w;
     w.resize(1200, 800);
-    QVERIFY(w.openFile(kTraces + QStringLiteral("1f1b_d2_m2.pipe"), true));
+    QVERIFY(w.openFile(kTraces + QStringLiteral("synthetic_1f1b_d2_m2.pipe"), true));
     const std::string before = printDsl(w.document()->schedule());
     const int undo = w.document()->undoStack()->count();
     // Not quiet: a message box comes up; close it and remember what it said.
@@ -278,16 +278,16 @@ class OverlayTest : public QObject {
           mb->accept();
         }
     });
-    QVERIFY(!w.openTraces({kTraces + QStringLiteral("malformed_rank0.json")}));
-    QVERIFY(boxText.contains(QStringLiteral("malformed_rank0.json")));
+    QVERIFY(!w.openTraces({kTraces + QStringLiteral("synthetic_malformed_rank0.json")}));
+    QVERIFY(boxText.contains(QStringLiteral("synthetic_malformed_rank0.json")));
     QVERIFY(w.statusText().startsWith(QStringLiteral("Cannot read measured trace")));
     QVERIFY(!w.timeline()->hasOverlay());
     QCOMPARE(printDsl(w.document()->schedule()), before);
     QCOMPARE(w.document()->undoStack()->count(), undo);
     QVERIFY(!w.document()->isModified());
     // A missing file is an error too, and a good overlay survives a later bad one.
-    QVERIFY(w.openTraces({kTraces + QStringLiteral("1f1b_d2_m2_rank0.pt.trace.json"),
-                          kTraces + QStringLiteral("1f1b_d2_m2_rank1.pt.trace.json")},
+    QVERIFY(w.openTraces({kTraces + QStringLiteral("synthetic_1f1b_d2_m2_rank0.pt.trace.json"),
+                          kTraces + QStringLiteral("synthetic_1f1b_d2_m2_rank1.pt.trace.json")},
                          true));
     QVERIFY(!w.openTraces({kTraces + QStringLiteral("no_such_trace.json")}, true));
     QVERIFY(w.timeline()->hasOverlay());

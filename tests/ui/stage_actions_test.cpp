@@ -48,7 +48,7 @@ void StageActionsTest::savedWithoutLoss() {
   QTemporaryDir dir;
   QVERIFY(dir.isValid());
   const std::string text =
-      "0UNSHARD,0F0,0SEND_F0,0RECV_B0,0B0,0REDUCE_GRAD,0RESHARD\n1RECV_F0,1F0,1B0,1SEND_B0\n";
+      "0UNSHARD,0F0,0SEND_F0,0RECV_B0,0B0,0REDUCE_GRAD,0RESHARD\r\n1RECV_F0,1F0,1B0,1SEND_B0\r\n";
   auto s = readPytorchCsv(text);
   QVERIFY(s.ok());
   QCOMPARE(int(csvFormatFor(*s)), int(CsvFormat::ComputeComms));

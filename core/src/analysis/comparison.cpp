@@ -6,9 +6,11 @@
 #include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <unordered_map>
 
 #include "analysis/comparison_internal.h"
+#include "pipestudio/core/io/pytorch_lowering.h"
 #include "pipestudio/core/model/enum_names.h"
 
 namespace ps::core {
@@ -190,6 +192,49 @@ Comparison compareTimelines(const Schedule& plan, const Timeline& planned, const
     c.bubbles = attributeBubbles(measured, plan, options.minGapMs);
   }
   return c;
+}
+
+namespace {
+
+// The actions PyTorch's runtime adds when it lowers a compute-only order, by the pass that adds
+// them: 1 SEND/RECV, 2 UNSHARD/RESHARD, 3 REDUCE_GRAD; 0 for any other kind.
+int runtimePass(OpKind k) {
+  switch (k) {
+    case OpKind::SendF:
+    case OpKind::RecvF:
+    case OpKind::SendB:
+    case OpKind::RecvB:
+      return 1;
+    case OpKind::Unshard:
+    case OpKind::Reshard:
+      return 2;
+    case OpKind::ReduceGrad:
+      return 3;
+    default:
+      return 0;
+  }
+}
+
+}  // namespace
+
+Result<std::optional<Schedule>> loweredPlanFor(const Schedule& plan, const Timeline& measured) {
+  std::set<int> shown;
+  for (const auto& o : measured.ops)
+    if (int pass = runtimePass(o.op.kind)) shown.insert(pass);
+  if (shown.empty()) return std::optional<Schedule>();
+  for (const auto& dev : plan.devices)
+    for (const auto& st : dev)
+      if (!st.second && runtimePass(st.first.kind)) return std::optional<Schedule>();
+  PS_ASSIGN_OR_RETURN(Schedule lowered, lowerToPytorchComms(plan));
+  // A pass whose actions the trace never shows is not the runtime's (an older PyTorch).
+  for (auto& dev : lowered.devices)
+    dev.erase(std::remove_if(dev.begin(), dev.end(),
+                             [&](const Step& st) {
+                               const int pass = st.second ? 0 : runtimePass(st.first.kind);
+                               return pass && !shown.count(pass);
+                             }),
+              dev.end());
+  return std::optional<Schedule>(std::move(lowered));
 }
 
 namespace {

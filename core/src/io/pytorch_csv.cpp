@@ -1,10 +1,10 @@
 #include "pipestudio/core/io/pytorch_csv.h"
 
-#include "pipestudio/core/io/pytorch_lowering.h"
-
 #include <algorithm>
 #include <charconv>
 #include <deque>
+
+#include "pipestudio/core/io/pytorch_lowering.h"
 
 namespace ps::core {
 
@@ -411,7 +411,9 @@ Result<std::string> writePytorchCsv(const Schedule& s, CsvFormat format, const P
       first = false;
       text += pytorchStepText(*out, st);
     }
-    text += '\n';
+    // Python's csv.writer ends rows in \r\n, so PyTorch's _dump_csv does: a file PyTorch wrote
+    // comes back byte for byte.
+    text += "\r\n";
   }
   return text;
 }

@@ -493,7 +493,7 @@ struct OpKey {
   OpKind kind;
   int stage;
   int mb;
-  auto operator<=>(const OpKey&) const = default;
+  auto operator<=>(const OpKey&) const = default;  // NOLINT(modernize-use-nullptr): clang-tidy 14 misreads it
 };
 OpKey keyOf(const Op& op) {
   return {op.kind, op.stage, op.microbatch};
@@ -628,12 +628,47 @@ Result<ImportedTrace> importChromeTraces(const std::vector<TraceFile>& files,
   std::sort(merged.begin(), merged.end(), [](const RawRange& a, const RawRange& b) {
     return std::tie(a.rank, a.startUs, a.endUs) < std::tie(b.rank, b.startUs, b.endUs);
   });
+  // Stage actions (UNSHARD, RESHARD, REDUCE_GRAD) are the exception: PyTorch's runtime
+  // unshards and reshards a stage several times in one step as its window of stages moves, so
+  // they go to the iteration whose span of micro-batch actions holds them; one between two
+  // iterations goes to the later when it is an UNSHARD (a prefetch for the next step's first
+  // ops) and to the earlier otherwise (a RESHARD or REDUCE_GRAD after a step's last ops).
+  auto stageAction = [](const RawRange& r) {
+    return !r.action.overlapped() && isStageLevelKind(r.action.op.kind);
+  };
   std::map<std::pair<int, std::string>, int> seen;
   std::vector<int> iterOf(merged.size(), 0);
   int iterations = 0;
+  std::map<int, std::vector<std::pair<double, double>>> spans;  // rank -> iteration -> span
   for (size_t i = 0; i < merged.size(); ++i) {
+    if (stageAction(merged[i])) continue;
     iterOf[i] = seen[{merged[i].rank, merged[i].name}]++;
     iterations = std::max(iterations, iterOf[i] + 1);
+    auto& s = spans[merged[i].rank];
+    if (static_cast<int>(s.size()) <= iterOf[i])
+      s.resize(static_cast<size_t>(iterOf[i]) + 1,
+               {std::numeric_limits<double>::infinity(), -std::numeric_limits<double>::infinity()});
+    auto& span = s[static_cast<size_t>(iterOf[i])];
+    span.first = std::min(span.first, merged[i].startUs);
+    span.second = std::max(span.second, merged[i].endUs);
+  }
+  for (size_t i = 0; i < merged.size(); ++i) {
+    if (!stageAction(merged[i])) continue;
+    auto it = spans.find(merged[i].rank);
+    if (it == spans.end()) {  // a rank with stage actions only: one per iteration, as before
+      iterOf[i] = seen[{merged[i].rank, merged[i].name}]++;
+      iterations = std::max(iterations, iterOf[i] + 1);
+      continue;
+    }
+    const auto& s = it->second;
+    const double t = merged[i].startUs;
+    int k = 0;
+    while (k + 1 < static_cast<int>(s.size()) && t >= s[static_cast<size_t>(k)].second) {
+      // Past iteration k's last action: the next one's, unless it sits in the gap before it.
+      if (t < s[static_cast<size_t>(k) + 1].first && merged[i].action.op.kind != OpKind::Unshard) break;
+      ++k;
+    }
+    iterOf[i] = k;
   }
   ImportedTrace out;
   out.format = allOwn ? TraceFormat::PipeStudio : TraceFormat::TorchProfiler;

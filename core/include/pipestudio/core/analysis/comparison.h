@@ -83,6 +83,14 @@ struct Comparison {
 Comparison compareTimelines(const Schedule& plan, const Timeline& planned, const Timeline& measured,
                             const ComparisonOptions& options = {});
 
+// The plan as PyTorch's runtime ran it. That runtime lowers a compute-only order before it runs
+// it (SEND/RECV, UNSHARD/RESHARD, REDUCE_GRAD: pytorch_lowering.h) and its traces show those
+// actions; when `measured` holds any and `plan` holds none, this is the plan lowered the same way,
+// less the kinds the measurement never shows (PyTorch versions that add no UNSHARD/RESHARD or
+// REDUCE_GRAD), so that every measured action has its planned one. nullopt when the plan is
+// compared as it is; an error when it cannot be lowered.
+Result<std::optional<Schedule>> loweredPlanFor(const Schedule& plan, const Timeline& measured);
+
 // One JSON object (the `compare --json` output), op names as the DSL prints them.
 std::string comparisonToJson(const Comparison& c, const Schedule& plan, const Timeline& planned,
                              const Timeline& measured);
