@@ -189,7 +189,9 @@ void checkChannelOrder(const Schedule& s, const DependencyGraph& g, Reporter& re
   }
   auto name = [&](int id) { return s.opName(g.op(id)); };
   for (const auto& [pair, posts] : channels) {
-    const auto& [sends, recvs] = posts;
+    // Plain references (clang 14 cannot capture structured bindings in the lambdas below).
+    const std::vector<Posted>& sends = posts.first;
+    const std::vector<Posted>& recvs = posts.second;
     const size_t n = std::min(sends.size(), recvs.size());
     for (size_t i = 0; i < n; ++i) {
       if (sends[i].message == recvs[i].message) continue;
