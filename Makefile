@@ -6,6 +6,8 @@ CMAKE_FLAGS ?=
 TORCH_PYTHON = $$(bash packaging/install-pytorch.sh --print)/bin/python
 ifeq ($(CI),true)
   CMAKE_FLAGS += -DPIPESTUDIO_WERROR=ON -DPIPESTUDIO_REQUIRE_PYTORCH=ON
+  # The full build: the GUI and the engine with all their tests, never left out quietly.
+  FULL_BUILD_FLAGS = -DPIPESTUDIO_REQUIRE_UI=ON -DPIPESTUDIO_REQUIRE_ENGINE=ON
 endif
 
 .PHONY: all deps pytorch-env configure build run test build-torch2 test-torch2 lint demo asan-test fuzz-build \
@@ -23,7 +25,7 @@ pytorch-env:
 
 configure: deps pytorch-env
 	@cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-	  -DPIPESTUDIO_TORCH_PYTHON=$(TORCH_PYTHON) $(CMAKE_FLAGS) >/dev/null
+	  -DPIPESTUDIO_TORCH_PYTHON=$(TORCH_PYTHON) $(CMAKE_FLAGS) $(FULL_BUILD_FLAGS) >/dev/null
 
 build: configure
 	@cmake --build $(BUILD_DIR) -j $(JOBS)
@@ -56,11 +58,13 @@ test-torch2: build-torch2
 lint: build
 	@BUILD_DIR=$(BUILD_DIR) JOBS=$(JOBS) bash .ci/lint
 
-# Address and undefined-behaviour sanitizers over the core and command-line tests.
+# Address and undefined-behaviour sanitizers over the core, command-line, session and engine
+# (CPU) tests: the preset asan builds the engine too (libtorch itself is not instrumented;
+# tests/sanitizers/lsan.supp leaves its own process-lifetime allocations out).
 asan-test: deps
 	@cmake --preset asan >/dev/null
-	@cmake --build build-asan -j $(JOBS) --target all
-	@cd build-asan && ctest --output-on-failure -j $(JOBS) -L "core|cli"
+	@cmake --build build-asan -j $(JOBS) --target pipestudio-cli pipestudio-engine core_tests cli_tests sessions_tests engine_tests
+	@ctest --preset asan -j $(JOBS)
 
 # libFuzzer targets of every parser (tests/fuzz, docs/fuzzing.md) under the address and
 # undefined-behaviour sanitizers; fuzz-smoke runs each for FUZZ_SECONDS (CI: 6 x 25 s).

@@ -83,6 +83,7 @@ struct SessionRun {
   std::vector<int> partition;              // from the run's configuration, when recorded
   std::optional<std::string> profileJson;  // of the run's prediction, when recorded
   std::string profileName;
+  bool analyticProfile = false;  // the engine's uncalibrated analytic profile
 };
 
 // "DB:ID" where DB is an existing file and ID a run id; false when `arg` is not of that form.
@@ -124,6 +125,7 @@ Result<SessionRun> loadSessionRun(const std::string& db, ps::sessions::Id id) {
     PS_TRY(profile);
     out.profileJson = profile->json;
     out.profileName = db + ": profile " + std::to_string(*profileId) + " '" + profile->info.name + "'";
+    out.analyticProfile = profile->info.source == ProfileSource::Analytic;
   }
   return out;
 }
@@ -198,6 +200,7 @@ int runCompare(const ps::cli::Args& args, const ps::cli::Reporter& rep) {
   // The cost profile.
   Result<CostProfile> profile = Diagnostics{};
   std::string profileName;
+  bool uncalibrated = false;  // the session run's own prediction, from the analytic profile
   if (args.has("--cost")) {
     profile = uniformCostProfile(args.value("--cost"), plan->pipeline.stages);
     profileName = "--cost " + args.value("--cost");
@@ -209,6 +212,7 @@ int runCompare(const ps::cli::Args& args, const ps::cli::Reporter& rep) {
       text = *sessionRun->profileJson;
       profileName = sessionRun->profileName;
       path = profileName;
+      uncalibrated = sessionRun->analyticProfile;
     }
     if (profileName.empty()) {
       if (path.empty() && plan->profile) path = ps::cli::resolveProfilePath(*plan->profile, planPath);
@@ -310,6 +314,8 @@ int runCompare(const ps::cli::Args& args, const ps::cli::Reporter& rep) {
     // Plus what the prediction was made with.
     auto j = nlohmann::json::parse(comparisonToJson(c, *plan, *planned, measured));
     j["profile"] = profileName;
+    // An uncalibrated analytic profile's prediction is no measurement of this machine.
+    j["profile_calibrated"] = !uncalibrated;
     j["partition"] = nlohmann::json::array();
     for (const auto& st : model->stages) j["partition"].push_back(st.layerCount);
     std::cout << j.dump(2) << "\n";
@@ -325,8 +331,12 @@ int runCompare(const ps::cli::Args& args, const ps::cli::Reporter& rep) {
      << measured.ops.size() << " ops";
   if (iterations > 1) os << ", iteration " << iteration << " of " << iterations;
   os << (measured.complete ? "" : ", incomplete") << ")\n";
-  os << "makespan:  predicted " << fmt(c.plannedMakespan) << " ms, measured " << fmt(c.measuredMakespan)
-     << " ms, error " << percent(c.relativeError) << "\n";
+  os << "makespan:  predicted " << fmt(c.plannedMakespan) << " ms"
+     << (uncalibrated ? std::string(" ") + ps::cli::kUncalibratedMark : std::string()) << ", measured "
+     << fmt(c.measuredMakespan) << " ms, error " << percent(c.relativeError) << "\n";
+  if (uncalibrated)
+    os << "           " << ps::cli::kUncalibratedExplanation
+       << "; measure a profile (pipestudio-cli profile) and compare with --profile P.json\n";
   os << "alignment: " << alignmentName(c.alignment);
   if (c.alignment == Alignment::Scaled) os << " (measured x " << fmt(c.scale, 4) << ")";
   os << "\nmatched:   " << c.matches.size() << " ops";

@@ -2,6 +2,7 @@
 // engine (CPU threads, local Gloo processes, torchrun-style ranks) and reports the measured
 // timeline, the loss and, with --check-gradients, the gradient comparison.
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <iostream>
 #include <thread>
 
@@ -37,7 +39,7 @@ const char* kUsage =
     "         [--events jsonl] [--timeout S] [--connect-timeout S] [--partition N,N,...] [--seed N]\n"
     "         [--threads N] [--format pipe|csv] [--set name=value]... [--inject-fault KIND:OP]\n"
     "         [--cancel-on-eof] [--session DB [--profile P.json]] [--optimizer sgd|adamw [--lr X]]\n"
-    "         [--inputs BATCH.pt] [--hosts HOSTS.txt [--print-launch torchrun|slurm]]\n\n"
+    "         [--inputs BATCH.pt] [--hosts HOSTS.txt] [--print-launch torchrun|slurm]\n\n"
     "Runs the schedule in FILE (.pipe or PyTorch .csv; - reads stdin) on a model split into the\n"
     "schedule's stages. SPEC is a built-in model, 'mlp:layers=8,hidden=512' or\n"
     "'gpt:layers=8,hidden=256,heads=4,seq=128,vocab=1000' (add dtype=f64 for double), or your own\n"
@@ -70,7 +72,8 @@ const char* kUsage =
     "--check-gradients compares every gradient (of the first iteration, before any step) and the\n"
     "loss with the unpipelined model on the whole batch. --events jsonl streams the run-event protocol "
     "(docs/engine.md) on\n"
-    "stdout. --inject-fault throw|nan|drop:OP makes one op of the schedule fail (testing).\n"
+    "stdout. --inject-fault throw|nan|drop|grad:OP makes one op of the schedule fail (testing;\n"
+    "grad: the input gradient a B or I sends is off by 1e-4, which --check-gradients must catch).\n"
     "--cancel-on-eof: the run is cancelled when stdin ends (a GUI or ssh client went away); with\n"
     "FILE '-' the schedule on stdin ends at a line '#%end-of-schedule' and stdin stays open.\n"
     "--session DB records the measured run in a session file together with its prediction: the\n"
@@ -82,11 +85,13 @@ const char* kUsage =
     "(docs/cli.md). Every host is checked first (reachable, key, CLI, same protocol), the schedule\n"
     "is staged in a temporary folder there, rank 0's events come back here, a host that fails\n"
     "fails the run at once (named) and ends every rank. --print-launch torchrun|slurm prints the\n"
-    "torchrun and srun/sbatch commands for the same run instead of starting it.\n"
+    "torchrun and srun/sbatch commands for the same run instead of starting it: on the hosts of\n"
+    "--hosts (with how to copy every file they read there), or without --hosts on this host.\n"
     "Exit status: 0 finished (and gradients equal), 1 invalid schedule, failed or gradient\n"
     "mismatch, 2 usage, 130 cancelled (SIGINT, SIGTERM, --cancel-on-eof).\n";
 
 constexpr int kExitCancelled = 130;
+using ps::cli::kScheduleNameVariable;
 // Rank 0 tells its launcher (on the launcher's private event pipe, never on stdout) that the
 // session record is written: a rank 0 killed after `finished` but before that still gets one.
 constexpr const char* kSessionRecordedLine = "{\"type\":\"pipestudio-session-recorded\"}";
@@ -380,7 +385,11 @@ int runRun(const std::vector<std::string>& argv) {
     std::cerr << "pipestudio-cli run: " << error << "\n";
     return ps::cli::kExitUsage;
   }
-  const std::string name = ps::cli::inputName(path);
+  // A rank given a staged copy of the schedule (--hosts, --nproc with FILE -) names it as the
+  // user did, as its launcher tells it.
+  std::string name = ps::cli::inputName(path);
+  if (const char* given = std::getenv(kScheduleNameVariable); given && *given && env->has_value())
+    name = given;
   load.format = resolveScheduleFormat(text, load);
   const std::string format(scheduleFormatName(*load.format));
   Result<Schedule> schedule = loadSchedule(text, load);
@@ -407,38 +416,47 @@ int runRun(const std::vector<std::string>& argv) {
   // with NCCL one GPU per process on this host (NCCL refuses two ranks on one GPU).
   const int devices = executed.pipeline.devices;
   if (args.has("--nproc") && !env->has_value() && nproc != devices)
-    return usage("--nproc " + std::to_string(nproc) + " does not match the schedule's " + std::to_string(devices) +
-                 (devices == 1 ? " device" : " devices") + ": a multi-process run starts one process per device" +
-                 (devices > 1 ? " (--nproc " + std::to_string(devices) + "), or leave --nproc out to run the devices "
-                                "as threads of one process"
+    return usage("--nproc " + std::to_string(nproc) + " does not match the schedule's " +
+                 std::to_string(devices) + (devices == 1 ? " device" : " devices") +
+                 ": a multi-process run starts one process per device" +
+                 (devices > 1 ? " (--nproc " + std::to_string(devices) +
+                                    "), or leave --nproc out to run the devices "
+                                    "as threads of one process"
                               : ""));
   if (o.device == "cuda") {
     const int perHost = launcher ? nproc : env->has_value() ? std::max(1, o.distributed.localWorldSize) : 1;
     const int gpus = cudaDeviceCount();
     if (!cudaCompiled())
       return refuse(events && rank0,
-                    {makeError("engine.cuda", "--device cuda: this engine was built against a CPU-only libtorch; "
-                                              "rebuild with a CUDA libtorch (docs/engine.md, \"Builds\")")},
+                    {makeError("engine.cuda",
+                               "--device cuda: this engine was built against a CPU-only libtorch; "
+                               "rebuild with a CUDA libtorch (docs/engine.md, \"Builds\")")},
                     nullptr, ps::cli::kExitInvalid);
     if (perHost > 1 && gpus < perHost)
-      return refuse(events && rank0,
-                    {makeError("engine.cuda",
-                               std::to_string(perHost) + " processes on this host need " + std::to_string(perHost) +
-                                   " GPUs over NCCL (one GPU per rank: NCCL refuses two ranks on one GPU), and " +
-                                   std::to_string(gpus) + (gpus == 1 ? " is" : " are") +
-                                   " visible. Leave out --nproc to run the pipeline devices as threads of one "
-                                   "process, which share a GPU with a CUDA stream each")},
-                    nullptr, ps::cli::kExitInvalid);
+      return refuse(
+          events && rank0,
+          {makeError("engine.cuda",
+                     std::to_string(perHost) + " processes on this host need " + std::to_string(perHost) +
+                         " GPUs over NCCL (one GPU per rank: NCCL refuses two ranks on one GPU), and " +
+                         std::to_string(gpus) + (gpus == 1 ? " is" : " are") +
+                         " visible. Leave out --nproc to run the pipeline devices as threads of one "
+                         "process, which share a GPU with a CUDA stream each")},
+          nullptr, ps::cli::kExitInvalid);
   }
 
   if (args.has("--hosts") || args.has("--print-launch")) {
-    // Ranks on several hosts (run_cluster.h): this process launches, watches and records.
+    // Ranks on several hosts (run_cluster.h): this process launches, watches and records; or
+    // the torchrun / srun commands for the run, on the hosts of --hosts or on this one.
     const std::string pl = args.value("--print-launch");
     if (args.has("--print-launch") && pl != "torchrun" && pl != "slurm")
       return usage("--print-launch takes torchrun or slurm, not '" + pl + "'");
-    if (args.has("--nproc")) return usage("--hosts gives the ranks of each host: leave out --nproc");
+    if (args.has("--hosts") && args.has("--nproc"))
+      return usage("--hosts gives the ranks of each host: leave out --nproc");
     if (env->has_value())
-      return usage("--hosts starts the ranks itself: unset RANK / WORLD_SIZE (torchrun, Slurm)");
+      return usage(std::string(args.has("--hosts")
+                                   ? "--hosts starts the ranks itself"
+                                   : "--print-launch prints the commands that start the ranks") +
+                   ": unset RANK / WORLD_SIZE (torchrun, Slurm)");
     const ps::cli::ClusterRun cr{
         .hostsPath = args.value("--hosts"),
         .printLaunch = pl,
@@ -469,21 +487,27 @@ int runRun(const std::vector<std::string>& argv) {
     // The launcher: start the ranks (this same command) and watch them.
     std::vector<std::string> rankArgs{"run"};
     rankArgs.insert(rankArgs.end(), argv.begin(), argv.end());
-    std::string scheduleFile;
+    int scheduleFd = -1;
     if (path == "-") {
-      // The ranks cannot all read one stdin: hand them the schedule in a file.
-      char tmpl[] = "/tmp/pipestudio-run-XXXXXX";
-      int fd = mkstemp(tmpl);
-      if (fd < 0 || ::write(fd, text.data(), text.size()) != static_cast<ssize_t>(text.size())) {
-        std::cerr << "pipestudio-cli run: cannot write a temporary schedule file\n";
+      // The ranks cannot all read one stdin: hand them the schedule in a memory file they
+      // inherit (/proc/self/fd/N opens it afresh in each), which leaves nothing on disk behind
+      // however the launcher ends, and tell them its name.
+      const int mem = memfd_create("pipestudio-schedule", 0);
+      // Above the descriptors the launcher hands its ranks (3 and 4, launcher.h).
+      scheduleFd = mem >= 0 ? fcntl(mem, F_DUPFD, 64) : -1;
+      if (mem >= 0) ::close(mem);
+      if (scheduleFd < 0 ||
+          ::write(scheduleFd, text.data(), text.size()) != static_cast<ssize_t>(text.size())) {
+        std::cerr << "pipestudio-cli run: cannot hand the schedule to the ranks: " << std::strerror(errno)
+                  << "\n";
         return ps::cli::kExitUsage;
       }
-      ::close(fd);
-      scheduleFile = tmpl;
+      const std::string scheduleFile = "/proc/self/fd/" + std::to_string(scheduleFd);
       for (size_t i = 1; i < rankArgs.size(); ++i)  // the positional '-', not a flag's value
         if (rankArgs[i] == "-" &&
             std::find(valueFlags.begin(), valueFlags.end(), rankArgs[i - 1]) == valueFlags.end())
           rankArgs[i] = scheduleFile;
+      setenv(kScheduleNameVariable, name.c_str(), 1);
     }
     LauncherRun lr{executed, o, name, events, nproc};
     if (args.has("--session"))
@@ -496,7 +520,7 @@ int runRun(const std::vector<std::string>& argv) {
                                        nullptr,
                                        predictionProfile};
     const int rc = lr.launch(rankArgs);
-    if (!scheduleFile.empty()) ::unlink(scheduleFile.c_str());
+    if (scheduleFd >= 0) ::close(scheduleFd);
     return rc;
   }
 
@@ -537,6 +561,7 @@ int runRun(const std::vector<std::string>& argv) {
   for (size_t i = 0; i < r.partition.size(); ++i) human << (i ? "," : " ") << r.partition[i];
   human << ")\n";
   if (!r.data.empty()) human << "  data: " << r.data << "\n";
+  if (!r.modelMode.empty()) human << "  model mode: " << r.modelMode << "\n";
   if (!r.iterationMs.empty()) {
     std::vector<double> it = r.iterationMs;
     std::sort(it.begin(), it.end());

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -28,19 +29,58 @@ std::string flagName(const std::string& a) {
   return a.substr(0, a.find('='));
 }
 
+// A plain file name: what a rank can be given relative to its staged folder, and what its
+// messages then show (never a flag, never a hidden or a path).
+bool plainFileName(const std::string& name) {
+  return !name.empty() && name.size() < 200 &&
+         (std::isalnum(static_cast<unsigned char>(name[0])) || name[0] == '_') &&
+         name.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") ==
+             std::string::npos;
+}
+
+// The name a file is staged under: its own base name when that is a plain file name (so the
+// ranks' messages name it as the user does), else `fallback`; never a name already taken.
+std::string stagedName(const std::string& path, const std::string& fallback,
+                       std::vector<std::string>& taken) {
+  const std::string base = path.substr(path.find_last_of('/') + 1);
+  std::string name = path != "-" && plainFileName(base) ? base : fallback;
+  for (int i = 2; std::find(taken.begin(), taken.end(), name) != taken.end(); ++i)
+    name = std::to_string(i) + "-" + fallback;
+  taken.push_back(name);
+  return name;
+}
+
 // The ranks' arguments: the run's own, less what only the launcher does (hosts, events, the
-// session, the trace), the schedule and a TorchScript file as staged ("{dir}/...").
+// session, the trace: `keepRank0Flags` keeps these for ranks started by torchrun or srun on
+// this host, where rank 0 does them), with the schedule and the files the ranks read (a
+// TorchScript model, an --inputs batch) at `dir` + their staged names ("" + name: relative to
+// the staged folder a rank starts in).
 struct RankArgs {
   std::vector<std::string> args;
-  std::string modelFile;   // a TorchScript model to stage (as model.pt), as given
-  std::string inputsFile;  // --inputs BATCH.pt to stage (as inputs.pt), as given
+  std::vector<core::StagedFile> files;  // the schedule first, then the model and the batch, as given
 };
 
-RankArgs rankArguments(const ClusterRun& c, const std::string& stagedSchedule, const std::string& stagedModel,
-                       const std::string& stagedInputs) {
+RankArgs rankArguments(const ClusterRun& c, const std::string& dir, bool staging, bool keepRank0Flags) {
   static const std::vector<std::string> launcherOnly{"--hosts",   "--print-launch", "--events", "--session",
                                                      "--profile", "--trace",        "--nproc",  "--format"};
+  static const std::vector<std::string> launcherOnlyHere{"--hosts", "--print-launch", "--nproc", "--format"};
+  const auto& dropped = keepRank0Flags ? launcherOnlyHere : launcherOnly;
   RankArgs out;
+  std::vector<std::string> taken;
+  const std::string scheduleName =
+      stagedName(c.path, c.format == "csv" ? "schedule.csv" : "schedule.pipe", taken);
+  out.files.push_back({c.path == "-" ? "SCHEDULE" : c.path, dir + scheduleName, "the schedule"});
+  const std::string modelFile = c.options->model.kind == "torchscript" ? c.options->model.path : "";
+  const std::string inputsFile = c.options->inputsPath;
+  std::string modelStaged, inputsStaged;
+  if (!modelFile.empty()) {
+    modelStaged = dir + stagedName(modelFile, "model.pt", taken);
+    out.files.push_back({modelFile, modelStaged, "the TorchScript model"});
+  }
+  if (!inputsFile.empty()) {
+    inputsStaged = dir + stagedName(inputsFile, "inputs.pt", taken);
+    out.files.push_back({inputsFile, inputsStaged, "the --inputs batch"});
+  }
   bool positionalDone = false;
   for (size_t i = 0; i < c.argv.size(); ++i) {
     const std::string& a = c.argv[i];
@@ -53,28 +93,22 @@ RankArgs rankArguments(const ClusterRun& c, const std::string& stagedSchedule, c
                                       : (takesValue && i + 1 < c.argv.size() ? c.argv[i + 1] : "");
       if (takesValue && !inlineValue) ++i;
       if (name == "--cancel-on-eof") continue;
-      if (std::find(launcherOnly.begin(), launcherOnly.end(), name) != launcherOnly.end()) continue;
-      if (name == "--model" && value.rfind("torchscript:", 0) == 0) {
+      if (std::find(dropped.begin(), dropped.end(), name) != dropped.end()) continue;
+      if (staging && name == "--model" && !modelFile.empty()) {
         // torchscript:path=net.pt,features=4 -> the staged copy's path.
-        std::string spec = value;
-        const size_t p = spec.find("path=");
+        const size_t p = value.find("path=");
         if (p != std::string::npos) {
-          const size_t e = spec.find(',', p);
-          out.modelFile = spec.substr(p + 5, e == std::string::npos ? std::string::npos : e - p - 5);
-          spec.replace(p + 5, out.modelFile.size(), stagedModel);
+          const size_t e = value.find(',', p);
+          value.replace(p + 5, (e == std::string::npos ? value.size() : e) - p - 5, modelStaged);
         }
-        value = spec;
       }
-      if (name == "--inputs") {
-        out.inputsFile = value;
-        value = stagedInputs;
-      }
+      if (staging && name == "--inputs") value = inputsStaged;
       out.args.push_back(name);
       if (takesValue) out.args.push_back(value);
       continue;
     }
     if (!positionalDone && a == c.path) {
-      out.args.push_back(stagedSchedule);
+      out.args.push_back(staging ? out.files[0].staged : a);
       positionalDone = true;
       continue;
     }
@@ -90,9 +124,22 @@ RankArgs rankArguments(const ClusterRun& c, const std::string& stagedSchedule, c
 int runOnCluster(const ClusterRun& c) {
   using namespace ps::core;
   std::string text, error;
+  const auto kind = c.printLaunch == "slurm" ? LaunchKind::Slurm : LaunchKind::Torchrun;
+  // The rendezvous port of printed commands: MASTER_PORT when set, else torchrun's default.
+  int port = 29500;
+  if (const char* mp = std::getenv("MASTER_PORT"); mp && std::atoi(mp) > 0 && std::atoi(mp) < 65536)
+    port = std::atoi(mp);
+  const int devices = c.executed->pipeline.devices;
   if (c.hostsPath.empty()) {
-    std::cerr << "pipestudio-cli run: --print-launch needs --hosts FILE (the nodes and their ranks)\n";
-    return kExitUsage;
+    // --print-launch alone: the ranks on this host, reading the files where this run would.
+    if (c.path == "-") {
+      std::cerr << "pipestudio-cli run: --print-launch prints commands that read the schedule from a file: "
+                   "save it and give its path instead of -\n";
+      return kExitUsage;
+    }
+    const RankArgs ra = rankArguments(c, "", /*staging=*/false, /*keepRank0Flags=*/true);
+    std::cout << printLocalLaunchCommands(kind, devices, ra.args, port);
+    return kExitOk;
   }
   if (!readInput(c.hostsPath, text, error)) {
     std::cerr << "pipestudio-cli run: " << error << "\n";
@@ -104,57 +151,37 @@ int runOnCluster(const ClusterRun& c) {
     return kExitUsage;
   }
   const int world = clusterWorldSize(*hosts);
-  const int devices = c.executed->pipeline.devices;
   if (world != devices) {
     std::cerr << "pipestudio-cli run: " << c.hostsPath << " gives " << world
               << " ranks (one per device), the schedule has " << devices << " devices\n";
     return kExitUsage;
   }
-  // Staged under its own name (the ranks' messages name it), when that is a plain file name.
-  std::string scheduleFile = c.format == "csv" ? "schedule.csv" : "schedule.pipe";
-  if (c.path != "-") {
-    const std::string base = c.path.substr(c.path.find_last_of('/') + 1);
-    if (!base.empty() && base.front() != '.' && base.size() < 200 &&
-        base.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") ==
-            std::string::npos)
-      scheduleFile = base;
-  }
 
   if (!c.printLaunch.empty()) {
-    const std::string dir = "/tmp/pipestudio-run";
-    RankArgs ra = rankArguments(c, dir + "/" + scheduleFile, dir + "/model.pt", dir + "/inputs.pt");
-    const auto kind = c.printLaunch == "slurm" ? LaunchKind::Slurm : LaunchKind::Torchrun;
-    // The rendezvous port: MASTER_PORT when set, else torchrun's default.
-    int port = 29500;
-    if (const char* mp = std::getenv("MASTER_PORT"); mp && std::atoi(mp) > 0 && std::atoi(mp) < 65536)
-      port = std::atoi(mp);
-    std::cout << printLaunchCommands(*hosts, kind, ra.args, dir + "/" + scheduleFile, port,
-                                     c.path == "-" ? std::string("SCHEDULE") : c.path);
-    if (!ra.modelFile.empty())
-      std::cout << "# and the TorchScript model " << ra.modelFile << " at " << dir
-                << "/model.pt on every host\n";
-    if (!ra.inputsFile.empty())
-      std::cout << "# and the --inputs batch " << ra.inputsFile << " at " << dir
-                << "/inputs.pt on every host\n";
+    // Every file the ranks read goes to the same folder on every host; the first lines say how.
+    const RankArgs ra = rankArguments(c, "/tmp/pipestudio-run/", /*staging=*/true, /*keepRank0Flags=*/false);
+    std::cout << printLaunchCommands(*hosts, kind, ra.args, ra.files, port);
     return kExitOk;
   }
 
-  RankArgs ra = rankArguments(c, "{dir}/" + scheduleFile, "{dir}/model.pt", "{dir}/inputs.pt");
+  // Each rank starts in its host's staged folder and is given the files by their staged
+  // names, which are the user's own file names where they are plain: the ranks' messages name
+  // the files as the user does, not a temporary folder.
+  const RankArgs ra = rankArguments(c, "", /*staging=*/true, /*keepRank0Flags=*/false);
   engine::ClusterLaunchOptions lo;
   lo.hosts = *hosts;
-  lo.files.push_back({scheduleFile, c.text});
+  lo.files.push_back({ra.files[0].staged, c.text});
   // Files the ranks read go with the schedule: a TorchScript model, an --inputs batch.
-  for (const auto& [local, staged] : {std::pair{ra.modelFile, std::string("model.pt")},
-                                      std::pair{ra.inputsFile, std::string("inputs.pt")}}) {
-    if (local.empty()) continue;
+  for (size_t f = 1; f < ra.files.size(); ++f) {
     std::string content;
-    if (!readInput(local, content, error)) {
+    if (!readInput(ra.files[f].local, content, error)) {
       std::cerr << "pipestudio-cli run: " << error << "\n";
       return kExitUsage;
     }
-    lo.files.push_back({staged, std::move(content)});
+    lo.files.push_back({ra.files[f].staged, std::move(content)});
   }
   lo.args = ra.args;
+  lo.environment = {{kScheduleNameVariable, c.name}};
   lo.rank0Args = {"--events", "jsonl"};
   lo.connectTimeoutSeconds = c.connectTimeoutSeconds;
   lo.cancel = c.cancel;

@@ -14,6 +14,10 @@
 
 namespace ps::cli {
 
+// How a rank names a schedule its launcher staged for it (the user's name for the file), so
+// that its messages never show a temporary path.
+inline constexpr const char* kScheduleNameVariable = "PIPESTUDIO_SCHEDULE_NAME";
+
 struct ClusterRun {
   std::string hostsPath;                     // --hosts
   std::string printLaunch;                   // --print-launch: "", "torchrun" or "slurm"

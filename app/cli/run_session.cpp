@@ -1,6 +1,7 @@
 // `run --session`: the run's prediction and measurement filed in a session (run_session.h).
 #include "run_session.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -123,12 +124,33 @@ bool recordRunInSession(const RunSessionRecording& r, std::ostream& out) {
   out << "  session " << r.sessionPath << ": measured run " << stored->measuredRunId;
   if (stored->predictedRunId) {
     const double predicted = rec.predicted->metrics.makespan, measured = rep.timeline.metrics.makespan;
+    const bool analytic = profile.source == "analytic";
     out << ", predicted run " << *stored->predictedRunId << " (profile '" << profile.name
-        << "', makespan predicted " << predicted << " ms, measured " << measured << " ms";
-    // A failed or cancelled run's makespan covers part of the schedule: no error to give.
-    if (predicted > 0 && rep.status == ps::core::RunState::Succeeded)
-      out << ", error " << (measured - predicted) / predicted * 100.0 << "%";
+        << "', makespan predicted " << predicted << " ms";
+    if (analytic) out << " " << kUncalibratedMark;
+    // A failed or cancelled run's makespan covers part of the schedule: nothing to compare.
+    if (rep.status == ps::core::RunState::Succeeded) {
+      out << ", measured " << measured << " ms";
+      if (predicted > 0) out << ", error " << (measured - predicted) / predicted * 100.0 << "%";
+    } else {
+      out << "; the run " << (rep.status == ps::core::RunState::Cancelled ? "was cancelled" : "failed")
+          << ", so no measured makespan to compare";
+    }
     out << ")";
+    if (analytic) {
+      out << "\n  prediction: " << kUncalibratedExplanation;
+      if (o.model.kind == "torchscript")
+        out << "; `pipestudio-cli profile` measures the built-in models only: for a TorchScript model give "
+               "--profile with times of your own";
+      else
+        out << "; calibrate it in seconds: pipestudio-cli profile --model "
+            << engine::modelSpecToString(o.model) << " --microbatch-size " << o.microbatchSize
+            << " --workers "
+            << (o.distributed.worldSize > 1 ? std::max(1, o.distributed.localWorldSize)
+                                            : r.schedule->pipeline.devices)
+            << " -o profile.json" << (o.optimizer.empty() ? "" : " --optimizer " + o.optimizer)
+            << ", then run with --profile profile.json";
+    }
     // With --optimizer the run's steps are ops of the schedule, but no cost profile the run
     // can use times them: the prediction gives them 0 ms, and the error includes their time.
     if (stepKind && !stepsTimed)

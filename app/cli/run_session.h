@@ -7,6 +7,7 @@
 #include <ostream>
 #include <string>
 
+#include "common/text.h"
 #include "pipestudio/core/model/cost_profile.h"
 #include "pipestudio/core/model/result.h"
 #include "pipestudio/core/model/schedule.h"

@@ -3,6 +3,7 @@
 #include <ctime>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "common/command.h"
 #include "common/flags.h"
@@ -41,7 +42,8 @@ const char* kUsage =
     "            schedule version\n"
     "  --json    machine-readable output for list and show\n"
     "\n"
-    "Exit status: 0 ok, 1 no such item, 2 usage error or unreadable session file.\n";
+    "Exit status: 0 ok, 1 no such item or a value out of range in the file, 2 usage error or\n"
+    "unreadable (missing, damaged, locked) session file.\n";
 
 std::string isoTime(std::int64_t ms) {
   std::time_t secs = static_cast<std::time_t>(ms / 1000);
@@ -97,6 +99,13 @@ int reportErrors(const ps::core::Diagnostics& ds, int code) {
   return code;
 }
 
+// The exit code for a store error: values out of range make an invalid file (1); a file that
+// cannot be read (damaged, locked, not a session) is a usage error (2), as an unreadable file is.
+int errorExit(const ps::core::Diagnostics& ds) {
+  return !ds.empty() && ds.front().code == "session.invalid-value" ? ps::cli::kExitInvalid
+                                                                   : ps::cli::kExitUsage;
+}
+
 ps::core::Result<SessionStore> openForReading(const std::string& path) {
   auto store = SessionStore::open(path, {ps::sessions::OpenMode::ReadOnly});
   if (store)
@@ -110,7 +119,7 @@ int listCommand(SessionStore& store, bool json) {
   auto profiles = store.listProfiles();
   if (!profiles) return reportErrors(profiles.errors(), ps::cli::kExitUsage);
   auto runs = store.listRuns();
-  if (!runs) return reportErrors(runs.errors(), ps::cli::kExitUsage);
+  if (!runs) return reportErrors(runs.errors(), errorExit(runs.errors()));
 
   if (json) {
     nlohmann::json j = {{"file", store.path()}, {"schemaVersion", store.schemaVersion()}};
@@ -187,9 +196,12 @@ bool parseItem(const std::string& text, ItemRef& out) {
   return true;
 }
 
-void printNotes(SessionStore& store, std::optional<Id> scheduleId, std::optional<Id> runId) {
+// The item's notes; notes that cannot be read (a damaged page, values out of range) fail the
+// command rather than vanish from the output: the exit code, or nothing when all went well.
+std::optional<int> printNotes(SessionStore& store, std::optional<Id> scheduleId, std::optional<Id> runId) {
   auto notes = store.annotations(scheduleId, runId);
-  if (!notes || notes->empty()) return;
+  if (!notes) return reportErrors(notes.errors(), errorExit(notes.errors()));
+  if (notes->empty()) return std::nullopt;
   std::cout << "notes:\n";
   for (const auto& n : *notes) {
     std::cout << "  [" << n.id << "]";
@@ -197,6 +209,7 @@ void printNotes(SessionStore& store, std::optional<Id> scheduleId, std::optional
     if (n.device) std::cout << " device " << *n.device;
     std::cout << ": " << n.text << "\n";
   }
+  return std::nullopt;
 }
 
 int showCommand(SessionStore& store, const ItemRef& item, bool json) {
@@ -206,7 +219,7 @@ int showCommand(SessionStore& store, const ItemRef& item, bool json) {
     ps::sessions::RunFilter filter;
     filter.scheduleId = item.id;
     auto runs = store.listRuns(filter);
-    if (!runs) return reportErrors(runs.errors(), ps::cli::kExitUsage);
+    if (!runs) return reportErrors(runs.errors(), errorExit(runs.errors()));
     if (json) {
       nlohmann::json j = {
           {"id", s->info.id},
@@ -226,7 +239,7 @@ int showCommand(SessionStore& store, const ItemRef& item, bool json) {
     for (const auto& r : *runs)
       std::cout << "    run " << r.id << "  " << statusText(r) << "  makespan " << fixed(r.makespan, 3)
                 << " ms  bubble " << fixed(r.bubbleRatio, 3) << "\n";
-    printNotes(store, item.id, std::nullopt);
+    if (auto failed = printNotes(store, item.id, std::nullopt)) return *failed;
     std::cout << "--- .pipe\n" << s->pipeText;
     if (!s->pipeText.empty() && s->pipeText.back() != '\n') std::cout << "\n";
     return ps::cli::kExitOk;
@@ -255,7 +268,9 @@ int showCommand(SessionStore& store, const ItemRef& item, bool json) {
   }
 
   auto rec = store.run(item.id);
-  if (!rec) return reportErrors(rec.errors(), ps::cli::kExitInvalid);
+  if (!rec)
+    return reportErrors(rec.errors(), rec.error().code == "session.not-found" ? ps::cli::kExitInvalid
+                                                                              : errorExit(rec.errors()));
   const auto& r = rec->summary;
   if (json) {
     nlohmann::json j = runJson(r);
@@ -270,21 +285,31 @@ int showCommand(SessionStore& store, const ItemRef& item, bool json) {
   if (r.scheduleId)
     if (auto s = store.schedule(*r.scheduleId)) std::cout << " (" << s->info.name << ")";
   std::cout << "\n  cost profile: " << optId(r.profileId);
+  // A prediction from the engine's analytic profile is no measurement of any machine.
+  bool uncalibrated = false;
   if (r.profileId)
-    if (auto p = store.profile(*r.profileId)) std::cout << " (" << p->info.name << ")";
+    if (auto p = store.profile(*r.profileId)) {
+      std::cout << " (" << p->info.name << ")";
+      uncalibrated = p->info.source == ps::sessions::ProfileSource::Analytic && r.target == "simulator";
+      if (uncalibrated) std::cout << " " << ps::cli::kUncalibratedMark;
+    }
   std::cout << "\n  target: " << r.target << ", " << r.devices << " device(s)";
   if (!r.model.empty()) std::cout << ", model " << r.model;
   std::cout << "\n  started: " << isoTime(r.startedMs);
   if (r.endedMs)
     std::cout << "  ended: " << isoTime(*r.endedMs) << "  wall "
               << fixed(static_cast<double>(*r.durationMs()) / 1000.0, 3) << " s";
-  std::cout << "\n  ops: " << r.opCount << "  makespan: " << fixed(r.makespan, 3)
-            << " ms  bubble ratio: " << fixed(r.bubbleRatio, 3) << "\n";
+  std::cout << "\n  ops: " << r.opCount << "  makespan: " << fixed(r.makespan, 3) << " ms"
+            << (uncalibrated ? std::string(" ") + ps::cli::kUncalibratedMark : std::string())
+            << "  bubble ratio: " << fixed(r.bubbleRatio, 3) << "\n";
+  if (uncalibrated) std::cout << "  " << ps::cli::kUncalibratedExplanation << "\n";
   if (r.interrupted)
     std::cout << "  the process writing this run is gone: the run was interrupted and is incomplete\n";
   if (!r.error.empty()) std::cout << "  error: " << r.error << "\n";
   std::cout << "  config: " << rec->configJson << "\n";
-  if (auto t = store.loadTimeline(r.id); t && !t->metrics.devices.empty()) {
+  auto t = store.loadTimeline(r.id);
+  if (!t) return reportErrors(t.errors(), errorExit(t.errors()));
+  if (!t->metrics.devices.empty()) {
     std::vector<std::vector<std::string>> rows = {
         {"DEVICE", "BUSY_MS", "SPAN_MS", "PEAK_MEMORY_B", "PEAK_INFLIGHT"}};
     for (const auto& d : t->metrics.devices)
@@ -292,7 +317,7 @@ int showCommand(SessionStore& store, const ItemRef& item, bool json) {
                       std::to_string(d.peakMemoryBytes), std::to_string(d.peakInflightMicrobatches)});
     printTable(std::cout, rows);
   }
-  printNotes(store, std::nullopt, r.id);
+  if (auto failed = printNotes(store, std::nullopt, r.id)) return *failed;
   return ps::cli::kExitOk;
 }
 
@@ -405,25 +430,22 @@ int noteCommand(const std::string& path, const std::string& text, const ps::cli:
 }
 
 int runSession(const std::vector<std::string>& argv) {
-  if (argv.empty()) {
-    std::cerr << kUsage;
-    return ps::cli::kExitUsage;
-  }
+  const ps::cli::Reporter reporter("session", kUsage);
+  if (argv.empty()) return reporter.usage("expected list, show, export or note");
   const std::string action = argv[0];
   std::vector<std::string> rest(argv.begin() + 1, argv.end());
   ps::cli::Args args(rest, {"--schedule", "--run", "--profile", "--format", "-o", "--time", "--device"},
                      {"--json"});
-  if (!args.ok()) {
-    std::cerr << "pipestudio-cli session: " << args.error() << "\n";
-    return ps::cli::kExitUsage;
-  }
+  if (!args.ok()) return reporter.usage(args.error());
   const auto& pos = args.positionals();
   size_t wanted = (action == "show" || action == "note") ? 2 : 1;
-  if ((action != "list" && action != "show" && action != "export" && action != "note") ||
-      pos.size() != wanted) {
-    std::cerr << kUsage;
-    return ps::cli::kExitUsage;
-  }
+  if (action != "list" && action != "show" && action != "export" && action != "note")
+    return reporter.usage("unknown action '" + action + "' (list, show, export or note)");
+  if (pos.size() != wanted)
+    return reporter.usage("session " + action + " takes " +
+                          (action == "show"   ? std::string("FILE ITEM")
+                           : action == "note" ? "FILE TEXT"
+                                              : "FILE"));
   ItemRef item;
   if (action == "show" && !parseItem(pos[1], item)) {
     std::cerr << "pipestudio-cli session show: '" << pos[1]

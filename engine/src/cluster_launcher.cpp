@@ -354,6 +354,25 @@ core::Result<ClusterLaunchResult> launchClusterRanks(const ClusterLaunchOptions&
       return core::makeError("cluster.stage", why);
     }
   }
+  // A janitor per host: a shell that waits for the end of its stdin and then removes the
+  // staged folder. The launcher closes that stdin at the end; if the launcher is killed (even
+  // by SIGKILL), its ssh clients die with it (parent-death signal), the channels close and the
+  // janitors clean up all the same.
+  std::vector<Child> janitors(H);
+  for (size_t i = 0; i < H; ++i) {
+    const std::string q = core::shellQuoteWord(dirs[i]);
+    janitors[i].closeInWhenWritten = false;
+    if (!spawn(janitors[i],
+               sshCommand(hosts[i], o.connectTimeoutSeconds,
+                          "trap 'rm -rf " + q +
+                              "' EXIT; trap 'exit 129' HUP; trap 'exit 143' TERM; cat >/dev/null")))
+      janitors[i].reaped = true;
+  }
+  {
+    std::string where;
+    for (size_t i = 0; i < H; ++i) where += (i ? ", " : "") + dirs[i] + " on " + hosts[i].label();
+    phase("staged in " + where);
+  }
 
   // 3. The ranks: host by host, local ranks 0..n-1; rank 0's host holds the store.
   struct Rank {
@@ -383,6 +402,7 @@ core::Result<ClusterLaunchResult> launchClusterRanks(const ClusterLaunchOptions&
                       " MASTER_ADDR=" + core::shellQuoteWord(hosts[0].address()) +
                       " MASTER_PORT=" + std::to_string(masterPort) + " PIPESTUDIO_LIFELINE_FD=0";
     if (r != 0) cmd += " PIPESTUDIO_EVENT_FD=1";
+    for (const auto& [name, value] : o.environment) cmd += " " + name + "=" + core::shellQuoteWord(value);
     cmd += " " + remoteWord(h.cli) + " run";
     for (std::string a : o.args) {
       for (size_t p; (p = a.find("{dir}")) != std::string::npos;) a.replace(p, 5, dir);
@@ -543,6 +563,36 @@ core::Result<ClusterLaunchResult> launchClusterRanks(const ClusterLaunchOptions&
     closeFd(c.in);
   }
   phase("removing the staged files");
+  {
+    // The janitors remove the folders as their stdin ends; a host whose janitor did not (it
+    // never started, or its connection had dropped) gets an rm of its own.
+    const auto deadline = Clock::now() + std::chrono::seconds(10);
+    for (auto& j : janitors) closeFd(j.in);
+    for (bool waiting = true; waiting && Clock::now() < deadline;) {
+      waiting = false;
+      for (auto& j : janitors) {
+        for (int* fd : {&j.out, &j.err})
+          if (*fd >= 0) {
+            std::string ignored;
+            pollfd p{*fd, POLLIN, 0};
+            if (poll(&p, 1, 0) > 0) drain(*fd, ignored);
+          }
+        reap(j, false);
+        waiting = waiting || !j.reaped;
+      }
+      if (waiting) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    for (size_t i = 0; i < H; ++i) {
+      Child& j = janitors[i];
+      if (!j.reaped && j.pid > 0) {
+        kill(j.pid, SIGKILL);
+        reap(j, true);
+        j.exitCode = -1;
+      }
+      closeFd(j.out), closeFd(j.err);
+      if (j.exitCode == 0) dirs[i].clear();  // removed
+    }
+  }
   cleanup();
   if (!startError.empty()) return core::makeError("cluster.start", startError);
   result.exitStatus = result.ends[0].exitCode;

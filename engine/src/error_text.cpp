@@ -1,5 +1,7 @@
 // One-line error texts: c10 errors carry a backtrace and "Exception raised from" frames that
 // mean nothing to a user; every message the engine reports goes through errorText.
+#include "error_text.h"
+
 #include <c10/util/Exception.h>
 #include <c10/util/Logging.h>
 #include <torch/version.h>
@@ -11,7 +13,6 @@
 #include <string>
 
 #include "pipestudio/engine/engine.h"
-#include "error_text.h"
 
 namespace ps::engine {
 
@@ -39,7 +40,8 @@ std::string errorText(const std::exception& e) {
     size_t end = s.find('\n', start);
     if (end == std::string::npos) end = s.size();
     std::string line = s.substr(start, end - start);
-    while (!line.empty() && (line.back() == ' ' || line.back() == '\r' || line.back() == '\t')) line.pop_back();
+    while (!line.empty() && (line.back() == ' ' || line.back() == '\r' || line.back() == '\t'))
+      line.pop_back();
     size_t lead = line.find_first_not_of(" \t");
     if (lead != std::string::npos) {
       if (!out.empty()) out += "; ";
@@ -56,9 +58,13 @@ namespace {
 class OnceWarningHandler : public c10::WarningHandler {
  public:
 #if TORCH_VERSION_MAJOR >= 2
-  void process(const c10::Warning& warning) override { print(warning.msg()); }
+  void process(const c10::Warning& warning) override {
+    print(warning.msg());
+  }
 #else
-  void process(const c10::SourceLocation&, const std::string& msg, const bool) override { print(msg); }
+  void process(const c10::SourceLocation&, const std::string& msg, const bool) override {
+    print(msg);
+  }
 #endif
 
  private:
@@ -90,9 +96,13 @@ void quietTorchLogging() {
 #if TORCH_VERSION_MAJOR < 2
     c10::Warning::set_warning_handler(&handler);
 #endif
+    // The libraries' own log lines (Gloo, c10d: "[c10d] The client socket has timed out ...")
+    // would repeat, in another form, what the engine reports once in its own words with the
+    // rank, op and place: every failure they log reaches the user as the engine's message.
 #ifdef C10_USE_GLOG
-    // glog's INFO and WARNING lines (Gloo, c10d) are noise to a user; errors still show.
-    FLAGS_minloglevel = 2;
+    FLAGS_minloglevel = 3;  // FATAL only
+#else
+    FLAGS_caffe2_log_level = 3;
 #endif
   });
 }

@@ -25,8 +25,8 @@
 #include "pipestudio/core/analysis/iterations.h"
 #include "pipestudio/core/analysis/validator.h"
 #include "pipestudio/core/io/dsl.h"
-#include "pipestudio/core/io/run_events.h"
 #include "pipestudio/core/io/pytorch_csv.h"
+#include "pipestudio/core/io/run_events.h"
 #include "pipestudio/engine/engine.h"
 #include "transport.h"
 
@@ -286,6 +286,7 @@ class Run {
   std::vector<std::vector<detail::NamedParam>> firstGradients_;
   std::vector<at::Tensor> initialParams_;
 
+  std::mutex rngMu_;  // stochastic forwards: the global generators' seed and its draws
   std::mutex lossMu_;
   std::vector<double> losses_;
   std::vector<double> iterationMs_;
@@ -335,7 +336,10 @@ core::Status Run::setup() {
     return core::makeError("engine.options", "device must be cpu or cuda, got '" + opt_.device + "'");
   PS_TRY(checkFaultInjection(sched_, opt_.fault));
   try {
-    model_ = Model::build(opt_.model, opt_.seed, opt_.microbatchSize, M_, opt_.inputsPath);
+    // A training run (--optimizer) runs TorchScript modules in train mode: dropout on, batch
+    // norm on each micro-batch's statistics. The gradient check then compares like with like.
+    model_ = Model::build(opt_.model, opt_.seed, opt_.microbatchSize, M_, opt_.inputsPath,
+                          !opt_.optimizer.empty());
   } catch (const std::exception& e) {
     return core::makeError("engine.model", std::string("cannot build model: ") + detail::errorText(e));
   }
@@ -433,11 +437,16 @@ nlohmann::json Run::fingerprint() const {
   for (unsigned char c : text) h = (h ^ c) * 1099511628211ull;
   char hex[17];
   std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+  // A TorchScript file is compared by its bytes, not its path: every host stages it under a
+  // folder of its own (--hosts), and torchrun or Slurm ranks may read their own copies.
+  ModelSpec model = opt_.model;
+  if (!model_->modelSource.empty()) model.path.clear();
   return {
       {"protocol version", core::kRunEventProtocolVersion},
       {"world size", opt_.distributed.worldSize},
       {"schedule", std::string(hex)},
-      {"model", modelSpecToString(opt_.model)},
+      {"model", modelSpecToString(model)},
+      {"model file", model_->modelSource},
       {"seed", opt_.seed},
       {"data", model_->dataSource},
       {"partition", partition_},
@@ -522,7 +531,7 @@ at::Tensor Run::receive(int device, const Op& op, const MessageKey& key, int src
   Op producer{key.kind == 0 ? OpKind::F : OpKind::B, srcStage, key.microbatch};
   auto timedOut = [&, start = nowMs()]() {
     return OpFailure("engine.timeout",
-                     "timed out after " + formatSeconds(opt_.timeoutSeconds) + " s waiting for " + what +
+                     "timed out after " + formatSeconds(opt_.timeoutSeconds) + " waiting for " + what +
                          " of micro-batch " + std::to_string(key.microbatch) + " from stage " +
                          std::to_string(srcStage) + " on device " + std::to_string(srcDevice),
                      start);
@@ -614,6 +623,13 @@ void Run::forward(int device, const Op& op, bool recompute) {
   detail::ForwardCtx ctx{m, st};
   at::Tensor out;
   {
+    // A stochastic forward (dropout in train mode) draws from the global generators: seeded per
+    // op, under one lock, so F and its R draw the same masks whatever the other workers do.
+    std::unique_lock<std::mutex> rng(rngMu_, std::defer_lock);
+    if (model_->stochastic) {
+      rng.lock();
+      detail::seedGlobalGenerators(detail::forwardSeed(opt_.seed, iteration_, s, m));
+    }
     c10::AutoGradMode mode(keepGraph);
     out = in;
     for (int l = firstLayer_[static_cast<size_t>(s)]; l < firstLayer_[static_cast<size_t>(s) + 1]; ++l) {
@@ -670,6 +686,8 @@ void Run::backward(int device, const Op& op, bool inputsOnly) {
   if (s > 0) {
     if (opt_.fault.active() && opt_.fault.kind == "nan" && opt_.fault.op == opName(op))
       dx = dx + std::numeric_limits<double>::quiet_NaN();
+    if (opt_.fault.active() && opt_.fault.kind == "grad" && opt_.fault.op == opName(op))
+      dx = dx * (1.0 + 1e-4);
     if (!at::isfinite(dx).all().item<bool>())
       throw OpFailure("engine.nan", "the input gradient has NaN or Inf values");
     deliver(device, op, MessageKey{1, s - 1, m}, s - 1, dx);
@@ -1036,20 +1054,48 @@ void Run::gradientCheck(RunReport& r) {
   model_->zeroGrad();
   for (auto& l : model_->layers)
     for (auto* lin : l->linears) lin->deferWeightGrad = false;
-  at::Tensor x = model_->inputs;
-  if (x.is_floating_point()) x = x.detach().requires_grad_(true);
   detail::ForwardCtx ctx{-1, nullptr};
-  at::Tensor out = x;
-  for (auto& l : model_->layers) out = l->forward(out, ctx);
-  at::Tensor loss = model_->loss(out, model_->targets, 1.0);
-  torch::autograd::backward({loss});
+  at::Tensor loss;
+  if (!model_->training) {
+    // Eval mode: the whole batch at once, which micro-batching must not change.
+    at::Tensor x = model_->inputs;
+    if (x.is_floating_point()) x = x.detach().requires_grad_(true);
+    at::Tensor out = x;
+    for (auto& l : model_->layers) out = l->forward(out, ctx);
+    loss = model_->loss(out, model_->targets, 1.0);
+    torch::autograd::backward({loss});
+  } else {
+    // Train mode: batch norm normalises each micro-batch by its own statistics and dropout
+    // draws per op, so the reference runs the same micro-batches unpipelined, stage by stage
+    // with the seeds the pipelined forwards had (of the checked iteration), and sums.
+    const int checked = stepKind_ ? 0 : opt_.warmup + opt_.iterations - 1;
+    for (int m = 0; m < M_; ++m) {
+      at::Tensor out = model_->microInput(m);
+      if (out.is_floating_point()) out = out.detach().requires_grad_(true);
+      for (int s = 0; s < S_; ++s) {
+        if (model_->stochastic) detail::seedGlobalGenerators(detail::forwardSeed(opt_.seed, checked, s, m));
+        for (int l = firstLayer_[static_cast<size_t>(s)]; l < firstLayer_[static_cast<size_t>(s) + 1]; ++l)
+          out = model_->layers[static_cast<size_t>(l)]->forward(out, ctx);
+      }
+      at::Tensor part = model_->loss(out, model_->microTarget(m), 1.0 / M_);
+      torch::autograd::backward({part});
+      loss = loss.defined() ? loss + part.detach() : part.detach();
+    }
+  }
   std::map<std::string, at::Tensor> ref;
-  for (auto& p : model_->gradients(0, static_cast<int>(model_->layers.size()))) ref[p.name] = p.value;
+  double largest = 0;  // the largest reference gradient of the whole model
+  for (auto& p : model_->gradients(0, static_cast<int>(model_->layers.size()))) {
+    ref[p.name] = p.value;
+    if (p.value.numel() > 0) largest = std::max(largest, p.value.abs().max().item<double>());
+  }
   g.passed = true;
   for (const auto& p : piped) {
     const at::Tensor& rg = ref.at(p.name);
     const double diff = (p.value - rg).abs().max().item<double>();
-    const double scale = rg.abs().max().item<double>();
+    // Relative to the parameter's own gradient, but never to less than a thousandth of the
+    // model's largest: a gradient that is zero in exact arithmetic (the bias of a layer before
+    // batch norm, which normalises it away) is rounding noise, and noise over noise says nothing.
+    const double scale = std::max(rg.numel() > 0 ? rg.abs().max().item<double>() : 0.0, 1e-3 * largest);
     const double rel = scale > 0 ? diff / scale : diff;
     g.parameters.push_back({p.name, rel});
     if (rel > g.maxRelativeError || g.worstParameter.empty()) {
@@ -1290,6 +1336,12 @@ core::Result<RunReport> Run::execute() {
   r.partition = partition_;
   r.parameterCount = model_->parameterCount();
   r.data = model_->dataNote;
+  if (model_->weightGradByGraph)
+    r.modelMode =
+        model_->training
+            ? std::string("train (dropout on, batch norm on each micro-batch's statistics") +
+                  (model_->stochastic ? "; random draws seeded per stage, micro-batch and iteration)" : ")")
+            : "eval (dropout off, batch norm on its running statistics; --optimizer trains in train mode)";
   r.losses = losses_;
   r.iterationMs = iterationMs_;
   if (stepKind_) r.optimizerStateBytes = stateBytes_;

@@ -2,8 +2,6 @@
 // decoder blocks with causal self-attention and MLP, LM head with cross-entropy).
 #include "model.h"
 
-#include "data_file.h"
-
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <cmath>
@@ -13,7 +11,9 @@
 namespace ps::engine::detail {
 
 namespace {
-std::int64_t bytesOf(const at::Tensor& t) { return t.defined() ? t.numel() * static_cast<int64_t>(t.element_size()) : 0; }
+std::int64_t bytesOf(const at::Tensor& t) {
+  return t.defined() ? t.numel() * static_cast<int64_t>(t.element_size()) : 0;
+}
 }  // namespace
 
 std::int64_t Stash::deviceBytes() const {
@@ -138,7 +138,9 @@ class MlpBlock : public Layer {
   Linear* fc_;
 };
 
-at::Tensor param(const at::Tensor& t) { return t.detach().requires_grad_(true); }
+at::Tensor param(const at::Tensor& t) {
+  return t.detach().requires_grad_(true);
+}
 
 class Embedding : public Layer {
  public:
@@ -148,7 +150,9 @@ class Embedding : public Layer {
     pos_ = param(at::randn({s.seq, s.hidden}, gen, opt) * 0.02);
     params = {{"embedding.token", tok_}, {"embedding.position", pos_}};
   }
-  at::Tensor forward(const at::Tensor& tokens, ForwardCtx&) override { return at::embedding(tok_, tokens) + pos_; }
+  at::Tensor forward(const at::Tensor& tokens, ForwardCtx&) override {
+    return at::embedding(tok_, tokens) + pos_;
+  }
 
  private:
   at::Tensor tok_, pos_;
@@ -163,7 +167,10 @@ class DecoderBlock : public Layer {
     ln1b_ = param(at::zeros({s.hidden}, opt));
     ln2w_ = param(at::ones({s.hidden}, opt));
     ln2b_ = param(at::zeros({s.hidden}, opt));
-    params = {{n + ".ln1.weight", ln1w_}, {n + ".ln1.bias", ln1b_}, {n + ".ln2.weight", ln2w_}, {n + ".ln2.bias", ln2b_}};
+    params = {{n + ".ln1.weight", ln1w_},
+              {n + ".ln1.bias", ln1b_},
+              {n + ".ln2.weight", ln2w_},
+              {n + ".ln2.bias", ln2b_}};
     qkv_ = addLinear("attn.qkv", s.hidden, 3 * s.hidden, gen, opt);
     proj_ = addLinear("attn.proj", s.hidden, s.hidden, gen, opt);
     fc1_ = addLinear("mlp.fc1", s.hidden, static_cast<int64_t>(s.ffn) * s.hidden, gen, opt);
@@ -218,14 +225,15 @@ class LmHead : public Layer {
 
 }  // namespace
 
-std::unique_ptr<Model> Model::build(const ModelSpec& spec, std::uint64_t seed, int microbatchSize, int microbatches,
-                                     const std::string& inputsPath) {
+std::unique_ptr<Model> Model::build(const ModelSpec& spec, std::uint64_t seed, int microbatchSize,
+                                    int microbatches, const std::string& inputsPath, bool training) {
   if (spec.kind == "torchscript") {
     auto model = std::make_unique<Model>();
     model->spec = spec;
     model->microbatchSize = microbatchSize;
     model->microbatches = microbatches;
     model->options = at::TensorOptions().dtype(spec.dtype == "f64" ? at::kDouble : at::kFloat);
+    model->training = training;
     buildTorchScript(*model, seed, inputsPath);
     return model;
   }
@@ -269,8 +277,12 @@ std::unique_ptr<Model> Model::build(const ModelSpec& spec, std::uint64_t seed, i
   return model;
 }
 
-at::Tensor Model::microInput(int m) const { return inputs.narrow(0, static_cast<int64_t>(m) * microbatchSize, microbatchSize); }
-at::Tensor Model::microTarget(int m) const { return targets.narrow(0, static_cast<int64_t>(m) * microbatchSize, microbatchSize); }
+at::Tensor Model::microInput(int m) const {
+  return inputs.narrow(0, static_cast<int64_t>(m) * microbatchSize, microbatchSize);
+}
+at::Tensor Model::microTarget(int m) const {
+  return targets.narrow(0, static_cast<int64_t>(m) * microbatchSize, microbatchSize);
+}
 
 at::Tensor Model::loss(const at::Tensor& output, const at::Tensor& target, double scale) const {
   at::Tensor l;

@@ -76,11 +76,14 @@ class Layer {
   // Moves every tensor of the layer to `device` in place (set_data keeps each tensor's
   // identity, so members and `params` still alias).
   virtual void to(const at::Device& device);
+  // Train or eval mode (dropout, batch norm) of layers that have one: TorchScript children.
+  virtual void setTraining(bool) {}
   std::string name;
-  std::vector<Linear*> linears;         // owned below, listed for W and gradients
-  std::vector<NamedParam> params;       // autograd parameters (LayerNorm, embeddings)
+  std::vector<Linear*> linears;    // owned below, listed for W and gradients
+  std::vector<NamedParam> params;  // autograd parameters (LayerNorm, embeddings)
   std::vector<std::unique_ptr<Linear>> owned;
-  Linear* addLinear(const std::string& n, int64_t in, int64_t out, at::Generator& gen, const at::TensorOptions& opt);
+  Linear* addLinear(const std::string& n, int64_t in, int64_t out, at::Generator& gen,
+                    const at::TensorOptions& opt);
 };
 
 class Model {
@@ -88,8 +91,12 @@ class Model {
   // Throws std::exception with a message naming the file and child for TorchScript models.
   // `inputsPath`: a batch saved by torch.save (data_file.h) instead of synthetic data; its
   // targets, when it has none, still come from the seed.
-  static std::unique_ptr<Model> build(const ModelSpec& spec, std::uint64_t seed, int microbatchSize, int microbatches,
-                                      const std::string& inputsPath = "");
+  // `training`: TorchScript modules run in train mode (dropout on, batch norm on the
+  // micro-batch's statistics), as a training run (--optimizer) needs; else in eval mode. The
+  // built-in models have no such layers and compute the same either way.
+  static std::unique_ptr<Model> build(const ModelSpec& spec, std::uint64_t seed, int microbatchSize,
+                                      int microbatches, const std::string& inputsPath = "",
+                                      bool training = false);
 
   ModelSpec spec;
   int microbatchSize = 1;
@@ -116,6 +123,14 @@ class Model {
   bool weightGradByGraph = false;
   // Per-sample output shape of each layer (TorchScript; measured by a probe forward).
   std::vector<std::vector<int64_t>> layerOutputShapes;
+  // TorchScript: the module's mode, and whether its forward draws random numbers in that mode
+  // (dropout in train mode). A stochastic forward must be seeded per op (seedForward), or
+  // micro-batches would not be reproducible and the gradient check could not compare them.
+  bool training = false;
+  bool stochastic = false;
+  // What ranks compare for the model besides its spec: "torchscript <FNV-1a of the file's
+  // bytes>", so that a file staged under another path on each host is still the same model.
+  std::string modelSource;
   std::int64_t parameterCount() const;
   void to(const at::Device& device);  // layers, data and options
 
@@ -125,8 +140,17 @@ class Model {
 };
 
 // TorchScript models (model_torchscript.cpp): fills layers, data and shapes of a Model whose
-// spec, sizes and options are set; throws with a message naming the file and child.
+// spec, sizes, options and mode are set; throws with a message naming the file and child.
 void buildTorchScript(Model& model, std::uint64_t seed, const std::string& inputsPath);
+
+// The seed of one forward of a stochastic model: of stage `stage`, micro-batch `microbatch`
+// in iteration `iteration` of a run seeded `runSeed`. The pipelined F, its recompute R and the
+// gradient check's reference of the same micro-batch draw the same numbers (dropout masks).
+std::uint64_t forwardSeed(std::uint64_t runSeed, int iteration, int stage, int microbatch);
+// Seeds the default generators (CPU and every GPU) that TorchScript's random ops draw from.
+// They are global: callers running forwards on several threads hold one lock around the seed
+// and the forward.
+void seedGlobalGenerators(std::uint64_t seed);
 core::CostProfile torchScriptCostProfile(const Model& model, int microbatchSize);
 
 }  // namespace ps::engine::detail

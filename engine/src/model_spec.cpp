@@ -178,8 +178,9 @@ core::Result<FaultInjection> parseFaultInjection(std::string_view text) {
   if (colon == std::string_view::npos)
     return core::makeError("engine.fault", "fault must look like KIND:OP, e.g. throw:B1@s1");
   FaultInjection f{std::string(text.substr(0, colon)), std::string(text.substr(colon + 1))};
-  if (f.kind != "throw" && f.kind != "nan" && f.kind != "drop")
-    return core::makeError("engine.fault", "fault kind must be throw, nan or drop, got '" + f.kind + "'");
+  if (f.kind != "throw" && f.kind != "nan" && f.kind != "drop" && f.kind != "grad")
+    return core::makeError("engine.fault",
+                           "fault kind must be throw, nan, drop or grad, got '" + f.kind + "'");
   if (f.op.empty()) return core::makeError("engine.fault", "fault names no op");
   return f;
 }
@@ -187,10 +188,18 @@ core::Result<FaultInjection> parseFaultInjection(std::string_view text) {
 core::Status checkFaultInjection(const core::Schedule& schedule, const FaultInjection& fault) {
   if (!fault.active()) return core::okStatus();
   for (const auto& device : schedule.devices)
-    for (const auto& step : device) {
-      if (schedule.opName(step.first) == fault.op) return core::okStatus();
-      if (step.second && schedule.opName(*step.second) == fault.op) return core::okStatus();
-    }
+    for (const auto& step : device)
+      for (const core::Op* op : {&step.first, step.second ? &*step.second : nullptr}) {
+        if (!op || schedule.opName(*op) != fault.op) continue;
+        // grad: a wrong input gradient, which only a B or I of a stage after the first sends.
+        if (fault.kind == "grad" &&
+            ((op->kind != core::OpKind::B && op->kind != core::OpKind::I) || op->stage == 0))
+          return core::makeError("engine.fault",
+                                 "--inject-fault grad:" + fault.op +
+                                     ": only a B or I of a stage after the first sends an input "
+                                     "gradient to perturb");
+        return core::okStatus();
+      }
   std::string example;
   if (!schedule.devices.empty() && !schedule.devices.front().empty())
     example = " (ops are named like " + schedule.opName(schedule.devices.front().front().first) + ")";

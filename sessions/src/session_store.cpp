@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <thread>
 #include <type_traits>
 #include <unordered_map>
@@ -858,22 +859,45 @@ constexpr const char* kRunColumns =
     "makespan_ms, "
     "bubble_ratio, op_count, writer_pid, writer_host";
 
-RunSummary readRunSummary(const Stmt& s, const std::string& thisHost) {
+// A run's row, every count and number checked as it is read (a session file may have been
+// written by something else): a device count, op count, makespan or bubble ratio out of range,
+// or a status no writer uses, is an error naming the row and the column, never a figure shown.
+Result<RunSummary> readRunSummary(const SessionStore::Impl& impl, const Stmt& s, const std::string& thisHost,
+                                  const std::string& what) {
+  namespace lim = core::limits;
   RunSummary r;
   r.id = s.i64(0);
+  const std::string row = "id " + std::to_string(r.id);
+  auto bad = [&](const char* column, const std::string& value, const std::string& range) {
+    return impl.error("session.invalid-value", what + ": table runs, " + row + ": " + column + " " + value +
+                                                   " is out of range (" + range + ")");
+  };
+  const std::int64_t devices = s.i64(4), ops = s.i64(13);
+  if (s.isNull(4) || devices < 0 || devices > lim::kMaxDevices)
+    return bad("devices", s.isNull(4) ? "NULL" : std::to_string(devices),
+               "0.." + std::to_string(lim::kMaxDevices));
+  if (ops < 0 || ops > lim::kMaxOps)
+    return bad("op_count", std::to_string(ops), "0.." + std::to_string(lim::kMaxOps));
+  const double makespan = s.f64(11), bubble = s.f64(12);
+  if (!lim::validTimeMs(makespan) || makespan < 0)
+    return bad("makespan_ms", std::to_string(makespan), "a finite time of 0 or more");
+  if (!std::isfinite(bubble) || bubble < 0 || bubble > 1)
+    return bad("bubble_ratio", std::to_string(bubble), "0..1");
+  const auto status = ps::core::parseRunState(s.text(7));
+  if (!status) return bad("status", "'" + s.text(7) + "'", "running, succeeded, failed or cancelled");
   r.scheduleId = s.optI64(1);
   r.profileId = s.optI64(2);
   r.target = s.text(3);
-  r.devices = s.i32(4);
+  r.devices = static_cast<int>(devices);
   r.model = s.text(5);
   r.label = s.text(6);
-  r.status = ps::core::parseRunState(s.text(7)).value_or(RunStatus::Failed);
+  r.status = *status;
   r.startedMs = s.i64(8);
   r.endedMs = s.optI64(9);
   r.error = s.text(10);
-  r.makespan = s.f64(11);
-  r.bubbleRatio = s.f64(12);
-  r.opCount = s.i64(13);
+  r.makespan = makespan;
+  r.bubbleRatio = bubble;
+  r.opCount = ops;
   if (!r.finished()) r.interrupted = processGone(s.i64(14), s.text(15), thisHost);
   return r;
 }
@@ -893,7 +917,11 @@ Result<std::vector<RunSummary>> SessionStore::listRuns(const RunFilter& filter) 
   static const std::string host = hostName();
   std::vector<RunSummary> out;
   int rc;
-  while ((rc = s->step()) == SQLITE_ROW) out.push_back(readRunSummary(*s, host));
+  while ((rc = s->step()) == SQLITE_ROW) {
+    auto r = readRunSummary(*impl_, *s, host, what);
+    PS_TRY(r);
+    out.push_back(std::move(*r));
+  }
   if (rc != SQLITE_DONE) return impl_->sqlError(what, rc);
   return out;
 }
@@ -911,7 +939,9 @@ Result<RunRecord> SessionStore::run(Id runId) const {
   if (rc != SQLITE_ROW) return impl_->sqlError(what, rc);
   static const std::string host = hostName();
   RunRecord r;
-  r.summary = readRunSummary(*s, host);
+  auto summary = readRunSummary(*impl_, *s, host, what);
+  PS_TRY(summary);
+  r.summary = std::move(*summary);
   r.configJson = s->text(16);
   r.source = core::timelineSourceFromName(s->text(17));
   return r;
@@ -1132,17 +1162,35 @@ Result<std::vector<Annotation>> SessionStore::annotations(std::optional<Id> sche
   PS_TRY(s);
   s->bind(1, scheduleId);
   s->bind(2, runId);
-  return readAll<Annotation>(*impl_, *s, what, [](Stmt& q) {
+  std::vector<Annotation> out;
+  int rc;
+  while ((rc = s->step()) == SQLITE_ROW) {
     Annotation a;
-    a.id = q.i64(0);
-    a.scheduleId = q.optI64(1);
-    a.runId = q.optI64(2);
-    if (!q.isNull(3)) a.time = q.f64(3);
-    if (!q.isNull(4)) a.device = q.i32(4);
-    a.text = q.text(5);
-    a.createdMs = q.i64(6);
-    return a;
-  });
+    a.id = s->i64(0);
+    a.scheduleId = s->optI64(1);
+    a.runId = s->optI64(2);
+    const std::string row = "table annotations, id " + std::to_string(a.id) + ": ";
+    if (!s->isNull(3)) {
+      a.time = s->f64(3);
+      if (!core::limits::validTimeMs(*a.time))
+        return impl_->error(
+            "session.invalid-value",
+            what + ": " + row + "time_ms " + std::to_string(*a.time) + " is out of range (a finite time)");
+    }
+    if (!s->isNull(4)) {
+      const std::int64_t device = s->i64(4);
+      if (device < 0 || device >= core::limits::kMaxDevices)
+        return impl_->error("session.invalid-value", what + ": " + row + "device " + std::to_string(device) +
+                                                         " is out of range (0.." +
+                                                         std::to_string(core::limits::kMaxDevices - 1) + ")");
+      a.device = static_cast<int>(device);
+    }
+    a.text = s->text(5);
+    a.createdMs = s->i64(6);
+    out.push_back(std::move(a));
+  }
+  if (rc != SQLITE_DONE) return impl_->sqlError(what, rc);
+  return out;
 }
 
 Status SessionStore::removeAnnotation(Id id) {

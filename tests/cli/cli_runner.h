@@ -7,12 +7,20 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <string>
 
 namespace ps::test {
+
+// CI=true (.ci/run exports it): everything the tests need is installed there, so a test that
+// would skip for something missing must fail instead (a skip would pass without testing).
+inline bool inCi() {
+  const char* v = std::getenv("CI");
+  return v && std::string(v) == "true";
+}
 
 // Where the command's stderr goes: into `out` with stdout, nowhere, or into `err`.
 enum class Stderr { Merge, Drop, Separate };

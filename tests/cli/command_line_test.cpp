@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -91,6 +92,22 @@ TEST_F(CliCommandLine, FlagMistakesAreUsageErrorsNamingTheFlag) {
     EXPECT_EQ(r.exitCode, 2) << c.args << "\n" << r.err;
     EXPECT_NE(r.err.find(c.message), std::string::npos) << c.args << "\n" << r.err;
     EXPECT_NE(r.err.find("usage: pipestudio-cli"), std::string::npos) << c.args << "\n" << r.err;
+  }
+}
+
+// A usage error shows the mistake, the synopsis and where the rest is; not the whole usage
+// text (run's is 50 lines), which --help prints.
+TEST_F(CliCommandLine, UsageErrorsShowTheSynopsisNotTheWholeText) {
+  for (const std::string args : {"simulate x.pipe --bogus", "session", "session frobnicate x.session",
+                                 "validate x.pipe --format xml"}) {
+    auto r = runCli(args, Stderr::Separate);
+    EXPECT_EQ(r.exitCode, 2) << args << "\n" << r.err;
+    EXPECT_NE(r.err.find("usage: pipestudio-cli"), std::string::npos) << args << "\n" << r.err;
+    EXPECT_NE(r.err.find("--help' describes every option"), std::string::npos) << args << "\n" << r.err;
+    EXPECT_EQ(r.err.find("Exit status"), std::string::npos) << args << "\n" << r.err;
+    EXPECT_LT(std::count(r.err.begin(), r.err.end(), '\n'), 8) << args << "\n" << r.err;
+    auto help = runCli(args.substr(0, args.find(' ')) + " --help", Stderr::Separate);
+    EXPECT_NE(help.out.find("Exit status"), std::string::npos) << help.out;
   }
 }
 

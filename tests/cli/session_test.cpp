@@ -271,3 +271,73 @@ TEST(HostileSession, CliExportRefusesWithExitOneAndTheRow) {
     EXPECT_LT(r.seconds, 10.0);
   }
 }
+
+// `session show` and `list` check every count of a run's row where they read it: a crafted
+// file never shows "ops: -1" or "-5 device(s)" as if valid.
+TEST(HostileSession, CliShowAndListRefuseCountsOutOfRangeNamingTheRow) {
+  struct Case {
+    std::string sql, column, value;
+  };
+  for (const Case& c : {Case{"UPDATE runs SET op_count = -1", "op_count", "-1"},
+                        Case{"UPDATE runs SET devices = -5", "devices", "-5"},
+                        Case{"UPDATE runs SET devices = 4294967301", "devices", "4294967301"},
+                        Case{"UPDATE runs SET bubble_ratio = 7", "bubble_ratio", "7"},
+                        Case{"UPDATE runs SET makespan_ms = -3", "makespan_ms", "-3"},
+                        Case{"UPDATE runs SET status = 'splendid'", "status", "'splendid'"}}) {
+    auto dir = freshDir();
+    auto h = makeHostileSession(dir);
+    RawDb(h.path).mustExec(c.sql);
+    for (const std::string& args :
+         {"session show " + h.path + " run:" + std::to_string(h.run), "session list " + h.path}) {
+      auto r = ps::test::runCli(args, ps::test::Stderr::Separate);
+      EXPECT_EQ(r.exitCode, 1) << c.sql << "\n" << r.out << r.err;
+      EXPECT_NE(r.err.find("table runs, id " + std::to_string(h.run)), std::string::npos) << r.err;
+      EXPECT_NE(r.err.find(c.column + " " + c.value), std::string::npos) << r.err;
+      EXPECT_EQ(r.out.find("ops: -1"), std::string::npos) << r.out;
+      EXPECT_EQ(r.out.find("-5 device(s)"), std::string::npos) << r.out;
+    }
+  }
+}
+
+// A note whose page is damaged fails `session show` (exit 2, the damage named) instead of
+// vanishing from the output; a note's device out of range is a value error (exit 1).
+TEST(HostileSession, CliShowFailsOnDamagedOrInvalidNotes) {
+  auto dir = freshDir();
+  auto h = makeHostileSession(dir);
+  {
+    auto store = SessionStore::open(h.path);
+    ASSERT_TRUE(store.ok());
+    Annotation note;
+    note.runId = h.run;
+    note.text = std::string(3000, 'n');  // fills the table's root page
+    ASSERT_TRUE(store->addAnnotation(note).ok());
+  }
+  const std::string show = "session show " + h.path + " run:" + std::to_string(h.run);
+  ASSERT_EQ(ps::test::runCli(show).exitCode, 0);
+  {
+    RawDb db(h.path);
+    db.mustExec("UPDATE annotations SET device = -7");
+  }
+  auto invalid = ps::test::runCli(show, ps::test::Stderr::Separate);
+  EXPECT_EQ(invalid.exitCode, 1) << invalid.out << invalid.err;
+  EXPECT_NE(invalid.err.find("table annotations"), std::string::npos) << invalid.err;
+  EXPECT_NE(invalid.err.find("device -7"), std::string::npos) << invalid.err;
+
+  // Overwrite the b-tree page header of the annotations table's root page.
+  long long page = 0, pageSize = 0;
+  {
+    RawDb db(h.path);
+    db.mustExec("UPDATE annotations SET device = NULL");
+    page = db.integer("SELECT rootpage FROM sqlite_master WHERE name = 'annotations'");
+    pageSize = db.integer("PRAGMA page_size");
+  }
+  ASSERT_GT(page, 1);
+  std::string bytes = readBytes(h.path);
+  ASSERT_GE(static_cast<long long>(bytes.size()), page * pageSize);
+  for (long long i = 0; i < 8; ++i) bytes[static_cast<size_t>((page - 1) * pageSize + i)] = '\x7f';
+  writeBytes(h.path, bytes);
+  auto damaged = ps::test::runCli(show, ps::test::Stderr::Separate);
+  EXPECT_EQ(damaged.exitCode, 2) << damaged.out << damaged.err;
+  EXPECT_NE(damaged.err.find("damaged"), std::string::npos) << damaged.err;
+  EXPECT_NE(damaged.err.find("cannot list notes"), std::string::npos) << damaged.err;
+}

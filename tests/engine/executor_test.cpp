@@ -2,8 +2,11 @@
 // shape (B, split I/W, interleaved placement, recompute, offload), measured timelines keep
 // the schedule's order and dependencies, and failures stop the run naming the op.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
+#include <fstream>
 #include <map>
 #include <thread>
 
@@ -264,6 +267,9 @@ TEST(ExecutorFailure, MissingTransferTimesOutNamingOpAndPeer) {
   const auto& msg = r->diagnostics[0].message;
   EXPECT_NE(msg.find("device 1 at F0@s1"), std::string::npos) << msg;
   EXPECT_NE(msg.find("device 0"), std::string::npos) << msg;
+  // The bound as --timeout prints it, its unit once.
+  EXPECT_NE(msg.find("timed out after 0.5 s waiting for the activation"), std::string::npos) << msg;
+  EXPECT_EQ(msg.find(" s s"), std::string::npos) << msg;
   EXPECT_LT(secs, 5.0);
 }
 
@@ -285,4 +291,60 @@ TEST(ExecutorFailure, CancelStopsTheRun) {
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->status, ps::core::RunState::Cancelled);
   EXPECT_LT(secs, 5.0);
+}
+
+// The gradient check's negative control: an input gradient off by 1e-4 (relative, ten times
+// the f32 tolerance), sent by one B or I of the last stage, must fail the check, naming a
+// parameter of a stage before it; the last stage's own gradients stay exact.
+TEST(GradientCheck, AWrongInputGradientFailsTheCheck) {
+  struct Case {
+    ps::core::Schedule schedule;
+    std::string model, fault;
+  };
+  const std::string chain =
+      std::string("torchscript:path=") + PIPESTUDIO_TEST_DATA_DIR + "/torchscript/chain.pt";
+  for (const Case& c :
+       {Case{generated(ps::core::ScheduleKind::OneFOneB, 2, 4), "mlp:layers=4,hidden=16", "grad:B1@s1"},
+        Case{generated(ps::core::ScheduleKind::ZBH1, 2, 4), "mlp:layers=4,hidden=16", "grad:I2@s1"},
+        Case{generated(ps::core::ScheduleKind::ZBH1, 2, 4), chain, "grad:I0@s1"}}) {
+    SCOPED_TRACE(c.model + " " + c.fault);
+    auto o = smallOptions(c.model);
+    o.partition = {c.model.rfind("mlp", 0) == 0 ? 2 : 1, 2};
+    o.fault = parseFaultInjection(c.fault).value();
+    const RunReport r = runOk(c.schedule, o);
+    ASSERT_TRUE(r.gradients.ran);
+    EXPECT_FALSE(r.gradients.passed);
+    EXPECT_GT(r.gradients.maxRelativeError, r.gradients.tolerance);
+    EXPECT_LT(r.gradients.maxRelativeError, 1e-3);  // the error injected, not noise
+    // The corrupted gradient reaches stage 0's parameters only.
+    const bool mlp = c.model.rfind("mlp", 0) == 0;
+    auto inStage0 = [&](const std::string& name) {
+      return mlp ? name.rfind("block0.", 0) == 0 || name.rfind("block1.", 0) == 0
+                 : name.rfind("fc1.", 0) == 0;
+    };
+    EXPECT_TRUE(inStage0(r.gradients.worstParameter)) << r.gradients.worstParameter;
+    for (const auto& p : r.gradients.parameters)
+      if (!inStage0(p.name)) EXPECT_LE(p.relativeError, r.gradients.tolerance) << p.name;
+    // Without the fault the same run passes: the failure is the injected error's.
+    o.fault = {};
+    expectExactGradients(runOk(c.schedule, o));
+  }
+  // A fault kind that cannot fire where it is aimed is refused before the run.
+  auto o = smallOptions("mlp:layers=4,hidden=16");
+  o.fault = parseFaultInjection("grad:F1@s1").value();
+  auto refused = runSchedule(generated(ps::core::ScheduleKind::OneFOneB, 2, 4), o);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().message.find("only a B or I of a stage after the first"), std::string::npos)
+      << refused.error().message;
+}
+
+TEST(GradientCheck, CliExitsOneAndSaysFailedOnAWrongGradient) {
+  const std::string pipe = ::testing::TempDir() + "grad_fault_" + std::to_string(::getpid()) + ".pipe";
+  std::ofstream(pipe) << ps::core::printDsl(generated(ps::core::ScheduleKind::OneFOneB, 2, 4));
+  const auto r =
+      runCommand(std::string(PIPESTUDIO_CLI) + " run " + pipe +
+                 " --model mlp:layers=4,hidden=16 --threads 1 --check-gradients --inject-fault grad:B3@s1");
+  std::remove(pipe.c_str());
+  EXPECT_EQ(r.exitCode, 1) << r.out;
+  EXPECT_NE(r.out.find("gradient check: FAILED"), std::string::npos) << r.out;
 }

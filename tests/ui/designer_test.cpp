@@ -16,6 +16,7 @@
 #include "pipestudio/core/planning/generators.h"
 #include "shell/main_window.h"
 #include "shell/template_dialog.h"
+#include "skip_in_ci.h"
 #include "timeline/timeline_view.h"
 #include "ui_fixtures.h"
 
@@ -273,7 +274,7 @@ class DesignerTest : public QObject {
     ScheduleDocument* doc = window_->document();
     const double before = doc->analysis().makespan();
     QFile f(resourcesDir() + QStringLiteral("/profiles/llama2-7b.json"));
-    if (!f.exists()) QSKIP("no bundled llama2-7b profile");
+    if (!f.exists()) PS_SKIP_UNLESS_CI(QStringLiteral("no bundled llama2-7b profile"));
     QVERIFY(f.open(QIODevice::ReadOnly));
     auto p = parseCostProfile(f.readAll().toStdString(), "llama2-7b.json");
     QVERIFY(p.ok());

@@ -72,7 +72,8 @@ class Reporter {
  public:
   Reporter(std::string command, std::string usage) : command_(std::move(command)), usage_(std::move(usage)) {}
   const std::string& command() const { return command_; }
-  // The message, then the usage text: kExitUsage.
+  // The message, then the usage synopsis (the usage text up to its first blank line) and a
+  // pointer to --help: kExitUsage.
   int usage(const std::string& message) const;
   // The message alone (a newline added unless it ends in one): `code` (a usage error, an
   // unreadable file, by default).
@@ -87,6 +88,9 @@ class Reporter {
   std::string command_;
   std::string usage_;
 };
+
+// The synopsis of a usage text: its lines up to the first blank one.
+std::string usageSynopsis(const std::string& usage);
 
 // How many positionals a command takes, and the usage error when the count is off.
 struct Positionals {

@@ -92,8 +92,19 @@ bool writeOutput(const std::string& path, const std::string& text, std::string& 
   return true;
 }
 
+std::string usageSynopsis(const std::string& usage) {
+  const size_t end = usage.find("\n\n");
+  std::string synopsis = end == std::string::npos ? usage : usage.substr(0, end + 1);
+  if (!synopsis.empty() && synopsis.back() != '\n') synopsis += '\n';
+  return synopsis;
+}
+
 int Reporter::usage(const std::string& message) const {
-  std::cerr << "pipestudio-cli " << command_ << ": " << message << "\n" << usage_;
+  // The mistake, the command's synopsis and where the rest is: the whole usage text after
+  // every slip would bury the one line that matters.
+  std::cerr << "pipestudio-cli " << command_ << ": " << message << "\n"
+            << usageSynopsis(usage_) << "('pipestudio-cli " << command_
+            << " --help' describes every option)\n";
   return kExitUsage;
 }
 

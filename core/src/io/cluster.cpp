@@ -16,6 +16,11 @@ bool parsePositive(std::string_view s, int maximum, int& out) {
   return true;
 }
 
+// A whole number of digits only (no sign), however large: "70000" is a number, too many.
+bool allDigits(std::string_view s) {
+  return !s.empty() && s.find_first_not_of("0123456789") == std::string_view::npos;
+}
+
 bool blankOrControl(char c) {
   return std::isspace(static_cast<unsigned char>(c)) || std::iscntrl(static_cast<unsigned char>(c));
 }
@@ -156,8 +161,12 @@ Result<std::vector<ClusterHost>> parseHostFile(std::string_view text, const std:
         fail(valueCol, key + "= needs a value");
         bad = true;
       } else if (key == "ranks") {
-        if (!parsePositive(value, 4096, h.ranks)) {
-          fail(valueCol, "ranks= needs a positive number of processes, not '" + std::string(value) + "'");
+        if (!parsePositive(value, kMaxRanksPerHost, h.ranks)) {
+          const bool tooMany = allDigits(value) && value.find_first_not_of('0') != std::string_view::npos;
+          fail(valueCol,
+               tooMany ? "ranks=" + std::string(value) + " is more processes than one host runs (at most " +
+                             std::to_string(kMaxRanksPerHost) + ")"
+                       : "ranks= needs a positive number of processes, not '" + std::string(value) + "'");
           bad = true;
         }
       } else if (key == "port") {
@@ -247,28 +256,41 @@ std::string shellQuoteWord(std::string_view word) {
 std::string printLaunchCommands(const std::vector<ClusterHost>& hosts, LaunchKind kind,
                                 const std::vector<std::string>& cliArgs, const std::string& stagedSchedule,
                                 int masterPort, const std::string& localSchedule) {
+  return printLaunchCommands(hosts, kind, cliArgs, std::vector<StagedFile>{{localSchedule, stagedSchedule}},
+                             masterPort);
+}
+
+namespace {
+std::string runCommand(const std::string& cli, const std::vector<std::string>& cliArgs) {
+  std::string s = shellQuoteWord(cli) + " run";
+  for (const auto& a : cliArgs) s += " " + shellQuoteWord(a);
+  return s;
+}
+}  // namespace
+
+std::string printLaunchCommands(const std::vector<ClusterHost>& hosts, LaunchKind kind,
+                                const std::vector<std::string>& cliArgs, const std::vector<StagedFile>& files,
+                                int masterPort) {
   std::ostringstream out;
   if (hosts.empty()) return {};
   const ClusterHost& first = hosts.front();
   const int nodes = static_cast<int>(hosts.size());
   bool uniform = true;
   for (const auto& h : hosts) uniform = uniform && h.ranks == first.ranks;
-  auto command = [&](const ClusterHost& h) {
-    std::string s = shellQuoteWord(h.cli) + " run";
-    for (const auto& a : cliArgs) s += " " + shellQuoteWord(a);
-    return s;
-  };
-  const size_t slash = stagedSchedule.rfind('/');
-  const std::string stagedDir =
-      slash == std::string::npos || slash == 0 ? "/" : stagedSchedule.substr(0, slash);
-  out << "# The schedule must be at " << stagedSchedule
-      << " on every host (a shared file system, or copy it):\n";
-  for (const auto& h : hosts) {
-    const std::string p = h.port != 22 ? std::to_string(h.port) : std::string();
-    out << "#   ssh" << (p.empty() ? "" : " -p " + p) << " " << h.destination() << " mkdir -p "
-        << shellQuoteWord(stagedDir) << " && scp" << (p.empty() ? "" : " -P " + p) << " "
-        << shellQuoteWord(localSchedule) << " " << h.destination() << ":" << shellQuoteWord(stagedSchedule)
-        << "\n";
+  auto command = [&](const ClusterHost& h) { return runCommand(h.cli, cliArgs); };
+  // Every file the ranks read: the schedule, and a TorchScript model or an --inputs batch.
+  for (size_t f = 0; f < files.size(); ++f) {
+    const std::string& staged = files[f].staged;
+    const size_t slash = staged.rfind('/');
+    const std::string stagedDir = slash == std::string::npos || slash == 0 ? "/" : staged.substr(0, slash);
+    out << "# " << (f == 0 ? std::string("The schedule") : "And " + files[f].what) << " must be at "
+        << shellQuoteWord(staged) << " on every host (a shared file system, or copy it):\n";
+    for (const auto& h : hosts) {
+      const std::string p = h.port != 22 ? std::to_string(h.port) : std::string();
+      out << "#   ssh" << (p.empty() ? "" : " -p " + p) << " " << shellQuoteWord(h.destination())
+          << " mkdir -p " << shellQuoteWord(stagedDir) << " && scp" << (p.empty() ? "" : " -P " + p) << " "
+          << shellQuoteWord(files[f].local) << " " << shellQuoteWord(h.destination() + ":" + staged) << "\n";
+    }
   }
   if (kind == LaunchKind::Torchrun) {
     // The underscore spellings: every torchrun accepts them (torch 2.x also takes "--nproc-per-node"
@@ -285,12 +307,14 @@ std::string printLaunchCommands(const std::vector<ClusterHost>& hosts, LaunchKin
     if (uniform) {
       out << "# or torchrun, c10d rendezvous: the same command on every host:\n";
       out << "torchrun --nnodes " << nodes << " --nproc_per_node " << first.ranks
-          << " --rdzv_backend c10d --rdzv_endpoint " << shellQuoteWord(first.address()) << ":" << masterPort
-          << " --rdzv_id pipestudio-" << masterPort << " --no_python " << command(first) << "\n";
+          << " --rdzv_backend c10d --rdzv_endpoint "
+          << shellQuoteWord(first.address() + ":" + std::to_string(masterPort)) << " --rdzv_id pipestudio-"
+          << masterPort << " --no_python " << command(first) << "\n";
     }
   } else {
     std::string nodelist;
     for (const auto& h : hosts) nodelist += (nodelist.empty() ? "" : ",") + h.host;
+    const std::string quotedNodes = shellQuoteWord(nodelist);
     out << "# Slurm: ranks from SLURM_PROCID / SLURM_NTASKS, the store on the first node's port "
         << masterPort << "\n";
     if (uniform) {
@@ -304,7 +328,7 @@ std::string printLaunchCommands(const std::vector<ClusterHost>& hosts, LaunchKin
       out << "srun --kill-on-bad-exit=1 " << command(first) << "\n";
       out << "# or at once, from a login node:\n";
       out << "MASTER_PORT=" << masterPort << " srun --nodes=" << nodes << " --ntasks-per-node=" << first.ranks
-          << " --nodelist=" << nodelist << " --kill-on-bad-exit=1 " << command(first) << "\n";
+          << " --nodelist=" << quotedNodes << " --kill-on-bad-exit=1 " << command(first) << "\n";
     } else {
       // Different ranks per host: srun places tasks by a host file (one line per task).
       out << "# ranks differ between hosts: one line per task in a Slurm host file\n";
@@ -313,9 +337,28 @@ std::string printLaunchCommands(const std::vector<ClusterHost>& hosts, LaunchKin
         for (int r = 0; r < h.ranks; ++r) hostfile += h.host + "\n";
       out << "cat > pipestudio.hosts <<'EOF'\n" << hostfile << "EOF\n";
       out << "MASTER_PORT=" << masterPort << " SLURM_HOSTFILE=pipestudio.hosts srun --nodes=" << nodes
-          << " --ntasks=" << clusterWorldSize(hosts) << " --distribution=arbitrary --nodelist=" << nodelist
+          << " --ntasks=" << clusterWorldSize(hosts) << " --distribution=arbitrary --nodelist=" << quotedNodes
           << " --kill-on-bad-exit=1 " << command(first) << "\n";
     }
+  }
+  return out.str();
+}
+
+std::string printLocalLaunchCommands(LaunchKind kind, int nproc, const std::vector<std::string>& cliArgs,
+                                     int masterPort, const std::string& cli) {
+  std::ostringstream out;
+  const std::string command = runCommand(cli, cliArgs);
+  if (kind == LaunchKind::Torchrun) {
+    out << "# torchrun, " << nproc << " ranks on this host (static rendezvous, the store on port "
+        << masterPort << "):\n";
+    out << "torchrun --nnodes 1 --nproc_per_node " << nproc << " --master_addr 127.0.0.1 --master_port "
+        << masterPort << " --no_python " << command << "\n";
+  } else {
+    out << "# Slurm, " << nproc
+        << " tasks on one node (ranks from SLURM_PROCID / SLURM_NTASKS, the store on port " << masterPort
+        << "):\n";
+    out << "MASTER_PORT=" << masterPort << " srun --nodes=1 --ntasks=" << nproc << " --kill-on-bad-exit=1 "
+        << command << "\n";
   }
   return out.str();
 }

@@ -74,6 +74,22 @@ models = {
     "reused.pt": Reused(fc=nn.Linear(8, 8), act=nn.Tanh()),
     "lstm.pt": WithLstm(fc=nn.Linear(8, 8), lstm=nn.LSTM(8, 8, batch_first=True)),
     "tokens.pt": TokenModel(embed=nn.Embedding(20, 8), mix=nn.Linear(8, 8), act=nn.GELU(), head=nn.Linear(8, 20)),
+    # The commonest PyTorch model shape: nn.Sequential calls each encoder layer as
+    # forward(x, None, None[, False]) (its optional masks, and is_causal since torch 2.0).
+    "transformer.pt": nn.Sequential(
+        nn.Embedding(20, 16),
+        nn.TransformerEncoderLayer(16, 2, dim_feedforward=32, batch_first=True),
+        nn.TransformerEncoderLayer(16, 2, dim_feedforward=32, batch_first=True),
+        nn.Linear(16, 20),
+    ),
+    "encoder.pt": nn.Sequential(
+        nn.Embedding(20, 16),
+        nn.TransformerEncoder(nn.TransformerEncoderLayer(16, 2, dim_feedforward=32, batch_first=True), 2),
+        nn.Linear(16, 20),
+    ),
+    # Layers whose training differs from eval: dropout, batch norm (run --optimizer trains).
+    "dropout.pt": nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Dropout(0.5), nn.Linear(16, 4)),
+    "batchnorm.pt": nn.Sequential(nn.Linear(8, 16), nn.BatchNorm1d(16), nn.ReLU(), nn.Linear(16, 4)),
 }
 out = sys.argv[1] if len(sys.argv) > 1 else "."
 os.makedirs(out, exist_ok=True)

@@ -5,12 +5,15 @@
 //
 // Before the run every host is checked (`CLI --version`: reachable, key accepted, CLI and
 // engine present, same run-event protocol) and the schedule (and a model file) is staged in a
-// temporary folder there. Each rank's ssh channel is its lifeline (PIPESTUDIO_LIFELINE_FD=0):
-// when the launcher closes it, or dies, or the connection drops, the rank cancels and exits.
+// temporary folder there, which one more ssh per host (its janitor) removes when its channel
+// ends: at the end of the run, or when the launcher dies, even by SIGKILL. Each rank's ssh
+// channel is its lifeline (PIPESTUDIO_LIFELINE_FD=0): when the launcher closes it, or dies, or
+// the connection drops, the rank cancels and exits.
 #include <atomic>
 #include <functional>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "pipestudio/core/io/cluster.h"
@@ -38,6 +41,8 @@ struct ClusterLaunchOptions {
   // Only rank 0 gets these in addition (e.g. --events jsonl); the others send their events
   // to stdout through PIPESTUDIO_EVENT_FD=1.
   std::vector<std::string> rank0Args;
+  // Variables every rank gets besides torchrun's (name, value).
+  std::vector<std::pair<std::string, std::string>> environment;
   double connectTimeoutSeconds = 10;  // ssh ConnectTimeout, and the bound of each check
   double deathGraceSeconds = 2;       // rank 0's time to report a lost peer before all are ended
   double cancelGraceSeconds = 5;      // rank 0's time to report a cancel before all are ended

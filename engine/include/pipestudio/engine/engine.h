@@ -64,6 +64,10 @@ struct DistributedOptions {
 // Test and demonstration hook: make one op fail on purpose. kind: "throw" (exception in the
 // op), "nan" (the op's output becomes NaN), "drop" (the op's output is never sent, so the
 // consumer's receive times out). op: the op's name as the DSL prints it, e.g. "B1@s1".
+// --inject-fault KIND:OP makes one op of the schedule go wrong, on purpose (tests, demos):
+// throw (the op fails), nan (its output or input gradient is NaN), drop (its output is never
+// delivered: the consumer times out), grad (the input gradient a B or I sends is off by 1e-4,
+// relative: a wrong gradient the gradient check must catch, ten times its f32 tolerance).
 struct FaultInjection {
   std::string kind;
   std::string op;
@@ -149,6 +153,9 @@ struct RunReport {
   // Where the batch came from, for people: "synthetic from seed 1", or "FILE: samples 0..7 of
   // 12, targets from the file" (or "from seed 1").
   std::string data;
+  // TorchScript models: the module's mode, for people: "train (...)" with --optimizer, else
+  // "eval (...)". Empty for the built-in models, which have no dropout or batch norm.
+  std::string modelMode;
 };
 
 // Refuses (error Result) what cannot start: invalid schedule, bad model or partition, CUDA

@@ -35,6 +35,8 @@ Result<std::vector<ClusterHost>> parseHostFile(std::string_view text, const std:
 // The host file text for `hosts` (what parseHostFile reads back; values quoted where needed).
 std::string formatHostFile(const std::vector<ClusterHost>& hosts);
 int clusterWorldSize(const std::vector<ClusterHost>& hosts);
+// ranks= of one host: 1..kMaxRanksPerHost.
+inline constexpr int kMaxRanksPerHost = 4096;
 
 // `--print-launch torchrun|slurm`: shell commands for the same run without ssh fan-out.
 // `cliArgs` are the run's arguments after `pipestudio-cli run` with the schedule as
@@ -45,6 +47,23 @@ enum class LaunchKind { Torchrun, Slurm };
 std::string printLaunchCommands(const std::vector<ClusterHost>& hosts, LaunchKind kind,
                                 const std::vector<std::string>& cliArgs, const std::string& stagedSchedule,
                                 int masterPort, const std::string& localSchedule = "SCHEDULE");
+// A file the ranks read, as the printed instructions copy it: `local` (as the user named it)
+// to `staged` on every host. `what` names it in the instructions ("the TorchScript model").
+struct StagedFile {
+  std::string local;
+  std::string staged;
+  std::string what;
+};
+// The same, with every file to copy: files[0] is the schedule, then a TorchScript model or an
+// --inputs batch. Every value that reaches a command is shell-quoted.
+std::string printLaunchCommands(const std::vector<ClusterHost>& hosts, LaunchKind kind,
+                                const std::vector<std::string>& cliArgs, const std::vector<StagedFile>& files,
+                                int masterPort);
+// `--print-launch` without --hosts: `nproc` ranks on this host, reading the files where the run
+// would (nothing to copy): torchrun's static rendezvous on 127.0.0.1, or one srun of nproc
+// tasks on one node.
+std::string printLocalLaunchCommands(LaunchKind kind, int nproc, const std::vector<std::string>& cliArgs,
+                                     int masterPort, const std::string& cli = "pipestudio-cli");
 // POSIX shell quoting of one word.
 std::string shellQuoteWord(std::string_view word);
 
