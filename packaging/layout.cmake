@@ -2,7 +2,7 @@
 #
 # Installed programs find their data relative to their own path (bin/../share/pipestudio), never
 # through a path of the build machine: nothing absolute from the source or build tree is compiled
-# into a program. The build tree mirrors the installed layout with symbolic links to the
+# into an installed program. The build tree mirrors the installed layout with symbolic links to the
 # source's resources/ and docs/ (ps_mirror_install_layout), so a program run from the build tree
 # finds its data by the same relative lookup as an installed one.
 include(GNUInstallDirs)
@@ -13,6 +13,12 @@ foreach(_ps_dir DATADIR DOCDIR ENGINEDIR)
   file(RELATIVE_PATH PS_${_ps_dir}_FROM_BINDIR ${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_BINDIR}
        ${CMAKE_INSTALL_PREFIX}/${PS_INSTALL_${_ps_dir}})
 endforeach()
+
+# Folders the install creates are 0755 whatever the umask (Debian packages want them so).
+set(CMAKE_INSTALL_DEFAULT_DIRECTORY_PERMISSIONS OWNER_READ OWNER_WRITE OWNER_EXECUTE GROUP_READ GROUP_EXECUTE
+    WORLD_READ WORLD_EXECUTE)
+# Install rules without a component belong to the main package (packaging/install.cmake).
+set(CMAKE_INSTALL_DEFAULT_COMPONENT_NAME pipestudio)
 
 # The package that holds pipestudio-engine, named by the CLI when the engine is missing.
 set(PIPESTUDIO_ENGINE_PACKAGE "pipestudio-engine" CACHE STRING
