@@ -42,15 +42,18 @@ set(CPACK_DEBIAN_PACKAGE_CONTROL_STRICT_PERMISSION ON)
 set(CPACK_DEBIAN_PIPESTUDIO_PACKAGE_NAME "pipestudio")
 set(CPACK_DEBIAN_PIPESTUDIO_DESCRIPTION
     "designer and debugger for pipeline-parallel training schedules
-PipeStudio designs the schedules of pipeline-parallel training: which device runs which
-micro-batch's forward, backward and weight-gradient work, in which order. It checks a schedule
-for dependency errors and deadlocks, simulates it with a cost model of compute, links and
-memory, searches for faster schedules, partitions and placements, reads and writes PyTorch
-pipelining CSV files, and lays measured PyTorch profiler traces over the plan.
+PipeStudio designs the schedules of pipeline-parallel training: which device
+runs which micro-batch's forward, backward and weight-gradient work, in
+which order. It checks a schedule for dependency errors and deadlocks,
+simulates it with a cost model of compute, links and memory, searches for
+faster schedules, partitions and placements, reads and writes PyTorch
+pipelining CSV files, and lays measured PyTorch profiler traces over the
+plan.
 
-This package contains the designer (pipestudio), the command line (pipestudio-cli), the
-built-in schedules, cost profiles of common models, examples and the documentation. Running a
-schedule on a real model and profiling one need the libtorch engine, pipestudio-engine.")
+This package contains the designer (pipestudio), the command line
+(pipestudio-cli), the built-in schedules, cost profiles of common models,
+examples and the documentation. Running a schedule on a real model and
+profiling one need the libtorch engine, pipestudio-engine.")
 if(TARGET pipestudio-engine)
   set(CPACK_DEBIAN_PIPESTUDIO_PACKAGE_RECOMMENDS "pipestudio-engine (= ${PS_PACKAGE_VERSION})")
 endif()
@@ -58,13 +61,14 @@ endif()
 set(CPACK_DEBIAN_ENGINE_PACKAGE_NAME "pipestudio-engine")
 set(CPACK_DEBIAN_ENGINE_DESCRIPTION
     "libtorch engine of PipeStudio: runs and profiles schedules
-pipestudio-engine runs PipeStudio's pipeline-parallel schedules on real models through libtorch,
-on CPU threads or Gloo processes: built-in GPT and MLP models or TorchScript models, with
-exact-gradient checks and measured timelines, and measures a model's per-layer costs into a
-cost profile. pipestudio-cli hands its run and profile commands to it.
+pipestudio-engine runs PipeStudio's pipeline-parallel schedules on real
+models through libtorch, on CPU threads or Gloo processes: built-in GPT and
+MLP models or TorchScript models, with exact-gradient checks and measured
+timelines, and measures a model's per-layer costs into a cost profile.
+pipestudio-cli hands its run and profile commands to it.
 
-It is a package of its own because libtorch is large; the designer and every other command
-work without it.")
+It is a package of its own because libtorch is large; the designer and every
+other command work without it.")
 # Debian's libtorch falls back to the reference BLAS (about 50x slower) unless an optimized one is
 # installed: it is loaded through the BLAS alternative, so no linker dependency names it.
 set(CPACK_DEBIAN_ENGINE_PACKAGE_DEPENDS "pipestudio (= ${PS_PACKAGE_VERSION}), libopenblas0-pthread")
