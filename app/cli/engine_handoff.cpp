@@ -110,8 +110,9 @@ std::string notFoundMessage(const EngineLocation& loc) {
   // Packaged apart (it brings libtorch): a GUI or CLI install may well lack it.
   return m + "; install the " PIPESTUDIO_ENGINE_PACKAGE " package, or set PIPESTUDIO_ENGINE to its path";
 #else
-  return m + "; this build has no engine (libtorch was not found when it was configured); set "
-             "PIPESTUDIO_ENGINE to its path";
+  return m +
+         "; this build has no engine (libtorch was not found when it was configured); set "
+         "PIPESTUDIO_ENGINE to its path";
 #endif
 }
 

@@ -4,8 +4,8 @@
 
 #include <cmath>
 #include <filesystem>
-#include <optional>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "fixtures/schedules.h"
 #include "pipestudio/core/analysis/simulator.h"

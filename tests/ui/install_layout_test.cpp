@@ -18,7 +18,8 @@ class InstallLayoutTest : public QObject {
 
 void InstallLayoutTest::dataLiesBesideTheExecutable() {
   qunsetenv("PIPESTUDIO_RESOURCES");
-  const QString expected = QDir::cleanPath(QCoreApplication::applicationDirPath() + QStringLiteral("/../share/pipestudio"));
+  const QString expected =
+      QDir::cleanPath(QCoreApplication::applicationDirPath() + QStringLiteral("/../share/pipestudio"));
   QCOMPARE(resourcesDir(), expected);
   QVERIFY(QFileInfo(expected + QStringLiteral("/examples/example.pipe")).isFile());
   QVERIFY(QFileInfo(expected + QStringLiteral("/profiles/llama2-7b.json")).isFile());
