@@ -30,6 +30,8 @@ install(DIRECTORY ${PROJECT_SOURCE_DIR}/resources/examples DESTINATION ${PS_INST
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/docs/ DESTINATION ${PS_INSTALL_DOCDIR} COMPONENT pipestudio
         FILES_MATCHING PATTERN "*.md" PATTERN "*.png")
 install(FILES ${_ps_doc_files} DESTINATION ${PS_INSTALL_DOCDIR} COMPONENT pipestudio)
+install(FILES ${PROJECT_SOURCE_DIR}/packaging/debian/pipestudio.lintian-overrides
+        DESTINATION ${CMAKE_INSTALL_DATADIR}/lintian/overrides RENAME pipestudio COMPONENT pipestudio)
 
 # Man pages from the programs' --help (packaging/man/make_man.sh, help2man).
 find_program(PS_HELP2MAN help2man)
@@ -62,4 +64,6 @@ endif()
 # --- pipestudio-engine: its Debian package carries the same copyright and changelog.
 if(TARGET pipestudio-engine)
   install(FILES ${_ps_doc_files} DESTINATION ${CMAKE_INSTALL_DATADIR}/doc/pipestudio-engine COMPONENT engine)
+  install(FILES ${PROJECT_SOURCE_DIR}/packaging/debian/pipestudio-engine.lintian-overrides
+          DESTINATION ${CMAKE_INSTALL_DATADIR}/lintian/overrides RENAME pipestudio-engine COMPONENT engine)
 endif()
