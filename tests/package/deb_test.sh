@@ -74,7 +74,7 @@ done
 
 # --- lintian: errors and warnings fail (overrides ship in the packages, with their reasons)
 set +e
-lintian --fail-on error,warning --display-info --no-tag-display-limit "$main" "$engine" >"$tmp/lintian.txt" 2>&1
+lintian --fail-on error,warning --display-info --show-overrides --tag-display-limit 0 "$main" "$engine" >"$tmp/lintian.txt" 2>&1
 rc=$?
 set -e
 sed 's/^/deb_test: lintian: /' "$tmp/lintian.txt"
