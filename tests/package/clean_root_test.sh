@@ -70,10 +70,12 @@ in_root useradd --create-home --shell /bin/bash tester
 before=$(chroot "$root" dpkg-query -f '${Package}\n' -W | sort)
 mkdir -p "$root/tmp/debs"
 cp "$work"/debs/*.deb "$root/tmp/debs/"
+debs=$(cd "$root/tmp/debs" && ls pipestudio_*.deb pipestudio-engine_*.deb | sed 's|^|/tmp/debs/|')
 in_root apt-get update -qq >"$out/apt.log" 2>&1 || { tail "$out/apt.log" >&2; fail "apt-get update"; }
 # Both packages: pipestudio would bring the engine anyway (it is recommended).
-in_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q /tmp/debs/pipestudio_*.deb \
-  /tmp/debs/pipestudio-engine_*.deb >>"$out/apt.log" 2>&1 || { tail -30 "$out/apt.log" >&2; fail "apt-get install"; }
+# shellcheck disable=SC2086 # two file names without spaces
+in_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q $debs >>"$out/apt.log" 2>&1 ||
+  { tail -30 "$out/apt.log" >&2; fail "apt-get install"; }
 after=$(chroot "$root" dpkg-query -f '${Package}\n' -W | sort)
 added=$(comm -13 <(echo "$before") <(echo "$after") | wc -l)
 phase "apt-get install ./pipestudio_*.deb ./pipestudio-engine_*.deb: $added packages installed"
