@@ -101,7 +101,7 @@ as_user sh -c 'cd /home/tester && pipestudio-cli simulate named.pipe' >"$out/sim
 rc=$?
 set -e
 [ $rc -le 1 ] || { cat "$out/simulate.txt" >&2; fail "simulate with the header's profile exited $rc"; }
-grep -q "makespan" "$out/simulate.txt" || { cat "$out/simulate.txt" >&2; fail "simulate printed no makespan"; }
+grep -q "; profile llama2-7b$" "$out/simulate.txt" || { cat "$out/simulate.txt" >&2; fail "simulate did not use llama2-7b"; }
 as_user pipestudio-cli session list /home/tester/work.session >"$out/session.txt" ||
   fail "session list: $(cat "$out/session.txt")"
 for f in work.session-wal work.session-shm; do
