@@ -11,7 +11,7 @@ ifeq ($(CI),true)
 endif
 
 .PHONY: all deps pytorch-env configure build run test build-torch2 test-torch2 lint demo asan-test fuzz-build \
-  fuzz-smoke clean
+  fuzz-smoke package package-test-root clean
 
 all: build
 
@@ -53,6 +53,20 @@ build-torch2: deps pytorch-env
 
 test-torch2: build-torch2
 	@cd build-torch2 && ctest --output-on-failure -j $(JOBS) -L engine
+
+# The Debian packages pipestudio and pipestudio-engine (packaging/README.md) in $(BUILD_DIR)/packages,
+# checked by lintian. `make test` checks them too (ctest -L package: tests/package/deb_test.sh).
+package: build
+	@cd $(BUILD_DIR) && cpack -G DEB >/dev/null
+	@lintian --fail-on error,warning $(BUILD_DIR)/packages/pipestudio*_$$(dpkg-parsechangelog -l packaging/debian/changelog -S Version)_*.deb
+	@ls -1 $(BUILD_DIR)/packages/*.deb
+
+# The packages installed into a fresh Debian 12 root (debootstrap minbase; needs root and a Debian
+# mirror): apt resolves their dependencies, then the CLI, a gradient-checked run, a simulate with
+# the profile a .pipe header names, the GUI's screenshot, and a purge that leaves nothing
+# (tests/package/clean_root_test.sh; times, logs and the screenshot in $(BUILD_DIR)/clean-root).
+package-test-root: build
+	@bash tests/package/clean_root_test.sh $(BUILD_DIR)
 
 # clang-format and clang-tidy over the C++ files of the last commit (LINT_BASE=REV: since REV).
 lint: build

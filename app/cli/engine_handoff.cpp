@@ -14,24 +14,20 @@
 #include <iostream>
 
 #include "common/command.h"
+#include "common/install_paths.h"
 #include "pipestudio/core/io/run_events.h"
 
 #ifndef PIPESTUDIO_ENGINE_RELDIR
 #define PIPESTUDIO_ENGINE_RELDIR "../libexec/pipestudio"
+#endif
+#ifndef PIPESTUDIO_ENGINE_PACKAGE
+#define PIPESTUDIO_ENGINE_PACKAGE "pipestudio-engine"
 #endif
 
 namespace ps::cli {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string selfDirectory() {
-  char buf[4096];
-  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
-  if (n <= 0) return ".";
-  buf[n] = '\0';
-  return fs::path(buf).parent_path().string();
-}
 
 // "" when `path` is an executable regular file, else what is wrong with it.
 std::string checkExecutable(const std::string& path) {
@@ -110,10 +106,14 @@ int refuse(const std::string& command, const std::vector<std::string>& args, con
 std::string notFoundMessage(const EngineLocation& loc) {
   std::string m = "cannot find pipestudio-engine, which runs `run` and `profile` (" + loc.problem +
                   "); looked at: " + joinPaths(loc.lookedAt);
-#ifndef PIPESTUDIO_ENGINE_IN_BUILD
-  m += "; this build has no engine (libtorch was not found when it was configured)";
+#ifdef PIPESTUDIO_ENGINE_IN_BUILD
+  // Packaged apart (it brings libtorch): a GUI or CLI install may well lack it.
+  return m + "; install the " PIPESTUDIO_ENGINE_PACKAGE " package, or set PIPESTUDIO_ENGINE to its path";
+#else
+  return m +
+         "; this build has no engine (libtorch was not found when it was configured); set "
+         "PIPESTUDIO_ENGINE to its path";
 #endif
-  return m + "; set PIPESTUDIO_ENGINE to its path";
 }
 
 std::string mismatchMessage(const std::string& path, const EngineVersion& v) {
@@ -205,12 +205,17 @@ int printVersion() {
   std::cout << ps::core::cliVersionLine(PIPESTUDIO_VERSION) << "\n";
   const EngineLocation loc = locateEngine();
   if (loc.path.empty()) {
-#ifndef PIPESTUDIO_ENGINE_IN_BUILD
-    if (!std::getenv("PIPESTUDIO_ENGINE")) {
+    // An engine that is simply not there is a state, not an error (its own package, optional);
+    // one that PIPESTUDIO_ENGINE names and that cannot be used is an error.
+    if (const char* env = std::getenv("PIPESTUDIO_ENGINE"); !env || !*env) {
+#ifdef PIPESTUDIO_ENGINE_IN_BUILD
+      std::cout << "pipestudio-engine: not installed (run and profile need the " PIPESTUDIO_ENGINE_PACKAGE
+                   " package)\n";
+#else
       std::cout << "pipestudio-engine: not part of this build (run and profile are unavailable)\n";
+#endif
       return kExitOk;
     }
-#endif
     std::cerr << "pipestudio-cli: " << notFoundMessage(loc) << "\n";
     return kExitEngine;
   }

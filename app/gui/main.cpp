@@ -6,18 +6,22 @@
 //   pipestudio [--trace TRACE.json ...] [--align absolute|scaled] [FILE]  (measured overlay)
 //   pipestudio [--iterations K] [--boundary sync|overlap] [FILE]           (K iterations)
 //   pipestudio [--playhead MS | --step N] [--break OP@dD ...] ...          (step-through)
+//   pipestudio --help | --version                                          (no display needed)
 #include <QApplication>
 #include <QCommandLineParser>
+#include <QDir>
 #include <QDoubleSpinBox>
+#include <QFile>
 #include <QFileInfo>
 #include <QIcon>
 #include <QImage>
 #include <QPixmap>
 #include <QRegularExpression>
-#include <QStandardPaths>
+#include <QTemporaryDir>
 #include <QTimer>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 
 #include "debugger/state_panel.h"
 #include "debugger/stepper_controller.h"
@@ -89,27 +93,18 @@ bool applyStepOptions(const Options& opt, ps::ui::MainWindow& w) {
   return true;
 }
 
-}  // namespace
+// Application name and version, for --version and the settings' location.
+void describeApplication() {
+  QCoreApplication::setApplicationName(QStringLiteral("PipeStudio"));
+  QCoreApplication::setOrganizationName(QStringLiteral("PipeStudio"));
+  QCoreApplication::setApplicationVersion(QStringLiteral(PIPESTUDIO_VERSION));
+}
 
-int main(int argc, char** argv) {
-  // The screenshot mode needs no display: pick the offscreen platform before Qt starts.
-  bool screenshot = false;
-  for (int i = 1; i < argc; ++i)
-    if (std::strcmp(argv[i], "--screenshot") == 0) screenshot = true;
-  if (screenshot && qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM")) qputenv("QT_QPA_PLATFORM", "offscreen");
-
-  QApplication app(argc, argv);
-  Q_INIT_RESOURCE(pipestudio);  // the icons live in the ps_ui static library
-  QApplication::setWindowIcon(QIcon(QStringLiteral(":/icons/pipestudio.svg")));
-  QApplication::setApplicationName(QStringLiteral("PipeStudio"));
-  QApplication::setOrganizationName(QStringLiteral("PipeStudio"));
-  QApplication::setApplicationVersion(QStringLiteral(PIPESTUDIO_VERSION));
-
-  QCommandLineParser parser;
+// Every option once: name, value name (empty for a switch), default, help.
+void declareOptions(QCommandLineParser& parser) {
   parser.setApplicationDescription(QStringLiteral("Design, check and simulate pipeline-parallel schedules."));
   parser.addHelpOption();
   parser.addVersionOption();
-  // Every option once: name, value name (empty for a switch), default, help.
   static const char* const kOptions[][4] = {
       {"screenshot", "OUT.png", "", "Render the main window to OUT.png and exit."},
       {"size", "WxH", "1600x1000", "Window size for --screenshot (default 1600x1000)."},
@@ -146,6 +141,55 @@ int main(int argc, char** argv) {
   parser.addPositionalArgument(QStringLiteral("file"),
                                QStringLiteral("A .pipe or PyTorch .csv schedule to open."),
                                QStringLiteral("[FILE]"));
+}
+
+// Whether the command line asks for --help or --version (before a "--" that ends the options).
+bool wantsHelpOrVersion(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const char* a = argv[i];
+    if (std::strcmp(a, "--") == 0) return false;
+    for (const char* o : {"-h", "-?", "--help", "--help-all", "-v", "--version"})
+      if (std::strcmp(a, o) == 0) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // --help and --version answer without a window system (over ssh, for help2man at build time):
+  // a QApplication would abort when it finds no display.
+  if (wantsHelpOrVersion(argc, argv)) {
+    QCoreApplication app(argc, argv);
+    describeApplication();
+    QCommandLineParser parser;
+    declareOptions(parser);
+    parser.process(app);  // prints the help or version and exits
+    return 0;
+  }
+
+  // The screenshot mode needs no display: pick the offscreen platform before Qt starts. It
+  // neither reads nor writes anything in the user's home (settings, recent files, caches): Qt
+  // and the libraries it loads find their XDG folders in a temporary directory instead.
+  bool screenshot = false;
+  for (int i = 1; i < argc; ++i)
+    if (std::strcmp(argv[i], "--screenshot") == 0) screenshot = true;
+  if (screenshot && qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM")) qputenv("QT_QPA_PLATFORM", "offscreen");
+  std::optional<QTemporaryDir> scratch;
+  if (screenshot) {
+    scratch.emplace(QDir::tempPath() + QStringLiteral("/pipestudio-screenshot-XXXXXX"));
+    if (!scratch->isValid()) return usage("--screenshot: cannot create a temporary directory");
+    for (const char* var : {"XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME", "XDG_STATE_HOME"})
+      qputenv(var, QFile::encodeName(scratch->filePath(QString::fromLatin1(var))));
+  }
+
+  QApplication app(argc, argv);
+  Q_INIT_RESOURCE(pipestudio);  // the icons live in the ps_ui static library
+  QApplication::setWindowIcon(QIcon(QStringLiteral(":/icons/pipestudio.svg")));
+  describeApplication();
+
+  QCommandLineParser parser;
+  declareOptions(parser);
   parser.process(app);
   const Options opt{parser};
   const bool shot = opt.isSet("screenshot");
@@ -159,9 +203,6 @@ int main(int argc, char** argv) {
     QApplication::setPalette(opt.value("palette") == QStringLiteral("dark") ? ps::ui::darkPalette()
                                                                             : ps::ui::lightPalette());
   }
-
-  // Screenshots neither read nor write the user's window layout and recent files.
-  if (shot) QStandardPaths::setTestModeEnabled(true);
 
   ps::ui::MainWindow w;
   const QStringList files = parser.positionalArguments();

@@ -397,6 +397,13 @@ Status openConnection(SessionStore::Impl& impl, bool readOnly) {
     }
     name += "?mode=ro&immutable=1";
     flags |= SQLITE_OPEN_URI;
+  } else if (readOnly) {
+    // A file we may write, opened to read: SQLite's read-only connections create a WAL-mode
+    // file's -wal and -shm files but cannot remove them when they close (that takes a write lock
+    // and a checkpoint), so `session list` would leave both beside the user's file. Open it as
+    // any writer does, so that the last connection to close removes them, and refuse every
+    // write statement with query_only; nothing is migrated or switched (open()).
+    flags = SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_READWRITE;
   }
   int rc = sqlite3_open_v2(name.c_str(), &impl.db, flags, nullptr);
   if (rc != SQLITE_OK) {
@@ -407,6 +414,7 @@ Status openConnection(SessionStore::Impl& impl, bool readOnly) {
   }
   sqlite3_extended_result_codes(impl.db, 1);
   sqlite3_busy_timeout(impl.db, impl.busyTimeoutMs);
+  if (readOnly) impl.exec("PRAGMA query_only = ON");  // before anything reads the file
   return core::okStatus();
 }
 

@@ -76,6 +76,17 @@ TEST(SessionCli, ListShowsSchedulesProfilesAndRuns) {
   EXPECT_DOUBLE_EQ(doc["runs"][1]["makespan"].get<double>(), 5.0);
 }
 
+// `session list` reads: it leaves no -wal or -shm file beside the user's session.
+TEST(SessionCli, ListLeavesNothingBesideTheFile) {
+  auto dir = freshDir();
+  auto f = makeSession(dir);
+  ASSERT_FALSE(std::filesystem::exists(f.path + "-wal"));
+  auto r = runCli("session list " + f.path);
+  ASSERT_EQ(r.exitCode, 0) << r.out;
+  EXPECT_FALSE(std::filesystem::exists(f.path + "-wal"));
+  EXPECT_FALSE(std::filesystem::exists(f.path + "-shm"));
+}
+
 TEST(SessionCli, ShowRunScheduleAndProfile) {
   auto dir = freshDir();
   auto f = makeSession(dir);

@@ -77,6 +77,46 @@ TEST(SimulateCommand, HeaderProfileAndPartitionRelativeToThePipeFile) {
   EXPECT_DOUBLE_EQ(nlohmann::json::parse(r.out)["makespan"].get<double>(), 13);
 }
 
+// A profile the header names by file name alone is looked up in the bundled data relative to
+// the CLI itself (../share/pipestudio/profiles from bin/), as installed; never in the source tree
+// the CLI was built from.
+TEST(SimulateCommand, HeaderProfileFromTheDataBesideTheExecutable) {
+  namespace fs = std::filesystem;
+  const fs::path root = tempDir() / "installed";
+  fs::remove_all(root);
+  const std::string pipe = writeTemp("named.pipe",
+                                     "profile \"relocated.json\"\ndevices 2\nstages 2\nmicrobatches 1\n"
+                                     "placement linear\ndevice 0: F0 B0\ndevice 1: F0 B0\n");
+  auto install = [&](const fs::path& prefix) {
+    fs::create_directories(prefix / "bin");
+    fs::copy_file(PIPESTUDIO_CLI, prefix / "bin" / "pipestudio-cli", fs::copy_options::overwrite_existing);
+    return (prefix / "bin" / "pipestudio-cli").string();
+  };
+  const std::string cliAt = install(root / "usr");
+  fs::create_directories(root / "usr" / "share" / "pipestudio" / "profiles");
+  std::ofstream(root / "usr" / "share" / "pipestudio" / "profiles" / "relocated.json")
+      << R"({"name": "relocated", "layers": [{"forward_ms": 1, "backward_ms": 2},
+                                            {"forward_ms": 1, "backward_ms": 2}]})";
+  CliResult r = runCommand("'" + cliAt + "' simulate '" + pipe + "' --json", Stderr::Separate);
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  EXPECT_DOUBLE_EQ(nlohmann::json::parse(r.out)["makespan"].get<double>(), 1 + 1 + 2 + 2);
+
+  // A CLI with no data beside it does not find the source tree's profiles.
+  const std::string bare = install(root / "bare");
+  const std::string shipped = writeTemp("shipped.pipe",
+                                        "profile \"llama2-7b.json\"\ndevices 2\nmicrobatches 1\n"
+                                        "device 0: F0 B0\ndevice 1: F0 B0\n");
+  r = runCommand("'" + bare + "' simulate '" + shipped + "'", Stderr::Separate);
+  EXPECT_EQ(r.exitCode, 2) << r.out;
+  EXPECT_NE(r.err.find("llama2-7b.json"), std::string::npos) << r.err;
+  // The build tree's CLI finds it: build/share/pipestudio mirrors /usr/share/pipestudio.
+  // (Exit 1 would be a memory verdict: the profile was read either way.)
+  r = cli("simulate '" + shipped + "' --json");
+  EXPECT_TRUE(r.exitCode == 0 || r.exitCode == 1) << r.err;
+  EXPECT_GT(nlohmann::json::parse(r.out)["makespan"].get<double>(), 0) << r.out;
+  fs::remove_all(root);
+}
+
 TEST(SimulateCommand, DeadlockAndMemoryExitOne) {
   std::string pipe = writeTemp("d.pipe",
                                "devices 2\nstages 2\nmicrobatches 1\nplacement linear\n"

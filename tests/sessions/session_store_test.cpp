@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "fixtures/schedules.h"
 #include "pipestudio/core/analysis/simulator.h"
@@ -558,6 +560,42 @@ TEST(SessionStoreFiles, ReadOnlyModeRefusesWrites) {
   ASSERT_FALSE(missing.ok());
   EXPECT_EQ(missing.error().code, "session.not-found");
   EXPECT_FALSE(std::filesystem::exists(dir / "nothing.session"));
+}
+
+// Reading a session (`session list`, the GUI showing one) leaves nothing beside the user's file.
+// SQLite's read-only connections create a WAL-mode file's -wal and -shm files but cannot remove
+// them; whichever connection closes last, reader or writer, removes them here.
+TEST(SessionStoreFiles, ReadingLeavesNoWalOrShmFilesBehind) {
+  auto dir = freshDir();
+  const std::string path = (dir / "mine.session").string();
+  auto leftBeside = [&] {
+    std::string left;
+    for (const char* suffix : {"-wal", "-shm", "-journal"})
+      if (std::filesystem::exists(path + suffix)) left += path + suffix + " ";
+    return left;
+  };
+  { ASSERT_TRUE(openOrDie(path).addSchedule("a", "x").ok()); }
+  ASSERT_EQ(leftBeside(), "");
+  {
+    auto reader = openOrDie(path, {OpenMode::ReadOnly});
+    ASSERT_TRUE(reader.readOnly());
+    EXPECT_EQ(reader.listSchedules()->size(), 1u);
+    EXPECT_EQ(reader.addSchedule("b", "y").error().code, "session.read-only");
+  }
+  EXPECT_EQ(leftBeside(), "");
+
+  // A reader beside a writer that closes first.
+  {
+    std::optional<SessionStore> writer = openOrDie(path);
+    auto reader = openOrDie(path, {OpenMode::ReadOnly});
+    ASSERT_TRUE(writer->addSchedule("b", "y").ok());
+    EXPECT_EQ(reader.listSchedules()->size(), 2u);
+    writer.reset();
+    EXPECT_EQ(reader.listSchedules()->size(), 2u);
+  }
+  EXPECT_EQ(leftBeside(), "");
+  RawDb raw(path);
+  EXPECT_EQ(raw.integer("SELECT count(*) FROM schedules"), 2);
 }
 
 TEST(SessionStoreFiles, NonSqliteFileIsRefusedAndLeftUntouched) {

@@ -60,11 +60,9 @@ CostProfile defaultCostProfile(int stages, int devices) {
 QString resourcesDir() {
   const QByteArray env = qgetenv("PIPESTUDIO_RESOURCES");
   if (!env.isEmpty() && QFileInfo(QString::fromLocal8Bit(env)).isDir()) return QString::fromLocal8Bit(env);
-#ifdef PIPESTUDIO_RESOURCES_DIR
-  if (QFileInfo(QStringLiteral(PIPESTUDIO_RESOURCES_DIR)).isDir())
-    return QStringLiteral(PIPESTUDIO_RESOURCES_DIR);
-#endif
-  return QDir(QCoreApplication::applicationDirPath()).absoluteFilePath(QStringLiteral("../share/pipestudio"));
+  // Relative to the executable only (/usr/bin -> /usr/share/pipestudio): the build tree mirrors
+  // that layout, so no path of the build machine is compiled in (packaging/layout.cmake).
+  return QDir::cleanPath(QCoreApplication::applicationDirPath() + QStringLiteral("/" PIPESTUDIO_DATA_RELDIR));
 }
 
 namespace {

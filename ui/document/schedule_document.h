@@ -47,8 +47,8 @@ ps::core::CostProfile defaultCostProfile(int stages, int devices);
 // The default for a schedule: defaultCostProfile(stages, devices) of its pipeline.
 ps::core::CostProfile defaultCostProfile(const ps::core::Schedule& s);
 
-// Where bundled resources live (examples, profiles): $PIPESTUDIO_RESOURCES, the build-time
-// source folder, or share/pipestudio next to the executable.
+// Where bundled resources live (examples, schedules, profiles): $PIPESTUDIO_RESOURCES, else
+// ../share/pipestudio from the executable's directory (installed, and the build tree's mirror).
 QString resourcesDir();
 
 struct LoadedFile {

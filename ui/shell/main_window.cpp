@@ -90,12 +90,11 @@ QString MainWindow::dialogDir(const QString& purpose) {
 }
 
 QString MainWindow::documentationDir() {
-  // The source tree's docs/ beside resources/, or share/doc/pipestudio when installed.
-  for (const QString& d :
-       {QFileInfo(resourcesDir()).absoluteFilePath() + QStringLiteral("/../docs"),
-        QCoreApplication::applicationDirPath() + QStringLiteral("/../share/doc/pipestudio")})
-    if (QFileInfo(d + QStringLiteral("/gui.md")).isFile()) return QFileInfo(d).canonicalFilePath();
-  return {};
+  // share/doc/pipestudio beside the executable's bin/, as installed (the build tree links it to
+  // the source's docs/: packaging/layout.cmake).
+  const QString d =
+      QDir::cleanPath(QCoreApplication::applicationDirPath() + QStringLiteral("/" PIPESTUDIO_DOC_RELDIR));
+  return QFileInfo(d + QStringLiteral("/gui.md")).isFile() ? d : QString();
 }
 
 bool MainWindow::selectOpByName(const QString& name) {

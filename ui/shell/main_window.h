@@ -84,7 +84,8 @@ class MainWindow : public QMainWindow {
   // Where a file dialog for `purpose` ("open", "save", "export", "trace", "session") starts:
   // the folder that kind of dialog last used.
   static QString dialogDir(const QString& purpose);
-  // docs/ of the source tree or the installed documentation ("" when neither is there).
+  // The installed documentation, ../share/doc/pipestudio from the executable ("" when gui.md is
+  // not there).
   static QString documentationDir();
 
  public Q_SLOTS:

@@ -208,8 +208,9 @@ void MainWindow::buildActions() {
     if (!docs.isEmpty())
       QDesktopServices::openUrl(QUrl::fromLocalFile(docs + QStringLiteral("/gui.md")));
     else
-      QDesktopServices::openUrl(
-          QUrl(QStringLiteral("https://github.com/pipestudio/pipestudio/tree/main/docs")));
+      QMessageBox::information(this, tr("Documentation"),
+                               tr("The documentation is not installed beside this program (gui.md in "
+                                  "share/doc/pipestudio; the pipestudio package installs it)."));
   });
   help->addSeparator();
   help->addAction(tr("&About PipeStudio"), this, [this] {

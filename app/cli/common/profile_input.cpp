@@ -3,6 +3,8 @@
 #include <filesystem>
 #include <iostream>
 
+#include "common/install_paths.h"
+
 namespace ps::cli {
 
 std::string resolveProfilePath(const std::string& name, const std::string& schedulePath) {
@@ -11,10 +13,9 @@ std::string resolveProfilePath(const std::string& name, const std::string& sched
   fs::path beside(name);
   if (beside.is_relative() && schedulePath != "-") beside = fs::path(schedulePath).parent_path() / name;
   std::vector<fs::path> candidates{beside, name};
-#ifdef PIPESTUDIO_RESOURCES_DIR
-  candidates.push_back(fs::path(PIPESTUDIO_RESOURCES_DIR) / name);
-  candidates.push_back(fs::path(PIPESTUDIO_RESOURCES_DIR) / "profiles" / name);
-#endif
+  const fs::path data = dataDirectory();
+  candidates.push_back(data / name);
+  candidates.push_back(data / "profiles" / name);
   for (const auto& c : candidates)
     if (fs::exists(c, ec)) return c.string();
   return beside.string();

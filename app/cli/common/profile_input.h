@@ -10,8 +10,9 @@
 namespace ps::cli {
 
 // The file a .pipe header's profile `name` stands for: beside the schedule at `schedulePath`
-// (unless it is stdin or `name` is absolute), else as given, else in the resources (top level
-// or profiles/). When none exists, the path beside the schedule, for the error to name.
+// (unless it is stdin or `name` is absolute), else as given, else in the bundled data (top
+// level or profiles/: install_paths.h). When none exists, the path beside the schedule, for the
+// error to name.
 std::string resolveProfilePath(const std::string& name, const std::string& schedulePath);
 
 // Reads and parses a cost profile, named after its file when it has no name and `nameAfterFile`

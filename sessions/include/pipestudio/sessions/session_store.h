@@ -30,7 +30,7 @@ inline constexpr std::int32_t kApplicationId = 0x50695374;
 
 enum class OpenMode : std::uint8_t {
   ReadWrite,  // creates the file when missing, migrates an older schema
-  ReadOnly,   // the file must exist; nothing is written, no migration
+  ReadOnly,   // the file must exist; no statement writes, no migration, no -wal/-shm left behind
 };
 
 struct OpenOptions {
