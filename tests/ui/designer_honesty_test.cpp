@@ -8,6 +8,7 @@
 #include <QDir>
 #include <QDockWidget>
 #include <QFile>
+#include <QHeaderView>
 #include <QLineSeries>
 #include <QMenu>
 #include <QMenuBar>
@@ -16,6 +17,7 @@
 #include <QStandardPaths>
 #include <QTemporaryDir>
 #include <QToolBar>
+#include <QTextBrowser>
 #include <QToolButton>
 #include <QtTest>
 #include <functional>
@@ -33,6 +35,7 @@
 #include "pipestudio/core/io/dsl.h"
 #include "pipestudio/core/planning/generators.h"
 #include "pipestudio/sessions/session_store.h"
+#include "shell/help_dialog.h"
 #include "shell/main_window.h"
 #include "shell/template_dialog.h"
 #include "timeline/legend_bar.h"
@@ -56,7 +59,7 @@ QString allText(const QTreeWidget* t) {
   QStringList out;
   std::function<void(const QTreeWidgetItem*)> walk = [&](const QTreeWidgetItem* it) {
     QStringList cols;
-    for (int c = 0; c < it->columnCount(); ++c) cols << it->text(c);
+    for (int c = 0; c < it->columnCount(); ++c) cols << QString(it->text(c)).replace(QLatin1Char('\n'), QLatin1Char(' '));
     out << cols.join(QLatin1Char('|'));
     for (int i = 0; i < it->childCount(); ++i) walk(it->child(i));
   };
@@ -147,6 +150,94 @@ class DesignerHonestyTest : public QObject {
     doc->undoStack()->undo();
     QVERIFY(doc->analysis().timeline.complete);
     QVERIFY(window_->summary()->currentValue(QStringLiteral("Makespan")).endsWith(QStringLiteral(" ms")));
+  }
+
+  // Issue 30 (7): a change is compared only like with like. Figures simulated with another
+  // cost model are not a baseline, and a schedule with errors now (over memory) is never
+  // "better", whatever its bubble.
+  void aChangeIsComparedOnlyLikeWithLike() {
+    ScheduleDocument* doc = window_->document();
+    SummaryPanel* sum = window_->summary();
+    CostProfile faster = doc->profile();
+    faster.name = "faster";
+    for (auto& l : faster.layers) l.forwardMs *= 0.5, l.backwardInputMs *= 0.5, l.backwardWeightMs *= 0.5;
+    doc->setProfile(faster, QStringLiteral("faster layers"));
+    QVERIFY(doc->analysis().makespan() < doc->savedMetrics().makespan);
+    for (const char* m : {"Makespan", "Bubble ratio", "Efficiency", "Peak memory", "Lower bound"}) {
+      QCOMPARE(sum->changeValue(QString::fromLatin1(m)), QStringLiteral("—"));
+      QVERIFY2(!isGreen(sum, QString::fromLatin1(m)), m);
+    }
+    QVERIFY2(sum->notes().join(QLatin1Char(' ')).contains(QStringLiteral("another cost model (default)")),
+             qPrintable(sum->notes().join(QLatin1Char(' '))));
+    doc->undoStack()->undo();  // the saved model again: figures compare
+    QCOMPARE(sum->changeValue(QStringLiteral("Makespan")), QStringLiteral("="));
+    QVERIFY(sum->notes().isEmpty());
+
+    // Same model: ZB-H2 has a smaller bubble than 1F1B but more activations in flight. With a
+    // memory limit between the two peaks it is over memory: its lower bubble is not green.
+    const Schedule zb = generate(ScheduleKind::ZBH2, 4, 8);
+    auto peak = [](const Analysis& a) {
+      std::int64_t p = 0;
+      for (const auto& d : a.timeline.metrics.devices) p = std::max(p, d.peakMemoryBytes);
+      return p;
+    };
+    const Analysis zbA = doc->analyze(zb);
+    QVERIFY(zbA.timeline.metrics.bubbleRatio < doc->analysis().timeline.metrics.bubbleRatio);
+    QVERIFY(peak(zbA) > peak(doc->analysis()));
+    CostProfile limited = doc->profile();
+    limited.deviceMemoryBytes = (peak(zbA) + peak(doc->analysis())) / 2;
+    doc->load(doc->schedule(), limited);  // the baseline: 1F1B, valid under the limit
+    QVERIFY(doc->analysis().valid());
+    doc->replaceSchedule(zb, QStringLiteral("ZB-H2"));
+    QVERIFY(!doc->analysis().valid());
+    QVERIFY(sum->changeValue(QStringLiteral("Bubble ratio")).startsWith(QLatin1Char('-')));
+    QVERIFY(!isGreen(sum, QStringLiteral("Bubble ratio")));
+    QVERIFY(!isGreen(sum, QStringLiteral("Efficiency")));
+    QVERIFY(!isGreen(sum, QStringLiteral("Makespan")));
+    QVERIFY2(sum->notes().join(QLatin1Char(' ')).contains(QStringLiteral("no change counts as better")),
+             qPrintable(sum->notes().join(QLatin1Char(' '))));
+  }
+
+  // Issue 30 (14): a finding is never cut at the dock's edge: it wraps onto more lines, the
+  // whole of it in the tooltip; the Summary's columns fit its width, Change elided with a
+  // tooltip rather than cut.
+  void findingsWrapAndTheSummaryFits() {
+    ScheduleDocument* doc = window_->document();
+    const int f2 = stepOf(doc->schedule(), 1, Op{OpKind::F, 1, 2});
+    const int b1 = stepOf(doc->schedule(), 1, Op{OpKind::B, 1, 1});
+    QVERIFY(doc->moveStep(1, f2, b1));  // a deadlock: long findings
+    DiagnosticsPanel panel;
+    DiagnosticsPanel* dp = &panel;
+    dp->setDiagnostics(doc->analysis().diagnostics);
+    dp->show();
+    for (int width : {260, 420}) {
+      dp->resize(width, 300);
+      QApplication::processEvents();
+      bool wrapped = false;
+      for (int i = 0; i < dp->topLevelItemCount(); ++i) {
+        const QTreeWidgetItem* it = dp->topLevelItem(i);
+        const QFontMetrics fm(it->font(0));
+        for (const QString& line : it->text(0).split(QLatin1Char('\n')))
+          QVERIFY2(fm.horizontalAdvance(line) <= dp->viewport()->width(), qPrintable(line));
+        wrapped |= it->text(0).contains(QLatin1Char('\n'));
+        QCOMPARE(QString(it->text(0)).replace(QLatin1Char('\n'), QString()).remove(QLatin1Char(' ')),
+                 dp->fullText(i).remove(QLatin1Char(' ')));
+      }
+      QVERIFY(wrapped);
+      QVERIFY(dp->header()->length() <= dp->viewport()->width());
+    }
+    doc->undoStack()->undo();
+    SummaryPanel summary;
+    SummaryPanel* sum = &summary;
+    sum->setMetrics(doc->analysis().timeline.metrics, doc->savedMetrics());
+    sum->show();
+    sum->resize(290, 400);  // the Summary dock's width at 1024 x 700
+    QApplication::processEvents();
+    QVERIFY2(sum->header()->sectionPosition(3) < sum->viewport()->width(),
+             qPrintable(QString::number(sum->header()->sectionPosition(3))));
+    const auto items = sum->findItems(QStringLiteral("Makespan"), Qt::MatchExactly, 0);
+    QVERIFY(!items.isEmpty());
+    QCOMPARE(items.front()->toolTip(3), items.front()->text(3));
   }
 
   // (1) A deadlocked compute_comms CSV: no "0.00 ms", no "bubble 0 %".
@@ -428,6 +519,26 @@ class DesignerHonestyTest : public QObject {
         for (QAction* b : a->menu()->actions())
           haveShortcuts |= b->text().remove(QLatin1Char('&')) == QStringLiteral("Keyboard Shortcuts");
     QVERIFY(haveShortcuts);
+  }
+
+  // Issue 30 (15): Help › Documentation shows the guide in the program: from the docs found
+  // beside it, else the built-in copy, and says which; it never depends on a URL handler.
+  void documentationIsShownNeverSilently() {
+    DocumentationDialog builtIn{QString()};
+    QVERIFY(builtIn.showsBuiltInCopy());
+    QVERIFY2(builtIn.browser()->toPlainText().contains(QStringLiteral("The schedule designer")),
+             qPrintable(builtIn.browser()->toPlainText().left(200)));
+    QVERIFY(builtIn.whereText().contains(QStringLiteral("built into this program")));
+    QVERIFY(!builtIn.openExternally());
+    const QString docs = MainWindow::documentationDir();  // the source tree's docs/
+    QVERIFY(!docs.isEmpty());
+    DocumentationDialog fromDir(docs);
+    QVERIFY(!fromDir.showsBuiltInCopy());
+    QVERIFY(fromDir.browser()->toPlainText().contains(QStringLiteral("Keyboard Shortcuts")));
+    QVERIFY(fromDir.whereText().contains(QStringLiteral("gui.md")));
+    DocumentationDialog* shown = window_->showDocumentation();
+    QVERIFY(shown && shown->isVisible());
+    shown->close();
   }
 
   // Polish: the legend wraps instead of cutting entries off.

@@ -102,7 +102,7 @@ void CommandDialog::addOutput(QVBoxLayout* v, const QString& startText, const QS
   startButton_->setDefault(true);
   cancelButton_ = new QPushButton(cancelText);
   cancelButton_->setEnabled(false);
-  closeButton_ = new QPushButton(tr("Close"));
+  closeButton_ = new QPushButton(tr("C&lose"));
   connect(closeButton_, &QPushButton::clicked, this, &QDialog::close);
   auto* buttons = new QHBoxLayout;
   if (leading) buttons->addWidget(leading);

@@ -3,7 +3,11 @@
 // diagnostics, memory and summary docks; File / Edit / View menus; status bar with validity
 // and the last edit's effect. Menus and toolbar are built in main_window_actions.cpp.
 #include <QMainWindow>
+#include <QSize>
 #include <QStringList>
+
+#include "panels/summary_panel.h"
+#include "pipestudio/core/model/result.h"
 
 class QLabel;
 class QMenu;
@@ -17,10 +21,12 @@ struct Timeline;
 
 namespace ps::ui {
 
+struct PlanContext;
+class DocumentationDialog;
+struct Analysis;
 class ScheduleDocument;
 class TimelineView;
 class MemoryChart;
-class SummaryPanel;
 class DiagnosticsPanel;
 class PropertiesPanel;
 class LegendBar;
@@ -51,6 +57,11 @@ class MainWindow : public QMainWindow {
   QString validityText() const;
 
   bool exportFile(const QString& path);  // by extension: .pipe .csv .json .png .svg
+  // What the last exportFile of a .pipe wrote, when it was opened from a program ("the
+  // program as written", or the explicit form and why).
+  QString lastExportNote() const { return lastExportNote_; }
+  // Why a .pipe at `path` cannot be the program as opened ("" when it can be).
+  QString programKeptWhy(const QString& path) const;
   // Selects an op by its DSL name ("B3@s1") and scrolls to it.
   bool selectOpByName(const QString& name);
   void setSlotLayout(bool slots);
@@ -81,6 +92,8 @@ class MainWindow : public QMainWindow {
   // Help › Keyboard Shortcuts: every menu action with its keys (generated, HTML).
   QString shortcutsHtml() const;
   void showShortcuts();
+  // Help › Documentation: docs/gui.md in a dialog (the built-in copy when no docs are found).
+  DocumentationDialog* showDocumentation();
   // Where a file dialog for `purpose` ("open", "save", "export", "trace", "session") starts:
   // the folder that kind of dialog last used.
   static QString dialogDir(const QString& purpose);
@@ -109,14 +122,23 @@ class MainWindow : public QMainWindow {
   QString dropMismatchedOverlay();
   // Narrower docks once when the window is small and no layout was saved.
   void applyCompactLayout();
+  // The window with its frame inside the screen's available area (docs/gui.md, "Window").
+  void keepOnScreen();
   // New / Open: leave step mode, drop an overlay of another schedule.
   QString documentReplaced();
+  // What the Deviation dock compares against: the plan's cost model and how far it simulated.
+  PlanContext planContext() const;
+  // How the Summary's "Now" compares with "Saved" (same cost model; errors now).
+  SummaryPanel::Baseline summaryBaseline(const Analysis& a) const;
+  bool usesDefaultCostModel() const;
   void updateTitle();
   void addRecent(const QString& path);
   void rebuildRecentMenu();
   bool maybeSave();
   void showStatus(const QString& text);
   void exportAs(const QString& filter, const QString& suffix);
+  // A .pipe: the program as opened when unedited, else the explicit form (what in `note`).
+  ps::core::Status writePipe(const QString& path, QString* note) const;
   bool openSessionVersion(const QString& pipeText, const QString& name, qint64 versionId);
 
   ScheduleDocument* doc_ = nullptr;
@@ -140,7 +162,11 @@ class MainWindow : public QMainWindow {
   QComboBox* layoutCombo_ = nullptr;
   QString loadNote_;
   QString overlayWhat_;
+  QString lastExportNote_;
   bool restoredState_ = false;
+  bool shownOnce_ = false;
+  QSize initialSize_;  // as constructed (default or restored)
+  QSize fittedSize_;   // as fitted to the screen at the first show
   int compactWidth_ = -1000;  // the width the compact dock sizes were last made for
   QLabel* overlayLabel_ = nullptr;
 };

@@ -25,6 +25,7 @@
 #include "remote/profile_dialog.h"
 #include "remote/run_dialog.h"
 #include "shell/main_window.h"
+#include "shell/help_dialog.h"
 #include "shell/main_window_internal.h"
 #include "timeline/timeline_view.h"
 
@@ -82,6 +83,15 @@ void MainWindow::showShortcuts() {
   lay->addWidget(buttons);
   dlg.resize(560, 600);
   dlg.exec();
+}
+
+DocumentationDialog* MainWindow::showDocumentation() {
+  // Shown in the program, never handed to a URL handler that may not exist.
+  auto* dlg = findChild<DocumentationDialog*>(QString(), Qt::FindDirectChildrenOnly);
+  if (!dlg) dlg = new DocumentationDialog(documentationDir(), this);
+  dlg->show();
+  dlg->raise();
+  return dlg;
 }
 
 void MainWindow::buildActions() {
@@ -149,7 +159,7 @@ void MainWindow::buildActions() {
   connect(aEarlier, &QAction::triggered, this, [this] {
     if (auto r = view_->selection()) {
       QString err;
-      if (!doc_->moveStep(r->device, r->step, r->step - 1, &err)) showStatus(err);
+      if (!doc_->moveOp(r->device, r->step, -1, &err)) showStatus(err);
     }
   });
   QAction* aLater = edit->addAction(tr("Move Op &Later"));
@@ -157,7 +167,7 @@ void MainWindow::buildActions() {
   connect(aLater, &QAction::triggered, this, [this] {
     if (auto r = view_->selection()) {
       QString err;
-      if (!doc_->moveStep(r->device, r->step, r->step + 1, &err)) showStatus(err);
+      if (!doc_->moveOp(r->device, r->step, +1, &err)) showStatus(err);
     }
   });
 
@@ -203,14 +213,8 @@ void MainWindow::buildActions() {
   }
   QMenu* help = menuBar()->addMenu(tr("&Help"));
   help->addAction(tr("&Keyboard Shortcuts"), this, &MainWindow::showShortcuts);
-  help->addAction(tr("&Documentation"), this, [this] {
-    const QString docs = documentationDir();
-    if (!docs.isEmpty())
-      QDesktopServices::openUrl(QUrl::fromLocalFile(docs + QStringLiteral("/gui.md")));
-    else
-      QDesktopServices::openUrl(
-          QUrl(QStringLiteral("https://github.com/pipestudio/pipestudio/tree/main/docs")));
-  });
+  QAction* aDocs = help->addAction(tr("&Documentation"), this, [this] { showDocumentation(); });
+  aDocs->setShortcut(QKeySequence::HelpContents);
   help->addSeparator();
   help->addAction(tr("&About PipeStudio"), this, [this] {
     QMessageBox::about(

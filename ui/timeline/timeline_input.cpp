@@ -185,6 +185,39 @@ void TimelineView::mouseDoubleClickEvent(QMouseEvent* e) {
   }
 }
 
+void TimelineView::zoomToOp(OpRef ref) {
+  const Block* b = blocks().block(ref.device, ref.step);
+  if (!b) return;
+  const double want = plotWidth() / 12 / std::max(1e-9, b->duration());
+  zoomBy(std::max(1.0, want / axis_.pixelsPerMs()), axis_.toX((b->start + b->end) / 2));
+  ensureVisible(ref);
+}
+
+std::optional<OpRef> TimelineView::firstVisibleOp() const {
+  const double t0 = axis_.toTime(0), t1 = axis_.toTime(plotWidth());
+  const double scrollY = verticalScrollBar()->value();
+  std::optional<OpRef> any;
+  for (int d = 0; d < blocks().devices(); ++d) {
+    const auto& row = blocks().row(d);
+    if (row.empty()) continue;
+    if (!any) any = OpRef{d, row.front().step};
+    if (layout_.rowBottom(d) < scrollY + layout_.rulerHeight) continue;  // scrolled away above
+    auto [f, l] = blocks().visibleRange(d, t0, t1);
+    if (f < l && f < row.size()) return OpRef{d, row[f].step};
+  }
+  return any;
+}
+
+void TimelineView::focusInEvent(QFocusEvent* e) {
+  QAbstractScrollArea::focusInEvent(e);
+  viewport()->update();  // the focus frame
+}
+
+void TimelineView::focusOutEvent(QFocusEvent* e) {
+  QAbstractScrollArea::focusOutEvent(e);
+  viewport()->update();
+}
+
 void TimelineView::leaveEvent(QEvent*) {
   hoverX_ = -1;
   Q_EMIT hoverTimeChanged(-1);
@@ -214,15 +247,10 @@ void TimelineView::moveSelection(int delta) {
     report(tr("Editing works on one iteration: set Iterations to 1 to drag or edit ops"));
     return;
   }
-  const int n = static_cast<int>(doc_->schedule().devices[static_cast<size_t>(ref->device)].size());
-  const int to = ref->step + delta;
-  if (to < 0 || to >= n) {
-    report(delta < 0 ? tr("Already the first op on device %1").arg(ref->device)
-                     : tr("Already the last op on device %1").arg(ref->device));
-    return;
-  }
+  // Among the compute ops, carrying the op's own SEND/RECV (a compute_comms CSV): one press
+  // never posts a receive after the op that needs it.
   QString err;
-  if (!doc_->moveStep(ref->device, ref->step, to, &err)) report(err);
+  if (!doc_->moveOp(ref->device, ref->step, delta, &err)) report(err);
   if (auto r = selection()) ensureVisible(*r);
 }
 
@@ -234,7 +262,31 @@ void TimelineView::keyPressEvent(QKeyEvent* e) {
   }
   const bool ctrl = e->modifiers() & Qt::ControlModifier;
   auto ref = selection();
-  switch (e->key()) {
+  const int key = e->key();
+  const bool navigation = key == Qt::Key_Left || key == Qt::Key_Right || key == Qt::Key_Up ||
+                          key == Qt::Key_Down || key == Qt::Key_Home || key == Qt::Key_End;
+  if (!ref && navigation && !(e->modifiers() & Qt::AltModifier)) {
+    // Keyboard only: the first key selects an op to start from (the first one in view).
+    if (auto first = firstVisibleOp()) {
+      selectRef(*first, true);
+      report(tr("Selected %1 · Ctrl+← / Ctrl+→ and ↑ / ↓ walk, ← / → move it, Enter zooms to it, F9 sets a "
+                "breakpoint")
+                 .arg(QString::fromStdString(doc_->schedule().opName(*selectedOp()))));
+    }
+    return;
+  }
+  switch (key) {
+    case Qt::Key_Home:
+    case Qt::Key_End: {
+      // The first or last op of the selection's device.
+      const auto& row = doc_->schedule().devices[static_cast<size_t>(ref->device)];
+      if (!row.empty()) selectRef(OpRef{ref->device, key == Qt::Key_Home ? 0 : static_cast<int>(row.size()) - 1});
+      return;
+    }
+    case Qt::Key_Return:
+    case Qt::Key_Enter:
+      if (ref) zoomToOp(*ref);
+      return;
     case Qt::Key_Left:
     case Qt::Key_Right: {
       const int delta = e->key() == Qt::Key_Left ? -1 : 1;

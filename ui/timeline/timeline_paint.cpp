@@ -3,13 +3,20 @@
 // from the view's Theme. paintTimeline runs them in order for the viewport, exports and the
 // benchmark; tests run single passes.
 #include <QApplication>
+#include <QFileInfo>
 #include <QPainter>
 #include <QPainterPath>
 #include <QScrollBar>
 #include <algorithm>
 #include <cmath>
 #include <iterator>
+#include <memory>
 
+#ifdef PIPESTUDIO_HAVE_SVG
+#include <QSvgGenerator>
+#endif
+
+#include "timeline/legend_bar.h"
 #include "timeline/op_style.h"
 #include "timeline/timeline_internal.h"
 #include "timeline/timeline_view.h"
@@ -399,6 +406,11 @@ struct TimelinePasses {
         p.setPen(QPen(th.error, 2.5, Qt::DashLine));
         p.drawRect(r.adjusted(1, 1, -1, -1));
       }
+    for (const auto& [d, op] : v.marks_.waiting)
+      for (const QRectF& r : rectsOf(d, op)) {
+        p.setPen(QPen(th.muted, 1.5, Qt::DashLine));
+        p.drawRect(r.adjusted(1, 1, -1, -1));
+      }
     for (const auto& [d, op] : v.marks_.running)
       for (const QRectF& r : rectsOf(d, op)) {
         p.setPen(QPen(th.playhead, 3));
@@ -497,9 +509,20 @@ struct TimelinePasses {
     QFont bold = c.font;
     bold.setBold(true);
     const QFontMetricsF fmSmall(c.small);
+    // Thin rows (a preview of many devices): one small label, on every k-th row that has room.
+    const bool thin = v.layout_.rowHeight < QFontMetricsF(bold).height() + fmSmall.height();
+    const int every = thin ? std::max(1, static_cast<int>(std::ceil(fmSmall.height() / v.layout_.pitch()))) : 1;
     for (int d = c.firstRow; d <= c.lastRow; ++d) {
       const QRectF lr(c.target.left() + 10, c.rowY(v.layout_, d), v.layout_.labelWidth - 18,
                       v.layout_.rowHeight);
+      if (thin) {
+        if (d % every != 0) continue;
+        p.setFont(c.small);
+        p.setPen(th.text);
+        p.drawText(QRectF(lr.left(), lr.center().y() - fmSmall.height() / 2, lr.width(), fmSmall.height()),
+                   Qt::AlignLeft | Qt::AlignVCenter, TimelineView::tr("Device %1").arg(d));
+        continue;
+      }
       p.setFont(bold);
       p.setPen(th.text);
       p.drawText(lr, Qt::AlignLeft | Qt::AlignTop, TimelineView::tr("Device %1").arg(d));
@@ -592,6 +615,12 @@ struct TimelinePasses {
 void TimelineView::paintEvent(QPaintEvent*) {
   QPainter p(viewport());
   paintTimeline(p, viewport()->rect(), axis_, verticalScrollBar()->value());
+  if (hasFocus()) {
+    // Keyboard focus is visible (Tab into the timeline): a frame in the selection colour.
+    p.setPen(QPen(theme_.highlight, 2));
+    p.setBrush(Qt::NoBrush);
+    p.drawRect(QRectF(viewport()->rect()).adjusted(1, 1, -1, -1));
+  }
 }
 
 void TimelineView::paintTimeline(QPainter& p, const QRect& target, const TimeAxis& axis, double scrollY,
@@ -619,6 +648,60 @@ void TimelineView::paintTimeline(QPainter& p, const QRect& target, const TimeAxi
 
 QSize TimelineView::fullSize(int width) const {
   return QSize(width, static_cast<int>(layout_.contentHeight(blocks().devices()) + layout_.rowGap));
+}
+
+namespace {
+// The legend an export draws above the timeline, as the window's legend shows it.
+std::unique_ptr<LegendBar> exportLegend(const TimelineView& v, const Schedule& s, bool overlay) {
+  auto legend = std::make_unique<LegendBar>();
+  legend->setPalette(v.palette());
+  legend->setFont(v.font());
+  legend->setSchedule(s);
+  legend->setOverlayShown(overlay);
+  return legend;
+}
+}  // namespace
+
+QSize TimelineView::exportSize(int width) const {
+  const auto legend = exportLegend(*this, displaySchedule(doc_->analysis()), overlayShown());
+  return QSize(width, legend->heightForWidth(width) + fullSize(width).height());
+}
+
+void TimelineView::paintExport(QPainter& p, QSize size) const {
+  const auto legend = exportLegend(*this, displaySchedule(doc_->analysis()), overlayShown());
+  const int lh = legend->heightForWidth(size.width());
+  legend->paintLegend(p, QRect(0, 0, size.width(), lh));
+  TimeAxis ax(TimeAxis::fitScale(contentEnd(), size.width() - layout_.labelWidth - 12), 0);
+  paintTimeline(p, QRect(0, lh, size.width(), size.height() - lh), ax, 0, exportPasses());
+}
+
+QImage TimelineView::exportImage(int width) const {
+  const QSize size = exportSize(width);
+  QImage img(size, QImage::Format_ARGB32_Premultiplied);
+  img.fill(theme_.base);
+  QPainter p(&img);
+  paintExport(p, size);
+  return img;
+}
+
+bool TimelineView::exportSvg(const QString& path, int width) const {
+#ifdef PIPESTUDIO_HAVE_SVG
+  const QSize size = exportSize(width);
+  QSvgGenerator gen;
+  gen.setFileName(path);
+  gen.setSize(size);
+  gen.setViewBox(QRect(QPoint(0, 0), size));
+  gen.setTitle(QString::fromStdString(doc_->schedule().name));
+  {
+    QPainter p(&gen);
+    paintExport(p, size);
+  }
+  return QFileInfo(path).isFile();
+#else
+  Q_UNUSED(path);
+  Q_UNUSED(width);
+  return false;
+#endif
 }
 
 QImage TimelineView::renderImage(QSize size) const {

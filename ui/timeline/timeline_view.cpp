@@ -254,14 +254,17 @@ void TimelineView::updateScrollBars() {
 void TimelineView::fitRowHeight() {
   // Few devices: taller rows fill the view; many: a readable minimum and a scroll bar.
   const int D = std::max(1, blocks().devices());
-  const double avail = viewport()->height() - layout_.rulerHeight - layout_.rowGap - D * layout_.rowGap;
+  // Thin rows (previews) close up their gaps too when there are many.
+  layout_.rowGap = minRowHeight_ < 26 && D > 6 ? (D > 12 ? 2 : 3) : 8;
+  // The ruler, the gap above the first row, each row's gap below it and the bottom margin.
+  const double avail = viewport()->height() - layout_.rulerHeight - 2 * layout_.rowGap - D * layout_.rowGap;
   if (overlayShown()) {
     // Planned and measured lanes of equal height, so durations compare at a glance.
-    layout_.rowHeight = std::clamp(std::floor((avail / D - layout_.overlayGap) / 2), 22.0, 52.0);
+    layout_.rowHeight = std::clamp(std::floor((avail / D - layout_.overlayGap) / 2), std::min(22.0, minRowHeight_), 52.0);
     layout_.overlayHeight = layout_.rowHeight;
   } else {
     layout_.overlayHeight = 0;
-    layout_.rowHeight = std::clamp(std::floor(avail / D), 26.0, 60.0);
+    layout_.rowHeight = std::clamp(std::floor(avail / D), minRowHeight_, 60.0);
   }
 }
 
