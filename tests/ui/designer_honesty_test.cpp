@@ -4,6 +4,10 @@
 // one model, bundled sessions stay untouched, Ctrl+Y redoes, and one formatter for times and
 // bytes.
 #include <QAction>
+#include <QCheckBox>
+#include <QLabel>
+#include <QSettings>
+#include <QStatusBar>
 #include <QCryptographicHash>
 #include <QDir>
 #include <QDockWidget>
@@ -35,6 +39,7 @@
 #include "pipestudio/core/io/dsl.h"
 #include "pipestudio/core/planning/generators.h"
 #include "pipestudio/sessions/session_store.h"
+#include "remote/run_dialog.h"
 #include "shell/help_dialog.h"
 #include "shell/main_window.h"
 #include "shell/template_dialog.h"
@@ -42,6 +47,8 @@
 #include "timeline/timeline_geometry.h"
 #include "timeline/timeline_view.h"
 #include "ui_fixtures.h"
+#include "widgets/elided_label.h"
+#include "widgets/indicators.h"
 
 using namespace ps::core;
 using namespace ps::ui;
@@ -519,6 +526,60 @@ class DesignerHonestyTest : public QObject {
         for (QAction* b : a->menu()->actions())
           haveShortcuts |= b->text().remove(QLatin1Char('&')) == QStringLiteral("Keyboard Shortcuts");
     QVERIFY(haveShortcuts);
+  }
+
+  // Polish: the shortcuts page lists the timeline's own keys (generated from the view), and
+  // Save As has Ctrl+Shift+S.
+  void theShortcutsPageHasTheTimelineKeys() {
+    const QString html = window_->shortcutsHtml();
+    for (const char* s : {"W / S", "A / D", "Shift+drag", "Ctrl+wheel", "double-click", "Esc", "Home / End",
+                          "Ctrl+← / Ctrl+→", "Find Next"})
+      QVERIFY2(html.contains(QString::fromUtf8(s).toHtmlEscaped()), s);
+    QVERIFY(html.contains(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_S).toString(QKeySequence::NativeText)));
+    for (const auto& [keys, what] : TimelineView::inputHelp()) QVERIFY(html.contains(keys.toHtmlEscaped()));
+  }
+
+  // Polish: a long status message is elided before the "Measured:" label, whole in its tooltip.
+  void theStatusMessageNeverRunsIntoTheMeasuredLabel() {
+    window_->setMeasuredOverlay(ps::test::measuredCopy(window_->document()->analysis().timeline, 1.2),
+                                QStringLiteral("run 12 on gpu-host-with-a-long-name"));
+    const QString longText = QStringLiteral("A status message that goes on and on ").repeated(8);
+    window_->statusBar()->setSizeGripEnabled(true);
+    window_->showStatus(longText);
+    QApplication::processEvents();
+    QLabel* measured = nullptr;
+    for (QLabel* l : window_->statusBar()->findChildren<QLabel*>())
+      if (l->text().startsWith(QStringLiteral("Measured:"))) measured = l;
+    QVERIFY(measured && measured->isVisible());
+    auto* message = window_->statusBar()->findChild<ElidedLabel*>();
+    QVERIFY(message);
+    QCOMPARE(window_->statusText(), longText);
+    QVERIFY2(message->geometry().right() < measured->geometry().left(),
+             qPrintable(QStringLiteral("%1 vs %2").arg(message->geometry().right()).arg(measured->geometry().left())));
+    QVERIFY(message->text().endsWith(QStringLiteral("…")));
+    QCOMPARE(message->toolTip(), longText);
+  }
+
+  // Polish: check boxes stand out on the dark palette (Fusion outlines them with the window
+  // colour darkened).
+  void checkBoxesAreVisibleOnTheDarkPalette() {
+    const QPalette before = QApplication::palette();
+    QApplication::setPalette(darkPalette());
+    QTemporaryDir dir;
+    QSettings settings(dir.filePath(QStringLiteral("s.ini")), QSettings::IniFormat);
+    RunDialog d(nullptr, &settings);
+    d.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&d));
+    const QColor window = darkPalette().color(QPalette::Window);
+    const auto boxes = d.findChildren<QCheckBox*>();
+    QVERIFY(boxes.size() >= 2);
+    for (QCheckBox* b : boxes) {
+      const QColor outline = indicatorOutline(b->palette());
+      QVERIFY2(std::abs(outline.lightnessF() - window.lightnessF()) > 0.2,
+               qPrintable(b->text() + QStringLiteral(": ") + outline.name() + QStringLiteral(" on ") + window.name()));
+    }
+    d.close();
+    QApplication::setPalette(before);
   }
 
   // Issue 30 (15): Help › Documentation shows the guide in the program: from the docs found

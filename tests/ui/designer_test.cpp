@@ -1,6 +1,8 @@
 // The designer end to end (offscreen): dragging ops, undo, diagnostics and outlines, file
 // round trips, the memory chart against the simulator, and the template dialog.
+#include <QDockWidget>
 #include <QSignalSpy>
+#include <QTreeWidget>
 #include <QStandardPaths>
 #include <QTableWidget>
 #include <QScrollBar>
@@ -18,6 +20,7 @@
 #include "document/schedule_document.h"
 #include "drag_util.h"
 #include "panels/diagnostics_panel.h"
+#include "panels/op_details_panel.h"
 #include "panels/memory_chart.h"
 #include "panels/properties_panel.h"
 #include "panels/summary_panel.h"
@@ -301,6 +304,73 @@ class DesignerTest : public QObject {
                               .arg(p->viewport()->height())));
       QCOMPARE(p->horizontalScrollBar()->maximum(), 0);  // fitted
     }
+  }
+
+  // Issue 30 (20): the Op dock keeps the selected op's times, wait, critical-path step and its
+  // flow (inputs, the last to arrive marked; the ops waiting for it), a click away.
+  void theOpDockDetailsTheSelection() {
+    OpDetailsPanel* d = window_->opDetails();
+    QVERIFY(d);
+    QVERIFY(d->headerText().startsWith(QStringLiteral("Select an op")));
+    const Op b3{OpKind::B, 1, 3};
+    window_->timeline()->selectOp(b3);
+    QVERIFY2(d->headerText().contains(QStringLiteral("B3@s1")), qPrintable(d->headerText()));
+    const QString text = d->text();
+    for (const char* want : {"planned: ", "waited: ", "critical path: ", "memory after: ", "inputs: 2 op(s)",
+                             "  F3@s1: device 1", "  B3@s2: device 2", "waited on by: 1 op(s)", "  B3@s0: device 0"})
+      QVERIFY2(text.contains(QString::fromUtf8(want)), qPrintable(want + QStringLiteral("\n") + text));
+    QVERIFY2(text.contains(QStringLiteral("the last to arrive")), qPrintable(text));
+    QVERIFY2(text.contains(QStringLiteral("sent in")), qPrintable(text));  // B3@s2's gradient crossed a link
+    // The dock came to the front, and an input is a click away on the timeline.
+    auto* dock = window_->findChild<QDockWidget*>(QStringLiteral("dock.op"));
+    QVERIFY(dock && !dock->visibleRegion().isNull());
+    QTreeWidgetItem* inputs = d->tree()->findItems(QStringLiteral("inputs"), Qt::MatchExactly).value(0);
+    QVERIFY(inputs && inputs->childCount() == 2);
+    Q_EMIT d->tree()->itemClicked(inputs->child(1), 1);
+    QVERIFY(window_->timeline()->selectedOp() != b3);
+    QVERIFY(d->headerText().contains(QString::fromStdString(
+        window_->document()->schedule().opName(*window_->timeline()->selectedOp()))));
+  }
+
+  // Issue 30 (21): Shift+drag measures a span; its length is shown and Esc clears it.
+  void shiftDragMeasuresASpan() {
+    TimelineView* view = window_->timeline();
+    const double x0 = view->rows().labelWidth + view->axis().toX(2.0);
+    const double x1 = view->rows().labelWidth + view->axis().toX(7.0);
+    const int y = static_cast<int>(view->rows().rowTop(1) + 3);
+    QTest::mousePress(view->viewport(), Qt::LeftButton, Qt::ShiftModifier, QPoint(int(std::round(x0)), y));
+    QMouseEvent move(QEvent::MouseMove, QPointF(std::round(x1), y), view->viewport()->mapToGlobal(QPointF(x1, y)),
+                     Qt::NoButton, Qt::LeftButton, Qt::ShiftModifier);
+    QApplication::sendEvent(view->viewport(), &move);
+    QTest::mouseRelease(view->viewport(), Qt::LeftButton, Qt::ShiftModifier, QPoint(int(std::round(x1)), y));
+    QVERIFY(view->measuredSpan().has_value());
+    const double perPx = 1 / view->axis().pixelsPerMs();
+    QVERIFY2(std::abs(view->measuredSpan()->length() - 5.0) <= 2 * perPx,
+             qPrintable(QString::number(view->measuredSpan()->length())));
+    QVERIFY2(window_->statusText().startsWith(QStringLiteral("Span ")), qPrintable(window_->statusText()));
+    QCOMPARE(window_->document()->undoStack()->count(), 0);  // nothing was dragged
+    QVERIFY(!window_->stepperController()->engaged());     // nor the playhead moved
+    QTest::keyClick(view, Qt::Key_Escape);
+    QVERIFY(!view->measuredSpan().has_value());
+  }
+
+  // Issue 30 (22): W / S zoom, A / D pan, as in Perfetto.
+  void wasdZoomsAndPans() {
+    TimelineView* view = window_->timeline();
+    view->setFocus();
+    const double scale = view->axis().pixelsPerMs();
+    QTest::keyClick(view, Qt::Key_W);
+    QVERIFY(std::abs(view->axis().pixelsPerMs() - scale * kKeyZoomFactor) < 1e-9);
+    QTest::keyClick(view, Qt::Key_W);
+    const int before = view->horizontalScrollBar()->value();
+    QTest::keyClick(view, Qt::Key_D);
+    QVERIFY(view->horizontalScrollBar()->value() > before);
+    QTest::keyClick(view, Qt::Key_A);
+    QCOMPARE(view->horizontalScrollBar()->value(), before);
+    QTest::keyClick(view, Qt::Key_S);
+    QTest::keyClick(view, Qt::Key_S);
+    QVERIFY(std::abs(view->axis().pixelsPerMs() - scale) < 1e-9);
+    QCOMPARE(window_->document()->undoStack()->count(), 0);
   }
 
   void openingAndSavingRoundTripsPipeAndCsv() {

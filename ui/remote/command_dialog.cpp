@@ -7,12 +7,14 @@
 #include <QPlainTextEdit>
 #include <QProgressBar>
 #include <QPushButton>
+#include <QShowEvent>
 #include <QSettings>
 #include <QSpinBox>
 #include <QVBoxLayout>
 #include <algorithm>
 
 #include "widgets/form.h"
+#include "widgets/indicators.h"
 
 namespace ps::ui {
 
@@ -176,6 +178,11 @@ QString CommandDialog::statusText() const {
 }
 QString CommandDialog::logText() const {
   return log_->toPlainText();
+}
+
+void CommandDialog::showEvent(QShowEvent* e) {
+  QDialog::showEvent(e);
+  makeIndicatorsVisible(this);
 }
 
 }  // namespace ps::ui

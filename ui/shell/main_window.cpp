@@ -11,6 +11,9 @@
 #include <QFile>
 #include <QFileDialog>
 #include <QFileInfo>
+#include <QHBoxLayout>
+#include <QKeyEvent>
+#include <QLineEdit>
 #include <QKeySequence>
 #include <QLabel>
 #include <QMenuBar>
@@ -42,17 +45,21 @@
 #include "panels/iterations_controls.h"
 #include "panels/memory_chart.h"
 #include "panels/metrics_text.h"
+#include "panels/op_details_panel.h"
 #include "panels/properties_panel.h"
 #include "panels/summary_panel.h"
 #include "pipestudio/core/io/dsl.h"
 #include "pipestudio/core/io/trace_import.h"
 #include "pipestudio/core/planning/generators.h"
+#include "pipestudio/core/planning/schedule_edits.h"
 #include "remote/profile_dialog.h"
 #include "remote/run_dialog.h"
 #include "shell/main_window_internal.h"
 #include "shell/template_dialog.h"
 #include "shell/window_geometry.h"
+#include "widgets/elided_label.h"
 #include "timeline/legend_bar.h"
+#include "timeline/op_search.h"
 #include "timeline/theme.h"
 #include "timeline/timeline_view.h"
 
@@ -129,8 +136,29 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   lay->setSpacing(0);
   legend_ = new LegendBar;
   view_ = new TimelineView(doc_);
-  lay->addWidget(legend_);
+  // Above the timeline: the legend, and at its right the op search (docs/gui.md, "Finding ops").
+  auto* top = new QHBoxLayout;
+  top->setContentsMargins(0, 0, 4, 0);
+  top->setSpacing(4);
+  top->addWidget(legend_, 1);
+  find_ = new QLineEdit;
+  find_->setObjectName(QStringLiteral("findOps"));
+  find_->setPlaceholderText(tr("Find ops: F3, B@s1, mb 2, d1"));
+  find_->setClearButtonEnabled(true);
+  find_->setMaximumWidth(240);
+  find_->setMinimumWidth(150);
+  find_->setToolTip(tr("Words that must all match: an op (F3, B3@s1, SEND_F2), a kind (F, W), a micro-batch "
+                       "(mb 3), a stage (s2) or a device (d1). Enter: next match, Shift+Enter: previous, "
+                       "Esc: clear (Ctrl+F comes here; F3 / Shift+F3 step from anywhere)"));
+  find_->installEventFilter(this);
+  findCount_ = new QLabel;
+  findCount_->setObjectName(QStringLiteral("findCount"));
+  top->addWidget(find_, 0, Qt::AlignTop);
+  top->addWidget(findCount_, 0, Qt::AlignTop | Qt::AlignVCenter);
+  lay->addLayout(top);
   lay->addWidget(view_, 1);
+  connect(find_, &QLineEdit::textChanged, this, [this] { updateFind(true); });
+  connect(find_, &QLineEdit::returnPressed, this, [this] { findNext(true); });
   setCentralWidget(central);
   setDockOptions(QMainWindow::AnimatedDocks | QMainWindow::AllowTabbedDocks);
   setCorner(Qt::BottomLeftCorner, Qt::LeftDockWidgetArea);
@@ -154,7 +182,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
 
   validity_ = new QLabel;
   validity_->setTextFormat(Qt::RichText);
-  message_ = new QLabel;
+  message_ = new ElidedLabel;  // a long message ends in "…" before the "Measured:" label
   statusBar()->addWidget(validity_);
   statusBar()->addWidget(message_, 1);
   overlayLabel_ = new QLabel;
@@ -225,6 +253,18 @@ void MainWindow::buildDocks() {
   auto* ds = dock(tr("Summary"), QStringLiteral("dock.summary"), summary_, Qt::RightDockWidgetArea);
   auto* dd =
       dock(tr("Diagnostics"), QStringLiteral("dock.diagnostics"), diagnostics_, Qt::RightDockWidgetArea);
+  // The Op dock: the selected op's details and flow, tabbed with the diagnostics; it comes to
+  // the front the first time an op is selected.
+  details_ = new OpDetailsPanel(doc_, view_);
+  auto* dop = dock(tr("Op"), QStringLiteral("dock.op"), details_, Qt::RightDockWidgetArea);
+  tabifyDockWidget(dd, dop);
+  dd->raise();
+  connect(details_, &OpDetailsPanel::opActivated, this, [this](const Op& op) { view_->selectOp(op, true); });
+  connect(view_, &TimelineView::selectionChanged, this, [this, dop, raised = false]() mutable {
+    if (raised || !view_->selectedOp()) return;
+    raised = true;
+    dop->raise();
+  });
   auto* dm = dock(tr("Memory"), QStringLiteral("dock.memory"), memory_, Qt::BottomDockWidgetArea);
   deviation_ = new DeviationPanel;
   auto* dv = dock(tr("Deviation"), QStringLiteral("dock.deviation"), deviation_, Qt::BottomDockWidgetArea);
@@ -309,7 +349,86 @@ void MainWindow::showSearchDock() {
   search_->raise();
 }
 
+void MainWindow::updateFind(bool fromStart) {
+  const QString text = find_->text().trimmed();
+  if (text.isEmpty()) {
+    view_->setSearchMatches({});
+    findCount_->clear();
+    matchIndex_ = -1;
+    return;
+  }
+  const Analysis& a = doc_->analysis();
+  const OpQuery q = parseOpQuery(text, a.schedule);
+  if (!q.valid) {
+    view_->setSearchMatches({});
+    findCount_->setText(tr("'%1'?").arg(q.problem));
+    findCount_->setToolTip(tr("Not an op, kind, micro-batch (mb 3), stage (s2) or device (d1): %1").arg(q.problem));
+    matchIndex_ = -1;
+    return;
+  }
+  std::vector<OpRef> matches = findOps(a.schedule, a.timeline, q);
+  findCount_->setToolTip(QString());
+  if (fromStart) matchIndex_ = -1;
+  matchIndex_ = std::min(matchIndex_, static_cast<int>(matches.size()) - 1);
+  findCount_->setText(matches.empty() ? tr("no match")
+                      : matchIndex_ >= 0 ? tr("%1 / %2").arg(matchIndex_ + 1).arg(matches.size())
+                                         : tr("%n match(es)", nullptr, static_cast<int>(matches.size())));
+  view_->setSearchMatches(std::move(matches));
+}
+
+void MainWindow::findNext(bool forward) {
+  if (find_->text().trimmed().isEmpty()) {
+    focusFind();
+    return;
+  }
+  const auto& m = view_->searchMatches();
+  if (m.empty()) {
+    showStatus(tr("No op matches '%1'").arg(find_->text().trimmed()));
+    return;
+  }
+  const int n = static_cast<int>(m.size());
+  matchIndex_ = matchIndex_ < 0 ? (forward ? 0 : n - 1) : (matchIndex_ + (forward ? 1 : n - 1)) % n;
+  const OpRef r = m[static_cast<size_t>(matchIndex_)];
+  view_->selectRef(r, true);
+  findCount_->setText(tr("%1 / %2").arg(matchIndex_ + 1).arg(n));
+  showStatus(tr("Match %1 of %2: %3 on device %4")
+                 .arg(matchIndex_ + 1)
+                 .arg(n)
+                 .arg(QString::fromStdString(doc_->schedule().opName(*opAt(doc_->schedule(), r))))
+                 .arg(r.device));
+}
+
+QString MainWindow::findCountText() const {
+  return findCount_->text();
+}
+
+void MainWindow::focusFind() {
+  find_->setFocus(Qt::ShortcutFocusReason);
+  find_->selectAll();
+}
+
+bool MainWindow::eventFilter(QObject* o, QEvent* e) {
+  if (o == find_ && e->type() == QEvent::KeyPress) {
+    auto* k = static_cast<QKeyEvent*>(e);
+    if ((k->key() == Qt::Key_Return || k->key() == Qt::Key_Enter) && (k->modifiers() & Qt::ShiftModifier)) {
+      findNext(false);
+      return true;
+    }
+    if (k->key() == Qt::Key_Escape) {
+      find_->clear();
+      view_->setFocus();
+      return true;
+    }
+    if (k->key() == Qt::Key_Down || k->key() == Qt::Key_Up) {
+      findNext(k->key() == Qt::Key_Down);
+      return true;
+    }
+  }
+  return QMainWindow::eventFilter(o, e);
+}
+
 void MainWindow::documentChanged() {
+  if (find_ && !find_->text().isEmpty()) updateFind(false);  // steps moved: match again
   const Analysis& a = doc_->analysis();
   legend_->setSchedule(a.schedule);
   std::int64_t cap = doc_->profile().deviceMemoryBytes;
@@ -343,14 +462,14 @@ void MainWindow::documentChanged() {
 }
 
 QString MainWindow::statusText() const {
-  return message_->text();
+  return message_->fullText();
 }
 QString MainWindow::validityText() const {
   return validity_->text();
 }
 
 void MainWindow::showStatus(const QString& text) {
-  message_->setText(text);
+  message_->setFullText(text);
 }
 
 void MainWindow::updateTitle() {

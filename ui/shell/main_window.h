@@ -14,6 +14,7 @@ class QMenu;
 class QAction;
 class QComboBox;
 class QDockWidget;
+class QLineEdit;
 
 namespace ps::core {
 struct Timeline;
@@ -23,6 +24,8 @@ namespace ps::ui {
 
 struct PlanContext;
 class DocumentationDialog;
+class ElidedLabel;
+class OpDetailsPanel;
 struct Analysis;
 class ScheduleDocument;
 class TimelineView;
@@ -89,6 +92,14 @@ class MainWindow : public QMainWindow {
   StepperController* stepperController() const { return stepper_; }
   StatePanel* statePanel() const { return state_; }
   void showStateDock();
+  // Finding ops (docs/gui.md): the search field above the timeline; next / previous match
+  // (Enter / Shift+Enter there, F3 / Shift+F3 anywhere) selects it and scrolls to it.
+  QLineEdit* findEdit() const { return find_; }
+  QString findCountText() const;
+  void findNext(bool forward);
+  void focusFind();
+  // The Op dock: the selected op's details and its dependencies.
+  OpDetailsPanel* opDetails() const { return details_; }
   // Help › Keyboard Shortcuts: every menu action with its keys (generated, HTML).
   QString shortcutsHtml() const;
   void showShortcuts();
@@ -101,6 +112,8 @@ class MainWindow : public QMainWindow {
   static QString documentationDir();
 
  public Q_SLOTS:
+  // The status bar's message (elided at its width; the whole of it in its tooltip).
+  void showStatus(const QString& text);
   void newFromTemplate();
   void open();
   bool save();
@@ -111,12 +124,15 @@ class MainWindow : public QMainWindow {
   void closeEvent(QCloseEvent* e) override;
   void resizeEvent(QResizeEvent* e) override;
   void showEvent(QShowEvent* e) override;
+  bool eventFilter(QObject* o, QEvent* e) override;
 
  private:
   void buildActions();
   void buildDocks();
   void buildStepper();
   void documentChanged();
+  // The search's matches for the field's text (fromStart: the next match is the first).
+  void updateFind(bool fromStart);
   // A measured overlay whose ops are not this schedule's (another shape) is cleared.
   // Returns what it did for the status bar ("" when the overlay stays).
   QString dropMismatchedOverlay();
@@ -135,7 +151,6 @@ class MainWindow : public QMainWindow {
   void addRecent(const QString& path);
   void rebuildRecentMenu();
   bool maybeSave();
-  void showStatus(const QString& text);
   void exportAs(const QString& filter, const QString& suffix);
   // A .pipe: the program as opened when unedited, else the explicit form (what in `note`).
   ps::core::Status writePipe(const QString& path, QString* note) const;
@@ -156,7 +171,11 @@ class MainWindow : public QMainWindow {
   QDockWidget* stateDock_ = nullptr;
   QAction* scaledAction_ = nullptr;
   QLabel* validity_ = nullptr;
-  QLabel* message_ = nullptr;
+  ElidedLabel* message_ = nullptr;
+  QLineEdit* find_ = nullptr;
+  QLabel* findCount_ = nullptr;
+  int matchIndex_ = -1;
+  OpDetailsPanel* details_ = nullptr;
   QMenu* recentMenu_ = nullptr;
   QMenu* viewMenu_ = nullptr;
   QComboBox* layoutCombo_ = nullptr;

@@ -63,10 +63,11 @@ QString MainWindow::shortcutsHtml() const {
                   .arg(QString(top->text()).remove(QLatin1Char('&')).toHtmlEscaped());
       walk(top->menu(), QString());
     }
-  html += QStringLiteral("</table><p>%1</p>")
-              .arg(tr("On the timeline: drag a block along its row to reorder, Esc cancels; ← / → move "
-                      "the selection earlier / later; Ctrl+← / Ctrl+→ and ↑ / ↓ walk the selection; "
-                      "Ctrl+wheel zooms, Shift+wheel pans; double-click zooms to an op."));
+  // The timeline's own keys and gestures: from the view, so they cannot drift either.
+  html += QStringLiteral("<tr><td colspan='2'><br><b>%1</b></td></tr>").arg(tr("Timeline").toHtmlEscaped());
+  for (const auto& [keys, what] : TimelineView::inputHelp())
+    html += QStringLiteral("<tr><td><b>%1</b></td><td>%2</td></tr>").arg(keys.toHtmlEscaped(), what.toHtmlEscaped());
+  html += QStringLiteral("</table>");
   return html;
 }
 
@@ -120,7 +121,12 @@ void MainWindow::buildActions() {
       file->addAction(st->standardIcon(QStyle::SP_DialogSaveButton), tr("&Save"), this, &MainWindow::save);
   aSave->setShortcut(QKeySequence::Save);
   QAction* aSaveAs = file->addAction(tr("Save &As…"), this, &MainWindow::saveAs);
-  aSaveAs->setShortcut(QKeySequence::SaveAs);
+  {  // The platform's Save As keys, and Ctrl+Shift+S everywhere (some platforms define none).
+    QList<QKeySequence> keys = QKeySequence::keyBindings(QKeySequence::SaveAs);
+    const QKeySequence ctrlShiftS(Qt::CTRL | Qt::SHIFT | Qt::Key_S);
+    if (!keys.contains(ctrlShiftS)) keys.prepend(ctrlShiftS);
+    aSaveAs->setShortcuts(keys);
+  }
   QMenu* exp = file->addMenu(tr("&Export"));
   exp->addAction(tr("Schedule (.pipe)…"), this,
                  [this] { exportAs(tr("PipeStudio schedule (*.pipe)"), QStringLiteral("pipe")); });
@@ -170,6 +176,14 @@ void MainWindow::buildActions() {
       if (!doc_->moveOp(r->device, r->step, +1, &err)) showStatus(err);
     }
   });
+
+  edit->addSeparator();
+  QAction* aFind = edit->addAction(tr("&Find Ops…"), this, &MainWindow::focusFind);
+  aFind->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_F));
+  QAction* aFindNext = edit->addAction(tr("Find &Next"), this, [this] { findNext(true); });
+  aFindNext->setShortcut(QKeySequence(Qt::Key_F3));
+  QAction* aFindPrev = edit->addAction(tr("Find Pre&vious"), this, [this] { findNext(false); });
+  aFindPrev->setShortcut(QKeySequence(Qt::SHIFT | Qt::Key_F3));
 
   viewMenu_ = menuBar()->addMenu(tr("&View"));
   QAction* aZoomIn = viewMenu_->addAction(tr("Zoom &In"), view_, &TimelineView::zoomIn);

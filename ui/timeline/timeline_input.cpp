@@ -28,6 +28,13 @@ void TimelineView::report(const QString& text) {
 void TimelineView::mousePressEvent(QMouseEvent* e) {
   setFocus();
   if (e->button() != Qt::LeftButton) return QAbstractScrollArea::mousePressEvent(e);
+  if ((e->modifiers() & Qt::ShiftModifier) && e->pos().x() >= layout_.labelWidth && mode_ == LayoutMode::Time) {
+    // Measure: Shift+drag from here.
+    measuring_ = true;
+    measureStartX_ = e->pos().x() - layout_.labelWidth;
+    setMeasuredSpan(spanBetween(axis_, measureStartX_, measureStartX_));
+    return;
+  }
   auto h = hitAt(e->pos());
   if (e->pos().x() >= layout_.labelWidth && mode_ == LayoutMode::Time) {
     // The ruler seeks (and starts stepping); so does the playhead line itself where no block
@@ -58,6 +65,12 @@ void TimelineView::mousePressEvent(QMouseEvent* e) {
 
 void TimelineView::mouseMoveEvent(QMouseEvent* e) {
   hoverX_ = e->pos().x();
+  if (measuring_ && (e->buttons() & Qt::LeftButton)) {
+    setMeasuredSpan(spanBetween(axis_, measureStartX_, e->pos().x() - layout_.labelWidth));
+    report(tr("Span %1 (%2 → %3 ms)")
+               .arg(msText(measure_->length()), fmtMs(measure_->from), fmtMs(measure_->to)));
+    return;
+  }
   if (seeking_ && (e->buttons() & Qt::LeftButton)) {
     Q_EMIT playheadSeekRequested(std::max(0.0, axis_.toTime(e->pos().x() - layout_.labelWidth)));
     return;
@@ -162,6 +175,17 @@ void TimelineView::endDrag(bool apply) {
 
 void TimelineView::mouseReleaseEvent(QMouseEvent* e) {
   if (e->button() != Qt::LeftButton) return QAbstractScrollArea::mouseReleaseEvent(e);
+  if (measuring_) {
+    measuring_ = false;
+    setMeasuredSpan(spanBetween(axis_, measureStartX_, e->pos().x() - layout_.labelWidth));
+    if (measure_->length() <= 0) {
+      setMeasuredSpan(std::nullopt);  // a Shift+click clears
+      return;
+    }
+    report(tr("Span %1 (%2 → %3 ms) · Esc clears")
+               .arg(msText(measure_->length()), fmtMs(measure_->from), fmtMs(measure_->to)));
+    return;
+  }
   if (seeking_) {
     seeking_ = false;
     return;
@@ -263,6 +287,32 @@ void TimelineView::keyPressEvent(QKeyEvent* e) {
   const bool ctrl = e->modifiers() & Qt::ControlModifier;
   auto ref = selection();
   const int key = e->key();
+  if (!(e->modifiers() & (Qt::ControlModifier | Qt::AltModifier | Qt::MetaModifier))) {
+    // WASD as in Perfetto and Chrome's trace viewer: W / S zoom around the pointer (the middle
+    // when it is elsewhere), A / D pan.
+    const double pointer = hoverX_ >= layout_.labelWidth ? hoverX_ - layout_.labelWidth : plotWidth() / 2;
+    switch (key) {
+      case Qt::Key_W:
+        zoomBy(kKeyZoomFactor, pointer);
+        return;
+      case Qt::Key_S:
+        zoomBy(1 / kKeyZoomFactor, pointer);
+        return;
+      case Qt::Key_A:
+      case Qt::Key_D: {
+        const int step = static_cast<int>(plotWidth() * kKeyPanFraction);
+        horizontalScrollBar()->setValue(horizontalScrollBar()->value() + (key == Qt::Key_A ? -step : step));
+        return;
+      }
+      default:
+        break;
+    }
+  }
+  if (key == Qt::Key_Escape && measure_ && !dragging_) {
+    setMeasuredSpan(std::nullopt);
+    report(tr("Span cleared"));
+    return;
+  }
   const bool navigation = key == Qt::Key_Left || key == Qt::Key_Right || key == Qt::Key_Up ||
                           key == Qt::Key_Down || key == Qt::Key_Home || key == Qt::Key_End;
   if (!ref && navigation && !(e->modifiers() & Qt::AltModifier)) {

@@ -109,6 +109,38 @@ std::optional<double> TimelineView::playheadX() const {
   return layout_.labelWidth + axis_.toX(*playhead_);
 }
 
+void TimelineView::setMeasuredSpan(std::optional<TimeSpan> span) {
+  measure_ = span;
+  viewport()->update();
+}
+
+void TimelineView::setSearchMatches(std::vector<OpRef> matches) {
+  searchMatches_ = std::move(matches);
+  viewport()->update();
+}
+
+std::vector<std::pair<QString, QString>> TimelineView::inputHelp() {
+  return {
+      {tr("← / →"), tr("move the selected op earlier / later among its device's compute ops (its own "
+                       "SEND/RECV go along)")},
+      {tr("Ctrl+← / Ctrl+→"), tr("select the previous / next op on the device")},
+      {tr("↑ / ↓"), tr("select the op on the device above / below")},
+      {tr("Home / End"), tr("select the device's first / last op")},
+      {tr("any arrow, nothing selected"), tr("select the first op in view")},
+      {tr("Enter"), tr("zoom to the selected op")},
+      {tr("W / S"), tr("zoom in / out around the pointer (or the middle)")},
+      {tr("A / D"), tr("pan left / right")},
+      {tr("Ctrl+wheel, Ctrl++ / Ctrl+-"), tr("zoom around the pointer / the middle; Ctrl+0 fits")},
+      {tr("wheel, Shift+wheel"), tr("pan")},
+      {tr("double-click"), tr("zoom to an op")},
+      {tr("drag a block"), tr("reorder it along its row (the preview re-simulates; Esc cancels)")},
+      {tr("Shift+drag"), tr("measure the time between two points (Esc clears)")},
+      {tr("click or drag the ruler"), tr("move the step-through playhead")},
+      {tr("Esc"), tr("cancel a drag, clear the measured span, else clear the selection")},
+      {tr("Ctrl+F, then Enter / Shift+Enter (F3 / Shift+F3)"), tr("find ops; the next / previous match")},
+  };
+}
+
 // ---- measured overlay ---------------------------------------------------------------------------
 
 void TimelineView::setOverlay(const Timeline& measured, ComparisonOptions options) {

@@ -67,6 +67,7 @@ class TimelineView : public QAbstractScrollArea {
     Labels,          // device and stage labels left of the plot
     Ruler,           // the time axis
     Playhead,        // step-through: the playhead line and its flag on the ruler
+    Measure,         // the measured span (Shift+drag) and its length on the ruler
     Count
   };
   static constexpr unsigned passBit(Pass p) { return 1u << static_cast<unsigned>(p); }
@@ -85,7 +86,8 @@ class TimelineView : public QAbstractScrollArea {
   // File › Export: the legend above the whole timeline, without what belongs to the session
   // (the playhead, the ops running, waiting or blocked at it, breakpoints, the pointer's cursor).
   static constexpr unsigned exportPasses() {
-    return kAllPasses & ~(passBit(Pass::Drag) | passBit(Pass::Hover) | passBit(Pass::StepMarks) | passBit(Pass::Playhead));
+    return kAllPasses & ~(passBit(Pass::Drag) | passBit(Pass::Hover) | passBit(Pass::StepMarks) |
+                          passBit(Pass::Playhead) | passBit(Pass::Measure));
   }
   QSize exportSize(int width) const;
   QImage exportImage(int width) const;
@@ -132,6 +134,19 @@ class TimelineView : public QAbstractScrollArea {
   const StepMarks& stepMarks() const { return marks_; }
   // Viewport x of the playhead, when shown.
   std::optional<double> playheadX() const;
+
+  // Measuring (Perfetto): Shift+drag anywhere on the plot or the ruler spans two times; the
+  // span stays shown with its length until Esc or the next Shift+click.
+  std::optional<TimeSpan> measuredSpan() const { return measure_; }
+  void setMeasuredSpan(std::optional<TimeSpan> span);
+
+  // Find (docs/gui.md, "Finding ops"): the ops matching the search, outlined; the current one
+  // is selected. Empty clears.
+  void setSearchMatches(std::vector<ps::core::OpRef> matches);
+  const std::vector<ps::core::OpRef>& searchMatches() const { return searchMatches_; }
+
+  // The timeline's keys and gestures, for Help › Keyboard Shortcuts: (keys, what they do).
+  static std::vector<std::pair<QString, QString>> inputHelp();
 
  Q_SIGNALS:
   void selectionChanged();
@@ -231,6 +246,10 @@ class TimelineView : public QAbstractScrollArea {
   QString playheadLabel_;
   StepMarks marks_;
   bool seeking_ = false;  // dragging the playhead
+  bool measuring_ = false;  // Shift+dragging a span
+  double measureStartX_ = 0;
+  std::optional<TimeSpan> measure_;
+  std::vector<ps::core::OpRef> searchMatches_;
 };
 
 }  // namespace ps::ui
