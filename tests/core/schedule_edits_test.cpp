@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "pipestudio/core/analysis/validator.h"
+#include "pipestudio/core/io/pytorch_csv.h"
 #include "pipestudio/core/planning/partition_search.h"
 
 using namespace ps::core;
@@ -98,4 +99,59 @@ TEST(ScheduleEdits, EditsThatDoNotApplySayWhy) {
   auto moved = moveStep(s, 0, 5, 3);
   ASSERT_TRUE(moved.ok());
   EXPECT_EQ(moved->devices[0][3].first, (Op{OpKind::B, 0, 2}));
+}
+
+namespace {
+
+// Device `d`'s order as PyTorch's action names, one string ("0F0 0SEND_F0 ...").
+std::string rowText(const Schedule& s, int d) {
+  std::string out;
+  for (const Step& st : s.devices[static_cast<size_t>(d)])
+    out += (out.empty() ? "" : " ") + pytorchStepText(s, st);
+  return out;
+}
+
+}  // namespace
+
+TEST(ScheduleEdits, MovingAmongComputeOpsCarriesTheirTransfers) {
+  // PyTorch 2.11's compute_comms lowering of 1F1B, 2 ranks, 2 micro-batches
+  // (tests/data/pytorch/1F1B_pp2_mb2_spr1_compute_comms.csv): rank 1 posts RECV_F1 before B0.
+  const std::string csv =
+      "0UNSHARD,0F0,0SEND_F0,0F1,0SEND_F1,0RECV_B0,0B0,0RECV_B1,0B1,0REDUCE_GRAD,0RESHARD\n"
+      "1UNSHARD,1RECV_F0,1F0,1RECV_F1,1B0,1SEND_B0,1F1,1B1,1SEND_B1,1REDUCE_GRAD,1RESHARD\n";
+  const Schedule s = readPytorchCsv(csv).value();
+  ASSERT_FALSE(hasErrors(validateSchedule(s).diagnostics));
+
+  // F1 one compute op earlier on rank 1: in front of B0 and its SEND, after its own RECV.
+  auto earlier = moveAmongCompute(s, 1, 6, -1);
+  ASSERT_TRUE(earlier.ok());
+  EXPECT_EQ(rowText(*earlier, 1), "1UNSHARD 1RECV_F0 1F0 1RECV_F1 1F1 1B0 1SEND_B0 1B1 1SEND_B1 1REDUCE_GRAD 1RESHARD");
+  EXPECT_FALSE(hasErrors(validateSchedule(*earlier).diagnostics));
+  // Once more: F1 takes its RECV along in front of F0 and F0's RECV.
+  auto again = moveAmongCompute(*earlier, 1, 4, -1);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(rowText(*again, 1), "1UNSHARD 1RECV_F1 1F1 1RECV_F0 1F0 1B0 1SEND_B0 1B1 1SEND_B1 1REDUCE_GRAD 1RESHARD");
+
+  // Rank 0's F1 moves later with its SEND, past RECV_B0 + B0 (the RECV belongs to B0).
+  auto later = moveAmongCompute(s, 0, 3, +1);
+  ASSERT_TRUE(later.ok());
+  EXPECT_EQ(rowText(*later, 0), "0UNSHARD 0F0 0SEND_F0 0RECV_B0 0B0 0F1 0SEND_F1 0RECV_B1 0B1 0REDUCE_GRAD 0RESHARD");
+  // And back: the inverse move restores the order.
+  auto back = moveAmongCompute(*later, 0, 5, -1);
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(*back, s);
+
+  // A transfer selected by itself moves one step; the ends of the row say so.
+  auto recv = moveAmongCompute(s, 1, 3, -1);
+  ASSERT_TRUE(recv.ok());
+  EXPECT_EQ(rowText(*recv, 1).substr(0, 33), "1UNSHARD 1RECV_F0 1RECV_F1 1F0 1B");
+  auto first = moveAmongCompute(s, 0, 0, -1);
+  ASSERT_FALSE(first.ok());
+  EXPECT_NE(first.error().message.find("already the first"), std::string::npos);
+  auto last = moveAmongCompute(s, 0, 10, +1);
+  ASSERT_FALSE(last.ok());
+  EXPECT_NE(last.error().message.find("already the last"), std::string::npos);
+  // Without transfers it is moveStep by one.
+  const Schedule g = threeForwardsThenBackwards();
+  EXPECT_EQ(moveAmongCompute(g, 0, 3, -1).value(), moveStep(g, 0, 3, 2).value());
 }

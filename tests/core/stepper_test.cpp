@@ -374,3 +374,32 @@ TEST(Stepper, StateAtEveryPositionAgreesWithADirectCount) {
     ASSERT_EQ(st.transfersInAir, air) << "pos " << pos;
   }
 }
+
+TEST(Stepper, WaitingForAnInputOnItsWayIsNotStuck) {
+  // A complete run: device 0 waits for B(1,0), which still runs at 3.0; nothing is stuck, it
+  // is the pipeline's normal wait.
+  Stepper s = make();
+  StepState st = s.stateAt(3.0);
+  EXPECT_TRUE(st.devices[0].blocked);
+  EXPECT_FALSE(isStuck(st.devices[0], st));
+  EXPECT_FALSE(isStuck(st.devices[1], st));  // running
+  // At the start the last stage waits for its first activation: warm-up, not an error.
+  StepState start = s.stateAfter(0);
+  EXPECT_TRUE(start.devices[1].blocked);
+  EXPECT_FALSE(isStuck(start.devices[1], start));
+
+  // A hung run: where it stopped, every idle device lacking an input is stuck; before the stop
+  // only the one whose input never ran is.
+  Timeline t = measured();
+  t.ops = {t.ops[0], t.ops[1], t.ops[2], t.ops[4], t.ops[5]};
+  t.transfers.push_back(transfer(0, 1, F(0, 1), F(1, 1), 2.0, std::numeric_limits<double>::infinity()));
+  t.complete = false;
+  Stepper hung = make(t);
+  StepState stop = hung.stopState();
+  EXPECT_TRUE(isStuck(stop.devices[0], stop));
+  EXPECT_TRUE(isStuck(stop.devices[1], stop));  // its input is in transit for ever
+  StepState early = hung.stateAt(3.0);
+  ASSERT_FALSE(early.stopped);
+  EXPECT_TRUE(early.devices[0].blocked);  // waits for B(1,0), still running
+  EXPECT_FALSE(isStuck(early.devices[0], early));
+}

@@ -4,10 +4,15 @@
 // one model, bundled sessions stay untouched, Ctrl+Y redoes, and one formatter for times and
 // bytes.
 #include <QAction>
+#include <QCheckBox>
+#include <QLabel>
+#include <QSettings>
+#include <QStatusBar>
 #include <QCryptographicHash>
 #include <QDir>
 #include <QDockWidget>
 #include <QFile>
+#include <QHeaderView>
 #include <QLineSeries>
 #include <QMenu>
 #include <QMenuBar>
@@ -16,6 +21,7 @@
 #include <QStandardPaths>
 #include <QTemporaryDir>
 #include <QToolBar>
+#include <QTextBrowser>
 #include <QToolButton>
 #include <QtTest>
 #include <functional>
@@ -33,12 +39,16 @@
 #include "pipestudio/core/io/dsl.h"
 #include "pipestudio/core/planning/generators.h"
 #include "pipestudio/sessions/session_store.h"
+#include "remote/run_dialog.h"
+#include "shell/help_dialog.h"
 #include "shell/main_window.h"
 #include "shell/template_dialog.h"
 #include "timeline/legend_bar.h"
 #include "timeline/timeline_geometry.h"
 #include "timeline/timeline_view.h"
 #include "ui_fixtures.h"
+#include "widgets/elided_label.h"
+#include "widgets/indicators.h"
 
 using namespace ps::core;
 using namespace ps::ui;
@@ -56,7 +66,7 @@ QString allText(const QTreeWidget* t) {
   QStringList out;
   std::function<void(const QTreeWidgetItem*)> walk = [&](const QTreeWidgetItem* it) {
     QStringList cols;
-    for (int c = 0; c < it->columnCount(); ++c) cols << it->text(c);
+    for (int c = 0; c < it->columnCount(); ++c) cols << QString(it->text(c)).replace(QLatin1Char('\n'), QLatin1Char(' '));
     out << cols.join(QLatin1Char('|'));
     for (int i = 0; i < it->childCount(); ++i) walk(it->child(i));
   };
@@ -147,6 +157,94 @@ class DesignerHonestyTest : public QObject {
     doc->undoStack()->undo();
     QVERIFY(doc->analysis().timeline.complete);
     QVERIFY(window_->summary()->currentValue(QStringLiteral("Makespan")).endsWith(QStringLiteral(" ms")));
+  }
+
+  // Issue 30 (7): a change is compared only like with like. Figures simulated with another
+  // cost model are not a baseline, and a schedule with errors now (over memory) is never
+  // "better", whatever its bubble.
+  void aChangeIsComparedOnlyLikeWithLike() {
+    ScheduleDocument* doc = window_->document();
+    SummaryPanel* sum = window_->summary();
+    CostProfile faster = doc->profile();
+    faster.name = "faster";
+    for (auto& l : faster.layers) l.forwardMs *= 0.5, l.backwardInputMs *= 0.5, l.backwardWeightMs *= 0.5;
+    doc->setProfile(faster, QStringLiteral("faster layers"));
+    QVERIFY(doc->analysis().makespan() < doc->savedMetrics().makespan);
+    for (const char* m : {"Makespan", "Bubble ratio", "Efficiency", "Peak memory", "Lower bound"}) {
+      QCOMPARE(sum->changeValue(QString::fromLatin1(m)), QStringLiteral("—"));
+      QVERIFY2(!isGreen(sum, QString::fromLatin1(m)), m);
+    }
+    QVERIFY2(sum->notes().join(QLatin1Char(' ')).contains(QStringLiteral("another cost model (default)")),
+             qPrintable(sum->notes().join(QLatin1Char(' '))));
+    doc->undoStack()->undo();  // the saved model again: figures compare
+    QCOMPARE(sum->changeValue(QStringLiteral("Makespan")), QStringLiteral("="));
+    QVERIFY(sum->notes().isEmpty());
+
+    // Same model: ZB-H2 has a smaller bubble than 1F1B but more activations in flight. With a
+    // memory limit between the two peaks it is over memory: its lower bubble is not green.
+    const Schedule zb = generate(ScheduleKind::ZBH2, 4, 8);
+    auto peak = [](const Analysis& a) {
+      std::int64_t p = 0;
+      for (const auto& d : a.timeline.metrics.devices) p = std::max(p, d.peakMemoryBytes);
+      return p;
+    };
+    const Analysis zbA = doc->analyze(zb);
+    QVERIFY(zbA.timeline.metrics.bubbleRatio < doc->analysis().timeline.metrics.bubbleRatio);
+    QVERIFY(peak(zbA) > peak(doc->analysis()));
+    CostProfile limited = doc->profile();
+    limited.deviceMemoryBytes = (peak(zbA) + peak(doc->analysis())) / 2;
+    doc->load(doc->schedule(), limited);  // the baseline: 1F1B, valid under the limit
+    QVERIFY(doc->analysis().valid());
+    doc->replaceSchedule(zb, QStringLiteral("ZB-H2"));
+    QVERIFY(!doc->analysis().valid());
+    QVERIFY(sum->changeValue(QStringLiteral("Bubble ratio")).startsWith(QLatin1Char('-')));
+    QVERIFY(!isGreen(sum, QStringLiteral("Bubble ratio")));
+    QVERIFY(!isGreen(sum, QStringLiteral("Efficiency")));
+    QVERIFY(!isGreen(sum, QStringLiteral("Makespan")));
+    QVERIFY2(sum->notes().join(QLatin1Char(' ')).contains(QStringLiteral("no change counts as better")),
+             qPrintable(sum->notes().join(QLatin1Char(' '))));
+  }
+
+  // Issue 30 (14): a finding is never cut at the dock's edge: it wraps onto more lines, the
+  // whole of it in the tooltip; the Summary's columns fit its width, Change elided with a
+  // tooltip rather than cut.
+  void findingsWrapAndTheSummaryFits() {
+    ScheduleDocument* doc = window_->document();
+    const int f2 = stepOf(doc->schedule(), 1, Op{OpKind::F, 1, 2});
+    const int b1 = stepOf(doc->schedule(), 1, Op{OpKind::B, 1, 1});
+    QVERIFY(doc->moveStep(1, f2, b1));  // a deadlock: long findings
+    DiagnosticsPanel panel;
+    DiagnosticsPanel* dp = &panel;
+    dp->setDiagnostics(doc->analysis().diagnostics);
+    dp->show();
+    for (int width : {260, 420}) {
+      dp->resize(width, 300);
+      QApplication::processEvents();
+      bool wrapped = false;
+      for (int i = 0; i < dp->topLevelItemCount(); ++i) {
+        const QTreeWidgetItem* it = dp->topLevelItem(i);
+        const QFontMetrics fm(it->font(0));
+        for (const QString& line : it->text(0).split(QLatin1Char('\n')))
+          QVERIFY2(fm.horizontalAdvance(line) <= dp->viewport()->width(), qPrintable(line));
+        wrapped |= it->text(0).contains(QLatin1Char('\n'));
+        QCOMPARE(QString(it->text(0)).replace(QLatin1Char('\n'), QString()).remove(QLatin1Char(' ')),
+                 dp->fullText(i).remove(QLatin1Char(' ')));
+      }
+      QVERIFY(wrapped);
+      QVERIFY(dp->header()->length() <= dp->viewport()->width());
+    }
+    doc->undoStack()->undo();
+    SummaryPanel summary;
+    SummaryPanel* sum = &summary;
+    sum->setMetrics(doc->analysis().timeline.metrics, doc->savedMetrics());
+    sum->show();
+    sum->resize(290, 400);  // the Summary dock's width at 1024 x 700
+    QApplication::processEvents();
+    QVERIFY2(sum->header()->sectionPosition(3) < sum->viewport()->width(),
+             qPrintable(QString::number(sum->header()->sectionPosition(3))));
+    const auto items = sum->findItems(QStringLiteral("Makespan"), Qt::MatchExactly, 0);
+    QVERIFY(!items.isEmpty());
+    QCOMPARE(items.front()->toolTip(3), items.front()->text(3));
   }
 
   // (1) A deadlocked compute_comms CSV: no "0.00 ms", no "bubble 0 %".
@@ -428,6 +526,80 @@ class DesignerHonestyTest : public QObject {
         for (QAction* b : a->menu()->actions())
           haveShortcuts |= b->text().remove(QLatin1Char('&')) == QStringLiteral("Keyboard Shortcuts");
     QVERIFY(haveShortcuts);
+  }
+
+  // Polish: the shortcuts page lists the timeline's own keys (generated from the view), and
+  // Save As has Ctrl+Shift+S.
+  void theShortcutsPageHasTheTimelineKeys() {
+    const QString html = window_->shortcutsHtml();
+    for (const char* s : {"W / S", "A / D", "Shift+drag", "Ctrl+wheel", "double-click", "Esc", "Home / End",
+                          "Ctrl+← / Ctrl+→", "Find Next"})
+      QVERIFY2(html.contains(QString::fromUtf8(s).toHtmlEscaped()), s);
+    QVERIFY(html.contains(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_S).toString(QKeySequence::NativeText)));
+    for (const auto& [keys, what] : TimelineView::inputHelp()) QVERIFY(html.contains(keys.toHtmlEscaped()));
+  }
+
+  // Polish: a long status message is elided before the "Measured:" label, whole in its tooltip.
+  void theStatusMessageNeverRunsIntoTheMeasuredLabel() {
+    window_->setMeasuredOverlay(ps::test::measuredCopy(window_->document()->analysis().timeline, 1.2),
+                                QStringLiteral("run 12 on gpu-host-with-a-long-name"));
+    const QString longText = QStringLiteral("A status message that goes on and on ").repeated(8);
+    window_->statusBar()->setSizeGripEnabled(true);
+    window_->showStatus(longText);
+    QApplication::processEvents();
+    QLabel* measured = nullptr;
+    for (QLabel* l : window_->statusBar()->findChildren<QLabel*>())
+      if (l->text().startsWith(QStringLiteral("Measured:"))) measured = l;
+    QVERIFY(measured && measured->isVisible());
+    auto* message = window_->statusBar()->findChild<ElidedLabel*>();
+    QVERIFY(message);
+    QCOMPARE(window_->statusText(), longText);
+    QVERIFY2(message->geometry().right() < measured->geometry().left(),
+             qPrintable(QStringLiteral("%1 vs %2").arg(message->geometry().right()).arg(measured->geometry().left())));
+    QVERIFY(message->text().endsWith(QStringLiteral("…")));
+    QCOMPARE(message->toolTip(), longText);
+  }
+
+  // Polish: check boxes stand out on the dark palette (Fusion outlines them with the window
+  // colour darkened).
+  void checkBoxesAreVisibleOnTheDarkPalette() {
+    const QPalette before = QApplication::palette();
+    QApplication::setPalette(darkPalette());
+    QTemporaryDir dir;
+    QSettings settings(dir.filePath(QStringLiteral("s.ini")), QSettings::IniFormat);
+    RunDialog d(nullptr, &settings);
+    d.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&d));
+    const QColor window = darkPalette().color(QPalette::Window);
+    const auto boxes = d.findChildren<QCheckBox*>();
+    QVERIFY(boxes.size() >= 2);
+    for (QCheckBox* b : boxes) {
+      const QColor outline = indicatorOutline(b->palette());
+      QVERIFY2(std::abs(outline.lightnessF() - window.lightnessF()) > 0.2,
+               qPrintable(b->text() + QStringLiteral(": ") + outline.name() + QStringLiteral(" on ") + window.name()));
+    }
+    d.close();
+    QApplication::setPalette(before);
+  }
+
+  // Issue 30 (15): Help › Documentation shows the guide in the program: from the docs found
+  // beside it, else the built-in copy, and says which; it never depends on a URL handler.
+  void documentationIsShownNeverSilently() {
+    DocumentationDialog builtIn{QString()};
+    QVERIFY(builtIn.showsBuiltInCopy());
+    QVERIFY2(builtIn.browser()->toPlainText().contains(QStringLiteral("The schedule designer")),
+             qPrintable(builtIn.browser()->toPlainText().left(200)));
+    QVERIFY(builtIn.whereText().contains(QStringLiteral("built into this program")));
+    QVERIFY(!builtIn.openExternally());
+    const QString docs = MainWindow::documentationDir();  // the source tree's docs/
+    QVERIFY(!docs.isEmpty());
+    DocumentationDialog fromDir(docs);
+    QVERIFY(!fromDir.showsBuiltInCopy());
+    QVERIFY(fromDir.browser()->toPlainText().contains(QStringLiteral("Keyboard Shortcuts")));
+    QVERIFY(fromDir.whereText().contains(QStringLiteral("gui.md")));
+    DocumentationDialog* shown = window_->showDocumentation();
+    QVERIFY(shown && shown->isVisible());
+    shown->close();
   }
 
   // Polish: the legend wraps instead of cutting entries off.

@@ -1,15 +1,26 @@
 // The designer end to end (offscreen): dragging ops, undo, diagnostics and outlines, file
 // round trips, the memory chart against the simulator, and the template dialog.
+#include <QDockWidget>
 #include <QSignalSpy>
+#include <QTreeWidget>
 #include <QStandardPaths>
 #include <QTableWidget>
+#include <QScrollBar>
 #include <QTemporaryDir>
+#include <QToolButton>
 #include <QtTest>
 #include <functional>
 
+#include "debugger/state_panel.h"
+#include "debugger/stepper_controller.h"
+#include "docks/search_dock.h"
+#include "docks/session_dock.h"
+#include "remote/profile_dialog.h"
+#include "remote/run_dialog.h"
 #include "document/schedule_document.h"
 #include "drag_util.h"
 #include "panels/diagnostics_panel.h"
+#include "panels/op_details_panel.h"
 #include "panels/memory_chart.h"
 #include "panels/properties_panel.h"
 #include "panels/summary_panel.h"
@@ -17,6 +28,7 @@
 #include "shell/main_window.h"
 #include "shell/template_dialog.h"
 #include "skip_in_ci.h"
+#include "timeline/legend_bar.h"
 #include "timeline/timeline_view.h"
 #include "ui_fixtures.h"
 
@@ -154,6 +166,214 @@ class DesignerTest : public QObject {
     QCOMPARE(doc->undoStack()->count(), 2);
   }
 
+  // Issue 30 (12): in a compute_comms CSV the arrows move an op among the compute ops and carry
+  // its own SEND/RECV; one step past its RECV would make B0 wait for a receive posted after it.
+  void arrowKeysCarryTransfersInACsv() {
+    QVERIFY(window_->openFile(
+        QStringLiteral(PIPESTUDIO_TEST_DATA_DIR "/pytorch/1F1B_pp2_mb2_spr1_compute_comms.csv"), true));
+    ScheduleDocument* doc = window_->document();
+    TimelineView* view = window_->timeline();
+    QVERIFY(doc->analysis().valid());
+    const Schedule before = doc->schedule();
+    const Op b0{OpKind::B, 0, 0};
+    view->selectOp(b0);
+    view->setFocus();
+    QTest::keyClick(view, Qt::Key_Left);
+    QCOMPARE(doc->undoStack()->count(), 1);
+    // Rank 0 was UNSHARD F0 SEND_F0 F1 SEND_F1 RECV_B0 B0 ...: B0 and its RECV go before F1.
+    const auto& row = doc->schedule().devices[0];
+    auto at = [&](const Op& o) { return stepOf(doc->schedule(), 0, o); };
+    const Op recvB0{OpKind::RecvB, 0, 0}, f1{OpKind::F, 0, 1}, sendF1{OpKind::SendF, 0, 1};
+    QCOMPARE(at(recvB0) + 1, at(b0));
+    QCOMPARE(at(b0) + 1, at(f1));
+    QCOMPARE(at(f1) + 1, at(sendF1));
+    QVERIFY(row.size() == 11);
+    QVERIFY2(doc->analysis().valid(), formatDiagnostics(doc->analysis().diagnostics).c_str());
+    QCOMPARE(*view->selectedOp(), b0);  // the selection follows the op
+    QTest::keyClick(view, Qt::Key_Right);
+    QVERIFY(doc->schedule() == before);  // back where it was
+  }
+
+  // Issue 30 (13): keyboard only. The first arrow selects an op to start from, the focused
+  // timeline shows a frame, and every button of the dialogs and docks has a mnemonic.
+  void theKeyboardAloneGetsStarted() {
+    ScheduleDocument* doc = window_->document();
+    TimelineView* view = window_->timeline();
+    view->selectOp(std::nullopt, false);
+    window_->activateWindow();
+    view->setFocus();
+    QTRY_VERIFY(view->hasFocus());
+    QTest::keyClick(view, Qt::Key_Right);
+    QVERIFY(view->selectedOp().has_value());
+    QCOMPARE(view->selection()->device, 0);
+    QCOMPARE(view->selection()->step, 0);
+    QCOMPARE(doc->undoStack()->count(), 0);  // selecting is not an edit
+    QTest::keyClick(view, Qt::Key_Right, Qt::ControlModifier);
+    QCOMPARE(view->selection()->step, 1);
+    QTest::keyClick(view, Qt::Key_End);
+    QCOMPARE(view->selection()->step, static_cast<int>(doc->schedule().devices[0].size()) - 1);
+    QTest::keyClick(view, Qt::Key_Home);
+    QCOMPARE(view->selection()->step, 0);
+    const double before = view->axis().pixelsPerMs();
+    QTest::keyClick(view, Qt::Key_Return);
+    QVERIFY(view->axis().pixelsPerMs() > before);
+
+    // The focus frame: the viewport's left edge in the selection colour while focused only.
+    const QColor frame = view->theme().highlight;
+    auto edge = [&] { return view->viewport()->grab().toImage().pixelColor(1, view->viewport()->height() / 2); };
+    QCOMPARE(edge(), frame);
+    window_->summary()->setFocusPolicy(Qt::StrongFocus);
+    window_->summary()->setFocus();
+    QTRY_VERIFY(!view->hasFocus());
+    QVERIFY(edge() != frame);
+
+    // Mnemonics on every button with text.
+    TemplateDialog templ(window_.get());
+    QList<QWidget*> roots{&templ, window_->searchDock(), window_->sessionDock(), window_->statePanel()->parentWidget(),
+                          RunDialog::showFor(window_.get()), ProfileDialog::showFor(window_.get())};
+    for (QWidget* root : roots)
+      for (QAbstractButton* b : root->findChildren<QAbstractButton*>()) {
+        if (b->text().isEmpty() || qobject_cast<QToolButton*>(b)) continue;
+        QVERIFY2(b->text().contains(QLatin1Char('&')),
+                 qPrintable(root->metaObject()->className() + QStringLiteral(": ") + b->text()));
+      }
+    for (QWidget* d : {static_cast<QWidget*>(RunDialog::showFor(window_.get())),
+                       static_cast<QWidget*>(ProfileDialog::showFor(window_.get()))})
+      d->close();
+  }
+
+  // Issue 30 (17): a .pipe program is exported as the program while it is unedited; once
+  // edited, the explicit form is written and the note says so.
+  void aProgramIsKeptUnlessEdited() {
+    QTemporaryDir dir;
+    QFile src(resourcesDir() + QStringLiteral("/schedules/1f1b.pipe"));
+    QVERIFY(src.open(QIODevice::ReadOnly));
+    const QByteArray program = src.readAll();
+    QVERIFY(isPipeProgram(QString::fromUtf8(program)));
+    const QString path = dir.filePath(QStringLiteral("prog.pipe"));
+    {
+      QFile f(path);
+      QVERIFY(f.open(QIODevice::WriteOnly));
+      f.write(program);
+    }
+    QVERIFY(window_->openFile(path, true));
+    ScheduleDocument* doc = window_->document();
+    QVERIFY(doc->isProgram());
+    auto read = [](const QString& p) {
+      QFile f(p);
+      return f.open(QIODevice::ReadOnly) ? f.readAll() : QByteArray();
+    };
+    const QString same = dir.filePath(QStringLiteral("same.pipe"));
+    QVERIFY(window_->exportFile(same));
+    QCOMPARE(read(same), program);
+    QCOMPARE(window_->lastExportNote(), QStringLiteral("the program as written"));
+    QVERIFY(doc->moveOp(0, 3, -1));
+    const QString flat = dir.filePath(QStringLiteral("flat.pipe"));
+    QVERIFY(window_->exportFile(flat));
+    const QByteArray text = read(flat);
+    QVERIFY(text != program);
+    QVERIFY(text.contains("device 0:"));
+    QVERIFY(!isPipeProgram(QString::fromUtf8(text)));
+    QVERIFY2(window_->lastExportNote().contains(QStringLiteral("explicit form")), qPrintable(window_->lastExportNote()));
+    QVERIFY(window_->lastExportNote().contains(QStringLiteral("edited")));
+    doc->undoStack()->undo();  // unedited again: the program once more
+    QVERIFY(window_->exportFile(flat));
+    QCOMPARE(read(flat), program);
+    // An explicit file is not a program.
+    QVERIFY(!isPipeProgram(QStringLiteral("devices 2 # {not a brace}\ndevice 0: F0 B0\ndevice 1: F0 B0\n")));
+  }
+
+  // Issue 30 (18): the template preview has a legend and shows every device's row whole.
+  void theTemplatePreviewHasALegendAndFits() {
+    TemplateDialog dlg(window_.get());
+    dlg.resize(820, 460);
+    dlg.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&dlg));
+    for (int devices : {4, 8, 16}) {
+      dlg.setKind(ScheduleKind::OneFOneB);
+      dlg.setDevices(devices);
+      dlg.setMicrobatches(2 * devices);
+      QApplication::processEvents();
+      TimelineView* p = dlg.preview();
+      QVERIFY(dlg.legend()->isVisible());
+      QVERIFY(dlg.legend()->labels().contains(QStringLiteral("Forward")));
+      QVERIFY(dlg.legend()->labels().contains(QStringLiteral("Backward")));
+      QVERIFY2(p->verticalScrollBar()->maximum() == 0,
+               qPrintable(QStringLiteral("%1 devices: %2 px of rows in %3")
+                              .arg(devices)
+                              .arg(p->rows().contentHeight(devices))
+                              .arg(p->viewport()->height())));
+      QCOMPARE(p->horizontalScrollBar()->maximum(), 0);  // fitted
+    }
+  }
+
+  // Issue 30 (20): the Op dock keeps the selected op's times, wait, critical-path step and its
+  // flow (inputs, the last to arrive marked; the ops waiting for it), a click away.
+  void theOpDockDetailsTheSelection() {
+    OpDetailsPanel* d = window_->opDetails();
+    QVERIFY(d);
+    QVERIFY(d->headerText().startsWith(QStringLiteral("Select an op")));
+    const Op b3{OpKind::B, 1, 3};
+    window_->timeline()->selectOp(b3);
+    QVERIFY2(d->headerText().contains(QStringLiteral("B3@s1")), qPrintable(d->headerText()));
+    const QString text = d->text();
+    for (const char* want : {"planned: ", "waited: ", "critical path: ", "memory after: ", "inputs: 2 op(s)",
+                             "  F3@s1: device 1", "  B3@s2: device 2", "waited on by: 1 op(s)", "  B3@s0: device 0"})
+      QVERIFY2(text.contains(QString::fromUtf8(want)), qPrintable(want + QStringLiteral("\n") + text));
+    QVERIFY2(text.contains(QStringLiteral("the last to arrive")), qPrintable(text));
+    QVERIFY2(text.contains(QStringLiteral("sent in")), qPrintable(text));  // B3@s2's gradient crossed a link
+    // The dock came to the front, and an input is a click away on the timeline.
+    auto* dock = window_->findChild<QDockWidget*>(QStringLiteral("dock.op"));
+    QVERIFY(dock && !dock->visibleRegion().isNull());
+    QTreeWidgetItem* inputs = d->tree()->findItems(QStringLiteral("inputs"), Qt::MatchExactly).value(0);
+    QVERIFY(inputs && inputs->childCount() == 2);
+    Q_EMIT d->tree()->itemClicked(inputs->child(1), 1);
+    QVERIFY(window_->timeline()->selectedOp() != b3);
+    QVERIFY(d->headerText().contains(QString::fromStdString(
+        window_->document()->schedule().opName(*window_->timeline()->selectedOp()))));
+  }
+
+  // Issue 30 (21): Shift+drag measures a span; its length is shown and Esc clears it.
+  void shiftDragMeasuresASpan() {
+    TimelineView* view = window_->timeline();
+    const double x0 = view->rows().labelWidth + view->axis().toX(2.0);
+    const double x1 = view->rows().labelWidth + view->axis().toX(7.0);
+    const int y = static_cast<int>(view->rows().rowTop(1) + 3);
+    QTest::mousePress(view->viewport(), Qt::LeftButton, Qt::ShiftModifier, QPoint(int(std::round(x0)), y));
+    QMouseEvent move(QEvent::MouseMove, QPointF(std::round(x1), y), view->viewport()->mapToGlobal(QPointF(x1, y)),
+                     Qt::NoButton, Qt::LeftButton, Qt::ShiftModifier);
+    QApplication::sendEvent(view->viewport(), &move);
+    QTest::mouseRelease(view->viewport(), Qt::LeftButton, Qt::ShiftModifier, QPoint(int(std::round(x1)), y));
+    QVERIFY(view->measuredSpan().has_value());
+    const double perPx = 1 / view->axis().pixelsPerMs();
+    QVERIFY2(std::abs(view->measuredSpan()->length() - 5.0) <= 2 * perPx,
+             qPrintable(QString::number(view->measuredSpan()->length())));
+    QVERIFY2(window_->statusText().startsWith(QStringLiteral("Span ")), qPrintable(window_->statusText()));
+    QCOMPARE(window_->document()->undoStack()->count(), 0);  // nothing was dragged
+    QVERIFY(!window_->stepperController()->engaged());     // nor the playhead moved
+    QTest::keyClick(view, Qt::Key_Escape);
+    QVERIFY(!view->measuredSpan().has_value());
+  }
+
+  // Issue 30 (22): W / S zoom, A / D pan, as in Perfetto.
+  void wasdZoomsAndPans() {
+    TimelineView* view = window_->timeline();
+    view->setFocus();
+    const double scale = view->axis().pixelsPerMs();
+    QTest::keyClick(view, Qt::Key_W);
+    QVERIFY(std::abs(view->axis().pixelsPerMs() - scale * kKeyZoomFactor) < 1e-9);
+    QTest::keyClick(view, Qt::Key_W);
+    const int before = view->horizontalScrollBar()->value();
+    QTest::keyClick(view, Qt::Key_D);
+    QVERIFY(view->horizontalScrollBar()->value() > before);
+    QTest::keyClick(view, Qt::Key_A);
+    QCOMPARE(view->horizontalScrollBar()->value(), before);
+    QTest::keyClick(view, Qt::Key_S);
+    QTest::keyClick(view, Qt::Key_S);
+    QVERIFY(std::abs(view->axis().pixelsPerMs() - scale) < 1e-9);
+    QCOMPARE(window_->document()->undoStack()->count(), 0);
+  }
+
   void openingAndSavingRoundTripsPipeAndCsv() {
     QTemporaryDir dir;
     QVERIFY(dir.isValid());
@@ -268,6 +488,44 @@ class DesignerTest : public QObject {
     const QString svg = dir.filePath(QStringLiteral("t.svg"));
     QVERIFY(window_->exportFile(svg));
     QVERIFY(QFileInfo(svg).size() > 1000);
+  }
+
+  // Issue 30 (8): an exported picture shows the schedule with its legend, not the debugging
+  // session (playhead, ops waiting or blocked at it).
+  void theExportedPictureHasALegendAndNoPlayhead() {
+    TimelineView* view = window_->timeline();
+    StepperController* sc = window_->stepperController();
+    for (int i = 0; i < 9; ++i) sc->next();
+    QVERIFY(view->playhead().has_value());
+    QVERIFY(!view->stepMarks().waiting.empty() || !view->stepMarks().blocked.empty());
+    auto count = [](const QImage& img, const QColor& c) {
+      int n = 0;
+      for (int y = 0; y < img.height(); ++y)
+        for (int x = 0; x < img.width(); ++x) n += img.pixelColor(x, y) == c;
+      return n;
+    };
+    const QColor playhead = view->theme().playhead;
+    // The window's rendering has the playhead: the colour is there to be found.
+    QVERIFY(count(view->renderImage(QSize(1200, 400)), playhead) > 50);
+    QTemporaryDir dir;
+    const QString png = dir.filePath(QStringLiteral("t.png"));
+    QVERIFY(window_->exportFile(png));
+    const QImage img(png);
+    QVERIFY(!img.isNull());
+    QCOMPARE(count(img, playhead), 0);
+    // The legend is above the timeline: its forward swatch lies above the ruler.
+    QVERIFY(img.height() > view->fullSize(2000).height());
+    const int legendHeight = img.height() - view->fullSize(2000).height();
+    bool swatch = false;
+    for (int y = 0; y < legendHeight && !swatch; ++y)
+      for (int x = 0; x < 60 && !swatch; ++x) swatch = img.pixelColor(x, y) == view->theme().kindColor(OpKind::F);
+    QVERIFY(swatch);
+    // The SVG likewise: no playhead colour in it.
+    const QString svg = dir.filePath(QStringLiteral("t.svg"));
+    QVERIFY(window_->exportFile(svg));
+    QFile f(svg);
+    QVERIFY(f.open(QIODevice::ReadOnly));
+    QVERIFY(!f.readAll().toLower().contains(playhead.name().toLatin1()));
   }
 
   void aBundledProfileReplacesTheCostModelAndUndoes() {

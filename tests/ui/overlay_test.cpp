@@ -11,6 +11,7 @@
 #include "document/schedule_document.h"
 #include "pipestudio/core/io/dsl.h"
 #include "pipestudio/core/planning/generators.h"
+#include "pipestudio/core/planning/schedule_edits.h"
 #include "shell/main_window.h"
 #include "timeline/timeline_view.h"
 #include "ui_fixtures.h"
@@ -261,6 +262,52 @@ class OverlayTest : public QObject {
     QCOMPARE(w.timeline()->overlayBlocks().size(), planned.ops.size());
     QVERIFY(w.statusText().contains(QStringLiteral("Run 7")));
     QVERIFY(w.deviation()->headline().contains(QStringLiteral("+25.0 %")));
+  }
+
+  void deviationOfAStalledPlanHasNoPlannedMakespan() {
+    // The run measured the valid 1F1B; the document is the same schedule with F2 moved after
+    // B1 on device 1: its simulation stalls.
+    const Schedule good = oneFOneB(4, 8);
+    MainWindow w;
+    ps::test::load(w, good, defaultCostProfile(good), QSize(1400, 900));
+    const Timeline run = measuredCopy(w.document()->analysis().timeline, 1.1);
+    Schedule stalled = good;
+    {
+      const auto& row = stalled.devices[1];
+      int f2 = -1, b1 = -1;
+      for (int i = 0; i < static_cast<int>(row.size()); ++i) {
+        if (row[static_cast<size_t>(i)].first == ps::test::op(OpKind::F, 1, 2)) f2 = i;
+        if (row[static_cast<size_t>(i)].first == ps::test::op(OpKind::B, 1, 1)) b1 = i;
+      }
+      QVERIFY(f2 >= 0 && b1 > f2);
+      stalled = moveStep(stalled, 1, f2, b1).value();
+    }
+    w.document()->load(stalled, defaultCostProfile(stalled));
+    QVERIFY(!simulationProgress(w.document()->analysis()).finished);
+    w.setMeasuredOverlay(run, QStringLiteral("run 3"));
+    const QString head = w.deviation()->headline();
+    QVERIFY2(head.contains(QStringLiteral("planned not available (stalled at")), qPrintable(head));
+    QVERIFY2(head.contains(QStringLiteral("the stalled plan never reached")), qPrintable(head));
+    QVERIFY2(head.contains(QStringLiteral(" 0 not in the plan")), qPrintable(head));
+    // Every measured op is one of the plan's: matched or never reached.
+    const Comparison* c = w.timeline()->comparison();
+    QVERIFY(c && !c->unmatchedMeasured.empty());
+    QVERIFY(head.contains(QStringLiteral("%1 measured op(s) the stalled plan").arg(c->unmatchedMeasured.size())));
+    // The plan is the uniform default model, and the dock says so.
+    QVERIFY2(head.contains(QStringLiteral("uniform default cost model")), qPrintable(head));
+    QVERIFY2(w.statusText().contains(QStringLiteral("the plan has none")), qPrintable(w.statusText()));
+
+    // A plan that runs to its end with a profile of its own: its makespan, no default-model note.
+    CostProfile own = defaultCostProfile(good);
+    own.name = "measured-gpt";
+    for (auto& l : own.layers) l.forwardMs *= 1.3;
+    w.document()->load(good, own);
+    w.setMeasuredOverlay(run, QStringLiteral("run 3"));
+    const QString head2 = w.deviation()->headline();
+    QVERIFY2(head2.contains(QStringLiteral("Makespan: planned ")) && !head2.contains(QStringLiteral("not available")),
+             qPrintable(head2));
+    QVERIFY(!head2.contains(QStringLiteral("default cost model")));
+    QVERIFY(head2.contains(QStringLiteral("measured-gpt")));
   }
 
   void malformedTraceShowsErrorAndKeepsDocument() {

@@ -9,6 +9,7 @@
 #include <QDoubleSpinBox>
 #include <QFile>
 #include <QLineEdit>
+#include <QMessageBox>
 #include <QProcess>
 #include <QProgressBar>
 #include <QPushButton>
@@ -16,6 +17,7 @@
 #include <QStandardItemModel>
 #include <QTemporaryDir>
 #include <QtTest>
+#include <memory>
 
 #include "docks/session_dock.h"
 #include "pipestudio/core/io/run_events.h"
@@ -61,6 +63,46 @@ class RunDialogTest : public QObject {
     // The dialog of a main window keeps its choices in the user's settings: use a scratch place.
     QVERIFY(home_.isValid());
     qputenv("XDG_CONFIG_HOME", home_.path().toUtf8());
+  }
+
+  // A run ending while the open session is read-only: the question says so (not "no session
+  // is open") and offers a copy of it, which is the user's to write.
+  void storingWithAReadOnlySessionOffersACopy() {
+    QTemporaryDir dir;
+    QSettings s(dir.filePath(QStringLiteral("s.ini")), QSettings::IniFormat);
+    RunDialog d(nullptr, &s);
+    const QString original = dir.filePath(QStringLiteral("example.session"));
+    {
+      auto store = ps::sessions::SessionStore::open(original.toStdString());
+      QVERIFY(store);
+      QVERIFY(store->addSchedule("pipeline", "devices 1\ndevice 0: F0 B0\n"));
+    }
+    std::unique_ptr<QMessageBox> readOnly(d.makeStorePrompt(original));
+    QVERIFY2(readOnly->text().contains(QStringLiteral("example.session, is read-only")), qPrintable(readOnly->text()));
+    QVERIFY(!readOnly->text().contains(QStringLiteral("No session is open")));
+    auto* saveAs = readOnly->findChild<QPushButton*>(QStringLiteral("saveSessionAs"));
+    QVERIFY(saveAs);
+    QCOMPARE(saveAs->text(), QStringLiteral("Save Session &As…"));
+    QCOMPARE(readOnly->defaultButton(), saveAs);
+    std::unique_ptr<QMessageBox> none(d.makeStorePrompt(QString()));
+    QVERIFY(none->text().startsWith(QStringLiteral("No session is open")));
+    QVERIFY(!none->findChild<QPushButton*>(QStringLiteral("saveSessionAs")));
+    // Every button has a mnemonic.
+    for (auto* b : readOnly->findChildren<QPushButton*>()) QVERIFY2(b->text().contains(QLatin1Char('&')), qPrintable(b->text()));
+
+    // The copy of a file the user cannot write can be written.
+    QFile::setPermissions(original, QFileDevice::ReadOwner | QFileDevice::ReadGroup);
+    const QString copy = dir.filePath(QStringLiteral("mine.session"));
+    QString error;
+    QVERIFY2(RunDialog::copySession(original, copy, &error), qPrintable(error));
+    QVERIFY(QFileInfo(copy).isWritable());
+    ps::sessions::OpenOptions rw;
+    rw.mode = ps::sessions::OpenMode::ReadWrite;
+    auto store = ps::sessions::SessionStore::open(copy.toStdString(), rw);
+    QVERIFY(store);
+    QVERIFY(!store->readOnly());
+    QVERIFY(store->addSchedule("another", "devices 1\ndevice 0: F0 B0\n"));
+    QVERIFY(!RunDialog::copySession(copy, copy, &error));
   }
 
   // A pipe cuts stderr anywhere: a line split over two reads is one line of the log, and a

@@ -211,7 +211,10 @@ class SearchDockTest : public QObject {
     const double shown = dock_->table()->item(0, SearchDock::ColMakespan)->data(Qt::UserRole).toDouble();
     QVERIFY(std::abs(doc->analysis().makespan() - shown) < 1e-6);
 
+    QVERIFY(dock_->infoText().contains(QStringLiteral("Undo restores")));
     doc->undoStack()->undo();
+    // The hint about undoing is gone once undone.
+    QVERIFY2(!dock_->infoText().contains(QStringLiteral("Undo restores")), qPrintable(dock_->infoText()));
     QVERIFY(doc->schedule() == before);
     QCOMPARE(printDsl(doc->schedule()), dslBefore);
     QCOMPARE(costProfileToJson(doc->profile()), profileBefore);
@@ -239,6 +242,25 @@ class SearchDockTest : public QObject {
     dock_->useDocumentProfile();
     QVERIFY(dock_->usesDocumentProfile());
     QVERIFY(dock_->profileLabel().startsWith(QStringLiteral("document")));
+  }
+
+  void aNewDocumentClearsTheCandidates() {
+    setInputs(dock_, 4, 8, 0.5);
+    QSignalSpy done(dock_, &SearchDock::searchFinished);
+    QVERIFY(dock_->start());
+    QVERIFY(waitFinished(dock_, done, 60000));
+    QVERIFY(dock_->table()->rowCount() > 0);
+    // File > New: 2 devices, the default profile. The 4-device candidates must not stay on offer.
+    const Schedule fresh = oneFOneB(2, 4);
+    window_->document()->load(fresh, defaultCostProfile(fresh));
+    QCOMPARE(dock_->table()->rowCount(), 0);
+    QVERIFY(!dock_->result());
+    QVERIFY(!dock_->openButton()->isEnabled());
+    QVERIFY(dock_->bestSeries()->count() == 0);
+    QVERIFY2(dock_->infoText().contains(QStringLiteral("cleared")), qPrintable(dock_->infoText()));
+    QVERIFY(!dock_->openAsDesign(0));
+    QVERIFY(window_->document()->schedule() == fresh);
+    QCOMPARE(dock_->devicesBox()->value(), 2);  // the inputs follow the new document
   }
 
   void memoryBoundCandidatesOpenToo() {

@@ -5,6 +5,7 @@
 
 #include <QFile>
 #include <QFileInfo>
+#include <QPushButton>
 #include <QSignalSpy>
 #include <QStandardItemModel>
 #include <QStandardPaths>
@@ -102,6 +103,47 @@ class SessionDockTest : public QObject {
     QVERIFY2(rec.ok(), formatDiagnostics(rec.errors()).c_str());
     run_ = rec->runId;
     runSchedule_ = rec->scheduleId;
+  }
+
+  // Issue 30 (16): two runs side by side on the Runs tab, and op by op when they are runs of
+  // one schedule version.
+  void runsCompareSideBySide() {
+    qint64 second = 0;
+    {
+      auto store = sessions::SessionStore::open(path_.toStdString());
+      QVERIFY(store.ok());
+      // A second run of the same version, 1.5x slower forwards.
+      Timeline slower = runTimeline_;
+      for (auto& o : slower.ops)
+        if (o.op.kind == OpKind::F) o.end = o.start + (o.end - o.start) * 1.5;
+      slower.metrics = computeMetrics(slower);
+      sessions::RunRecordingRequest req;
+      req.scheduleName = "pipeline";
+      req.pipeText = gpipeText_;
+      req.run.label = "slower run";
+      auto rec = sessions::recordRun(*store, req, slower);
+      QVERIFY2(rec.ok(), formatDiagnostics(rec.errors()).c_str());
+      second = rec->runId;
+      QCOMPARE(rec->scheduleId, runSchedule_);
+    }
+    SessionDock dock;
+    QVERIFY(dock.openSession(path_));
+    QVERIFY(!dock.runCompareButton()->isEnabled());
+    dock.runsView()->selectAll();
+    QVERIFY(dock.runCompareButton()->isEnabled());
+    dock.runCompareButton()->click();
+    const QString text = dock.runCompareText();
+    QVERIFY2(text.contains(QStringLiteral("run %1 gpipe run").arg(run_)), qPrintable(text));
+    QVERIFY2(text.contains(QStringLiteral("run %1 slower run").arg(second)), qPrintable(text));
+    QVERIFY2(text.contains(QStringLiteral("run %1 − run %2: makespan").arg(second).arg(run_)), qPrintable(text));
+    QVERIFY2(text.contains(QStringLiteral("F 1.50×")), qPrintable(text));
+    QVERIFY2(text.contains(QStringLiteral("B 1.00×")), qPrintable(text));
+    QStringList perKind;
+    const auto runs = dock.compareRuns({run_, second}, &perKind);
+    QCOMPARE(runs.size(), size_t{2});
+    QVERIFY(runs[0].ok && runs[1].ok);
+    QCOMPARE(runs[1].ops, runs[0].ops);
+    QCOMPARE(runs[0].label, QStringLiteral("gpipe run"));
   }
 
   void listsShowVersionsRunsAndProfiles() {

@@ -8,6 +8,7 @@
 #include <QMouseEvent>
 #include <QPushButton>
 #include <QStandardPaths>
+#include <QTemporaryDir>
 #include <QTreeWidget>
 #include <QtTest>
 #include <cmath>
@@ -17,6 +18,7 @@
 #include "document/schedule_document.h"
 #include "panels/diagnostics_panel.h"
 #include "panels/memory_chart.h"
+#include "pipestudio/core/io/dsl.h"
 #include "pipestudio/core/planning/generators.h"
 #include "shell/main_window.h"
 #include "timeline/timeline_view.h"
@@ -206,7 +208,7 @@ class StepperGuiTest : public QObject {
     panel->setDraft(end);
     QPushButton* add = nullptr;
     for (auto* b : panel->findChildren<QPushButton*>())
-      if (b->text() == QStringLiteral("Add")) add = b;
+      if (b->text().remove(QLatin1Char('&')) == QStringLiteral("Add")) add = b;
     QVERIFY(add);
     add->click();
     QCOMPARE(sc->breakpoints().size(), size_t{2});
@@ -256,19 +258,22 @@ class StepperGuiTest : public QObject {
     QVERIFY2(
         anyRowContains(waits1, QStringLiteral("waits for: F0@s0 on device 0: in-transit (arrives 3.00 ms)")),
         qPrintable(waits1.join('\n')));
-    QVERIFY(sp->deviceItem(1)->text(1).startsWith(QStringLiteral("blocked")));
+    // Waiting for an activation in the air is the pipeline's normal wait, not "blocked".
+    QVERIFY2(sp->deviceItem(1)->text(1).startsWith(QStringLiteral("waiting")), qPrintable(sp->deviceItem(1)->text(1)));
+    QVERIFY(!sp->deviceItem(1)->font(1).bold());
     QVERIFY(StatePanel::rows(sp->transfersItem())
                 .join('\n')
                 .contains(QStringLiteral("F0@s0 → F0@s1: device 0 → 1, 2.00 → 3.00 ms")));
     // Measured memory at the playhead, and the plan's at the same progress.
     QVERIFY(anyRowContains(d0, QStringLiteral("memory: 200 MiB measured")));
-    // The timeline marks device 1's blocked op and the running one.
+    // The timeline marks device 1's waiting op (not red) and the running one.
     const auto& marks = w.timeline()->stepMarks();
     QCOMPARE(marks.running.size(), size_t{1});
     QCOMPARE(marks.running[0].second, op(OpKind::F, 0, 1));
-    QCOMPARE(marks.blocked.size(), size_t{1});
-    QCOMPARE(marks.blocked[0].first, 1);
-    QCOMPARE(marks.blocked[0].second, op(OpKind::F, 1, 0));
+    QVERIFY(marks.blocked.empty());
+    QCOMPARE(marks.waiting.size(), size_t{1});
+    QCOMPARE(marks.waiting[0].first, 1);
+    QCOMPARE(marks.waiting[0].second, op(OpKind::F, 1, 0));
 
     // t = 6: device 0 is blocked on B0@s1, still running on device 1; both hold micro-batch 0.
     sc->seekTime(6);
@@ -277,7 +282,7 @@ class StepperGuiTest : public QObject {
     QVERIFY2(anyRowContains(d1, QStringLiteral("running: B0@s1  (5.00 ms → 8.00 ms)")),
              qPrintable(d1.join('\n')));
     QVERIFY2(anyRowContains(d0, QStringLiteral("next: B0@s0")), qPrintable(d0.join('\n')));
-    QVERIFY(sp->deviceItem(0)->text(1).startsWith(QStringLiteral("blocked")));
+    QVERIFY(sp->deviceItem(0)->text(1).startsWith(QStringLiteral("waiting")));
     QVERIFY(sp->deviceItem(0)->text(1).contains(QStringLiteral("2 / 4 ops done")));
     const QStringList waits0 = StatePanel::rows(sp->deviceItem(0)->child(0));
     QVERIFY2(anyRowContains(waits0, QStringLiteral("waits for: B0@s1 on device 1: running")),
@@ -294,9 +299,9 @@ class StepperGuiTest : public QObject {
     QVERIFY(w.timeline()->selectedOp().has_value());
     QCOMPARE(*w.timeline()->selectedOp(), op(OpKind::B, 1, 0));
 
-    // The run's overlay refreshed (a live run's ops arriving) keeps the playhead.
-    w.setMeasuredOverlay(handRun(), QStringLiteral("hand, refreshed"));
-    QCOMPARE(sc->time(), 6.0);
+    // Another run laid over the plan opens at its own start, not at this one's playhead.
+    w.setMeasuredOverlay(handRun(), QStringLiteral("hand, again"));
+    QCOMPARE(sc->position(), size_t{0});
 
     // At the end both devices are finished.
     sc->goToEnd();
@@ -398,9 +403,9 @@ class StepperGuiTest : public QObject {
 
     // The diagnostics dock heads with the run's failure.
     DiagnosticsPanel* dp = w.diagnostics();
-    QVERIFY(dp->topLevelItem(0)->text(0).contains(QStringLiteral("stopped at 5.00 ms")));
-    QVERIFY(dp->topLevelItem(1)->text(0).contains(QStringLiteral("CUDA out of memory")));
-    QVERIFY(dp->topLevelItem(2)->text(0).contains(QStringLiteral("twice its planned time")));
+    QVERIFY(dp->fullText(0).contains(QStringLiteral("stopped at 5.00 ms")));
+    QVERIFY(dp->fullText(1).contains(QStringLiteral("CUDA out of memory")));
+    QVERIFY(dp->fullText(2).contains(QStringLiteral("twice its planned time")));
     // F1@s0 ran 2-4 ms: past at the stop, current at 3 ms, later at 1 ms.
     QCOMPARE(dp->markOf(2), DiagnosticsPanel::PlayheadMark::None);
     QCOMPARE(dp->markOf(1), DiagnosticsPanel::PlayheadMark::None);  // B0@s1 never ran
@@ -411,10 +416,138 @@ class StepperGuiTest : public QObject {
     QCOMPARE(dp->markOf(2), DiagnosticsPanel::PlayheadMark::Later);
     QVERIFY(!dp->topLevelItem(2)->font(0).bold());
 
-    // Clearing the overlay steps the plan again, and the failure leaves the dock.
+    // Clearing the overlay returns to the plain designer: no step mode, and the failure
+    // leaves the dock.
     w.clearMeasuredOverlay();
     QVERIFY(!sc->stepsMeasured());
-    QVERIFY(!dp->topLevelItem(0)->text(0).contains(QStringLiteral("stopped")));
+    QVERIFY(!sc->engaged());
+    QVERIFY(!w.timeline()->playhead().has_value());
+    QVERIFY(w.timeline()->stepMarks().blocked.empty());
+    QVERIFY(!dp->fullText(0).contains(QStringLiteral("stopped")));
+  }
+
+  void aNewRunNeverInheritsTheLastOnesPlayhead() {
+    MainWindow w;
+    ps::test::load(w, oneFOneB(2, 2), defaultCostProfile(2), QSize(1400, 900));
+    StepperController* sc = w.stepperController();
+    StatePanel* sp = w.statePanel();
+    // A long run, cancelled: it opens where it stopped (13 x 60 = 780 ms).
+    Timeline longRun = handRun();
+    for (auto& o : longRun.ops) o.start *= 60, o.end *= 60;
+    for (auto& t : longRun.transfers) t.start *= 60, t.end *= 60;
+    for (auto& curve : longRun.memory)
+      for (auto& m : curve) m.time *= 60;
+    std::erase_if(longRun.ops, [](const TimelineOp& o) { return o.start >= 800; });
+    longRun.complete = false;
+    longRun.diagnostics = {makeError("run.cancelled", "cancelled on This machine after 7 ops")};
+    longRun.metrics = computeMetrics(longRun);
+    w.setMeasuredOverlay(longRun, QStringLiteral("run on This machine"));
+    QCOMPARE(sc->time(), 780.0);
+    QVERIFY(sp->headerText().contains(QStringLiteral("t = 780.00 ms")));
+
+    // The next, much shorter run: its first ops arrive live. The playhead is on it, at its start.
+    Timeline partial = handRun();
+    std::erase_if(partial.ops, [](const TimelineOp& o) { return o.start >= 5; });
+    partial.complete = false;
+    partial.metrics = computeMetrics(partial);
+    w.setMeasuredOverlay(partial, QStringLiteral("run on This machine"), true);
+    const Stepper* s = sc->stepper();
+    QVERIFY(s);
+    QVERIFY2(sc->time() <= s->timeAt(s->size()), qPrintable(QString::number(sc->time())));
+    QCOMPARE(sc->position(), size_t{0});
+    QVERIFY2(!sp->headerText().contains(QStringLiteral("780")), qPrintable(sp->headerText()));
+    QVERIFY(*w.timeline()->playhead() <= w.timeline()->comparison()->align(s->timeAt(s->size())) + 1e-9);
+    // While it runs, the user's playhead stays as more ops arrive, and when it ends.
+    sc->seekTime(3);
+    w.setMeasuredOverlay(partial, QStringLiteral("run on This machine"), true);
+    QCOMPARE(sc->time(), 3.0);
+    w.setMeasuredOverlay(handRun(), QStringLiteral("run on This machine"));
+    QCOMPARE(sc->time(), 3.0);
+    QVERIFY(sp->headerText().contains(QStringLiteral("t = 3.00 ms")));
+  }
+
+  void aCancelledRunIsNotAFailure() {
+    MainWindow w;
+    ps::test::load(w, oneFOneB(2, 2), defaultCostProfile(2), QSize(1400, 900));
+    Timeline t = handRun();
+    std::erase_if(t.ops, [](const TimelineOp& o) { return o.start >= 5; });
+    std::erase_if(t.transfers, [](const Transfer& x) { return x.start >= 5; });
+    t.complete = false;
+    t.diagnostics = {makeError("run.cancelled", "cancelled on This machine after 4 ops")};
+    t.metrics = computeMetrics(t);
+    w.setMeasuredOverlay(t, QStringLiteral("run on This machine"));
+    StepperController* sc = w.stepperController();
+    QVERIFY(sc->isCancelled());
+    QCOMPARE(sc->time(), 5.0);
+    StatePanel* sp = w.statePanel();
+    QVERIFY2(sp->headerText().contains(QStringLiteral("Cancelled here")), qPrintable(sp->headerText()));
+    QVERIFY(!sp->headerText().contains(QStringLiteral("Stopped here")));
+    QVERIFY2(sp->deviceItem(0)->text(1).startsWith(QStringLiteral("stopped (cancelled)")),
+             qPrintable(sp->deviceItem(0)->text(1)));
+    QVERIFY(!sp->deviceItem(0)->font(1).bold());
+    const QStringList waits = StatePanel::rows(sp->deviceItem(0)->child(0));
+    QVERIFY2(anyRowContains(waits, QStringLiteral("not run (cancelled before it)")), qPrintable(waits.join('\n')));
+    QVERIFY(w.timeline()->stepMarks().blocked.empty());
+    QVERIFY2(w.statusText().startsWith(QStringLiteral("Run cancelled at 5.00 ms")), qPrintable(w.statusText()));
+    QVERIFY(!w.statusText().contains(QStringLiteral("did not finish")));
+    QVERIFY2(w.diagnostics()->fullText(0).contains(QStringLiteral("was cancelled at 5.00 ms")),
+             qPrintable(w.diagnostics()->fullText(0)));
+  }
+
+  void warmUpIsWaitingNotBlocked() {
+    MainWindow w;
+    ps::test::load(w, oneFOneB(4, 8), defaultCostProfile(4), QSize(1400, 900));
+    StepperController* sc = w.stepperController();
+    sc->startAction()->trigger();
+    StatePanel* sp = w.statePanel();
+    // At t = 0 devices 1-3 wait for their first activation: the pipeline filling.
+    for (int d = 1; d < 4; ++d) {
+      QVERIFY2(sp->deviceItem(d)->text(1).startsWith(QStringLiteral("waiting")),
+               qPrintable(sp->deviceItem(d)->text(1)));
+      QVERIFY(!sp->deviceItem(d)->font(1).bold());
+    }
+    QVERIFY(w.timeline()->stepMarks().blocked.empty());
+    QCOMPARE(w.timeline()->stepMarks().waiting.size(), size_t{3});
+  }
+
+  void memoryOfADeviceThatHasNotStarted() {
+    // A measured run without a plan's memory: device 1 records nothing before its first op.
+    Timeline t = handRun();
+    t.memory[1] = {};
+    auto s = Stepper::make(t, oneFOneB(2, 2));
+    QVERIFY(s.ok());
+    StatePanel sp;
+    sp.setState(s->stateAt(1.0), *s, true);
+    QVERIFY2(anyRowContains(StatePanel::rows(sp.deviceItem(1)), QStringLiteral("memory: none yet (not started)")),
+             qPrintable(sp.text()));
+    sp.setState(s->stateAt(4.0), *s, true);
+    QVERIFY2(anyRowContains(StatePanel::rows(sp.deviceItem(1)), QStringLiteral("memory: not recorded")),
+             qPrintable(sp.text()));
+  }
+
+  void openingAnotherScheduleLeavesStepMode() {
+    MainWindow w;
+    ps::test::load(w, oneFOneB(2, 2), defaultCostProfile(2), QSize(1400, 900));
+    w.setMeasuredOverlay(handRun(), QStringLiteral("hand"));
+    StepperController* sc = w.stepperController();
+    QVERIFY(sc->engaged());
+    // File > Open of a 4-device schedule: the overlay is not a run of it, and debugging stops.
+    QTemporaryDir dir;
+    const QString path = dir.filePath(QStringLiteral("four.pipe"));
+    {
+      QFile f(path);
+      QVERIFY(f.open(QIODevice::WriteOnly));
+      f.write(QByteArray::fromStdString(printDsl(oneFOneB(4, 8))));
+    }
+    QVERIFY(w.openFile(path, true));
+    QApplication::processEvents();
+    QVERIFY(!w.timeline()->hasOverlay());
+    QVERIFY(!sc->engaged());
+    QVERIFY(!w.timeline()->playhead().has_value());
+    QVERIFY(w.timeline()->stepMarks().blocked.empty());
+    QVERIFY(w.timeline()->stepMarks().waiting.empty());
+    QVERIFY2(w.statePanel()->headerText().startsWith(QStringLiteral("Step through")),
+             qPrintable(w.statePanel()->headerText()));
   }
 };
 

@@ -256,6 +256,30 @@ class TimelineGeometryTest : public QObject {
     QVERIFY(!addOffloadReload(*o, OpRef{0, 0}).ok());  // already offloaded
     QVERIFY(!addOffloadReload(s, OpRef{1, 0}).ok());   // F0@s1 is followed at once by its B
   }
+
+  // Issue 30 (21): Shift+drag measures the time between two pointer positions.
+  void aSpanIsOrderedAndNeverBeforeZero() {
+    const TimeAxis ax(10.0, 50.0);  // 10 px per ms, scrolled 5 ms in
+    const TimeSpan s = spanBetween(ax, 150, 50);  // dragged leftwards
+    QCOMPARE(s.from, 10.0);
+    QCOMPARE(s.to, 20.0);
+    QCOMPARE(s.length(), 10.0);
+    QCOMPARE(spanBetween(ax, -200, 0).from, 0.0);  // left of the start
+  }
+
+  // Polish: arrow labels that would print over each other stack instead.
+  void labelsDoNotOverlap() {
+    std::vector<LabelBox> taken;
+    const LabelBox want{100, 50, 60, 14};
+    for (int i = 0; i < 3; ++i) {
+      const LabelBox b = placeLabel(want, taken);
+      for (const LabelBox& t : taken) QVERIFY(!b.intersects(t));
+      taken.push_back(b);
+    }
+    QCOMPARE(taken[0].y, 50.0);
+    QVERIFY(taken[1].y < taken[0].y && taken[2].y < taken[1].y);
+    QCOMPARE(placeLabel(LabelBox{300, 50, 60, 14}, taken).y, 50.0);  // apart: where it wants
+  }
 };
 
 QTEST_APPLESS_MAIN(TimelineGeometryTest)

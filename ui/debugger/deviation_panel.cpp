@@ -17,6 +17,7 @@ DeviationPanel::DeviationPanel(QWidget* parent) : QWidget(parent) {
   headline_ =
       new QLabel(tr("No measured overlay. File › Open Measured Trace… or open a run from a session."));
   headline_->setWordWrap(true);
+  headline_->setTextFormat(Qt::RichText);
   table_ = new QTableWidget(0, 6);
   table_->setHorizontalHeaderLabels(
       {tr("Group"), tr("Ops"), tr("Planned ms"), tr("Measured ms"), tr("Ratio"), tr("Mean |err|")});
@@ -32,23 +33,42 @@ QString DeviationPanel::headline() const {
   return headline_->text();
 }
 
-void DeviationPanel::setComparison(const Comparison* c) {
+void DeviationPanel::setComparison(const Comparison* c, const PlanContext& plan) {
   table_->setRowCount(0);
   if (!c) {
     headline_->setText(tr("No measured overlay. File › Open Measured Trace… or open a run from a session."));
+    headline_->setToolTip(QString());
     return;
   }
-  headline_->setText(tr("Makespan: planned %1 ms, measured %2 ms (%3%4 %) · %5 matched, %6 not in the plan, "
-                        "%7 planned ops not measured · alignment %8")
-                         .arg(c->plannedMakespan, 0, 'f', 2)
-                         .arg(c->measuredMakespan, 0, 'f', 2)
-                         .arg(c->relativeError >= 0 ? QStringLiteral("+") : QString())
-                         .arg(c->relativeError * 100, 0, 'f', 1)
-                         .arg(c->matches.size())
-                         .arg(c->unmatchedMeasured.size())
-                         .arg(c->unmatchedPlanned.size())
-                         .arg(QString::fromUtf8(alignmentName(c->alignment).data(),
-                                                static_cast<int>(alignmentName(c->alignment).size()))));
+  QString head;
+  if (plan.progress.finished)
+    head = tr("Makespan: planned %1 ms, measured %2 ms (%3%4 %)")
+               .arg(c->plannedMakespan, 0, 'f', 2)
+               .arg(c->measuredMakespan, 0, 'f', 2)
+               .arg(c->relativeError >= 0 ? QStringLiteral("+") : QString())
+               .arg(c->relativeError * 100, 0, 'f', 1);
+  else  // a stalled plan has no makespan to compare with: its partial one is no prediction
+    head = tr("Makespan: planned %1, measured %2 ms")
+               .arg(notAvailableText(plan.progress))
+               .arg(c->measuredMakespan, 0, 'f', 2);
+  head += tr(" · %1 matched").arg(c->matches.size());
+  if (plan.notReached > 0)
+    head += tr(" · %n measured op(s) the stalled plan never reached", nullptr, plan.notReached);
+  const int notInPlan = plan.notReached > 0 || plan.notInPlan > 0 ? plan.notInPlan
+                                                                   : static_cast<int>(c->unmatchedMeasured.size());
+  head += tr(" · %1 not in the plan · %2 planned ops not measured · alignment %3")
+              .arg(notInPlan)
+              .arg(c->unmatchedPlanned.size())
+              .arg(QString::fromUtf8(alignmentName(c->alignment).data(),
+                                     static_cast<int>(alignmentName(c->alignment).size())));
+  if (plan.defaultModel)
+    head += tr("<br><b>The plan uses the uniform default cost model</b>, not this model's costs: "
+               "Run › Profile Model… measures them.");
+  else if (!plan.costModel.isEmpty())
+    head += tr("<br>Planned with the cost profile %1.").arg(plan.costModel.toHtmlEscaped());
+  headline_->setText(head);
+  headline_->setToolTip(tr("Planned times come from the document's cost model (%1)")
+                            .arg(plan.costModel.isEmpty() ? tr("unnamed") : plan.costModel));
   std::vector<const ErrorStats*> rows{&c->overall};
   for (const auto& e : c->byKind) rows.push_back(&e);
   for (const auto& e : c->byDevice) rows.push_back(&e);

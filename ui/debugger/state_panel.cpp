@@ -117,6 +117,11 @@ void StatePanel::setState(const StepState& st, const Stepper& stepper, bool meas
                                    : tr("planned (simulated) timeline"));
   if (st.stopped && live_) {
     head += tr("<br>The run is still going: the newest measured event so far.");
+  } else if (st.stopped && cancelled_) {
+    const QString why = st.diagnostics.empty()
+                            ? tr("the run was cancelled")
+                            : QString::fromStdString(st.diagnostics.front().message).toHtmlEscaped();
+    head += tr("<br><b>Cancelled here:</b> %1").arg(why);
   } else if (st.stopped) {
     QString why = st.diagnostics.empty()
                       ? tr("the timeline is incomplete")
@@ -142,7 +147,11 @@ void StatePanel::setState(const StepState& st, const Stepper& stepper, bool meas
     } else if (d.finished) {
       status = tr("finished");
       dev->setForeground(1, muted);
-    } else if (d.blocked && live_) {
+    } else if (d.blocked && cancelled_ && st.stopped) {
+      status = tr("stopped (cancelled)");
+      dev->setForeground(1, muted);
+    } else if (d.blocked && (live_ || cancelled_ || !isStuck(d, st))) {
+      // An input on its way (the pipeline filling, a producer running): the normal wait.
       status = tr("waiting");
       dev->setForeground(1, muted);
     } else if (d.blocked) {
@@ -170,14 +179,14 @@ void StatePanel::setState(const StepState& st, const Stepper& stepper, bool meas
         v += tr("  waits for %n input(s)", nullptr, static_cast<int>(w.missing.size()));
       auto* n = addRow(dev, tr("next"), v);
       setOp(n, w.op);
-      if (!w.missing.empty() && d.blocked && !live_) n->setForeground(1, kRed);
+      const bool stuck = !live_ && !cancelled_ && isStuck(d, st);
+      if (!w.missing.empty() && stuck) n->setForeground(1, kRed);
       for (const InputWait& m : w.missing) {
-        const bool pending = live_ && m.status == InputStatus::NeverRan;
-        QString mv =
-            tr("%1 on device %2: %3")
-                .arg(name(m.input))
-                .arg(m.device)
-                .arg(pending ? tr("not measured yet") : QString::fromUtf8(inputStatusName(m.status).data()));
+        const bool pending = (live_ || cancelled_) && m.status == InputStatus::NeverRan;
+        const QString status = !pending ? QString::fromUtf8(inputStatusName(m.status).data())
+                               : live_  ? tr("not measured yet")
+                                        : tr("not run (cancelled before it)");
+        QString mv = tr("%1 on device %2: %3").arg(name(m.input)).arg(m.device).arg(status);
         if (m.status == InputStatus::InTransit && m.transfer && *m.transfer < tl.transfers.size())
           mv += tr(" (arrives %1 ms)").arg(fmtMs(tl.transfers[*m.transfer].end));
         auto* c = addRow(n, tr("waits for"), mv);
@@ -208,7 +217,9 @@ void StatePanel::setState(const StepState& st, const Stepper& stepper, bool meas
       if (!mem.isEmpty()) mem += QStringLiteral(" · ");
       mem += fmtBytes(*d.plannedMemoryBytes) + tr(" planned");
     }
-    if (mem.isEmpty()) mem = tr("not recorded");
+    // A device that has not started holds nothing measured yet: that is not a gap in the record.
+    if (mem.isEmpty())
+      mem = d.opsDone == 0 && d.running.empty() ? tr("none yet (not started)") : tr("not recorded");
     addRow(dev, tr("memory"), mem);
     dev->setExpanded(!collapsed[dev->text(0)]);
   }
@@ -288,8 +299,8 @@ BreakpointsPanel::BreakpointsPanel(QWidget* parent) : QWidget(parent) {
   on_ = new QComboBox;
   on_->addItem(tr("starts"));
   on_->addItem(tr("ends"));
-  auto* add = new QPushButton(tr("Add"));
-  auto* remove = new QPushButton(tr("Remove"));
+  auto* add = new QPushButton(tr("&Add"));
+  auto* remove = new QPushButton(tr("Re&move"));
   // Two narrow columns: the dock stays narrow.
   auto* grid = new QGridLayout;
   grid->setContentsMargins(0, 0, 0, 0);

@@ -30,6 +30,9 @@ class StatePanel : public QWidget {
   // the end of its stream is not where it stopped.
   void setLive(bool live) { live_ = live; }
   bool isLive() const { return live_; }
+  // A run the user cancelled: where it stopped is no failure, and what it never ran is not
+  // missing.
+  void setCancelled(bool cancelled) { cancelled_ = cancelled; }
 
   QTreeWidget* tree() const { return tree_; }
   QString headerText() const;
@@ -46,6 +49,7 @@ class StatePanel : public QWidget {
 
  private:
   bool live_ = false;
+  bool cancelled_ = false;
   QLabel* header_ = nullptr;
   QTreeWidget* tree_ = nullptr;
   QTreeWidgetItem* transfers_ = nullptr;

@@ -213,9 +213,16 @@ void StepperController::rebuild() {
     r.emplace(Stepper::make(a.timeline, a.schedule));
   }
   if (r && *r) stepper_ = std::move(*r).value();
+  cancelled_ = false;
   if (!stepper_) return;
+  for (const Diagnostic& d : stepper_->timeline().diagnostics) cancelled_ = cancelled_ || d.code == "run.cancelled";
   const size_t n = stepper_->size();
   position_ = std::min(position_, n);
+  // The playhead stays on this timeline: a shorter one (a new run, an edit) pulls it back to
+  // its end rather than leaving it past it.
+  const double lo = std::min(0.0, stepper_->timeAt(0));
+  const double hi = std::max(lo, stepper_->timeAt(n));
+  time_ = std::clamp(time_, lo, hi);
   if (std::abs(stepper_->timeAt(position_) - time_) > 1e-12) position_ = stepper_->positionAt(time_);
   chooseDefaultSpeed();
 }
@@ -307,15 +314,22 @@ void StepperController::publish() {
   const Timeline& tl = stepper_->timeline();
   for (const DeviceState& d : st.devices) {
     for (size_t i : d.running) marks.running.emplace_back(tl.ops[i].device, tl.ops[i].op);
-    if (d.blocked && !live_)
-      for (const WaitingOp& w : d.next)
-        if (!w.missing.empty()) marks.blocked.emplace_back(d.device, w.op);
+    if (!d.blocked || live_) continue;
+    // Red only when it can never start (an input never ran, or a failed run stopped here);
+    // waiting for an input on its way (the pipeline filling) or a cancelled run's stop is not
+    // an error.
+    auto& into = isStuck(d, st) && !cancelled_ ? marks.blocked : marks.waiting;
+    for (const WaitingOp& w : d.next)
+      if (!w.missing.empty()) into.emplace_back(d.device, w.op);
   }
   marks.breakpoints = breakpoints_;
   marks.dimFuture = isPlaying() || (position_ > 0 && position_ < n);
   view_->setStepMarks(std::move(marks));
   if (memory_) memory_->setPlayheadTime(axisT);
-  if (state_) state_->setState(st, *stepper_, measured_);
+  if (state_) {
+    state_->setCancelled(cancelled_);
+    state_->setState(st, *stepper_, measured_);
+  }
   if (diagnostics_) {
     // Diagnostics name plan ops; find each one's span in the stepped timeline. The index is
     // built on the first lookup (only when a diagnostic names an op), once per stepper.
@@ -552,10 +566,12 @@ void StepperController::stopDebugging() {
   pause();
   engaged_ = false;
   live_ = false;
+  cancelled_ = false;
   if (state_) state_->setLive(false);
   stepper_.reset();
   opIndex_.reset();
   dirty_ = true;
+  measured_ = view_ && view_->hasOverlay();
   position_ = 0;
   time_ = 0;
   if (diagnostics_) diagnostics_->setRunDiagnostics({}, {});
@@ -564,8 +580,9 @@ void StepperController::stopDebugging() {
 }
 
 void StepperController::timelineOpened(bool live) {
-  // A live run refreshes its overlay as ops arrive: keep the user's playhead then.
-  const bool refresh = measured_ && stepper_.has_value() && view_ && view_->hasOverlay();
+  // A live run refreshes its overlay as ops arrive (and once more when it ends): keep the
+  // user's playhead then. Any other timeline, a new run's first ops included, starts afresh.
+  const bool refresh = live_ && measured_ && stepper_.has_value() && view_ && view_->hasOverlay();
   live_ = live && view_ && view_->hasOverlay();
   if (state_) state_->setLive(live_);
   dirty_ = true;
@@ -583,10 +600,24 @@ void StepperController::timelineOpened(bool live) {
     position_ = stop;
     time_ = stepper_->timeAt(stop);
     const StepState st = stepper_->stopState();
+    if (cancelled_) {
+      // Cancelled on purpose: where it stopped, not what failed.
+      if (diagnostics_)
+        diagnostics_->setRunDiagnostics(
+            st.diagnostics, tr("The run was cancelled at %1 ms, after %2 events").arg(fmtMs(time_)).arg(stop));
+      publish();
+      Q_EMIT moved();
+      Q_EMIT statusMessage(
+          tr("Run cancelled at %1 ms with %2 of %3 ops measured: the playhead is where it stopped")
+              .arg(fmtMs(time_))
+              .arg(tl.ops.size())
+              .arg(doc_ ? doc_->schedule().opCount() : tl.ops.size()));
+      return;
+    }
     size_t blocked = 0;
     std::optional<Op> first;
     for (const auto& d : st.devices)
-      if (d.blocked)
+      if (isStuck(d, st))
         for (const auto& w : d.next)
           if (!w.missing.empty()) {
             ++blocked;

@@ -52,6 +52,8 @@ class StepperController : public QObject {
   QAction* toggleBreakpointAction() const { return aToggleBp_; }
   QAction* stopAction() const { return aStop_; }
   bool isLive() const { return live_; }
+  // The stepped run was cancelled by the user: where it stopped is not a failure.
+  bool isCancelled() const { return cancelled_; }
 
   // The stepper of the shown timeline (null when it cannot be built, e.g. an empty schedule).
   const ps::core::Stepper* stepper();
@@ -94,9 +96,10 @@ class StepperController : public QObject {
   void toggleBreakpoint(int device, const ps::core::Op& op);
   void toggleBreakpointOnSelection();
 
-  // A run was laid over the plan (or cleared): rebuild, and open a failed or hung run at its
-  // stop point; a complete one at its start, unless it refreshes the run already shown (a
-  // live run's ops arriving), which keeps the playhead.
+  // A run was laid over the plan: rebuild, and open a failed, hung or cancelled run at its
+  // stop point; a complete one at its start, unless it refreshes the live run already shown
+  // (its ops arriving, or its last update when it ends), which keeps the playhead. A new run
+  // after another never inherits that one's playhead.
   // `live`: a run still in progress (its ops arriving): not a failure, nothing "never ran".
   void timelineOpened(bool live = false);
   // Debug › Stop Debugging: leave step mode (no playhead, no stepper kept); also on New/Open.
@@ -161,6 +164,7 @@ class StepperController : public QObject {
   QAction* aToggleBp_ = nullptr;
   QAction* aStop_ = nullptr;
   bool live_ = false;
+  bool cancelled_ = false;
 };
 
 // "device 2 starts B5@s3": a breakpoint in words (unset fields read "any").

@@ -156,8 +156,8 @@ SearchDock::SearchDock(ScheduleDocument* doc, QWidget* parent)
   profileName_ = new QLabel;
   profileName_->setTextInteractionFlags(Qt::TextSelectableByMouse);
   profileName_->setMinimumWidth(120);
-  useDocButton_ = button(tr("Document's"), tr("Search with the open document's cost profile"));
-  fileButton_ = button(tr("File…"), tr("Search with a cost profile JSON file"));
+  useDocButton_ = button(tr("&Document's"), tr("Search with the open document's cost profile"));
+  fileButton_ = button(tr("&File…"), tr("Search with a cost profile JSON file"));
   devices_ = new QSpinBox;
   devices_->setRange(1, 1024);
   devices_->setValue(4);
@@ -190,9 +190,9 @@ SearchDock::SearchDock(ScheduleDocument* doc, QWidget* parent)
          "iteration after its own optimizer step. Ties go to the lower peak memory, then the "
          "lower bubble ratio."));
 
-  startButton_ = button(tr("Start"), tr("Search with these inputs"));
-  cancelButton_ = button(tr("Cancel"), tr("Stop the search and keep the best found so far"));
-  openButton_ = button(tr("Open as Design"),
+  startButton_ = button(tr("&Start"), tr("Search with these inputs"));
+  cancelButton_ = button(tr("Ca&ncel"), tr("Stop the search and keep the best found so far"));
+  openButton_ = button(tr("&Open as Design"),
                        tr("Replace the document's schedule with the selected candidate (undoable)"));
   progress_ = new QProgressBar;
   progress_->setRange(0, 1000);
@@ -255,8 +255,9 @@ SearchDock::SearchDock(ScheduleDocument* doc, QWidget* parent)
   axisX_->setLabelFormat(QStringLiteral("%g"));
   axisX_->setRange(0, 10);
   axisY_ = new QValueAxis;
-  axisY_->setTitleText(tr("best makespan (ms)"));
-  axisY_->setLabelFormat(QStringLiteral("%.4g"));
+  // A short title that fits the chart's height; plain numbers, never "1.2e+04".
+  axisY_->setTitleText(tr("best (ms)"));
+  axisY_->setLabelFormat(QStringLiteral("%.0f"));
   axisY_->setRange(0, 1);
   chart->addAxis(axisX_, Qt::AlignBottom);
   chart->addAxis(axisY_, Qt::AlignLeft);
@@ -265,6 +266,7 @@ SearchDock::SearchDock(ScheduleDocument* doc, QWidget* parent)
   chartView_ = new QChartView(chart);
   chartView_->setRenderHint(QPainter::Antialiasing);
   chartView_->setMinimumSize(260, 180);
+  chartView_->setToolTip(tr("The best makespan found so far, in ms, against the seconds the search has run"));
   {
     const QPalette pal = palette();
     chart->setBackgroundBrush(pal.color(QPalette::Base));
@@ -320,8 +322,46 @@ SearchDock::SearchDock(ScheduleDocument* doc, QWidget* parent)
   connect(table_, &QTableWidget::itemSelectionChanged, this, &SearchDock::updateButtons);
   connect(table_, &QTableWidget::cellDoubleClicked, this, [this](int row, int) { openAsDesign(row); });
   connect(doc_, &ScheduleDocument::changed, this, &SearchDock::documentChanged);
+  connect(doc_, &ScheduleDocument::loaded, this, &SearchDock::documentLoaded);
+  connect(doc_->undoStack(), &QUndoStack::indexChanged, this, [this](int index) {
+    if (openedAt_ < 0 || index == openedAt_) return;
+    // Undone (or another edit on top): the hint about undoing the opened candidate is stale.
+    const bool undone = index < openedAt_;
+    openedAt_ = -1;
+    showInfo(undone ? tr("Undone: the design from before the candidate is back") : QString());
+  });
   documentChanged();
   updateButtons();
+}
+
+void SearchDock::documentLoaded() {
+  openedAt_ = -1;
+  if (!result_ && !running_ && table_->rowCount() == 0) return;
+  // The candidates were searched for the previous document (its sizes and profile): offering
+  // them now would replace the new document with one of them.
+  if (running_) {
+    generation_++;  // its results are not delivered
+    if (shared_) shared_->cancel.store(true);
+    joinWorker();
+    running_ = false;
+    tick_->stop();
+  }
+  clearResults();
+  showInfo(tr("A new document is open: the previous search's candidates were cleared. Start a new search."));
+  updateButtons();
+}
+
+void SearchDock::clearResults() {
+  result_.reset();
+  rowSchedules_.clear();
+  table_->setRowCount(0);
+  series_->clear();
+  lastBest_ = 0;
+  yMin_ = yMax_ = xMax_ = 0;
+  axisX_->setRange(0, 10);
+  axisY_->setRange(0, 1);
+  progress_->setValue(0);
+  progress_->setFormat(tr("idle"));
 }
 
 SearchDock::~SearchDock() {
@@ -447,7 +487,11 @@ bool SearchDock::start() {
     o.objective = *obj;
   {
     const bool steady = o.objective == SearchObjective::SteadyState;
-    axisY_->setTitleText(steady ? tr("best steady-state iteration (ms)") : tr("best makespan (ms)"));
+    axisY_->setTitleText(steady ? tr("best steady (ms)") : tr("best (ms)"));
+    chartView_->setToolTip(steady ? tr("The best steady-state iteration time found so far, in ms, "
+                                       "against the seconds the search has run")
+                                  : tr("The best makespan found so far, in ms, against the seconds the "
+                                       "search has run"));
     table_->horizontalHeaderItem(ColMakespan)->setText(steady ? tr("Steady ms") : tr("Makespan ms"));
   }
   o.keepTop = 12;
@@ -557,6 +601,12 @@ void SearchDock::addBestPoint(double seconds, double makespan) {
   const double pad = std::max((yMax_ - yMin_) * 0.08, yMax_ * 0.01);
   axisY_->setRange(std::max(0.0, yMin_ - pad), yMax_ + pad);
   axisY_->applyNiceNumbers();
+  {
+    // Fixed-point labels with as many decimals as the tick spacing needs ("487", "6.35").
+    const double tick = (axisY_->max() - axisY_->min()) / std::max(1, axisY_->tickCount() - 1);
+    const int decimals = tick >= 1 ? 0 : tick >= 0.1 ? 1 : tick >= 0.01 ? 2 : 3;
+    axisY_->setLabelFormat(QStringLiteral("%.") + QString::number(decimals) + QStringLiteral("f"));
+  }
   if (seconds > xMax_) {
     xMax_ = seconds;
     axisX_->setRange(0, xMax_);
@@ -737,6 +787,7 @@ bool SearchDock::openAsDesign(int row) {
     s.profile = doc_->schedule().profile;
   const QString what = tr("Open search candidate #%1 (%2 ms)").arg(row + 1).arg(c.makespan, 0, 'f', 2);
   doc_->replaceDesign(s, searchedProfile_, what);
+  openedAt_ = doc_->undoStack()->index();
   showInfo(what + tr(" — Undo restores the previous design"));
   Q_EMIT designOpened(what);
   return true;

@@ -116,6 +116,9 @@ class SearchDock : public QDockWidget {
 
   void chooseProfileFile();
   void documentChanged();
+  // A new document: the last search's candidates were for the old one; they go.
+  void documentLoaded();
+  void clearResults();
   void refreshMemoryPlaceholder();
   void deliverProgress(quint64 generation);
   void finished(quint64 generation);
@@ -169,6 +172,9 @@ class SearchDock : public QDockWidget {
   std::vector<std::shared_ptr<const ps::core::Schedule>> rowSchedules_;
   QString error_;
   QString info_;
+  // The undo index right after "Open as Design" (-1: none): the hint "Undo restores…" holds
+  // only while the stack is there.
+  int openedAt_ = -1;
 };
 
 }  // namespace ps::ui

@@ -12,10 +12,12 @@
 #include <QTreeView>
 #include <QVBoxLayout>
 #include <algorithm>
+#include <cmath>
 #include <map>
 
 #include "document/schedule_document.h"
 #include "panels/units_text.h"
+#include "pipestudio/core/analysis/comparison.h"
 #include "pipestudio/core/analysis/simulator.h"
 #include "pipestudio/core/io/dsl.h"
 #include "pipestudio/sessions/session_store.h"
@@ -46,6 +48,12 @@ QStandardItem* cell(const QString& text, const QVariant& sortKey = {}) {
   it->setEditable(false);
   if (sortKey.isValid()) it->setData(sortKey, Qt::UserRole + 1);
   return it;
+}
+
+// A wall-clock duration in one style for the whole column: seconds with two decimals, or ms
+// below a second ("0.00 s" beside "0.001 s" read as two precisions).
+QString durationText(double ms) {
+  return ms < 1000 ? msText(ms) : nbsp(ps::core::formatMsValue(std::round(ms / 10.0) / 100.0) + " s");
 }
 
 qint64 rowId(const QModelIndex& index) {
@@ -81,7 +89,7 @@ SessionDock::SessionDock(QWidget* parent) : QDockWidget(tr("Session"), parent) {
   runs_ = makeListing(this,
                       {tr("Run"), tr("Label"), tr("Schedule"), tr("Status"), tr("Duration"),
                        tr("Makespan (ms)"), tr("Bubble")},
-                      QAbstractItemView::SingleSelection);
+                      QAbstractItemView::ExtendedSelection);
   profiles_ = makeListing(this, {tr("Profile"), tr("Name"), tr("Source"), tr("Created")},
                           QAbstractItemView::SingleSelection);
 
@@ -95,7 +103,7 @@ SessionDock::SessionDock(QWidget* parent) : QDockWidget(tr("Session"), parent) {
   sl->setContentsMargins(0, 0, 0, 0);
   sl->addWidget(schedules_.view, 1);
   auto* row = new QHBoxLayout;
-  compareButton_ = new QPushButton(tr("Compare"));
+  compareButton_ = new QPushButton(tr("&Compare"));
   compareButton_->setToolTip(tr("Simulate the two selected versions and compare makespan and bubble ratio"));
   compareButton_->setEnabled(false);
   row->addWidget(compareButton_);
@@ -110,9 +118,31 @@ SessionDock::SessionDock(QWidget* parent) : QDockWidget(tr("Session"), parent) {
     compareButton_->setEnabled(schedules_.view->selectionModel()->selectedRows().size() == 2);
   });
 
+  // Runs tab: the list, then Compare (two runs side by side) and its result.
+  auto* runPage = new QWidget;
+  auto* rl = new QVBoxLayout(runPage);
+  rl->setContentsMargins(0, 0, 0, 0);
+  rl->addWidget(runs_.view, 1);
+  auto* runRow = new QHBoxLayout;
+  runCompareButton_ = new QPushButton(tr("Compare &Runs"));
+  runCompareButton_->setToolTip(tr("Select two runs: their makespans, bubble ratios and op counts side by "
+                                   "side, and per op kind for two runs of one schedule version"));
+  runCompareButton_->setEnabled(false);
+  runRow->addWidget(runCompareButton_);
+  runRow->addStretch(1);
+  rl->addLayout(runRow);
+  runCompare_ = new QLabel;
+  runCompare_->setWordWrap(true);
+  runCompare_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  rl->addWidget(runCompare_);
+  connect(runCompareButton_, &QPushButton::clicked, this, &SessionDock::compareSelectedRuns);
+  connect(runs_.view->selectionModel(), &QItemSelectionModel::selectionChanged, this, [this] {
+    runCompareButton_->setEnabled(runs_.view->selectionModel()->selectedRows().size() == 2);
+  });
+
   tabs_ = new QTabWidget;
   tabs_->addTab(schedulePage, tr("Schedules"));
-  tabs_->addTab(runs_.view, tr("Runs"));
+  tabs_->addTab(runPage, tr("Runs"));
   tabs_->addTab(profiles_.view, tr("Profiles"));
 
   auto* body = new QWidget;
@@ -122,7 +152,7 @@ SessionDock::SessionDock(QWidget* parent) : QDockWidget(tr("Session"), parent) {
   message_ = new QLabel(tr("No session open (File ▸ Open Session…)"));
   message_->setWordWrap(true);
   message_->setTextInteractionFlags(Qt::TextSelectableByMouse);
-  auto* refreshButton = new QPushButton(tr("Refresh"));
+  auto* refreshButton = new QPushButton(tr("Re&fresh"));
   connect(refreshButton, &QPushButton::clicked, this, &SessionDock::refresh);
   top->addWidget(message_, 1);
   top->addWidget(refreshButton);
@@ -164,11 +194,16 @@ QString SessionDock::compareText() const {
   return compare_->text();
 }
 
+QString SessionDock::runCompareText() const {
+  return runCompare_->text();
+}
+
 void SessionDock::clearModels() {
   schedules_.model->removeRows(0, schedules_.model->rowCount());
   runs_.model->removeRows(0, runs_.model->rowCount());
   profiles_.model->removeRows(0, profiles_.model->rowCount());
   compare_->clear();
+  runCompare_->clear();
   comparison_.clear();
 }
 
@@ -236,7 +271,7 @@ void SessionDock::refresh() {
           cell(qs(run.label)),
           cell(sched != scheduleNames.end() ? sched->second : QString()),
           cell(status),
-          cell(duration ? secondsText(static_cast<double>(*duration)) : QString()),
+          cell(duration ? durationText(static_cast<double>(*duration)) : QString()),
           cell(run.opCount > 0 ? msValue(run.makespan) : QString()),
           cell(run.opCount > 0 ? QStringLiteral("%1 %").arg(run.bubbleRatio * 100, 0, 'f', 1) : QString())};
       r[0]->setData(QVariant::fromValue<qint64>(run.id), Qt::UserRole);
@@ -437,6 +472,97 @@ void SessionDock::compareSelected() {
                  .arg(d / comparison_[0].makespan * 100, 0, 'f', 1);
   }
   compare_->setText(lines.join(QLatin1Char('\n')));
+}
+
+std::vector<RunComparison> SessionDock::compareRuns(const std::vector<qint64>& ids, QStringList* perKind) const {
+  std::vector<RunComparison> out;
+  if (!store_) return out;
+  std::vector<Timeline> timelines;
+  for (qint64 id : ids) {
+    RunComparison c;
+    c.runId = id;
+    auto run = store_->run(id);
+    if (!run) {
+      c.error = errorsText(run.errors());
+      out.push_back(c);
+      timelines.emplace_back();
+      continue;
+    }
+    const auto& r = run->summary;
+    c.label = qs(r.label);
+    c.status = qs(std::string(ps::core::runStateName(r.status)));
+    c.source = qs(std::string(timelineSourceName(run->source)));
+    c.scheduleId = r.scheduleId ? std::optional<qint64>(*r.scheduleId) : std::nullopt;
+    auto t = store_->loadTimeline(id);
+    if (!t) {
+      c.error = errorsText(t.errors());
+      out.push_back(c);
+      timelines.emplace_back();
+      continue;
+    }
+    c.ok = !t->ops.empty();
+    if (!c.ok) c.error = tr("no ops recorded");
+    c.makespan = t->metrics.makespan;
+    c.bubbleRatio = t->metrics.bubbleRatio;
+    c.ops = static_cast<qint64>(t->ops.size());
+    c.complete = t->complete;
+    out.push_back(c);
+    timelines.push_back(std::move(t).value());
+  }
+  // Two runs of one schedule version: op by op, the second against the first, per kind.
+  if (perKind && out.size() == 2 && out[0].ok && out[1].ok && out[0].scheduleId &&
+      out[0].scheduleId == out[1].scheduleId) {
+    auto v = store_->schedule(*out[0].scheduleId);
+    auto plan = v ? parseDsl(v->pipeText) : Result<Schedule>(Diagnostics{});
+    if (plan) {
+      const Comparison cmp = compareTimelines(*plan, timelines[0], timelines[1], ComparisonOptions{});
+      for (const ErrorStats& e : cmp.byKind)
+        if (e.plannedMs > 0)
+          *perKind << tr("%1 %2×").arg(QString::fromStdString(e.label)).arg(e.ratio, 0, 'f', 2);
+    }
+  }
+  return out;
+}
+
+void SessionDock::compareSelectedRuns() {
+  std::vector<qint64> ids;
+  for (const QModelIndex& i : runs_.view->selectionModel()->selectedRows()) ids.push_back(rowId(i));
+  std::sort(ids.begin(), ids.end());
+  if (ids.size() != 2) {
+    runCompare_->setText(tr("Select two runs to compare."));
+    return;
+  }
+  QStringList perKind;
+  const auto runs = compareRuns(ids, &perKind);
+  QStringList lines;
+  for (const auto& c : runs) {
+    if (c.ok)
+      lines << tr("run %1 %2 (%3, %4): makespan %5, bubble %6 %, %7 ops%8")
+                   .arg(c.runId)
+                   .arg(c.label, c.source, c.status, msText(c.makespan))
+                   .arg(c.bubbleRatio * 100, 0, 'f', 1)
+                   .arg(c.ops)
+                   .arg(c.complete ? QString() : tr(", incomplete"));
+    else
+      lines << tr("run %1 %2: cannot compare: %3").arg(c.runId).arg(c.label, c.error);
+  }
+  if (runs.size() == 2 && runs[0].ok && runs[1].ok && runs[0].makespan > 0) {
+    const double d = runs[1].makespan - runs[0].makespan;
+    QString diff = tr("run %1 − run %2: makespan %3 (%4 %), bubble %5 points")
+                       .arg(runs[1].runId)
+                       .arg(runs[0].runId)
+                       .arg(msText(d))
+                       .arg(d / runs[0].makespan * 100, 0, 'f', 1)
+                       .arg((runs[1].bubbleRatio - runs[0].bubbleRatio) * 100, 0, 'f', 1);
+    if (!runs[0].complete || !runs[1].complete) diff += tr(" (an incomplete run's makespan is not its whole)");
+    lines << diff;
+    if (!perKind.isEmpty())
+      lines << tr("op time, run %1 over run %2: %3")
+                   .arg(runs[1].runId)
+                   .arg(runs[0].runId)
+                   .arg(perKind.join(QStringLiteral(", ")));
+  }
+  runCompare_->setText(lines.join(QLatin1Char('\n')));
 }
 
 }  // namespace ps::ui

@@ -41,6 +41,21 @@ struct VersionComparison {
   double bubbleRatio = 0;
 };
 
+// One stored run, for Compare on the Runs tab.
+struct RunComparison {
+  qint64 runId = 0;
+  QString label;
+  QString status;
+  QString source;  // measured, simulated, imported
+  bool ok = false;
+  QString error;  // why it could not be read
+  double makespan = 0;
+  double bubbleRatio = 0;
+  qint64 ops = 0;
+  bool complete = true;
+  std::optional<qint64> scheduleId;
+};
+
 class SessionDock : public QDockWidget {
   Q_OBJECT
  public:
@@ -84,6 +99,9 @@ class SessionDock : public QDockWidget {
 
   // Simulates the given versions (Compare with the selection calls this).
   std::vector<VersionComparison> compareVersions(const std::vector<qint64>& ids) const;
+  // Reads the given runs' figures (Compare on the Runs tab). For two runs of one schedule
+  // version `perKind` gets, per op kind, the second run's total duration over the first's.
+  std::vector<RunComparison> compareRuns(const std::vector<qint64>& ids, QStringList* perKind = nullptr) const;
 
   QStandardItemModel* schedulesModel() const { return schedules_.model; }
   QStandardItemModel* runsModel() const { return runs_.model; }
@@ -94,11 +112,14 @@ class SessionDock : public QDockWidget {
   QString errorText() const;    // the message line when it shows an error, else empty
   QString messageText() const;  // the message line, whatever it shows
   QString compareText() const;  // the last comparison, as shown
+  QString runCompareText() const;  // the last comparison of runs, as shown
+  QPushButton* runCompareButton() const { return runCompareButton_; }
   const std::vector<VersionComparison>& lastComparison() const { return comparison_; }
 
  public Q_SLOTS:
   void refresh();
   void compareSelected();
+  void compareSelectedRuns();
   void openScheduleVersion(qint64 id);
   void openRun(qint64 id);
 
@@ -141,6 +162,8 @@ class SessionDock : public QDockWidget {
   QLabel* message_ = nullptr;
   QLabel* compare_ = nullptr;
   QPushButton* compareButton_ = nullptr;
+  QLabel* runCompare_ = nullptr;
+  QPushButton* runCompareButton_ = nullptr;
   bool messageIsError_ = false;
 };
 

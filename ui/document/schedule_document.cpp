@@ -76,10 +76,19 @@ Result<std::string> readText(const QString& path) {
 
 }  // namespace
 
+bool isPipeProgram(const QString& text) {
+  for (const QString& line : text.split(QLatin1Char('\n'))) {
+    const int hash = line.indexOf(QLatin1Char('#'));
+    if ((hash < 0 ? line : line.left(hash)).contains(QLatin1Char('{'))) return true;
+  }
+  return false;
+}
+
 Result<LoadedFile> readScheduleFile(const QString& path) {
   auto text = readText(path);
   PS_TRY(text);
   LoadedFile out;
+  out.text = QString::fromStdString(*text);
   ScheduleLoadOptions o;
   o.path = path.toStdString();
   auto s = loadSchedule(*text, o);
@@ -221,26 +230,38 @@ ScheduleDocument::~ScheduleDocument() {
   undo_.clear();
 }
 
-void ScheduleDocument::load(Schedule s, CostProfile profile, const QString& path) {
+void ScheduleDocument::load(Schedule s, CostProfile profile, const QString& path, const QString& source) {
   undo_.clear();
   profile_ = std::move(profile);
   path_ = path;
+  source_ = source;
   auto a = std::make_shared<Analysis>();
   a->schedule = std::move(s);
   analysis_ = a;
   rebuildModel();
   reanalyze(analysis_->schedule, false);
-  saved_ = analysis_->timeline.metrics;
-  savedProgress_ = simulationProgress(*analysis_);
+  takeBaseline();
+  loaded_ = analysis_;
   lastEffect_.clear();
   undo_.setClean();
   Q_EMIT changed();
+  Q_EMIT loaded();
+}
+
+void ScheduleDocument::takeBaseline() {
+  saved_ = analysis_->timeline.metrics;
+  savedProgress_ = simulationProgress(*analysis_);
+  savedProfileJson_ = costProfileToJson(profile_);
+  savedModelName_ = QString::fromStdString(profile_.name);
+}
+
+bool ScheduleDocument::savedWithCurrentModel() const {
+  return costProfileToJson(profile_) == savedProfileJson_;
 }
 
 void ScheduleDocument::markSaved(const QString& path) {
   path_ = path;
-  saved_ = analysis_->timeline.metrics;
-  savedProgress_ = simulationProgress(*analysis_);
+  takeBaseline();
   undo_.setClean();
   Q_EMIT changed();
 }
@@ -423,6 +444,15 @@ bool ScheduleDocument::moveStep(int device, int from, int to, QString* error) {
       tr("Move %1 %2")
           .arg(QString::fromStdString(schedule().opName(op)), to < from ? tr("earlier") : tr("later"))));
   return true;
+}
+
+bool ScheduleDocument::moveOp(int device, int step, int delta, QString* error) {
+  const Op* op = opAt(schedule(), OpRef{device, step});
+  if (!op) return fail(error, {makeError("edit.move", "no op there")});
+  const QString name = QString::fromStdString(schedule().opName(*op));
+  return pushScheduleEdit(ps::core::moveAmongCompute(schedule(), device, step, delta), error, [&] {
+    return tr("Move %1 %2").arg(name, delta < 0 ? tr("earlier") : tr("later"));
+  });
 }
 
 bool ScheduleDocument::pushScheduleEdit(Result<Schedule> edited, QString* error,

@@ -55,7 +55,11 @@ struct LoadedFile {
   ps::core::Schedule schedule;
   ps::core::CostProfile profile;
   ps::core::Diagnostics notes;  // e.g. a named profile that could not be read
+  QString text;                 // the file as read (a .pipe program is kept as written)
 };
+// Whether .pipe text uses the programmable form (loops, templates, `device *` blocks: they
+// have braces, which the explicit form never has), comments aside.
+bool isPipeProgram(const QString& text);
 // Reads a .pipe (DSL) or .csv (PyTorch) file; a profile named in the header is looked up
 // next to the file and in resources/profiles.
 ps::core::Result<LoadedFile> readScheduleFile(const QString& path);
@@ -73,7 +77,15 @@ class ScheduleDocument : public QObject {
   ~ScheduleDocument() override;
 
   // Replaces everything (open, new): clears undo history and sets the "last saved" baseline.
-  void load(ps::core::Schedule s, ps::core::CostProfile profile, const QString& path = {});
+  // `source`: the text the schedule was read from (kept to write a .pipe program back as it
+  // was while the schedule is unedited).
+  void load(ps::core::Schedule s, ps::core::CostProfile profile, const QString& path = {},
+            const QString& source = {});
+  QString sourceText() const { return source_; }
+  // Opened from a .pipe program (not the explicit form).
+  bool isProgram() const { return isPipeProgram(source_); }
+  // The schedule differs from the one opened (an edit not undone).
+  bool editedSinceLoad() const { return !loaded_ || !(loaded_->schedule == schedule()); }
 
   const ps::core::Schedule& schedule() const { return analysis_->schedule; }
   const ps::core::CostProfile& profile() const { return profile_; }
@@ -82,6 +94,10 @@ class ScheduleDocument : public QObject {
   const ps::core::TimelineMetrics& savedMetrics() const { return saved_; }
   // Whether the saved baseline's simulation finished (and how far it got when not).
   const SimulationProgress& savedProgress() const { return savedProgress_; }
+  // Whether the saved baseline was simulated with the cost model the document has now (its
+  // figures compare only then), and the name of the profile it was simulated with.
+  bool savedWithCurrentModel() const;
+  QString savedModelName() const { return savedModelName_; }
   QUndoStack* undoStack() { return &undo_; }
   QString filePath() const { return path_; }
   bool isModified() const { return !undo_.isClean(); }
@@ -105,6 +121,9 @@ class ScheduleDocument : public QObject {
 
   // Edits: each pushes one undo command; false (and `error` set) when the edit does not apply.
   bool moveStep(int device, int from, int to, QString* error = nullptr);
+  // One place earlier (delta < 0) or later among the device's compute ops, its own SEND/RECV
+  // carried along (core's moveAmongCompute): what the arrow keys and Edit › Move Op do.
+  bool moveOp(int device, int step, int delta, QString* error = nullptr);
   bool splitBackward(ps::core::OpRef at, QString* error = nullptr);
   bool mergeInputWeight(ps::core::OpRef at, QString* error = nullptr);
   bool toggleRecompute(int stage, QString* error = nullptr);
@@ -132,6 +151,9 @@ class ScheduleDocument : public QObject {
 
  Q_SIGNALS:
   void changed();  // schedule, profile or analysis changed
+  // Another document replaced this one (open, new): results about the old one no longer apply.
+  // Emitted by load() after changed().
+  void loaded();
   void effectChanged(const QString& effect);
 
  private:
@@ -139,6 +161,7 @@ class ScheduleDocument : public QObject {
   bool pushScheduleEdit(ps::core::Result<ps::core::Schedule> edited, QString* error,
                         const std::function<QString()>& text);
   void rebuildModel();
+  void takeBaseline();  // the "Saved" figures: now
   void reanalyze(const ps::core::Schedule& s, bool reportEffect);
   void rebuildIndex();
   // The dependency graph of the current schedule, built on first use after each analysis
@@ -152,8 +175,12 @@ class ScheduleDocument : public QObject {
   std::shared_ptr<const Analysis> analysis_;
   ps::core::TimelineMetrics saved_;
   SimulationProgress savedProgress_;
+  std::string savedProfileJson_;
+  QString savedModelName_;
   QUndoStack undo_;
   QString path_;
+  QString source_;
+  std::shared_ptr<const Analysis> loaded_;  // as opened
   QString lastEffect_;
   bool slotsWanted_ = false;
   int iterations_ = 1;

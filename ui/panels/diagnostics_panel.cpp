@@ -1,7 +1,11 @@
 #include "panels/diagnostics_panel.h"
 
 #include <QHeaderView>
+#include <QResizeEvent>
 #include <QStyle>
+#include <algorithm>
+
+#include "widgets/text_wrap.h"
 
 namespace ps::ui {
 
@@ -11,13 +15,14 @@ DiagnosticsPanel::DiagnosticsPanel(QWidget* parent) : QTreeWidget(parent) {
   setColumnCount(1);
   setHeaderHidden(true);
   setRootIsDecorated(false);
-  // Findings are never cut ("waits for B1@..."): the column is as wide as the longest one and
-  // a narrow dock scrolls sideways (the whole finding is also in the tooltip).
-  setUniformRowHeights(true);
+  // Findings are never cut ("waits for B1@..."): each wraps at the dock's width onto as many
+  // lines as it needs (rewrapped when the dock is resized); the tooltip has the whole finding.
+  setUniformRowHeights(false);
   setWordWrap(false);
   setTextElideMode(Qt::ElideNone);
-  header()->setSectionResizeMode(QHeaderView::ResizeToContents);
-  header()->setStretchLastSection(false);
+  setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+  header()->setSectionResizeMode(QHeaderView::Stretch);
+  header()->setStretchLastSection(true);
   connect(this, &QTreeWidget::itemClicked, this, [this](QTreeWidgetItem* it) {
     const int d = it->data(0, Qt::UserRole).toInt();
     const int s = it->data(0, Qt::UserRole + 1).toInt();
@@ -25,6 +30,34 @@ DiagnosticsPanel::DiagnosticsPanel(QWidget* parent) : QTreeWidget(parent) {
   });
   connect(this, &QTreeWidget::itemActivated, this,
           [this](QTreeWidgetItem* it) { Q_EMIT itemClicked(it, 0); });
+}
+
+int DiagnosticsPanel::textWidth() const {
+  // The column less the icon and the item's margins.
+  return std::max(80, viewport()->width() - iconSize().width() - 4 * style()->pixelMetric(QStyle::PM_FocusFrameHMargin) - 16);
+}
+
+void DiagnosticsPanel::rewrap() {
+  const int w = textWidth();
+  if (w == wrappedAt_) return;
+  wrappedAt_ = w;
+  for (int i = 0; i < topLevelItemCount(); ++i) {
+    QTreeWidgetItem* it = topLevelItem(i);
+    const QString full = it->data(0, kFullTextRole).toString();
+    it->setText(0, wrapToWidth(full.isEmpty() ? it->text(0) : full, QFontMetrics(it->font(0)), w));
+  }
+}
+
+void DiagnosticsPanel::resizeEvent(QResizeEvent* e) {
+  QTreeWidget::resizeEvent(e);
+  rewrap();
+}
+
+QString DiagnosticsPanel::fullText(int row) const {
+  const QTreeWidgetItem* it = topLevelItem(row);
+  if (!it) return {};
+  const QString full = it->data(0, kFullTextRole).toString();
+  return full.isEmpty() ? it->text(0) : full;
 }
 
 void DiagnosticsPanel::setDiagnostics(const Diagnostics& ds) {
@@ -56,6 +89,7 @@ void DiagnosticsPanel::rebuild() {
   if (!run_.empty() || !runTitle_.isEmpty()) {
     auto* head = new QTreeWidgetItem(this);
     head->setText(0, runTitle_);
+    head->setData(0, kFullTextRole, runTitle_);
     QFont f = font();
     f.setBold(true);
     head->setFont(0, f);
@@ -67,6 +101,7 @@ void DiagnosticsPanel::rebuild() {
   if (doc_.empty()) {
     auto* it = new QTreeWidgetItem(this);
     it->setText(0, tr("No problems: the schedule is valid"));
+    it->setData(0, kFullTextRole, it->text(0));
     it->setIcon(0, style()->standardIcon(QStyle::SP_DialogApplyButton));
     it->setData(0, Qt::UserRole, -1);
     it->setData(0, Qt::UserRole + 1, -1);
@@ -75,6 +110,8 @@ void DiagnosticsPanel::rebuild() {
     addItems(doc_, false);
   }
   applyPlayhead();
+  wrappedAt_ = -1;
+  rewrap();
 }
 
 void DiagnosticsPanel::addItems(const Diagnostics& ds, bool run) {
@@ -94,6 +131,7 @@ void DiagnosticsPanel::addItems(const Diagnostics& ds, bool run) {
     if (shown++ >= kMaxShown) continue;
     auto* it = new QTreeWidgetItem(this);
     it->setText(0, msg);
+    it->setData(0, kFullTextRole, msg);
     it->setToolTip(0, QStringLiteral("<p>%1</p><p style='color:gray'>%2</p>")
                           .arg(QString::fromStdString(formatDiagnostic(d)).toHtmlEscaped(),
                                QString::fromStdString(d.code)));
@@ -134,7 +172,10 @@ void DiagnosticsPanel::applyPlayhead() {
     if (it->data(0, kRunRole).toBool() && d < 0) continue;  // the run's heading keeps its look
     QFont f = font();
     f.setBold(mark == PlayheadMark::Current);
-    it->setFont(0, f);
+    if (it->font(0).bold() != f.bold()) {
+      it->setFont(0, f);
+      it->setText(0, wrapToWidth(fullText(i), QFontMetrics(f), textWidth()));  // bold is wider
+    }
     if (d >= 0) it->setForeground(0, mark == PlayheadMark::Later ? later : normal);
   }
 }

@@ -19,6 +19,7 @@ class DiagnosticsPanel : public QTreeWidget {
   enum class PlayheadMark { None = 0, Current = 1, Later = 2 };
   static constexpr int kPlayheadRole = Qt::UserRole + 3;
   static constexpr int kRunRole = Qt::UserRole + 4;  // true for the run's own diagnostics
+  static constexpr int kFullTextRole = Qt::UserRole + 5;  // the finding before wrapping
 
   explicit DiagnosticsPanel(QWidget* parent = nullptr);
   void setDiagnostics(const ps::core::Diagnostics& ds);
@@ -31,6 +32,11 @@ class DiagnosticsPanel : public QTreeWidget {
   using SpanOf = std::function<std::optional<std::pair<double, double>>(ps::core::OpRef)>;
   void setPlayhead(std::optional<double> time, SpanOf spanOf);
   PlayheadMark markOf(int row) const;
+  // A row's whole text (what it shows is wrapped at the dock's width).
+  QString fullText(int row) const;
+
+ protected:
+  void resizeEvent(QResizeEvent* e) override;
 
  Q_SIGNALS:
   void opActivated(ps::core::OpRef ref);
@@ -39,6 +45,9 @@ class DiagnosticsPanel : public QTreeWidget {
   void rebuild();
   void addItems(const ps::core::Diagnostics& ds, bool run);
   void applyPlayhead();
+  int textWidth() const;
+  void rewrap();
+  int wrappedAt_ = -1;
   int errors_ = 0;
   ps::core::Diagnostics doc_;
   ps::core::Diagnostics run_;

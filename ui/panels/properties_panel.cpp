@@ -52,7 +52,7 @@ PropertiesPanel::PropertiesPanel(ScheduleDocument* doc, QWidget* parent) : QWidg
   shape_->setTextInteractionFlags(Qt::TextSelectableByMouse);
   pf->addRow(tr("Shape"), shape_);
   pf->addRow(tr("Placement"), placement_);
-  auto* regen = new QPushButton(tr("New from template…"));
+  auto* regen = new QPushButton(tr("&New from template…"));
   connect(regen, &QPushButton::clicked, this, &PropertiesPanel::newFromTemplateRequested);
   pf->addRow(QString(), regen);
   lay->addWidget(pipe);

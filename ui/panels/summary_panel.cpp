@@ -2,6 +2,7 @@
 
 #include <QHeaderView>
 #include <cmath>
+#include <functional>
 #include <string>
 #include <utility>
 
@@ -36,10 +37,12 @@ const Unit kBytes{[](double v) { return bytesPlain(static_cast<std::int64_t>(std
 const Unit kPercent{[](double v) { return fixed(v, 1) + QStringLiteral(" %"); }, 0.05};
 const Unit kCount{[](double v) { return fixed(v, 0); }, 0.5};
 
-// Whether each side's figures exist (its simulation finished).
+// Whether each side's figures exist (its simulation finished), and whether they compare.
 struct Sides {
   bool cur = true;
   bool saved = true;
+  bool sameModel = true;     // both simulated with the same cost model
+  bool curHasErrors = false;  // an invalid schedule is never "better"
 };
 
 void addRow(QTreeWidgetItem* parent, QTreeWidget* tree, const QString& name, double cur, double saved,
@@ -47,24 +50,35 @@ void addRow(QTreeWidgetItem* parent, QTreeWidget* tree, const QString& name, dou
   auto* it = parent ? new QTreeWidgetItem(parent) : new QTreeWidgetItem(tree);
   it->setText(0, name);
   const QString na = QObject::tr("n/a");
+  const QColor muted = tree->palette().color(QPalette::PlaceholderText);
   it->setText(1, have.cur ? unit.text(cur) : na);
   it->setText(2, have.saved ? unit.text(saved) : na);
   for (int c = 1; c < 4; ++c) it->setTextAlignment(c, Qt::AlignRight | Qt::AlignVCenter);
-  if (!have.cur || !have.saved) {
-    // Nothing to compare: a schedule that does not finish has no figures to be better or worse.
+  if (!have.cur || !have.saved || !have.sameModel) {
+    // Nothing to compare: a schedule that does not finish has no figures to be better or
+    // worse, and figures of another cost model are not a baseline.
     it->setText(3, QStringLiteral("—"));
-    it->setForeground(3, tree->palette().color(QPalette::PlaceholderText));
-    if (!have.cur) it->setForeground(1, tree->palette().color(QPalette::PlaceholderText));
+    it->setForeground(3, muted);
+    if (!have.cur) it->setForeground(1, muted);
+    if (!have.sameModel) {
+      it->setForeground(2, muted);
+      it->setToolTip(3, QObject::tr("Saved was simulated with another cost model: no change is computed"));
+    }
     return;
   }
   const double diff = cur - saved;
   if (std::abs(diff) < unit.same) {
     it->setText(3, QStringLiteral("="));
-    it->setForeground(3, tree->palette().color(QPalette::PlaceholderText));
+    it->setForeground(3, muted);
   } else {
     it->setText(3, (diff > 0 ? QStringLiteral("+") : QString()) + unit.text(diff));
     const bool good = better == Better::Lower ? diff < 0 : diff > 0;
-    it->setForeground(3, good ? Theme::current().good : Theme::current().error);
+    if (good && have.curHasErrors) {
+      it->setForeground(3, muted);
+      it->setToolTip(3, QObject::tr("%1 (the schedule has errors now: not an improvement)").arg(it->text(3)));
+    } else {
+      it->setForeground(3, good ? Theme::current().good : Theme::current().error);
+    }
   }
 }
 
@@ -78,12 +92,16 @@ SummaryPanel::SummaryPanel(QWidget* parent) : QTreeWidget(parent) {
   setUniformRowHeights(false);
   setWordWrap(true);
   setAlternatingRowColors(true);
+  setIndentation(12);  // narrow: the figures keep the width
   setSelectionMode(QAbstractItemView::NoSelection);
   setFocusPolicy(Qt::NoFocus);
+  // Metric, Now and Saved as wide as their figures (fitColumns: the spanned notes above them
+  // do not widen the first column); Change takes the rest and elides, its tooltip whole.
   header()->setStretchLastSection(true);
-  // Every column as wide as its contents (no "Make..."): a narrow dock scrolls sideways.
-  header()->setSectionResizeMode(0, QHeaderView::ResizeToContents);
-  for (int c = 1; c < 4; ++c) header()->setSectionResizeMode(c, QHeaderView::ResizeToContents);
+  for (int c = 0; c < 3; ++c) header()->setSectionResizeMode(c, QHeaderView::Interactive);
+  header()->setMinimumSectionSize(24);
+  setTextElideMode(Qt::ElideRight);
+  setHorizontalScrollBarPolicy(Qt::ScrollBarAsNeeded);
   header()->setDefaultAlignment(Qt::AlignLeft | Qt::AlignVCenter);
 }
 
@@ -94,7 +112,8 @@ void SummaryPanel::setMetrics(const ps::core::TimelineMetrics& cur, const ps::co
 void SummaryPanel::setMetrics(const ps::core::TimelineMetrics& cur, const ps::core::TimelineMetrics& saved,
                               const SimulationProgress& curProgress,
                               const SimulationProgress& savedProgress) {
-  const Sides have{curProgress.finished, savedProgress.finished};
+  const Sides have{curProgress.finished, savedProgress.finished, baseline_.sameModel,
+                   baseline_.currentErrors > 0};
   setUpdatesEnabled(false);
   // Keep the device groups the user closed closed.
   for (int i = 0; i < topLevelItemCount(); ++i) {
@@ -115,6 +134,22 @@ void SummaryPanel::setMetrics(const ps::core::TimelineMetrics& cur, const ps::co
     note->setFirstColumnSpanned(true);
     note->setForeground(0, Theme::current().error);
     note->setToolTip(0, tr("%1: %2").arg(which, notAvailableText(*p)));
+  }
+  if (!baseline_.sameModel) {
+    auto* note = new QTreeWidgetItem(this);
+    note->setText(0, tr("Saved: simulated with another cost model (%1);\nno change is compared")
+                         .arg(baseline_.savedModel.isEmpty() ? tr("unnamed") : baseline_.savedModel));
+    note->setFirstColumnSpanned(true);
+    note->setForeground(0, palette().color(QPalette::PlaceholderText));
+    note->setToolTip(0, tr("The Saved figures are those of the file as last opened or saved, under its cost "
+                           "model; the document's cost model has changed since, so the two are not compared."));
+  }
+  if (baseline_.currentErrors > 0 && curProgress.finished) {
+    auto* note = new QTreeWidgetItem(this);
+    note->setText(0, tr("Now: %n error(s), no change counts as better", nullptr, baseline_.currentErrors));
+    note->setFirstColumnSpanned(true);
+    note->setForeground(0, Theme::current().error);
+    note->setToolTip(0, baseline_.currentProblem);
   }
   addRow(nullptr, this, tr("Makespan"), cur.makespan, saved.makespan, kMs, Better::Lower, have);
   addRow(nullptr, this, tr("Bubble ratio"), cur.bubbleRatio * 100, saved.bubbleRatio * 100, kPercent,
@@ -140,7 +175,28 @@ void SummaryPanel::setMetrics(const ps::core::TimelineMetrics& cur, const ps::co
     addRow(group, this, tr("Busy"), c.busy, s.busy, kMs, Better::Higher, have);
     group->setExpanded(cur.devices.size() <= 8 && !collapsed_.contains(group->text(0)));
   }
+  fitColumns();
   setUpdatesEnabled(true);
+}
+
+void SummaryPanel::fitColumns() {
+  const QFontMetrics fm(font());
+  int widths[3] = {fm.horizontalAdvance(headerItem()->text(0)), fm.horizontalAdvance(headerItem()->text(1)),
+                   fm.horizontalAdvance(headerItem()->text(2))};
+  std::function<void(QTreeWidgetItem*, int)> visit = [&](QTreeWidgetItem* it, int depth) {
+    if (!it->isFirstColumnSpanned()) {
+      for (int c = 0; c < 3; ++c) {
+        QFont f = it->font(c);
+        const int w = QFontMetrics(f).horizontalAdvance(it->text(c)) + (c == 0 ? (depth + 1) * indentation() : 0);
+        widths[c] = std::max(widths[c], w);
+      }
+      for (int c = 1; c < 4; ++c)
+        if (it->toolTip(c).isEmpty() && !it->text(c).isEmpty()) it->setToolTip(c, it->text(c));
+    }
+    for (int i = 0; i < it->childCount(); ++i) visit(it->child(i), depth + 1);
+  };
+  for (int i = 0; i < topLevelItemCount(); ++i) visit(topLevelItem(i), 0);
+  for (int c = 0; c < 3; ++c) setColumnWidth(c, widths[c] + 10);
 }
 
 void SummaryPanel::setIterations(const ps::core::IterationResult* r) {
@@ -186,6 +242,18 @@ void SummaryPanel::addIterationRows() {
 QString SummaryPanel::changeValue(const QString& metric) const {
   const auto items = findItems(metric, Qt::MatchExactly | Qt::MatchRecursive, 0);
   return items.isEmpty() ? QString() : items.front()->text(3);
+}
+
+QColor SummaryPanel::changeColor(const QString& metric) const {
+  const auto items = findItems(metric, Qt::MatchExactly | Qt::MatchRecursive, 0);
+  return items.isEmpty() ? QColor() : items.front()->foreground(3).color();
+}
+
+QStringList SummaryPanel::notes() const {
+  QStringList out;
+  for (int i = 0; i < topLevelItemCount(); ++i)
+    if (topLevelItem(i)->isFirstColumnSpanned()) out << topLevelItem(i)->text(0);
+  return out;
 }
 
 QString SummaryPanel::currentValue(const QString& metric) const {

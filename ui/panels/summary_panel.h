@@ -23,13 +23,31 @@ class SummaryPanel : public QTreeWidget {
   // K > 1 iterations shown (nullptr: one): an "Iterations" group with the boundary and the
   // core's steady-state iteration time, added by the next setMetrics (call this first).
   void setIterations(const ps::core::IterationResult* r);
+  // How "Now" relates to "Saved", for the next setMetrics (call this first). A change is shown
+  // only like with like: figures simulated with another cost model are not compared; and a
+  // schedule with errors now (over memory, a broken dependency) is never "better".
+  struct Baseline {
+    bool sameModel = true;
+    QString savedModel;  // the profile the saved figures were simulated with
+    int currentErrors = 0;
+    QString currentProblem;  // the first error, for the note
+  };
+  void setBaseline(const Baseline& b) { baseline_ = b; }
   // Text of a row's "change" column by metric name (tests).
   QString changeValue(const QString& metric) const;
   // Text of a row's "current" column by metric name (tests).
   QString currentValue(const QString& metric) const;
+  // The colour of a row's "change" column (tests: green better, red worse, muted neither).
+  QColor changeColor(const QString& metric) const;
+  // The spanned notes above the figures (tests).
+  QStringList notes() const;
 
  private:
   void addIterationRows();
+  // Columns as wide as their figures (the spanned notes do not count), the change column
+  // taking the rest and eliding, with the whole value in its tooltip.
+  void fitColumns();
+  Baseline baseline_;
   struct IterationFigures {
     int iterations = 0;
     ps::core::IterationBoundary boundary = ps::core::IterationBoundary::Overlap;

@@ -7,12 +7,14 @@
 #include <QPlainTextEdit>
 #include <QProgressBar>
 #include <QPushButton>
+#include <QShowEvent>
 #include <QSettings>
 #include <QSpinBox>
 #include <QVBoxLayout>
 #include <algorithm>
 
 #include "widgets/form.h"
+#include "widgets/indicators.h"
 
 namespace ps::ui {
 
@@ -102,7 +104,7 @@ void CommandDialog::addOutput(QVBoxLayout* v, const QString& startText, const QS
   startButton_->setDefault(true);
   cancelButton_ = new QPushButton(cancelText);
   cancelButton_->setEnabled(false);
-  closeButton_ = new QPushButton(tr("Close"));
+  closeButton_ = new QPushButton(tr("C&lose"));
   connect(closeButton_, &QPushButton::clicked, this, &QDialog::close);
   auto* buttons = new QHBoxLayout;
   if (leading) buttons->addWidget(leading);
@@ -176,6 +178,11 @@ QString CommandDialog::statusText() const {
 }
 QString CommandDialog::logText() const {
   return log_->toPlainText();
+}
+
+void CommandDialog::showEvent(QShowEvent* e) {
+  QDialog::showEvent(e);
+  makeIndicatorsVisible(this);
 }
 
 }  // namespace ps::ui

@@ -62,6 +62,8 @@ class CommandDialog : public QDialog {
   void readModelFields(RunRequest& r) const;
   void writeModelFields(const RunRequest& r);
   virtual void updatePreview() = 0;
+  // Check boxes visible on a dark palette (widgets/indicators.h), for the palette shown with.
+  void showEvent(QShowEvent* e) override;
 
   QSettings* settings_ = nullptr;
   bool ownSettings_ = false;

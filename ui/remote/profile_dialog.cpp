@@ -193,13 +193,13 @@ void ProfileDialog::buildUi() {
                      {tr("Warm-up:"), warmup_},
                      {tr("Optimizer step:"), optimizer_}});
 
-  saveButton_ = new QPushButton(tr("Save As…"));
+  saveButton_ = new QPushButton(tr("&Save As…"));
   saveButton_->setEnabled(false);
   saveButton_->setToolTip(tr("Save the measured cost profile as JSON"));
   auto* v = new QVBoxLayout(this);
   v->addWidget(target_);
   v->addWidget(modelBox);
-  addOutput(v, tr("Profile"), tr("Cancel"), saveButton_);
+  addOutput(v, tr("&Profile"), tr("&Cancel"), saveButton_);
   progress_->setTextVisible(false);
   progress_->setVisible(false);  // shown while profiling
   status_->setText(

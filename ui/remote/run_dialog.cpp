@@ -5,6 +5,8 @@
 #include <QClipboard>
 #include <QCloseEvent>
 #include <QComboBox>
+#include <QDir>
+#include <QFile>
 #include <QDoubleSpinBox>
 #include <QFileDialog>
 #include <QFileInfo>
@@ -20,6 +22,7 @@
 #include <QSettings>
 #include <QSpinBox>
 #include <QVBoxLayout>
+#include <memory>
 
 #include "docks/session_dock.h"
 #include "document/schedule_document.h"
@@ -34,7 +37,7 @@ namespace {
 // A line edit with a Browse… button that fills it from a file dialog.
 QHBoxLayout* fileRow(QWidget* owner, QLineEdit* edit, const QString& title, const QString& filter,
                      QPushButton* browse = nullptr) {
-  if (!browse) browse = new QPushButton(QObject::tr("Browse…"));
+  if (!browse) browse = new QPushButton(QObject::tr("B&rowse…"));
   QObject::connect(browse, &QPushButton::clicked, owner, [owner, edit, title, filter] {
     const QString f = QFileDialog::getOpenFileName(owner, title, edit->text(), filter);
     if (!f.isEmpty()) edit->setText(f);
@@ -92,7 +95,7 @@ void RunDialog::buildUi() {
   auto* v = new QVBoxLayout(this);
   v->addWidget(scheduleLabel_);
   v->addLayout(top);
-  addOutput(v, tr("Run"), tr("Cancel Run"), nullptr);
+  addOutput(v, tr("&Run"), tr("&Cancel Run"), nullptr);
   progress_->setTextVisible(true);
   progress_->setFormat(tr("not started"));
   log_->setPlaceholderText(tr("stderr of the run"));
@@ -108,7 +111,7 @@ QWidget* RunDialog::buildModelBox() {
   buildModelFields(true, true);
   torchscript_ = new QLineEdit;
   torchscript_->setPlaceholderText(tr("model.pt (a path on the target)"));
-  browseModel_ = new QPushButton(tr("Browse…"));
+  browseModel_ = new QPushButton(tr("&Browse…"));
   inputs_ = new QLineEdit;
   inputs_->setObjectName(QStringLiteral("inputsFile"));
   inputs_->setPlaceholderText(tr("synthetic from the seed"));
@@ -133,10 +136,10 @@ QWidget* RunDialog::buildModelBox() {
 QWidget* RunDialog::buildExecutionBox() {
   auto* execBox = new QGroupBox(tr("Execution"));
   auto* eForm = new QFormLayout(execBox);
-  perDevice_ = new QCheckBox(tr("One process per device (--nproc, Gloo)"));
+  perDevice_ = new QCheckBox(tr("One &process per device (--nproc, Gloo)"));
   perDevice_->setToolTip(tr("Unchecked: one process, a thread per device"));
   iterations_ = makeSpinBox(1, 100000, 1);
-  gradients_ = new QCheckBox(tr("Compare gradients with the unpipelined model"));
+  gradients_ = new QCheckBox(tr("Compare &gradients with the unpipelined model"));
   timeout_ = new QDoubleSpinBox;
   timeout_->setRange(1, 86400);
   timeout_->setDecimals(0);
@@ -281,7 +284,7 @@ void RunDialog::setSchedule(const QString& name, const QString& pipeText, int de
   pipeText_ = pipeText;
   devices_ = std::max(1, devices);
   scheduleLabel_->setText(tr("Schedule: <b>%1</b> · %2 devices").arg(name.toHtmlEscaped()).arg(devices_));
-  perDevice_->setText(tr("One process per device (--nproc %1, Gloo)").arg(devices_));
+  perDevice_->setText(tr("One &process per device (--nproc %1, Gloo)").arg(devices_));
   updatePreview();
 }
 
@@ -384,19 +387,70 @@ QString RunDialog::storeRun(const RunOutcome& o) {
   return tr(" · stored as run %1 in %2").arg(stored->runId).arg(QFileInfo(session).fileName());
 }
 
+QMessageBox* RunDialog::makeStorePrompt(const QString& readOnlySession) {
+  const QString text =
+      readOnlySession.isEmpty()
+          ? tr("No session is open. Store this run (its timeline, status and output) in a session?")
+          : tr("The open session, %1, is read-only (a bundled example or a file you cannot write). Store "
+               "this run (its timeline, status and output) in a copy of it, in another session, or not at all?")
+                .arg(QFileInfo(readOnlySession).fileName());
+  auto* box = new QMessageBox(QMessageBox::Question, tr("Store the Run"), text, QMessageBox::NoButton, this);
+  if (!readOnlySession.isEmpty()) {
+    QPushButton* saveAs = box->addButton(tr("Save Session &As…"), QMessageBox::AcceptRole);
+    saveAs->setObjectName(QStringLiteral("saveSessionAs"));
+    saveAs->setToolTip(tr("Copy %1 to a new file and store the run there").arg(QFileInfo(readOnlySession).fileName()));
+    box->setDefaultButton(saveAs);
+  }
+  box->addButton(tr("&Create Session…"), QMessageBox::AcceptRole)->setObjectName(QStringLiteral("createSession"));
+  box->addButton(tr("&Open Session…"), QMessageBox::AcceptRole)->setObjectName(QStringLiteral("openSession"));
+  box->addButton(tr("&Don't Store"), QMessageBox::RejectRole)->setObjectName(QStringLiteral("dontStore"));
+  return box;
+}
+
+bool RunDialog::copySession(const QString& source, const QString& target, QString* error) {
+  if (QFileInfo(source).canonicalFilePath() == QFileInfo(target).canonicalFilePath()) {
+    if (error) *error = tr("%1 is the read-only session itself").arg(target);
+    return false;
+  }
+  // The file dialog asked before overwriting.
+  if (QFileInfo::exists(target) && !QFile::remove(target)) {
+    if (error) *error = tr("cannot replace %1").arg(target);
+    return false;
+  }
+  QFile in(source);
+  if (!in.copy(target)) {
+    if (error) *error = tr("cannot copy %1 to %2: %3").arg(source, target, in.errorString());
+    return false;
+  }
+  // A bundled or read-only original leaves a read-only copy: the copy is the user's to write.
+  QFile::setPermissions(target, QFile::permissions(target) | QFileDevice::WriteOwner | QFileDevice::ReadOwner);
+  return true;
+}
+
 QString RunDialog::askSessionPath() {
   if (chooser_) return chooser_();
-  QMessageBox box(QMessageBox::Question, tr("Store the Run"),
-                  tr("No session is open. Store this run (its timeline, status and output) in a session?"),
-                  QMessageBox::NoButton, this);
-  QPushButton* create = box.addButton(tr("Create Session…"), QMessageBox::AcceptRole);
-  QPushButton* open = box.addButton(tr("Open Session…"), QMessageBox::AcceptRole);
-  box.addButton(tr("Don't Store"), QMessageBox::RejectRole);
-  box.exec();
-  if (box.clickedButton() == create)
+  SessionDock* dock = window_ ? window_->sessionDock() : nullptr;
+  const QString readOnly = dock && dock->hasSession() && dock->isReadOnly() ? dock->sessionPath() : QString();
+  std::unique_ptr<QMessageBox> box(makeStorePrompt(readOnly));
+  box->exec();
+  const QString clicked = box->clickedButton() ? box->clickedButton()->objectName() : QString();
+  if (clicked == QStringLiteral("saveSessionAs")) {
+    const QString target = QFileDialog::getSaveFileName(
+        this, tr("Save Session As"),
+        QDir::home().filePath(QFileInfo(readOnly).completeBaseName() + QStringLiteral(".session")),
+        tr("PipeStudio sessions (*.session);;All files (*)"));
+    if (target.isEmpty()) return {};
+    QString error;
+    if (!copySession(readOnly, target, &error)) {
+      QMessageBox::warning(this, tr("Save Session As"), error);
+      return {};
+    }
+    return target;
+  }
+  if (clicked == QStringLiteral("createSession"))
     return QFileDialog::getSaveFileName(this, tr("Create Session"), QStringLiteral("runs.session"),
                                         tr("PipeStudio sessions (*.session);;All files (*)"));
-  if (box.clickedButton() == open)
+  if (clicked == QStringLiteral("openSession"))
     return QFileDialog::getOpenFileName(this, tr("Open Session"), QString(),
                                         tr("PipeStudio sessions (*.session);;All files (*)"));
   return {};

@@ -14,6 +14,7 @@
 class QCheckBox;
 class QDoubleSpinBox;
 class QLineEdit;
+class QMessageBox;
 
 namespace ps::ui {
 
@@ -54,9 +55,16 @@ class RunDialog : public CommandDialog {
   RunController* controller() const { return controller_; }
   QPushButton* runButton() const { return startButton_; }
 
-  // Where a finished run is stored when no session is open: returns a path, or empty for
-  // "don't store". Default: asks (create / open / don't store). Tests replace it.
+  // Where a finished run is stored when no writable session is open: returns a path, or empty
+  // for "don't store". Default: asks (a copy of the read-only session / create / open / don't
+  // store). Tests replace it.
   void setSessionChooser(std::function<QString()> chooser) { chooser_ = std::move(chooser); }
+  // The question asked then, with its buttons (not shown; tests read it). `readOnlySession`:
+  // the path of the session open read-only, empty when none is open.
+  QMessageBox* makeStorePrompt(const QString& readOnlySession);
+  // Copies a read-only session to `target` for storing a run in it (Save Session As…);
+  // false with the reason in `error`.
+  static bool copySession(const QString& source, const QString& target, QString* error);
   // The session the last run went to ("" when none) and its run id.
   QString lastStoredSession() const { return lastSession_; }
   qint64 lastStoredRun() const { return lastRun_; }

@@ -46,7 +46,7 @@ bool editRemoteHost(QWidget* parent, RemoteHost& host) {
   port->setValue(host.port);
   auto* key = new QLineEdit(host.identityFile);
   key->setPlaceholderText(QObject::tr("default: ssh's keys and agent"));
-  auto* browse = new QPushButton(QObject::tr("Browse…"));
+  auto* browse = new QPushButton(QObject::tr("&Browse…"));
   QObject::connect(browse, &QPushButton::clicked, &d, [&] {
     const QString f = QFileDialog::getOpenFileName(&d, QObject::tr("Identity File"), key->text());
     if (!f.isEmpty()) key->setText(f);
@@ -150,10 +150,10 @@ TargetPicker::TargetPicker(QSettings* settings, Mode mode, QWidget* parent)
     box->addLayout(row);
   } else {
     cluster_ = loadClusterHosts(*settings_);
-    auto* add = new QPushButton(tr("Add…"));
-    editHost_ = new QPushButton(tr("Edit…"));
-    removeHost_ = new QPushButton(tr("Remove"));
-    copyLaunch_ = new QPushButton(tr("Copy launch command"));
+    auto* add = new QPushButton(tr("&Add…"));
+    editHost_ = new QPushButton(tr("&Edit…"));
+    removeHost_ = new QPushButton(tr("Re&move"));
+    copyLaunch_ = new QPushButton(tr("Cop&y launch command"));
     copyLaunch_->setObjectName(QStringLiteral("copyLaunch"));
     copyLaunch_->setToolTip(
         tr("The torchrun or Slurm commands for this run, where ssh to every host is not allowed"));

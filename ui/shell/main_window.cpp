@@ -11,12 +11,17 @@
 #include <QFile>
 #include <QFileDialog>
 #include <QFileInfo>
+#include <QHBoxLayout>
+#include <QKeyEvent>
+#include <QLineEdit>
 #include <QKeySequence>
 #include <QLabel>
 #include <QMenuBar>
 #include <QMessageBox>
+#include <QPushButton>
 #include <QPalette>
 #include <QResizeEvent>
+#include <QScreen>
 #include <QScrollArea>
 #include <QSettings>
 #include <QShowEvent>
@@ -40,16 +45,21 @@
 #include "panels/iterations_controls.h"
 #include "panels/memory_chart.h"
 #include "panels/metrics_text.h"
+#include "panels/op_details_panel.h"
 #include "panels/properties_panel.h"
 #include "panels/summary_panel.h"
 #include "pipestudio/core/io/dsl.h"
 #include "pipestudio/core/io/trace_import.h"
 #include "pipestudio/core/planning/generators.h"
+#include "pipestudio/core/planning/schedule_edits.h"
 #include "remote/profile_dialog.h"
 #include "remote/run_dialog.h"
 #include "shell/main_window_internal.h"
 #include "shell/template_dialog.h"
+#include "shell/window_geometry.h"
+#include "widgets/elided_label.h"
 #include "timeline/legend_bar.h"
+#include "timeline/op_search.h"
 #include "timeline/theme.h"
 #include "timeline/timeline_view.h"
 
@@ -125,8 +135,29 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   lay->setSpacing(0);
   legend_ = new LegendBar;
   view_ = new TimelineView(doc_);
-  lay->addWidget(legend_);
+  // Above the timeline: the legend, and at its right the op search (docs/gui.md, "Finding ops").
+  auto* top = new QHBoxLayout;
+  top->setContentsMargins(0, 0, 4, 0);
+  top->setSpacing(4);
+  top->addWidget(legend_, 1);
+  find_ = new QLineEdit;
+  find_->setObjectName(QStringLiteral("findOps"));
+  find_->setPlaceholderText(tr("Find ops: F3, B@s1, mb 2, d1"));
+  find_->setClearButtonEnabled(true);
+  find_->setMaximumWidth(240);
+  find_->setMinimumWidth(150);
+  find_->setToolTip(tr("Words that must all match: an op (F3, B3@s1, SEND_F2), a kind (F, W), a micro-batch "
+                       "(mb 3), a stage (s2) or a device (d1). Enter: next match, Shift+Enter: previous, "
+                       "Esc: clear (Ctrl+F comes here; F3 / Shift+F3 step from anywhere)"));
+  find_->installEventFilter(this);
+  findCount_ = new QLabel;
+  findCount_->setObjectName(QStringLiteral("findCount"));
+  top->addWidget(find_, 0, Qt::AlignTop);
+  top->addWidget(findCount_, 0, Qt::AlignTop | Qt::AlignVCenter);
+  lay->addLayout(top);
   lay->addWidget(view_, 1);
+  connect(find_, &QLineEdit::textChanged, this, [this] { updateFind(true); });
+  connect(find_, &QLineEdit::returnPressed, this, [this] { findNext(true); });
   setCentralWidget(central);
   setDockOptions(QMainWindow::AnimatedDocks | QMainWindow::AllowTabbedDocks);
   setCorner(Qt::BottomLeftCorner, Qt::LeftDockWidgetArea);
@@ -150,7 +181,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
 
   validity_ = new QLabel;
   validity_->setTextFormat(Qt::RichText);
-  message_ = new QLabel;
+  message_ = new ElidedLabel;  // a long message ends in "…" before the "Measured:" label
   statusBar()->addWidget(validity_);
   statusBar()->addWidget(message_, 1);
   overlayLabel_ = new QLabel;
@@ -170,6 +201,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     const Analysis* p = view_->previewAnalysis();
     const Analysis& shown = p ? *p : doc_->analysis();
     summary_->setIterations(shown.iterations ? &*shown.iterations : nullptr);
+    summary_->setBaseline(summaryBaseline(shown));
     summary_->setMetrics(shown.timeline.metrics, doc_->savedMetrics(), simulationProgress(shown),
                          doc_->savedProgress());
   });
@@ -183,8 +215,22 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   QSettings st = settings();
   restoreGeometry(st.value(QStringLiteral("window/geometry")).toByteArray());
   restoredState_ = restoreState(st.value(QStringLiteral("window/state")).toByteArray());
+  // The default or restored size may come from a larger screen: showEvent fits it inside this
+  // one (before the first show the layout's minimum is not yet the real one).
+  initialSize_ = size();
   rebuildRecentMenu();
   documentChanged();
+}
+
+void MainWindow::keepOnScreen() {
+  if (isMaximized() || isFullScreen()) return;
+  const QScreen* sc = screen();
+  if (!sc) return;
+  const QRect g = geometry(), f = frameGeometry();
+  QMargins frame(g.left() - f.left(), g.top() - f.top(), f.right() - g.right(), f.bottom() - g.bottom());
+  if (frame.isNull()) frame = assumedWindowFrame();  // not known before the window manager frames it
+  const QRect fit = fitWindowToScreen(g, frame, sc->availableGeometry());
+  if (fit != g) setGeometry(fit);
 }
 
 void MainWindow::buildDocks() {
@@ -206,6 +252,18 @@ void MainWindow::buildDocks() {
   auto* ds = dock(tr("Summary"), QStringLiteral("dock.summary"), summary_, Qt::RightDockWidgetArea);
   auto* dd =
       dock(tr("Diagnostics"), QStringLiteral("dock.diagnostics"), diagnostics_, Qt::RightDockWidgetArea);
+  // The Op dock: the selected op's details and flow, tabbed with the diagnostics; it comes to
+  // the front the first time an op is selected.
+  details_ = new OpDetailsPanel(doc_, view_);
+  auto* dop = dock(tr("Op"), QStringLiteral("dock.op"), details_, Qt::RightDockWidgetArea);
+  tabifyDockWidget(dd, dop);
+  dd->raise();
+  connect(details_, &OpDetailsPanel::opActivated, this, [this](const Op& op) { view_->selectOp(op, true); });
+  connect(view_, &TimelineView::selectionChanged, this, [this, dop, raised = false]() mutable {
+    if (raised || !view_->selectedOp()) return;
+    raised = true;
+    dop->raise();
+  });
   auto* dm = dock(tr("Memory"), QStringLiteral("dock.memory"), memory_, Qt::BottomDockWidgetArea);
   deviation_ = new DeviationPanel;
   auto* dv = dock(tr("Deviation"), QStringLiteral("dock.deviation"), deviation_, Qt::BottomDockWidgetArea);
@@ -213,7 +271,7 @@ void MainWindow::buildDocks() {
   dm->raise();
   // The dock comes to the front when an overlay appears, not on every re-comparison after an edit.
   connect(view_, &TimelineView::overlayChanged, this, [this, dv, shown = false]() mutable {
-    deviation_->setComparison(view_->comparison());
+    deviation_->setComparison(view_->comparison(), planContext());
     legend_->setOverlayShown(view_->hasOverlay());
     if (view_->hasOverlay() && !shown) dv->raise();
     shown = view_->hasOverlay();
@@ -290,7 +348,86 @@ void MainWindow::showSearchDock() {
   search_->raise();
 }
 
+void MainWindow::updateFind(bool fromStart) {
+  const QString text = find_->text().trimmed();
+  if (text.isEmpty()) {
+    view_->setSearchMatches({});
+    findCount_->clear();
+    matchIndex_ = -1;
+    return;
+  }
+  const Analysis& a = doc_->analysis();
+  const OpQuery q = parseOpQuery(text, a.schedule);
+  if (!q.valid) {
+    view_->setSearchMatches({});
+    findCount_->setText(tr("'%1'?").arg(q.problem));
+    findCount_->setToolTip(tr("Not an op, kind, micro-batch (mb 3), stage (s2) or device (d1): %1").arg(q.problem));
+    matchIndex_ = -1;
+    return;
+  }
+  std::vector<OpRef> matches = findOps(a.schedule, a.timeline, q);
+  findCount_->setToolTip(QString());
+  if (fromStart) matchIndex_ = -1;
+  matchIndex_ = std::min(matchIndex_, static_cast<int>(matches.size()) - 1);
+  findCount_->setText(matches.empty() ? tr("no match")
+                      : matchIndex_ >= 0 ? tr("%1 / %2").arg(matchIndex_ + 1).arg(matches.size())
+                                         : tr("%n match(es)", nullptr, static_cast<int>(matches.size())));
+  view_->setSearchMatches(std::move(matches));
+}
+
+void MainWindow::findNext(bool forward) {
+  if (find_->text().trimmed().isEmpty()) {
+    focusFind();
+    return;
+  }
+  const auto& m = view_->searchMatches();
+  if (m.empty()) {
+    showStatus(tr("No op matches '%1'").arg(find_->text().trimmed()));
+    return;
+  }
+  const int n = static_cast<int>(m.size());
+  matchIndex_ = matchIndex_ < 0 ? (forward ? 0 : n - 1) : (matchIndex_ + (forward ? 1 : n - 1)) % n;
+  const OpRef r = m[static_cast<size_t>(matchIndex_)];
+  view_->selectRef(r, true);
+  findCount_->setText(tr("%1 / %2").arg(matchIndex_ + 1).arg(n));
+  showStatus(tr("Match %1 of %2: %3 on device %4")
+                 .arg(matchIndex_ + 1)
+                 .arg(n)
+                 .arg(QString::fromStdString(doc_->schedule().opName(*opAt(doc_->schedule(), r))))
+                 .arg(r.device));
+}
+
+QString MainWindow::findCountText() const {
+  return findCount_->text();
+}
+
+void MainWindow::focusFind() {
+  find_->setFocus(Qt::ShortcutFocusReason);
+  find_->selectAll();
+}
+
+bool MainWindow::eventFilter(QObject* o, QEvent* e) {
+  if (o == find_ && e->type() == QEvent::KeyPress) {
+    auto* k = static_cast<QKeyEvent*>(e);
+    if ((k->key() == Qt::Key_Return || k->key() == Qt::Key_Enter) && (k->modifiers() & Qt::ShiftModifier)) {
+      findNext(false);
+      return true;
+    }
+    if (k->key() == Qt::Key_Escape) {
+      find_->clear();
+      view_->setFocus();
+      return true;
+    }
+    if (k->key() == Qt::Key_Down || k->key() == Qt::Key_Up) {
+      findNext(k->key() == Qt::Key_Down);
+      return true;
+    }
+  }
+  return QMainWindow::eventFilter(o, e);
+}
+
 void MainWindow::documentChanged() {
+  if (find_ && !find_->text().isEmpty()) updateFind(false);  // steps moved: match again
   const Analysis& a = doc_->analysis();
   legend_->setSchedule(a.schedule);
   std::int64_t cap = doc_->profile().deviceMemoryBytes;
@@ -300,6 +437,7 @@ void MainWindow::documentChanged() {
                                                                  : a.timeline,
                        cap);
   summary_->setIterations(a.iterations ? &*a.iterations : nullptr);
+  summary_->setBaseline(summaryBaseline(a));
   summary_->setMetrics(a.timeline.metrics, doc_->savedMetrics(), simulationProgress(a),
                        doc_->savedProgress());
   diagnostics_->setDiagnostics(a.diagnostics);
@@ -323,14 +461,14 @@ void MainWindow::documentChanged() {
 }
 
 QString MainWindow::statusText() const {
-  return message_->text();
+  return message_->fullText();
 }
 QString MainWindow::validityText() const {
   return validity_->text();
 }
 
 void MainWindow::showStatus(const QString& text) {
-  message_->setText(text);
+  message_->setFullText(text);
 }
 
 void MainWindow::updateTitle() {
@@ -357,7 +495,8 @@ bool MainWindow::openFile(const QString& path, bool quiet) {
     showStatus(tr("Cannot open %1").arg(path));
     return false;
   }
-  doc_->load(std::move(loaded->schedule), std::move(loaded->profile), QFileInfo(path).absoluteFilePath());
+  doc_->load(std::move(loaded->schedule), std::move(loaded->profile), QFileInfo(path).absoluteFilePath(),
+             loaded->text);
   const QString dropped = documentReplaced();
   view_->selectOp(std::nullopt, false);
   view_->zoomToFit();
@@ -414,14 +553,24 @@ void MainWindow::setMeasuredOverlay(const Timeline& measured, const QString& wha
                    .arg(what)
                    .arg(measured.ops.size())
                    .arg(doc_->schedule().opCount()));
-  else if (const Comparison* c = view_->comparison())
-    showStatus(tr("Measured overlay from %1: %2 ops · makespan %3 ms vs planned %4 ms (%5%6 %)")
-                   .arg(what)
-                   .arg(measured.ops.size())
-                   .arg(c->measuredMakespan, 0, 'f', 2)
-                   .arg(c->plannedMakespan, 0, 'f', 2)
-                   .arg(c->relativeError >= 0 ? QStringLiteral("+") : QString())
-                   .arg(c->relativeError * 100, 0, 'f', 1));
+  else if (const Comparison* c = view_->comparison()) {
+    const SimulationProgress plan = simulationProgress(doc_->analysis());
+    if (plan.finished)
+      showStatus(tr("Measured overlay from %1: %2 ops · makespan %3 ms vs planned %4 ms (%5%6 %)%7")
+                     .arg(what)
+                     .arg(measured.ops.size())
+                     .arg(c->measuredMakespan, 0, 'f', 2)
+                     .arg(c->plannedMakespan, 0, 'f', 2)
+                     .arg(c->relativeError >= 0 ? QStringLiteral("+") : QString())
+                     .arg(c->relativeError * 100, 0, 'f', 1)
+                     .arg(usesDefaultCostModel() ? tr(" · plan: default cost model") : QString()));
+    else
+      showStatus(tr("Measured overlay from %1: %2 ops · makespan %3 ms; the plan has none (%4)")
+                     .arg(what)
+                     .arg(measured.ops.size())
+                     .arg(c->measuredMakespan, 0, 'f', 2)
+                     .arg(notAvailableText(plan)));
+  }
   stepper_->timelineOpened(live);  // a failed run opens where it stopped
   if (!measured.complete && !live) showStateDock();
 }
@@ -432,7 +581,8 @@ void MainWindow::clearMeasuredOverlay() {
   overlayWhat_.clear();
   overlayLabel_->clear();
   overlayLabel_->hide();
-  if (had) stepper_->timelineOpened();
+  // Back to the plain designer: the step-through was of the run, so it ends with it.
+  if (had) stepper_->stopDebugging();
   showStatus(tr("Measured overlay cleared"));
 }
 
@@ -463,9 +613,49 @@ QString MainWindow::dropMismatchedOverlay() {
   return note;
 }
 
+SummaryPanel::Baseline MainWindow::summaryBaseline(const Analysis& a) const {
+  SummaryPanel::Baseline b;
+  b.sameModel = doc_->savedWithCurrentModel();
+  b.savedModel = doc_->savedModelName();
+  for (const Diagnostic& d : a.diagnostics)
+    if (d.severity == Severity::Error && b.currentErrors++ == 0) b.currentProblem = QString::fromStdString(d.message);
+  return b;
+}
+
+bool MainWindow::usesDefaultCostModel() const {
+  return costProfileToJson(doc_->profile()) == costProfileToJson(defaultCostProfile(doc_->schedule()));
+}
+
+PlanContext MainWindow::planContext() const {
+  PlanContext p;
+  const Analysis& a = doc_->analysis();
+  p.progress = simulationProgress(a);
+  p.costModel = QString::fromStdString(doc_->profile().name);
+  p.defaultModel = usesDefaultCostModel();
+  const Comparison* c = view_->comparison();
+  const Timeline* m = view_->overlayTimeline();
+  if (!c || !m) return p;
+  // A measured op the planned timeline lacks is either not in the plan at all, or one the
+  // plan's stalled simulation never reached.
+  for (size_t i : c->unmatchedMeasured) {
+    if (i >= m->ops.size()) continue;
+    if (doc_->find(m->ops[i].op))
+      ++p.notReached;
+    else
+      ++p.notInPlan;
+  }
+  if (p.progress.finished) {
+    p.notInPlan += p.notReached;  // the plan ran to its end: it lacks them indeed (another device)
+    p.notReached = 0;
+  }
+  return p;
+}
+
 QString MainWindow::documentReplaced() {
+  // The overlay first: dropping it must not leave the new document in step mode.
+  const QString dropped = dropMismatchedOverlay();
   stepper_->stopDebugging();
-  return dropMismatchedOverlay();
+  return dropped;
 }
 
 void MainWindow::setOverlayScaled(bool scaled) {
@@ -513,8 +703,46 @@ void MainWindow::open() {
   openFile(path);
 }
 
+QString MainWindow::programKeptWhy(const QString& path) const {
+  if (!doc_->isProgram()) return tr("it was not opened from a program");
+  if (doc_->editedSinceLoad()) return tr("the schedule was edited, and an edit cannot be written back into its loops");
+  if (path.endsWith(QStringLiteral(".csv"), Qt::CaseInsensitive)) return tr("a CSV holds the op orders only");
+  const auto& profile = doc_->schedule().profile;
+  if (profile && !profile->empty() && QFileInfo(QString::fromStdString(*profile)).isRelative() &&
+      !doc_->filePath().isEmpty()) {
+    // The program names its profile relative to its own folder: it must still be found from
+    // the new one (or among the bundled profiles, where every folder finds it).
+    const QString name = QString::fromStdString(*profile);
+    const QString was = QFileInfo(QFileInfo(doc_->filePath()).dir().filePath(name)).canonicalFilePath();
+    const QString will = QFileInfo(QFileInfo(path).absoluteDir().filePath(name)).canonicalFilePath();
+    const QString bundled = resourcesDir() + QStringLiteral("/profiles/");
+    const bool found = was == will || QFileInfo(bundled + name).isFile() ||
+                       QFileInfo(bundled + name + QStringLiteral(".json")).isFile();
+    if (!was.isEmpty() && !found) return tr("its profile \"%1\" would not be found next to it").arg(name);
+  }
+  return {};
+}
+
+Status MainWindow::writePipe(const QString& path, QString* note) const {
+  const QString why = programKeptWhy(path);
+  if (why.isEmpty()) {
+    // Unedited: the program exactly as written (its loops, variables and comments).
+    QFile f(path);
+    const QByteArray bytes = doc_->sourceText().toUtf8();
+    if (!f.open(QIODevice::WriteOnly | QIODevice::Truncate) || f.write(bytes) != bytes.size())
+      return makeError("io.write", "cannot write " + path.toStdString() + ": " + f.errorString().toStdString());
+    if (note) *note = tr("the program as written");
+    return okStatus();
+  }
+  if (note && doc_->isProgram())
+    *note = tr("in the explicit form, the program's loops expanded: %1").arg(why);
+  return writeScheduleFile(path, doc_->schedule());
+}
+
 bool MainWindow::saveTo(const QString& path) {
-  auto st = writeScheduleFile(path, doc_->schedule());
+  QString note;
+  auto st = path.endsWith(QStringLiteral(".csv"), Qt::CaseInsensitive) ? writeScheduleFile(path, doc_->schedule())
+                                                                       : writePipe(path, &note);
   if (!st) {
     QMessageBox::warning(this, tr("Cannot save"), QString::fromStdString(st.error().message));
     return false;
@@ -522,7 +750,8 @@ bool MainWindow::saveTo(const QString& path) {
   doc_->markSaved(QFileInfo(path).absoluteFilePath());
   rememberDialogDir(QStringLiteral("save"), path);
   addRecent(QFileInfo(path).absoluteFilePath());
-  showStatus(tr("Saved %1").arg(QFileInfo(path).fileName()));
+  showStatus(tr("Saved %1").arg(QFileInfo(path).fileName()) +
+             (doc_->isProgram() && !note.isEmpty() ? QStringLiteral(" (") + note + QLatin1Char(')') : QString()));
   return true;
 }
 
@@ -548,6 +777,21 @@ bool MainWindow::save() {
   if (p.isEmpty() || p.startsWith(QFileInfo(resourcesDir()).absoluteFilePath()) || isBundled(p) ||
       !QFileInfo(p).isWritable())
     return saveAs();
+  if (doc_->isProgram() && !programKeptWhy(p).isEmpty() && !p.endsWith(QStringLiteral(".csv"))) {
+    // Saving an edited program over itself replaces its loops with the explicit form.
+    QMessageBox box(QMessageBox::Question, tr("Save"),
+                    tr("%1 is a program (loops, variables). The edited schedule can only be written in the "
+                       "explicit form, one op list per device. Overwrite the program with it?")
+                        .arg(QFileInfo(p).fileName()),
+                    QMessageBox::NoButton, this);
+    QPushButton* as = box.addButton(tr("Save &As…"), QMessageBox::AcceptRole);
+    QPushButton* over = box.addButton(tr("&Overwrite"), QMessageBox::DestructiveRole);
+    box.addButton(QMessageBox::Cancel);
+    box.setDefaultButton(as);
+    box.exec();
+    if (box.clickedButton() == as) return saveAs();
+    if (box.clickedButton() != over) return false;
+  }
   return saveTo(p);
 }
 
@@ -587,7 +831,7 @@ bool MainWindow::openSessionVersion(const QString& text, const QString& name, qi
   if (s.name.empty()) s.name = name.toStdString();
   CostProfile p = session_->profileForVersion(id).value_or(doc_->profile());
   if (!makeSimulationModel(s, p)) p = defaultCostProfile(s);
-  doc_->load(std::move(s), std::move(p));
+  doc_->load(std::move(s), std::move(p), {}, text);
   const QString dropped = documentReplaced();
   view_->selectOp(std::nullopt, false);
   view_->zoomToFit();
@@ -613,14 +857,9 @@ bool MainWindow::saveAs() {
 
 bool MainWindow::exportFile(const QString& path) {
   const QString ext = QFileInfo(path).suffix().toLower();
-  if (ext == QStringLiteral("png")) {
-    const QSize sz = view_->fullSize(2000);
-    return view_->renderImage(sz).save(path);
-  }
-  if (ext == QStringLiteral("svg")) {
-    view_->renderSvg(path, view_->fullSize(1600));
-    return QFileInfo(path).isFile();
-  }
+  lastExportNote_.clear();
+  if (ext == QStringLiteral("png")) return view_->exportImage(2000).save(path);
+  if (ext == QStringLiteral("svg")) return view_->exportSvg(path, 1600);
   if (ext == QStringLiteral("json")) {
 #ifdef PS_HAVE_CHROME_TRACE
     const std::string text = exportChromeTrace(doc_->analysis().timeline, &doc_->schedule());
@@ -631,8 +870,8 @@ bool MainWindow::exportFile(const QString& path) {
     return false;
 #endif
   }
-  auto st = writeScheduleFile(path, doc_->schedule());
-  return static_cast<bool>(st);
+  if (ext == QStringLiteral("csv")) return static_cast<bool>(writeScheduleFile(path, doc_->schedule()));
+  return static_cast<bool>(writePipe(path, &lastExportNote_));
 }
 
 void MainWindow::exportAs(const QString& filter, const QString& suffix) {
@@ -659,8 +898,22 @@ void MainWindow::exportAs(const QString& filter, const QString& suffix) {
       if (answer != QMessageBox::Ok) return;
     }
   }
-  showStatus(exportFile(path) ? tr("Exported %1").arg(QFileInfo(path).fileName())
-                              : tr("Export to %1 failed").arg(path));
+  if (QFileInfo(path).suffix().compare(QStringLiteral("pipe"), Qt::CaseInsensitive) == 0 && doc_->isProgram()) {
+    // A program that cannot be written back as it is: say what is written instead.
+    const QString why = programKeptWhy(path);
+    if (!why.isEmpty() &&
+        QMessageBox::information(this, tr("Export as .pipe"),
+                                 tr("<p>%1 was opened from a program (loops, variables). %2 will be written in "
+                                    "the explicit form, one op list per device, because %3.</p>")
+                                     .arg(QFileInfo(doc_->filePath()).fileName().toHtmlEscaped(),
+                                          QFileInfo(path).fileName().toHtmlEscaped(), why.toHtmlEscaped()),
+                                 QMessageBox::Ok | QMessageBox::Cancel, QMessageBox::Ok) != QMessageBox::Ok)
+      return;
+  }
+  const bool ok = exportFile(path);
+  showStatus(ok ? tr("Exported %1").arg(QFileInfo(path).fileName()) +
+                      (lastExportNote_.isEmpty() ? QString() : QStringLiteral(" (") + lastExportNote_ + QLatin1Char(')'))
+                : tr("Export to %1 failed").arg(path));
 }
 
 bool MainWindow::maybeSave() {
@@ -680,6 +933,21 @@ void MainWindow::resizeEvent(QResizeEvent* e) {
 
 void MainWindow::showEvent(QShowEvent* e) {
   QMainWindow::showEvent(e);
+  if (!shownOnce_) {
+    shownOnce_ = true;
+    // Inside the screen now, and again once framed with the real decorations; unless someone
+    // sized the window on purpose before showing it (or resizes it meanwhile).
+    if (size() == initialSize_) {
+      keepOnScreen();
+      fittedSize_ = size();
+      for (int ms : {0, 300})
+        QTimer::singleShot(ms, this, [this] {
+          if (size() != fittedSize_) return;
+          keepOnScreen();
+          fittedSize_ = size();
+        });
+    }
+  }
   applyCompactLayout();
 }
 

@@ -3,13 +3,18 @@
 // diagnostics, memory and summary docks; File / Edit / View menus; status bar with validity
 // and the last edit's effect. Menus and toolbar are built in main_window_actions.cpp.
 #include <QMainWindow>
+#include <QSize>
 #include <QStringList>
+
+#include "panels/summary_panel.h"
+#include "pipestudio/core/model/result.h"
 
 class QLabel;
 class QMenu;
 class QAction;
 class QComboBox;
 class QDockWidget;
+class QLineEdit;
 
 namespace ps::core {
 struct Timeline;
@@ -17,10 +22,14 @@ struct Timeline;
 
 namespace ps::ui {
 
+struct PlanContext;
+class DocumentationDialog;
+class ElidedLabel;
+class OpDetailsPanel;
+struct Analysis;
 class ScheduleDocument;
 class TimelineView;
 class MemoryChart;
-class SummaryPanel;
 class DiagnosticsPanel;
 class PropertiesPanel;
 class LegendBar;
@@ -51,6 +60,11 @@ class MainWindow : public QMainWindow {
   QString validityText() const;
 
   bool exportFile(const QString& path);  // by extension: .pipe .csv .json .png .svg
+  // What the last exportFile of a .pipe wrote, when it was opened from a program ("the
+  // program as written", or the explicit form and why).
+  QString lastExportNote() const { return lastExportNote_; }
+  // Why a .pipe at `path` cannot be the program as opened ("" when it can be).
+  QString programKeptWhy(const QString& path) const;
   // Selects an op by its DSL name ("B3@s1") and scrolls to it.
   bool selectOpByName(const QString& name);
   void setSlotLayout(bool slots);
@@ -78,9 +92,19 @@ class MainWindow : public QMainWindow {
   StepperController* stepperController() const { return stepper_; }
   StatePanel* statePanel() const { return state_; }
   void showStateDock();
+  // Finding ops (docs/gui.md): the search field above the timeline; next / previous match
+  // (Enter / Shift+Enter there, F3 / Shift+F3 anywhere) selects it and scrolls to it.
+  QLineEdit* findEdit() const { return find_; }
+  QString findCountText() const;
+  void findNext(bool forward);
+  void focusFind();
+  // The Op dock: the selected op's details and its dependencies.
+  OpDetailsPanel* opDetails() const { return details_; }
   // Help › Keyboard Shortcuts: every menu action with its keys (generated, HTML).
   QString shortcutsHtml() const;
   void showShortcuts();
+  // Help › Documentation: docs/gui.md in a dialog (the built-in copy when no docs are found).
+  DocumentationDialog* showDocumentation();
   // Where a file dialog for `purpose` ("open", "save", "export", "trace", "session") starts:
   // the folder that kind of dialog last used.
   static QString dialogDir(const QString& purpose);
@@ -89,6 +113,8 @@ class MainWindow : public QMainWindow {
   static QString documentationDir();
 
  public Q_SLOTS:
+  // The status bar's message (elided at its width; the whole of it in its tooltip).
+  void showStatus(const QString& text);
   void newFromTemplate();
   void open();
   bool save();
@@ -99,25 +125,36 @@ class MainWindow : public QMainWindow {
   void closeEvent(QCloseEvent* e) override;
   void resizeEvent(QResizeEvent* e) override;
   void showEvent(QShowEvent* e) override;
+  bool eventFilter(QObject* o, QEvent* e) override;
 
  private:
   void buildActions();
   void buildDocks();
   void buildStepper();
   void documentChanged();
+  // The search's matches for the field's text (fromStart: the next match is the first).
+  void updateFind(bool fromStart);
   // A measured overlay whose ops are not this schedule's (another shape) is cleared.
   // Returns what it did for the status bar ("" when the overlay stays).
   QString dropMismatchedOverlay();
   // Narrower docks once when the window is small and no layout was saved.
   void applyCompactLayout();
+  // The window with its frame inside the screen's available area (docs/gui.md, "Window").
+  void keepOnScreen();
   // New / Open: leave step mode, drop an overlay of another schedule.
   QString documentReplaced();
+  // What the Deviation dock compares against: the plan's cost model and how far it simulated.
+  PlanContext planContext() const;
+  // How the Summary's "Now" compares with "Saved" (same cost model; errors now).
+  SummaryPanel::Baseline summaryBaseline(const Analysis& a) const;
+  bool usesDefaultCostModel() const;
   void updateTitle();
   void addRecent(const QString& path);
   void rebuildRecentMenu();
   bool maybeSave();
-  void showStatus(const QString& text);
   void exportAs(const QString& filter, const QString& suffix);
+  // A .pipe: the program as opened when unedited, else the explicit form (what in `note`).
+  ps::core::Status writePipe(const QString& path, QString* note) const;
   bool openSessionVersion(const QString& pipeText, const QString& name, qint64 versionId);
 
   ScheduleDocument* doc_ = nullptr;
@@ -135,13 +172,21 @@ class MainWindow : public QMainWindow {
   QDockWidget* stateDock_ = nullptr;
   QAction* scaledAction_ = nullptr;
   QLabel* validity_ = nullptr;
-  QLabel* message_ = nullptr;
+  ElidedLabel* message_ = nullptr;
+  QLineEdit* find_ = nullptr;
+  QLabel* findCount_ = nullptr;
+  int matchIndex_ = -1;
+  OpDetailsPanel* details_ = nullptr;
   QMenu* recentMenu_ = nullptr;
   QMenu* viewMenu_ = nullptr;
   QComboBox* layoutCombo_ = nullptr;
   QString loadNote_;
   QString overlayWhat_;
+  QString lastExportNote_;
   bool restoredState_ = false;
+  bool shownOnce_ = false;
+  QSize initialSize_;  // as constructed (default or restored)
+  QSize fittedSize_;   // as fitted to the screen at the first show
   int compactWidth_ = -1000;  // the width the compact dock sizes were last made for
   QLabel* overlayLabel_ = nullptr;
 };

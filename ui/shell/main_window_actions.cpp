@@ -25,6 +25,7 @@
 #include "remote/profile_dialog.h"
 #include "remote/run_dialog.h"
 #include "shell/main_window.h"
+#include "shell/help_dialog.h"
 #include "shell/main_window_internal.h"
 #include "timeline/timeline_view.h"
 
@@ -62,10 +63,11 @@ QString MainWindow::shortcutsHtml() const {
                   .arg(QString(top->text()).remove(QLatin1Char('&')).toHtmlEscaped());
       walk(top->menu(), QString());
     }
-  html += QStringLiteral("</table><p>%1</p>")
-              .arg(tr("On the timeline: drag a block along its row to reorder, Esc cancels; ← / → move "
-                      "the selection earlier / later; Ctrl+← / Ctrl+→ and ↑ / ↓ walk the selection; "
-                      "Ctrl+wheel zooms, Shift+wheel pans; double-click zooms to an op."));
+  // The timeline's own keys and gestures: from the view, so they cannot drift either.
+  html += QStringLiteral("<tr><td colspan='2'><br><b>%1</b></td></tr>").arg(tr("Timeline").toHtmlEscaped());
+  for (const auto& [keys, what] : TimelineView::inputHelp())
+    html += QStringLiteral("<tr><td><b>%1</b></td><td>%2</td></tr>").arg(keys.toHtmlEscaped(), what.toHtmlEscaped());
+  html += QStringLiteral("</table>");
   return html;
 }
 
@@ -82,6 +84,15 @@ void MainWindow::showShortcuts() {
   lay->addWidget(buttons);
   dlg.resize(560, 600);
   dlg.exec();
+}
+
+DocumentationDialog* MainWindow::showDocumentation() {
+  // Shown in the program, never handed to a URL handler that may not exist.
+  auto* dlg = findChild<DocumentationDialog*>(QString(), Qt::FindDirectChildrenOnly);
+  if (!dlg) dlg = new DocumentationDialog(documentationDir(), this);
+  dlg->show();
+  dlg->raise();
+  return dlg;
 }
 
 void MainWindow::buildActions() {
@@ -110,7 +121,12 @@ void MainWindow::buildActions() {
       file->addAction(st->standardIcon(QStyle::SP_DialogSaveButton), tr("&Save"), this, &MainWindow::save);
   aSave->setShortcut(QKeySequence::Save);
   QAction* aSaveAs = file->addAction(tr("Save &As…"), this, &MainWindow::saveAs);
-  aSaveAs->setShortcut(QKeySequence::SaveAs);
+  {  // The platform's Save As keys, and Ctrl+Shift+S everywhere (some platforms define none).
+    QList<QKeySequence> keys = QKeySequence::keyBindings(QKeySequence::SaveAs);
+    const QKeySequence ctrlShiftS(Qt::CTRL | Qt::SHIFT | Qt::Key_S);
+    if (!keys.contains(ctrlShiftS)) keys.prepend(ctrlShiftS);
+    aSaveAs->setShortcuts(keys);
+  }
   QMenu* exp = file->addMenu(tr("&Export"));
   exp->addAction(tr("Schedule (.pipe)…"), this,
                  [this] { exportAs(tr("PipeStudio schedule (*.pipe)"), QStringLiteral("pipe")); });
@@ -149,7 +165,7 @@ void MainWindow::buildActions() {
   connect(aEarlier, &QAction::triggered, this, [this] {
     if (auto r = view_->selection()) {
       QString err;
-      if (!doc_->moveStep(r->device, r->step, r->step - 1, &err)) showStatus(err);
+      if (!doc_->moveOp(r->device, r->step, -1, &err)) showStatus(err);
     }
   });
   QAction* aLater = edit->addAction(tr("Move Op &Later"));
@@ -157,9 +173,17 @@ void MainWindow::buildActions() {
   connect(aLater, &QAction::triggered, this, [this] {
     if (auto r = view_->selection()) {
       QString err;
-      if (!doc_->moveStep(r->device, r->step, r->step + 1, &err)) showStatus(err);
+      if (!doc_->moveOp(r->device, r->step, +1, &err)) showStatus(err);
     }
   });
+
+  edit->addSeparator();
+  QAction* aFind = edit->addAction(tr("&Find Ops…"), this, &MainWindow::focusFind);
+  aFind->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_F));
+  QAction* aFindNext = edit->addAction(tr("Find &Next"), this, [this] { findNext(true); });
+  aFindNext->setShortcut(QKeySequence(Qt::Key_F3));
+  QAction* aFindPrev = edit->addAction(tr("Find Pre&vious"), this, [this] { findNext(false); });
+  aFindPrev->setShortcut(QKeySequence(Qt::SHIFT | Qt::Key_F3));
 
   viewMenu_ = menuBar()->addMenu(tr("&View"));
   QAction* aZoomIn = viewMenu_->addAction(tr("Zoom &In"), view_, &TimelineView::zoomIn);
@@ -203,15 +227,8 @@ void MainWindow::buildActions() {
   }
   QMenu* help = menuBar()->addMenu(tr("&Help"));
   help->addAction(tr("&Keyboard Shortcuts"), this, &MainWindow::showShortcuts);
-  help->addAction(tr("&Documentation"), this, [this] {
-    const QString docs = documentationDir();
-    if (!docs.isEmpty())
-      QDesktopServices::openUrl(QUrl::fromLocalFile(docs + QStringLiteral("/gui.md")));
-    else
-      QMessageBox::information(this, tr("Documentation"),
-                               tr("The documentation is not installed beside this program (gui.md in "
-                                  "share/doc/pipestudio; the pipestudio package installs it)."));
-  });
+  QAction* aDocs = help->addAction(tr("&Documentation"), this, [this] { showDocumentation(); });
+  aDocs->setShortcut(QKeySequence::HelpContents);
   help->addSeparator();
   help->addAction(tr("&About PipeStudio"), this, [this] {
     QMessageBox::about(

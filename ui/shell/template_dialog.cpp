@@ -14,6 +14,7 @@
 
 #include "document/schedule_document.h"
 #include "panels/metrics_text.h"
+#include "timeline/legend_bar.h"
 #include "timeline/timeline_view.h"
 #include "widgets/form.h"
 
@@ -45,13 +46,20 @@ TemplateDialog::TemplateDialog(QWidget* parent) : QDialog(parent) {
   previewDoc_ = new ScheduleDocument(this);
   preview_ = new TimelineView(previewDoc_, this);
   preview_->setEditable(false);
-  preview_->setMinimumSize(640, 220);
+  // Every device's row in view (thin rows for many devices), the whole schedule fitted.
+  preview_->setMinimumRowHeight(6);
+  preview_->setMinimumSize(560, 200);
+  legend_ = new LegendBar;
+  connect(previewDoc_, &ScheduleDocument::changed, legend_,
+          [this] { legend_->setSchedule(previewDoc_->analysis().schedule); });
+  lay->addWidget(legend_);
   lay->addWidget(preview_, 1);
   info_ = new QLabel;
   info_->setWordWrap(true);
   lay->addWidget(info_);
   buttons_ = new QDialogButtonBox(QDialogButtonBox::Ok | QDialogButtonBox::Cancel);
-  buttons_->button(QDialogButtonBox::Ok)->setText(tr("Create"));
+  buttons_->button(QDialogButtonBox::Ok)->setText(tr("&Create"));
+  buttons_->button(QDialogButtonBox::Cancel)->setText(tr("C&ancel"));
   connect(buttons_, &QDialogButtonBox::accepted, this, &QDialog::accept);
   connect(buttons_, &QDialogButtonBox::rejected, this, &QDialog::reject);
   lay->addWidget(buttons_);

@@ -17,6 +17,7 @@ namespace ps::ui {
 class ScheduleDocument;
 struct Analysis;
 class TimelineView;
+class LegendBar;
 
 class TemplateDialog : public QDialog {
   Q_OBJECT
@@ -37,6 +38,8 @@ class TemplateDialog : public QDialog {
   int chunks() const;
   // The preview's analysis under the default model (makespan, stalled or not).
   const Analysis& previewAnalysis() const;
+  TimelineView* preview() const { return preview_; }
+  LegendBar* legend() const { return legend_; }
 
  protected:
   void showEvent(QShowEvent* e) override;
@@ -52,6 +55,7 @@ class TemplateDialog : public QDialog {
   QDialogButtonBox* buttons_ = nullptr;
   ScheduleDocument* previewDoc_ = nullptr;
   TimelineView* preview_ = nullptr;
+  LegendBar* legend_ = nullptr;
   std::optional<ps::core::Schedule> schedule_;
 };
 

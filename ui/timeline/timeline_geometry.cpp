@@ -377,4 +377,20 @@ std::vector<DotCluster> clusterDots(std::vector<std::pair<double, double>> dots,
   return out;
 }
 
+LabelBox placeLabel(LabelBox want, const std::vector<LabelBox>& taken, int tries) {
+  LabelBox b = want;
+  for (int i = 0; i <= tries; ++i) {
+    const auto hit = std::find_if(taken.begin(), taken.end(), [&](const LabelBox& t) { return t.intersects(b); });
+    if (hit == taken.end()) return b;
+    b.y = hit->y - b.h - 1;  // just above the one in the way
+  }
+  return want;
+}
+
+TimeSpan spanBetween(const TimeAxis& axis, double x0, double x1) {
+  const double a = std::max(0.0, axis.toTime(std::min(x0, x1)));
+  const double b = std::max(0.0, axis.toTime(std::max(x0, x1)));
+  return TimeSpan{a, b};
+}
+
 }  // namespace ps::ui

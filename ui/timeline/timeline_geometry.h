@@ -44,6 +44,28 @@ class TimeAxis {
   double offsetPx_ = 0.0;
 };
 
+// A measured span (Perfetto's ruler selection): the times between two pointer positions.
+struct TimeSpan {
+  double from = 0;
+  double to = 0;
+  double length() const { return to - from; }
+};
+// The span between plot-area x0 and x1 on `axis`, ordered and never before 0.
+TimeSpan spanBetween(const TimeAxis& axis, double x0, double x1);
+
+// A label's box (arrows' "+0.32 ms"): placed where it wants to be, or moved up past the boxes
+// already placed so that no two overlap (at most `tries` steps, then where it wanted).
+struct LabelBox {
+  double x = 0, y = 0, w = 0, h = 0;
+  bool intersects(const LabelBox& o) const { return x < o.x + o.w && o.x < x + w && y < o.y + o.h && o.y < y + h; }
+};
+LabelBox placeLabel(LabelBox want, const std::vector<LabelBox>& taken, int tries = 6);
+
+// WASD (Perfetto, Chrome's trace viewer): W / S zoom by this factor (in / out), A / D pan by
+// this fraction of the plot's width.
+inline constexpr double kKeyZoomFactor = 1.25;
+inline constexpr double kKeyPanFraction = 0.15;
+
 // Vertical layout: a time ruler on top, then one row per device.
 struct RowLayout {
   double rulerHeight = 26;

@@ -28,6 +28,13 @@ void TimelineView::report(const QString& text) {
 void TimelineView::mousePressEvent(QMouseEvent* e) {
   setFocus();
   if (e->button() != Qt::LeftButton) return QAbstractScrollArea::mousePressEvent(e);
+  if ((e->modifiers() & Qt::ShiftModifier) && e->pos().x() >= layout_.labelWidth && mode_ == LayoutMode::Time) {
+    // Measure: Shift+drag from here.
+    measuring_ = true;
+    measureStartX_ = e->pos().x() - layout_.labelWidth;
+    setMeasuredSpan(spanBetween(axis_, measureStartX_, measureStartX_));
+    return;
+  }
   auto h = hitAt(e->pos());
   if (e->pos().x() >= layout_.labelWidth && mode_ == LayoutMode::Time) {
     // The ruler seeks (and starts stepping); so does the playhead line itself where no block
@@ -58,6 +65,12 @@ void TimelineView::mousePressEvent(QMouseEvent* e) {
 
 void TimelineView::mouseMoveEvent(QMouseEvent* e) {
   hoverX_ = e->pos().x();
+  if (measuring_ && (e->buttons() & Qt::LeftButton)) {
+    setMeasuredSpan(spanBetween(axis_, measureStartX_, e->pos().x() - layout_.labelWidth));
+    report(tr("Span %1 (%2 → %3 ms)")
+               .arg(msText(measure_->length()), fmtMs(measure_->from), fmtMs(measure_->to)));
+    return;
+  }
   if (seeking_ && (e->buttons() & Qt::LeftButton)) {
     Q_EMIT playheadSeekRequested(std::max(0.0, axis_.toTime(e->pos().x() - layout_.labelWidth)));
     return;
@@ -162,6 +175,17 @@ void TimelineView::endDrag(bool apply) {
 
 void TimelineView::mouseReleaseEvent(QMouseEvent* e) {
   if (e->button() != Qt::LeftButton) return QAbstractScrollArea::mouseReleaseEvent(e);
+  if (measuring_) {
+    measuring_ = false;
+    setMeasuredSpan(spanBetween(axis_, measureStartX_, e->pos().x() - layout_.labelWidth));
+    if (measure_->length() <= 0) {
+      setMeasuredSpan(std::nullopt);  // a Shift+click clears
+      return;
+    }
+    report(tr("Span %1 (%2 → %3 ms) · Esc clears")
+               .arg(msText(measure_->length()), fmtMs(measure_->from), fmtMs(measure_->to)));
+    return;
+  }
   if (seeking_) {
     seeking_ = false;
     return;
@@ -183,6 +207,39 @@ void TimelineView::mouseDoubleClickEvent(QMouseEvent* e) {
       zoomBy(std::max(1.0, want / axis_.pixelsPerMs()), e->pos().x() - layout_.labelWidth);
     }
   }
+}
+
+void TimelineView::zoomToOp(OpRef ref) {
+  const Block* b = blocks().block(ref.device, ref.step);
+  if (!b) return;
+  const double want = plotWidth() / 12 / std::max(1e-9, b->duration());
+  zoomBy(std::max(1.0, want / axis_.pixelsPerMs()), axis_.toX((b->start + b->end) / 2));
+  ensureVisible(ref);
+}
+
+std::optional<OpRef> TimelineView::firstVisibleOp() const {
+  const double t0 = axis_.toTime(0), t1 = axis_.toTime(plotWidth());
+  const double scrollY = verticalScrollBar()->value();
+  std::optional<OpRef> any;
+  for (int d = 0; d < blocks().devices(); ++d) {
+    const auto& row = blocks().row(d);
+    if (row.empty()) continue;
+    if (!any) any = OpRef{d, row.front().step};
+    if (layout_.rowBottom(d) < scrollY + layout_.rulerHeight) continue;  // scrolled away above
+    auto [f, l] = blocks().visibleRange(d, t0, t1);
+    if (f < l && f < row.size()) return OpRef{d, row[f].step};
+  }
+  return any;
+}
+
+void TimelineView::focusInEvent(QFocusEvent* e) {
+  QAbstractScrollArea::focusInEvent(e);
+  viewport()->update();  // the focus frame
+}
+
+void TimelineView::focusOutEvent(QFocusEvent* e) {
+  QAbstractScrollArea::focusOutEvent(e);
+  viewport()->update();
 }
 
 void TimelineView::leaveEvent(QEvent*) {
@@ -214,15 +271,10 @@ void TimelineView::moveSelection(int delta) {
     report(tr("Editing works on one iteration: set Iterations to 1 to drag or edit ops"));
     return;
   }
-  const int n = static_cast<int>(doc_->schedule().devices[static_cast<size_t>(ref->device)].size());
-  const int to = ref->step + delta;
-  if (to < 0 || to >= n) {
-    report(delta < 0 ? tr("Already the first op on device %1").arg(ref->device)
-                     : tr("Already the last op on device %1").arg(ref->device));
-    return;
-  }
+  // Among the compute ops, carrying the op's own SEND/RECV (a compute_comms CSV): one press
+  // never posts a receive after the op that needs it.
   QString err;
-  if (!doc_->moveStep(ref->device, ref->step, to, &err)) report(err);
+  if (!doc_->moveOp(ref->device, ref->step, delta, &err)) report(err);
   if (auto r = selection()) ensureVisible(*r);
 }
 
@@ -234,7 +286,57 @@ void TimelineView::keyPressEvent(QKeyEvent* e) {
   }
   const bool ctrl = e->modifiers() & Qt::ControlModifier;
   auto ref = selection();
-  switch (e->key()) {
+  const int key = e->key();
+  if (!(e->modifiers() & (Qt::ControlModifier | Qt::AltModifier | Qt::MetaModifier))) {
+    // WASD as in Perfetto and Chrome's trace viewer: W / S zoom around the pointer (the middle
+    // when it is elsewhere), A / D pan.
+    const double pointer = hoverX_ >= layout_.labelWidth ? hoverX_ - layout_.labelWidth : plotWidth() / 2;
+    switch (key) {
+      case Qt::Key_W:
+        zoomBy(kKeyZoomFactor, pointer);
+        return;
+      case Qt::Key_S:
+        zoomBy(1 / kKeyZoomFactor, pointer);
+        return;
+      case Qt::Key_A:
+      case Qt::Key_D: {
+        const int step = static_cast<int>(plotWidth() * kKeyPanFraction);
+        horizontalScrollBar()->setValue(horizontalScrollBar()->value() + (key == Qt::Key_A ? -step : step));
+        return;
+      }
+      default:
+        break;
+    }
+  }
+  if (key == Qt::Key_Escape && measure_ && !dragging_) {
+    setMeasuredSpan(std::nullopt);
+    report(tr("Span cleared"));
+    return;
+  }
+  const bool navigation = key == Qt::Key_Left || key == Qt::Key_Right || key == Qt::Key_Up ||
+                          key == Qt::Key_Down || key == Qt::Key_Home || key == Qt::Key_End;
+  if (!ref && navigation && !(e->modifiers() & Qt::AltModifier)) {
+    // Keyboard only: the first key selects an op to start from (the first one in view).
+    if (auto first = firstVisibleOp()) {
+      selectRef(*first, true);
+      report(tr("Selected %1 · Ctrl+← / Ctrl+→ and ↑ / ↓ walk, ← / → move it, Enter zooms to it, F9 sets a "
+                "breakpoint")
+                 .arg(QString::fromStdString(doc_->schedule().opName(*selectedOp()))));
+    }
+    return;
+  }
+  switch (key) {
+    case Qt::Key_Home:
+    case Qt::Key_End: {
+      // The first or last op of the selection's device.
+      const auto& row = doc_->schedule().devices[static_cast<size_t>(ref->device)];
+      if (!row.empty()) selectRef(OpRef{ref->device, key == Qt::Key_Home ? 0 : static_cast<int>(row.size()) - 1});
+      return;
+    }
+    case Qt::Key_Return:
+    case Qt::Key_Enter:
+      if (ref) zoomToOp(*ref);
+      return;
     case Qt::Key_Left:
     case Qt::Key_Right: {
       const int delta = e->key() == Qt::Key_Left ? -1 : 1;

@@ -3,13 +3,20 @@
 // from the view's Theme. paintTimeline runs them in order for the viewport, exports and the
 // benchmark; tests run single passes.
 #include <QApplication>
+#include <QFileInfo>
 #include <QPainter>
 #include <QPainterPath>
 #include <QScrollBar>
 #include <algorithm>
 #include <cmath>
 #include <iterator>
+#include <memory>
 
+#ifdef PIPESTUDIO_HAVE_SVG
+#include <QSvgGenerator>
+#endif
+
+#include "timeline/legend_bar.h"
 #include "timeline/op_style.h"
 #include "timeline/timeline_internal.h"
 #include "timeline/timeline_view.h"
@@ -22,7 +29,7 @@ using namespace ps::ui::timeline_detail;
 namespace {
 
 void drawArrow(QPainter& p, QPointF a, QPointF b, const QColor& c, const QString& label, bool dashed,
-               const QColor& labelBackground) {
+               const QColor& labelBackground, std::vector<LabelBox>* taken = nullptr) {
   QPainterPath path(a);
   const double dx = std::max(18.0, std::abs(b.x() - a.x()) / 2);
   if (std::abs(a.y() - b.y()) < 1) {
@@ -51,12 +58,16 @@ void drawArrow(QPainter& p, QPointF a, QPointF b, const QColor& c, const QString
   if (!label.isEmpty()) {
     const QPointF mid = path.pointAtPercent(0.5);
     p.save();  // every label at the same size, however many arrows come before it
-    QFont f = p.font();
-    f.setPointSizeF(f.pointSizeF() * 0.85);
-    p.setFont(f);
-    const QFontMetricsF fm(f);
-    QRectF r(mid.x() - fm.horizontalAdvance(label) / 2 - 3, mid.y() - fm.height() - 2,
-             fm.horizontalAdvance(label) + 6, fm.height());
+    const QFontMetricsF fm(p.font());
+    LabelBox box{mid.x() - fm.horizontalAdvance(label) / 2 - 4, mid.y() - fm.height() - 2,
+                 fm.horizontalAdvance(label) + 8, fm.height() + 1};
+    // Labels of arrows that meet (an op's several inputs) would print over each other.
+    if (taken) {
+      box = placeLabel(box, *taken);
+      taken->push_back(box);
+    }
+    const QRectF r(box.x, box.y, box.w, box.h);
+    p.setPen(QPen(c, 1));
     p.setBrush(labelBackground);
     p.drawRoundedRect(r, 3, 3);
     p.setPen(c);
@@ -246,6 +257,7 @@ struct TimelinePasses {
     if (v.invalid_.size() < 20000)
       for (auto k : v.invalid_) outline(k, QPen(c.theme.error, 2));
     for (auto k : v.cycle_) outline(k, QPen(c.theme.deadlock, 2, Qt::DashLine));
+    searchMatches(v, c);
   }
 
   static std::optional<std::pair<QRectF, const Block*>> placedBlock(const TimelineView& v, const Context& c,
@@ -261,9 +273,14 @@ struct TimelinePasses {
     QPainter& p = c.p;
     const Theme& th = c.theme;
     p.setRenderHint(QPainter::Antialiasing, true);
-    p.setFont(c.small);
+    // Labels a little larger than the blocks' numbers, bold: they name times between devices.
+    QFont labelFont = c.font;
+    labelFont.setPointSizeF(c.font.pointSizeF() * 0.9);
+    labelFont.setBold(true);
+    p.setFont(labelFont);
+    std::vector<LabelBox> taken;
     auto arrow = [&](QPointF from, QPointF to, const QColor& col, const QString& label, bool dashed) {
-      drawArrow(p, from, to, col, label, dashed, th.labelBackground);
+      drawArrow(p, from, to, col, label, dashed, th.labelBackground, &taken);
     };
     auto rightOf = [](const QRectF& r) { return QPointF(r.right(), r.center().y()); };
     auto leftOf = [](const QRectF& r) { return QPointF(r.left(), r.center().y()); };
@@ -399,12 +416,34 @@ struct TimelinePasses {
         p.setPen(QPen(th.error, 2.5, Qt::DashLine));
         p.drawRect(r.adjusted(1, 1, -1, -1));
       }
+    for (const auto& [d, op] : v.marks_.waiting)
+      for (const QRectF& r : rectsOf(d, op)) {
+        p.setPen(QPen(th.muted, 1.5, Qt::DashLine));
+        p.drawRect(r.adjusted(1, 1, -1, -1));
+      }
     for (const auto& [d, op] : v.marks_.running)
       for (const QRectF& r : rectsOf(d, op)) {
         p.setPen(QPen(th.playhead, 3));
         p.drawRect(r.adjusted(-1, -1, 1, 1));
       }
     if (!v.marks_.breakpoints.empty()) breakpoints(v, c);
+  }
+
+  static void measure(const TimelineView& v, const Context& c);
+
+  static void searchMatches(const TimelineView& v, const Context& c) {
+    // Find: every match outlined in the selection colour, a dotted frame (the selection itself
+    // keeps its solid one).
+    if (v.searchMatches_.empty()) return;
+    QPainter& p = c.p;
+    p.setBrush(Qt::NoBrush);
+    p.setPen(QPen(c.theme.highlight, 2, Qt::DotLine));
+    for (const OpRef& r : v.searchMatches_) {
+      if (r.device < c.firstRow || r.device > c.lastRow) continue;
+      const Block* b = c.bi.block(r.device, r.step);
+      if (!b || b->end < c.t0 || b->start > c.t1) continue;
+      p.drawRect(v.blockRect(*b, c.axis, c.scrollY, c.target).adjusted(-1, -1, 1, 1));
+    }
   }
 
   static void breakpoints(const TimelineView& v, const Context& c) {
@@ -497,9 +536,20 @@ struct TimelinePasses {
     QFont bold = c.font;
     bold.setBold(true);
     const QFontMetricsF fmSmall(c.small);
+    // Thin rows (a preview of many devices): one small label, on every k-th row that has room.
+    const bool thin = v.layout_.rowHeight < QFontMetricsF(bold).height() + fmSmall.height();
+    const int every = thin ? std::max(1, static_cast<int>(std::ceil(fmSmall.height() / v.layout_.pitch()))) : 1;
     for (int d = c.firstRow; d <= c.lastRow; ++d) {
       const QRectF lr(c.target.left() + 10, c.rowY(v.layout_, d), v.layout_.labelWidth - 18,
                       v.layout_.rowHeight);
+      if (thin) {
+        if (d % every != 0) continue;
+        p.setFont(c.small);
+        p.setPen(th.text);
+        p.drawText(QRectF(lr.left(), lr.center().y() - fmSmall.height() / 2, lr.width(), fmSmall.height()),
+                   Qt::AlignLeft | Qt::AlignVCenter, TimelineView::tr("Device %1").arg(d));
+        continue;
+      }
       p.setFont(bold);
       p.setPen(th.text);
       p.drawText(lr, Qt::AlignLeft | Qt::AlignTop, TimelineView::tr("Device %1").arg(d));
@@ -589,9 +639,46 @@ struct TimelinePasses {
   }
 };
 
+// ---- the measured span and search matches ------------------------------------------------------
+
+void TimelinePasses::measure(const TimelineView& v, const Context& c) {
+  if (!v.measure_) return;
+  QPainter& p = c.p;
+  const Theme& th = c.theme;
+  const double x0 = c.plotX0 + c.axis.toX(v.measure_->from), x1 = c.plotX0 + c.axis.toX(v.measure_->to);
+  p.save();
+  p.setClipRect(QRectF(c.plotX0, c.target.top(), c.plotW, c.target.height()));
+  QColor band = th.highlight;
+  band.setAlphaF(0.12f);
+  p.fillRect(QRectF(x0, c.target.top() + v.layout_.rulerHeight, std::max(1.0, x1 - x0), c.target.height()), band);
+  p.setPen(QPen(th.highlight, 1.5));
+  for (double x : {x0, x1}) p.drawLine(QPointF(x, c.target.top()), QPointF(x, c.target.bottom()));
+  // Its length on the ruler, between the two lines when it fits.
+  const QString txt = msText(v.measure_->length());
+  QFont f = c.small;
+  f.setBold(true);
+  p.setFont(f);
+  const double w = QFontMetricsF(f).horizontalAdvance(txt) + 12;
+  const double mid = (x0 + x1) / 2;
+  const QRectF flag(std::clamp(mid - w / 2, c.plotX0, c.plotX0 + c.plotW - w), c.target.top() + 3, w,
+                    v.layout_.rulerHeight - 8);
+  p.setPen(Qt::NoPen);
+  p.setBrush(th.highlight);
+  p.drawRoundedRect(flag, 3, 3);
+  p.setPen(th.onAccent);
+  p.drawText(flag, Qt::AlignCenter, txt);
+  p.restore();
+}
+
 void TimelineView::paintEvent(QPaintEvent*) {
   QPainter p(viewport());
   paintTimeline(p, viewport()->rect(), axis_, verticalScrollBar()->value());
+  if (hasFocus()) {
+    // Keyboard focus is visible (Tab into the timeline): a frame in the selection colour.
+    p.setPen(QPen(theme_.highlight, 2));
+    p.setBrush(Qt::NoBrush);
+    p.drawRect(QRectF(viewport()->rect()).adjusted(1, 1, -1, -1));
+  }
 }
 
 void TimelineView::paintTimeline(QPainter& p, const QRect& target, const TimeAxis& axis, double scrollY,
@@ -599,9 +686,10 @@ void TimelineView::paintTimeline(QPainter& p, const QRect& target, const TimeAxi
   const TimelinePasses::Context ctx(*this, p, target, axis, scrollY);
   // Indexed by Pass: the order of the enum is the order of painting.
   using P = TimelinePasses;
-  static constexpr P::Fn kPasses[] = {&P::bands,          &P::blocks, &P::overlayLanes, &P::outlines,
-                                      &P::arrows,         &P::drag,   &P::hover,        &P::stepMarks,
-                                      &P::iterationMarks, &P::labels, &P::ruler,        &P::playhead};
+  static constexpr P::Fn kPasses[] = {&P::bands,     &P::blocks,         &P::overlayLanes, &P::outlines,
+                                      &P::arrows,    &P::drag,           &P::hover,        &P::stepMarks,
+                                      &P::iterationMarks, &P::labels, &P::ruler,        &P::playhead,
+                                      &P::measure};
   static_assert(std::size(kPasses) == static_cast<size_t>(Pass::Count));
   p.fillRect(target, theme_.base);
   for (unsigned i = 0; i < std::size(kPasses); ++i) {
@@ -619,6 +707,60 @@ void TimelineView::paintTimeline(QPainter& p, const QRect& target, const TimeAxi
 
 QSize TimelineView::fullSize(int width) const {
   return QSize(width, static_cast<int>(layout_.contentHeight(blocks().devices()) + layout_.rowGap));
+}
+
+namespace {
+// The legend an export draws above the timeline, as the window's legend shows it.
+std::unique_ptr<LegendBar> exportLegend(const TimelineView& v, const Schedule& s, bool overlay) {
+  auto legend = std::make_unique<LegendBar>();
+  legend->setPalette(v.palette());
+  legend->setFont(v.font());
+  legend->setSchedule(s);
+  legend->setOverlayShown(overlay);
+  return legend;
+}
+}  // namespace
+
+QSize TimelineView::exportSize(int width) const {
+  const auto legend = exportLegend(*this, displaySchedule(doc_->analysis()), overlayShown());
+  return QSize(width, legend->heightForWidth(width) + fullSize(width).height());
+}
+
+void TimelineView::paintExport(QPainter& p, QSize size) const {
+  const auto legend = exportLegend(*this, displaySchedule(doc_->analysis()), overlayShown());
+  const int lh = legend->heightForWidth(size.width());
+  legend->paintLegend(p, QRect(0, 0, size.width(), lh));
+  TimeAxis ax(TimeAxis::fitScale(contentEnd(), size.width() - layout_.labelWidth - 12), 0);
+  paintTimeline(p, QRect(0, lh, size.width(), size.height() - lh), ax, 0, exportPasses());
+}
+
+QImage TimelineView::exportImage(int width) const {
+  const QSize size = exportSize(width);
+  QImage img(size, QImage::Format_ARGB32_Premultiplied);
+  img.fill(theme_.base);
+  QPainter p(&img);
+  paintExport(p, size);
+  return img;
+}
+
+bool TimelineView::exportSvg(const QString& path, int width) const {
+#ifdef PIPESTUDIO_HAVE_SVG
+  const QSize size = exportSize(width);
+  QSvgGenerator gen;
+  gen.setFileName(path);
+  gen.setSize(size);
+  gen.setViewBox(QRect(QPoint(0, 0), size));
+  gen.setTitle(QString::fromStdString(doc_->schedule().name));
+  {
+    QPainter p(&gen);
+    paintExport(p, size);
+  }
+  return QFileInfo(path).isFile();
+#else
+  Q_UNUSED(path);
+  Q_UNUSED(width);
+  return false;
+#endif
 }
 
 QImage TimelineView::renderImage(QSize size) const {

@@ -109,6 +109,38 @@ std::optional<double> TimelineView::playheadX() const {
   return layout_.labelWidth + axis_.toX(*playhead_);
 }
 
+void TimelineView::setMeasuredSpan(std::optional<TimeSpan> span) {
+  measure_ = span;
+  viewport()->update();
+}
+
+void TimelineView::setSearchMatches(std::vector<OpRef> matches) {
+  searchMatches_ = std::move(matches);
+  viewport()->update();
+}
+
+std::vector<std::pair<QString, QString>> TimelineView::inputHelp() {
+  return {
+      {tr("← / →"), tr("move the selected op earlier / later among its device's compute ops (its own "
+                       "SEND/RECV go along)")},
+      {tr("Ctrl+← / Ctrl+→"), tr("select the previous / next op on the device")},
+      {tr("↑ / ↓"), tr("select the op on the device above / below")},
+      {tr("Home / End"), tr("select the device's first / last op")},
+      {tr("any arrow, nothing selected"), tr("select the first op in view")},
+      {tr("Enter"), tr("zoom to the selected op")},
+      {tr("W / S"), tr("zoom in / out around the pointer (or the middle)")},
+      {tr("A / D"), tr("pan left / right")},
+      {tr("Ctrl+wheel, Ctrl++ / Ctrl+-"), tr("zoom around the pointer / the middle; Ctrl+0 fits")},
+      {tr("wheel, Shift+wheel"), tr("pan")},
+      {tr("double-click"), tr("zoom to an op")},
+      {tr("drag a block"), tr("reorder it along its row (the preview re-simulates; Esc cancels)")},
+      {tr("Shift+drag"), tr("measure the time between two points (Esc clears)")},
+      {tr("click or drag the ruler"), tr("move the step-through playhead")},
+      {tr("Esc"), tr("cancel a drag, clear the measured span, else clear the selection")},
+      {tr("Ctrl+F, then Enter / Shift+Enter (F3 / Shift+F3)"), tr("find ops; the next / previous match")},
+  };
+}
+
 // ---- measured overlay ---------------------------------------------------------------------------
 
 void TimelineView::setOverlay(const Timeline& measured, ComparisonOptions options) {
@@ -254,14 +286,17 @@ void TimelineView::updateScrollBars() {
 void TimelineView::fitRowHeight() {
   // Few devices: taller rows fill the view; many: a readable minimum and a scroll bar.
   const int D = std::max(1, blocks().devices());
-  const double avail = viewport()->height() - layout_.rulerHeight - layout_.rowGap - D * layout_.rowGap;
+  // Thin rows (previews) close up their gaps too when there are many.
+  layout_.rowGap = minRowHeight_ < 26 && D > 6 ? (D > 12 ? 2 : 3) : 8;
+  // The ruler, the gap above the first row, each row's gap below it and the bottom margin.
+  const double avail = viewport()->height() - layout_.rulerHeight - 2 * layout_.rowGap - D * layout_.rowGap;
   if (overlayShown()) {
     // Planned and measured lanes of equal height, so durations compare at a glance.
-    layout_.rowHeight = std::clamp(std::floor((avail / D - layout_.overlayGap) / 2), 22.0, 52.0);
+    layout_.rowHeight = std::clamp(std::floor((avail / D - layout_.overlayGap) / 2), std::min(22.0, minRowHeight_), 52.0);
     layout_.overlayHeight = layout_.rowHeight;
   } else {
     layout_.overlayHeight = 0;
-    layout_.rowHeight = std::clamp(std::floor(avail / D), 26.0, 60.0);
+    layout_.rowHeight = std::clamp(std::floor(avail / D), minRowHeight_, 60.0);
   }
 }
 

@@ -29,6 +29,8 @@ class TimelineView : public QAbstractScrollArea {
   void setLayoutMode(LayoutMode m);
   LayoutMode layoutMode() const { return mode_; }
   void setEditable(bool on) { editable_ = on; }
+  // The least a row's height may shrink to before the rows scroll (previews fit thin rows).
+  void setMinimumRowHeight(double px) { minRowHeight_ = px; }
   bool isEditable() const { return editable_; }
 
   // Selection is kept by op identity so it follows the op when it moves.
@@ -41,6 +43,10 @@ class TimelineView : public QAbstractScrollArea {
   void zoomOut();
   void zoomToFit();
   void zoomBy(double factor, double plotX);
+  // Zooms so that the op is comfortably wide, and scrolls to it (Enter, double-click).
+  void zoomToOp(ps::core::OpRef ref);
+  // The first op in view (top visible row, leftmost block), else the first op at all.
+  std::optional<ps::core::OpRef> firstVisibleOp() const;
   const TimeAxis& axis() const { return axis_; }
   const RowLayout& rows() const { return layout_; }
   const BlockIndex& blocks() const { return preview_ ? previewBlocks_ : blocks_; }
@@ -61,6 +67,7 @@ class TimelineView : public QAbstractScrollArea {
     Labels,          // device and stage labels left of the plot
     Ruler,           // the time axis
     Playhead,        // step-through: the playhead line and its flag on the ruler
+    Measure,         // the measured span (Shift+drag) and its length on the ruler
     Count
   };
   static constexpr unsigned passBit(Pass p) { return 1u << static_cast<unsigned>(p); }
@@ -72,10 +79,19 @@ class TimelineView : public QAbstractScrollArea {
                      unsigned passes = kAllPasses) const;
   // The colours painted with: the variant for the widget's palette, following its changes.
   const Theme& theme() const { return theme_; }
-  // The whole timeline fitted to `size`, for PNG export and previews.
+  // The whole timeline fitted to `size`, for previews and tests.
   QImage renderImage(QSize size) const;
   void renderSvg(const QString& path, QSize size) const;
   QSize fullSize(int width) const;
+  // File › Export: the legend above the whole timeline, without what belongs to the session
+  // (the playhead, the ops running, waiting or blocked at it, breakpoints, the pointer's cursor).
+  static constexpr unsigned exportPasses() {
+    return kAllPasses & ~(passBit(Pass::Drag) | passBit(Pass::Hover) | passBit(Pass::StepMarks) |
+                          passBit(Pass::Playhead) | passBit(Pass::Measure));
+  }
+  QSize exportSize(int width) const;
+  QImage exportImage(int width) const;
+  bool exportSvg(const QString& path, int width) const;
 
   // Measured overlay (docs/gui.md, "Measured overlay"): a measured or imported timeline drawn
   // as a second lane under each device's planned lane, compared with the current plan's
@@ -103,13 +119,14 @@ class TimelineView : public QAbstractScrollArea {
   void ensureVisible(ps::core::OpRef ref);
 
   // Step-through (docs/gui.md, "Step-through"): the playhead at a time on this view's axis
-  // (nullopt hides it); the ops running and blocked at the playhead, each with the device it
+  // (nullopt hides it); the ops running, waiting and blocked at the playhead, each with the device it
   // runs on; breakpoint markers on the ops they match.
   struct StepMarks {
     std::vector<std::pair<int, ps::core::Op>> running;
-    std::vector<std::pair<int, ps::core::Op>> blocked;
+    std::vector<std::pair<int, ps::core::Op>> blocked;  // stuck: filled red, dashed outline
     std::vector<ps::core::Breakpoint> breakpoints;
-    bool dimFuture = false;  // veil what lies after the playhead (while stepping)
+    bool dimFuture = false;                             // veil what lies after the playhead (while stepping)
+    std::vector<std::pair<int, ps::core::Op>> waiting;  // an input on its way: dashed, muted
   };
   void setPlayhead(std::optional<double> axisMs, const QString& label = {});
   std::optional<double> playhead() const { return playhead_; }
@@ -117,6 +134,19 @@ class TimelineView : public QAbstractScrollArea {
   const StepMarks& stepMarks() const { return marks_; }
   // Viewport x of the playhead, when shown.
   std::optional<double> playheadX() const;
+
+  // Measuring (Perfetto): Shift+drag anywhere on the plot or the ruler spans two times; the
+  // span stays shown with its length until Esc or the next Shift+click.
+  std::optional<TimeSpan> measuredSpan() const { return measure_; }
+  void setMeasuredSpan(std::optional<TimeSpan> span);
+
+  // Find (docs/gui.md, "Finding ops"): the ops matching the search, outlined; the current one
+  // is selected. Empty clears.
+  void setSearchMatches(std::vector<ps::core::OpRef> matches);
+  const std::vector<ps::core::OpRef>& searchMatches() const { return searchMatches_; }
+
+  // The timeline's keys and gestures, for Help › Keyboard Shortcuts: (keys, what they do).
+  static std::vector<std::pair<QString, QString>> inputHelp();
 
  Q_SIGNALS:
   void selectionChanged();
@@ -143,6 +173,8 @@ class TimelineView : public QAbstractScrollArea {
   void keyPressEvent(QKeyEvent* e) override;
   void contextMenuEvent(QContextMenuEvent* e) override;
   void leaveEvent(QEvent* e) override;
+  void focusInEvent(QFocusEvent* e) override;
+  void focusOutEvent(QFocusEvent* e) override;
   bool viewportEvent(QEvent* e) override;
   void changeEvent(QEvent* e) override;
 
@@ -170,6 +202,8 @@ class TimelineView : public QAbstractScrollArea {
   QString tooltipFor(const Block& b) const;
   // The passes, one function each, and what they share (timeline_paint.cpp).
   friend struct TimelinePasses;
+  // The legend and the timeline into `size` (exports).
+  void paintExport(QPainter& p, QSize size) const;
   void updateDrag(QPoint pos);
   void endDrag(bool apply);
   void moveSelection(int delta);
@@ -179,6 +213,7 @@ class TimelineView : public QAbstractScrollArea {
   Theme theme_;
   LayoutMode mode_ = LayoutMode::Time;
   bool editable_ = true;
+  double minRowHeight_ = 26;
   TimeAxis axis_;
   RowLayout layout_;
   BlockIndex blocks_;
@@ -211,6 +246,10 @@ class TimelineView : public QAbstractScrollArea {
   QString playheadLabel_;
   StepMarks marks_;
   bool seeking_ = false;  // dragging the playhead
+  bool measuring_ = false;  // Shift+dragging a span
+  double measureStartX_ = 0;
+  std::optional<TimeSpan> measure_;
+  std::vector<ps::core::OpRef> searchMatches_;
 };
 
 }  // namespace ps::ui

@@ -381,4 +381,13 @@ StepState Stepper::Impl::state(size_t pos, double time) const {
   return st;
 }
 
+bool isStuck(const DeviceState& device, const StepState& state) {
+  if (!device.blocked) return false;
+  if (state.stopped) return true;
+  for (const WaitingOp& w : device.next)
+    for (const InputWait& in : w.missing)
+      if (in.status == InputStatus::NeverRan) return true;
+  return false;
+}
+
 }  // namespace ps::core

@@ -77,6 +77,76 @@ Result<Schedule> moveStep(const Schedule& s, int device, int from, int to) {
   return out;
 }
 
+namespace {
+
+bool isTransferKind(OpKind k) {
+  return k == OpKind::SendF || k == OpKind::RecvF || k == OpKind::SendB || k == OpKind::RecvB;
+}
+
+bool isTransferStep(const Step& st) {
+  return !st.overlapped() && isTransferKind(st.first.kind);
+}
+
+// Whether the transfer `t` belongs to `op`: the RECV of its input or the SEND of its output.
+bool belongsTo(const Op& t, const Op& op, bool receive) {
+  if (t.stage != op.stage || t.microbatch != op.microbatch) return false;
+  if (op.kind == OpKind::F) return t.kind == (receive ? OpKind::RecvF : OpKind::SendF);
+  if (op.kind == OpKind::B || op.kind == OpKind::I) return t.kind == (receive ? OpKind::RecvB : OpKind::SendB);
+  return false;
+}
+
+bool belongsToStep(const Step& transfer, const Step& anchor, bool receive) {
+  if (!isTransferStep(transfer)) return false;
+  return belongsTo(transfer.first, anchor.first, receive) ||
+         (anchor.second && belongsTo(transfer.first, *anchor.second, receive));
+}
+
+// The compute step at `a` with its own RECVs right before it and SENDs right after it.
+std::pair<int, int> unitOf(const std::vector<Step>& row, int a) {
+  int first = a, last = a;
+  while (first > 0 && belongsToStep(row[static_cast<size_t>(first - 1)], row[static_cast<size_t>(a)], true))
+    --first;
+  while (last + 1 < static_cast<int>(row.size()) &&
+         belongsToStep(row[static_cast<size_t>(last + 1)], row[static_cast<size_t>(a)], false))
+    ++last;
+  return {first, last};
+}
+
+}  // namespace
+
+Result<Schedule> moveAmongCompute(const Schedule& s, int device, int step, int delta) {
+  if (device < 0 || device >= static_cast<int>(s.devices.size()))
+    return makeError("edit.device", "device " + std::to_string(device) + " does not exist");
+  const auto& row = s.devices[static_cast<size_t>(device)];
+  const int n = static_cast<int>(row.size());
+  if (step < 0 || step >= n || delta == 0)
+    return makeError("edit.move", "cannot move step " + std::to_string(step) + " on device " +
+                                      std::to_string(device) + " (" + std::to_string(n) + " steps)");
+  if (isTransferStep(row[static_cast<size_t>(step)])) return moveStep(s, device, step, delta < 0 ? step - 1 : step + 1);
+  const auto [first, last] = unitOf(row, step);
+  const std::string name = s.opName(row[static_cast<size_t>(step)].first);
+  Schedule out = s;
+  auto& r = out.devices[static_cast<size_t>(device)];
+  if (delta < 0) {
+    int prev = first - 1;
+    while (prev >= 0 && isTransferStep(row[static_cast<size_t>(prev)])) --prev;
+    if (prev < 0)
+      return makeError("edit.move", name + " is already the first compute op on device " + std::to_string(device));
+    // The unit goes in front of the previous compute op's unit; loose transfers between them
+    // stay where they were relative to the others.
+    const int to = unitOf(row, prev).first;
+    std::rotate(r.begin() + to, r.begin() + first, r.begin() + last + 1);
+  } else {
+    int next = last + 1;
+    while (next < n && isTransferStep(row[static_cast<size_t>(next)])) ++next;
+    if (next >= n)
+      return makeError("edit.move", name + " is already the last compute op on device " + std::to_string(device));
+    const int end = unitOf(row, next).second;
+    std::rotate(r.begin() + first, r.begin() + last + 1, r.begin() + end + 1);
+  }
+  return out;
+}
+
 Result<Schedule> splitBackward(const Schedule& s, OpRef at) {
   const Op* op = opAt(s, at);
   if (!op) return makeError("edit.split", noOpAt(at));

@@ -91,6 +91,11 @@ struct StepState {
   Diagnostics diagnostics;             // the timeline's diagnostics when stopped (the failure)
 };
 
+// Whether an idle device that lacks an input is stuck rather than waiting. Waiting is normal:
+// the pipeline filling at warm-up, a producer still running, an activation in the air. Stuck:
+// an input never ran, or the timeline stopped here (where a failed or hung run ended).
+bool isStuck(const DeviceState& device, const StepState& state);
+
 class Stepper {
  public:
   // `plan` gives each device's order and the dependency rules (scheduleFromTimeline for a

@@ -13,6 +13,12 @@ namespace ps::core {
 
 // Moves step `from` of `device` so that it ends up at index `to` of that device's order.
 Result<Schedule> moveStep(const Schedule& s, int device, int from, int to);
+// Moves the op at `step` of `device` one place earlier (delta < 0) or later (delta > 0) among
+// the device's compute ops, carrying its own transfers: the RECVs of its inputs right before it
+// and the SENDs of its output right after it (a compute_comms CSV's SEND/RECV stay with the op
+// they belong to, so one key press cannot post a receive after its consumer). A SEND or RECV
+// step itself moves one step, as moveStep does.
+Result<Schedule> moveAmongCompute(const Schedule& s, int device, int step, int delta);
 // Replaces the full backward B(s,m) at `at` with I(s,m) followed by W(s,m).
 Result<Schedule> splitBackward(const Schedule& s, OpRef at);
 // Replaces I(s,m) (at `at`, or the I of the W at `at`) with B(s,m) and removes W(s,m).
