@@ -25,6 +25,7 @@ using namespace ps::core;
 
 const char* kUsage =
     "usage: pipestudio-cli compare PLAN TRACE... [--profile P.json | --cost F=1,I=1,W=1] [--comm T]\n"
+    "                              [--comm posted|nccl|dualpipe] [--batch-p2p]\n"
     "                              [--partition 3,4,4,5] [--set name=value]...\n"
     "                              [--align absolute|scaled] [--side auto|gpu|cpu] [--iteration K]\n"
     "                              [--gaps N] [--json]\n\n"
@@ -40,6 +41,8 @@ const char* kUsage =
     "  --side      torch.profiler ranges to use: auto (GPU-side when present, default), gpu, cpu\n"
     "  --iteration which training iteration of a multi-iteration trace (default: the last)\n"
     "  --gaps N    idle gaps listed per device in the text output (largest first, default 5)\n"
+    "  --comm      how the plan's explicit SEND/RECV behave (posted, nccl, dualpipe; as simulate),\n"
+    "              and/or a fixed time per transfer in ms\n"
     "  --json      one JSON object instead of text (docs/debugger.md)\n"
     "Exit status: 0 ok, 1 invalid plan or trace (diagnostics on stderr), 2 usage or unreadable file.\n";
 
@@ -191,7 +194,13 @@ int runCompare(const ps::cli::Args& args, const ps::cli::Reporter& rep) {
   ps::cli::ScheduleInput planInput = ps::cli::readSchedule(rep, planPath, planOptions);
   if (!planInput.schedule) return planInput.exitCode;
   std::optional<Schedule>& plan = planInput.schedule;
-  ValidationReport report = validateSchedule(*plan);
+  int commCode = ps::cli::kExitOk;
+  const auto comm = ps::cli::commFlags(args, rep, commCode);
+  if (!comm) return commCode;
+  const bool planCsv = planInput.format == ScheduleFormat::Csv;
+  ValidateOptions vo;
+  vo.comm = comm->optionsFor(*plan, planCsv);
+  ValidationReport report = validateSchedule(*plan, vo);
   if (!report.valid()) {
     locateScheduleDiagnostics(report.diagnostics, planInput.name, planInput.format, planInput.cells);
     return rep.invalid(report.diagnostics);
@@ -224,11 +233,7 @@ int runCompare(const ps::cli::Args& args, const ps::cli::Reporter& rep) {
     profile = parseCostProfile(text, path);
   }
   if (!profile.ok()) return rep.invalid(profile.errors());
-  if (args.has("--comm")) {
-    auto comm = ps::cli::parseMs(args.value("--comm"));
-    if (!comm) return usage("--comm needs a time in ms");
-    profile->fixedCommMs = *comm;
-  }
+  if (comm->fixedMs) profile->fixedCommMs = *comm->fixedMs;
   // The layers per stage the measured run used, when it recorded them and they fit.
   if (partition.empty() && sessionRun &&
       static_cast<int>(sessionRun->partition.size()) == plan->pipeline.stages) {
@@ -296,7 +301,9 @@ int runCompare(const ps::cli::Args& args, const ps::cli::Reporter& rep) {
   }
   auto model = makeSimulationModel(*plan, *profile, partition);
   if (!model.ok()) return rep.invalid(model.errors());
-  auto planned = simulate(*plan, *model);
+  SimulationOptions so;
+  so.comm = vo.comm;
+  auto planned = simulate(*plan, *model, so);
   if (!planned.ok()) return rep.invalid(planned.errors());
   if (planned->label.empty()) planned->label = planPath;
 
@@ -412,7 +419,7 @@ const ps::cli::FlagCommandRegistrar kCompare(
      "compare a plan's simulated timeline with measured traces",
      kUsage,
      {"--profile", "--cost", "--comm", "--partition", "--set", "--align", "--side", "--iteration", "--gaps"},
-     {"--json"},
+     {"--json", "--batch-p2p"},
      {2, static_cast<std::size_t>(-1), "expected PLAN and at least one TRACE (or DB:ID)"},
      runCompare});
 

@@ -20,7 +20,7 @@ const char* kUsage =
     "usage: pipestudio-cli convert IN OUT [--csv-format compute_only|compute_comms]\n"
     "                              [--pytorch VERSION] [--from pipe|csv] [--to pipe|csv]\n"
     "                              [--set name=value]... [--microbatches M]\n"
-    "                              [--for pytorch|torchtitan]\n\n"
+    "                              [--for pytorch|torchtitan] [--defer-recv pytorch|safe]\n\n"
     "Converts a schedule between the .pipe DSL and PyTorch pipelining CSV. Formats follow the\n"
     "extensions (.pipe, .csv); IN or OUT may be - (stdin / stdout) with --from / --to.\n"
     "A .pipe program is expanded first (--set overrides its 'let' values). --csv-format picks\n"
@@ -28,6 +28,12 @@ const char* kUsage =
     "compute_comms is written as PyTorch VERSION lowers it (2.11 to 2.15, default 2.11: 2.15\n"
     "added WAIT_SEND/WAIT_REDUCE_GRAD actions). --microbatches fixes the micro-batch\n"
     "count read from a CSV (default: largest micro-batch + 1).\n"
+    "--defer-recv places each RECV of a compute_comms CSV next to its consumer (PyTorch 2.13+):\n"
+    "pytorch writes what _PipelineScheduleRuntime(defer_pp_recv=True) runs (its _defer_recv_ops,\n"
+    "rank-parity rule included); safe writes PipeStudio's placement, the same wherever that order\n"
+    "cannot hang on NCCL and posts each peer's messages in send order, else receives pulled\n"
+    "earlier (docs/pytorch_csv.md). Every compute_comms file written is checked under nccl: one\n"
+    "that would hang there is written with a warning naming the cycle.\n"
     "--for torchtitan writes the compute_only CSV torchtitan loads (pipeline_parallel_schedule_csv)\n"
     "and prints the [parallelism] settings that must go with it (schedule class for the stage\n"
     "placement, degree, num_pp_microbatches, the partition); a schedule torchtitan cannot build is\n"
@@ -57,6 +63,17 @@ int runConvert(const ps::cli::Args& args, const ps::cli::Reporter& rep) {
     auto t = parsePytorchTarget(args.value("--pytorch"));
     if (!t) return rep.usage(t.error().message);
     target = *t;
+  }
+  if (args.has("--defer-recv")) {
+    const std::string v = args.value("--defer-recv");
+    if (v != "pytorch" && v != "safe") return rep.usage("--defer-recv is pytorch or safe, not '" + v + "'");
+    if (csvFormat != "compute_comms")
+      return rep.usage("--defer-recv places receives: give --csv-format compute_comms");
+    if (!args.has("--pytorch")) target.major = 2, target.minor = 15;
+    if (!target.atLeast(2, 13))
+      return rep.usage("--defer-recv: PyTorch " + target.name() +
+                       " has no defer_pp_recv (2.13 and later do)");
+    target.recv = v == "pytorch" ? RecvPlacement::Deferred : RecvPlacement::DeferredSafe;
   }
   const std::string consumer = args.value("--for", "pytorch");
   if (consumer != "pytorch" && consumer != "torchtitan")
@@ -110,6 +127,18 @@ int runConvert(const ps::cli::Args& args, const ps::cli::Reporter& rep) {
     auto csv = writePytorchCsv(*schedule, csvForm, target);
     if (!csv.ok()) return rep.fail(formatDiagnostics(csv.errors()));
     output = std::move(*csv);
+    if (csvForm == CsvFormat::ComputeComms) {
+      // What PyTorch runs on GPUs: a compute+comms order that hangs over NCCL is said so.
+      auto written = readPytorchCsv(output);
+      if (written.ok()) {
+        ValidateOptions vo;
+        vo.comm.semantics = CommSemantics::Nccl;
+        for (const Diagnostic& d : validateSchedule(*written, vo).diagnostics)
+          if (d.code == "validate.deadlock" || d.code == "validate.comm-order")
+            std::cerr << "pipestudio-cli convert: warning: " << (out == "-" ? std::string("the CSV") : out)
+                      << ": " << d.message << "\n";
+      }
+    }
   }
   if (to == "csv") {
     // A CSV holds the op orders only: say what the design loses, so that a simulation of the
@@ -131,7 +160,7 @@ const ps::cli::FlagCommandRegistrar kConvert({"convert",
                                               "convert a schedule between .pipe and PyTorch pipelining CSV",
                                               kUsage,
                                               {"--csv-format", "--pytorch", "--from", "--to", "--set",
-                                               "--microbatches", "--for"},
+                                               "--microbatches", "--for", "--defer-recv"},
                                               {},
                                               {2, 2, "expected IN and OUT"},
                                               runConvert});

@@ -29,6 +29,7 @@ using namespace ps::core;
 
 const char* kUsage =
     "usage: pipestudio-cli simulate FILE [--profile P.json | --cost F=1,I=1,W=1] [--comm T]\n"
+    "                                [--comm posted|nccl|dualpipe] [--batch-p2p]\n"
     "                                [--partition 3,4,4,5] [--memory-limit BYTES] [--json]\n"
     "                                [--trace OUT.json] [--iterations K [--boundary sync|overlap]\n"
     "                                [--optimizer-step MS]]\n"
@@ -42,6 +43,13 @@ const char* kUsage =
     "  --cost SPEC          uniform costs per stage: F, B, I, W, R in ms (B defaults to I+W, R to\n"
     "                       F), act, out, weight in bytes, mem (device bytes), overlap\n"
     "  --comm T             fixed time (ms) per cross-device transfer, instead of the link model\n"
+    "  --comm SEMANTICS     how explicit SEND/RECV behave (docs/formats.md): posted (PyTorch's\n"
+    "                       runtime over Gloo), nccl (each rank's SEND/RECV in order on one\n"
+    "                       stream, a send completes when the peer's receive runs: head-of-line\n"
+    "                       waits and hangs appear), dualpipe (each compute waits for the\n"
+    "                       transfers posted before it). Default: nccl for a compute+comms CSV,\n"
+    "                       else posted. --comm may be given twice (a semantics and a time)\n"
+    "  --batch-p2p          consecutive SEND/RECV of a rank are one batch_isend_irecv (nccl)\n"
     "  --partition LIST     layers per stage, e.g. 3,4,4,5 (default: the .pipe header's, else\n"
     "                       one layer per stage or balanced by time)\n"
     "  --memory-limit BYTES device memory limit (overrides the profile's; suffixes K M G KiB MiB GiB)\n"
@@ -134,11 +142,11 @@ int runSimulate(const Args& args, const Reporter& rep) {
     profile = loadProfile(rep, path, code, /*nameAfterFile=*/false);
     if (!profile) return code;
   }
-  if (args.has("--comm")) {
-    auto c = parseMs(args.value("--comm"));
-    if (!c) return usage("--comm: expected a non-negative number of ms");
-    profile->fixedCommMs = *c;
-  }
+  int commCode = kExitOk;
+  const auto comm = commFlags(args, rep, commCode);
+  if (!comm) return commCode;
+  if (comm->fixedMs) profile->fixedCommMs = *comm->fixedMs;
+  const bool csv = in.format == ScheduleFormat::Csv;
   std::vector<int> partition;
   if (args.has("--partition")) {
     auto list = parseIntList(args.value("--partition"), 1);
@@ -146,6 +154,7 @@ int runSimulate(const Args& args, const Reporter& rep) {
     partition = std::move(*list);
   }
   SimulationOptions opts;
+  opts.comm = comm->optionsFor(s, csv);
   opts.recordTransfers = args.has("--trace") || args.has("--session");
   opts.recordMemory = args.has("--trace") || args.has("--session");
   if (args.has("--memory-limit")) {
@@ -182,7 +191,9 @@ int runSimulate(const Args& args, const Reporter& rep) {
   }
   // One dependency graph for both the validator and the simulator.
   const DependencyGraph graph(s);
-  ValidationReport report = validateSchedule(s, ValidateOptions{}, graph);
+  ValidateOptions vo;
+  vo.comm = opts.comm;
+  ValidationReport report = validateSchedule(s, vo, graph);
   if (in.format == ScheduleFormat::Csv && !report.diagnostics.empty()) {
     readCells(in);
     locateScheduleDiagnostics(report.diagnostics, in.name, in.format, in.cells);
@@ -257,6 +268,9 @@ int runSimulate(const Args& args, const Reporter& rep) {
     j["lower_bound"] = m.lowerBound;
     j["efficiency"] = m.efficiency;
     j["ops"] = m.ops;
+    j["comm"] = std::string(commSemanticsName(opts.comm.semantics));
+    j["head_of_line_waits"] = m.headOfLineWaits;
+    j["head_of_line_ms"] = m.headOfLineMs;
     j["valid"] = valid;
     j["complete"] = t.complete;
     nlohmann::ordered_json devs = nlohmann::ordered_json::array();
@@ -310,7 +324,12 @@ int runSimulate(const Args& args, const Reporter& rep) {
       << (profile->name.empty() ? "(unnamed)" : profile->name) << "\n";
     o << "makespan " << fmt(m.makespan) << " ms   lower bound " << fmt(m.lowerBound) << " ms   efficiency "
       << fmt(100 * m.efficiency, 2) << "%   bubble " << fmt(100 * m.bubbleRatio, 2) << "%   "
-      << (valid ? "valid" : "INVALID") << "\n\n";
+      << (valid ? "valid" : "INVALID") << "\n";
+    o << comm->lineFor(s, csv) << "\n";
+    if (m.headOfLineWaits > 0)
+      o << "head-of-line waits: " << m.headOfLineWaits << ", " << fmt(m.headOfLineMs)
+        << " ms in all (point-to-point ops queued behind an earlier one of their rank)\n";
+    o << "\n";
     o << pad("device", 6) << pad("busy ms", 12) << pad("span ms", 12) << pad("idle %", 8)
       << pad("peak memory", 13) << pad("at ms", 11) << "  " << pad("peak op", 12, false)
       << pad("in flight", 9) << "\n";
@@ -353,7 +372,7 @@ const FlagCommandRegistrar kRegister{
      kUsage,
      {"--profile", "--cost", "--comm", "--partition", "--memory-limit", "--trace", "--session",
       "--session-name", "--iterations", "--boundary", "--optimizer-step"},
-     {"--json"},
+     {"--json", "--batch-p2p"},
      {1, 1, "expected one schedule file"},
      runSimulate}};
 

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -15,7 +16,9 @@
 #include "fixtures/files.h"
 #include "pipestudio/core/analysis/validator.h"
 #include "pipestudio/core/io/pytorch_csv.h"
+#include "pipestudio/core/io/schedule_file.h"
 #include "pipestudio/core/planning/generators.h"
+#include "pipestudio/core/planning/search.h"
 
 using namespace ps::core;
 namespace fs = std::filesystem;
@@ -77,9 +80,9 @@ std::string caseName(const nlohmann::json& c) {
 }
 
 Result<Schedule> generateFor(const nlohmann::json& c) {
-  return generateSchedule(kindOfClass().at(c["name"].get<std::string>()),
-                          GeneratorOptions{c["pp"].get<int>(), c["microbatches"].get<int>(),
-                                           c["stages_per_rank"].get<int>()});
+  return generateSchedule(
+      kindOfClass().at(c["name"].get<std::string>()),
+      GeneratorOptions{c["pp"].get<int>(), c["microbatches"].get<int>(), c["stages_per_rank"].get<int>()});
 }
 
 }  // namespace
@@ -104,7 +107,8 @@ TEST(PytorchOrders, GeneratorsGivePyTorchsOrderActionForAction) {
       // Schedule1F1B rejects), and its ZB-H1 with one stage per rank any count (with one
       // stage per rank PyTorch's rounds do not change the order, yet its class requires them
       // to divide the micro-batches).
-      const bool pipestudioServes = cls == "1F1B" || (cls == "InterleavedZeroBubble" && c["stages_per_rank"] == 1);
+      const bool pipestudioServes =
+          cls == "1F1B" || (cls == "InterleavedZeroBubble" && c["stages_per_rank"] == 1);
       if (pipestudioServes) {
         ASSERT_TRUE(s.ok());
         EXPECT_TRUE(validateSchedule(*s).valid());
@@ -115,7 +119,8 @@ TEST(PytorchOrders, GeneratorsGivePyTorchsOrderActionForAction) {
     }
     ASSERT_TRUE(s.ok()) << formatDiagnostics(s.errors());
     // What PyTorch runs: the executed order of the single-stage classes, the IR otherwise.
-    const std::string file = c["files"].contains("executed") ? c["files"]["executed"] : c["files"]["compute_only"];
+    const std::string file =
+        c["files"].contains("executed") ? c["files"]["executed"] : c["files"]["compute_only"];
     EXPECT_EQ(computeOnly(ps::test::csvActions(writePytorchCsv(*s).value())), computeOnly(fileRows(file)));
     ++compared;
   }
@@ -133,7 +138,8 @@ TEST(PytorchOrders, LoweringIsPyTorchsActionForAction) {
     ASSERT_TRUE(lowered.ok()) << formatDiagnostics(lowered.errors());
     EXPECT_EQ(ps::test::csvActions(*lowered), fileRows(c["files"]["compute_comms"]));
     // Lowering PyTorch's own compute-only file gives the same (reading keeps the order).
-    const std::string only = c["files"].contains("executed") ? c["files"]["executed"] : c["files"]["compute_only"];
+    const std::string only =
+        c["files"].contains("executed") ? c["files"]["executed"] : c["files"]["compute_only"];
     auto read = readPytorchCsv(ps::test::readFile(kDir / only));
     ASSERT_TRUE(read.ok()) << formatDiagnostics(read.errors());
     EXPECT_EQ(ps::test::csvActions(writePytorchCsv(*read, CsvFormat::ComputeComms).value()),
@@ -155,12 +161,14 @@ TEST(PytorchOrders, LoweringForPyTorch215IsItsActionForAction) {
     SCOPED_TRACE(caseName(c));
     auto s = generateFor(c);
     ASSERT_TRUE(s.ok()) << formatDiagnostics(s.errors());
-    const Rows golden = ps::test::csvActions(ps::test::readFile(g.dir / c["files"]["compute_comms"].get<std::string>()));
+    const Rows golden =
+        ps::test::csvActions(ps::test::readFile(g.dir / c["files"]["compute_comms"].get<std::string>()));
     EXPECT_EQ(ps::test::csvActions(writePytorchCsv(*s, CsvFormat::ComputeComms, g.target).value()), golden);
     auto read = readPytorchCsv(ps::test::readFile(g.dir / c["files"]["compute_comms"].get<std::string>()));
     ASSERT_TRUE(read.ok()) << formatDiagnostics(read.errors());
     EXPECT_TRUE(validateSchedule(*read).valid()) << formatDiagnostics(validateSchedule(*read).diagnostics);
-    EXPECT_EQ(ps::test::csvActions(writePytorchCsv(*read, CsvFormat::ComputeComms, g.target).value()), golden);
+    EXPECT_EQ(ps::test::csvActions(writePytorchCsv(*read, CsvFormat::ComputeComms, g.target).value()),
+              golden);
     // Written for 2.11, the waits 2.11 cannot read are left out, and the export says so.
     EXPECT_EQ(writePytorchCsv(*read, CsvFormat::ComputeComms).value().find("WAIT"), std::string::npos);
     const auto lost = csvExportLosses(*read, CsvFormat::ComputeComms);
@@ -168,9 +176,11 @@ TEST(PytorchOrders, LoweringForPyTorch215IsItsActionForAction) {
     EXPECT_NE(lost.back().find("WAIT_SEND/WAIT_REDUCE_GRAD actions, which PyTorch 2.11 does not have"),
               std::string::npos)
         << lost.back();
-    const std::string only = c["files"].contains("executed") ? c["files"]["executed"] : c["files"]["compute_only"];
+    const std::string only =
+        c["files"].contains("executed") ? c["files"]["executed"] : c["files"]["compute_only"];
     if (c["name"] != "GPipe" && c["name"] != "1F1B") {
-      EXPECT_EQ(computeOnly(fileRows(only)), computeOnly(ps::test::csvActions(ps::test::readFile(g.dir / only))));
+      EXPECT_EQ(computeOnly(fileRows(only)),
+                computeOnly(ps::test::csvActions(ps::test::readFile(g.dir / only))));
     }
     ++compared;
   }
@@ -216,13 +226,15 @@ TEST(PytorchOrders, OneFOneBsOrderIrIsWrongOnItsLastRank) {
     if (c["name"] != "1F1B" || c.contains("error")) continue;
     SCOPED_TRACE(caseName(c));
     const int pp = c["pp"], M = c["microbatches"];
-    EXPECT_NE(c["ir_validation_error"].get<std::string>().find("without first running Forward"), std::string::npos);
+    EXPECT_NE(c["ir_validation_error"].get<std::string>().find("without first running Forward"),
+              std::string::npos);
     const Rows ir = computeOnly(fileRows(c["files"]["compute_only"]));
     const Rows executed = computeOnly(fileRows(c["files"]["executed"]));
     for (int r = 0; r + 1 < pp; ++r) EXPECT_EQ(ir[static_cast<size_t>(r)], executed[static_cast<size_t>(r)]);
     const auto& last = ir.back();
     EXPECT_EQ(last.front(), std::to_string(pp - 1) + "F1");
-    EXPECT_NE(std::find(last.begin(), last.end(), std::to_string(pp - 1) + "F" + std::to_string(M)), last.end());
+    EXPECT_NE(std::find(last.begin(), last.end(), std::to_string(pp - 1) + "F" + std::to_string(M)),
+              last.end());
     EXPECT_NE(ir.back(), executed.back());
     // PipeStudio reads the IR and its validator refuses it too, naming the missing forward.
     auto s = readPytorchCsv(ps::test::readFile(kDir / c["files"]["compute_only"].get<std::string>()));
@@ -239,4 +251,152 @@ TEST(PytorchOrders, OneFOneBsOrderIrIsWrongOnItsLastRank) {
     ++cases;
   }
   EXPECT_GE(cases, 15);
+}
+
+// --- Receives and NCCL -------------------------------------------------------------------------
+
+namespace {
+
+ValidationReport underNccl(const Schedule& s) {
+  ValidateOptions o;
+  o.comm.semantics = CommSemantics::Nccl;
+  return validateSchedule(s, o);
+}
+
+bool hasCode(const ValidationReport& r, const std::string& code) {
+  for (const Diagnostic& d : r.diagnostics)
+    if (d.code == code) return true;
+  return false;
+}
+
+PytorchTarget target(int minor, RecvPlacement recv) {
+  PytorchTarget t{2, minor};
+  t.recv = recv;
+  return t;
+}
+
+}  // namespace
+
+TEST(PytorchOrders, DeferredReceivesArePyTorchsActionForAction) {
+  // --defer-recv pytorch is what _PipelineScheduleRuntime(defer_pp_recv=True) of PyTorch 2.15
+  // runs (its _defer_recv_ops after _add_wait_send), for every class and size of the manifest.
+  const Golden& g = kGoldens[1];
+  const nlohmann::json m = manifestOf(g.dir);
+  int compared = 0;
+  for (const auto& c : m["cases"]) {
+    if (!c["files"].contains("compute_comms_deferred")) continue;
+    SCOPED_TRACE(caseName(c));
+    auto s = generateFor(c);
+    ASSERT_TRUE(s.ok()) << formatDiagnostics(s.errors());
+    const Rows golden = ps::test::csvActions(
+        ps::test::readFile(g.dir / c["files"]["compute_comms_deferred"].get<std::string>()));
+    auto written = writePytorchCsv(*s, CsvFormat::ComputeComms, target(15, RecvPlacement::Deferred));
+    ASSERT_TRUE(written.ok()) << formatDiagnostics(written.errors());
+    EXPECT_EQ(ps::test::csvActions(*written), golden);
+    // The pass alone over PyTorch's own undeferred lowering gives the same.
+    auto asap = readPytorchCsv(ps::test::readFile(g.dir / c["files"]["compute_comms"].get<std::string>()));
+    ASSERT_TRUE(asap.ok());
+    auto deferred = deferRecvOps(*asap);
+    ASSERT_TRUE(deferred.ok()) << formatDiagnostics(deferred.errors());
+    EXPECT_EQ(ps::test::csvActions(writePytorchCsv(*deferred, CsvFormat::ComputeComms, g.target).value()),
+              golden);
+    ++compared;
+  }
+  EXPECT_GE(compared, 100);
+  // defer_pp_recv came with PyTorch 2.13.
+  auto s = generateSchedule(ScheduleKind::Interleaved1F1B, {2, 4});
+  ASSERT_TRUE(s.ok());
+  EXPECT_FALSE(lowerToPytorchComms(*s, target(12, RecvPlacement::Deferred)).ok());
+  EXPECT_TRUE(lowerToPytorchComms(*s, target(13, RecvPlacement::Deferred)).ok());
+}
+
+namespace {
+
+// Every schedule PipeStudio makes: each generator kind over ranks and micro-batches (and two and
+// three stages per rank where the kind takes them), a searched schedule, the hand-edited designs.
+std::vector<std::pair<std::string, Schedule>> everySchedule() {
+  std::vector<std::pair<std::string, Schedule>> out;
+  for (ScheduleKind k : allScheduleKinds())
+    for (int d : {2, 3, 4, 8})
+      for (int m : {1, 2, d - 1, d, d + 1, 2 * d, 2 * d + 1, 3 * d})
+        for (int chunks : {0, 3}) {
+          if (m < 1 || (chunks == 3 && defaultChunks(k) == 1 && k != ScheduleKind::ZBH1)) continue;
+          if (chunks == 3 && (k == ScheduleKind::ZBV || k == ScheduleKind::DualPipeV)) continue;
+          auto s = generateSchedule(k, GeneratorOptions{d, m, chunks});
+          if (!s.ok() || !validateSchedule(*s).valid()) continue;  // sizes the kind does not serve
+          out.emplace_back(std::string(scheduleKindName(k)) + " d=" + std::to_string(d) +
+                               " m=" + std::to_string(m) + (chunks ? " chunks=3" : ""),
+                           std::move(*s));
+        }
+  CostProfile p;
+  for (int i = 0; i < 8; ++i) {
+    LayerCost l;
+    l.name = "L" + std::to_string(i);
+    l.forwardMs = 1 + (i == 7 ? 2 : 0);
+    l.backwardInputMs = l.backwardWeightMs = 1;
+    l.activationBytes = 100;
+    l.outputBytes = 10;
+    p.layers.push_back(l);
+  }
+  SearchOptions so;
+  so.devices = 4;
+  so.microbatches = 8;
+  so.maxEvaluations = 60;
+  so.timeLimitSeconds = 30;
+  so.randomSamples = 10;
+  so.localImprovementRounds = 20;
+  if (auto r = searchSchedule(p, so); r.ok()) out.emplace_back("searched d=4 m=8", r->best);
+  for (const auto& e : fs::directory_iterator(fs::path(PIPESTUDIO_TEST_DATA_DIR) / "designs")) {
+    ScheduleLoadOptions lo;
+    lo.path = e.path().string();
+    if (auto s = loadScheduleFile(lo); s.ok()) out.emplace_back(e.path().filename().string(), std::move(*s));
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST(PytorchOrders, EveryExportRunsUnderNccl) {
+  // The compute+comms export cannot hang: PyTorch's own lowering (SEND right after the producer,
+  // RECV at the moment the peer sends, so each rank's stream meets its peers' in one global
+  // order) and PipeStudio's deferred placement run to their end under nccl and post every
+  // peer's messages in its send order, for every schedule PipeStudio makes. PyTorch's
+  // defer_pp_recv order is PipeStudio's wherever it runs; where it does not, it is said why.
+  const auto schedules = everySchedule();
+  int checked = 0, pytorchHangs = 0, pytorchReorders = 0, designs = 0, searched = 0;
+  std::string firstHang, firstReorder;
+  for (const auto& [name, s] : schedules) {
+    SCOPED_TRACE(name);
+    designs += name.find(".pipe") != std::string::npos;
+    searched += name.rfind("searched", 0) == 0;
+    for (const PytorchTarget& t :
+         {target(11, RecvPlacement::Asap), target(15, RecvPlacement::Asap),
+          target(15, RecvPlacement::DeferredSafe), target(13, RecvPlacement::DeferredSafe)}) {
+      auto lowered = lowerToPytorchComms(s, t);
+      ASSERT_TRUE(lowered.ok()) << formatDiagnostics(lowered.errors());
+      const ValidationReport r = underNccl(*lowered);
+      EXPECT_TRUE(r.valid()) << recvPlacementName(t.recv) << " " << t.name() << ": "
+                             << formatDiagnostics(r.diagnostics);
+    }
+    auto pytorch = lowerToPytorchComms(s, target(15, RecvPlacement::Deferred));
+    ASSERT_TRUE(pytorch.ok()) << formatDiagnostics(pytorch.errors());
+    const ValidationReport pr = underNccl(*pytorch);
+    if (pr.valid()) {
+      EXPECT_EQ(*lowerToPytorchComms(s, target(15, RecvPlacement::DeferredSafe)), *pytorch);
+    } else {
+      const bool hang = hasCode(pr, "validate.deadlock"), reorder = hasCode(pr, "validate.comm-order");
+      EXPECT_TRUE(hang || reorder) << formatDiagnostics(pr.diagnostics);
+      if (hang && firstHang.empty()) firstHang = name;
+      if (reorder && firstReorder.empty()) firstReorder = name;
+      pytorchHangs += hang;
+      pytorchReorders += reorder;
+    }
+    ++checked;
+  }
+  EXPECT_GE(checked, 150);
+  EXPECT_EQ(designs, 2);
+  EXPECT_EQ(searched, 1);
+  std::cout << "[ info ] " << checked << " schedules; PyTorch's defer_pp_recv hangs under nccl for "
+            << pytorchHangs << " (first: " << firstHang << ") and posts a peer's messages out of order for "
+            << pytorchReorders << " (first: " << firstReorder << ")\n";
 }

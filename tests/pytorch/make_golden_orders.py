@@ -21,6 +21,11 @@ by this script (no PipeStudio code is involved):
   1F1B the same lowering runs on the executed order (compute actions only, the form
   `_load_csv(format="compute_only")` accepts).
 
+- `<...>_compute_comms_deferred.csv` (PyTorch 2.13 and later, which have `defer_pp_recv`): the
+  same lowering with `_PipelineScheduleRuntime(defer_pp_recv=True)`, i.e. `_defer_recv_ops` run
+  last: each RECV moved next to the compute op that consumes it, with the rank-parity rule
+  (`get_schedule_ops(..., with_comms=True, defer_pp_recv=True)` for the multi-stage classes).
+
 MANIFEST.json: the torch version, the command, and one entry per case (class, pp, micro-batches,
 stages per rank, files, or PyTorch's error when it refuses the case).
 
@@ -29,6 +34,7 @@ tests/data/pytorch is torch 2.11's, the pinned version; tests/data/pytorch-2.15 
 pipeline degrees 2 and 4, made with a torch 2.15 environment of the same requirements)
 """
 import csv
+import inspect
 import json
 import os
 import sys
@@ -48,6 +54,8 @@ MULTI = {  # class -> stages per rank it is run with
     "DualPipeV": [2],
 }
 PP = [2, 4, 8]
+# defer_pp_recv (PyTorch PR #178815) exists from 2.13 on.
+DEFER = "defer_pp_recv" in inspect.signature(get_schedule_ops).parameters
 
 
 def microbatch_counts(pp):
@@ -56,12 +64,13 @@ def microbatch_counts(pp):
     return sorted({pp, 2 * pp, 3 * pp, pp + 1, 2 * pp + 1, max(1, pp // 2)})
 
 
-def schedule_ops(cls_name, pp, mb, spr, with_comms=False):
+def schedule_ops(cls_name, pp, mb, spr, with_comms=False, defer=False):
     """get_schedule_ops, and the same for one stage per rank of a multi-stage class (which the
     visualizer refuses but the class itself accepts: ZB-H1 is InterleavedZeroBubble with one)."""
+    extra = {"defer_pp_recv": True} if defer else {}
     if spr >= 2 or cls_name in SINGLE:
-        return get_schedule_ops(cls_name, pp, mb, num_stages_per_rank=spr, with_comms=with_comms)
-    sched = S.get_schedule_class(cls_name)(mock_stages(pp, spr), mb)
+        return get_schedule_ops(cls_name, pp, mb, num_stages_per_rank=spr, with_comms=with_comms, **extra)
+    sched = S.get_schedule_class(cls_name)(mock_stages(pp, spr), mb, **extra)
     order = sched.pipeline_order_with_comms if with_comms else sched.pipeline_order
     return [list(order[r]) for r in range(pp)]
 
@@ -82,9 +91,9 @@ def mock_stages(pp, spr, rank=0):
     return [st for _ in range(spr)]
 
 
-def lower_single(order, pp, mb):
+def lower_single(order, pp, mb, defer=False):
     """PyTorch's lowering of a single-stage class's order (idle cells and REDUCE_GRAD dropped)."""
-    rt = S._PipelineScheduleRuntime(mock_stages(pp, 1), mb)
+    rt = S._PipelineScheduleRuntime(mock_stages(pp, 1), mb, **({"defer_pp_recv": True} if defer else {}))
     compute = {r: [a for a in order[r] if a is not None and a.is_compute_op] for r in range(pp)}
     rt._prepare_schedule_with_comms(compute)
     return [rt.pipeline_order_with_comms[r] for r in range(pp)]
@@ -193,6 +202,16 @@ def main(out, pps):
                     case["files"]["compute_comms"] = base + "_compute_comms.csv"
                 except Exception as e:
                     case["compute_comms_error"] = f"{type(e).__name__}: {str(e).splitlines()[0]}"
+                if DEFER and "compute_comms" in case["files"]:
+                    try:
+                        if cls_name in SINGLE:
+                            deferred = lower_single({r: executed[r] for r in range(pp)}, pp, mb, defer=True)
+                        else:
+                            deferred = schedule_ops(cls_name, pp, mb, spr, with_comms=True, defer=True)
+                        write_rows(os.path.join(out, base + "_compute_comms_deferred.csv"), deferred)
+                        case["files"]["compute_comms_deferred"] = base + "_compute_comms_deferred.csv"
+                    except Exception as e:
+                        case["deferred_error"] = f"{type(e).__name__}: {str(e).splitlines()[0]}"
                 if cls_name in SINGLE:
                     # PyTorch's own validation of the IR (what _load_csv runs on a file of it).
                     try:

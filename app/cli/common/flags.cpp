@@ -70,4 +70,42 @@ bool memoryLimitFlag(const Args& args, const Reporter& reporter, std::optional<s
   return true;
 }
 
+core::CommOptions CommFlags::optionsFor(const core::Schedule& s, bool fromPytorchCsv) const {
+  core::CommOptions o;
+  o.semantics = semantics.value_or(core::defaultCommSemantics(s, fromPytorchCsv));
+  o.batchConsecutive = batchConsecutive;
+  return o;
+}
+
+std::string CommFlags::lineFor(const core::Schedule& s, bool fromPytorchCsv) const {
+  const core::CommOptions o = optionsFor(s, fromPytorchCsv);
+  std::string line = "communication: " + std::string(core::commSemanticsName(o.semantics));
+  if (o.batchConsecutive) line += ", consecutive SEND/RECV batched";
+  const bool explicitComms = core::commSemanticsApplies(s, {core::CommSemantics::Nccl});
+  if (semantics && explicitComms)
+    line += " (--comm: " + std::string(core::commSemanticsDescription(o.semantics)) + ")";
+  else
+    line += " (" + core::defaultCommReason(s, fromPytorchCsv) + ")";
+  return line;
+}
+
+std::optional<CommFlags> commFlags(const Args& args, const Reporter& reporter, int& code) {
+  CommFlags f;
+  f.batchConsecutive = args.has("--batch-p2p");
+  for (const std::string& v : args.values("--comm")) {
+    if (auto c = core::commSemanticsFromName(v)) {
+      f.semantics = *c;
+    } else if (auto ms = parseMs(v)) {
+      f.fixedMs = *ms;
+    } else {
+      code = reporter.usage(
+          "--comm takes posted, nccl or dualpipe (how SEND/RECV behave), or a fixed time per "
+          "transfer in ms, not '" +
+          v + "'");
+      return std::nullopt;
+    }
+  }
+  return f;
+}
+
 }  // namespace ps::cli

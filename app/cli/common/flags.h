@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/command.h"
+#include "pipestudio/core/analysis/comm_semantics.h"
 
 namespace ps::cli {
 
@@ -33,5 +34,20 @@ std::string formatOfPath(const std::string& path, const std::string& fallback);
 
 // --memory-limit BYTES into `out` when given; false, with the reason printed, when bad.
 bool memoryLimitFlag(const Args& args, const Reporter& reporter, std::optional<std::int64_t>& out);
+
+// --comm, which may be given twice: a communication semantics (posted, nccl, dualpipe:
+// comm_semantics.h) and/or a fixed time per cross-device transfer ("0.1", "2ms"); --batch-p2p:
+// consecutive SEND/RECV of a rank are one batch_isend_irecv.
+struct CommFlags {
+  std::optional<core::CommSemantics> semantics;  // named on the command line
+  bool batchConsecutive = false;
+  std::optional<double> fixedMs;
+  // The semantics that applies to `s` (the named one, else defaultCommSemantics) and the line
+  // that says which and why ("communication: nccl (a compute+comms CSV, ...)").
+  core::CommOptions optionsFor(const core::Schedule& s, bool fromPytorchCsv) const;
+  std::string lineFor(const core::Schedule& s, bool fromPytorchCsv) const;
+};
+// nullopt (the usage error printed, `code` set) for a value that is neither.
+std::optional<CommFlags> commFlags(const Args& args, const Reporter& reporter, int& code);
 
 }  // namespace ps::cli

@@ -76,6 +76,77 @@ std::string formatBytes(std::int64_t b) {
 }  // namespace
 
 namespace {
+
+// Under nccl and dualpipe (comm_semantics.h): the steps' times from the shared execution with the
+// ranks' communication streams, instead of the timing loop below. Point-to-point steps span from
+// the start of their turn on the stream to the end of their transfer and, like the copy stream's
+// ops, take no compute time. `head` is each device's first step not done.
+void timeWithCommStreams(const Schedule& s, const SimulationModel& model, const SimulationOptions& o,
+                         Compiled& c, std::vector<int>& head, Timeline& tl) {
+  const DependencyGraph& g = *c.g;
+  const auto n = static_cast<size_t>(g.size());
+  const CommPlan plan = makeCommPlan(s, g, o.comm);
+  CommCosts costs;
+  costs.duration.assign(n, 0.0);
+  costs.transfer.assign(n, 0.0);
+  costs.impliedTransfer.assign(n, 0.0);
+  const size_t nSteps = c.steps.size() - 1;
+  for (size_t h = 0; h < nSteps; ++h) costs.duration[static_cast<size_t>(c.stepOp[h])] = c.steps[h].dur;
+  // What crosses a link is the lower stage's output, as in the timing loop.
+  auto linkOf = [&](int low) { return low >= 0 && low < c.S ? c.linkCost[static_cast<size_t>(low)] : 0.0; };
+  for (size_t id = 0; id < n; ++id) {
+    const Op& op = g.op(static_cast<int>(id));
+    if (op.kind == OpKind::SendF) costs.transfer[id] = linkOf(op.stage);
+    if (op.kind == OpKind::SendB) costs.transfer[id] = linkOf(op.stage - 1);
+    if (op.kind == OpKind::F) costs.impliedTransfer[id] = linkOf(op.stage);
+    if (op.kind == OpKind::B || op.kind == OpKind::I) costs.impliedTransfer[id] = linkOf(op.stage - 1);
+  }
+  const CommExecution x = executeWithComms(s, g, plan, costs);
+  for (int d = 0; d < c.D; ++d) {
+    const int b = c.devBegin[static_cast<size_t>(d)];
+    head[static_cast<size_t>(d)] = b + x.stepsDone[static_cast<size_t>(d)];
+    for (int h = b; h < head[static_cast<size_t>(d)]; ++h) {
+      StepRec& r = c.steps[static_cast<size_t>(h)];
+      const int op = c.stepOp[static_cast<size_t>(h)];
+      r.time = x.start[static_cast<size_t>(op)];
+      r.dur = x.end[static_cast<size_t>(op)] - r.time;
+      if (isPointToPointKind(g.op(op).kind) && c.stepOp[static_cast<size_t>(h) + 1] - op == 1) {
+        r.edges |= kCopyBit;
+        c.hasCopy[static_cast<size_t>(d)] = 1;
+      }
+    }
+  }
+  auto stepRef = [&](int op) { return g.ref(op).step; };
+  // The compute ops a transfer connects: the send's producer and the receive's consumer.
+  auto producerOf = [&](int send) {
+    for (int dep : g.dependencies(send)) return g.op(dep);
+    return g.op(send);
+  };
+  auto consumerOf = [&](int recv) {
+    for (int u : g.dependents(recv))
+      if (!isPointToPointKind(g.op(u).kind)) return g.op(u);
+    return g.op(recv);
+  };
+  if (o.recordTransfers)
+    for (const auto& pr : x.pairs) {
+      if (!(pr.end > pr.start)) continue;
+      const Op& send = g.op(pr.send);
+      const int low = send.kind == OpKind::SendF ? send.stage : send.stage - 1;
+      tl.transfers.push_back(Transfer{g.deviceOf(pr.send), g.deviceOf(pr.recv), producerOf(pr.send),
+                                      consumerOf(pr.recv), model.stages[static_cast<size_t>(low)].outputBytes,
+                                      pr.start, pr.end});
+    }
+  for (const auto& w : x.headOfLine)
+    tl.headOfLine.push_back(HeadOfLineWait{g.deviceOf(w.op), stepRef(w.op), g.op(w.op), stepRef(w.blocker),
+                                           g.op(w.blocker), w.from, w.to});
+  std::sort(tl.headOfLine.begin(), tl.headOfLine.end(), [](const HeadOfLineWait& a, const HeadOfLineWait& b) {
+    return a.device != b.device ? a.device < b.device : a.start < b.start;
+  });
+}
+
+}  // namespace
+
+namespace {
 Result<Timeline> run(const Schedule& s, const SimulationModel& model, const SimulationOptions& o,
                      const DependencyGraph* given);
 }  // namespace
@@ -122,70 +193,76 @@ Result<Timeline> run(const Schedule& s, const SimulationModel& model, const Simu
   const std::uint32_t nEdges = static_cast<std::uint32_t>(c.edges.size());
   if (o.recordTransfers) reserveOutput(tl.transfers, c.timedTransfers);
   constexpr std::uint32_t kPrefetchEdges = 8;
-  while (!work.empty()) {
-    const int d = work.back();
-    work.pop_back();
-    queued[static_cast<size_t>(d)] = 0;
-    int h = head[static_cast<size_t>(d)];
-    const int stop = c.devBegin[static_cast<size_t>(d) + 1];
-    double free = devFree[static_cast<size_t>(d)];
-    for (; h < stop; ++h) {
-      StepRec& r = steps[static_cast<size_t>(h)];
-      if (r.pending > 0) break;
-      double start;
-      if (r.edges & kCopyBit) {
-        double& cf = copyFree[static_cast<size_t>(d)];
-        start = std::max({free, r.time, cf});
-        cf = start + r.dur;
-        if (c.anyUnshard) {
-          const Op& op = c.op(c.stepOp[static_cast<size_t>(h)]);
-          if (op.kind == OpKind::Unshard) unshardedAt[static_cast<size_t>(op.stage)] = cf;
+  const bool commStreams = commSemanticsApplies(s, o.comm);
+  tl.comm = std::string(commSemanticsName(commStreams ? o.comm.semantics : CommSemantics::Posted));
+  if (commStreams) {
+    timeWithCommStreams(s, model, o, c, head, tl);
+  } else {
+    while (!work.empty()) {
+      const int d = work.back();
+      work.pop_back();
+      queued[static_cast<size_t>(d)] = 0;
+      int h = head[static_cast<size_t>(d)];
+      const int stop = c.devBegin[static_cast<size_t>(d) + 1];
+      double free = devFree[static_cast<size_t>(d)];
+      for (; h < stop; ++h) {
+        StepRec& r = steps[static_cast<size_t>(h)];
+        if (r.pending > 0) break;
+        double start;
+        if (r.edges & kCopyBit) {
+          double& cf = copyFree[static_cast<size_t>(d)];
+          start = std::max({free, r.time, cf});
+          cf = start + r.dur;
+          if (c.anyUnshard) {
+            const Op& op = c.op(c.stepOp[static_cast<size_t>(h)]);
+            if (op.kind == OpKind::Unshard) unshardedAt[static_cast<size_t>(op.stage)] = cf;
+          }
+        } else {
+          start = std::max(free, r.time);
+          if (c.anyUnshard)
+            for (int op = c.stepOp[static_cast<size_t>(h)]; op < c.stepOp[static_cast<size_t>(h) + 1]; ++op)
+              start = std::max(start, unshardedAt[static_cast<size_t>(c.op(op).stage)]);
+          free = start + r.dur;
         }
-      } else {
-        start = std::max(free, r.time);
-        if (c.anyUnshard)
-          for (int op = c.stepOp[static_cast<size_t>(h)]; op < c.stepOp[static_cast<size_t>(h) + 1]; ++op)
-            start = std::max(start, unshardedAt[static_cast<size_t>(c.op(op).stage)]);
-        free = start + r.dur;
-      }
-      r.time = start;
-      const double end = start + r.dur;
-      const std::uint32_t edgeEnd = steps[static_cast<size_t>(h) + 1].edges & kEdgeMask;
-      for (std::uint32_t k = r.edges & kEdgeMask; k < edgeEnd; ++k) {
-        // A consumer's record is usually first touched here, on another device's list and
-        // long after compile() wrote it: fetch a few edges ahead so the misses overlap.
-        if (k + kPrefetchEdges < nEdges)
-          __builtin_prefetch(&steps[static_cast<size_t>(c.edges[k + kPrefetchEdges].consumerStep)], 1);
-        const Edge& e = c.edges[k];
-        StepRec& cons = steps[static_cast<size_t>(e.consumerStep)];
-        const int cd = e.consumerDevice;
-        double arrival = end;
-        if (e.link >= 0) {
-          const int low = e.link >> 2;
-          const double cost = c.linkCost[static_cast<size_t>(low)];
-          if (cost > 0) {
-            double& ch = channelFree[static_cast<size_t>(d) * D + static_cast<size_t>(cd)];
-            const double ts = std::max(end, ch);
-            ch = ts + cost;
-            arrival = ch;
-            if (o.recordTransfers) {
-              const Op& prod = c.op(c.stepOp[static_cast<size_t>(h)] + ((e.link >> 1) & 1));
-              const Op& con = c.op(c.stepOp[static_cast<size_t>(e.consumerStep)] + (e.link & 1));
-              const std::int64_t bytes = model.stages[static_cast<size_t>(low)].outputBytes;
-              tl.transfers.push_back(Transfer{d, cd, prod, con, bytes, ts, arrival});
+        r.time = start;
+        const double end = start + r.dur;
+        const std::uint32_t edgeEnd = steps[static_cast<size_t>(h) + 1].edges & kEdgeMask;
+        for (std::uint32_t k = r.edges & kEdgeMask; k < edgeEnd; ++k) {
+          // A consumer's record is usually first touched here, on another device's list and
+          // long after compile() wrote it: fetch a few edges ahead so the misses overlap.
+          if (k + kPrefetchEdges < nEdges)
+            __builtin_prefetch(&steps[static_cast<size_t>(c.edges[k + kPrefetchEdges].consumerStep)], 1);
+          const Edge& e = c.edges[k];
+          StepRec& cons = steps[static_cast<size_t>(e.consumerStep)];
+          const int cd = e.consumerDevice;
+          double arrival = end;
+          if (e.link >= 0) {
+            const int low = e.link >> 2;
+            const double cost = c.linkCost[static_cast<size_t>(low)];
+            if (cost > 0) {
+              double& ch = channelFree[static_cast<size_t>(d) * D + static_cast<size_t>(cd)];
+              const double ts = std::max(end, ch);
+              ch = ts + cost;
+              arrival = ch;
+              if (o.recordTransfers) {
+                const Op& prod = c.op(c.stepOp[static_cast<size_t>(h)] + ((e.link >> 1) & 1));
+                const Op& con = c.op(c.stepOp[static_cast<size_t>(e.consumerStep)] + (e.link & 1));
+                const std::int64_t bytes = model.stages[static_cast<size_t>(low)].outputBytes;
+                tl.transfers.push_back(Transfer{d, cd, prod, con, bytes, ts, arrival});
+              }
             }
           }
-        }
-        if (arrival > cons.time) cons.time = arrival;
-        if (--cons.pending == 0 && cd != d && head[static_cast<size_t>(cd)] == e.consumerStep &&
-            !queued[static_cast<size_t>(cd)]) {
-          queued[static_cast<size_t>(cd)] = 1;
-          work.push_back(cd);
+          if (arrival > cons.time) cons.time = arrival;
+          if (--cons.pending == 0 && cd != d && head[static_cast<size_t>(cd)] == e.consumerStep &&
+              !queued[static_cast<size_t>(cd)]) {
+            queued[static_cast<size_t>(cd)] = 1;
+            work.push_back(cd);
+          }
         }
       }
+      head[static_cast<size_t>(d)] = h;
+      devFree[static_cast<size_t>(d)] = free;
     }
-    head[static_cast<size_t>(d)] = h;
-    devFree[static_cast<size_t>(d)] = free;
   }
   // Transfers stay in the order they were scheduled: per link direction, in time order.
 
@@ -469,6 +546,8 @@ Result<Timeline> run(const Schedule& s, const SimulationModel& model, const Simu
     if (!peakMoved) dm.peakMemoryTime = dm.start;
   }
   m.ops = done;
+  m.headOfLineWaits = tl.headOfLine.size();
+  for (const HeadOfLineWait& w : tl.headOfLine) m.headOfLineMs += w.duration();
   if (last >= first) {
     m.makespan = last - first;
     if (m.makespan > 0) {
@@ -486,7 +565,9 @@ Result<Timeline> run(const Schedule& s, const SimulationModel& model, const Simu
 
   if (stalled) {
     tl.complete = false;
-    ValidationReport report = validateSchedule(s);
+    ValidateOptions vo;
+    vo.comm = o.comm;
+    ValidationReport report = validateSchedule(s, vo);
     bool reported = false;
     for (const Diagnostic& dg : report.diagnostics) {
       if (dg.code == "validate.deadlock") {

@@ -2,8 +2,11 @@
 #include "pipestudio/core/analysis/validator.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <string>
+
+#include "pipestudio/core/io/pytorch_csv.h"
 
 namespace ps::core {
 
@@ -180,7 +183,8 @@ void checkChannelOrder(const Schedule& s, const DependencyGraph& g, Reporter& re
       const bool fwd = op.kind == OpKind::SendF;
       const int to = fwd ? op.stage + 1 : op.stage - 1;
       if (!inRange(to) || p.deviceOf(to) == here) continue;
-      channels[{here, p.deviceOf(to)}].first.push_back({Op{fwd ? OpKind::RecvF : OpKind::RecvB, to, op.microbatch}, id});
+      channels[{here, p.deviceOf(to)}].first.push_back(
+          {Op{fwd ? OpKind::RecvF : OpKind::RecvB, to, op.microbatch}, id});
     } else if (op.kind == OpKind::RecvF || op.kind == OpKind::RecvB) {
       const int from = op.kind == OpKind::RecvF ? op.stage - 1 : op.stage + 1;
       if (!inRange(from) || p.deviceOf(from) == here) continue;
@@ -203,22 +207,62 @@ void checkChannelOrder(const Schedule& s, const DependencyGraph& g, Reporter& re
                                        [&](const Posted& x) { return x.message == recvs[i].message; });
       const std::string nth = std::to_string(i + 1) + (i == 0 ? "st" : i == 1 ? "nd" : i == 2 ? "rd" : "th");
       std::string msg = "device " + std::to_string(pair.first) + "'s " + nth + " message to device " +
-                        std::to_string(pair.second) + " is " + name(sends[i].id) + " (" + where(g.ref(sends[i].id)) +
-                        "), but the " + nth + " receive device " + std::to_string(pair.second) + " posts from it is " +
-                        name(recvs[i].id) + " (" + where(g.ref(recvs[i].id)) + ")";
+                        std::to_string(pair.second) + " is " + name(sends[i].id) + " (" +
+                        where(g.ref(sends[i].id)) + "), but the " + nth + " receive device " +
+                        std::to_string(pair.second) + " posts from it is " + name(recvs[i].id) + " (" +
+                        where(g.ref(recvs[i].id)) + ")";
       std::vector<OpRef> related{g.ref(sends[i].id), g.ref(recvs[i].id)};
       if (matchingSend != sends.end()) {
         msg += ", whose data " + name(matchingSend->id) + " sends later";
         related.push_back(g.ref(matchingSend->id));
       }
-      msg += ". Gloo and NCCL match the messages between two ranks in posting order, so " + name(recvs[i].id) +
-             " would receive " + name(sends[i].id) + "'s tensor";
+      msg += ". Gloo and NCCL match the messages between two ranks in posting order, so " +
+             name(recvs[i].id) + " would receive " + name(sends[i].id) + "'s tensor";
       if (matchingRecv != recvs.end()) related.push_back(g.ref(matchingRecv->id));
       rep.error("validate.comm-order", msg, std::move(related));
       break;
     }
   }
 }
+
+namespace {
+
+// The order executed with the ranks' communication streams (comm_semantics.h): an order that runs
+// when SEND/RECV are only posted can still hang on NCCL, a send waiting for a receive its peer
+// has queued behind an op that waits for this rank. The deadlock names the cycle across ranks in
+// PyTorch's action names.
+void checkCommStreams(const Schedule& s, const DependencyGraph& g, const CommOptions& comm,
+                      ValidationReport& report, Reporter& rep) {
+  const CommPlan plan = makeCommPlan(s, g, comm);
+  const CommExecution x = executeWithComms(s, g, plan, {});
+  if (x.complete) return;
+  const std::string under = std::string(commSemanticsName(comm.semantics));
+  const std::vector<CommWaitLink> cycle = findCommWaitCycle(s, g, plan, x);
+  if (!cycle.empty()) {
+    std::vector<OpRef> related;
+    for (const CommWaitLink& l : cycle) {
+      report.deadlock.push_back(DeadlockWait{l.device, g.ref(l.at), g.op(l.waitsFor), l.waitsOnDevice});
+      related.push_back(g.ref(l.at));
+      related.push_back(g.ref(l.waitsFor));
+    }
+    rep.error("validate.deadlock", "deadlock under " + under + ": " + describeWaitCycle(s, g, cycle),
+              std::move(related));
+    return;
+  }
+  if (!plan.unmatched.empty()) return;  // reported above (validate.comm)
+  std::string msg = "the order stalls under " + under + ":";
+  std::vector<OpRef> related;
+  for (int d = 0; d < g.devices(); ++d) {
+    const int at = x.hostAt[static_cast<size_t>(d)];
+    if (at >= g.deviceBegin(d + 1)) continue;
+    msg += " rank " + std::to_string(d) + " at " + pytorchActionText(s, g.op(at)) + ";";
+    related.push_back(g.ref(at));
+  }
+  msg.pop_back();
+  rep.error("validate.deadlock", msg, std::move(related));
+}
+
+}  // namespace
 
 ValidationReport validateSchedule(const Schedule& s) {
   return validateSchedule(s, ValidateOptions{});
@@ -242,6 +286,7 @@ ValidationReport validate(const Schedule& s, const ValidateOptions& options, con
   ValidationReport report;
   Reporter rep(report, std::max(1, options.maxDiagnostics));
   const Pipeline& p = s.pipeline;
+  if (commSemanticsApplies(s, options.comm)) report.semantics = options.comm.semantics;
 
   if (p.devices < 1 || p.stages < 1 || p.microbatches < 1) {
     rep.error("validate.pipeline", "the pipeline needs at least one device, stage and micro-batch (devices " +
@@ -569,6 +614,7 @@ ValidationReport validate(const Schedule& s, const ValidateOptions& options, con
       msg += " (" + std::to_string(stuck - static_cast<int>(cycle.size())) + " more devices wait behind it)";
     rep.error("validate.deadlock", msg, std::move(related));
   }
+  if (start < 0 && commSemanticsApplies(s, options.comm)) checkCommStreams(s, g, options.comm, report, rep);
   rep.finish();
   return report;
 }

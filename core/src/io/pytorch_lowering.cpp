@@ -2,8 +2,14 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <unordered_set>
+
+#include "pipestudio/core/analysis/comm_semantics.h"
+#include "pipestudio/core/analysis/dependency_graph.h"
+#include "pipestudio/core/io/pytorch_csv.h"
+#include "pipestudio/core/model/enum_names.h"
 
 namespace ps::core {
 
@@ -167,11 +173,12 @@ std::vector<Step> addUnshardReshard(const std::vector<Step>& compute, bool gathe
 
   std::vector<Step> out;
   out.reserve(n + 8);
-  PythonIntSet active;              // 2.11 to 2.14
+  PythonIntSet active;                 // 2.11 to 2.14
   std::vector<std::int64_t> gathered;  // 2.15: in the order gathered
   auto items = [&] { return gatherOrder ? gathered : active.items(); };
   auto contains = [&](int s) {
-    return gatherOrder ? std::find(gathered.begin(), gathered.end(), s) != gathered.end() : active.contains(s);
+    return gatherOrder ? std::find(gathered.begin(), gathered.end(), s) != gathered.end()
+                       : active.contains(s);
   };
   auto stageStep = [](OpKind k, int stage) { return Step{Op{k, stage, -1}, {}}; };
   for (size_t i = 0; i < n; ++i) {
@@ -199,17 +206,242 @@ std::vector<Step> addUnshardReshard(const std::vector<Step>& compute, bool gathe
 }
 
 std::uint64_t key(const Op& op) {
-  return (static_cast<std::uint64_t>(op.kind) << 56) | (static_cast<std::uint64_t>(op.stage & 0xFFFFFF) << 32) |
-         static_cast<std::uint32_t>(op.microbatch);
+  return (static_cast<std::uint64_t>(op.kind) << 56) |
+         (static_cast<std::uint64_t>(op.stage & 0xFFFFFF) << 32) | static_cast<std::uint32_t>(op.microbatch);
+}
+
+bool isSend(OpKind k) {
+  return k == OpKind::SendF || k == OpKind::SendB;
+}
+
+bool isRecvStep(const Step& st) {
+  return !st.second && (st.first.kind == OpKind::RecvF || st.first.kind == OpKind::RecvB);
+}
+
+constexpr EnumName<RecvPlacement> kRecvPlacementNames[] = {
+    {RecvPlacement::Asap, "asap"},
+    {RecvPlacement::Deferred, "pytorch"},
+    {RecvPlacement::DeferredSafe, "safe"},
+};
+
+// The rank a point-to-point op exchanges with.
+int peerRank(const Pipeline& p, const Op& op) {
+  int st = -1;
+  if (op.kind == OpKind::SendF || op.kind == OpKind::RecvB) st = op.stage + 1;
+  if (op.kind == OpKind::SendB || op.kind == OpKind::RecvF) st = op.stage - 1;
+  return st >= 0 && st < p.stages ? p.deviceOf(st) : -1;
+}
+
+// Each rank posts the receives from a peer in the order that peer sends (Gloo and NCCL match
+// the messages between two ranks in posting order).
+bool receivesInSendOrder(const Schedule& s) {
+  const Pipeline& p = s.pipeline;
+  std::map<std::pair<int, int>, std::pair<std::vector<Op>, std::vector<Op>>> channels;
+  for (size_t r = 0; r < s.devices.size(); ++r)
+    for (const Step& st : s.devices[r]) {
+      if (st.second) continue;
+      const Op& op = st.first;
+      const int peer = peerRank(p, op);
+      if (peer < 0 || peer == static_cast<int>(r)) continue;
+      if (op.kind == OpKind::SendF)
+        channels[{static_cast<int>(r), peer}].first.push_back(Op{OpKind::RecvF, op.stage + 1, op.microbatch});
+      else if (op.kind == OpKind::SendB)
+        channels[{static_cast<int>(r), peer}].first.push_back(Op{OpKind::RecvB, op.stage - 1, op.microbatch});
+      else if (op.kind == OpKind::RecvF || op.kind == OpKind::RecvB)
+        channels[{peer, static_cast<int>(r)}].second.push_back(op);
+    }
+  for (const auto& [pair, c] : channels)
+    if (c.first != c.second) return false;
+  return true;
+}
+
+// The order runs to its end under nccl, each action issued alone (as the runtime issues them).
+bool runsUnderNccl(const Schedule& s, const DependencyGraph& g, CommExecution* out = nullptr,
+                   CommPlan* planOut = nullptr) {
+  CommPlan plan = makeCommPlan(s, g, CommOptions{CommSemantics::Nccl, false});
+  CommExecution x = executeWithComms(s, g, plan, {});
+  const bool ok = x.complete;
+  if (out) *out = std::move(x);
+  if (planOut) *planOut = std::move(plan);
+  return ok;
 }
 
 }  // namespace
+
+PS_ENUM_NAME_FUNCTION(RecvPlacement, kRecvPlacementNames, recvPlacementName);
+PS_ENUM_FROM_NAME_FUNCTION(RecvPlacement, kRecvPlacementNames, recvPlacementFromName);
+
+Result<Schedule> deferRecvOps(const Schedule& lowered) {
+  const Pipeline& p = lowered.pipeline;
+  Schedule out = lowered;
+  for (size_t r = 0; r < lowered.devices.size(); ++r) {
+    std::vector<Step> result;
+    result.reserve(lowered.devices[r].size());
+    std::vector<Op> held;  // PyTorch's `deferred` dict: in the order the receives were first held
+    auto release = [&](std::vector<Op>::iterator it) {
+      result.push_back(Step{*it, {}});
+      return held.erase(it);
+    };
+    for (const Step& st : lowered.devices[r]) {
+      const Op& a = st.first;
+      if (isRecvStep(st)) {
+        if (std::find(held.begin(), held.end(), a) == held.end()) held.push_back(a);
+        continue;
+      }
+      if (!st.second && (a.kind == OpKind::SendF || a.kind == OpKind::SendB)) {
+        // The rank-parity rule: the lower-ranked side posts its receives from the peer first.
+        const int peer = peerRank(p, a);
+        if (static_cast<int>(r) < peer)
+          for (auto it = held.begin(); it != held.end();)
+            it = peerRank(p, *it) == peer ? release(it) : it + 1;
+      }
+      for (const Op* sub : {&st.first, st.second ? &*st.second : nullptr}) {
+        if (!sub) continue;
+        OpKind recv;
+        if (sub->kind == OpKind::F)
+          recv = OpKind::RecvF;
+        else if (sub->kind == OpKind::B || sub->kind == OpKind::I)
+          recv = OpKind::RecvB;
+        else
+          continue;
+        if (auto it = std::find(held.begin(), held.end(), Op{recv, sub->stage, sub->microbatch});
+            it != held.end())
+          release(it);
+      }
+      result.push_back(st);
+    }
+    if (!held.empty()) {
+      std::string left;
+      for (const Op& op : held) left += (left.empty() ? "" : ", ") + pytorchActionText(lowered, op);
+      return makeError("csv.lowering", "rank " + std::to_string(r) +
+                                           ": receives with no compute op consuming them cannot be deferred "
+                                           "(PyTorch: \"leftover RECV ops with no consumer found\"): " +
+                                           left);
+    }
+    out.devices[r] = std::move(result);
+  }
+  return out;
+}
+
+Result<Schedule> deferRecvOpsSafe(const Schedule& asap) {
+  PS_ASSIGN_OR_RETURN(Schedule pytorch, deferRecvOps(asap));
+  {
+    DependencyGraph g(pytorch);
+    if (receivesInSendOrder(pytorch) && runsUnderNccl(pytorch, g)) return pytorch;
+  }
+  // Each rank's order as its other steps (the same in both placements) and, per receive, the
+  // number of those steps before it (its anchor). Receives at one anchor keep their Asap order,
+  // which posts each peer's messages in its send order. A receive only ever moves to an earlier
+  // anchor, never before its Asap one, and the Asap order runs under nccl: so the repairs end.
+  const Pipeline& p = asap.pipeline;
+  const size_t R = asap.devices.size();
+  struct Recv {
+    Op op;
+    int asapAnchor = 0, anchor = 0, order = 0;
+  };
+  std::vector<std::vector<Step>> others(R);
+  std::vector<std::vector<Recv>> recvs(R);  // in Asap order
+  for (size_t r = 0; r < R; ++r) {
+    for (const Step& st : asap.devices[r]) {
+      if (isRecvStep(st))
+        recvs[r].push_back(
+            {st.first, static_cast<int>(others[r].size()), 0, static_cast<int>(recvs[r].size())});
+      else
+        others[r].push_back(st);
+    }
+    int before = 0;
+    for (const Step& st : pytorch.devices[r]) {
+      if (!isRecvStep(st)) {
+        ++before;
+        continue;
+      }
+      for (Recv& rv : recvs[r])
+        if (rv.op == st.first) rv.anchor = before;
+    }
+  }
+  // No receive from a peer after one the peer sends later.
+  auto keepSendOrder = [&] {
+    for (size_t r = 0; r < R; ++r) {
+      std::map<int, int> latest;  // per peer: the smallest anchor of the receives after this one
+      for (size_t i = recvs[r].size(); i-- > 0;) {
+        Recv& rv = recvs[r][i];
+        const int peer = peerRank(p, rv.op);
+        if (auto it = latest.find(peer); it != latest.end()) rv.anchor = std::min(rv.anchor, it->second);
+        latest[peer] = rv.anchor;
+      }
+    }
+  };
+  auto build = [&] {
+    Schedule out = asap;
+    for (size_t r = 0; r < R; ++r) {
+      std::vector<Recv> sorted = recvs[r];
+      std::stable_sort(sorted.begin(), sorted.end(), [](const Recv& a, const Recv& b) {
+        return a.anchor != b.anchor ? a.anchor < b.anchor : a.order < b.order;
+      });
+      auto& dev = out.devices[r];
+      dev.clear();
+      size_t k = 0;
+      for (size_t i = 0; i <= others[r].size(); ++i) {
+        while (k < sorted.size() && sorted[k].anchor == static_cast<int>(i))
+          dev.push_back(Step{sorted[k++].op, {}});
+        if (i < others[r].size()) dev.push_back(others[r][i]);
+      }
+    }
+    return out;
+  };
+  keepSendOrder();
+  for (;;) {
+    Schedule candidate = build();
+    DependencyGraph g(candidate);
+    CommExecution x;
+    CommPlan plan;
+    if (runsUnderNccl(candidate, g, &x, &plan)) return candidate;
+    const std::vector<CommWaitLink> cycle = findCommWaitCycle(candidate, g, plan, x);
+    // The other steps before each step of the candidate, per rank.
+    auto anchorOf = [&](int id) {
+      const OpRef ref = g.ref(id);
+      int before = 0;
+      const auto& dev = candidate.devices[static_cast<size_t>(ref.device)];
+      for (int k = 0; k < ref.step; ++k) before += isRecvStep(dev[static_cast<size_t>(k)]) ? 0 : 1;
+      return before;
+    };
+    auto find = [&](int id) -> Recv* {
+      for (Recv& rv : recvs[static_cast<size_t>(g.deviceOf(id))])
+        if (rv.op == g.op(id)) return &rv;
+      return nullptr;
+    };
+    bool moved = false;
+    for (size_t k = 0; k < cycle.size() && !moved; ++k) {
+      const CommWaitLink& l = cycle[k];
+      const CommWaitLink& next = cycle[(k + 1) % cycle.size()];
+      // A receive the cycle waits for: queued behind its rank's stream head (before which it
+      // goes), or not yet issued by a host stuck at an earlier step (before which it goes).
+      for (int id : {l.waitsFor, l.at}) {
+        Recv* rv = isPointToPointKind(g.op(id).kind) && !isSend(g.op(id).kind) ? find(id) : nullptr;
+        if (!rv || rv->anchor <= rv->asapAnchor) continue;
+        int target = rv->anchor - 1;
+        if (id == l.waitsFor && l.reason == CommWaitLink::Reason::Behind) target = anchorOf(next.at);
+        if (id == l.at && l.reason == CommWaitLink::Reason::NotIssued) target = anchorOf(l.waitsFor);
+        rv->anchor = std::max(rv->asapAnchor, std::min(target, rv->anchor - 1));
+        moved = true;
+        break;
+      }
+    }
+    if (!moved) {
+      // Every receive of the cycle is at its Asap place: no placement of the receives helps.
+      return makeError("csv.lowering", "the receives cannot be deferred without a hang under nccl: " +
+                                           describeWaitCycle(candidate, g, cycle));
+    }
+    keepSendOrder();
+  }
+}
 
 bool hasExplicitComms(const Schedule& s) {
   for (const auto& dev : s.devices)
     for (const auto& st : dev) {
       const OpKind k = st.first.kind;
-      if (!st.second && (k == OpKind::SendF || k == OpKind::RecvF || k == OpKind::SendB || k == OpKind::RecvB))
+      if (!st.second &&
+          (k == OpKind::SendF || k == OpKind::RecvF || k == OpKind::SendB || k == OpKind::RecvB))
         return true;
     }
   return false;
@@ -250,19 +482,20 @@ std::vector<Step> addWaitSend(const std::vector<Step>& steps) {
     }
   }
   for (const Op& send : pending)
-    out.push_back(Step{Op{send.kind == OpKind::SendF ? OpKind::WaitSendF : OpKind::WaitSendB, send.stage,
-                          send.microbatch},
-                       {}});
+    out.push_back(Step{
+        Op{send.kind == OpKind::SendF ? OpKind::WaitSendF : OpKind::WaitSendB, send.stage, send.microbatch},
+        {}});
   return out;
 }
 
 Result<PytorchTarget> parsePytorchTarget(std::string_view text) {
   PytorchTarget t;
   auto bad = [&] {
-    return makeError("pytorch.version", "PyTorch version '" + std::string(text) +
-                                            "': PipeStudio writes the compute+comms form of PyTorch 2.11 to 2.15 "
-                                            "(their lowering is checked against each); for another version write "
-                                            "compute_only, which that PyTorch lowers itself");
+    return makeError("pytorch.version",
+                     "PyTorch version '" + std::string(text) +
+                         "': PipeStudio writes the compute+comms form of PyTorch 2.11 to 2.15 "
+                         "(their lowering is checked against each); for another version write "
+                         "compute_only, which that PyTorch lowers itself");
   };
   int parts[3] = {0, 0, 0}, n = 0;
   size_t i = 0;
@@ -283,6 +516,10 @@ Result<PytorchTarget> parsePytorchTarget(std::string_view text) {
 }
 
 Result<Schedule> lowerToPytorchComms(const Schedule& s, const PytorchTarget& target) {
+  if (target.recv != RecvPlacement::Asap && !target.atLeast(2, 13))
+    return makeError("pytorch.version",
+                     "deferred receives (defer_pp_recv) exist from PyTorch 2.13 on, not in " + target.name() +
+                         ": write for --pytorch 2.13 or later");
   const Pipeline& p = s.pipeline;
   const int S = p.stages;
   const auto ranks = s.devices.size();
@@ -301,17 +538,20 @@ Result<Schedule> lowerToPytorchComms(const Schedule& s, const PytorchTarget& tar
   // Pass 3: _add_send_recv.
   auto hasComms = [&](const Op& op) {
     if (op.kind == OpKind::F) return op.stage != S - 1 && rankOf(op.stage + 1) != rankOf(op.stage);
-    if (op.kind == OpKind::I || op.kind == OpKind::B) return op.stage != 0 && rankOf(op.stage - 1) != rankOf(op.stage);
+    if (op.kind == OpKind::I || op.kind == OpKind::B)
+      return op.stage != 0 && rankOf(op.stage - 1) != rankOf(op.stage);
     return false;
   };
   std::vector<std::unordered_set<std::uint64_t>> prev(ranks);
   auto seen = [&](size_t r, const Op& op) { return prev[r].count(key(op)) > 0; };
   auto ready = [&](size_t r, const Op& op) {
     if (op.kind == OpKind::F && op.stage != 0)
-      return seen(r, Op{OpKind::RecvF, op.stage, op.microbatch}) || seen(r, Op{OpKind::F, op.stage - 1, op.microbatch});
+      return seen(r, Op{OpKind::RecvF, op.stage, op.microbatch}) ||
+             seen(r, Op{OpKind::F, op.stage - 1, op.microbatch});
     if ((op.kind == OpKind::I || op.kind == OpKind::B) && op.stage != S - 1)
       return seen(r, Op{OpKind::RecvB, op.stage, op.microbatch}) ||
-             seen(r, Op{OpKind::I, op.stage + 1, op.microbatch}) || seen(r, Op{OpKind::B, op.stage + 1, op.microbatch});
+             seen(r, Op{OpKind::I, op.stage + 1, op.microbatch}) ||
+             seen(r, Op{OpKind::B, op.stage + 1, op.microbatch});
     return true;
   };
   Schedule out = s;
@@ -332,7 +572,8 @@ Result<Schedule> lowerToPytorchComms(const Schedule& s, const PytorchTarget& tar
         if (!hasComms(*op)) continue;
         const bool fwd = op->kind == OpKind::F;
         const Op send{fwd ? OpKind::SendF : OpKind::SendB, op->stage, op->microbatch};
-        const Op recv{fwd ? OpKind::RecvF : OpKind::RecvB, fwd ? op->stage + 1 : op->stage - 1, op->microbatch};
+        const Op recv{fwd ? OpKind::RecvF : OpKind::RecvB, fwd ? op->stage + 1 : op->stage - 1,
+                      op->microbatch};
         out.devices[r].push_back(Step{send, {}});
         prev[r].insert(key(send));
         const auto dst = static_cast<size_t>(rankOf(recv.stage));
@@ -345,7 +586,8 @@ Result<Schedule> lowerToPytorchComms(const Schedule& s, const PytorchTarget& tar
     }
     if (!progress) {
       std::string msg =
-          "the order cannot be lowered to compute+comms (PyTorch: \"Malformed compute schedule, can't schedule "
+          "the order cannot be lowered to compute+comms (PyTorch: \"Malformed compute schedule, can't "
+          "schedule "
           "sends/recvs\"): no rank can take its next action:";
       for (size_t r = 0; r < ranks; ++r)
         if (head[r] < todo[r].size()) {
@@ -360,6 +602,9 @@ Result<Schedule> lowerToPytorchComms(const Schedule& s, const PytorchTarget& tar
   }
   if (target.atLeast(2, 15))
     for (auto& dev : out.devices) dev = addWaitSend(dev);
+  // PyTorch runs _defer_recv_ops last (after _add_wait_send in 2.15).
+  if (target.recv == RecvPlacement::Deferred) return deferRecvOps(out);
+  if (target.recv == RecvPlacement::DeferredSafe) return deferRecvOpsSafe(out);
   return out;
 }
 

@@ -41,6 +41,8 @@ TimelineMetrics computeMetrics(const Timeline& t) {
   for (const TimelineOp& op : t.ops) devices = std::max(devices, op.device + 1);
   devices = std::max(devices, static_cast<int>(t.memory.size()));
   m.ops = t.ops.size();
+  m.headOfLineWaits = t.headOfLine.size();
+  for (const HeadOfLineWait& w : t.headOfLine) m.headOfLineMs += w.duration();
   m.devices.resize(static_cast<size_t>(std::max(0, devices)));
 
   std::vector<std::vector<const TimelineOp*>> byDevice(m.devices.size());

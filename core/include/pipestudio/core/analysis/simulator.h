@@ -5,6 +5,7 @@
 #include <string_view>
 #include <vector>
 
+#include "pipestudio/core/analysis/comm_semantics.h"
 #include "pipestudio/core/analysis/duration_expression.h"  // evaluateDurationExpression
 #include "pipestudio/core/model/cost_profile.h"
 #include "pipestudio/core/model/schedule.h"
@@ -16,6 +17,11 @@ struct SimulationOptions {
   std::optional<std::int64_t> memoryLimitBytes;  // overrides the profile's device memory
   bool recordMemory = true;                      // memory curves (the GUI and trace export want them)
   bool recordTransfers = true;
+  // How explicit SEND/RECV behave (comm_semantics.h). Under nccl and dualpipe they run on each
+  // rank's communication stream: a transfer starts when both sides are at the heads of their
+  // streams, and a point-to-point op queued behind another is a head-of-line wait
+  // (Timeline::headOfLine). Schedules without explicit SEND/RECV simulate alike under all.
+  CommOptions comm;
 };
 
 // The inputs that don't change while a user drags ops: build once, simulate many times.

@@ -12,6 +12,8 @@
 //      rank's next action in once its input is there, puts SEND right after a producer whose
 //      consumer sits on another rank, and the matching RECV at that moment into the consumer
 //      rank's order. Receives thus appear in the order the peer sends.
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -26,8 +28,24 @@ namespace ps::core {
 // WAIT_SEND_F/WAIT_SEND_B (after the local backward that proves a forward send was taken,
 // else at the end of the rank's order); its loader refuses a compute+comms file without them,
 // and 2.11's misreads them. compute_only files are the same for every version.
+// Where the receives of a compute+comms order go.
+enum class RecvPlacement : std::uint8_t {
+  Asap,  // where _add_send_recv puts them: at the moment the peer sends (every version's default)
+  // PyTorch 2.13+'s `defer_pp_recv` (_PipelineScheduleRuntime(defer_pp_recv=True), PR #178815):
+  // _defer_recv_ops exactly, each RECV right before the compute op that consumes it, and the
+  // deferred RECVs from a higher-ranked peer flushed before a send to it (the rank-parity rule).
+  Deferred,
+  // PipeStudio's: PyTorch's deferred placement wherever that order cannot hang under nccl and
+  // posts each peer's messages in its send order; elsewhere the receives involved are pulled
+  // earlier, never before their Asap place, until no rank waits in a cycle (comm_semantics.h).
+  DeferredSafe,
+};
+std::string_view recvPlacementName(RecvPlacement r);  // "asap", "pytorch", "safe"
+std::optional<RecvPlacement> recvPlacementFromName(std::string_view name);
+
 struct PytorchTarget {
-  int major = 2, minor = 11;  // the pinned version (tests/pytorch/requirements.txt)
+  int major = 2, minor = 11;                 // the pinned version (tests/pytorch/requirements.txt)
+  RecvPlacement recv = RecvPlacement::Asap;  // Deferred and DeferredSafe need 2.13 or later
   bool atLeast(int ma, int mi) const { return major > ma || (major == ma && minor >= mi); }
   std::string name() const { return std::to_string(major) + "." + std::to_string(minor); }
 };
@@ -49,6 +67,16 @@ std::vector<Step> addReduceGrad(const std::vector<Step>& steps, int microbatches
 // after the local backward of (s,m) that follows SEND_F(s,m), and a wait for every send still
 // unwaited at the end, in the order the sends were posted.
 std::vector<Step> addWaitSend(const std::vector<Step>& steps);
+
+// PyTorch's _defer_recv_ops (2.13 to 2.15) over a compute+comms order: each rank's RECVs held back
+// until the compute op that consumes them (a pair: either of its ops), except that a SEND to a
+// higher-ranked peer first flushes the RECVs held from that peer, in the order they were held. An
+// error (PyTorch's "leftover RECV ops with no consumer") for a RECV nothing consumes.
+Result<Schedule> deferRecvOps(const Schedule& lowered);
+// PipeStudio's deferred placement (RecvPlacement::DeferredSafe) from the Asap lowering `asap`:
+// deferRecvOps(asap) when that order runs under nccl and keeps every peer's messages in order;
+// otherwise receives are pulled earlier as described there. The result runs under nccl.
+Result<Schedule> deferRecvOpsSafe(const Schedule& asap);
 
 // Does `s` hold explicit SEND/RECV steps (a compute+comms order)?
 bool hasExplicitComms(const Schedule& s);

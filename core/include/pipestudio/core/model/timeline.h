@@ -37,6 +37,20 @@ struct Transfer {
   double end = 0;
 };
 
+// A point-to-point op that waited behind an earlier one of its rank's communication stream (a
+// head-of-line wait: simulated under nccl and dualpipe, comm_semantics.h): from when it was
+// issued until the op before it on the stream completed.
+struct HeadOfLineWait {
+  int device = 0;
+  int step = 0;  // the op that waited: its step on the device
+  Op op;
+  int blockerStep = 0;  // the op it waited behind
+  Op blocker;
+  double start = 0;
+  double end = 0;
+  double duration() const { return end - start; }
+};
+
 struct MemorySample {
   double time = 0;
   std::int64_t bytes = 0;
@@ -62,6 +76,9 @@ struct TimelineMetrics {
   double efficiency = 0;   // lowerBound / makespan
   size_t ops = 0;
   std::vector<DeviceMetrics> devices;
+  // Head-of-line waits (Timeline::headOfLine): how many, and their summed time.
+  size_t headOfLineWaits = 0;
+  double headOfLineMs = 0;
 };
 
 struct Timeline {
@@ -70,10 +87,14 @@ struct Timeline {
   int devices = 0;
   std::vector<TimelineOp> ops;  // sorted by (device, start)
   std::vector<Transfer> transfers;
+  std::vector<HeadOfLineWait> headOfLine;         // sorted by (device, start)
   std::vector<std::vector<MemorySample>> memory;  // per device, time-ordered step curve
   TimelineMetrics metrics;
   Diagnostics diagnostics;  // e.g. memory over the limit, deadlock (for a stalled simulation)
   bool complete = true;     // false for a stalled simulation or a failed/partial run
+  // The communication semantics a simulation applied to explicit SEND/RECV ("posted", "nccl",
+  // "dualpipe"; comm_semantics.h); empty for measured and imported timelines.
+  std::string comm;
 };
 
 // OFFLOAD / RELOAD, and the data-parallel collectives UNSHARD (all-gather) and REDUCE_GRAD,
