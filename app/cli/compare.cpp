@@ -1,7 +1,10 @@
 // pipestudio-cli compare PLAN TRACE... : the plan simulated with a cost profile against the
 // measured timeline of one or more Chrome traces (torch.profiler PP:<action> ranges, or our
 // own export). Exit 0 ok, 1 invalid plan or trace, 2 usage or unreadable file.
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -14,6 +17,7 @@
 #include "pipestudio/core/analysis/comparison.h"
 #include "pipestudio/core/analysis/simulator.h"
 #include "pipestudio/core/analysis/validator.h"
+#include "pipestudio/core/io/trace_files.h"
 #include "pipestudio/core/io/trace_import.h"
 #include "pipestudio/core/model/cost_profile.h"
 #include "pipestudio/sessions/recording.h"
@@ -28,18 +32,24 @@ const char* kUsage =
     "                              [--comm posted|nccl|dualpipe] [--batch-p2p]\n"
     "                              [--partition 3,4,4,5] [--set name=value]...\n"
     "                              [--align absolute|scaled] [--side auto|gpu|cpu] [--iteration K]\n"
-    "                              [--gaps N] [--json]\n\n"
+    "                              [--trace-step N] [--progress] [--gaps N] [--json]\n\n"
     "Simulates PLAN (.pipe or PyTorch .csv) with the cost profile (--profile, --cost, or the\n"
     "profile named in the .pipe header) and compares it with the measured timeline read from the\n"
-    "TRACE files: Chrome traces written by torch.profiler, whose pipeline actions are ranges named\n"
-    "PP:<action> (one file per rank, a directory of them, or one merged file), or PipeStudio's\n"
-    "own trace export; or one run of a session file, DB:ID (e.g. recorded by `run --session`):\n"
-    "then the profile defaults to the one its prediction used and the partition to the run's.\n"
+    "TRACE files: Chrome traces written by torch.profiler (plain or .json.gz), whose pipeline\n"
+    "actions are ranges named PP:<action> (or Forward i / Backward i, ScheduleGPipe's), one file\n"
+    "per rank, one merged file, or a folder: torchtitan's (profiling/traces/iteration_<N>),\n"
+    "Megatron-LM's (torch_profile/rank-<R>.json.gz), tensorboard_trace_handler's, or any folder of\n"
+    "trace files; or PipeStudio's own trace export; or one run of a session file, DB:ID (e.g.\n"
+    "recorded by `run --session`): then the profile defaults to the one its prediction used and\n"
+    "the partition to the run's.\n"
     "Prints the predicted and measured makespan, the relative error, the error per op kind and\n"
     "per device, the measured critical path and the attribution of each device's idle time.\n"
     "  --align     absolute (default) or scaled: measured times scaled to the planned makespan\n"
     "  --side      torch.profiler ranges to use: auto (GPU-side when present, default), gpu, cpu\n"
     "  --iteration which training iteration of a multi-iteration trace (default: the last)\n"
+    "  --trace-step N  torchtitan's iteration_<N> folder to read (default: the newest)\n"
+    "  --progress  report reading progress on stderr (default: when stderr is a terminal and\n"
+    "              the traces are large)\n"
     "  --gaps N    idle gaps listed per device in the text output (largest first, default 5)\n"
     "  --comm      how the plan's explicit SEND/RECV behave (posted, nccl, dualpipe; as simulate),\n"
     "              and/or a fixed time per transfer in ms\n"
@@ -61,6 +71,41 @@ std::string pad(std::string s, size_t width, bool right = false) {
 std::string percent(double v) {
   return (v >= 0 ? "+" : "") + fmt(v * 100.0, 1) + "%";
 }
+
+// Reading progress on stderr: a line rewritten in place on a terminal (for traces over 64 MiB,
+// or always with --progress), one line per tenth otherwise (--progress into a file or pipe).
+class ProgressLine {
+ public:
+  explicit ProgressLine(bool forced) : forced_(forced), tty_(isatty(STDERR_FILENO) != 0) {}
+  void update(const TraceProgress& p) {
+    if (p.bytesTotal == 0) return;
+    if (!forced_ && (!tty_ || p.bytesTotal < (std::uint64_t{64} << 20))) return;
+    const int tenth = static_cast<int>(p.bytesRead * 10 / p.bytesTotal);
+    const int percent = static_cast<int>(p.bytesRead * 100 / p.bytesTotal);
+    if (tty_) {
+      if (percent == lastPercent_) return;
+      std::fprintf(stderr, "\rreading traces: %3d%% (%.1f of %.1f MiB, file %zu of %zu)", percent,
+                   static_cast<double>(p.bytesRead) / 1048576.0,
+                   static_cast<double>(p.bytesTotal) / 1048576.0, p.file + 1, p.files);
+      shown_ = true;
+    } else {
+      if (tenth == lastTenth_) return;
+      std::fprintf(stderr, "reading traces: %d%%\n", tenth * 10);
+    }
+    lastPercent_ = percent;
+    lastTenth_ = tenth;
+  }
+  void done() {
+    if (shown_) std::fprintf(stderr, "\r%60s\r", "");
+  }
+
+ private:
+  bool forced_;
+  bool tty_;
+  bool shown_ = false;
+  int lastPercent_ = -1;
+  int lastTenth_ = -1;
+};
 
 void printTable(std::ostream& os, const std::string& title, const std::vector<ErrorStats>& rows,
                 const ErrorStats& all) {
@@ -247,38 +292,41 @@ int runCompare(const ps::cli::Args& args, const ps::cli::Reporter& rep) {
   std::string measuredFormat = "session run";
   int iteration = 0, iterations = 1;
   if (sessionRun) measuredTimeline = sessionRun->timeline;
+  std::vector<CommunicationRange> communication;
+  size_t communicationKernels = 0;
   if (!sessionRunArg) {
-    // A directory (torch.profiler's tensorboard_trace_handler writes one file per rank into
-    // one) stands for the .json files in it, in name order.
-    std::vector<std::string> paths;
-    for (size_t i = 1; i < args.positionals().size(); ++i) {
-      const std::string& p = args.positionals()[i];
-      std::error_code ec;
-      if (std::filesystem::is_directory(p, ec)) {
-        std::vector<std::string> inDir;
-        for (const auto& entry : std::filesystem::directory_iterator(p, ec))
-          if (entry.is_regular_file() && entry.path().extension() == ".json")
-            inDir.push_back(entry.path().string());
-        if (inDir.empty()) return rep.fail(p + ": no .json trace files in this directory");
-        std::sort(inDir.begin(), inDir.end());
-        paths.insert(paths.end(), inDir.begin(), inDir.end());
-      } else {
-        paths.push_back(p);
+    // Files and folders (torchtitan's, Megatron-LM's, tensorboard_trace_handler's layouts),
+    // streamed: a multi-GB trace is read in bounded memory.
+    std::vector<std::string> paths(args.positionals().begin() + 1, args.positionals().end());
+    TraceDiscoveryOptions discovery;
+    if (args.has("--trace-step")) {
+      auto n = ps::cli::parseInt(args.value("--trace-step"));
+      if (!n || *n < 0) return usage("--trace-step needs the N of an iteration_<N> folder");
+      discovery.step = *n;
+    }
+    ProgressLine progress(args.has("--progress"));
+    importOptions.progress = [&](const TraceProgress& p) {
+      progress.update(p);
+      return true;
+    };
+    auto imported = importTraceFiles(paths, importOptions, discovery);
+    progress.done();
+    if (!imported.ok()) {
+      const std::string& code = imported.error().code;
+      // A file or folder that cannot be read is a usage error, as any unreadable input.
+      if (code == "trace.open" || code == "trace.folder" || code == "trace.input") {
+        std::cerr << formatDiagnostics(imported.errors());
+        return ps::cli::kExitUsage;
       }
+      return rep.invalid(imported.errors());
     }
-    std::vector<TraceFile> files;
-    for (const auto& path : paths) {
-      TraceFile f;
-      f.name = path;
-      if (!rep.read(f.name, f.text)) return ps::cli::kExitUsage;
-      files.push_back(std::move(f));
-    }
-    auto imported = importChromeTraces(files, importOptions);
-    if (!imported.ok()) return rep.invalid(imported.errors());
-    measuredTimeline = std::move(imported->timeline);
-    measuredFormat = imported->format == TraceFormat::PipeStudio ? "PipeStudio trace" : "torch.profiler";
-    iteration = imported->iteration;
-    iterations = imported->iterations;
+    measuredTimeline = std::move(imported->trace.timeline);
+    measuredFormat =
+        imported->trace.format == TraceFormat::PipeStudio ? "PipeStudio trace" : "torch.profiler";
+    iteration = imported->trace.iteration;
+    iterations = imported->trace.iterations;
+    communication = std::move(imported->trace.communication);
+    communicationKernels = imported->trace.communicationKernels;
   }
   const Timeline& measured = measuredTimeline;
 
@@ -323,6 +371,14 @@ int runCompare(const ps::cli::Args& args, const ps::cli::Reporter& rep) {
     j["profile"] = profileName;
     // An uncalibrated analytic profile's prediction is no measurement of this machine.
     j["profile_calibrated"] = !uncalibrated;
+    if (communicationKernels > 0) {
+      auto& comm = j["communication"] = nlohmann::json::object();
+      comm["kernels"] = communicationKernels;
+      comm["ranges"] = nlohmann::json::array();
+      for (const auto& r : communication)
+        comm["ranges"].push_back(
+            {{"device", r.device}, {"op", plan->opName(r.op)}, {"start", r.start}, {"end", r.end}});
+    }
     j["partition"] = nlohmann::json::array();
     for (const auto& st : model->stages) j["partition"].push_back(st.layerCount);
     std::cout << j.dump(2) << "\n";
@@ -338,6 +394,15 @@ int runCompare(const ps::cli::Args& args, const ps::cli::Reporter& rep) {
      << measured.ops.size() << " ops";
   if (iterations > 1) os << ", iteration " << iteration << " of " << iterations;
   os << (measured.complete ? "" : ", incomplete") << ")\n";
+  if (communicationKernels > 0) {
+    // GPU traces: NCCL kernels the compute actions launched (single-stage schedules' sends and
+    // receives, tensor-parallel collectives) are communication, not the ops' compute.
+    double ms = 0;
+    for (const auto& r : communication) ms += r.end - r.start;
+    os << "comm:      " << communicationKernels << " NCCL kernel(s); " << communication.size()
+       << " range(s) of compute actions on communication streams, " << fmt(ms)
+       << " ms, not counted in the ops' times\n";
+  }
   os << "makespan:  predicted " << fmt(c.plannedMakespan) << " ms"
      << (uncalibrated ? std::string(" ") + ps::cli::kUncalibratedMark : std::string()) << ", measured "
      << fmt(c.measuredMakespan) << " ms, error " << percent(c.relativeError) << "\n";
@@ -418,8 +483,9 @@ const ps::cli::FlagCommandRegistrar kCompare(
     {"compare",
      "compare a plan's simulated timeline with measured traces",
      kUsage,
-     {"--profile", "--cost", "--comm", "--partition", "--set", "--align", "--side", "--iteration", "--gaps"},
-     {"--json", "--batch-p2p"},
+     {"--profile", "--cost", "--comm", "--partition", "--set", "--align", "--side", "--iteration", "--trace-step",
+      "--gaps"},
+     {"--json", "--batch-p2p", "--progress"},
      {2, static_cast<std::size_t>(-1), "expected PLAN and at least one TRACE (or DB:ID)"},
      runCompare});
 

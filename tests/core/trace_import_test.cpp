@@ -524,3 +524,106 @@ TEST(TraceImport, OwnExportRoundTrips) {
   for (size_t d = 0; d < t.memory.size(); ++d) EXPECT_EQ(back.memory[d].size(), t.memory[d].size());
   EXPECT_TRUE(back.complete);
 }
+
+TEST(TraceImport, ForwardAndBackwardRangesOfSingleStageSchedules) {
+  // ScheduleGPipe's record_function names: "Forward i" / "Backward i", the stage is the rank's.
+  auto rank = [](int r) {
+    json ev = json::array();
+    for (int m = 0; m < 2; ++m)
+      ev.push_back(x("Forward " + std::to_string(m), "user_annotation", 7, 7, 100 * m, 50));
+    for (int m = 0; m < 2; ++m)
+      ev.push_back(x("Backward " + std::to_string(m), "user_annotation", 7, 7, 500 + 100 * m, 80));
+    ev.push_back(x("Forward 1x", "user_annotation", 7, 7, 900, 1));  // not a step range
+    return json{{"traceEvents", ev}, {"distributedInfo", {{"rank", r}}}}.dump();
+  };
+  auto r = importChromeTraces({{"a.json", rank(0), std::nullopt}, {"b.json", rank(1), std::nullopt}});
+  ASSERT_TRUE(r.ok()) << formatDiagnostics(r.errors());
+  const Timeline& t = r->timeline;
+  ASSERT_EQ(t.ops.size(), 8u);
+  for (int d = 0; d < 2; ++d)
+    for (int m = 0; m < 2; ++m) {
+      const TimelineOp* f = findOp(t, OpKind::F, d, m);
+      const TimelineOp* b = findOp(t, OpKind::B, d, m);
+      ASSERT_TRUE(f && b) << d << " " << m;
+      EXPECT_EQ(f->device, d);
+      EXPECT_NEAR(f->end - f->start, 0.05, 1e-12);
+      EXPECT_NEAR(b->end - b->start, 0.08, 1e-12);
+    }
+}
+
+TEST(TraceImport, PipelineRangesInsideStepRangesAndPairsAreReadOnce) {
+  // pipestudio.trace_ranges inside ScheduleGPipe: "Forward 0" holds PP:0F0; inside the runtime's
+  // OVERLAP_F_B pair the stage's own PP:0F1 and PP:1B0; and PP:0B0 inside the runtime's PP:0B0.
+  json ev = json::array();
+  ev.push_back(x("Forward 0", "user_annotation", 7, 7, 0, 100));
+  ev.push_back(x("PP:0F0", "user_annotation", 7, 7, 10, 80));
+  ev.push_back(x("PP:(0F1;1B0)OVERLAP_F_B", "user_annotation", 7, 7, 200, 300));
+  ev.push_back(x("PP:0F1", "user_annotation", 7, 7, 210, 100));
+  ev.push_back(x("PP:1B0", "user_annotation", 7, 7, 320, 150));
+  ev.push_back(x("PP:0B0", "user_annotation", 7, 7, 600, 100));
+  ev.push_back(x("PP:0B0", "user_annotation", 7, 7, 610, 80));
+  auto r = importChromeTrace(json{{"traceEvents", ev}, {"distributedInfo", {{"rank", 0}}}}.dump(), "t.json");
+  ASSERT_TRUE(r.ok()) << formatDiagnostics(r.errors());
+  const Timeline& t = r->timeline;
+  EXPECT_EQ(r->iterations, 1);
+  ASSERT_EQ(t.ops.size(), 4u);
+  const TimelineOp* f0 = findOp(t, OpKind::F, 0, 0);
+  ASSERT_NE(f0, nullptr);
+  EXPECT_NEAR(f0->end - f0->start, 0.08, 1e-12);  // the PP: range, not "Forward 0"
+  const TimelineOp* f1 = findOp(t, OpKind::F, 0, 1);
+  ASSERT_NE(f1, nullptr);
+  EXPECT_TRUE(f1->overlapped);
+  const TimelineOp* b0 = findOp(t, OpKind::B, 0, 0);
+  ASSERT_NE(b0, nullptr);
+  EXPECT_NEAR(b0->end - b0->start, 0.1, 1e-12);
+}
+
+TEST(TraceImport, SyntheticGpuTraceTakesGpuTimesAndKeepsCommunicationApart) {
+  // tests/data/traces/synthetic_gpu_1f1b_d2_m2: hand-written (no GPU ran it), in the shape of
+  // Kineto's traces: host ranges, their gpu_user_annotation projections on a compute stream (7)
+  // and an NCCL stream (20), kernels on both.
+  const std::string dir = std::string(PIPESTUDIO_TEST_DATA_DIR) + "/traces/synthetic_gpu_1f1b_d2_m2/";
+  std::vector<TraceFile> files;
+  for (const char* f : {"rank0.json", "rank1.json"}) {
+    TraceFile tf;
+    tf.name = f;
+    tf.path = dir + f;
+    files.push_back(tf);
+  }
+  auto r = importChromeTraces(files);
+  ASSERT_TRUE(r.ok()) << formatDiagnostics(r.errors());
+  const Timeline& t = r->timeline;
+  EXPECT_EQ(r->deviceSides, (std::vector<TraceSide>{TraceSide::Gpu, TraceSide::Gpu}));
+  EXPECT_EQ(t.ops.size(), 16u);
+  // F(0,1) launched a tensor-parallel all-reduce on the NCCL stream: its time is the compute
+  // stream's [1420, 1820] us, and the all-reduce [1830, 1870] us is communication.
+  const TimelineOp* f01 = findOp(t, OpKind::F, 0, 1);
+  ASSERT_NE(f01, nullptr);
+  EXPECT_NEAR(f01->start, 0.42, 1e-9);
+  EXPECT_NEAR(f01->end, 0.82, 1e-9);
+  ASSERT_EQ(r->communication.size(), 1u);
+  EXPECT_EQ(r->communication[0].device, 0);
+  EXPECT_EQ(r->communication[0].op, (Op{OpKind::F, 0, 1}));
+  EXPECT_NEAR(r->communication[0].start, 0.83, 1e-9);
+  EXPECT_NEAR(r->communication[0].end, 0.87, 1e-9);
+  EXPECT_EQ(r->communicationKernels, 9u);
+  // SEND/RECV from their NCCL kernels: RECV_B0 waits on the GPU until rank 1's send is done.
+  const TimelineOp* recv = findOp(t, OpKind::RecvB, 0, 0);
+  ASSERT_NE(recv, nullptr);
+  EXPECT_NEAR(recv->start, 0.94, 1e-9);
+  EXPECT_NEAR(recv->end, 1.645, 1e-9);
+  // Transfers pair the GPU-side sends and receives.
+  ASSERT_EQ(t.transfers.size(), 4u);
+  EXPECT_EQ(t.transfers[0].producer, (Op{OpKind::F, 0, 0}));
+  EXPECT_NEAR(t.transfers[0].start, 0.41, 1e-9);
+  EXPECT_NEAR(t.transfers[0].end, 0.465, 1e-9);
+  // The host side on request: F(0,1) is its host range again, nothing set apart.
+  TraceImportOptions cpu;
+  cpu.side = TraceSide::Cpu;
+  auto c = importChromeTraces(files, cpu);
+  ASSERT_TRUE(c.ok());
+  EXPECT_TRUE(c->communication.empty());
+  const TimelineOp* hostF = findOp(c->timeline, OpKind::F, 0, 1);
+  ASSERT_NE(hostF, nullptr);
+  EXPECT_NEAR(hostF->end - hostF->start, 0.04, 1e-9);
+}

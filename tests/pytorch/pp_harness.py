@@ -26,7 +26,8 @@ Each rank reports, per case, its largest gradient error relative to the tensor's
 reference value, the ratio of gradient norms, the loss (on the rank that holds the last stage),
 and on request step times and CPU times (`time_steps`), the step's peak allocated bytes
 (`memory`: torch.profiler's memory events) and a Chrome trace of one profiled step
-(`trace_dir`). The caller decides what is right. A `builtin` class that refuses the case (its
+(`trace_dir`), or gzipped traces where torchtitan, Megatron-LM or tensorboard_trace_handler put
+them (`trace_layout`, `trace_steps`), with pipestudio.trace_ranges on (`trace_ranges`). The caller decides what is right. A `builtin` class that refuses the case (its
 own micro-batch rules) is reported as refused when the case says `refusal_ok`; any other error
 stops the rank and the run. A case with `probe` (sizes in bytes) times a ping-pong between
 ranks 0 and 1 instead.
@@ -412,7 +413,9 @@ def _run_built(case, rank, world, torch, dist, S, nn, PipelineStage, model, mb_s
             cpu.append((time.process_time() - c0) * 1000.0)
         result["step_ms"] = times
         result["cpu_ms"] = cpu  # this rank's CPU time in the step (all its threads)
-    if case.get("memory") or case.get("trace_dir"):
+    if case.get("trace_layout"):
+        result["traces"] = _write_layout_traces(case, rank, one_step, dist)
+    elif case.get("memory") or case.get("trace_dir"):
         from torch.profiler import profile, ProfilerActivity
         dist.barrier()
         with profile(activities=[ProfilerActivity.CPU], profile_memory=bool(case.get("memory"))) as prof:
@@ -431,6 +434,50 @@ def _run_built(case, rank, world, torch, dist, S, nn, PipelineStage, model, mb_s
         else:
             result["trace"] = path
     return result
+
+
+def _write_layout_traces(case, rank, one_step, dist):
+    """Profiles steps and writes their traces where the frameworks do (gzip, as they do):
+    torchtitan: <dir>/profiling/traces/iteration_<step>/rank<r>_trace.json.gz (its
+    trace_handler: export_chrome_trace, record_shapes=True), one folder per step in
+    `trace_steps`; Megatron-LM: <dir>/torch_profile/rank-<r>.json.gz; tensorboard:
+    torch.profiler.tensorboard_trace_handler(<dir>, use_gzip=True) names the file itself
+    (<host>_<pid>.<ns>.pt.trace.json.gz, the rank only inside). Returns the files written."""
+    from torch.profiler import ProfilerActivity, profile, tensorboard_trace_handler
+
+    layout, root = case["trace_layout"], case["trace_dir"]
+    written = []
+    for step in case.get("trace_steps", [1]):
+        dist.barrier()
+        if layout == "tensorboard":
+            before = set(os.listdir(root)) if os.path.isdir(root) else set()
+            with profile(activities=[ProfilerActivity.CPU], on_trace_ready=tensorboard_trace_handler(root, use_gzip=True)):
+                one_step()
+            written += [os.path.join(root, f) for f in sorted(set(os.listdir(root)) - before)]
+            continue
+        if layout == "torchtitan":
+            path = os.path.join(root, "profiling", "traces", f"iteration_{step}", f"rank{rank}_trace.json.gz")
+        elif layout == "megatron":
+            path = os.path.join(root, "torch_profile", f"rank-{rank}.json.gz")
+        else:
+            raise ValueError(f"unknown trace_layout {layout}")
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with profile(activities=[ProfilerActivity.CPU], record_shapes=layout == "torchtitan") as prof:
+            one_step()
+        prof.export_chrome_trace(path)
+        written.append(path)
+    return written
+
+
+def _trace_ranges(on):
+    """pipestudio.trace_ranges (resources/python) on or off for the cases that follow."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "resources", "python"))
+    import pipestudio.trace_ranges as trace_ranges
+
+    if on:
+        trace_ranges.enable()
+    else:
+        trace_ranges.disable()
 
 
 def _skip_self_warmup(PipelineStage):
@@ -472,11 +519,13 @@ def worker(rank, world, store_path, cases_path, out_path):
 
     for case in cases:
         try:
+            if "trace_ranges" in case or any("trace_ranges" in c for c in cases):
+                _trace_ranges(bool(case.get("trace_ranges")))
             results.append(run_case(case, rank, world, torch, dist, S, nn, PipelineStage))
         except BaseException:
             # One rank's failure leaves its peers waiting: stop this rank at once, naming the
             # case; the parent ends the others.
-            print(f"rank {rank}: case {case['id']} ({case['csv']}, {case['format']}) failed:",
+            print(f"rank {rank}: case {case['id']} ({case.get('csv')}, {case.get('format')}) failed:",
                   file=sys.stderr)
             traceback.print_exc()
             save()
