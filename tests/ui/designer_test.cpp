@@ -1,13 +1,14 @@
 // The designer end to end (offscreen): dragging ops, undo, diagnostics and outlines, file
 // round trips, the memory chart against the simulator, and the template dialog.
 #include <QDockWidget>
+#include <QLineEdit>
+#include <QScrollBar>
 #include <QSignalSpy>
-#include <QTreeWidget>
 #include <QStandardPaths>
 #include <QTableWidget>
-#include <QScrollBar>
 #include <QTemporaryDir>
 #include <QToolButton>
+#include <QTreeWidget>
 #include <QtTest>
 #include <functional>
 
@@ -15,16 +16,16 @@
 #include "debugger/stepper_controller.h"
 #include "docks/search_dock.h"
 #include "docks/session_dock.h"
-#include "remote/profile_dialog.h"
-#include "remote/run_dialog.h"
 #include "document/schedule_document.h"
 #include "drag_util.h"
 #include "panels/diagnostics_panel.h"
-#include "panels/op_details_panel.h"
 #include "panels/memory_chart.h"
+#include "panels/op_details_panel.h"
 #include "panels/properties_panel.h"
 #include "panels/summary_panel.h"
 #include "pipestudio/core/planning/generators.h"
+#include "remote/profile_dialog.h"
+#include "remote/run_dialog.h"
 #include "shell/main_window.h"
 #include "shell/template_dialog.h"
 #include "skip_in_ci.h"
@@ -220,7 +221,9 @@ class DesignerTest : public QObject {
 
     // The focus frame: the viewport's left edge in the selection colour while focused only.
     const QColor frame = view->theme().highlight;
-    auto edge = [&] { return view->viewport()->grab().toImage().pixelColor(1, view->viewport()->height() / 2); };
+    auto edge = [&] {
+      return view->viewport()->grab().toImage().pixelColor(1, view->viewport()->height() / 2);
+    };
     QCOMPARE(edge(), frame);
     window_->summary()->setFocusPolicy(Qt::StrongFocus);
     window_->summary()->setFocus();
@@ -229,8 +232,12 @@ class DesignerTest : public QObject {
 
     // Mnemonics on every button with text.
     TemplateDialog templ(window_.get());
-    QList<QWidget*> roots{&templ, window_->searchDock(), window_->sessionDock(), window_->statePanel()->parentWidget(),
-                          RunDialog::showFor(window_.get()), ProfileDialog::showFor(window_.get())};
+    QList<QWidget*> roots{&templ,
+                          window_->searchDock(),
+                          window_->sessionDock(),
+                          window_->statePanel()->parentWidget(),
+                          RunDialog::showFor(window_.get()),
+                          ProfileDialog::showFor(window_.get())};
     for (QWidget* root : roots)
       for (QAbstractButton* b : root->findChildren<QAbstractButton*>()) {
         if (b->text().isEmpty() || qobject_cast<QToolButton*>(b)) continue;
@@ -274,7 +281,8 @@ class DesignerTest : public QObject {
     QVERIFY(text != program);
     QVERIFY(text.contains("device 0:"));
     QVERIFY(!isPipeProgram(QString::fromUtf8(text)));
-    QVERIFY2(window_->lastExportNote().contains(QStringLiteral("explicit form")), qPrintable(window_->lastExportNote()));
+    QVERIFY2(window_->lastExportNote().contains(QStringLiteral("explicit form")),
+             qPrintable(window_->lastExportNote()));
     QVERIFY(window_->lastExportNote().contains(QStringLiteral("edited")));
     doc->undoStack()->undo();  // unedited again: the program once more
     QVERIFY(window_->exportFile(flat));
@@ -317,8 +325,9 @@ class DesignerTest : public QObject {
     window_->timeline()->selectOp(b3);
     QVERIFY2(d->headerText().contains(QStringLiteral("B3@s1")), qPrintable(d->headerText()));
     const QString text = d->text();
-    for (const char* want : {"planned: ", "waited: ", "critical path: ", "memory after: ", "inputs: 2 op(s)",
-                             "  F3@s1: device 1", "  B3@s2: device 2", "waited on by: 1 op(s)", "  B3@s0: device 0"})
+    for (const char* want :
+         {"planned: ", "waited: ", "critical path: ", "memory after: ", "inputs: 2 op(s)",
+          "  F3@s1: device 1", "  B3@s2: device 2", "waited on by: 1 op(s)", "  B3@s0: device 0"})
       QVERIFY2(text.contains(QString::fromUtf8(want)), qPrintable(want + QStringLiteral("\n") + text));
     QVERIFY2(text.contains(QStringLiteral("the last to arrive")), qPrintable(text));
     QVERIFY2(text.contains(QStringLiteral("sent in")), qPrintable(text));  // B3@s2's gradient crossed a link
@@ -329,8 +338,62 @@ class DesignerTest : public QObject {
     QVERIFY(inputs && inputs->childCount() == 2);
     Q_EMIT d->tree()->itemClicked(inputs->child(1), 1);
     QVERIFY(window_->timeline()->selectedOp() != b3);
-    QVERIFY(d->headerText().contains(QString::fromStdString(
-        window_->document()->schedule().opName(*window_->timeline()->selectedOp()))));
+    QVERIFY(d->headerText().contains(
+        QString::fromStdString(window_->document()->schedule().opName(*window_->timeline()->selectedOp()))));
+  }
+
+  // Issue 30 (14, 20): the Op dock's values wrap at their column's width in a narrow dock,
+  // never cut at its edge; text() and the tooltips keep each value whole.
+  void theOpDockWrapsInANarrowDock() {
+    OpDetailsPanel panel(window_->document(), window_->timeline());
+    window_->timeline()->selectOp(Op{OpKind::B, 1, 3});
+    panel.refresh();
+    panel.resize(600, 500);
+    panel.show();
+    QApplication::processEvents();
+    const QString whole = panel.text();
+    panel.resize(200, 500);
+    QApplication::processEvents();
+    QTreeWidget* tree = panel.tree();
+    const int room = tree->viewport()->width() - tree->columnWidth(0);
+    bool wrapped = false;
+    std::function<void(const QTreeWidgetItem*)> visit = [&](const QTreeWidgetItem* it) {
+      const QFontMetrics fm(it->font(1));
+      for (const QString& line : it->text(1).split(QLatin1Char('\n')))
+        QVERIFY2(fm.horizontalAdvance(line) <= room,
+                 qPrintable(
+                     QStringLiteral("%1 (%2 px in %3)").arg(line).arg(fm.horizontalAdvance(line)).arg(room)));
+      wrapped |= it->text(1).contains(QLatin1Char('\n'));
+      if (!it->text(1).isEmpty()) QVERIFY(!it->toolTip(1).contains(QLatin1Char('\n')));
+      for (int i = 0; i < it->childCount(); ++i) visit(it->child(i));
+    };
+    for (int i = 0; i < tree->topLevelItemCount(); ++i) visit(tree->topLevelItem(i));
+    QVERIFY(wrapped);
+    QCOMPARE(panel.text(), whole);
+    window_->timeline()->selectOp(std::nullopt);
+  }
+
+  // Polish: in a narrow window the op search goes above the legend, which keeps the width
+  // (beside it the legend wrapped onto four lines at 1024 x 700); with room, side by side.
+  void theFindBoxMakesRoomForTheLegend() {
+    auto* find = window_->findChild<QLineEdit*>(QStringLiteral("findOps"));
+    auto* legend = window_->findChild<LegendBar*>();
+    QVERIFY(find && legend);
+    QWidget* central = window_->centralWidget();
+    for (const QSize size : {QSize(1024, 700), QSize(2400, 1000)}) {
+      window_->resize(size);
+      for (QDockWidget* d : window_->findChildren<QDockWidget*>()) d->setVisible(size.width() < 2000);
+      QApplication::processEvents();
+      const QRect f(find->mapTo(central, QPoint(0, 0)), find->size());
+      const QRect l(legend->mapTo(central, QPoint(0, 0)), legend->size());
+      if (central->width() < 720) {
+        QVERIFY2(f.bottom() < l.top(), qPrintable(QStringLiteral("%1 wide").arg(central->width())));
+        QVERIFY(l.width() >= central->width() - 8);
+      } else {
+        QVERIFY2(f.left() > l.right(), qPrintable(QStringLiteral("%1 wide").arg(central->width())));
+      }
+      QVERIFY((central->width() < 720) == (size.width() < 2000));  // both cases seen
+    }
   }
 
   // Issue 30 (21): Shift+drag measures a span; its length is shown and Esc clears it.
@@ -340,8 +403,9 @@ class DesignerTest : public QObject {
     const double x1 = view->rows().labelWidth + view->axis().toX(7.0);
     const int y = static_cast<int>(view->rows().rowTop(1) + 3);
     QTest::mousePress(view->viewport(), Qt::LeftButton, Qt::ShiftModifier, QPoint(int(std::round(x0)), y));
-    QMouseEvent move(QEvent::MouseMove, QPointF(std::round(x1), y), view->viewport()->mapToGlobal(QPointF(x1, y)),
-                     Qt::NoButton, Qt::LeftButton, Qt::ShiftModifier);
+    QMouseEvent move(QEvent::MouseMove, QPointF(std::round(x1), y),
+                     view->viewport()->mapToGlobal(QPointF(x1, y)), Qt::NoButton, Qt::LeftButton,
+                     Qt::ShiftModifier);
     QApplication::sendEvent(view->viewport(), &move);
     QTest::mouseRelease(view->viewport(), Qt::LeftButton, Qt::ShiftModifier, QPoint(int(std::round(x1)), y));
     QVERIFY(view->measuredSpan().has_value());
@@ -350,7 +414,7 @@ class DesignerTest : public QObject {
              qPrintable(QString::number(view->measuredSpan()->length())));
     QVERIFY2(window_->statusText().startsWith(QStringLiteral("Span ")), qPrintable(window_->statusText()));
     QCOMPARE(window_->document()->undoStack()->count(), 0);  // nothing was dragged
-    QVERIFY(!window_->stepperController()->engaged());     // nor the playhead moved
+    QVERIFY(!window_->stepperController()->engaged());       // nor the playhead moved
     QTest::keyClick(view, Qt::Key_Escape);
     QVERIFY(!view->measuredSpan().has_value());
   }
@@ -518,7 +582,8 @@ class DesignerTest : public QObject {
     const int legendHeight = img.height() - view->fullSize(2000).height();
     bool swatch = false;
     for (int y = 0; y < legendHeight && !swatch; ++y)
-      for (int x = 0; x < 60 && !swatch; ++x) swatch = img.pixelColor(x, y) == view->theme().kindColor(OpKind::F);
+      for (int x = 0; x < 60 && !swatch; ++x)
+        swatch = img.pixelColor(x, y) == view->theme().kindColor(OpKind::F);
     QVERIFY(swatch);
     // The SVG likewise: no playhead colour in it.
     const QString svg = dir.filePath(QStringLiteral("t.svg"));

@@ -1,5 +1,6 @@
 #include "panels/op_details_panel.h"
 
+#include <QEvent>
 #include <QHeaderView>
 #include <QLabel>
 #include <QTreeWidget>
@@ -14,6 +15,7 @@
 #include "pipestudio/core/planning/schedule_edits.h"
 #include "timeline/theme.h"
 #include "timeline/timeline_view.h"
+#include "widgets/text_wrap.h"
 
 namespace ps::ui {
 
@@ -21,7 +23,8 @@ using namespace ps::core;
 
 namespace {
 
-constexpr int kOpRole = Qt::UserRole;  // an item that names an op: kind, stage, micro-batch
+constexpr int kOpRole = Qt::UserRole;        // an item that names an op: kind, stage, micro-batch
+constexpr int kFullRole = Qt::UserRole + 1;  // the value before wrapping
 QString ms(double v) {
   return msText(v);
 }
@@ -58,10 +61,11 @@ OpDetailsPanel::OpDetailsPanel(ScheduleDocument* doc, TimelineView* view, QWidge
   tree_->setColumnCount(2);
   tree_->setHeaderHidden(true);
   tree_->setUniformRowHeights(false);
-  tree_->setWordWrap(true);
-  tree_->header()->setSectionResizeMode(0, QHeaderView::ResizeToContents);
+  tree_->setWordWrap(false);
+  tree_->header()->setSectionResizeMode(0, QHeaderView::Interactive);
   tree_->header()->setSectionResizeMode(1, QHeaderView::Stretch);
   tree_->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+  tree_->viewport()->installEventFilter(this);
   lay->addWidget(header_);
   lay->addWidget(tree_, 1);
   connect(tree_, &QTreeWidget::itemClicked, this, [this](QTreeWidgetItem* it) {
@@ -82,8 +86,9 @@ QString OpDetailsPanel::headerText() const {
 QString OpDetailsPanel::text() const {
   QString out;
   std::function<void(const QTreeWidgetItem*, int)> walk = [&](const QTreeWidgetItem* it, int depth) {
-    out += QString(depth * 2, QLatin1Char(' ')) + it->text(0) + QStringLiteral(": ") + it->text(1) +
-           QLatin1Char('\n');
+    const QString full = it->data(1, kFullRole).toString();
+    out += QString(depth * 2, QLatin1Char(' ')) + it->text(0) + QStringLiteral(": ") +
+           (full.isEmpty() ? it->text(1) : full) + QLatin1Char('\n');
     for (int i = 0; i < it->childCount(); ++i) walk(it->child(i), depth + 1);
   };
   for (int i = 0; i < tree_->topLevelItemCount(); ++i) walk(tree_->topLevelItem(i), 0);
@@ -104,8 +109,9 @@ void OpDetailsPanel::refresh() {
   const auto ref = view_->selection();
   const auto selected = view_->selectedOp();
   if (!ref || !selected || view_->iterationsShown()) {
-    header_->setText(tr("Select an op on the timeline (a click, or an arrow key) to see its times, what it "
-                        "waited for and its dependencies."));
+    header_->setText(
+        tr("Select an op on the timeline (a click, or an arrow key) to see its times, what it "
+           "waited for and its dependencies."));
     return;
   }
   const Analysis& a = doc_->analysis();
@@ -121,6 +127,7 @@ void OpDetailsPanel::refresh() {
     auto* it = parent ? new QTreeWidgetItem(parent) : new QTreeWidgetItem(tree_);
     it->setText(0, label);
     it->setText(1, value);
+    it->setData(1, kFullRole, value);
     it->setToolTip(1, value);
     return it;
   };
@@ -221,7 +228,10 @@ void OpDetailsPanel::refresh() {
     auto* it = row(inputs, name(dep), v);
     setOp(it, dep);
   }
-  inputs->setText(1, inputs->childCount() ? tr("%n op(s)", nullptr, inputs->childCount()) : tr("none: it can start first"));
+  inputs->setText(1, inputs->childCount() ? tr("%n op(s)", nullptr, inputs->childCount())
+                                          : tr("none: it can start first"));
+  inputs->setData(1, kFullRole, inputs->text(1));
+  inputs->setToolTip(1, inputs->text(1));
   auto* outputs = row(nullptr, tr("waited on by"), QString());
   for (const Op& next : doc_->dependents(op)) {
     const auto nr = doc_->find(next);
@@ -237,16 +247,41 @@ void OpDetailsPanel::refresh() {
     setOp(it, next);
   }
   outputs->setText(1, outputs->childCount() ? tr("%n op(s)", nullptr, outputs->childCount()) : tr("none"));
+  outputs->setData(1, kFullRole, outputs->text(1));
+  outputs->setToolTip(1, outputs->text(1));
 
   // Findings about it.
   for (const auto& d : a.diagnostics)
     for (const auto& r : d.related)
       if (r.device == ref->device && r.step == ref->step) {
         auto* it = row(nullptr, tr("finding"), QString::fromStdString(d.message));
-        it->setForeground(1, d.severity == Severity::Error ? Theme::forPalette(palette()).error : palette().color(QPalette::Text));
+        it->setForeground(1, d.severity == Severity::Error ? Theme::forPalette(palette()).error
+                                                           : palette().color(QPalette::Text));
         break;
       }
   tree_->expandAll();
+  wrappedAt_ = -1;
+  rewrap();
+}
+
+void OpDetailsPanel::rewrap() {
+  // Values wrap at their column's width (never cut at the dock's edge), the whole in the tooltip.
+  tree_->resizeColumnToContents(0);
+  const int w = std::max(40, tree_->viewport()->width() - tree_->columnWidth(0) - 12);
+  if (w == wrappedAt_) return;
+  wrappedAt_ = w;
+  std::function<void(QTreeWidgetItem*)> visit = [&](QTreeWidgetItem* it) {
+    const QString full = it->data(1, kFullRole).toString();
+    if (!full.isEmpty()) it->setText(1, wrapToWidth(full, QFontMetrics(it->font(1)), w));
+    for (int i = 0; i < it->childCount(); ++i) visit(it->child(i));
+  };
+  for (int i = 0; i < tree_->topLevelItemCount(); ++i) visit(tree_->topLevelItem(i));
+}
+
+bool OpDetailsPanel::eventFilter(QObject* o, QEvent* e) {
+  // The viewport's width, not the dock's: it narrows when the vertical scroll bar appears.
+  if (o == tree_->viewport() && e->type() == QEvent::Resize) rewrap();
+  return QWidget::eventFilter(o, e);
 }
 
 }  // namespace ps::ui

@@ -33,8 +33,13 @@ class OpDetailsPanel : public QWidget {
  Q_SIGNALS:
   void opActivated(const ps::core::Op& op);
 
+ protected:
+  bool eventFilter(QObject* o, QEvent* e) override;
+
  private:
   const ps::core::CriticalPath& planCriticalPath();
+  void rewrap();
+  int wrappedAt_ = -1;
   ScheduleDocument* doc_;
   TimelineView* view_;
   QLabel* header_ = nullptr;

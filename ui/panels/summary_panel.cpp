@@ -1,6 +1,8 @@
 #include "panels/summary_panel.h"
 
 #include <QHeaderView>
+#include <QResizeEvent>
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <string>
@@ -41,7 +43,7 @@ const Unit kCount{[](double v) { return fixed(v, 0); }, 0.5};
 struct Sides {
   bool cur = true;
   bool saved = true;
-  bool sameModel = true;     // both simulated with the same cost model
+  bool sameModel = true;      // both simulated with the same cost model
   bool curHasErrors = false;  // an invalid schedule is never "better"
 };
 
@@ -92,7 +94,7 @@ SummaryPanel::SummaryPanel(QWidget* parent) : QTreeWidget(parent) {
   setUniformRowHeights(false);
   setWordWrap(true);
   setAlternatingRowColors(true);
-  setIndentation(12);  // narrow: the figures keep the width
+  setIndentation(10);  // narrow: the figures keep the width
   setSelectionMode(QAbstractItemView::NoSelection);
   setFocusPolicy(Qt::NoFocus);
   // Metric, Now and Saved as wide as their figures (fitColumns: the spanned notes above them
@@ -101,7 +103,7 @@ SummaryPanel::SummaryPanel(QWidget* parent) : QTreeWidget(parent) {
   for (int c = 0; c < 3; ++c) header()->setSectionResizeMode(c, QHeaderView::Interactive);
   header()->setMinimumSectionSize(24);
   setTextElideMode(Qt::ElideRight);
-  setHorizontalScrollBarPolicy(Qt::ScrollBarAsNeeded);
+  setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
   header()->setDefaultAlignment(Qt::AlignLeft | Qt::AlignVCenter);
 }
 
@@ -141,8 +143,9 @@ void SummaryPanel::setMetrics(const ps::core::TimelineMetrics& cur, const ps::co
                          .arg(baseline_.savedModel.isEmpty() ? tr("unnamed") : baseline_.savedModel));
     note->setFirstColumnSpanned(true);
     note->setForeground(0, palette().color(QPalette::PlaceholderText));
-    note->setToolTip(0, tr("The Saved figures are those of the file as last opened or saved, under its cost "
-                           "model; the document's cost model has changed since, so the two are not compared."));
+    note->setToolTip(0,
+                     tr("The Saved figures are those of the file as last opened or saved, under its cost "
+                        "model; the document's cost model has changed since, so the two are not compared."));
   }
   if (baseline_.currentErrors > 0 && curProgress.finished) {
     auto* note = new QTreeWidgetItem(this);
@@ -185,9 +188,11 @@ void SummaryPanel::fitColumns() {
                    fm.horizontalAdvance(headerItem()->text(2))};
   std::function<void(QTreeWidgetItem*, int)> visit = [&](QTreeWidgetItem* it, int depth) {
     if (!it->isFirstColumnSpanned()) {
+      if (it->toolTip(0).isEmpty()) it->setToolTip(0, it->text(0));
       for (int c = 0; c < 3; ++c) {
         QFont f = it->font(c);
-        const int w = QFontMetrics(f).horizontalAdvance(it->text(c)) + (c == 0 ? (depth + 1) * indentation() : 0);
+        const int w =
+            QFontMetrics(f).horizontalAdvance(it->text(c)) + (c == 0 ? (depth + 1) * indentation() : 0);
         widths[c] = std::max(widths[c], w);
       }
       for (int c = 1; c < 4; ++c)
@@ -196,7 +201,34 @@ void SummaryPanel::fitColumns() {
     for (int i = 0; i < it->childCount(); ++i) visit(it->child(i), depth + 1);
   };
   for (int i = 0; i < topLevelItemCount(); ++i) visit(topLevelItem(i), 0);
-  for (int c = 0; c < 3; ++c) setColumnWidth(c, widths[c] + 10);
+  for (int c = 0; c < 3; ++c) fitted_[c] = widths[c] + (c == 0 ? 10 : 14);  // the items' margins
+  fitToViewport();
+}
+
+void SummaryPanel::fitToViewport() {
+  // Change keeps room for a figure ("+1.63 ms"): in a narrow dock the metric names give way
+  // first, then Now and Saved (elided, each whole in its tooltip), rather than the change
+  // being pushed out of view.
+  const QFontMetrics fm = fontMetrics();
+  const int change = fm.horizontalAdvance(QStringLiteral("+0.00 ms")) + 6;
+  const int avail = viewport()->width() - change;
+  int w[3] = {fitted_[0], fitted_[1], fitted_[2]};
+  const int min0 = std::min(fitted_[0], fm.horizontalAdvance(QStringLiteral("Makes…")) + 24);
+  const int minFigure = fm.horizontalAdvance(QStringLiteral("0.0…")) + 8;
+  w[0] = std::max(min0, std::min(w[0], avail - w[1] - w[2]));
+  for (int c = 1; c < 3; ++c) {
+    const int over = w[0] + w[1] + w[2] - avail;
+    if (over <= 0) break;
+    // Now and Saved give way evenly: half the excess each (Saved the rest).
+    const int cut = c == 1 ? (over + 1) / 2 : over;
+    w[c] = std::max(std::min(fitted_[c], minFigure), w[c] - cut);
+  }
+  for (int c = 0; c < 3; ++c) setColumnWidth(c, w[c]);
+}
+
+void SummaryPanel::resizeEvent(QResizeEvent* e) {
+  QTreeWidget::resizeEvent(e);
+  fitToViewport();
 }
 
 void SummaryPanel::setIterations(const ps::core::IterationResult* r) {

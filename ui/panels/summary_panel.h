@@ -42,11 +42,16 @@ class SummaryPanel : public QTreeWidget {
   // The spanned notes above the figures (tests).
   QStringList notes() const;
 
+ protected:
+  void resizeEvent(QResizeEvent* e) override;
+
  private:
   void addIterationRows();
   // Columns as wide as their figures (the spanned notes do not count), the change column
   // taking the rest and eliding, with the whole value in its tooltip.
   void fitColumns();
+  void fitToViewport();
+  int fitted_[3] = {80, 60, 60};  // columns' widths for their contents
   Baseline baseline_;
   struct IterationFigures {
     int iterations = 0;

@@ -2,6 +2,7 @@
 
 #include <QAction>
 #include <QApplication>
+#include <QBoxLayout>
 #include <QCloseEvent>
 #include <QComboBox>
 #include <QDesktopServices>
@@ -13,13 +14,13 @@
 #include <QFileInfo>
 #include <QHBoxLayout>
 #include <QKeyEvent>
-#include <QLineEdit>
 #include <QKeySequence>
 #include <QLabel>
+#include <QLineEdit>
 #include <QMenuBar>
 #include <QMessageBox>
-#include <QPushButton>
 #include <QPalette>
+#include <QPushButton>
 #include <QResizeEvent>
 #include <QScreen>
 #include <QScrollArea>
@@ -57,11 +58,11 @@
 #include "shell/main_window_internal.h"
 #include "shell/template_dialog.h"
 #include "shell/window_geometry.h"
-#include "widgets/elided_label.h"
 #include "timeline/legend_bar.h"
 #include "timeline/op_search.h"
 #include "timeline/theme.h"
 #include "timeline/timeline_view.h"
+#include "widgets/elided_label.h"
 
 #ifdef PS_HAVE_CHROME_TRACE
 #include "pipestudio/core/io/chrome_trace.h"
@@ -136,25 +137,36 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   legend_ = new LegendBar;
   view_ = new TimelineView(doc_);
   // Above the timeline: the legend, and at its right the op search (docs/gui.md, "Finding ops").
-  auto* top = new QHBoxLayout;
-  top->setContentsMargins(0, 0, 4, 0);
-  top->setSpacing(4);
-  top->addWidget(legend_, 1);
+  // Side by side when there is room; in a narrow window the search goes above the legend so
+  // the legend keeps the width (it would wrap onto three lines beside it).
+  top_ = new QBoxLayout(QBoxLayout::LeftToRight);
+  top_->setContentsMargins(0, 0, 4, 0);
+  top_->setSpacing(4);
+  auto* findBar = new QWidget;
+  auto* findLay = new QHBoxLayout(findBar);
+  findLay->setContentsMargins(6, 2, 0, 2);
+  findLay->setSpacing(4);
   find_ = new QLineEdit;
   find_->setObjectName(QStringLiteral("findOps"));
   find_->setPlaceholderText(tr("Find ops: F3, B@s1, mb 2, d1"));
   find_->setClearButtonEnabled(true);
   find_->setMaximumWidth(240);
   find_->setMinimumWidth(150);
-  find_->setToolTip(tr("Words that must all match: an op (F3, B3@s1, SEND_F2), a kind (F, W), a micro-batch "
-                       "(mb 3), a stage (s2) or a device (d1). Enter: next match, Shift+Enter: previous, "
-                       "Esc: clear (Ctrl+F comes here; F3 / Shift+F3 step from anywhere)"));
+  find_->setToolTip(
+      tr("Words that must all match: an op (F3, B3@s1, SEND_F2), a kind (F, W), a micro-batch "
+         "(mb 3), a stage (s2) or a device (d1). Enter: next match, Shift+Enter: previous, "
+         "Esc: clear (Ctrl+F comes here; F3 / Shift+F3 step from anywhere)"));
   find_->installEventFilter(this);
   findCount_ = new QLabel;
   findCount_->setObjectName(QStringLiteral("findCount"));
-  top->addWidget(find_, 0, Qt::AlignTop);
-  top->addWidget(findCount_, 0, Qt::AlignTop | Qt::AlignVCenter);
-  lay->addLayout(top);
+  findLay->addWidget(find_);
+  findLay->addWidget(findCount_);
+  findLay->addStretch(1);
+  findBar->setMaximumWidth(340);
+  top_->addWidget(legend_, 1);
+  top_->addWidget(findBar, 0, Qt::AlignTop | Qt::AlignLeft);
+  lay->addLayout(top_);
+  central->installEventFilter(this);
   lay->addWidget(view_, 1);
   connect(find_, &QLineEdit::textChanged, this, [this] { updateFind(true); });
   connect(find_, &QLineEdit::returnPressed, this, [this] { findNext(true); });
@@ -170,7 +182,10 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   // instead of setting the window's minimum width: it fits 1024x700 with the default docks.
   for (QDockWidget* d : findChildren<QDockWidget*>()) {
     QWidget* inner = d->widget();
-    if (!inner || qobject_cast<QScrollArea*>(inner) || inner->minimumSizeHint().width() <= 220) continue;
+    // A list or tree scrolls (or wraps, or elides) by itself: another scroll area around it
+    // would only add a second, outer scroll bar.
+    if (!inner || qobject_cast<QAbstractScrollArea*>(inner) || inner->minimumSizeHint().width() <= 220)
+      continue;
     auto* sa = new QScrollArea;
     sa->setFrameShape(QFrame::NoFrame);
     sa->setWidgetResizable(true);
@@ -361,7 +376,8 @@ void MainWindow::updateFind(bool fromStart) {
   if (!q.valid) {
     view_->setSearchMatches({});
     findCount_->setText(tr("'%1'?").arg(q.problem));
-    findCount_->setToolTip(tr("Not an op, kind, micro-batch (mb 3), stage (s2) or device (d1): %1").arg(q.problem));
+    findCount_->setToolTip(
+        tr("Not an op, kind, micro-batch (mb 3), stage (s2) or device (d1): %1").arg(q.problem));
     matchIndex_ = -1;
     return;
   }
@@ -369,7 +385,7 @@ void MainWindow::updateFind(bool fromStart) {
   findCount_->setToolTip(QString());
   if (fromStart) matchIndex_ = -1;
   matchIndex_ = std::min(matchIndex_, static_cast<int>(matches.size()) - 1);
-  findCount_->setText(matches.empty() ? tr("no match")
+  findCount_->setText(matches.empty()    ? tr("no match")
                       : matchIndex_ >= 0 ? tr("%1 / %2").arg(matchIndex_ + 1).arg(matches.size())
                                          : tr("%n match(es)", nullptr, static_cast<int>(matches.size())));
   view_->setSearchMatches(std::move(matches));
@@ -407,6 +423,10 @@ void MainWindow::focusFind() {
 }
 
 bool MainWindow::eventFilter(QObject* o, QEvent* e) {
+  if (o == centralWidget() && e->type() == QEvent::Resize) {
+    const auto dir = centralWidget()->width() < 720 ? QBoxLayout::BottomToTop : QBoxLayout::LeftToRight;
+    if (top_->direction() != dir) top_->setDirection(dir);
+  }
   if (o == find_ && e->type() == QEvent::KeyPress) {
     auto* k = static_cast<QKeyEvent*>(e);
     if ((k->key() == Qt::Key_Return || k->key() == Qt::Key_Enter) && (k->modifiers() & Qt::ShiftModifier)) {
@@ -618,7 +638,8 @@ SummaryPanel::Baseline MainWindow::summaryBaseline(const Analysis& a) const {
   b.sameModel = doc_->savedWithCurrentModel();
   b.savedModel = doc_->savedModelName();
   for (const Diagnostic& d : a.diagnostics)
-    if (d.severity == Severity::Error && b.currentErrors++ == 0) b.currentProblem = QString::fromStdString(d.message);
+    if (d.severity == Severity::Error && b.currentErrors++ == 0)
+      b.currentProblem = QString::fromStdString(d.message);
   return b;
 }
 
@@ -705,7 +726,8 @@ void MainWindow::open() {
 
 QString MainWindow::programKeptWhy(const QString& path) const {
   if (!doc_->isProgram()) return tr("it was not opened from a program");
-  if (doc_->editedSinceLoad()) return tr("the schedule was edited, and an edit cannot be written back into its loops");
+  if (doc_->editedSinceLoad())
+    return tr("the schedule was edited, and an edit cannot be written back into its loops");
   if (path.endsWith(QStringLiteral(".csv"), Qt::CaseInsensitive)) return tr("a CSV holds the op orders only");
   const auto& profile = doc_->schedule().profile;
   if (profile && !profile->empty() && QFileInfo(QString::fromStdString(*profile)).isRelative() &&
@@ -730,7 +752,8 @@ Status MainWindow::writePipe(const QString& path, QString* note) const {
     QFile f(path);
     const QByteArray bytes = doc_->sourceText().toUtf8();
     if (!f.open(QIODevice::WriteOnly | QIODevice::Truncate) || f.write(bytes) != bytes.size())
-      return makeError("io.write", "cannot write " + path.toStdString() + ": " + f.errorString().toStdString());
+      return makeError("io.write",
+                       "cannot write " + path.toStdString() + ": " + f.errorString().toStdString());
     if (note) *note = tr("the program as written");
     return okStatus();
   }
@@ -741,8 +764,9 @@ Status MainWindow::writePipe(const QString& path, QString* note) const {
 
 bool MainWindow::saveTo(const QString& path) {
   QString note;
-  auto st = path.endsWith(QStringLiteral(".csv"), Qt::CaseInsensitive) ? writeScheduleFile(path, doc_->schedule())
-                                                                       : writePipe(path, &note);
+  auto st = path.endsWith(QStringLiteral(".csv"), Qt::CaseInsensitive)
+                ? writeScheduleFile(path, doc_->schedule())
+                : writePipe(path, &note);
   if (!st) {
     QMessageBox::warning(this, tr("Cannot save"), QString::fromStdString(st.error().message));
     return false;
@@ -750,8 +774,9 @@ bool MainWindow::saveTo(const QString& path) {
   doc_->markSaved(QFileInfo(path).absoluteFilePath());
   rememberDialogDir(QStringLiteral("save"), path);
   addRecent(QFileInfo(path).absoluteFilePath());
-  showStatus(tr("Saved %1").arg(QFileInfo(path).fileName()) +
-             (doc_->isProgram() && !note.isEmpty() ? QStringLiteral(" (") + note + QLatin1Char(')') : QString()));
+  showStatus(
+      tr("Saved %1").arg(QFileInfo(path).fileName()) +
+      (doc_->isProgram() && !note.isEmpty() ? QStringLiteral(" (") + note + QLatin1Char(')') : QString()));
   return true;
 }
 
@@ -898,21 +923,23 @@ void MainWindow::exportAs(const QString& filter, const QString& suffix) {
       if (answer != QMessageBox::Ok) return;
     }
   }
-  if (QFileInfo(path).suffix().compare(QStringLiteral("pipe"), Qt::CaseInsensitive) == 0 && doc_->isProgram()) {
+  if (QFileInfo(path).suffix().compare(QStringLiteral("pipe"), Qt::CaseInsensitive) == 0 &&
+      doc_->isProgram()) {
     // A program that cannot be written back as it is: say what is written instead.
     const QString why = programKeptWhy(path);
-    if (!why.isEmpty() &&
-        QMessageBox::information(this, tr("Export as .pipe"),
-                                 tr("<p>%1 was opened from a program (loops, variables). %2 will be written in "
-                                    "the explicit form, one op list per device, because %3.</p>")
-                                     .arg(QFileInfo(doc_->filePath()).fileName().toHtmlEscaped(),
-                                          QFileInfo(path).fileName().toHtmlEscaped(), why.toHtmlEscaped()),
-                                 QMessageBox::Ok | QMessageBox::Cancel, QMessageBox::Ok) != QMessageBox::Ok)
+    if (!why.isEmpty() && QMessageBox::information(
+                              this, tr("Export as .pipe"),
+                              tr("<p>%1 was opened from a program (loops, variables). %2 will be written in "
+                                 "the explicit form, one op list per device, because %3.</p>")
+                                  .arg(QFileInfo(doc_->filePath()).fileName().toHtmlEscaped(),
+                                       QFileInfo(path).fileName().toHtmlEscaped(), why.toHtmlEscaped()),
+                              QMessageBox::Ok | QMessageBox::Cancel, QMessageBox::Ok) != QMessageBox::Ok)
       return;
   }
   const bool ok = exportFile(path);
   showStatus(ok ? tr("Exported %1").arg(QFileInfo(path).fileName()) +
-                      (lastExportNote_.isEmpty() ? QString() : QStringLiteral(" (") + lastExportNote_ + QLatin1Char(')'))
+                      (lastExportNote_.isEmpty() ? QString()
+                                                 : QStringLiteral(" (") + lastExportNote_ + QLatin1Char(')'))
                 : tr("Export to %1 failed").arg(path));
 }
 
@@ -961,7 +988,7 @@ void MainWindow::applyCompactLayout() {
     auto* dp = findChild<QDockWidget*>(QStringLiteral("dock.properties"));
     auto* ds = findChild<QDockWidget*>(QStringLiteral("dock.summary"));
     auto* dm = findChild<QDockWidget*>(QStringLiteral("dock.memory"));
-    if (dp && ds) resizeDocks({dp, ds}, {width() * 30 / 100, width() * 28 / 100}, Qt::Horizontal);
+    if (dp && ds) resizeDocks({dp, ds}, {width() * 27 / 100, width() * 30 / 100}, Qt::Horizontal);
     if (dm) resizeDocks({dm}, {height() / 4}, Qt::Vertical);
   };
   apply();

@@ -14,6 +14,7 @@ class QMenu;
 class QAction;
 class QComboBox;
 class QDockWidget;
+class QBoxLayout;
 class QLineEdit;
 
 namespace ps::core {
@@ -173,6 +174,7 @@ class MainWindow : public QMainWindow {
   QAction* scaledAction_ = nullptr;
   QLabel* validity_ = nullptr;
   ElidedLabel* message_ = nullptr;
+  QBoxLayout* top_ = nullptr;  // the legend and the search above the timeline
   QLineEdit* find_ = nullptr;
   QLabel* findCount_ = nullptr;
   int matchIndex_ = -1;
@@ -185,8 +187,8 @@ class MainWindow : public QMainWindow {
   QString lastExportNote_;
   bool restoredState_ = false;
   bool shownOnce_ = false;
-  QSize initialSize_;  // as constructed (default or restored)
-  QSize fittedSize_;   // as fitted to the screen at the first show
+  QSize initialSize_;         // as constructed (default or restored)
+  QSize fittedSize_;          // as fitted to the screen at the first show
   int compactWidth_ = -1000;  // the width the compact dock sizes were last made for
   QLabel* overlayLabel_ = nullptr;
 };
