@@ -20,6 +20,7 @@
 #include "common/command.h"
 #include "common/flags.h"
 #include "common/schedule_input.h"
+#include "pipestudio/core/analysis/hang_report.h"
 #include "pipestudio/core/analysis/validator.h"
 #include "pipestudio/core/io/chrome_trace.h"
 #include "pipestudio/core/io/dsl.h"
@@ -97,8 +98,13 @@ using ps::cli::kScheduleNameVariable;
 constexpr const char* kSessionRecordedLine = "{\"type\":\"pipestudio-session-recorded\"}";
 
 std::atomic<bool> g_cancel{false};
+// A launched rank: its launcher's pid, and whether the launcher went away under the run (the
+// parent-death signal, or the end of the lifeline).
+pid_t g_launcherPid = 0;
+std::atomic<bool> g_launcherLost{false};
 void onSignal(int) {
   g_cancel = true;
+  if (g_launcherPid > 0 && getppid() != g_launcherPid) g_launcherLost = true;
 }
 
 int usage(const std::string& message) {
@@ -126,8 +132,10 @@ void watchLifeline(int fd) {
       if (n > 0 || (n < 0 && errno == EINTR)) continue;
       break;
     }
+    g_launcherLost = true;
     g_cancel = true;
-    std::this_thread::sleep_for(std::chrono::seconds(5));
+    // Rank 0 records the run (its session is a file of this host); the others only end.
+    std::this_thread::sleep_for(std::chrono::seconds(10));
     std::_Exit(130);
   }).detach();
 }
@@ -186,6 +194,7 @@ struct LauncherRun {
   std::vector<ps::core::RunEventReader> readers;
   std::string deathMessage;
   bool sessionRecorded = false;
+  std::vector<ps::core::StuckDevice> stuckStates;  // a hang the launcher reports itself
 
   int launch(const std::vector<std::string>& rankArgs) {
     using namespace ps::engine;
@@ -202,6 +211,10 @@ struct LauncherRun {
     lo.nproc = nproc;
     lo.graceSeconds = std::max(2.0, std::min(options.timeoutSeconds, 10.0));
     lo.deathGraceSeconds = 4;
+    // Rank 0 gathers the other ranks' reports for at most min(--timeout, 30) + 2 s.
+    lo.reportSeconds = std::min(options.timeoutSeconds, 30.0) + 8;
+    lo.cancelSeconds = 5;
+    lo.cancelled = &g_cancel;
     lo.onEvent = [this](int rank, const std::string& line) {
       if (line == kSessionRecordedLine) {
         sessionRecorded = true;
@@ -220,43 +233,121 @@ struct LauncherRun {
       return ps::cli::kExitInvalid;
     }
     for (auto& r : readers) r.end();
-    if (!res->death) return res->exitStatus;
-    // Rank 0 outlived the death and reported it (naming the lost peer): its outcome stands,
-    // unless it died itself before its session record was written.
-    if (readers[0].finished()) {
-      if (session && !sessionRecorded && res->death->rank == 0) takeOver(*res, started, /*eventsToo=*/false);
+    for (int r : res->stopped)
+      std::cerr << "pipestudio-cli run: rank " << r << " (device " << r
+                << ") was stopped (SIGSTOP, or a debugger) and never answered: the launcher ended it\n";
+    if (res->cancelSignal) {
+      // Cancelled: rank 0 reports it when it can; the run ends within seconds either way.
+      if (!readers[0].finished())
+        takeOver(
+            *res, started, true,
+            ps::core::makeError("engine.cancelled", "cancelled (" + signalName(res->cancelSignal) +
+                                                        ") before rank 0 could report; the ranks were ended"),
+            ps::core::RunState::Cancelled);
+      return kExitCancelled;
+    }
+    if (res->death) {
+      // Rank 0 outlived the death and reported it (naming the lost peer): its outcome stands,
+      // unless it died itself before its session record was written.
+      if (readers[0].finished()) {
+        if (session && !sessionRecorded && res->death->rank == 0)
+          takeOver(*res, started, /*eventsToo=*/false, deathDiagnostic());
+        return ps::cli::kExitInvalid;
+      }
+      takeOver(*res, started, true, deathDiagnostic());
       return ps::cli::kExitInvalid;
     }
-    takeOver(*res, started, true);
-    return ps::cli::kExitInvalid;
+    if (res->exitStatus != 0 && !readers[0].finished()) {
+      // A failure rank 0 could not report (stopped, or past its time): the launcher does, with
+      // where every rank stood as they said before ending.
+      takeOver(*res, started, true, hangDiagnostic(*res));
+      return ps::cli::kExitInvalid;
+    }
+    // A rank 0 the launcher had to kill after it reported is no killed run.
+    return res->exitStatus > 128 && res->exitStatus != kExitCancelled ? ps::cli::kExitInvalid
+                                                                      : res->exitStatus;
+  }
+
+  ps::core::Diagnostic deathDiagnostic() const {
+    return ps::core::makeError("engine.rank-died",
+                               deathMessage + "; the run is failed with its partial timeline");
+  }
+
+  // The ranks' own account: the first error a rank sent (a timeout first), and the wait chain
+  // from its device through the `stuck` states the ranks sent; a rank that sent none is silent.
+  ps::core::Diagnostic hangDiagnostic(const ps::engine::LaunchResult& res) {
+    using ps::core::StuckDevice;
+    const int D = schedule.pipeline.devices;
+    std::vector<StuckDevice> all(static_cast<size_t>(D));
+    std::optional<ps::core::RunErrorEvent> root;
+    for (int r = 0; r < nproc && r < D; ++r) {
+      const auto& rd = readers[static_cast<size_t>(r)];
+      for (const auto& st : rd.stuck())
+        if (st.device >= 0 && st.device < D) all[static_cast<size_t>(st.device)] = st;
+      for (const auto& e : rd.errors())
+        if (!root || (e.code == "engine.timeout" && root->code != "engine.timeout")) root = e;
+    }
+    for (int r = 0; r < nproc && r < D; ++r) {
+      StuckDevice& st = all[static_cast<size_t>(r)];
+      if (st.device >= 0) continue;
+      st.device = r;
+      st.state = StuckDevice::State::Silent;
+      const bool stopped = std::find(res.stopped.begin(), res.stopped.end(), r) != res.stopped.end();
+      const auto& end = res.ends[static_cast<size_t>(r)];
+      st.note = stopped                                   ? "stopped (SIGSTOP, or a debugger)"
+                : end.signal > 0 && !end.killedByLauncher ? "killed by " + ps::engine::signalName(end.signal)
+                                                          : "sent no report";
+      const auto tl = readers[static_cast<size_t>(r)].timeline();
+      double last = -1;
+      for (const auto& op : tl.ops)
+        if (op.device == r && op.end > last) {
+          last = op.end;
+          st.note += ", last op " + schedule.opName(op.op);
+        }
+    }
+    std::string msg = root ? root->message : "the run failed and rank 0 did not report";
+    const int from = root && root->device >= 0 ? root->device : 0;
+    const auto h = ps::core::describeHang(all, from, "rank");
+    if (!h.text.empty()) msg += std::string("; ") + (h.cycle ? "wait cycle: " : "wait chain: ") + h.text;
+    ps::core::Diagnostic d =
+        ps::core::makeError(root && !root->code.empty() ? root->code : "engine.rank-lost", msg);
+    d.related = h.stuck;
+    std::cerr << "pipestudio-cli run: where every rank stood:\n";
+    for (const auto& st : all) std::cerr << "  " << ps::core::describeStuckDevice(st, "rank") << "\n";
+    stuckStates = all;
+    return d;
   }
 
   // Rank 0 cannot report: the launcher does, from the events the ranks sent before.
   void takeOver(const ps::engine::LaunchResult& res, std::chrono::system_clock::time_point started,
-                bool eventsToo) {
+                bool eventsToo, ps::core::Diagnostic d,
+                ps::core::RunState state = ps::core::RunState::Failed) {
     using namespace ps::core;
     const int D = schedule.pipeline.devices;
     Timeline tl = partialTimelineFromRanks(readers, D, schedule.name);
-    const int dead = res.death->rank;
-    Diagnostic d =
-        makeError("engine.rank-died", deathMessage + "; the run is failed with its partial timeline");
+    const int blamed = res.death ? res.death->rank : d.related.empty() ? -1 : d.related.front().device;
     tl.diagnostics.push_back(d);
     tl.metrics = computeMetrics(tl);
+    const std::string token(runEventStatusToken(state));
     if (events && eventsToo) {
-      ps::cli::emitEventLine(ps::core::run_event::error({d.code, d.message, dead, -1}));
-      ps::cli::emitEventLine(ps::core::run_event::endedEarly(ps::core::RunState::Failed, tl));
+      for (const auto& st : stuckStates) ps::cli::emitEventLine(ps::core::run_event::stuck(st));
+      RunErrorEvent e{d.code, d.message, blamed, -1};
+      e.related = d.related;
+      ps::cli::emitEventLine(ps::core::run_event::error(e));
+      ps::cli::emitEventLine(ps::core::run_event::endedEarly(state, tl));
     }
     std::ostream& human = events ? std::cerr : std::cout;
     if (eventsToo) {
-      human << name << ": failed (" << D << " devices, " << schedule.pipeline.stages << " stages, "
+      human << name << ": " << token << " (" << D << " devices, " << schedule.pipeline.stages << " stages, "
             << schedule.pipeline.microbatches << " micro-batches; " << tl.ops.size()
-            << " ops measured before the failure)\n";
-      std::cerr << "pipestudio-cli run: failed: " << d.message << "\n";
+            << " ops measured before the " << (state == RunState::Cancelled ? "cancel" : "failure") << ")\n";
+      std::cerr << "pipestudio-cli run: " << token << ": " << d.message << "\n";
     }
     if (session) {
       ps::engine::RunReport rep;
-      rep.status = ps::core::RunState::Failed;
+      rep.status = state;
       rep.diagnostics.push_back(d);
+      rep.stuck = stuckStates;
       rep.timeline = tl;
       if (readers[0].started()) rep.partition = readers[0].started()->partition;
       session->report = &rep;
@@ -271,11 +362,15 @@ int runRun(const std::vector<std::string>& argv) {
   using namespace ps::core;
   using namespace ps::engine;
   const std::vector<std::string> valueFlags{
-      "--model",     "--device", "--nproc",   "--iterations",      "--warmup",      "--microbatch-size",
-      "--trace",     "--events", "--timeout", "--connect-timeout", "--partition",   "--seed",
-      "--threads",   "--format", "--set",     "--inject-fault",    "--session",     "--profile",
-      "--optimizer", "--lr",     "--inputs",  "--hosts",           "--print-launch"};
-  ps::cli::Args args(argv, valueFlags, {"--check-gradients", "--cancel-on-eof"});
+      "--model",     "--device", "--nproc",   "--iterations",      "--warmup",       "--microbatch-size",
+      "--trace",     "--events", "--timeout", "--connect-timeout", "--partition",    "--seed",
+      "--threads",   "--format", "--set",     "--inject-fault",    "--session",      "--profile",
+      "--optimizer", "--lr",     "--inputs",  "--hosts",           "--print-launch", "--comm"};
+  // From the start: a Ctrl-C or SIGTERM while the model loads or the ranks meet cancels too
+  // (the default action would end the process as killed, 130 + the signal).
+  std::signal(SIGINT, onSignal);
+  std::signal(SIGTERM, onSignal);
+  ps::cli::Args args(argv, valueFlags, {"--check-gradients", "--cancel-on-eof", "--batch-p2p"});
   if (!args.ok()) return usage(args.error());
   if (args.positionals().size() != 1) return usage("expected one FILE (or -)");
   const std::string eventsMode = args.value("--events");
@@ -348,6 +443,11 @@ int runRun(const std::vector<std::string>& argv) {
     o.fault = *f;
   }
 
+  int commCode = 0;
+  const auto commFlags = ps::cli::commFlags(args, ps::cli::Reporter("run", kUsage), commCode);
+  if (!commFlags) return commCode;
+  if (commFlags->fixedMs)
+    return usage("--comm takes posted, nccl or dualpipe here: how the prediction treats SEND/RECV");
   std::optional<ps::cli::PredictionProfile> predictionProfile;  // --session: read before the run
   if (args.has("--profile")) {
     if (!args.has("--session"))
@@ -403,6 +503,7 @@ int runRun(const std::vector<std::string>& argv) {
     return refuse(events && rank0, report.diagnostics, &text, ps::cli::kExitInvalid);
   }
   if (schedule->name.empty()) schedule->name = name;
+  const ps::core::CommOptions comm = commFlags->optionsFor(*schedule, *load.format == ScheduleFormat::Csv);
   // What the engine runs: with --optimizer, the schedule plus an OPTIMIZER step per device.
   // Traces, sessions and the launcher's event readers name the measured ops by this one.
   Schedule executed = *schedule;
@@ -519,21 +620,24 @@ int runRun(const std::vector<std::string>& argv) {
                                        &o,
                                        nullptr,
                                        predictionProfile};
+    if (lr.session) lr.session->comm = comm;
     const int rc = lr.launch(rankArgs);
     if (scheduleFd >= 0) ::close(scheduleFd);
     return rc;
   }
 
-  std::signal(SIGINT, onSignal);
-  std::signal(SIGTERM, onSignal);
   o.cancel = &g_cancel;
+  o.orphaned = &g_launcherLost;
   // Only rank 0 watches: its cancel ends the peers (they fail on it), while a peer cancelling
   // first would make rank 0 report a failure instead of the cancel.
   if (cancelOnEof && rank0) cancelOnStdinEof();
   // Started by a launcher (--nproc): every rank's events also go to the launcher's pipe, and
   // the rank ends when its launcher does.
   const int eventFd = inheritedFd(kEventFdVariable);
-  if (const int lifeline = inheritedFd(kLifelineFdVariable); lifeline >= 0) watchLifeline(lifeline);
+  if (const int lifeline = inheritedFd(kLifelineFdVariable); lifeline >= 0) {
+    g_launcherPid = getppid();
+    watchLifeline(lifeline);
+  }
   if (eventFd >= 0) std::signal(SIGPIPE, SIG_IGN);
   const bool streamEvents = events && rank0;
   if (streamEvents || eventFd >= 0)
@@ -546,6 +650,18 @@ int runRun(const std::vector<std::string>& argv) {
   const auto runStarted = std::chrono::system_clock::now();  // the session's STARTED
   auto result = runSchedule(*schedule, o);
   if (!result) return refuse(events && rank0, result.errors(), nullptr, ps::cli::kExitInvalid);
+  if (g_launcherLost && result->status != ps::core::RunState::Succeeded) {
+    // The launcher went away (killed, crashed): the ranks cancelled because of it, and whatever
+    // they saw of each other since is its consequence. Say what happened.
+    Diagnostic lost = makeError("engine.launcher-lost",
+                                "launcher lost: the launcher (pid " + std::to_string(g_launcherPid) +
+                                    ") ended while the run was going (killed or crashed); "
+                                    "the ranks cancelled the run");
+    result->status = ps::core::RunState::Cancelled;
+    result->diagnostics = {lost};
+    result->timeline.diagnostics = {lost};
+    result->stuck.clear();
+  }
   const RunReport& r = *result;
   // A cancelled run exits as shells report SIGINT: 128 + 2.
   const int statusExit = r.status == ps::core::RunState::Succeeded   ? ps::cli::kExitOk
@@ -590,6 +706,12 @@ int runRun(const std::vector<std::string>& argv) {
   for (const auto& d : r.diagnostics)
     std::cerr << "pipestudio-cli run: " << ps::core::runEventStatusToken(r.status) << ": " << d.message
               << "\n";
+  if (!r.stuck.empty()) {
+    const char* word = o.distributed.worldSize > 1 ? "rank" : "device";
+    std::cerr << "pipestudio-cli run: where every " << word << " stood:\n";
+    for (const auto& d : r.stuck)
+      if (d.device >= 0) std::cerr << "  " << ps::core::describeStuckDevice(d, word) << "\n";
+  }
   if (args.has("--trace")) {
     if (!ps::cli::writeOutput(args.value("--trace"), exportChromeTrace(r.timeline, &executed), error)) {
       std::cerr << "pipestudio-cli run: " << error << "\n";
@@ -604,6 +726,7 @@ int runRun(const std::vector<std::string>& argv) {
                                      &o,
                                      &r,
                                      predictionProfile};
+    rec.comm = comm;
     rec.startedMs =
         std::chrono::duration_cast<std::chrono::milliseconds>(runStarted.time_since_epoch()).count();
     if (!ps::cli::recordRunInSession(rec, human)) return ps::cli::kExitInvalid;

@@ -76,7 +76,9 @@ bool recordRunInSession(const RunSessionRecording& r, std::ostream& out) {
     }
   }
   if (model) {
-    auto predicted = core::simulate(*r.schedule, *model);
+    core::SimulationOptions so;
+    so.comm = r.comm;
+    auto predicted = core::simulate(*r.schedule, *model, so);
     if (predicted) {
       rec.predicted = std::move(*predicted);
       rec.predicted->label = rec.scheduleName + " (predicted)";
@@ -113,6 +115,15 @@ bool recordRunInSession(const RunSessionRecording& r, std::ostream& out) {
   if (rep.gradients.ran)
     config["gradient_check"] = {{"passed", rep.gradients.passed},
                                 {"max_relative_error", rep.gradients.maxRelativeError}};
+  config["comm"] = std::string(core::commSemanticsName(r.comm.semantics));
+  if (!rep.stuck.empty()) {
+    // A hang's post-mortem: where every device stood (the wait chain is in the error).
+    nlohmann::json stuck = nlohmann::json::array();
+    for (const auto& d : rep.stuck)
+      if (d.device >= 0)
+        stuck.push_back(core::describeStuckDevice(d, o.distributed.worldSize > 1 ? "rank" : "device"));
+    config["stuck"] = std::move(stuck);
+  }
   rec.configJson = config.dump();
 
   auto stored = sessions::recordMeasuredRun(r.sessionPath, rec);

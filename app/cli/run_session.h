@@ -8,6 +8,7 @@
 #include <string>
 
 #include "common/text.h"
+#include "pipestudio/core/analysis/comm_semantics.h"
 #include "pipestudio/core/model/cost_profile.h"
 #include "pipestudio/core/model/result.h"
 #include "pipestudio/core/model/schedule.h"
@@ -36,6 +37,7 @@ struct RunSessionRecording {
   const engine::RunReport* report = nullptr;
   std::optional<PredictionProfile> profile;  // none: the analytic one
   std::int64_t startedMs = 0;                // when the run started (Unix ms); 0: now
+  core::CommOptions comm;                    // how the prediction treats explicit SEND/RECV (--comm)
 };
 
 // Records the run and its prediction; prints one summary line to `out`, errors to stderr.

@@ -22,6 +22,8 @@
 #include "model.h"
 #include "nvtx.h"
 #include "optimizer.h"
+#include "pipestudio/core/analysis/dependency_graph.h"
+#include "pipestudio/core/analysis/hang_report.h"
 #include "pipestudio/core/analysis/iterations.h"
 #include "pipestudio/core/analysis/validator.h"
 #include "pipestudio/core/io/dsl.h"
@@ -194,8 +196,9 @@ struct ErrorInfo {
   std::string message;
   int device = -1;
   int step = -1;
-  double waitStart = -1;  // timeouts: when the wait began
-  int lostRank = -1;      // engine.peer-lost: the rank that ended without reporting
+  double waitStart = -1;                  // timeouts: when the wait began
+  int lostRank = -1;                      // engine.peer-lost: the rank that ended without reporting
+  std::vector<core::OpRef> related = {};  // a hang: the step each device of its wait chain is in
 };
 
 class Run {
@@ -244,6 +247,22 @@ class Run {
   // gradients when they are to be checked).
   void optimizerStep(int device);
   std::vector<detail::Layer*> layersOn(int device) const;
+  // Where each device of this process stands: set as its worker enters a step and a wait, so
+  // that a hung run's post-mortem says what every device was in and waited for.
+  struct Position {
+    bool started = false, done = false, waiting = false;
+    int step = -1;
+    Op op;
+    int waitsOnDevice = -1;
+    Op waitsFor;
+    int waitsForStep = -1;
+    Clock::time_point since, until;  // the wait; `until` once it ended without its data
+  };
+  void enterStep(int device, int step, const Op& op);
+  core::StuckDevice stuckOf(int device);
+  // The hang's post-mortem: the stuck states of `all` devices (silent where unknown), the chain
+  // of waits from the device that timed out appended to the error, its steps as related ops.
+  void addHangReport(const std::vector<core::StuckDevice>& all);
   // --- after the run
   void gradientCheck(RunReport& r);
   void gatherRemote(RunReport& r);
@@ -287,6 +306,12 @@ class Run {
   std::vector<at::Tensor> initialParams_;
 
   std::mutex rngMu_;  // stochastic forwards: the global generators' seed and its draws
+
+  std::mutex posMu_;
+  std::vector<Position> positions_;
+  core::DependencyGraph graph_;           // finds the step that produces what a device waits for
+  std::vector<core::StuckDevice> stuck_;  // set with the post-mortem of a hang
+
   std::mutex lossMu_;
   std::vector<double> losses_;
   std::vector<double> iterationMs_;
@@ -427,7 +452,50 @@ core::Status Run::setup() {
   transfers_.resize(static_cast<size_t>(D_));
   memory_.resize(static_cast<size_t>(D_));
   iterEndMs_.assign(static_cast<size_t>(D_), 0.0);
+  positions_.assign(static_cast<size_t>(D_), Position{});
+  graph_.rebuild(sched_);
   return core::okStatus();
+}
+
+void Run::enterStep(int device, int step, const Op& op) {
+  std::lock_guard lock(posMu_);
+  Position& p = positions_[static_cast<size_t>(device)];
+  p = Position{};
+  p.started = true;
+  p.step = step;
+  p.op = op;
+}
+
+core::StuckDevice Run::stuckOf(int device) {
+  std::lock_guard lock(posMu_);
+  const Position& p = positions_[static_cast<size_t>(device)];
+  core::StuckDevice d;
+  d.device = device;
+  d.step = p.step;
+  if (p.step >= 0) d.action = core::pytorchActionText(sched_, p.op);
+  if (p.done) {
+    d.state = core::StuckDevice::State::Finished;
+  } else if (p.waiting) {
+    d.state = core::StuckDevice::State::Waiting;
+    d.waitsOnDevice = p.waitsOnDevice;
+    d.waitsFor = core::pytorchActionText(sched_, p.waitsFor);
+    d.waitsForStep = p.waitsForStep;
+    const auto until = p.until == Clock::time_point{} ? Clock::now() : p.until;
+    d.seconds = std::chrono::duration<double>(until - p.since).count();
+  } else {
+    d.state = core::StuckDevice::State::Running;
+  }
+  return d;
+}
+
+void Run::addHangReport(const std::vector<core::StuckDevice>& all) {
+  std::lock_guard lock(errMu_);
+  if (!error_ || error_->code != "engine.timeout" || error_->device < 0) return;
+  stuck_ = all;
+  const core::HangReport h = core::describeHang(all, error_->device, remote_ ? "rank" : "device");
+  if (h.text.empty()) return;
+  error_->message += std::string("; ") + (h.cycle ? "wait cycle: " : "wait chain: ") + h.text;
+  error_->related = h.stuck;
 }
 
 nlohmann::json Run::fingerprint() const {
@@ -537,6 +605,33 @@ at::Tensor Run::receive(int device, const Op& op, const MessageKey& key, int src
                      start);
   };
   const double start = nowMs();
+  {
+    // The post-mortem's "waits in OP for PRODUCER on DEVICE": the step that sends this.
+    int producerId = graph_.find(producer);
+    if (producerId < 0 && key.kind != 0) producerId = graph_.find(Op{OpKind::I, srcStage, key.microbatch});
+    std::lock_guard lock(posMu_);
+    Position& p = positions_[static_cast<size_t>(device)];
+    p.waiting = true;
+    p.waitsOnDevice = srcDevice;
+    p.waitsFor = producerId >= 0 ? graph_.op(producerId) : producer;
+    p.waitsForStep = producerId >= 0 ? graph_.ref(producerId).step : -1;
+    p.since = Clock::now();
+    p.until = {};
+  }
+  // A wait that ends without its data (a timeout, a stop) keeps its place for the post-mortem.
+  struct WaitEnd {
+    Run& run;
+    int device;
+    bool arrived = false;
+    ~WaitEnd() {
+      std::lock_guard lock(run.posMu_);
+      Position& p = run.positions_[static_cast<size_t>(device)];
+      if (arrived)
+        p.waiting = false;
+      else
+        p.until = Clock::now();
+    }
+  } waitEnd{*this, device};
   if (local(srcDevice)) {
     auto env = mailbox_.take(key, Clock::now() + timeout, stop_, opt_.cancel);
     if (!env) throw timedOut();
@@ -550,6 +645,7 @@ at::Tensor Run::receive(int device, const Op& op, const MessageKey& key, int src
           {srcDevice, device, env->producer, op,
            static_cast<std::int64_t>(env->tensor.numel() * env->tensor.element_size()), env->sentMs,
            nowMs()});
+    waitEnd.arrived = true;
     return env->tensor;
   }
   // Activation for stage s: the output of stage s-1's last layer; gradient for stage s: of
@@ -566,6 +662,7 @@ at::Tensor Run::receive(int device, const Op& op, const MessageKey& key, int src
                     -1, e.rank);
   }
   if (!t) throw timedOut();
+  waitEnd.arrived = true;
   tlOpStart = nowMs();
   if (auto* g = gpu(device)) tlEvStart = g->recordEvent();
   transfers_[static_cast<size_t>(device)].push_back(
@@ -895,6 +992,7 @@ void Run::runIteration(int device, int iteration) {
     detail::NvtxRange range("PP:" + core::pytorchStepText(sched_, step));
     for (size_t k = 0; k < ops.size(); ++k) {
       const Op& op = ops[k];
+      enterStep(device, static_cast<int>(i), op);
       tlOpStart = nowMs();
       tlOpEnd = -1;
       tlEvStart = tlEvEnd = -1;
@@ -937,6 +1035,10 @@ void Run::runIteration(int device, int iteration) {
       sampleMemory(device, end);
     }
   }
+  {
+    std::lock_guard lock(posMu_);
+    positions_[static_cast<size_t>(device)].done = true;
+  }
   if (remote_) remote_->flush(std::chrono::milliseconds(static_cast<long>(opt_.timeoutSeconds * 1000)));
   if (auto* g = gpu(device)) {
     // GPU ops: times of their events on the device's streams, ms after the origin event that
@@ -975,6 +1077,10 @@ void Run::worker(int device) {
           for (auto& p : model_->layers[static_cast<size_t>(l)]->params)
             p.value.mutable_grad() = at::Tensor();
         }
+      {
+        std::lock_guard lock(posMu_);
+        positions_[static_cast<size_t>(device)] = Position{};
+      }
       stashes_[static_cast<size_t>(device)].clear();
       ops_[static_cast<size_t>(device)].clear();
       transfers_[static_cast<size_t>(device)].clear();
@@ -1112,7 +1218,33 @@ void Run::gradientCheck(RunReport& r) {
   g.passed = g.maxRelativeError <= g.tolerance && g.lossRelativeError <= g.tolerance;
 }
 
-nlohmann::json reportToJson(const RunReport& r, const std::optional<ErrorInfo>& err) {
+nlohmann::json stuckToJson(const core::StuckDevice& d) {
+  return {{"device", d.device},
+          {"state", core::stuckStateName(d.state)},
+          {"step", d.step},
+          {"action", d.action},
+          {"waits_on", d.waitsOnDevice},
+          {"waits_for", d.waitsFor},
+          {"waits_for_step", d.waitsForStep},
+          {"seconds", d.seconds}};
+}
+
+core::StuckDevice stuckFromJson(const nlohmann::json& j) {
+  core::StuckDevice d;
+  d.device = j.value("device", -1);
+  d.state =
+      core::stuckStateFromName(j.value("state", std::string())).value_or(core::StuckDevice::State::Silent);
+  d.step = j.value("step", -1);
+  d.action = j.value("action", std::string());
+  d.waitsOnDevice = j.value("waits_on", -1);
+  d.waitsFor = j.value("waits_for", std::string());
+  d.waitsForStep = j.value("waits_for_step", -1);
+  d.seconds = j.value("seconds", 0.0);
+  return d;
+}
+
+nlohmann::json reportToJson(const RunReport& r, const std::optional<ErrorInfo>& err,
+                            const std::vector<core::StuckDevice>& stuck) {
   nlohmann::json ops = nlohmann::json::array(), tr = nlohmann::json::array(), mem = nlohmann::json::array();
   for (const auto& o : r.timeline.ops)
     ops.push_back({o.device, o.step, opToJson(o.op), o.overlapped, o.start, o.end});
@@ -1134,6 +1266,11 @@ nlohmann::json reportToJson(const RunReport& r, const std::optional<ErrorInfo>& 
   if (err)
     j["error"] = {{"code", err->code}, {"message", err->message},      {"device", err->device},
                   {"step", err->step}, {"wait_start", err->waitStart}, {"lost_rank", err->lostRank}};
+  if (!stuck.empty()) {
+    nlohmann::json a = nlohmann::json::array();
+    for (const auto& d : stuck) a.push_back(stuckToJson(d));
+    j["stuck"] = std::move(a);
+  }
   return j;
 }
 
@@ -1149,13 +1286,24 @@ void Run::gatherRemote(RunReport& r) {
     std::lock_guard lock(errMu_);
     err = error_;
   }
+  // A failed run: where each of this rank's devices stands, for the post-mortem (and, through
+  // its event pipe, for a launcher whose rank 0 cannot report).
+  std::vector<core::StuckDevice> mine;
+  if (err || stop_.load())
+    for (int d = 0; d < D_; ++d)
+      if (local(d)) mine.push_back(stuckOf(d));
+  const bool orphaned = opt_.orphaned && opt_.orphaned->load();
   if (rank_ != 0) {
+    for (const auto& d : mine) emit(core::run_event::stuck(d));
+    if (orphaned) return;  // the store went with the launcher
     try {
-      remote_->setKey("report/" + std::to_string(rank_), reportToJson(r, err).dump());
+      remote_->setKey("report/" + std::to_string(rank_), reportToJson(r, err, mine).dump());
     } catch (const std::exception&) {
     }
     return;
   }
+  std::vector<core::StuckDevice> all(static_cast<size_t>(D_));
+  for (const auto& d : mine) all[static_cast<size_t>(d.device)] = d;
   std::optional<std::string> abortMsg;
   try {
     if (remote_->hasKey("abort")) abortMsg = remote_->getKey("abort", std::chrono::milliseconds(1000));
@@ -1189,10 +1337,25 @@ void Run::gatherRemote(RunReport& r) {
         connectionLost = connectionLost || j["error"].value("code", std::string()) == "engine.peer-lost";
         if (int l = j["error"].value("lost_rank", -1); l >= 0) named.insert(l);
       }
+      if (j.is_object() && j.contains("stuck") && j["stuck"].is_array())
+        for (const auto& x : j["stuck"]) {
+          core::StuckDevice d = stuckFromJson(x);
+          if (d.device >= 0 && d.device < D_) all[static_cast<size_t>(d.device)] = d;
+        }
       texts.emplace_back(*it, std::move(*text));
       it = missing.erase(it);
     }
     const auto waited = std::chrono::steady_clock::now() - start;
+    // A rank that another waits on and that has not reported is stopped or hung: a second is
+    // enough for it, not the whole wait.
+    std::set<int> waitedOn;
+    for (const auto& d : all)
+      if (d.device >= 0 && d.state == core::StuckDevice::State::Waiting) waitedOn.insert(d.waitsOnDevice);
+    const bool onlySuspects = std::all_of(missing.begin(), missing.end(), [&](int q) {
+      return named.count(q) > 0 || waitedOn.count(rankOf(q)) > 0;
+    });
+    if (onlySuspects && waited >= std::chrono::milliseconds(1000)) break;
+    if (orphaned) break;
     const bool onlyLost =
         std::all_of(missing.begin(), missing.end(), [&](int q) { return named.count(q) > 0; });
     if (missing.empty() || waited >= wait || (onlyLost && waited >= std::chrono::milliseconds(500)) ||
@@ -1204,6 +1367,10 @@ void Run::gatherRemote(RunReport& r) {
   const int lossRank = rankOf(sched_.pipeline.deviceOf(S_ - 1));
   if (lossRank != 0 && missing.count(lossRank)) r.losses.clear();
   for (int q : missing) {
+    core::StuckDevice& silent = all[static_cast<size_t>(q)];
+    silent.device = q;
+    silent.state = core::StuckDevice::State::Silent;
+    silent.note = named.count(q) > 0 ? "ended without a word" : "sent no report: stopped, hung or killed";
     const bool died = named.count(q) > 0 || connectionLost;
     errors.push_back({"engine.rank-lost",
                       "rank " + std::to_string(q) + " (device " + std::to_string(q) + ") " +
@@ -1279,8 +1446,11 @@ void Run::gatherRemote(RunReport& r) {
           root = it;
     }
     if (root == errors.end()) root = errors.begin();
-    std::lock_guard lock(errMu_);
-    error_ = *root;
+    {
+      std::lock_guard lock(errMu_);
+      error_ = *root;
+    }
+    addHangReport(all);
   }
 }
 
@@ -1368,7 +1538,12 @@ core::Result<RunReport> Run::execute() {
   if (remote_) {
     if (error_ || stop_) remote_->close();
     gatherRemote(r);
+  } else if (error_) {
+    std::vector<core::StuckDevice> all;
+    for (int d = 0; d < D_; ++d) all.push_back(stuckOf(d));
+    addHangReport(all);
   }
+  r.stuck = stuck_;
   // A failed or cancelled iteration's loss is partial (some micro-batches never got there).
   if (error_ && r.losses.size() > static_cast<size_t>(iterationsDone_))
     r.losses.resize(static_cast<size_t>(iterationsDone_));
@@ -1379,13 +1554,19 @@ core::Result<RunReport> Run::execute() {
         error_->code == "engine.cancelled" ? ps::core::RunState::Cancelled : ps::core::RunState::Failed;
     core::Diagnostic d = core::makeError(error_->code, error_->message);
     if (error_->device >= 0 && error_->step >= 0) d.related.push_back({error_->device, error_->step});
+    for (const core::OpRef& ref : error_->related)
+      if (ref.device != error_->device || ref.step != error_->step) d.related.push_back(ref);
     r.diagnostics.push_back(d);
     tl.diagnostics.push_back(d);
+    // The post-mortem first: where every device stood, then the error naming the wait chain.
+    for (const auto& st : stuck_)
+      if (st.device >= 0) emit(core::run_event::stuck(st));
     core::RunErrorEvent e;
     e.code = error_->code;
     e.message = error_->message;
     e.device = error_->device;
     e.step = error_->step;
+    e.related = error_->related;
     emit(core::run_event::error(e));
   }
   core::RunFinishedInfo fin;

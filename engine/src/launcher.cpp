@@ -3,11 +3,9 @@
 // the launcher hosts on MASTER_PORT (hosted_store.h), as torchrun's agent does.
 #include "pipestudio/engine/launcher.h"
 
-#include "hosted_store.h"
-
 #include <fcntl.h>
-#include <signal.h>
 #include <poll.h>
+#include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -15,10 +13,13 @@
 #include <algorithm>
 #include <cctype>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <optional>
 #include <thread>
+
+#include "hosted_store.h"
 
 namespace ps::engine {
 
@@ -115,19 +116,44 @@ core::Result<std::optional<DistributedOptions>> distributedFromEnvironment() {
   return std::optional<DistributedOptions>{d};
 }
 
+bool processStopped(int pid) {
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%d/stat", pid);
+  FILE* f = std::fopen(path, "r");
+  if (!f) return false;
+  char buf[512];
+  const size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+  std::fclose(f);
+  buf[n] = '\0';
+  // "PID (COMM) STATE ...": COMM may hold spaces and parentheses, so look after the last ')'.
+  const char* close = std::strrchr(buf, ')');
+  return close && close[1] == ' ' && (close[2] == 'T' || close[2] == 't');
+}
+
 std::string signalName(int signal) {
   switch (signal) {
-    case SIGKILL: return "SIGKILL";
-    case SIGTERM: return "SIGTERM";
-    case SIGINT: return "SIGINT";
-    case SIGSEGV: return "SIGSEGV";
-    case SIGABRT: return "SIGABRT";
-    case SIGBUS: return "SIGBUS";
-    case SIGFPE: return "SIGFPE";
-    case SIGILL: return "SIGILL";
-    case SIGPIPE: return "SIGPIPE";
-    case SIGHUP: return "SIGHUP";
-    default: return "signal " + std::to_string(signal);
+    case SIGKILL:
+      return "SIGKILL";
+    case SIGTERM:
+      return "SIGTERM";
+    case SIGINT:
+      return "SIGINT";
+    case SIGSEGV:
+      return "SIGSEGV";
+    case SIGABRT:
+      return "SIGABRT";
+    case SIGBUS:
+      return "SIGBUS";
+    case SIGFPE:
+      return "SIGFPE";
+    case SIGILL:
+      return "SIGILL";
+    case SIGPIPE:
+      return "SIGPIPE";
+    case SIGHUP:
+      return "SIGHUP";
+    default:
+      return "signal " + std::to_string(signal);
   }
 }
 
@@ -162,12 +188,15 @@ core::Result<LaunchResult> launchLocalRanks(const LaunchOptions& o) {
   struct sigaction sa {};
   sa.sa_handler = forwardSignal;
   sigemptyset(&sa.sa_mask);
-  struct sigaction oldInt {}, oldTerm {};
+  struct sigaction oldInt {
+  }, oldTerm{};
   sigaction(SIGINT, &sa, &oldInt);
   sigaction(SIGTERM, &sa, &oldTerm);
   const pid_t launcher = getpid();
   std::string startError;
+  if (o.cancelled && o.cancelled->load()) g_forwarded = SIGTERM;
   for (int r = 0; r < nproc; ++r) {
+    if (g_forwarded) break;  // cancelled while starting: start no more
     pid_t pid = fork();
     if (pid < 0) {
       startError = std::string("fork failed: ") + std::strerror(errno);
@@ -235,16 +264,29 @@ core::Result<LaunchResult> launchLocalRanks(const LaunchOptions& o) {
 
   int running = 0;
   for (pid_t p : g_children) running += p > 0 ? 1 : 0;
+  // A signal that came while ranks were still being started reached only those started.
+  if (g_forwarded) forwardSignal(g_forwarded);
   std::vector<bool> killedByUs(static_cast<size_t>(nproc), false);
-  std::optional<std::chrono::steady_clock::time_point> killAt;
-  auto killRunning = [&] {
-    for (size_t r = 0; r < g_children.size(); ++r)
-      if (g_children[r] > 0) {
-        killedByUs[r] = true;
-        kill(g_children[r], SIGKILL);
-      }
+  using SteadyClock = std::chrono::steady_clock;
+  std::optional<SteadyClock::time_point> killAt;   // the other ranks
+  std::optional<SteadyClock::time_point> rank0At;  // rank 0, which reports
+  std::optional<SteadyClock::time_point> cancelAt;
+  auto after = [](double seconds) {
+    return SteadyClock::now() + std::chrono::milliseconds(static_cast<long>(std::max(0.0, seconds) * 1000));
   };
-  while (running > 0 || std::any_of(events.begin(), events.end(), [](const Pipe& p) { return p.read >= 0; })) {
+  auto killRank = [&](size_t r) {
+    if (g_children[r] <= 0) return;
+    killedByUs[r] = true;
+    if (processStopped(g_children[r]) &&
+        std::find(result.stopped.begin(), result.stopped.end(), static_cast<int>(r)) == result.stopped.end())
+      result.stopped.push_back(static_cast<int>(r));
+    kill(g_children[r], SIGKILL);
+  };
+  auto killRunning = [&] {
+    for (size_t r = 0; r < g_children.size(); ++r) killRank(r);
+  };
+  while (running > 0 ||
+         std::any_of(events.begin(), events.end(), [](const Pipe& p) { return p.read >= 0; })) {
     std::vector<pollfd> fds;
     std::vector<int> who;
     for (int r = 0; r < nproc; ++r)
@@ -285,14 +327,36 @@ core::Result<LaunchResult> launchLocalRanks(const LaunchOptions& o) {
           if (r == 0) killRunning();
         }
         // A rank that failed and said so: the others get the grace to report; one that died:
-        // at most deathGraceSeconds.
+        // at most deathGraceSeconds. Rank 0 gathers the reports and writes the outcome: it gets
+        // reportSeconds. Once rank 0 has ended, nobody is left to report to.
         const double grace = result.death ? std::min(o.graceSeconds, o.deathGraceSeconds) : o.graceSeconds;
-        const auto at = std::chrono::steady_clock::now() +
-                        std::chrono::milliseconds(static_cast<long>(std::max(0.0, grace) * 1000));
-        if ((e.signal > 0 || e.exitCode != 0) && (!killAt || at < *killAt)) killAt = at;
+        if (r == 0) {
+          // After a success the others are only ending (their reports are in): they get the
+          // grace; after a failure a second.
+          const bool ok = e.signal == 0 && e.exitCode == 0;
+          const auto at = after(ok ? std::max(1.0, o.graceSeconds) : 1.0);
+          if (!killAt || at < *killAt) killAt = at;
+        } else if (e.signal > 0 || e.exitCode != 0) {
+          const auto at = after(grace);
+          if (!killAt || at < *killAt) killAt = at;
+          const auto at0 = after(result.death ? grace : std::max(grace, o.reportSeconds));
+          if (!rank0At || at0 < *rank0At) rank0At = at0;
+        }
       }
     }
-    if (killAt && std::chrono::steady_clock::now() >= *killAt && running > 0) killRunning();
+    const auto now = SteadyClock::now();
+    if (g_forwarded && !cancelAt) {
+      result.cancelSignal = g_forwarded;
+      cancelAt = after(o.cancelSeconds);
+    }
+    if (cancelAt && now >= *cancelAt && running > 0) killRunning();
+    if (killAt && now >= *killAt && running > 0)
+      for (size_t r = 1; r < g_children.size(); ++r) killRank(r);
+    // Rank 0 is killed at its own deadline, or as soon as the others are when it is stopped
+    // (it will not report).
+    if (g_children[0] > 0 &&
+        ((rank0At && now >= *rank0At) || (killAt && now >= *killAt && processStopped(g_children[0]))))
+      killRank(0);
     // Every rank ended: read what is left (a cut last line is dropped) without waiting for
     // descendants that might still hold a pipe.
     if (running == 0)
@@ -311,11 +375,14 @@ core::Result<LaunchResult> launchLocalRanks(const LaunchOptions& o) {
   sigaction(SIGTERM, &oldTerm, nullptr);
   g_children.clear();
   if (!startError.empty()) return core::makeError("engine.launch", startError);
+  if (g_forwarded && !result.cancelSignal) result.cancelSignal = g_forwarded;
   auto statusOf = [](const RankEnd& e) { return e.signal > 0 ? 128 + e.signal : e.exitCode; };
   result.exitStatus = statusOf(result.ends[0]);
+  // Rank 0 succeeded: it had every rank's report, so a rank the launcher ended afterwards (slow
+  // to exit) is no failure.
   if (result.exitStatus == 0)
     for (const auto& e : result.ends)
-      if (statusOf(e) != 0) {
+      if (statusOf(e) != 0 && !e.killedByLauncher) {
         result.exitStatus = statusOf(e);
         break;
       }

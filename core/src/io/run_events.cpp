@@ -300,9 +300,34 @@ size_t RunEventReader::parseLine(std::string_view raw) {
     getInt(j, "step", e.step);
     e.stage = getString(j, "stage");
     getInt(j, "protocol_version", e.protocolVersion);
+    if (auto it = j.find("related"); it != j.end() && it->is_array())
+      for (const auto& r : *it)
+        if (r.is_array() && r.size() == 2 && r[0].is_number_integer() && r[1].is_number_integer() &&
+            r[0].get<std::int64_t>() >= 0 && r[0].get<std::int64_t>() <= limits::kMaxRank &&
+            r[1].get<std::int64_t>() >= 0 && r[1].get<std::int64_t>() < limits::kMaxOps &&
+            e.related.size() < static_cast<size_t>(limits::kMaxRank) + 1)
+          e.related.push_back(OpRef{r[0].get<int>(), r[1].get<int>()});
     e.line = static_cast<int>(line_);
     if (e.message.empty() && e.code.empty()) return bad("has neither code nor message");
     errors_.push_back(std::move(e));
+  } else if (type == "stuck") {
+    StuckDevice d;
+    if (!getInt(j, "device", d.device) || d.device < 0 || d.device > limits::kMaxRank)
+      return bad("has no valid device");
+    const auto state = stuckStateFromName(getString(j, "state"));
+    if (!state) return bad("has an unknown state");
+    d.state = *state;
+    getInt(j, "step", d.step);
+    d.action = getString(j, "action");
+    getInt(j, "waits_on_device", d.waitsOnDevice);
+    if (d.waitsOnDevice < -1 || d.waitsOnDevice > limits::kMaxRank)
+      return bad("has no valid waits_on_device");
+    d.waitsFor = getString(j, "waits_for");
+    getInt(j, "waits_for_step", d.waitsForStep);
+    getDouble(j, "seconds", d.seconds);
+    d.note = getString(j, "note");
+    if (static_cast<size_t>(d.device) >= stuck_.size()) stuck_.resize(static_cast<size_t>(d.device) + 1);
+    stuck_[static_cast<size_t>(d.device)] = std::move(d);
   } else if (type == "finished") {
     RunFinishedInfo f;
     f.status = getString(j, "status");
@@ -346,6 +371,8 @@ Timeline RunEventReader::timeline() const {
     Diagnostic d =
         makeError(e.code.empty() ? "engine.error" : e.code, e.message, SourceLocation{source_, e.line, 0});
     if (e.device >= 0 && e.step >= 0) d.related.push_back({e.device, e.step});
+    for (const OpRef& r : e.related)
+      if (r.device != e.device || r.step != e.step) d.related.push_back(r);
     t.diagnostics.push_back(std::move(d));
   }
   t.complete = finished_ && finished_->state == RunState::Succeeded;
@@ -484,6 +511,25 @@ std::string error(const RunErrorEvent& e) {
       {"type", "error"}, {"code", e.code}, {"message", e.message}, {"device", e.device}, {"step", e.step}};
   if (!e.stage.empty()) j["stage"] = e.stage;
   if (e.protocolVersion > 0) j["protocol_version"] = e.protocolVersion;
+  if (!e.related.empty()) {
+    nlohmann::json rel = nlohmann::json::array();
+    for (const OpRef& r : e.related) rel.push_back({r.device, r.step});
+    j["related"] = std::move(rel);
+  }
+  return line(j);
+}
+
+std::string stuck(const StuckDevice& d) {
+  nlohmann::json j{
+      {"type", "stuck"}, {"device", d.device}, {"state", stuckStateName(d.state)}, {"step", d.step}};
+  if (!d.action.empty()) j["action"] = d.action;
+  if (d.state == StuckDevice::State::Waiting) {
+    j["waits_on_device"] = d.waitsOnDevice;
+    j["waits_for"] = d.waitsFor;
+    j["waits_for_step"] = d.waitsForStep;
+    j["seconds"] = d.seconds;
+  }
+  if (!d.note.empty()) j["note"] = d.note;
   return line(j);
 }
 

@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "pipestudio/core/analysis/hang_report.h"
 #include "pipestudio/core/model/cost_profile.h"
 #include "pipestudio/core/model/result.h"
 #include "pipestudio/core/model/run_state.h"
@@ -101,6 +102,9 @@ struct RunOptions {
   double learningRate = 0;  // > 0 when optimizer is set
   // Set from another thread (or a signal handler) to cancel: workers stop at the next op.
   const std::atomic<bool>* cancel = nullptr;
+  // Set when the launcher of this rank is gone (with it the store it hosted): a cancelled run
+  // then gathers no reports from the other ranks, which are ending too.
+  const std::atomic<bool>* orphaned = nullptr;
   // JSON lines of the run-event protocol (docs/engine.md), one call per line; called from
   // worker threads but never concurrently.
   std::function<void(const std::string&)> events;
@@ -156,6 +160,9 @@ struct RunReport {
   // TorchScript models: the module's mode, for people: "train (...)" with --optimizer, else
   // "eval (...)". Empty for the built-in models, which have no dropout or batch norm.
   std::string modelMode;
+  // A run that timed out (a hang): where every device stood when it was stopped, the action it
+  // was in and what it waited for (hang_report.h); the wait chain is in the diagnostic.
+  std::vector<core::StuckDevice> stuck;
 };
 
 // Refuses (error Result) what cannot start: invalid schedule, bad model or partition, CUDA

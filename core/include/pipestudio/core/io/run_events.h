@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "pipestudio/core/analysis/hang_report.h"
 #include "pipestudio/core/model/result.h"
 #include "pipestudio/core/model/run_state.h"
 #include "pipestudio/core/model/timeline.h"
@@ -61,6 +62,9 @@ struct RunErrorEvent {
   std::string stage;        // "refused" for a run refused before it started
   int protocolVersion = 0;  // in a refusal
   int line = 0;             // line of the stream it came from
+  // A hang: the step each device of the wait chain was stuck in (hang_report.h), beyond
+  // device/step. Written as "related": [[device, step], ...] when not empty.
+  std::vector<OpRef> related;
 };
 
 struct RunGradientCheck {
@@ -104,6 +108,8 @@ class RunEventReader {
   const RunProgress& progress() const { return progress_; }
   const std::optional<RunFinishedInfo>& finished() const { return finished_; }
   const std::vector<RunErrorEvent>& errors() const { return errors_; }
+  // `stuck` events (a hung run's post-mortem: where each device stood), the latest per device.
+  const std::vector<StuckDevice>& stuck() const { return stuck_; }
   // Losses from `finished` (empty before it).
   const std::vector<double>& losses() const;
   // Warnings about the stream itself (garbage, truncated, unknown type, bad fields), each
@@ -139,6 +145,7 @@ class RunEventReader {
   RunProgress progress_;
   std::optional<RunFinishedInfo> finished_;
   std::vector<RunErrorEvent> errors_;
+  std::vector<StuckDevice> stuck_;
   Diagnostics warnings_;
   size_t warningCount_ = 0;
   int iteration_ = -1;  // iteration the kept ops belong to
@@ -159,6 +166,8 @@ std::string op(int iteration, const TimelineOp& op, std::string_view opName, std
 std::string memory(int iteration, int device, double timeMs, std::int64_t bytes);
 // `stage` and `protocolVersion` are written only when set (a refusal before the run).
 std::string error(const RunErrorEvent& e);
+// Where a device stood when a hung run was stopped (its rank says so as the run fails).
+std::string stuck(const StuckDevice& d);
 std::string finished(const RunFinishedInfo& f);  // the status token from f.state
 // A run refused before it started: an error with stage "refused" and this build's protocol.
 std::string refused(const std::string& code, const std::string& message);
