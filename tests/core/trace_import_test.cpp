@@ -358,6 +358,33 @@ TEST(TraceImport, MalformedJsonNamesFileAndPosition) {
   EXPECT_NE(d.message.find("byte"), std::string::npos);
 }
 
+TEST(TraceImport, JsonNumbersOutOfRangeAsNlohmannReadsThem) {
+  // The streaming reader's grammar is nlohmann's: a number too large for a double is an error
+  // (with or without an exponent), one too small reads as 0; strings decode escapes and UTF-8.
+  const std::string events = R"("traceEvents": [{"ph": "X", "cat": "user_annotation", "name": "PP:0F0",
+      "pid": 1, "tid": 1, "ts": 0, "dur": 5, "args": {"s": "\u00e9\ud83d\ude00\n", "u": 1e-400}}])";
+  for (const std::string& big :
+       std::vector<std::string>{std::string("1e400"), "-2.5E+309", "1" + std::string(400, '0') + ".5"}) {
+    auto r = importChromeTrace("{\"x\": " + big + ", " + events + "}", "big.json");
+    ASSERT_FALSE(r.ok()) << big;
+    EXPECT_EQ(r.error().code, "trace.json") << big;
+    EXPECT_NE(r.error().message.find("overflow"), std::string::npos) << r.error().message;
+    EXPECT_EQ(r.error().location.column, 7) << big;
+  }
+  for (const std::string& small :
+       std::vector<std::string>{std::string("1e-400"), "0.000e999999", "-0." + std::string(400, '0') + "1"}) {
+    auto r = importChromeTrace("{\"x\": " + small + ", " + events + "}", "small.json");
+    ASSERT_TRUE(r.ok()) << small << ": " << formatDiagnostics(r.errors());
+    EXPECT_EQ(r->timeline.ops.size(), 1u);
+  }
+  for (const std::string& bad :
+       std::vector<std::string>{std::string("01"), "1.", "-", ".5", "1e", "+1", "0x10", "1.5e+"}) {
+    auto r = importChromeTrace("{\"x\": " + bad + ", " + events + "}", "bad.json");
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.error().code, "trace.json") << bad;
+  }
+}
+
 TEST(TraceImport, NotATraceAndNoActionsAreErrors) {
   auto obj = importChromeTrace("{\"foo\": 1}", "x.json");
   ASSERT_FALSE(obj.ok());
