@@ -116,8 +116,10 @@ void declareOptions(QCommandLineParser& parser) {
       {"palette", "system|light|dark", "system", "Colour scheme: system (default), light or dark."},
       {"session", "FILE", "",
        "A session file to show in the Session dock (default: the bundled example, read-only)."},
-      {"trace", "TRACE.json", "",
-       "A measured Chrome trace to lay over the plan (repeat: one file per rank)."},
+      {"trace", "TRACE", "",
+       "A measured Chrome trace to lay over the plan (repeat: one file per rank; .json.gz, or a "
+       "folder of torchtitan's, Megatron-LM's or tensorboard_trace_handler's traces)."},
+      {"trace-step", "N", "", "With a torchtitan folder: its iteration_<N> (default: the newest)."},
       {"run", "DB:ID", "", "Open run ID of session DB (read-only) and lay its timeline over its schedule."},
       {"align", "absolute|scaled", "absolute",
        "Measured overlay alignment: absolute (default) or scaled to the planned makespan."},
@@ -229,7 +231,13 @@ int main(int argc, char** argv) {
       if (shot) return 1;
     }
   }
-  if (opt.isSet("trace") && !w.openTraces(parser.values(QStringLiteral("trace")), shot)) {
+  std::optional<long long> traceStep;
+  if (opt.isSet("trace-step")) {
+    bool ok = false;
+    traceStep = opt.value("trace-step").toLongLong(&ok);
+    if (!ok || *traceStep < 0) return usage("--trace-step wants the N of an iteration_<N> folder");
+  }
+  if (opt.isSet("trace") && !w.openTraces(parser.values(QStringLiteral("trace")), shot, traceStep)) {
     complain(w.statusText());
     if (shot) return 1;
   }

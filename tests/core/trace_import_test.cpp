@@ -9,6 +9,8 @@
 #include <fstream>
 #include <iterator>
 #include <nlohmann/json.hpp>
+#include <random>
+#include <tuple>
 
 #include "fixtures/schedules.h"
 #include "pipestudio/core/analysis/simulator.h"
@@ -356,6 +358,107 @@ TEST(TraceImport, MalformedJsonNamesFileAndPosition) {
             static_cast<int>(std::string("  {\"ph\": \"X\", \"name\": \"PP:0F0\",").size()) + 1);
   EXPECT_NE(d.message.find("broken_rank0.json"), std::string::npos);
   EXPECT_NE(d.message.find("byte"), std::string::npos);
+}
+
+TEST(TraceImport, JsonNumbersOutOfRangeAsNlohmannReadsThem) {
+  // The streaming reader's grammar is nlohmann's: a number too large for a double is an error
+  // (with or without an exponent), one too small reads as 0; strings decode escapes and UTF-8.
+  const std::string events = R"("traceEvents": [{"ph": "X", "cat": "user_annotation", "name": "PP:0F0",
+      "pid": 1, "tid": 1, "ts": 0, "dur": 5, "args": {"s": "\u00e9\ud83d\ude00\n", "u": 1e-400}}])";
+  for (const std::string& big :
+       std::vector<std::string>{std::string("1e400"), "-2.5E+309", "1" + std::string(400, '0') + ".5"}) {
+    auto r = importChromeTrace("{\"x\": " + big + ", " + events + "}", "big.json");
+    ASSERT_FALSE(r.ok()) << big;
+    EXPECT_EQ(r.error().code, "trace.json") << big;
+    EXPECT_NE(r.error().message.find("overflow"), std::string::npos) << r.error().message;
+    EXPECT_EQ(r.error().location.column, 7) << big;
+  }
+  for (const std::string& small :
+       std::vector<std::string>{std::string("1e-400"), "0.000e999999", "-0." + std::string(400, '0') + "1"}) {
+    auto r = importChromeTrace("{\"x\": " + small + ", " + events + "}", "small.json");
+    ASSERT_TRUE(r.ok()) << small << ": " << formatDiagnostics(r.errors());
+    EXPECT_EQ(r->timeline.ops.size(), 1u);
+  }
+  for (const std::string& bad :
+       std::vector<std::string>{std::string("01"), "1.", "-", ".5", "1e", "+1", "0x10", "1.5e+"}) {
+    auto r = importChromeTrace("{\"x\": " + bad + ", " + events + "}", "bad.json");
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.error().code, "trace.json") << bad;
+  }
+}
+
+// The streaming reader is PipeStudio's own (core/src/io/json_stream.cpp); nlohmann::json is the
+// reference for what is JSON. Mutated traces get the same verdict, and a trace read across the
+// reader's 256 KiB chunk boundary at every position imports the same, errors at the same place.
+const char* const kReaderSeed = R"({"distributedInfo": {"rank": 0, "backend": "gloo"},
+"deviceProperties": [{"id": 0, "name": "caf\u00e9 \ud83d\ude00", "totalGlobalMem": 85e9}],
+"traceEvents": [
+{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 1.5, "dur": 2,
+ "args": {"Input Dims": [[4096, 4096], []], "Input type": ["float", "\"q\"\\\/\b\f\n\r\t"], "x": -0.25e-3}},
+{"ph": "X", "cat": "user_annotation", "name": "PP:0F0", "pid": 1, "tid": 1, "ts": 10, "dur": 5,
+ "args": {"s": "é😀", "n": null, "t": true, "f": false, "big": 18446744073709551615}},
+{"ph": "X", "cat": "user_annotation", "name": "PP:0B0", "pid": 1, "tid": 1, "ts": 20, "dur": 7},
+{"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "python3"}}
+], "traceName": "rank0.pt.trace.json", "baseTimeNanoseconds": 1700000000000000000}
+)";
+
+TEST(TraceImport, StreamingReaderAgreesWithNlohmannOnMutatedTraces) {
+  const std::string seed = kReaderSeed;
+  ASSERT_TRUE(json::accept(seed));
+  ASSERT_TRUE(importChromeTrace(seed, "seed.json").ok());
+  const std::string alphabet = "{}[]\",:\\/u09aefnlrstx.eE+- \n\t\x01\x7f\xc3\xa9\xed\xa0\xf0\x9f\xf5";
+  std::mt19937 rng(26);
+  int valid = 0;
+  for (int i = 0; i < 4000; ++i) {
+    std::string s = seed;
+    for (int m = 1 + static_cast<int>(rng() % 3); m > 0; --m) {
+      const size_t at = rng() % s.size();
+      const char c = alphabet[rng() % alphabet.size()];
+      switch (rng() % 3) {
+        case 0:
+          s.insert(at, 1, c);
+          break;
+        case 1:
+          s.erase(at, 1);
+          break;
+        default:
+          s[at] = c;
+      }
+    }
+    const bool ok = json::accept(s);
+    valid += ok;
+    auto r = importChromeTrace(s, "mutated.json");
+    if (ok)
+      EXPECT_TRUE(r.ok() || r.error().code != "trace.json") << s << "\n" << r.error().message;
+    else
+      EXPECT_TRUE(!r.ok() && (r.error().code == "trace.json" || r.error().code == "trace.format")) << s;
+  }
+  EXPECT_GT(valid, 100);  // the mutations leave some traces valid: both verdicts are compared
+
+  const auto ops = [](const ImportedTrace& t) {
+    std::vector<std::tuple<int, Op, double, double>> v;
+    for (const TimelineOp& o : t.timeline.ops) v.emplace_back(o.device, o.op, o.start, o.end);
+    return v;
+  };
+  const auto plain = importChromeTrace(seed, "seed.json");
+  std::string broken = seed;
+  broken.insert(broken.find("\"dur\": 7"), "\"dur\" 7, ");  // a missing ':' on line 8
+  const auto brokenPlain = importChromeTrace(broken, "seed.json");
+  ASSERT_FALSE(brokenPlain.ok());
+  EXPECT_EQ(brokenPlain.error().location.line, 8);
+  const size_t chunk = size_t{1} << 18;
+  for (size_t k = 0; k < seed.size(); ++k) {
+    // A line of padding puts byte k of the trace (from its second line on) at a chunk's start.
+    const std::string pad = std::string(chunk - k - 1, ' ') + "\n";
+    auto r = importChromeTrace(pad + seed, "seed.json");
+    ASSERT_TRUE(r.ok()) << k << ": " << formatDiagnostics(r.errors());
+    EXPECT_EQ(ops(*r), ops(*plain)) << k;
+    EXPECT_EQ(r->timeline.diagnostics.size(), plain->timeline.diagnostics.size()) << k;
+    auto b = importChromeTrace(pad + broken, "seed.json");
+    ASSERT_FALSE(b.ok()) << k;
+    EXPECT_EQ(b.error().location.line, brokenPlain.error().location.line + 1) << k;
+    EXPECT_EQ(b.error().location.column, brokenPlain.error().location.column) << k;
+  }
 }
 
 TEST(TraceImport, NotATraceAndNoActionsAreErrors) {

@@ -1,8 +1,13 @@
 // The measured overlay (offscreen): the second lane's geometry, traces laid over the plan,
 // deviation colours, scaled alignment, runs from the session dock, and malformed traces.
+#include <QFile>
+#include <QInputDialog>
 #include <QMessageBox>
+#include <QProgressDialog>
+#include <QPushButton>
 #include <QStandardPaths>
 #include <QTableWidget>
+#include <QTemporaryDir>
 #include <QTimer>
 #include <QtTest>
 
@@ -316,15 +321,19 @@ class OverlayTest : public QObject {
     QVERIFY(w.openFile(kTraces + QStringLiteral("synthetic_1f1b_d2_m2.pipe"), true));
     const std::string before = printDsl(w.document()->schedule());
     const int undo = w.document()->undoStack()->count();
-    // Not quiet: a message box comes up; close it and remember what it said.
+    // Not quiet: a message box comes up (after the import, which runs while the event loop
+    // does); close it and remember what it said.
     QString boxText;
-    QTimer::singleShot(0, [&] {
+    QTimer poll;
+    connect(&poll, &QTimer::timeout, [&] {
       for (QWidget* tw : QApplication::topLevelWidgets())
         if (auto* mb = qobject_cast<QMessageBox*>(tw); mb && mb->isVisible()) {
           boxText = mb->text();
           mb->accept();
+          poll.stop();
         }
     });
+    poll.start(20);
     QVERIFY(!w.openTraces({kTraces + QStringLiteral("synthetic_malformed_rank0.json")}));
     QVERIFY(boxText.contains(QStringLiteral("synthetic_malformed_rank0.json")));
     QVERIFY(w.statusText().startsWith(QStringLiteral("Cannot read measured trace")));
@@ -339,6 +348,120 @@ class OverlayTest : public QObject {
     QVERIFY(!w.openTraces({kTraces + QStringLiteral("no_such_trace.json")}, true));
     QVERIFY(w.timeline()->hasOverlay());
     QCOMPARE(w.timeline()->overlayBlocks().size(), size_t(16));
+  }
+  void traceFoldersAndGzipSetTheOverlay() {
+    // torchtitan's layout: profiling/traces/iteration_<N>/rank<R>_trace.json.gz, two steps.
+    const QString root =
+        QStringLiteral(PIPESTUDIO_TEST_DATA_DIR "/traces/torch-2.11.0/1f1b_d2_m4_torchtitan");
+    MainWindow w;
+    w.resize(1200, 800);
+    QVERIFY(w.openFile(root + QStringLiteral("/plan.pipe"), true));
+    // Not quiet: a dialog asks which step, offering the newest; take the older one.
+    QStringList items;
+    QString offered;
+    QTimer poll;
+    connect(&poll, &QTimer::timeout, [&] {
+      for (QWidget* tw : QApplication::topLevelWidgets())
+        if (auto* d = qobject_cast<QInputDialog*>(tw); d && d->isVisible()) {
+          items = d->comboBoxItems();
+          offered = d->textValue();
+          d->setTextValue(QStringLiteral("iteration_10"));
+          d->accept();
+        }
+    });
+    poll.start(20);
+    QVERIFY(w.openTraces({root}));
+    poll.stop();
+    QCOMPARE(items, QStringList({QStringLiteral("iteration_10"), QStringLiteral("iteration_20")}));
+    QCOMPARE(offered, QStringLiteral("iteration_20"));
+    QCOMPARE(w.overlaySource(), QStringLiteral("iteration_10: rank0_trace.json.gz, rank1_trace.json.gz"));
+    // Every planned action has its measured block; `extra` measured ones are not in the plan
+    // (plan.pipe has compute only: no REDUCE_GRAD, no SEND/RECV).
+    const auto everyActionMatched = [&](size_t extra) {
+      const OverlayIndex& ov = w.timeline()->overlayBlocks();
+      if (ov.devices() != 2) return false;
+      size_t matched = 0, unmatched = 0;
+      for (int d = 0; d < 2; ++d)
+        for (size_t i = 0; i < ov.row(d).size(); ++i) ++(ov.info(d, i).matched ? matched : unmatched);
+      const bool ok = matched == w.document()->schedule().opCount() && unmatched == extra;
+      if (!ok)
+        qWarning() << "matched" << matched << "unmatched" << unmatched << "planned"
+                   << w.document()->schedule().opCount();
+      return ok;
+    };
+    QVERIFY(everyActionMatched(2));
+    // Quiet with a step: no dialog; the default (no step) is the newest.
+    QVERIFY(w.openTraces({root}, true, 20));
+    QCOMPARE(w.overlaySource(), QStringLiteral("iteration_20: rank0_trace.json.gz, rank1_trace.json.gz"));
+    QVERIFY(w.openTraces({root + QStringLiteral("/profiling/traces")}, true));
+    QCOMPARE(w.overlaySource(), QStringLiteral("iteration_20: rank0_trace.json.gz, rank1_trace.json.gz"));
+    QVERIFY(everyActionMatched(2));
+    // A step that is not there names those that are; the overlay stays.
+    QVERIFY(!w.openTraces({root}, true, 15));
+    QVERIFY2(w.statusText().contains(QStringLiteral("iteration_15")), qPrintable(w.statusText()));
+    QCOMPARE(w.overlaySource(), QStringLiteral("iteration_20: rank0_trace.json.gz, rank1_trace.json.gz"));
+    // Files given one by one, gzipped (Megatron-LM's names).
+    const QString meg =
+        QStringLiteral(PIPESTUDIO_TEST_DATA_DIR "/traces/torch-2.11.0/interleaved-1f1b_d2_v2_m4_megatron");
+    QVERIFY(w.openFile(meg + QStringLiteral("/plan.pipe"), true));
+    QVERIFY(w.openTraces({meg + QStringLiteral("/torch_profile/rank-0.json.gz"),
+                          meg + QStringLiteral("/torch_profile/rank-1.json.gz")},
+                         true));
+    QCOMPARE(w.overlaySource(), QStringLiteral("rank-0.json.gz, rank-1.json.gz"));
+    QVERIFY(everyActionMatched(60));
+  }
+  void longImportShowsProgressAndCancels() {
+    // 150 MiB of events after one pipeline action; the progress dialog comes up at once (it
+    // waits 0.4 s by default), and its Cancel stops the import: no message box, no overlay.
+    QTemporaryDir dir;
+    QVERIFY(dir.isValid());
+    const QString path = dir.filePath(QStringLiteral("rank0.json"));
+    {
+      QFile f(path);
+      QVERIFY(f.open(QIODevice::WriteOnly));
+      f.write(
+          R"({"traceEvents": [{"ph": "X", "cat": "user_annotation", "name": "PP:0F0", "pid": 1, "tid": 1, "ts": 0, "dur": 5})");
+      const QByteArray event =
+          R"(, {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 10, "dur": 1, "args": {"Input Dims": [[4096, 4096], [4096, 4096]]}})"
+          "\n";
+      QByteArray block;
+      for (int i = 0; i < 10000; ++i) block += event;
+      while (f.size() < (qint64{150} << 20)) f.write(block);
+      f.write("]}\n");
+    }
+    MainWindow w;
+    w.resize(1200, 800);
+    w.setTraceProgressDelay(0);
+    QVERIFY(w.openFile(kTraces + QStringLiteral("synthetic_1f1b_d2_m2.pipe"), true));
+    bool sawDialog = false;
+    bool sawBox = false;
+    bool reentered = true;
+    QTimer poll;
+    connect(&poll, &QTimer::timeout, [&] {
+      for (QProgressDialog* d : w.findChildren<QProgressDialog*>())
+        if (d->isVisible()) {
+          // One import at a time: another one asked for meanwhile is refused.
+          if (!sawDialog) reentered = w.openTraces({path}, true);
+          sawDialog = true;
+          if (auto* button = d->findChild<QPushButton*>()) button->click();
+        }
+      for (QWidget* tw : QApplication::topLevelWidgets())
+        if (auto* mb = qobject_cast<QMessageBox*>(tw); mb && mb->isVisible()) {
+          sawBox = true;
+          mb->accept();
+        }
+    });
+    poll.start(20);
+    QVERIFY(!w.openTraces({path}));
+    QVERIFY(sawDialog);
+    QVERIFY(!reentered);
+    QVERIFY(!sawBox);
+    QVERIFY(w.statusText().contains(QStringLiteral("Cancelled")));
+    QVERIFY(!w.timeline()->hasOverlay());
+    // The same file read to its end imports (quiet: no dialog).
+    poll.stop();
+    QVERIFY(w.openTraces({path}, true));
+    QVERIFY(w.timeline()->hasOverlay());
   }
 };
 

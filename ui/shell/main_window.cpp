@@ -13,6 +13,7 @@
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QHBoxLayout>
+#include <QInputDialog>
 #include <QKeyEvent>
 #include <QKeySequence>
 #include <QLabel>
@@ -20,6 +21,7 @@
 #include <QMenuBar>
 #include <QMessageBox>
 #include <QPalette>
+#include <QProgressDialog>
 #include <QPushButton>
 #include <QResizeEvent>
 #include <QScreen>
@@ -34,7 +36,9 @@
 #include <QUrl>
 #include <QVBoxLayout>
 #include <QWidgetAction>
+#include <atomic>
 #include <functional>
+#include <thread>
 
 #include "debugger/deviation_panel.h"
 #include "debugger/state_panel.h"
@@ -50,6 +54,7 @@
 #include "panels/properties_panel.h"
 #include "panels/summary_panel.h"
 #include "pipestudio/core/io/dsl.h"
+#include "pipestudio/core/io/trace_files.h"
 #include "pipestudio/core/io/trace_import.h"
 #include "pipestudio/core/planning/generators.h"
 #include "pipestudio/core/planning/schedule_edits.h"
@@ -527,35 +532,110 @@ bool MainWindow::openFile(const QString& path, bool quiet) {
   return true;
 }
 
-bool MainWindow::openTraces(const QStringList& paths, bool quiet) {
-  std::vector<TraceFile> files;
-  QString problem;
-  for (const QString& path : paths) {
-    QFile f(path);
-    if (!f.open(QIODevice::ReadOnly)) {
-      problem = tr("%1: %2").arg(path, f.errorString());
-      break;
+bool MainWindow::openTraces(const QStringList& paths, bool quiet, std::optional<long long> step) {
+  if (importCancel_) {
+    // The window stays usable until the progress dialog comes up; one import at a time.
+    showStatus(tr("A measured trace is being read; wait for it or cancel it."));
+    return false;
+  }
+  std::vector<std::string> args;
+  for (const QString& p : paths) args.push_back(p.toStdString());
+  TraceDiscoveryOptions discovery;
+  discovery.step = step;
+  // A torchtitan folder with several profiled steps: ask which (the newest by default).
+  if (!quiet && !step && paths.size() == 1 && QFileInfo(paths.front()).isDir()) {
+    auto sel = findTraceFiles(args);
+    if (sel && sel->steps.size() > 1) {
+      QStringList items;
+      for (long long n : sel->steps) items << QStringLiteral("iteration_%1").arg(n);
+      bool ok = false;
+      const QString item = QInputDialog::getItem(this, tr("Profiled step"),
+                                                 tr("%1 holds traces of several steps:").arg(paths.front()),
+                                                 items, static_cast<int>(items.size() - 1), false, &ok);
+      if (!ok) return false;
+      discovery.step = sel->steps[static_cast<size_t>(std::max<qsizetype>(0, items.indexOf(item)))];
     }
-    files.push_back({QFileInfo(path).fileName().toStdString(), f.readAll().toStdString(), std::nullopt});
   }
-  std::optional<ImportedTrace> imported;
-  if (problem.isEmpty()) {
-    auto r = importChromeTraces(files);
-    if (r)
-      imported = std::move(r).value();
-    else
-      problem = QString::fromStdString(formatDiagnostics(r.errors()));
+  // Traces of real runs reach gigabytes: the import streams them on a worker thread while a
+  // dialog shows how far it got and can cancel it (the import asks after every chunk read).
+  std::atomic<bool> cancel{false};
+  std::atomic<int> permille{0};
+  std::atomic<int> fileIndex{0};
+  TraceImportOptions options;
+  options.progress = [&](const TraceProgress& p) {
+    if (p.bytesTotal > 0)
+      permille = static_cast<int>(std::min<std::uint64_t>(p.bytesRead * 1000 / p.bytesTotal, 1000));
+    fileIndex = static_cast<int>(p.file);
+    return !cancel.load();
+  };
+  const auto import = [&]() -> Result<TraceImport> {
+    try {
+      return importTraceFiles(args, options, discovery);
+    } catch (const std::exception& e) {
+      return makeError("trace.open", std::string("cannot read the traces: ") + e.what());
+    }
+  };
+  Result<TraceImport> r = Diagnostics{};
+  if (quiet) {
+    r = import();
+  } else {
+    importCancel_ = &cancel;
+    QProgressDialog dialog(tr("Reading measured traces…"), tr("Cancel"), 0, 1000, this);
+    dialog.setWindowTitle(tr("Open Measured Trace"));
+    dialog.setWindowModality(Qt::WindowModal);
+    dialog.setMinimumDuration(progressDelayMs_);
+    dialog.setAutoReset(false);
+    dialog.setAutoClose(false);
+    dialog.setValue(0);  // starts its clock: shown after the delay, or early for a long import
+    QEventLoop loop;
+    connect(&dialog, &QProgressDialog::canceled, &loop, [&] { cancel = true; });
+    QTimer tick;
+    connect(&tick, &QTimer::timeout, &dialog, [&] {
+      if (dialog.wasCanceled()) cancel = true;
+      if (args.size() > 1)
+        dialog.setLabelText(
+            tr("Reading measured traces… (file %1 of %2)").arg(fileIndex.load() + 1).arg(args.size()));
+      dialog.setValue(permille.load());
+    });
+    tick.start(100);
+    std::atomic<bool> finished{false};
+    std::thread worker([&] {
+      r = import();
+      finished = true;
+      QMetaObject::invokeMethod(&loop, &QEventLoop::quit, Qt::QueuedConnection);
+    });
+    loop.exec();
+    // The loop also ends when the application quits: stop the import rather than wait for it.
+    if (!finished) cancel = true;
+    worker.join();
+    tick.stop();
+    importCancel_ = nullptr;
   }
-  if (!imported || imported->timeline.ops.empty()) {
-    if (problem.isEmpty()) problem = tr("No pipeline actions (PP: ranges) in the trace.");
+  QString problem;
+  if (!r) {
+    problem = r.error().code == "trace.cancelled" ? tr("Cancelled.")
+                                                  : QString::fromStdString(formatDiagnostics(r.errors()));
+  } else if (r->trace.timeline.ops.empty()) {
+    problem = tr("No pipeline actions (PP: ranges) in the trace.");
+  }
+  if (!problem.isEmpty()) {
     const QString title = tr("Cannot read measured trace");
-    if (!quiet) QMessageBox::warning(this, title, problem);
+    if (!quiet && !cancel) QMessageBox::warning(this, title, problem);
     showStatus(title + QStringLiteral(": ") + problem.section(QLatin1Char('\n'), 0, 0));
     return false;
   }
   QStringList names;
-  for (const QString& p : paths) names << QFileInfo(p).fileName();
-  setMeasuredOverlay(imported->timeline, names.join(QStringLiteral(", ")));
+  for (const auto& f : r->selection.files) names << QFileInfo(QString::fromStdString(f)).fileName();
+  QString what = names.join(QStringLiteral(", "));
+  if (r->selection.step) what = QStringLiteral("iteration_%1: ").arg(*r->selection.step) + what;
+  setMeasuredOverlay(r->trace.timeline, what);
+  // What the folder's reading left out (other dumps, unreadable entries) is worth a word.
+  QStringList warnings;
+  for (const Diagnostic& d : r->selection.notes)
+    if (d.severity == Severity::Warning) warnings << QString::fromStdString(d.message);
+  if (!warnings.isEmpty())
+    showStatus(statusText() + tr(" · %n warning(s): %1", nullptr, static_cast<int>(warnings.size()))
+                                  .arg(warnings.join(QStringLiteral("; "))));
   return true;
 }
 
@@ -1000,6 +1080,7 @@ void MainWindow::closeEvent(QCloseEvent* e) {
     e->ignore();
     return;
   }
+  if (importCancel_) *importCancel_ = true;  // a trace being read is not waited for
   QSettings st = settings();
   st.setValue(QStringLiteral("window/geometry"), saveGeometry());
   st.setValue(QStringLiteral("window/state"), saveState());

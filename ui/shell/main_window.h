@@ -5,6 +5,8 @@
 #include <QMainWindow>
 #include <QSize>
 #include <QStringList>
+#include <atomic>
+#include <optional>
 
 #include "panels/summary_panel.h"
 #include "pipestudio/core/model/result.h"
@@ -75,9 +77,14 @@ class MainWindow : public QMainWindow {
   SessionDock* sessionDock() const { return session_; }
 
   // Measured overlay (docs/gui.md, "Measured overlay"): imports Chrome traces (torch.profiler
-  // PP: ranges, one file per rank, or PipeStudio's own) and lays them over the plan. On a
-  // malformed trace shows why (dialog unless quiet), keeps document and overlay, returns false.
-  bool openTraces(const QStringList& paths, bool quiet = false);
+  // PP: ranges, one file per rank, plain or .json.gz, or a folder of torchtitan's, Megatron-LM's
+  // or tensorboard_trace_handler's layout; or PipeStudio's own) and lays them over the plan.
+  // Unless quiet, a progress dialog can cancel a long import, and a folder of several torchtitan
+  // steps asks which (`step` chooses without asking). On a malformed trace shows why (dialog
+  // unless quiet), keeps document and overlay, returns false.
+  bool openTraces(const QStringList& paths, bool quiet = false, std::optional<long long> step = {});
+  // How long an import runs before its progress dialog comes up (tests: 0, at once).
+  void setTraceProgressDelay(int ms) { progressDelayMs_ = ms; }
   // `live`: a run still in progress sends its ops as they arrive (not a failed run).
   void setMeasuredOverlay(const ps::core::Timeline& measured, const QString& what, bool live = false);
   // What the overlay is (e.g. "run 3"), empty without one.
@@ -191,6 +198,8 @@ class MainWindow : public QMainWindow {
   QSize fittedSize_;          // as fitted to the screen at the first show
   int compactWidth_ = -1000;  // the width the compact dock sizes were last made for
   QLabel* overlayLabel_ = nullptr;
+  int progressDelayMs_ = 400;
+  std::atomic<bool>* importCancel_ = nullptr;  // the import being read, while openTraces runs
 };
 
 }  // namespace ps::ui

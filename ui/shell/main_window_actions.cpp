@@ -109,12 +109,20 @@ void MainWindow::buildActions() {
   QAction* aTraceIn = file->addAction(tr("Open &Measured Trace…"), this, [this] {
     const QStringList paths = QFileDialog::getOpenFileNames(
         this, tr("Open measured trace (one file per rank)"), dialogDir(QStringLiteral("trace")),
-        tr("Chrome traces (*.json);;All files (*)"));
+        tr("Chrome traces (*.json *.json.gz);;All files (*)"));
     if (paths.isEmpty()) return;
     rememberDialogDir(QStringLiteral("trace"), paths.front());
     openTraces(paths);
   });
   aTraceIn->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_T));
+  // torchtitan's profiling/traces, Megatron-LM's torch_profile, a tensorboard_trace_handler folder.
+  file->addAction(tr("Open Measured Trace &Folder…"), this, [this] {
+    const QString dir = QFileDialog::getExistingDirectory(this, tr("Open a folder of measured traces"),
+                                                          dialogDir(QStringLiteral("trace")));
+    if (dir.isEmpty()) return;
+    rememberDialogDir(QStringLiteral("trace"), dir);
+    openTraces({dir});
+  });
   file->addAction(tr("&Clear Measured Overlay"), this, &MainWindow::clearMeasuredOverlay);
   file->addSeparator();
   QAction* aSave =
