@@ -65,8 +65,9 @@ TEST(CliEngineHandoff, MissingEngineNamesEveryPathLookedAt) {
   EXPECT_NE(r.err.find((dir / "libexec" / "pipestudio" / "pipestudio-engine").string()), std::string::npos)
       << r.err;
   // The engine is a package of its own (it brings libtorch): the message says which.
-  if (r.err.find("this build has no engine") == std::string::npos)
+  if (r.err.find("this build has no engine") == std::string::npos) {
     EXPECT_NE(r.err.find("install the pipestudio-engine package"), std::string::npos) << r.err;
+  }
   EXPECT_TRUE(r.out.empty()) << r.out;
 
   // With --events jsonl the refusal is in the stream too, as the engine's refusals are.
