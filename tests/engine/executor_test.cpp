@@ -324,7 +324,9 @@ TEST(GradientCheck, AWrongInputGradientFailsTheCheck) {
     };
     EXPECT_TRUE(inStage0(r.gradients.worstParameter)) << r.gradients.worstParameter;
     for (const auto& p : r.gradients.parameters)
-      if (!inStage0(p.name)) EXPECT_LE(p.relativeError, r.gradients.tolerance) << p.name;
+      if (!inStage0(p.name)) {
+        EXPECT_LE(p.relativeError, r.gradients.tolerance) << p.name;
+      }
     // Without the fault the same run passes: the failure is the injected error's.
     o.fault = {};
     expectExactGradients(runOk(c.schedule, o));
