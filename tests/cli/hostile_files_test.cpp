@@ -48,6 +48,8 @@ TEST_F(HostileCli, PipeHeaderNamingEtcPasswdQuotesAtMostAShortExcerpt) {
   const std::string plan = write("passwd.pipe", "profile \"/etc/passwd\"\n" + std::string(kHostilePlan));
   auto r = runCommand(cliLimited("simulate '" + plan + "'"));
   expectBounded(r, 1500);
+  EXPECT_NE(r.out.find("not a cost profile"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("root:"), std::string::npos) << r.out;  // no line of the file is quoted
 }
 
 TEST_F(HostileCli, HundredKilobytesOfNulBytesPrintBoundedErrors) {
