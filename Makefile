@@ -81,11 +81,11 @@ asan-test: deps
 	@ctest --preset asan -j $(JOBS)
 
 # libFuzzer targets of every parser (tests/fuzz, docs/fuzzing.md) under the address and
-# undefined-behaviour sanitizers; fuzz-smoke runs each for FUZZ_SECONDS (CI: 6 x 25 s).
+# undefined-behaviour sanitizers; fuzz-smoke runs each for FUZZ_SECONDS (CI: 8 x 19 s).
 FUZZ_DIR ?= build-fuzz
-FUZZ_SECONDS ?= 25
+FUZZ_SECONDS ?= 19
 FUZZ_CXX ?= clang++-14
-FUZZ_TARGETS ?= dsl pytorch_csv cost_profile trace_import run_events session
+FUZZ_TARGETS ?= dsl pytorch_csv cost_profile trace_import run_events session session_write hosts
 
 fuzz-build: deps
 	@cmake -S . -B $(FUZZ_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=$(FUZZ_CXX) \

@@ -382,7 +382,7 @@ int runCompare(const ps::cli::Args& args, const ps::cli::Reporter& rep) {
     j["partition"] = nlohmann::json::array();
     for (const auto& st : model->stages) j["partition"].push_back(st.layerCount);
     std::cout << j.dump(2) << "\n";
-    return ps::cli::kExitOk;
+    return hasErrors(c.diagnostics) ? ps::cli::kExitInvalid : ps::cli::kExitOk;
   }
 
   std::ostream& os = std::cout;
@@ -476,17 +476,18 @@ int runCompare(const ps::cli::Args& args, const ps::cli::Reporter& rep) {
     }
     os << "\n";
   }
-  return ps::cli::kExitOk;
+  // A mostly-unmatched comparison (compare.unmatched) is printed, but is no result.
+  return hasErrors(c.diagnostics) ? ps::cli::kExitInvalid : ps::cli::kExitOk;
 }
 
-const ps::cli::FlagCommandRegistrar kCompare(
-    {"compare",
-     "compare a plan's simulated timeline with measured traces",
-     kUsage,
-     {"--profile", "--cost", "--comm", "--partition", "--set", "--align", "--side", "--iteration", "--trace-step",
-      "--gaps"},
-     {"--json", "--batch-p2p", "--progress"},
-     {2, static_cast<std::size_t>(-1), "expected PLAN and at least one TRACE (or DB:ID)"},
-     runCompare});
+const ps::cli::FlagCommandRegistrar kCompare({"compare",
+                                              "compare a plan's simulated timeline with measured traces",
+                                              kUsage,
+                                              {"--profile", "--cost", "--comm", "--partition", "--set",
+                                               "--align", "--side", "--iteration", "--trace-step", "--gaps"},
+                                              {"--json", "--batch-p2p", "--progress"},
+                                              {2, static_cast<std::size_t>(-1),
+                                               "expected PLAN and at least one TRACE (or DB:ID)"},
+                                              runCompare});
 
 }  // namespace

@@ -197,7 +197,8 @@ std::vector<std::string> sshCommand(const core::ClusterHost& h, double connectTi
       std::to_string(h.port)};
   if (!h.key.empty()) a.insert(a.end(), {"-i", h.key, "-o", "IdentitiesOnly=yes"});
   for (const auto& o : h.sshOptions) a.insert(a.end(), {"-o", o});
-  a.insert(a.end(), {h.destination(), "--", remoteCommand});
+  // "--" before the destination: no user or host name is ever read as an ssh option.
+  a.insert(a.end(), {"--", h.destination(), remoteCommand});
   return a;
 }
 

@@ -453,6 +453,10 @@ Result<SessionStore> SessionStore::open(const std::string& path, const OpenOptio
                           : "it is an SQLite database without the PipeStudio schema";
     return impl->error("session.foreign", "not a PipeStudio session: " + why + " (left unchanged)");
   }
+  // PRAGMA user_version is any 32-bit number; a negative one no PipeStudio ever wrote.
+  if (id->userVersion < 0)
+    return impl->error("session.corrupt", "the session file is damaged: schema version " +
+                                              std::to_string(id->userVersion) + " (left unchanged)");
   impl->version = id->userVersion;
 
   if (id->userVersion > kSchemaVersion) {

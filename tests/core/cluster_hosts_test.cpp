@@ -2,9 +2,15 @@
 // the GUI relies on, and the torchrun / Slurm commands printed for the same run.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
+#include <random>
 #include <set>
+#include <sstream>
 
+#include "fixtures/files.h"
 #include "pipestudio/core/io/cluster.h"
 
 using namespace ps::core;
@@ -139,7 +145,8 @@ TEST(ClusterHosts, TorchrunCommandsPerNodeAndRendezvous) {
   EXPECT_NE(cmds[2].find(
                 "--rdzv_backend c10d --rdzv_endpoint 10.0.0.1:29500 --rdzv_id pipestudio-29500 --no_python"),
             std::string::npos);
-  EXPECT_NE(t.find("#   ssh n1 mkdir -p /tmp && scp SCHEDULE n1:/tmp/s.pipe\n"), std::string::npos) << t;
+  EXPECT_NE(t.find("#   ssh -- n1 mkdir -p /tmp && scp -- SCHEDULE n1:/tmp/s.pipe\n"), std::string::npos)
+      << t;
 }
 
 TEST(ClusterHosts, SlurmCommandsAndUnevenNodes) {
@@ -156,7 +163,7 @@ TEST(ClusterHosts, SlurmCommandsAndUnevenNodes) {
   ASSERT_TRUE(uneven);
   const std::string u =
       printLaunchCommands(*uneven, LaunchKind::Slurm, {"/tmp/s.pipe"}, "/tmp/s.pipe", 29501);
-  EXPECT_NE(u.find("cat > pipestudio.hosts <<'EOF'\nn0\nn0\nn0\nn1\nEOF\n"), std::string::npos) << u;
+  EXPECT_NE(u.find("printf '%s\\n' n0 n0 n0 n1 > pipestudio.hosts\n"), std::string::npos) << u;
   EXPECT_NE(u.find("--ntasks=4 --distribution=arbitrary"), std::string::npos);
   // Uneven nodes have no single torchrun rendezvous command (each node's --nproc_per_node differs).
   const std::string tu =
@@ -182,4 +189,160 @@ TEST(ClusterHosts, RendezvousPortsComeFromBelowTheEphemeralRange) {
     seen.insert(port);
   }
   EXPECT_GT(seen.size(), 10u);  // random, not one port for every caller
+}
+
+TEST(ClusterHosts, UserOrHostStartingWithDashIsRefusedNotAnSshOption) {
+  for (const char* text :
+       {"gpu1 user=-oProxyCommand=touch${IFS}pwned\n", "-oProxyCommand=x@gpu1\n", "gpu1 addr=-x\n", "-gpu1\n",
+        "gpu1 user=a;b\n", "\"a b\"@gpu1\n", "\"gpu$(id)\"\n", "\"gpu`id`\"\n", "\"g'p\"\n"}) {
+    auto h = parseHostFile(text, "h.txt");
+    EXPECT_FALSE(h) << text;
+    if (!h) {
+      EXPECT_EQ(h.error().code, "hosts.syntax") << text;
+    }
+  }
+  auto ok = parseHostFile("gpu1 user=ana.b-c_d\nbob@gpu2\nsvc@REALM.ORG@gpu3\n", "h.txt");
+  ASSERT_TRUE(ok) << formatDiagnostics(ok.errors());
+  EXPECT_EQ((*ok)[2].user, "svc@REALM.ORG");
+  EXPECT_EQ((*ok)[2].host, "gpu3");
+}
+
+TEST(ClusterHosts, AHundredThousandHostLinesParseInLinearTime) {
+  std::string text;
+  for (int i = 0; i < 100000; ++i) text += "node" + std::to_string(i) + " ranks=1\n";
+  const auto t0 = std::chrono::steady_clock::now();
+  auto h = parseHostFile(text, "h.txt");
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_TRUE(h);
+  EXPECT_EQ(h->size(), 100000u);
+  EXPECT_LT(s, 5.0);
+  text += "node99999 ranks=2\n";
+  auto dup = parseHostFile(text, "h.txt");
+  ASSERT_FALSE(dup);
+  EXPECT_EQ(dup.error().code, "hosts.duplicate");
+  EXPECT_NE(dup.error().message.find("line 100000"), std::string::npos) << dup.error().message;
+}
+
+// Every host list the parser accepts is written so that it reads back the same (the GUI saves
+// its list this way): users with '@', IPv6 addresses in brackets, quoted '#' and blanks.
+TEST(ClusterHosts, WrittenHostListsReadBackTheSame) {
+  auto cases = parseHostFile(
+      "gpu1 user=a@b\n[a:80]\n[::1]:2200 user=x\ngpu2 key=\"/k #1\" cli=\"/o p/c\\\"q\" "
+      "ssh=\"ProxyJump=j#1\" addr=10.0.0.9\n",
+      "h.txt");
+  ASSERT_TRUE(cases) << formatDiagnostics(cases.errors());
+  auto same = [](const ClusterHost& a, const ClusterHost& b) {
+    return a.host == b.host && a.user == b.user && a.port == b.port && a.ranks == b.ranks && a.key == b.key &&
+           a.cli == b.cli && a.addr == b.addr && a.sshOptions == b.sshOptions;
+  };
+  auto back = parseHostFile(formatHostFile(*cases), "again");
+  ASSERT_TRUE(back) << formatHostFile(*cases) << formatDiagnostics(back.errors());
+  ASSERT_EQ(back->size(), cases->size());
+  for (size_t i = 0; i < back->size(); ++i)
+    EXPECT_TRUE(same((*back)[i], (*cases)[i])) << formatHostFile(*cases);
+  // Random lists of accepted values: written, read back, equal.
+  std::mt19937 rng(29);
+  const std::string hostChars = "abcXYZ019.-_:%";
+  const std::string userChars = "ab09._-+@";
+  const std::string anyChars = "aZ9 #\"\\'$`;=@:[]-./~\t";
+  auto pick = [&](const std::string& from, size_t n) {
+    std::string s;
+    for (size_t i = 0; i < n; ++i) s += from[rng() % from.size()];
+    return s;
+  };
+  int tried = 0;
+  for (int round = 0; round < 2000; ++round) {
+    ClusterHost h;
+    h.host = "h" + pick(hostChars, rng() % 6);
+    if (rng() % 2) h.user = "u" + pick(userChars, rng() % 5);
+    h.port = 1 + static_cast<int>(rng() % 65535);
+    h.ranks = 1 + static_cast<int>(rng() % 8);
+    if (rng() % 2) h.key = pick(anyChars, 1 + rng() % 8);
+    if (rng() % 2) h.cli = pick(anyChars, 1 + rng() % 8);
+    if (rng() % 2) h.addr = "a" + pick(hostChars, rng() % 4);
+    for (unsigned o = rng() % 3; o > 0; --o) h.sshOptions.push_back(pick(anyChars, 1 + rng() % 8));
+    auto back1 = parseHostFile(formatHostFile({h}), "again");
+    ASSERT_TRUE(back1) << formatHostFile({h}) << formatDiagnostics(back1.errors());
+    EXPECT_TRUE(same((*back1)[0], h)) << formatHostFile({h});
+    ++tried;
+  }
+  EXPECT_EQ(tried, 2000);
+}
+
+namespace {
+
+// Runs `script` with bash in `dir`, with stand-ins for srun, torchrun, ssh and scp first on
+// PATH that only log their arguments (one line per call) to dir/calls.
+std::string runWithStandIns(const std::filesystem::path& dir, const std::string& script) {
+  namespace fs = std::filesystem;
+  fs::create_directories(dir / "bin");
+  for (const char* tool : {"srun", "torchrun", "ssh", "scp", "pipestudio-cli"}) {
+    const fs::path p = dir / "bin" / tool;
+    ps::test::writeFile(p,
+                        std::string("#!/bin/sh\nprintf '%s' '") + tool +
+                            "' >> \"$PS_CALLS\"; for a in \"$@\"; do printf ' [%s]' \"$a\" >> \"$PS_CALLS\"; "
+                            "done; echo >> \"$PS_CALLS\"\n");
+    fs::permissions(p, fs::perms::owner_all);
+  }
+  ps::test::writeFile(dir / "script.sh", script);
+  const std::string d = dir.string();
+  const std::string check = "bash -n '" + d + "/script.sh'";
+  EXPECT_EQ(std::system(check.c_str()), 0) << script;
+  const std::string cmd = "cd '" + d + "' && PS_CALLS='" + d + "/calls' PATH='" + d +
+                          "/bin':\"$PATH\" bash '" + d + "/script.sh' >/dev/null 2>&1";
+  EXPECT_EQ(std::system(cmd.c_str()), 0) << script;
+  return ps::test::readFile(dir / "calls");
+}
+
+}  // namespace
+
+// A host file (and run arguments) written to attack whoever pastes the printed commands: a
+// host named EOF, $(...) and backticks in cli=, a schedule path with quotes. The printed
+// Slurm and torchrun text, run by bash with harmless stand-ins on PATH, calls srun / torchrun
+// with exactly the values given and runs nothing else.
+TEST(ClusterHosts, PrintedLaunchTextOfAHostileHostFileRunsNothingElse) {
+  const ps::test::TempDir dir = ps::test::freshDir("ps_hostile_launch");
+  const std::string pwned = (dir / "pwned").string();
+  const std::string hostile = "$(touch " + pwned + ")`touch " + pwned + "`;touch " + pwned + "'\"";
+  auto h = parseHostFile(
+      "EOF ranks=2 cli=\"" + std::string("/opt/x$(touch ") + pwned + ")`touch " + pwned + "`\"\nn1 ranks=1\n",
+      "h.txt");
+  ASSERT_TRUE(h) << formatDiagnostics(h.errors());
+  const std::vector<std::string> args{"/tmp/" + hostile + ".pipe", "--model", hostile};
+  const std::vector<StagedFile> files{{hostile + ".pipe", "/tmp/" + hostile + ".pipe", "the schedule"}};
+  // Uneven ranks: the Slurm host-file form.
+  const std::string slurm = printLaunchCommands(*h, LaunchKind::Slurm, args, files, 29500);
+  const std::string calls = runWithStandIns(dir / "slurm", slurm);
+  EXPECT_FALSE(std::filesystem::exists(pwned)) << slurm;
+  EXPECT_EQ(ps::test::readFile(dir / "slurm" / "pipestudio.hosts"), "EOF\nEOF\nn1\n") << slurm;
+  EXPECT_EQ(calls,
+            "srun [--nodes=2] [--ntasks=3] [--distribution=arbitrary] [--nodelist=EOF,n1] "
+            "[--kill-on-bad-exit=1] [/opt/x$(touch " +
+                pwned + ")`touch " + pwned + "`] [run] [/tmp/" + hostile + ".pipe] [--model] [" + hostile +
+                "]\n")
+      << slurm;
+  // Torchrun: one command per host.
+  const std::string torchrun = printLaunchCommands(*h, LaunchKind::Torchrun, args, files, 29500);
+  const std::string tcalls = runWithStandIns(dir / "torchrun", torchrun);
+  EXPECT_FALSE(std::filesystem::exists(pwned)) << torchrun;
+  std::istringstream lines(tcalls);
+  std::string line;
+  int n = 0;
+  while (std::getline(lines, line)) {
+    ++n;
+    EXPECT_EQ(line.rfind("torchrun [--nnodes] [2]", 0), 0u) << line;
+    EXPECT_NE(line.find("[run] [/tmp/" + hostile + ".pipe] [--model] [" + hostile + "]"), std::string::npos)
+        << line;
+  }
+  EXPECT_EQ(n, 2) << torchrun;
+  // The copy instructions (comments to paste): ssh and scp get "--" before the destination.
+  std::string copies;
+  std::istringstream all(torchrun);
+  while (std::getline(all, line))
+    if (line.rfind("#   ", 0) == 0) copies += line.substr(4) + "\n";
+  const std::string ccalls = runWithStandIns(dir / "copies", copies);
+  EXPECT_FALSE(std::filesystem::exists(pwned)) << copies;
+  EXPECT_NE(ccalls.find("ssh [--] [EOF] [mkdir]"), std::string::npos) << ccalls;
+  EXPECT_NE(ccalls.find("scp [--] [" + hostile + ".pipe] [EOF:/tmp/" + hostile + ".pipe]"), std::string::npos)
+      << ccalls;
 }

@@ -1,6 +1,9 @@
 // libFuzzer target: a session file opened, listed and exported as `session export` does.
 // An input starting with SQLite's header is the file itself; any other input is SQL run on a
 // copy of a small valid session (so the fuzzer reaches hostile values in well-formed tables).
+// Built twice: fuzz_session opens the file read-only; fuzz_session_write (PS_FUZZ_SESSION_WRITE)
+// opens it read-write, as `simulate --session` and `session note` do: migrations, then a
+// schedule, an annotation and a run written into whatever the file held.
 #include <sqlite3.h>
 #include <unistd.h>
 
@@ -19,6 +22,12 @@ namespace {
 namespace fs = std::filesystem;
 using namespace ps::sessions;
 
+#ifdef PS_FUZZ_SESSION_WRITE
+constexpr bool kWrite = true;
+#else
+constexpr bool kWrite = false;
+#endif
+
 std::string readFile(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), {});
@@ -31,7 +40,8 @@ void writeFile(const fs::path& p, std::string_view bytes) {
 
 const fs::path& dir() {
   static const fs::path d = [] {
-    fs::path p = fs::temp_directory_path() / ("ps_fuzz_session_" + std::to_string(::getpid()));
+    fs::path p = fs::temp_directory_path() /
+                 ((kWrite ? "ps_fuzz_session_write_" : "ps_fuzz_session_") + std::to_string(::getpid()));
     fs::create_directories(p);
     return p;
   }();
@@ -94,10 +104,26 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     sqlite3_close(db);
   }
   OpenOptions o;
-  o.mode = OpenMode::ReadOnly;
+  o.mode = kWrite ? OpenMode::ReadWrite : OpenMode::ReadOnly;
   o.busyTimeoutMs = 0;
   auto store = SessionStore::open(path.string(), o);
   if (!store.ok()) return 0;
+  if (kWrite) {
+    auto v = store->addSchedule("fuzz", "devices 1\nstages 1\nmicrobatches 1\ndevice 0: F0 B0\n");
+    Annotation a;
+    a.text = "note";
+    if (v.ok()) a.scheduleId = *v;
+    (void)store->addAnnotation(a);
+    ps::core::Timeline t;
+    t.devices = 1;
+    ps::core::TimelineOp op;
+    op.op = ps::core::Op{ps::core::OpKind::F, 0, 0};
+    op.end = 1;
+    t.ops.push_back(op);
+    RunInfo info;
+    if (v.ok()) info.scheduleId = *v;
+    (void)store->recordTimeline(info, t);
+  }
   (void)store->listSchedules();
   (void)store->listProfiles();
   auto runs = store->listRuns();

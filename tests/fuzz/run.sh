@@ -10,8 +10,16 @@ dict_of() {
   case "$1" in
     dsl) echo dsl.dict ;;
     pytorch_csv) echo pytorch_csv.dict ;;
-    session) echo session.dict ;;
+    session|session_write) echo session.dict ;;
+    hosts) echo hosts.dict ;;
     *) echo json.dict ;;
+  esac
+}
+# session_write starts from the session target's seeds.
+corpus_of() {
+  case "$1" in
+    session_write) echo session ;;
+    *) echo "$1" ;;
   esac
 }
 status=0
@@ -24,7 +32,7 @@ for t in "$@"; do
   # -timeout: one input; -rss_limit_mb: the memory a hostile file may cost (issue 16: 2 GB).
   if "$bin" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=16384 \
       -dict="$here/$(dict_of "$t")" -artifact_prefix="$build/fuzz-artifacts/$t-" -print_final_stats=1 \
-      "$work" "$here/corpus/$t" >"$log" 2>&1; then
+      "$work" "$here/corpus/$(corpus_of "$t")" >"$log" 2>&1; then
     echo "fuzz $t: ok ($(grep -m1 -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$') runs in ${seconds}s)"
   else
     echo "fuzz $t: FAILED, see $log" >&2

@@ -84,3 +84,39 @@ TEST(HostileSession, HugeMetricsReadAsFallbackAndExportDoesNotThrow) {
   std::string json = runToJson(*rec, *t);  // a label that is not UTF-8 must not throw
   EXPECT_NE(json.find("pipestudio-run"), std::string::npos);
 }
+
+// PRAGMA user_version = -1 once indexed the migrations with size_t(-1) (std::bad_alloc in every
+// writer: `simulate --session`, `session note`). A negative version is a damaged file.
+TEST(HostileSession, NegativeSchemaVersionIsACorruptFile) {
+  auto dir = freshDir();
+  auto h = makeHostileSession(dir);
+  for (const char* v : {"-1", "-2147483648"}) {
+    RawDb(h.path).mustExec(std::string("PRAGMA user_version = ") + v);
+    for (auto mode : {OpenMode::ReadWrite, OpenMode::ReadOnly}) {
+      OpenOptions o;
+      o.mode = mode;
+      auto store = SessionStore::open(h.path, o);
+      ASSERT_FALSE(store.ok());
+      EXPECT_EQ(store.error().code, "session.corrupt");
+      EXPECT_NE(store.error().message.find(std::string("schema version ") + v), std::string::npos)
+          << store.error().message;
+    }
+  }
+}
+
+// A version from the future opens read-only; a write is refused naming both versions.
+TEST(HostileSession, FutureSchemaVersionIsRefusedForWritingNamingBothVersions) {
+  auto dir = freshDir();
+  auto h = makeHostileSession(dir);
+  RawDb(h.path).mustExec("PRAGMA user_version = 2147483647");
+  auto store = SessionStore::open(h.path);
+  ASSERT_TRUE(store.ok());
+  EXPECT_TRUE(store->readOnly());
+  auto added = store->addSchedule("x", "devices 1\n");
+  ASSERT_FALSE(added.ok());
+  EXPECT_EQ(added.error().code, "session.read-only");
+  EXPECT_NE(added.error().message.find("schema version 2147483647"), std::string::npos)
+      << added.error().message;
+  EXPECT_NE(added.error().message.find("knows up to " + std::to_string(kSchemaVersion)), std::string::npos)
+      << added.error().message;
+}

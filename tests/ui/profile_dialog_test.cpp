@@ -65,8 +65,9 @@ class ProfileDialogTest : public QObject {
     r.workers = 3;
     const ProcessCommand c = buildProfileCommand(r);
     QCOMPARE(c.program, QStringLiteral("/opt/ps/pipestudio-cli"));
-    QCOMPARE(c.arguments, (QStringList{"profile", "--model", "mlp:layers=2,hidden=16", "--microbatch-size", "4", "--workers", "3", "--repetitions", "2",
-                                       "--warmup", "0", "-o", "-"}));
+    QCOMPARE(c.arguments,
+             (QStringList{"profile", "--model", "mlp:layers=2,hidden=16", "--microbatch-size", "4",
+                          "--workers", "3", "--repetitions", "2", "--warmup", "0", "-o", "-"}));
     r.target.microbatchSize = 0;  // the CLI's default: no flag
     QVERIFY(!buildProfileCommand(r).arguments.contains(QStringLiteral("--microbatch-size")));
   }
@@ -105,7 +106,7 @@ class ProfileDialogTest : public QObject {
     QCOMPARE(c.program, QStringLiteral("ssh"));
     QCOMPARE(c.arguments.mid(0, 12),
              (QStringList{"-o", "BatchMode=yes", "-o", "ConnectTimeout=7", "-p", "2222", "-i", "/k/id", "-o",
-                          "IdentitiesOnly=yes", "ana@gpu1.example.org", "--"}));
+                          "IdentitiesOnly=yes", "--", "ana@gpu1.example.org"}));
     QCOMPARE(c.arguments.size(), 13);
     // The remote command: sh -c with a watcher script that runs exactly this CLI command.
     const QString remote = c.arguments.last();

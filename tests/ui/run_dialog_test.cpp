@@ -78,7 +78,8 @@ class RunDialogTest : public QObject {
       QVERIFY(store->addSchedule("pipeline", "devices 1\ndevice 0: F0 B0\n"));
     }
     std::unique_ptr<QMessageBox> readOnly(d.makeStorePrompt(original));
-    QVERIFY2(readOnly->text().contains(QStringLiteral("example.session, is read-only")), qPrintable(readOnly->text()));
+    QVERIFY2(readOnly->text().contains(QStringLiteral("example.session, is read-only")),
+             qPrintable(readOnly->text()));
     QVERIFY(!readOnly->text().contains(QStringLiteral("No session is open")));
     auto* saveAs = readOnly->findChild<QPushButton*>(QStringLiteral("saveSessionAs"));
     QVERIFY(saveAs);
@@ -88,7 +89,8 @@ class RunDialogTest : public QObject {
     QVERIFY(none->text().startsWith(QStringLiteral("No session is open")));
     QVERIFY(!none->findChild<QPushButton*>(QStringLiteral("saveSessionAs")));
     // Every button has a mnemonic.
-    for (auto* b : readOnly->findChildren<QPushButton*>()) QVERIFY2(b->text().contains(QLatin1Char('&')), qPrintable(b->text()));
+    for (auto* b : readOnly->findChildren<QPushButton*>())
+      QVERIFY2(b->text().contains(QLatin1Char('&')), qPrintable(b->text()));
 
     // The copy of a file the user cannot write can be written.
     QFile::setPermissions(original, QFileDevice::ReadOwner | QFileDevice::ReadGroup);
@@ -188,20 +190,13 @@ class RunDialogTest : public QObject {
     r.connectTimeoutSeconds = 7;
     const ProcessCommand c = buildRunCommand(r);
     QCOMPARE(c.program, QStringLiteral("ssh"));
-    const QStringList expectedPrefix{"-o",
-                                     "BatchMode=yes",
-                                     "-o",
-                                     "ConnectTimeout=7",
-                                     "-p",
-                                     "2222",
-                                     "-i",
-                                     "/home/ana/my keys/id_ed25519",
-                                     "-o",
-                                     "IdentitiesOnly=yes",
-                                     "-o",
-                                     "UserKnownHostsFile=/tmp/k h",
-                                     "ana@gpu1.example.org",
-                                     "--"};
+    const QStringList expectedPrefix{"-o", "BatchMode=yes",
+                                     "-o", "ConnectTimeout=7",
+                                     "-p", "2222",
+                                     "-i", "/home/ana/my keys/id_ed25519",
+                                     "-o", "IdentitiesOnly=yes",
+                                     "-o", "UserKnownHostsFile=/tmp/k h",
+                                     "--", "ana@gpu1.example.org"};
     QCOMPARE(c.arguments.mid(0, expectedPrefix.size()), expectedPrefix);
     QCOMPARE(c.arguments.size(), expectedPrefix.size() + 1);  // one remote command string
     // The remote shell splits it back into exactly the CLI's words.
@@ -220,8 +215,8 @@ class RunDialogTest : public QObject {
     r.remote = h;
     const ProcessCommand v = buildVersionCommand(r);
     QVERIFY(!v.arguments.contains(QStringLiteral("-i")));
-    QCOMPARE(v.arguments.at(v.arguments.size() - 2), QStringLiteral("--"));
-    QCOMPARE(v.arguments.at(v.arguments.size() - 3), QStringLiteral("10.0.0.5"));
+    QCOMPARE(v.arguments.at(v.arguments.size() - 3), QStringLiteral("--"));
+    QCOMPARE(v.arguments.at(v.arguments.size() - 2), QStringLiteral("10.0.0.5"));
     // ~ stays expandable on the remote side.
     QCOMPARE(v.arguments.last(), QStringLiteral("\"$HOME\"/bin/pipestudio-cli --version"));
   }

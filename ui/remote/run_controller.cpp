@@ -49,7 +49,8 @@ QStringList sshPrefix(const RunRequest& r) {
       << QStringLiteral("IdentitiesOnly=yes");
   for (const QString& o : h.sshOptions)
     if (!o.trimmed().isEmpty()) a << QStringLiteral("-o") << o.trimmed();
-  a << h.destination() << QStringLiteral("--");
+  // "--" before the destination: no user or host name is ever read as an ssh option.
+  a << QStringLiteral("--") << h.destination();
   return a;
 }
 

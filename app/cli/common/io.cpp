@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "common/command.h"
+#include "pipestudio/core/io/input_limits.h"
 #include "pipestudio/core/model/result.h"
 
 namespace ps::cli {
@@ -31,29 +32,13 @@ FlagCommandRegistrar::FlagCommandRegistrar(FlagCommand c) {
 }
 
 bool readInput(const std::string& path, std::string& out, std::string& error) {
-  if (path == "-") {
-    out.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
-    return true;
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    error = path + ": cannot open file";
+  // Regular files only, up to the input limit (docs/limits.md); stdin up to the same limit.
+  auto text = path == "-" ? core::readUserStream(stdin, "stdin") : core::readUserFile(path, path);
+  if (!text) {
+    error = text.error().message;
     return false;
   }
-  // One read into a string of the file's size (no stream buffer growing and copying).
-  in.seekg(0, std::ios::end);
-  const std::streamoff size = in.tellg();
-  in.seekg(0, std::ios::beg);
-  if (size > 0) {
-    out.resize(static_cast<size_t>(size));
-    in.read(out.data(), size);
-    out.resize(static_cast<size_t>(in.gcount()));
-    return true;
-  }
-  in.clear();  // not seekable (a pipe, /dev/stdin): read it as a stream
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  out = ss.str();
+  out = std::move(text).value();
   return true;
 }
 

@@ -163,6 +163,16 @@ Comparison compareTimelines(const Schedule& plan, const Timeline& planned, const
                                            " planned op(s) have no measured counterpart, first " +
                                            plan.opName(planned.ops[c.unmatchedPlanned.front()].op));
     c.diagnostics.push_back(std::move(d));
+    // Fewer than half the plan's ops found: the trace is not of this plan (or barely), and
+    // error figures over the few matches would read as a result.
+    const size_t plannedOps = c.matches.size() + c.unmatchedPlanned.size();
+    if (c.matches.size() * 2 < plannedOps)
+      c.diagnostics.push_back(
+          makeError("compare.unmatched", "only " + std::to_string(c.matches.size()) + " of the plan's " +
+                                             std::to_string(plannedOps) + " ops were found in the trace (" +
+                                             std::to_string(c.unmatchedPlanned.size()) + " not measured, " +
+                                             std::to_string(c.unmatchedMeasured.size()) +
+                                             " measured op(s) not in the plan): is the trace of this plan?"));
   }
 
   // Error tables.

@@ -2,7 +2,9 @@
 
 #include <cctype>
 #include <charconv>
+#include <map>
 #include <sstream>
+#include <tuple>
 
 namespace ps::core {
 
@@ -23,6 +25,28 @@ bool allDigits(std::string_view s) {
 
 bool blankOrControl(char c) {
   return std::isspace(static_cast<unsigned char>(c)) || std::iscntrl(static_cast<unsigned char>(c));
+}
+
+// A host name or address as ssh, Slurm and a shell take it without quoting: letters, digits and
+// "._-" (IPv6: ':' and a zone's '%'), never starting with '-' (ssh would read an option).
+bool validHostName(std::string_view s) {
+  if (s.empty() || s.front() == '-') return false;
+  for (char c : s)
+    if (!std::isalnum(static_cast<unsigned char>(c)) &&
+        std::string_view("._-:%").find(c) == std::string_view::npos)
+      return false;
+  return true;
+}
+
+// A login name: letters, digits and "._-+@" (a Kerberos or domain user "a@REALM"), never
+// starting with '-' (`ssh -oProxyCommand=...@host` would run a local command).
+bool validUserName(std::string_view s) {
+  if (s.empty() || s.front() == '-') return false;
+  for (char c : s)
+    if (!std::isalnum(static_cast<unsigned char>(c)) &&
+        std::string_view("._-+@").find(c) == std::string_view::npos)
+      return false;
+  return true;
 }
 
 }  // namespace
@@ -106,11 +130,17 @@ Result<std::vector<ClusterHost>> parseHostFile(std::string_view text, const std:
       fail(destCol, "a host line starts with the host ([user@]host[:port]), not '" + std::string(dest) + "'");
       continue;
     }
-    if (const size_t atSign = dest.find('@'); atSign != std::string_view::npos) {
+    if (const size_t atSign = dest.rfind('@'); atSign != std::string_view::npos) {
       h.user = std::string(dest.substr(0, atSign));
       dest = dest.substr(atSign + 1);
       if (h.user.empty()) {
         fail(destCol, "empty user name before '@'");
+        continue;
+      }
+      if (!validUserName(h.user)) {
+        fail(destCol,
+             "'" + h.user +
+                 "' is no login name (letters, digits and '.', '-', '_', '+', '@'; not starting with '-')");
         continue;
       }
     }
@@ -138,8 +168,9 @@ Result<std::vector<ClusterHost>> parseHostFile(std::string_view text, const std:
       }
       dest = dest.substr(0, colon);
     }
-    if (dest.empty() || dest.front() == '-') {
-      fail(destCol, "'" + std::string(words[0].first) + "' is no host name");
+    if (!validHostName(dest)) {
+      fail(destCol, "'" + std::string(words[0].first) +
+                        "' is no host name (letters, digits and '.', '-', '_'; not starting with '-')");
       continue;
     }
     h.host = std::string(dest);
@@ -175,12 +206,24 @@ Result<std::vector<ClusterHost>> parseHostFile(std::string_view text, const std:
           bad = true;
         }
       } else if (key == "user") {
+        if (!validUserName(value)) {
+          fail(valueCol,
+               "user= needs a login name (letters, digits and '.', '-', '_', '+', '@'; not starting "
+               "with '-')");
+          bad = true;
+        }
         h.user = std::string(value);
       } else if (key == "key") {
         h.key = std::string(value);
       } else if (key == "cli") {
         h.cli = std::string(value);
       } else if (key == "addr") {
+        if (!validHostName(value)) {
+          fail(valueCol,
+               "addr= needs a host name or address (letters, digits and '.', '-', '_', ':'; not "
+               "starting with '-')");
+          bad = true;
+        }
         h.addr = std::string(value);
       } else if (key == "ssh") {
         h.sshOptions.emplace_back(value);
@@ -196,13 +239,16 @@ Result<std::vector<ClusterHost>> parseHostFile(std::string_view text, const std:
   if (hosts.empty())
     return makeError("hosts.empty", "no hosts in the host file (one '[user@]host[:port] ranks=N' a line)",
                      SourceLocation{filename, std::max(1, lineNo), 1});
-  for (size_t i = 0; i < hosts.size(); ++i)
-    for (size_t j = 0; j < i; ++j)
-      if (hosts[i].host == hosts[j].host && hosts[i].port == hosts[j].port && hosts[i].user == hosts[j].user)
-        return makeError("hosts.duplicate",
-                         "host " + hosts[i].label() + " is listed twice (line " +
-                             std::to_string(hosts[j].location.line) + "); give it ranks=N once",
-                         hosts[i].location);
+  // One map lookup a host: a 100,000-line file is checked in milliseconds.
+  std::map<std::tuple<std::string, int, std::string>, size_t> seen;
+  for (size_t i = 0; i < hosts.size(); ++i) {
+    const auto [it, inserted] = seen.emplace(std::make_tuple(hosts[i].host, hosts[i].port, hosts[i].user), i);
+    if (!inserted)
+      return makeError("hosts.duplicate",
+                       "host " + hosts[i].label() + " is listed twice (line " +
+                           std::to_string(hosts[it->second].location.line) + "); give it ranks=N once",
+                       hosts[i].location);
+  }
   return hosts;
 }
 
@@ -224,7 +270,9 @@ std::string hostFileValue(const std::string& v) {
 std::string formatHostFile(const std::vector<ClusterHost>& hosts) {
   std::string out;
   for (const auto& h : hosts) {
-    out += h.destination();
+    // An IPv6 address in brackets, so that its last ':' is not read as a port.
+    const std::string host = h.host.find(':') != std::string::npos ? "[" + h.host + "]" : h.host;
+    out += h.user.empty() ? host : hostFileValue(h.user + "@" + host);
     if (h.port != 22) out += " port=" + std::to_string(h.port);
     out += " ranks=" + std::to_string(h.ranks);
     if (!h.key.empty()) out += " key=" + hostFileValue(h.key);
@@ -287,8 +335,8 @@ std::string printLaunchCommands(const std::vector<ClusterHost>& hosts, LaunchKin
         << shellQuoteWord(staged) << " on every host (a shared file system, or copy it):\n";
     for (const auto& h : hosts) {
       const std::string p = h.port != 22 ? std::to_string(h.port) : std::string();
-      out << "#   ssh" << (p.empty() ? "" : " -p " + p) << " " << shellQuoteWord(h.destination())
-          << " mkdir -p " << shellQuoteWord(stagedDir) << " && scp" << (p.empty() ? "" : " -P " + p) << " "
+      out << "#   ssh" << (p.empty() ? "" : " -p " + p) << " -- " << shellQuoteWord(h.destination())
+          << " mkdir -p " << shellQuoteWord(stagedDir) << " && scp" << (p.empty() ? "" : " -P " + p) << " -- "
           << shellQuoteWord(files[f].local) << " " << shellQuoteWord(h.destination() + ":" + staged) << "\n";
     }
   }
@@ -332,10 +380,11 @@ std::string printLaunchCommands(const std::vector<ClusterHost>& hosts, LaunchKin
     } else {
       // Different ranks per host: srun places tasks by a host file (one line per task).
       out << "# ranks differ between hosts: one line per task in a Slurm host file\n";
-      std::string hostfile;
+      // printf of quoted words, not a heredoc: no host name can end it early.
+      out << "printf '%s\\n'";
       for (const auto& h : hosts)
-        for (int r = 0; r < h.ranks; ++r) hostfile += h.host + "\n";
-      out << "cat > pipestudio.hosts <<'EOF'\n" << hostfile << "EOF\n";
+        for (int r = 0; r < h.ranks; ++r) out << " " << shellQuoteWord(h.host);
+      out << " > pipestudio.hosts\n";
       out << "MASTER_PORT=" << masterPort << " SLURM_HOSTFILE=pipestudio.hosts srun --nodes=" << nodes
           << " --ntasks=" << clusterWorldSize(hosts) << " --distribution=arbitrary --nodelist=" << quotedNodes
           << " --kill-on-bad-exit=1 " << command(first) << "\n";

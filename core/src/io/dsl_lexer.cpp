@@ -225,6 +225,9 @@ std::vector<Token> lex(std::string_view text, DiagSink& sink) {
     }
     i += len;
     push(t, start, len);
+    // Past maxErrors nothing more is reported: lexing on would only store a token per byte of
+    // garbage (20 MB of NUL bytes once took 1.3 GB).
+    if (t == Tok::Bad && sink.full()) break;
   }
   Token end;
   end.type = Tok::End;

@@ -8,6 +8,8 @@
 #include <cstring>
 #include <vector>
 
+#include "pipestudio/core/io/input_limits.h"
+
 namespace ps::core::detail {
 
 namespace {
@@ -257,7 +259,15 @@ Result<std::string> readInputFile(const std::string& path, const std::string& na
   PS_ASSIGN_OR_RETURN(auto src, openInputFile(path, name));
   std::string out;
   std::vector<char> buf(kChunk);
-  while (size_t got = src->read(buf.data(), buf.size())) out.append(buf.data(), got);
+  const std::uint64_t limit = maxInputBytes();  // decompressed bytes: a gzip bomb stops here
+  while (size_t got = src->read(buf.data(), buf.size())) {
+    if (out.size() + got > limit)
+      return makeError("io.too-large",
+                       name + ": more than " + std::to_string(limit) + " bytes (set " +
+                           kMaxInputBytesVariable + " to raise the limit)",
+                       SourceLocation{name, 0, 0});
+    out.append(buf.data(), got);
+  }
   if (src->error()) return *src->error();
   return out;
 }

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "pipestudio/core/io/dsl.h"
+#include "pipestudio/core/io/input_limits.h"
 
 namespace ps::core {
 
@@ -80,11 +81,8 @@ Result<Schedule> loadSchedule(std::string_view text, const ScheduleLoadOptions& 
 }
 
 Result<Schedule> loadScheduleFile(const ScheduleLoadOptions& options) {
-  std::ifstream in(options.path, std::ios::binary);
-  if (!in) return makeError("io.read", options.path + ": cannot open file");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return loadSchedule(ss.str(), options);
+  PS_ASSIGN_OR_RETURN(auto text, readUserFile(options.path, options.path));
+  return loadSchedule(text, options);
 }
 
 void locateScheduleDiagnostics(Diagnostics& diagnostics, const std::string& name, ScheduleFormat format,

@@ -300,12 +300,16 @@ Status expandFolder(const fs::path& dir, const TraceDiscoveryOptions& options, T
                    : allNamed(files, torchtitanName) ? TraceLayout::Torchtitan
                                                      : TraceLayout::Folder;
   }
-  if (files.empty())
-    return makeError("trace.folder",
-                     dir.string() +
-                         ": no trace files (*.json, *.json.gz), no torchtitan iteration_<N> folders, no "
-                         "Megatron-LM torch_profile/",
-                     SourceLocation{dir.string(), 0, 0});
+  if (files.empty()) {
+    // With the entries skipped on the way (a symlink loop, an unreadable file): they may be why.
+    Diagnostics ds = sel.notes;
+    ds.push_back(makeError(
+        "trace.folder",
+        dir.string() + ": no trace files (*.json, *.json.gz), no torchtitan iteration_<N> folders, no "
+                       "Megatron-LM torch_profile/",
+        SourceLocation{dir.string(), 0, 0}));
+    return ds;
+  }
   if (options.step)
     sel.notes.push_back(makeWarning("trace.folder", dir.string() +
                                                         ": has no torchtitan iteration_<N> folders; the "

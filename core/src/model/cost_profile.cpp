@@ -93,6 +93,14 @@ class FieldReader {
 }  // namespace
 
 Result<CostProfile> parseCostProfile(std::string_view text, const std::string& filename) {
+  // A file that is no JSON object at all (a profile "/etc/passwd" named by a .pipe header) is
+  // refused without a place, so that no line of it is quoted under the error.
+  const size_t first = text.find_first_not_of(" \t\r\n");
+  if (first == std::string_view::npos ||
+      (text[first] != '{' && !text.substr(first).starts_with("\xef\xbb\xbf{")))
+    return makeError("profile.json",
+                     filename + ": not a cost profile (a JSON object, starting with '{'; docs/formats.md)",
+                     SourceLocation{filename, 0, 0});
   json root;
   try {
     root = json::parse(text.begin(), text.end());

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <sstream>
 
+#include "pipestudio/core/io/input_limits.h"
 #include "pipestudio/core/model/enum_names.h"
 
 namespace ps::core {
@@ -66,31 +67,78 @@ bool sourceLine(const std::string& text, int n, std::string& out) {
 }
 }  // namespace
 
+namespace {
+
+// Text from a file as a message shows it: control bytes (but newlines and tabs) and DEL as
+// \xNN, at most `limit` bytes, then how many more there were.
+std::string bounded(std::string_view s, size_t limit) {
+  std::string out;
+  const size_t n = std::min(s.size(), limit);
+  for (size_t i = 0; i < n; ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if ((c < 0x20 && c != '\n' && c != '\t') || c == 0x7f) {
+      static const char* hex = "0123456789abcdef";
+      out += "\\x";
+      out += hex[c >> 4];
+      out += hex[c & 15];
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  if (s.size() > limit) out += "... (" + std::to_string(s.size() - limit) + " more bytes)";
+  return out;
+}
+
+}  // namespace
+
 std::string formatDiagnostic(const Diagnostic& d, const std::string* sourceText) {
   std::ostringstream os;
   if (!d.location.file.empty()) {
-    os << d.location.file << ':';
+    os << bounded(d.location.file, limits::kMaxMessageBytes) << ':';
     if (d.location.line > 0) {
       os << d.location.line << ':';
       if (d.location.column > 0) os << d.location.column << ':';
     }
     os << ' ';
   }
-  os << severityName(d.severity) << ": " << d.message << '\n';
+  os << severityName(d.severity) << ": " << bounded(d.message, limits::kMaxMessageBytes) << '\n';
   std::string line;
   if (sourceText && d.location.line > 0 && sourceLine(*sourceText, d.location.line, line)) {
-    os << "  " << line << '\n' << "  ";
-    for (int i = 1; i < d.location.column && i <= static_cast<int>(line.size()); ++i)
-      os << (line[static_cast<size_t>(i - 1)] == '\t' ? '\t' : ' ');
-    os << "^\n";
+    // At most kMaxExcerptBytes printed (escapes count), from a few bytes before the column
+    // (at most 4 printed bytes each, so the column is always shown); "..." where it is cut.
+    const size_t col = static_cast<size_t>(std::max(1, d.location.column)) - 1;
+    constexpr size_t kBefore = limits::kMaxExcerptBytes / 5;
+    size_t from = 0;
+    if (line.size() > limits::kMaxExcerptBytes && col > kBefore) from = col - kBefore;
+    std::string shown;
+    std::string pad;
+    size_t to = std::min(line.size(), from + limits::kMaxExcerptBytes);
+    for (size_t i = from; i < to; ++i) {
+      if (shown.size() >= limits::kMaxExcerptBytes) {  // escapes count: at most this much is printed
+        to = i;
+        break;
+      }
+      const auto c = static_cast<unsigned char>(line[i]);
+      const std::string piece = c == '\t' ? std::string("\t") : bounded(std::string_view(&line[i], 1), 1);
+      shown += piece;
+      if (i < col) pad += c == '\t' ? std::string("\t") : std::string(piece.size(), ' ');
+    }
+    os << "  " << (from > 0 ? "..." : "") << shown << (to < line.size() ? "..." : "") << '\n'
+       << "  " << (from > 0 ? "   " : "") << pad << "^\n";
   }
-  if (!d.hint.empty()) os << "  hint: " << d.hint << '\n';
+  if (!d.hint.empty()) os << "  hint: " << bounded(d.hint, limits::kMaxMessageBytes) << '\n';
   return os.str();
 }
 
 std::string formatDiagnostics(const Diagnostics& ds, const std::string* sourceText) {
   std::string out;
-  for (const auto& d : ds) out += formatDiagnostic(d, sourceText);
+  const size_t shown = std::min(ds.size(), limits::kMaxPrintedDiagnostics);
+  for (size_t i = 0; i < shown; ++i) out += formatDiagnostic(ds[i], sourceText);
+  if (ds.size() > shown) {
+    size_t errors = 0;
+    for (size_t i = shown; i < ds.size(); ++i) errors += ds[i].severity == Severity::Error ? 1 : 0;
+    out += "and " + std::to_string(ds.size() - shown) + " more (" + std::to_string(errors) + " errors)\n";
+  }
   return out;
 }
 
