@@ -22,9 +22,18 @@ std::string data(const std::string& name) {
 }  // namespace
 
 TEST(ValidateCli, ValidCsvExitsZero) {
-  CliResult r = runCli("validate " + data("synthetic_1f1b_compute_comms.csv"));
+  // PyTorch 2.11's own lowering of 1F1B (tests/data/pytorch): valid under nccl, the default.
+  CliResult r = runCli("validate " + data("pytorch/1F1B_pp2_mb2_spr1_compute_comms.csv"));
   EXPECT_EQ(r.exitCode, 0) << r.out;
   EXPECT_NE(r.out.find("valid (2 devices, 2 stages, 2 micro-batches"), std::string::npos) << r.out;
+  // A hand-made order that posts 1RECV_F1 after 1SEND_B0: runs where sends are posted (Gloo)...
+  r = runCli("validate --comm posted " + data("synthetic_1f1b_compute_comms.csv"));
+  EXPECT_EQ(r.exitCode, 0) << r.out;
+  EXPECT_NE(r.out.find("valid (2 devices, 2 stages, 2 micro-batches"), std::string::npos) << r.out;
+  // ...and hangs on one NCCL stream per rank, the cycle named.
+  r = runCli("validate " + data("synthetic_1f1b_compute_comms.csv"));
+  EXPECT_EQ(r.exitCode, 1) << r.out;
+  EXPECT_NE(r.out.find("deadlock under nccl: rank 0 waits in 0SEND_F1 for 1RECV_F1"), std::string::npos) << r.out;
 }
 
 TEST(ValidateCli, DeadlockExitsOneWithTheCycle) {

@@ -77,12 +77,12 @@ struct PrintLaunch {
                                           "mp.to_map = to_map\n"
                                           "from torch.distributed.run import main\n"
                                           "sys.exit(main())\n";
-    // ssh [-p P] HOST COMMAND...: the remote shell runs the words joined, as ssh's does.
-    std::ofstream(shims + "/ssh")
-        << "#!/bin/sh\nif [ \"$1\" = -p ]; then shift 2; fi\nshift\nexec sh -c \"$*\"\n";
-    // scp [-P P] LOCAL HOST:PATH
-    std::ofstream(shims + "/scp")
-        << "#!/bin/sh\nif [ \"$1\" = -P ]; then shift 2; fi\nexec cp \"$1\" \"${2#*:}\"\n";
+    // ssh [-p P] [--] HOST COMMAND...: the remote shell runs the words joined, as ssh's does.
+    std::ofstream(shims + "/ssh") << "#!/bin/sh\nif [ \"$1\" = -p ]; then shift 2; fi\n"
+                                     "if [ \"$1\" = -- ]; then shift; fi\nshift\nexec sh -c \"$*\"\n";
+    // scp [-P P] [--] LOCAL HOST:PATH
+    std::ofstream(shims + "/scp") << "#!/bin/sh\nif [ \"$1\" = -P ]; then shift 2; fi\n"
+                                     "if [ \"$1\" = -- ]; then shift; fi\nexec cp \"$1\" \"${2#*:}\"\n";
     for (const char* f : {"torchrun", "ssh", "scp"})
       std::filesystem::permissions(shims + "/" + f, std::filesystem::perms::owner_all);
     std::filesystem::create_symlink(PIPESTUDIO_CLI, shims + "/pipestudio-cli");

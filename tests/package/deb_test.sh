@@ -74,8 +74,11 @@ done
 
 # --- lintian: errors and warnings fail (overrides ship in the packages, with their reasons)
 set +e
-lintian --fail-on error,warning --display-info --show-overrides --tag-display-limit 0 "$main" "$engine" >"$tmp/lintian.txt" 2>&1
+lintian --fail-on error,warning --display-info --tag-display-limit 0 "$main" "$engine" >"$tmp/lintian.txt" 2>&1
 rc=$?
+# The overridden tags, shown for the record, in a run of their own: lintian 2.116 counts an
+# overridden warning it shows (--show-overrides) towards --fail-on warning (exit 2).
+lintian --show-overrides --tag-display-limit 0 "$main" "$engine" 2>/dev/null | grep '^O:' >>"$tmp/lintian.txt"
 set -e
 sed 's/^/deb_test: lintian: /' "$tmp/lintian.txt"
 [ $rc -eq 0 ] || fail "lintian reports errors or warnings (exit $rc)"
