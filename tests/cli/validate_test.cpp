@@ -33,16 +33,17 @@ TEST(ValidateCli, ValidCsvExitsZero) {
   // ...and hangs on one NCCL stream per rank, the cycle named.
   r = runCli("validate " + data("synthetic_1f1b_compute_comms.csv"));
   EXPECT_EQ(r.exitCode, 1) << r.out;
-  EXPECT_NE(r.out.find("deadlock under nccl: rank 0 waits in 0SEND_F1 for 1RECV_F1"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("deadlock under nccl: rank 0 waits in 0SEND_F1 for 1RECV_F1"), std::string::npos)
+      << r.out;
 }
 
 TEST(ValidateCli, DeadlockExitsOneWithTheCycle) {
   CliResult r = runCli("validate " + data("synthetic_deadlock.csv"));
   EXPECT_EQ(r.exitCode, 1) << r.out;
   // Pointed at the cell of the stuck op (row 1, cell 0B0 at column 5).
-  EXPECT_NE(
-      r.out.find("synthetic_deadlock.csv:1:5: error: deadlock: device 0 waits at B0@s0 for B0@s1 on device 1"),
-      std::string::npos)
+  EXPECT_NE(r.out.find(
+                "synthetic_deadlock.csv:1:5: error: deadlock: device 0 waits at B0@s0 for B0@s1 on device 1"),
+            std::string::npos)
       << r.out;
 }
 

@@ -125,17 +125,20 @@ TEST(ScheduleEdits, MovingAmongComputeOpsCarriesTheirTransfers) {
   // F1 one compute op earlier on rank 1: in front of B0 and its SEND, after its own RECV.
   auto earlier = moveAmongCompute(s, 1, 6, -1);
   ASSERT_TRUE(earlier.ok());
-  EXPECT_EQ(rowText(*earlier, 1), "1UNSHARD 1RECV_F0 1F0 1RECV_F1 1F1 1B0 1SEND_B0 1B1 1SEND_B1 1REDUCE_GRAD 1RESHARD");
+  EXPECT_EQ(rowText(*earlier, 1),
+            "1UNSHARD 1RECV_F0 1F0 1RECV_F1 1F1 1B0 1SEND_B0 1B1 1SEND_B1 1REDUCE_GRAD 1RESHARD");
   EXPECT_FALSE(hasErrors(validateSchedule(*earlier).diagnostics));
   // Once more: F1 takes its RECV along in front of F0 and F0's RECV.
   auto again = moveAmongCompute(*earlier, 1, 4, -1);
   ASSERT_TRUE(again.ok());
-  EXPECT_EQ(rowText(*again, 1), "1UNSHARD 1RECV_F1 1F1 1RECV_F0 1F0 1B0 1SEND_B0 1B1 1SEND_B1 1REDUCE_GRAD 1RESHARD");
+  EXPECT_EQ(rowText(*again, 1),
+            "1UNSHARD 1RECV_F1 1F1 1RECV_F0 1F0 1B0 1SEND_B0 1B1 1SEND_B1 1REDUCE_GRAD 1RESHARD");
 
   // Rank 0's F1 moves later with its SEND, past RECV_B0 + B0 (the RECV belongs to B0).
   auto later = moveAmongCompute(s, 0, 3, +1);
   ASSERT_TRUE(later.ok());
-  EXPECT_EQ(rowText(*later, 0), "0UNSHARD 0F0 0SEND_F0 0RECV_B0 0B0 0F1 0SEND_F1 0RECV_B1 0B1 0REDUCE_GRAD 0RESHARD");
+  EXPECT_EQ(rowText(*later, 0),
+            "0UNSHARD 0F0 0SEND_F0 0RECV_B0 0B0 0F1 0SEND_F1 0RECV_B1 0B1 0REDUCE_GRAD 0RESHARD");
   // And back: the inverse move restores the order.
   auto back = moveAmongCompute(*later, 0, 5, -1);
   ASSERT_TRUE(back.ok());

@@ -45,12 +45,13 @@ class OpSearchTest : public QObject {
     QCOMPARE(find(QStringLiteral("b3@S1")), QStringList{QStringLiteral("B3@s1")});  // any case
     QCOMPARE(find(QStringLiteral("f3 s1")), QStringList{QStringLiteral("F3@s1")});
     // A kind with its micro-batch: one per stage, in time order (stage 0 first).
-    QCOMPARE(find(QStringLiteral("F3")),
-             (QStringList{QStringLiteral("F3@s0"), QStringLiteral("F3@s1"), QStringLiteral("F3@s2"),
-                          QStringLiteral("F3@s3")}));
-    QCOMPARE(find(QStringLiteral("mb 3 d2")), (QStringList{QStringLiteral("F3@s2"), QStringLiteral("B3@s2")}));
+    QCOMPARE(find(QStringLiteral("F3")), (QStringList{QStringLiteral("F3@s0"), QStringLiteral("F3@s1"),
+                                                      QStringLiteral("F3@s2"), QStringLiteral("F3@s3")}));
+    QCOMPARE(find(QStringLiteral("mb 3 d2")),
+             (QStringList{QStringLiteral("F3@s2"), QStringLiteral("B3@s2")}));
     QCOMPARE(find(QStringLiteral("device 2 B")).size(), 8);
-    QCOMPARE(find(QStringLiteral("stage 0 m7")), (QStringList{QStringLiteral("F7@s0"), QStringLiteral("B7@s0")}));
+    QCOMPARE(find(QStringLiteral("stage 0 m7")),
+             (QStringList{QStringLiteral("F7@s0"), QStringLiteral("B7@s0")}));
     QCOMPARE(find(QStringLiteral("W")).size(), 0);  // 1F1B has no W
     const OpQuery bad = parseOpQuery(QStringLiteral("F3 banana"), s);
     QVERIFY(!bad.valid);

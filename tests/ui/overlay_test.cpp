@@ -297,7 +297,8 @@ class OverlayTest : public QObject {
     // Every measured op is one of the plan's: matched or never reached.
     const Comparison* c = w.timeline()->comparison();
     QVERIFY(c && !c->unmatchedMeasured.empty());
-    QVERIFY(head.contains(QStringLiteral("%1 measured op(s) the stalled plan").arg(c->unmatchedMeasured.size())));
+    QVERIFY(
+        head.contains(QStringLiteral("%1 measured op(s) the stalled plan").arg(c->unmatchedMeasured.size())));
     // The plan is the uniform default model, and the dock says so.
     QVERIFY2(head.contains(QStringLiteral("uniform default cost model")), qPrintable(head));
     QVERIFY2(w.statusText().contains(QStringLiteral("the plan has none")), qPrintable(w.statusText()));
@@ -309,7 +310,8 @@ class OverlayTest : public QObject {
     w.document()->load(good, own);
     w.setMeasuredOverlay(run, QStringLiteral("run 3"));
     const QString head2 = w.deviation()->headline();
-    QVERIFY2(head2.contains(QStringLiteral("Makespan: planned ")) && !head2.contains(QStringLiteral("not available")),
+    QVERIFY2(head2.contains(QStringLiteral("Makespan: planned ")) &&
+                 !head2.contains(QStringLiteral("not available")),
              qPrintable(head2));
     QVERIFY(!head2.contains(QStringLiteral("default cost model")));
     QVERIFY(head2.contains(QStringLiteral("measured-gpt")));

@@ -135,7 +135,8 @@ class SessionDockTest : public QObject {
     const QString text = dock.runCompareText();
     QVERIFY2(text.contains(QStringLiteral("run %1 gpipe run").arg(run_)), qPrintable(text));
     QVERIFY2(text.contains(QStringLiteral("run %1 slower run").arg(second)), qPrintable(text));
-    QVERIFY2(text.contains(QStringLiteral("run %1 − run %2: makespan").arg(second).arg(run_)), qPrintable(text));
+    QVERIFY2(text.contains(QStringLiteral("run %1 − run %2: makespan").arg(second).arg(run_)),
+             qPrintable(text));
     QVERIFY2(text.contains(QStringLiteral("F 1.50×")), qPrintable(text));
     QVERIFY2(text.contains(QStringLiteral("B 1.00×")), qPrintable(text));
     QStringList perKind;

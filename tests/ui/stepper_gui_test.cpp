@@ -259,7 +259,8 @@ class StepperGuiTest : public QObject {
         anyRowContains(waits1, QStringLiteral("waits for: F0@s0 on device 0: in-transit (arrives 3.00 ms)")),
         qPrintable(waits1.join('\n')));
     // Waiting for an activation in the air is the pipeline's normal wait, not "blocked".
-    QVERIFY2(sp->deviceItem(1)->text(1).startsWith(QStringLiteral("waiting")), qPrintable(sp->deviceItem(1)->text(1)));
+    QVERIFY2(sp->deviceItem(1)->text(1).startsWith(QStringLiteral("waiting")),
+             qPrintable(sp->deviceItem(1)->text(1)));
     QVERIFY(!sp->deviceItem(1)->font(1).bold());
     QVERIFY(StatePanel::rows(sp->transfersItem())
                 .join('\n')
@@ -486,9 +487,11 @@ class StepperGuiTest : public QObject {
              qPrintable(sp->deviceItem(0)->text(1)));
     QVERIFY(!sp->deviceItem(0)->font(1).bold());
     const QStringList waits = StatePanel::rows(sp->deviceItem(0)->child(0));
-    QVERIFY2(anyRowContains(waits, QStringLiteral("not run (cancelled before it)")), qPrintable(waits.join('\n')));
+    QVERIFY2(anyRowContains(waits, QStringLiteral("not run (cancelled before it)")),
+             qPrintable(waits.join('\n')));
     QVERIFY(w.timeline()->stepMarks().blocked.empty());
-    QVERIFY2(w.statusText().startsWith(QStringLiteral("Run cancelled at 5.00 ms")), qPrintable(w.statusText()));
+    QVERIFY2(w.statusText().startsWith(QStringLiteral("Run cancelled at 5.00 ms")),
+             qPrintable(w.statusText()));
     QVERIFY(!w.statusText().contains(QStringLiteral("did not finish")));
     QVERIFY2(w.diagnostics()->fullText(0).contains(QStringLiteral("was cancelled at 5.00 ms")),
              qPrintable(w.diagnostics()->fullText(0)));
@@ -518,8 +521,9 @@ class StepperGuiTest : public QObject {
     QVERIFY(s.ok());
     StatePanel sp;
     sp.setState(s->stateAt(1.0), *s, true);
-    QVERIFY2(anyRowContains(StatePanel::rows(sp.deviceItem(1)), QStringLiteral("memory: none yet (not started)")),
-             qPrintable(sp.text()));
+    QVERIFY2(
+        anyRowContains(StatePanel::rows(sp.deviceItem(1)), QStringLiteral("memory: none yet (not started)")),
+        qPrintable(sp.text()));
     sp.setState(s->stateAt(4.0), *s, true);
     QVERIFY2(anyRowContains(StatePanel::rows(sp.deviceItem(1)), QStringLiteral("memory: not recorded")),
              qPrintable(sp.text()));

@@ -259,7 +259,7 @@ class TimelineGeometryTest : public QObject {
 
   // Issue 30 (21): Shift+drag measures the time between two pointer positions.
   void aSpanIsOrderedAndNeverBeforeZero() {
-    const TimeAxis ax(10.0, 50.0);  // 10 px per ms, scrolled 5 ms in
+    const TimeAxis ax(10.0, 50.0);                // 10 px per ms, scrolled 5 ms in
     const TimeSpan s = spanBetween(ax, 150, 50);  // dragged leftwards
     QCOMPARE(s.from, 10.0);
     QCOMPARE(s.to, 20.0);

@@ -1,11 +1,12 @@
 // The main window opens inside the screen (docs/gui.md, "Window"): the pure fit, and a window
 // whose default or restored size is larger than the screen (offscreen: the platform's screen).
+#include "shell/window_geometry.h"
+
 #include <QScreen>
 #include <QSettings>
 #include <QtTest>
 
 #include "shell/main_window.h"
-#include "shell/window_geometry.h"
 #include "ui_fixtures.h"
 
 using namespace ps::ui;
@@ -34,9 +35,7 @@ class WindowGeometryTest : public QObject {
     const QRect avail = QGuiApplication::primaryScreen()->availableGeometry();
     // The default size (1440 x 900) is larger than the offscreen screen.
     QVERIFY(avail.width() < 1440 || avail.height() < 900);
-    auto fits = [&](const MainWindow& w) {
-      return avail.contains(w.frameGeometry());
-    };
+    auto fits = [&](const MainWindow& w) { return avail.contains(w.frameGeometry()); };
     auto size = [](const MainWindow& w) {
       const QRect f = w.frameGeometry();
       return QStringLiteral("frame %1,%2 %3x%4").arg(f.x()).arg(f.y()).arg(f.width()).arg(f.height());

@@ -54,16 +54,18 @@ void DeviationPanel::setComparison(const Comparison* c, const PlanContext& plan)
   head += tr(" · %1 matched").arg(c->matches.size());
   if (plan.notReached > 0)
     head += tr(" · %n measured op(s) the stalled plan never reached", nullptr, plan.notReached);
-  const int notInPlan = plan.notReached > 0 || plan.notInPlan > 0 ? plan.notInPlan
-                                                                   : static_cast<int>(c->unmatchedMeasured.size());
+  const int notInPlan = plan.notReached > 0 || plan.notInPlan > 0
+                            ? plan.notInPlan
+                            : static_cast<int>(c->unmatchedMeasured.size());
   head += tr(" · %1 not in the plan · %2 planned ops not measured · alignment %3")
               .arg(notInPlan)
               .arg(c->unmatchedPlanned.size())
               .arg(QString::fromUtf8(alignmentName(c->alignment).data(),
                                      static_cast<int>(alignmentName(c->alignment).size())));
   if (plan.defaultModel)
-    head += tr("<br><b>The plan uses the uniform default cost model</b>, not this model's costs: "
-               "Run › Profile Model… measures them.");
+    head +=
+        tr("<br><b>The plan uses the uniform default cost model</b>, not this model's costs: "
+           "Run › Profile Model… measures them.");
   else if (!plan.costModel.isEmpty())
     head += tr("<br>Planned with the cost profile %1.").arg(plan.costModel.toHtmlEscaped());
   headline_->setText(head);

@@ -215,7 +215,8 @@ void StepperController::rebuild() {
   if (r && *r) stepper_ = std::move(*r).value();
   cancelled_ = false;
   if (!stepper_) return;
-  for (const Diagnostic& d : stepper_->timeline().diagnostics) cancelled_ = cancelled_ || d.code == "run.cancelled";
+  for (const Diagnostic& d : stepper_->timeline().diagnostics)
+    cancelled_ = cancelled_ || d.code == "run.cancelled";
   const size_t n = stepper_->size();
   position_ = std::min(position_, n);
   // The playhead stays on this timeline: a shorter one (a new run, an edit) pulls it back to
@@ -604,7 +605,8 @@ void StepperController::timelineOpened(bool live) {
       // Cancelled on purpose: where it stopped, not what failed.
       if (diagnostics_)
         diagnostics_->setRunDiagnostics(
-            st.diagnostics, tr("The run was cancelled at %1 ms, after %2 events").arg(fmtMs(time_)).arg(stop));
+            st.diagnostics,
+            tr("The run was cancelled at %1 ms, after %2 events").arg(fmtMs(time_)).arg(stop));
       publish();
       Q_EMIT moved();
       Q_EMIT statusMessage(

@@ -125,8 +125,9 @@ SessionDock::SessionDock(QWidget* parent) : QDockWidget(tr("Session"), parent) {
   rl->addWidget(runs_.view, 1);
   auto* runRow = new QHBoxLayout;
   runCompareButton_ = new QPushButton(tr("Compare &Runs"));
-  runCompareButton_->setToolTip(tr("Select two runs: their makespans, bubble ratios and op counts side by "
-                                   "side, and per op kind for two runs of one schedule version"));
+  runCompareButton_->setToolTip(
+      tr("Select two runs: their makespans, bubble ratios and op counts side by "
+         "side, and per op kind for two runs of one schedule version"));
   runCompareButton_->setEnabled(false);
   runRow->addWidget(runCompareButton_);
   runRow->addStretch(1);
@@ -474,7 +475,8 @@ void SessionDock::compareSelected() {
   compare_->setText(lines.join(QLatin1Char('\n')));
 }
 
-std::vector<RunComparison> SessionDock::compareRuns(const std::vector<qint64>& ids, QStringList* perKind) const {
+std::vector<RunComparison> SessionDock::compareRuns(const std::vector<qint64>& ids,
+                                                    QStringList* perKind) const {
   std::vector<RunComparison> out;
   if (!store_) return out;
   std::vector<Timeline> timelines;
@@ -554,7 +556,8 @@ void SessionDock::compareSelectedRuns() {
                        .arg(msText(d))
                        .arg(d / runs[0].makespan * 100, 0, 'f', 1)
                        .arg((runs[1].bubbleRatio - runs[0].bubbleRatio) * 100, 0, 'f', 1);
-    if (!runs[0].complete || !runs[1].complete) diff += tr(" (an incomplete run's makespan is not its whole)");
+    if (!runs[0].complete || !runs[1].complete)
+      diff += tr(" (an incomplete run's makespan is not its whole)");
     lines << diff;
     if (!perKind.isEmpty())
       lines << tr("op time, run %1 over run %2: %3")

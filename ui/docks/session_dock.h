@@ -101,7 +101,8 @@ class SessionDock : public QDockWidget {
   std::vector<VersionComparison> compareVersions(const std::vector<qint64>& ids) const;
   // Reads the given runs' figures (Compare on the Runs tab). For two runs of one schedule
   // version `perKind` gets, per op kind, the second run's total duration over the first's.
-  std::vector<RunComparison> compareRuns(const std::vector<qint64>& ids, QStringList* perKind = nullptr) const;
+  std::vector<RunComparison> compareRuns(const std::vector<qint64>& ids,
+                                         QStringList* perKind = nullptr) const;
 
   QStandardItemModel* schedulesModel() const { return schedules_.model; }
   QStandardItemModel* runsModel() const { return runs_.model; }
@@ -109,9 +110,9 @@ class SessionDock : public QDockWidget {
   QTreeView* schedulesView() const { return schedules_.view; }
   QTreeView* runsView() const { return runs_.view; }
   QTabWidget* tabs() const { return tabs_; }
-  QString errorText() const;    // the message line when it shows an error, else empty
-  QString messageText() const;  // the message line, whatever it shows
-  QString compareText() const;  // the last comparison, as shown
+  QString errorText() const;       // the message line when it shows an error, else empty
+  QString messageText() const;     // the message line, whatever it shows
+  QString compareText() const;     // the last comparison, as shown
   QString runCompareText() const;  // the last comparison of runs, as shown
   QPushButton* runCompareButton() const { return runCompareButton_; }
   const std::vector<VersionComparison>& lastComparison() const { return comparison_; }

@@ -34,7 +34,8 @@ DiagnosticsPanel::DiagnosticsPanel(QWidget* parent) : QTreeWidget(parent) {
 
 int DiagnosticsPanel::textWidth() const {
   // The column less the icon and the item's margins.
-  return std::max(80, viewport()->width() - iconSize().width() - 4 * style()->pixelMetric(QStyle::PM_FocusFrameHMargin) - 16);
+  return std::max(80, viewport()->width() - iconSize().width() -
+                          4 * style()->pixelMetric(QStyle::PM_FocusFrameHMargin) - 16);
 }
 
 void DiagnosticsPanel::rewrap() {

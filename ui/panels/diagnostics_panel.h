@@ -18,7 +18,7 @@ class DiagnosticsPanel : public QTreeWidget {
   // How an item relates to the playhead (stored under kPlayheadRole).
   enum class PlayheadMark { None = 0, Current = 1, Later = 2 };
   static constexpr int kPlayheadRole = Qt::UserRole + 3;
-  static constexpr int kRunRole = Qt::UserRole + 4;  // true for the run's own diagnostics
+  static constexpr int kRunRole = Qt::UserRole + 4;       // true for the run's own diagnostics
   static constexpr int kFullTextRole = Qt::UserRole + 5;  // the finding before wrapping
 
   explicit DiagnosticsPanel(QWidget* parent = nullptr);

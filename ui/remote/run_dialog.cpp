@@ -6,8 +6,8 @@
 #include <QCloseEvent>
 #include <QComboBox>
 #include <QDir>
-#include <QFile>
 #include <QDoubleSpinBox>
+#include <QFile>
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QFormLayout>
@@ -392,16 +392,19 @@ QMessageBox* RunDialog::makeStorePrompt(const QString& readOnlySession) {
       readOnlySession.isEmpty()
           ? tr("No session is open. Store this run (its timeline, status and output) in a session?")
           : tr("The open session, %1, is read-only (a bundled example or a file you cannot write). Store "
-               "this run (its timeline, status and output) in a copy of it, in another session, or not at all?")
+               "this run (its timeline, status and output) in a copy of it, in another session, or not at "
+               "all?")
                 .arg(QFileInfo(readOnlySession).fileName());
   auto* box = new QMessageBox(QMessageBox::Question, tr("Store the Run"), text, QMessageBox::NoButton, this);
   if (!readOnlySession.isEmpty()) {
     QPushButton* saveAs = box->addButton(tr("Save Session &As…"), QMessageBox::AcceptRole);
     saveAs->setObjectName(QStringLiteral("saveSessionAs"));
-    saveAs->setToolTip(tr("Copy %1 to a new file and store the run there").arg(QFileInfo(readOnlySession).fileName()));
+    saveAs->setToolTip(
+        tr("Copy %1 to a new file and store the run there").arg(QFileInfo(readOnlySession).fileName()));
     box->setDefaultButton(saveAs);
   }
-  box->addButton(tr("&Create Session…"), QMessageBox::AcceptRole)->setObjectName(QStringLiteral("createSession"));
+  box->addButton(tr("&Create Session…"), QMessageBox::AcceptRole)
+      ->setObjectName(QStringLiteral("createSession"));
   box->addButton(tr("&Open Session…"), QMessageBox::AcceptRole)->setObjectName(QStringLiteral("openSession"));
   box->addButton(tr("&Don't Store"), QMessageBox::RejectRole)->setObjectName(QStringLiteral("dontStore"));
   return box;
@@ -423,7 +426,8 @@ bool RunDialog::copySession(const QString& source, const QString& target, QStrin
     return false;
   }
   // A bundled or read-only original leaves a read-only copy: the copy is the user's to write.
-  QFile::setPermissions(target, QFile::permissions(target) | QFileDevice::WriteOwner | QFileDevice::ReadOwner);
+  QFile::setPermissions(target,
+                        QFile::permissions(target) | QFileDevice::WriteOwner | QFileDevice::ReadOwner);
   return true;
 }
 

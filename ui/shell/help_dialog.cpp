@@ -32,9 +32,10 @@ DocumentationDialog::DocumentationDialog(const QString& docsDir, QWidget* parent
                                : QUrl::fromLocalFile(docsDir + QStringLiteral("/gui.md"));
   browser_->setSource(source, QTextDocument::MarkdownResource);
   if (builtIn_)
-    where_->setText(tr("The copy of the designer's guide built into this program (its pictures are not "
-                       "included). The whole documentation is in the docs/ folder of the source, or "
-                       "/usr/share/doc/pipestudio when installed from the package."));
+    where_->setText(
+        tr("The copy of the designer's guide built into this program (its pictures are not "
+           "included). The whole documentation is in the docs/ folder of the source, or "
+           "/usr/share/doc/pipestudio when installed from the package."));
   else
     where_->setText(tr("From %1 (the other documents, e.g. dsl.md, cli.md, debugger.md, are beside it).")
                         .arg(QDir::toNativeSeparators(docsDir + QStringLiteral("/gui.md"))));
@@ -60,7 +61,8 @@ bool DocumentationDialog::openExternally() {
   if (builtIn_) return false;
   const QString file = docsDir_ + QStringLiteral("/gui.md");
   if (QDesktopServices::openUrl(QUrl::fromLocalFile(file))) return true;
-  where_->setText(tr("No program to open %1 was found; it is shown here instead.").arg(QDir::toNativeSeparators(file)));
+  where_->setText(
+      tr("No program to open %1 was found; it is shown here instead.").arg(QDir::toNativeSeparators(file)));
   return false;
 }
 

@@ -24,8 +24,8 @@
 #include "panels/iterations_controls.h"
 #include "remote/profile_dialog.h"
 #include "remote/run_dialog.h"
-#include "shell/main_window.h"
 #include "shell/help_dialog.h"
+#include "shell/main_window.h"
 #include "shell/main_window_internal.h"
 #include "timeline/timeline_view.h"
 
@@ -66,7 +66,8 @@ QString MainWindow::shortcutsHtml() const {
   // The timeline's own keys and gestures: from the view, so they cannot drift either.
   html += QStringLiteral("<tr><td colspan='2'><br><b>%1</b></td></tr>").arg(tr("Timeline").toHtmlEscaped());
   for (const auto& [keys, what] : TimelineView::inputHelp())
-    html += QStringLiteral("<tr><td><b>%1</b></td><td>%2</td></tr>").arg(keys.toHtmlEscaped(), what.toHtmlEscaped());
+    html += QStringLiteral("<tr><td><b>%1</b></td><td>%2</td></tr>")
+                .arg(keys.toHtmlEscaped(), what.toHtmlEscaped());
   html += QStringLiteral("</table>");
   return html;
 }

@@ -133,10 +133,14 @@ void LegendBar::setSchedule(const Schedule& s) {
   for (auto k : kinds)
     if (isUserKind(static_cast<OpKind>(k)))
       entries_.push_back({QString::fromStdString(s.kindName(static_cast<OpKind>(k))),
-                          th.kindColor(static_cast<OpKind>(k)), 0, {}, {}});
+                          th.kindColor(static_cast<OpKind>(k)),
+                          0,
+                          {},
+                          {}});
   if (overlapped) entries_.push_back({tr("Overlapped F+B"), th.overlapColor(), 0, tr("F+B"), {}});
   if (maxChunks > 1)
-    entries_.push_back({tr("Later chunk (lighter)"), th.blockColor(OpKind::F, 1, false), 3, tr("later chunk"), later});
+    entries_.push_back(
+        {tr("Later chunk (lighter)"), th.blockColor(OpKind::F, 1, false), 3, tr("later chunk"), later});
   entries_.push_back({tr("Invalid"), th.error, 1, {}, {}});
   entries_.push_back({tr("Deadlock"), th.deadlock, 2, {}, {}});
   QStringList tip;

@@ -39,8 +39,8 @@ class LegendBar : public QWidget {
   struct Entry {
     QString label;
     QColor color;
-    int style = 0;  // 0 fill, 1 red outline, 2 dashed orange outline, 3 lighter chunk, 4 critical path
-    QString shortLabel;         // for narrow windows; empty: the label
+    int style = 0;       // 0 fill, 1 red outline, 2 dashed orange outline, 3 lighter chunk, 4 critical path
+    QString shortLabel;  // for narrow windows; empty: the label
     std::vector<QColor> chunk;  // style 3: the later-chunk colours of the kinds present
   };
   std::vector<Entry> allEntries() const;

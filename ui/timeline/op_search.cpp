@@ -95,7 +95,8 @@ std::vector<OpRef> findOps(const Schedule& s, const Timeline& timeline, const Op
   keyed.reserve(out.size());
   for (const OpRef& r : out) keyed.emplace_back(start(r), r);
   std::stable_sort(keyed.begin(), keyed.end(), [](const auto& a, const auto& b) {
-    return std::tie(a.first, a.second.device, a.second.step) < std::tie(b.first, b.second.device, b.second.step);
+    return std::tie(a.first, a.second.device, a.second.step) <
+           std::tie(b.first, b.second.device, b.second.step);
   });
   for (size_t i = 0; i < keyed.size(); ++i) out[i] = keyed[i].second;
   return out;

@@ -380,7 +380,8 @@ std::vector<DotCluster> clusterDots(std::vector<std::pair<double, double>> dots,
 LabelBox placeLabel(LabelBox want, const std::vector<LabelBox>& taken, int tries) {
   LabelBox b = want;
   for (int i = 0; i <= tries; ++i) {
-    const auto hit = std::find_if(taken.begin(), taken.end(), [&](const LabelBox& t) { return t.intersects(b); });
+    const auto hit =
+        std::find_if(taken.begin(), taken.end(), [&](const LabelBox& t) { return t.intersects(b); });
     if (hit == taken.end()) return b;
     b.y = hit->y - b.h - 1;  // just above the one in the way
   }

@@ -57,7 +57,9 @@ TimeSpan spanBetween(const TimeAxis& axis, double x0, double x1);
 // already placed so that no two overlap (at most `tries` steps, then where it wanted).
 struct LabelBox {
   double x = 0, y = 0, w = 0, h = 0;
-  bool intersects(const LabelBox& o) const { return x < o.x + o.w && o.x < x + w && y < o.y + o.h && o.y < y + h; }
+  bool intersects(const LabelBox& o) const {
+    return x < o.x + o.w && o.x < x + w && y < o.y + o.h && o.y < y + h;
+  }
 };
 LabelBox placeLabel(LabelBox want, const std::vector<LabelBox>& taken, int tries = 6);
 

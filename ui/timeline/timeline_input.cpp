@@ -28,7 +28,8 @@ void TimelineView::report(const QString& text) {
 void TimelineView::mousePressEvent(QMouseEvent* e) {
   setFocus();
   if (e->button() != Qt::LeftButton) return QAbstractScrollArea::mousePressEvent(e);
-  if ((e->modifiers() & Qt::ShiftModifier) && e->pos().x() >= layout_.labelWidth && mode_ == LayoutMode::Time) {
+  if ((e->modifiers() & Qt::ShiftModifier) && e->pos().x() >= layout_.labelWidth &&
+      mode_ == LayoutMode::Time) {
     // Measure: Shift+drag from here.
     measuring_ = true;
     measureStartX_ = e->pos().x() - layout_.labelWidth;
@@ -330,7 +331,8 @@ void TimelineView::keyPressEvent(QKeyEvent* e) {
     case Qt::Key_End: {
       // The first or last op of the selection's device.
       const auto& row = doc_->schedule().devices[static_cast<size_t>(ref->device)];
-      if (!row.empty()) selectRef(OpRef{ref->device, key == Qt::Key_Home ? 0 : static_cast<int>(row.size()) - 1});
+      if (!row.empty())
+        selectRef(OpRef{ref->device, key == Qt::Key_Home ? 0 : static_cast<int>(row.size()) - 1});
       return;
     }
     case Qt::Key_Return:

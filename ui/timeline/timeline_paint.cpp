@@ -538,7 +538,8 @@ struct TimelinePasses {
     const QFontMetricsF fmSmall(c.small);
     // Thin rows (a preview of many devices): one small label, on every k-th row that has room.
     const bool thin = v.layout_.rowHeight < QFontMetricsF(bold).height() + fmSmall.height();
-    const int every = thin ? std::max(1, static_cast<int>(std::ceil(fmSmall.height() / v.layout_.pitch()))) : 1;
+    const int every =
+        thin ? std::max(1, static_cast<int>(std::ceil(fmSmall.height() / v.layout_.pitch()))) : 1;
     for (int d = c.firstRow; d <= c.lastRow; ++d) {
       const QRectF lr(c.target.left() + 10, c.rowY(v.layout_, d), v.layout_.labelWidth - 18,
                       v.layout_.rowHeight);
@@ -650,7 +651,8 @@ void TimelinePasses::measure(const TimelineView& v, const Context& c) {
   p.setClipRect(QRectF(c.plotX0, c.target.top(), c.plotW, c.target.height()));
   QColor band = th.highlight;
   band.setAlphaF(0.12f);
-  p.fillRect(QRectF(x0, c.target.top() + v.layout_.rulerHeight, std::max(1.0, x1 - x0), c.target.height()), band);
+  p.fillRect(QRectF(x0, c.target.top() + v.layout_.rulerHeight, std::max(1.0, x1 - x0), c.target.height()),
+             band);
   p.setPen(QPen(th.highlight, 1.5));
   for (double x : {x0, x1}) p.drawLine(QPointF(x, c.target.top()), QPointF(x, c.target.bottom()));
   // Its length on the ruler, between the two lines when it fits.
@@ -686,10 +688,9 @@ void TimelineView::paintTimeline(QPainter& p, const QRect& target, const TimeAxi
   const TimelinePasses::Context ctx(*this, p, target, axis, scrollY);
   // Indexed by Pass: the order of the enum is the order of painting.
   using P = TimelinePasses;
-  static constexpr P::Fn kPasses[] = {&P::bands,     &P::blocks,         &P::overlayLanes, &P::outlines,
-                                      &P::arrows,    &P::drag,           &P::hover,        &P::stepMarks,
-                                      &P::iterationMarks, &P::labels, &P::ruler,        &P::playhead,
-                                      &P::measure};
+  static constexpr P::Fn kPasses[] = {
+      &P::bands,     &P::blocks,         &P::overlayLanes, &P::outlines, &P::arrows,   &P::drag,   &P::hover,
+      &P::stepMarks, &P::iterationMarks, &P::labels,       &P::ruler,    &P::playhead, &P::measure};
   static_assert(std::size(kPasses) == static_cast<size_t>(Pass::Count));
   p.fillRect(target, theme_.base);
   for (unsigned i = 0; i < std::size(kPasses); ++i) {

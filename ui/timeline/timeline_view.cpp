@@ -292,7 +292,8 @@ void TimelineView::fitRowHeight() {
   const double avail = viewport()->height() - layout_.rulerHeight - 2 * layout_.rowGap - D * layout_.rowGap;
   if (overlayShown()) {
     // Planned and measured lanes of equal height, so durations compare at a glance.
-    layout_.rowHeight = std::clamp(std::floor((avail / D - layout_.overlayGap) / 2), std::min(22.0, minRowHeight_), 52.0);
+    layout_.rowHeight =
+        std::clamp(std::floor((avail / D - layout_.overlayGap) / 2), std::min(22.0, minRowHeight_), 52.0);
     layout_.overlayHeight = layout_.rowHeight;
   } else {
     layout_.overlayHeight = 0;

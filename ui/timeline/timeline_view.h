@@ -245,7 +245,7 @@ class TimelineView : public QAbstractScrollArea {
   std::optional<double> playhead_;
   QString playheadLabel_;
   StepMarks marks_;
-  bool seeking_ = false;  // dragging the playhead
+  bool seeking_ = false;    // dragging the playhead
   bool measuring_ = false;  // Shift+dragging a span
   double measureStartX_ = 0;
   std::optional<TimeSpan> measure_;

@@ -23,9 +23,10 @@ void makeIndicatorsVisible(QWidget* root) {
     QPalette p = b->palette();
     // Mid-grey between the text and the window: the outline (darkened by Fusion) stands out.
     const QColor text = app.color(QPalette::WindowText), window = app.color(QPalette::Window);
-    p.setColor(QPalette::Window, dark ? QColor((text.red() + window.red()) / 2 + 40, (text.green() + window.green()) / 2 + 40,
-                                               (text.blue() + window.blue()) / 2 + 40)
-                                      : window);
+    p.setColor(QPalette::Window,
+               dark ? QColor((text.red() + window.red()) / 2 + 40, (text.green() + window.green()) / 2 + 40,
+                             (text.blue() + window.blue()) / 2 + 40)
+                    : window);
     b->setPalette(p);
   }
 }

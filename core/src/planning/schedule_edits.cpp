@@ -91,7 +91,8 @@ bool isTransferStep(const Step& st) {
 bool belongsTo(const Op& t, const Op& op, bool receive) {
   if (t.stage != op.stage || t.microbatch != op.microbatch) return false;
   if (op.kind == OpKind::F) return t.kind == (receive ? OpKind::RecvF : OpKind::SendF);
-  if (op.kind == OpKind::B || op.kind == OpKind::I) return t.kind == (receive ? OpKind::RecvB : OpKind::SendB);
+  if (op.kind == OpKind::B || op.kind == OpKind::I)
+    return t.kind == (receive ? OpKind::RecvB : OpKind::SendB);
   return false;
 }
 
@@ -122,7 +123,8 @@ Result<Schedule> moveAmongCompute(const Schedule& s, int device, int step, int d
   if (step < 0 || step >= n || delta == 0)
     return makeError("edit.move", "cannot move step " + std::to_string(step) + " on device " +
                                       std::to_string(device) + " (" + std::to_string(n) + " steps)");
-  if (isTransferStep(row[static_cast<size_t>(step)])) return moveStep(s, device, step, delta < 0 ? step - 1 : step + 1);
+  if (isTransferStep(row[static_cast<size_t>(step)]))
+    return moveStep(s, device, step, delta < 0 ? step - 1 : step + 1);
   const auto [first, last] = unitOf(row, step);
   const std::string name = s.opName(row[static_cast<size_t>(step)].first);
   Schedule out = s;
@@ -131,7 +133,8 @@ Result<Schedule> moveAmongCompute(const Schedule& s, int device, int step, int d
     int prev = first - 1;
     while (prev >= 0 && isTransferStep(row[static_cast<size_t>(prev)])) --prev;
     if (prev < 0)
-      return makeError("edit.move", name + " is already the first compute op on device " + std::to_string(device));
+      return makeError("edit.move",
+                       name + " is already the first compute op on device " + std::to_string(device));
     // The unit goes in front of the previous compute op's unit; loose transfers between them
     // stay where they were relative to the others.
     const int to = unitOf(row, prev).first;
@@ -140,7 +143,8 @@ Result<Schedule> moveAmongCompute(const Schedule& s, int device, int step, int d
     int next = last + 1;
     while (next < n && isTransferStep(row[static_cast<size_t>(next)])) ++next;
     if (next >= n)
-      return makeError("edit.move", name + " is already the last compute op on device " + std::to_string(device));
+      return makeError("edit.move",
+                       name + " is already the last compute op on device " + std::to_string(device));
     const int end = unitOf(row, next).second;
     std::rotate(r.begin() + first, r.begin() + last + 1, r.begin() + end + 1);
   }
