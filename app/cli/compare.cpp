@@ -114,10 +114,14 @@ void printTable(std::ostream& os, const std::string& title, const std::vector<Er
      << pad("measured ms", 13, true) << pad("ratio", 8, true) << pad("mean |dev-1|", 14, true)
      << pad("min dev", 9, true) << pad("max dev", 9, true) << "\n";
   auto row = [&](const ErrorStats& s) {
+    // Ops planned to take no time (SEND/RECV without --comm) have no ratio or deviation: "-".
+    const bool timed = s.plannedMs > 0;
+    auto orDash = [&](const std::string& v) { return timed ? v : std::string("-"); };
     os << "  " << pad(s.label, 10) << pad(std::to_string(s.count), 6, true) << pad(fmt(s.plannedMs), 13, true)
-       << pad(fmt(s.measuredMs), 13, true) << pad(fmt(s.ratio), 8, true)
-       << pad(fmt(s.meanAbsError * 100.0, 1) + "%", 14, true) << pad(fmt(s.minDeviation, 2), 9, true)
-       << pad(fmt(s.maxDeviation, 2), 9, true) << "\n";
+       << pad(fmt(s.measuredMs), 13, true) << pad(orDash(fmt(s.ratio)), 8, true)
+       << pad(orDash(fmt(s.meanAbsError * 100.0, 1) + "%"), 14, true)
+       << pad(orDash(fmt(s.minDeviation, 2)), 9, true) << pad(orDash(fmt(s.maxDeviation, 2)), 9, true)
+       << "\n";
   };
   for (const auto& s : rows) row(s);
   row(all);

@@ -6,6 +6,9 @@
 
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
 
 #include "cli/cli_runner.h"
 #include "cli/hostile_cli.h"
@@ -244,6 +247,35 @@ TEST(CompareCli, RealTorchTracesMatchEveryAction) {
     }
   }
   EXPECT_EQ(compared, 6);
+}
+
+TEST(CompareCli, ActionsPlannedToTakeNoTimeHaveNoRatioOrDeviation) {
+  // Posted (--comm posted, no transfer time) the CSV's SEND/RECV are planned at 0 ms: their rows
+  // print "-" for the ratio and the deviations, not 0 and 0.0% (there is nothing to divide by).
+  const std::string dir = std::string(PIPESTUDIO_TEST_DATA_DIR) + "/traces/torch-2.11.0/1f1b_d4_m4/";
+  CliResult r = cli("compare " + dir + "plan_compute_comms.csv " + dir + " --cost F=1,B=2 --comm posted", false);
+  ASSERT_EQ(r.exitCode, 0) << r.out;
+  bool sawSend = false, sawF = false;
+  std::istringstream lines(r.out);
+  for (std::string l; std::getline(lines, l);) {
+    std::istringstream words(l);
+    std::vector<std::string> w;
+    for (std::string x; words >> x;) w.push_back(x);
+    if (w.size() != 8) continue;
+    if (w[0] == "SEND_F" || w[0] == "RECV_F" || w[0] == "SEND_B" || w[0] == "RECV_B") {
+      sawSend = true;
+      EXPECT_EQ(w[1], "12") << l;
+      EXPECT_GT(std::stod(w[3]), 0.0) << l;  // measured
+      for (size_t i = 4; i < 8; ++i) EXPECT_EQ(w[i], "-") << l;
+    }
+    if (w[0] == "F") {
+      sawF = true;
+      EXPECT_NE(w[4], "-") << l;
+      EXPECT_NE(w[5], "-") << l;
+    }
+  }
+  EXPECT_TRUE(sawSend) << r.out;
+  EXPECT_TRUE(sawF) << r.out;
 }
 
 TEST(CompareCli, ScaledAlignment) {

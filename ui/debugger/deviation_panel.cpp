@@ -78,12 +78,12 @@ void DeviationPanel::setComparison(const Comparison* c, const PlanContext& plan)
   for (int r = 0; r < static_cast<int>(rows.size()); ++r) {
     const ErrorStats& e = *rows[static_cast<size_t>(r)];
     const QStringList cells{
-        QString::fromStdString(e.label),
-        QString::number(e.count),
-        QString::number(e.plannedMs, 'f', 2),
+        QString::fromStdString(e.label), QString::number(e.count), QString::number(e.plannedMs, 'f', 2),
         QString::number(e.measuredMs, 'f', 2),
         e.plannedMs > 0 ? QString::number(e.ratio, 'f', 2) + QStringLiteral("×") : QStringLiteral("–"),
-        QString::number(e.meanAbsError * 100, 'f', 1) + QStringLiteral(" %")};
+        // Ops planned to take no time have no deviation to average.
+        e.plannedMs > 0 ? QString::number(e.meanAbsError * 100, 'f', 1) + QStringLiteral(" %")
+                        : QStringLiteral("–")};
     for (int col = 0; col < cells.size(); ++col) {
       auto* it = new QTableWidgetItem(cells[col]);
       if (col > 0) it->setTextAlignment(Qt::AlignRight | Qt::AlignVCenter);
