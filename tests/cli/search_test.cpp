@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -52,7 +53,28 @@ TEST(SearchCli, WritesAValidScheduleWithItsPartitionAndReportsTheBuiltins) {
 
   const std::string part = std::string(PIPESTUDIO_CLI) + " partition --profile " + profilePath +
                            " --stages 3 --json > " + reportPath;
-  EXPECT_EQ(std::system(part.c_str()), 0);
+  ASSERT_EQ(std::system(part.c_str()), 0);
+  // The plan covers the 8 layers once, in order, in 3 stages (each within the memory limit when
+  // the profile has one), and its bottleneck is its slowest stage.
+  std::ifstream pin(reportPath);
+  auto pj = nlohmann::json::parse(pin);
+  EXPECT_EQ(pj["stages"], 3);
+  const auto& plan = pj["plan"];
+  ASSERT_EQ(plan["stages"].size(), 3u) << plan.dump();
+  int nextLayer = 0;
+  double bottleneck = 0;
+  for (const auto& st : plan["stages"]) {
+    EXPECT_EQ(st["first_layer"].get<int>(), nextLayer) << st.dump();
+    EXPECT_GT(st["layers"].get<int>(), 0) << st.dump();
+    nextLayer += st["layers"].get<int>();
+    const double limit = plan["memory_limit_bytes"].get<double>();  // 0: the profile states none
+    if (limit > 0) {
+      EXPECT_LE(st["peak_bytes"].get<double>(), limit) << st.dump();
+    }
+    bottleneck = std::max(bottleneck, st["time_ms"].get<double>());
+  }
+  EXPECT_EQ(nextLayer, 8);
+  EXPECT_DOUBLE_EQ(plan["bottleneck_ms"].get<double>(), bottleneck);
   // Bad sizes are usage errors.
   const std::string bad = std::string(PIPESTUDIO_CLI) + " search --profile " + profilePath +
                           " --devices 0 --microbatches 4 2>/dev/null";
