@@ -253,7 +253,8 @@ TEST(CompareCli, ActionsPlannedToTakeNoTimeHaveNoRatioOrDeviation) {
   // Posted (--comm posted, no transfer time) the CSV's SEND/RECV are planned at 0 ms: their rows
   // print "-" for the ratio and the deviations, not 0 and 0.0% (there is nothing to divide by).
   const std::string dir = std::string(PIPESTUDIO_TEST_DATA_DIR) + "/traces/torch-2.11.0/1f1b_d4_m4/";
-  CliResult r = cli("compare " + dir + "plan_compute_comms.csv " + dir + " --cost F=1,B=2 --comm posted", false);
+  CliResult r =
+      cli("compare " + dir + "plan_compute_comms.csv " + dir + " --cost F=1,B=2 --comm posted", false);
   ASSERT_EQ(r.exitCode, 0) << r.out;
   bool sawSend = false, sawF = false;
   std::istringstream lines(r.out);
