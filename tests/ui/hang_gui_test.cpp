@@ -138,6 +138,12 @@ class HangGuiTest : public QObject {
     QVERIFY2(head.contains(QStringLiteral("The run hung at 4.00 ms")), qPrintable(head));
     QVERIFY2(head.contains(QStringLiteral("2 device(s) stuck")), qPrintable(head));
     QVERIFY2(head.contains(QStringLiteral("wait cycle: ") + cycle), qPrintable(head));
+    QStringList rows;
+    for (int i = 1; i < w.diagnostics()->topLevelItemCount(); ++i) rows << w.diagnostics()->fullText(i);
+    QVERIFY2(rows.join('\n').contains(QStringLiteral("rank 1 timed out after 3 s in 1F0")),
+             qPrintable(rows.join('\n')));
+    QVERIFY2(rows.join('\n').contains(QStringLiteral("rank 0: waits in 0B0 for 1B0 on rank 1")),
+             qPrintable(rows.join('\n')));
 
     // Stepping back before the stop is history, not the hang: no stuck marks there.
     sc->seekTime(1);

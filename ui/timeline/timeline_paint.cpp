@@ -417,7 +417,7 @@ struct TimelinePasses {
         p.setPen(QPen(th.error, 2.5, Qt::DashLine));
         p.drawRect(r.adjusted(1, 1, -1, -1));
       }
-    // A hung run's stuck steps: a thick outline in the deadlock colour and a "stuck" badge above
+    // A hung run's stuck steps: a thick outline in the deadlock colour and a "stuck" badge in
     // the block's top-left corner.
     if (!v.marks_.stuck.empty()) {
       p.save();
@@ -431,8 +431,9 @@ struct TimelinePasses {
           p.setBrush(Qt::NoBrush);
           p.setPen(QPen(th.deadlock, 3.5));
           p.drawRect(r.adjusted(-2, -2, 2, 2));
-          const QRectF br(r.left() - 2, r.top() - 2 - fm.height(), fm.horizontalAdvance(badge) + 8,
-                          fm.height());
+          // Inside the block's top-left corner: a block in the first row has no room above it.
+          const QRectF br(r.left() + 1, r.top() + 1, std::min(fm.horizontalAdvance(badge) + 8, r.width() - 2),
+                          std::min(fm.height(), r.height() - 2));
           p.setPen(Qt::NoPen);
           p.setBrush(th.deadlock);
           p.drawRoundedRect(br, 3, 3);
