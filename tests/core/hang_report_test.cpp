@@ -198,6 +198,14 @@ TEST(HangReport, TheErrorsClauseIsFoundAgainInTheRunsTimeline) {
   EXPECT_EQ(found->stuck[0].step, 0);
   EXPECT_EQ(found->stuck[1].device, 0);
   EXPECT_EQ(found->stuck[1].step, 2);
+  // A summary repeating the message first (the GUI's "run failed on HOST: ..."): the error
+  // with the stuck steps is the one found.
+  Diagnostics summarised = ds;
+  summarised.insert(summarised.begin(), makeError("run.failed", "run failed on local: " + e.message));
+  const auto fromSummary = findHang(summarised);
+  ASSERT_TRUE(fromSummary.has_value());
+  EXPECT_EQ(fromSummary->code, "engine.timeout");
+  EXPECT_EQ(fromSummary->stuck.size(), 2u);
   // A chain reads as one; an error without the clause is no hang.
   StuckDevice running;
   running.device = 0;

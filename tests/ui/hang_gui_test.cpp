@@ -19,6 +19,10 @@
 #include "pipestudio/core/io/dsl.h"
 #include "pipestudio/core/io/run_events.h"
 #include "pipestudio/sessions/recording.h"
+#include "pipestudio/sessions/session_store.h"
+#include "remote/run_controller.h"
+#include "remote/run_dialog.h"
+#include "run_test_util.h"
 #include "shell/main_window.h"
 #include "timeline/timeline_view.h"
 #include "ui_fixtures.h"
@@ -195,6 +199,62 @@ class HangGuiTest : public QObject {
     w.clearMeasuredOverlay();
     QVERIFY(!w.stepperController()->hang().has_value());
     QVERIFY(w.timeline()->stepMarks().stuck.empty());
+  }
+
+  void aRunStartedFromTheGuiThatHangsOpensAtTheHang() {
+    // A fake CLI (our protocol) that streams the hung run's events as the launcher writes them
+    // at --timeout, then exits 1: the Run dialog's controller reads them like a real run's.
+    QTemporaryDir dir;
+    QVERIFY(dir.isValid());
+    const Schedule plan = oneFOneB(2, 2);
+    QFile events(dir.filePath(QStringLiteral("events.jsonl")));
+    QVERIFY(events.open(QIODevice::WriteOnly));
+    events.write(QByteArray::fromStdString(hungRunEvents(plan)));
+    events.close();
+    const QString cli = runtest::writeScript(
+        dir.path(), QStringLiteral("hanging-cli"),
+        QStringLiteral("if [ \"$1\" = --version ]; then echo '%1'; exit 0; fi\n"
+                       "while IFS= read -r line; do [ \"$line\" = '#%end-of-schedule' ] && break; done\n"
+                       "cat '%2'\n"
+                       "echo 'pipestudio-cli run: failed: rank 1 timed out after 3 s in 1F0' >&2\n"
+                       "exit 1\n")
+            .arg(QString::fromStdString(cliVersionLine("0.0.0")), events.fileName()));
+
+    MainWindow w;
+    ps::test::load(w, plan, defaultCostProfile(2), QSize(1400, 900));
+    // A writable session is open: the dialog files the ended run there (no question asked).
+    const QString session = dir.filePath(QStringLiteral("runs.session"));
+    QVERIFY(ps::sessions::SessionStore::open(session.toStdString()).ok());
+    QVERIFY(w.openSession(session));
+    RunDialog* dialog = RunDialog::showFor(&w);
+    RunController* c = dialog->controller();
+    QSignalSpy done(c, &RunController::runFinished);
+    RunRequest r = runtest::modelRequest(QStringLiteral("mlp"), QStringLiteral("layers=2,hidden=8"),
+                                         {.processes = 2, .timeoutSeconds = 3});
+    r.localCli = cli;
+    QVERIFY(c->start(r, QString::fromStdString(printDsl(plan)), QStringLiteral("1f1b")));
+    const RunOutcome o = runtest::waitForOutcome(*c, done, 30000);
+    QVERIFY(o.status == RunOutcome::Status::Failed);
+    // The last update of the overlay follows the end.
+    QTRY_VERIFY_WITH_TIMEOUT(w.stepperController()->hang().has_value(), 5000);
+    checkOpenedAtTheHang(w);
+    dialog->close();
+
+    // The GUI filed it (storeRunInSession, with the stream's per-device notes): opened from the
+    // Session dock later, it opens the same.
+    w.clearMeasuredOverlay();
+    QVERIFY(!w.stepperController()->hang().has_value());
+    auto store = ps::sessions::SessionStore::open(session.toStdString());
+    QVERIFY(store.ok());
+    auto runs = store->listRuns();
+    QVERIFY(runs.ok());
+    // The failed measured run (beside it, the prediction the dialog files with it).
+    std::optional<qint64> measured;
+    for (const auto& run : *runs)
+      if (run.status == RunState::Failed) measured = run.id;
+    QVERIFY(measured.has_value());
+    w.sessionDock()->openRun(*measured);
+    checkOpenedAtTheHang(w);
   }
 
   void aHungRunStoredInASessionOpensTheSame() {

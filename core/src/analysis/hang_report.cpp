@@ -148,8 +148,11 @@ Diagnostic stuckNote(const StuckDevice& d, std::string_view word) {
 }
 
 std::optional<RunHang> findHang(const Diagnostics& diagnostics) {
+  // The engine's error carries the stuck steps; a summary that repeats its message (the GUI's
+  // "run failed on HOST: ...", put first) does not: prefer the one with steps.
+  std::optional<RunHang> found;
   for (const Diagnostic& d : diagnostics) {
-    if (d.severity != Severity::Error) continue;
+    if (d.severity != Severity::Error || (found && d.related.empty())) continue;
     for (const std::string_view lead : {kCycleLead, kChainLead}) {
       // At the start of the message or after "; " (the clause follows the timeout's own words).
       size_t at = d.message.rfind(std::string("; ") + std::string(lead));
@@ -173,10 +176,12 @@ std::optional<RunHang> findHang(const Diagnostics& diagnostics) {
             note = n.message;
         h.notes.push_back(std::move(note));
       }
-      return h;
+      found = std::move(h);
+      break;
     }
+    if (found && !found->stuck.empty()) break;
   }
-  return std::nullopt;
+  return found;
 }
 
 }  // namespace ps::core
