@@ -281,6 +281,8 @@ class HangGuiTest : public QObject {
     QVERIFY(w.openSession(QString::fromStdString(path), true));
     w.sessionDock()->openRun(stored->measuredRunId);
     QVERIFY(w.timeline()->hasOverlay());
+    QVERIFY2(w.statusText().contains(QStringLiteral("· hung: wait cycle: rank 1 waits in 1F0")),
+             qPrintable(w.statusText()));
     checkOpenedAtTheHang(w);
   }
 };
