@@ -308,7 +308,7 @@ struct LauncherRun {
     std::string msg = root ? root->message : "the run failed and rank 0 did not report";
     const int from = root && root->device >= 0 ? root->device : 0;
     const auto h = ps::core::describeHang(all, from, "rank");
-    if (!h.text.empty()) msg += std::string("; ") + (h.cycle ? "wait cycle: " : "wait chain: ") + h.text;
+    if (!h.text.empty()) msg += "; " + ps::core::hangClause(h);
     ps::core::Diagnostic d =
         ps::core::makeError(root && !root->code.empty() ? root->code : "engine.rank-lost", msg);
     d.related = h.stuck;

@@ -91,6 +91,10 @@ bool recordRunInSession(const RunSessionRecording& r, std::ostream& out) {
               << core::formatDiagnostics(model.errors());
   }
   rec.measured = rep.timeline;
+  // A hang: where each device stood, kept with the timeline for the GUI (hang_report.h).
+  for (const auto& d : rep.stuck)
+    if (d.device >= 0)
+      rec.measured.diagnostics.push_back(core::stuckNote(d, o.distributed.worldSize > 1 ? "rank" : "device"));
   rec.startedMs = r.startedMs;
   rec.target = r.target;
   rec.devices = r.schedule->pipeline.devices;

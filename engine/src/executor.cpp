@@ -494,7 +494,7 @@ void Run::addHangReport(const std::vector<core::StuckDevice>& all) {
   stuck_ = all;
   const core::HangReport h = core::describeHang(all, error_->device, remote_ ? "rank" : "device");
   if (h.text.empty()) return;
-  error_->message += std::string("; ") + (h.cycle ? "wait cycle: " : "wait chain: ") + h.text;
+  error_->message += "; " + core::hangClause(h);
   error_->related = h.stuck;
 }
 

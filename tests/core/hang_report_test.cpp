@@ -133,11 +133,19 @@ TEST(HangReport, StuckEventsAndRelatedOpsRoundTripThroughTheStream) {
   EXPECT_EQ(reader.errors()[0].related[1].device, 0);
   EXPECT_EQ(reader.errors()[0].related[1].step, 2);
   // The diagnostic marks the error's own op and every stuck op of the chain.
+  // Then one note per device saying where it stood, for whoever has only the timeline.
   const auto tl = reader.timeline();
-  ASSERT_EQ(tl.diagnostics.size(), 1u);
+  ASSERT_EQ(tl.diagnostics.size(), 3u);
   ASSERT_EQ(tl.diagnostics[0].related.size(), 2u);
   EXPECT_EQ(tl.diagnostics[0].related[0].device, 1);
   EXPECT_EQ(tl.diagnostics[0].related[1].device, 0);
+  EXPECT_EQ(tl.diagnostics[1].code, "engine.stuck");
+  EXPECT_EQ(tl.diagnostics[1].severity, Severity::Note);
+  EXPECT_EQ(tl.diagnostics[1].message, "device 0: silent: sent no report");
+  EXPECT_TRUE(tl.diagnostics[1].related.empty());  // its step is unknown
+  EXPECT_EQ(tl.diagnostics[2].message, "device 1: waits in 1F0 for 0F0 on device 0 (3.00 s)");
+  ASSERT_EQ(tl.diagnostics[2].related.size(), 1u);
+  EXPECT_EQ(tl.diagnostics[2].related[0].step, 0);
 }
 
 TEST(HangReport, HostileStuckEventsAreWarningsNotAllocations) {
@@ -157,4 +165,58 @@ TEST(HangReport, HostileStuckEventsAreWarningsNotAllocations) {
   ASSERT_EQ(reader.errors().size(), 1u);
   ASSERT_EQ(reader.errors()[0].related.size(), 1u);
   EXPECT_EQ(reader.errors()[0].related[0].device, 1);
+}
+
+TEST(HangReport, TheErrorsClauseIsFoundAgainInTheRunsTimeline) {
+  // The engine appends hangClause to its timeout; a GUI given the streamed (or stored) timeline
+  // finds the cycle text and the stuck steps again, with no ranks' states at hand.
+  std::vector<StuckDevice> s = {waiting(0, 2, "0B0", 1, "1B0", 2), waiting(1, 0, "1F0", 0, "0F0", 0)};
+  const HangReport h = describeHang(s, 1);
+  ASSERT_TRUE(h.cycle);
+  EXPECT_EQ(hangClause(h), "wait cycle: " + h.text);
+  RunErrorEvent e;
+  e.code = "engine.timeout";
+  e.message = "rank 1 timed out after 3 s in 1F0; " + hangClause(h);
+  e.device = 1;
+  e.related = h.stuck;
+  RunEventReader reader;
+  reader.feed(run_event::error(e) + "\n");
+  reader.end();
+  Diagnostics ds = reader.timeline().diagnostics;
+  ds.insert(ds.begin(), makeWarning("engine.slow", "slow; wait cycle: not an error"));
+  const auto found = findHang(ds);
+  ASSERT_TRUE(found.has_value());
+  EXPECT_TRUE(found->cycle);
+  EXPECT_EQ(found->text, h.text);
+  EXPECT_EQ(found->clause, hangClause(h));
+  EXPECT_EQ(found->cause, "rank 1 timed out after 3 s in 1F0");
+  EXPECT_EQ(found->code, "engine.timeout");
+  ASSERT_EQ(found->stuck.size(), 2u);
+  // No `stuck` events in this stream: no device's own line.
+  EXPECT_EQ(found->notes, (std::vector<std::string>{"", ""}));
+  EXPECT_EQ(found->stuck[0].device, 1);
+  EXPECT_EQ(found->stuck[0].step, 0);
+  EXPECT_EQ(found->stuck[1].device, 0);
+  EXPECT_EQ(found->stuck[1].step, 2);
+  // A summary repeating the message first (the GUI's "run failed on HOST: ..."): the error
+  // with the stuck steps is the one found.
+  Diagnostics summarised = ds;
+  summarised.insert(summarised.begin(), makeError("run.failed", "run failed on local: " + e.message));
+  const auto fromSummary = findHang(summarised);
+  ASSERT_TRUE(fromSummary.has_value());
+  EXPECT_EQ(fromSummary->code, "engine.timeout");
+  EXPECT_EQ(fromSummary->stuck.size(), 2u);
+  // A chain reads as one; an error without the clause is no hang.
+  StuckDevice running;
+  running.device = 0;
+  running.state = StuckDevice::State::Running;
+  running.step = 1;
+  const HangReport chain = describeHang({running, waiting(1, 0, "1F0", 0, "0F0", 0)}, 1);
+  ASSERT_FALSE(chain.cycle);
+  const auto c = findHang({makeError("engine.timeout", "timed out; " + hangClause(chain))});
+  ASSERT_TRUE(c.has_value());
+  EXPECT_FALSE(c->cycle);
+  EXPECT_EQ(c->text, chain.text);
+  EXPECT_FALSE(findHang({makeError("engine.op-failed", "CUDA out of memory")}).has_value());
+  EXPECT_FALSE(findHang({}).has_value());
 }

@@ -122,6 +122,16 @@ void StatePanel::setState(const StepState& st, const Stepper& stepper, bool meas
                             ? tr("the run was cancelled")
                             : QString::fromStdString(st.diagnostics.front().message).toHtmlEscaped();
     head += tr("<br><b>Cancelled here:</b> %1").arg(why);
+  } else if (st.stopped && hang_) {
+    const QString err = Theme::html(Theme::forPalette(palette()).error);
+    head +=
+        tr("<br><span style='color:%1'><b>Hung here:</b> %2</span>")
+            .arg(err,
+                 QString::fromStdString(hang_->cause.empty() ? hang_->code : hang_->cause).toHtmlEscaped());
+    head += tr("<br><span style='color:%1'><b>%2</b> %3</span>")
+                .arg(Theme::html(Theme::forPalette(palette()).deadlock),
+                     hang_->cycle ? tr("Wait cycle:") : tr("Wait chain:"),
+                     QString::fromStdString(hang_->text).toHtmlEscaped());
   } else if (st.stopped) {
     QString why = st.diagnostics.empty()
                       ? tr("the timeline is incomplete")
@@ -139,6 +149,10 @@ void StatePanel::setState(const StepState& st, const Stepper& stepper, bool meas
     dev->setText(0, tr("Device %1").arg(d.device));
     dev->setFont(0, bold);
     QString status;
+    int stuckAt = -1;  // index in the hang's stuck steps
+    if (st.stopped && hang_ && !live_ && !cancelled_)
+      for (size_t k = 0; k < hang_->stuck.size(); ++k)
+        if (hang_->stuck[k].device == d.device) stuckAt = static_cast<int>(k);
     if (!d.running.empty()) {
       QStringList names;
       for (size_t i : d.running) names << name(tl.ops[i].op);
@@ -154,6 +168,12 @@ void StatePanel::setState(const StepState& st, const Stepper& stepper, bool meas
       // An input on its way (the pipeline filling, a producer running): the normal wait.
       status = tr("waiting");
       dev->setForeground(1, muted);
+    } else if (stuckAt >= 0) {
+      // The engine's post-mortem names this device's step: whatever the measured timeline
+      // shows (an input that ran but never arrived looks ready), it is stuck there.
+      status = tr("stuck (hung)");
+      dev->setForeground(1, Theme::forPalette(palette()).deadlock);
+      dev->setFont(1, bold);
     } else if (d.blocked) {
       status = tr("blocked");
       dev->setForeground(1, kRed);
@@ -163,6 +183,9 @@ void StatePanel::setState(const StepState& st, const Stepper& stepper, bool meas
     }
     status += tr(" · %1 / %2 ops done").arg(d.opsDone).arg(d.opsPlanned);
     dev->setText(1, status);
+    if (stuckAt >= 0 && static_cast<size_t>(stuckAt) < hang_->notes.size() &&
+        !hang_->notes[static_cast<size_t>(stuckAt)].empty())
+      addRow(dev, tr("engine"), QString::fromStdString(hang_->notes[static_cast<size_t>(stuckAt)]));
 
     for (size_t i : d.running) {
       const TimelineOp& o = tl.ops[i];

@@ -8,6 +8,7 @@
 #include <optional>
 #include <vector>
 
+#include "pipestudio/core/analysis/hang_report.h"
 #include "pipestudio/core/analysis/stepper.h"
 
 class QLabel;
@@ -33,6 +34,9 @@ class StatePanel : public QWidget {
   // A run the user cancelled: where it stopped is no failure, and what it never ran is not
   // missing.
   void setCancelled(bool cancelled) { cancelled_ = cancelled; }
+  // A run that hung (core::findHang): where it stopped reads "Hung here", with the wait cycle,
+  // and each device whose step the post-mortem names says it is stuck there.
+  void setHang(std::optional<ps::core::RunHang> hang) { hang_ = std::move(hang); }
 
   QTreeWidget* tree() const { return tree_; }
   QString headerText() const;
@@ -50,6 +54,7 @@ class StatePanel : public QWidget {
  private:
   bool live_ = false;
   bool cancelled_ = false;
+  std::optional<ps::core::RunHang> hang_;
   QLabel* header_ = nullptr;
   QTreeWidget* tree_ = nullptr;
   QTreeWidgetItem* transfers_ = nullptr;

@@ -30,6 +30,45 @@ QString fmtMs(double v) {
   return msValue(v);
 }
 
+// A hung run's stuck steps (the engine's post-mortem) at the stop state, each with what the
+// stepper finds it waiting for there.
+std::vector<TimelineView::StepMarks::Stuck> stuckMarks(const RunHang& hang, const Stepper& stepper,
+                                                       const StepState& st) {
+  std::vector<TimelineView::StepMarks::Stuck> out;
+  const Schedule& plan = stepper.plan();
+  for (size_t k = 0; k < hang.stuck.size(); ++k) {
+    const OpRef r = hang.stuck[k];
+    const Op* o = opAt(plan, r);
+    if (!o) continue;
+    TimelineView::StepMarks::Stuck m{r.device, *o, {}};
+    QStringList waits;
+    for (const DeviceState& d : st.devices)
+      if (d.device == r.device)
+        for (const WaitingOp& w : d.next)
+          if (w.op == *o)
+            for (const InputWait& in : w.missing)
+              waits << StepperController::tr("%1 on device %2 (%3)")
+                           .arg(QString::fromStdString(plan.opName(in.input)))
+                           .arg(in.device)
+                           .arg(QString::fromUtf8(inputStatusName(in.status).data()));
+    const QString name = QString::fromStdString(plan.opName(*o));
+    // The engine's own line first (what its rank said it waits for); then what the measured
+    // timeline lacks there.
+    const QString engine = k < hang.notes.size() ? QString::fromStdString(hang.notes[k]) : QString();
+    if (!engine.isEmpty())
+      m.note = waits.isEmpty() ? StepperController::tr("%1 · in %2").arg(engine, name)
+                               : StepperController::tr("%1 · %2 waits for %3")
+                                     .arg(engine, name, waits.join(QStringLiteral(", ")));
+    else
+      m.note = waits.isEmpty() ? StepperController::tr("device %1 in %2").arg(r.device).arg(name)
+                               : StepperController::tr("device %1 in %2 waits for %3")
+                                     .arg(r.device)
+                                     .arg(name, waits.join(QStringLiteral(", ")));
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
 // Playback speeds offered, in timeline ms per wall second.
 constexpr double kSpeeds[] = {0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000};
 
@@ -323,12 +362,18 @@ void StepperController::publish() {
     for (const WaitingOp& w : d.next)
       if (!w.missing.empty()) into.emplace_back(d.device, w.op);
   }
+  // A hung run at its stop: the step each device was in when the ranks stopped.
+  if (hang_ && st.stopped && !live_ && !cancelled_) {
+    marks.stuck = stuckMarks(*hang_, *stepper_, st);
+    marks.hang = QString::fromStdString(hang_->clause);
+  }
   marks.breakpoints = breakpoints_;
   marks.dimFuture = isPlaying() || (position_ > 0 && position_ < n);
   view_->setStepMarks(std::move(marks));
   if (memory_) memory_->setPlayheadTime(axisT);
   if (state_) {
     state_->setCancelled(cancelled_);
+    state_->setHang(live_ || cancelled_ ? std::nullopt : hang_);
     state_->setState(st, *stepper_, measured_);
   }
   if (diagnostics_) {
@@ -568,6 +613,7 @@ void StepperController::stopDebugging() {
   engaged_ = false;
   live_ = false;
   cancelled_ = false;
+  hang_.reset();
   if (state_) state_->setLive(false);
   stepper_.reset();
   opIndex_.reset();
@@ -588,6 +634,7 @@ void StepperController::timelineOpened(bool live) {
   if (state_) state_->setLive(live_);
   dirty_ = true;
   engaged_ = true;
+  hang_.reset();
   ensure();
   if (diagnostics_) diagnostics_->setRunDiagnostics({}, {});
   if (!stepper_) {
@@ -614,6 +661,28 @@ void StepperController::timelineOpened(bool live) {
               .arg(fmtMs(time_))
               .arg(tl.ops.size())
               .arg(doc_ ? doc_->schedule().opCount() : tl.ops.size()));
+      return;
+    }
+    hang_ = findHang(st.diagnostics);
+    if (hang_) {
+      // A hang: the playhead where the ranks stopped making progress, each device's stuck
+      // step marked (publish) and the wait cycle named.
+      const auto marks = stuckMarks(*hang_, *stepper_, st);
+      if (diagnostics_)
+        diagnostics_->setRunDiagnostics(
+            st.diagnostics, tr("The run hung at %1 ms, after %2 events; %n device(s) stuck. %3", nullptr,
+                               static_cast<int>(marks.size()))
+                                .arg(fmtMs(time_))
+                                .arg(stop)
+                                .arg(QString::fromStdString(hang_->clause)));
+      publish();
+      Q_EMIT moved();
+      if (!marks.empty() && view_) view_->selectOp(marks.front().op, true);
+      Q_EMIT statusMessage(
+          tr("The run hung: the playhead is where the ranks stopped (%1 ms), %n stuck step(s) "
+             "marked; %2",
+             nullptr, static_cast<int>(marks.size()))
+              .arg(fmtMs(time_), QString::fromStdString(hang_->clause)));
       return;
     }
     size_t blocked = 0;

@@ -14,6 +14,7 @@
 #include <tuple>
 #include <vector>
 
+#include "pipestudio/core/analysis/hang_report.h"
 #include "pipestudio/core/analysis/stepper.h"
 
 class QAction;
@@ -54,6 +55,10 @@ class StepperController : public QObject {
   bool isLive() const { return live_; }
   // The stepped run was cancelled by the user: where it stopped is not a failure.
   bool isCancelled() const { return cancelled_; }
+  // The stepped run hung (its failure carries the engine's wait cycle, core::findHang): it opens
+  // at its stop with each device's stuck step marked and the cycle in the State and Diagnostics
+  // docks.
+  const std::optional<ps::core::RunHang>& hang() const { return hang_; }
 
   // The stepper of the shown timeline (null when it cannot be built, e.g. an empty schedule).
   const ps::core::Stepper* stepper();
@@ -165,6 +170,7 @@ class StepperController : public QObject {
   QAction* aStop_ = nullptr;
   bool live_ = false;
   bool cancelled_ = false;
+  std::optional<ps::core::RunHang> hang_;
 };
 
 // "device 2 starts B5@s3": a breakpoint in words (unset fields read "any").

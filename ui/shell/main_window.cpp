@@ -311,12 +311,15 @@ void MainWindow::buildDocks() {
             if (!text.isEmpty() && !openSessionVersion(text, name, session_->currentVersion().value_or(0)))
               return;
             setMeasuredOverlay(t, tr("run %1").arg(runId));
+            QString tail = t.complete ? QString() : tr(" · incomplete");
+            if (const auto& hang = stepper_->hang())
+              tail = tr(" · hung: %1").arg(QString::fromStdString(hang->clause));
             showStatus(tr("Run %1 over the plan: makespan %2 ms · bubble %3 % · %4 ops%5")
                            .arg(runId)
                            .arg(t.metrics.makespan, 0, 'f', 2)
                            .arg(t.metrics.bubbleRatio * 100, 0, 'f', 1)
                            .arg(t.ops.size())
-                           .arg(t.complete ? QString() : tr(" · incomplete")));
+                           .arg(tail));
           });
   connect(session_, &SessionDock::sessionChanged, this, &MainWindow::updateTitle);
   resizeDocks({dp, ds}, {360, 330}, Qt::Horizontal);

@@ -4,6 +4,7 @@
 // benchmark; tests run single passes.
 #include <QApplication>
 #include <QFileInfo>
+#include <QFontMetricsF>
 #include <QPainter>
 #include <QPainterPath>
 #include <QScrollBar>
@@ -416,6 +417,32 @@ struct TimelinePasses {
         p.setPen(QPen(th.error, 2.5, Qt::DashLine));
         p.drawRect(r.adjusted(1, 1, -1, -1));
       }
+    // A hung run's stuck steps: a thick outline in the deadlock colour and a "stuck" badge in
+    // the block's top-left corner.
+    if (!v.marks_.stuck.empty()) {
+      p.save();
+      QFont f = p.font();
+      f.setBold(true);
+      f.setPointSizeF(std::max(6.0, f.pointSizeF() * 0.8));
+      const QFontMetricsF fm(f);
+      const QString badge = TimelineView::tr("stuck");
+      for (const auto& m : v.marks_.stuck)
+        for (const QRectF& r : rectsOf(m.device, m.op)) {
+          p.setBrush(Qt::NoBrush);
+          p.setPen(QPen(th.deadlock, 3.5));
+          p.drawRect(r.adjusted(-2, -2, 2, 2));
+          // Inside the block's top-left corner: a block in the first row has no room above it.
+          const QRectF br(r.left() + 1, r.top() + 1, std::min(fm.horizontalAdvance(badge) + 8, r.width() - 2),
+                          std::min(fm.height(), r.height() - 2));
+          p.setPen(Qt::NoPen);
+          p.setBrush(th.deadlock);
+          p.drawRoundedRect(br, 3, 3);
+          p.setFont(f);
+          p.setPen(Qt::white);
+          p.drawText(br, Qt::AlignCenter, badge);
+        }
+      p.restore();
+    }
     for (const auto& [d, op] : v.marks_.waiting)
       for (const QRectF& r : rectsOf(d, op)) {
         p.setPen(QPen(th.muted, 1.5, Qt::DashLine));

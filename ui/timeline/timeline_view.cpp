@@ -476,6 +476,16 @@ QString TimelineView::tooltipFor(const Block& b) const {
         break;
       }
   }
+  for (const auto& m : marks_.stuck)
+    if (m.device == b.device && (m.op == b.op || (b.second && m.op == *b.second))) {
+      html +=
+          QStringLiteral("<br><span style='color:%1'><b>%2</b> %3</span>")
+              .arg(Theme::html(theme_.deadlock), tr("Stuck here when the run hung:"), m.note.toHtmlEscaped());
+      if (!marks_.hang.isEmpty())
+        html += QStringLiteral("<br><span style='color:%1'>%2</span>")
+                    .arg(Theme::html(theme_.deadlock), marks_.hang.toHtmlEscaped());
+      break;
+    }
   return html;
 }
 

@@ -127,6 +127,16 @@ class TimelineView : public QAbstractScrollArea {
     std::vector<ps::core::Breakpoint> breakpoints;
     bool dimFuture = false;                             // veil what lies after the playhead (while stepping)
     std::vector<std::pair<int, ps::core::Op>> waiting;  // an input on its way: dashed, muted
+    // A hung run at its stop: the step each device was in by the engine's post-mortem
+    // (core::findHang): a thick outline in the deadlock colour and a "stuck" badge; the tooltip
+    // adds `note` (what it waits for) and `hang` (the wait cycle).
+    struct Stuck {
+      int device = -1;
+      ps::core::Op op;
+      QString note;
+    };
+    std::vector<Stuck> stuck;
+    QString hang;  // "wait cycle: rank 1 waits in 1F0 for 0F0 on rank 0, ..."
   };
   void setPlayhead(std::optional<double> axisMs, const QString& label = {});
   std::optional<double> playhead() const { return playhead_; }

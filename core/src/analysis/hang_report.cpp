@@ -16,6 +16,10 @@ constexpr EnumName<StuckDevice::State> kStuckStateNames[] = {
     {StuckDevice::State::Finished, "finished"},
 };
 
+constexpr std::string_view kCycleLead = "wait cycle: ";
+constexpr std::string_view kChainLead = "wait chain: ";
+constexpr std::string_view kStuckNoteCode = "engine.stuck";
+
 std::string seconds(double s) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.2f s", s);
@@ -127,6 +131,57 @@ HangReport describeHang(const std::vector<StuckDevice>& states, int from, std::s
   }
   r.text = text;
   return r;
+}
+
+std::string hangClause(const HangReport& h) {
+  if (h.text.empty()) return {};
+  return std::string(h.cycle ? kCycleLead : kChainLead) + h.text;
+}
+
+Diagnostic stuckNote(const StuckDevice& d, std::string_view word) {
+  Diagnostic n;
+  n.severity = Severity::Note;
+  n.code = std::string(kStuckNoteCode);
+  n.message = describeStuckDevice(d, word);
+  if (d.device >= 0 && d.step >= 0) n.related.push_back(OpRef{d.device, d.step});
+  return n;
+}
+
+std::optional<RunHang> findHang(const Diagnostics& diagnostics) {
+  // The engine's error carries the stuck steps; a summary that repeats its message (the GUI's
+  // "run failed on HOST: ...", put first) does not: prefer the one with steps.
+  std::optional<RunHang> found;
+  for (const Diagnostic& d : diagnostics) {
+    if (d.severity != Severity::Error || (found && d.related.empty())) continue;
+    for (const std::string_view lead : {kCycleLead, kChainLead}) {
+      // At the start of the message or after "; " (the clause follows the timeout's own words).
+      size_t at = d.message.rfind(std::string("; ") + std::string(lead));
+      if (at != std::string::npos)
+        at += 2;
+      else if (d.message.starts_with(lead))
+        at = 0;
+      else
+        continue;
+      RunHang h;
+      h.cycle = lead == kCycleLead;
+      h.clause = d.message.substr(at);
+      h.text = h.clause.substr(lead.size());
+      h.cause = at >= 2 ? d.message.substr(0, at - 2) : std::string();
+      h.code = d.code;
+      h.stuck = d.related;
+      for (const OpRef& r : h.stuck) {
+        std::string note;
+        for (const Diagnostic& n : diagnostics)
+          if (n.code == kStuckNoteCode && !n.related.empty() && n.related.front().device == r.device)
+            note = n.message;
+        h.notes.push_back(std::move(note));
+      }
+      found = std::move(h);
+      break;
+    }
+    if (found && !found->stuck.empty()) break;
+  }
+  return found;
 }
 
 }  // namespace ps::core

@@ -383,6 +383,11 @@ Timeline RunEventReader::timeline() const {
         makeError(finished_ && finished_->status == "cancelled" ? "engine.cancelled" : "run.incomplete", why,
                   SourceLocation{source_, 0, 0}));
   }
+  // A hung run's post-mortem: where each device stood, one note each (hang_report.h).
+  if (!t.complete)
+    for (const StuckDevice& d : stuck_)
+      if (d.device >= 0)
+        t.diagnostics.push_back(stuckNote(d, started_ && started_->worldSize > 1 ? "rank" : "device"));
   t.metrics = computeMetrics(t);
   return t;
 }

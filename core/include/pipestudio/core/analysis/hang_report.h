@@ -49,6 +49,31 @@ struct HangReport {
 // process per device, "device" for the devices of one process.
 HangReport describeHang(const std::vector<StuckDevice>& states, int from, std::string_view word = "rank");
 
+// The hang's clause in the run's error message (after "; "): "wait cycle: TEXT" or "wait chain:
+// TEXT" (empty when the report has no text). The engine and the CLI write it; findHang reads it.
+std::string hangClause(const HangReport& h);
+
+// A hung run as its timeline keeps it (streamed as run events or stored in a session): the
+// error whose message carries hangClause, its related ops the stuck steps. For the GUI, which
+// has the run's timeline but not the ranks' states.
+struct RunHang {
+  bool cycle = false;
+  std::string text;          // describeHang's sentence
+  std::string clause;        // "wait cycle: " + text
+  std::string cause;         // the message before the clause ("rank 1 timed out after 3 s in 1F0")
+  std::string code;          // the error's code ("engine.timeout")
+  std::vector<OpRef> stuck;  // the error's related ops: each device's stuck step
+  // For each of `stuck`, that device's line (describeStuckDevice) from its stuckNote; empty
+  // when the timeline has none (a session recorded before the notes).
+  std::vector<std::string> notes;
+};
+
+// Where one device stood, as a note in the run's timeline (code "engine.stuck", message
+// describeStuckDevice, related its step when known): the reader of the run events and the CLI
+// add one per device beside the hang's error, so a stored run keeps them.
+Diagnostic stuckNote(const StuckDevice& d, std::string_view word = "rank");
+std::optional<RunHang> findHang(const Diagnostics& diagnostics);
+
 // One line per device, for people: "rank 1: waits in 1F1 for 0F1 on rank 0 (5.00 s)",
 // "rank 2: silent: stopped (SIGSTOP), last seen after 2F3".
 std::string describeStuckDevice(const StuckDevice& d, std::string_view word = "rank");
