@@ -193,6 +193,7 @@ int handOffToEngine(const std::string& command, const std::vector<std::string>& 
   std::vector<std::string> argvStrings{loc.path, command};
   argvStrings.insert(argvStrings.end(), args.begin(), args.end());
   std::vector<char*> argv;
+  argv.reserve(argvStrings.size() + 1);
   for (auto& s : argvStrings) argv.push_back(s.data());
   argv.push_back(nullptr);
   std::cout.flush();

@@ -432,7 +432,7 @@ int noteCommand(const std::string& path, const std::string& text, const ps::cli:
 int runSession(const std::vector<std::string>& argv) {
   const ps::cli::Reporter reporter("session", kUsage);
   if (argv.empty()) return reporter.usage("expected list, show, export or note");
-  const std::string action = argv[0];
+  const std::string& action = argv[0];
   std::vector<std::string> rest(argv.begin() + 1, argv.end());
   ps::cli::Args args(rest, {"--schedule", "--run", "--profile", "--format", "-o", "--time", "--device"},
                      {"--json"});

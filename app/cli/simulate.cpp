@@ -111,6 +111,7 @@ void preferHugePages() {
   auto lo = (reinterpret_cast<std::uintptr_t>(probe) + kHuge - 1) & ~(kHuge - 1);
   auto hi = reinterpret_cast<std::uintptr_t>(sbrk(0)) & ~(kHuge - 1);
   free(probe);
+  // NOLINTNEXTLINE(performance-no-int-to-ptr): madvise takes the page-aligned address as a pointer
   if (hi > lo) madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_HUGEPAGE);  // advice only
 #endif
 }

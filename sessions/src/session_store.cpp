@@ -1185,16 +1185,25 @@ Result<std::vector<Annotation>> SessionStore::annotations(std::optional<Id> sche
     if (!s->isNull(3)) {
       a.time = s->f64(3);
       if (!core::limits::validTimeMs(*a.time))
-        return impl_->error(
-            "session.invalid-value",
-            what + ": " + row + "time_ms " + std::to_string(*a.time) + " is out of range (a finite time)");
+        return impl_->error("session.invalid-value", std::string(what)
+                                                         .append(": ")
+                                                         .append(row)
+                                                         .append("time_ms ")
+                                                         .append(std::to_string(*a.time))
+                                                         .append(" is out of range (a finite time)"));
     }
     if (!s->isNull(4)) {
       const std::int64_t device = s->i64(4);
       if (device < 0 || device >= core::limits::kMaxDevices)
-        return impl_->error("session.invalid-value", what + ": " + row + "device " + std::to_string(device) +
-                                                         " is out of range (0.." +
-                                                         std::to_string(core::limits::kMaxDevices - 1) + ")");
+        return impl_->error("session.invalid-value",
+                            std::string(what)
+                                .append(": ")
+                                .append(row)
+                                .append("device ")
+                                .append(std::to_string(device))
+                                .append(" is out of range (0..")
+                                .append(std::to_string(core::limits::kMaxDevices - 1))
+                                .append(")"));
       a.device = static_cast<int>(device);
     }
     a.text = s->text(5);

@@ -35,7 +35,7 @@ class CliCommandLine : public ::testing::Test {
     std::filesystem::remove_all(dir_, ec);
   }
   std::string write(const std::string& name, const std::string& text) {
-    const std::string p = (dir_ / name).string();
+    std::string p = (dir_ / name).string();
     std::ofstream(p) << text;
     return p;
   }

@@ -25,7 +25,7 @@ void expectBounded(const CliResult& r, size_t maxBytes = 4096) {
 
 // A sparse file of `bytes` (no disk used).
 std::string sparse(const ps::test::TempDir& dir, const std::string& name, std::uintmax_t bytes) {
-  const std::string p = dir.file(name, "x");
+  std::string p = dir.file(name, "x");
   std::filesystem::resize_file(p, bytes);
   return p;
 }
@@ -53,7 +53,7 @@ TEST_F(HostileCli, PipeHeaderNamingEtcPasswdQuotesAtMostAShortExcerpt) {
 }
 
 TEST_F(HostileCli, HundredKilobytesOfNulBytesPrintBoundedErrors) {
-  const std::string plan = write("nul.pipe", std::string(100 * 1024, '\0'));
+  const std::string plan = write("nul.pipe", std::string(std::size_t{100} * 1024, '\0'));
   auto r = runCommand(cliLimited("validate '" + plan + "'"));
   expectBounded(r, 20000);
   EXPECT_NE(r.out.find("\\x00"), std::string::npos) << r.out.substr(0, 2000);  // escaped, not raw
@@ -126,8 +126,9 @@ TEST_F(HostileCli, SessionWithANegativeSchemaVersionIsADamagedFileForEveryWriter
   const std::string db = (dir_ / "s.session").string();
   ASSERT_EQ(runCli("simulate '" + plan + "' --cost F=1,B=1 --session '" + db + "'").exitCode, 0);
   ps::sessions::test::RawDb(db).mustExec("PRAGMA user_version = -1");
-  for (const std::string& args : {"simulate '" + plan + "' --cost F=1,B=1 --session '" + db + "'",
-                                  "session note '" + db + "' --schedule 1 hello"}) {
+  const std::string simulate = "simulate '" + plan + "' --cost F=1,B=1 --session '" + db + "'";
+  const std::string note = "session note '" + db + "' --schedule 1 hello";
+  for (const std::string& args : {simulate, note}) {
     auto r = runCommand(cliLimited(args));
     expectBounded(r);
     EXPECT_NE(r.out.find("schema version -1"), std::string::npos) << args << "\n" << r.out;

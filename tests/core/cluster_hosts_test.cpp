@@ -331,8 +331,9 @@ TEST(ClusterHosts, PrintedLaunchTextOfAHostileHostFileRunsNothingElse) {
   while (std::getline(lines, line)) {
     ++n;
     EXPECT_EQ(line.rfind("torchrun [--nnodes] [2]", 0), 0u) << line;
-    EXPECT_NE(line.find("[run] [/tmp/" + hostile + ".pipe] [--model] [" + hostile + "]"), std::string::npos)
-        << line;
+    const std::string expected =
+        std::string("[run] [/tmp/").append(hostile).append(".pipe] [--model] [").append(hostile).append("]");
+    EXPECT_NE(line.find(expected), std::string::npos) << line;
   }
   EXPECT_EQ(n, 2) << torchrun;
   // The copy instructions (comments to paste): ssh and scp get "--" before the destination.

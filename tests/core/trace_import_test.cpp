@@ -367,7 +367,8 @@ TEST(TraceImport, JsonNumbersOutOfRangeAsNlohmannReadsThem) {
       "pid": 1, "tid": 1, "ts": 0, "dur": 5, "args": {"s": "\u00e9\ud83d\ude00\n", "u": 1e-400}}])";
   for (const std::string& big :
        std::vector<std::string>{std::string("1e400"), "-2.5E+309", "1" + std::string(400, '0') + ".5"}) {
-    auto r = importChromeTrace("{\"x\": " + big + ", " + events + "}", "big.json");
+    auto r = importChromeTrace(std::string("{\"x\": ").append(big).append(", ").append(events).append("}"),
+                               "big.json");
     ASSERT_FALSE(r.ok()) << big;
     EXPECT_EQ(r.error().code, "trace.json") << big;
     EXPECT_NE(r.error().message.find("overflow"), std::string::npos) << r.error().message;
@@ -375,13 +376,15 @@ TEST(TraceImport, JsonNumbersOutOfRangeAsNlohmannReadsThem) {
   }
   for (const std::string& small :
        std::vector<std::string>{std::string("1e-400"), "0.000e999999", "-0." + std::string(400, '0') + "1"}) {
-    auto r = importChromeTrace("{\"x\": " + small + ", " + events + "}", "small.json");
+    auto r = importChromeTrace(std::string("{\"x\": ").append(small).append(", ").append(events).append("}"),
+                               "small.json");
     ASSERT_TRUE(r.ok()) << small << ": " << formatDiagnostics(r.errors());
     EXPECT_EQ(r->timeline.ops.size(), 1u);
   }
   for (const std::string& bad :
        std::vector<std::string>{std::string("01"), "1.", "-", ".5", "1e", "+1", "0x10", "1.5e+"}) {
-    auto r = importChromeTrace("{\"x\": " + bad + ", " + events + "}", "bad.json");
+    auto r = importChromeTrace(std::string("{\"x\": ").append(bad).append(", ").append(events).append("}"),
+                               "bad.json");
     ASSERT_FALSE(r.ok()) << bad;
     EXPECT_EQ(r.error().code, "trace.json") << bad;
   }

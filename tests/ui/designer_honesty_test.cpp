@@ -369,7 +369,7 @@ class DesignerHonestyTest : public QObject {
     QAction* undo = nullptr;
     for (QAction* a : tb->actions())
       if (a->iconText() == QStringLiteral("Undo")) undo = a;
-    QVERIFY(undo);
+    if (!undo) QFAIL("no Undo button on the toolbar");
     QVERIFY2(undo->toolTip().contains(QStringLiteral("F7")), qPrintable(undo->toolTip()));
   }
 
@@ -508,7 +508,7 @@ class DesignerHonestyTest : public QObject {
     const QList<QKeySequence> platform = QKeySequence::keyBindings(QKeySequence::Redo);
     for (QAction* a : window_->findChildren<QAction*>())
       if (!platform.isEmpty() && a->shortcuts().contains(platform.front())) redo = a;
-    QVERIFY(redo);
+    if (!redo) QFAIL("no action has the platform's Redo shortcut");
     QVERIFY(redo->shortcuts().contains(QKeySequence(Qt::CTRL | Qt::Key_Y)));
     const int at = stepOf(doc->schedule(), 0, Op{OpKind::F, 0, 7});
     QVERIFY(doc->moveStep(0, at, at + 1));
@@ -558,9 +558,10 @@ class DesignerHonestyTest : public QObject {
     QLabel* measured = nullptr;
     for (QLabel* l : window_->statusBar()->findChildren<QLabel*>())
       if (l->text().startsWith(QStringLiteral("Measured:"))) measured = l;
-    QVERIFY(measured && measured->isVisible());
+    if (!measured) QFAIL("no Measured label in the status bar");
+    QVERIFY(measured->isVisible());
     auto* message = window_->statusBar()->findChild<ElidedLabel*>();
-    QVERIFY(message);
+    if (!message) QFAIL("no status message label");
     QCOMPARE(window_->statusText(), longText);
     QVERIFY2(
         message->geometry().right() < measured->geometry().left(),
@@ -691,6 +692,7 @@ class DesignerHonestyTest : public QObject {
   // Polish: breakpoint dots that would overlap at fit zoom become one dot with a count.
   void breakpointDotsClusterWhenZoomedOut() {
     std::vector<std::pair<double, double>> dots;
+    dots.reserve(101);
     for (int i = 0; i < 100; ++i) dots.emplace_back(100 + i * 0.5, 20);  // 100 dots in 50 px
     dots.emplace_back(400, 20);
     const auto c = clusterDots(dots, 10);

@@ -519,7 +519,7 @@ class DesignerTest : public QObject {
     for (QAbstractSeries* s : chart->chart()->series())
       if (s != chart->capacitySeries() && !chart->deviceSeries().contains(static_cast<QLineSeries*>(s)))
         cursor = static_cast<QLineSeries*>(s);
-    QVERIFY(cursor != nullptr);
+    if (!cursor) QFAIL("the memory chart has no cursor series");
     QVERIFY(cursor->isVisible());
     const double t = view->axis().toTime(c->x() - view->rows().labelWidth);
     QVERIFY(std::abs(cursor->at(0).x() - t) < 1e-6);

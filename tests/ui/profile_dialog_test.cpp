@@ -47,7 +47,7 @@ class ProfileDialogTest : public QObject {
   QTemporaryDir home_;
 
   QString writePipe() {
-    const QString pipe = home_.filePath(QStringLiteral("tiny-%1.pipe").arg(::getpid()));
+    QString pipe = home_.filePath(QStringLiteral("tiny-%1.pipe").arg(::getpid()));
     QFile f(pipe);
     if (f.open(QIODevice::WriteOnly)) f.write(runtest::kTinyPipe);
     return pipe;
@@ -191,7 +191,7 @@ class ProfileDialogTest : public QObject {
       if (menu->menu() && menu->text() == QStringLiteral("&Run"))
         for (QAction* a : menu->menu()->actions())
           if (a->text() == QStringLiteral("&Profile Model…")) action = a;
-    QVERIFY(action);
+    if (!action) QFAIL("no Run > Profile Model… action");
     action->trigger();
     auto* d = w.findChild<ProfileDialog*>(QStringLiteral("profileDialog"));
     QVERIFY(d);

@@ -400,8 +400,8 @@ class RunClusterTest : public QObject {
       PS_SKIP_UNLESS_CI(QStringLiteral("cannot start loopback sshds: ") + skipReason_);
     QSettings settings(path(QStringLiteral("gui.ini")), QSettings::IniFormat);
     RunDialog d(nullptr, &settings);
-    const QString session = path(QStringLiteral("gui.session"));
-    d.setSessionChooser([&] { return session; });
+    QString session = path(QStringLiteral("gui.session"));
+    d.setSessionChooser([&]() -> QString { return session; });
     d.setLocalCli(QStringLiteral(PIPESTUDIO_CLI));
     d.setSchedule(QStringLiteral("four"), QString::fromLatin1(kFourPipe), 4);
     d.setCluster(hosts());

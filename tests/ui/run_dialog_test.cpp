@@ -339,7 +339,8 @@ class RunDialogTest : public QObject {
       auto* optimizer = d.findChild<QComboBox*>(QStringLiteral("optimizer"));
       auto* lr = d.findChild<QDoubleSpinBox*>(QStringLiteral("learningRate"));
       auto* inputs = d.findChild<QLineEdit*>(QStringLiteral("inputsFile"));
-      QVERIFY(optimizer && lr && inputs);
+      if (!optimizer || !lr || !inputs)
+        QFAIL("the run dialog lacks its optimizer, learning rate or inputs field");
       QVERIFY(!lr->isEnabled());
       QVERIFY(!d.commandPreview().contains(QStringLiteral("--optimizer")));
       optimizer->setCurrentIndex(optimizer->findData(QStringLiteral("adamw")));
@@ -397,9 +398,9 @@ class RunDialogTest : public QObject {
     RunDialog* d = RunDialog::showFor(&w);
     QVERIFY(d);
     QCOMPARE(RunDialog::showFor(&w), d);  // one dialog per window
-    const QString session = home_.filePath(QStringLiteral("runs-%1.session").arg(::getpid()));
+    QString session = home_.filePath(QStringLiteral("runs-%1.session").arg(::getpid()));
     int asked = 0;
-    d->setSessionChooser([&] {
+    d->setSessionChooser([&]() -> QString {
       ++asked;
       return session;
     });

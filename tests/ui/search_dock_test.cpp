@@ -393,7 +393,7 @@ class SearchDockTest : public QObject {
     QAction* found = nullptr;
     for (QAction* a : window_->findChildren<QAction*>())
       if (a->text().contains(QStringLiteral("Search Schedules"))) found = a;
-    QVERIFY(found);
+    if (!found) QFAIL("no Search Schedules action");
     dock_->hide();
     found->trigger();
     QVERIFY(dock_->isVisibleTo(window_.get()));

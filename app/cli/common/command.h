@@ -113,7 +113,7 @@ struct FlagCommand {
 };
 
 struct FlagCommandRegistrar {
-  explicit FlagCommandRegistrar(FlagCommand c);
+  explicit FlagCommandRegistrar(const FlagCommand& c);
 };
 
 }  // namespace ps::cli

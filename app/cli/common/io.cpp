@@ -19,7 +19,7 @@ std::vector<Command>& registry() {
   return commands;
 }
 
-FlagCommandRegistrar::FlagCommandRegistrar(FlagCommand c) {
+FlagCommandRegistrar::FlagCommandRegistrar(const FlagCommand& c) {
   auto run = [c](const std::vector<std::string>& argv) {
     const Reporter reporter(c.name, c.errorUsage.empty() ? c.usage : c.errorUsage);
     const Args args(argv, c.valueFlags, c.boolFlags);

@@ -51,6 +51,7 @@ void reserveOutput(std::vector<T>& v, size_t n) {
   if (bytes < 4 * kHuge) return;
   const auto p = reinterpret_cast<std::uintptr_t>(v.data());
   const std::uintptr_t b = (p + kHuge - 1) & ~(kHuge - 1), e = (p + bytes) & ~(kHuge - 1);
+  // NOLINTNEXTLINE(performance-no-int-to-ptr): madvise takes the page-aligned address as a pointer
   if (e > b) madvise(reinterpret_cast<void*>(b), e - b, MADV_HUGEPAGE);
 #endif
 }

@@ -29,12 +29,12 @@ class Reporter {
   }
   // For loops that may produce very many errors: builds the message only when it is shown.
   template <typename MakeMessage>
-  void errorLazy(const char* code, MakeMessage&& make, std::vector<OpRef> related = {}) {
+  void errorLazy(const char* code, MakeMessage&& make, const std::vector<OpRef>& related = {}) {
     if (count_ >= max_) {
       ++count_;
       return;
     }
-    error(code, make(), std::move(related));
+    error(code, make(), related);
   }
   void finish() {
     if (count_ > max_) {
@@ -206,11 +206,11 @@ void checkChannelOrder(const Schedule& s, const DependencyGraph& g, Reporter& re
       auto matchingSend = std::find_if(sends.begin(), sends.end(),
                                        [&](const Posted& x) { return x.message == recvs[i].message; });
       const std::string nth = std::to_string(i + 1) + (i == 0 ? "st" : i == 1 ? "nd" : i == 2 ? "rd" : "th");
-      std::string msg = "device " + std::to_string(pair.first) + "'s " + nth + " message to device " +
-                        std::to_string(pair.second) + " is " + name(sends[i].id) + " (" +
-                        where(g.ref(sends[i].id)) + "), but the " + nth + " receive device " +
-                        std::to_string(pair.second) + " posts from it is " + name(recvs[i].id) + " (" +
-                        where(g.ref(recvs[i].id)) + ")";
+      std::string msg = "device " + std::to_string(pair.first);
+      msg += "'s " + nth + " message to device " + std::to_string(pair.second);
+      msg += " is " + name(sends[i].id) + " (" + where(g.ref(sends[i].id)) + ")";
+      msg += ", but the " + nth + " receive device " + std::to_string(pair.second);
+      msg += " posts from it is " + name(recvs[i].id) + " (" + where(g.ref(recvs[i].id)) + ")";
       std::vector<OpRef> related{g.ref(sends[i].id), g.ref(recvs[i].id)};
       if (matchingSend != sends.end()) {
         msg += ", whose data " + name(matchingSend->id) + " sends later";
@@ -548,7 +548,7 @@ ValidationReport validate(const Schedule& s, const ValidateOptions& options, con
         break;
       }
       for (int k = 0; k < width; ++k) {
-        auto id = static_cast<size_t>(first + k);
+        auto id = static_cast<size_t>(first) + static_cast<size_t>(k);
         done[id] = 1;
         for (int w = waitHead[id]; w >= 0;) {
           int nx = nextWaiter[static_cast<size_t>(w)];

@@ -676,7 +676,7 @@ class Reader {
     if ((lead == 0xE0 && second < 0xA0) || (lead == 0xED && second > 0x9F) ||
         (lead == 0xF0 && second < 0x90) || (lead == 0xF4 && second > 0x8F))
       return fail("invalid UTF-8 sequence", at);
-    if (keep) scratch_.append(seq, static_cast<size_t>(n + 1));
+    if (keep) scratch_.append(seq, static_cast<size_t>(n) + 1);
     return true;
   }
 

@@ -238,7 +238,7 @@ Status expandTorchtitan(const fs::path& root, const std::map<long long, fs::path
     step = *options.step;
   }
   sel.step = step;
-  const fs::path dir = steps.at(step);
+  const fs::path& dir = steps.at(step);
   Listing l = list(dir, sel.notes);
   auto files = traceFilesIn(dir, l, sel);
   sel.layout = TraceLayout::Torchtitan;

@@ -252,17 +252,24 @@ Result<CostProfile> uniformCostProfile(std::string_view spec, int stages) {
     double v = 0;
     auto [ptr, ec] = std::from_chars(val.data(), val.data() + val.size(), v);
     if (ec != std::errc() || ptr != val.data() + val.size() || !std::isfinite(v) || v < 0)
-      return makeError("profile.uniform",
-                       "--cost: " + key + ": expected a non-negative number, got '" + val + "'");
+      return makeError("profile.uniform", std::string("--cost: ")
+                                              .append(key)
+                                              .append(": expected a non-negative number, got '")
+                                              .append(val)
+                                              .append("'"));
     const bool bytesKey = key == "act" || key == "out" || key == "weight" || key == "mem";
     const double max = bytesKey           ? static_cast<double>(limits::kMaxBytes)
                        : key == "overlap" ? limits::kMaxFactor
                                           : limits::kMaxTimeMs;
     if (v > max)
-      return makeError("profile.uniform", "--cost: " + key + "=" + val + " is too large (at most " +
-                                              (bytesKey ? std::to_string(limits::kMaxBytes)
-                                                        : std::to_string(static_cast<long long>(max))) +
-                                              ")");
+      return makeError("profile.uniform", std::string("--cost: ")
+                                              .append(key)
+                                              .append("=")
+                                              .append(val)
+                                              .append(" is too large (at most ")
+                                              .append(bytesKey ? std::to_string(limits::kMaxBytes)
+                                                               : std::to_string(static_cast<long long>(max)))
+                                              .append(")"));
     if (key == "F")
       F = v;
     else if (key == "B")

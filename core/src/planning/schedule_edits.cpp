@@ -108,7 +108,7 @@ std::pair<int, int> unitOf(const std::vector<Step>& row, int a) {
   while (first > 0 && belongsToStep(row[static_cast<size_t>(first - 1)], row[static_cast<size_t>(a)], true))
     --first;
   while (last + 1 < static_cast<int>(row.size()) &&
-         belongsToStep(row[static_cast<size_t>(last + 1)], row[static_cast<size_t>(a)], false))
+         belongsToStep(row[static_cast<size_t>(last) + 1], row[static_cast<size_t>(a)], false))
     ++last;
   return {first, last};
 }
