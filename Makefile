@@ -74,7 +74,11 @@ lint: build
 
 # Address and undefined-behaviour sanitizers over the core, command-line, session and engine
 # (CPU) tests: the preset asan builds the engine too (libtorch itself is not instrumented;
-# tests/sanitizers/lsan.supp leaves its own process-lifetime allocations out).
+# tests/sanitizers/lsan.supp leaves its own process-lifetime allocations out). The preset leaves
+# out the one test that bounds predicted against measured time
+# (RunSessionCli.ProfiledPredictionIsWithinAFactorOfTwoOfTheMeasuredMakespan): instrumentation slows
+# the engine's own code and not libtorch's kernels, so the profile and the run stop measuring the
+# same thing; it runs in `make test`.
 asan-test: deps
 	@cmake --preset asan >/dev/null
 	@cmake --build build-asan -j $(JOBS) --target pipestudio-cli pipestudio-engine core_tests cli_tests sessions_tests engine_tests
