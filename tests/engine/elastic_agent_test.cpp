@@ -15,6 +15,7 @@
 
 #include "background_process.h"
 #include "cli/cli_runner.h"
+#include "fixtures/torchrun_shim.h"
 #include "pipestudio/core/io/cluster.h"
 #include "pipestudio/core/io/dsl.h"
 #include "pipestudio/core/planning/generators.h"
@@ -66,17 +67,7 @@ struct PrintLaunch {
     std::ofstream(pipe) << ps::core::printDsl(*s);
     std::filesystem::copy_file(std::string(PIPESTUDIO_TEST_DATA_DIR) + "/torchscript/chain.pt", model);
     std::filesystem::copy_file(std::string(PIPESTUDIO_TEST_DATA_DIR) + "/inputs/chain_batch.pt", batch);
-    std::ofstream(shims + "/torchrun") << "#!" << kPython << "\n"
-                                       << "import sys\n"
-                                          "import torch.distributed.elastic.multiprocessing.api as api\n"
-                                          "import torch.distributed.elastic.multiprocessing as mp\n"
-                                          "_orig = api.to_map\n"
-                                          "def to_map(v, n):\n"
-                                          "    return _orig(api.Std.NONE if v is None else v, n)\n"
-                                          "api.to_map = to_map\n"
-                                          "mp.to_map = to_map\n"
-                                          "from torch.distributed.run import main\n"
-                                          "sys.exit(main())\n";
+    std::ofstream(shims + "/torchrun") << "#!" << kPython << "\n" << ps::test::kTorchrunShimBody;
     // ssh [-p P] [--] HOST COMMAND...: the remote shell runs the words joined, as ssh's does.
     std::ofstream(shims + "/ssh") << "#!/bin/sh\nif [ \"$1\" = -p ]; then shift 2; fi\n"
                                      "if [ \"$1\" = -- ]; then shift; fi\nshift\nexec sh -c \"$*\"\n";

@@ -18,6 +18,7 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include "../fixtures/torchrun_shim.h"
 #include "loopback_sshd.h"
 #include "pipestudio/core/io/cluster.h"
 #include "pipestudio/core/io/run_events.h"
@@ -253,24 +254,12 @@ class RunClusterTest : public QObject {
     QVERIFY(script.open(QIODevice::ReadOnly));
     const QByteArray shebang = script.readLine().trimmed();
     if (!shebang.startsWith("#!")) PS_SKIP_UNLESS_CI(QStringLiteral("torchrun is not a Python script"));
-    // Debian's torch 1.13 torchrun under Python 3.11 reads its default --redirects as None and
-    // cannot start any worker; this wrapper only turns that None into "no redirect".
+    // The wrapper of tests/fixtures/torchrun_shim.h, with torchrun's own interpreter.
     const QString shimDir = path(QStringLiteral("torchrun-shim"));
     QDir().mkpath(shimDir);
     QFile shim(QDir(shimDir).filePath(QStringLiteral("torchrun")));
     QVERIFY(shim.open(QIODevice::WriteOnly | QIODevice::Truncate));
-    shim.write(shebang +
-               "\n"
-               "import sys\n"
-               "import torch.distributed.elastic.multiprocessing.api as api\n"
-               "import torch.distributed.elastic.multiprocessing as mp\n"
-               "_orig = api.to_map\n"
-               "def to_map(v, n):\n"
-               "    return _orig(api.Std.NONE if v is None else v, n)\n"
-               "api.to_map = to_map\n"
-               "mp.to_map = to_map\n"
-               "from torch.distributed.run import main\n"
-               "sys.exit(main())\n");
+    shim.write(shebang + "\n" + ps::test::kTorchrunShimBody);
     shim.close();
     shim.setPermissions(QFileDevice::ReadOwner | QFileDevice::WriteOwner | QFileDevice::ExeOwner);
 

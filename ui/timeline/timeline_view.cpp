@@ -8,10 +8,6 @@
 #include <algorithm>
 #include <cmath>
 
-#ifdef PIPESTUDIO_HAVE_SVG
-#include <QSvgGenerator>
-#endif
-
 #include "panels/metrics_text.h"
 #include "pipestudio/core/planning/schedule_edits.h"
 #include "timeline/timeline_internal.h"
@@ -514,22 +510,6 @@ bool TimelineView::viewportEvent(QEvent* e) {
     return true;
   }
   return QAbstractScrollArea::viewportEvent(e);
-}
-
-void TimelineView::renderSvg(const QString& path, QSize size) const {
-#ifdef PIPESTUDIO_HAVE_SVG
-  QSvgGenerator gen;
-  gen.setFileName(path);
-  gen.setSize(size);
-  gen.setViewBox(QRect(QPoint(0, 0), size));
-  gen.setTitle(QString::fromStdString(doc_->schedule().name));
-  QPainter p(&gen);
-  TimeAxis ax(TimeAxis::fitScale(contentEnd(), size.width() - layout_.labelWidth - 12), 0);
-  paintTimeline(p, QRect(QPoint(0, 0), size), ax, 0);
-#else
-  Q_UNUSED(path);
-  Q_UNUSED(size);
-#endif
 }
 
 }  // namespace ps::ui

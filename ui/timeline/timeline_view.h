@@ -81,7 +81,6 @@ class TimelineView : public QAbstractScrollArea {
   const Theme& theme() const { return theme_; }
   // The whole timeline fitted to `size`, for previews and tests.
   QImage renderImage(QSize size) const;
-  void renderSvg(const QString& path, QSize size) const;
   QSize fullSize(int width) const;
   // File › Export: the legend above the whole timeline, without what belongs to the session
   // (the playhead, the ops running, waiting or blocked at it, breakpoints, the pointer's cursor).
