@@ -85,11 +85,11 @@ asan-test: deps
 	@ctest --preset asan -j $(JOBS)
 
 # libFuzzer targets of every parser (tests/fuzz, docs/fuzzing.md) under the address and
-# undefined-behaviour sanitizers; fuzz-smoke runs each for FUZZ_SECONDS (CI: 8 x 19 s).
+# undefined-behaviour sanitizers; fuzz-smoke runs each for FUZZ_SECONDS (CI: 9 x 19 s).
 FUZZ_DIR ?= build-fuzz
 FUZZ_SECONDS ?= 19
 FUZZ_CXX ?= clang++-14
-FUZZ_TARGETS ?= dsl pytorch_csv cost_profile trace_import run_events session session_write hosts
+FUZZ_TARGETS ?= dsl pytorch_csv cost_profile trace_import run_events session session_write hosts flight_recorder
 
 fuzz-build: deps
 	@cmake -S . -B $(FUZZ_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=$(FUZZ_CXX) \

@@ -58,23 +58,12 @@ int runConvert(const ps::cli::Args& args, const ps::cli::Reporter& rep) {
   if (csvFormat != "compute_only" && csvFormat != "compute_comms")
     return rep.usage("--csv-format is compute_only or compute_comms, not '" + csvFormat + "'");
   if (from == "csv" && !args.values("--set").empty()) return rep.usage("--set applies to .pipe input only");
-  PytorchTarget target;
-  if (args.has("--pytorch")) {
-    auto t = parsePytorchTarget(args.value("--pytorch"));
-    if (!t) return rep.usage(t.error().message);
-    target = *t;
-  }
-  if (args.has("--defer-recv")) {
-    const std::string v = args.value("--defer-recv");
-    if (v != "pytorch" && v != "safe") return rep.usage("--defer-recv is pytorch or safe, not '" + v + "'");
-    if (csvFormat != "compute_comms")
-      return rep.usage("--defer-recv places receives: give --csv-format compute_comms");
-    if (!args.has("--pytorch")) target.major = 2, target.minor = 15;
-    if (!target.atLeast(2, 13))
-      return rep.usage("--defer-recv: PyTorch " + target.name() +
-                       " has no defer_pp_recv (2.13 and later do)");
-    target.recv = v == "pytorch" ? RecvPlacement::Deferred : RecvPlacement::DeferredSafe;
-  }
+  int code = ps::cli::kExitOk;
+  const auto pytorch = ps::cli::pytorchTargetFlags(args, rep, code);
+  if (!pytorch) return code;
+  const PytorchTarget target = *pytorch;
+  if (args.has("--defer-recv") && csvFormat != "compute_comms")
+    return rep.usage("--defer-recv places receives: give --csv-format compute_comms");
   const std::string consumer = args.value("--for", "pytorch");
   if (consumer != "pytorch" && consumer != "torchtitan")
     return rep.usage("--for is pytorch or torchtitan, not '" + consumer + "'");

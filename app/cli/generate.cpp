@@ -48,19 +48,15 @@ int runGenerate(const ps::cli::Args& args, const ps::cli::Reporter& rep) {
   if (csvFormat != "compute_only" && csvFormat != "compute_comms")
     return usage("--csv-format is compute_only or compute_comms, not '" + csvFormat + "'");
 
-  PytorchTarget target;
-  if (args.has("--pytorch")) {
-    auto t = parsePytorchTarget(args.value("--pytorch"));
-    if (!t) return usage(t.error().message);
-    target = *t;
-  }
+  int code = ps::cli::kExitOk;
+  const auto target = ps::cli::pytorchTargetFlags(args, rep, code);
+  if (!target) return code;
   auto schedule = generateSchedule(*kind, o);
   if (!schedule.ok()) return rep.fail(formatDiagnostics(schedule.errors()));
   std::string text;
   if (format == "csv") {
-    auto csv = writePytorchCsv(*schedule,
-                               csvFormat == "compute_comms" ? CsvFormat::ComputeComms : CsvFormat::ComputeOnly,
-                               target);
+    auto csv = writePytorchCsv(
+        *schedule, csvFormat == "compute_comms" ? CsvFormat::ComputeComms : CsvFormat::ComputeOnly, *target);
     if (!csv.ok()) return rep.fail(formatDiagnostics(csv.errors()));
     text = std::move(*csv);
   } else {

@@ -108,4 +108,31 @@ std::optional<CommFlags> commFlags(const Args& args, const Reporter& reporter, i
   return f;
 }
 
+std::optional<core::PytorchTarget> pytorchTargetFlags(const Args& args, const Reporter& reporter, int& code) {
+  core::PytorchTarget target;
+  if (args.has("--pytorch")) {
+    auto t = core::parsePytorchTarget(args.value("--pytorch"));
+    if (!t) {
+      code = reporter.usage(t.error().message);
+      return std::nullopt;
+    }
+    target = *t;
+  }
+  if (args.has("--defer-recv")) {
+    const std::string v = args.value("--defer-recv");
+    if (v != "pytorch" && v != "safe") {
+      code = reporter.usage("--defer-recv is pytorch or safe, not '" + v + "'");
+      return std::nullopt;
+    }
+    if (!args.has("--pytorch")) target.major = 2, target.minor = 15;
+    if (!target.atLeast(2, 13)) {
+      code = reporter.usage("--defer-recv: PyTorch " + target.name() +
+                            " has no defer_pp_recv (2.13 and later do)");
+      return std::nullopt;
+    }
+    target.recv = v == "pytorch" ? core::RecvPlacement::Deferred : core::RecvPlacement::DeferredSafe;
+  }
+  return target;
+}
+
 }  // namespace ps::cli

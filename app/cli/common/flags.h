@@ -11,6 +11,7 @@
 
 #include "common/command.h"
 #include "pipestudio/core/analysis/comm_semantics.h"
+#include "pipestudio/core/io/pytorch_lowering.h"
 
 namespace ps::cli {
 
@@ -49,5 +50,11 @@ struct CommFlags {
 };
 // nullopt (the usage error printed, `code` set) for a value that is neither.
 std::optional<CommFlags> commFlags(const Args& args, const Reporter& reporter, int& code);
+
+// --pytorch VERSION (2.11 to 2.15, default 2.11) and, where a command takes it, --defer-recv
+// pytorch|safe (where a compute+comms order's receives go: 2.13 and later; alone it means 2.15):
+// the PyTorch whose compute+comms form is meant. nullopt (the usage error printed, `code` set)
+// for a bad value.
+std::optional<core::PytorchTarget> pytorchTargetFlags(const Args& args, const Reporter& reporter, int& code);
 
 }  // namespace ps::cli

@@ -21,20 +21,6 @@ constexpr EnumName<CommSemantics> kCommSemanticsNames[] = {
     {CommSemantics::DualPipe, "dualpipe"},
 };
 
-// The stage a point-to-point op exchanges with: the receiver of a send, the sender of a receive.
-int peerStage(const Op& op) {
-  switch (op.kind) {
-    case OpKind::SendF:
-    case OpKind::RecvB:
-      return op.stage + 1;
-    case OpKind::SendB:
-    case OpKind::RecvF:
-      return op.stage - 1;
-    default:
-      return -1;
-  }
-}
-
 bool isSend(OpKind k) {
   return k == OpKind::SendF || k == OpKind::SendB;
 }
@@ -94,6 +80,19 @@ std::string defaultCommReason(const Schedule& s, bool fromPytorchCsv) {
   return "explicit SEND/RECV as the engine and PyTorch's runtime over Gloo run them (--comm nccl: on GPUs)";
 }
 
+int pointToPointPeerStage(const Op& op) {
+  switch (op.kind) {
+    case OpKind::SendF:
+    case OpKind::RecvB:
+      return op.stage + 1;
+    case OpKind::SendB:
+    case OpKind::RecvF:
+      return op.stage - 1;
+    default:
+      return -1;
+  }
+}
+
 CommPlan makeCommPlan(const Schedule& s, const DependencyGraph& g, const CommOptions& options) {
   CommPlan plan;
   plan.options = options;
@@ -109,7 +108,7 @@ CommPlan makeCommPlan(const Schedule& s, const DependencyGraph& g, const CommOpt
     bool lastWasComm = false;
     for (int id = g.deviceBegin(d); id < g.deviceBegin(d + 1); ++id) {
       const Op& op = g.op(id);
-      const int ps = peerStage(op);
+      const int ps = pointToPointPeerStage(op);
       const bool cross = isPointToPointKind(op.kind) && !g.isPairSecond(id) && op.stage >= 0 &&
                          op.stage < p.stages && ps >= 0 && ps < p.stages && p.deviceOf(ps) != d;
       if (!cross) {

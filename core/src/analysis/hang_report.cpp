@@ -40,11 +40,13 @@ std::string describeStuckDevice(const StuckDevice& d, std::string_view word) {
   switch (d.state) {
     case StuckDevice::State::Waiting:
       line += "waits in " + (d.action.empty() ? std::string("?") : d.action) + " for " +
-              (d.waitsFor.empty() ? std::string("data") : d.waitsFor) + " on " + who(word, d.waitsOnDevice) +
-              " (" + seconds(d.seconds) + ")";
+              (d.waitsFor.empty() ? std::string("data") : d.waitsFor) + " on " + who(word, d.waitsOnDevice);
+      if (d.seconds >= 0) line += " (" + seconds(d.seconds) + ")";
+      if (!d.note.empty()) line += ": " + d.note;
       break;
     case StuckDevice::State::Running:
       line += d.action.empty() ? std::string("running, between steps") : "running " + d.action;
+      if (!d.note.empty()) line += ": " + d.note;
       break;
     case StuckDevice::State::Finished:
       line += "finished its iteration";

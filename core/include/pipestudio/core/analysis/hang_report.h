@@ -29,8 +29,9 @@ struct StuckDevice {
   std::string waitsFor;    // Waiting: that device's action ("0F1")
   int waitsForStep = -1;   // Waiting: its step there (-1 unknown): before that device's step, it
                            // ran and its output never arrived; after, that device is not there yet
-  double seconds = 0;      // Waiting: how long it had waited
-  std::string note;        // Silent: why ("stopped (SIGSTOP)", "sent no report"); else optional
+  double seconds = 0;      // Waiting: how long it had waited (negative: not known)
+  std::string note;        // Silent: why ("stopped (SIGSTOP)", "sent no report"); else optional,
+                           // printed after the state
 };
 
 std::string_view stuckStateName(StuckDevice::State s);  // "waiting", "running", "finished", "silent"
