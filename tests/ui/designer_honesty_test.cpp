@@ -255,6 +255,28 @@ class DesignerHonestyTest : public QObject {
     QCOMPARE(items.front()->toolTip(3), items.front()->text(3));
   }
 
+  // Files the GUI reads whole go through core's reader: a folder, or a file past the input limit
+  // (PIPESTUDIO_MAX_INPUT_BYTES, docs/limits.md), is refused with the reason before it is read.
+  void aFolderOrAnOversizedFileIsRefusedWithTheReason() {
+    QTemporaryDir dir;
+    auto folder = readScheduleFile(dir.path());
+    QVERIFY(!folder);
+    QCOMPARE(folder.error().code, std::string("io.not-a-file"));
+    const QString path = dir.filePath(QStringLiteral("big.pipe"));
+    QFile f(path);
+    QVERIFY(f.open(QIODevice::WriteOnly));
+    f.write("devices 2\nmicrobatches 2\nschedule 1f1b\n" + QByteArray(4096, '#') + "\n");
+    f.close();
+    qputenv("PIPESTUDIO_MAX_INPUT_BYTES", "1K");
+    auto big = readScheduleFile(path);
+    qunsetenv("PIPESTUDIO_MAX_INPUT_BYTES");
+    QVERIFY(!big);
+    QCOMPARE(big.error().code, std::string("io.too-large"));
+    QVERIFY2(big.error().message.find("PIPESTUDIO_MAX_INPUT_BYTES") != std::string::npos,
+             big.error().message.c_str());
+    QVERIFY(!window_->openFile(path + QStringLiteral(".missing"), true));
+  }
+
   // (1) A deadlocked compute_comms CSV: no "0.00 ms", no "bubble 0 %".
   void aDeadlockedCsvHasNoFigures() {
     QTemporaryDir dir;

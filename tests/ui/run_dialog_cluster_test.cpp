@@ -4,9 +4,14 @@
 #include <QApplication>
 #include <QClipboard>
 #include <QComboBox>
+#include <QDialog>
+#include <QDialogButtonBox>
+#include <QLabel>
+#include <QPlainTextEdit>
 #include <QPushButton>
 #include <QSettings>
 #include <QTemporaryDir>
+#include <QTimer>
 #include <QtTest>
 
 #include "pipestudio/core/io/cluster.h"
@@ -70,6 +75,56 @@ class RunDialogClusterTest : public QObject {
     QVERIFY(d2.request().cluster.empty());
     QVERIFY(!d2.copyLaunchButton()->isEnabled());
     QVERIFY(d2.copyLaunchCommand(ps::core::LaunchKind::Torchrun).isEmpty());
+  }
+
+  // A saved list that does not parse (edited by hand, another version) is neither dropped nor
+  // overwritten: the entry says so, its errors are in the tooltip, Edit… opens on the saved text.
+  void unreadableSavedClusterIsKeptAndOfferedForEditing() {
+    QTemporaryDir dir;
+    QVERIFY(dir.isValid());
+    QSettings s(dir.filePath(QStringLiteral("s.ini")), QSettings::IniFormat);
+    const QString saved = QStringLiteral("gpu1 ranks=two\ngpu2 ranks=2\n");
+    s.setValue(QStringLiteral("runCluster/hosts"), saved);
+    {
+      RunDialog d(nullptr, &s);
+      auto* target = d.findChild<QComboBox*>(QStringLiteral("target"));
+      QVERIFY(target);
+      const int cluster = d.clusterTargetIndex();
+      QCOMPARE(target->itemText(cluster), QStringLiteral("Cluster (saved list unreadable: Edit… to fix)"));
+      const QString tip = target->itemData(cluster, Qt::ToolTipRole).toString();
+      QVERIFY2(tip.contains(QStringLiteral("line 1, column")), qPrintable(tip));
+      QVERIFY(d.cluster().empty());
+      target->setCurrentIndex(cluster);
+      // Edit… opens on the saved text with its errors shown; Cancel keeps it.
+      QString shown, errors;
+      QTimer::singleShot(0, [&] {
+        auto* dlg = qobject_cast<QDialog*>(QApplication::activeModalWidget());
+        if (!dlg) return;
+        if (auto* e = dlg->findChild<QPlainTextEdit*>(QStringLiteral("clusterHosts")))
+          shown = e->toPlainText();
+        if (auto* l = dlg->findChild<QLabel*>(QStringLiteral("clusterHostErrors"))) errors = l->text();
+        dlg->reject();
+      });
+      QPushButton* edit = nullptr;
+      for (auto* b : d.findChildren<QPushButton*>())
+        if (b->text() == QStringLiteral("&Edit…")) edit = b;
+      QVERIFY(edit);
+      QVERIFY(edit->isEnabled());
+      edit->click();
+      QCOMPARE(shown, saved);
+      QVERIFY2(errors.startsWith(QStringLiteral("line 1, column")), qPrintable(errors));
+      d.close();  // saves the choices
+    }
+    QCOMPARE(s.value(QStringLiteral("runCluster/hosts")).toString(), saved);
+    // Saving a list replaces it.
+    RunDialog d2(nullptr, &s);
+    auto hosts = ps::core::parseHostFile("gpu1 ranks=2\n", "h");
+    QVERIFY(hosts);
+    d2.setCluster(*hosts);
+    auto* target = d2.findChild<QComboBox*>(QStringLiteral("target"));
+    QCOMPARE(target->currentText(), QStringLiteral("Cluster (1 hosts, 2 ranks)"));
+    QCOMPARE(s.value(QStringLiteral("runCluster/hosts")).toString().trimmed(),
+             QStringLiteral("gpu1 ranks=2"));
   }
 };
 

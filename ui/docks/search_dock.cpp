@@ -29,6 +29,7 @@
 
 #include "document/schedule_document.h"
 #include "pipestudio/core/analysis/simulator.h"
+#include "pipestudio/core/io/input_limits.h"
 #include "pipestudio/core/planning/generators.h"
 #include "pipestudio/core/planning/partition_search.h"
 
@@ -418,12 +419,12 @@ void SearchDock::useDocumentProfile() {
 }
 
 bool SearchDock::setProfileFile(const QString& path) {
-  QFile f(path);
-  if (!f.open(QIODevice::ReadOnly)) {
-    showError(tr("Cannot read %1: %2").arg(path, f.errorString()));
+  auto read = readUserFile(QFile::encodeName(path).toStdString(), path.toStdString());
+  if (!read) {
+    showError(tr("Cannot read %1: %2").arg(path, QString::fromStdString(read.error().message)));
     return false;
   }
-  const std::string text = f.readAll().toStdString();
+  const std::string text = std::move(*read);
   auto p = parseCostProfile(text, QFileInfo(path).fileName().toStdString());
   if (!p) {
     showError(tr("Not a cost profile: %1")

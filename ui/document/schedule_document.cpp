@@ -9,6 +9,7 @@
 
 #include "pipestudio/core/analysis/iterations.h"
 #include "pipestudio/core/io/dsl.h"
+#include "pipestudio/core/io/input_limits.h"
 #include "pipestudio/core/io/pytorch_csv.h"
 #include "pipestudio/core/io/schedule_file.h"
 #include "pipestudio/core/planning/schedule_edits.h"
@@ -67,11 +68,10 @@ QString resourcesDir() {
 
 namespace {
 
+// Through core's reader: a directory, a device or a file past the input limit is refused with the
+// reason (docs/limits.md) before a byte is read, as the command line refuses it.
 Result<std::string> readText(const QString& path) {
-  QFile f(path);
-  if (!f.open(QIODevice::ReadOnly))
-    return makeError("io.read", "cannot read " + path.toStdString() + ": " + f.errorString().toStdString());
-  return f.readAll().toStdString();
+  return readUserFile(QFile::encodeName(path).toStdString(), path.toStdString());
 }
 
 }  // namespace

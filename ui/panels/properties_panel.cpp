@@ -17,6 +17,7 @@
 
 #include "document/schedule_document.h"
 #include "panels/units_text.h"
+#include "pipestudio/core/io/input_limits.h"
 
 namespace ps::ui {
 
@@ -250,12 +251,13 @@ void PropertiesPanel::profileChosen(int index) {
     doc_->setProfile(defaultCostProfile(doc_->schedule()), tr("Use the default profile"));
     return;
   }
-  QFile f(path);
-  if (!f.open(QIODevice::ReadOnly)) {
+  auto text = readUserFile(QFile::encodeName(path).toStdString(), path.toStdString());
+  if (!text) {
+    setToolTip(QString::fromStdString(formatDiagnostics(text.errors())));
     refresh();
     return;
   }
-  auto p = parseCostProfile(f.readAll().toStdString(), path.toStdString());
+  auto p = parseCostProfile(*text, path.toStdString());
   if (!p) {
     setToolTip(QString::fromStdString(formatDiagnostics(p.errors())));
     refresh();

@@ -92,11 +92,23 @@ QList<RemoteHost> loadRemoteHosts(QSettings& s) {
   return out;
 }
 
-std::vector<ClusterHost> loadClusterHosts(QSettings& s) {
+QString hostFileErrorText(const Diagnostics& errors) {
+  QStringList lines;
+  for (const auto& e : errors)
+    lines << QObject::tr("line %1, column %2: %3")
+                 .arg(e.location.line)
+                 .arg(e.location.column)
+                 .arg(QString::fromStdString(e.message));
+  return lines.join(QLatin1Char('\n'));
+}
+
+std::vector<ClusterHost> loadClusterHosts(QSettings& s, UnreadableHosts* unreadable) {
   const QString text = s.value(QStringLiteral("runCluster/hosts")).toString();
   if (text.trimmed().isEmpty()) return {};
   auto hosts = parseHostFile(text.toStdString(), "settings");
-  return hosts ? *hosts : std::vector<ClusterHost>{};
+  if (hosts) return *hosts;
+  if (unreadable) *unreadable = UnreadableHosts{text, hostFileErrorText(hosts.errors())};
+  return {};
 }
 
 void saveClusterHosts(QSettings& s, const std::vector<ClusterHost>& hosts) {

@@ -52,7 +52,17 @@ struct RemoteHost {
 QList<RemoteHost> loadRemoteHosts(QSettings& settings);
 void saveRemoteHosts(QSettings& settings, const QList<RemoteHost>& hosts);
 // The cluster target, kept in QSettings ("runCluster/hosts") as host-file text (docs/cli.md).
-std::vector<ps::core::ClusterHost> loadClusterHosts(QSettings& settings);
+// Saved text that does not parse (edited by hand, or by another version) reads as no hosts, and
+// `unreadable` (when given) gets the text and the errors, so the list can be shown and fixed
+// instead of overwritten.
+struct UnreadableHosts {
+  QString text;
+  QString errors;  // "line L, column C: message", one a line
+};
+std::vector<ps::core::ClusterHost> loadClusterHosts(QSettings& settings,
+                                                    UnreadableHosts* unreadable = nullptr);
+// Host-file errors as the cluster dialog shows them: "line L, column C: message", one a line.
+QString hostFileErrorText(const ps::core::Diagnostics& errors);
 void saveClusterHosts(QSettings& settings, const std::vector<ps::core::ClusterHost>& hosts);
 
 // Everything the Run dialog asks.

@@ -88,7 +88,8 @@ bool editRemoteHost(QWidget* parent, RemoteHost& host) {
   return true;
 }
 
-bool editClusterHosts(QWidget* parent, std::vector<ps::core::ClusterHost>& hosts) {
+bool editClusterHosts(QWidget* parent, std::vector<ps::core::ClusterHost>& hosts,
+                      const UnreadableHosts* unreadable) {
   QDialog d(parent);
   d.setWindowTitle(QObject::tr("Cluster Hosts"));
   auto* help = new QLabel(QObject::tr(
@@ -97,7 +98,8 @@ bool editClusterHosts(QWidget* parent, std::vector<ps::core::ClusterHost>& hosts
       "<tt>addr=</tt>, else its name). Every host runs its ranks over ssh in batch mode, so its key must be "
       "accepted without a prompt."));
   help->setWordWrap(true);
-  auto* edit = new QPlainTextEdit(QString::fromStdString(ps::core::formatHostFile(hosts)));
+  auto* edit = new QPlainTextEdit(unreadable ? unreadable->text
+                                             : QString::fromStdString(ps::core::formatHostFile(hosts)));
   edit->setObjectName(QStringLiteral("clusterHosts"));
   edit->setFont(QFont(QStringLiteral("monospace")));
   edit->setPlaceholderText(QStringLiteral(
@@ -105,18 +107,14 @@ bool editClusterHosts(QWidget* parent, std::vector<ps::core::ClusterHost>& hosts
   auto* errors = new QLabel;
   errors->setWordWrap(true);
   errors->setStyleSheet(QStringLiteral("color: #b00020"));
+  errors->setObjectName(QStringLiteral("clusterHostErrors"));
+  if (unreadable) errors->setText(unreadable->errors);
   auto* buttons = new QDialogButtonBox(QDialogButtonBox::Ok | QDialogButtonBox::Cancel);
   std::vector<ps::core::ClusterHost> parsed;
   QObject::connect(buttons, &QDialogButtonBox::accepted, &d, [&] {
     auto r = ps::core::parseHostFile(edit->toPlainText().toStdString(), "hosts");
     if (!r) {
-      QStringList lines;
-      for (const auto& e : r.errors())
-        lines << QObject::tr("line %1, column %2: %3")
-                     .arg(e.location.line)
-                     .arg(e.location.column)
-                     .arg(QString::fromStdString(e.message));
-      errors->setText(lines.join(QLatin1Char('\n')));
+      errors->setText(hostFileErrorText(r.errors()));
       return;
     }
     parsed = *r;
@@ -149,7 +147,9 @@ TargetPicker::TargetPicker(QSettings* settings, Mode mode, QWidget* parent)
     auto* box = new QHBoxLayout(this);
     box->addLayout(row);
   } else {
-    cluster_ = loadClusterHosts(*settings_);
+    UnreadableHosts unreadable;
+    cluster_ = loadClusterHosts(*settings_, &unreadable);
+    if (!unreadable.text.isEmpty()) unreadableCluster_ = unreadable;
     auto* add = new QPushButton(tr("&Add…"));
     editHost_ = new QPushButton(tr("&Edit…"));
     removeHost_ = new QPushButton(tr("Re&move"));
@@ -188,15 +188,24 @@ void TargetPicker::rebuild(int select) {
   fillTargetCombo(combo_, hosts_, select);
   if (mode_ == Mode::Manage) {
     const QSignalBlocker block(combo_);
-    combo_->addItem(cluster_.empty() ? tr("Cluster (no hosts yet: Edit…)")
-                                     : tr("Cluster (%1 hosts, %2 ranks)")
-                                           .arg(cluster_.size())
-                                           .arg(ps::core::clusterWorldSize(cluster_)));
-    combo_->setItemData(clusterIndex(),
-                        cluster_.empty()
-                            ? tr("Several hosts, ranks on each, started over ssh (Edit… to list them)")
-                            : QString::fromStdString(ps::core::formatHostFile(cluster_)).trimmed(),
-                        Qt::ToolTipRole);
+    if (unreadableCluster_) {
+      combo_->addItem(tr("Cluster (saved list unreadable: Edit… to fix)"));
+      combo_->setItemData(
+          clusterIndex(),
+          tr("The saved host list does not parse; it is kept as it is until a list is saved:\n%1")
+              .arg(unreadableCluster_->errors),
+          Qt::ToolTipRole);
+    } else {
+      combo_->addItem(cluster_.empty() ? tr("Cluster (no hosts yet: Edit…)")
+                                       : tr("Cluster (%1 hosts, %2 ranks)")
+                                             .arg(cluster_.size())
+                                             .arg(ps::core::clusterWorldSize(cluster_)));
+      combo_->setItemData(clusterIndex(),
+                          cluster_.empty()
+                              ? tr("Several hosts, ranks on each, started over ssh (Edit… to list them)")
+                              : QString::fromStdString(ps::core::formatHostFile(cluster_)).trimmed(),
+                          Qt::ToolTipRole);
+    }
     if (select == clusterIndex()) combo_->setCurrentIndex(select);
   }
   updateButtons();
@@ -207,14 +216,15 @@ void TargetPicker::updateButtons() {
   if (mode_ != Mode::Manage) return;
   const bool cluster = clusterSelected();
   editHost_->setEnabled(combo_->currentIndex() > 0);
-  removeHost_->setEnabled(combo_->currentIndex() > 0 && (!cluster || !cluster_.empty()));
+  removeHost_->setEnabled(combo_->currentIndex() > 0 &&
+                          (!cluster || !cluster_.empty() || unreadableCluster_));
   copyLaunch_->setEnabled(cluster && !cluster_.empty());
 }
 
 void TargetPicker::editCurrent() {
   if (clusterSelected()) {
     std::vector<ps::core::ClusterHost> c = cluster_;
-    if (editClusterHosts(this, c)) setCluster(c);
+    if (editClusterHosts(this, c, unreadableCluster_ ? &*unreadableCluster_ : nullptr)) setCluster(c);
     return;
   }
   const int i = combo_->currentIndex() - 1;
@@ -263,6 +273,7 @@ void TargetPicker::reloadHosts() {
 void TargetPicker::setCluster(const std::vector<ps::core::ClusterHost>& hosts) {
   if (mode_ != Mode::Manage) return;
   cluster_ = hosts;
+  unreadableCluster_.reset();
   saveClusterHosts(*settings_, cluster_);
   rebuild(clusterIndex());
 }

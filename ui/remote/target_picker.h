@@ -4,6 +4,7 @@
 // cluster live in QSettings (loadRemoteHosts / loadClusterHosts), so every dialog sees the same.
 #include <QGroupBox>
 #include <QList>
+#include <optional>
 #include <vector>
 
 #include "pipestudio/core/io/cluster.h"
@@ -17,8 +18,10 @@ namespace ps::ui {
 
 // Edits one host in a small form; false when cancelled.
 bool editRemoteHost(QWidget* parent, RemoteHost& host);
-// Edits the cluster's host list as host-file text (docs/cli.md); false when cancelled.
-bool editClusterHosts(QWidget* parent, std::vector<ps::core::ClusterHost>& hosts);
+// Edits the cluster's host list as host-file text (docs/cli.md); false when cancelled. With
+// `unreadable` set, the dialog opens on that saved text and its errors instead of `hosts`.
+bool editClusterHosts(QWidget* parent, std::vector<ps::core::ClusterHost>& hosts,
+                      const UnreadableHosts* unreadable = nullptr);
 // The target list: "This machine", then each host (index i + 1 is hosts[i]); `select` is
 // clamped. Signals are blocked while it fills.
 void fillTargetCombo(QComboBox* combo, const QList<RemoteHost>& hosts, int select);
@@ -63,6 +66,9 @@ class TargetPicker : public QGroupBox {
   Mode mode_;
   QList<RemoteHost> hosts_;
   std::vector<ps::core::ClusterHost> cluster_;
+  // The saved cluster list when it did not parse: shown and offered for editing, never overwritten
+  // until the user saves a list.
+  std::optional<UnreadableHosts> unreadableCluster_;
   QComboBox* combo_ = nullptr;
   QPushButton* editHost_ = nullptr;
   QPushButton* removeHost_ = nullptr;
