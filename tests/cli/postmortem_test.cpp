@@ -48,7 +48,8 @@ TEST(PostmortemCli, SyntheticNcclDumpsNameEachRanksStuckActionAndTheCycle) {
 TEST(PostmortemCli, RealGlooDumpsAreRefusedWithTheReason) {
   const std::string dir = data("torch-2.11.0-gloo");
   for (const std::string& folder : {dir, dir + "/json"}) {
-    CliResult r = runCli("postmortem " + dir + "/plan.csv " + folder, Stderr::Separate);
+    const std::string args = "postmortem " + dir + "/plan.csv ";
+    CliResult r = runCli(args + folder, Stderr::Separate);
     EXPECT_EQ(r.exitCode, 1) << r.out << r.err;
     EXPECT_NE(r.err.find("no point-to-point entry in the 2 dump(s) (2 entries, backend gloo)"),
               std::string::npos)

@@ -517,8 +517,7 @@ bool SearchDock::start() {
       }
     }
     if (!sh->posted.exchange(true))
-      QMetaObject::invokeMethod(
-          this, [this, gen] { deliverProgress(gen); }, Qt::QueuedConnection);
+      QMetaObject::invokeMethod(this, "deliverProgress", Qt::QueuedConnection, Q_ARG(quint64, gen));
   };
 
   result_.reset();
@@ -554,8 +553,7 @@ bool SearchDock::start() {
       std::lock_guard<std::mutex> lock(sh->mutex);
       sh->outcome.emplace(std::move(r));
     }
-    QMetaObject::invokeMethod(
-        this, [this, gen] { finished(gen); }, Qt::QueuedConnection);
+    QMetaObject::invokeMethod(this, "finished", Qt::QueuedConnection, Q_ARG(quint64, gen));
   });
   worker_->setObjectName(QStringLiteral("schedule search"));
   worker_->start(QThread::LowPriority);

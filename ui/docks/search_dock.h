@@ -120,8 +120,9 @@ class SearchDock : public QDockWidget {
   void documentLoaded();
   void clearResults();
   void refreshMemoryPlaceholder();
-  void deliverProgress(quint64 generation);
-  void finished(quint64 generation);
+  // Invoked by name from the search's thread (queued): no functor for Qt to allocate there.
+  Q_INVOKABLE void deliverProgress(quint64 generation);
+  Q_INVOKABLE void finished(quint64 generation);
   void showError(const QString& text);
   void showInfo(const QString& text);
   void addBestPoint(double seconds, double makespan);

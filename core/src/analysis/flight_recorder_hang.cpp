@@ -66,6 +66,19 @@ std::string describeKind(bool send, int peer) {
   return send ? "a send to rank " + std::to_string(peer) : "a receive from rank " + std::to_string(peer);
 }
 
+// "name (description), ..." of process groups.
+std::string groupList(const std::map<std::string, std::string>& groups) {
+  std::string out;
+  for (const auto& [name, desc] : groups) {
+    if (!out.empty()) out += ", ";
+    out += name;
+    out += " (";
+    out += desc;
+    out += ")";
+  }
+  return out;
+}
+
 // The process group to read: the one named, else the only one with sends and receives.
 Result<std::pair<std::string, std::string>> pickGroup(const std::vector<FlightRecorderDump>& dumps,
                                                       const FlightRecorderOptions& options) {
@@ -81,15 +94,17 @@ Result<std::pair<std::string, std::string>> pickGroup(const std::vector<FlightRe
   if (!options.group.empty()) {
     for (const auto& [name, desc] : withP2p)
       if (name == options.group || desc == options.group) return std::make_pair(name, desc);
-    std::string names;
-    for (const auto& [name, desc] : withP2p) names += (names.empty() ? "" : ", ") + name + " (" + desc + ")";
+    const std::string names = groupList(withP2p);
     return frError("flight-recorder.group",
                    "no process group '" + options.group + "' with sends or receives in the dumps" +
                        (names.empty() ? std::string() : "; those with some: " + names));
   }
   if (withP2p.empty()) {
     std::string kinds;
-    for (const std::string& b : backends) kinds += (kinds.empty() ? "" : ", ") + b;
+    for (const std::string& b : backends) {
+      if (!kinds.empty()) kinds += ", ";
+      kinds += b;
+    }
     return frError(
         "flight-recorder.no-p2p",
         "no point-to-point entry in the " + std::to_string(dumps.size()) + " dump(s) (" +
@@ -100,10 +115,8 @@ Result<std::pair<std::string, std::string>> pickGroup(const std::vector<FlightRe
             "post-mortem");
   }
   if (withP2p.size() > 1) {
-    std::string names;
-    for (const auto& [name, desc] : withP2p) names += (names.empty() ? "" : ", ") + name + " (" + desc + ")";
-    return frError("flight-recorder.group",
-                   "sends and receives in more than one process group (" + names + "): name the pipeline's");
+    return frError("flight-recorder.group", "sends and receives in more than one process group (" +
+                                                groupList(withP2p) + "): name the pipeline's");
   }
   return std::make_pair(withP2p.begin()->first, withP2p.begin()->second);
 }

@@ -126,6 +126,12 @@ Result<FlightRecorderEntry> readEntry(const json& e, const std::string& where) {
   field(e, "record_id", out.recordId, true, where, errors);
   field(e, "collective_seq_id", out.collectiveSeq, false, where, errors);
   field(e, "p2p_seq_id", out.p2pSeq, false, where, errors);
+  // Dumps before format 2.2 number every op of a group with one "seq_id".
+  if (!e.contains("p2p_seq_id") && !e.contains("collective_seq_id")) {
+    std::int64_t seq = 0;
+    field(e, "seq_id", seq, false, where, errors);
+    out.p2pSeq = out.collectiveSeq = seq;
+  }
   field(e, "profiling_name", out.profilingName, true, where, errors);
   field(e, "state", out.state, true, where, errors);
   field(e, "retired", out.retired, false, where, errors);
@@ -265,7 +271,11 @@ Result<std::vector<FlightRecorderDump>> readFlightRecorderDumps(const std::vecto
     if (!prefix.empty()) {
       auto it = byPrefix.find(prefix);
       if (it == byPrefix.end()) {
-        errors.push_back(makeError("flight-recorder.no-dumps", p + ": no file named " + prefix + "<rank>"));
+        std::string what = p;
+        what += ": no file named ";
+        what += prefix;
+        what += "<rank>";
+        errors.push_back(makeError("flight-recorder.no-dumps", what));
         continue;
       }
       files.insert(files.end(), it->second.begin(), it->second.end());
@@ -277,8 +287,13 @@ Result<std::vector<FlightRecorderDump>> readFlightRecorderDumps(const std::vecto
                                      "TORCH_FR_DUMP_TEMP_FILE<rank>, by default nccl_trace_rank_<rank>)"));
     } else {
       std::string names;
-      for (const auto& [pre, list] : byPrefix)
-        names += (names.empty() ? "'" : ", '") + pre + "<rank>' (" + std::to_string(list.size()) + ")";
+      for (const auto& [pre, list] : byPrefix) {
+        names += names.empty() ? "'" : ", '";
+        names += pre;
+        names += "<rank>' (";
+        names += std::to_string(list.size());
+        names += ")";
+      }
       errors.push_back(makeError(
           "flight-recorder.prefix",
           p + ": files of more than one kind end in a rank: " + names + "; pick one with --prefix"));

@@ -24,7 +24,7 @@ using nlohmann::json;
 struct Node {
   enum class Kind : std::uint8_t { Scalar, List, Dict, Mark, Global };
   Kind kind = Kind::Scalar;
-  json scalar;                               // Scalar; Global: "module.name"
+  int scalar = -1;                           // Scalar: its value's index; Global: its name's
   std::vector<int> items;                    // List
   std::vector<std::pair<int, int>> entries;  // Dict: key node, value node
 };
@@ -89,8 +89,9 @@ class Reader {
     return stack_.back();
   }
   int pushScalar(json v) {
+    scalars_.push_back(std::move(v));
     Node n;
-    n.scalar = std::move(v);
+    n.scalar = static_cast<int>(scalars_.size() - 1);
     return push(std::move(n));
   }
   bool pop(int& out, std::size_t at) {
@@ -171,26 +172,21 @@ class Reader {
         pos_ += 8;
         return true;
       case '}':  // EMPTY_DICT
-        push(Node{Node::Kind::Dict, {}, {}, {}});
+        push(Node{Node::Kind::Dict, -1, {}, {}});
         return true;
       case ']':   // EMPTY_LIST
       case ')':   // EMPTY_TUPLE
       case 0x8f:  // EMPTY_SET
-        push(Node{Node::Kind::List, {}, {}, {}});
+        push(Node{Node::Kind::List, -1, {}, {}});
         return true;
       case '(':  // MARK
-        push(Node{Node::Kind::Mark, {}, {}, {}});
+        push(Node{Node::Kind::Mark, -1, {}, {}});
         return true;
-      case 't': {  // TUPLE
-        std::vector<int> items;
-        if (!popToMark(items, at)) return false;
-        push(Node{Node::Kind::List, {}, std::move(items), {}});
-        return true;
-      }
+      case 't':     // TUPLE
       case 0x91: {  // FROZENSET
         std::vector<int> items;
         if (!popToMark(items, at)) return false;
-        push(Node{Node::Kind::List, {}, std::move(items), {}});
+        push(Node{Node::Kind::List, -1, std::move(items), {}});
         return true;
       }
       case 0x85:
@@ -233,24 +229,19 @@ class Reader {
         for (std::size_t i = 0; i < items.size(); i += 2) dict->entries.emplace_back(items[i], items[i + 1]);
         return true;
       }
-      case 'X':
-        return sized(4, at);  // BINUNICODE
-      case 0x8c:
-        return sized(1, at);  // SHORT_BINUNICODE
-      case 0x8d:
-        return sized(8, at);  // BINUNICODE8
-      case 'B':
-        return sized(4, at);  // BINBYTES
-      case 'C':
-        return sized(1, at);  // SHORT_BINBYTES
-      case 0x8e:
-        return sized(8, at);  // BINBYTES8
-      case 0x96:
-        return sized(8, at);  // BYTEARRAY8
-      case 'T':
-        return sized(4, at);  // BINSTRING (protocol 1)
-      case 'U':
-        return sized(1, at);  // SHORT_BINSTRING
+      // Strings and bytes by the width of their length: 1 byte, 4 bytes, 8 bytes.
+      case 0x8c:  // SHORT_BINUNICODE
+      case 'C':   // SHORT_BINBYTES
+      case 'U':   // SHORT_BINSTRING (protocol 1)
+        return sized(1, at);
+      case 'X':  // BINUNICODE
+      case 'B':  // BINBYTES
+      case 'T':  // BINSTRING (protocol 1)
+        return sized(4, at);
+      case 0x8d:  // BINUNICODE8
+      case 0x8e:  // BINBYTES8
+      case 0x96:  // BYTEARRAY8
+        return sized(8, at);
       case 'J':
         return signedLong(4, at);  // BININT
       case 'K':                    // BININT1
@@ -318,8 +309,8 @@ class Reader {
       case 0x93: {  // STACK_GLOBAL
         int n = -1, m = -1;
         if (!pop(n, at) || !pop(m, at)) return false;
-        const json& name = nodes_[static_cast<std::size_t>(n)].scalar;
-        const json& mod = nodes_[static_cast<std::size_t>(m)].scalar;
+        const json& name = scalarOf(n);
+        const json& mod = scalarOf(m);
         if (!name.is_string() || !mod.is_string())
           return bad(at, "STACK_GLOBAL of values that are not names");
         return global(mod.get<std::string>() + "." + name.get<std::string>(), at);
@@ -350,7 +341,8 @@ class Reader {
         "torch.jit._pickle.build_boollist", "torch.jit._pickle.build_genericlist"};
     for (std::string_view b : kBuilders)
       if (qualified == b) {
-        push(Node{Node::Kind::Global, json(qualified), {}, {}});
+        pushScalar(json(qualified));
+        nodes_.back().kind = Node::Kind::Global;
         return true;
       }
     return bad(at, "the pickle names " + qualified.substr(0, 120) + ", which PipeStudio does not run");
@@ -365,7 +357,7 @@ class Reader {
     const Node& n = nodes_[static_cast<std::size_t>(index)];
     switch (n.kind) {
       case Node::Kind::Scalar:
-        out = n.scalar;
+        out = scalars_[static_cast<std::size_t>(n.scalar)];
         return true;
       case Node::Kind::List:
         out = json::array();
@@ -394,7 +386,15 @@ class Reader {
   std::string_view in_;
   std::string_view name_;
   std::size_t pos_ = 0;
+  // A scalar node's value (a name for a global); none for a container or a MARK.
+  const json& scalarOf(int node) const {
+    static const json none;
+    const Node& n = nodes_[static_cast<std::size_t>(node)];
+    return n.scalar >= 0 ? scalars_[static_cast<std::size_t>(n.scalar)] : none;
+  }
+
   std::deque<Node> nodes_;
+  std::vector<json> scalars_;
   std::vector<int> stack_;
   std::unordered_map<std::uint64_t, int> memo_;
   Diagnostics error_;
