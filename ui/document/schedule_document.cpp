@@ -176,7 +176,7 @@ class MoveStepCommand : public QUndoCommand {
  private:
   void apply(int a, int b) {
     auto s = ps::core::moveStep(doc_->schedule(), device_, a, b);
-    if (s) doc_->applyScheduleInternal(std::move(s).value());
+    if (s) doc_->applyScheduleInternal(*s);
   }
   ScheduleDocument* doc_;
   int device_, from_, to_;
@@ -404,7 +404,7 @@ void ScheduleDocument::rebuildIndex() {
   }
 }
 
-void ScheduleDocument::applyScheduleInternal(Schedule s) {
+void ScheduleDocument::applyScheduleInternal(const Schedule& s) {
   const bool pipelineChanged =
       !(s.pipeline == analysis_->schedule.pipeline) || s.partition != analysis_->schedule.partition;
   auto tmp = std::make_shared<Analysis>(*analysis_);
@@ -424,7 +424,7 @@ void ScheduleDocument::applyProfileInternal(CostProfile p) {
   Q_EMIT changed();
 }
 
-void ScheduleDocument::applyDesignInternal(Schedule s, CostProfile p) {
+void ScheduleDocument::applyDesignInternal(const Schedule& s, CostProfile p) {
   profile_ = std::move(p);
   auto tmp = std::make_shared<Analysis>(*analysis_);
   tmp->schedule = s;

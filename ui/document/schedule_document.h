@@ -145,9 +145,9 @@ class ScheduleDocument : public QObject {
   std::vector<ps::core::Op> dependents(const ps::core::Op& op) const;
 
   // Called by the undo commands.
-  void applyScheduleInternal(ps::core::Schedule s);
+  void applyScheduleInternal(const ps::core::Schedule& s);
   void applyProfileInternal(ps::core::CostProfile p);
-  void applyDesignInternal(ps::core::Schedule s, ps::core::CostProfile p);
+  void applyDesignInternal(const ps::core::Schedule& s, ps::core::CostProfile p);
 
  Q_SIGNALS:
   void changed();  // schedule, profile or analysis changed

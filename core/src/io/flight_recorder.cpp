@@ -286,17 +286,17 @@ Result<std::vector<FlightRecorderDump>> readFlightRecorderDumps(const std::vecto
                                  p + ": no file whose name ends in a rank (PyTorch writes "
                                      "TORCH_FR_DUMP_TEMP_FILE<rank>, by default nccl_trace_rank_<rank>)"));
     } else {
-      std::string names;
+      std::string what = p + ": files of more than one kind end in a rank: ";
       for (const auto& [pre, list] : byPrefix) {
-        names += names.empty() ? "'" : ", '";
-        names += pre;
-        names += "<rank>' (";
-        names += std::to_string(list.size());
-        names += ")";
+        if (what.back() != ' ') what += ", ";
+        what += "'";
+        what += pre;
+        what += "<rank>' (";
+        what += std::to_string(list.size());
+        what += ")";
       }
-      errors.push_back(makeError(
-          "flight-recorder.prefix",
-          p + ": files of more than one kind end in a rank: " + names + "; pick one with --prefix"));
+      what += "; pick one with --prefix";
+      errors.push_back(makeError("flight-recorder.prefix", what));
     }
   }
   if (!errors.empty()) return errors;
