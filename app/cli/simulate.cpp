@@ -132,7 +132,7 @@ int runSimulate(const Args& args, const Reporter& rep) {
   // Cost profile: flags first, then the .pipe header's (relative to the .pipe file).
   std::optional<CostProfile> profile;
   if (args.has("--cost")) {
-    auto uniform = uniformCostProfile(args.value("--cost"), s.pipeline.stages);
+    auto uniform = uniformCostProfile(args.value("--cost"), s.pipeline.blocks());
     if (!uniform) return usage(uniform.error().message);
     profile = std::move(uniform).value();
   } else {

@@ -21,15 +21,16 @@ constexpr EnumName<CommSemantics> kCommSemanticsNames[] = {
     {CommSemantics::DualPipe, "dualpipe"},
 };
 
-// The stage a point-to-point op exchanges with: the receiver of a send, the sender of a receive.
-int peerStage(const Op& op) {
+// The stage a point-to-point op exchanges with: the receiver of a send, the sender of a receive
+// (the next or previous stage on the micro-batch's route).
+int peerStage(const StageRoutes& routes, const Op& op) {
   switch (op.kind) {
     case OpKind::SendF:
     case OpKind::RecvB:
-      return op.stage + 1;
+      return routes.next(op.stage, op.microbatch);
     case OpKind::SendB:
     case OpKind::RecvF:
-      return op.stage - 1;
+      return routes.prev(op.stage, op.microbatch);
     default:
       return -1;
   }
@@ -109,7 +110,7 @@ CommPlan makeCommPlan(const Schedule& s, const DependencyGraph& g, const CommOpt
     bool lastWasComm = false;
     for (int id = g.deviceBegin(d); id < g.deviceBegin(d + 1); ++id) {
       const Op& op = g.op(id);
-      const int ps = peerStage(op);
+      const int ps = peerStage(g.routes(), op);
       const bool cross = isPointToPointKind(op.kind) && !g.isPairSecond(id) && op.stage >= 0 &&
                          op.stage < p.stages && ps >= 0 && ps < p.stages && p.deviceOf(ps) != d;
       if (!cross) {

@@ -25,11 +25,19 @@ namespace ps::core {
 Result<SimulationModel> makeSimulationModel(const Schedule& s, const CostProfile& p,
                                             const std::vector<int>& layersPerStage) {
   const std::vector<int>& part = layersPerStage.empty() ? s.partition : layersPerStage;
-  auto costs = stageCosts(p, s.pipeline.stages, part);
+  if (auto problem = s.pipeline.routeProblem()) return makeError("simulate.routes", *problem);
+  // Copies of one model block (DualPipe's two directions) cost the same: the profile's layers
+  // are split over the blocks, and each stage takes its block's costs.
+  auto costs = stageCosts(p, s.pipeline.blocks(), part);
   PS_TRY(costs);
   SimulationModel m;
   m.profile = p;
-  m.stages = std::move(*costs);
+  if (s.pipeline.stageBlock.empty()) {
+    m.stages = std::move(*costs);
+  } else {
+    m.stages.reserve(static_cast<size_t>(s.pipeline.stages));
+    for (int st = 0; st < s.pipeline.stages; ++st) m.stages.push_back((*costs)[static_cast<size_t>(s.pipeline.blockOf(st))]);
+  }
   return m;
 }
 
@@ -98,9 +106,10 @@ void timeWithCommStreams(const Schedule& s, const SimulationModel& model, const 
   for (size_t id = 0; id < n; ++id) {
     const Op& op = g.op(static_cast<int>(id));
     if (op.kind == OpKind::SendF) costs.transfer[id] = linkOf(op.stage);
-    if (op.kind == OpKind::SendB) costs.transfer[id] = linkOf(op.stage - 1);
+    if (op.kind == OpKind::SendB) costs.transfer[id] = linkOf(g.routes().prev(op.stage, op.microbatch));
     if (op.kind == OpKind::F) costs.impliedTransfer[id] = linkOf(op.stage);
-    if (op.kind == OpKind::B || op.kind == OpKind::I) costs.impliedTransfer[id] = linkOf(op.stage - 1);
+    if (op.kind == OpKind::B || op.kind == OpKind::I)
+      costs.impliedTransfer[id] = linkOf(g.routes().prev(op.stage, op.microbatch));
   }
   const CommExecution x = executeWithComms(s, g, plan, costs);
   for (int d = 0; d < c.D; ++d) {
@@ -132,7 +141,7 @@ void timeWithCommStreams(const Schedule& s, const SimulationModel& model, const 
     for (const auto& pr : x.pairs) {
       if (!(pr.end > pr.start)) continue;
       const Op& send = g.op(pr.send);
-      const int low = send.kind == OpKind::SendF ? send.stage : send.stage - 1;
+      const int low = send.kind == OpKind::SendF ? send.stage : g.routes().prev(send.stage, send.microbatch);
       tl.transfers.push_back(Transfer{g.deviceOf(pr.send), g.deviceOf(pr.recv), producerOf(pr.send),
                                       consumerOf(pr.recv), model.stages[static_cast<size_t>(low)].outputBytes,
                                       pr.start, pr.end});
