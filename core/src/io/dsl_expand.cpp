@@ -62,6 +62,10 @@ class Expander {
   std::vector<int> explicitPlacement_;
   std::uint32_t placementOffset_ = 0;
   std::uint32_t stagesOffset_ = 0;
+  // Route and blocks lines, evaluated when the pipeline is frozen (they may use its sizes).
+  std::vector<const Stmt*> routeLines_;
+  const Stmt* blocksLine_ = nullptr;
+  StageRoutes routes_;  // the frozen pipeline's, for the cursors
   bool frozen_ = false;
   std::vector<std::vector<int>> stagesOf_;
 
@@ -183,11 +187,53 @@ class Expander {
     }
     if (!p.ok()) return fatal(placementOffset_ ? placementOffset_ : off, "dsl.header", p.error().message);
     out_.pipeline = std::move(p.value());
+    if (!applyRoutes()) return false;
+    routes_ = StageRoutes(out_.pipeline);
     out_.devices.assign(static_cast<size_t>(D), {});
     stagesOf_.assign(static_cast<size_t>(D), {});
     pendingW_.assign(static_cast<size_t>(D), {});
     for (int s = 0; s < out_.pipeline.stages; ++s)
       stagesOf_[static_cast<size_t>(out_.pipeline.deviceOf(s))].push_back(s);
+    return true;
+  }
+
+  // A route or blocks line's items as integers: expressions and a..b ranges (b excluded).
+  bool evalItems(const Stmt& s, std::vector<int>& out) {
+    for (const auto& [from, to] : s.items) {
+      std::int64_t a = 0, b = 0;
+      if (!eval(from, a)) return false;
+      if (to < 0) b = a + 1;
+      else if (!eval(to, b)) return false;
+      if (a < 0 || b > kMaxStages || b - a > kMaxStages)
+        return fatal(s.offset, "dsl.header", "stage " + std::to_string(a < 0 ? a : b) + " is out of range");
+      for (std::int64_t v = a; v < b; ++v) out.push_back(static_cast<int>(v));
+    }
+    return true;
+  }
+
+  // The route groups and stage blocks of the header, on the frozen pipeline.
+  bool applyRoutes() {
+    if (routeLines_.empty() && !blocksLine_) return true;
+    std::vector<Route> routes;
+    for (const Stmt* line : routeLines_) {
+      std::int64_t first = 0, end = 0;
+      if (!eval(line->e1, first) || !eval(line->e2, end)) return false;
+      if (first < 0 || end > kMaxMicrobatches || end <= first)
+        return fatal(line->offset, "dsl.header",
+                     "route micro-batches " + std::to_string(first) + ".." + std::to_string(end) +
+                         " are not a range of micro-batches");
+      Route r;
+      r.firstMicrobatch = static_cast<int>(first);
+      r.microbatchCount = static_cast<int>(end - first);
+      if (!evalItems(*line, r.stages)) return false;
+      routes.push_back(std::move(r));
+    }
+    std::vector<int> blocks;
+    if (blocksLine_ && !evalItems(*blocksLine_, blocks)) return false;
+    auto p = out_.pipeline.withRoutes(std::move(routes), std::move(blocks));
+    const std::uint32_t at = routeLines_.empty() ? blocksLine_->offset : routeLines_.front()->offset;
+    if (!p.ok()) return fatal(at, "dsl.header", p.error().message);
+    out_.pipeline = std::move(*p);
     return true;
   }
 
@@ -226,6 +272,12 @@ class Expander {
                        "device " + std::to_string(s.ints[i]) + " is out of range");
           explicitPlacement_.push_back(static_cast<int>(s.ints[i]));
         }
+        return true;
+      case HeaderWord::Route:
+        routeLines_.push_back(&s);
+        return true;
+      case HeaderWord::Blocks:
+        blocksLine_ = &s;
         return true;
       case HeaderWord::Partition:
         out_.partition.clear();
@@ -423,17 +475,16 @@ class Expander {
       return true;
     }
     Cursor& c = cursor(stage, e.kind);
-    while (c.next < M && c.test(c.next)) ++c.next;
+    skipDone(c, stage);
     const std::int32_t m = c.next;
     if (m >= M) return out = 0, true;
-    const int S = out_.pipeline.stages;
     switch (kind) {
       case OpKind::F:
-        out = stage == 0 || doneBy(stage - 1, OpKind::F, m);
+        out = routes_.prev(stage, m) < 0 || doneBy(routes_.prev(stage, m), OpKind::F, m);
         break;
       case OpKind::B:
       case OpKind::I:
-        out = doneBy(stage, OpKind::F, m) && (stage == S - 1 || doneBy(stage + 1, OpKind::B, m));
+        out = doneBy(stage, OpKind::F, m) && (routes_.next(stage, m) < 0 || doneBy(routes_.next(stage, m), OpKind::B, m));
         break;
       case OpKind::R:
         out = doneBy(stage, OpKind::F, m);
@@ -564,6 +615,12 @@ class Expander {
   static std::uint16_t cursorFamily(std::uint16_t kind) {
     return kind == static_cast<std::uint16_t>(OpKind::I) ? static_cast<std::uint16_t>(OpKind::B) : kind;
   }
+  // Moves a cursor past the micro-batches that have their op, and past those whose route does
+  // not run the stage.
+  void skipDone(Cursor& c, std::int32_t stage) const {
+    while (c.next < out_.pipeline.microbatches && (c.test(c.next) || !routes_.runs(stage, c.next))) ++c.next;
+  }
+
   Cursor& cursor(std::int32_t stage, std::uint16_t kind) {
     return cursors_[(static_cast<std::uint64_t>(static_cast<std::uint32_t>(stage)) << 16) |
                     cursorFamily(kind)];
@@ -644,7 +701,7 @@ class Expander {
           break;
         }
         Cursor& c = cursor(op.stage, it.kind);
-        while (c.next < out_.pipeline.microbatches && c.test(c.next)) ++c.next;
+        skipDone(c, op.stage);
         if (c.next >= out_.pipeline.microbatches) {
           if (it.optional) return Res::Skip;
           err(it.offset, "dsl.cursor",

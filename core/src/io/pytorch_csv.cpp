@@ -364,6 +364,7 @@ Result<std::string> writePytorchCsv(const Schedule& s, CsvFormat format, const P
   // divides the gradients by the number of micro-batches). No idle cells: the runtime refuses
   // them in compute_comms. From 2.15 on, compute_comms also needs its WAIT_SEND_F/B and
   // WAIT_REDUCE_GRAD actions (PytorchTarget), which earlier versions cannot read.
+  PS_TRY(checkPytorchHasNoRoutes(s));
   const Schedule* out = &s;
   Schedule lowered;
   const bool waits = target.atLeast(2, 15);

@@ -97,6 +97,7 @@ void Searcher::builtins() {
       result_.builtins.push_back(c);
       continue;
     }
+    if (s->pipeline.routed() && !o_.allowRoutes) continue;
     const int S = s->pipeline.stages;
     // The layers are split over the model's blocks: DualPipe's two copies of a block share them.
     const int blocks = s->pipeline.blocks();
