@@ -80,7 +80,8 @@ TEST(DslSchedules, ProgramsEqualGeneratorsOverGrid) {
                               " M=" + std::to_string(M) + (chunked ? " chunks=" + std::to_string(V) : "");
           if (!expected.ok()) {
             // Sizes the generator refuses: the program refuses them too (with an assert).
-            if (k == ScheduleKind::Interleaved1F1B || k == ScheduleKind::DualPipeV || k == ScheduleKind::ZBH1) {
+            if (k == ScheduleKind::Interleaved1F1B || k == ScheduleKind::DualPipeV || k == ScheduleKind::ZBH1 ||
+                k == ScheduleKind::DualPipe) {
               EXPECT_FALSE(got.ok()) << where;
             }
             continue;
@@ -91,6 +92,7 @@ TEST(DslSchedules, ProgramsEqualGeneratorsOverGrid) {
         }
       }
     }
-    EXPECT_GT(compared, 20) << scheduleKindName(k);
+    // DualPipe serves only even devices and even micro-batches >= 2 x devices: 9 sizes here.
+    EXPECT_GT(compared, k == ScheduleKind::DualPipe ? 8 : 20) << scheduleKindName(k);
   }
 }
