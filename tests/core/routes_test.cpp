@@ -157,6 +157,30 @@ TEST(Routes, DualPipeHoldsBothWeightCopiesAndPpPlusOneActivations) {
   }
 }
 
+TEST(Routes, CopiesOfABlockExchangeTheirGradientsAfterTheirLastBackward) {
+  // D = 2: stages 0 and 2 hold block 0 (devices 0, 1), stages 1 and 3 block 1 (devices 1, 0).
+  const Schedule s = dualPipe(2, 4);
+  auto profile = uniformCostProfile("F=2,B=4,weight=1000", 2).value();
+  profile.link.latencyMs = 0.5;
+  profile.link.bandwidthBytesPerMs = 500;  // 1000 gradient bytes: 2 ms, plus 0.5 ms latency
+  const Timeline t = simulate(s, makeSimulationModel(s, profile).value()).value();
+  ASSERT_EQ(t.copySyncs.size(), 2u);
+  for (const CopyGradientSync& c : t.copySyncs) {
+    EXPECT_EQ(c.bytes, 1000);
+    EXPECT_NE(c.device, c.peerDevice);
+    EXPECT_EQ(s.pipeline.blockOf(c.stage), s.pipeline.blockOf(c.peerStage));
+    double last = 0;
+    for (const TimelineOp& o : t.ops)
+      if ((o.op.kind == OpKind::B || o.op.kind == OpKind::W) && (o.op.stage == c.stage || o.op.stage == c.peerStage))
+        last = std::max(last, o.end);
+    EXPECT_DOUBLE_EQ(c.start, last);
+    EXPECT_DOUBLE_EQ(c.end - c.start, 2.5);
+  }
+  EXPECT_DOUBLE_EQ(t.metrics.copySyncEnd, std::max(t.copySyncs[0].end, t.copySyncs[1].end));
+  // Without copies there is nothing to exchange.
+  EXPECT_TRUE(simulateWith(dualPipeV(2, 4), "F=1,B=2,weight=1000").copySyncs.empty());
+}
+
 TEST(Routes, CriticalPathAndStepperFollowTheRoute) {
   const Schedule s = dualPipe(4, 8);
   const Timeline t = simulateWith(s, "F=2,B=4");

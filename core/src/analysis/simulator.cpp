@@ -159,6 +159,36 @@ void timeWithCommStreams(const Schedule& s, const SimulationModel& model, const 
 namespace {
 Result<Timeline> run(const Schedule& s, const SimulationModel& model, const SimulationOptions& o,
                      const DependencyGraph* given);
+
+// The gradient exchanges between copies of a block on different devices (CopyGradientSync):
+// DeepSeek's DualPipe example sums the two copies' gradients after step(). Each side sends its
+// gradients (weights x gradient bytes per weight byte) over the link, both ways at once, from
+// when both copies have finished their last backward.
+void addCopyGradientSyncs(const Schedule& s, const SimulationModel& model, Timeline& tl) {
+  const Pipeline& p = s.pipeline;
+  const CostProfile& prof = model.profile;
+  const auto S = static_cast<size_t>(p.stages);
+  std::vector<double> lastGrad(S, 0.0);
+  for (const TimelineOp& o : tl.ops)
+    if ((o.op.kind == OpKind::B || o.op.kind == OpKind::W) && o.op.stage >= 0 && o.op.stage < p.stages)
+      lastGrad[static_cast<size_t>(o.op.stage)] = std::max(lastGrad[static_cast<size_t>(o.op.stage)], o.end);
+  for (int a = 0; a < p.stages; ++a)
+    for (int b = a + 1; b < p.stages; ++b) {
+      if (p.blockOf(a) != p.blockOf(b) || p.deviceOf(a) == p.deviceOf(b)) continue;
+      CopyGradientSync sync{p.blockOf(a), a, b, p.deviceOf(a), p.deviceOf(b), 0, 0, 0};
+      sync.bytes = static_cast<std::int64_t>(
+          static_cast<double>(model.stages[static_cast<size_t>(a)].weightBytes) * prof.gradientBytesPerWeightByte);
+      const double transfer =
+          prof.fixedCommMs ? *prof.fixedCommMs
+                           : prof.link.latencyMs + (prof.link.bandwidthBytesPerMs > 0
+                                                        ? static_cast<double>(sync.bytes) / prof.link.bandwidthBytesPerMs
+                                                        : 0.0);
+      sync.start = std::max(lastGrad[static_cast<size_t>(a)], lastGrad[static_cast<size_t>(b)]);
+      sync.end = sync.start + transfer;
+      tl.metrics.copySyncEnd = std::max(tl.metrics.copySyncEnd, sync.end);
+      tl.copySyncs.push_back(sync);
+    }
+}
 }  // namespace
 
 Result<Timeline> simulate(const Schedule& s, const SimulationModel& model, const SimulationOptions& o) {
@@ -573,6 +603,7 @@ Result<Timeline> run(const Schedule& s, const SimulationModel& model, const Simu
                                            std::to_string(static_cast<long long>(limits::kMaxTimeMs)) +
                                            " ms per value)"));
 
+  if (!stalled && !s.pipeline.stageBlock.empty()) addCopyGradientSyncs(s, model, tl);
   if (stalled) {
     tl.complete = false;
     ValidateOptions vo;
