@@ -18,7 +18,8 @@ const char* kUsage =
     "KIND: gpipe, 1f1b, interleaved-1f1b, looped-bfs, zb-h1, zb-h2, zb-v, dualpipe-v, dualpipe.\n"
     "Stages = devices x chunks; chunks default to 2 for interleaved-1f1b, looped-bfs, zb-v,\n"
     "dualpipe-v and dualpipe, 1 otherwise. dualpipe routes micro-batches 0..M/2-1 down and the\n"
-    "rest up (docs/dsl.md) and has no PyTorch CSV. The output format follows -o's extension (.pipe or .csv), else\n"
+    "rest up (docs/dsl.md) and has no PyTorch CSV. The output format follows -o's extension (.pipe or .csv), "
+    "else\n"
     "--format (default pipe); stdout when -o is absent or -. A compute_comms CSV is written as\n"
     "PyTorch VERSION lowers it (2.11 to 2.15, default 2.11).\n"
     "Exit status: 0 ok, 2 usage or sizes the kind cannot serve.\n";
@@ -59,9 +60,8 @@ int runGenerate(const ps::cli::Args& args, const ps::cli::Reporter& rep) {
   if (!schedule.ok()) return rep.fail(formatDiagnostics(schedule.errors()));
   std::string text;
   if (format == "csv") {
-    auto csv = writePytorchCsv(*schedule,
-                               csvFormat == "compute_comms" ? CsvFormat::ComputeComms : CsvFormat::ComputeOnly,
-                               target);
+    auto csv = writePytorchCsv(
+        *schedule, csvFormat == "compute_comms" ? CsvFormat::ComputeComms : CsvFormat::ComputeOnly, target);
     if (!csv.ok()) return rep.fail(formatDiagnostics(csv.errors()));
     text = std::move(*csv);
   } else {

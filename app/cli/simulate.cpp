@@ -336,7 +336,8 @@ int runSimulate(const Args& args, const Reporter& rep) {
         << " ms in all (point-to-point ops queued behind an earlier one of their rank)\n";
     if (!t.copySyncs.empty())
       o << "block copies: " << t.copySyncs.size() << " gradient exchanges between devices, the last ends at "
-        << fmt(m.copySyncEnd) << " ms (each copy's weights, gradients and optimizer state count on its device)\n";
+        << fmt(m.copySyncEnd)
+        << " ms (each copy's weights, gradients and optimizer state count on its device)\n";
     o << "\n";
     o << pad("device", 6) << pad("busy ms", 12) << pad("span ms", 12) << pad("idle %", 8)
       << pad("peak memory", 13) << pad("at ms", 11) << "  " << pad("peak op", 12, false)

@@ -9,8 +9,8 @@ using ps::test::CliResult;
 using ps::test::runCli;
 
 TEST(GenerateCli, EveryKindGeneratesAPipeFileThatValidates) {
-  for (const char* kind :
-       {"gpipe", "1f1b", "interleaved-1f1b", "looped-bfs", "zb-h1", "zb-h2", "zb-v", "dualpipe-v", "dualpipe"}) {
+  for (const char* kind : {"gpipe", "1f1b", "interleaved-1f1b", "looped-bfs", "zb-h1", "zb-h2", "zb-v",
+                           "dualpipe-v", "dualpipe"}) {
     CliResult r = runCli(std::string("generate ") + kind + " --devices 4 --microbatches 8 | " +
                          PIPESTUDIO_CLI + " validate -");
     EXPECT_EQ(r.exitCode, 0) << kind << ": " << r.out;

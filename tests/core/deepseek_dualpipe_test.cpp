@@ -59,7 +59,8 @@ std::string toPipeStudio(const std::string& token, int rank, int D, int M) {
 std::vector<std::string> ordersOf(const Schedule& s, int device) {
   std::vector<std::string> out;
   for (const Step& st : s.devices[static_cast<size_t>(device)])
-    out.push_back(st.second ? "(" + s.opName(st.first) + ";" + s.opName(*st.second) + ")" : s.opName(st.first));
+    out.push_back(st.second ? "(" + s.opName(st.first) + ";" + s.opName(*st.second) + ")"
+                            : s.opName(st.first));
   return out;
 }
 
@@ -72,7 +73,8 @@ TEST(DeepSeekDualPipe, GeneratedOrderIsDualPipeStepsOrderActionForAction) {
     ASSERT_EQ(static_cast<int>(c.rankOps.size()), c.ranks);
     for (int r = 0; r < c.ranks; ++r) {
       std::vector<std::string> expected;
-      for (const auto& t : c.rankOps[static_cast<size_t>(r)]) expected.push_back(toPipeStudio(t, r, c.ranks, c.chunks));
+      for (const auto& t : c.rankOps[static_cast<size_t>(r)])
+        expected.push_back(toPipeStudio(t, r, c.ranks, c.chunks));
       EXPECT_EQ(ordersOf(*s, r), expected) << "D=" << c.ranks << " M=" << c.chunks << " rank " << r;
     }
     EXPECT_TRUE(validateSchedule(*s).valid()) << "D=" << c.ranks << " M=" << c.chunks;

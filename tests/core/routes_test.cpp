@@ -114,7 +114,9 @@ TEST(Routes, ValidatorChecksTheRouteNotEveryStage) {
   // An op of the route missing.
   Schedule missing = dualPipe(2, 4);
   auto& dev0 = missing.devices[0];
-  dev0.erase(std::find_if(dev0.begin(), dev0.end(), [](const Step& st) { return st.first == Op{OpKind::W, 0, 1}; }));
+  dev0.erase(std::find_if(dev0.begin(), dev0.end(), [](const Step& st) {
+    return st.first == Op{OpKind::W, 0, 1};
+  }));
   EXPECT_TRUE(hasCode(validateSchedule(missing), "validate.missing", "W1@s0 is missing"));
 
   Schedule bad = dualPipe(2, 4);
@@ -171,7 +173,8 @@ TEST(Routes, CopiesOfABlockExchangeTheirGradientsAfterTheirLastBackward) {
     EXPECT_EQ(s.pipeline.blockOf(c.stage), s.pipeline.blockOf(c.peerStage));
     double last = 0;
     for (const TimelineOp& o : t.ops)
-      if ((o.op.kind == OpKind::B || o.op.kind == OpKind::W) && (o.op.stage == c.stage || o.op.stage == c.peerStage))
+      if ((o.op.kind == OpKind::B || o.op.kind == OpKind::W) &&
+          (o.op.stage == c.stage || o.op.stage == c.peerStage))
         last = std::max(last, o.end);
     EXPECT_DOUBLE_EQ(c.start, last);
     EXPECT_DOUBLE_EQ(c.end - c.start, 2.5);
@@ -192,7 +195,8 @@ TEST(Routes, CriticalPathAndStepperFollowTheRoute) {
     const Op& from = t.ops[cp.steps[i - 1].op].op;
     const Op& to = t.ops[cp.steps[i].op].op;
     const auto deps = dependenciesOf(s, to);
-    EXPECT_NE(std::find(deps.begin(), deps.end(), from), deps.end()) << s.opName(from) << " -> " << s.opName(to);
+    EXPECT_NE(std::find(deps.begin(), deps.end(), from), deps.end())
+        << s.opName(from) << " -> " << s.opName(to);
   }
   // Device 3 starts with F4@s4, the up route's first stage: it waits for nothing, where an
   // unrouted pipeline would wait for F4@s3.

@@ -36,7 +36,8 @@ Result<SimulationModel> makeSimulationModel(const Schedule& s, const CostProfile
     m.stages = std::move(*costs);
   } else {
     m.stages.reserve(static_cast<size_t>(s.pipeline.stages));
-    for (int st = 0; st < s.pipeline.stages; ++st) m.stages.push_back((*costs)[static_cast<size_t>(s.pipeline.blockOf(st))]);
+    for (int st = 0; st < s.pipeline.stages; ++st)
+      m.stages.push_back((*costs)[static_cast<size_t>(s.pipeline.blockOf(st))]);
   }
   return m;
 }
@@ -176,13 +177,15 @@ void addCopyGradientSyncs(const Schedule& s, const SimulationModel& model, Timel
     for (int b = a + 1; b < p.stages; ++b) {
       if (p.blockOf(a) != p.blockOf(b) || p.deviceOf(a) == p.deviceOf(b)) continue;
       CopyGradientSync sync{p.blockOf(a), a, b, p.deviceOf(a), p.deviceOf(b), 0, 0, 0};
-      sync.bytes = static_cast<std::int64_t>(
-          static_cast<double>(model.stages[static_cast<size_t>(a)].weightBytes) * prof.gradientBytesPerWeightByte);
+      sync.bytes =
+          static_cast<std::int64_t>(static_cast<double>(model.stages[static_cast<size_t>(a)].weightBytes) *
+                                    prof.gradientBytesPerWeightByte);
       const double transfer =
-          prof.fixedCommMs ? *prof.fixedCommMs
-                           : prof.link.latencyMs + (prof.link.bandwidthBytesPerMs > 0
-                                                        ? static_cast<double>(sync.bytes) / prof.link.bandwidthBytesPerMs
-                                                        : 0.0);
+          prof.fixedCommMs
+              ? *prof.fixedCommMs
+              : prof.link.latencyMs + (prof.link.bandwidthBytesPerMs > 0
+                                           ? static_cast<double>(sync.bytes) / prof.link.bandwidthBytesPerMs
+                                           : 0.0);
       sync.start = std::max(lastGrad[static_cast<size_t>(a)], lastGrad[static_cast<size_t>(b)]);
       sync.end = sync.start + transfer;
       tl.metrics.copySyncEnd = std::max(tl.metrics.copySyncEnd, sync.end);

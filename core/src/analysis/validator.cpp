@@ -61,8 +61,7 @@ std::string routeText(const Pipeline& p, int mb) {
   for (const Route& route : p.routes) {
     if (mb < route.firstMicrobatch || mb >= route.firstMicrobatch + route.microbatchCount) continue;
     std::string out = "its route runs stages ";
-    for (size_t i = 0; i < route.stages.size(); ++i)
-      out += (i ? ", " : "") + std::to_string(route.stages[i]);
+    for (size_t i = 0; i < route.stages.size(); ++i) out += (i ? ", " : "") + std::to_string(route.stages[i]);
     return out;
   }
   return "it has no route";
@@ -436,7 +435,8 @@ ValidationReport validate(const Schedule& s, const ValidateOptions& options, con
       if (!routes.runs(op.stage, op.microbatch)) {
         rep.error("validate.route",
                   where(r) + ": " + name(id) + ": micro-batch " + std::to_string(op.microbatch) +
-                      " does not run stage " + std::to_string(op.stage) + " (" + routeText(p, op.microbatch) + ")",
+                      " does not run stage " + std::to_string(op.stage) + " (" + routeText(p, op.microbatch) +
+                      ")",
                   {r});
       } else if (op.kind == OpKind::SendF) {
         if (down < 0)
@@ -457,7 +457,8 @@ ValidationReport validate(const Schedule& s, const ValidateOptions& options, con
         unmatched(OpKind::SendB, down);
       } else if (op.kind == OpKind::RecvF && up < 0) {
         rep.error("validate.comm",
-                  where(r) + ": " + name(id) + " receives into the first stage, which has no predecessor", {r});
+                  where(r) + ": " + name(id) + " receives into the first stage, which has no predecessor",
+                  {r});
       } else if (op.kind == OpKind::RecvB && down < 0) {
         rep.error("validate.comm",
                   where(r) + ": " + name(id) + " receives into the last stage, which has no successor", {r});

@@ -202,8 +202,10 @@ class Expander {
     for (const auto& [from, to] : s.items) {
       std::int64_t a = 0, b = 0;
       if (!eval(from, a)) return false;
-      if (to < 0) b = a + 1;
-      else if (!eval(to, b)) return false;
+      if (to < 0)
+        b = a + 1;
+      else if (!eval(to, b))
+        return false;
       if (a < 0 || b > kMaxStages || b - a > kMaxStages)
         return fatal(s.offset, "dsl.header", "stage " + std::to_string(a < 0 ? a : b) + " is out of range");
       for (std::int64_t v = a; v < b; ++v) out.push_back(static_cast<int>(v));
@@ -484,7 +486,8 @@ class Expander {
         break;
       case OpKind::B:
       case OpKind::I:
-        out = doneBy(stage, OpKind::F, m) && (routes_.next(stage, m) < 0 || doneBy(routes_.next(stage, m), OpKind::B, m));
+        out = doneBy(stage, OpKind::F, m) &&
+              (routes_.next(stage, m) < 0 || doneBy(routes_.next(stage, m), OpKind::B, m));
         break;
       case OpKind::R:
         out = doneBy(stage, OpKind::F, m);

@@ -181,7 +181,17 @@ enum class StmtKind : std::uint8_t {
   Greedy
 };
 
-enum class HeaderWord : std::uint8_t { Name, Devices, Stages, Microbatches, Placement, Profile, Partition, Route, Blocks };
+enum class HeaderWord : std::uint8_t {
+  Name,
+  Devices,
+  Stages,
+  Microbatches,
+  Placement,
+  Profile,
+  Partition,
+  Route,
+  Blocks
+};
 
 struct Stmt {
   StmtKind kind = StmtKind::Ops;

@@ -156,7 +156,8 @@ class Parser {
     std::vector<std::string_view> v = kindNames();
     for (auto k : keywords()) v.push_back(k);
     for (auto& t : prog_.templates) v.push_back(t.name);
-    for (auto w : {"name", "devices", "stages", "microbatches", "placement", "profile", "partition", "route", "blocks"})
+    for (auto w : {"name", "devices", "stages", "microbatches", "placement", "profile", "partition", "route",
+                   "blocks"})
       v.push_back(w);
     return v;
   }

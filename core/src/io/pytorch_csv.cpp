@@ -345,7 +345,8 @@ std::string pytorchActionText(const Schedule& s, const Op& op) {
 }
 
 std::string pytorchStepText(const Schedule& s, const Step& st) {
-  if (st.second) return "(" + pytorchActionText(s, st.first) + ";" + pytorchActionText(s, *st.second) + ")OVERLAP_F_B";
+  if (st.second)
+    return "(" + pytorchActionText(s, st.first) + ";" + pytorchActionText(s, *st.second) + ")OVERLAP_F_B";
   return pytorchActionText(s, st.first);
 }
 
@@ -449,8 +450,8 @@ std::vector<std::string> csvExportLosses(const Schedule& s, CsvFormat format, co
                   " SEND/RECV actions, which compute_only does not hold (PyTorch's lowering places its own; "
                   "use compute_comms to keep these)");
   if (waits)
-    out.push_back(std::to_string(waits) + " WAIT_SEND/WAIT_REDUCE_GRAD actions, which PyTorch " + target.name() +
-                  " does not have (2.15 does: --pytorch 2.15)");
+    out.push_back(std::to_string(waits) + " WAIT_SEND/WAIT_REDUCE_GRAD actions, which PyTorch " +
+                  target.name() + " does not have (2.15 does: --pytorch 2.15)");
   if (stageActions)
     out.push_back(std::to_string(stageActions) +
                   " UNSHARD/RESHARD/REDUCE_GRAD actions, which PyTorch's compute_only loader refuses (its "

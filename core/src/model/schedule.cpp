@@ -9,9 +9,23 @@ namespace ps::core {
 
 namespace {
 constexpr std::array<std::string_view, static_cast<size_t>(OpKind::kBuiltinCount)> kNames = {
-    "F",       "B",       "I",           "W",           "R",           "OFFLOAD",
-    "RELOAD",  "SEND_F",  "RECV_F",      "SEND_B",      "RECV_B",      "UNSHARD",
-    "RESHARD", "REDUCE_GRAD", "WAIT_SEND_F", "WAIT_SEND_B", "WAIT_REDUCE_GRAD"};
+    "F",
+    "B",
+    "I",
+    "W",
+    "R",
+    "OFFLOAD",
+    "RELOAD",
+    "SEND_F",
+    "RECV_F",
+    "SEND_B",
+    "RECV_B",
+    "UNSHARD",
+    "RESHARD",
+    "REDUCE_GRAD",
+    "WAIT_SEND_F",
+    "WAIT_SEND_B",
+    "WAIT_REDUCE_GRAD"};
 }
 
 bool isUserKind(OpKind k) {
@@ -30,7 +44,8 @@ std::optional<OpKind> builtinKindFromName(std::string_view name) {
 }
 
 bool isStageLevelKind(OpKind k) {
-  return k == OpKind::Unshard || k == OpKind::Reshard || k == OpKind::ReduceGrad || k == OpKind::WaitReduceGrad;
+  return k == OpKind::Unshard || k == OpKind::Reshard || k == OpKind::ReduceGrad ||
+         k == OpKind::WaitReduceGrad;
 }
 
 constexpr EnumName<PlacementKind> kPlacementKindNames[] = {{PlacementKind::Explicit, "explicit"},
@@ -140,8 +155,8 @@ std::optional<std::string> Pipeline::routeProblem() const {
       if (st < 0 || st >= stages)
         return name + " names stage " + std::to_string(st) + ", outside 0.." + std::to_string(stages - 1);
       if (i > 0 && st <= route.stages[i - 1])
-        return name + ": stage " + std::to_string(st) + " follows stage " + std::to_string(route.stages[i - 1]) +
-               " (a route lists its stages in increasing order)";
+        return name + ": stage " + std::to_string(st) + " follows stage " +
+               std::to_string(route.stages[i - 1]) + " (a route lists its stages in increasing order)";
     }
   }
   if (!routes.empty() && nextMb != microbatches)
@@ -153,7 +168,8 @@ std::optional<std::string> Pipeline::routeProblem() const {
            std::to_string(stages);
   std::vector<std::uint8_t> used(S, 0);
   for (int b : stageBlock) {
-    if (b < 0 || b >= stages) return "stage block " + std::to_string(b) + " is outside 0.." + std::to_string(stages - 1);
+    if (b < 0 || b >= stages)
+      return "stage block " + std::to_string(b) + " is outside 0.." + std::to_string(stages - 1);
     used[static_cast<size_t>(b)] = 1;
   }
   const int nBlocks = blocks();

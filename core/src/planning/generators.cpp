@@ -301,7 +301,8 @@ void dualPipeRank(Orders& o, int device, int halfRanks, int chunkMicrobatches, i
 // DeepSeek's DualPipeV as PyTorch's ScheduleDualPipeV builds it: V placement, rank r runs
 // stages r (chunk 0) and 2D-1-r (chunk 1), every micro-batch through both.
 void dualPipeV(Orders& o, int D, int M) {
-  for (int r = 0; r < D; ++r) dualPipeRank(o, r, D, M, r, {DualPipeChunk{r, 0}, DualPipeChunk{2 * D - 1 - r, 0}});
+  for (int r = 0; r < D; ++r)
+    dualPipeRank(o, r, D, M, r, {DualPipeChunk{r, 0}, DualPipeChunk{2 * D - 1 - r, 0}});
 }
 
 // DeepSeek's bidirectional DualPipe as DualPipe.step runs it (dualpipe/dualpipe.py). Stages
@@ -396,10 +397,11 @@ Result<Schedule> generateSchedule(ScheduleKind kind, const GeneratorOptions& opt
                                    std::string(kind == ScheduleKind::ZBH1 ? "ScheduleInterleavedZeroBubble"
                                                                           : "ScheduleInterleaved1F1B") +
                                    " does: " + std::to_string(M) + " is not a multiple of max(1, " +
-                                   std::to_string(M) + " / " + std::to_string(D) + ") = " +
-                                   std::to_string(rounds) + " rounds");
+                                   std::to_string(M) + " / " + std::to_string(D) +
+                                   ") = " + std::to_string(rounds) + " rounds");
       pytorchInterleaved(o, D, V, M, kind == ScheduleKind::ZBH1);
-      return finish(kind, D, D * V, M, V == 1 ? PlacementKind::Linear : PlacementKind::Interleaved, std::move(o));
+      return finish(kind, D, D * V, M, V == 1 ? PlacementKind::Linear : PlacementKind::Interleaved,
+                    std::move(o));
     }
     case ScheduleKind::LoopedBFS:
       loopedBfs(o, D, V, M);
@@ -424,8 +426,8 @@ Result<Schedule> generateSchedule(ScheduleKind kind, const GeneratorOptions& opt
         return sizeError(kind, "--chunks 2 (a copy of each stage per direction), got " + std::to_string(V));
       if (D % 2 != 0) return sizeError(kind, "an even number of devices, got " + std::to_string(D));
       if (M % 2 != 0 || M < 2 * D)
-        return sizeError(kind, "an even number of micro-batches, at least 2 x devices (" + std::to_string(2 * D) +
-                                   "), got " + std::to_string(M));
+        return sizeError(kind, "an even number of micro-batches, at least 2 x devices (" +
+                                   std::to_string(2 * D) + "), got " + std::to_string(M));
       dualPipe(o, D, M);
       auto s = finish(kind, D, 2 * D, M, PlacementKind::VShape, std::move(o));
       PS_TRY(s);

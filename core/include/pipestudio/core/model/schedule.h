@@ -101,9 +101,7 @@ struct Pipeline {
   // step (DualPipe's two copies). Empty: stage s runs block s.
   std::vector<int> stageBlock;
   bool routed() const { return !routes.empty(); }
-  int blockOf(int stage) const {
-    return stageBlock.empty() ? stage : stageBlock[static_cast<size_t>(stage)];
-  }
+  int blockOf(int stage) const { return stageBlock.empty() ? stage : stageBlock[static_cast<size_t>(stage)]; }
   int blocks() const;  // number of distinct model blocks (stages when stageBlock is empty)
   // Why routes/stageBlock do not fit this pipeline, or nothing: each route non-empty, its
   // stages in range and increasing; the groups cover micro-batches 0..M-1 in order without
