@@ -230,7 +230,7 @@ TEST(Routes, DslCarriesRoutesAndBlocks) {
   const Diagnostic& e = r.errors().front();
   EXPECT_EQ(e.code, "dsl.header");
   EXPECT_NE(e.message.find("route 1: stage 2 follows stage 3"), std::string::npos) << e.message;
-  EXPECT_EQ(e.location.line, 5);
+  EXPECT_EQ(e.location.line, 6);  // the route line at fault
 }
 
 TEST(Routes, PytorchCsvRefusesRoutesWithTheReason) {

@@ -198,7 +198,8 @@ class Expander {
   }
 
   // A route or blocks line's items as integers: expressions and a..b ranges (b excluded).
-  bool evalItems(const Stmt& s, std::vector<int>& out) {
+  // `budget` bounds the integers of all such lines together (a route lists each stage once).
+  bool evalItems(const Stmt& s, std::vector<int>& out, std::int64_t& budget) {
     for (const auto& [from, to] : s.items) {
       std::int64_t a = 0, b = 0;
       if (!eval(from, a)) return false;
@@ -206,17 +207,23 @@ class Expander {
         b = a + 1;
       else if (!eval(to, b))
         return false;
-      if (a < 0 || b > kMaxStages || b - a > kMaxStages)
+      if (a < 0 || b > kMaxStages)
         return fatal(s.offset, "dsl.header", "stage " + std::to_string(a < 0 ? a : b) + " is out of range");
+      budget -= std::max<std::int64_t>(0, b - a);
+      if (budget < 0)
+        return fatal(s.offset, "dsl.header",
+                     "the route and blocks lines list more stages than the pipeline has");
       for (std::int64_t v = a; v < b; ++v) out.push_back(static_cast<int>(v));
     }
     return true;
   }
 
-  // The route groups and stage blocks of the header, on the frozen pipeline.
+  // The route groups and stage blocks of the header, on the frozen pipeline. A problem is
+  // reported at the route line it concerns (else the first route or the blocks line).
   bool applyRoutes() {
     if (routeLines_.empty() && !blocksLine_) return true;
-    std::vector<Route> routes;
+    Pipeline p = out_.pipeline;
+    std::int64_t budget = static_cast<std::int64_t>(routeLines_.size() + 1) * p.stages;
     for (const Stmt* line : routeLines_) {
       std::int64_t first = 0, end = 0;
       if (!eval(line->e1, first) || !eval(line->e2, end)) return false;
@@ -227,15 +234,18 @@ class Expander {
       Route r;
       r.firstMicrobatch = static_cast<int>(first);
       r.microbatchCount = static_cast<int>(end - first);
-      if (!evalItems(*line, r.stages)) return false;
-      routes.push_back(std::move(r));
+      if (!evalItems(*line, r.stages, budget)) return false;
+      p.routes.push_back(std::move(r));
     }
-    std::vector<int> blocks;
-    if (blocksLine_ && !evalItems(*blocksLine_, blocks)) return false;
-    auto p = out_.pipeline.withRoutes(std::move(routes), std::move(blocks));
-    const std::uint32_t at = routeLines_.empty() ? blocksLine_->offset : routeLines_.front()->offset;
-    if (!p.ok()) return fatal(at, "dsl.header", p.error().message);
-    out_.pipeline = std::move(*p);
+    if (blocksLine_ && !evalItems(*blocksLine_, p.stageBlock, budget)) return false;
+    int route = -1;
+    if (auto problem = p.routeProblem(&route)) {
+      const Stmt* at = route >= 0            ? routeLines_[static_cast<size_t>(route)]
+                       : routeLines_.empty() ? blocksLine_
+                                             : routeLines_.front();
+      return fatal(at->offset, "dsl.header", *problem);
+    }
+    out_.pipeline = std::move(p);
     return true;
   }
 

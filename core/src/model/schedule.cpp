@@ -4,6 +4,7 @@
 #include <array>
 
 #include "pipestudio/core/model/enum_names.h"
+#include "pipestudio/core/model/limits.h"
 
 namespace ps::core {
 
@@ -136,7 +137,12 @@ int Pipeline::blocks() const {
   return *std::max_element(stageBlock.begin(), stageBlock.end()) + 1;
 }
 
-std::optional<std::string> Pipeline::routeProblem() const {
+std::optional<std::string> Pipeline::routeProblem(int* routeIndex) const {
+  if (routeIndex) *routeIndex = -1;
+  // StageRoutes holds a table cell per route and stage.
+  if (static_cast<long long>(routes.size()) * stages > limits::kMaxOps)
+    return std::to_string(routes.size()) + " route groups over " + std::to_string(stages) +
+           " stages are more than PipeStudio indexes (" + std::to_string(limits::kMaxOps) + " cells)";
   int nextMb = 0;
   const auto S = static_cast<size_t>(stages);
   // The position each stage holds on the routes that run it (-1: none yet).
@@ -144,6 +150,7 @@ std::optional<std::string> Pipeline::routeProblem() const {
   for (size_t r = 0; r < routes.size(); ++r) {
     const Route& route = routes[r];
     const std::string name = "route " + std::to_string(r);
+    if (routeIndex) *routeIndex = static_cast<int>(r);
     if (route.stages.empty()) return name + " lists no stages";
     if (route.microbatchCount < 1) return name + " has no micro-batches";
     if (route.firstMicrobatch != nextMb)
@@ -159,6 +166,7 @@ std::optional<std::string> Pipeline::routeProblem() const {
                std::to_string(route.stages[i - 1]) + " (a route lists its stages in increasing order)";
     }
   }
+  if (routeIndex) *routeIndex = -1;
   if (!routes.empty() && nextMb != microbatches)
     return "the route groups cover " + std::to_string(nextMb) + " micro-batches, the pipeline has " +
            std::to_string(microbatches);

@@ -106,8 +106,9 @@ struct Pipeline {
   // Why routes/stageBlock do not fit this pipeline, or nothing: each route non-empty, its
   // stages in range and increasing; the groups cover micro-batches 0..M-1 in order without
   // overlap; stageBlock lists every stage, blocks numbered 0..blocks-1, and stages of one block
-  // sit at the same position of their routes.
-  std::optional<std::string> routeProblem() const;
+  // sit at the same position of their routes. `routeIndex`, when given, is set to the route
+  // the problem is about (-1: none in particular).
+  std::optional<std::string> routeProblem(int* routeIndex = nullptr) const;
   friend bool operator==(const Pipeline&, const Pipeline&) = default;
 };
 
