@@ -9,6 +9,7 @@
 
 #include "pipestudio/core/analysis/critical_path.h"
 #include "pipestudio/core/analysis/dependency_graph.h"
+#include "pipestudio/core/analysis/iterations.h"
 #include "pipestudio/core/analysis/simulator.h"
 #include "pipestudio/core/analysis/stepper.h"
 #include "pipestudio/core/analysis/validator.h"
@@ -182,6 +183,28 @@ TEST(Routes, CopiesOfABlockExchangeTheirGradientsAfterTheirLastBackward) {
   EXPECT_DOUBLE_EQ(t.metrics.copySyncEnd, std::max(t.copySyncs[0].end, t.copySyncs[1].end));
   // Without copies there is nothing to exchange.
   EXPECT_TRUE(simulateWith(dualPipeV(2, 4), "F=1,B=2,weight=1000").copySyncs.empty());
+}
+
+TEST(Routes, IterationsRepeatTheRoutes) {
+  const Schedule s = dualPipe(4, 8);
+  auto unrolled = unrollIterations(s, 3, std::vector<double>(4, 1.0));
+  ASSERT_TRUE(unrolled.ok()) << unrolled.error().message;
+  ASSERT_EQ(unrolled->pipeline.routes.size(), 6u);
+  EXPECT_EQ(unrolled->pipeline.routes[3].firstMicrobatch, 12);  // iteration 1's up route
+  EXPECT_EQ(unrolled->pipeline.routes[3].stages, s.pipeline.routes[1].stages);
+  EXPECT_TRUE(validateSchedule(*unrolled).valid())
+      << formatDiagnostics(validateSchedule(*unrolled).diagnostics);
+
+  auto profile = uniformCostProfile("F=2,B=4", 4).value();
+  const SimulationModel model = makeSimulationModel(s, profile).value();
+  IterationOptions io;
+  io.iterations = 3;
+  io.boundary = IterationBoundary::Sync;
+  auto it = simulateIterations(s, model, io);
+  ASSERT_TRUE(it.ok()) << it.error().message;
+  ASSERT_TRUE(it->complete);
+  // With a sync boundary and no optimizer time each iteration takes one makespan.
+  EXPECT_DOUBLE_EQ(it->steadyStateMs, simulateWith(s, "F=2,B=4").metrics.makespan);
 }
 
 TEST(Routes, CriticalPathAndStepperFollowTheRoute) {
