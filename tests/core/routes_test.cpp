@@ -133,7 +133,7 @@ TEST(Routes, DualPipeMakespanIsDeepSeeksBubbleFormula) {
     for (int m : {2 * d, 3 * d, 4 * d, 20}) {
       const Timeline t = simulateWith(dualPipe(d, m), "F=2,B=4");
       ASSERT_TRUE(t.complete);
-      const double busy = 6.0 * m, bubble = (d / 2 - 1) * (6.0 + 4.0 - 3 * 2.0);
+      const double busy = 6.0 * m, bubble = static_cast<double>(d / 2 - 1) * (6.0 + 4.0 - 3 * 2.0);
       EXPECT_DOUBLE_EQ(t.metrics.makespan, busy + bubble) << "D=" << d << " M=" << m;
       for (const auto& dm : t.metrics.devices) EXPECT_DOUBLE_EQ(dm.busy, busy);
     }
@@ -254,6 +254,17 @@ TEST(Routes, DslCarriesRoutesAndBlocks) {
   EXPECT_EQ(e.code, "dsl.header");
   EXPECT_NE(e.message.find("route 1: stage 2 follows stage 3"), std::string::npos) << e.message;
   EXPECT_EQ(e.location.line, 6);  // the route line at fault
+
+  // A stage's cursor visits the micro-batches whose route runs it: stage 0 has two.
+  const std::string cursor =
+      "devices 2\nstages 4\nmicrobatches 4\nplacement vshape\nroute 0..2: 0, 1\nroute 2..4: 2, 3\n"
+      "device 0 { next F@s0; next F@s0; next F@s0 }\n";
+  auto c = parseDsl(cursor);
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.errors().front().message.find(
+                "stage 0: every micro-batch whose route runs the stage already has its F"),
+            std::string::npos)
+      << c.errors().front().message;
 }
 
 TEST(Routes, PytorchCsvRefusesRoutesWithTheReason) {

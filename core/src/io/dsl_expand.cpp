@@ -62,12 +62,12 @@ class Expander {
   std::vector<int> explicitPlacement_;
   std::uint32_t placementOffset_ = 0;
   std::uint32_t stagesOffset_ = 0;
+  bool frozen_ = false;
+  std::vector<std::vector<int>> stagesOf_;
   // Route and blocks lines, evaluated when the pipeline is frozen (they may use its sizes).
   std::vector<const Stmt*> routeLines_;
   const Stmt* blocksLine_ = nullptr;
   StageRoutes routes_;  // the frozen pipeline's, for the cursors
-  bool frozen_ = false;
-  std::vector<std::vector<int>> stagesOf_;
 
   struct Var {
     std::string_view name;
@@ -240,10 +240,10 @@ class Expander {
     if (blocksLine_ && !evalItems(*blocksLine_, p.stageBlock, budget)) return false;
     int route = -1;
     if (auto problem = p.routeProblem(&route)) {
-      const Stmt* at = route >= 0            ? routeLines_[static_cast<size_t>(route)]
-                       : routeLines_.empty() ? blocksLine_
-                                             : routeLines_.front();
-      return fatal(at->offset, "dsl.header", *problem);
+      const Stmt* at = route >= 0             ? routeLines_[static_cast<size_t>(route)]
+                       : !routeLines_.empty() ? routeLines_.front()
+                                              : blocksLine_;
+      return fatal(at ? at->offset : 0, "dsl.header", *problem);
     }
     out_.pipeline = std::move(p);
     return true;
@@ -719,8 +719,11 @@ class Expander {
           if (it.optional) return Res::Skip;
           err(it.offset, "dsl.cursor",
               "next " + kindName(it.kind) + " on device " + std::to_string(curDevice_) + ", stage " +
-                  std::to_string(op.stage) + ": all " + std::to_string(out_.pipeline.microbatches) +
-                  " micro-batches already have their " +
+                  std::to_string(op.stage) +
+                  (routes_.routed()
+                       ? std::string(": every micro-batch whose route runs the stage")
+                       : ": all " + std::to_string(out_.pipeline.microbatches) + " micro-batches") +
+                  " already " + (routes_.routed() ? "has its " : "have their ") +
                   (it.kind == static_cast<std::uint16_t>(OpKind::I) ||
                            it.kind == static_cast<std::uint16_t>(OpKind::B)
                        ? std::string("B or I")

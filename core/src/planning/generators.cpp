@@ -328,7 +328,7 @@ Result<Pipeline> dualPipeRoutes(const Pipeline& p, int D, int M) {
   for (int k = 0; k < D; ++k) {
     down.stages.push_back(k);
     up.stages.push_back(D + k);
-    blocks[static_cast<size_t>(k)] = blocks[static_cast<size_t>(D + k)] = k;
+    blocks[static_cast<size_t>(k)] = blocks[static_cast<size_t>(D) + static_cast<size_t>(k)] = k;
   }
   down.microbatchCount = M / 2;
   up.firstMicrobatch = M / 2;
