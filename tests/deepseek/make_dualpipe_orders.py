@@ -35,7 +35,7 @@ import dualpipe.comm as comm  # noqa: E402
 from dualpipe.dualpipe import DualPipe  # noqa: E402
 
 CASES = [(pp, m) for pp in (2, 4, 6, 8, 10) for m in sorted({2 * pp, 2 * pp + 2, 3 * pp, 4 * pp, 20, 30})
-         if m % 2 == 0 and m >= 2 * pp]
+         if m % 2 == 0 and m >= 2 * pp] + [(12, 24), (12, 38), (16, 32), (16, 48), (2, 100)]
 
 
 class Recorder(DualPipe):
