@@ -260,7 +260,7 @@ int runCompare(const ps::cli::Args& args, const ps::cli::Reporter& rep) {
   std::string profileName;
   bool uncalibrated = false;  // the session run's own prediction, from the analytic profile
   if (args.has("--cost")) {
-    profile = uniformCostProfile(args.value("--cost"), plan->pipeline.stages);
+    profile = uniformCostProfile(args.value("--cost"), plan->pipeline.blocks());
     profileName = "--cost " + args.value("--cost");
   } else {
     std::string path = args.value("--profile");

@@ -19,7 +19,8 @@ using ps::cli::readInt;
 const char* kUsage =
     "usage: pipestudio-cli search --profile P.json --devices D --microbatches M [--memory-limit BYTES]\n"
     "       [--time-limit S] [--seed N] [--max-chunks C] [--max-evaluations N] [--no-recompute]\n"
-    "       [--no-offload] [--no-local] [--objective makespan|steady-state] [--boundary overlap|sync]\n"
+    "       [--no-offload] [--no-routes] [--no-local] [--objective makespan|steady-state]\n"
+    "       [--boundary overlap|sync]\n"
     "       [--iterations K] [--optimizer-step MS] [-o best.pipe] [--json]\n";
 
 // --help: the usage lines (also shown after a usage error), then this.
@@ -38,6 +39,9 @@ const char* kHelp =
     "next iteration after its own optimizer step; sync: after all devices finish), the time being\n"
     "the last iteration's end minus the one before. Equal objectives are ordered by peak memory,\n"
     "then bubble ratio. Offload is not considered when the profile has no host bandwidth.\n"
+    "DualPipe (two directions, a copy of every stage per direction: twice the parameters) is a\n"
+    "built-in candidate where memory allows, beside DualPipe-V; --no-routes leaves it out (it has\n"
+    "no PyTorch CSV form).\n"
     "Exit status: 0 ok, 1 invalid profile or nothing fits, 2 usage.\n";
 
 nlohmann::json candidateJson(const CandidateSummary& c, double bestObjective, bool steady) {
@@ -121,6 +125,7 @@ int runSearch(const ps::cli::Args& args, const ps::cli::Reporter& rep) {
   if (!ps::cli::memoryLimitFlag(args, rep, o.memoryLimitBytes)) return ps::cli::kExitUsage;
   o.allowRecompute = !args.has("--no-recompute");
   o.allowOffload = !args.has("--no-offload");
+  o.allowRoutes = !args.has("--no-routes");
   o.localImprovement = !args.has("--no-local");
   if (args.has("--objective")) {
     auto obj = searchObjectiveFromName(args.value("--objective"));
@@ -227,7 +232,7 @@ const ps::cli::FlagCommandRegistrar kSearch(
      std::string(kUsage) + kHelp,
      {"--profile", "--devices", "--microbatches", "--memory-limit", "--time-limit", "--seed", "--max-chunks",
       "--max-evaluations", "-o", "--objective", "--boundary", "--iterations", "--optimizer-step"},
-     {"--json", "--no-recompute", "--no-offload", "--no-local"},
+     {"--json", "--no-recompute", "--no-offload", "--no-routes", "--no-local"},
      {},
      runSearch,
      kUsage});

@@ -132,7 +132,7 @@ int runSimulate(const Args& args, const Reporter& rep) {
   // Cost profile: flags first, then the .pipe header's (relative to the .pipe file).
   std::optional<CostProfile> profile;
   if (args.has("--cost")) {
-    auto uniform = uniformCostProfile(args.value("--cost"), s.pipeline.stages);
+    auto uniform = uniformCostProfile(args.value("--cost"), s.pipeline.blocks());
     if (!uniform) return usage(uniform.error().message);
     profile = std::move(uniform).value();
   } else {
@@ -272,6 +272,10 @@ int runSimulate(const Args& args, const Reporter& rep) {
     j["comm"] = std::string(commSemanticsName(opts.comm.semantics));
     j["head_of_line_waits"] = m.headOfLineWaits;
     j["head_of_line_ms"] = m.headOfLineMs;
+    if (!t.copySyncs.empty()) {
+      j["copy_gradient_syncs"] = t.copySyncs.size();
+      j["copy_gradient_sync_end"] = m.copySyncEnd;
+    }
     j["valid"] = valid;
     j["complete"] = t.complete;
     nlohmann::ordered_json devs = nlohmann::ordered_json::array();
@@ -330,6 +334,10 @@ int runSimulate(const Args& args, const Reporter& rep) {
     if (m.headOfLineWaits > 0)
       o << "head-of-line waits: " << m.headOfLineWaits << ", " << fmt(m.headOfLineMs)
         << " ms in all (point-to-point ops queued behind an earlier one of their rank)\n";
+    if (!t.copySyncs.empty())
+      o << "block copies: " << t.copySyncs.size() << " gradient exchanges between devices, the last ends at "
+        << fmt(m.copySyncEnd)
+        << " ms (each copy's weights, gradients and optimizer state count on its device)\n";
     o << "\n";
     o << pad("device", 6) << pad("busy ms", 12) << pad("span ms", 12) << pad("idle %", 8)
       << pad("peak memory", 13) << pad("at ms", 11) << "  " << pad("peak op", 12, false)

@@ -147,6 +147,13 @@ core::Status checkRunnable(const core::Schedule& s) {
     return errs;
   }
   const auto& p = s.pipeline;
+  // Running copies of a block as one set of parameters (summing their gradients across ranks)
+  // is not built yet: refuse rather than train the copies apart.
+  if (p.routed() || !p.stageBlock.empty())
+    return core::makeError(
+        "engine.routes",
+        "the engine cannot run a schedule with route groups or block copies yet (DualPipe's "
+        "two directions): simulate it, or run DualPipe-V, which has one copy of each stage");
   if (static_cast<int>(s.devices.size()) != p.devices || static_cast<int>(p.stageToDevice.size()) != p.stages)
     return core::makeError("engine.schedule", "schedule has " + std::to_string(s.devices.size()) +
                                                   " device lists for " + std::to_string(p.devices) +

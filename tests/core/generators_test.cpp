@@ -90,7 +90,7 @@ TEST(Generators, KindNamesRoundTrip) {
     EXPECT_EQ(*back, k);
   }
   EXPECT_FALSE(scheduleKindFromName("2f2b").has_value());
-  EXPECT_EQ(allScheduleKinds().size(), 8u);
+  EXPECT_EQ(allScheduleKinds().size(), 9u);
 }
 
 TEST(Generators, OneFOneBTwoDevicesThreeMicrobatches) {

@@ -390,7 +390,7 @@ TEST(PytorchFidelity, ReceivesPostedInAnotherOrderThanSentAreRefused) {
   for (ScheduleKind k : allScheduleKinds())
     for (int D : {2, 3, 4}) {
       auto g = generateSchedule(k, GeneratorOptions{D, 3 * D});
-      if (!g.ok()) continue;
+      if (!g.ok() || g->pipeline.routed()) continue;  // no CSV for routes (routes_test.cpp)
       SCOPED_TRACE(std::string(scheduleKindName(k)) + " D=" + std::to_string(D));
       auto lowered = readCsv(writePytorchCsv(*g, CsvFormat::ComputeComms).value());
       EXPECT_FALSE(hasCode(validateSchedule(lowered), "validate.comm-order"));

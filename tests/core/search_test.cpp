@@ -71,7 +71,8 @@ TEST(Search, ResultIsValidAndNeverWorseThanTheBuiltins) {
   int sum = 0;
   for (int c : r->best.partition) sum += c;
   EXPECT_EQ(sum, 12);
-  EXPECT_EQ(static_cast<int>(r->best.partition.size()), r->best.pipeline.stages);
+  // Layers per block: per stage, except that DualPipe's two copies of a block share theirs.
+  EXPECT_EQ(static_cast<int>(r->best.partition.size()), r->best.pipeline.blocks());
 }
 
 TEST(Search, BeatsInterleavedOneFOneBOnAUniformSplitOfAHeadHeavyModel) {

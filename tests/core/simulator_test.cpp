@@ -566,6 +566,8 @@ TEST(SimulatorRegression, GeneratedSchedulesAreBitIdenticalToTheRecordedDigests)
   int stalled = 0, transfers = 0, overLimit = 0;
   for (ScheduleKind k : allScheduleKinds())
     for (auto [D, M] : {std::pair{4, 8}, std::pair{3, 12}}) {
+      // Digests recorded before DualPipe existed; routes_test.cpp checks its timelines.
+      if (k == ScheduleKind::DualPipe) continue;
       auto gen = generateSchedule(k, GeneratorOptions{D, M});
       ASSERT_TRUE(gen.ok()) << scheduleKindName(k) << " " << D << "x" << M;
       const Schedule base = *gen;

@@ -4,6 +4,7 @@
 // cannot read leaves the profile alone and says which field and why.
 #include "panels/properties_panel.h"
 
+#include <QLabel>
 #include <QLineEdit>
 #include <QTableWidget>
 #include <QtTest>
@@ -11,6 +12,7 @@
 #include "document/schedule_document.h"
 #include "panels/units_text.h"
 #include "pipestudio/core/io/dsl.h"
+#include "pipestudio/core/planning/generators.h"
 
 using namespace ps::ui;
 
@@ -53,6 +55,25 @@ class PropertiesPanelTest : public QObject {
     const auto bad = parseByteSizeText(QStringLiteral("12 XB"), kGiB);
     const QString why = fieldError(QStringLiteral("Device memory"), bad.errors());
     QVERIFY2(why.startsWith(QStringLiteral("Device memory: '12 XB' is not a byte size")), qPrintable(why));
+  }
+
+  // DualPipe's routes: the panel says so, and the dependencies the timeline draws as arrows
+  // follow each micro-batch's route (F4@s5 after F4@s4, the up route's first stage).
+  void routedScheduleShowsItsRoutesAndRouteArrows() {
+    auto s = ps::core::generateSchedule(ps::core::ScheduleKind::DualPipe, ps::core::GeneratorOptions{4, 8});
+    QVERIFY(s.ok());
+    ScheduleDocument doc;
+    doc.load(*s, defaultCostProfile(*s));
+    PropertiesPanel panel(&doc);
+    auto* shape = panel.findChild<QLabel*>(QStringLiteral("shape"));
+    QVERIFY(shape);
+    QVERIFY2(shape->text().endsWith(QStringLiteral("8 micro-batches · 2 routes over 4 blocks")),
+             qPrintable(shape->text()));
+    using ps::core::Op;
+    using ps::core::OpKind;
+    QCOMPARE(doc.dependencies(Op{OpKind::F, 5, 4}), (std::vector<Op>{Op{OpKind::F, 4, 4}}));
+    QVERIFY(doc.dependencies(Op{OpKind::F, 4, 4}).empty());
+    QCOMPARE(doc.profile().layers.size(), size_t(4));  // one default layer per block, not per stage
   }
 
   void deviceMemoryTakesWhatTheCliTakes() {

@@ -29,7 +29,7 @@ CostProfile defaultCostProfile(int stages) {
 }
 
 CostProfile defaultCostProfile(const Schedule& s) {
-  return defaultCostProfile(s.pipeline.stages, s.pipeline.devices);
+  return defaultCostProfile(s.pipeline.blocks(), s.pipeline.devices);
 }
 
 CostProfile defaultCostProfile(int stages, int devices) {

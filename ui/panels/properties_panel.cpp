@@ -49,6 +49,7 @@ PropertiesPanel::PropertiesPanel(ScheduleDocument* doc, QWidget* parent) : QWidg
   auto* pf = new QFormLayout(pipe);
   pf->setLabelAlignment(Qt::AlignLeft);
   shape_ = new QLabel;
+  shape_->setObjectName(QStringLiteral("shape"));
   placement_ = new QLabel;
   shape_->setTextInteractionFlags(Qt::TextSelectableByMouse);
   pf->addRow(tr("Shape"), shape_);
@@ -138,10 +139,14 @@ void PropertiesPanel::refresh() {
   refreshing_ = true;
   const Schedule& s = doc_->schedule();
   const CostProfile& p = doc_->profile();
-  shape_->setText(tr("%1 devices · %2 stages · %3 micro-batches")
+  QString shape = tr("%1 devices · %2 stages · %3 micro-batches")
                       .arg(s.pipeline.devices)
                       .arg(s.pipeline.stages)
-                      .arg(s.pipeline.microbatches));
+                      .arg(s.pipeline.microbatches);
+  // DualPipe: the micro-batches run two routes through copies of the model's blocks.
+  if (s.pipeline.routed())
+    shape += tr(" · %1 routes over %2 blocks").arg(s.pipeline.routes.size()).arg(s.pipeline.blocks());
+  shape_->setText(shape);
   placement_->setText(QString::fromUtf8(placementKindName(s.pipeline.placementKind).data()));
   memory_->setText(p.deviceMemoryBytes > 0 ? bytesPlain(p.deviceMemoryBytes) : QString());
   memory_->setModified(false);

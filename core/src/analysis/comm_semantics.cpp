@@ -80,14 +80,14 @@ std::string defaultCommReason(const Schedule& s, bool fromPytorchCsv) {
   return "explicit SEND/RECV as the engine and PyTorch's runtime over Gloo run them (--comm nccl: on GPUs)";
 }
 
-int pointToPointPeerStage(const Op& op) {
+int pointToPointPeerStage(const StageRoutes& routes, const Op& op) {
   switch (op.kind) {
     case OpKind::SendF:
     case OpKind::RecvB:
-      return op.stage + 1;
+      return routes.next(op.stage, op.microbatch);
     case OpKind::SendB:
     case OpKind::RecvF:
-      return op.stage - 1;
+      return routes.prev(op.stage, op.microbatch);
     default:
       return -1;
   }
@@ -108,7 +108,7 @@ CommPlan makeCommPlan(const Schedule& s, const DependencyGraph& g, const CommOpt
     bool lastWasComm = false;
     for (int id = g.deviceBegin(d); id < g.deviceBegin(d + 1); ++id) {
       const Op& op = g.op(id);
-      const int ps = pointToPointPeerStage(op);
+      const int ps = pointToPointPeerStage(g.routes(), op);
       const bool cross = isPointToPointKind(op.kind) && !g.isPairSecond(id) && op.stage >= 0 &&
                          op.stage < p.stages && ps >= 0 && ps < p.stages && p.deviceOf(ps) != d;
       if (!cross) {

@@ -95,26 +95,26 @@ void DependencyGraph::forEachDependency(const Op& op, Emit&& emit, Miss&& miss) 
     // producing op).
     case OpKind::F:
       if (int r = at(OpKind::RecvF, s, m); r >= 0) emit(r);
-      if (s > 0) {
-        if (int snd = at(OpKind::SendF, s - 1, m); snd >= 0)
+      if (const int up = routes_.prev(s, m); up >= 0) {
+        if (int snd = at(OpKind::SendF, up, m); snd >= 0)
           emit(snd);
         else
-          need(OpKind::F, s - 1, m);
+          need(OpKind::F, up, m);
       }
       break;
     case OpKind::B:
     case OpKind::I: {
       need(OpKind::F, s, m);
       if (int r = at(OpKind::RecvB, s, m); r >= 0) emit(r);
-      if (s + 1 < stages_) {
-        if (int snd = at(OpKind::SendB, s + 1, m); snd >= 0) {
+      if (const int down = routes_.next(s, m); down >= 0) {
+        if (int snd = at(OpKind::SendB, down, m); snd >= 0) {
           emit(snd);
         } else {
-          int g = gradOf(s + 1, m);
+          int g = gradOf(down, m);
           if (g >= 0)
             emit(g);
           else
-            miss(Op{op.kind, s + 1, m});
+            miss(Op{op.kind, down, m});
         }
       }
       if (int r = at(OpKind::R, s, m); r >= 0) emit(r);
@@ -220,6 +220,7 @@ void DependencyGraph::rebuild(const Schedule& s) {
   schedule_ = &s;
   stages_ = s.pipeline.stages;
   microbatches_ = s.pipeline.microbatches;
+  routes_ = StageRoutes(s.pipeline);
   const size_t kindValues = kFirstUserKind + s.userKinds.size();
   const size_t nDev = s.devices.size();
 

@@ -143,7 +143,7 @@ Result<FlightRecorderReading> readHangFromFlightRecorder(const Schedule& plan,
         const int id = comm.entryOps[static_cast<size_t>(k)];
         const Op& op = g.op(id);
         const bool send = op.kind == OpKind::SendF || op.kind == OpKind::SendB;
-        const int peer = plan.pipeline.deviceOf(pointToPointPeerStage(op));
+        const int peer = plan.pipeline.deviceOf(pointToPointPeerStage(g.routes(), op));
         streams[static_cast<size_t>(d)].ops.push_back(id);
         streams[static_cast<size_t>(d)].byKind[{send, peer}].push_back(id);
       }
@@ -226,7 +226,7 @@ Result<FlightRecorderReading> readHangFromFlightRecorder(const Schedule& plan,
         iteration = pos / stream.ops.size();
         const Op& op = g.op(id);
         const bool send = op.kind == OpKind::SendF || op.kind == OpKind::SendB;
-        if (send != i.send || plan.pipeline.deviceOf(pointToPointPeerStage(op)) != i.peer)
+        if (send != i.send || plan.pipeline.deviceOf(pointToPointPeerStage(g.routes(), op)) != i.peer)
           return frError(
               "flight-recorder.mismatch",
               dump.source + ": the ring buffer kept entries from record_id " + std::to_string(firstRecord) +

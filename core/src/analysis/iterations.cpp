@@ -129,6 +129,13 @@ Result<Schedule> unrollIterations(const Schedule& s, int iterations, const std::
     return makeError("iterations.count", "too many iterations for " + std::to_string(M) + " micro-batches");
   Schedule out = s;
   out.pipeline.microbatches = M * iterations;
+  // Iteration k's micro-batches are k·M + m: each route group repeats for them.
+  out.pipeline.routes.clear();
+  for (int k = 0; k < iterations && s.pipeline.routed(); ++k)
+    for (Route r : s.pipeline.routes) {
+      r.firstMicrobatch += k * M;
+      out.pipeline.routes.push_back(std::move(r));
+    }
   const auto kinds = addStepKinds(out, stepMs);
   for (int d = 0; d < s.pipeline.devices; ++d) {
     const auto& src = s.devices[static_cast<size_t>(d)];

@@ -25,11 +25,20 @@ namespace ps::core {
 Result<SimulationModel> makeSimulationModel(const Schedule& s, const CostProfile& p,
                                             const std::vector<int>& layersPerStage) {
   const std::vector<int>& part = layersPerStage.empty() ? s.partition : layersPerStage;
-  auto costs = stageCosts(p, s.pipeline.stages, part);
+  if (auto problem = s.pipeline.routeProblem()) return makeError("simulate.routes", *problem);
+  // Copies of one model block (DualPipe's two directions) cost the same: the profile's layers
+  // are split over the blocks, and each stage takes its block's costs.
+  auto costs = stageCosts(p, s.pipeline.blocks(), part);
   PS_TRY(costs);
   SimulationModel m;
   m.profile = p;
-  m.stages = std::move(*costs);
+  if (s.pipeline.stageBlock.empty()) {
+    m.stages = std::move(*costs);
+  } else {
+    m.stages.reserve(static_cast<size_t>(s.pipeline.stages));
+    for (int st = 0; st < s.pipeline.stages; ++st)
+      m.stages.push_back((*costs)[static_cast<size_t>(s.pipeline.blockOf(st))]);
+  }
   return m;
 }
 
@@ -98,9 +107,10 @@ void timeWithCommStreams(const Schedule& s, const SimulationModel& model, const 
   for (size_t id = 0; id < n; ++id) {
     const Op& op = g.op(static_cast<int>(id));
     if (op.kind == OpKind::SendF) costs.transfer[id] = linkOf(op.stage);
-    if (op.kind == OpKind::SendB) costs.transfer[id] = linkOf(op.stage - 1);
+    if (op.kind == OpKind::SendB) costs.transfer[id] = linkOf(g.routes().prev(op.stage, op.microbatch));
     if (op.kind == OpKind::F) costs.impliedTransfer[id] = linkOf(op.stage);
-    if (op.kind == OpKind::B || op.kind == OpKind::I) costs.impliedTransfer[id] = linkOf(op.stage - 1);
+    if (op.kind == OpKind::B || op.kind == OpKind::I)
+      costs.impliedTransfer[id] = linkOf(g.routes().prev(op.stage, op.microbatch));
   }
   const CommExecution x = executeWithComms(s, g, plan, costs);
   for (int d = 0; d < c.D; ++d) {
@@ -132,7 +142,7 @@ void timeWithCommStreams(const Schedule& s, const SimulationModel& model, const 
     for (const auto& pr : x.pairs) {
       if (!(pr.end > pr.start)) continue;
       const Op& send = g.op(pr.send);
-      const int low = send.kind == OpKind::SendF ? send.stage : send.stage - 1;
+      const int low = send.kind == OpKind::SendF ? send.stage : g.routes().prev(send.stage, send.microbatch);
       tl.transfers.push_back(Transfer{g.deviceOf(pr.send), g.deviceOf(pr.recv), producerOf(pr.send),
                                       consumerOf(pr.recv), model.stages[static_cast<size_t>(low)].outputBytes,
                                       pr.start, pr.end});
@@ -150,6 +160,38 @@ void timeWithCommStreams(const Schedule& s, const SimulationModel& model, const 
 namespace {
 Result<Timeline> run(const Schedule& s, const SimulationModel& model, const SimulationOptions& o,
                      const DependencyGraph* given);
+
+// The gradient exchanges between copies of a block on different devices (CopyGradientSync):
+// DeepSeek's DualPipe example sums the two copies' gradients after step(). Each side sends its
+// gradients (weights x gradient bytes per weight byte) over the link, both ways at once, from
+// when both copies have finished their last backward.
+void addCopyGradientSyncs(const Schedule& s, const SimulationModel& model, Timeline& tl) {
+  const Pipeline& p = s.pipeline;
+  const CostProfile& prof = model.profile;
+  const auto S = static_cast<size_t>(p.stages);
+  std::vector<double> lastGrad(S, 0.0);
+  for (const TimelineOp& o : tl.ops)
+    if ((o.op.kind == OpKind::B || o.op.kind == OpKind::W) && o.op.stage >= 0 && o.op.stage < p.stages)
+      lastGrad[static_cast<size_t>(o.op.stage)] = std::max(lastGrad[static_cast<size_t>(o.op.stage)], o.end);
+  for (int a = 0; a < p.stages; ++a)
+    for (int b = a + 1; b < p.stages; ++b) {
+      if (p.blockOf(a) != p.blockOf(b) || p.deviceOf(a) == p.deviceOf(b)) continue;
+      CopyGradientSync sync{p.blockOf(a), a, b, p.deviceOf(a), p.deviceOf(b), 0, 0, 0};
+      sync.bytes =
+          static_cast<std::int64_t>(static_cast<double>(model.stages[static_cast<size_t>(a)].weightBytes) *
+                                    prof.gradientBytesPerWeightByte);
+      const double transfer =
+          prof.fixedCommMs
+              ? *prof.fixedCommMs
+              : prof.link.latencyMs + (prof.link.bandwidthBytesPerMs > 0
+                                           ? static_cast<double>(sync.bytes) / prof.link.bandwidthBytesPerMs
+                                           : 0.0);
+      sync.start = std::max(lastGrad[static_cast<size_t>(a)], lastGrad[static_cast<size_t>(b)]);
+      sync.end = sync.start + transfer;
+      tl.metrics.copySyncEnd = std::max(tl.metrics.copySyncEnd, sync.end);
+      tl.copySyncs.push_back(sync);
+    }
+}
 }  // namespace
 
 Result<Timeline> simulate(const Schedule& s, const SimulationModel& model, const SimulationOptions& o) {
@@ -564,6 +606,7 @@ Result<Timeline> run(const Schedule& s, const SimulationModel& model, const Simu
                                            std::to_string(static_cast<long long>(limits::kMaxTimeMs)) +
                                            " ms per value)"));
 
+  if (!stalled && !s.pipeline.stageBlock.empty()) addCopyGradientSyncs(s, model, tl);
   if (stalled) {
     tl.complete = false;
     ValidateOptions vo;

@@ -56,6 +56,17 @@ std::string where(const OpRef& r) {
   return "device " + std::to_string(r.device) + " step " + std::to_string(r.step);
 }
 
+// "its route runs stages 4, 5, 6, 7": the route of a micro-batch of a routed pipeline.
+std::string routeText(const Pipeline& p, int mb) {
+  for (const Route& route : p.routes) {
+    if (mb < route.firstMicrobatch || mb >= route.firstMicrobatch + route.microbatchCount) continue;
+    std::string out = "its route runs stages ";
+    for (size_t i = 0; i < route.stages.size(); ++i) out += (i ? ", " : "") + std::to_string(route.stages[i]);
+    return out;
+  }
+  return "it has no route";
+}
+
 bool usesStageWeights(OpKind k) {
   return k == OpKind::F || k == OpKind::B || k == OpKind::I || k == OpKind::W || k == OpKind::R;
 }
@@ -175,18 +186,20 @@ void checkChannelOrder(const Schedule& s, const DependencyGraph& g, Reporter& re
   };
   std::map<std::pair<int, int>, std::pair<std::vector<Posted>, std::vector<Posted>>> channels;
   auto inRange = [&](int stage) { return stage >= 0 && stage < p.stages; };
+  const StageRoutes& routes = g.routes();
   for (int id = 0; id < g.size(); ++id) {
     const Op& op = g.op(id);
     if (g.isPairSecond(id) || !inRange(op.stage)) continue;
     const int here = g.ref(id).device;
     if (op.kind == OpKind::SendF || op.kind == OpKind::SendB) {
       const bool fwd = op.kind == OpKind::SendF;
-      const int to = fwd ? op.stage + 1 : op.stage - 1;
+      const int to = fwd ? routes.next(op.stage, op.microbatch) : routes.prev(op.stage, op.microbatch);
       if (!inRange(to) || p.deviceOf(to) == here) continue;
       channels[{here, p.deviceOf(to)}].first.push_back(
           {Op{fwd ? OpKind::RecvF : OpKind::RecvB, to, op.microbatch}, id});
     } else if (op.kind == OpKind::RecvF || op.kind == OpKind::RecvB) {
-      const int from = op.kind == OpKind::RecvF ? op.stage - 1 : op.stage + 1;
+      const int from = op.kind == OpKind::RecvF ? routes.prev(op.stage, op.microbatch)
+                                                : routes.next(op.stage, op.microbatch);
       if (!inRange(from) || p.deviceOf(from) == here) continue;
       channels[{p.deviceOf(from), here}].second.push_back({op, id});
     }
@@ -309,6 +322,7 @@ ValidationReport validate(const Schedule& s, const ValidateOptions& options, con
                                           std::to_string(p.devices - 1));
     }
   }
+  if (auto problem = p.routeProblem()) rep.error("validate.routes", *problem);
   if (s.devices.size() != static_cast<size_t>(p.devices))
     rep.error("validate.devices", "the schedule has " + std::to_string(s.devices.size()) +
                                       " device orders but the pipeline has " + std::to_string(p.devices) +
@@ -386,6 +400,7 @@ ValidationReport validate(const Schedule& s, const ValidateOptions& options, con
   }
 
   // Placement and pairs.
+  const StageRoutes& routes = g.routes();
   for (int id = 0; id < nOps; ++id) {
     const Op& op = g.op(id);
     OpRef r = g.ref(id);
@@ -416,31 +431,39 @@ ValidationReport validate(const Schedule& s, const ValidateOptions& options, con
         rep.error("validate.comm",
                   where(r) + ": " + name(id) + " has no matching " + s.opName(Op{k, st, op.microbatch}), {r});
       };
-      if (op.kind == OpKind::SendF) {
-        if (op.stage == p.stages - 1)
+      const int up = routes.prev(op.stage, op.microbatch), down = routes.next(op.stage, op.microbatch);
+      if (!routes.runs(op.stage, op.microbatch)) {
+        rep.error("validate.route",
+                  where(r) + ": " + name(id) + ": micro-batch " + std::to_string(op.microbatch) +
+                      " does not run stage " + std::to_string(op.stage) + " (" + routeText(p, op.microbatch) +
+                      ")",
+                  {r});
+      } else if (op.kind == OpKind::SendF) {
+        if (down < 0)
           rep.error("validate.comm",
                     where(r) + ": " + name(id) + " sends from the last stage, which has no successor", {r});
-        else if (!peer(OpKind::RecvF, op.stage + 1))
-          unmatched(OpKind::RecvF, op.stage + 1);
-      } else if (op.kind == OpKind::RecvF && op.stage > 0 && !peer(OpKind::SendF, op.stage - 1)) {
-        unmatched(OpKind::SendF, op.stage - 1);
+        else if (!peer(OpKind::RecvF, down))
+          unmatched(OpKind::RecvF, down);
+      } else if (op.kind == OpKind::RecvF && up >= 0 && !peer(OpKind::SendF, up)) {
+        unmatched(OpKind::SendF, up);
       } else if (op.kind == OpKind::SendB) {
-        if (op.stage == 0)
+        if (up < 0)
           rep.error("validate.comm",
                     where(r) + ": " + name(id) + " sends from the first stage, which has no predecessor",
                     {r});
-        else if (!peer(OpKind::RecvB, op.stage - 1))
-          unmatched(OpKind::RecvB, op.stage - 1);
-      } else if (op.kind == OpKind::RecvB && op.stage < p.stages - 1 && !peer(OpKind::SendB, op.stage + 1)) {
-        unmatched(OpKind::SendB, op.stage + 1);
+        else if (!peer(OpKind::RecvB, up))
+          unmatched(OpKind::RecvB, up);
+      } else if (op.kind == OpKind::RecvB && down >= 0 && !peer(OpKind::SendB, down)) {
+        unmatched(OpKind::SendB, down);
+      } else if (op.kind == OpKind::RecvF && up < 0) {
+        rep.error("validate.comm",
+                  where(r) + ": " + name(id) + " receives into the first stage, which has no predecessor",
+                  {r});
+      } else if (op.kind == OpKind::RecvB && down < 0) {
+        rep.error("validate.comm",
+                  where(r) + ": " + name(id) + " receives into the last stage, which has no successor", {r});
       }
     }
-    if (op.kind == OpKind::RecvF && op.stage == 0)
-      rep.error("validate.comm",
-                where(r) + ": " + name(id) + " receives into the first stage, which has no predecessor", {r});
-    if (op.kind == OpKind::RecvB && op.stage == p.stages - 1)
-      rep.error("validate.comm",
-                where(r) + ": " + name(id) + " receives into the last stage, which has no successor", {r});
     if (op.kind == OpKind::Offload && g.find(Op{OpKind::Reload, op.stage, op.microbatch}) < 0 &&
         op.stage >= 0 && op.stage < p.stages)
       rep.error("validate.missing",
@@ -452,6 +475,7 @@ ValidationReport validate(const Schedule& s, const ValidateOptions& options, con
   // Completeness: one F and one B, or one I and one W, per (stage, micro-batch).
   for (int st = 0; st < p.stages; ++st) {
     for (int m = 0; m < p.microbatches; ++m) {
+      if (!routes.runs(st, m)) continue;
       int f = g.find(Op{OpKind::F, st, m});
       int b = g.find(Op{OpKind::B, st, m});
       int i = g.find(Op{OpKind::I, st, m});

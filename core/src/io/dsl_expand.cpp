@@ -64,6 +64,10 @@ class Expander {
   std::uint32_t stagesOffset_ = 0;
   bool frozen_ = false;
   std::vector<std::vector<int>> stagesOf_;
+  // Route and blocks lines, evaluated when the pipeline is frozen (they may use its sizes).
+  std::vector<const Stmt*> routeLines_;
+  const Stmt* blocksLine_ = nullptr;
+  StageRoutes routes_;  // the frozen pipeline's, for the cursors
 
   struct Var {
     std::string_view name;
@@ -183,11 +187,65 @@ class Expander {
     }
     if (!p.ok()) return fatal(placementOffset_ ? placementOffset_ : off, "dsl.header", p.error().message);
     out_.pipeline = std::move(p.value());
+    if (!applyRoutes()) return false;
+    routes_ = StageRoutes(out_.pipeline);
     out_.devices.assign(static_cast<size_t>(D), {});
     stagesOf_.assign(static_cast<size_t>(D), {});
     pendingW_.assign(static_cast<size_t>(D), {});
     for (int s = 0; s < out_.pipeline.stages; ++s)
       stagesOf_[static_cast<size_t>(out_.pipeline.deviceOf(s))].push_back(s);
+    return true;
+  }
+
+  // A route or blocks line's items as integers: expressions and a..b ranges (b excluded).
+  // `budget` bounds the integers of all such lines together (a route lists each stage once).
+  bool evalItems(const Stmt& s, std::vector<int>& out, std::int64_t& budget) {
+    for (const auto& [from, to] : s.items) {
+      std::int64_t a = 0, b = 0;
+      if (!eval(from, a)) return false;
+      if (to < 0)
+        b = a + 1;
+      else if (!eval(to, b))
+        return false;
+      if (a < 0 || b > kMaxStages)
+        return fatal(s.offset, "dsl.header", "stage " + std::to_string(a < 0 ? a : b) + " is out of range");
+      budget -= std::max<std::int64_t>(0, b - a);
+      if (budget < 0)
+        return fatal(s.offset, "dsl.header",
+                     "the route and blocks lines list more stages than the pipeline has");
+      for (std::int64_t v = a; v < b; ++v) out.push_back(static_cast<int>(v));
+    }
+    return true;
+  }
+
+  // The route groups and stage blocks of the header, on the frozen pipeline. A problem is
+  // reported at the route line it concerns (else the first route or the blocks line).
+  bool applyRoutes() {
+    if (routeLines_.empty() && !blocksLine_) return true;
+    Pipeline p = out_.pipeline;
+    std::int64_t budget = static_cast<std::int64_t>(routeLines_.size() + 1) * p.stages;
+    for (const Stmt* line : routeLines_) {
+      std::int64_t first = 0, end = 0;
+      if (!eval(line->e1, first) || !eval(line->e2, end)) return false;
+      if (first < 0 || end > kMaxMicrobatches || end <= first)
+        return fatal(line->offset, "dsl.header",
+                     "route micro-batches " + std::to_string(first) + ".." + std::to_string(end) +
+                         " are not a range of micro-batches");
+      Route r;
+      r.firstMicrobatch = static_cast<int>(first);
+      r.microbatchCount = static_cast<int>(end - first);
+      if (!evalItems(*line, r.stages, budget)) return false;
+      p.routes.push_back(std::move(r));
+    }
+    if (blocksLine_ && !evalItems(*blocksLine_, p.stageBlock, budget)) return false;
+    int route = -1;
+    if (auto problem = p.routeProblem(&route)) {
+      const Stmt* at = route >= 0             ? routeLines_[static_cast<size_t>(route)]
+                       : !routeLines_.empty() ? routeLines_.front()
+                                              : blocksLine_;
+      return fatal(at ? at->offset : 0, "dsl.header", *problem);
+    }
+    out_.pipeline = std::move(p);
     return true;
   }
 
@@ -226,6 +284,12 @@ class Expander {
                        "device " + std::to_string(s.ints[i]) + " is out of range");
           explicitPlacement_.push_back(static_cast<int>(s.ints[i]));
         }
+        return true;
+      case HeaderWord::Route:
+        routeLines_.push_back(&s);
+        return true;
+      case HeaderWord::Blocks:
+        blocksLine_ = &s;
         return true;
       case HeaderWord::Partition:
         out_.partition.clear();
@@ -423,17 +487,17 @@ class Expander {
       return true;
     }
     Cursor& c = cursor(stage, e.kind);
-    while (c.next < M && c.test(c.next)) ++c.next;
+    skipDone(c, stage);
     const std::int32_t m = c.next;
     if (m >= M) return out = 0, true;
-    const int S = out_.pipeline.stages;
     switch (kind) {
       case OpKind::F:
-        out = stage == 0 || doneBy(stage - 1, OpKind::F, m);
+        out = routes_.prev(stage, m) < 0 || doneBy(routes_.prev(stage, m), OpKind::F, m);
         break;
       case OpKind::B:
       case OpKind::I:
-        out = doneBy(stage, OpKind::F, m) && (stage == S - 1 || doneBy(stage + 1, OpKind::B, m));
+        out = doneBy(stage, OpKind::F, m) &&
+              (routes_.next(stage, m) < 0 || doneBy(routes_.next(stage, m), OpKind::B, m));
         break;
       case OpKind::R:
         out = doneBy(stage, OpKind::F, m);
@@ -564,6 +628,12 @@ class Expander {
   static std::uint16_t cursorFamily(std::uint16_t kind) {
     return kind == static_cast<std::uint16_t>(OpKind::I) ? static_cast<std::uint16_t>(OpKind::B) : kind;
   }
+  // Moves a cursor past the micro-batches that have their op, and past those whose route does
+  // not run the stage.
+  void skipDone(Cursor& c, std::int32_t stage) const {
+    while (c.next < out_.pipeline.microbatches && (c.test(c.next) || !routes_.runs(stage, c.next))) ++c.next;
+  }
+
   Cursor& cursor(std::int32_t stage, std::uint16_t kind) {
     return cursors_[(static_cast<std::uint64_t>(static_cast<std::uint32_t>(stage)) << 16) |
                     cursorFamily(kind)];
@@ -644,13 +714,16 @@ class Expander {
           break;
         }
         Cursor& c = cursor(op.stage, it.kind);
-        while (c.next < out_.pipeline.microbatches && c.test(c.next)) ++c.next;
+        skipDone(c, op.stage);
         if (c.next >= out_.pipeline.microbatches) {
           if (it.optional) return Res::Skip;
           err(it.offset, "dsl.cursor",
               "next " + kindName(it.kind) + " on device " + std::to_string(curDevice_) + ", stage " +
-                  std::to_string(op.stage) + ": all " + std::to_string(out_.pipeline.microbatches) +
-                  " micro-batches already have their " +
+                  std::to_string(op.stage) +
+                  (routes_.routed()
+                       ? std::string(": every micro-batch whose route runs the stage")
+                       : ": all " + std::to_string(out_.pipeline.microbatches) + " micro-batches") +
+                  " already " + (routes_.routed() ? "has its " : "have their ") +
                   (it.kind == static_cast<std::uint16_t>(OpKind::I) ||
                            it.kind == static_cast<std::uint16_t>(OpKind::B)
                        ? std::string("B or I")

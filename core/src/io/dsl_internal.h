@@ -181,7 +181,17 @@ enum class StmtKind : std::uint8_t {
   Greedy
 };
 
-enum class HeaderWord : std::uint8_t { Name, Devices, Stages, Microbatches, Placement, Profile, Partition };
+enum class HeaderWord : std::uint8_t {
+  Name,
+  Devices,
+  Stages,
+  Microbatches,
+  Placement,
+  Profile,
+  Partition,
+  Route,
+  Blocks
+};
 
 struct Stmt {
   StmtKind kind = StmtKind::Ops;
@@ -198,6 +208,9 @@ struct Stmt {
   PlacementKind placement = PlacementKind::Linear;
   std::vector<std::int64_t> ints;  // explicit placement list, partition
   std::vector<std::uint32_t> intOffsets;
+  // Route (micro-batches e1..e2) and Blocks: the listed items, each an expression (second -1)
+  // or a range first..second (second excluded).
+  std::vector<std::pair<std::int32_t, std::int32_t>> items;
 };
 
 struct Template {

@@ -156,7 +156,8 @@ class Parser {
     std::vector<std::string_view> v = kindNames();
     for (auto k : keywords()) v.push_back(k);
     for (auto& t : prog_.templates) v.push_back(t.name);
-    for (auto w : {"name", "devices", "stages", "microbatches", "placement", "profile", "partition"})
+    for (auto w : {"name", "devices", "stages", "microbatches", "placement", "profile", "partition", "route",
+                   "blocks"})
       v.push_back(w);
     return v;
   }
@@ -166,8 +167,11 @@ class Parser {
   }
   static bool isHeaderWord(std::string_view w) {
     return w == "name" || w == "devices" || w == "stages" || w == "microbatches" || w == "placement" ||
-           w == "profile" || w == "partition";
+           w == "profile" || w == "partition" || isRouteWord(w);
   }
+  // Header words added with routes: a template or variable of that name written before them
+  // still reads as it did (`route(...)`, `blocks = ...`).
+  static bool isRouteWord(std::string_view w) { return w == "route" || w == "blocks"; }
 
   void checkKindReferences() {
     auto names = kindNames();
@@ -199,7 +203,7 @@ class Parser {
       return fail(t, "expected a statement, found " + found(t));
     }
     std::string_view w = txt(t);
-    if (isHeaderWord(w) && peek().type != Tok::Assign) {
+    if (isHeaderWord(w) && peek().type != Tok::Assign && !(isRouteWord(w) && peek().type == Tok::LParen)) {
       if (!topLevel) return fail(t, "'" + std::string(w) + "' belongs in the header, before any block");
       return parseHeader(out);
     }
@@ -278,6 +282,21 @@ class Parser {
     }
   }
 
+  // ITEM { "," ITEM }, ITEM = EXPR [ ".." EXPR ]
+  bool parseItems(Stmt& s) {
+    for (;;) {
+      std::int32_t from = -1, to = -1;
+      if (!expr(from)) return false;
+      if (at(Tok::DotDot)) {
+        advance();
+        if (!expr(to)) return false;
+      }
+      s.items.emplace_back(from, to);
+      if (!at(Tok::Comma)) return true;
+      advance();
+    }
+  }
+
   bool parseHeader(std::vector<Stmt>& out) {
     Stmt s;
     s.kind = StmtKind::Header;
@@ -314,6 +333,17 @@ class Parser {
                     suggest(p, {"linear", "interleaved", "vshape", "explicit"}));
       advance();
       if (s.placement == PlacementKind::Explicit && !parseIntList(s)) return false;
+    } else if (w == "route") {
+      // route FIRST..END: ITEMS   (micro-batches FIRST..END-1 run the listed stages)
+      s.header = HeaderWord::Route;
+      if (!expr(s.e1)) return false;
+      if (!expect(Tok::DotDot, "'..' (route micro-batches are written a..b, b excluded)")) return false;
+      if (!expr(s.e2)) return false;
+      if (!expect(Tok::Colon, "':' before the route's stages")) return false;
+      if (!parseItems(s)) return false;
+    } else if (w == "blocks") {
+      s.header = HeaderWord::Blocks;
+      if (!parseItems(s)) return false;
     } else {  // partition
       s.header = HeaderWord::Partition;
       if (!parseIntList(s)) return false;

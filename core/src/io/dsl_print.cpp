@@ -54,6 +54,21 @@ void appendNames(std::string& out, const std::vector<std::string>& v) {
   }
 }
 
+// "0..4, 7, 9..11": runs of consecutive integers as ranges (end excluded), others alone.
+void appendRanges(std::string& out, const std::vector<int>& v) {
+  for (size_t i = 0; i < v.size();) {
+    size_t j = i + 1;
+    while (j < v.size() && v[j] == v[j - 1] + 1) ++j;
+    if (i > 0) out += ", ";
+    appendInt(out, v[i]);
+    if (j - i > 1) {
+      out += "..";
+      appendInt(out, static_cast<std::int64_t>(v[j - 1]) + 1);
+    }
+    i = j;
+  }
+}
+
 }  // namespace
 
 std::string printDsl(const Schedule& s) {
@@ -86,6 +101,20 @@ std::string printDsl(const Schedule& s) {
   if (!s.partition.empty()) {
     out += "partition ";
     appendList(out, s.partition);
+    out += '\n';
+  }
+  for (const Route& r : p.routes) {
+    out += "route ";
+    appendInt(out, r.firstMicrobatch);
+    out += "..";
+    appendInt(out, static_cast<std::int64_t>(r.firstMicrobatch) + r.microbatchCount);
+    out += ": ";
+    appendRanges(out, r.stages);
+    out += '\n';
+  }
+  if (!p.stageBlock.empty()) {
+    out += "blocks ";
+    appendRanges(out, p.stageBlock);
     out += '\n';
   }
   for (const UserKind& k : s.userKinds) {

@@ -345,7 +345,8 @@ std::string pytorchActionText(const Schedule& s, const Op& op) {
 }
 
 std::string pytorchStepText(const Schedule& s, const Step& st) {
-  if (st.second) return "(" + pytorchActionText(s, st.first) + ";" + pytorchActionText(s, *st.second) + ")OVERLAP_F_B";
+  if (st.second)
+    return "(" + pytorchActionText(s, st.first) + ";" + pytorchActionText(s, *st.second) + ")OVERLAP_F_B";
   return pytorchActionText(s, st.first);
 }
 
@@ -364,6 +365,7 @@ Result<std::string> writePytorchCsv(const Schedule& s, CsvFormat format, const P
   // divides the gradients by the number of micro-batches). No idle cells: the runtime refuses
   // them in compute_comms. From 2.15 on, compute_comms also needs its WAIT_SEND_F/B and
   // WAIT_REDUCE_GRAD actions (PytorchTarget), which earlier versions cannot read.
+  PS_TRY(checkPytorchHasNoRoutes(s));
   const Schedule* out = &s;
   Schedule lowered;
   const bool waits = target.atLeast(2, 15);
@@ -448,8 +450,8 @@ std::vector<std::string> csvExportLosses(const Schedule& s, CsvFormat format, co
                   " SEND/RECV actions, which compute_only does not hold (PyTorch's lowering places its own; "
                   "use compute_comms to keep these)");
   if (waits)
-    out.push_back(std::to_string(waits) + " WAIT_SEND/WAIT_REDUCE_GRAD actions, which PyTorch " + target.name() +
-                  " does not have (2.15 does: --pytorch 2.15)");
+    out.push_back(std::to_string(waits) + " WAIT_SEND/WAIT_REDUCE_GRAD actions, which PyTorch " +
+                  target.name() + " does not have (2.15 does: --pytorch 2.15)");
   if (stageActions)
     out.push_back(std::to_string(stageActions) +
                   " UNSHARD/RESHARD/REDUCE_GRAD actions, which PyTorch's compute_only loader refuses (its "

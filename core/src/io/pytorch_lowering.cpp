@@ -515,7 +515,17 @@ Result<PytorchTarget> parsePytorchTarget(std::string_view text) {
   return t;
 }
 
+Status checkPytorchHasNoRoutes(const Schedule& s) {
+  if (!s.pipeline.routed()) return Unit{};
+  return makeError("pytorch.routes",
+                   "the schedule has route groups (its micro-batches run different stages: " +
+                       std::to_string(s.pipeline.routes.size()) +
+                       " routes), which PyTorch's pipelining schedules and CSV cannot express: every "
+                       "micro-batch of a PyTorch schedule runs every stage in order. Save it as .pipe");
+}
+
 Result<Schedule> lowerToPytorchComms(const Schedule& s, const PytorchTarget& target) {
+  PS_TRY(checkPytorchHasNoRoutes(s));
   if (target.recv != RecvPlacement::Asap && !target.atLeast(2, 13))
     return makeError("pytorch.version",
                      "deferred receives (defer_pp_recv) exist from PyTorch 2.13 on, not in " + target.name() +

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <string>
 
+#include "pipestudio/core/io/pytorch_lowering.h"
+
 namespace ps::core {
 
 namespace {
@@ -39,6 +41,7 @@ std::string tomlString(std::string_view s) {
 }  // namespace
 
 Result<TorchtitanSettings> torchtitanSettings(const Schedule& s) {
+  PS_TRY(checkPytorchHasNoRoutes(s));
   const Pipeline& p = s.pipeline;
   const int D = p.devices, S = p.stages;
   if (D < 2)

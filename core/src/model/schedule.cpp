@@ -1,16 +1,32 @@
 #include "pipestudio/core/model/schedule.h"
 
+#include <algorithm>
 #include <array>
 
 #include "pipestudio/core/model/enum_names.h"
+#include "pipestudio/core/model/limits.h"
 
 namespace ps::core {
 
 namespace {
 constexpr std::array<std::string_view, static_cast<size_t>(OpKind::kBuiltinCount)> kNames = {
-    "F",       "B",       "I",           "W",           "R",           "OFFLOAD",
-    "RELOAD",  "SEND_F",  "RECV_F",      "SEND_B",      "RECV_B",      "UNSHARD",
-    "RESHARD", "REDUCE_GRAD", "WAIT_SEND_F", "WAIT_SEND_B", "WAIT_REDUCE_GRAD"};
+    "F",
+    "B",
+    "I",
+    "W",
+    "R",
+    "OFFLOAD",
+    "RELOAD",
+    "SEND_F",
+    "RECV_F",
+    "SEND_B",
+    "RECV_B",
+    "UNSHARD",
+    "RESHARD",
+    "REDUCE_GRAD",
+    "WAIT_SEND_F",
+    "WAIT_SEND_B",
+    "WAIT_REDUCE_GRAD"};
 }
 
 bool isUserKind(OpKind k) {
@@ -29,7 +45,8 @@ std::optional<OpKind> builtinKindFromName(std::string_view name) {
 }
 
 bool isStageLevelKind(OpKind k) {
-  return k == OpKind::Unshard || k == OpKind::Reshard || k == OpKind::ReduceGrad || k == OpKind::WaitReduceGrad;
+  return k == OpKind::Unshard || k == OpKind::Reshard || k == OpKind::ReduceGrad ||
+         k == OpKind::WaitReduceGrad;
 }
 
 constexpr EnumName<PlacementKind> kPlacementKindNames[] = {{PlacementKind::Explicit, "explicit"},
@@ -113,6 +130,102 @@ std::vector<int> Pipeline::stagesOn(int device) const {
   for (int s = 0; s < stages; ++s)
     if (stageToDevice[static_cast<size_t>(s)] == device) out.push_back(s);
   return out;
+}
+
+int Pipeline::blocks() const {
+  if (stageBlock.empty()) return stages;
+  return *std::max_element(stageBlock.begin(), stageBlock.end()) + 1;
+}
+
+std::optional<std::string> Pipeline::routeProblem(int* routeIndex) const {
+  if (routeIndex) *routeIndex = -1;
+  // StageRoutes holds a table cell per route and stage.
+  if (static_cast<long long>(routes.size()) * stages > limits::kMaxOps)
+    return std::to_string(routes.size()) + " route groups over " + std::to_string(stages) +
+           " stages are more than PipeStudio indexes (" + std::to_string(limits::kMaxOps) + " cells)";
+  int nextMb = 0;
+  const auto S = static_cast<size_t>(stages);
+  // The position each stage holds on the routes that run it (-1: none yet).
+  std::vector<int> position(S, -1);
+  for (size_t r = 0; r < routes.size(); ++r) {
+    const Route& route = routes[r];
+    const std::string name = "route " + std::to_string(r);
+    if (routeIndex) *routeIndex = static_cast<int>(r);
+    if (route.stages.empty()) return name + " lists no stages";
+    if (route.microbatchCount < 1) return name + " has no micro-batches";
+    if (route.firstMicrobatch != nextMb)
+      return name + " starts at micro-batch " + std::to_string(route.firstMicrobatch) + ", expected " +
+             std::to_string(nextMb) + " (route groups cover the micro-batches in order)";
+    nextMb += route.microbatchCount;
+    for (size_t i = 0; i < route.stages.size(); ++i) {
+      const int st = route.stages[i];
+      if (st < 0 || st >= stages)
+        return name + " names stage " + std::to_string(st) + ", outside 0.." + std::to_string(stages - 1);
+      if (i > 0 && st <= route.stages[i - 1])
+        return name + ": stage " + std::to_string(st) + " follows stage " +
+               std::to_string(route.stages[i - 1]) + " (a route lists its stages in increasing order)";
+    }
+  }
+  if (routeIndex) *routeIndex = -1;
+  if (!routes.empty() && nextMb != microbatches)
+    return "the route groups cover " + std::to_string(nextMb) + " micro-batches, the pipeline has " +
+           std::to_string(microbatches);
+  if (stageBlock.empty()) return std::nullopt;
+  if (stageBlock.size() != S)
+    return "the stage blocks list " + std::to_string(stageBlock.size()) + " stages, the pipeline has " +
+           std::to_string(stages);
+  std::vector<std::uint8_t> used(S, 0);
+  for (int b : stageBlock) {
+    if (b < 0 || b >= stages)
+      return "stage block " + std::to_string(b) + " is outside 0.." + std::to_string(stages - 1);
+    used[static_cast<size_t>(b)] = 1;
+  }
+  const int nBlocks = blocks();
+  for (int b = 0; b < nBlocks; ++b)
+    if (!used[static_cast<size_t>(b)]) return "no stage runs block " + std::to_string(b);
+  // Copies of one block run the same layers: they must sit at the same depth of their routes.
+  std::vector<int> depthOfBlock(static_cast<size_t>(nBlocks), -1);
+  for (const Route& route : routes)
+    for (size_t i = 0; i < route.stages.size(); ++i) {
+      const int b = blockOf(route.stages[i]);
+      int& depth = depthOfBlock[static_cast<size_t>(b)];
+      if (depth >= 0 && depth != static_cast<int>(i))
+        return "block " + std::to_string(b) + " runs at position " + std::to_string(depth) +
+               " of one route and " + std::to_string(i) + " of another (stage " +
+               std::to_string(route.stages[i]) + ")";
+      depth = static_cast<int>(i);
+    }
+  return std::nullopt;
+}
+
+Result<Pipeline> Pipeline::withRoutes(std::vector<Route> routeGroups, std::vector<int> blockOfStage) const {
+  Pipeline p = *this;
+  p.routes = std::move(routeGroups);
+  p.stageBlock = std::move(blockOfStage);
+  if (auto problem = p.routeProblem()) return makeError("pipeline.routes", *problem);
+  return p;
+}
+
+StageRoutes::StageRoutes(const Pipeline& p) : routed_(p.routed()), stages_(p.stages) {
+  if (!routed_) return;
+  const auto S = static_cast<size_t>(p.stages);
+  routeOf_.assign(static_cast<size_t>(std::max(0, p.microbatches)), 0);
+  prev_.assign(p.routes.size() * S, -1);
+  next_.assign(p.routes.size() * S, -1);
+  onRoute_.assign(p.routes.size() * S, 0);
+  for (size_t r = 0; r < p.routes.size(); ++r) {
+    const Route& route = p.routes[r];
+    for (int m = route.firstMicrobatch; m < route.firstMicrobatch + route.microbatchCount; ++m)
+      if (m >= 0 && m < p.microbatches) routeOf_[static_cast<size_t>(m)] = static_cast<int>(r);
+    for (size_t i = 0; i < route.stages.size(); ++i) {
+      const int st = route.stages[i];
+      if (st < 0 || st >= p.stages) continue;
+      const size_t c = r * S + static_cast<size_t>(st);
+      onRoute_[c] = 1;
+      prev_[c] = i > 0 ? route.stages[i - 1] : -1;
+      next_[c] = i + 1 < route.stages.size() ? route.stages[i + 1] : -1;
+    }
+  }
 }
 
 size_t Schedule::opCount() const {

@@ -18,7 +18,8 @@ constexpr EnumName<ScheduleKind> kKindNames[] = {{ScheduleKind::GPipe, "gpipe"},
                                                  {ScheduleKind::ZBH1, "zb-h1"},
                                                  {ScheduleKind::ZBH2, "zb-h2"},
                                                  {ScheduleKind::ZBV, "zb-v"},
-                                                 {ScheduleKind::DualPipeV, "dualpipe-v"}};
+                                                 {ScheduleKind::DualPipeV, "dualpipe-v"},
+                                                 {ScheduleKind::DualPipe, "dualpipe"}};
 
 Diagnostic sizeError(ScheduleKind kind, const std::string& constraint) {
   return makeError("generate.size", std::string(scheduleKindName(kind)) + " needs " + constraint);
@@ -219,88 +220,120 @@ void zbV(Orders& o, int D, int M) {
   }
 }
 
-// DeepSeek's DualPipeV as PyTorch's ScheduleDualPipeV builds it: V placement, warm-up
-// forwards, zero-bubble I/W steps, then overlapped F+B pairs of the two chunks in the steady
-// state, and split backwards (I then W) in the second half of the cool-down.
-void dualPipeV(Orders& o, int D, int M) {
-  const int S = 2 * D;
-  for (int r = 0; r < D; ++r) {
-    const int s0 = r, s1 = S - 1 - r;
-    int fwd[2] = {0, 0}, bwd[2] = {0, 0}, wgt[2] = {0, 0};
-    std::deque<Op> weights;  // pending W after an I
-    auto idx = [&](int stage) { return stage == s0 ? 0 : 1; };
-    auto F = [&](int stage) { o.add(r, OpKind::F, stage, fwd[idx(stage)]++); };
-    auto B = [&](int stage) {
-      int c = idx(stage);
-      o.add(r, OpKind::B, stage, bwd[c]++);
-      ++wgt[c];
-    };
-    auto I = [&](int stage) {
-      int c = idx(stage);
-      weights.push_back(Op{OpKind::W, stage, bwd[c]});
-      o.add(r, OpKind::I, stage, bwd[c]++);
-    };
-    auto Wp = [&]() {
-      if (weights.empty()) return;
-      Op w = weights.front();
-      weights.pop_front();
-      o.add(r, w.kind, w.stage, w.microbatch);
-      ++wgt[idx(w.stage)];
-    };
-    auto overlap = [&](int fStage, int bStage) {
-      Op f{OpKind::F, fStage, fwd[idx(fStage)]++};
-      int c = idx(bStage);
-      Op b{OpKind::B, bStage, bwd[c]++};
-      ++wgt[c];
-      o.pair(r, f, b);
-    };
-    for (int k = 0; k < (D - r - 1) * 2; ++k) F(s0);
-    for (int k = 0; k < r + 1; ++k) {
-      F(s0);
-      F(s1);
-    }
-    for (int k = 0; k < D - r - 1; ++k) {
-      I(s1);
-      Wp();
-      F(s1);
-    }
-    for (int i = 0; i < M - 2 * D + r + 1; ++i) {
-      if (i == 0 && r == D - 1) {
-        // The last device does not overlap this first pair, to shorten the bubble.
-        F(s0);
-        B(s1);
-      } else {
-        overlap(s0, s1);
-      }
-      overlap(s1, s0);
-    }
-    for (int k = 0; k < D - r - 1; ++k) {
-      B(s1);
-      overlap(s1, s0);
-    }
-    bool zb = false;
-    const int step6 = r + 1;
-    for (int i = 0; i < step6; ++i) {
-      if (i == step6 / 2 && r % 2 == 1) zb = true;
-      if (zb)
-        I(s1);
-      else
-        B(s1);
-      if (i == step6 / 2 && r % 2 == 0) zb = true;
-      if (zb)
-        I(s0);
-      else
-        B(s0);
-    }
-    for (int k = 0; k < D - r - 1; ++k) {
-      Wp();
-      if (zb)
-        I(s0);
-      else
-        B(s0);
-    }
-    for (int k = 0; k < r + 1; ++k) Wp();
+// One rank's order of DeepSeek's DualPipe family (DualPipe.step and DualPipeV.step share it):
+// the rank runs two chunks, chunk 0 and chunk 1 as step() numbers its phases. `halfRanks` is
+// the length of the pipeline one chunk belongs to counted in rank pairs (DualPipeV: all its
+// ranks; DualPipe: half its ranks), `halfRank` this rank's place in it, `chunkMicrobatches`
+// the micro-batches each chunk runs. Eight steps: warm-up forwards of chunk 0, alternating
+// forwards, zero-bubble I/W steps, overlapped F+B pairs of the two chunks in the steady state
+// (the middle rank does not overlap its first pair, to shorten the bubble), then the
+// cool-down, whose second half splits backwards into I and W.
+struct DualPipeChunk {
+  int stage;
+  int firstMicrobatch;  // the chunk's micro-batches are firstMicrobatch + 0, 1, ...
+};
+
+void dualPipeRank(Orders& o, int device, int halfRanks, int chunkMicrobatches, int halfRank,
+                  const std::array<DualPipeChunk, 2>& chunks) {
+  const int H = halfRanks, h = halfRank;
+  int fwd[2] = {0, 0}, bwd[2] = {0, 0};
+  std::deque<Op> weights;  // pending W after an I, first in first out (WeightGradStore)
+  auto mb = [&](int c, int k) { return chunks[static_cast<size_t>(c)].firstMicrobatch + k; };
+  auto stage = [&](int c) { return chunks[static_cast<size_t>(c)].stage; };
+  auto F = [&](int c) {
+    o.add(device, OpKind::F, stage(c), mb(c, fwd[c]));
+    ++fwd[c];
+  };
+  auto backward = [&](int c, bool zb) {
+    const Op op{zb ? OpKind::I : OpKind::B, stage(c), mb(c, bwd[c]++)};
+    if (zb) weights.push_back(Op{OpKind::W, op.stage, op.microbatch});
+    o.add(device, op.kind, op.stage, op.microbatch);
+  };
+  auto Wp = [&]() {
+    if (weights.empty()) return;
+    const Op w = weights.front();
+    weights.pop_front();
+    o.add(device, w.kind, w.stage, w.microbatch);
+  };
+  auto overlap = [&](int fc, int bc) {
+    const Op f{OpKind::F, stage(fc), mb(fc, fwd[fc]++)};
+    const Op b{OpKind::B, stage(bc), mb(bc, bwd[bc]++)};
+    o.pair(device, f, b);
+  };
+  for (int k = 0; k < (H - h - 1) * 2; ++k) F(0);  // step 1: nF0
+  for (int k = 0; k < h + 1; ++k) {                // step 2: nF0F1
+    F(0);
+    F(1);
   }
+  for (int k = 0; k < H - h - 1; ++k) {  // step 3: nB1W1F1, zero bubble
+    backward(1, true);
+    Wp();
+    F(1);
+  }
+  for (int i = 0; i < chunkMicrobatches - 2 * H + h + 1; ++i) {  // step 4: nF0B1F1B0
+    if (i == 0 && h == H - 1) {
+      F(0);
+      backward(1, false);
+    } else {
+      overlap(0, 1);
+    }
+    overlap(1, 0);
+  }
+  for (int k = 0; k < H - h - 1; ++k) {  // step 5: nB1F1B0
+    backward(1, false);
+    overlap(1, 0);
+  }
+  bool zb = false;  // step 6: nB1B0, the second half with zero bubble
+  const int step6 = h + 1;
+  for (int i = 0; i < step6; ++i) {
+    if (i == step6 / 2 && h % 2 == 1) zb = true;
+    backward(1, zb);
+    if (i == step6 / 2 && h % 2 == 0) zb = true;
+    backward(0, zb);
+  }
+  for (int k = 0; k < H - h - 1; ++k) {  // step 7: nWB0, zero bubble
+    Wp();
+    backward(0, true);
+  }
+  for (int k = 0; k < h + 1; ++k) Wp();  // step 8: nW
+}
+
+// DeepSeek's DualPipeV as PyTorch's ScheduleDualPipeV builds it: V placement, rank r runs
+// stages r (chunk 0) and 2D-1-r (chunk 1), every micro-batch through both.
+void dualPipeV(Orders& o, int D, int M) {
+  for (int r = 0; r < D; ++r)
+    dualPipeRank(o, r, D, M, r, {DualPipeChunk{r, 0}, DualPipeChunk{2 * D - 1 - r, 0}});
+}
+
+// DeepSeek's bidirectional DualPipe as DualPipe.step runs it (dualpipe/dualpipe.py). Stages
+// 0..D-1 on devices 0..D-1 carry the micro-batches going down (DeepSeek's phase 0, fed at
+// rank 0): PipeStudio's micro-batches 0..M/2-1 are its chunks 0..M/2-1. Stages D..2D-1 on
+// devices D-1..0 carry those going up (phase 1, fed at rank D-1): micro-batches M/2..M-1 are
+// its chunks 0..M/2-1. Stage D+k runs the same model block as stage k. step()'s chunk 0 is the
+// down direction on the first half of the ranks and the up direction on the second half.
+void dualPipe(Orders& o, int D, int M) {
+  const int H = D / 2, half = M / 2;
+  for (int r = 0; r < D; ++r) {
+    const DualPipeChunk down{r, 0}, up{2 * D - 1 - r, half};
+    const bool secondHalf = r >= H;
+    dualPipeRank(o, r, H, half, std::min(r, D - 1 - r), {secondHalf ? up : down, secondHalf ? down : up});
+  }
+}
+
+// The routes of DualPipe: micro-batches 0..M/2-1 down stages 0..D-1, M/2..M-1 up stages
+// D..2D-1; stage D+k holds a copy of block k.
+Result<Pipeline> dualPipeRoutes(const Pipeline& p, int D, int M) {
+  Route down, up;
+  std::vector<int> blocks(static_cast<size_t>(2 * D));
+  for (int k = 0; k < D; ++k) {
+    down.stages.push_back(k);
+    up.stages.push_back(D + k);
+    blocks[static_cast<size_t>(k)] = blocks[static_cast<size_t>(D) + static_cast<size_t>(k)] = k;
+  }
+  down.microbatchCount = M / 2;
+  up.firstMicrobatch = M / 2;
+  up.microbatchCount = M - M / 2;
+  return p.withRoutes({down, up}, std::move(blocks));
 }
 
 }  // namespace
@@ -328,6 +361,7 @@ int defaultChunks(ScheduleKind k) {
     case ScheduleKind::LoopedBFS:
     case ScheduleKind::ZBV:
     case ScheduleKind::DualPipeV:
+    case ScheduleKind::DualPipe:
       return 2;
     default:
       return 1;
@@ -363,10 +397,11 @@ Result<Schedule> generateSchedule(ScheduleKind kind, const GeneratorOptions& opt
                                    std::string(kind == ScheduleKind::ZBH1 ? "ScheduleInterleavedZeroBubble"
                                                                           : "ScheduleInterleaved1F1B") +
                                    " does: " + std::to_string(M) + " is not a multiple of max(1, " +
-                                   std::to_string(M) + " / " + std::to_string(D) + ") = " +
-                                   std::to_string(rounds) + " rounds");
+                                   std::to_string(M) + " / " + std::to_string(D) +
+                                   ") = " + std::to_string(rounds) + " rounds");
       pytorchInterleaved(o, D, V, M, kind == ScheduleKind::ZBH1);
-      return finish(kind, D, D * V, M, V == 1 ? PlacementKind::Linear : PlacementKind::Interleaved, std::move(o));
+      return finish(kind, D, D * V, M, V == 1 ? PlacementKind::Linear : PlacementKind::Interleaved,
+                    std::move(o));
     }
     case ScheduleKind::LoopedBFS:
       loopedBfs(o, D, V, M);
@@ -384,6 +419,23 @@ Result<Schedule> generateSchedule(ScheduleKind kind, const GeneratorOptions& opt
                                    std::to_string(2 * D) + "), got " + std::to_string(M));
       dualPipeV(o, D, M);
       return finish(kind, D, 2 * D, M, PlacementKind::VShape, std::move(o));
+    case ScheduleKind::DualPipe: {
+      // DualPipe.step's assertions: an even number of ranks, an even number of micro-batches,
+      // at least two per rank.
+      if (V != 2)
+        return sizeError(kind, "--chunks 2 (a copy of each stage per direction), got " + std::to_string(V));
+      if (D % 2 != 0) return sizeError(kind, "an even number of devices, got " + std::to_string(D));
+      if (M % 2 != 0 || M < 2 * D)
+        return sizeError(kind, "an even number of micro-batches, at least 2 x devices (" +
+                                   std::to_string(2 * D) + "), got " + std::to_string(M));
+      dualPipe(o, D, M);
+      auto s = finish(kind, D, 2 * D, M, PlacementKind::VShape, std::move(o));
+      PS_TRY(s);
+      auto routed = dualPipeRoutes(s->pipeline, D, M);
+      PS_TRY(routed);
+      s->pipeline = std::move(*routed);
+      return s;
+    }
   }
   return makeError("generate.kind", "unknown schedule kind");
 }

@@ -97,18 +97,21 @@ void Searcher::builtins() {
       result_.builtins.push_back(c);
       continue;
     }
+    if (s->pipeline.routed() && !o_.allowRoutes) continue;
     const int S = s->pipeline.stages;
+    // The layers are split over the model's blocks: DualPipe's two copies of a block share them.
+    const int blocks = s->pipeline.blocks();
     c.chunks = S / std::max(1, o_.devices);
     c.placement = s->pipeline.placementKind;
-    if (layers < S) {
+    if (layers < blocks) {
       c.valid = false;
       c.fitsMemory = false;
       c.note = "the profile has fewer layers (" + std::to_string(layers) + ") than stages (" +
-               std::to_string(S) + ")";
+               std::to_string(blocks) + ")";
       result_.builtins.push_back(c);
       continue;
     }
-    auto part = partitionLayers(profile_, S);
+    auto part = partitionLayers(profile_, blocks);
     if (!part) {
       c.valid = false;
       c.fitsMemory = false;

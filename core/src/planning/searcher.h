@@ -88,6 +88,12 @@ class Searcher {
 
   const SimulationModel* modelFor(const Schedule& s, const std::vector<int>& partition) {
     auto key = partition;
+    // A routed pipeline's stages copy blocks (DualPipe): its model differs from an unrouted one
+    // with the same partition.
+    if (!s.pipeline.stageBlock.empty()) {
+      key.push_back(-1);
+      key.insert(key.end(), s.pipeline.stageBlock.begin(), s.pipeline.stageBlock.end());
+    }
     auto it = models_.find(key);
     if (it != models_.end()) return &it->second;
     auto m = makeSimulationModel(s, profile_, partition);

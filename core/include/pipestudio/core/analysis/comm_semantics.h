@@ -50,9 +50,10 @@ struct CommOptions {
 
 // SEND_F, RECV_F, SEND_B, RECV_B.
 bool isPointToPointKind(OpKind k);
-// The stage a point-to-point op exchanges with: the receiver of a send (SEND_F(s): s + 1,
-// SEND_B(s): s - 1), the sender of a receive (RECV_F(s): s - 1, RECV_B(s): s + 1); -1 otherwise.
-int pointToPointPeerStage(const Op& op);
+// The stage a point-to-point op exchanges with: the receiver of a send (SEND_F(s): the next stage
+// on the micro-batch's route, SEND_B(s): the previous one), the sender of a receive (RECV_F(s):
+// the previous, RECV_B(s): the next); -1 otherwise (or at the route's end).
+int pointToPointPeerStage(const StageRoutes& routes, const Op& op);
 
 // Whether `comm` changes anything for `s`: it has explicit SEND/RECV steps and the semantics is
 // not `posted`.

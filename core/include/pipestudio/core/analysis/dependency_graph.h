@@ -16,6 +16,8 @@ namespace ps::core {
 // (kind, stage, micro-batch); no maps.
 //
 // Dependency rules (DESIGN.md "Semantics everyone shares", with these choices):
+// With route groups (Pipeline::routes) s-1 and s+1 below read "the micro-batch's previous and
+// next stage on its route"; without them every micro-batch runs stages 0..S-1 in order.
 //   F(s,m)       after F(s-1,m), or after SEND_F(s-1,m) instead when the schedule has it;
 //                also after RECV_F(s,m) when the schedule has one.
 //   B/I(s,m)     after F(s,m); after the B or I of (s+1,m) (none on the last stage), or after
@@ -81,6 +83,8 @@ class DependencyGraph {
   int idAt(OpRef r) const;
 
   const std::vector<Problem>& problems() const { return problems_; }
+  // The routes of the schedule the graph was built from.
+  const StageRoutes& routes() const { return routes_; }
 
   // The rules applied to any op, present or not; ops the rules need but the schedule lacks
   // are reported through `missing` (when non-null) instead of the id list.
@@ -94,6 +98,7 @@ class DependencyGraph {
   const Schedule* schedule_ = nullptr;  // only used while building
   int stages_ = 0;
   int microbatches_ = 0;
+  StageRoutes routes_;
   std::vector<Op> ops_;
   std::vector<OpRef> refs_;
   std::vector<std::uint8_t> pairSecond_;

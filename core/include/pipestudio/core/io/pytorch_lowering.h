@@ -59,6 +59,10 @@ Result<PytorchTarget> parsePytorchTarget(std::string_view text);
 // compute schedule, can't schedule sends/recvs"), naming each rank's next action.
 Result<Schedule> lowerToPytorchComms(const Schedule& s, const PytorchTarget& target = {});
 
+// PyTorch's schedules run every micro-batch through every stage in order: a schedule with route
+// groups (DualPipe's two directions) has no PyTorch form. The error says so (pytorch.routes).
+Status checkPytorchHasNoRoutes(const Schedule& s);
+
 // Pass 2 alone: `steps` with REDUCE_GRAD after the `microbatches`-th B or W of each stage (and,
 // with `withWait` as PyTorch 2.15 does, a WAIT_REDUCE_GRAD right after each).
 std::vector<Step> addReduceGrad(const std::vector<Step>& steps, int microbatches, bool withWait = false);

@@ -64,6 +64,17 @@ struct Step {
 };
 
 enum class PlacementKind : std::uint8_t { Linear, Interleaved, VShape, Explicit };
+
+// A route group (DeepSeek's DualPipe runs half the micro-batches down the devices and half
+// up): the micro-batches firstMicrobatch .. firstMicrobatch + microbatchCount - 1 run `stages`,
+// in that order. The stage ids of a route increase (a stage's predecessor on a route has a
+// lower id), so "the lower stage of a link" keeps meaning "the stage whose output crosses it".
+struct Route {
+  std::vector<int> stages;
+  int firstMicrobatch = 0;
+  int microbatchCount = 0;
+  friend bool operator==(const Route&, const Route&) = default;
+};
 std::string_view placementKindName(PlacementKind k);  // "linear", "interleaved", "vshape", "explicit"
 
 struct Pipeline {
@@ -78,9 +89,62 @@ struct Pipeline {
   // VShape: stages == 2·D·k, down then up (0..D-1, D-1..0, ...).
   static Result<Pipeline> make(int devices, int stages, int microbatches, PlacementKind kind);
   static Result<Pipeline> makeExplicit(int devices, int microbatches, std::vector<int> stageToDevice);
+  // This pipeline with route groups and the model block each stage runs (routeProblem's rules).
+  Result<Pipeline> withRoutes(std::vector<Route> routeGroups, std::vector<int> blockOfStage) const;
   int deviceOf(int stage) const { return stageToDevice[static_cast<size_t>(stage)]; }
   std::vector<int> stagesOn(int device) const;
+
+  // Route groups; empty: one route, every micro-batch runs stages 0..S-1 in order.
+  std::vector<Route> routes;
+  // The block of the model (its layers, hence its parameters) each stage runs; stages of one
+  // block hold copies of the same parameters whose gradients are summed before the optimizer
+  // step (DualPipe's two copies). Empty: stage s runs block s.
+  std::vector<int> stageBlock;
+  bool routed() const { return !routes.empty(); }
+  int blockOf(int stage) const { return stageBlock.empty() ? stage : stageBlock[static_cast<size_t>(stage)]; }
+  int blocks() const;  // number of distinct model blocks (stages when stageBlock is empty)
+  // Why routes/stageBlock do not fit this pipeline, or nothing: each route non-empty, its
+  // stages in range and increasing; the groups cover micro-batches 0..M-1 in order without
+  // overlap; stageBlock lists every stage, blocks numbered 0..blocks-1, and stages of one block
+  // sit at the same position of their routes. `routeIndex`, when given, is set to the route
+  // the problem is about (-1: none in particular).
+  std::optional<std::string> routeProblem(int* routeIndex = nullptr) const;
   friend bool operator==(const Pipeline&, const Pipeline&) = default;
+};
+
+// Route lookups in O(1) for the dependency rules: a micro-batch's previous and next stage on
+// its route (-1 at the route's ends) and whether it runs a stage at all.
+class StageRoutes {
+ public:
+  StageRoutes() = default;
+  explicit StageRoutes(const Pipeline& p);
+  int prev(int stage, int mb) const {
+    if (!routed_) return stage - 1;
+    return inRange(stage, mb) ? prev_[cell(stage, mb)] : -1;
+  }
+  int next(int stage, int mb) const {
+    if (!routed_) return stage + 1 < stages_ ? stage + 1 : -1;
+    return inRange(stage, mb) ? next_[cell(stage, mb)] : -1;
+  }
+  // Stage-level ops (micro-batch -1) belong to every route.
+  bool runs(int stage, int mb) const {
+    return !routed_ || mb < 0 || (inRange(stage, mb) && onRoute_[cell(stage, mb)] != 0);
+  }
+  bool routed() const { return routed_; }
+
+ private:
+  bool inRange(int stage, int mb) const {
+    return stage >= 0 && stage < stages_ && mb >= 0 && mb < static_cast<int>(routeOf_.size());
+  }
+  size_t cell(int stage, int mb) const {
+    return static_cast<size_t>(routeOf_[static_cast<size_t>(mb)]) * static_cast<size_t>(stages_) +
+           static_cast<size_t>(stage);
+  }
+  bool routed_ = false;
+  int stages_ = 0;
+  std::vector<int> routeOf_;  // per micro-batch
+  std::vector<int> prev_, next_;
+  std::vector<std::uint8_t> onRoute_;
 };
 
 // What a user-declared op kind does to memory.

@@ -37,6 +37,18 @@ struct Transfer {
   double end = 0;
 };
 
+// Stages that are copies of one model block (Pipeline::stageBlock, DualPipe's two directions)
+// sum their weight gradients before the optimizer step: a pair of copies on two devices
+// exchanges its gradients once both copies' last backward (B or W) has ended.
+struct CopyGradientSync {
+  int block = 0;
+  int stage = 0, peerStage = 0;    // the two copies
+  int device = 0, peerDevice = 0;  // where they live
+  std::int64_t bytes = 0;          // the gradients each side sends
+  double start = 0;
+  double end = 0;
+};
+
 // A point-to-point op that waited behind an earlier one of its rank's communication stream (a
 // head-of-line wait: simulated under nccl and dualpipe, comm_semantics.h): from when it was
 // issued until the op before it on the stream completed.
@@ -79,6 +91,8 @@ struct TimelineMetrics {
   // Head-of-line waits (Timeline::headOfLine): how many, and their summed time.
   size_t headOfLineWaits = 0;
   double headOfLineMs = 0;
+  // When the last gradient exchange between block copies ends (CopyGradientSync); 0 without.
+  double copySyncEnd = 0;
 };
 
 struct Timeline {
@@ -88,6 +102,7 @@ struct Timeline {
   std::vector<TimelineOp> ops;  // sorted by (device, start)
   std::vector<Transfer> transfers;
   std::vector<HeadOfLineWait> headOfLine;         // sorted by (device, start)
+  std::vector<CopyGradientSync> copySyncs;        // simulated, for pipelines with block copies
   std::vector<std::vector<MemorySample>> memory;  // per device, time-ordered step curve
   TimelineMetrics metrics;
   Diagnostics diagnostics;  // e.g. memory over the limit, deadlock (for a stalled simulation)

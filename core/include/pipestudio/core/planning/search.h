@@ -56,6 +56,10 @@ struct SearchOptions {
   int maxChunks = 2;  // stages per device explored: 1..maxChunks
   bool allowRecompute = true;
   bool allowOffload = true;
+  // Built-ins with route groups (DualPipe: a copy of every stage per direction, twice the
+  // parameters) are candidates too; they have no PyTorch form, so a search for a schedule to
+  // export to PyTorch turns them off.
+  bool allowRoutes = true;
   int randomSamples = 150;  // seeded knob samples (per-device warm-up depths) around the best point
   bool localImprovement = true;
   int localImprovementRounds = 200;
