@@ -7,7 +7,7 @@ For each case (a model, D ranks, M micro-batches), on Gloo CPU ranks of this mac
    forward, input-gradient and weight-gradient times (lower quartiles), the bytes autograd saves, weight
    and output bytes; the Gloo link by a ping-pong between two ranks (latency and bandwidth);
    written as a PipeStudio cost profile;
-2. search: `pipestudio-cli search --profile ... --no-recompute --no-offload --json -o best.pipe`
+2. search: `pipestudio-cli search --profile ... --no-recompute --no-offload --no-routes --json -o best.pipe`
    (PyTorch's CSV has no recompute or offload action), then `convert best.pipe best.csv`
    (compute_only: PyTorch lowers it itself, as torchtitan has it do);
 3. run, each in PyTorch's runtime (tests/pytorch/pp_harness.py) on the same model, data and
@@ -181,7 +181,7 @@ def run_case(name, cli, work, steps, warmup, rounds):
     pipe = os.path.join(case_dir, "best.pipe")
     search = json.loads(subprocess.run(
         [cli, "search", "--profile", prof_path, "--devices", str(D), "--microbatches", str(M), "--no-recompute",
-         "--no-offload", "--json", "-o", pipe], check=True, capture_output=True, text=True).stdout)
+         "--no-offload", "--no-routes", "--json", "-o", pipe], check=True, capture_output=True, text=True).stdout)
     csv = os.path.join(case_dir, "best.csv")
     subprocess.run([cli, "convert", pipe, csv], check=True, capture_output=True)
     partition = header_partition(pipe)

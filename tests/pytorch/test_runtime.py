@@ -111,10 +111,12 @@ def build_cases(world, tmp):
         cli("generate", kind, "--devices", str(world), "--microbatches", str(mb), "--chunks", str(chunks),
             "-o", base + ".pipe")
         both_forms(cases, base + ".pipe", base, world)
-    # A searched schedule (its partition of gemma-2b's 20 layers gives the model's blocks).
+    # A searched schedule (its partition of gemma-2b's 20 layers gives the model's blocks), among
+    # the schedules PyTorch can run: --no-routes leaves DualPipe's two directions out.
     base = os.path.join(tmp, f"search_d{world}")
     cli("search", "--profile", os.path.join(SOURCE, "resources", "profiles", "gemma-2b.json"), "--devices",
-        str(world), "--microbatches", str(M), "--max-evaluations", "80", "--seed", "1", "-o", base + ".pipe")
+        str(world), "--microbatches", str(M), "--max-evaluations", "80", "--seed", "1", "--no-routes",
+        "-o", base + ".pipe")
     both_forms(cases, base + ".pipe", base, world, partition=header_partition(base + ".pipe"))
     # The hand-edited design.
     design = os.path.join(DATA, "designs", DESIGNS[world])
