@@ -25,6 +25,8 @@ import subprocess
 import sys
 import time
 
+import pp_harness  # beside this file
+
 HANG_CSV = (
     "0F0,0F1,0RECV_B0,0B0,0SEND_F0,0SEND_F1,0RECV_B1,0B1\n"
     "1RECV_F0,1F0,1B0,1SEND_B0,1RECV_F1,1F1,1B1,1SEND_B1\n"
@@ -53,12 +55,7 @@ def parent(out_dir, timeout_s):
         while any(p.poll() is None for p in procs) and time.monotonic() < deadline:
             time.sleep(0.05)
     finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-        for log in logs:
-            log.close()
+        pp_harness.stop_processes(procs, logs)
     ok = all(p.returncode == 0 for p in procs)
     if not ok:
         for rank in range(WORLD):

@@ -111,12 +111,7 @@ def run_cases(world, cases, workdir, timeout_s=300, env=None):
                     tails.append(f"--- rank {r} ---\n" + f.read()[-4000:])
             raise RuntimeError(f"{world} ranks: {which}\n" + "\n".join(tails))
     finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-        for log in logs:
-            log.close()
+        stop_processes(procs, logs)
     results = {}
     for out in outs:
         with open(out) as f:
@@ -125,6 +120,16 @@ def run_cases(world, cases, workdir, timeout_s=300, env=None):
     for rs in results.values():
         rs.sort(key=lambda r: r["rank"])
     return results
+
+
+def stop_processes(procs, logs):
+    """Kills those of `procs` (started here) still running, waits for them and closes `logs`."""
+    for p in procs:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    for log in logs:
+        log.close()
 
 
 def summary(rank_results):
