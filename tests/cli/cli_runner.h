@@ -15,6 +15,20 @@
 
 namespace ps::test {
 
+// Built under AddressSanitizer (make asan-test): processes start several times slower and
+// reserve terabytes of address space for shadow memory.
+#if defined(__SANITIZE_ADDRESS__)
+inline constexpr bool kSanitized = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+inline constexpr bool kSanitized = true;
+#else
+inline constexpr bool kSanitized = false;
+#endif
+#else
+inline constexpr bool kSanitized = false;
+#endif
+
 // CI=true (.ci/run exports it): everything the tests need is installed there, so a test that
 // would skip for something missing must fail instead (a skip would pass without testing).
 inline bool inCi() {

@@ -27,17 +27,7 @@ class HostileCli : public ::testing::Test {
 
 // The sanitizer build (make asan-test) reserves terabytes of address space for its shadow
 // memory, so the limit only applies to a plain build.
-#if defined(__SANITIZE_ADDRESS__)
-constexpr const char* kMemoryLimit = "";
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-constexpr const char* kMemoryLimit = "";
-#else
-constexpr const char* kMemoryLimit = "ulimit -v 2097152; ";
-#endif
-#else
-constexpr const char* kMemoryLimit = "ulimit -v 2097152; ";
-#endif
+constexpr const char* kMemoryLimit = kSanitized ? "" : "ulimit -v 2097152; ";
 
 inline const char* kHostilePlan = "devices 2\nstages 2\nmicrobatches 1\ndevice 0: F0 B0\ndevice 1: F0 B0\n";
 

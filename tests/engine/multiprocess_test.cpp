@@ -35,17 +35,7 @@ const char* kModel = "--model gpt:layers=2,hidden=16,heads=2,seq=4,vocab=16 --th
 // ranks, each loading libtorch), one fails, the others are ended. Under the sanitizers (make
 // asan-test) each start takes several times longer, and a loaded 2-core machine has measured 16 s
 // for the lost-transfer run there; the bound stays far below the time a missed failure would take.
-#if defined(__SANITIZE_ADDRESS__)
-constexpr double kFailedRunBoundSeconds = 60.0;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-constexpr double kFailedRunBoundSeconds = 60.0;
-#else
-constexpr double kFailedRunBoundSeconds = 20.0;
-#endif
-#else
-constexpr double kFailedRunBoundSeconds = 20.0;
-#endif
+constexpr double kFailedRunBoundSeconds = ps::test::kSanitized ? 60.0 : 20.0;
 
 }  // namespace
 

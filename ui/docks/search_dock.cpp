@@ -29,7 +29,6 @@
 
 #include "document/schedule_document.h"
 #include "pipestudio/core/analysis/simulator.h"
-#include "pipestudio/core/io/input_limits.h"
 #include "pipestudio/core/planning/generators.h"
 #include "pipestudio/core/planning/partition_search.h"
 
@@ -419,7 +418,7 @@ void SearchDock::useDocumentProfile() {
 }
 
 bool SearchDock::setProfileFile(const QString& path) {
-  auto read = readUserFile(QFile::encodeName(path).toStdString(), path.toStdString());
+  auto read = readTextFile(path);
   if (!read) {
     showError(tr("Cannot read %1: %2").arg(path, QString::fromStdString(read.error().message)));
     return false;

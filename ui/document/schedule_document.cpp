@@ -66,15 +66,9 @@ QString resourcesDir() {
   return QDir::cleanPath(QCoreApplication::applicationDirPath() + QStringLiteral("/" PIPESTUDIO_DATA_RELDIR));
 }
 
-namespace {
-
-// Through core's reader: a directory, a device or a file past the input limit is refused with the
-// reason (docs/limits.md) before a byte is read, as the command line refuses it.
-Result<std::string> readText(const QString& path) {
+Result<std::string> readTextFile(const QString& path) {
   return readUserFile(QFile::encodeName(path).toStdString(), path.toStdString());
 }
-
-}  // namespace
 
 bool isPipeProgram(const QString& text) {
   for (const QString& line : text.split(QLatin1Char('\n'))) {
@@ -85,7 +79,7 @@ bool isPipeProgram(const QString& text) {
 }
 
 Result<LoadedFile> readScheduleFile(const QString& path) {
-  auto text = readText(path);
+  auto text = readTextFile(path);
   PS_TRY(text);
   LoadedFile out;
   out.text = QString::fromStdString(*text);
@@ -105,7 +99,7 @@ Result<LoadedFile> readScheduleFile(const QString& path) {
     for (const QString& c : candidates) {
       if (!QFileInfo(c).isFile()) continue;
       found = true;
-      auto json = readText(c);
+      auto json = readTextFile(c);
       if (!json) {
         out.notes.push_back(json.error());
         break;

@@ -57,6 +57,10 @@ struct LoadedFile {
   ps::core::Diagnostics notes;  // e.g. a named profile that could not be read
   QString text;                 // the file as read (a .pipe program is kept as written)
 };
+// A file the user names, read whole through core's reader: a folder, a device or a file past the
+// input limit (PIPESTUDIO_MAX_INPUT_BYTES, docs/limits.md) is refused with the reason before a byte
+// is read, as the command line refuses it.
+ps::core::Result<std::string> readTextFile(const QString& path);
 // Whether .pipe text uses the programmable form (loops, templates, `device *` blocks: they
 // have braces, which the explicit form never has), comments aside.
 bool isPipeProgram(const QString& text);

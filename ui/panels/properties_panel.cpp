@@ -17,7 +17,6 @@
 
 #include "document/schedule_document.h"
 #include "panels/units_text.h"
-#include "pipestudio/core/io/input_limits.h"
 
 namespace ps::ui {
 
@@ -256,7 +255,7 @@ void PropertiesPanel::profileChosen(int index) {
     doc_->setProfile(defaultCostProfile(doc_->schedule()), tr("Use the default profile"));
     return;
   }
-  auto text = readUserFile(QFile::encodeName(path).toStdString(), path.toStdString());
+  auto text = readTextFile(path);
   if (!text) {
     setToolTip(QString::fromStdString(formatDiagnostics(text.errors())));
     refresh();

@@ -25,9 +25,11 @@ std::string quoted(const FlightRecorderEntry& e) {
 
 // The plan's point-to-point ops across ranks as each rank issues them (comm_semantics.h: one entry
 // per op, unbatched), and per kind and peer.
+using OpKindAndPeer = std::pair<bool, int>;  // (send?, peer rank)
 struct RankStream {
-  std::vector<int> ops;                                     // op ids in issue order
-  std::map<std::pair<bool, int>, std::vector<int>> byKind;  // (send?, peer rank) -> op ids
+  std::vector<int> ops;                              // op ids in issue order
+  std::vector<OpKindAndPeer> kinds;                  // of each of `ops`
+  std::map<OpKindAndPeer, std::vector<int>> byKind;  // op ids of each kind and peer
 };
 
 // One op a rank issued: consecutive entries of one batch, kind and peer (a stage's several
@@ -142,10 +144,12 @@ Result<FlightRecorderReading> readHangFromFlightRecorder(const Schedule& plan,
            k < comm.entryOpBegin[static_cast<size_t>(e) + 1]; ++k) {
         const int id = comm.entryOps[static_cast<size_t>(k)];
         const Op& op = g.op(id);
-        const bool send = op.kind == OpKind::SendF || op.kind == OpKind::SendB;
-        const int peer = plan.pipeline.deviceOf(pointToPointPeerStage(g.routes(), op));
-        streams[static_cast<size_t>(d)].ops.push_back(id);
-        streams[static_cast<size_t>(d)].byKind[{send, peer}].push_back(id);
+        const OpKindAndPeer kind{op.kind == OpKind::SendF || op.kind == OpKind::SendB,
+                                 plan.pipeline.deviceOf(pointToPointPeerStage(g.routes(), op))};
+        RankStream& stream = streams[static_cast<size_t>(d)];
+        stream.ops.push_back(id);
+        stream.kinds.push_back(kind);
+        stream.byKind[kind].push_back(id);
       }
 
   FlightRecorderReading out;
@@ -199,7 +203,7 @@ Result<FlightRecorderReading> readHangFromFlightRecorder(const Schedule& plan,
     const RankStream& stream = streams[static_cast<size_t>(self)];
     // Older entries overwritten: the ring buffer no longer holds the run's first op.
     const bool overwritten = firstRecord > 0 && firstRecord != std::numeric_limits<std::int64_t>::max();
-    std::map<std::pair<bool, int>, size_t> seen;
+    std::map<OpKindAndPeer, size_t> seen;
     const std::vector<Issued> issued = issuedOps(p2p, batches);
     int lastDone = -1;
     for (const Issued& i : issued) {
@@ -225,8 +229,7 @@ Result<FlightRecorderReading> readHangFromFlightRecorder(const Schedule& plan,
         id = stream.ops[pos % stream.ops.size()];
         iteration = pos / stream.ops.size();
         const Op& op = g.op(id);
-        const bool send = op.kind == OpKind::SendF || op.kind == OpKind::SendB;
-        if (send != i.send || plan.pipeline.deviceOf(pointToPointPeerStage(g.routes(), op)) != i.peer)
+        if (stream.kinds[pos % stream.ops.size()] != OpKindAndPeer{i.send, i.peer})
           return frError(
               "flight-recorder.mismatch",
               dump.source + ": the ring buffer kept entries from record_id " + std::to_string(firstRecord) +

@@ -45,6 +45,13 @@ size_t tooDeep(std::string_view text) {
   return std::string_view::npos;
 }
 
+// Where the digits a file name ends in begin (its size when it ends in none).
+size_t rankDigits(std::string_view name) {
+  size_t begin = name.size();
+  while (begin > 0 && std::isdigit(static_cast<unsigned char>(name[begin - 1]))) --begin;
+  return begin;
+}
+
 Diagnostic dumpError(const std::string& source, const std::string& what) {
   return makeError("flight-recorder.invalid", source + ": " + what);
 }
@@ -238,10 +245,8 @@ Result<FlightRecorderDump> readFlightRecorderDump(std::string_view bytes, const 
 }
 
 std::optional<int> flightRecorderRankOf(std::string_view fileName) {
-  size_t end = fileName.size();
-  size_t begin = end;
-  while (begin > 0 && std::isdigit(static_cast<unsigned char>(fileName[begin - 1]))) --begin;
-  if (begin == end || end - begin > 7) return std::nullopt;
+  const size_t begin = rankDigits(fileName);
+  if (begin == fileName.size() || fileName.size() - begin > 7) return std::nullopt;
   return std::stoi(std::string(fileName.substr(begin)));
 }
 
@@ -263,9 +268,7 @@ Result<std::vector<FlightRecorderDump>> readFlightRecorderDumps(const std::vecto
       if (!it->is_regular_file(fe)) continue;
       const std::string name = it->path().filename().string();
       if (!flightRecorderRankOf(name)) continue;
-      size_t digits = name.size();
-      while (digits > 0 && std::isdigit(static_cast<unsigned char>(name[digits - 1]))) --digits;
-      byPrefix[name.substr(0, digits)].push_back(it->path().string());
+      byPrefix[name.substr(0, rankDigits(name))].push_back(it->path().string());
     }
     if (ec) errors.push_back(makeError("io.read", p + ": " + ec.message()));
     if (!prefix.empty()) {
