@@ -103,8 +103,9 @@ std::atomic<bool> g_cancel{false};
 pid_t g_launcherPid = 0;
 std::atomic<bool> g_launcherLost{false};
 void onSignal(int) {
-  g_cancel = true;
+  // The launcher's loss is known before the cancel it causes: the run reads them in that order.
   if (g_launcherPid > 0 && getppid() != g_launcherPid) g_launcherLost = true;
+  g_cancel = true;
 }
 
 int usage(const std::string& message) {

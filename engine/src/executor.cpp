@@ -1362,7 +1362,9 @@ void Run::gatherRemote(RunReport& r) {
       return named.count(q) > 0 || waitedOn.count(rankOf(q)) > 0;
     });
     if (onlySuspects && waited >= std::chrono::milliseconds(1000)) break;
-    if (orphaned) break;
+    // The launcher may be found gone while this rank waits (its lifeline ends after the
+    // cancel): its ranks report to nobody then, so none is waited for.
+    if (orphaned || (opt_.orphaned && opt_.orphaned->load())) break;
     const bool onlyLost =
         std::all_of(missing.begin(), missing.end(), [&](int q) { return named.count(q) > 0; });
     if (missing.empty() || waited >= wait || (onlyLost && waited >= std::chrono::milliseconds(500)) ||
