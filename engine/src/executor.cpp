@@ -147,13 +147,7 @@ core::Status checkRunnable(const core::Schedule& s) {
     return errs;
   }
   const auto& p = s.pipeline;
-  // Running copies of a block as one set of parameters (summing their gradients across ranks)
-  // is not built yet: refuse rather than train the copies apart.
-  if (p.routed() || !p.stageBlock.empty())
-    return core::makeError(
-        "engine.routes",
-        "the engine cannot run a schedule with route groups or block copies yet (DualPipe's "
-        "two directions): simulate it, or run DualPipe-V, which has one copy of each stage");
+  const core::StageRoutes routes(p);
   if (static_cast<int>(s.devices.size()) != p.devices || static_cast<int>(p.stageToDevice.size()) != p.stages)
     return core::makeError("engine.schedule", "schedule has " + std::to_string(s.devices.size()) +
                                                   " device lists for " + std::to_string(p.devices) +
@@ -187,6 +181,7 @@ core::Status checkRunnable(const core::Schedule& s) {
   }
   for (int st = 0; st < p.stages; ++st)
     for (int m = 0; m < p.microbatches; ++m) {
+      if (!routes.runs(st, m)) continue;  // not on the micro-batch's route
       auto has = [&](OpKind k) { return seen.count({static_cast<int>(k), st, m}) > 0; };
       std::string at = "micro-batch " + std::to_string(m) + " of stage " + std::to_string(st);
       if (!has(OpKind::F)) return core::makeError("engine.schedule", at + " has no F");
@@ -227,6 +222,10 @@ class Run {
   at::Tensor inputGradientsKeepingGraph(Stash& st, const at::Tensor& grad, bool needInput);
   void weightGradientsByGraph(int device, const Op& op);
   void deliver(int device, const Op& op, const MessageKey& key, int dstStage, const at::Tensor& t);
+  // Copies of one block (DualPipe's two directions) train as one set of parameters: each
+  // device's stages with copies elsewhere exchange their gradients with them and all hold the
+  // sum (before the optimizer step, or at the end of the iteration without one).
+  void sumCopyGradients(int device);
   void fail(ErrorInfo e);
   void emit(const std::string& line);  // one run-event line (core::run_event writes them)
   // The run-event protocol's "op" event for a measured op of `iteration`.
@@ -238,6 +237,41 @@ class Run {
   static thread_local double tlOpStart;
   static thread_local double tlOpEnd;
   int rankOf(int device) const { return remote_ ? device : 0; }
+  // Stages, blocks and copies: stage s runs the layers of its model block, in the copy of the
+  // model that stage holds (the first stage of a block: model_; a later one: copies_).
+  int layerBegin(int s) const { return firstLayer_[static_cast<size_t>(sched_.pipeline.blockOf(s))]; }
+  int layerEnd(int s) const { return firstLayer_[static_cast<size_t>(sched_.pipeline.blockOf(s)) + 1]; }
+  Model& modelOf(int s) const {
+    const int c = copyIndex_[static_cast<size_t>(s)];
+    return c == 0 ? *model_ : *copies_[static_cast<size_t>(c - 1)];
+  }
+  // A stage's gradients for the gradient check: a later copy's parameters named after the
+  // first's with " (copy on stage S)" appended (referenceName() takes it off again).
+  std::vector<detail::NamedParam> checkedGradients(int s) const {
+    auto out = modelOf(s).gradients(layerBegin(s), layerEnd(s));
+    if (copyIndex_[static_cast<size_t>(s)] > 0)
+      for (auto& p : out) p.name += copySuffix(s);
+    return out;
+  }
+  static std::string copySuffix(int s) { return " (copy on stage " + std::to_string(s) + ")"; }
+  std::string referenceName(const std::string& name) const {
+    const auto at = name.rfind(" (copy on stage ");
+    return at == std::string::npos ? name : name.substr(0, at);
+  }
+  std::vector<detail::Layer*> stageLayers(int s) const {
+    std::vector<detail::Layer*> out;
+    for (int l = layerBegin(s); l < layerEnd(s); ++l)
+      out.push_back(modelOf(s).layers[static_cast<size_t>(l)].get());
+    return out;
+  }
+  // The micro-batch's previous and next stage on its route (-1 at its ends).
+  int prevStage(int s, int m) const { return routes_.prev(s, m); }
+  int nextStage(int s, int m) const { return routes_.next(s, m); }
+  int routeStart(int m) const {
+    for (int s = 0; s < S_; ++s)
+      if (routes_.runs(s, m) && routes_.prev(s, m) < 0) return s;
+    return -1;
+  }
   // GPU runs: the device's CudaDevice (streams, events), null on CPU.
   detail::CudaDevice* gpu(int device) const {
     return cuda_ ? gpus_[static_cast<size_t>(device)].get() : nullptr;
@@ -279,7 +313,12 @@ class Run {
   RunOptions opt_;
   std::unique_ptr<Model> model_;
   std::vector<int> partition_;
-  std::vector<int> firstLayer_;  // per stage, plus the end
+  std::vector<int> firstLayer_;  // per block, plus the end
+  core::StageRoutes routes_;
+  std::vector<int> copyIndex_;                  // per stage: which copy of its block it runs
+  std::vector<int> lossStages_;                 // the stages that end a route (compute a loss)
+  std::vector<std::vector<int>> blockStages_;   // per block: its stages, in order
+  std::vector<std::unique_ptr<Model>> copies_;  // the second, third... copy of the model
   std::set<std::pair<int, int>> recompute_;
   int M_ = 1, S_ = 1, D_ = 1;
   int rank_ = 0;
@@ -309,7 +348,7 @@ class Run {
   std::optional<OpKind> stepKind_;
   std::vector<std::unique_ptr<detail::StageOptimizer>> optimizers_;
   std::vector<std::int64_t> stateBytes_;
-  std::vector<std::vector<detail::NamedParam>> firstGradients_;
+  std::vector<std::vector<detail::NamedParam>> firstGradients_;  // named as checkedGradients names
   std::vector<at::Tensor> initialParams_;
 
   std::mutex rngMu_;  // stochastic forwards: the global generators' seed and its draws
@@ -378,7 +417,8 @@ core::Status Run::setup() {
   const core::CostProfile costs = model_->weightGradByGraph
                                       ? detail::torchScriptCostProfile(*model_, opt_.microbatchSize)
                                       : modelCostProfile(opt_.model, opt_.microbatchSize);
-  auto part = core::partitionLayers(costs, S_, !opt_.partition.empty() ? opt_.partition : sched_.partition);
+  auto part =
+      core::partitionLayers(costs, p.blocks(), !opt_.partition.empty() ? opt_.partition : sched_.partition);
   if (!part) {
     core::Diagnostics ds = part.errors();
     for (auto& d : ds) d.code = "engine.partition";
@@ -387,6 +427,30 @@ core::Status Run::setup() {
   partition_ = *part;
   firstLayer_.assign(1, 0);
   for (int n : partition_) firstLayer_.push_back(firstLayer_.back() + n);
+  routes_ = core::StageRoutes(p);
+  blockStages_.assign(static_cast<size_t>(p.blocks()), {});
+  copyIndex_.assign(static_cast<size_t>(S_), 0);
+  for (int st = 0; st < S_; ++st) {
+    auto& stages = blockStages_[static_cast<size_t>(p.blockOf(st))];
+    copyIndex_[static_cast<size_t>(st)] = static_cast<int>(stages.size());
+    stages.push_back(st);
+  }
+  for (int st = 0; st < S_; ++st)
+    for (int m = 0; m < M_; ++m)
+      if (routes_.runs(st, m) && routes_.next(st, m) < 0) {
+        lossStages_.push_back(st);
+        break;
+      }
+  try {
+    // Every copy starts as the first does: the same seed, the same file.
+    for (const auto& stages : blockStages_)
+      while (copies_.size() + 1 < stages.size())
+        copies_.push_back(Model::build(opt_.model, opt_.seed, opt_.microbatchSize, M_, opt_.inputsPath,
+                                       !opt_.optimizer.empty()));
+  } catch (const std::exception& e) {
+    return core::makeError("engine.model",
+                           std::string("cannot build a copy of the model: ") + detail::errorText(e));
+  }
   for (const auto& dev : sched_.devices)
     for (const auto& st : dev)
       for (const Op* op : {&st.first, st.second ? &*st.second : nullptr})
@@ -402,14 +466,21 @@ core::Status Run::setup() {
 #ifdef PIPESTUDIO_HAVE_CUDA
     if (cuda_) {
       // One NCCL link per direction between ranks whose stages are neighbours.
+      // Neighbours on a route, and the devices holding copies of one block.
       std::vector<std::pair<int, int>> pairs;
-      for (int st = 1; st < S_; ++st) {
-        const int a = p.deviceOf(st - 1), b = p.deviceOf(st);
-        if (a != b) {
-          pairs.emplace_back(a, b);
-          pairs.emplace_back(b, a);
-        }
-      }
+      auto link = [&](int a, int b) {
+        if (a == b) return;
+        pairs.emplace_back(a, b);
+        pairs.emplace_back(b, a);
+      };
+      for (int st = 0; st < S_; ++st)
+        for (int m = 0; m < M_; ++m)
+          if (const int nx = routes_.next(st, m); nx >= 0) link(p.deviceOf(st), p.deviceOf(nx));
+      for (const auto& stages : blockStages_)
+        for (size_t i = 0; i < stages.size(); ++i)
+          for (size_t j = i + 1; j < stages.size(); ++j) link(p.deviceOf(stages[i]), p.deviceOf(stages[j]));
+      std::sort(pairs.begin(), pairs.end());
+      pairs.erase(std::unique(pairs.begin(), pairs.end()), pairs.end());
       const int local = opt_.distributed.rank % std::max(1, opt_.distributed.localWorldSize);
       auto conn = detail::connectNccl(opt_.distributed, opt_.timeoutSeconds,
                                       local % std::max(1, detail::cudaDeviceCount()), pairs);
@@ -590,6 +661,7 @@ core::Status Run::setupCuda() {
     for (int d = 0; d < D_; ++d)
       if (local(d)) gpus_[static_cast<size_t>(d)] = detail::makeCudaDevice(gpuIndex);
     model_->to(at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(gpuIndex)));
+    for (auto& c : copies_) c->to(at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(gpuIndex)));
   } catch (const std::exception& e) {
     return core::makeError("engine.cuda", "GPU " + std::to_string(gpuIndex) + ": " + detail::errorText(e));
   }
@@ -655,9 +727,9 @@ at::Tensor Run::receive(int device, const Op& op, const MessageKey& key, int src
     waitEnd.arrived = true;
     return env->tensor;
   }
-  // Activation for stage s: the output of stage s-1's last layer; gradient for stage s: of
-  // stage s's own output.
-  const int boundaryLayer = firstLayer_[static_cast<size_t>(key.kind == 0 ? key.stage : key.stage + 1)] - 1;
+  // Activation for stage s: the output of the previous block's last layer; gradient for stage
+  // s: of stage s's own output.
+  const int boundaryLayer = (key.kind == 0 ? layerBegin(key.stage) : layerEnd(key.stage)) - 1;
   std::optional<at::Tensor> t;
   try {
     t = remote_->recv(key, rankOf(srcDevice), model_->boundaryShape(opt_.microbatchSize, boundaryLayer),
@@ -701,6 +773,9 @@ void Run::deliver(int device, const Op& op, const MessageKey& key, int dstStage,
 void Run::forward(int device, const Op& op, bool recompute) {
   auto& stashes = stashes_[static_cast<size_t>(device)];
   const int s = op.stage, m = op.microbatch;
+  // The route's first stage reads the micro-batch, its last computes the loss.
+  const int prev = prevStage(s, m), next = nextStage(s, m);
+  const bool first = prev < 0, last = next < 0;
   Stash* st = nullptr;
   at::Tensor x;
   if (recompute) {
@@ -715,7 +790,7 @@ void Run::forward(int device, const Op& op, bool recompute) {
     st->slots.clear();
     st->layerOutputs.clear();
   } else {
-    x = s == 0 ? model_->microInput(m) : receive(device, op, MessageKey{0, s, m}, s - 1);
+    x = first ? model_->microInput(m) : receive(device, op, MessageKey{0, s, m}, prev);
     st = &stashes[{s, m}];
     *st = Stash{};
     st->inputSlot = std::make_shared<detail::Slot>();
@@ -736,27 +811,27 @@ void Run::forward(int device, const Op& op, bool recompute) {
     }
     c10::AutoGradMode mode(keepGraph);
     out = in;
-    for (int l = firstLayer_[static_cast<size_t>(s)]; l < firstLayer_[static_cast<size_t>(s) + 1]; ++l) {
-      out = model_->layers[static_cast<size_t>(l)]->forward(out, ctx);
+    for (int l = layerBegin(s); l < layerEnd(s); ++l) {
+      out = modelOf(s).layers[static_cast<size_t>(l)]->forward(out, ctx);
       if (keepGraph && model_->weightGradByGraph) st->layerOutputs.emplace_back(l, out);
     }
-    if (s == S_ - 1) out = model_->loss(out, model_->microTarget(m), 1.0 / M_);
+    if (last) out = model_->loss(out, model_->microTarget(m), 1.0 / M_);
   }
   if (opt_.fault.active() && opt_.fault.kind == "nan" && opt_.fault.op == opName(op))
     out = out + std::numeric_limits<double>::quiet_NaN();
   if (!at::isfinite(out).all().item<bool>())
-    throw OpFailure("engine.nan", s == S_ - 1 ? "the loss is not finite (NaN or Inf)"
-                                              : "the output activation has NaN or Inf values");
+    throw OpFailure("engine.nan", last ? "the loss is not finite (NaN or Inf)"
+                                       : "the output activation has NaN or Inf values");
   st->input = keepGraph ? in : at::Tensor();
   st->output = out;
   st->hasGraph = keepGraph;
-  if (s == S_ - 1) {
+  if (last) {
     if (!recompute) {
       std::lock_guard lock(lossMu_);
       losses_.back() += out.item<double>();
     }
   } else if (!recompute) {
-    deliver(device, op, MessageKey{0, s + 1, m}, s + 1, out.detach());
+    deliver(device, op, MessageKey{0, next, m}, next, out.detach());
   }
 }
 
@@ -770,31 +845,32 @@ void Run::backward(int device, const Op& op, bool inputsOnly) {
                         "@s" + std::to_string(s) +
                         (recompute_.count({s, m}) ? " ran without one and R has not run)" : " has not run)"));
   Stash& st = it->second;
+  const int prev = prevStage(s, m), next = nextStage(s, m);
   at::Tensor grad;
-  if (s < S_ - 1) grad = receive(device, op, MessageKey{1, s, m}, s + 1);
+  if (next >= 0) grad = receive(device, op, MessageKey{1, s, m}, next);
   if (st.inputGradDone)
     throw OpFailure("engine.order", std::string(inputsOnly ? "I" : "B") + " ran twice for this micro-batch");
   at::Tensor dx;
   const bool byGraph = inputsOnly && model_->weightGradByGraph;
   if (byGraph) {
-    dx = inputGradientsKeepingGraph(st, grad, s > 0);
+    dx = inputGradientsKeepingGraph(st, grad, prev >= 0);
   } else {
-    for (int l = firstLayer_[static_cast<size_t>(s)]; l < firstLayer_[static_cast<size_t>(s) + 1]; ++l)
-      for (auto* lin : model_->layers[static_cast<size_t>(l)]->linears) lin->deferWeightGrad = inputsOnly;
+    for (auto* layer : stageLayers(s))
+      for (auto* lin : layer->linears) lin->deferWeightGrad = inputsOnly;
     if (grad.defined())
       torch::autograd::backward({st.output}, {grad});
     else
       torch::autograd::backward({st.output});
-    if (s > 0) dx = st.input.grad();
+    if (prev >= 0) dx = st.input.grad();
   }
-  if (s > 0) {
+  if (prev >= 0) {
     if (opt_.fault.active() && opt_.fault.kind == "nan" && opt_.fault.op == opName(op))
       dx = dx + std::numeric_limits<double>::quiet_NaN();
     if (opt_.fault.active() && opt_.fault.kind == "grad" && opt_.fault.op == opName(op))
       dx = dx * (1.0 + 1e-4);
     if (!at::isfinite(dx).all().item<bool>())
       throw OpFailure("engine.nan", "the input gradient has NaN or Inf values");
-    deliver(device, op, MessageKey{1, s - 1, m}, s - 1, dx);
+    deliver(device, op, MessageKey{1, prev, m}, prev, dx);
   }
   if (byGraph) {
     st.inputGradDone = true;  // W needs the graph and the layer-output gradients
@@ -851,7 +927,7 @@ void Run::weightGradientsByGraph(int device, const Op& op) {
   Stash& st = it->second;
   for (size_t i = 0; i < st.layerOutputs.size(); ++i) {
     const at::Tensor& dy = st.layerOutputGrads[i];
-    const auto& layer = model_->layers[static_cast<size_t>(st.layerOutputs[i].first)];
+    const auto& layer = modelOf(op.stage).layers[static_cast<size_t>(st.layerOutputs[i].first)];
     std::vector<at::Tensor> leaves;
     for (const auto& p : layer->params)
       if (p.value.requires_grad()) leaves.push_back(p.value);
@@ -877,8 +953,8 @@ void Run::sampleMemory(int device, double t) {
   } else {
     for (const auto& [key, st] : stashes_[static_cast<size_t>(device)]) bytes += st.deviceBytes();
     for (int s : sched_.pipeline.stagesOn(device))
-      for (int l = firstLayer_[static_cast<size_t>(s)]; l < firstLayer_[static_cast<size_t>(s) + 1]; ++l)
-        for (auto* lin : model_->layers[static_cast<size_t>(l)]->linears) bytes += lin->pendingBytes();
+      for (auto* layer : stageLayers(s))
+        for (auto* lin : layer->linears) bytes += lin->pendingBytes();
     // Optimizer state is the device's from the first step on (the GPU's allocator sees it).
     bytes += stateBytes_[static_cast<size_t>(device)];
   }
@@ -916,9 +992,8 @@ void Run::execOp(int device, int step, const Op& op) {
         break;
       }
       bool any = false, hasLinear = false;
-      for (int l = firstLayer_[static_cast<size_t>(op.stage)];
-           l < firstLayer_[static_cast<size_t>(op.stage) + 1]; ++l)
-        for (auto* lin : model_->layers[static_cast<size_t>(l)]->linears) {
+      for (auto* layer : stageLayers(op.stage))
+        for (auto* lin : layer->linears) {
           hasLinear = true;
           any = lin->weightGrad(op.microbatch) || any;
         }
@@ -954,24 +1029,88 @@ void Run::execOp(int device, int step, const Op& op) {
   }
 }
 
+void Run::sumCopyGradients(int device) {
+  const auto& p = sched_.pipeline;
+  const auto timeout = std::chrono::milliseconds(static_cast<long>(opt_.timeoutSeconds * 1000));
+  constexpr int kCopyGradient = 2;  // MessageKey kind: {2, receiving stage, sending stage}
+  // Every stage of the device sends before any waits: two devices each holding a copy of the
+  // other's block would otherwise wait for each other.
+  std::map<int, at::Tensor> owns;
+  for (int s : p.stagesOn(device)) {
+    const auto& copies = blockStages_[static_cast<size_t>(p.blockOf(s))];
+    if (copies.size() < 2) continue;
+    const at::Tensor own = modelOf(s).flatGradients(layerBegin(s), layerEnd(s)).contiguous();
+    owns[s] = own;
+    std::shared_ptr<void> ready;
+    if (auto* g = gpu(device)) ready = g->markReady();
+    for (int t : copies) {
+      if (t == s) continue;
+      const int dst = p.deviceOf(t);
+      if (local(dst)) {
+        mailbox_.put({kCopyGradient, t, s},
+                     Envelope{own.clone(), device, Op{OpKind::W, s, -1}, nowMs(), ready});
+      } else {
+        try {
+          remote_->send({kCopyGradient, t, s}, own, rankOf(dst));
+        } catch (const detail::PeerLost& e) {
+          throw OpFailure("engine.peer-lost", e.what(), -1, e.rank);
+        }
+      }
+    }
+  }
+  for (const auto& [s, own] : owns) {
+    const auto& copies = blockStages_[static_cast<size_t>(p.blockOf(s))];
+    // Summed in stage order on every copy, so that all of them hold the same bits.
+    at::Tensor sum = at::zeros_like(own);
+    for (int t : copies) {
+      if (t == s) {
+        sum.add_(own);
+        continue;
+      }
+      const int src = p.deviceOf(t);
+      const std::string what = "the gradients of block " + std::to_string(p.blockOf(s)) +
+                               " from its copy on stage " + std::to_string(t) + " (device " +
+                               std::to_string(src) + ")";
+      std::optional<at::Tensor> theirs;
+      if (local(src)) {
+        if (auto env = mailbox_.take({kCopyGradient, s, t}, Clock::now() + timeout, stop_, opt_.cancel)) {
+          if (auto* g = gpu(device)) g->waitReady(env->ready, env->tensor);
+          theirs = env->tensor;
+        }
+      } else {
+        try {
+          theirs = remote_->recv({kCopyGradient, s, t}, rankOf(src), {own.numel()}, own.options(), timeout,
+                                 stop_, opt_.cancel);
+        } catch (const detail::PeerLost& e) {
+          throw OpFailure("engine.peer-lost", std::string(e.what()) + " while this device waited for " + what,
+                          -1, e.rank);
+        }
+      }
+      if (!theirs)
+        throw OpFailure("engine.timeout",
+                        "timed out after " + formatSeconds(opt_.timeoutSeconds) + " waiting for " + what);
+      sum.add_(*theirs);
+    }
+    modelOf(s).setFlatGradients(layerBegin(s), layerEnd(s), sum);
+  }
+}
+
 std::vector<detail::Layer*> Run::layersOn(int device) const {
   std::vector<detail::Layer*> out;
   for (int s : sched_.pipeline.stagesOn(device))
-    for (int l = firstLayer_[static_cast<size_t>(s)]; l < firstLayer_[static_cast<size_t>(s) + 1]; ++l)
-      out.push_back(model_->layers[static_cast<size_t>(l)].get());
+    for (auto* layer : stageLayers(s)) out.push_back(layer);
   return out;
 }
 
 void Run::optimizerStep(int device) {
   auto& opt = optimizers_[static_cast<size_t>(device)];
   if (!opt) return;
+  sumCopyGradients(device);  // the copies of a block step with the same (summed) gradient
   if (opt_.checkGradients && iteration_ == 0) {
     // The check compares the first iteration's gradients, which the step is about to use.
     auto& keep = firstGradients_[static_cast<size_t>(device)];
     for (int s : sched_.pipeline.stagesOn(device))
-      for (auto& p :
-           model_->gradients(firstLayer_[static_cast<size_t>(s)], firstLayer_[static_cast<size_t>(s) + 1]))
-        keep.push_back({p.name, p.value.clone()});
+      for (auto& p : checkedGradients(s)) keep.push_back({p.name, p.value.clone()});
     tlOpStart = nowMs();  // the copy is not the step's time
   }
   at::NoGradGuard noGrad;
@@ -1042,6 +1181,16 @@ void Run::runIteration(int device, int iteration) {
       sampleMemory(device, end);
     }
   }
+  if (!stepKind_) {
+    // Without an optimizer step the copies of a block sum their gradients as the iteration ends.
+    try {
+      sumCopyGradients(device);
+    } catch (const OpFailure& e) {
+      fail({e.code, "device " + std::to_string(device) + " after its last step: " + e.what(), device, -1,
+            e.waitStart, e.lostRank});
+      throw Aborted{};
+    }
+  }
   {
     std::lock_guard lock(posMu_);
     positions_[static_cast<size_t>(device)].done = true;
@@ -1079,10 +1228,9 @@ void Run::worker(int device) {
         emit(core::run_event::progress({it, opt_.warmup + opt_.iterations, it < opt_.warmup}));
       }
       for (int s : sched_.pipeline.stagesOn(device))
-        for (int l = firstLayer_[static_cast<size_t>(s)]; l < firstLayer_[static_cast<size_t>(s) + 1]; ++l) {
-          for (auto* lin : model_->layers[static_cast<size_t>(l)]->linears) lin->zeroGrad();
-          for (auto& p : model_->layers[static_cast<size_t>(l)]->params)
-            p.value.mutable_grad() = at::Tensor();
+        for (auto* layer : stageLayers(s)) {
+          for (auto* lin : layer->linears) lin->zeroGrad();
+          for (auto& p : layer->params) p.value.mutable_grad() = at::Tensor();
         }
       {
         std::lock_guard lock(posMu_);
@@ -1139,11 +1287,6 @@ void Run::gradientCheck(RunReport& r) {
   // GPU f32 kernels sum in other orders than the CPU's (and than each other across batch
   // sizes): a looser bound there.
   g.tolerance = opt_.model.dtype == "f64" ? 1e-10 : (cuda_ ? 1e-4 : 1e-5);
-  // This process's stages (all of them with threads).
-  std::vector<std::pair<int, int>> ranges;
-  for (int s = 0; s < S_; ++s)
-    if (local(sched_.pipeline.deviceOf(s)))
-      ranges.push_back({firstLayer_[static_cast<size_t>(s)], firstLayer_[static_cast<size_t>(s) + 1]});
   std::vector<detail::NamedParam> piped;
   if (stepKind_) {
     // Optimizer runs: the first iteration's gradients, against the model as it was then.
@@ -1161,8 +1304,10 @@ void Run::gradientCheck(RunReport& r) {
       for (auto& p : l->params) p.value.detach().copy_(initialParams_[i++]);
     }
   } else {
-    for (auto [a, b] : ranges)
-      for (auto& p : model_->gradients(a, b)) piped.push_back({p.name, p.value.clone()});
+    // This process's stages (all of them with threads), every copy of a block.
+    for (int s = 0; s < S_; ++s)
+      if (local(sched_.pipeline.deviceOf(s)))
+        for (auto& p : checkedGradients(s)) piped.push_back({p.name, p.value.clone()});
   }
   model_->zeroGrad();
   for (auto& l : model_->layers)
@@ -1185,9 +1330,10 @@ void Run::gradientCheck(RunReport& r) {
     for (int m = 0; m < M_; ++m) {
       at::Tensor out = model_->microInput(m);
       if (out.is_floating_point()) out = out.detach().requires_grad_(true);
-      for (int s = 0; s < S_; ++s) {
+      // Along the micro-batch's route, each block in the first copy of the model.
+      for (int s = routeStart(m); s >= 0; s = nextStage(s, m)) {
         if (model_->stochastic) detail::seedGlobalGenerators(detail::forwardSeed(opt_.seed, checked, s, m));
-        for (int l = firstLayer_[static_cast<size_t>(s)]; l < firstLayer_[static_cast<size_t>(s) + 1]; ++l)
+        for (int l = layerBegin(s); l < layerEnd(s); ++l)
           out = model_->layers[static_cast<size_t>(l)]->forward(out, ctx);
       }
       at::Tensor part = model_->loss(out, model_->microTarget(m), 1.0 / M_);
@@ -1203,7 +1349,7 @@ void Run::gradientCheck(RunReport& r) {
   }
   g.passed = true;
   for (const auto& p : piped) {
-    const at::Tensor& rg = ref.at(p.name);
+    const at::Tensor& rg = ref.at(referenceName(p.name));
     const double diff = (p.value - rg).abs().max().item<double>();
     // Relative to the parameter's own gradient, but never to less than a thousandth of the
     // model's largest: a gradient that is zero in exact arithmetic (the bias of a layer before
@@ -1217,7 +1363,9 @@ void Run::gradientCheck(RunReport& r) {
     }
   }
   g.lossReference = loss.item<double>();
-  if (local(sched_.pipeline.deviceOf(S_ - 1))) {
+  // With several processes rank 0 sums the losses of every rank holding a route's end.
+  if (std::any_of(lossStages_.begin(), lossStages_.end(),
+                  [&](int s) { return local(sched_.pipeline.deviceOf(s)); })) {
     g.lossPipelined = losses_.empty() ? 0 : stepKind_ ? losses_.front() : losses_.back();
     g.lossRelativeError =
         std::abs(g.lossPipelined - g.lossReference) / std::max(std::abs(g.lossReference), 1e-30);
@@ -1262,14 +1410,8 @@ nlohmann::json reportToJson(const RunReport& r, const std::optional<ErrorInfo>& 
     for (const auto& s : r.timeline.memory[d]) mem.push_back({d, s.time, s.bytes});
   nlohmann::json params = nlohmann::json::array();
   for (const auto& p : r.gradients.parameters) params.push_back({p.name, p.relativeError});
-  nlohmann::json j{{"ops", ops},
-                   {"transfers", tr},
-                   {"memory", mem},
-                   {"losses", r.losses},
-                   {"params", params},
-                   {"iteration_ms", r.iterationMs},
-                   {"loss_pipelined", r.gradients.lossPipelined},
-                   {"loss_error", r.gradients.lossRelativeError}};
+  nlohmann::json j{{"ops", ops},         {"transfers", tr},  {"memory", mem},
+                   {"losses", r.losses}, {"params", params}, {"iteration_ms", r.iterationMs}};
   if (err)
     j["error"] = {{"code", err->code}, {"message", err->message},      {"device", err->device},
                   {"step", err->step}, {"wait_start", err->waitStart}, {"lost_rank", err->lostRank}};
@@ -1372,9 +1514,11 @@ void Run::gatherRemote(RunReport& r) {
       break;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  // The loss lives with the last stage: without its rank's report there is none to give.
-  const int lossRank = rankOf(sched_.pipeline.deviceOf(S_ - 1));
-  if (lossRank != 0 && missing.count(lossRank)) r.losses.clear();
+  // The loss lives with the routes' last stages: without one of their ranks' reports there is
+  // none to give.
+  for (int s : lossStages_)
+    if (const int lossRank = rankOf(sched_.pipeline.deviceOf(s)); lossRank != 0 && missing.count(lossRank))
+      r.losses.clear();
   for (int q : missing) {
     core::StuckDevice& silent = all[static_cast<size_t>(q)];
     silent.device = q;
@@ -1423,10 +1567,6 @@ void Run::gatherRemote(RunReport& r) {
           r.gradients.worstParameter = p[0].get<std::string>();
         }
       }
-      if (sched_.pipeline.deviceOf(S_ - 1) == q) {
-        r.gradients.lossPipelined = j["loss_pipelined"].get<double>();
-        r.gradients.lossRelativeError = j["loss_error"].get<double>();
-      }
     }
     if (j.contains("error"))
       errors.push_back({j["error"]["code"].get<std::string>(), j["error"]["message"].get<std::string>(),
@@ -1436,6 +1576,13 @@ void Run::gatherRemote(RunReport& r) {
   std::sort(r.timeline.ops.begin(), r.timeline.ops.end(), [](const auto& a, const auto& b) {
     return std::tie(a.device, a.start) < std::tie(b.device, b.start);
   });
+  if (r.gradients.ran && !r.losses.empty()) {
+    // Every rank's losses are summed above: the pipelined loss is the checked iteration's.
+    GradientCheck& g = r.gradients;
+    g.lossPipelined = stepKind_ ? r.losses.front() : r.losses.back();
+    g.lossRelativeError =
+        std::abs(g.lossPipelined - g.lossReference) / std::max(std::abs(g.lossReference), 1e-30);
+  }
   if (r.gradients.ran)
     r.gradients.passed = r.gradients.maxRelativeError <= r.gradients.tolerance &&
                          r.gradients.lossRelativeError <= r.gradients.tolerance;

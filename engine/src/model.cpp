@@ -5,6 +5,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <cmath>
+#include <stdexcept>
 
 #include "data_file.h"
 
@@ -330,6 +331,32 @@ std::vector<NamedParam> Model::gradients(int first, int last) const {
     }
   }
   return out;
+}
+
+at::Tensor Model::flatGradients(int first, int last) const {
+  std::vector<at::Tensor> parts;
+  for (const auto& p : gradients(first, last)) parts.push_back(p.value.reshape({-1}));
+  return parts.empty() ? at::zeros({0}, options) : at::cat(parts);
+}
+
+void Model::setFlatGradients(int first, int last, const at::Tensor& flat) {
+  int64_t offset = 0;
+  auto next = [&](const at::Tensor& like) {
+    at::Tensor part = flat.slice(0, offset, offset + like.numel()).view(like.sizes());
+    offset += like.numel();
+    return part;
+  };
+  for (int i = first; i < last; ++i) {
+    const auto& l = layers[static_cast<size_t>(i)];
+    for (auto* lin : l->linears) {
+      lin->gradWeight.copy_(next(lin->gradWeight));
+      lin->gradBias.copy_(next(lin->gradBias));
+    }
+    for (auto& p : l->params) p.value.mutable_grad() = next(p.value).clone();
+  }
+  if (offset != flat.numel())
+    throw std::runtime_error("gradient sizes differ between copies of a block: " + std::to_string(offset) +
+                             " values against " + std::to_string(flat.numel()));
 }
 
 void Model::zeroGrad() {

@@ -136,6 +136,10 @@ class Model {
 
   // Gradients (name, tensor) of the layers [first, last); undefined grads read as zeros.
   std::vector<NamedParam> gradients(int first, int last) const;
+  // The same gradients as one flat tensor, in gradients()' order, and back: each gradient of
+  // [first, last) set from its slice of `flat` (a block's copies sum theirs through these).
+  at::Tensor flatGradients(int first, int last) const;
+  void setFlatGradients(int first, int last, const at::Tensor& flat);
   void zeroGrad();
 };
 

@@ -31,21 +31,7 @@ void expectExact(const ps::core::Schedule& s, const RunOptions& o) {
 
 class EveryKind : public ::testing::TestWithParam<ScheduleKind> {};
 
-// The kinds the engine runs: all but those with route groups (DualPipe), which it refuses.
-std::vector<ScheduleKind> unroutedKinds() {
-  std::vector<ScheduleKind> out;
-  for (ScheduleKind k : ps::core::allScheduleKinds())
-    if (!generated(k).pipeline.routed()) out.push_back(k);
-  return out;
-}
-
 }  // namespace
-
-TEST(EngineRoutes, DualPipesRoutesAreRefusedWithTheReason) {
-  auto r = runSchedule(generated(ScheduleKind::DualPipe), tinyGpt());
-  ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.error().code, "engine.routes") << r.error().message;
-}
 
 TEST_P(EveryKind, GradientsEqualUnpipelined) {
   expectExact(generated(GetParam()), tinyGpt());
@@ -59,9 +45,10 @@ TEST_P(EveryKind, WithOffloadGradientsEqualUnpipelined) {
   expectExact(ps::test::withOffload(generated(GetParam())), tinyGpt());
 }
 
-INSTANTIATE_TEST_SUITE_P(Engine, EveryKind, ::testing::ValuesIn(unroutedKinds()), [](const auto& info) {
-  std::string n(ps::core::scheduleKindName(info.param));
-  for (auto& c : n)
-    if (c == '-') c = '_';
-  return n;
-});
+INSTANTIATE_TEST_SUITE_P(Engine, EveryKind, ::testing::ValuesIn(ps::core::allScheduleKinds()),
+                         [](const auto& info) {
+                           std::string n(ps::core::scheduleKindName(info.param));
+                           for (auto& c : n)
+                             if (c == '-') c = '_';
+                           return n;
+                         });
