@@ -1105,7 +1105,12 @@ std::vector<detail::Layer*> Run::layersOn(int device) const {
 void Run::optimizerStep(int device) {
   auto& opt = optimizers_[static_cast<size_t>(device)];
   if (!opt) return;
-  sumCopyGradients(device);  // the copies of a block step with the same (summed) gradient
+  if (!blockStages_.empty() && blockStages_.size() < static_cast<size_t>(S_)) {
+    // The copies of a block step with the same (summed) gradient. Waiting for the other
+    // copies' gradients is idle time, as a receive's wait is, not the step's.
+    sumCopyGradients(device);
+    tlOpStart = nowMs();
+  }
   if (opt_.checkGradients && iteration_ == 0) {
     // The check compares the first iteration's gradients, which the step is about to use.
     auto& keep = firstGradients_[static_cast<size_t>(device)];
