@@ -417,8 +417,8 @@ core::Status Run::setup() {
   const core::CostProfile costs = model_->weightGradByGraph
                                       ? detail::torchScriptCostProfile(*model_, opt_.microbatchSize)
                                       : modelCostProfile(opt_.model, opt_.microbatchSize);
-  auto part =
-      core::partitionLayers(costs, p.blocks(), !opt_.partition.empty() ? opt_.partition : sched_.partition);
+  auto part = core::partitionLayers(
+      costs, p.blocks(), !opt_.partition.empty() ? opt_.partition : sched_.partition, p.partitionUnit());
   if (!part) {
     core::Diagnostics ds = part.errors();
     for (auto& d : ds) d.code = "engine.partition";

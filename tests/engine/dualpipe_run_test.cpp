@@ -103,3 +103,26 @@ TEST(DualPipeRun, ProcessesWithoutAnOptimizerSumTheCopiesAsTheIterationEnds) {
   EXPECT_NE(r.out.find("gradient check: passed"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("32 parameters"), std::string::npos) << r.out;
 }
+
+TEST(DualPipeRun, APartitionIsPerModelBlockAndItsErrorsSaySo) {
+  // DualPipe on 4 devices has 8 stages but 4 blocks: a partition lists the blocks' layers.
+  const auto s = generated(ScheduleKind::DualPipe, 4, 8);
+  RunOptions o = quickRun("mlp:layers=8,hidden=8");
+  o.partition = {2, 2, 2};
+  auto r = runSchedule(s, o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("partition lists 3 model blocks but the schedule has 4"),
+            std::string::npos)
+      << r.error().message;
+  o.partition = {1, 3, 3, 1};
+  RunReport report;
+  ASSERT_NO_FATAL_FAILURE(runToTheEnd(s, o, report));
+  EXPECT_EQ(report.partition, (std::vector<int>{1, 3, 3, 1}));
+  expectGradientsPassed(s, report);
+  o.partition.clear();
+  o.model = parseModelSpec("mlp:layers=3,hidden=8").value();
+  r = runSchedule(s, o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("fewer than the schedule's 4 model blocks"), std::string::npos)
+      << r.error().message;
+}

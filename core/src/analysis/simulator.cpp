@@ -28,7 +28,7 @@ Result<SimulationModel> makeSimulationModel(const Schedule& s, const CostProfile
   if (auto problem = s.pipeline.routeProblem()) return makeError("simulate.routes", *problem);
   // Copies of one model block (DualPipe's two directions) cost the same: the profile's layers
   // are split over the blocks, and each stage takes its block's costs.
-  auto costs = stageCosts(p, s.pipeline.blocks(), part);
+  auto costs = stageCosts(p, s.pipeline.blocks(), part, s.pipeline.partitionUnit());
   PS_TRY(costs);
   SimulationModel m;
   m.profile = p;

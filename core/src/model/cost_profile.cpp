@@ -383,17 +383,19 @@ std::vector<int> balancedPartition(const std::vector<double>& costs, int parts) 
 }  // namespace
 
 Result<std::vector<int>> partitionLayers(const CostProfile& p, int stages,
-                                         const std::vector<int>& layersPerStage) {
+                                         const std::vector<int>& layersPerStage, std::string_view unit) {
   const int L = static_cast<int>(p.layers.size());
-  if (stages < 1) return makeError("profile.partition", "the schedule has no stages");
+  const std::string what(unit);
+  const std::string one = what == "stages" ? "stage" : "block";
+  if (stages < 1) return makeError("profile.partition", "the schedule has no " + what);
   if (!layersPerStage.empty()) {
     if (static_cast<int>(layersPerStage.size()) != stages)
-      return makeError("profile.partition", "partition lists " + std::to_string(layersPerStage.size()) +
-                                                " stages but the schedule has " + std::to_string(stages));
+      return makeError("profile.partition", "partition lists " + std::to_string(layersPerStage.size()) + " " +
+                                                what + " but the schedule has " + std::to_string(stages));
     long long sum = 0;
     for (size_t s = 0; s < layersPerStage.size(); ++s) {
       if (layersPerStage[s] < 1)
-        return makeError("profile.partition", "partition gives stage " + std::to_string(s) + " " +
+        return makeError("profile.partition", "partition gives " + one + " " + std::to_string(s) + " " +
                                                   std::to_string(layersPerStage[s]) +
                                                   " layers (need at least 1)");
       sum += layersPerStage[s];
@@ -407,7 +409,7 @@ Result<std::vector<int>> partitionLayers(const CostProfile& p, int stages,
   if (L < stages)
     return makeError("profile.partition", "profile '" + p.name + "' has " + std::to_string(L) +
                                               " layers, fewer than the schedule's " + std::to_string(stages) +
-                                              " stages");
+                                              " " + what);
   if (L == stages) return std::vector<int>(static_cast<size_t>(stages), 1);
   std::vector<double> costs;
   costs.reserve(p.layers.size());
@@ -416,8 +418,8 @@ Result<std::vector<int>> partitionLayers(const CostProfile& p, int stages,
 }
 
 Result<std::vector<StageCost>> stageCosts(const CostProfile& p, int stages,
-                                          const std::vector<int>& layersPerStage) {
-  auto part = partitionLayers(p, stages, layersPerStage);
+                                          const std::vector<int>& layersPerStage, std::string_view unit) {
+  auto part = partitionLayers(p, stages, layersPerStage, unit);
   PS_TRY(part);
   std::vector<StageCost> out(static_cast<size_t>(stages));
   const double staticFactor = 1.0 + p.gradientBytesPerWeightByte + p.optimizerBytesPerWeightByte;

@@ -70,10 +70,13 @@ Result<CostProfile> uniformCostProfile(std::string_view spec, int stages);
 
 // Layer -> stage mapping: explicit partition when given (layers per stage, must sum to the
 // layer count), else one layer per stage when layers == stages, else contiguous layers
-// balanced by F+I+W time.
+// balanced by F+I+W time. `unit` names what is partitioned in errors: "stages", or "model
+// blocks" for a pipeline whose stages run copies of blocks (Pipeline::partitionUnit).
 Result<std::vector<int>> partitionLayers(const CostProfile& p, int stages,
-                                         const std::vector<int>& layersPerStage = {});
+                                         const std::vector<int>& layersPerStage = {},
+                                         std::string_view unit = "stages");
 Result<std::vector<StageCost>> stageCosts(const CostProfile& p, int stages,
-                                          const std::vector<int>& layersPerStage = {});
+                                          const std::vector<int>& layersPerStage = {},
+                                          std::string_view unit = "stages");
 
 }  // namespace ps::core

@@ -103,6 +103,8 @@ struct Pipeline {
   bool routed() const { return !routes.empty(); }
   int blockOf(int stage) const { return stageBlock.empty() ? stage : stageBlock[static_cast<size_t>(stage)]; }
   int blocks() const;  // number of distinct model blocks (stages when stageBlock is empty)
+  // What a layer partition lists, for messages: "stages", or "model blocks" with copies.
+  const char* partitionUnit() const { return stageBlock.empty() ? "stages" : "model blocks"; }
   // Why routes/stageBlock do not fit this pipeline, or nothing: each route non-empty, its
   // stages in range and increasing; the groups cover micro-batches 0..M-1 in order without
   // overlap; stageBlock lists every stage, blocks numbered 0..blocks-1, and stages of one block
