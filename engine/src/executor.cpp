@@ -264,9 +264,6 @@ class Run {
       out.push_back(modelOf(s).layers[static_cast<size_t>(l)].get());
     return out;
   }
-  // The micro-batch's previous and next stage on its route (-1 at its ends).
-  int prevStage(int s, int m) const { return routes_.prev(s, m); }
-  int nextStage(int s, int m) const { return routes_.next(s, m); }
   int routeStart(int m) const {
     for (int s = 0; s < S_; ++s)
       if (routes_.runs(s, m) && routes_.prev(s, m) < 0) return s;
@@ -313,8 +310,8 @@ class Run {
   RunOptions opt_;
   std::unique_ptr<Model> model_;
   std::vector<int> partition_;
-  std::vector<int> firstLayer_;  // per block, plus the end
-  core::StageRoutes routes_;
+  std::vector<int> firstLayer_;                 // per block, plus the end
+  core::StageRoutes routes_;                    // a micro-batch's previous and next stage on its route
   std::vector<int> copyIndex_;                  // per stage: which copy of its block it runs
   std::vector<int> lossStages_;                 // the stages that end a route (compute a loss)
   std::vector<std::vector<int>> blockStages_;   // per block: its stages, in order
@@ -774,7 +771,7 @@ void Run::forward(int device, const Op& op, bool recompute) {
   auto& stashes = stashes_[static_cast<size_t>(device)];
   const int s = op.stage, m = op.microbatch;
   // The route's first stage reads the micro-batch, its last computes the loss.
-  const int prev = prevStage(s, m), next = nextStage(s, m);
+  const int prev = routes_.prev(s, m), next = routes_.next(s, m);
   const bool first = prev < 0, last = next < 0;
   Stash* st = nullptr;
   at::Tensor x;
@@ -845,7 +842,7 @@ void Run::backward(int device, const Op& op, bool inputsOnly) {
                         "@s" + std::to_string(s) +
                         (recompute_.count({s, m}) ? " ran without one and R has not run)" : " has not run)"));
   Stash& st = it->second;
-  const int prev = prevStage(s, m), next = nextStage(s, m);
+  const int prev = routes_.prev(s, m), next = routes_.next(s, m);
   at::Tensor grad;
   if (next >= 0) grad = receive(device, op, MessageKey{1, s, m}, next);
   if (st.inputGradDone)
@@ -1105,7 +1102,7 @@ std::vector<detail::Layer*> Run::layersOn(int device) const {
 void Run::optimizerStep(int device) {
   auto& opt = optimizers_[static_cast<size_t>(device)];
   if (!opt) return;
-  if (!blockStages_.empty() && blockStages_.size() < static_cast<size_t>(S_)) {
+  if (!copies_.empty()) {
     // The copies of a block step with the same (summed) gradient. Waiting for the other
     // copies' gradients is idle time, as a receive's wait is, not the step's.
     sumCopyGradients(device);
@@ -1336,7 +1333,7 @@ void Run::gradientCheck(RunReport& r) {
       at::Tensor out = model_->microInput(m);
       if (out.is_floating_point()) out = out.detach().requires_grad_(true);
       // Along the micro-batch's route, each block in the first copy of the model.
-      for (int s = routeStart(m); s >= 0; s = nextStage(s, m)) {
+      for (int s = routeStart(m); s >= 0; s = routes_.next(s, m)) {
         if (model_->stochastic) detail::seedGlobalGenerators(detail::forwardSeed(opt_.seed, checked, s, m));
         for (int l = layerBegin(s); l < layerEnd(s); ++l)
           out = model_->layers[static_cast<size_t>(l)]->forward(out, ctx);
