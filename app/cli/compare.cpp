@@ -20,6 +20,7 @@
 #include "pipestudio/core/io/trace_files.h"
 #include "pipestudio/core/io/trace_import.h"
 #include "pipestudio/core/model/cost_profile.h"
+#include "pipestudio/sessions/measured_run.h"
 #include "pipestudio/sessions/recording.h"
 #include "pipestudio/sessions/session_store.h"
 
@@ -165,11 +166,7 @@ Result<SessionRun> loadSessionRun(const std::string& db, ps::sessions::Id id) {
   out.id = id;
   out.timeline = std::move(*timeline);
   out.timeline.label = db + ":" + std::to_string(id);
-  auto config = nlohmann::json::parse(run->configJson, nullptr, false);
-  if (config.is_object() && config.contains("partition") && config["partition"].is_array()) {
-    for (const auto& v : config["partition"])
-      if (v.is_number_integer()) out.partition.push_back(v.get<int>());
-  }
+  out.partition = ps::sessions::runConfigFromJson(run->configJson).partition;
   std::optional<Id> profileId = run->summary.profileId;
   if (auto link = predictionFor(*store, id)) profileId = link->profileId;
   if (profileId) {

@@ -14,6 +14,7 @@
 #include <iostream>
 
 #include "common/command.h"
+#include "common/engine_commands.h"
 #include "common/install_paths.h"
 #include "pipestudio/core/io/run_events.h"
 
@@ -236,12 +237,15 @@ int printVersion() {
 }
 
 namespace {
-const CommandRegistrar kRun{{"run", "execute a schedule on a real model (libtorch, in pipestudio-engine)", "",
-                             [](const std::vector<std::string>& a) { return handOffToEngine("run", a); }}};
-const CommandRegistrar kProfile{
-    {"profile",
-     "measure a built-in model's per-layer costs (libtorch, in pipestudio-engine) into a cost profile", "",
-     [](const std::vector<std::string>& a) { return handOffToEngine("profile", a); }}};
+// Each engine command, handed to the engine with its arguments.
+[[maybe_unused]] const bool kRegistered = [] {
+  for (const auto& c : kEngineCommands) {
+    const std::string name(c.name);
+    registry().push_back({name, std::string(c.summary) + ", in pipestudio-engine", "",
+                          [name](const std::vector<std::string>& a) { return handOffToEngine(name, a); }});
+  }
+  return true;
+}();
 }  // namespace
 
 }  // namespace ps::cli

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "engine_stamp.h"
+#include "common/engine_stamp.h"
 
 namespace ps::cli {
 

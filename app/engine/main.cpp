@@ -1,5 +1,5 @@
 // pipestudio-engine: the part of PipeStudio that loads libtorch. It runs the `run` and
-// `profile` subcommands (app/cli/run.cpp, app/cli/profile.cpp); pipestudio-cli execs it with
+// `profile` subcommands (app/engine/run.cpp, app/engine/profile.cpp); pipestudio-cli execs it with
 // its own arguments, so users and the GUI keep typing `pipestudio-cli run ...`.
 #include <array>
 #include <cstdlib>
@@ -8,7 +8,7 @@
 
 #include "common/command.h"
 #include "common/dispatch.h"
-#include "engine_stamp.h"
+#include "common/engine_stamp.h"
 #include "pipestudio/core/io/run_events.h"
 
 namespace {

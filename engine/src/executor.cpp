@@ -230,6 +230,7 @@ class Run {
   void emit(const std::string& line);  // one run-event line (core::run_event writes them)
   // The run-event protocol's "op" event for a measured op of `iteration`.
   void emitOp(int iteration, const core::TimelineOp& r);
+  void emitTransfer(int iteration, const core::Transfer& t);
   static double nowMs() { return msBetween(tlOrigin, Clock::now()); }
   static thread_local Clock::time_point tlOrigin;  // this worker's iteration origin
   // The running op's compute start (after its input arrived) and end (when its output was
@@ -721,6 +722,7 @@ at::Tensor Run::receive(int device, const Op& op, const MessageKey& key, int src
           {srcDevice, device, env->producer, op,
            static_cast<std::int64_t>(env->tensor.numel() * env->tensor.element_size()), env->sentMs,
            nowMs()});
+    if (srcDevice != device && measured_) emitTransfer(iteration_, transfers_[static_cast<size_t>(device)].back());
     waitEnd.arrived = true;
     return env->tensor;
   }
@@ -744,6 +746,7 @@ at::Tensor Run::receive(int device, const Op& op, const MessageKey& key, int src
   transfers_[static_cast<size_t>(device)].push_back(
       {srcDevice, device, producer, op, static_cast<std::int64_t>(t->numel() * t->element_size()), start,
        nowMs()});
+  if (measured_) emitTransfer(iteration_, transfers_[static_cast<size_t>(device)].back());
   return *t;
 }
 
@@ -1247,8 +1250,12 @@ void Run::worker(int device) {
                          opt_.cancel);
       tlOrigin = barrier_->arrive(stop_, opt_.cancel);
       if (auto* g = gpu(device)) g->beginIteration();
-      memory_[static_cast<size_t>(device)].push_back(
-          {0.0, gpu(device) ? 0 : stateBytes_[static_cast<size_t>(device)]});
+      {
+        // The curve's first sample (the device's static bytes), streamed like the others.
+        const std::int64_t bytes = gpu(device) ? 0 : stateBytes_[static_cast<size_t>(device)];
+        memory_[static_cast<size_t>(device)].push_back({0.0, bytes});
+        if (measured_) emit(core::run_event::memory(iteration_, device, 0.0, bytes));
+      }
       runIteration(device, it);
       barrier_->arrive(stop_, opt_.cancel);
       if (device == firstLocal_ && it >= opt_.warmup) {
@@ -1429,6 +1436,10 @@ void Run::emitOp(int iteration, const core::TimelineOp& r) {
   emit(core::run_event::op(iteration, r, opName(r.op), sched_.kindName(r.op.kind)));
 }
 
+void Run::emitTransfer(int iteration, const core::Transfer& t) {
+  emit(core::run_event::transfer(iteration, t, sched_.kindName(t.producer.kind), sched_.kindName(t.consumer.kind)));
+}
+
 void Run::gatherRemote(RunReport& r) {
   const auto wait =
       std::chrono::milliseconds(static_cast<long>(std::min(opt_.timeoutSeconds, 30.0) * 1000) + 2000);
@@ -1544,9 +1555,11 @@ void Run::gatherRemote(RunReport& r) {
                                 o[4].get<double>(), o[5].get<double>()});
       if (measured_) emitOp(iteration_, r.timeline.ops.back());
     }
-    for (const auto& t : j["transfers"])
+    for (const auto& t : j["transfers"]) {
       r.timeline.transfers.push_back({t[0].get<int>(), t[1].get<int>(), opFromJson(t[2]), opFromJson(t[3]),
                                       t[4].get<std::int64_t>(), t[5].get<double>(), t[6].get<double>()});
+      if (measured_) emitTransfer(iteration_, r.timeline.transfers.back());
+    }
     for (const auto& s : j["memory"]) {
       size_t d = s[0].get<size_t>();
       if (d >= r.timeline.memory.size()) continue;
@@ -1649,6 +1662,12 @@ core::Result<RunReport> Run::execute() {
   started.optimizer = opt_.optimizer.empty() ? std::string("none") : opt_.optimizer;
   started.learningRate = opt_.learningRate;
   started.localWorldSize = remote_ ? std::max(1, opt_.distributed.localWorldSize) : 1;
+  started.parameters = model_->parameterCount();
+  started.seed = static_cast<std::int64_t>(opt_.seed);
+  started.startedMs = opt_.startedMs > 0 ? opt_.startedMs
+                                         : std::chrono::duration_cast<std::chrono::milliseconds>(
+                                               std::chrono::system_clock::now().time_since_epoch())
+                                               .count();
   emit(core::run_event::started(started));
   std::vector<std::thread> threads;
   for (int d : localDevices)
@@ -1661,6 +1680,7 @@ core::Result<RunReport> Run::execute() {
   setBlasThreads(hw);
 
   RunReport r;
+  r.started = started;
   r.partition = partition_;
   r.parameterCount = model_->parameterCount();
   r.data = model_->dataNote;
@@ -1737,6 +1757,7 @@ core::Result<RunReport> Run::execute() {
     fin.gradientCheck =
         core::RunGradientCheck{r.gradients.passed, r.gradients.maxRelativeError, r.gradients.worstParameter,
                                r.gradients.lossRelativeError, r.gradients.tolerance};
+  r.finished = fin;
   if (rank_ == 0) emit(core::run_event::finished(fin));
   return r;
 }

@@ -178,6 +178,7 @@ core::Result<RecordedMeasuredRun> recordMeasuredRun(SessionStore& store, const M
     p.label = label + " (predicted)";
     p.configJson = predictedConfig.dump();
     p.source = core::TimelineSource::Simulated;
+    p.startedMs = rec.startedMs;  // the prediction of the run that started then
     core::Timeline predicted = *rec.predicted;
     predicted.source = core::TimelineSource::Simulated;
     auto id = store.recordTimeline(p, predicted);

@@ -91,21 +91,13 @@ Result<LoadedFile> readScheduleFile(const QString& path) {
   out.profile = defaultCostProfile(out.schedule);
   if (out.schedule.profile && !out.schedule.profile->empty()) {
     const QString name = QString::fromStdString(*out.schedule.profile);
-    const QStringList candidates = {
-        QFileInfo(path).dir().absoluteFilePath(name), QDir(resourcesDir()).absoluteFilePath(name),
-        QDir(resourcesDir() + QStringLiteral("/profiles")).absoluteFilePath(name),
-        QDir(resourcesDir() + QStringLiteral("/profiles")).absoluteFilePath(name + ".json")};
-    bool found = false;
-    for (const QString& c : candidates) {
-      if (!QFileInfo(c).isFile()) continue;
-      found = true;
+    const QString c = QString::fromStdString(resolveProfileReference(
+        *out.schedule.profile, path.toStdString(), resourcesDir().toStdString()));
+    if (QFileInfo(c).isFile()) {
       auto json = readTextFile(c);
       if (!json) {
         out.notes.push_back(json.error());
-        break;
-      }
-      auto p = parseCostProfile(*json, c.toStdString());
-      if (p) {
+      } else if (auto p = parseCostProfile(*json, c.toStdString())) {
         out.profile = std::move(p).value();
       } else {
         for (auto d : p.errors()) {
@@ -113,11 +105,10 @@ Result<LoadedFile> readScheduleFile(const QString& path) {
           out.notes.push_back(d);
         }
       }
-      break;
-    }
-    if (!found)
+    } else {
       out.notes.push_back(makeWarning("profile.missing", "cost profile '" + name.toStdString() +
                                                              "' not found; using the default profile"));
+    }
   }
   return out;
 }

@@ -4,9 +4,6 @@
 #include <QDir>
 #include <QFile>
 #include <QFileInfo>
-#include <QJsonArray>
-#include <QJsonDocument>
-#include <QJsonObject>
 #include <QSettings>
 #include <QTemporaryDir>
 #include <QTimer>
@@ -14,7 +11,7 @@
 #include "pipestudio/core/analysis/simulator.h"
 #include "pipestudio/core/io/dsl.h"
 #include "pipestudio/core/io/units.h"
-#include "pipestudio/sessions/recording.h"
+#include "pipestudio/sessions/measured_run.h"
 
 #ifndef PIPESTUDIO_VERSION
 #define PIPESTUDIO_VERSION "0"
@@ -141,9 +138,8 @@ QString RunRequest::modelSpec() const {
 }
 
 QString RunRequest::targetName() const {
-  if (!cluster.empty())
-    return QStringLiteral("cluster (%1 hosts, %2 ranks)").arg(cluster.size()).arg(clusterWorldSize(cluster));
-  return remote ? remote->displayName() : QStringLiteral("this machine");
+  if (!cluster.empty()) return QString::fromStdString(clusterTargetName(cluster));
+  return remote ? remote->displayName() : QString::fromUtf8(kThisMachine.data(), kThisMachine.size());
 }
 
 QString defaultLocalCli() {
@@ -441,6 +437,7 @@ void RunController::onRunDone(int exitCode, bool crashed) {
   o.started = reader_->started();
   o.finished = reader_->finished();
   o.losses = reader_->losses();
+  o.stuck = reader_->stuck();
   o.streamWarnings = reader_->warnings();
   o.timeline = reader_->timeline();
   const QString target = request_.targetName();
@@ -516,60 +513,27 @@ void RunController::finish(RunOutcome o) {
 Result<StoredRun> storeRunInSession(const QString& sessionPath, const RunOutcome& outcome,
                                     const QString& scheduleName, const QString& pipeText,
                                     const Schedule* schedule, const CostProfile* profile) {
+  sessions::MeasuredRun run;
+  run.scheduleName = scheduleName.toStdString();
+  run.pipeText = pipeText.toStdString();
+  run.executed = schedule;
+  // The document's profile; one without a name is the built-in default (defaultCostProfile).
+  if (profile)
+    run.profile = sessions::predictionProfile(
+        *profile, "profile", profile->name.empty() ? sessions::ProfileSource::Analytic : sessions::ProfileSource::Manual);
+  run.started = outcome.started;
+  run.finished = outcome.finished;
+  run.measured = outcome.timeline;
+  run.stuck = outcome.stuck;
+  run.status = outcome.status;
+  if (outcome.status != RunOutcome::Status::Succeeded) run.error = outcome.message.toStdString();
+  run.stderrText = outcome.stderrText.toStdString();
+  run.place = outcome.target.toStdString();
   const RunRequest& r = outcome.request;
-  QJsonObject config{{QStringLiteral("model"), r.modelSpec()},
-                     {QStringLiteral("device"), r.device},
-                     {QStringLiteral("processes"), r.processes},
-                     {QStringLiteral("iterations"), r.iterations},
-                     {QStringLiteral("warmup"), r.warmup},
-                     {QStringLiteral("check_gradients"), r.checkGradients},
-                     {QStringLiteral("timeout_s"), r.timeoutSeconds},
-                     {QStringLiteral("host"),
-                      !r.cluster.empty() ? QString::fromStdString(formatHostFile(r.cluster)).trimmed()
-                      : r.remote         ? r.remote->destination()
-                                         : QStringLiteral("localhost")},
-                     {QStringLiteral("command"), outcome.command},
-                     {QStringLiteral("cli_version"), outcome.cliVersion},
-                     {QStringLiteral("exit_code"), outcome.exitCode}};
-  QJsonArray losses;
-  for (double l : outcome.losses) losses.append(l);
-  config.insert(QStringLiteral("losses"), losses);
-  if (outcome.finished && outcome.finished->gradientCheck) {
-    const auto& g = *outcome.finished->gradientCheck;
-    config.insert(QStringLiteral("gradient_check"),
-                  QJsonObject{{QStringLiteral("passed"), g.passed},
-                              {QStringLiteral("max_relative_error"), g.maxRelativeError},
-                              {QStringLiteral("worst_parameter"), QString::fromStdString(g.worstParameter)}});
-  }
-
-  sessions::MeasuredRunRecording rec;
-  rec.scheduleName = scheduleName.isEmpty() ? std::string("schedule") : scheduleName.toStdString();
-  rec.pipeText = pipeText.toStdString();
-  if (profile) {
-    rec.profileName = profile->name.empty() ? "profile" : profile->name;
-    rec.profileJson = costProfileToJson(*profile);
-    rec.profileSource =
-        profile->name.empty() ? sessions::ProfileSource::Analytic : sessions::ProfileSource::Manual;
-    // The prediction: the document's schedule simulated with the document's profile.
-    if (schedule) {
-      if (auto model = makeSimulationModel(*schedule, *profile))
-        if (auto predicted = simulate(*schedule, *model)) rec.predicted = std::move(predicted).value();
-    }
-  }
-  rec.measured = outcome.timeline;
-  rec.measured.source = TimelineSource::Measured;
-  rec.target = r.device.toStdString();
-  rec.devices =
-      outcome.started && outcome.started->devices > 0 ? outcome.started->devices : outcome.timeline.devices;
-  rec.model = r.modelSpec().toStdString();
-  rec.label = QStringLiteral("%1 on %2").arg(scheduleName, outcome.target).toStdString();
-  rec.configJson = QJsonDocument(config).toJson(QJsonDocument::Compact).toStdString();
-  rec.status = outcome.status;
-  if (outcome.status != RunOutcome::Status::Succeeded) {
-    rec.measured.complete = false;
-    rec.error = outcome.message.toStdString();
-  }
-  rec.stderrText = outcome.stderrText.toStdString();
+  run.host = !r.cluster.empty() ? QString::fromStdString(formatHostFile(r.cluster)).trimmed().toStdString()
+             : r.remote        ? r.remote->destination().toStdString()
+                               : std::string("localhost");
+  const sessions::MeasuredRunRecording rec = sessions::planMeasuredRun(run).recording;
   auto stored = sessions::recordMeasuredRun(sessionPath.toStdString(), rec);
   PS_TRY(stored);
   StoredRun out;

@@ -129,6 +129,7 @@ struct RunOutcome {
   std::vector<double> losses;
   std::optional<ps::core::RunStartedInfo> started;
   std::optional<ps::core::RunFinishedInfo> finished;
+  std::vector<ps::core::StuckDevice> stuck;  // a hang's post-mortem: where each device stood
   ps::core::Diagnostics streamWarnings;  // garbage / truncated lines
   RunRequest request;
   QString statusName() const;  // the event stream's word: "finished", "failed", "cancelled"

@@ -1,24 +1,14 @@
 #include "common/profile_input.h"
 
-#include <filesystem>
 #include <iostream>
 
 #include "common/install_paths.h"
+#include "pipestudio/core/io/dsl.h"
 
 namespace ps::cli {
 
 std::string resolveProfilePath(const std::string& name, const std::string& schedulePath) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  fs::path beside(name);
-  if (beside.is_relative() && schedulePath != "-") beside = fs::path(schedulePath).parent_path() / name;
-  std::vector<fs::path> candidates{beside, name};
-  const fs::path data = dataDirectory();
-  candidates.push_back(data / name);
-  candidates.push_back(data / "profiles" / name);
-  for (const auto& c : candidates)
-    if (fs::exists(c, ec)) return c.string();
-  return beside.string();
+  return core::resolveProfileReference(name, schedulePath, dataDirectory());
 }
 
 std::optional<core::CostProfile> loadProfile(const Reporter& reporter, const std::string& path, int& exitCode,

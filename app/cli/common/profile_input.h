@@ -9,10 +9,8 @@
 
 namespace ps::cli {
 
-// The file a .pipe header's profile `name` stands for: beside the schedule at `schedulePath`
-// (unless it is stdin or `name` is absolute), else as given, else in the bundled data (top
-// level or profiles/: install_paths.h). When none exists, the path beside the schedule, for the
-// error to name.
+// The file a .pipe header's profile `name` stands for (core::resolveProfileReference, with the
+// bundled data of install_paths.h).
 std::string resolveProfilePath(const std::string& name, const std::string& schedulePath);
 
 // Reads and parses a cost profile, named after its file when it has no name and `nameAfterFile`

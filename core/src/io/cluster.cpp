@@ -61,6 +61,11 @@ int clusterWorldSize(const std::vector<ClusterHost>& hosts) {
   return n;
 }
 
+std::string clusterTargetName(const std::vector<ClusterHost>& hosts) {
+  return "cluster (" + std::to_string(hosts.size()) + " hosts, " + std::to_string(clusterWorldSize(hosts)) +
+         " ranks)";
+}
+
 Result<std::vector<ClusterHost>> parseHostFile(std::string_view text, const std::string& filename) {
   std::vector<ClusterHost> hosts;
   Diagnostics errors;

@@ -219,4 +219,22 @@ std::string profileReferenceFor(std::string_view profilePath, std::string_view p
   return rel.empty() ? std::string(profilePath) : rel.generic_string();
 }
 
+std::string resolveProfileReference(std::string_view name, std::string_view pipePath, std::string_view dataDir) {
+  namespace fs = std::filesystem;
+  fs::path beside(name);
+  if (beside.is_relative() && !pipePath.empty() && pipePath != "-")
+    beside = fs::path(pipePath).parent_path() / beside;
+  std::vector<fs::path> candidates{beside, fs::path(name)};
+  if (!dataDir.empty()) {
+    const fs::path data(dataDir);
+    candidates.push_back(data / name);
+    candidates.push_back(data / "profiles" / name);
+    candidates.push_back(data / "profiles" / (std::string(name) + ".json"));
+  }
+  std::error_code ec;
+  for (const auto& c : candidates)
+    if (fs::is_regular_file(c, ec)) return c.string();
+  return beside.string();
+}
+
 }  // namespace ps::core

@@ -151,6 +151,31 @@ size_t RunEventReader::end() {
   return accepted;
 }
 
+std::optional<OpKind> RunEventReader::kindFromName(const std::string& name) {
+  if (auto k = builtinKindFromName(name)) return k;
+  // A user-declared kind: the stream does not carry the schedule's kind table.
+  auto it = std::find(userKinds_.begin(), userKinds_.end(), name);
+  if (it == userKinds_.end() && name == kOptimizerStepKind) {
+    // `run --optimizer` declares the optimizer step after the schedule's own kinds.
+    userKinds_.push_back(name);
+    it = userKinds_.end() - 1;
+  }
+  if (it == userKinds_.end()) return std::nullopt;
+  return static_cast<OpKind>(kFirstUserKind + static_cast<int>(it - userKinds_.begin()));
+}
+
+bool RunEventReader::enterIteration(int iteration) {
+  if (iteration < iteration_) return false;
+  if (iteration > iteration_) {
+    // A new measured iteration: the timeline is the newest one.
+    iteration_ = iteration;
+    ops_.clear();
+    transfers_.clear();
+    for (auto& m : memory_) m.clear();
+  }
+  return true;
+}
+
 size_t RunEventReader::parseLine(std::string_view raw) {
   std::string_view line = raw;
   while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\t'))
@@ -193,27 +218,11 @@ size_t RunEventReader::parseLine(std::string_view raw) {
     getInt(j, "step", step);
     getInt(j, "iteration", iteration);
     const std::string kindName = getString(j, "kind");
-    auto kind = builtinKindFromName(kindName);
-    if (!kind) {
-      // A user-declared kind: the stream does not carry the schedule's kind table.
-      auto it = std::find(userKinds_.begin(), userKinds_.end(), kindName);
-      if (it == userKinds_.end() && kindName == kOptimizerStepKind) {
-        // `run --optimizer` declares the optimizer step after the schedule's own kinds.
-        userKinds_.push_back(kindName);
-        it = userKinds_.end() - 1;
-      }
-      if (it == userKinds_.end()) return bad("has kind '" + kindName + "' this reader does not know");
-      kind = static_cast<OpKind>(kFirstUserKind + static_cast<int>(it - userKinds_.begin()));
-    }
-    if (iteration > iteration_) {
-      // A new measured iteration: the timeline is the newest one.
-      iteration_ = iteration;
-      ops_.clear();
-      for (auto& m : memory_) m.clear();
-    } else if (iteration < iteration_) {
+    auto kind = kindFromName(kindName);
+    if (!kind) return bad("has kind '" + kindName + "' this reader does not know");
+    if (!enterIteration(iteration))
       return bad("belongs to iteration " + std::to_string(iteration) + " after iteration " +
                  std::to_string(iteration_) + " began");
-    }
     TimelineOp op;
     op.device = device;
     op.step = step;
@@ -233,13 +242,7 @@ size_t RunEventReader::parseLine(std::string_view raw) {
         !limits::validBytes(s.bytes))
       return bad("has no valid time_ms/bytes");
     getInt(j, "iteration", iteration);
-    if (iteration > iteration_) {
-      iteration_ = iteration;
-      ops_.clear();
-      for (auto& m : memory_) m.clear();
-    } else if (iteration < iteration_) {
-      return bad("belongs to an earlier iteration");
-    }
+    if (!enterIteration(iteration)) return bad("belongs to an earlier iteration");
     if (memory_.size() <= static_cast<size_t>(device)) memory_.resize(static_cast<size_t>(device) + 1);
     auto& curve = memory_[static_cast<size_t>(device)];
     // Keep the curve time-ordered even if samples of one device arrive slightly out of order.
@@ -247,6 +250,35 @@ size_t RunEventReader::parseLine(std::string_view raw) {
                                 [](double t, const MemorySample& m) { return t < m.time; });
     curve.insert(pos, s);
     maxDevice_ = std::max(maxDevice_, device);
+  } else if (type == "transfer") {
+    Transfer t;
+    int iteration = 0;
+    if (!getInt(j, "src_device", t.srcDevice) || !getInt(j, "dst_device", t.dstDevice) || t.srcDevice < 0 ||
+        t.dstDevice < 0 || t.srcDevice > limits::kMaxRank || t.dstDevice > limits::kMaxRank)
+      return bad("has no valid src_device/dst_device");
+    if (!getDouble(j, "start_ms", t.start) || !getDouble(j, "end_ms", t.end) || !limits::validTimeMs(t.start) ||
+        !limits::validTimeMs(t.end))
+      return bad("has no valid start_ms/end_ms");
+    if (!getInt64(j, "bytes", t.bytes) || !limits::validBytes(t.bytes)) return bad("has no valid bytes");
+    for (auto [key, op] : {std::pair{"producer", &t.producer}, std::pair{"consumer", &t.consumer}}) {
+      auto it = j.find(key);
+      if (it == j.end() || !it->is_object()) return bad(std::string("has no ") + key);
+      const std::string kindName = getString(*it, "kind");
+      auto kind = kindFromName(kindName);
+      if (!kind) return bad(std::string("has a ") + key + " of kind '" + kindName + "' this reader does not know");
+      if (!getInt(*it, "stage", op->stage) || op->stage < 0 || op->stage >= limits::kMaxStages)
+        return bad(std::string("has no valid ") + key + " stage");
+      getInt(*it, "microbatch", op->microbatch);
+      if (op->microbatch < -1 || op->microbatch >= limits::kMaxMicrobatches)
+        return bad(std::string("has an out-of-range ") + key + " microbatch");
+      op->kind = *kind;
+    }
+    if (transfers_.size() >= static_cast<size_t>(limits::kMaxOps))
+      return bad("is past the limit of " + std::to_string(limits::kMaxOps) + " transfers per iteration");
+    getInt(j, "iteration", iteration);
+    if (!enterIteration(iteration)) return bad("belongs to an earlier iteration");
+    transfers_.push_back(t);
+    maxDevice_ = std::max({maxDevice_, t.srcDevice, t.dstDevice});
   } else if (type == "progress") {
     RunProgress p;
     if (!getInt(j, "iteration", p.iteration) || !getInt(j, "iterations", p.iterations))
@@ -281,6 +313,9 @@ size_t RunEventReader::parseLine(std::string_view raw) {
     if (auto o = getString(j, "optimizer"); !o.empty()) s.optimizer = o;
     getDouble(j, "lr", s.learningRate);
     getInt(j, "local_world_size", s.localWorldSize);
+    getInt64(j, "parameters", s.parameters);
+    getInt64(j, "seed", s.seed);
+    getInt64(j, "started_ms", s.startedMs);
     for (double v : getDoubles(j, "partition")) {
       auto layers = limits::wholeInRange(v, 0, std::numeric_limits<int>::max());
       if (!layers) return bad("has a partition entry out of range");
@@ -365,6 +400,7 @@ Timeline RunEventReader::timeline() const {
   std::stable_sort(t.ops.begin(), t.ops.end(), [](const TimelineOp& a, const TimelineOp& b) {
     return a.device != b.device ? a.device < b.device : a.start < b.start;
   });
+  t.transfers = transfers_;
   t.memory = memory_;
   t.memory.resize(static_cast<size_t>(t.devices));
   for (const auto& e : errors_) {
@@ -481,7 +517,10 @@ std::string started(const RunStartedInfo& s) {
                {"threads", s.threads},
                {"optimizer", s.optimizer},
                {"lr", s.learningRate},
-               {"local_world_size", s.localWorldSize}});
+               {"local_world_size", s.localWorldSize},
+               {"parameters", s.parameters},
+               {"seed", s.seed},
+               {"started_ms", s.startedMs}});
 }
 
 std::string progress(const RunProgress& p) {
@@ -509,6 +548,19 @@ std::string memory(int iteration, int device, double timeMs, std::int64_t bytes)
                {"device", device},
                {"time_ms", timeMs},
                {"bytes", bytes}});
+}
+
+std::string transfer(int iteration, const Transfer& t, std::string_view producerName,
+                     std::string_view consumerName) {
+  return line({{"type", "transfer"},
+               {"iteration", iteration},
+               {"src_device", t.srcDevice},
+               {"dst_device", t.dstDevice},
+               {"producer", {{"kind", producerName}, {"stage", t.producer.stage}, {"microbatch", t.producer.microbatch}}},
+               {"consumer", {{"kind", consumerName}, {"stage", t.consumer.stage}, {"microbatch", t.consumer.microbatch}}},
+               {"bytes", t.bytes},
+               {"start_ms", t.start},
+               {"end_ms", t.end}});
 }
 
 std::string error(const RunErrorEvent& e) {

@@ -5,11 +5,13 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "pipestudio/core/analysis/hang_report.h"
+#include "pipestudio/core/io/run_events.h"
 #include "pipestudio/core/model/cost_profile.h"
 #include "pipestudio/core/model/result.h"
 #include "pipestudio/core/model/run_state.h"
@@ -88,6 +90,7 @@ struct RunOptions {
   double timeoutSeconds = 60;  // a receive that waits longer fails the run
   std::vector<int> partition;  // layers per stage; empty = the schedule's, else an even split
   std::uint64_t seed = 1;
+  std::int64_t startedMs = 0;  // when the run was started (Unix ms), for its `started` event; 0: now
   // A batch saved by PyTorch's torch.save instead of synthetic data (docs/engine.md, "Data"):
   // a tensor of inputs, a tuple (inputs, targets) or a dict {"inputs", "targets"}; the first
   // micro-batches x microbatchSize samples are used. Empty: synthetic data from the seed.
@@ -144,6 +147,10 @@ struct GradientCheck {
 
 struct RunReport {
   core::RunState status = core::RunState::Succeeded;  // Succeeded, Failed or Cancelled
+  // The run's `started` and `finished` events as this process wrote them (run_events.h): what a
+  // reader of the stream learns, so a recording from the report and one from the stream agree.
+  std::optional<core::RunStartedInfo> started;
+  std::optional<core::RunFinishedInfo> finished;
   core::Diagnostics diagnostics;                      // the failure (op, device, peer) when not finished
   core::Timeline timeline;                            // last measured iteration (partial when failed)
   std::vector<double> iterationMs;                    // wall time of each measured iteration

@@ -35,6 +35,10 @@ Result<std::vector<ClusterHost>> parseHostFile(std::string_view text, const std:
 // The host file text for `hosts` (what parseHostFile reads back; values quoted where needed).
 std::string formatHostFile(const std::vector<ClusterHost>& hosts);
 int clusterWorldSize(const std::vector<ClusterHost>& hosts);
+// Where a run took place, as PipeStudio names it to people and in a session run's label
+// ("tiny on this machine"): this machine, a host's name, or a cluster of hosts.
+inline constexpr std::string_view kThisMachine = "this machine";
+std::string clusterTargetName(const std::vector<ClusterHost>& hosts);  // "cluster (2 hosts, 4 ranks)"
 // ranks= of one host: 1..kMaxRanksPerHost.
 inline constexpr int kMaxRanksPerHost = 4096;
 

@@ -36,6 +36,11 @@ std::string printDsl(const Schedule& s);
 // .pipe's folder where both are on one file system root (so the pair can move together), else
 // `profilePath` unchanged. Lexical only: nothing is read.
 std::string profileReferenceFor(std::string_view profilePath, std::string_view pipePath);
+// The inverse, as the CLI and the GUI both look a .pipe header's `profile NAME` up: beside the
+// schedule at `pipePath` (unless it is stdin, "-", or NAME is absolute), else NAME as given,
+// else in `dataDir` (the bundled data: NAME, profiles/NAME, profiles/NAME.json). The first
+// file that exists; when none does, the path beside the schedule, for the error to name.
+std::string resolveProfileReference(std::string_view name, std::string_view pipePath, std::string_view dataDir);
 
 // Parses "name=value" (as given to --set) into options.overrides.
 Status parseOverride(std::string_view assignment, DslOptions& options);

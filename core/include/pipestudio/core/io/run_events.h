@@ -44,6 +44,9 @@ struct RunStartedInfo {
   std::string optimizer = "none";
   double learningRate = 0;
   int localWorldSize = 1;
+  std::int64_t parameters = 0;  // the model's parameter count (every stage, every copy)
+  std::int64_t seed = 0;        // --seed: weights and synthetic data
+  std::int64_t startedMs = 0;   // when the run was started (Unix ms; the launcher's clock)
 };
 
 // `progress`
@@ -132,6 +135,10 @@ class RunEventReader {
 
  private:
   size_t parseLine(std::string_view line);
+  // A kind name of the stream: built-in, the schedule's own (setUserKinds) or OPTIMIZER.
+  std::optional<OpKind> kindFromName(const std::string& name);
+  // An event of `iteration`: false when an older one; a newer one drops the kept timeline.
+  bool enterIteration(int iteration);
   void warn(std::string code, std::string message);
 
   std::string source_;
@@ -153,6 +160,7 @@ class RunEventReader {
   std::vector<TimelineOp> ops_;
   std::vector<std::string> userKinds_;
   std::vector<std::vector<MemorySample>> memory_;
+  std::vector<Transfer> transfers_;
 };
 
 // The writer beside the reader: one event line each (JSON, no newline), read back by
@@ -164,6 +172,9 @@ std::string progress(const RunProgress& p);
 // A measured op of `iteration`; `opName` as the schedule prints it ("F3s1"), `kindName` its kind.
 std::string op(int iteration, const TimelineOp& op, std::string_view opName, std::string_view kindName);
 std::string memory(int iteration, int device, double timeMs, std::int64_t bytes);
+// A tensor that arrived at t.dstDevice in `iteration` (the receiver reports it).
+std::string transfer(int iteration, const Transfer& t, std::string_view producerName,
+                     std::string_view consumerName);
 // `stage` and `protocolVersion` are written only when set (a refusal before the run).
 std::string error(const RunErrorEvent& e);
 // Where a device stood when a hung run was stopped (its rank says so as the run fails).

@@ -254,6 +254,8 @@ int runOnCluster(const ClusterRun& c) {
 
   engine::RunReport rep;
   const RunEventReader& r0 = readers[0];
+  rep.started = r0.started();
+  rep.finished = r0.finished();
   int exitStatus = kExitInvalid;
   if (!res) {
     // Nothing ran: a host is unreachable, refuses the key, lacks the CLI or another version.
@@ -318,7 +320,12 @@ int runOnCluster(const ClusterRun& c) {
     }
   }
   if (!c.sessionPath.empty()) {
-    RunSessionRecording rec{c.sessionPath, c.executed, c.sessionText, "gloo", c.options, &rep, c.prediction};
+    RunSessionRecording rec{c.sessionPath, c.executed, c.sessionText, clusterTargetName(*hosts), c.options, &rep,
+                            c.prediction};
+    std::string hostFile = formatHostFile(*hosts);
+    while (!hostFile.empty() && std::isspace(static_cast<unsigned char>(hostFile.back()))) hostFile.pop_back();
+    rec.host = hostFile;
+    rec.worldSize = world;
     rec.startedMs = std::chrono::duration_cast<std::chrono::milliseconds>(started.time_since_epoch()).count();
     if (!recordRunInSession(rec, human)) return kExitInvalid;
   }

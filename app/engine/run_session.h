@@ -1,6 +1,6 @@
 #pragma once
-// `run --session DB [--profile P.json]`: after a real run, the schedule simulated with the cost
-// profile used for the prediction, and both timelines filed in the session (recordMeasuredRun).
+// `run --session DB [--profile P.json]`: after a real run, the run filed in the session with its
+// prediction (sessions::planMeasuredRun, the rule the GUI's Run dialog records by too).
 // Kept out of run.cpp so that the run command itself stays small.
 #include <cstdint>
 #include <optional>
@@ -9,19 +9,16 @@
 
 #include "common/text.h"
 #include "pipestudio/core/analysis/comm_semantics.h"
+#include "pipestudio/core/io/cluster.h"
 #include "pipestudio/core/model/cost_profile.h"
 #include "pipestudio/core/model/result.h"
 #include "pipestudio/core/model/schedule.h"
 #include "pipestudio/engine/engine.h"
+#include "pipestudio/sessions/measured_run.h"
 
 namespace ps::cli {
 
-struct PredictionProfile {
-  core::CostProfile profile;
-  std::string json;  // as stored in the session
-  std::string name;
-  std::string source;  // "manual", "analytic" or "profiled"
-};
+using sessions::PredictionProfile;
 
 // The --profile file, read and checked before the run starts (a bad file stops it early).
 core::Result<PredictionProfile> loadPredictionProfile(const std::string& path);
@@ -32,12 +29,15 @@ struct RunSessionRecording {
   std::string sessionPath;
   const core::Schedule* schedule = nullptr;
   std::string pipeText;
-  std::string target;  // "cpu", "cuda" or "gloo"
+  std::string place = std::string(core::kThisMachine);  // where it ran (MeasuredRun::place)
   const engine::RunOptions* options = nullptr;
   const engine::RunReport* report = nullptr;
   std::optional<PredictionProfile> profile;  // none: the analytic one
   std::int64_t startedMs = 0;                // when the run started (Unix ms); 0: now
   core::CommOptions comm;                    // how the prediction treats explicit SEND/RECV (--comm)
+  std::string host = "localhost";            // MeasuredRun::host
+  int worldSize = 0;  // processes of a run this process launched; 0: the options'
+  // (What a report without a `started` event is recorded with: a launcher's that took over.)
 };
 
 // Records the run and its prediction; prints one summary line to `out`, errors to stderr.

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "common/command.h"
+#include "common/engine_commands.h"
 #include "common/flags.h"
 #include "pipestudio/core/model/cost_profile.h"
 #include "pipestudio/engine/engine.h"
@@ -123,7 +124,7 @@ int runProfile(const ps::cli::Args& args, const ps::cli::Reporter& reporter) {
 
 const ps::cli::FlagCommandRegistrar kRegister{
     {"profile",
-     "measure a built-in model's per-layer costs (libtorch) into a cost profile",
+     ps::cli::engineCommandSummary("profile"),
      kUsage,
      {"--model", "--device", "--microbatch-size", "--repetitions", "--warmup", "--threads", "--workers",
       "--seed", "-o", "--output", "--optimizer"},

@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "common/command.h"
+#include "common/engine_commands.h"
 #include "common/flags.h"
 #include "common/schedule_input.h"
 #include "pipestudio/core/analysis/hang_report.h"
@@ -350,7 +351,8 @@ struct LauncherRun {
       rep.diagnostics.push_back(d);
       rep.stuck = stuckStates;
       rep.timeline = tl;
-      if (readers[0].started()) rep.partition = readers[0].started()->partition;
+      rep.started = readers[0].started();
+      if (rep.started) rep.partition = rep.started->partition;
       session->report = &rep;
       session->startedMs =
           std::chrono::duration_cast<std::chrono::milliseconds>(started.time_since_epoch()).count();
@@ -359,27 +361,56 @@ struct LauncherRun {
   }
 };
 
-int runRun(const std::vector<std::string>& argv) {
+// The flags `run` takes with a value; the rest are switches (kRegister).
+const std::vector<std::string> kValueFlags{
+    "--model",     "--device", "--nproc",   "--iterations",      "--warmup",       "--microbatch-size",
+    "--trace",     "--events", "--timeout", "--connect-timeout", "--partition",    "--seed",
+    "--threads",   "--format", "--set",     "--inject-fault",    "--session",      "--profile",
+    "--optimizer", "--lr",     "--inputs",  "--hosts",           "--print-launch", "--comm"};
+
+// One `run`, in steps: its flags, its schedule, the process counts checked, then the run on
+// the hosts of --hosts, as the launcher of --nproc ranks, or here (one process, or one rank).
+// Each step returns the exit code when the command ends there.
+struct RunCommand {
+  const ps::cli::Args& args;
+  ps::engine::RunOptions o;
+  int nproc = 1;
+  bool events = false;       // --events jsonl
+  bool cancelOnEof = false;  // --cancel-on-eof
+  bool launchedRank = false;  // started as a rank (RANK / WORLD_SIZE set)
+  bool launcher = false;      // --nproc N: starts the ranks
+  bool rank0 = true;
+  std::optional<ps::cli::CommFlags> commFlags;
+  std::optional<ps::cli::PredictionProfile> predictionProfile;  // --session: read before the run
+  std::string path, text, name, format;
+  ps::core::Schedule schedule;  // as loaded
+  ps::core::Schedule executed;  // what the engine runs: with --optimizer, plus a step per device
+  ps::core::CommOptions comm;
+
+  std::optional<int> parseOptions();
+  std::optional<int> readSchedule();
+  std::optional<int> checkProcesses();
+  int runOnHosts();
+  int launchRanks();
+  int runHere();
+  // The schedule as a session stores it: the file's text, or the executed form when that differs.
+  std::string sessionText() const {
+    return format == "pipe" && o.optimizer.empty() ? text : ps::core::printDsl(executed);
+  }
+};
+
+std::optional<int> RunCommand::parseOptions() {
   using namespace ps::core;
   using namespace ps::engine;
-  const std::vector<std::string> valueFlags{
-      "--model",     "--device", "--nproc",   "--iterations",      "--warmup",       "--microbatch-size",
-      "--trace",     "--events", "--timeout", "--connect-timeout", "--partition",    "--seed",
-      "--threads",   "--format", "--set",     "--inject-fault",    "--session",      "--profile",
-      "--optimizer", "--lr",     "--inputs",  "--hosts",           "--print-launch", "--comm"};
   // From the start: a Ctrl-C or SIGTERM while the model loads or the ranks meet cancels too
   // (the default action would end the process as killed, 130 + the signal).
   std::signal(SIGINT, onSignal);
   std::signal(SIGTERM, onSignal);
-  ps::cli::Args args(argv, valueFlags, {"--check-gradients", "--cancel-on-eof", "--batch-p2p"});
-  if (!args.ok()) return usage(args.error());
-  if (args.positionals().size() != 1) return usage("expected one FILE (or -)");
   const std::string eventsMode = args.value("--events");
   if (!eventsMode.empty() && eventsMode != "jsonl") return usage("--events takes 'jsonl'");
-  const bool events = eventsMode == "jsonl";
+  events = eventsMode == "jsonl";
   if (!args.has("--model")) return usage("--model SPEC is required (e.g. mlp:layers=8,hidden=512)");
 
-  RunOptions o;
   auto model = parseModelSpec(args.value("--model"));
   if (!model) return usage(model.error().message);
   o.model = *model;
@@ -397,7 +428,7 @@ int runRun(const std::vector<std::string>& argv) {
     out = static_cast<int>(num);
     return true;
   };
-  int nproc = 1, seed = 1;
+  int seed = 1;
   if (!intFlag("--nproc", 1, 1, nproc)) return usage("--nproc needs a positive integer");
   if (!intFlag("--iterations", 1, 1, o.iterations)) return usage("--iterations needs a positive integer");
   if (!intFlag("--warmup", 0, 0, o.warmup)) return usage("--warmup needs an integer >= 0");
@@ -445,11 +476,10 @@ int runRun(const std::vector<std::string>& argv) {
   }
 
   int commCode = 0;
-  const auto commFlags = ps::cli::commFlags(args, ps::cli::Reporter("run", kUsage), commCode);
+  commFlags = ps::cli::commFlags(args, ps::cli::Reporter("run", kUsage), commCode);
   if (!commFlags) return commCode;
   if (commFlags->fixedMs)
     return usage("--comm takes posted, nccl or dualpipe here: how the prediction treats SEND/RECV");
-  std::optional<ps::cli::PredictionProfile> predictionProfile;  // --session: read before the run
   if (args.has("--profile")) {
     if (!args.has("--session"))
       return usage("--profile is the prediction's cost profile: give it with --session DB");
@@ -459,16 +489,22 @@ int runRun(const std::vector<std::string>& argv) {
   }
   auto env = distributedFromEnvironment();
   if (!env) return usage(env.error().message);
-  const bool cancelOnEof = args.has("--cancel-on-eof");
-  const bool launcher = nproc > 1 && !env->has_value();
-  if (env->has_value()) {
+  cancelOnEof = args.has("--cancel-on-eof");
+  launchedRank = env->has_value();
+  launcher = nproc > 1 && !launchedRank;
+  if (launchedRank) {
     const double connect = o.distributed.connectTimeoutSeconds;
     o.distributed = **env;
     o.distributed.connectTimeoutSeconds = connect;
   }
-  const bool rank0 = o.distributed.rank == 0;
+  rank0 = o.distributed.rank == 0;
+  return std::nullopt;
+}
 
-  const std::string path = args.positionals()[0];
+std::optional<int> RunCommand::readSchedule() {
+  using namespace ps::core;
+  using namespace ps::engine;
+  path = args.positionals()[0];
   ScheduleLoadOptions load;
   load.path = path;
   load.overrides = args.values("--set");
@@ -476,7 +512,7 @@ int runRun(const std::vector<std::string>& argv) {
     load.format = scheduleFormatFromName(args.value("--format"));
     if (!load.format) return usage("--format is pipe or csv, not '" + args.value("--format") + "'");
   }
-  std::string text, error;
+  std::string error;
   if (cancelOnEof && path == "-") {
     if (!readScheduleUntilMarker(text)) {
       std::cerr << "pipestudio-cli run: stdin ended before the schedule did (cancelled)\n";
@@ -488,36 +524,43 @@ int runRun(const std::vector<std::string>& argv) {
   }
   // A rank given a staged copy of the schedule (--hosts, --nproc with FILE -) names it as the
   // user did, as its launcher tells it.
-  std::string name = ps::cli::inputName(path);
-  if (const char* given = std::getenv(kScheduleNameVariable); given && *given && env->has_value())
+  name = ps::cli::inputName(path);
+  if (const char* given = std::getenv(kScheduleNameVariable); given && *given && launchedRank)
     name = given;
   load.format = resolveScheduleFormat(text, load);
-  const std::string format(scheduleFormatName(*load.format));
-  Result<Schedule> schedule = loadSchedule(text, load);
-  if (!schedule) {
-    if (auto bad = ps::cli::overrideError(schedule.errors(), *load.format)) return usage(*bad);
-    return refuse(events && rank0, schedule.errors(), &text, ps::cli::kExitInvalid);
+  format = scheduleFormatName(*load.format);
+  Result<Schedule> loaded = loadSchedule(text, load);
+  if (!loaded) {
+    if (auto bad = ps::cli::overrideError(loaded.errors(), *load.format)) return usage(*bad);
+    return refuse(events && rank0, loaded.errors(), &text, ps::cli::kExitInvalid);
   }
-  auto report = validateSchedule(*schedule);
+  schedule = std::move(loaded).value();
+  auto report = validateSchedule(schedule);
   if (!report.valid()) {
     locateScheduleDiagnostics(report.diagnostics, name, *load.format);
     return refuse(events && rank0, report.diagnostics, &text, ps::cli::kExitInvalid);
   }
-  if (schedule->name.empty()) schedule->name = name;
-  const ps::core::CommOptions comm = commFlags->optionsFor(*schedule, *load.format == ScheduleFormat::Csv);
+  if (schedule.name.empty()) schedule.name = name;
+  comm = commFlags->optionsFor(schedule, *load.format == ScheduleFormat::Csv);
   // What the engine runs: with --optimizer, the schedule plus an OPTIMIZER step per device.
   // Traces, sessions and the launcher's event readers name the measured ops by this one.
-  Schedule executed = *schedule;
+  executed = schedule;
   if (!o.optimizer.empty()) {
-    auto w = scheduleWithOptimizerSteps(*schedule);
+    auto w = scheduleWithOptimizerSteps(schedule);
     if (!w) return refuse(events && rank0, w.errors(), nullptr, ps::cli::kExitInvalid);
     executed = std::move(*w);
   }
+  return std::nullopt;
+}
+
+std::optional<int> RunCommand::checkProcesses() {
+  using namespace ps::core;
+  using namespace ps::engine;
   if (auto st = checkFaultInjection(executed, o.fault); !st) return usage(st.error().message);
   // Process counts are checked before anything starts: one process per pipeline device, and
   // with NCCL one GPU per process on this host (NCCL refuses two ranks on one GPU).
   const int devices = executed.pipeline.devices;
-  if (args.has("--nproc") && !env->has_value() && nproc != devices)
+  if (args.has("--nproc") && !launchedRank && nproc != devices)
     return usage("--nproc " + std::to_string(nproc) + " does not match the schedule's " +
                  std::to_string(devices) + (devices == 1 ? " device" : " devices") +
                  ": a multi-process run starts one process per device" +
@@ -526,7 +569,7 @@ int runRun(const std::vector<std::string>& argv) {
                                     "as threads of one process"
                               : ""));
   if (o.device == "cuda") {
-    const int perHost = launcher ? nproc : env->has_value() ? std::max(1, o.distributed.localWorldSize) : 1;
+    const int perHost = launcher ? nproc   : launchedRank ? std::max(1, o.distributed.localWorldSize) : 1;
     const int gpus = cudaDeviceCount();
     if (!cudaCompiled())
       return refuse(events && rank0,
@@ -545,88 +588,98 @@ int runRun(const std::vector<std::string>& argv) {
                          "process, which share a GPU with a CUDA stream each")},
           nullptr, ps::cli::kExitInvalid);
   }
+  return std::nullopt;
+}
 
-  if (args.has("--hosts") || args.has("--print-launch")) {
-    // Ranks on several hosts (run_cluster.h): this process launches, watches and records; or
-    // the torchrun / srun commands for the run, on the hosts of --hosts or on this one.
-    const std::string pl = args.value("--print-launch");
-    if (args.has("--print-launch") && pl != "torchrun" && pl != "slurm")
-      return usage("--print-launch takes torchrun or slurm, not '" + pl + "'");
-    if (args.has("--hosts") && args.has("--nproc"))
-      return usage("--hosts gives the ranks of each host: leave out --nproc");
-    if (env->has_value())
-      return usage(std::string(args.has("--hosts")
-                                   ? "--hosts starts the ranks itself"
-                                   : "--print-launch prints the commands that start the ranks") +
-                   ": unset RANK / WORLD_SIZE (torchrun, Slurm)");
-    const ps::cli::ClusterRun cr{
-        .hostsPath = args.value("--hosts"),
-        .printLaunch = pl,
-        .argv = argv,
-        .valueFlags = valueFlags,
-        .path = path,
-        .format = format,
-        .text = text,
-        .name = name,
-        .executed = &executed,
-        .sessionText = format == "pipe" && o.optimizer.empty() ? text : printDsl(executed),
-        .options = &o,
-        .events = events,
-        .cancel = &g_cancel,
-        .connectTimeoutSeconds = std::min(60.0, o.distributed.connectTimeoutSeconds),
-        .sessionPath = args.value("--session"),
-        .tracePath = args.value("--trace"),
-        .prediction = predictionProfile};
-    if (pl.empty()) {
-      std::signal(SIGINT, onSignal);
-      std::signal(SIGTERM, onSignal);
-      if (cancelOnEof) cancelOnStdinEof();
-    }
-    return ps::cli::runOnCluster(cr);
+// Ranks on several hosts (run_cluster.h): this process launches, watches and records; or the
+// torchrun / srun commands for the run, on the hosts of --hosts or on this one.
+int RunCommand::runOnHosts() {
+  const std::string pl = args.value("--print-launch");
+  if (args.has("--print-launch") && pl != "torchrun" && pl != "slurm")
+    return usage("--print-launch takes torchrun or slurm, not '" + pl + "'");
+  if (args.has("--hosts") && args.has("--nproc"))
+    return usage("--hosts gives the ranks of each host: leave out --nproc");
+  if (launchedRank)
+    return usage(std::string(args.has("--hosts")
+                                 ? "--hosts starts the ranks itself"
+                                 : "--print-launch prints the commands that start the ranks") +
+                 ": unset RANK / WORLD_SIZE (torchrun, Slurm)");
+  const ps::cli::ClusterRun cr{
+      .hostsPath = args.value("--hosts"),
+      .printLaunch = pl,
+      .argv = args.given(),
+      .valueFlags = kValueFlags,
+      .path = path,
+      .format = format,
+      .text = text,
+      .name = name,
+      .executed = &executed,
+      .sessionText = sessionText(),
+      .options = &o,
+      .events = events,
+      .cancel = &g_cancel,
+      .connectTimeoutSeconds = std::min(60.0, o.distributed.connectTimeoutSeconds),
+      .sessionPath = args.value("--session"),
+      .tracePath = args.value("--trace"),
+      .prediction = predictionProfile};
+  if (pl.empty()) {
+    std::signal(SIGINT, onSignal);
+    std::signal(SIGTERM, onSignal);
+    if (cancelOnEof) cancelOnStdinEof();
   }
+  return ps::cli::runOnCluster(cr);
+}
 
-  if (launcher) {
-    // The launcher: start the ranks (this same command) and watch them.
-    std::vector<std::string> rankArgs{"run"};
-    rankArgs.insert(rankArgs.end(), argv.begin(), argv.end());
-    int scheduleFd = -1;
-    if (path == "-") {
-      // The ranks cannot all read one stdin: hand them the schedule in a memory file they
-      // inherit (/proc/self/fd/N opens it afresh in each), which leaves nothing on disk behind
-      // however the launcher ends, and tell them its name.
-      const int mem = memfd_create("pipestudio-schedule", 0);
-      // Above the descriptors the launcher hands its ranks (3 and 4, launcher.h).
-      scheduleFd = mem >= 0 ? fcntl(mem, F_DUPFD, 64) : -1;
-      if (mem >= 0) ::close(mem);
-      if (scheduleFd < 0 ||
-          ::write(scheduleFd, text.data(), text.size()) != static_cast<ssize_t>(text.size())) {
-        std::cerr << "pipestudio-cli run: cannot hand the schedule to the ranks: " << std::strerror(errno)
-                  << "\n";
-        return ps::cli::kExitUsage;
-      }
-      const std::string scheduleFile = "/proc/self/fd/" + std::to_string(scheduleFd);
-      for (size_t i = 1; i < rankArgs.size(); ++i)  // the positional '-', not a flag's value
-        if (rankArgs[i] == "-" &&
-            std::find(valueFlags.begin(), valueFlags.end(), rankArgs[i - 1]) == valueFlags.end())
-          rankArgs[i] = scheduleFile;
-      setenv(kScheduleNameVariable, name.c_str(), 1);
+// The launcher of --nproc: start the ranks (this same command) and watch them.
+int RunCommand::launchRanks() {
+  using namespace ps::engine;
+  std::vector<std::string> rankArgs{"run"};
+  rankArgs.insert(rankArgs.end(), args.given().begin(), args.given().end());
+  int scheduleFd = -1;
+  if (path == "-") {
+    // The ranks cannot all read one stdin: hand them the schedule in a memory file they
+    // inherit (/proc/self/fd/N opens it afresh in each), which leaves nothing on disk behind
+    // however the launcher ends, and tell them its name.
+    const int mem = memfd_create("pipestudio-schedule", 0);
+    // Above the descriptors the launcher hands its ranks (3 and 4, launcher.h).
+    scheduleFd = mem >= 0 ? fcntl(mem, F_DUPFD, 64) : -1;
+    if (mem >= 0) ::close(mem);
+    if (scheduleFd < 0 ||
+        ::write(scheduleFd, text.data(), text.size()) != static_cast<ssize_t>(text.size())) {
+      std::cerr << "pipestudio-cli run: cannot hand the schedule to the ranks: " << std::strerror(errno)
+                << "\n";
+      return ps::cli::kExitUsage;
     }
-    LauncherRun lr{executed, o, name, events, nproc};
-    if (args.has("--session"))
-      lr.session =
-          ps::cli::RunSessionRecording{args.value("--session"),
-                                       &executed,
-                                       format == "pipe" && o.optimizer.empty() ? text : printDsl(executed),
-                                       "gloo",
-                                       &o,
-                                       nullptr,
-                                       predictionProfile};
-    if (lr.session) lr.session->comm = comm;
-    const int rc = lr.launch(rankArgs);
-    if (scheduleFd >= 0) ::close(scheduleFd);
-    return rc;
+    const std::string scheduleFile = "/proc/self/fd/" + std::to_string(scheduleFd);
+    for (size_t i = 1; i < rankArgs.size(); ++i)  // the positional '-', not a flag's value
+      if (rankArgs[i] == "-" &&
+          std::find(kValueFlags.begin(), kValueFlags.end(), rankArgs[i - 1]) == kValueFlags.end())
+        rankArgs[i] = scheduleFile;
+    setenv(kScheduleNameVariable, name.c_str(), 1);
   }
+  LauncherRun lr{executed, o, name, events, nproc};
+  if (args.has("--session"))
+    lr.session =
+        ps::cli::RunSessionRecording{args.value("--session"),
+                                     &executed,
+                                     sessionText(),
+                                     std::string(ps::core::kThisMachine),
+                                     &o,
+                                     nullptr,
+                                     predictionProfile};
+  if (lr.session) {
+    lr.session->comm = comm;
+    lr.session->worldSize = nproc;
+  }
+  const int rc = lr.launch(rankArgs);
+  if (scheduleFd >= 0) ::close(scheduleFd);
+  return rc;
+}
 
+// One process runs the schedule: all its devices as threads, or its rank's.
+int RunCommand::runHere() {
+  using namespace ps::core;
+  using namespace ps::engine;
   o.cancel = &g_cancel;
   o.orphaned = &g_launcherLost;
   // Only rank 0 watches: its cancel ends the peers (they fail on it), while a peer cancelling
@@ -649,7 +702,8 @@ int runRun(const std::vector<std::string>& argv) {
   std::ostream& human = events ? std::cerr : std::cout;
 
   const auto runStarted = std::chrono::system_clock::now();  // the session's STARTED
-  auto result = runSchedule(*schedule, o);
+  o.startedMs = std::chrono::duration_cast<std::chrono::milliseconds>(runStarted.time_since_epoch()).count();
+  auto result = runSchedule(schedule, o);
   if (!result) return refuse(events && rank0, result.errors(), nullptr, ps::cli::kExitInvalid);
   if (g_launcherLost && result->status != ps::core::RunState::Succeeded) {
     // The launcher went away (killed, crashed): the ranks cancelled because of it, and whatever
@@ -671,8 +725,8 @@ int runRun(const std::vector<std::string>& argv) {
   if (!rank0) return statusExit;
 
   const auto& m = r.timeline.metrics;
-  human << name << ": " << ps::core::runEventStatusToken(r.status) << " (" << schedule->pipeline.devices
-        << " devices, " << schedule->pipeline.stages << " stages, " << schedule->pipeline.microbatches
+  human << name << ": " << ps::core::runEventStatusToken(r.status) << " (" << schedule.pipeline.devices
+        << " devices, " << schedule.pipeline.stages << " stages, " << schedule.pipeline.microbatches
         << " micro-batches of " << o.microbatchSize << ", model " << modelSpecToString(o.model) << ", "
         << r.parameterCount << " parameters, partition";
   for (size_t i = 0; i < r.partition.size(); ++i) human << (i ? "," : " ") << r.partition[i];
@@ -714,6 +768,7 @@ int runRun(const std::vector<std::string>& argv) {
       if (d.device >= 0) std::cerr << "  " << ps::core::describeStuckDevice(d, word) << "\n";
   }
   if (args.has("--trace")) {
+    std::string error;
     if (!ps::cli::writeOutput(args.value("--trace"), exportChromeTrace(r.timeline, &executed), error)) {
       std::cerr << "pipestudio-cli run: " << error << "\n";
       return ps::cli::kExitUsage;
@@ -722,8 +777,8 @@ int runRun(const std::vector<std::string>& argv) {
   if (args.has("--session")) {
     ps::cli::RunSessionRecording rec{args.value("--session"),
                                      &executed,
-                                     format == "pipe" && o.optimizer.empty() ? text : printDsl(executed),
-                                     o.distributed.worldSize > 1 ? "gloo" : o.device,
+                                     sessionText(),
+                                     std::string(ps::core::kThisMachine),
                                      &o,
                                      &r,
                                      predictionProfile};
@@ -738,7 +793,22 @@ int runRun(const std::vector<std::string>& argv) {
   return ps::cli::kExitOk;
 }
 
-const ps::cli::CommandRegistrar kRegister{
-    {"run", "execute a schedule on a real model (libtorch)", kUsage, runRun}};
+int runRun(const ps::cli::Args& args, const ps::cli::Reporter&) {
+  RunCommand run{args};
+  if (auto rc = run.parseOptions()) return *rc;
+  if (auto rc = run.readSchedule()) return *rc;
+  if (auto rc = run.checkProcesses()) return *rc;
+  if (args.has("--hosts") || args.has("--print-launch")) return run.runOnHosts();
+  if (run.launcher) return run.launchRanks();
+  return run.runHere();
+}
+
+const ps::cli::FlagCommandRegistrar kRegister{{"run",
+                                               ps::cli::engineCommandSummary("run"),
+                                               kUsage,
+                                               kValueFlags,
+                                               {"--check-gradients", "--cancel-on-eof", "--batch-p2p"},
+                                               {1, 1, "expected one FILE (or -)"},
+                                               runRun}};
 
 }  // namespace
