@@ -2,7 +2,7 @@
 """A plain Python discrete-event simulator of a PyTorch pipelining CSV (compute_only), the
 baseline of docs/benchmarks.md ("simulate of a 131k-op PyTorch CSV").
 
-Same semantics as `pipestudio-cli simulate FILE --cost F=f,I=i,W=w --comm c` (DESIGN.md,
+Same semantics as `pipestudio-cli simulate FILE --cost F=f,I=i,W=w --comm c` (docs/formats.md, "The simulator",
 core/src/analysis/simulator.cpp):
 - one row per rank (device); each device runs its cells in order, one at a time; an empty
   cell is idle; a stage runs on the rank whose row names it;

@@ -1,13 +1,13 @@
 // pipestudio-cli postmortem PLAN DUMP... : where a hung PyTorch pipeline run stopped, from its
-// ranks' flight-recorder dumps read against the schedule it ran (core/analysis/flight_recorder_hang.h).
+// ranks' flight-recorder dumps read against the schedule it ran (core/io/flight_recorder_hang.h).
 #include <iostream>
 
 #include "common/command.h"
 #include "common/flags.h"
 #include "common/schedule_input.h"
-#include "pipestudio/core/analysis/flight_recorder_hang.h"
+#include "pipestudio/core/analysis/pytorch_lowering.h"
 #include "pipestudio/core/io/flight_recorder.h"
-#include "pipestudio/core/io/pytorch_lowering.h"
+#include "pipestudio/core/io/flight_recorder_hang.h"
 
 namespace {
 

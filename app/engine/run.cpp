@@ -21,13 +21,13 @@
 #include "common/engine_commands.h"
 #include "common/flags.h"
 #include "common/schedule_input.h"
-#include "pipestudio/core/analysis/hang_report.h"
 #include "pipestudio/core/analysis/validator.h"
 #include "pipestudio/core/io/chrome_trace.h"
 #include "pipestudio/core/io/dsl.h"
 #include "pipestudio/core/io/pytorch_csv.h"
 #include "pipestudio/core/io/run_events.h"
 #include "pipestudio/core/io/schedule_file.h"
+#include "pipestudio/core/model/hang_report.h"
 #include "pipestudio/engine/engine.h"
 #include "pipestudio/engine/launcher.h"
 #include "run_cluster.h"
@@ -375,8 +375,8 @@ struct RunCommand {
   const ps::cli::Args& args;
   ps::engine::RunOptions o;
   int nproc = 1;
-  bool events = false;       // --events jsonl
-  bool cancelOnEof = false;  // --cancel-on-eof
+  bool events = false;        // --events jsonl
+  bool cancelOnEof = false;   // --cancel-on-eof
   bool launchedRank = false;  // started as a rank (RANK / WORLD_SIZE set)
   bool launcher = false;      // --nproc N: starts the ranks
   bool rank0 = true;
@@ -525,8 +525,7 @@ std::optional<int> RunCommand::readSchedule() {
   // A rank given a staged copy of the schedule (--hosts, --nproc with FILE -) names it as the
   // user did, as its launcher tells it.
   name = ps::cli::inputName(path);
-  if (const char* given = std::getenv(kScheduleNameVariable); given && *given && launchedRank)
-    name = given;
+  if (const char* given = std::getenv(kScheduleNameVariable); given && *given && launchedRank) name = given;
   load.format = resolveScheduleFormat(text, load);
   format = scheduleFormatName(*load.format);
   Result<Schedule> loaded = loadSchedule(text, load);
@@ -569,7 +568,7 @@ std::optional<int> RunCommand::checkProcesses() {
                                     "as threads of one process"
                               : ""));
   if (o.device == "cuda") {
-    const int perHost = launcher ? nproc   : launchedRank ? std::max(1, o.distributed.localWorldSize) : 1;
+    const int perHost = launcher ? nproc : launchedRank ? std::max(1, o.distributed.localWorldSize) : 1;
     const int gpus = cudaDeviceCount();
     if (!cudaCompiled())
       return refuse(events && rank0,
@@ -604,24 +603,23 @@ int RunCommand::runOnHosts() {
                                  ? "--hosts starts the ranks itself"
                                  : "--print-launch prints the commands that start the ranks") +
                  ": unset RANK / WORLD_SIZE (torchrun, Slurm)");
-  const ps::cli::ClusterRun cr{
-      .hostsPath = args.value("--hosts"),
-      .printLaunch = pl,
-      .argv = args.given(),
-      .valueFlags = kValueFlags,
-      .path = path,
-      .format = format,
-      .text = text,
-      .name = name,
-      .executed = &executed,
-      .sessionText = sessionText(),
-      .options = &o,
-      .events = events,
-      .cancel = &g_cancel,
-      .connectTimeoutSeconds = std::min(60.0, o.distributed.connectTimeoutSeconds),
-      .sessionPath = args.value("--session"),
-      .tracePath = args.value("--trace"),
-      .prediction = predictionProfile};
+  const ps::cli::ClusterRun cr{.hostsPath = args.value("--hosts"),
+                               .printLaunch = pl,
+                               .argv = args.given(),
+                               .valueFlags = kValueFlags,
+                               .path = path,
+                               .format = format,
+                               .text = text,
+                               .name = name,
+                               .executed = &executed,
+                               .sessionText = sessionText(),
+                               .options = &o,
+                               .events = events,
+                               .cancel = &g_cancel,
+                               .connectTimeoutSeconds = std::min(60.0, o.distributed.connectTimeoutSeconds),
+                               .sessionPath = args.value("--session"),
+                               .tracePath = args.value("--trace"),
+                               .prediction = predictionProfile};
   if (pl.empty()) {
     std::signal(SIGINT, onSignal);
     std::signal(SIGTERM, onSignal);
@@ -659,14 +657,9 @@ int RunCommand::launchRanks() {
   }
   LauncherRun lr{executed, o, name, events, nproc};
   if (args.has("--session"))
-    lr.session =
-        ps::cli::RunSessionRecording{args.value("--session"),
-                                     &executed,
-                                     sessionText(),
-                                     std::string(ps::core::kThisMachine),
-                                     &o,
-                                     nullptr,
-                                     predictionProfile};
+    lr.session = ps::cli::RunSessionRecording{
+        args.value("--session"), &executed, sessionText(), std::string(ps::core::kThisMachine), &o, nullptr,
+        predictionProfile};
   if (lr.session) {
     lr.session->comm = comm;
     lr.session->worldSize = nproc;
@@ -775,13 +768,9 @@ int RunCommand::runHere() {
     }
   }
   if (args.has("--session")) {
-    ps::cli::RunSessionRecording rec{args.value("--session"),
-                                     &executed,
-                                     sessionText(),
-                                     std::string(ps::core::kThisMachine),
-                                     &o,
-                                     &r,
-                                     predictionProfile};
+    ps::cli::RunSessionRecording rec{
+        args.value("--session"), &executed, sessionText(), std::string(ps::core::kThisMachine), &o, &r,
+        predictionProfile};
     rec.comm = comm;
     rec.startedMs =
         std::chrono::duration_cast<std::chrono::milliseconds>(runStarted.time_since_epoch()).count();

@@ -320,10 +320,11 @@ int runOnCluster(const ClusterRun& c) {
     }
   }
   if (!c.sessionPath.empty()) {
-    RunSessionRecording rec{c.sessionPath, c.executed, c.sessionText, clusterTargetName(*hosts), c.options, &rep,
-                            c.prediction};
+    RunSessionRecording rec{c.sessionPath, c.executed, c.sessionText, clusterTargetName(*hosts),
+                            c.options,     &rep,       c.prediction};
     std::string hostFile = formatHostFile(*hosts);
-    while (!hostFile.empty() && std::isspace(static_cast<unsigned char>(hostFile.back()))) hostFile.pop_back();
+    while (!hostFile.empty() && std::isspace(static_cast<unsigned char>(hostFile.back())))
+      hostFile.pop_back();
     rec.host = hostFile;
     rec.worldSize = world;
     rec.startedMs = std::chrono::duration_cast<std::chrono::milliseconds>(started.time_since_epoch()).count();

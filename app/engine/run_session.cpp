@@ -20,7 +20,8 @@ core::Result<PredictionProfile> loadPredictionProfile(const std::string& path) {
 }
 
 PredictionProfile analyticPredictionProfile(const engine::ModelSpec& model, int microbatchSize) {
-  const std::string name = "analytic " + engine::modelSpecToString(model) + " b=" + std::to_string(microbatchSize);
+  const std::string name =
+      "analytic " + engine::modelSpecToString(model) + " b=" + std::to_string(microbatchSize);
   core::CostProfile p = engine::modelCostProfile(model, microbatchSize);
   p.name = name;
   return sessions::predictionProfile(std::move(p), name, sessions::ProfileSource::Analytic);

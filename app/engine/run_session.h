@@ -36,7 +36,7 @@ struct RunSessionRecording {
   std::int64_t startedMs = 0;                // when the run started (Unix ms); 0: now
   core::CommOptions comm;                    // how the prediction treats explicit SEND/RECV (--comm)
   std::string host = "localhost";            // MeasuredRun::host
-  int worldSize = 0;  // processes of a run this process launched; 0: the options'
+  int worldSize = 0;                         // processes of a run this process launched; 0: the options'
   // (What a report without a `started` event is recorded with: a launcher's that took over.)
 };
 

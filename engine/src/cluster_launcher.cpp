@@ -183,40 +183,11 @@ void runAll(std::vector<Child>& children, const std::vector<std::vector<std::str
 
 std::vector<std::string> sshCommand(const core::ClusterHost& h, double connectTimeoutSeconds,
                                     const std::string& remoteCommand) {
-  std::vector<std::string> a{
-      "ssh",
-      "-o",
-      "BatchMode=yes",
-      "-o",
-      "ConnectTimeout=" + std::to_string(std::max(1, static_cast<int>(connectTimeoutSeconds))),
-      "-o",
-      "ServerAliveInterval=5",
-      "-o",
-      "ServerAliveCountMax=2",
-      "-p",
-      std::to_string(h.port)};
-  if (!h.key.empty()) a.insert(a.end(), {"-i", h.key, "-o", "IdentitiesOnly=yes"});
-  for (const auto& o : h.sshOptions) a.insert(a.end(), {"-o", o});
-  // "--" before the destination: no user or host name is ever read as an ssh option.
-  a.insert(a.end(), {"--", h.destination(), remoteCommand});
+  std::vector<std::string> a{"ssh"};
+  for (std::string& word : core::sshArguments(h, core::SshCall{connectTimeoutSeconds, true}))
+    a.push_back(std::move(word));
+  a.push_back(remoteCommand);
   return a;
-}
-
-std::string describeSshFailure(const core::ClusterHost& h, int exitCode, const std::string& stderrText) {
-  if (exitCode != 255) return {};
-  const std::string msg = lastLine(stderrText);
-  const std::string where = h.destination() + " on port " + std::to_string(h.port);
-  if (stderrText.find("Permission denied") != std::string::npos)
-    return "authentication refused by " + where + ": " + msg;
-  if (stderrText.find("Host key verification failed") != std::string::npos ||
-      stderrText.find("REMOTE HOST IDENTIFICATION HAS CHANGED") != std::string::npos)
-    return "the host key of " + h.label() + " is not trusted (add it to known_hosts): " + msg;
-  if (stderrText.find("Connection refused") != std::string::npos ||
-      stderrText.find("timed out") != std::string::npos || stderrText.find("No route") != std::string::npos ||
-      stderrText.find("Could not resolve") != std::string::npos ||
-      stderrText.find("Network is unreachable") != std::string::npos)
-    return "cannot reach " + h.host + " on port " + std::to_string(h.port) + ": " + msg;
-  return "the connection to " + where + " failed: " + (msg.empty() ? "ssh exit status 255" : msg);
 }
 
 core::Result<ClusterLaunchResult> launchClusterRanks(const ClusterLaunchOptions& o) {
@@ -258,7 +229,7 @@ core::Result<ClusterLaunchResult> launchClusterRanks(const ClusterLaunchOptions&
             "host " + h.label() + " did not answer within " + std::to_string(static_cast<int>(bound)) + " s";
       } else if (c.exitCode == 127 && c.stderrText.rfind("cannot start ssh", 0) == 0) {
         why = "cannot start the ssh client ('ssh'); install openssh-client";
-      } else if (std::string ssh = describeSshFailure(h, c.exitCode, c.stderrText); !ssh.empty()) {
+      } else if (std::string ssh = core::describeSshFailure(h, c.exitCode, c.stderrText); !ssh.empty()) {
         why = ssh;
       } else if (c.exitCode == 127 || c.stderrText.find("not found") != std::string::npos ||
                  c.stderrText.find("No such file") != std::string::npos) {
@@ -323,7 +294,7 @@ core::Result<ClusterLaunchResult> launchClusterRanks(const ClusterLaunchOptions&
       if (c.exitCode == 0 && nl != std::string::npos && out.rfind('/', 0) == 0) dirs[i] = out.substr(0, nl);
       if (i == 0 && c.exitCode == 0 && nl != std::string::npos) masterPort = std::atoi(out.c_str() + nl + 1);
       if (why.empty() && (c.exitCode != 0 || dirs[i].empty())) {
-        why = describeSshFailure(hosts[i], c.exitCode, c.stderrText);
+        why = core::describeSshFailure(hosts[i], c.exitCode, c.stderrText);
         if (why.empty())
           why = "cannot stage the schedule on " + hosts[i].label() + ": " +
                 (c.exitCode == -1 ? std::string("no answer in time") : lastLine(c.stderrText));
@@ -344,7 +315,7 @@ core::Result<ClusterLaunchResult> launchClusterRanks(const ClusterLaunchOptions&
       runAll(copy, more, bound + 60);
       for (size_t i = 0; i < H && why.empty(); ++i)
         if (copy[i].exitCode != 0) {
-          why = describeSshFailure(hosts[i], copy[i].exitCode, copy[i].stderrText);
+          why = core::describeSshFailure(hosts[i], copy[i].exitCode, copy[i].stderrText);
           if (why.empty())
             why = "cannot copy " + o.files[f].name + " to " + hosts[i].label() + ": " +
                   lastLine(copy[i].stderrText);
@@ -497,7 +468,7 @@ core::Result<ClusterLaunchResult> launchClusterRanks(const ClusterLaunchOptions&
         if (bad && (!result.failedRank || replaces)) {
           result.failedRank = r;
           const auto& h = hosts[static_cast<size_t>(k.host)];
-          std::string ssh = describeSshFailure(h, k.child.exitCode, stderrTail[static_cast<size_t>(r)]);
+          std::string ssh = core::describeSshFailure(h, k.child.exitCode, stderrTail[static_cast<size_t>(r)]);
           std::string why = !ssh.empty() && ssh.rfind("the connection", 0) != 0 ? ssh
                             : k.child.exitCode == 255
                                 ? "it was killed or its host " + h.label() + " went away"

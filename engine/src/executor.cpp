@@ -23,12 +23,12 @@
 #include "nvtx.h"
 #include "optimizer.h"
 #include "pipestudio/core/analysis/dependency_graph.h"
-#include "pipestudio/core/analysis/hang_report.h"
 #include "pipestudio/core/analysis/iterations.h"
 #include "pipestudio/core/analysis/validator.h"
 #include "pipestudio/core/io/dsl.h"
 #include "pipestudio/core/io/pytorch_csv.h"
 #include "pipestudio/core/io/run_events.h"
+#include "pipestudio/core/model/hang_report.h"
 #include "pipestudio/engine/engine.h"
 #include "transport.h"
 
@@ -722,7 +722,8 @@ at::Tensor Run::receive(int device, const Op& op, const MessageKey& key, int src
           {srcDevice, device, env->producer, op,
            static_cast<std::int64_t>(env->tensor.numel() * env->tensor.element_size()), env->sentMs,
            nowMs()});
-    if (srcDevice != device && measured_) emitTransfer(iteration_, transfers_[static_cast<size_t>(device)].back());
+    if (srcDevice != device && measured_)
+      emitTransfer(iteration_, transfers_[static_cast<size_t>(device)].back());
     waitEnd.arrived = true;
     return env->tensor;
   }
@@ -1437,7 +1438,8 @@ void Run::emitOp(int iteration, const core::TimelineOp& r) {
 }
 
 void Run::emitTransfer(int iteration, const core::Transfer& t) {
-  emit(core::run_event::transfer(iteration, t, sched_.kindName(t.producer.kind), sched_.kindName(t.consumer.kind)));
+  emit(core::run_event::transfer(iteration, t, sched_.kindName(t.producer.kind),
+                                 sched_.kindName(t.consumer.kind)));
 }
 
 void Run::gatherRemote(RunReport& r) {

@@ -144,7 +144,8 @@ MeasuredRunPlan planMeasuredRun(const MeasuredRun& run) {
   if (!run.place.empty()) rec.label = rec.scheduleName + " on " + run.place;
   if (run.profile) {
     rec.profileName = run.profile->name;
-    rec.profileJson = run.profile->json.empty() ? core::costProfileToJson(run.profile->profile) : run.profile->json;
+    rec.profileJson =
+        run.profile->json.empty() ? core::costProfileToJson(run.profile->profile) : run.profile->json;
     rec.profileSource = run.profile->source;
     if (run.executed) {
       const std::vector<int> partition = run.started ? run.started->partition : std::vector<int>{};
@@ -162,7 +163,7 @@ MeasuredRunPlan planMeasuredRun(const MeasuredRun& run) {
   const bool ranks = run.started && run.started->worldSize > 1;
   rec.measured = run.measured;
   rec.measured.source = core::TimelineSource::Measured;
-  if (run.status != RunStatus::Succeeded) rec.measured.complete = false;
+  if (run.status != core::RunState::Succeeded) rec.measured.complete = false;
   // A hang: where each device stood, kept with the timeline for the GUI (hang_report.h).
   for (const auto& d : run.stuck) {
     if (d.device < 0) continue;
@@ -198,7 +199,7 @@ MeasuredRunPlan planMeasuredRun(const MeasuredRun& run) {
     const core::RunFinishedInfo& f = *run.finished;
     c.iterationMs = f.iterationMs;
     c.losses = f.losses;
-    if (!f.losses.empty() && run.status == RunStatus::Succeeded) c.loss = f.losses.back();
+    if (!f.losses.empty() && run.status == core::RunState::Succeeded) c.loss = f.losses.back();
     c.gradientCheck = f.gradientCheck;
   }
   c.comm = std::string(core::commSemanticsName(run.comm.semantics));

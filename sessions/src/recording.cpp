@@ -144,7 +144,7 @@ std::optional<Id> idField(const nlohmann::json& j, const char* key) {
 core::Result<RecordedMeasuredRun> recordMeasuredRun(SessionStore& store, const MeasuredRunRecording& rec) {
   const std::string what = "cannot record the measured run";
   if (rec.scheduleName.empty()) return invalid(store, what + ": no schedule name given");
-  if (rec.status == RunStatus::Queued || rec.status == RunStatus::Running)
+  if (rec.status == core::RunState::Queued || rec.status == core::RunState::Running)
     return invalid(store, what + ": the status must be succeeded, failed or cancelled, not " +
                               std::string(ps::core::runStateName(rec.status)));
   auto config =
@@ -203,20 +203,20 @@ core::Result<RecordedMeasuredRun> recordMeasuredRun(SessionStore& store, const M
   // Measured text may hold arbitrary bytes (stderr): dump replaces invalid UTF-8.
   m.configJson = measuredConfig.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   m.source = core::TimelineSource::Measured;
-  m.status = RunStatus::Running;
+  m.status = core::RunState::Running;
   m.startedMs = rec.startedMs;
   auto mid = store.beginRun(m);
   PS_TRY(mid);
   out.measuredRunId = *mid;
   if (auto st = appendTimeline(store, *mid, rec.measured); !st) {
-    (void)store.finishRun(*mid, RunStatus::Failed, st.error().message);
+    (void)store.finishRun(*mid, core::RunState::Failed, st.error().message);
     return st.errors();
   }
   std::optional<core::TimelineMetrics> metrics;
   if (rec.measured.metrics.makespan > 0 || rec.measured.ops.empty()) metrics = rec.measured.metrics;
   std::string error = rec.error;
-  if (error.empty() && rec.status != RunStatus::Succeeded) {
-    error = rec.status == RunStatus::Cancelled ? "cancelled" : "failed";
+  if (error.empty() && rec.status != core::RunState::Succeeded) {
+    error = rec.status == core::RunState::Cancelled ? "cancelled" : "failed";
     for (const auto& d : rec.measured.diagnostics)
       if (d.severity == core::Severity::Error) {
         error = d.message;

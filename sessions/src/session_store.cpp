@@ -604,7 +604,7 @@ Result<ProfileVersion> SessionStore::profile(Id id) const {
 Result<Id> SessionStore::beginRun(const RunInfo& info) {
   const std::string what = "cannot record a run";
   PS_TRY(impl_->checkWritable(what));
-  if (info.status != RunStatus::Queued && info.status != RunStatus::Running)
+  if (info.status != core::RunState::Queued && info.status != core::RunState::Running)
     return impl_->error("session.invalid", what + ": a run begins queued or running, not " +
                                                std::string(ps::core::runStateName(info.status)));
   if (info.devices < 0) return impl_->error("session.invalid", what + ": negative device count");
@@ -632,7 +632,7 @@ Status requireOpenRun(SessionStore::Impl& impl, Id runId, const std::string& wha
     return impl.error("session.not-found", what + ": no run " + std::to_string(runId) + " in the session");
   if (rc != SQLITE_ROW) return impl.sqlError(what, rc);
   auto status = ps::core::parseRunState(s->text(0));
-  if (status != RunStatus::Queued && status != RunStatus::Running)
+  if (status != core::RunState::Queued && status != core::RunState::Running)
     return impl.error("session.run-finished", what + ": run " + std::to_string(runId) + " is already " +
                                                   s->text(0) + " and cannot change");
   return core::okStatus();
@@ -650,10 +650,10 @@ Result<std::int64_t> nextSeq(SessionStore::Impl& impl, const char* sql, Id runId
 }
 }  // namespace
 
-Status SessionStore::setRunStatus(Id runId, RunStatus status) {
+Status SessionStore::setRunStatus(Id runId, core::RunState status) {
   const std::string what = "cannot change the status of run " + std::to_string(runId);
   PS_TRY(impl_->checkWritable(what));
-  if (status != RunStatus::Queued && status != RunStatus::Running)
+  if (status != core::RunState::Queued && status != core::RunState::Running)
     return impl_->error("session.invalid", what + ": use finishRun for a final status");
   WriteTxn txn(*impl_);
   PS_TRY(txn.begin(what));
@@ -743,12 +743,12 @@ Status SessionStore::appendTransfers(Id runId, std::span<const core::Transfer> t
       });
 }
 
-Status SessionStore::finishRun(Id runId, RunStatus status, const std::string& error,
+Status SessionStore::finishRun(Id runId, core::RunState status, const std::string& error,
                                const std::optional<core::TimelineMetrics>& metrics,
                                const core::Diagnostics& diagnostics) {
   const std::string what = "cannot finish run " + std::to_string(runId);
   PS_TRY(impl_->checkWritable(what));
-  if (status == RunStatus::Queued || status == RunStatus::Running)
+  if (status == core::RunState::Queued || status == core::RunState::Running)
     return impl_->error("session.invalid",
                         what + ": the final status must be succeeded, failed or cancelled");
   WriteTxn txn(*impl_);
@@ -763,7 +763,8 @@ Status SessionStore::finishRun(Id runId, RunStatus status, const std::string& er
     bubble = metrics->bubbleRatio;
     metricsJson = detail::metricsToJson(*metrics).dump();
   } else {
-    // Same definition as DESIGN.md: busy counts an overlapped pair once, by its span.
+    // Same definition as docs/formats.md, "The simulator" (metrics): busy counts an overlapped pair once, by
+    // its span.
     auto s = statement(*impl_,
                        "SELECT coalesce(max(o.end_ms) - min(o.start_ms), 0), "
                        "coalesce(sum(CASE WHEN o.overlapped THEN (o.end_ms - o.start_ms) / 2.0 "
@@ -821,13 +822,13 @@ Result<Id> SessionStore::recordTimeline(const RunInfo& info, const core::Timelin
   if (begin.devices == 0) begin.devices = timeline.devices;
   if (begin.label.empty()) begin.label = timeline.label;
   begin.source = timeline.source;
-  begin.status = RunStatus::Running;
+  begin.status = core::RunState::Running;
   auto runId = beginRun(begin);
   PS_TRY(runId);
 
   auto fail = [&](const core::Diagnostics& errors) -> Result<Id> {
     // Best effort: leave the run marked failed rather than running forever.
-    (void)finishRun(*runId, RunStatus::Failed, errors.empty() ? std::string() : errors.front().message);
+    (void)finishRun(*runId, core::RunState::Failed, errors.empty() ? std::string() : errors.front().message);
     return errors;
   };
   std::span<const core::TimelineOp> ops(timeline.ops);
@@ -859,8 +860,8 @@ Result<Id> SessionStore::recordTimeline(const RunInfo& info, const core::Timelin
   }
   std::optional<core::TimelineMetrics> metrics;
   if (timeline.metrics.makespan > 0 || timeline.ops.empty()) metrics = timeline.metrics;
-  auto st = finishRun(*runId, timeline.complete ? RunStatus::Succeeded : RunStatus::Failed, error, metrics,
-                      timeline.diagnostics);
+  auto st = finishRun(*runId, timeline.complete ? core::RunState::Succeeded : core::RunState::Failed, error,
+                      metrics, timeline.diagnostics);
   PS_TRY(st);
   return *runId;
 }
@@ -964,7 +965,7 @@ Result<core::Timeline> SessionStore::loadTimeline(Id runId) const {
   ReadTxn txn(*impl_);
   PS_TRY(txn.begin(what));
   core::Timeline t;
-  RunStatus status = RunStatus::Running;
+  core::RunState status = core::RunState::Running;
   // Every number of a row is checked before it sizes memory or indexes a table: a session file
   // is a file like any other, and may have been written by something else.
   namespace lim = core::limits;
@@ -1039,7 +1040,7 @@ Result<core::Timeline> SessionStore::loadTimeline(Id runId) const {
     t.devices = static_cast<int>(devices);
     t.label = s->text(1);
     t.source = core::timelineSourceFromName(s->text(2));
-    status = ps::core::parseRunState(s->text(3)).value_or(RunStatus::Failed);
+    status = ps::core::parseRunState(s->text(3)).value_or(core::RunState::Failed);
     if (!s->isNull(4)) {
       auto j = nlohmann::json::parse(s->text(4), nullptr, false);
       t.metrics = detail::metricsFromJson(j);
@@ -1051,7 +1052,7 @@ Result<core::Timeline> SessionStore::loadTimeline(Id runId) const {
     t.diagnostics = detail::diagnosticsFromJson(nlohmann::json::parse(s->text(5), nullptr, false));
     t.ops.reserve(static_cast<size_t>(opCount));
   }
-  t.complete = status == RunStatus::Succeeded;
+  t.complete = status == core::RunState::Succeeded;
   {
     PS_TRY(eachRow(
         *impl_,

@@ -80,7 +80,7 @@ TEST_F(RunSessionCli, RecordsMeasuredRunWithPredictionFromGivenProfile) {
   EXPECT_NEAR(predicted->summary.makespan, 15.0, 1e-9);
   EXPECT_EQ(predicted->summary.opCount, 16);
   auto m = store->run(measured);
-  EXPECT_EQ(m->summary.status, RunStatus::Succeeded);
+  EXPECT_EQ(m->summary.status, ps::core::RunState::Succeeded);
   EXPECT_EQ(m->summary.opCount, 16);
   EXPECT_EQ(m->summary.model, "mlp:layers=4,hidden=32");
   auto config = nlohmann::json::parse(m->configJson);
@@ -119,7 +119,7 @@ TEST_F(RunSessionCli, FailedRunIsRecordedFailedWithPartialTimelineAndPrediction)
   for (const auto& s : *runs)
     if (s.target == "cpu") measured = &s;
   ASSERT_NE(measured, nullptr);
-  EXPECT_EQ(measured->status, RunStatus::Failed);
+  EXPECT_EQ(measured->status, ps::core::RunState::Failed);
   EXPECT_NE(measured->error.find("injected"), std::string::npos) << measured->error;
   EXPECT_GT(measured->opCount, 0);
   EXPECT_LT(measured->opCount, 16);

@@ -232,7 +232,7 @@ TEST(SessionCli, SimulateRecordsRunsInASession) {
   auto runs = store->listRuns();
   ASSERT_EQ(runs->size(), 3u);
   const RunSummary& r = runs->back();  // the first run
-  EXPECT_EQ(r.status, RunStatus::Succeeded);
+  EXPECT_EQ(r.status, ps::core::RunState::Succeeded);
   EXPECT_EQ(r.target, "simulator");
   EXPECT_EQ(r.devices, 4);
   EXPECT_EQ(r.opCount, 64);
@@ -262,7 +262,7 @@ TEST(SessionCli, SimulateRecordsADeadlockAsAFailedRun) {
   ASSERT_TRUE(store.ok());
   auto runs = store->listRuns();
   ASSERT_EQ(runs->size(), 1u);
-  EXPECT_EQ((*runs)[0].status, RunStatus::Failed);
+  EXPECT_EQ((*runs)[0].status, ps::core::RunState::Failed);
   EXPECT_NE((*runs)[0].error.find("deadlock"), std::string::npos) << (*runs)[0].error;
   EXPECT_EQ(store->listSchedules()->front().name, "deadlock");  // the file name
 }

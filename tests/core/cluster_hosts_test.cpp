@@ -347,3 +347,70 @@ TEST(ClusterHosts, PrintedLaunchTextOfAHostileHostFileRunsNothingElse) {
   EXPECT_NE(ccalls.find("scp [--] [" + hostile + ".pipe] [EOF:/tmp/" + hostile + ".pipe]"), std::string::npos)
       << ccalls;
 }
+
+// One ssh call for the GUI's remote target and the cluster launcher (core::sshArguments).
+TEST(SshCall, ArgumentsNameTheHostAfterDoubleDash) {
+  ClusterHost h;
+  h.host = "-oProxyCommand=evil";
+  h.user = "ana";
+  h.port = 2222;
+  h.key = "/home/ana/my keys/id";
+  h.sshOptions = {"  UserKnownHostsFile=/tmp/k h ", "   "};
+  const std::vector<std::string> withAlive = sshArguments(h, SshCall{0.2, true});
+  const std::vector<std::string> expected{
+      "-o",
+      "BatchMode=yes",
+      "-o",
+      "ConnectTimeout=1",  // at least one second
+      "-o",
+      "ServerAliveInterval=5",
+      "-o",
+      "ServerAliveCountMax=2",
+      "-p",
+      "2222",
+      "-i",
+      "/home/ana/my keys/id",
+      "-o",
+      "IdentitiesOnly=yes",
+      "-o",
+      "UserKnownHostsFile=/tmp/k h",  // trimmed; the blank option left out
+      "--",
+      "ana@-oProxyCommand=evil"};
+  EXPECT_EQ(withAlive, expected);
+  const std::vector<std::string> quiet = sshArguments(h, SshCall{7, false});
+  EXPECT_EQ(quiet.size(), expected.size() - 4);
+  EXPECT_EQ(quiet[3], "ConnectTimeout=7");
+  EXPECT_EQ(quiet[4], "-p");
+}
+
+// One description of ssh's failures: what the GUI and the cluster launcher both say.
+TEST(SshCall, FailuresAreNamedFromWhatSshSaid) {
+  ClusterHost h;
+  h.host = "gpu1.example.org";
+  h.user = "ana";
+  h.port = 2222;
+  EXPECT_EQ(describeSshFailure(h, 255, "ana@gpu1.example.org: Permission denied (publickey).\n"),
+            "authentication refused by ana@gpu1.example.org on port 2222: ana@gpu1.example.org: Permission "
+            "denied (publickey). (check the user and the identity file)");
+  EXPECT_EQ(describeSshFailure(h, 255, "Received disconnect: Too many authentication failures\n")
+                .rfind("authentication refused by ana@gpu1.example.org on port 2222: ", 0),
+            0u);
+  EXPECT_EQ(describeSshFailure(h, 255, "@@@ WARNING: REMOTE HOST IDENTIFICATION HAS CHANGED! @@@\nmore\n")
+                .rfind("the host key of gpu1.example.org is unknown or changed: more (", 0),
+            0u);
+  // Case and the many ways ssh says "unreachable".
+  for (const char* said : {"ssh: connect to host gpu1.example.org port 2222: Connection refused",
+                           "ssh: connect to host gpu1.example.org port 2222: Connection timed out",
+                           "ssh: Could not resolve hostname gpu1.example.org: Name or service not known",
+                           "kex_exchange_identification: read: Connection reset by peer",
+                           "Connection closed by 10.0.0.5 port 2222", "CONNECTION REFUSED"})
+    EXPECT_EQ(describeSshFailure(h, 255, std::string(said) + "\r\n"),
+              "cannot reach gpu1.example.org on port 2222: " + std::string(said))
+        << said;
+  EXPECT_EQ(describeSshFailure(h, 255, ""),
+            "the connection to ana@gpu1.example.org on port 2222 failed (ssh exit status 255)");
+  EXPECT_EQ(describeSshFailure(h, 255, "something else\n"),
+            "the connection to ana@gpu1.example.org on port 2222 failed: something else");
+  EXPECT_EQ(describeSshFailure(h, 1, "Permission denied"), "");  // the remote command's own exit
+  EXPECT_EQ(describeSshFailure(h, 0, ""), "");
+}

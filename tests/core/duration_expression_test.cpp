@@ -1,6 +1,6 @@
 // One grammar for duration expressions: what the DSL accepts the simulator evaluates, and
 // what one rejects the other rejects too.
-#include "pipestudio/core/analysis/duration_expression.h"
+#include "pipestudio/core/model/duration_expression.h"
 
 #include <gtest/gtest.h>
 

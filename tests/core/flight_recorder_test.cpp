@@ -17,11 +17,11 @@
 #include <vector>
 
 #include "pipestudio/core/analysis/comm_semantics.h"
-#include "pipestudio/core/analysis/flight_recorder_hang.h"
+#include "pipestudio/core/analysis/pytorch_lowering.h"
 #include "pipestudio/core/analysis/validator.h"
+#include "pipestudio/core/io/flight_recorder_hang.h"
 #include "pipestudio/core/io/pickle.h"
 #include "pipestudio/core/io/pytorch_csv.h"
-#include "pipestudio/core/io/pytorch_lowering.h"
 #include "pipestudio/core/planning/generators.h"
 
 using namespace ps::core;

@@ -1,7 +1,7 @@
 // The post-mortem of a hung run (hang_report.h): the wait chain from the device that timed out,
 // a cycle or a chain ending at a device that is not waiting, and the `stuck` run events that
 // carry each device's place from the ranks to whoever reports.
-#include "pipestudio/core/analysis/hang_report.h"
+#include "pipestudio/core/model/hang_report.h"
 
 #include <gtest/gtest.h>
 

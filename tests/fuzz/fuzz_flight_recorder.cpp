@@ -4,8 +4,8 @@
 #include <cstdint>
 #include <string>
 
-#include "pipestudio/core/analysis/flight_recorder_hang.h"
 #include "pipestudio/core/io/flight_recorder.h"
+#include "pipestudio/core/io/flight_recorder_hang.h"
 #include "pipestudio/core/io/pytorch_csv.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

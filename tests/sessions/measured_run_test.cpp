@@ -75,7 +75,7 @@ TEST(MeasuredRun, StoresPredictionAndMeasurementLinkedBothWays) {
   auto measured = store->run(rec->measuredRunId);
   ASSERT_TRUE(measured);
   EXPECT_EQ(measured->source, core::TimelineSource::Measured);
-  EXPECT_EQ(measured->summary.status, RunStatus::Succeeded);
+  EXPECT_EQ(measured->summary.status, ps::core::RunState::Succeeded);
   EXPECT_EQ(measured->summary.target, "cpu");
   EXPECT_EQ(measured->summary.devices, 2);
   EXPECT_EQ(measured->summary.profileId, rec->profileId);
@@ -147,14 +147,14 @@ TEST(MeasuredRun, FailedRunKeepsPartialTimelineErrorAndStderr) {
   r.measured.ops.resize(2);  // device 1 never ran
   r.measured.complete = false;
   r.measured.metrics = core::computeMetrics(r.measured);
-  r.status = RunStatus::Failed;
+  r.status = ps::core::RunState::Failed;
   r.error = "B1@s1 on device 1: receive timed out after 60 s";
   r.stderrText = "rank 1: Segmentation fault\n";
   auto rec = recordMeasuredRun(*store, r);
   ASSERT_TRUE(rec) << rec.error().message;
   auto run = store->run(rec->measuredRunId);
   ASSERT_TRUE(run);
-  EXPECT_EQ(run->summary.status, RunStatus::Failed);
+  EXPECT_EQ(run->summary.status, ps::core::RunState::Failed);
   EXPECT_EQ(run->summary.error, r.error);
   EXPECT_EQ(configOf(*store, rec->measuredRunId)["stderr"], r.stderrText);
   auto t = store->loadTimeline(rec->measuredRunId);
@@ -170,12 +170,12 @@ TEST(MeasuredRun, FailedRunWithoutErrorTextTakesTheTimelineDiagnostic) {
   auto store = SessionStore::open((dir / "s.pssession").string());
   ASSERT_TRUE(store);
   auto r = request();
-  r.status = RunStatus::Cancelled;
+  r.status = ps::core::RunState::Cancelled;
   r.measured.diagnostics.push_back(core::makeError("engine.cancelled", "cancelled at F1@s0"));
   auto rec = recordMeasuredRun(*store, r);
   ASSERT_TRUE(rec);
   auto run = store->run(rec->measuredRunId);
-  EXPECT_EQ(run->summary.status, RunStatus::Cancelled);
+  EXPECT_EQ(run->summary.status, ps::core::RunState::Cancelled);
   EXPECT_EQ(run->summary.error, "cancelled at F1@s0");
 }
 
@@ -217,7 +217,7 @@ TEST(MeasuredRun, RefusesBadInput) {
   r.configJson = "[1,2";
   EXPECT_FALSE(recordMeasuredRun(*store, r));
   r = request();
-  r.status = RunStatus::Running;
+  r.status = ps::core::RunState::Running;
   EXPECT_FALSE(recordMeasuredRun(*store, r));
   r = request();
   r.scheduleName.clear();

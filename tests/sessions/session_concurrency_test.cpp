@@ -1,4 +1,5 @@
 // Two writers on one session file, and a writer killed with SIGKILL in the middle of a run.
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -6,8 +7,6 @@
 #include <chrono>
 #include <functional>
 #include <thread>
-
-#include <gtest/gtest.h>
 
 #include "pipestudio/sessions/session_store.h"
 #include "session_test_util.h"
@@ -79,7 +78,7 @@ TEST(SessionConcurrency, TwoProcessesWriteTheSameFile) {
   auto runs = store->listRuns();
   ASSERT_EQ(runs->size(), 2u * (kEach / 10));
   for (const auto& r : *runs) {
-    EXPECT_EQ(r.status, RunStatus::Succeeded);
+    EXPECT_EQ(r.status, ps::core::RunState::Succeeded);
     EXPECT_EQ(r.opCount, 2000);
   }
   EXPECT_TRUE(store->checkIntegrity().ok());
@@ -144,7 +143,7 @@ TEST(SessionCrashSafety, KilledWriterLeavesRunIncompleteAndFileIntact) {
     auto chunk = syntheticTimeline(kChunk, 4);
     for (int i = 0; i < 2000; ++i)  // far more than it gets to write before the kill
       if (!store->appendRunOps(*run, chunk.ops).ok()) return 12;
-    return store->finishRun(*run, RunStatus::Succeeded).ok() ? 0 : 13;
+    return store->finishRun(*run, ps::core::RunState::Succeeded).ok() ? 0 : 13;
   });
   ASSERT_GT(child, 0);
   auto watcher = SessionStore::open(path);
@@ -172,7 +171,7 @@ TEST(SessionCrashSafety, KilledWriterLeavesRunIncompleteAndFileIntact) {
   ASSERT_TRUE(runs.ok());
   ASSERT_EQ(runs->size(), 1u);
   const RunSummary& r = runs->front();
-  EXPECT_EQ(r.status, RunStatus::Running);
+  EXPECT_EQ(r.status, ps::core::RunState::Running);
   EXPECT_FALSE(r.finished());
   EXPECT_TRUE(r.interrupted);
   EXPECT_GE(r.opCount, 3 * kChunk);
@@ -182,7 +181,7 @@ TEST(SessionCrashSafety, KilledWriterLeavesRunIncompleteAndFileIntact) {
   EXPECT_FALSE(t->complete);
   EXPECT_EQ(static_cast<std::int64_t>(t->ops.size()), r.opCount);
   // The interrupted run can be closed by whoever finds it.
-  EXPECT_TRUE(store->finishRun(r.id, RunStatus::Failed, "writer was killed").ok());
+  EXPECT_TRUE(store->finishRun(r.id, ps::core::RunState::Failed, "writer was killed").ok());
 }
 
 // Same with the one-call recordTimeline: whenever the kill lands, the run is absent or
@@ -231,10 +230,10 @@ TEST(SessionCrashSafety, KilledRecordTimelineIsNeverHalfVisibleAsSucceeded) {
     auto t = store->loadTimeline(r.id);
     ASSERT_TRUE(t.ok());
     EXPECT_EQ(static_cast<std::int64_t>(t->ops.size()), r.opCount);
-    if (r.status == RunStatus::Succeeded) {
+    if (r.status == ps::core::RunState::Succeeded) {
       EXPECT_EQ(t->ops.size(), kOps);
     } else {
-      EXPECT_EQ(r.status, RunStatus::Running);
+      EXPECT_EQ(r.status, ps::core::RunState::Running);
       EXPECT_TRUE(r.interrupted);
     }
   }

@@ -243,7 +243,7 @@ TEST(SessionStore, TimelineRoundTripKeepsEveryField) {
 
   auto rec = store.run(*id);
   ASSERT_TRUE(rec.ok());
-  EXPECT_EQ(rec->summary.status, RunStatus::Succeeded);
+  EXPECT_EQ(rec->summary.status, ps::core::RunState::Succeeded);
   EXPECT_EQ(rec->summary.scheduleId, *sched);
   EXPECT_EQ(rec->summary.target, "cpu");
   EXPECT_EQ(rec->summary.model, "gpt2-small");
@@ -269,7 +269,7 @@ TEST(SessionStore, IncompleteTimelineIsRecordedAsFailedWithItsError) {
   ASSERT_TRUE(id.ok());
   auto rec = store.run(*id);
   ASSERT_TRUE(rec.ok());
-  EXPECT_EQ(rec->summary.status, RunStatus::Failed);
+  EXPECT_EQ(rec->summary.status, ps::core::RunState::Failed);
   EXPECT_EQ(rec->summary.error, "deadlock: F3@s1 waits for B3@s2");
   auto back = store.loadTimeline(*id);
   ASSERT_TRUE(back.ok());
@@ -289,7 +289,7 @@ TEST(SessionStore, ListingMetricsAreComputedFromOpsWhenNotGiven) {
                                            op(0, OpKind::B, 0, 0, 0, 2, 0, true),
                                            op(1, OpKind::F, 1, 0, 1, 3)};
   ASSERT_TRUE(store.appendRunOps(*id, ops).ok());
-  ASSERT_TRUE(store.finishRun(*id, RunStatus::Succeeded).ok());
+  ASSERT_TRUE(store.finishRun(*id, ps::core::RunState::Succeeded).ok());
   auto rec = store.run(*id);
   ASSERT_TRUE(rec.ok());
   EXPECT_DOUBLE_EQ(rec->summary.makespan, 3.0);
@@ -302,24 +302,24 @@ TEST(SessionStore, ChunkedAppendsAccumulateAndLoadSortedByDeviceAndStart) {
   auto store = openOrDie((dir / "c.session").string());
   RunInfo info;
   info.devices = 2;
-  info.status = RunStatus::Queued;
+  info.status = ps::core::RunState::Queued;
   auto id = store.beginRun(info);
   ASSERT_TRUE(id.ok());
-  ASSERT_TRUE(store.setRunStatus(*id, RunStatus::Running).ok());
+  ASSERT_TRUE(store.setRunStatus(*id, ps::core::RunState::Running).ok());
   // A live run reports ops as they finish, interleaving devices.
   std::vector<ps::core::TimelineOp> first = {op(1, OpKind::F, 1, 0, 1, 2), op(0, OpKind::F, 0, 1, 1, 2)};
   std::vector<ps::core::TimelineOp> second = {op(0, OpKind::F, 0, 0, 0, 1), op(1, OpKind::B, 1, 0, 2, 4)};
   ASSERT_TRUE(store.appendRunOps(*id, first).ok());
   auto mid = store.run(*id);
   ASSERT_TRUE(mid.ok());
-  EXPECT_EQ(mid->summary.status, RunStatus::Running);
+  EXPECT_EQ(mid->summary.status, ps::core::RunState::Running);
   EXPECT_EQ(mid->summary.opCount, 2);  // progress is visible while it runs
   ASSERT_TRUE(store.appendRunOps(*id, second).ok());
   std::vector<ps::core::MemorySample> m1 = {{0, 1}, {1, 2}};
   std::vector<ps::core::MemorySample> m2 = {{2, 3}};
   ASSERT_TRUE(store.appendMemory(*id, 1, m1).ok());
   ASSERT_TRUE(store.appendMemory(*id, 1, m2).ok());
-  ASSERT_TRUE(store.finishRun(*id, RunStatus::Cancelled, "stopped by the user").ok());
+  ASSERT_TRUE(store.finishRun(*id, ps::core::RunState::Cancelled, "stopped by the user").ok());
 
   auto t = store.loadTimeline(*id);
   ASSERT_TRUE(t.ok());
@@ -334,7 +334,7 @@ TEST(SessionStore, ChunkedAppendsAccumulateAndLoadSortedByDeviceAndStart) {
   EXPECT_EQ(t->memory[1][2].bytes, 3);
   EXPECT_FALSE(t->complete);
   auto rec = store.run(*id);
-  EXPECT_EQ(rec->summary.status, RunStatus::Cancelled);
+  EXPECT_EQ(rec->summary.status, ps::core::RunState::Cancelled);
   EXPECT_EQ(rec->summary.error, "stopped by the user");
 }
 
@@ -343,19 +343,19 @@ TEST(SessionStore, FinishedRunsCannotChange) {
   auto store = openOrDie((dir / "x.session").string());
   auto id = store.beginRun(RunInfo{});
   ASSERT_TRUE(id.ok());
-  ASSERT_TRUE(store.finishRun(*id, RunStatus::Failed, "boom").ok());
-  auto again = store.finishRun(*id, RunStatus::Succeeded);
+  ASSERT_TRUE(store.finishRun(*id, ps::core::RunState::Failed, "boom").ok());
+  auto again = store.finishRun(*id, ps::core::RunState::Succeeded);
   ASSERT_FALSE(again.ok());
   EXPECT_EQ(again.error().code, "session.run-finished");
   std::vector<ps::core::TimelineOp> ops = {op(0, OpKind::F, 0, 0, 0, 1)};
   EXPECT_FALSE(store.appendRunOps(*id, ops).ok());
-  EXPECT_FALSE(store.finishRun(*id + 1, RunStatus::Failed).ok());
-  EXPECT_FALSE(store.finishRun(*id, RunStatus::Running).ok());
+  EXPECT_FALSE(store.finishRun(*id + 1, ps::core::RunState::Failed).ok());
+  EXPECT_FALSE(store.finishRun(*id, ps::core::RunState::Running).ok());
   RunInfo bad;
   bad.configJson = "{oops";
   EXPECT_EQ(store.beginRun(bad).error().code, "session.invalid");
   RunInfo done;
-  done.status = RunStatus::Succeeded;
+  done.status = ps::core::RunState::Succeeded;
   EXPECT_FALSE(store.beginRun(done).ok());
 }
 
@@ -386,7 +386,7 @@ TEST(SessionStore, ListRunsFiltersNewestFirst) {
   EXPECT_EQ(ofA->size(), 3u);
   for (auto& r : *ofA) EXPECT_EQ(r.scheduleId, *a);
   RunFilter failed;
-  failed.status = RunStatus::Failed;
+  failed.status = ps::core::RunState::Failed;
   EXPECT_EQ(store.listRuns(failed)->size(), 1u);
   RunFilter two;
   two.limit = 2;
@@ -505,7 +505,7 @@ TEST(SessionStoreFiles, MigratesAVersion1FileForward) {
   EXPECT_DOUBLE_EQ((*runs)[0].makespan, 3.0);
   EXPECT_DOUBLE_EQ((*runs)[0].bubbleRatio, 1.0 - 4.0 / 6.0);
   EXPECT_EQ((*runs)[0].opCount, 4);
-  EXPECT_EQ((*runs)[0].status, RunStatus::Succeeded);
+  EXPECT_EQ((*runs)[0].status, ps::core::RunState::Succeeded);
   auto t = store.loadTimeline(1);
   ASSERT_TRUE(t.ok());
   EXPECT_EQ(t->ops.size(), 4u);
@@ -773,7 +773,7 @@ TEST(SessionRecording, SimulatedRunRoundTripsThroughTheSession) {
 
   auto run = store.run(recorded->runId);
   ASSERT_TRUE(run.ok());
-  EXPECT_EQ(run->summary.status, RunStatus::Succeeded);
+  EXPECT_EQ(run->summary.status, ps::core::RunState::Succeeded);
   EXPECT_EQ(run->summary.target, "simulator");
   EXPECT_EQ(run->summary.devices, 4);
   EXPECT_EQ(run->summary.opCount, static_cast<std::int64_t>(timeline->ops.size()));
@@ -816,12 +816,12 @@ TEST(SessionExample, BundledExampleSessionIsReadable) {
     ASSERT_TRUE(runs.ok());
     int succeeded = 0, failed = 0;
     for (const auto& r : *runs) {
-      succeeded += r.status == RunStatus::Succeeded;
-      failed += r.status == RunStatus::Failed;
+      succeeded += r.status == ps::core::RunState::Succeeded;
+      failed += r.status == ps::core::RunState::Failed;
       auto t = store->loadTimeline(r.id);
       ASSERT_TRUE(t.ok());
       EXPECT_EQ(static_cast<std::int64_t>(t->ops.size()), r.opCount);
-      if (r.status == RunStatus::Succeeded) {
+      if (r.status == ps::core::RunState::Succeeded) {
         EXPECT_GT(r.makespan, 0);
         EXPECT_FALSE(t->memory.empty());
       }

@@ -29,13 +29,12 @@
 #include "debugger/state_panel.h"
 #include "debugger/stepper_controller.h"
 #include "docks/session_dock.h"
+#include "document/metrics_text.h"
 #include "document/schedule_document.h"
 #include "drag_util.h"
 #include "panels/diagnostics_panel.h"
 #include "panels/memory_chart.h"
-#include "panels/metrics_text.h"
 #include "panels/summary_panel.h"
-#include "panels/units_text.h"
 #include "pipestudio/core/io/dsl.h"
 #include "pipestudio/core/planning/generators.h"
 #include "pipestudio/sessions/session_store.h"
@@ -49,6 +48,7 @@
 #include "ui_fixtures.h"
 #include "widgets/elided_label.h"
 #include "widgets/indicators.h"
+#include "widgets/units_text.h"
 
 using namespace ps::core;
 using namespace ps::ui;

@@ -15,9 +15,9 @@
 #include "debugger/stepper_controller.h"
 #include "docks/session_dock.h"
 #include "panels/diagnostics_panel.h"
-#include "pipestudio/core/analysis/hang_report.h"
 #include "pipestudio/core/io/dsl.h"
 #include "pipestudio/core/io/run_events.h"
+#include "pipestudio/core/model/hang_report.h"
 #include "pipestudio/sessions/recording.h"
 #include "pipestudio/sessions/session_store.h"
 #include "remote/run_controller.h"
@@ -234,7 +234,7 @@ class HangGuiTest : public QObject {
     r.localCli = cli;
     QVERIFY(c->start(r, QString::fromStdString(printDsl(plan)), QStringLiteral("1f1b")));
     const RunOutcome o = runtest::waitForOutcome(*c, done, 30000);
-    QVERIFY(o.status == RunOutcome::Status::Failed);
+    QVERIFY(o.status == ps::core::RunState::Failed);
     // The last update of the overlay follows the end.
     QTRY_VERIFY_WITH_TIMEOUT(w.stepperController()->hang().has_value(), 5000);
     checkOpenedAtTheHang(w);

@@ -342,7 +342,7 @@ class ProfileDialogTest : public QObject {
     QVERIFY(!runtest::processGone(pid));
     d.cancelButton()->click();
     QVERIFY(finished.wait(10000));
-    QCOMPARE(d.controller()->lastOutcome()->status, ProfileOutcome::Status::Cancelled);
+    QCOMPARE(d.controller()->lastOutcome()->status, ps::core::RunState::Cancelled);
     QTRY_VERIFY_WITH_TIMEOUT(runtest::processGone(pid), 5000);
     QVERIFY(d.statusText().contains(QStringLiteral("Cancelled")));
     QVERIFY(d.profileButton()->isEnabled());

@@ -10,9 +10,9 @@
 #include <QtTest>
 
 #include "document/schedule_document.h"
-#include "panels/units_text.h"
 #include "pipestudio/core/io/dsl.h"
 #include "pipestudio/core/planning/generators.h"
+#include "widgets/units_text.h"
 
 using namespace ps::ui;
 

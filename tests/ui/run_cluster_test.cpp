@@ -362,7 +362,7 @@ class RunClusterTest : public QObject {
     QVERIFY(!QFileInfo::exists(staged.captured(2)));
     const auto run = measuredRun(session);
     QVERIFY(run);
-    QCOMPARE(run->status, sessions::RunStatus::Succeeded);
+    QCOMPARE(run->status, ps::core::RunState::Succeeded);
     QCOMPARE(run->opCount, 16);
     QCOMPARE(run->devices, 4);
   }
@@ -417,7 +417,7 @@ class RunClusterTest : public QObject {
     QVERIFY(store);
     auto run = store->run(stored.first().at(1).toLongLong());
     QVERIFY(run);
-    QCOMPARE(run->summary.status, sessions::RunStatus::Succeeded);
+    QCOMPARE(run->summary.status, ps::core::RunState::Succeeded);
     QCOMPARE(run->summary.opCount, 16);
     QCOMPARE(run->summary.devices, 4);
     QVERIFY(QString::fromStdString(run->configJson).contains(QStringLiteral("127.0.0.2")));
@@ -451,7 +451,7 @@ class RunClusterTest : public QObject {
              "not every device's ops came live");
     c.cancel();
     const RunOutcome o = waitForOutcome(c, done, 30000);
-    QVERIFY2(o.status == RunOutcome::Status::Cancelled, qPrintable(o.message + "\n" + o.stderrText));
+    QVERIFY2(o.status == ps::core::RunState::Cancelled, qPrintable(o.message + "\n" + o.stderrText));
     QVERIFY(o.finished);
     QCOMPARE(QString::fromStdString(o.finished->status), QStringLiteral("cancelled"));
     QVERIFY2(waitUntil([&] { return processesWith(needles).isEmpty(); }, 10000),
@@ -523,7 +523,7 @@ class RunClusterTest : public QObject {
     QVERIFY2(named, out.right(2000).constData());
     const auto run = measuredRun(session);
     QVERIFY(run);
-    QCOMPARE(run->status, sessions::RunStatus::Failed);
+    QCOMPARE(run->status, ps::core::RunState::Failed);
     QVERIFY(run->opCount > 0);  // the partial timeline
     QVERIFY2(QString::fromStdString(run->error).contains(QStringLiteral("127.0.0.2")) ||
                  QString::fromStdString(run->error).contains(QStringLiteral("rank 2")) ||
@@ -591,7 +591,7 @@ class RunClusterTest : public QObject {
     QSignalSpy done(&c, &RunController::runFinished);
     QVERIFY(c.start(r, QString::fromLatin1(kFourPipe), QStringLiteral("four")));
     RunOutcome o = waitForOutcome(c, done, 30000);
-    QVERIFY(o.status == RunOutcome::Status::Failed);
+    QVERIFY(o.status == ps::core::RunState::Failed);
     QVERIFY2(o.message.contains(QStringLiteral("authentication refused by %1@127.0.0.2 on port %2")
                                     .arg(LoopbackSshd::userName())
                                     .arg(b_.port())),
@@ -603,7 +603,7 @@ class RunClusterTest : public QObject {
     done.clear();
     QVERIFY(c.start(r, QString::fromLatin1(kFourPipe), QStringLiteral("four")));
     o = waitForOutcome(c, done, 30000);
-    QVERIFY(o.status == RunOutcome::Status::Failed);
+    QVERIFY(o.status == ps::core::RunState::Failed);
     QVERIFY2(o.message.contains(QStringLiteral("pipestudio-cli not found on 127.0.0.2:%1").arg(b_.port())),
              qPrintable(o.message));
   }
@@ -628,7 +628,7 @@ class RunClusterTest : public QObject {
     QVERIFY(processesWith({QStringLiteral("--iterations"), QString::number(marker)}).isEmpty());
     const auto run = measuredRun(session);
     QVERIFY(run);
-    QCOMPARE(run->status, sessions::RunStatus::Failed);
+    QCOMPARE(run->status, ps::core::RunState::Failed);
     QVERIFY(QString::fromStdString(run->error).contains(QStringLiteral("127.0.0.2")));
 
     // The GUI says the same.
@@ -636,7 +636,7 @@ class RunClusterTest : public QObject {
     QSignalSpy done(&c, &RunController::runFinished);
     QVERIFY(c.start(clusterRequest(), QString::fromLatin1(kFourPipe), QStringLiteral("four")));
     const RunOutcome o = waitForOutcome(c, done, 30000);
-    QVERIFY(o.status == RunOutcome::Status::Failed);
+    QVERIFY(o.status == ps::core::RunState::Failed);
     QVERIFY2(o.message.contains(QStringLiteral("cannot reach 127.0.0.2 on port %1").arg(bPort)),
              qPrintable(o.message));
   }

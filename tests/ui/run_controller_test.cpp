@@ -69,7 +69,7 @@ class RunControllerTest : public QObject {
     QVERIFY(!c.start(localRequest(QStringLiteral(PIPESTUDIO_CLI)), {}, {}));  // one run at a time
     const RunOutcome o = waitForOutcome(c, done, 120000);
     QCOMPARE(done.size(), 1);
-    QVERIFY2(o.status == RunOutcome::Status::Succeeded, qPrintable(o.message + "\n" + o.stderrText));
+    QVERIFY2(o.status == ps::core::RunState::Succeeded, qPrintable(o.message + "\n" + o.stderrText));
     QCOMPARE(o.cliVersion, QStringLiteral(PIPESTUDIO_VERSION));
     QVERIFY(o.started);
     QCOMPARE(o.started->protocolVersion, ps::core::kRunEventProtocolVersion);
@@ -106,7 +106,7 @@ class RunControllerTest : public QObject {
     QVERIFY(run0);
     const auto& run = run0->summary;
     QCOMPARE(run.id, stored->runId);
-    QCOMPARE(run.status, sessions::RunStatus::Succeeded);
+    QCOMPARE(run.status, ps::core::RunState::Succeeded);
     QCOMPARE(run.opCount, 12);
     QCOMPARE(run.model, std::string("mlp:layers=2,hidden=8"));
     auto t = store->loadTimeline(run.id);
@@ -133,7 +133,7 @@ class RunControllerTest : public QObject {
     r.modelParameters = QStringLiteral("layers=8,hidden=16");
     QVERIFY(c.start(r, text, QStringLiteral("example")));
     const RunOutcome o = waitForOutcome(c, done, 120000);
-    QVERIFY2(o.status == RunOutcome::Status::Succeeded, qPrintable(o.message + "\n" + o.stderrText));
+    QVERIFY2(o.status == ps::core::RunState::Succeeded, qPrintable(o.message + "\n" + o.stderrText));
     QVERIFY2(o.streamWarnings.empty(), ps::core::formatDiagnostics(o.streamWarnings).c_str());
     QCOMPARE(o.timeline.ops.size(), schedule->opCount());
     int user = 0;
@@ -170,7 +170,7 @@ class RunControllerTest : public QObject {
     c.cancel();
     const RunOutcome o = waitForOutcome(c, done, 60000);
     QCOMPARE(done.size(), 1);
-    QVERIFY2(o.status == RunOutcome::Status::Cancelled, qPrintable(o.message));
+    QVERIFY2(o.status == ps::core::RunState::Cancelled, qPrintable(o.message));
     QVERIFY(o.finished);
     QCOMPARE(QString::fromStdString(o.finished->status), QStringLiteral("cancelled"));
     QVERIFY(processGone(pid));
@@ -186,7 +186,7 @@ class RunControllerTest : public QObject {
         storeTinyRun(dir_.filePath(QStringLiteral("cancel-%1-%2.session").arg(::getpid()).arg(processes)), o);
     const auto& run = stored.run;
     QVERIFY2(run, stored.error.c_str());
-    QCOMPARE(run->summary.status, sessions::RunStatus::Cancelled);
+    QCOMPARE(run->summary.status, ps::core::RunState::Cancelled);
     QVERIFY2(QString::fromStdString(run->summary.error).contains(QStringLiteral("cancelled")),
              run->summary.error.c_str());
   }
@@ -209,7 +209,7 @@ class RunControllerTest : public QObject {
     t.start();
     c.cancel();
     const RunOutcome o = waitForOutcome(c, done, 20000);
-    QVERIFY2(o.status == RunOutcome::Status::Cancelled, qPrintable(o.message));
+    QVERIFY2(o.status == ps::core::RunState::Cancelled, qPrintable(o.message));
     QVERIFY(o.crashed);  // ended by SIGTERM
     QVERIFY(t.elapsed() >= 250);
     QVERIFY(processGone(pid));
@@ -228,7 +228,7 @@ class RunControllerTest : public QObject {
     QSignalSpy done(&c, &RunController::runFinished);
     QVERIFY(c.start(localRequest(cli), QString::fromLatin1(kTinyPipe), QStringLiteral("tiny")));
     const RunOutcome o = waitForOutcome(c, done, 30000);
-    QVERIFY(o.status == RunOutcome::Status::Failed);
+    QVERIFY(o.status == ps::core::RunState::Failed);
     QVERIFY2(o.message.contains(QStringLiteral("7.3.0")) &&
                  o.message.contains(QStringLiteral("run-event protocol 2")),
              qPrintable(o.message));
@@ -247,7 +247,7 @@ class RunControllerTest : public QObject {
     QVERIFY(c.start(localRequest(dir_.filePath(QStringLiteral("no such dir/pipestudio-cli"))),
                     QString::fromLatin1(kTinyPipe), QStringLiteral("tiny")));
     const RunOutcome o = waitForOutcome(c, done, 30000);
-    QVERIFY(o.status == RunOutcome::Status::Failed);
+    QVERIFY(o.status == ps::core::RunState::Failed);
     QVERIFY2(o.message.startsWith(QStringLiteral("cannot start pipestudio-cli at '")) &&
                  o.message.contains(QStringLiteral("no such dir/pipestudio-cli")),
              qPrintable(o.message));
@@ -259,7 +259,7 @@ class RunControllerTest : public QObject {
     QSignalSpy done(&c, &RunController::runFinished);
     QVERIFY(c.start(localRequest(crashingCli()), QString::fromLatin1(kTinyPipe), QStringLiteral("tiny")));
     const RunOutcome o = waitForOutcome(c, done, 30000);
-    QVERIFY(o.status == RunOutcome::Status::Failed);
+    QVERIFY(o.status == ps::core::RunState::Failed);
     QCOMPARE(o.exitCode, 1);
     QVERIFY2(o.message.contains(QStringLiteral("exit code 1 before the run finished")),
              qPrintable(o.message));
@@ -274,7 +274,7 @@ class RunControllerTest : public QObject {
     const auto stored = storeTinyRun(dir_.filePath(QStringLiteral("crash-%1.session").arg(::getpid())), o);
     const auto& run = stored.run;
     QVERIFY2(run, stored.error.c_str());
-    QCOMPARE(run->summary.status, sessions::RunStatus::Failed);
+    QCOMPARE(run->summary.status, ps::core::RunState::Failed);
     QCOMPARE(run->summary.opCount, 3);
     QVERIFY2(
         QString::fromStdString(run->summary.error).contains(QStringLiteral("worker 1: Segmentation fault")),

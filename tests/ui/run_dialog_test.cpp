@@ -434,7 +434,7 @@ class RunDialogTest : public QObject {
     QVERIFY(store);
     auto run = store->run(stored.first().at(1).toLongLong());
     QVERIFY(run);
-    QCOMPARE(run->summary.status, ps::sessions::RunStatus::Succeeded);
+    QCOMPARE(run->summary.status, ps::core::RunState::Succeeded);
     QCOMPARE(run->summary.opCount, 12);
     if (qEnvironmentVariableIsSet("PS_RUN_DIALOG_SHOT")) {
       d->grab().save(qEnvironmentVariable("PS_RUN_DIALOG_SHOT"));

@@ -87,7 +87,8 @@ class RunRecordTest : public QObject {
         dir_.path(), QStringLiteral("recording-cli"),
         QStringLiteral("if [ \"$1\" = run ]; then exec '%1' \"$@\" --session '%2' --profile '%3' 2>'%4'; fi\n"
                        "exec '%1' \"$@\"\n")
-            .arg(QStringLiteral(PIPESTUDIO_CLI), cliSession, profilePath, dir_.filePath(QStringLiteral("cli.err"))));
+            .arg(QStringLiteral(PIPESTUDIO_CLI), cliSession, profilePath,
+                 dir_.filePath(QStringLiteral("cli.err"))));
 
     RunRequest r = modelRequest(QStringLiteral("mlp"), QStringLiteral("layers=2,hidden=8"),
                                 {.iterations = 2, .warmup = 1, .checkGradients = true, .timeoutSeconds = 30});
@@ -98,7 +99,7 @@ class RunRecordTest : public QObject {
     const RunOutcome o = waitForOutcome(c, done, 120000);
     QFile err(dir_.filePath(QStringLiteral("cli.err")));
     const QString cliErr = err.open(QIODevice::ReadOnly) ? QString::fromUtf8(err.readAll()) : QString();
-    QVERIFY2(o.status == RunOutcome::Status::Succeeded, qPrintable(o.message + "\n" + o.stderrText + cliErr));
+    QVERIFY2(o.status == ps::core::RunState::Succeeded, qPrintable(o.message + "\n" + o.stderrText + cliErr));
     QVERIFY2(cliErr.contains(QStringLiteral("session ")), qPrintable(cliErr));  // the CLI filed it
 
     auto schedule = ps::core::parseDsl(kTinyPipe);
@@ -118,8 +119,11 @@ class RunRecordTest : public QObject {
         const QStringList b = QString::fromStdString(fromGui[i]).split(QLatin1Char('\n'));
         QString diff;
         for (qsizetype k = 0; k < std::max(a.size(), b.size()); ++k)
-          if (a.value(k) != b.value(k)) diff += QStringLiteral("CLI %1\nGUI %2\n").arg(a.value(k), b.value(k));
-        QVERIFY2(diff.isEmpty(), qPrintable(QStringLiteral("%1 row %2 differs:\n%3").arg(QLatin1String(table)).arg(i).arg(diff)));
+          if (a.value(k) != b.value(k))
+            diff += QStringLiteral("CLI %1\nGUI %2\n").arg(a.value(k), b.value(k));
+        QVERIFY2(
+            diff.isEmpty(),
+            qPrintable(QStringLiteral("%1 row %2 differs:\n%3").arg(QLatin1String(table)).arg(i).arg(diff)));
       }
     }
 

@@ -80,7 +80,7 @@ class RunRemoteTest : public QObject {
     const RunRequest r = remoteRequest(path(QStringLiteral("user_key")));
     QVERIFY(c.start(r, QString::fromLatin1(kTinyPipe), QStringLiteral("tiny")));
     const RunOutcome o = waitForOutcome(c, done, 120000);
-    QVERIFY2(o.status == RunOutcome::Status::Succeeded, qPrintable(o.message + "\n" + o.stderrText));
+    QVERIFY2(o.status == ps::core::RunState::Succeeded, qPrintable(o.message + "\n" + o.stderrText));
     QVERIFY(o.command.startsWith(QStringLiteral("ssh -o BatchMode=yes")));
     QCOMPARE(o.cliVersion, QStringLiteral(PIPESTUDIO_VERSION));
     QCOMPARE(o.timeline.ops.size(), size_t(12));
@@ -91,7 +91,7 @@ class RunRemoteTest : public QObject {
     const auto stored = storeTinyRun(path(QStringLiteral("remote-%1.session").arg(::getpid())), o);
     const auto& run = stored.run;
     QVERIFY2(run, stored.error.c_str());
-    QCOMPARE(run->summary.status, sessions::RunStatus::Succeeded);
+    QCOMPARE(run->summary.status, ps::core::RunState::Succeeded);
     QCOMPARE(run->summary.opCount, 12);
     QVERIFY2(QString::fromStdString(run->summary.label).contains(QStringLiteral("loopback")),
              run->summary.label.c_str());
@@ -127,7 +127,7 @@ class RunRemoteTest : public QObject {
     const qint64 sshPid = c.processId();
     c.cancel();
     const RunOutcome o = waitForOutcome(c, done, 60000);
-    QVERIFY2(o.status == RunOutcome::Status::Cancelled, qPrintable(o.message));
+    QVERIFY2(o.status == ps::core::RunState::Cancelled, qPrintable(o.message));
     QVERIFY(o.finished);  // the remote CLI reported its own cancel through the channel
     QCOMPARE(QString::fromStdString(o.finished->status), QStringLiteral("cancelled"));
     QVERIFY(processGone(sshPid));
@@ -170,7 +170,7 @@ class RunRemoteTest : public QObject {
     QVERIFY(c.start(remoteRequest(path(QStringLiteral("wrong_key"))), QString::fromLatin1(kTinyPipe),
                     QStringLiteral("tiny")));
     const RunOutcome o = waitForOutcome(c, done, 60000);
-    QVERIFY(o.status == RunOutcome::Status::Failed);
+    QVERIFY(o.status == ps::core::RunState::Failed);
     QVERIFY2(
         o.message.startsWith(
             QStringLiteral("authentication refused by %1@127.0.0.1 on port %2").arg(userName()).arg(port_)),
@@ -186,7 +186,7 @@ class RunRemoteTest : public QObject {
     r.remote->port = 1;  // nothing listens there
     QVERIFY(c.start(r, QString::fromLatin1(kTinyPipe), QStringLiteral("tiny")));
     const RunOutcome o = waitForOutcome(c, done, 60000);
-    QVERIFY(o.status == RunOutcome::Status::Failed);
+    QVERIFY(o.status == ps::core::RunState::Failed);
     QVERIFY2(o.message.startsWith(QStringLiteral("cannot reach 127.0.0.1 on port 1")), qPrintable(o.message));
     QVERIFY(o.message.contains(QStringLiteral("Connection refused")));
   }
@@ -198,7 +198,7 @@ class RunRemoteTest : public QObject {
     r.remote->cliPath = path(QStringLiteral("not installed/pipestudio-cli"));
     QVERIFY(c.start(r, QString::fromLatin1(kTinyPipe), QStringLiteral("tiny")));
     const RunOutcome o = waitForOutcome(c, done, 60000);
-    QVERIFY(o.status == RunOutcome::Status::Failed);
+    QVERIFY(o.status == ps::core::RunState::Failed);
     QVERIFY2(o.message.startsWith(
                  QStringLiteral("pipestudio-cli not found on loopback at '%1'").arg(r.remote->cliPath)),
              qPrintable(o.message));
@@ -225,14 +225,14 @@ class RunRemoteTest : public QObject {
     r.remote->cliPath = cli;  // a path with spaces, quoted for the remote shell
     QVERIFY(c.start(r, QString::fromLatin1(kTinyPipe), QStringLiteral("tiny")));
     const RunOutcome o = waitForOutcome(c, done, 60000);
-    QVERIFY(o.status == RunOutcome::Status::Failed);
+    QVERIFY(o.status == ps::core::RunState::Failed);
     QCOMPARE(o.timeline.ops.size(), size_t(2));
     QVERIFY(o.stderrText.contains(QStringLiteral("remote worker: out of memory")));
     QVERIFY2(o.message.contains(QStringLiteral("exit code 1")), qPrintable(o.message));
     const auto stored = storeTinyRun(path(QStringLiteral("remote-crash-%1.session").arg(::getpid())), o);
     const auto& run = stored.run;
     QVERIFY2(run, stored.error.c_str());
-    QCOMPARE(run->summary.status, sessions::RunStatus::Failed);
+    QCOMPARE(run->summary.status, ps::core::RunState::Failed);
     QCOMPARE(run->summary.opCount, 2);
   }
 };

@@ -6,6 +6,7 @@
 #include <QVBoxLayout>
 
 #include "pipestudio/core/analysis/comparison.h"
+#include "widgets/units_text.h"
 
 namespace ps::ui {
 
@@ -42,15 +43,13 @@ void DeviationPanel::setComparison(const Comparison* c, const PlanContext& plan)
   }
   QString head;
   if (plan.progress.finished)
-    head = tr("Makespan: planned %1 ms, measured %2 ms (%3%4 %)")
-               .arg(c->plannedMakespan, 0, 'f', 2)
-               .arg(c->measuredMakespan, 0, 'f', 2)
+    head = tr("Makespan: planned %1, measured %2 (%3%4 %)")
+               .arg(msPlain(c->plannedMakespan), msPlain(c->measuredMakespan))
                .arg(c->relativeError >= 0 ? QStringLiteral("+") : QString())
                .arg(c->relativeError * 100, 0, 'f', 1);
   else  // a stalled plan has no makespan to compare with: its partial one is no prediction
-    head = tr("Makespan: planned %1, measured %2 ms")
-               .arg(notAvailableText(plan.progress))
-               .arg(c->measuredMakespan, 0, 'f', 2);
+    head = tr("Makespan: planned %1, measured %2")
+               .arg(notAvailableText(plan.progress), msPlain(c->measuredMakespan));
   head += tr(" · %1 matched").arg(c->matches.size());
   if (plan.notReached > 0)
     head += tr(" · %n measured op(s) the stalled plan never reached", nullptr, plan.notReached);
@@ -78,8 +77,8 @@ void DeviationPanel::setComparison(const Comparison* c, const PlanContext& plan)
   for (int r = 0; r < static_cast<int>(rows.size()); ++r) {
     const ErrorStats& e = *rows[static_cast<size_t>(r)];
     const QStringList cells{
-        QString::fromStdString(e.label), QString::number(e.count), QString::number(e.plannedMs, 'f', 2),
-        QString::number(e.measuredMs, 'f', 2),
+        QString::fromStdString(e.label), QString::number(e.count), msValue(e.plannedMs),
+        msValue(e.measuredMs),
         e.plannedMs > 0 ? QString::number(e.ratio, 'f', 2) + QStringLiteral("×") : QStringLiteral("–"),
         // Ops planned to take no time have no deviation to average.
         e.plannedMs > 0 ? QString::number(e.meanAbsError * 100, 'f', 1) + QStringLiteral(" %")

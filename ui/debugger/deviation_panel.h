@@ -6,7 +6,7 @@
 #include <QString>
 #include <QWidget>
 
-#include "panels/metrics_text.h"
+#include "document/metrics_text.h"
 
 class QLabel;
 class QTableWidget;

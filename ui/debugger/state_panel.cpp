@@ -15,8 +15,8 @@
 #include <map>
 
 #include "debugger/stepper_controller.h"
-#include "panels/units_text.h"
 #include "timeline/theme.h"
+#include "widgets/units_text.h"
 
 namespace ps::ui {
 

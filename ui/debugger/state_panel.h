@@ -8,8 +8,8 @@
 #include <optional>
 #include <vector>
 
-#include "pipestudio/core/analysis/hang_report.h"
 #include "pipestudio/core/analysis/stepper.h"
+#include "pipestudio/core/model/hang_report.h"
 
 class QLabel;
 class QListWidget;

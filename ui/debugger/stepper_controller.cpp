@@ -15,10 +15,10 @@
 #include "document/schedule_document.h"
 #include "panels/diagnostics_panel.h"
 #include "panels/memory_chart.h"
-#include "panels/units_text.h"
 #include "pipestudio/core/io/trace_import.h"
 #include "pipestudio/core/planning/schedule_edits.h"
 #include "timeline/timeline_view.h"
+#include "widgets/units_text.h"
 
 namespace ps::ui {
 

@@ -14,8 +14,8 @@
 #include <tuple>
 #include <vector>
 
-#include "pipestudio/core/analysis/hang_report.h"
 #include "pipestudio/core/analysis/stepper.h"
+#include "pipestudio/core/model/hang_report.h"
 
 class QAction;
 class QComboBox;

@@ -16,11 +16,11 @@
 #include <map>
 
 #include "document/schedule_document.h"
-#include "panels/units_text.h"
 #include "pipestudio/core/analysis/comparison.h"
 #include "pipestudio/core/analysis/simulator.h"
 #include "pipestudio/core/io/dsl.h"
 #include "pipestudio/sessions/session_store.h"
+#include "widgets/units_text.h"
 
 namespace ps::ui {
 

@@ -17,6 +17,7 @@
 #include "pipestudio/core/model/cost_profile.h"
 #include "pipestudio/core/model/result.h"
 #include "pipestudio/core/model/timeline.h"
+#include "widgets/metatypes.h"
 
 class QLabel;
 class QPushButton;
@@ -169,5 +170,3 @@ class SessionDock : public QDockWidget {
 };
 
 }  // namespace ps::ui
-
-Q_DECLARE_METATYPE(ps::core::Timeline)

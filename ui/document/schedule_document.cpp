@@ -91,8 +91,8 @@ Result<LoadedFile> readScheduleFile(const QString& path) {
   out.profile = defaultCostProfile(out.schedule);
   if (out.schedule.profile && !out.schedule.profile->empty()) {
     const QString name = QString::fromStdString(*out.schedule.profile);
-    const QString c = QString::fromStdString(resolveProfileReference(
-        *out.schedule.profile, path.toStdString(), resourcesDir().toStdString()));
+    const QString c = QString::fromStdString(
+        resolveProfileReference(*out.schedule.profile, path.toStdString(), resourcesDir().toStdString()));
     if (QFileInfo(c).isFile()) {
       auto json = readTextFile(c);
       if (!json) {

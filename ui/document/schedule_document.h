@@ -10,7 +10,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "panels/metrics_text.h"
+#include "document/metrics_text.h"
 #include "pipestudio/core/analysis/iterations.h"
 #include "pipestudio/core/analysis/simulator.h"
 #include "pipestudio/core/analysis/validator.h"

@@ -10,12 +10,12 @@
 #include <functional>
 
 #include "document/schedule_document.h"
-#include "panels/units_text.h"
 #include "pipestudio/core/analysis/comparison.h"
 #include "pipestudio/core/planning/schedule_edits.h"
 #include "timeline/theme.h"
 #include "timeline/timeline_view.h"
 #include "widgets/text_wrap.h"
+#include "widgets/units_text.h"
 
 namespace ps::ui {
 

@@ -16,7 +16,7 @@
 #include <QVBoxLayout>
 
 #include "document/schedule_document.h"
-#include "panels/units_text.h"
+#include "widgets/units_text.h"
 
 namespace ps::ui {
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <utility>
 
-#include "panels/units_text.h"
+#include "widgets/units_text.h"
 #include "timeline/theme.h"
 
 namespace ps::ui {

@@ -5,7 +5,7 @@
 #include <QTreeWidget>
 #include <optional>
 
-#include "panels/metrics_text.h"
+#include "document/metrics_text.h"
 #include "pipestudio/core/analysis/iterations.h"
 #include "pipestudio/core/model/timeline.h"
 

@@ -14,16 +14,15 @@
 #include <QPushButton>
 #include <QRegularExpression>
 #include <QSpinBox>
-#include <QStatusBar>
 #include <QVBoxLayout>
 #include <algorithm>
 
 #include "docks/session_dock.h"
 #include "document/schedule_document.h"
-#include "panels/units_text.h"
 #include "pipestudio/sessions/session_store.h"
-#include "shell/main_window.h"
+#include "remote/dialog_host.h"
 #include "widgets/form.h"
+#include "widgets/units_text.h"
 
 namespace ps::ui {
 
@@ -125,7 +124,7 @@ void ProfileController::done(int exitCode, bool crashed) {
   o.exitCode = exitCode;
   o.stderrText = err;
   if (cancelled_) {
-    o.status = ProfileOutcome::Status::Cancelled;
+    o.status = ps::core::RunState::Cancelled;
     o.message = QStringLiteral("profiling cancelled");
   } else if (crashed) {
     o.message = QStringLiteral("pipestudio-cli profile crashed%1")
@@ -139,7 +138,7 @@ void ProfileController::done(int exitCode, bool crashed) {
       o.message = QStringLiteral("the profile output could not be read: %1")
                       .arg(QString::fromStdString(ps::core::formatDiagnostics(p.errors())).trimmed());
     } else {
-      o.status = ProfileOutcome::Status::Succeeded;
+      o.status = ps::core::RunState::Succeeded;
       o.json = out_;
       o.profile = std::move(*p);
       o.message = QStringLiteral("profiled %1: %2 layers")
@@ -216,19 +215,20 @@ void ProfileDialog::buildUi() {
   connect(saveButton_, &QPushButton::clicked, this, &ProfileDialog::saveJsonAs);
 }
 
-ProfileDialog* ProfileDialog::showFor(MainWindow* window) {
-  auto* d = window->findChild<ProfileDialog*>(QStringLiteral("profileDialog"), Qt::FindDirectChildrenOnly);
-  if (!d) d = new ProfileDialog(window);
-  d->attach(window);
+ProfileDialog* ProfileDialog::showFor(DialogHost* host) {
+  auto* d = host->hostWidget()->findChild<ProfileDialog*>(QStringLiteral("profileDialog"),
+                                                          Qt::FindDirectChildrenOnly);
+  if (!d) d = new ProfileDialog(host->hostWidget());
+  d->attach(host);
   d->show();
   d->raise();
   d->activateWindow();
   return d;
 }
 
-void ProfileDialog::attach(MainWindow* window) {
-  window_ = window;
-  setDocument(window->document());
+void ProfileDialog::attach(DialogHost* host) {
+  host_ = host;
+  setDocument(host->document());
   target_->reloadHosts();  // the Run dialog may have added hosts since this one was built
   updatePreview();
 }
@@ -291,8 +291,8 @@ void ProfileDialog::cancelProfile() {
 void ProfileDialog::onFinished(const ProfileOutcome& o) {
   flushStream();
   setBusy(false);
-  if (o.status != ProfileOutcome::Status::Succeeded || !o.profile) {
-    const bool cancelled = o.status == ProfileOutcome::Status::Cancelled;
+  if (o.status != ps::core::RunState::Succeeded || !o.profile) {
+    const bool cancelled = o.status == ps::core::RunState::Cancelled;
     status_->setText(cancelled ? tr("Cancelled; the document is unchanged.")
                                : tr("Profiling failed: %1. The document is unchanged.").arg(o.message));
     if (!o.stderrText.trimmed().isEmpty() && !logText().contains(o.stderrText.trimmed()))
@@ -325,7 +325,7 @@ void ProfileDialog::onFinished(const ProfileOutcome& o) {
                   .arg(msValue(l.backwardInputMs), 10)
                   .arg(msValue(l.backwardWeightMs), 10));
   status_->setText(msg + stored + QLatin1Char('.'));
-  if (window_) window_->statusBar()->showMessage(msg, 15000);
+  if (host_) host_->showStatusMessage(msg, 15000);
   Q_EMIT profileApplied(msg);
 }
 
@@ -333,8 +333,8 @@ void ProfileDialog::onFinished(const ProfileOutcome& o) {
 // about it ("" when there is no session).
 QString ProfileDialog::storeInSession() {
   QString session = sessionPath_;
-  if (window_) {
-    SessionDock* dock = window_->sessionDock();
+  if (host_) {
+    SessionDock* dock = host_->sessionDock();
     session = dock && dock->hasSession() && !dock->isReadOnly() ? dock->sessionPath() : QString();
   }
   lastStored_ = 0;
@@ -348,7 +348,7 @@ QString ProfileDialog::storeInSession() {
     return tr("; not stored in the session: %1")
         .arg(QString::fromStdString(ps::core::formatDiagnostics(id.errors())).trimmed());
   lastStored_ = *id;
-  if (window_ && window_->sessionDock()) window_->sessionDock()->refresh();
+  if (host_ && host_->sessionDock()) host_->sessionDock()->refresh();
   return tr("; stored in the session as profile %1").arg(*id);
 }
 

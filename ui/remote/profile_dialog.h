@@ -22,7 +22,7 @@ class QSpinBox;
 
 namespace ps::ui {
 
-class MainWindow;
+class DialogHost;
 class ScheduleDocument;
 
 // Everything the dialog asks. `target` carries where (remote / localCli), the model
@@ -47,8 +47,7 @@ ProcessCommand buildProfileCommand(const ProfileRequest& r);
 QString describeProfileFailure(const ProfileRequest& r, int exitCode, const QString& stderrText);
 
 struct ProfileOutcome {
-  using Status = ps::core::RunState;  // Succeeded, Failed or Cancelled
-  Status status = Status::Failed;
+  ps::core::RunState status = ps::core::RunState::Failed;  // Succeeded, Failed or Cancelled
   QString message;  // one line
   QString stderrText;
   int exitCode = -1;
@@ -94,8 +93,8 @@ class ProfileDialog : public CommandDialog {
   explicit ProfileDialog(QWidget* parent = nullptr, QSettings* settings = nullptr);
 
   // The window's dialog (created on first use), attached to its document and session.
-  static ProfileDialog* showFor(MainWindow* window);
-  void attach(MainWindow* window);
+  static ProfileDialog* showFor(DialogHost* host);
+  void attach(DialogHost* host);
   // Where results go (tests set these without a window): the document whose profile is
   // replaced, and the session file the profile is stored in ("" : none / read-only).
   void setDocument(ScheduleDocument* doc);
@@ -130,7 +129,7 @@ class ProfileDialog : public CommandDialog {
 
   ProfileController* controller_ = nullptr;
   ScheduleDocument* doc_ = nullptr;
-  MainWindow* window_ = nullptr;
+  DialogHost* host_ = nullptr;
   QString sessionPath_;
   QByteArray lastJson_;
   QString lastName_;

@@ -35,19 +35,13 @@ QString remoteWord(const QString& word) {
   return shellQuote(word);
 }
 
+// A run or a profile on one host: no keep-alive probes (a run may be silent for long, and the
+// dialog's Cancel ends it), otherwise the cluster launcher's ssh call.
 QStringList sshPrefix(const RunRequest& r) {
-  const RemoteHost& h = *r.remote;
-  QStringList a{
-      QStringLiteral("-o"), QStringLiteral("BatchMode=yes"),
-      QStringLiteral("-o"), QStringLiteral("ConnectTimeout=%1").arg(std::max(1, r.connectTimeoutSeconds)),
-      QStringLiteral("-p"), QString::number(h.port)};
-  if (!h.identityFile.isEmpty())
-    a << QStringLiteral("-i") << h.identityFile << QStringLiteral("-o")
-      << QStringLiteral("IdentitiesOnly=yes");
-  for (const QString& o : h.sshOptions)
-    if (!o.trimmed().isEmpty()) a << QStringLiteral("-o") << o.trimmed();
-  // "--" before the destination: no user or host name is ever read as an ssh option.
-  a << QStringLiteral("--") << h.destination();
+  QStringList a;
+  const ps::core::SshCall call{static_cast<double>(r.connectTimeoutSeconds), false};
+  for (const std::string& word : ps::core::sshArguments(r.remote->clusterHost(), call))
+    a << QString::fromStdString(word);
   return a;
 }
 
@@ -68,6 +62,16 @@ QString RemoteHost::displayName() const {
 }
 QString RemoteHost::destination() const {
   return user.isEmpty() ? host : user + QLatin1Char('@') + host;
+}
+ps::core::ClusterHost RemoteHost::clusterHost() const {
+  ps::core::ClusterHost h;
+  h.host = host.toStdString();
+  h.user = user.toStdString();
+  h.port = port;
+  h.key = identityFile.toStdString();
+  h.cli = cliPath.toStdString();
+  for (const QString& o : sshOptions) h.sshOptions.push_back(o.toStdString());
+  return h;
 }
 
 QList<RemoteHost> loadRemoteHosts(QSettings& s) {
@@ -224,27 +228,9 @@ QByteArray scheduleStdin(const QString& pipeText) {
 }
 
 QString describeSshFailure(const RunRequest& r, int exitCode, const QString& stderrText) {
-  if (!r.remote || exitCode != 255) return {};
-  const RemoteHost& h = *r.remote;
-  const QString said = lastLines(stderrText, 3);
-  const QString ssh = said.isEmpty() ? QString() : QStringLiteral(" (ssh: %1)").arg(said);
-  auto has = [&](const char* s) { return stderrText.contains(QLatin1String(s), Qt::CaseInsensitive); };
-  if (has("Permission denied") || has("Too many authentication failures") ||
-      has("no supported authentication"))
-    return QStringLiteral("authentication refused by %1 on port %2: check the user and the identity file%3")
-        .arg(h.destination())
-        .arg(h.port)
-        .arg(ssh);
-  if (has("Host key verification failed") || has("IDENTIFICATION HAS CHANGED"))
-    return QStringLiteral(
-               "the host key of %1 is unknown or changed: connect once with ssh to check it, or add "
-               "StrictHostKeyChecking=accept-new to the host's ssh options%2")
-        .arg(h.host, ssh);
-  if (has("Connection refused") || has("timed out") || has("No route to host") || has("Could not resolve") ||
-      has("Name or service not known") || has("Network is unreachable") || has("Connection closed") ||
-      has("Connection reset"))
-    return QStringLiteral("cannot reach %1 on port %2%3").arg(h.host).arg(h.port).arg(ssh);
-  return QStringLiteral("ssh to %1 failed (exit 255)%2").arg(h.destination(), ssh);
+  if (!r.remote) return {};
+  return QString::fromStdString(
+      ps::core::describeSshFailure(r.remote->clusterHost(), exitCode, stderrText.toStdString()));
 }
 
 QString checkCliVersion(const RunRequest& r, int exitCode, const QString& out, const QString& err) {
@@ -390,7 +376,7 @@ void RunController::onStdout(const QByteArray& bytes) {
 
 void RunController::failBeforeRun(const QString& message, int exitCode) {
   RunOutcome o;
-  o.status = cancelRequested_ ? RunOutcome::Status::Cancelled : RunOutcome::Status::Failed;
+  o.status = cancelRequested_ ? ps::core::RunState::Cancelled : ps::core::RunState::Failed;
   o.message = cancelRequested_ ? QStringLiteral("cancelled before the run started") : message;
   o.stderrText = runner_->stderrTail();
   o.exitCode = exitCode;
@@ -446,11 +432,11 @@ void RunController::onRunDone(int exitCode, bool crashed) {
     if (e.code != "engine.cancelled")
       errors += (errors.isEmpty() ? QString() : QStringLiteral("; ")) + QString::fromStdString(e.message);
   if (cancelRequested_) {
-    o.status = RunOutcome::Status::Cancelled;
+    o.status = ps::core::RunState::Cancelled;
     o.message = QStringLiteral("cancelled on %1 after %2 ops").arg(target).arg(reader_->opEvents());
   } else if (o.finished) {
     o.status = o.finished->state;
-    if (o.status == RunOutcome::Status::Succeeded) {
+    if (o.status == ps::core::RunState::Succeeded) {
       o.message = QStringLiteral("finished on %1: makespan %2")
                       .arg(target, QString::fromStdString(formatDurationMs(o.timeline.metrics.makespan)));
       if (!o.losses.empty())
@@ -468,7 +454,7 @@ void RunController::onRunDone(int exitCode, bool crashed) {
                            errors.isEmpty() ? QString() : QStringLiteral(": ") + errors);
     }
   } else {
-    o.status = RunOutcome::Status::Failed;
+    o.status = ps::core::RunState::Failed;
     const QString ssh = describeSshFailure(request_, exitCode, stderrText);
     if (!errors.isEmpty())
       o.message = QStringLiteral("run refused on %1: %2").arg(target, errors);
@@ -483,12 +469,12 @@ void RunController::onRunDone(int exitCode, bool crashed) {
     const QString tail = lastLines(stderrText, 1);
     if (errors.isEmpty() && !tail.isEmpty()) o.message += QStringLiteral(": ") + tail;
   }
-  if (o.status != RunOutcome::Status::Succeeded) {
+  if (o.status != ps::core::RunState::Succeeded) {
     o.timeline.complete = false;
     // The outcome's message first: it is what a session lists as the run's error.
     o.timeline.diagnostics.insert(
         o.timeline.diagnostics.begin(),
-        makeError(o.status == RunOutcome::Status::Cancelled ? "run.cancelled" : "run.failed",
+        makeError(o.status == ps::core::RunState::Cancelled ? "run.cancelled" : "run.failed",
                   o.message.toStdString()));
   }
   o.timeline.label = scheduleName_.toStdString();
@@ -520,19 +506,20 @@ Result<StoredRun> storeRunInSession(const QString& sessionPath, const RunOutcome
   // The document's profile; one without a name is the built-in default (defaultCostProfile).
   if (profile)
     run.profile = sessions::predictionProfile(
-        *profile, "profile", profile->name.empty() ? sessions::ProfileSource::Analytic : sessions::ProfileSource::Manual);
+        *profile, "profile",
+        profile->name.empty() ? sessions::ProfileSource::Analytic : sessions::ProfileSource::Manual);
   run.started = outcome.started;
   run.finished = outcome.finished;
   run.measured = outcome.timeline;
   run.stuck = outcome.stuck;
   run.status = outcome.status;
-  if (outcome.status != RunOutcome::Status::Succeeded) run.error = outcome.message.toStdString();
+  if (outcome.status != ps::core::RunState::Succeeded) run.error = outcome.message.toStdString();
   run.stderrText = outcome.stderrText.toStdString();
   run.place = outcome.target.toStdString();
   const RunRequest& r = outcome.request;
   run.host = !r.cluster.empty() ? QString::fromStdString(formatHostFile(r.cluster)).trimmed().toStdString()
-             : r.remote        ? r.remote->destination().toStdString()
-                               : std::string("localhost");
+             : r.remote         ? r.remote->destination().toStdString()
+                                : std::string("localhost");
   const sessions::MeasuredRunRecording rec = sessions::planMeasuredRun(run).recording;
   auto stored = sessions::recordMeasuredRun(sessionPath.toStdString(), rec);
   PS_TRY(stored);

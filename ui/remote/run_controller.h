@@ -19,7 +19,6 @@
 #include <optional>
 #include <vector>
 
-#include "docks/session_dock.h"  // Q_DECLARE_METATYPE(ps::core::Timeline)
 #include "pipestudio/core/io/cluster.h"
 #include "pipestudio/core/io/run_events.h"
 #include "pipestudio/core/model/cost_profile.h"
@@ -28,6 +27,7 @@
 #include "pipestudio/core/model/schedule.h"
 #include "pipestudio/core/model/timeline.h"
 #include "remote/process_runner.h"
+#include "widgets/metatypes.h"
 
 class QSettings;
 class QTemporaryDir;
@@ -46,6 +46,9 @@ struct RemoteHost {
   QStringList sshOptions;  // extra `-o` values, e.g. "StrictHostKeyChecking=accept-new"
   QString displayName() const;
   QString destination() const;  // user@host or host
+  // The same host as core's host model has it (one rank): what ssh is called with and how its
+  // failures are named (core::sshArguments, core::describeSshFailure).
+  ps::core::ClusterHost clusterHost() const;
   friend bool operator==(const RemoteHost&, const RemoteHost&) = default;
 };
 
@@ -116,10 +119,9 @@ QString checkCliVersion(const RunRequest& r, int exitCode, const QString& stdout
                         const QString& stderrText);
 
 struct RunOutcome {
-  using Status = ps::core::RunState;  // Succeeded, Failed or Cancelled
-  Status status = Status::Failed;
-  QString message;     // one line: what happened / why it failed
-  QString stderrText;  // the child's stderr (tail)
+  ps::core::RunState status = ps::core::RunState::Failed;  // Succeeded, Failed or Cancelled
+  QString message;                                         // one line: what happened / why it failed
+  QString stderrText;                                      // the child's stderr (tail)
   int exitCode = -1;
   bool crashed = false;         // the child died from a signal
   QString target;               // "this machine" / host
@@ -130,7 +132,7 @@ struct RunOutcome {
   std::optional<ps::core::RunStartedInfo> started;
   std::optional<ps::core::RunFinishedInfo> finished;
   std::vector<ps::core::StuckDevice> stuck;  // a hang's post-mortem: where each device stood
-  ps::core::Diagnostics streamWarnings;  // garbage / truncated lines
+  ps::core::Diagnostics streamWarnings;      // garbage / truncated lines
   RunRequest request;
   QString statusName() const;  // the event stream's word: "finished", "failed", "cancelled"
 };

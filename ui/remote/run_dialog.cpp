@@ -27,7 +27,7 @@
 #include "docks/session_dock.h"
 #include "document/schedule_document.h"
 #include "pipestudio/core/io/dsl.h"
-#include "shell/main_window.h"
+#include "remote/dialog_host.h"
 #include "widgets/form.h"
 
 namespace ps::ui {
@@ -288,25 +288,27 @@ void RunDialog::setSchedule(const QString& name, const QString& pipeText, int de
   updatePreview();
 }
 
-void RunDialog::attach(MainWindow* window) {
-  if (window_ == window) return;
-  window_ = window;
+void RunDialog::attach(DialogHost* host) {
+  if (host_ == host) return;
+  host_ = host;
   // Live measured ops over the plan; the controller throttles these to 10 per second.
-  connect(controller_, &RunController::timelineUpdated, window, [this](const ps::core::Timeline& t) {
-    if (window_ && !t.ops.empty())
-      window_->setMeasuredOverlay(t, tr("run on %1").arg(controller_->request().targetName()),
-                                  controller_->isActive());  // the last update comes after the end
-  });
+  connect(controller_, &RunController::timelineUpdated, host->hostWidget(),
+          [this](const ps::core::Timeline& t) {
+            if (host_ && !t.ops.empty())
+              host_->setMeasuredOverlay(t, tr("run on %1").arg(controller_->request().targetName()),
+                                        controller_->isActive());  // the last update comes after the end
+          });
 }
 
-RunDialog* RunDialog::showFor(MainWindow* window) {
-  auto* d = window->findChild<RunDialog*>(QStringLiteral("runDialog"), Qt::FindDirectChildrenOnly);
-  if (!d) d = new RunDialog(window);
-  d->attach(window);
+RunDialog* RunDialog::showFor(DialogHost* host) {
+  auto* d =
+      host->hostWidget()->findChild<RunDialog*>(QStringLiteral("runDialog"), Qt::FindDirectChildrenOnly);
+  if (!d) d = new RunDialog(host->hostWidget());
+  d->attach(host);
   if (!d->controller()->isActive()) {
-    const auto& s = window->document()->schedule();
+    const auto& s = host->document()->schedule();
     QString name = QString::fromStdString(s.name);
-    if (name.isEmpty()) name = QFileInfo(window->document()->filePath()).completeBaseName();
+    if (name.isEmpty()) name = QFileInfo(host->document()->filePath()).completeBaseName();
     if (name.isEmpty()) name = tr("schedule");
     d->setSchedule(name, QString::fromStdString(ps::core::printDsl(s)), s.pipeline.devices);
   }
@@ -345,7 +347,7 @@ void RunDialog::onFinished(const RunOutcome& o) {
   flushStream();
   startButton_->setEnabled(true);
   cancelButton_->setEnabled(false);
-  if (o.status == RunOutcome::Status::Succeeded) {
+  if (o.status == ps::core::RunState::Succeeded) {
     progress_->setRange(0, 1);
     progress_->setValue(1);
   } else {
@@ -353,7 +355,7 @@ void RunDialog::onFinished(const RunOutcome& o) {
   }
   progress_->setFormat(o.statusName());
   QString text = o.message;
-  if (o.status != RunOutcome::Status::Succeeded && !o.timeline.ops.empty())
+  if (o.status != ps::core::RunState::Succeeded && !o.timeline.ops.empty())
     text += tr(" · partial timeline kept (%1 ops)").arg(o.timeline.ops.size());
   for (const auto& w : o.streamWarnings)
     appendLog(QString::fromStdString(ps::core::formatDiagnostic(w)).trimmed());
@@ -367,12 +369,12 @@ void RunDialog::onFinished(const RunOutcome& o) {
 // Files the run in the open (writable) session, else in one the user chooses; what the status
 // line says about it ("" when not stored by choice).
 QString RunDialog::storeRun(const RunOutcome& o) {
-  SessionDock* dock = window_ ? window_->sessionDock() : nullptr;
+  SessionDock* dock = host_ ? host_->sessionDock() : nullptr;
   const QString session =
       dock && dock->hasSession() && !dock->isReadOnly() ? dock->sessionPath() : askSessionPath();
   if (session.isEmpty()) return {};
-  const ps::core::Schedule* sched = window_ ? &window_->document()->schedule() : nullptr;
-  const ps::core::CostProfile* prof = window_ ? &window_->document()->profile() : nullptr;
+  const ps::core::Schedule* sched = host_ ? &host_->document()->schedule() : nullptr;
+  const ps::core::CostProfile* prof = host_ ? &host_->document()->profile() : nullptr;
   auto stored = storeRunInSession(session, o, scheduleName_, pipeText_, sched, prof);
   if (!stored) return tr(" · NOT stored: %1").arg(QString::fromStdString(stored.error().message));
   lastSession_ = session;
@@ -381,7 +383,7 @@ QString RunDialog::storeRun(const RunOutcome& o) {
     if (dock->hasSession() && dock->sessionPath() == session)
       dock->refresh();
     else
-      window_->openSession(session);
+      host_->openSession(session, false);
   }
   Q_EMIT runStored(session, stored->runId);
   return tr(" · stored as run %1 in %2").arg(stored->runId).arg(QFileInfo(session).fileName());
@@ -433,7 +435,7 @@ bool RunDialog::copySession(const QString& source, const QString& target, QStrin
 
 QString RunDialog::askSessionPath() {
   if (chooser_) return chooser_();
-  SessionDock* dock = window_ ? window_->sessionDock() : nullptr;
+  SessionDock* dock = host_ ? host_->sessionDock() : nullptr;
   const QString readOnly = dock && dock->hasSession() && dock->isReadOnly() ? dock->sessionPath() : QString();
   std::unique_ptr<QMessageBox> box(makeStorePrompt(readOnly));
   box->exec();

@@ -18,7 +18,7 @@ class QMessageBox;
 
 namespace ps::ui {
 
-class MainWindow;
+class DialogHost;
 
 class RunDialog : public CommandDialog {
   Q_OBJECT
@@ -28,11 +28,11 @@ class RunDialog : public CommandDialog {
 
   // The window's dialog (created on first use), attached to its document, overlay and
   // session dock, shown and raised.
-  static RunDialog* showFor(MainWindow* window);
+  static RunDialog* showFor(DialogHost* host);
 
   // The schedule to run (name, .pipe text, device count for --nproc).
   void setSchedule(const QString& name, const QString& pipeText, int devices);
-  void attach(MainWindow* window);
+  void attach(DialogHost* host);
 
   RunRequest request() const;            // from the widgets
   void setRequest(const RunRequest& r);  // into the widgets (hosts must be in the list)
@@ -91,7 +91,7 @@ class RunDialog : public CommandDialog {
   QString storeRun(const RunOutcome& o);
   QString askSessionPath();
 
-  MainWindow* window_ = nullptr;
+  DialogHost* host_ = nullptr;
   RunController* controller_ = nullptr;
   QString scheduleName_;
   QString pipeText_;

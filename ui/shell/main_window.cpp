@@ -45,14 +45,15 @@
 #include "debugger/stepper_controller.h"
 #include "docks/search_dock.h"
 #include "docks/session_dock.h"
+#include "document/metrics_text.h"
 #include "document/schedule_document.h"
 #include "panels/diagnostics_panel.h"
 #include "panels/iterations_controls.h"
 #include "panels/memory_chart.h"
-#include "panels/metrics_text.h"
 #include "panels/op_details_panel.h"
 #include "panels/properties_panel.h"
 #include "panels/summary_panel.h"
+#include "pipestudio/core/io/chrome_trace.h"
 #include "pipestudio/core/io/dsl.h"
 #include "pipestudio/core/io/trace_files.h"
 #include "pipestudio/core/io/trace_import.h"
@@ -68,10 +69,7 @@
 #include "timeline/theme.h"
 #include "timeline/timeline_view.h"
 #include "widgets/elided_label.h"
-
-#ifdef PS_HAVE_CHROME_TRACE
-#include "pipestudio/core/io/chrome_trace.h"
-#endif
+#include "widgets/units_text.h"
 
 namespace ps::ui {
 
@@ -314,9 +312,9 @@ void MainWindow::buildDocks() {
             QString tail = t.complete ? QString() : tr(" · incomplete");
             if (const auto& hang = stepper_->hang())
               tail = tr(" · hung: %1").arg(QString::fromStdString(hang->clause));
-            showStatus(tr("Run %1 over the plan: makespan %2 ms · bubble %3 % · %4 ops%5")
+            showStatus(tr("Run %1 over the plan: makespan %2 · bubble %3 % · %4 ops%5")
                            .arg(runId)
-                           .arg(t.metrics.makespan, 0, 'f', 2)
+                           .arg(msPlain(t.metrics.makespan))
                            .arg(t.metrics.bubbleRatio * 100, 0, 'f', 1)
                            .arg(t.ops.size())
                            .arg(tail));
@@ -486,6 +484,10 @@ void MainWindow::documentChanged() {
   validity_->setToolTip(progress.finished ? QString() : notAvailableText(progress));
   validity_->setText(v + QStringLiteral("&nbsp;&nbsp;"));
   updateTitle();
+}
+
+void MainWindow::showStatusMessage(const QString& message, int timeoutMs) {
+  statusBar()->showMessage(message, timeoutMs);
 }
 
 QString MainWindow::statusText() const {
@@ -659,19 +661,18 @@ void MainWindow::setMeasuredOverlay(const Timeline& measured, const QString& wha
   else if (const Comparison* c = view_->comparison()) {
     const SimulationProgress plan = simulationProgress(doc_->analysis());
     if (plan.finished)
-      showStatus(tr("Measured overlay from %1: %2 ops · makespan %3 ms vs planned %4 ms (%5%6 %)%7")
+      showStatus(tr("Measured overlay from %1: %2 ops · makespan %3 vs planned %4 (%5%6 %)%7")
                      .arg(what)
                      .arg(measured.ops.size())
-                     .arg(c->measuredMakespan, 0, 'f', 2)
-                     .arg(c->plannedMakespan, 0, 'f', 2)
+                     .arg(msPlain(c->measuredMakespan), msPlain(c->plannedMakespan))
                      .arg(c->relativeError >= 0 ? QStringLiteral("+") : QString())
                      .arg(c->relativeError * 100, 0, 'f', 1)
                      .arg(usesDefaultCostModel() ? tr(" · plan: default cost model") : QString()));
     else
-      showStatus(tr("Measured overlay from %1: %2 ops · makespan %3 ms; the plan has none (%4)")
+      showStatus(tr("Measured overlay from %1: %2 ops · makespan %3; the plan has none (%4)")
                      .arg(what)
                      .arg(measured.ops.size())
-                     .arg(c->measuredMakespan, 0, 'f', 2)
+                     .arg(msPlain(c->measuredMakespan))
                      .arg(notAvailableText(plan)));
   }
   stepper_->timelineOpened(live);  // a failed run opens where it stopped
@@ -969,14 +970,10 @@ bool MainWindow::exportFile(const QString& path) {
   if (ext == QStringLiteral("png")) return view_->exportImage(2000).save(path);
   if (ext == QStringLiteral("svg")) return view_->exportSvg(path, 1600);
   if (ext == QStringLiteral("json")) {
-#ifdef PS_HAVE_CHROME_TRACE
     const std::string text = exportChromeTrace(doc_->analysis().timeline, &doc_->schedule());
     QFile f(path);
     if (!f.open(QIODevice::WriteOnly | QIODevice::Truncate)) return false;
     return f.write(text.data(), static_cast<qint64>(text.size())) == static_cast<qint64>(text.size());
-#else
-    return false;
-#endif
   }
   if (ext == QStringLiteral("csv")) return static_cast<bool>(writeScheduleFile(path, doc_->schedule()));
   return static_cast<bool>(writePipe(path, &lastExportNote_));

@@ -10,6 +10,7 @@
 
 #include "panels/summary_panel.h"
 #include "pipestudio/core/model/result.h"
+#include "remote/dialog_host.h"
 
 class QLabel;
 class QMenu;
@@ -42,7 +43,7 @@ class SearchDock;
 class StepperController;
 class StatePanel;
 
-class MainWindow : public QMainWindow {
+class MainWindow : public QMainWindow, public DialogHost {
   Q_OBJECT
  public:
   explicit MainWindow(QWidget* parent = nullptr);
@@ -53,13 +54,16 @@ class MainWindow : public QMainWindow {
   // Opens resources/examples/example.pipe when it exists, else a generated 1F1B.
   void openDefault();
 
-  ScheduleDocument* document() const { return doc_; }
+  ScheduleDocument* document() const override { return doc_; }
   TimelineView* timeline() const { return view_; }
   MemoryChart* memoryChart() const { return memory_; }
   SummaryPanel* summary() const { return summary_; }
   DiagnosticsPanel* diagnostics() const { return diagnostics_; }
   PropertiesPanel* properties() const { return properties_; }
   QString statusText() const;
+  // DialogHost: the Run and Profile dialogs' parent and status line.
+  QWidget* hostWidget() override { return this; }
+  void showStatusMessage(const QString& message, int timeoutMs) override;
   QString validityText() const;
 
   bool exportFile(const QString& path);  // by extension: .pipe .csv .json .png .svg
@@ -73,8 +77,8 @@ class MainWindow : public QMainWindow {
   void setSlotLayout(bool slots);
 
   // Shows a session file in the Session dock (docs/gui.md, "Session dock").
-  bool openSession(const QString& path, bool readOnly = false);
-  SessionDock* sessionDock() const { return session_; }
+  bool openSession(const QString& path, bool readOnly = false) override;
+  SessionDock* sessionDock() const override { return session_; }
 
   // Measured overlay (docs/gui.md, "Measured overlay"): imports Chrome traces (torch.profiler
   // PP: ranges, one file per rank, plain or .json.gz, or a folder of torchtitan's, Megatron-LM's
@@ -86,7 +90,8 @@ class MainWindow : public QMainWindow {
   // How long an import runs before its progress dialog comes up (tests: 0, at once).
   void setTraceProgressDelay(int ms) { progressDelayMs_ = ms; }
   // `live`: a run still in progress sends its ops as they arrive (not a failed run).
-  void setMeasuredOverlay(const ps::core::Timeline& measured, const QString& what, bool live = false);
+  void setMeasuredOverlay(const ps::core::Timeline& measured, const QString& what,
+                          bool live = false) override;
   // What the overlay is (e.g. "run 3"), empty without one.
   QString overlaySource() const { return overlayWhat_; }
   void clearMeasuredOverlay();

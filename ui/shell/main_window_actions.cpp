@@ -141,11 +141,8 @@ void MainWindow::buildActions() {
                  [this] { exportAs(tr("PipeStudio schedule (*.pipe)"), QStringLiteral("pipe")); });
   exp->addAction(tr("PyTorch CSV…"), this,
                  [this] { exportAs(tr("PyTorch schedule CSV (*.csv)"), QStringLiteral("csv")); });
-  [[maybe_unused]] QAction* aTrace = exp->addAction(
-      tr("Chrome trace…"), this, [this] { exportAs(tr("Chrome trace (*.json)"), QStringLiteral("json")); });
-#ifndef PS_HAVE_CHROME_TRACE
-  aTrace->setEnabled(false);
-#endif
+  exp->addAction(tr("Chrome trace…"), this,
+                 [this] { exportAs(tr("Chrome trace (*.json)"), QStringLiteral("json")); });
   exp->addAction(tr("Timeline as PNG…"), this,
                  [this] { exportAs(tr("PNG image (*.png)"), QStringLiteral("png")); });
   exp->addAction(tr("Timeline as SVG…"), this,

@@ -4,11 +4,6 @@
 #include <QSettings>
 #include <QString>
 
-// Chrome trace export (File › Export) is offered when core has it.
-#if __has_include("pipestudio/core/io/chrome_trace.h")
-#define PS_HAVE_CHROME_TRACE 1
-#endif
-
 namespace ps::ui::shell_detail {
 
 QSettings settings();

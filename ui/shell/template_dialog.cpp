@@ -13,7 +13,7 @@
 #include <utility>
 
 #include "document/schedule_document.h"
-#include "panels/metrics_text.h"
+#include "document/metrics_text.h"
 #include "timeline/legend_bar.h"
 #include "timeline/timeline_view.h"
 #include "widgets/form.h"

@@ -11,7 +11,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "panels/metrics_text.h"
+#include "document/metrics_text.h"
 #include "pipestudio/core/planning/schedule_edits.h"
 #include "timeline/timeline_internal.h"
 #include "timeline/timeline_view.h"

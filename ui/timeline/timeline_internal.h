@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <iterator>
 
-#include "panels/units_text.h"
+#include "widgets/units_text.h"
 #include "pipestudio/core/model/timeline.h"
 
 namespace ps::ui::timeline_detail {

@@ -32,7 +32,7 @@ struct CommandRegistrar {
   explicit CommandRegistrar(Command c) { registry().push_back(std::move(c)); }
 };
 
-// A subcommand's arguments, scanned by CLI11 (common/args.cpp, the one file that includes
+// A subcommand's arguments, scanned by CLI11 (common/command_line.cpp, the one file that includes
 // it): flags `--name value`, `--name=value`, boolean `--name`, repeated flags, and
 // positionals ("-" is one: stdin or stdout). An unknown flag, a value flag without its value
 // or a boolean flag given a value is a usage error, named in error().

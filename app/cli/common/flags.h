@@ -11,7 +11,7 @@
 
 #include "common/command.h"
 #include "pipestudio/core/analysis/comm_semantics.h"
-#include "pipestudio/core/io/pytorch_lowering.h"
+#include "pipestudio/core/analysis/pytorch_lowering.h"
 
 namespace ps::cli {
 

@@ -7,7 +7,6 @@
 #include <limits>
 #include <map>
 
-#include "pipestudio/core/io/pytorch_csv.h"
 #include "pipestudio/core/model/enum_names.h"
 #include "pipestudio/core/model/timeline.h"
 

@@ -9,8 +9,8 @@
 #include <set>
 #include <unordered_map>
 
-#include "analysis/comparison_internal.h"
-#include "pipestudio/core/io/pytorch_lowering.h"
+#include "analysis/timeline_index.h"
+#include "pipestudio/core/analysis/pytorch_lowering.h"
 #include "pipestudio/core/model/enum_names.h"
 
 namespace ps::core {

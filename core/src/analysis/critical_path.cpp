@@ -5,7 +5,7 @@
 #include <limits>
 #include <map>
 
-#include "analysis/comparison_internal.h"
+#include "analysis/timeline_index.h"
 #include "pipestudio/core/model/enum_names.h"
 
 namespace ps::core {

@@ -24,16 +24,6 @@ bool mayRepeat(OpKind k) {
 
 }  // namespace
 
-int DependencyGraph::slotOf(const Op& op) const {
-  auto kv = static_cast<size_t>(op.kind);
-  if (op.stage < 0 || op.stage >= stages_) return -1;
-  if (kv < mbKindIndex_.size() && mbKindIndex_[kv] >= 0) {
-    if (op.microbatch < 0 || op.microbatch >= microbatches_) return -1;
-    return (mbKindIndex_[kv] * stages_ + op.stage) * microbatches_ + op.microbatch;
-  }
-  return -1;
-}
-
 int DependencyGraph::find(const Op& op) const {
   auto kv = static_cast<size_t>(op.kind);
   if (op.stage < 0 || op.stage >= stages_) return -1;

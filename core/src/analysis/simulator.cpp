@@ -17,8 +17,8 @@
 
 #include "analysis/simulator_compiled.h"
 #include "pipestudio/core/analysis/dependency_graph.h"
-#include "pipestudio/core/analysis/duration_expression.h"
 #include "pipestudio/core/analysis/validator.h"
+#include "pipestudio/core/model/duration_expression.h"
 
 namespace ps::core {
 

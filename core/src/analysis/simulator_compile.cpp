@@ -5,7 +5,7 @@
 #include <string>
 
 #include "analysis/simulator_compiled.h"
-#include "pipestudio/core/analysis/duration_expression.h"
+#include "pipestudio/core/model/duration_expression.h"
 #include "pipestudio/core/model/limits.h"
 
 namespace ps::core::detail {

@@ -7,7 +7,7 @@
 #include <map>
 #include <tuple>
 
-#include "analysis/comparison_internal.h"
+#include "analysis/timeline_index.h"
 #include "pipestudio/core/analysis/dependency_graph.h"
 #include "pipestudio/core/model/enum_names.h"
 

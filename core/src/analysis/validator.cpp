@@ -6,8 +6,6 @@
 #include <map>
 #include <string>
 
-#include "pipestudio/core/io/pytorch_csv.h"
-
 namespace ps::core {
 
 namespace {

@@ -1,7 +1,9 @@
 #include "pipestudio/core/io/cluster.h"
 
+#include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <initializer_list>
 #include <map>
 #include <sstream>
 #include <tuple>
@@ -415,6 +417,70 @@ std::string printLocalLaunchCommands(LaunchKind kind, int nproc, const std::vect
         << command << "\n";
   }
   return out.str();
+}
+
+std::vector<std::string> sshArguments(const ClusterHost& h, const SshCall& call) {
+  const int timeout = std::max(1, static_cast<int>(call.connectTimeoutSeconds));
+  std::vector<std::string> a{"-o", "BatchMode=yes", "-o", "ConnectTimeout=" + std::to_string(timeout)};
+  if (call.keepAlive) a.insert(a.end(), {"-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=2"});
+  a.insert(a.end(), {"-p", std::to_string(h.port)});
+  if (!h.key.empty()) a.insert(a.end(), {"-i", h.key, "-o", "IdentitiesOnly=yes"});
+  for (const std::string& o : h.sshOptions) {
+    const size_t b = o.find_first_not_of(" \t");
+    if (b == std::string::npos) continue;
+    const size_t e = o.find_last_not_of(" \t");
+    a.insert(a.end(), {"-o", o.substr(b, e - b + 1)});
+  }
+  a.insert(a.end(), {"--", h.destination()});
+  return a;
+}
+
+namespace {
+
+bool containsNoCase(std::string_view text, std::string_view what) {
+  auto lower = [](char c) { return static_cast<char>(std::tolower(static_cast<unsigned char>(c))); };
+  return std::search(text.begin(), text.end(), what.begin(), what.end(),
+                     [&](char a, char b) { return lower(a) == lower(b); }) != text.end();
+}
+
+bool saysAny(std::string_view text, std::initializer_list<std::string_view> phrases) {
+  return std::any_of(phrases.begin(), phrases.end(),
+                     [&](std::string_view p) { return containsNoCase(text, p); });
+}
+
+std::string_view lastLineOf(std::string_view text) {
+  while (!text.empty() && (text.back() == '\n' || text.back() == '\r' || text.back() == ' '))
+    text.remove_suffix(1);
+  const size_t nl = text.rfind('\n');
+  return nl == std::string_view::npos ? text : text.substr(nl + 1);
+}
+
+}  // namespace
+
+std::string describeSshFailure(const ClusterHost& h, int exitCode, std::string_view stderrText) {
+  if (exitCode != 255) return {};
+  const std::string said(lastLineOf(stderrText));
+  const std::string port = std::to_string(h.port);
+  auto with = [&](std::string headline, std::string_view remedy) {
+    if (!said.empty()) headline += ": " + said;
+    if (!remedy.empty()) headline += " (" + std::string(remedy) + ")";
+    return headline;
+  };
+  if (saysAny(stderrText,
+              {"Permission denied", "Too many authentication failures", "no supported authentication"}))
+    return with("authentication refused by " + h.destination() + " on port " + port,
+                "check the user and the identity file");
+  if (saysAny(stderrText, {"Host key verification failed", "IDENTIFICATION HAS CHANGED"}))
+    return with(
+        "the host key of " + h.host + " is unknown or changed",
+        "connect once with ssh to check it, or add StrictHostKeyChecking=accept-new to the host's ssh "
+        "options");
+  if (saysAny(stderrText, {"Connection refused", "timed out", "No route to host", "Could not resolve",
+                           "Name or service not known", "Network is unreachable", "Connection closed",
+                           "Connection reset"}))
+    return with("cannot reach " + h.host + " on port " + port, {});
+  return with("the connection to " + h.destination() + " on port " + port + " failed",
+              said.empty() ? "ssh exit status 255" : "");
 }
 
 }  // namespace ps::core

@@ -9,8 +9,8 @@
 #include <limits>
 
 #include "io/dsl_internal.h"
-#include "pipestudio/core/analysis/duration_expression.h"
 #include "pipestudio/core/io/units.h"
+#include "pipestudio/core/model/duration_expression.h"
 
 namespace ps::core::dsl {
 

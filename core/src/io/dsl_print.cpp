@@ -219,7 +219,8 @@ std::string profileReferenceFor(std::string_view profilePath, std::string_view p
   return rel.empty() ? std::string(profilePath) : rel.generic_string();
 }
 
-std::string resolveProfileReference(std::string_view name, std::string_view pipePath, std::string_view dataDir) {
+std::string resolveProfileReference(std::string_view name, std::string_view pipePath,
+                                    std::string_view dataDir) {
   namespace fs = std::filesystem;
   fs::path beside(name);
   if (beside.is_relative() && !pipePath.empty() && pipePath != "-")

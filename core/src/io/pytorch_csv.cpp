@@ -4,7 +4,7 @@
 #include <charconv>
 #include <deque>
 
-#include "pipestudio/core/io/pytorch_lowering.h"
+#include "pipestudio/core/analysis/pytorch_lowering.h"
 
 namespace ps::core {
 
@@ -335,19 +335,6 @@ Result<Schedule> readPytorchCsv(std::string_view text, const CsvReadOptions& opt
     }
   }
   return s;
-}
-
-std::string pytorchActionText(const Schedule& s, const Op& op) {
-  std::string t = std::to_string(op.stage);
-  t += s.kindName(op.kind);
-  if (op.microbatch >= 0) t += std::to_string(op.microbatch);
-  return t;
-}
-
-std::string pytorchStepText(const Schedule& s, const Step& st) {
-  if (st.second)
-    return "(" + pytorchActionText(s, st.first) + ";" + pytorchActionText(s, *st.second) + ")OVERLAP_F_B";
-  return pytorchActionText(s, st.first);
 }
 
 namespace {

@@ -6,7 +6,6 @@
 #include <nlohmann/json.hpp>
 #include <tuple>
 
-#include "pipestudio/core/analysis/iterations.h"
 #include "pipestudio/core/model/limits.h"
 
 namespace ps::core {
@@ -256,8 +255,8 @@ size_t RunEventReader::parseLine(std::string_view raw) {
     if (!getInt(j, "src_device", t.srcDevice) || !getInt(j, "dst_device", t.dstDevice) || t.srcDevice < 0 ||
         t.dstDevice < 0 || t.srcDevice > limits::kMaxRank || t.dstDevice > limits::kMaxRank)
       return bad("has no valid src_device/dst_device");
-    if (!getDouble(j, "start_ms", t.start) || !getDouble(j, "end_ms", t.end) || !limits::validTimeMs(t.start) ||
-        !limits::validTimeMs(t.end))
+    if (!getDouble(j, "start_ms", t.start) || !getDouble(j, "end_ms", t.end) ||
+        !limits::validTimeMs(t.start) || !limits::validTimeMs(t.end))
       return bad("has no valid start_ms/end_ms");
     if (!getInt64(j, "bytes", t.bytes) || !limits::validBytes(t.bytes)) return bad("has no valid bytes");
     for (auto [key, op] : {std::pair{"producer", &t.producer}, std::pair{"consumer", &t.consumer}}) {
@@ -265,7 +264,8 @@ size_t RunEventReader::parseLine(std::string_view raw) {
       if (it == j.end() || !it->is_object()) return bad(std::string("has no ") + key);
       const std::string kindName = getString(*it, "kind");
       auto kind = kindFromName(kindName);
-      if (!kind) return bad(std::string("has a ") + key + " of kind '" + kindName + "' this reader does not know");
+      if (!kind)
+        return bad(std::string("has a ") + key + " of kind '" + kindName + "' this reader does not know");
       if (!getInt(*it, "stage", op->stage) || op->stage < 0 || op->stage >= limits::kMaxStages)
         return bad(std::string("has no valid ") + key + " stage");
       getInt(*it, "microbatch", op->microbatch);
@@ -556,8 +556,10 @@ std::string transfer(int iteration, const Transfer& t, std::string_view producer
                {"iteration", iteration},
                {"src_device", t.srcDevice},
                {"dst_device", t.dstDevice},
-               {"producer", {{"kind", producerName}, {"stage", t.producer.stage}, {"microbatch", t.producer.microbatch}}},
-               {"consumer", {{"kind", consumerName}, {"stage", t.consumer.stage}, {"microbatch", t.consumer.microbatch}}},
+               {"producer",
+                {{"kind", producerName}, {"stage", t.producer.stage}, {"microbatch", t.producer.microbatch}}},
+               {"consumer",
+                {{"kind", consumerName}, {"stage", t.consumer.stage}, {"microbatch", t.consumer.microbatch}}},
                {"bytes", t.bytes},
                {"start_ms", t.start},
                {"end_ms", t.end}});

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <string>
 
-#include "pipestudio/core/io/pytorch_lowering.h"
+#include "pipestudio/core/analysis/pytorch_lowering.h"
 
 namespace ps::core {
 

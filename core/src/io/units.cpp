@@ -90,10 +90,6 @@ std::string formatByteSizeFixed(std::int64_t bytes) {
   return fmt::format("{} B", bytes);
 }
 
-std::string formatNumber(double v) {
-  return fmt::format("{}", v);
-}
-
 std::string formatSignificant(double v, int significant) {
   return fmt::format("{:.{}g}", v, significant);
 }

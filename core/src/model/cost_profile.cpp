@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <numeric>
 
-#include "io/json_locate.h"
+#include "model/json_locate.h"
 #include "pipestudio/core/model/limits.h"
 
 namespace ps::core {

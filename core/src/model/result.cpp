@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <sstream>
 
-#include "pipestudio/core/io/input_limits.h"
 #include "pipestudio/core/model/enum_names.h"
+#include "pipestudio/core/model/limits.h"
 
 namespace ps::core {
 

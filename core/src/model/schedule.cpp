@@ -260,4 +260,17 @@ std::string Schedule::opName(const Op& op) const {
   return s;
 }
 
+std::string pytorchActionText(const Schedule& s, const Op& op) {
+  std::string t = std::to_string(op.stage);
+  t += s.kindName(op.kind);
+  if (op.microbatch >= 0) t += std::to_string(op.microbatch);
+  return t;
+}
+
+std::string pytorchStepText(const Schedule& s, const Step& st) {
+  if (st.second)
+    return "(" + pytorchActionText(s, st.first) + ";" + pytorchActionText(s, *st.second) + ")OVERLAP_F_B";
+  return pytorchActionText(s, st.first);
+}
+
 }  // namespace ps::core

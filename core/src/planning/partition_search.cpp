@@ -213,13 +213,6 @@ Status checkSizes(const CostProfile& p, const PartitionOptions& o) {
 
 }  // namespace
 
-std::optional<StagePlan> planStage(const CostProfile& scaled, int first, int count, int inflight,
-                                   std::int64_t limit, bool allowRecompute, bool allowOffload) {
-  if (first < 0 || count < 1 || first + count > static_cast<int>(scaled.layers.size())) return std::nullopt;
-  Prefix px(scaled);
-  return planStageFast(scaled, px, first, count, inflight, limit, allowRecompute, allowOffload);
-}
-
 Result<PartitionPlan> partitionBisection(const CostProfile& profile, const PartitionOptions& o) {
   PS_TRY(checkSizes(profile, o));
   const Scaled scaled(profile, o);

@@ -67,10 +67,9 @@ struct ClusterLaunchResult {
 // cannot be reached, refuses the key, lacks the CLI or speaks another protocol, named.
 core::Result<ClusterLaunchResult> launchClusterRanks(const ClusterLaunchOptions& options);
 
-// The ssh command line (argv) that runs `remoteCommand` on `host`.
+// The ssh command line (argv) that runs `remoteCommand` on `host`: "ssh", core::sshArguments
+// (with keep-alive), the command.
 std::vector<std::string> sshCommand(const core::ClusterHost& host, double connectTimeoutSeconds,
                                     const std::string& remoteCommand);
-// Why an ssh command failed, naming the host; empty when the exit is not ssh's own (255).
-std::string describeSshFailure(const core::ClusterHost& host, int exitCode, const std::string& stderrText);
 
 }  // namespace ps::engine

@@ -10,9 +10,9 @@
 #include <string_view>
 #include <vector>
 
-#include "pipestudio/core/analysis/hang_report.h"
 #include "pipestudio/core/io/run_events.h"
 #include "pipestudio/core/model/cost_profile.h"
+#include "pipestudio/core/model/hang_report.h"
 #include "pipestudio/core/model/result.h"
 #include "pipestudio/core/model/run_state.h"
 #include "pipestudio/core/model/schedule.h"
@@ -151,10 +151,10 @@ struct RunReport {
   // reader of the stream learns, so a recording from the report and one from the stream agree.
   std::optional<core::RunStartedInfo> started;
   std::optional<core::RunFinishedInfo> finished;
-  core::Diagnostics diagnostics;                      // the failure (op, device, peer) when not finished
-  core::Timeline timeline;                            // last measured iteration (partial when failed)
-  std::vector<double> iterationMs;                    // wall time of each measured iteration
-  std::vector<double> losses;                         // loss of each iteration (warm-up included)
+  core::Diagnostics diagnostics;    // the failure (op, device, peer) when not finished
+  core::Timeline timeline;          // last measured iteration (partial when failed)
+  std::vector<double> iterationMs;  // wall time of each measured iteration
+  std::vector<double> losses;       // loss of each iteration (warm-up included)
   // With an optimizer: bytes of optimizer state per device at the end (0 for other ranks'
   // devices and for SGD).
   std::vector<std::int64_t> optimizerStateBytes;

@@ -10,10 +10,10 @@
 #include <vector>
 
 #include "pipestudio/core/analysis/comm_semantics.h"
-#include "pipestudio/core/analysis/hang_report.h"
 #include "pipestudio/core/analysis/run_prediction.h"
 #include "pipestudio/core/io/run_events.h"
 #include "pipestudio/core/model/cost_profile.h"
+#include "pipestudio/core/model/hang_report.h"
 #include "pipestudio/core/model/result.h"
 #include "pipestudio/core/model/schedule.h"
 #include "pipestudio/core/model/timeline.h"
@@ -73,15 +73,15 @@ struct MeasuredRun {
   std::string pipeText;      // the schedule as executed, .pipe text
   // The schedule the engine executed (OPTIMIZER ops included): the prediction simulates it.
   const core::Schedule* executed = nullptr;
-  std::optional<PredictionProfile> profile;  // none: no profile stored and no prediction
-  core::CommOptions comm;                    // how the prediction treats explicit SEND/RECV
+  std::optional<PredictionProfile> profile;       // none: no profile stored and no prediction
+  core::CommOptions comm;                         // how the prediction treats explicit SEND/RECV
   std::optional<core::RunStartedInfo> started;    // the run's `started` event
   std::optional<core::RunFinishedInfo> finished;  // its `finished` event
   core::Timeline measured;                        // complete or partial
   std::vector<core::StuckDevice> stuck;           // a hang: where each device stood
-  RunStatus status = RunStatus::Failed;
-  std::string error;       // why it failed or was cancelled
-  std::string stderrText;  // what the recorder captured of the run's stderr
+  core::RunState status = core::RunState::Failed;
+  std::string error;           // why it failed or was cancelled
+  std::string stderrText;      // what the recorder captured of the run's stderr
   std::int64_t startedMs = 0;  // when `started` carries none
   // Where it ran, as the recorder names it (core::kThisMachine, a host, clusterTargetName): the
   // label is "SCHEDULE on PLACE"; empty: the schedule's name.

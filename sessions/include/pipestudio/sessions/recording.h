@@ -72,16 +72,16 @@ struct MeasuredRunRecording {
   ProfileSource profileSource = ProfileSource::Analytic;
   // The schedule simulated with that profile; none: only the measured run is recorded.
   std::optional<core::Timeline> predicted;
-  core::Timeline measured;                  // complete or partial
-  std::string target = "cpu";               // "cpu", "cuda", "gloo", ...
-  int devices = 0;                          // 0: the measured timeline's
-  std::string model;                        // e.g. "gpt:layers=8,hidden=256,heads=4,seq=128,vocab=1000"
-  std::string label;                        // default: the schedule name
-  std::string configJson = "{}";            // the run's options (a JSON object); the links are added
-  RunStatus status = RunStatus::Succeeded;  // Succeeded, Failed or Cancelled
-  std::string error;                        // why it failed or was cancelled
-  std::string stderrText;                   // the run's stderr, kept with the run (last 64 KiB)
-  std::int64_t startedMs = 0;               // when the run started (Unix ms); 0: when it is recorded
+  core::Timeline measured;        // complete or partial
+  std::string target = "cpu";     // "cpu", "cuda", "gloo", ...
+  int devices = 0;                // 0: the measured timeline's
+  std::string model;              // e.g. "gpt:layers=8,hidden=256,heads=4,seq=128,vocab=1000"
+  std::string label;              // default: the schedule name
+  std::string configJson = "{}";  // the run's options (a JSON object); the links are added
+  core::RunState status = core::RunState::Succeeded;  // Succeeded, Failed or Cancelled
+  std::string error;                                  // why it failed or was cancelled
+  std::string stderrText;                             // the run's stderr, kept with the run (last 64 KiB)
+  std::int64_t startedMs = 0;  // when the run started (Unix ms); 0: when it is recorded
 };
 
 struct RecordedMeasuredRun {

@@ -43,7 +43,6 @@ std::string_view profileSourceName(ProfileSource s);  // "manual", "analytic", "
 std::optional<ProfileSource> profileSourceFromName(std::string_view name);
 
 // A run's state is core's one vocabulary (core/model/run_state.h); the store keeps its names.
-using RunStatus = core::RunState;
 
 // --- Listing rows: small structs for docks and tables (no .pipe text, no JSON, no ops) ---
 
@@ -82,7 +81,7 @@ struct RunInfo {
   std::string label;                 // shown in lists; defaults to the timeline's label
   std::string configJson = "{}";     // run configuration (flags, options), a JSON object
   core::TimelineSource source = core::TimelineSource::Simulated;
-  RunStatus status = RunStatus::Running;  // Queued or Running when it begins
+  core::RunState status = core::RunState::Running;  // Queued or Running when it begins
   std::int64_t startedMs =
       0;  // Unix ms; 0: when beginRun is called (a run recorded after it ran gives its start)
 };
@@ -95,7 +94,7 @@ struct RunSummary {
   int devices = 0;
   std::string model;
   std::string label;
-  RunStatus status = RunStatus::Running;
+  core::RunState status = core::RunState::Running;
   std::int64_t startedMs = 0;           // Unix time, milliseconds
   std::optional<std::int64_t> endedMs;  // set by finishRun
   std::string error;                    // failure or cancellation reason
@@ -120,7 +119,7 @@ struct RunRecord {
 
 struct RunFilter {
   std::optional<Id> scheduleId;
-  std::optional<RunStatus> status;
+  std::optional<core::RunState> status;
   int limit = 0;  // 0 = all; newest first
 };
 
@@ -167,7 +166,7 @@ class SessionStore {
 
   // --- Runs: begin (committed as queued/running), append in chunks, finish ---
   core::Result<Id> beginRun(const RunInfo& info);
-  core::Status setRunStatus(Id runId, RunStatus status);  // e.g. queued -> running
+  core::Status setRunStatus(Id runId, core::RunState status);  // e.g. queued -> running
   // Each append is one transaction; a run stays queued/running until finishRun, so a reader
   // (or a crash) never sees a half-written run as succeeded.
   core::Status appendRunOps(Id runId, std::span<const core::TimelineOp> ops);
@@ -175,7 +174,7 @@ class SessionStore {
   core::Status appendTransfers(Id runId, std::span<const core::Transfer> transfers);
   // Sets the final status, end time and error text, and the listing metrics: from `metrics`
   // when given, else computed from the stored ops. Finishing a finished run is an error.
-  core::Status finishRun(Id runId, RunStatus status, const std::string& error = {},
+  core::Status finishRun(Id runId, core::RunState status, const std::string& error = {},
                          const std::optional<core::TimelineMetrics>& metrics = std::nullopt,
                          const core::Diagnostics& diagnostics = {});
   // begin + every op, transfer and memory sample + finish, in one call. Status: succeeded for

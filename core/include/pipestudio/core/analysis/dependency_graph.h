@@ -15,7 +15,7 @@ namespace ps::core {
 // [deviceBegin(d), deviceBegin(d + 1)). Built in O(ops) with flat tables indexed by
 // (kind, stage, micro-batch); no maps.
 //
-// Dependency rules (DESIGN.md "Semantics everyone shares", with these choices):
+// Dependency rules (docs/formats.md, "The simulator", with these choices):
 // With route groups (Pipeline::routes) s-1 and s+1 below read "the micro-batch's previous and
 // next stage on its route"; without them every micro-batch runs stages 0..S-1 in order.
 //   F(s,m)       after F(s-1,m), or after SEND_F(s-1,m) instead when the schedule has it;
@@ -93,7 +93,6 @@ class DependencyGraph {
  private:
   template <typename Emit, typename Miss>
   void forEachDependency(const Op& op, Emit&& emit, Miss&& miss) const;
-  int slotOf(const Op& op) const;  // -1 when kind/stage/mb not indexable
 
   const Schedule* schedule_ = nullptr;  // only used while building
   int stages_ = 0;

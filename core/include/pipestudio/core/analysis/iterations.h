@@ -1,5 +1,5 @@
 #pragma once
-// K training iterations back to back (DESIGN.md "Iterations"): the one-iteration simulator run
+// K training iterations back to back (docs/search.md, "Iterations"): the one-iteration simulator run
 // over an unrolled schedule, with an explicit boundary between iterations, and the steady-state
 // iteration time a long run pays.
 //
@@ -33,8 +33,6 @@ namespace ps::core {
 enum class IterationBoundary : std::uint8_t { Sync, Overlap };
 std::string_view iterationBoundaryName(IterationBoundary b);  // "sync", "overlap"
 std::optional<IterationBoundary> iterationBoundaryFromName(std::string_view name);
-
-inline constexpr std::string_view kOptimizerStepKind = "OPTIMIZER";
 
 struct IterationOptions {
   int iterations = 4;  // K >= 1; the steady state needs K >= 2

@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "pipestudio/core/analysis/comm_semantics.h"
-#include "pipestudio/core/analysis/duration_expression.h"  // evaluateDurationExpression
 #include "pipestudio/core/model/cost_profile.h"
+#include "pipestudio/core/model/duration_expression.h"  // evaluateDurationExpression
 #include "pipestudio/core/model/schedule.h"
 #include "pipestudio/core/model/timeline.h"
 

@@ -71,6 +71,29 @@ std::string printLocalLaunchCommands(LaunchKind kind, int nproc, const std::vect
 // POSIX shell quoting of one word.
 std::string shellQuoteWord(std::string_view word);
 
+// How PipeStudio calls ssh, for the GUI's remote target and the cluster launcher alike: the
+// arguments after "ssh" and before the remote command: -o BatchMode=yes (never a prompt),
+// -o ConnectTimeout=N (at least 1), with keepAlive -o ServerAliveInterval=5
+// -o ServerAliveCountMax=2 (a host that vanishes mid-run ends ssh within ~15 s), -p PORT,
+// -i KEY -o IdentitiesOnly=yes when the host names a key, -o OPTION for each of its ssh options
+// (trimmed; blank ones left out), then "--" and the destination, so that no user or host name
+// is ever read as an ssh option.
+struct SshCall {
+  double connectTimeoutSeconds = 10;
+  bool keepAlive = true;
+};
+std::vector<std::string> sshArguments(const ClusterHost& host, const SshCall& call);
+// Why ssh failed, named from its exit status 255 and what it said on stderr ("" for any other
+// exit status: then the remote command itself failed). Authentication ("Permission denied",
+// "Too many authentication failures", "no supported authentication"): "authentication refused
+// by USER@HOST on port P"; a host key ("Host key verification failed", "IDENTIFICATION HAS
+// CHANGED"): "the host key of HOST is unknown or changed"; reachability ("Connection refused",
+// timeouts, "No route to host", "Could not resolve", "Name or service not known", "Network is
+// unreachable", "Connection closed", "Connection reset"): "cannot reach HOST on port P"; else "the
+// connection to USER@HOST on port P failed". Matched without regard to case; ssh's last line
+// follows after ": " and, for the first two, what to do about it.
+std::string describeSshFailure(const ClusterHost& host, int exitCode, std::string_view stderrText);
+
 // A TCP port free on this host for a rendezvous store that binds it later (a MASTER_PORT for
 // ranks started by hand or over ssh). Picked at random below the kernel's ephemeral range
 // (/proc/sys/net/ipv4/ip_local_port_range, from port 10000), so that no port the kernel hands

@@ -40,7 +40,8 @@ std::string profileReferenceFor(std::string_view profilePath, std::string_view p
 // schedule at `pipePath` (unless it is stdin, "-", or NAME is absolute), else NAME as given,
 // else in `dataDir` (the bundled data: NAME, profiles/NAME, profiles/NAME.json). The first
 // file that exists; when none does, the path beside the schedule, for the error to name.
-std::string resolveProfileReference(std::string_view name, std::string_view pipePath, std::string_view dataDir);
+std::string resolveProfileReference(std::string_view name, std::string_view pipePath,
+                                    std::string_view dataDir);
 
 // Parses "name=value" (as given to --set) into options.overrides.
 Status parseOverride(std::string_view assignment, DslOptions& options);

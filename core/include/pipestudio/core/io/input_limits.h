@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <string>
 
+#include "pipestudio/core/model/limits.h"
 #include "pipestudio/core/model/result.h"
 
 namespace ps::core {
@@ -14,13 +15,6 @@ namespace ps::core {
 namespace limits {
 // Default size of one input read whole: 64 MiB (an explicit 1F1B of 16 million ops is ~40 MB).
 inline constexpr std::uint64_t kDefaultMaxInputBytes = std::uint64_t{64} << 20;
-// Bytes of a message or hint as printed (the rest: "... (N more bytes)"): room for the longest
-// explanation PipeStudio writes (a refused TorchScript model, ~600 bytes), not for a whole file.
-inline constexpr size_t kMaxMessageBytes = 2000;
-// Bytes of a source line shown under a diagnostic, around its column.
-inline constexpr size_t kMaxExcerptBytes = 120;
-// Diagnostics printed by formatDiagnostics; then one line "and N more".
-inline constexpr size_t kMaxPrintedDiagnostics = 50;
 }  // namespace limits
 
 // The environment variable that overrides limits::kDefaultMaxInputBytes: a byte count, with an

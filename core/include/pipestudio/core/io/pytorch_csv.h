@@ -5,7 +5,7 @@
 #include <string_view>
 #include <vector>
 
-#include "pipestudio/core/io/pytorch_lowering.h"
+#include "pipestudio/core/analysis/pytorch_lowering.h"
 #include "pipestudio/core/model/schedule.h"
 
 namespace ps::core {
@@ -34,16 +34,11 @@ Result<Schedule> readPytorchCsv(std::string_view text, const CsvReadOptions& opt
 Result<std::string> writePytorchCsv(const Schedule& s, CsvFormat format = CsvFormat::ComputeOnly,
                                     const PytorchTarget& target = {});
 
-// An action as PyTorch writes it (_Action.__repr__; its profiler ranges are "PP:" + this):
-// "1F3", "0UNSHARD", "(0F7;7B3)OVERLAP_F_B". PipeStudio's kinds without a PyTorch action follow
-// the same pattern ("1R3", "2OFFLOAD0", "0ALLREDUCE"), so that one trace reader reads both.
-std::string pytorchActionText(const Schedule& s, const Op& op);
-std::string pytorchStepText(const Schedule& s, const Step& step);
-
 // What writing `s` as a PyTorch CSV of `format` leaves out, one phrase each (empty when
 // nothing): the partition, the cost profile, ops without a PyTorch action, and for
 // compute_only the SEND/RECV, UNSHARD/RESHARD and REDUCE_GRAD actions, and for a target before
 // 2.15 the WAIT_* actions. Exports say so.
-std::vector<std::string> csvExportLosses(const Schedule& s, CsvFormat format, const PytorchTarget& target = {});
+std::vector<std::string> csvExportLosses(const Schedule& s, CsvFormat format,
+                                         const PytorchTarget& target = {});
 
 }  // namespace ps::core

@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "pipestudio/core/analysis/hang_report.h"
+#include "pipestudio/core/model/hang_report.h"
 #include "pipestudio/core/model/result.h"
 #include "pipestudio/core/model/run_state.h"
 #include "pipestudio/core/model/timeline.h"

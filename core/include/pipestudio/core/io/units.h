@@ -23,8 +23,6 @@ std::string formatByteSize(std::int64_t bytes);
 // Binary units with two decimals in every unit above bytes ("1.50 KiB", "79.71 GiB"): reports
 // whose columns line up.
 std::string formatByteSizeFixed(std::int64_t bytes);
-// A plain number: the shortest form that reads back to the same double ("0.1", "1e+20").
-std::string formatNumber(double v);
 // A number with `significant` significant digits ("%.*g").
 std::string formatSignificant(double v, int significant);
 

@@ -9,6 +9,14 @@
 
 namespace ps::core::limits {
 
+// Bytes of a message or hint as printed (the rest: "... (N more bytes)"): room for the longest
+// explanation PipeStudio writes (a refused TorchScript model, ~600 bytes), not for a whole file.
+inline constexpr size_t kMaxMessageBytes = 2000;
+// Bytes of a source line shown under a diagnostic, around its column.
+inline constexpr size_t kMaxExcerptBytes = 120;
+// Diagnostics printed by formatDiagnostics; then one line "and N more".
+inline constexpr size_t kMaxPrintedDiagnostics = 50;
+
 // Devices (ranks) of one pipeline: per-device arrays are sized from the largest one.
 inline constexpr int kMaxDevices = 65536;
 inline constexpr int kMaxRank = kMaxDevices - 1;

@@ -169,6 +169,10 @@ struct UserKind {
   friend bool operator==(const UserKind&, const UserKind&) = default;
 };
 
+// The stage-level user kind that stands for one optimizer step (unrolled iterations end with
+// it; a run's event stream names it).
+inline constexpr std::string_view kOptimizerStepKind = "OPTIMIZER";
+
 struct Schedule {
   std::string name;  // optional
   Pipeline pipeline;
@@ -185,5 +189,11 @@ struct Schedule {
   const UserKind* userKind(OpKind k) const;
   friend bool operator==(const Schedule&, const Schedule&) = default;
 };
+
+// An action as PyTorch writes it (_Action.__repr__; its profiler ranges are "PP:" + this):
+// "1F3", "0UNSHARD", "(0F7;7B3)OVERLAP_F_B". PipeStudio's kinds without a PyTorch action follow
+// the same pattern ("1R3", "2OFFLOAD0", "0ALLREDUCE"), so that one trace reader reads both.
+std::string pytorchActionText(const Schedule& s, const Op& op);
+std::string pytorchStepText(const Schedule& s, const Step& step);
 
 }  // namespace ps::core

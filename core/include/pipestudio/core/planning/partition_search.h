@@ -62,12 +62,6 @@ struct PartitionPlan {
 // The profile with times, activation and output bytes multiplied by microbatchSize.
 CostProfile scaleMicrobatchSize(const CostProfile& p, int microbatchSize);
 
-// Costs the partition planner assumes for one stage made of layers [first, first + count)
-// with the given policy and in-flight count (already scaled). Returns nullopt when the
-// policy cannot fit the limit (limit 0 = unlimited).
-std::optional<StagePlan> planStage(const CostProfile& scaled, int first, int count, int inflight,
-                                   std::int64_t limit, bool allowRecompute, bool allowOffload);
-
 // Bisection partition: the smallest bottleneck stage time whose greedy packing fits memory.
 // Errors when no partition fits (names the stage and layers that cannot fit).
 Result<PartitionPlan> partitionBisection(const CostProfile& p, const PartitionOptions& o);

@@ -1,4 +1,4 @@
-#include "pipestudio/core/io/pytorch_lowering.h"
+#include "pipestudio/core/analysis/pytorch_lowering.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -8,7 +8,6 @@
 
 #include "pipestudio/core/analysis/comm_semantics.h"
 #include "pipestudio/core/analysis/dependency_graph.h"
-#include "pipestudio/core/io/pytorch_csv.h"
 #include "pipestudio/core/model/enum_names.h"
 
 namespace ps::core {

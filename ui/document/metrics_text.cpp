@@ -1,10 +1,10 @@
-#include "panels/metrics_text.h"
+#include "document/metrics_text.h"
 
 #include <QCoreApplication>
 #include <algorithm>
 
 #include "document/schedule_document.h"
-#include "panels/units_text.h"
+#include "widgets/units_text.h"
 
 namespace ps::ui {
 

@@ -1,6 +1,6 @@
 // Duration expressions: one recursive-descent parser into a post-order node list, evaluated
 // without recursion (a long sum is a deep tree).
-#include "pipestudio/core/analysis/duration_expression.h"
+#include "pipestudio/core/model/duration_expression.h"
 
 #include <algorithm>
 #include <cctype>

@@ -21,8 +21,8 @@
 #include <string>
 #include <vector>
 
-#include "pipestudio/core/analysis/hang_report.h"
 #include "pipestudio/core/io/flight_recorder.h"
+#include "pipestudio/core/model/hang_report.h"
 #include "pipestudio/core/model/schedule.h"
 
 namespace ps::core {

@@ -1,5 +1,5 @@
 // The post-mortem of a hung run (hang_report.h).
-#include "pipestudio/core/analysis/hang_report.h"
+#include "pipestudio/core/model/hang_report.h"
 
 #include <cstdio>
 

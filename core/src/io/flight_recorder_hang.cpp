@@ -1,5 +1,5 @@
 // Flight-recorder dumps read against the plan (flight_recorder_hang.h).
-#include "pipestudio/core/analysis/flight_recorder_hang.h"
+#include "pipestudio/core/io/flight_recorder_hang.h"
 
 #include <algorithm>
 #include <limits>
