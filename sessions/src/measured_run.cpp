@@ -13,7 +13,6 @@ core::Result<PredictionProfile> predictionProfileFromJson(const std::string& tex
                                                           ProfileSource fallbackSource) {
   auto p = core::parseCostProfile(text, where);
   PS_TRY(p);
-  const std::string given = text;
   ProfileSource source = fallbackSource;
   // "source" is not a cost-profile field (the loader ignores it): read it from the JSON itself.
   auto j = json::parse(text, nullptr, false);
@@ -23,7 +22,7 @@ core::Result<PredictionProfile> predictionProfileFromJson(const std::string& tex
       if (auto s = profileSourceFromName(it->get<std::string>())) source = *s;
   }
   PredictionProfile out = predictionProfile(std::move(p).value(), fallbackName, source);
-  out.json = given;
+  out.json = text;
   return out;
 }
 

@@ -106,7 +106,7 @@ core::Result<RecordedRun> recordSimulation(const SimulationRecording& recording,
 namespace {
 
 constexpr size_t kChunk = 65536;
-constexpr size_t kStderrKeep = 64 * 1024;
+constexpr size_t kStderrKeep = size_t{64} * 1024;
 
 core::Diagnostic invalid(const SessionStore& store, const std::string& message) {
   return core::makeError("session.invalid", message, core::SourceLocation{store.path(), 0, 0});

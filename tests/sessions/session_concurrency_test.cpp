@@ -152,7 +152,7 @@ TEST(SessionCrashSafety, KilledWriterLeavesRunIncompleteAndFileIntact) {
         if (!watcher) watcher = SessionStore::open(path);
         if (!watcher) return false;
         auto runs = watcher->listRuns();
-        return runs && !runs->empty() && runs->front().opCount >= 3 * kChunk;
+        return runs && !runs->empty() && runs->front().opCount >= std::int64_t{3} * kChunk;
       },
       std::chrono::seconds(20));
   ASSERT_EQ(kill(child, SIGKILL), 0);

@@ -287,8 +287,8 @@ QStringList StatePanel::rows(const QTreeWidgetItem* item) {
 QString StatePanel::text() const {
   QString out;
   std::function<void(const QTreeWidgetItem*, int)> walk = [&](const QTreeWidgetItem* it, int depth) {
-    out += QString(depth * 2, QLatin1Char(' ')) + it->text(0) + QStringLiteral(": ") + it->text(1) +
-           QLatin1Char('\n');
+    out += QString(qsizetype{depth} * 2, QLatin1Char(' ')) + it->text(0) + QStringLiteral(": ") +
+           it->text(1) + QLatin1Char('\n');
     for (int i = 0; i < it->childCount(); ++i) walk(it->child(i), depth + 1);
   };
   for (int i = 0; i < tree_->topLevelItemCount(); ++i) walk(tree_->topLevelItem(i), 0);

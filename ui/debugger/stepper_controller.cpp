@@ -94,6 +94,14 @@ StepperController::StepperController(ScheduleDocument* doc, TimelineView* view, 
   timer_ = new QTimer(this);
   timer_->setInterval(33);
   connect(timer_, &QTimer::timeout, this, [this] { advance(static_cast<double>(wall_.restart())); });
+  refresh_ = new QTimer(this);
+  refresh_->setSingleShot(true);
+  refresh_->setInterval(0);
+  connect(refresh_, &QTimer::timeout, this, [this] {
+    if (!dirty_) return;
+    publish();
+    Q_EMIT moved();
+  });
 
   menu_ = new QMenu(tr("&Debug"), view);
   auto act = [this](const QString& text, const QKeySequence& key, const QString& tip, auto slot) {
@@ -222,12 +230,7 @@ void StepperController::markDirty() {
   for (QAction* a : {aNext_, aEnd_, aRunBp_, aPlay_, aPrev_, aStart_, aRunBack_, aRunToOp_})
     a->setEnabled(true);
   // Coalesce the document's and the overlay's change signals into one refresh.
-  if (!wasDirty || !stepper_)
-    QTimer::singleShot(0, this, [this] {
-      if (!dirty_) return;
-      publish();
-      Q_EMIT moved();
-    });
+  if (!wasDirty || !stepper_) refresh_->start();
 }
 
 void StepperController::ensure() {

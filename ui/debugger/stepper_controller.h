@@ -151,6 +151,8 @@ class StepperController : public QObject {
   std::vector<ps::core::Breakpoint> breakpoints_;
 
   QTimer* timer_ = nullptr;
+
+  QTimer* refresh_ = nullptr;  // single shot: one refresh for a burst of change signals
   QElapsedTimer wall_;
   double speed_ = 1.0;
   bool speedChosen_ = false;

@@ -87,7 +87,7 @@ QString OpDetailsPanel::text() const {
   QString out;
   std::function<void(const QTreeWidgetItem*, int)> walk = [&](const QTreeWidgetItem* it, int depth) {
     const QString full = it->data(1, kFullRole).toString();
-    out += QString(depth * 2, QLatin1Char(' ')) + it->text(0) + QStringLiteral(": ") +
+    out += QString(qsizetype{depth} * 2, QLatin1Char(' ')) + it->text(0) + QStringLiteral(": ") +
            (full.isEmpty() ? it->text(1) : full) + QLatin1Char('\n');
     for (int i = 0; i < it->childCount(); ++i) walk(it->child(i), depth + 1);
   };

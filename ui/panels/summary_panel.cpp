@@ -8,8 +8,8 @@
 #include <string>
 #include <utility>
 
-#include "widgets/units_text.h"
 #include "timeline/theme.h"
+#include "widgets/units_text.h"
 
 namespace ps::ui {
 

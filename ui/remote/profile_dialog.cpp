@@ -165,7 +165,7 @@ ProfileDialog::ProfileDialog(QWidget* parent, QSettings* settings)
   setObjectName(QStringLiteral("profileDialog"));
   controller_ = new ProfileController(this);
   buildUi();
-  updatePreview();
+  ProfileDialog::updatePreview();  // this class's: no virtual dispatch during construction
   connect(controller_, &ProfileController::stderrReceived, this, &ProfileDialog::appendStream);
   connect(controller_, &ProfileController::finished, this, &ProfileDialog::onFinished);
 }

@@ -48,7 +48,7 @@ QString describeProfileFailure(const ProfileRequest& r, int exitCode, const QStr
 
 struct ProfileOutcome {
   ps::core::RunState status = ps::core::RunState::Failed;  // Succeeded, Failed or Cancelled
-  QString message;  // one line
+  QString message;                                         // one line
   QString stderrText;
   int exitCode = -1;
   QByteArray json;  // the CLI's stdout (the profile JSON) when finished

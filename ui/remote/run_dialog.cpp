@@ -184,7 +184,7 @@ QWidget* RunDialog::buildExecutionBox() {
 QString RunDialog::copyLaunchCommand(ps::core::LaunchKind kind) {
   const RunRequest r = request();
   if (r.cluster.empty()) return {};
-  const QString text = clusterLaunchCommands(r, kind);
+  QString text = clusterLaunchCommands(r, kind);
   QApplication::clipboard()->setText(text);
   status_->setText(kind == ps::core::LaunchKind::Slurm ? tr("Slurm commands copied to the clipboard")
                                                        : tr("torchrun commands copied to the clipboard"));
@@ -441,7 +441,7 @@ QString RunDialog::askSessionPath() {
   box->exec();
   const QString clicked = box->clickedButton() ? box->clickedButton()->objectName() : QString();
   if (clicked == QStringLiteral("saveSessionAs")) {
-    const QString target = QFileDialog::getSaveFileName(
+    QString target = QFileDialog::getSaveFileName(
         this, tr("Save Session As"),
         QDir::home().filePath(QFileInfo(readOnly).completeBaseName() + QStringLiteral(".session")),
         tr("PipeStudio sessions (*.session);;All files (*)"));

@@ -95,7 +95,7 @@ bool isBundled(const QString& path) {
 }  // namespace
 
 QString MainWindow::dialogDir(const QString& purpose) {
-  const QString saved = settings().value(QStringLiteral("dialogDirs/") + purpose).toString();
+  QString saved = settings().value(QStringLiteral("dialogDirs/") + purpose).toString();
   if (!saved.isEmpty() && QFileInfo(saved).isDir()) return saved;
   // First use: the examples for opening, the home folder for what the user writes.
   if (purpose == QStringLiteral("open") || purpose == QStringLiteral("session"))
@@ -711,8 +711,7 @@ QString MainWindow::dropMismatchedOverlay() {
   if (why.isEmpty()) return {};
   const QString what = overlayWhat_;
   clearMeasuredOverlay();
-  const QString note =
-      tr("measured overlay (%1) cleared: it is not a run of this schedule (%2)").arg(what, why);
+  QString note = tr("measured overlay (%1) cleared: it is not a run of this schedule (%2)").arg(what, why);
   showStatus(note);
   return note;
 }
@@ -758,7 +757,7 @@ PlanContext MainWindow::planContext() const {
 
 QString MainWindow::documentReplaced() {
   // The overlay first: dropping it must not leave the new document in step mode.
-  const QString dropped = dropMismatchedOverlay();
+  QString dropped = dropMismatchedOverlay();
   stepper_->stopDebugging();
   return dropped;
 }

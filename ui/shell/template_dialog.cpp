@@ -12,8 +12,8 @@
 #include <QVBoxLayout>
 #include <utility>
 
-#include "document/schedule_document.h"
 #include "document/metrics_text.h"
+#include "document/schedule_document.h"
 #include "timeline/legend_bar.h"
 #include "timeline/timeline_view.h"
 #include "widgets/form.h"

@@ -7,8 +7,8 @@
 #include <cstdint>
 #include <iterator>
 
-#include "widgets/units_text.h"
 #include "pipestudio/core/model/timeline.h"
+#include "widgets/units_text.h"
 
 namespace ps::ui::timeline_detail {
 

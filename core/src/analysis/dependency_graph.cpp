@@ -14,6 +14,15 @@ bool mayRepeat(OpKind k) {
   return k == OpKind::Unshard || k == OpKind::Reshard;
 }
 
+// The cell of (kind, stage, micro-batch) in a kinds x stages x micro-batches table (a stage-level
+// table: one micro-batch), all in size_t: the product can pass INT_MAX before the bounds check
+// on the table's size. Callers have checked every index is in range.
+size_t tableCell(int kindIndex, int stages, int stage, int microbatches = 1, int microbatch = 0) {
+  return (static_cast<size_t>(kindIndex) * static_cast<size_t>(stages) + static_cast<size_t>(stage)) *
+             static_cast<size_t>(microbatches) +
+         static_cast<size_t>(microbatch);
+}
+
 // The graph build looks up a few table cells per op through small lambdas; inlining them
 // lets the compiler fold the constant kinds.
 #if defined(__GNUC__)
@@ -29,12 +38,11 @@ int DependencyGraph::find(const Op& op) const {
   if (op.stage < 0 || op.stage >= stages_) return -1;
   if (kv < mbKindIndex_.size() && mbKindIndex_[kv] >= 0) {
     if (op.microbatch < 0 || op.microbatch >= microbatches_) return -1;
-    return mbTable_[static_cast<size_t>((mbKindIndex_[kv] * stages_ + op.stage) * microbatches_ +
-                                        op.microbatch)];
+    return mbTable_[tableCell(mbKindIndex_[kv], stages_, op.stage, microbatches_, op.microbatch)];
   }
   if (kv < stageKindIndex_.size() && stageKindIndex_[kv] >= 0) {
     if (op.microbatch != -1) return -1;
-    return stageTable_[static_cast<size_t>(stageKindIndex_[kv] * stages_ + op.stage)];
+    return stageTable_[tableCell(stageKindIndex_[kv], stages_, op.stage)];
   }
   return -1;
 }
@@ -58,11 +66,11 @@ void DependencyGraph::forEachDependency(const Op& op, Emit&& emit, Miss&& miss) 
     if (st < 0 || st >= stages_) return -1;
     if (kv < mbKindIndex_.size() && mbKindIndex_[kv] >= 0) {
       if (mb < 0 || mb >= microbatches_) return -1;
-      return mbTable_[static_cast<size_t>((mbKindIndex_[kv] * stages_ + st) * microbatches_ + mb)];
+      return mbTable_[tableCell(mbKindIndex_[kv], stages_, st, microbatches_, mb)];
     }
     if (kv < stageKindIndex_.size() && stageKindIndex_[kv] >= 0) {
       if (mb != -1) return -1;
-      return stageTable_[static_cast<size_t>(stageKindIndex_[kv] * stages_ + st)];
+      return stageTable_[tableCell(stageKindIndex_[kv], stages_, st)];
     }
     return -1;
   };
@@ -342,14 +350,13 @@ void DependencyGraph::rebuild(const Schedule& s) {
         problems_.push_back(Problem{ProblemKind::OutOfRange, static_cast<int>(id), -1, {}});
         return;
       }
-      cell = &mbTable_[static_cast<size_t>((mbKindIndex_[kv] * stages_ + op.stage) * microbatches_ +
-                                           op.microbatch)];
+      cell = &mbTable_[tableCell(mbKindIndex_[kv], stages_, op.stage, microbatches_, op.microbatch)];
     } else {
       if (op.microbatch != -1) {
         problems_.push_back(Problem{ProblemKind::OutOfRange, static_cast<int>(id), -1, {}});
         return;
       }
-      cell = &stageTable_[static_cast<size_t>(stageKindIndex_[kv] * stages_ + op.stage)];
+      cell = &stageTable_[tableCell(stageKindIndex_[kv], stages_, op.stage)];
     }
     if (*cell >= 0) {
       if (!mayRepeat(op.kind))
