@@ -14,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-#include "../../engine/src/hosted_store.h"
+#include "../../engine/src/transport/hosted_store.h"
 #include "background_process.h"
 #include "cli/cli_runner.h"
 #include "pipestudio/core/io/cluster.h"

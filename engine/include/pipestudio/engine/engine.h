@@ -180,7 +180,7 @@ core::Result<RunReport> runSchedule(const core::Schedule& schedule, const RunOpt
 // Seconds as messages print them: "5.00 s", "0.25 s", "0.001 s".
 std::string formatSeconds(double seconds);
 
-// --- Profiler: measured per-layer costs of a built-in model (engine/src/profiler.cpp) ---
+// --- Profiler: measured per-layer costs of a built-in model (engine/src/profile/profiler.cpp) ---
 
 struct ProfileOptions {
   // On the CPU: GPU profiling (CUDA events, allocator bytes) is not implemented.

@@ -1,6 +1,6 @@
 // Reading a batch saved by torch.save: torch::jit::pickle_load reads the zip format that
 // torch.save writes by default since PyTorch 1.6 (and torch::pickle_save writes).
-#include "data_file.h"
+#include "common/data_file.h"
 
 #include <torch/csrc/jit/serialization/pickle.h>
 
@@ -11,7 +11,7 @@
 #include <stdexcept>
 #include <vector>
 
-#include "error_text.h"
+#include "common/error_text.h"
 
 namespace ps::engine::detail {
 

@@ -16,7 +16,7 @@
 #include <string>
 #include <tuple>
 
-#include "error_text.h"
+#include "common/error_text.h"
 #include "pipestudio/core/model/result.h"
 #include "pipestudio/engine/engine.h"
 

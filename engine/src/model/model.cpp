@@ -1,13 +1,13 @@
 // Built-in models: mlp (Linear+GELU blocks, MSE loss) and gpt (embedding, pre-LayerNorm
 // decoder blocks with causal self-attention and MLP, LM head with cross-entropy).
-#include "model.h"
+#include "model/model.h"
 
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <cmath>
 #include <stdexcept>
 
-#include "data_file.h"
+#include "common/data_file.h"
 
 namespace ps::engine::detail {
 

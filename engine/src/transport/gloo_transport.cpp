@@ -1,20 +1,19 @@
 // Transport between processes: c10d ProcessGroupGloo over a TCPStore (rank 0 hosts the
-// store, or the launcher does: hosted_store.h). Sends are asynchronous and awaited at the end of the iteration, so schedules that
-// send both ways between two devices cannot deadlock on rendezvous. A receive waits once for
-// the whole timeout: a timed-out wait makes Gloo tear the context down, so waits cannot be
+// store, or the launcher does: hosted_store.h). Sends are asynchronous and awaited at the end of the
+// iteration, so schedules that send both ways between two devices cannot deadlock on rendezvous. A receive
+// waits once for the whole timeout: a timed-out wait makes Gloo tear the context down, so waits cannot be
 // sliced. A rank that fails closes its group instead, and the peers' receives fail at once
 // with "connection closed"; the root cause is read from the store's "abort" key.
 #ifndef USE_C10D_GLOO
 #define USE_C10D_GLOO
 #endif
-#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <cstdlib>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
-#include <cstdlib>
-
-#include "hosted_store.h"
-#include "transport.h"
+#include "transport/hosted_store.h"
+#include "transport/transport.h"
 
 namespace ps::engine::detail {
 
@@ -22,8 +21,8 @@ namespace {
 
 class GlooTransport : public RemoteTransport {
  public:
-  GlooTransport(c10::intrusive_ptr<c10d::Store> store, c10::intrusive_ptr<c10d::ProcessGroupGloo> pg, int rank,
-                int world)
+  GlooTransport(c10::intrusive_ptr<c10d::Store> store, c10::intrusive_ptr<c10d::ProcessGroupGloo> pg,
+                int rank, int world)
       : store_(std::move(store)), pg_(std::move(pg)), rank_(rank), world_(world) {}
 
   int rank() const override { return rank_; }
@@ -168,21 +167,24 @@ core::Result<std::unique_ptr<HostedStore>> hostLocalStore(int worldSize) {
     so.numWorkers = static_cast<std::size_t>(worldSize);
     so.waitWorkers = false;
     auto store = c10::make_intrusive<c10d::TCPStore>("127.0.0.1", so);
-    if (store->getPort() == 0) return core::makeError("engine.launch", "the ranks' store on 127.0.0.1 reports no port");
+    if (store->getPort() == 0)
+      return core::makeError("engine.launch", "the ranks' store on 127.0.0.1 reports no port");
     return std::unique_ptr<HostedStore>(std::make_unique<TcpHostedStore>(std::move(store)));
   } catch (const std::exception& e) {
     return core::makeError("engine.launch", "cannot host the ranks' store on 127.0.0.1: " + errorText(e));
   }
 }
 
-core::Result<std::unique_ptr<RemoteTransport>> connectGloo(const DistributedOptions& d, double timeoutSeconds) {
+core::Result<std::unique_ptr<RemoteTransport>> connectGloo(const DistributedOptions& d,
+                                                           double timeoutSeconds) {
   if (d.rank < 0 || d.rank >= d.worldSize)
     return core::makeError("engine.distributed", "rank " + std::to_string(d.rank) + " is outside 0.." +
                                                      std::to_string(d.worldSize - 1));
   if (d.masterPort <= 0 || d.masterPort > 65535)
-    return core::makeError("engine.distributed", "master port " + std::to_string(d.masterPort) + " is not a port");
-  const std::string where = "rank " + std::to_string(d.rank) + " cannot join the run at " + d.masterAddr + ":" +
-                            std::to_string(d.masterPort);
+    return core::makeError("engine.distributed",
+                           "master port " + std::to_string(d.masterPort) + " is not a port");
+  const std::string where = "rank " + std::to_string(d.rank) + " cannot join the run at " + d.masterAddr +
+                            ":" + std::to_string(d.masterPort);
   try {
     (void)timeoutSeconds;  // waits after the rendezvous pass their own bounds
     const auto connect =
@@ -209,7 +211,8 @@ core::Result<std::unique_ptr<RemoteTransport>> connectGloo(const DistributedOpti
   } catch (const std::exception& e) {
     std::string why = errorText(e);
     if (why.find("imeout") != std::string::npos || why.find("imed out") != std::string::npos)
-      why = "not every rank joined within --connect-timeout " + formatSeconds(d.connectTimeoutSeconds) + " (" + why + ")";
+      why = "not every rank joined within --connect-timeout " + formatSeconds(d.connectTimeoutSeconds) +
+            " (" + why + ")";
     return core::makeError("engine.distributed", where + ": " + why);
   }
 }

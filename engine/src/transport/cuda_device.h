@@ -11,7 +11,7 @@
 
 #include "pipestudio/core/model/result.h"
 #include "pipestudio/engine/engine.h"
-#include "transport.h"
+#include "transport/transport.h"
 
 namespace ps::engine::detail {
 

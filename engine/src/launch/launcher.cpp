@@ -19,7 +19,7 @@
 #include <optional>
 #include <thread>
 
-#include "hosted_store.h"
+#include "transport/hosted_store.h"
 
 namespace ps::engine {
 

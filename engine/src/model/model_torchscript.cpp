@@ -24,9 +24,9 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "data_file.h"
-#include "error_text.h"
-#include "model.h"
+#include "common/data_file.h"
+#include "common/error_text.h"
+#include "model/model.h"
 
 namespace ps::engine::detail {
 

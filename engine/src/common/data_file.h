@@ -11,8 +11,8 @@ namespace ps::engine::detail {
 
 struct DataFile {
   std::string path;
-  at::Tensor inputs;   // on the CPU, contiguous
-  at::Tensor targets;  // undefined when the file holds inputs only
+  at::Tensor inputs;              // on the CPU, contiguous
+  at::Tensor targets;             // undefined when the file holds inputs only
   std::uint64_t contentHash = 0;  // FNV-1a of the file's bytes: ranks compare it at rendezvous
 };
 
@@ -32,6 +32,7 @@ at::Tensor takeSamples(const DataFile& file, const at::Tensor& t, const char* wh
                        std::int64_t n, bool anyShape);
 
 // Integer ids of `what` must lie in [0, limit): throws naming the file, the field and the value.
-void checkIds(const DataFile& file, const at::Tensor& t, const char* what, std::int64_t limit, const char* of);
+void checkIds(const DataFile& file, const at::Tensor& t, const char* what, std::int64_t limit,
+              const char* of);
 
 }  // namespace ps::engine::detail

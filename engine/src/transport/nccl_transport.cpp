@@ -17,7 +17,7 @@
 #include <stdexcept>
 #include <thread>
 
-#include "cuda_device.h"
+#include "transport/cuda_device.h"
 
 namespace ps::engine::detail {
 

@@ -1,7 +1,7 @@
 #pragma once
 // NVTX ranges (header-only nvtx3, from the CUDA toolkit when CMake finds it), named as
-// PyTorch's pipelining runtime names its ranges ("PP:1F3") so Nsight Systems shows the schedule. Without nvtx3 this
-// is a no-op; with it and no profiler attached, a push/pop costs a few ns.
+// PyTorch's pipelining runtime names its ranges ("PP:1F3") so Nsight Systems shows the schedule. Without
+// nvtx3 this is a no-op; with it and no profiler attached, a push/pop costs a few ns.
 #include <string>
 
 #ifdef PIPESTUDIO_HAVE_NVTX

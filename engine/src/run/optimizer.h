@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "model.h"
+#include "model/model.h"
 
 namespace ps::engine::detail {
 

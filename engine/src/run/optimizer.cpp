@@ -1,7 +1,7 @@
 // StageOptimizer over torch::optim: the same update rules (and defaults) as torch.optim.SGD and
 // torch.optim.AdamW. The engine's Linear layers keep their gradients apart from autograd, so
 // they are lent to the parameters' .grad for the step and taken back afterwards.
-#include "optimizer.h"
+#include "run/optimizer.h"
 
 #include <torch/optim/adamw.h>
 #include <torch/optim/sgd.h>
@@ -13,7 +13,8 @@ namespace {
 
 class TorchStageOptimizer final : public StageOptimizer {
  public:
-  TorchStageOptimizer(const std::string& kind, double lr, std::vector<Layer*> layers) : adamw_(kind == "adamw") {
+  TorchStageOptimizer(const std::string& kind, double lr, std::vector<Layer*> layers)
+      : adamw_(kind == "adamw") {
     for (Layer* l : layers) {
       for (Linear* lin : l->linears) {
         linearParams_.push_back({lin->weight, &lin->gradWeight});
@@ -42,7 +43,9 @@ class TorchStageOptimizer final : public StageOptimizer {
   std::int64_t stateBytes() const override {
     if (!adamw_) return 0;
     std::int64_t bytes = 0;
-    auto size = [](const at::Tensor& t) { return t.defined() ? t.numel() * static_cast<std::int64_t>(t.element_size()) : 0; };
+    auto size = [](const at::Tensor& t) {
+      return t.defined() ? t.numel() * static_cast<std::int64_t>(t.element_size()) : 0;
+    };
     for (const auto& [key, state] : opt_->state()) {
       const auto& s = static_cast<const torch::optim::AdamWParamState&>(*state);
       bytes += size(s.exp_avg()) + size(s.exp_avg_sq()) + size(s.max_exp_avg_sq());
@@ -59,7 +62,8 @@ class TorchStageOptimizer final : public StageOptimizer {
 
 }  // namespace
 
-std::unique_ptr<StageOptimizer> StageOptimizer::make(const std::string& kind, double lr, std::vector<Layer*> layers) {
+std::unique_ptr<StageOptimizer> StageOptimizer::make(const std::string& kind, double lr,
+                                                     std::vector<Layer*> layers) {
   return std::make_unique<TorchStageOptimizer>(kind, lr, std::move(layers));
 }
 

@@ -1,6 +1,6 @@
 // One-line error texts: c10 errors carry a backtrace and "Exception raised from" frames that
 // mean nothing to a user; every message the engine reports goes through errorText.
-#include "error_text.h"
+#include "common/error_text.h"
 
 #include <c10/util/Exception.h>
 #include <c10/util/Logging.h>

@@ -12,10 +12,10 @@
 #include <chrono>
 #include <thread>
 
-#include "error_text.h"
-#include "model.h"
-#include "optimizer.h"
+#include "common/error_text.h"
+#include "model/model.h"
 #include "pipestudio/engine/engine.h"
+#include "run/optimizer.h"
 
 namespace ps::engine {
 

@@ -2,6 +2,8 @@
 // device. Raw CUDA runtime calls where the torch API changed between 1.13 and 2.x (events);
 // c10::cuda only for what both have (stream pool, current stream, allocator statistics).
 #ifdef PIPESTUDIO_HAVE_CUDA
+#include "transport/cuda_device.h"
+
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
@@ -9,8 +11,6 @@
 
 #include <stdexcept>
 #include <string>
-
-#include "cuda_device.h"
 
 namespace ps::engine::detail {
 
@@ -166,7 +166,8 @@ int cudaDeviceCount() {
 std::unique_ptr<CudaDevice> makeCudaDevice(int gpu) {
   const int n = cudaDeviceCount();
   if (gpu < 0 || gpu >= n)
-    throw std::runtime_error("GPU " + std::to_string(gpu) + " does not exist (" + std::to_string(n) + " visible)");
+    throw std::runtime_error("GPU " + std::to_string(gpu) + " does not exist (" + std::to_string(n) +
+                             " visible)");
   return std::make_unique<CudaDeviceImpl>(gpu);
 }
 

@@ -18,10 +18,8 @@
 #include <set>
 #include <thread>
 
-#include "cuda_device.h"
-#include "model.h"
-#include "nvtx.h"
-#include "optimizer.h"
+#include "common/nvtx.h"
+#include "model/model.h"
 #include "pipestudio/core/analysis/dependency_graph.h"
 #include "pipestudio/core/analysis/iterations.h"
 #include "pipestudio/core/analysis/validator.h"
@@ -30,7 +28,9 @@
 #include "pipestudio/core/io/run_events.h"
 #include "pipestudio/core/model/hang_report.h"
 #include "pipestudio/engine/engine.h"
-#include "transport.h"
+#include "run/optimizer.h"
+#include "transport/cuda_device.h"
+#include "transport/transport.h"
 
 namespace ps::engine {
 
