@@ -29,6 +29,7 @@
 #include "pipestudio/core/model/hang_report.h"
 #include "pipestudio/engine/engine.h"
 #include "run/optimizer.h"
+#include "run/rank_report.h"
 #include "transport/cuda_device.h"
 #include "transport/transport.h"
 
@@ -193,15 +194,8 @@ core::Status checkRunnable(const core::Schedule& s) {
   return core::okStatus();
 }
 
-struct ErrorInfo {
-  std::string code;
-  std::string message;
-  int device = -1;
-  int step = -1;
-  double waitStart = -1;                  // timeouts: when the wait began
-  int lostRank = -1;                      // engine.peer-lost: the rank that ended without reporting
-  std::vector<core::OpRef> related = {};  // a hang: the step each device of its wait chain is in
-};
+using detail::ErrorInfo;
+using detail::RankReport;
 
 class Run {
  public:
@@ -1284,13 +1278,6 @@ void Run::worker(int device) {
   }
 }
 
-nlohmann::json opToJson(const Op& op) {
-  return {static_cast<int>(op.kind), op.stage, op.microbatch};
-}
-Op opFromJson(const nlohmann::json& j) {
-  return Op{static_cast<OpKind>(j.at(0).get<int>()), j.at(1).get<int>(), j.at(2).get<int>()};
-}
-
 void Run::gradientCheck(RunReport& r) {
   GradientCheck& g = r.gradients;
   g.ran = true;
@@ -1383,54 +1370,20 @@ void Run::gradientCheck(RunReport& r) {
   g.passed = g.maxRelativeError <= g.tolerance && g.lossRelativeError <= g.tolerance;
 }
 
-nlohmann::json stuckToJson(const core::StuckDevice& d) {
-  return {{"device", d.device},
-          {"state", core::stuckStateName(d.state)},
-          {"step", d.step},
-          {"action", d.action},
-          {"waits_on", d.waitsOnDevice},
-          {"waits_for", d.waitsFor},
-          {"waits_for_step", d.waitsForStep},
-          {"seconds", d.seconds}};
-}
-
-core::StuckDevice stuckFromJson(const nlohmann::json& j) {
-  core::StuckDevice d;
-  d.device = j.value("device", -1);
-  d.state =
-      core::stuckStateFromName(j.value("state", std::string())).value_or(core::StuckDevice::State::Silent);
-  d.step = j.value("step", -1);
-  d.action = j.value("action", std::string());
-  d.waitsOnDevice = j.value("waits_on", -1);
-  d.waitsFor = j.value("waits_for", std::string());
-  d.waitsForStep = j.value("waits_for_step", -1);
-  d.seconds = j.value("seconds", 0.0);
-  return d;
-}
-
-nlohmann::json reportToJson(const RunReport& r, const std::optional<ErrorInfo>& err,
-                            const std::vector<core::StuckDevice>& stuck) {
-  nlohmann::json ops = nlohmann::json::array(), tr = nlohmann::json::array(), mem = nlohmann::json::array();
-  for (const auto& o : r.timeline.ops)
-    ops.push_back({o.device, o.step, opToJson(o.op), o.overlapped, o.start, o.end});
-  for (const auto& t : r.timeline.transfers)
-    tr.push_back(
-        {t.srcDevice, t.dstDevice, opToJson(t.producer), opToJson(t.consumer), t.bytes, t.start, t.end});
+// What this rank tells rank 0 at the end (rank_report.h).
+RankReport rankReportOf(const RunReport& r, const std::optional<ErrorInfo>& err,
+                        const std::vector<core::StuckDevice>& stuck) {
+  RankReport out;
+  out.ops = r.timeline.ops;
+  out.transfers = r.timeline.transfers;
   for (size_t d = 0; d < r.timeline.memory.size(); ++d)
-    for (const auto& s : r.timeline.memory[d]) mem.push_back({d, s.time, s.bytes});
-  nlohmann::json params = nlohmann::json::array();
-  for (const auto& p : r.gradients.parameters) params.push_back({p.name, p.relativeError});
-  nlohmann::json j{{"ops", ops},         {"transfers", tr},  {"memory", mem},
-                   {"losses", r.losses}, {"params", params}, {"iteration_ms", r.iterationMs}};
-  if (err)
-    j["error"] = {{"code", err->code}, {"message", err->message},      {"device", err->device},
-                  {"step", err->step}, {"wait_start", err->waitStart}, {"lost_rank", err->lostRank}};
-  if (!stuck.empty()) {
-    nlohmann::json a = nlohmann::json::array();
-    for (const auto& d : stuck) a.push_back(stuckToJson(d));
-    j["stuck"] = std::move(a);
-  }
-  return j;
+    for (const auto& m : r.timeline.memory[d]) out.memory.push_back({static_cast<int>(d), m});
+  out.losses = r.losses;
+  out.iterationMs = r.iterationMs;
+  out.parameters = r.gradients.parameters;
+  out.error = err;
+  out.stuck = stuck;
+  return out;
 }
 
 void Run::emitOp(int iteration, const core::TimelineOp& r) {
@@ -1461,7 +1414,8 @@ void Run::gatherRemote(RunReport& r) {
     for (const auto& d : mine) emit(core::run_event::stuck(d));
     if (orphaned) return;  // the store went with the launcher
     try {
-      remote_->setKey("report/" + std::to_string(rank_), reportToJson(r, err, mine).dump());
+      remote_->setKey("report/" + std::to_string(rank_),
+                      detail::rankReportToJson(rankReportOf(r, err, mine)));
     } catch (const std::exception&) {
     }
     return;
@@ -1479,7 +1433,7 @@ void Run::gatherRemote(RunReport& r) {
   // connection, when it could not be told whose) will send none: it is waited for briefly,
   // not for the whole timeout.
   const auto start = std::chrono::steady_clock::now();
-  std::vector<std::pair<int, std::string>> texts;
+  std::vector<RankReport> reports;
   std::set<int> missing, named;
   for (int q = 1; q < remote_->worldSize(); ++q) missing.insert(q);
   bool connectionLost = err && err->code == "engine.peer-lost";
@@ -1496,17 +1450,19 @@ void Run::gatherRemote(RunReport& r) {
         ++it;
         continue;
       }
-      auto j = nlohmann::json::parse(*text, nullptr, false);
-      if (j.is_object() && j.contains("error")) {
-        connectionLost = connectionLost || j["error"].value("code", std::string()) == "engine.peer-lost";
-        if (int l = j["error"].value("lost_rank", -1); l >= 0) named.insert(l);
-      }
-      if (j.is_object() && j.contains("stuck") && j["stuck"].is_array())
-        for (const auto& x : j["stuck"]) {
-          core::StuckDevice d = stuckFromJson(x);
-          if (d.device >= 0 && d.device < D_) all[static_cast<size_t>(d.device)] = d;
+      auto report = detail::rankReportFromJson(*text, *it);
+      if (!report) {
+        // Not a report this build writes: the rank's results are lost, and the run says why.
+        errors.push_back({"engine.rank-report", report.errors().front().message, -1, -1});
+      } else {
+        if (const auto& e = report->error) {
+          connectionLost = connectionLost || e->code == "engine.peer-lost";
+          if (e->lostRank >= 0) named.insert(e->lostRank);
         }
-      texts.emplace_back(*it, std::move(*text));
+        for (const auto& d : report->stuck)
+          if (d.device >= 0 && d.device < D_) all[static_cast<size_t>(d.device)] = d;
+        reports.push_back(std::move(report).value());
+      }
       it = missing.erase(it);
     }
     const auto waited = std::chrono::steady_clock::now() - start;
@@ -1546,49 +1502,37 @@ void Run::gatherRemote(RunReport& r) {
                                 : "sent no report (it crashed or hung)"),
                       q, -1, -1, q});
   }
-  for (auto& [q, text] : texts) {
-    auto j = nlohmann::json::parse(text, nullptr, false);
-    if (j.is_discarded()) continue;
+  for (const RankReport& rep : reports) {
     // Only this rank streams events, so the other ranks' ops and memory of the measured
     // iteration reach the event stream here, before "finished": a reader of the stream ends
     // with every device, as the returned timeline does.
-    for (const auto& o : j["ops"]) {
-      r.timeline.ops.push_back({o[0].get<int>(), o[1].get<int>(), opFromJson(o[2]), o[3].get<bool>(),
-                                o[4].get<double>(), o[5].get<double>()});
-      if (measured_) emitOp(iteration_, r.timeline.ops.back());
+    for (const auto& o : rep.ops) {
+      r.timeline.ops.push_back(o);
+      if (measured_) emitOp(iteration_, o);
     }
-    for (const auto& t : j["transfers"]) {
-      r.timeline.transfers.push_back({t[0].get<int>(), t[1].get<int>(), opFromJson(t[2]), opFromJson(t[3]),
-                                      t[4].get<std::int64_t>(), t[5].get<double>(), t[6].get<double>()});
-      if (measured_) emitTransfer(iteration_, r.timeline.transfers.back());
+    for (const auto& t : rep.transfers) {
+      r.timeline.transfers.push_back(t);
+      if (measured_) emitTransfer(iteration_, t);
     }
-    for (const auto& s : j["memory"]) {
-      size_t d = s[0].get<size_t>();
-      if (d >= r.timeline.memory.size()) continue;
-      r.timeline.memory[d].push_back({s[1].get<double>(), s[2].get<std::int64_t>()});
-      if (measured_)
-        emit(core::run_event::memory(iteration_, static_cast<int>(d), s[1].get<double>(),
-                                     s[2].get<std::int64_t>()));
+    for (const auto& [device, sample] : rep.memory) {
+      const auto d = static_cast<size_t>(device);
+      if (device < 0 || d >= r.timeline.memory.size()) continue;
+      r.timeline.memory[d].push_back(sample);
+      if (measured_) emit(core::run_event::memory(iteration_, device, sample.time, sample.bytes));
     }
-    auto losses = j["losses"].get<std::vector<double>>();
-    for (size_t i = 0; i < losses.size() && i < r.losses.size(); ++i) r.losses[i] += losses[i];
-    auto iters = j["iteration_ms"].get<std::vector<double>>();
-    for (size_t i = 0; i < iters.size() && i < r.iterationMs.size(); ++i)
-      r.iterationMs[i] = std::max(r.iterationMs[i], iters[i]);
+    for (size_t i = 0; i < rep.losses.size() && i < r.losses.size(); ++i) r.losses[i] += rep.losses[i];
+    for (size_t i = 0; i < rep.iterationMs.size() && i < r.iterationMs.size(); ++i)
+      r.iterationMs[i] = std::max(r.iterationMs[i], rep.iterationMs[i]);
     if (r.gradients.ran) {
-      for (const auto& p : j["params"]) {
-        double rel = p[1].get<double>();
-        r.gradients.parameters.push_back({p[0].get<std::string>(), rel});
-        if (rel > r.gradients.maxRelativeError) {
-          r.gradients.maxRelativeError = rel;
-          r.gradients.worstParameter = p[0].get<std::string>();
+      for (const auto& p : rep.parameters) {
+        r.gradients.parameters.push_back(p);
+        if (p.relativeError > r.gradients.maxRelativeError) {
+          r.gradients.maxRelativeError = p.relativeError;
+          r.gradients.worstParameter = p.name;
         }
       }
     }
-    if (j.contains("error"))
-      errors.push_back({j["error"]["code"].get<std::string>(), j["error"]["message"].get<std::string>(),
-                        j["error"]["device"].get<int>(), j["error"]["step"].get<int>(),
-                        j["error"].value("wait_start", -1.0), j["error"].value("lost_rank", -1)});
+    if (rep.error) errors.push_back(*rep.error);
   }
   std::sort(r.timeline.ops.begin(), r.timeline.ops.end(), [](const auto& a, const auto& b) {
     return std::tie(a.device, a.start) < std::tie(b.device, b.start);
@@ -1604,24 +1548,11 @@ void Run::gatherRemote(RunReport& r) {
     r.gradients.passed = r.gradients.maxRelativeError <= r.gradients.tolerance &&
                          r.gradients.lossRelativeError <= r.gradients.tolerance;
   if (!errors.empty()) {
-    // The root cause is the error whose message the failing rank published as "abort".
-    // Otherwise (every rank saw only timeouts or lost peers) the wait that began first.
-    // A cancel on any rank comes first: the peers' lost connections follow from it.
-    auto root = std::find_if(errors.begin(), errors.end(),
-                             [](const ErrorInfo& e) { return e.code == "engine.cancelled"; });
-    if (root == errors.end())
-      root = std::find_if(errors.begin(), errors.end(), [&](const ErrorInfo& e) {
-        return abortMsg && e.message == *abortMsg && e.code != "engine.timeout";
-      });
-    if (root == errors.end()) {
-      for (auto it = errors.begin(); it != errors.end(); ++it)
-        if (it->code == "engine.timeout" && (root == errors.end() || it->waitStart < root->waitStart))
-          root = it;
-    }
-    if (root == errors.end()) root = errors.begin();
+    // The root cause (rank_report.h): a cancel, else what the failing rank published as
+    // "abort", else the wait that began first.
     {
       std::lock_guard lock(errMu_);
-      error_ = *root;
+      error_ = errors[detail::rootCause(errors, abortMsg)];
     }
     addHangReport(all);
   }
