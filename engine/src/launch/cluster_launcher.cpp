@@ -5,7 +5,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -15,6 +14,7 @@
 #include <cstring>
 #include <thread>
 
+#include "launch/child_process.h"
 #include "pipestudio/core/io/run_events.h"
 
 namespace ps::engine {
@@ -47,52 +47,37 @@ struct Child {
   int exitCode = -1;
 };
 
-void closeFd(int& fd) {
-  if (fd >= 0) ::close(fd);
-  fd = -1;
-}
+using detail::closeFd;
 
 bool spawn(Child& c, const std::vector<std::string>& argv) {
-  int in[2], out[2], err[2];
-  if (pipe2(in, O_CLOEXEC) != 0) return false;
-  if (pipe2(out, O_CLOEXEC) != 0) {
-    ::close(in[0]), ::close(in[1]);
+  detail::Pipe in, out, err;
+  if (!detail::openPipe(in)) return false;
+  if (!detail::openPipe(out) || !detail::openPipe(err)) {
+    for (int* fd : {&in.read, &in.write, &out.read, &out.write, &err.read, &err.write}) closeFd(*fd);
     return false;
   }
-  if (pipe2(err, O_CLOEXEC) != 0) {
-    ::close(in[0]), ::close(in[1]), ::close(out[0]), ::close(out[1]);
-    return false;
-  }
-  const pid_t parent = getpid();
-  const pid_t pid = fork();
+  detail::ChildSpec spec;
+  spec.argv = argv;
+  spec.searchPath = true;
+  spec.fds = {{0, in.read}, {1, out.write}, {2, err.write}};
+  // The ssh client ends with the launcher (killed or crashed): the channel closes and the
+  // remote rank's lifeline ends it there. A Ctrl-C at the terminal goes to the launcher,
+  // which cancels in order; not to ssh.
+  spec.ownProcessGroup = true;
+  spec.defaultSigpipe = true;
+  spec.execFailedMessage = "cannot start ssh\n";
+  const pid_t pid = detail::startChild(spec);
+  closeFd(in.read);
+  closeFd(out.write);
+  closeFd(err.write);
   if (pid < 0) {
-    for (int fd : {in[0], in[1], out[0], out[1], err[0], err[1]}) ::close(fd);
+    for (int* fd : {&in.write, &out.read, &err.read}) closeFd(*fd);
     return false;
   }
-  if (pid == 0) {
-    // The ssh client ends with the launcher (killed or crashed): the channel closes and the
-    // remote rank's lifeline ends it there.
-    prctl(PR_SET_PDEATHSIG, SIGTERM);
-    if (getppid() != parent) _exit(130);
-    if (dup2(in[0], 0) < 0 || dup2(out[1], 1) < 0 || dup2(err[1], 2) < 0) _exit(127);
-    // A Ctrl-C at the terminal goes to the launcher, which cancels in order; not to ssh.
-    setpgid(0, 0);
-    signal(SIGPIPE, SIG_DFL);
-    std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    execvp(args[0], args.data());
-    const char msg[] = "cannot start ssh\n";
-    (void)!::write(2, msg, sizeof msg - 1);
-    _exit(127);
-  }
-  ::close(in[0]);
-  ::close(out[1]);
-  ::close(err[1]);
   c.pid = pid;
-  c.in = in[1];
-  c.out = out[0];
-  c.err = err[0];
+  c.in = in.write;
+  c.out = out.read;
+  c.err = err.read;
   fcntl(c.in, F_SETFL, fcntl(c.in, F_GETFL) | O_NONBLOCK);
   return true;
 }

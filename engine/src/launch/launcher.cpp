@@ -6,7 +6,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -19,6 +18,7 @@
 #include <optional>
 #include <thread>
 
+#include "launch/child_process.h"
 #include "transport/hosted_store.h"
 
 namespace ps::engine {
@@ -162,9 +162,7 @@ core::Result<LaunchResult> launchLocalRanks(const LaunchOptions& o) {
   auto store = detail::hostLocalStore(nproc);
   if (!store) return store.error();
   const int port = (*store)->port();
-  struct Pipe {
-    int read = -1, write = -1;
-  };
+  using detail::Pipe;
   std::vector<Pipe> events(static_cast<size_t>(nproc)), lifelines(static_cast<size_t>(nproc));
   auto closeAll = [&] {
     for (auto* v : {&events, &lifelines})
@@ -175,13 +173,12 @@ core::Result<LaunchResult> launchLocalRanks(const LaunchOptions& o) {
       }
   };
   for (int r = 0; r < nproc; ++r) {
-    int e[2], l[2];
-    if (pipe2(e, O_CLOEXEC) != 0 || pipe2(l, O_CLOEXEC) != 0) {
+    if (!detail::openPipe(events[static_cast<size_t>(r)]) ||
+        !detail::openPipe(lifelines[static_cast<size_t>(r)])) {
+      const std::string why = std::strerror(errno);
       closeAll();
-      return core::makeError("engine.launch", std::string("cannot create pipes: ") + std::strerror(errno));
+      return core::makeError("engine.launch", "cannot create pipes: " + why);
     }
-    events[static_cast<size_t>(r)] = {e[0], e[1]};
-    lifelines[static_cast<size_t>(r)] = {l[0], l[1]};
   }
   g_children.assign(static_cast<size_t>(nproc), 0);
   g_forwarded = 0;
@@ -192,45 +189,32 @@ core::Result<LaunchResult> launchLocalRanks(const LaunchOptions& o) {
   }, oldTerm{};
   sigaction(SIGINT, &sa, &oldInt);
   sigaction(SIGTERM, &sa, &oldTerm);
-  const pid_t launcher = getpid();
   std::string startError;
   if (o.cancelled && o.cancelled->load()) g_forwarded = SIGTERM;
   for (int r = 0; r < nproc; ++r) {
     if (g_forwarded) break;  // cancelled while starting: start no more
-    pid_t pid = fork();
+    // The rank ends with its launcher (a cancel, like Ctrl-C; startChild's parent-death signal,
+    // and the lifeline's EOF for a launcher that died before that took effect). fds 3 and 4
+    // in the rank: its event pipe and its lifeline.
+    detail::ChildSpec spec;
+    spec.argv.push_back(o.program);
+    spec.argv.insert(spec.argv.end(), o.args.begin(), o.args.end());
+    spec.fds = {{3, events[static_cast<size_t>(r)].write}, {4, lifelines[static_cast<size_t>(r)].read}};
+    spec.environment = {{kEventFdVariable, "3"},
+                        {kLifelineFdVariable, "4"},
+                        {"RANK", std::to_string(r)},
+                        {"LOCAL_RANK", std::to_string(r)},
+                        {"WORLD_SIZE", std::to_string(nproc)},
+                        {"LOCAL_WORLD_SIZE", std::to_string(nproc)},
+                        {"MASTER_ADDR", "127.0.0.1"},
+                        {"MASTER_PORT", std::to_string(port)},
+                        {detail::kAgentStoreVariable, "True"}};
+    spec.discardStdout = r != 0;
+    const pid_t pid = detail::startChild(spec);
     if (pid < 0) {
       startError = std::string("fork failed: ") + std::strerror(errno);
       forwardSignal(SIGKILL);
       break;
-    }
-    if (pid == 0) {
-      // The rank ends with its launcher: the parent-death signal (a cancel, like Ctrl-C), and
-      // the lifeline's EOF for the case where the launcher died before prctl took effect.
-      prctl(PR_SET_PDEATHSIG, SIGTERM);
-      if (getppid() != launcher) _exit(130);
-      // fds 3 and 4 in the rank: its event pipe and its lifeline (dup2 clears close-on-exec).
-      const int ev = fcntl(events[static_cast<size_t>(r)].write, F_DUPFD_CLOEXEC, 10);
-      const int life = fcntl(lifelines[static_cast<size_t>(r)].read, F_DUPFD_CLOEXEC, 10);
-      if (ev < 0 || life < 0 || dup2(ev, 3) < 0 || dup2(life, 4) < 0) _exit(127);
-      setenv(kEventFdVariable, "3", 1);
-      setenv(kLifelineFdVariable, "4", 1);
-      setenv("RANK", std::to_string(r).c_str(), 1);
-      setenv("LOCAL_RANK", std::to_string(r).c_str(), 1);
-      setenv("WORLD_SIZE", std::to_string(nproc).c_str(), 1);
-      setenv("LOCAL_WORLD_SIZE", std::to_string(nproc).c_str(), 1);
-      setenv("MASTER_ADDR", "127.0.0.1", 1);
-      setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
-      setenv(detail::kAgentStoreVariable, "True", 1);
-      if (r != 0) {
-        int devnull = open("/dev/null", O_WRONLY);
-        if (devnull >= 0) dup2(devnull, STDOUT_FILENO);
-      }
-      std::vector<char*> argv;
-      argv.push_back(const_cast<char*>(o.program.c_str()));
-      for (const auto& a : o.args) argv.push_back(const_cast<char*>(a.c_str()));
-      argv.push_back(nullptr);
-      execv(o.program.c_str(), argv.data());
-      _exit(127);
     }
     g_children[static_cast<size_t>(r)] = pid;
   }
