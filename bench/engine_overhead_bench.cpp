@@ -29,7 +29,7 @@ ps::core::Schedule oneDeviceGpipe() {
   return s;
 }
 
-void runOverhead(benchmark::State& state, const std::string& device) {
+void runOverhead(benchmark::State& state, ps::engine::Device device) {
   const int hidden = static_cast<int>(state.range(0)), batch = static_cast<int>(state.range(1));
   auto sched = oneDeviceGpipe();
   ps::engine::RunOptions o;
@@ -63,7 +63,7 @@ void runOverhead(benchmark::State& state, const std::string& device) {
 }
 
 void BM_ExecutorOverhead(benchmark::State& state) {
-  runOverhead(state, "cpu");
+  runOverhead(state, ps::engine::Device::Cpu);
 }
 
 // hidden x micro-batch rows: tiny ops (~0.05 ms, overhead shows) and ~1-10 ms ops.
@@ -81,7 +81,7 @@ BENCHMARK(BM_ExecutorOverhead)
 int main(int argc, char** argv) {
   if (ps::engine::cudaAvailable()) {
     benchmark::RegisterBenchmark("BM_ExecutorOverheadCuda",
-                                 [](benchmark::State& st) { runOverhead(st, "cuda"); })
+                                 [](benchmark::State& st) { runOverhead(st, ps::engine::Device::Cuda); })
         ->Args({1024, 128})
         ->Args({4096, 512})
         ->UseManualTime()

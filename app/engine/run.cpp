@@ -414,8 +414,9 @@ std::optional<int> RunCommand::parseOptions() {
   auto model = parseModelSpec(args.value("--model"));
   if (!model) return usage(model.error().message);
   o.model = *model;
-  o.device = args.value("--device", "cpu");
-  if (o.device != "cpu" && o.device != "cuda") return usage("--device is cpu or cuda");
+  const auto device = ps::engine::deviceFromName(args.value("--device", "cpu"));
+  if (!device) return usage("--device is cpu or cuda");
+  o.device = *device;
   o.checkGradients = args.has("--check-gradients");
   double num = 0;
   auto intFlag = [&](const char* flag, int fallback, int minimum, int& out) -> bool {
@@ -567,7 +568,7 @@ std::optional<int> RunCommand::checkProcesses() {
                                     "), or leave --nproc out to run the devices "
                                     "as threads of one process"
                               : ""));
-  if (o.device == "cuda") {
+  if (o.device == ps::engine::Device::Cuda) {
     const int perHost = launcher ? nproc : launchedRank ? std::max(1, o.distributed.localWorldSize) : 1;
     const int gpus = cudaDeviceCount();
     if (!cudaCompiled())

@@ -37,7 +37,7 @@ core::RunStartedInfo startedFromOptions(const core::Schedule& s, const engine::R
   st.protocolVersion = core::kRunEventProtocolVersion;
   st.schedule = s.name;
   st.model = engine::modelSpecToString(o.model);
-  st.device = o.device;
+  st.device = engine::deviceName(o.device);
   st.devices = s.pipeline.devices;
   st.stages = s.pipeline.stages;
   st.microbatches = s.pipeline.microbatches;

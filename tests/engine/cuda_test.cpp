@@ -30,7 +30,7 @@ namespace {
 RunOptions gpuOptions() {
   RunOptions o;
   o.model = parseModelSpec("gpt:layers=2,hidden=32,heads=2,seq=8,vocab=32").value();
-  o.device = "cuda";
+  o.device = Device::Cuda;
   o.microbatchSize = 2;
   o.checkGradients = true;
   o.timeoutSeconds = 60;

@@ -213,7 +213,7 @@ TEST(Executor, RefusesSchedulesItCannotRun) {
   o.partition = {1, 1};
   EXPECT_FALSE(runSchedule(gpipe(2, 2), o).ok());  // sums to 2 of 3 layers
   auto c = smallOptions("mlp:layers=2,hidden=8");
-  c.device = "cuda";
+  c.device = Device::Cuda;
   if (!cudaAvailable()) {
     auto rc = runSchedule(gpipe(2, 2), c);
     ASSERT_FALSE(rc.ok());

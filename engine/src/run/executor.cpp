@@ -390,13 +390,11 @@ core::Status Run::setup() {
     return core::makeError("engine.options", "micro-batch size must be at least 1");
   if (opt_.iterations < 1 || opt_.warmup < 0)
     return core::makeError("engine.options", "iterations must be at least 1 and warm-up at least 0");
-  if (opt_.device == "cuda" && !cudaAvailable())
+  if (opt_.device == Device::Cuda && !cudaAvailable())
     return core::makeError("engine.cuda", cudaCompiled()
                                               ? "--device cuda: no GPU is visible"
                                               : "--device cuda: this engine was built against a CPU-only "
                                                 "libtorch; rebuild with a CUDA libtorch");
-  if (opt_.device != "cpu" && opt_.device != "cuda")
-    return core::makeError("engine.options", "device must be cpu or cuda, got '" + opt_.device + "'");
   PS_TRY(checkFaultInjection(sched_, opt_.fault));
   try {
     // A training run (--optimizer) runs TorchScript modules in train mode: dropout on, batch
@@ -454,7 +452,7 @@ core::Status Run::setup() {
                              "a multi-process run needs one process per device: world size " +
                                  std::to_string(opt_.distributed.worldSize) + ", schedule has " +
                                  std::to_string(D_) + " devices");
-    cuda_ = opt_.device == "cuda";
+    cuda_ = opt_.device == Device::Cuda;
 #ifdef PIPESTUDIO_HAVE_CUDA
     if (cuda_) {
       // One NCCL link per direction between ranks whose stages are neighbours.
@@ -488,7 +486,7 @@ core::Status Run::setup() {
     rank_ = opt_.distributed.rank;
     if (auto st = checkFingerprints(); !st) return st;
   }
-  cuda_ = opt_.device == "cuda";
+  cuda_ = opt_.device == Device::Cuda;
   if (cuda_) {
     PS_TRY(setupCuda());
   }
@@ -590,7 +588,7 @@ nlohmann::json Run::fingerprint() const {
       {"partition", partition_},
       {"micro-batch size", opt_.microbatchSize},
       {"iterations", opt_.iterations + opt_.warmup},
-      {"device", opt_.device},
+      {"device", deviceName(opt_.device)},
       {"optimizer", opt_.optimizer.empty() ? std::string("none")
                                            : opt_.optimizer + " lr " + std::to_string(opt_.learningRate)}};
 }
@@ -1581,7 +1579,7 @@ core::Result<RunReport> Run::execute() {
   started.protocolVersion = core::kRunEventProtocolVersion;
   started.schedule = sched_.name;
   started.model = modelSpecToString(opt_.model);
-  started.device = opt_.device;
+  started.device = deviceName(opt_.device);
   started.devices = D_;
   started.stages = S_;
   started.microbatches = M_;
@@ -1696,6 +1694,16 @@ core::Result<RunReport> Run::execute() {
 }
 
 }  // namespace
+
+std::string_view deviceName(Device d) {
+  return d == Device::Cuda ? "cuda" : "cpu";
+}
+
+std::optional<Device> deviceFromName(std::string_view name) {
+  if (name == "cpu") return Device::Cpu;
+  if (name == "cuda") return Device::Cuda;
+  return std::nullopt;
+}
 
 bool isOptimizerName(std::string_view name) {
   return name == "sgd" || name == "adamw";

@@ -80,9 +80,15 @@ core::Result<FaultInjection> parseFaultInjection(std::string_view text);  // "th
 // A fault naming an op that is not in the schedule would never fire: an error naming the op.
 core::Status checkFaultInjection(const core::Schedule& schedule, const FaultInjection& fault);
 
+// Where a run's ops execute; spelled "cpu" and "cuda" on the command line, in the `started`
+// event and in a session's config.
+enum class Device : std::uint8_t { Cpu, Cuda };
+std::string_view deviceName(Device d);
+std::optional<Device> deviceFromName(std::string_view name);
+
 struct RunOptions {
   ModelSpec model;
-  std::string device = "cpu";  // "cpu" or "cuda"
+  Device device = Device::Cpu;
   int microbatchSize = 2;
   int iterations = 1;  // measured iterations
   int warmup = 0;      // iterations run first and left out of the timeline
