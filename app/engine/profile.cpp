@@ -76,9 +76,11 @@ int runProfile(const ps::cli::Args& args, const ps::cli::Reporter& reporter) {
       *f.out = *v;
     }
   o.seed = static_cast<std::uint64_t>(seed);
-  o.optimizer = args.value("--optimizer");
-  if (args.has("--optimizer") && !isOptimizerName(o.optimizer))
-    return usage("--optimizer takes sgd or adamw, not '" + o.optimizer + "'");
+  if (args.has("--optimizer")) {
+    const auto optimizer = optimizerFromName(args.value("--optimizer"));
+    if (!optimizer) return usage("--optimizer takes sgd or adamw, not '" + args.value("--optimizer") + "'");
+    o.optimizer = *optimizer;
+  }
 
   auto profile = profileModel(*model, o);
   if (!profile) return reporter.invalid(profile.errors());
@@ -95,7 +97,7 @@ int runProfile(const ps::cli::Args& args, const ps::cli::Reporter& reporter) {
                    {"workers", o.workers},
                    {"repetitions", o.repetitions},
                    {"warmup", o.warmup},
-                   {"optimizer", o.optimizer.empty() ? std::string("none") : o.optimizer},
+                   {"optimizer", optimizerName(o.optimizer)},
                    {"statistic", "median"},
                    {"host", hostName()},
                    {"cores", std::thread::hardware_concurrency()},

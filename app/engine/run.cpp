@@ -395,7 +395,8 @@ struct RunCommand {
   int runHere();
   // The schedule as a session stores it: the file's text, or the executed form when that differs.
   std::string sessionText() const {
-    return format == "pipe" && o.optimizer.empty() ? text : ps::core::printDsl(executed);
+    return format == "pipe" && o.optimizer == ps::engine::Optimizer::None ? text
+                                                                          : ps::core::printDsl(executed);
   }
 };
 
@@ -454,13 +455,13 @@ std::optional<int> RunCommand::parseOptions() {
     o.partition = std::move(*list);
   }
   if (args.has("--optimizer")) {
-    o.optimizer = args.value("--optimizer");
-    if (!isOptimizerName(o.optimizer))
-      return usage("--optimizer takes sgd or adamw, not '" + o.optimizer + "'");
+    const auto optimizer = ps::engine::optimizerFromName(args.value("--optimizer"));
+    if (!optimizer) return usage("--optimizer takes sgd or adamw, not '" + args.value("--optimizer") + "'");
+    o.optimizer = *optimizer;
     o.learningRate = defaultLearningRate(o.optimizer);
   }
   if (args.has("--lr")) {
-    if (o.optimizer.empty())
+    if (o.optimizer == ps::engine::Optimizer::None)
       return usage("--lr is the optimizer's learning rate: give it with --optimizer sgd|adamw");
     if (!parseNumber(args.value("--lr"), o.learningRate) || !(o.learningRate > 0) ||
         !std::isfinite(o.learningRate))
@@ -545,7 +546,7 @@ std::optional<int> RunCommand::readSchedule() {
   // What the engine runs: with --optimizer, the schedule plus an OPTIMIZER step per device.
   // Traces, sessions and the launcher's event readers name the measured ops by this one.
   executed = schedule;
-  if (!o.optimizer.empty()) {
+  if (o.optimizer != ps::engine::Optimizer::None) {
     auto w = scheduleWithOptimizerSteps(schedule);
     if (!w) return refuse(events && rank0, w.errors(), nullptr, ps::cli::kExitInvalid);
     executed = std::move(*w);
@@ -738,8 +739,9 @@ int RunCommand::runHere() {
   // A failed or cancelled run has no loss worth printing (the iteration did not complete).
   if (r.status == ps::core::RunState::Succeeded && !r.losses.empty())
     human << "  loss: " << r.losses.back() << "\n";
-  if (!o.optimizer.empty() && !r.losses.empty()) {
-    human << "  loss per iteration (" << o.optimizer << ", lr " << o.learningRate << "):";
+  if (o.optimizer != ps::engine::Optimizer::None && !r.losses.empty()) {
+    human << "  loss per iteration (" << ps::engine::optimizerName(o.optimizer) << ", lr " << o.learningRate
+          << "):";
     for (size_t i = 0; i < r.losses.size(); ++i) human << (i ? ", " : " ") << r.losses[i];
     human << "\n";
     std::int64_t state = 0;

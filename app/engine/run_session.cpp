@@ -47,7 +47,7 @@ core::RunStartedInfo startedFromOptions(const core::Schedule& s, const engine::R
   st.partition = rep.partition;
   st.worldSize = worldSize > 0 ? worldSize : std::max(1, o.distributed.worldSize);
   st.threads = o.threads;
-  st.optimizer = o.optimizer.empty() ? std::string("none") : o.optimizer;
+  st.optimizer = engine::optimizerName(o.optimizer);
   st.learningRate = o.learningRate;
   st.parameters = rep.parameterCount;
   st.seed = static_cast<std::int64_t>(o.seed);
@@ -137,7 +137,10 @@ bool recordRunInSession(const RunSessionRecording& r, std::ostream& out) {
             << " --workers "
             << (o.distributed.worldSize > 1 ? std::max(1, o.distributed.localWorldSize)
                                             : r.schedule->pipeline.devices)
-            << " -o profile.json" << (o.optimizer.empty() ? "" : " --optimizer " + o.optimizer)
+            << " -o profile.json"
+            << (o.optimizer == engine::Optimizer::None
+                    ? ""
+                    : " --optimizer " + std::string(engine::optimizerName(o.optimizer)))
             << ", then run with --profile profile.json";
     }
     // With --optimizer the run's steps are ops of the schedule, but no cost profile the run
@@ -146,7 +149,7 @@ bool recordRunInSession(const RunSessionRecording& r, std::ostream& out) {
       out << "\n  prediction: the OPTIMIZER steps are predicted at 0 ms (profile '" << profile.name
           << "' gives no optimizer_step_ms); the measured makespan includes them";
     else if (stepKind && !r.profile)
-      out << "\n  prediction: the OPTIMIZER steps are timed nominally (" << o.optimizer
+      out << "\n  prediction: the OPTIMIZER steps are timed nominally (" << engine::optimizerName(o.optimizer)
           << " streaming its state at 10 GB/s), like the analytic profile's other times";
   }
   out << "\n";

@@ -26,8 +26,7 @@ namespace {
 
 const char* kMlp = "mlp:layers=4,hidden=16";
 
-RunOptions trainingOptions(const std::string& model, const std::string& optimizer, double lr,
-                           int iterations) {
+RunOptions trainingOptions(const std::string& model, Optimizer optimizer, double lr, int iterations) {
   RunOptions o;
   o.model = parseModelSpec(model).value();
   o.microbatchSize = 2;
@@ -94,7 +93,7 @@ void expectOneStepPerDeviceAndIteration(const std::vector<nlohmann::json>& event
 
 TEST(Optimizer, SgdLowersTheLossAndTimesOneStepPerDevice) {
   const auto s = oneFOneB(2, 4);
-  auto rec = runRecorded(s, trainingOptions(kMlp, "sgd", 1.0, 5));
+  auto rec = runRecorded(s, trainingOptions(kMlp, Optimizer::Sgd, 1.0, 5));
   const RunReport& r = rec.report;
   expectLossFalls(r.losses, 5);
   expectOneStepPerDeviceAndIteration(rec.events, 2, 5);
@@ -122,7 +121,7 @@ TEST(Optimizer, SgdLowersTheLossAndTimesOneStepPerDevice) {
 
 TEST(Optimizer, AdamWLowersTheLossAndItsStateCountsInMemory) {
   const auto s = oneFOneB(2, 4, /*splitBackward=*/true);  // I and W: deferred weight gradients too
-  auto rec = runRecorded(s, trainingOptions(kMlp, "adamw", 0.01, 5));
+  auto rec = runRecorded(s, trainingOptions(kMlp, Optimizer::AdamW, 0.01, 5));
   const RunReport& r = rec.report;
   expectLossFalls(r.losses, 5);
   expectOneStepPerDeviceAndIteration(rec.events, 2, 5);
@@ -141,15 +140,15 @@ TEST(Optimizer, AdamWLowersTheLossAndItsStateCountsInMemory) {
 }
 
 TEST(Optimizer, GptLossFallsWithAdamW) {
-  auto rec = runRecorded(gpipe(2, 2),
-                         trainingOptions("gpt:layers=2,hidden=16,heads=2,seq=4,vocab=16", "adamw", 0.01, 4));
+  auto rec = runRecorded(gpipe(2, 2), trainingOptions("gpt:layers=2,hidden=16,heads=2,seq=4,vocab=16",
+                                                      Optimizer::AdamW, 0.01, 4));
   expectLossFalls(rec.report.losses, 4);
   EXPECT_TRUE(rec.report.gradients.passed);
 }
 
 TEST(Optimizer, WithoutOptimizerIterationsRepeatTheSameStep) {
   // Today's behaviour stays: no OPTIMIZER op, the same loss every iteration.
-  auto o = trainingOptions(kMlp, "", 0, 3);
+  auto o = trainingOptions(kMlp, Optimizer::None, 0, 3);
   auto rec = runRecorded(oneFOneB(2, 4), o);
   ASSERT_EQ(rec.report.losses.size(), 3u);
   EXPECT_DOUBLE_EQ(rec.report.losses[2], rec.report.losses[0]);
@@ -159,7 +158,7 @@ TEST(Optimizer, WithoutOptimizerIterationsRepeatTheSameStep) {
 
 TEST(Optimizer, RunEventReaderKnowsTheStepKind) {
   // A GUI reads the stream with its schedule's own kinds: OPTIMIZER follows them.
-  auto rec = runRecorded(oneFOneB(2, 2), trainingOptions(kMlp, "sgd", 0.1, 1));
+  auto rec = runRecorded(oneFOneB(2, 2), trainingOptions(kMlp, Optimizer::Sgd, 0.1, 1));
   ps::core::RunEventReader reader;
   reader.setUserKinds({});
   std::string text;
@@ -174,9 +173,13 @@ TEST(Optimizer, RunEventReaderKnowsTheStepKind) {
 
 TEST(Optimizer, RefusesBadOptionsAndAClashingKind) {
   const auto s = oneFOneB(2, 2);
-  EXPECT_FALSE(runSchedule(s, trainingOptions(kMlp, "adam", 0.1, 1)).ok());
-  EXPECT_FALSE(runSchedule(s, trainingOptions(kMlp, "sgd", 0, 1)).ok());
-  EXPECT_FALSE(runSchedule(s, trainingOptions(kMlp, "sgd", -1, 1)).ok());
+  // Names are read once, at the command line: what --optimizer does not take is no optimizer.
+  EXPECT_FALSE(optimizerFromName("adam").has_value());
+  EXPECT_FALSE(optimizerFromName("none").has_value());
+  EXPECT_EQ(optimizerFromName("adamw"), Optimizer::AdamW);
+  EXPECT_EQ(optimizerName(Optimizer::None), "none");
+  EXPECT_FALSE(runSchedule(s, trainingOptions(kMlp, Optimizer::Sgd, 0, 1)).ok());
+  EXPECT_FALSE(runSchedule(s, trainingOptions(kMlp, Optimizer::Sgd, -1, 1)).ok());
   auto clash = s;
   clash.userKinds.push_back({"OPTIMIZER", false, "1", {}, {}, {}});
   auto r = scheduleWithOptimizerSteps(clash);

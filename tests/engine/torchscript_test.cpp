@@ -410,7 +410,7 @@ TEST(TorchScriptChain, ChildGivenAValueBesidesItsInputIsRefused) {
 namespace {
 RunOptions training(const std::string& spec) {
   RunOptions o = optionsFor(spec);
-  o.optimizer = "sgd";
+  o.optimizer = Optimizer::Sgd;
   o.learningRate = 0.01;
   return o;
 }

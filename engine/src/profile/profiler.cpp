@@ -120,9 +120,6 @@ core::Result<core::CostProfile> profileModel(const ModelSpec& spec, const Profil
     return core::makeError("engine.options", "profile: warm-up repetitions cannot be negative");
   if (o.threads < 0 || o.workers < 1)
     return core::makeError("engine.options", "profile: threads must be >= 0 and workers >= 1");
-  if (!o.optimizer.empty() && !isOptimizerName(o.optimizer))
-    return core::makeError("engine.options",
-                           "profile: optimizer must be sgd or adamw, got '" + o.optimizer + "'");
   auto checked = parseModelSpec(modelSpecToString(spec));
   PS_TRY(checked);
 
@@ -191,7 +188,7 @@ core::Result<core::CostProfile> profileModel(const ModelSpec& spec, const Profil
         }
       // The optimizer step of each layer on its own, over the gradients the repetitions above
       // left (a step's time does not depend on their values).
-      if (o.optimizer.empty()) return;
+      if (o.optimizer == Optimizer::None) return;
       for (size_t l = 0; l < L; ++l) {
         const bool hasParams = !m.layers[l]->linears.empty() || !m.layers[l]->params.empty();
         auto step = failed || !hasParams
@@ -244,7 +241,7 @@ core::Result<core::CostProfile> profileModel(const ModelSpec& spec, const Profil
       for (const auto* lin : layer.linears) weights += bytesOf(lin->weight) + bytesOf(lin->bias);
       for (const auto& p : layer.params) weights += bytesOf(p.value);
       c.weightBytes = weights;
-      if (!o.optimizer.empty()) {
+      if (o.optimizer != Optimizer::None) {
         std::vector<double> steps;
         for (const auto& perWorker : stepMs)
           steps.insert(steps.end(), perWorker[l].begin(), perWorker[l].end());
@@ -255,7 +252,7 @@ core::Result<core::CostProfile> profileModel(const ModelSpec& spec, const Profil
     // Gradients and optimizer: the engine keeps one gradient per weight; AdamW's state is two
     // more (exp_avg, exp_avg_sq), plain SGD keeps none.
     profile.gradientBytesPerWeightByte = 1;
-    profile.optimizerBytesPerWeightByte = o.optimizer == "adamw" ? 2 : 0;
+    profile.optimizerBytesPerWeightByte = o.optimizer == Optimizer::AdamW ? 2 : 0;
     return profile;
   } catch (const c10::Error& e) {
     return core::makeError("engine.profile", std::string("profile: ") + detail::errorText(e));

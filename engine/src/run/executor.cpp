@@ -400,7 +400,7 @@ core::Status Run::setup() {
     // A training run (--optimizer) runs TorchScript modules in train mode: dropout on, batch
     // norm on each micro-batch's statistics. The gradient check then compares like with like.
     model_ = Model::build(opt_.model, opt_.seed, opt_.microbatchSize, M_, opt_.inputsPath,
-                          !opt_.optimizer.empty());
+                          opt_.optimizer != Optimizer::None);
   } catch (const std::exception& e) {
     return core::makeError("engine.model", std::string("cannot build model: ") + detail::errorText(e));
   }
@@ -436,7 +436,7 @@ core::Status Run::setup() {
     for (const auto& stages : blockStages_)
       while (copies_.size() + 1 < stages.size())
         copies_.push_back(Model::build(opt_.model, opt_.seed, opt_.microbatchSize, M_, opt_.inputsPath,
-                                       !opt_.optimizer.empty()));
+                                       opt_.optimizer != Optimizer::None));
   } catch (const std::exception& e) {
     return core::makeError("engine.model",
                            std::string("cannot build a copy of the model: ") + detail::errorText(e));
@@ -493,7 +493,7 @@ core::Status Run::setup() {
   stateBytes_.assign(static_cast<size_t>(D_), 0);
   firstGradients_.resize(static_cast<size_t>(D_));
   optimizers_.resize(static_cast<size_t>(D_));
-  if (!opt_.optimizer.empty()) {
+  if (opt_.optimizer != Optimizer::None) {
     stepKind_ = sched_.kindFromName(core::kOptimizerStepKind);
     if (!stepKind_) return core::makeError("engine.optimizer", "the schedule has no OPTIMIZER steps");
     try {
@@ -577,20 +577,20 @@ nlohmann::json Run::fingerprint() const {
   // folder of its own (--hosts), and torchrun or Slurm ranks may read their own copies.
   ModelSpec model = opt_.model;
   if (!model_->modelSource.empty()) model.path.clear();
-  return {
-      {"protocol version", core::kRunEventProtocolVersion},
-      {"world size", opt_.distributed.worldSize},
-      {"schedule", std::string(hex)},
-      {"model", modelSpecToString(model)},
-      {"model file", model_->modelSource},
-      {"seed", opt_.seed},
-      {"data", model_->dataSource},
-      {"partition", partition_},
-      {"micro-batch size", opt_.microbatchSize},
-      {"iterations", opt_.iterations + opt_.warmup},
-      {"device", deviceName(opt_.device)},
-      {"optimizer", opt_.optimizer.empty() ? std::string("none")
-                                           : opt_.optimizer + " lr " + std::to_string(opt_.learningRate)}};
+  return {{"protocol version", core::kRunEventProtocolVersion},
+          {"world size", opt_.distributed.worldSize},
+          {"schedule", std::string(hex)},
+          {"model", modelSpecToString(model)},
+          {"model file", model_->modelSource},
+          {"seed", opt_.seed},
+          {"data", model_->dataSource},
+          {"partition", partition_},
+          {"micro-batch size", opt_.microbatchSize},
+          {"iterations", opt_.iterations + opt_.warmup},
+          {"device", deviceName(opt_.device)},
+          {"optimizer", opt_.optimizer == Optimizer::None ? std::string("none")
+                                                          : std::string(optimizerName(opt_.optimizer)) +
+                                                                " lr " + std::to_string(opt_.learningRate)}};
 }
 
 core::Status Run::checkFingerprints() {
@@ -1590,7 +1590,7 @@ core::Result<RunReport> Run::execute() {
   started.rank = rank_;
   started.worldSize = remote_ ? remote_->worldSize() : 1;
   started.threads = perWorker;
-  started.optimizer = opt_.optimizer.empty() ? std::string("none") : opt_.optimizer;
+  started.optimizer = optimizerName(opt_.optimizer);
   started.learningRate = opt_.learningRate;
   started.localWorldSize = remote_ ? std::max(1, opt_.distributed.localWorldSize) : 1;
   started.parameters = model_->parameterCount();
@@ -1705,18 +1705,32 @@ std::optional<Device> deviceFromName(std::string_view name) {
   return std::nullopt;
 }
 
-bool isOptimizerName(std::string_view name) {
-  return name == "sgd" || name == "adamw";
+std::string_view optimizerName(Optimizer o) {
+  switch (o) {
+    case Optimizer::Sgd:
+      return "sgd";
+    case Optimizer::AdamW:
+      return "adamw";
+    case Optimizer::None:
+      break;
+  }
+  return "none";
 }
 
-double defaultLearningRate(std::string_view optimizer) {
-  return optimizer == "adamw" ? 1e-3 : 1e-2;
+std::optional<Optimizer> optimizerFromName(std::string_view name) {
+  if (name == "sgd") return Optimizer::Sgd;
+  if (name == "adamw") return Optimizer::AdamW;
+  return std::nullopt;
 }
 
-void addNominalOptimizerStepCosts(core::CostProfile& profile, std::string_view optimizer) {
-  if (!isOptimizerName(optimizer)) return;
+double defaultLearningRate(Optimizer optimizer) {
+  return optimizer == Optimizer::AdamW ? 1e-3 : 1e-2;
+}
+
+void addNominalOptimizerStepCosts(core::CostProfile& profile, Optimizer optimizer) {
+  if (optimizer == Optimizer::None) return;
   constexpr double kBytesPerMs = 10e9 / 1e3;
-  const double passes = optimizer == "adamw" ? 22.0 : 3.0;
+  const double passes = optimizer == Optimizer::AdamW ? 22.0 : 3.0;
   for (auto& l : profile.layers)
     l.optimizerStepMs = passes * static_cast<double>(l.weightBytes) / kBytesPerMs;
 }
@@ -1746,10 +1760,7 @@ core::Result<core::Schedule> scheduleWithOptimizerSteps(const core::Schedule& s)
 core::Result<RunReport> runSchedule(const core::Schedule& schedule, const RunOptions& options) {
   detail::quietTorchLogging();
   std::optional<core::Schedule> withSteps;
-  if (!options.optimizer.empty()) {
-    if (!isOptimizerName(options.optimizer))
-      return core::makeError("engine.options",
-                             "optimizer must be sgd or adamw, got '" + options.optimizer + "'");
+  if (options.optimizer != Optimizer::None) {
     if (!(options.learningRate > 0) || !std::isfinite(options.learningRate))
       return core::makeError("engine.options", "the learning rate must be a positive number");
     auto w = scheduleWithOptimizerSteps(schedule);

@@ -13,8 +13,8 @@ namespace {
 
 class TorchStageOptimizer final : public StageOptimizer {
  public:
-  TorchStageOptimizer(const std::string& kind, double lr, std::vector<Layer*> layers)
-      : adamw_(kind == "adamw") {
+  TorchStageOptimizer(Optimizer kind, double lr, std::vector<Layer*> layers)
+      : adamw_(kind == Optimizer::AdamW) {
     for (Layer* l : layers) {
       for (Linear* lin : l->linears) {
         linearParams_.push_back({lin->weight, &lin->gradWeight});
@@ -62,8 +62,7 @@ class TorchStageOptimizer final : public StageOptimizer {
 
 }  // namespace
 
-std::unique_ptr<StageOptimizer> StageOptimizer::make(const std::string& kind, double lr,
-                                                     std::vector<Layer*> layers) {
+std::unique_ptr<StageOptimizer> StageOptimizer::make(Optimizer kind, double lr, std::vector<Layer*> layers) {
   return std::make_unique<TorchStageOptimizer>(kind, lr, std::move(layers));
 }
 

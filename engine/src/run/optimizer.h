@@ -10,14 +10,15 @@
 #include <vector>
 
 #include "model/model.h"
+#include "pipestudio/engine/engine.h"
 
 namespace ps::engine::detail {
 
 class StageOptimizer {
  public:
   virtual ~StageOptimizer() = default;
-  // kind: "sgd" or "adamw" (checked by the caller). layers: the device's layers, in order.
-  static std::unique_ptr<StageOptimizer> make(const std::string& kind, double lr, std::vector<Layer*> layers);
+  // kind: SGD or AdamW (not None). layers: the device's layers, in order.
+  static std::unique_ptr<StageOptimizer> make(Optimizer kind, double lr, std::vector<Layer*> layers);
   // One step from the gradients the iteration accumulated (Linear's own gradient buffers and
   // autograd's .grad of the other parameters).
   virtual void step() = 0;

@@ -86,6 +86,13 @@ enum class Device : std::uint8_t { Cpu, Cuda };
 std::string_view deviceName(Device d);
 std::optional<Device> deviceFromName(std::string_view name);
 
+// A run's training steps; spelled "sgd" and "adamw" by --optimizer, "none" in the `started`
+// event and a session's config.
+enum class Optimizer : std::uint8_t { None, Sgd, AdamW };
+std::string_view optimizerName(Optimizer o);  // "none", "sgd", "adamw"
+// What --optimizer takes: "sgd" or "adamw" (not "none": leave the flag out).
+std::optional<Optimizer> optimizerFromName(std::string_view name);
+
 struct RunOptions {
   ModelSpec model;
   Device device = Device::Cpu;
@@ -104,10 +111,10 @@ struct RunOptions {
   int threads = 0;  // intra-op threads per worker (0 = cores / workers on this host)
   DistributedOptions distributed;
   FaultInjection fault;
-  // Training steps: "" (none: forward and backward only), "sgd" or "adamw" (libtorch's, with
-  // PyTorch's defaults apart from the learning rate). Each device steps the parameters of its
-  // own stages after its last op of every iteration, as an OPTIMIZER op of the timeline.
-  std::string optimizer;
+  // Training steps: none (forward and backward only), SGD or AdamW (libtorch's, with PyTorch's
+  // defaults apart from the learning rate). Each device steps the parameters of its own stages
+  // after its last op of every iteration, as an OPTIMIZER op of the timeline.
+  Optimizer optimizer = Optimizer::None;
   double learningRate = 0;  // > 0 when optimizer is set
   // Set from another thread (or a signal handler) to cancel: workers stop at the next op.
   const std::atomic<bool>* cancel = nullptr;
@@ -119,14 +126,13 @@ struct RunOptions {
   std::function<void(const std::string&)> events;
 };
 
-// The optimizers `optimizer` takes, and the learning rate each uses unless one is given.
-bool isOptimizerName(std::string_view name);             // "sgd", "adamw"
-double defaultLearningRate(std::string_view optimizer);  // sgd 0.01, adamw 0.001
+// The learning rate each optimizer uses unless one is given: SGD 0.01, AdamW 0.001.
+double defaultLearningRate(Optimizer optimizer);
 // Nominal optimizer step times for an analytic profile (the model's, modelCostProfile): each
 // layer's optimizer_step_ms from the bytes the step streams over its weights (SGD 3 passes:
 // read p and g, write p; AdamW 22, as libtorch's per-tensor AdamW runs it) at a nominal
-// 10 GB/s. Unknown optimizers leave the profile as it is.
-void addNominalOptimizerStepCosts(core::CostProfile& profile, std::string_view optimizer);
+// 10 GB/s. Optimizer::None leaves the profile as it is.
+void addNominalOptimizerStepCosts(core::CostProfile& profile, Optimizer optimizer);
 // The schedule an optimizer run executes: `s` with the user kind OPTIMIZER (core's optimizer
 // step, iterations.h) declared last and one OPTIMIZER op (micro-batch 0, the device's first
 // stage) appended to every device's order. The measured timeline's OPTIMIZER ops name these
@@ -200,9 +206,9 @@ struct ProfileOptions {
   int threads = 0;
   int workers = 1;
   std::uint64_t seed = 1;
-  // "sgd" or "adamw": also time each layer's optimizer step (libtorch's, as `run --optimizer`
-  // steps), written as optimizer_step_ms; "" leaves it out.
-  std::string optimizer;
+  // SGD or AdamW: also time each layer's optimizer step (libtorch's, as `run --optimizer`
+  // steps), written as optimizer_step_ms; None leaves it out.
+  Optimizer optimizer = Optimizer::None;
 };
 
 // The intra-op thread count a run (and the profiler) uses per worker: `threads` when > 0, else
