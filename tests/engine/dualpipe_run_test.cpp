@@ -48,7 +48,7 @@ TEST(DualPipeRun, EverySizeRunsWithTheUnpipelinedGradientsInThreads) {
       const auto s = generated(ScheduleKind::DualPipe, d, m);
       ASSERT_TRUE(ps::core::validateSchedule(s).valid());
       RunOptions o = quickRun("mlp:layers=" + std::to_string(2 * d) + ",hidden=8");
-      o.model.dtype = "f64";
+      o.model.dtype = DType::F64;
       RunReport r;
       ASSERT_NO_FATAL_FAILURE(runToTheEnd(s, o, r));
       expectGradientsPassed(s, r);

@@ -199,8 +199,8 @@ TEST(TorchScriptSpec, ParsingErrors) {
   ASSERT_TRUE(m.ok());
   EXPECT_EQ(m->path, "/tmp/x=1.pt");
   EXPECT_EQ(m->features, 8);
-  EXPECT_EQ(m->loss, "ce");
-  EXPECT_EQ(m->dtype, "f64");
+  EXPECT_EQ(m->loss, Loss::CrossEntropy);
+  EXPECT_EQ(m->dtype, DType::F64);
 }
 
 namespace {

@@ -233,7 +233,7 @@ std::unique_ptr<Model> Model::build(const ModelSpec& spec, std::uint64_t seed, i
     model->spec = spec;
     model->microbatchSize = microbatchSize;
     model->microbatches = microbatches;
-    model->options = at::TensorOptions().dtype(spec.dtype == "f64" ? at::kDouble : at::kFloat);
+    model->options = at::TensorOptions().dtype(spec.dtype == DType::F64 ? at::kDouble : at::kFloat);
     model->training = training;
     buildTorchScript(*model, seed, inputsPath);
     return model;
@@ -242,7 +242,7 @@ std::unique_ptr<Model> Model::build(const ModelSpec& spec, std::uint64_t seed, i
   model->spec = spec;
   model->microbatchSize = microbatchSize;
   model->microbatches = microbatches;
-  model->options = at::TensorOptions().dtype(spec.dtype == "f64" ? at::kDouble : at::kFloat);
+  model->options = at::TensorOptions().dtype(spec.dtype == DType::F64 ? at::kDouble : at::kFloat);
   at::Generator gen = at::detail::createCPUGenerator(seed);
   const auto& opt = model->options;
   const int64_t n = static_cast<int64_t>(microbatchSize) * microbatches;
@@ -289,7 +289,7 @@ at::Tensor Model::loss(const at::Tensor& output, const at::Tensor& target, doubl
   at::Tensor l;
   if (spec.kind == "gpt") {
     l = at::cross_entropy_loss(output.reshape({-1, spec.vocab}), target.reshape({-1}));
-  } else if (spec.kind == "torchscript" && spec.loss == "ce") {
+  } else if (spec.kind == "torchscript" && spec.loss == Loss::CrossEntropy) {
     l = at::cross_entropy_loss(output.reshape({-1, output.size(-1)}), target.reshape({-1}));
   } else {
     l = at::mse_loss(output, target);

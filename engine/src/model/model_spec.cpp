@@ -56,13 +56,13 @@ core::Result<ModelSpec> parseModelSpec(std::string_view spec) {
     if (m.kind == "torchscript" && key == "loss") {
       if (val != "mse" && val != "ce")
         return specError("loss must be mse or ce, got '" + std::string(val) + "'");
-      m.loss = std::string(val);
+      m.loss = val == "ce" ? Loss::CrossEntropy : Loss::Mse;
       continue;
     }
     if (key == "dtype") {
       if (val != "f32" && val != "f64")
         return specError("dtype must be f32 or f64, got '" + std::string(val) + "'");
-      m.dtype = std::string(val);
+      m.dtype = val == "f64" ? DType::F64 : DType::F32;
       continue;
     }
     int v = 0;
@@ -106,15 +106,15 @@ std::string modelSpecToString(const ModelSpec& m) {
     std::string s = "torchscript:path=" + m.path;
     if (m.features > 0) s += ",features=" + std::to_string(m.features);
     if (m.seq != ModelSpec{}.seq) s += ",seq=" + std::to_string(m.seq);
-    if (m.loss != "mse") s += ",loss=" + m.loss;
-    if (m.dtype != "f32") s += ",dtype=" + m.dtype;
+    if (m.loss == Loss::CrossEntropy) s += ",loss=ce";
+    if (m.dtype == DType::F64) s += ",dtype=f64";
     return s;
   }
   std::string s = m.kind + ":layers=" + std::to_string(m.layers) + ",hidden=" + std::to_string(m.hidden);
   if (m.kind == "gpt")
     s += ",heads=" + std::to_string(m.heads) + ",seq=" + std::to_string(m.seq) +
          ",vocab=" + std::to_string(m.vocab) + ",ffn=" + std::to_string(m.ffn);
-  if (m.dtype != "f32") s += ",dtype=" + m.dtype;
+  if (m.dtype == DType::F64) s += ",dtype=f64";
   return s;
 }
 
@@ -141,7 +141,7 @@ core::CostProfile modelCostProfile(const ModelSpec& m, int microbatchSize) {
   if (m.kind == "torchscript") return detail::torchScriptCostProfile(m, microbatchSize);
   core::CostProfile p;
   p.name = modelSpecToString(m);
-  const double b = microbatchSize, H = m.hidden, elem = m.dtype == "f64" ? 8 : 4;
+  const double b = microbatchSize, H = m.hidden, elem = m.dtype == DType::F64 ? 8 : 4;
   constexpr double kFlopsPerMs = 50e9 / 1e3;
   auto layer = [&](std::string name, double fwdFlops, double linearFlops, double weights, double activations,
                    double output) {

@@ -78,7 +78,7 @@ torch::jit::Module loadModule(const ModelSpec& spec) {
     // Eval mode for the probe forward (batch norm's running statistics stay as saved); a
     // training run switches to train mode afterwards (buildTorchScript).
     m.eval();
-    m.to(spec.dtype == "f64" ? at::kDouble : at::kFloat);
+    m.to(spec.dtype == DType::F64 ? at::kDouble : at::kFloat);
     return m;
   } catch (const c10::Error& e) {
     modelError(spec, loadFailure(e.what_without_backtrace()));
@@ -365,7 +365,7 @@ void buildTorchScript(Model& model, std::uint64_t seed, const std::string& input
       model.layerOutputShapes.emplace_back(out.sizes().begin() + 1, out.sizes().end());
     }
   }
-  if (spec.loss == "ce") {
+  if (spec.loss == Loss::CrossEntropy) {
     if (out.dim() < 2)
       modelError(spec, "loss=ce needs logits [batch, ..., classes], got " + shapeText(out.sizes()));
     std::vector<int64_t> targetShape(out.sizes().begin(), out.sizes().end() - 1);
@@ -376,7 +376,7 @@ void buildTorchScript(Model& model, std::uint64_t seed, const std::string& input
   if (!file) model.dataNote = "synthetic from seed " + std::to_string(seed);
   if (file && file->targets.defined()) {
     model.targets = takeSamples(*file, file->targets, "targets", model.targets, n, false);
-    if (spec.loss == "ce")
+    if (spec.loss == Loss::CrossEntropy)
       checkIds(*file, model.targets, "targets", out.size(-1),
                ("loss=ce over the output's " + std::to_string(out.size(-1)) + " classes").c_str());
   }
@@ -437,7 +437,7 @@ core::CostProfile torchScriptCostProfile(const Model& model, int b) {
   core::CostProfile p;
   p.name = modelSpecToString(model.spec);
   constexpr double kFlopsPerMs = 50e9 / 1e3;
-  const double elem = model.spec.dtype == "f64" ? 8 : 4;
+  const double elem = model.spec.dtype == DType::F64 ? 8 : 4;
   double inElems = static_cast<double>(model.inputs.numel()) / std::max<int64_t>(1, model.inputs.size(0));
   for (size_t i = 0; i < model.layers.size(); ++i) {
     double params = 0;

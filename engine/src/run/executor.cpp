@@ -1281,7 +1281,7 @@ void Run::gradientCheck(RunReport& r) {
   g.ran = true;
   // GPU f32 kernels sum in other orders than the CPU's (and than each other across batch
   // sizes): a looser bound there.
-  g.tolerance = opt_.model.dtype == "f64" ? 1e-10 : (cuda_ ? 1e-4 : 1e-5);
+  g.tolerance = opt_.model.dtype == DType::F64 ? 1e-10 : (cuda_ ? 1e-4 : 1e-5);
   std::vector<detail::NamedParam> piped;
   if (stepKind_) {
     // Optimizer runs: the first iteration's gradients, against the model as it was then.

@@ -20,6 +20,12 @@
 
 namespace ps::engine {
 
+// The model's floating-point type ("dtype=f32|f64" in a spec).
+enum class DType : std::uint8_t { F32, F64 };
+// A TorchScript model's loss ("loss=mse|ce"): mean squared error against random targets, or
+// cross-entropy of the output as logits against random classes.
+enum class Loss : std::uint8_t { Mse, CrossEntropy };
+
 // Built-in model, from a spec string such as "gpt:layers=8,hidden=256,heads=4,seq=128,vocab=1000"
 // or "mlp:layers=8,hidden=512", or a user's TorchScript module, "torchscript:path=FILE" (split
 // at its top-level children; docs/engine.md). Keys not given keep their defaults.
@@ -27,15 +33,15 @@ struct ModelSpec {
   std::string kind = "mlp";  // "mlp", "gpt" or "torchscript"
   int layers = 4;            // mlp: Linear+GELU blocks; gpt: decoder blocks
   int hidden = 64;
-  int heads = 4;              // gpt
-  int seq = 16;               // gpt: tokens per sample
-  int vocab = 128;            // gpt
-  int ffn = 4;                // gpt: MLP width = ffn x hidden
-  std::string dtype = "f32";  // "f32" or "f64"
+  int heads = 4;    // gpt
+  int seq = 16;     // gpt: tokens per sample
+  int vocab = 128;  // gpt
+  int ffn = 4;      // gpt: MLP width = ffn x hidden
+  DType dtype = DType::F32;
   // torchscript only
-  std::string path;          // the saved module (torch.jit.save / torch::jit::Module::save)
-  int features = 0;          // input width; 0 = the last dimension of the first 2-D parameter
-  std::string loss = "mse";  // "mse" (random targets) or "ce" (output = logits, random classes)
+  std::string path;  // the saved module (torch.jit.save / torch::jit::Module::save)
+  int features = 0;  // input width; 0 = the last dimension of the first 2-D parameter
+  Loss loss = Loss::Mse;
 };
 
 core::Result<ModelSpec> parseModelSpec(std::string_view spec);
