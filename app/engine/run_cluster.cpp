@@ -70,7 +70,8 @@ RankArgs rankArguments(const ClusterRun& c, const std::string& dir, bool staging
   const std::string scheduleName =
       stagedName(c.path, c.format == "csv" ? "schedule.csv" : "schedule.pipe", taken);
   out.files.push_back({c.path == "-" ? "SCHEDULE" : c.path, dir + scheduleName, "the schedule"});
-  const std::string modelFile = c.options->model.kind == "torchscript" ? c.options->model.path : "";
+  const std::string modelFile =
+      c.options->model.kind == engine::ModelKind::TorchScript ? c.options->model.path : "";
   const std::string inputsFile = c.options->inputsPath;
   std::string modelStaged, inputsStaged;
   if (!modelFile.empty()) {

@@ -128,7 +128,7 @@ bool recordRunInSession(const RunSessionRecording& r, std::ostream& out) {
     out << ")";
     if (analytic) {
       out << "\n  prediction: " << kUncalibratedExplanation;
-      if (o.model.kind == "torchscript")
+      if (o.model.kind == engine::ModelKind::TorchScript)
         out << "; `pipestudio-cli profile` measures the built-in models only: for a TorchScript model give "
                "--profile with times of your own";
       else

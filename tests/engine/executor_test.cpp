@@ -80,7 +80,7 @@ std::pair<ps::core::Result<RunReport>, double> timedRun(const ps::core::Schedule
 TEST(ModelSpec, ParsesKeysAndRejectsUnknownOnes) {
   auto g = parseModelSpec("gpt:layers=8,hidden=256,heads=4,seq=128,vocab=1000");
   ASSERT_TRUE(g.ok());
-  EXPECT_EQ(g->kind, "gpt");
+  EXPECT_EQ(g->kind, ModelKind::Gpt);
   EXPECT_EQ(g->layers, 8);
   EXPECT_EQ(g->hidden, 256);
   EXPECT_EQ(g->seq, 128);

@@ -119,7 +119,7 @@ class TorchScriptModel : public ::testing::Test {
 TEST_F(TorchScriptModel, LayerNamesAreTheTopLevelChildren) {
   auto m = parseModelSpec("torchscript:path=" + path_);
   ASSERT_TRUE(m.ok());
-  EXPECT_EQ(m->kind, "torchscript");
+  EXPECT_EQ(m->kind, ModelKind::TorchScript);
   EXPECT_EQ(m->path, path_);
   EXPECT_EQ(modelLayerNames(*m), (std::vector<std::string>{"fc0", "act0", "fc1", "norm", "act1", "fc2"}));
   EXPECT_EQ(modelLayerCount(*m), 6);

@@ -228,7 +228,7 @@ class LmHead : public Layer {
 
 std::unique_ptr<Model> Model::build(const ModelSpec& spec, std::uint64_t seed, int microbatchSize,
                                     int microbatches, const std::string& inputsPath, bool training) {
-  if (spec.kind == "torchscript") {
+  if (spec.kind == ModelKind::TorchScript) {
     auto model = std::make_unique<Model>();
     model->spec = spec;
     model->microbatchSize = microbatchSize;
@@ -246,7 +246,7 @@ std::unique_ptr<Model> Model::build(const ModelSpec& spec, std::uint64_t seed, i
   at::Generator gen = at::detail::createCPUGenerator(seed);
   const auto& opt = model->options;
   const int64_t n = static_cast<int64_t>(microbatchSize) * microbatches;
-  if (spec.kind == "gpt") {
+  if (spec.kind == ModelKind::Gpt) {
     model->layers.push_back(std::make_unique<Embedding>(spec, gen, opt));
     for (int i = 0; i < spec.layers; ++i)
       model->layers.push_back(std::make_unique<DecoderBlock>("block" + std::to_string(i), spec, gen, opt));
@@ -262,7 +262,7 @@ std::unique_ptr<Model> Model::build(const ModelSpec& spec, std::uint64_t seed, i
   if (!inputsPath.empty()) {
     // The synthetic batch gives the shapes and dtypes the file's tensors must have.
     const DataFile file = loadDataFile(inputsPath);
-    const bool tokens = spec.kind == "gpt";
+    const bool tokens = spec.kind == ModelKind::Gpt;
     const std::string vocab = "the model (vocab=" + std::to_string(spec.vocab) + ")";
     model->inputs = takeSamples(file, file.inputs, "inputs", model->inputs, n, false);
     if (tokens) checkIds(file, model->inputs, "inputs", spec.vocab, vocab.c_str());
@@ -287,9 +287,9 @@ at::Tensor Model::microTarget(int m) const {
 
 at::Tensor Model::loss(const at::Tensor& output, const at::Tensor& target, double scale) const {
   at::Tensor l;
-  if (spec.kind == "gpt") {
+  if (spec.kind == ModelKind::Gpt) {
     l = at::cross_entropy_loss(output.reshape({-1, spec.vocab}), target.reshape({-1}));
-  } else if (spec.kind == "torchscript" && spec.loss == Loss::CrossEntropy) {
+  } else if (spec.kind == ModelKind::TorchScript && spec.loss == Loss::CrossEntropy) {
     l = at::cross_entropy_loss(output.reshape({-1, output.size(-1)}), target.reshape({-1}));
   } else {
     l = at::mse_loss(output, target);
@@ -298,13 +298,13 @@ at::Tensor Model::loss(const at::Tensor& output, const at::Tensor& target, doubl
 }
 
 std::vector<int64_t> Model::boundaryShape(int b, int layer) const {
-  if (spec.kind == "torchscript") {
+  if (spec.kind == ModelKind::TorchScript) {
     std::vector<int64_t> shape{b};
     const auto& per = layerOutputShapes.at(static_cast<size_t>(layer));
     shape.insert(shape.end(), per.begin(), per.end());
     return shape;
   }
-  if (spec.kind == "gpt") return {b, spec.seq, spec.hidden};
+  if (spec.kind == ModelKind::Gpt) return {b, spec.seq, spec.hidden};
   return {b, spec.hidden};
 }
 

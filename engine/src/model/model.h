@@ -116,7 +116,7 @@ class Model {
   // Shape of what crosses a stage boundary after layer `layer` (activation and its gradient)
   // for b samples.
   std::vector<int64_t> boundaryShape(int b, int layer) const;
-  bool inputIsFloat() const { return spec.kind != "gpt"; }
+  bool inputIsFloat() const { return spec.kind != ModelKind::Gpt; }
   // W of layers whose weights autograd owns (TorchScript): I keeps the graph and the
   // gradient of every layer output; W runs autograd from each layer's output to its own
   // parameters only.

@@ -24,6 +24,18 @@ bool parseInt(std::string_view s, int& out) {
 }
 }  // namespace
 
+std::string_view modelKindName(ModelKind k) {
+  switch (k) {
+    case ModelKind::Gpt:
+      return "gpt";
+    case ModelKind::TorchScript:
+      return "torchscript";
+    case ModelKind::Mlp:
+      break;
+  }
+  return "mlp";
+}
+
 core::Result<ModelSpec> parseModelSpec(std::string_view spec) {
   ModelSpec m;
   std::string_view kind = spec;
@@ -35,8 +47,8 @@ core::Result<ModelSpec> parseModelSpec(std::string_view spec) {
   if (kind != "mlp" && kind != "gpt" && kind != "torchscript")
     return specError("unknown model '" + std::string(kind) +
                      "' (built-in models: mlp, gpt; or torchscript:path=FILE)");
-  m.kind = std::string(kind);
-  if (m.kind == "mlp") m.hidden = 64;
+  m.kind = kind == "gpt" ? ModelKind::Gpt : kind == "torchscript" ? ModelKind::TorchScript : ModelKind::Mlp;
+  if (m.kind == ModelKind::Mlp) m.hidden = 64;
   while (!rest.empty()) {
     auto comma = rest.find(',');
     std::string_view item = rest.substr(0, comma);
@@ -47,13 +59,13 @@ core::Result<ModelSpec> parseModelSpec(std::string_view spec) {
       return specError("model option '" + std::string(item) + "' needs a value (key=value)");
     std::string key(item.substr(0, eq));
     std::string_view val = item.substr(eq + 1);
-    if (m.kind == "torchscript" && key == "path") {
+    if (m.kind == ModelKind::TorchScript && key == "path") {
       // The rest of the spec is not split at '=' again, so paths may contain it (not ',').
       if (val.empty()) return specError("torchscript path is empty");
       m.path = std::string(val);
       continue;
     }
-    if (m.kind == "torchscript" && key == "loss") {
+    if (m.kind == ModelKind::TorchScript && key == "loss") {
       if (val != "mse" && val != "ce")
         return specError("loss must be mse or ce, got '" + std::string(val) + "'");
       m.loss = val == "ce" ? Loss::CrossEntropy : Loss::Mse;
@@ -68,7 +80,7 @@ core::Result<ModelSpec> parseModelSpec(std::string_view spec) {
     int v = 0;
     if (!parseInt(val, v) || v < 1)
       return specError("model option " + key + " needs a positive integer, got '" + std::string(val) + "'");
-    if (m.kind == "torchscript") {
+    if (m.kind == ModelKind::TorchScript) {
       if (key == "features")
         m.features = v;
       else if (key == "seq")
@@ -82,27 +94,27 @@ core::Result<ModelSpec> parseModelSpec(std::string_view spec) {
       m.layers = v;
     else if (key == "hidden")
       m.hidden = v;
-    else if (key == "heads" && m.kind == "gpt")
+    else if (key == "heads" && m.kind == ModelKind::Gpt)
       m.heads = v;
-    else if (key == "seq" && m.kind == "gpt")
+    else if (key == "seq" && m.kind == ModelKind::Gpt)
       m.seq = v;
-    else if (key == "vocab" && m.kind == "gpt")
+    else if (key == "vocab" && m.kind == ModelKind::Gpt)
       m.vocab = v;
-    else if (key == "ffn" && m.kind == "gpt")
+    else if (key == "ffn" && m.kind == ModelKind::Gpt)
       m.ffn = v;
     else
-      return specError("unknown option '" + key + "' for model " + m.kind);
+      return specError("unknown option '" + key + "' for model " + std::string(modelKindName(m.kind)));
   }
-  if (m.kind == "torchscript" && m.path.empty())
+  if (m.kind == ModelKind::TorchScript && m.path.empty())
     return specError("torchscript model needs path=FILE (torchscript:path=model.pt)");
-  if (m.kind == "gpt" && m.hidden % m.heads != 0)
+  if (m.kind == ModelKind::Gpt && m.hidden % m.heads != 0)
     return specError("gpt hidden (" + std::to_string(m.hidden) + ") must be a multiple of heads (" +
                      std::to_string(m.heads) + ")");
   return m;
 }
 
 std::string modelSpecToString(const ModelSpec& m) {
-  if (m.kind == "torchscript") {
+  if (m.kind == ModelKind::TorchScript) {
     std::string s = "torchscript:path=" + m.path;
     if (m.features > 0) s += ",features=" + std::to_string(m.features);
     if (m.seq != ModelSpec{}.seq) s += ",seq=" + std::to_string(m.seq);
@@ -110,8 +122,9 @@ std::string modelSpecToString(const ModelSpec& m) {
     if (m.dtype == DType::F64) s += ",dtype=f64";
     return s;
   }
-  std::string s = m.kind + ":layers=" + std::to_string(m.layers) + ",hidden=" + std::to_string(m.hidden);
-  if (m.kind == "gpt")
+  std::string s = std::string(modelKindName(m.kind)) + ":layers=" + std::to_string(m.layers) +
+                  ",hidden=" + std::to_string(m.hidden);
+  if (m.kind == ModelKind::Gpt)
     s += ",heads=" + std::to_string(m.heads) + ",seq=" + std::to_string(m.seq) +
          ",vocab=" + std::to_string(m.vocab) + ",ffn=" + std::to_string(m.ffn);
   if (m.dtype == DType::F64) s += ",dtype=f64";
@@ -119,26 +132,26 @@ std::string modelSpecToString(const ModelSpec& m) {
 }
 
 int modelLayerCount(const ModelSpec& m) {
-  if (m.kind == "torchscript") return static_cast<int>(detail::torchScriptLayerNames(m).size());
-  return m.kind == "gpt" ? m.layers + 2 : m.layers;
+  if (m.kind == ModelKind::TorchScript) return static_cast<int>(detail::torchScriptLayerNames(m).size());
+  return m.kind == ModelKind::Gpt ? m.layers + 2 : m.layers;
 }
 
 std::vector<std::string> modelLayerNames(const ModelSpec& m) {
-  if (m.kind == "torchscript") return detail::torchScriptLayerNames(m);
+  if (m.kind == ModelKind::TorchScript) return detail::torchScriptLayerNames(m);
   std::vector<std::string> names;
-  if (m.kind == "gpt") names.emplace_back("embedding");
+  if (m.kind == ModelKind::Gpt) names.emplace_back("embedding");
   for (int i = 0; i < m.layers; ++i) names.push_back("block" + std::to_string(i));
-  if (m.kind == "gpt") names.emplace_back("head");
+  if (m.kind == ModelKind::Gpt) names.emplace_back("head");
   return names;
 }
 
 core::Status checkModel(const ModelSpec& m) {
-  if (m.kind == "torchscript") return detail::checkTorchScript(m);
+  if (m.kind == ModelKind::TorchScript) return detail::checkTorchScript(m);
   return core::okStatus();
 }
 
 core::CostProfile modelCostProfile(const ModelSpec& m, int microbatchSize) {
-  if (m.kind == "torchscript") return detail::torchScriptCostProfile(m, microbatchSize);
+  if (m.kind == ModelKind::TorchScript) return detail::torchScriptCostProfile(m, microbatchSize);
   core::CostProfile p;
   p.name = modelSpecToString(m);
   const double b = microbatchSize, H = m.hidden, elem = m.dtype == DType::F64 ? 8 : 4;
@@ -156,7 +169,7 @@ core::CostProfile modelCostProfile(const ModelSpec& m, int microbatchSize) {
     c.outputBytes = static_cast<std::int64_t>(output * elem);
     p.layers.push_back(c);
   };
-  if (m.kind == "gpt") {
+  if (m.kind == ModelKind::Gpt) {
     const double T = m.seq, V = m.vocab, F = m.ffn;
     const double tokens = b * T;
     layer("embedding", tokens * H, 0, (V + T) * H, 0, tokens * H);

@@ -135,7 +135,7 @@ core::Result<core::CostProfile> profileModel(const ModelSpec& spec, const Profil
     if (model0.weightGradByGraph)
       return core::makeError(
           "engine.profile",
-          "profile: " + spec.kind +
+          "profile: " + std::string(modelKindName(spec.kind)) +
               " models are not profiled yet (their weight gradients come from "
               "the autograd graph, not from deferred Linear layers); built-in mlp and gpt are");
     const auto names = modelLayerNames(spec);

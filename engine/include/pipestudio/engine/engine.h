@@ -20,6 +20,11 @@
 
 namespace ps::engine {
 
+// Which model: the built-in MLP or GPT, or a user's TorchScript module ("mlp", "gpt",
+// "torchscript" before the ':' of a spec).
+enum class ModelKind : std::uint8_t { Mlp, Gpt, TorchScript };
+std::string_view modelKindName(ModelKind k);
+
 // The model's floating-point type ("dtype=f32|f64" in a spec).
 enum class DType : std::uint8_t { F32, F64 };
 // A TorchScript model's loss ("loss=mse|ce"): mean squared error against random targets, or
@@ -30,8 +35,8 @@ enum class Loss : std::uint8_t { Mse, CrossEntropy };
 // or "mlp:layers=8,hidden=512", or a user's TorchScript module, "torchscript:path=FILE" (split
 // at its top-level children; docs/engine.md). Keys not given keep their defaults.
 struct ModelSpec {
-  std::string kind = "mlp";  // "mlp", "gpt" or "torchscript"
-  int layers = 4;            // mlp: Linear+GELU blocks; gpt: decoder blocks
+  ModelKind kind = ModelKind::Mlp;
+  int layers = 4;  // mlp: Linear+GELU blocks; gpt: decoder blocks
   int hidden = 64;
   int heads = 4;    // gpt
   int seq = 16;     // gpt: tokens per sample
