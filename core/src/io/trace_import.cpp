@@ -672,6 +672,100 @@ OpKey keyOf(const Op& op) {
   return {op.kind, op.stage, op.microbatch};
 }
 
+// Explicit SEND/RECV actions pair up into transfers: SEND_F(s, m) -> RECV_F(s+1, m) and
+// SEND_B(s, m) -> RECV_B(s-1, m). The transfer spans from the send's start to the later end.
+void pairSendRecvTransfers(Timeline& t) {
+  std::map<OpKey, size_t> index;
+  for (size_t i = 0; i < t.ops.size(); ++i) index.emplace(keyOf(t.ops[i].op), i);
+  auto find = [&](OpKind k, int s, int m) -> const TimelineOp* {
+    auto it = index.find({k, s, m});
+    return it == index.end() ? nullptr : &t.ops[it->second];
+  };
+  for (const auto& o : t.ops) {
+    bool fwd = o.op.kind == OpKind::SendF;
+    if (!fwd && o.op.kind != OpKind::SendB) continue;
+    int peer = fwd ? o.op.stage + 1 : o.op.stage - 1;
+    const TimelineOp* recv = find(fwd ? OpKind::RecvF : OpKind::RecvB, peer, o.op.microbatch);
+    if (!recv) continue;
+    Transfer tr;
+    tr.srcDevice = o.device;
+    tr.dstDevice = recv->device;
+    if (fwd) {
+      tr.producer = Op{OpKind::F, o.op.stage, o.op.microbatch};
+      tr.consumer = Op{OpKind::F, peer, o.op.microbatch};
+    } else {
+      OpKind pk = find(OpKind::I, o.op.stage, o.op.microbatch) ? OpKind::I : OpKind::B;
+      OpKind ck = find(OpKind::I, peer, o.op.microbatch) ? OpKind::I : OpKind::B;
+      tr.producer = Op{pk, o.op.stage, o.op.microbatch};
+      tr.consumer = Op{ck, peer, o.op.microbatch};
+    }
+    tr.start = o.start;
+    tr.end = std::max(o.end, recv->end);
+    t.transfers.push_back(tr);
+  }
+}
+
+// Memory curves: per rank, GPU samples when there are any, else host samples; for a trace
+// of several iterations, those of the imported one (the value before it starts at 0).
+void importMemoryCurves(const std::vector<RawMemory>& memory, int devices, bool allOwn, double originUs,
+                        double endUs, Timeline& t) {
+  std::vector<bool> gpuMem(static_cast<size_t>(devices), false);
+  for (const auto& m : memory)
+    if (m.rank >= 0 && m.rank < devices && m.gpu) gpuMem[static_cast<size_t>(m.rank)] = true;
+  std::vector<std::vector<RawMemory>> per(static_cast<size_t>(devices));
+  for (const auto& m : memory)
+    if (m.rank >= 0 && m.rank < devices && m.gpu == gpuMem[static_cast<size_t>(m.rank)])
+      per[static_cast<size_t>(m.rank)].push_back(m);
+  for (size_t d = 0; d < per.size(); ++d) {
+    auto& v = per[d];
+    std::stable_sort(v.begin(), v.end(),
+                     [](const RawMemory& a, const RawMemory& b) { return a.timeUs < b.timeUs; });
+    auto& curve = t.memory[d];
+    std::optional<std::int64_t> before;
+    for (const auto& m : v) {
+      if (!allOwn && m.timeUs < originUs) {
+        before = m.bytes;
+        continue;
+      }
+      if (!allOwn && m.timeUs > endUs) break;
+      if (before && (curve.empty())) curve.push_back(MemorySample{0, *before});
+      curve.push_back(MemorySample{(m.timeUs - originUs) / 1000.0, m.bytes});
+    }
+    if (curve.empty() && before) curve.push_back(MemorySample{0, *before});
+  }
+}
+
+// Communication ranges of compute actions: the k-th of an action on a rank belongs to
+// iteration k, as the actions themselves. Joined where one action's ranges overlap; sorted by
+// device and start.
+std::vector<CommunicationRange> communicationOfIteration(std::vector<RawRange> commRanges, int devices,
+                                                         int iteration, double originUs) {
+  std::vector<CommunicationRange> out;
+  std::sort(commRanges.begin(), commRanges.end(), [](const RawRange& a, const RawRange& b) {
+    return std::tie(a.rank, a.name, a.startUs, a.endUs) < std::tie(b.rank, b.name, b.startUs, b.endUs);
+  });
+  std::vector<RawRange> joined;
+  for (auto& r : commRanges) {
+    if (r.rank < 0 || r.rank >= devices) continue;
+    if (!joined.empty() && joined.back().rank == r.rank && joined.back().name == r.name &&
+        r.startUs < joined.back().endUs) {
+      joined.back().endUs = std::max(joined.back().endUs, r.endUs);
+      continue;
+    }
+    joined.push_back(std::move(r));
+  }
+  std::map<std::pair<int, std::string>, int> occurrence;
+  for (const auto& r : joined) {
+    if (occurrence[{r.rank, r.name}]++ != iteration) continue;
+    out.push_back(CommunicationRange{r.rank, r.action.op, (r.startUs - originUs) / 1000.0,
+                                     (r.endUs - originUs) / 1000.0});
+  }
+  std::sort(out.begin(), out.end(), [](const CommunicationRange& a, const CommunicationRange& b) {
+    return std::tie(a.device, a.start) < std::tie(b.device, b.start);
+  });
+  return out;
+}
+
 }  // namespace
 
 Result<ImportedTrace> importChromeTraces(const std::vector<TraceFile>& files,
@@ -1043,36 +1137,7 @@ Result<ImportedTrace> importChromeTraces(const std::vector<TraceFile>& files,
     return std::tie(a.device, a.start) < std::tie(b.device, b.start);
   });
 
-  // Explicit SEND/RECV actions pair up into transfers: SEND_F(s, m) -> RECV_F(s+1, m) and
-  // SEND_B(s, m) -> RECV_B(s-1, m). The transfer spans from the send's start to the later end.
-  std::map<OpKey, size_t> index;
-  for (size_t i = 0; i < t.ops.size(); ++i) index.emplace(keyOf(t.ops[i].op), i);
-  auto find = [&](OpKind k, int s, int m) -> const TimelineOp* {
-    auto it = index.find({k, s, m});
-    return it == index.end() ? nullptr : &t.ops[it->second];
-  };
-  for (const auto& o : t.ops) {
-    bool fwd = o.op.kind == OpKind::SendF;
-    if (!fwd && o.op.kind != OpKind::SendB) continue;
-    int peer = fwd ? o.op.stage + 1 : o.op.stage - 1;
-    const TimelineOp* recv = find(fwd ? OpKind::RecvF : OpKind::RecvB, peer, o.op.microbatch);
-    if (!recv) continue;
-    Transfer tr;
-    tr.srcDevice = o.device;
-    tr.dstDevice = recv->device;
-    if (fwd) {
-      tr.producer = Op{OpKind::F, o.op.stage, o.op.microbatch};
-      tr.consumer = Op{OpKind::F, peer, o.op.microbatch};
-    } else {
-      OpKind pk = find(OpKind::I, o.op.stage, o.op.microbatch) ? OpKind::I : OpKind::B;
-      OpKind ck = find(OpKind::I, peer, o.op.microbatch) ? OpKind::I : OpKind::B;
-      tr.producer = Op{pk, o.op.stage, o.op.microbatch};
-      tr.consumer = Op{ck, peer, o.op.microbatch};
-    }
-    tr.start = o.start;
-    tr.end = std::max(o.end, recv->end);
-    t.transfers.push_back(tr);
-  }
+  pairSendRecvTransfers(t);
   for (const auto& rt : c.transfers) {
     Transfer tr = rt.transfer;
     if (tr.srcDevice < 0 || tr.dstDevice < 0 || tr.srcDevice >= devices || tr.dstDevice >= devices) continue;
@@ -1083,34 +1148,7 @@ Result<ImportedTrace> importChromeTraces(const std::vector<TraceFile>& files,
   std::sort(t.transfers.begin(), t.transfers.end(),
             [](const Transfer& a, const Transfer& b) { return a.start < b.start; });
 
-  // Memory curves: per rank, GPU samples when there are any, else host samples; for a trace
-  // of several iterations, those of the imported one (the value before it starts at 0).
-  {
-    std::vector<bool> gpuMem(static_cast<size_t>(devices), false);
-    for (const auto& m : c.memory)
-      if (m.rank >= 0 && m.rank < devices && m.gpu) gpuMem[static_cast<size_t>(m.rank)] = true;
-    std::vector<std::vector<RawMemory>> per(static_cast<size_t>(devices));
-    for (const auto& m : c.memory)
-      if (m.rank >= 0 && m.rank < devices && m.gpu == gpuMem[static_cast<size_t>(m.rank)])
-        per[static_cast<size_t>(m.rank)].push_back(m);
-    for (size_t d = 0; d < per.size(); ++d) {
-      auto& v = per[d];
-      std::stable_sort(v.begin(), v.end(),
-                       [](const RawMemory& a, const RawMemory& b) { return a.timeUs < b.timeUs; });
-      auto& curve = t.memory[d];
-      std::optional<std::int64_t> before;
-      for (const auto& m : v) {
-        if (!allOwn && m.timeUs < originUs) {
-          before = m.bytes;
-          continue;
-        }
-        if (!allOwn && m.timeUs > endUs) break;
-        if (before && (curve.empty())) curve.push_back(MemorySample{0, *before});
-        curve.push_back(MemorySample{(m.timeUs - originUs) / 1000.0, m.bytes});
-      }
-      if (curve.empty() && before) curve.push_back(MemorySample{0, *before});
-    }
-  }
+  importMemoryCurves(c.memory, devices, allOwn, originUs, endUs, t);
   if (allOwn) {
     bool complete = true;
     std::string label;
@@ -1122,34 +1160,8 @@ Result<ImportedTrace> importChromeTraces(const std::vector<TraceFile>& files,
     if (options.label.empty() && !label.empty() && files.size() == 1) t.label = label;
   }
 
-  // Communication ranges of compute actions: the k-th of an action on a rank belongs to
-  // iteration k, as the actions themselves.
-  {
-    std::sort(commRanges.begin(), commRanges.end(), [](const RawRange& a, const RawRange& b) {
-      return std::tie(a.rank, a.name, a.startUs, a.endUs) < std::tie(b.rank, b.name, b.startUs, b.endUs);
-    });
-    std::vector<RawRange> joined;
-    for (auto& r : commRanges) {
-      if (r.rank < 0 || r.rank >= devices) continue;
-      if (!joined.empty() && joined.back().rank == r.rank && joined.back().name == r.name &&
-          r.startUs < joined.back().endUs) {
-        joined.back().endUs = std::max(joined.back().endUs, r.endUs);
-        continue;
-      }
-      joined.push_back(std::move(r));
-    }
-    std::map<std::pair<int, std::string>, int> occurrence;
-    for (const auto& r : joined) {
-      if (occurrence[{r.rank, r.name}]++ != iteration) continue;
-      out.communication.push_back(CommunicationRange{r.rank, r.action.op, (r.startUs - originUs) / 1000.0,
-                                                     (r.endUs - originUs) / 1000.0});
-    }
-    std::sort(out.communication.begin(), out.communication.end(),
-              [](const CommunicationRange& a, const CommunicationRange& b) {
-                return std::tie(a.device, a.start) < std::tie(b.device, b.start);
-              });
-    out.communicationKernels = c.commKernels;
-  }
+  out.communication = communicationOfIteration(std::move(commRanges), devices, iteration, originUs);
+  out.communicationKernels = c.commKernels;
   out.bytesRead = textBytes;
 
   t.metrics = computeMetrics(t);
