@@ -85,8 +85,8 @@ TEST(CudaBuild, SeveralRanksOnTooFewGpusAreRefusedBeforeAnyStarts) {
   const int gpus = cudaDeviceCount(), n = std::max(2, gpus + 1);
   const std::string path = writeSchedule(ScheduleKind::OneFOneB, n, 2 * n, "nccl_refusal");
   const auto start = std::chrono::steady_clock::now();
-  CliResult r = runCli("run " + path + " --model mlp:layers=4,hidden=8 --device cuda --nproc " + std::to_string(n) +
-                       " --events jsonl");
+  CliResult r = runCli("run " + path + " --model mlp:layers=4,hidden=8 --device cuda --nproc " +
+                       std::to_string(n) + " --events jsonl");
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_EQ(r.exitCode, 1) << r.out;
   if (cudaCompiled()) {

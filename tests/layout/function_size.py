@@ -15,9 +15,10 @@ import tempfile
 
 LIBRARIES = ["core", "sessions", "engine", "ui", "app"]
 # The longest a function may be, in lines (docs/architecture.md, "Rules the layout enforces"):
-# what the tree meets today (Simulator::run, 444 lines), so that no function grows past it;
-# lower it as the longest ones are split at their section comments (`--list 20`).
-THRESHOLD = 450
+# what the tree meets today (Simulator::run, 405 lines; importChromeTraces, 403), so that no
+# function grows past it; lower it as the longest ones are split at their section comments
+# (`--list 20`).
+THRESHOLD = 410
 
 STRING = re.compile(r'"(?:\\.|[^"\\])*"|\'(?:\\.|[^\'\\])*\'')
 

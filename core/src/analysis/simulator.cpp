@@ -204,6 +204,51 @@ Result<Timeline> simulate(const Schedule& s, const SimulationModel& model, const
 }
 
 namespace {
+// A stalled simulation: the timeline is incomplete, and its diagnostics say why: the
+// validator's deadlock when it finds the cycle, else where each device stopped and what it
+// waits for. `head` is each device's first step not done.
+void reportStall(const Schedule& s, const SimulationOptions& o, const Compiled& c,
+                 const std::vector<int>& head, Timeline& tl) {
+  tl.complete = false;
+  ValidateOptions vo;
+  vo.comm = o.comm;
+  ValidationReport report = validateSchedule(s, vo);
+  bool reported = false;
+  for (const Diagnostic& dg : report.diagnostics) {
+    if (dg.code == "validate.deadlock") {
+      tl.diagnostics.push_back(dg);
+      reported = true;
+    }
+  }
+  if (!reported) {
+    // The validator found no cycle (e.g. a dependency it does not model): name where each
+    // device stopped and what it waits for.
+    std::string msg = "simulation stalled:";
+    Diagnostic diag = makeError("simulate.stall", "");
+    for (int d = 0; d < c.D; ++d) {
+      const int h = head[static_cast<size_t>(d)];
+      if (h >= c.devBegin[static_cast<size_t>(d) + 1]) continue;
+      const int first = c.stepOp[static_cast<size_t>(h)];
+      std::string waits;
+      for (int op = first; op < c.stepOp[static_cast<size_t>(h) + 1] && waits.empty(); ++op)
+        for (int dep : c.g->dependencies(op)) {
+          const int ds = c.stepOf(dep);
+          const int dd = c.g->deviceOf(dep);
+          if (head[static_cast<size_t>(dd)] <= ds && ds != h) {
+            waits = s.opName(c.op(dep)) + " on device " + std::to_string(dd);
+            break;
+          }
+        }
+      msg += " device " + std::to_string(d) + " at " + s.opName(c.op(first)) + " waits for " +
+             (waits.empty() ? std::string("?") : waits) + ";";
+      diag.related.push_back(OpRef{d, h - c.devBegin[static_cast<size_t>(d)]});
+    }
+    msg.pop_back();
+    diag.message = msg;
+    tl.diagnostics.push_back(std::move(diag));
+  }
+}
+
 Result<Timeline> run(const Schedule& s, const SimulationModel& model, const SimulationOptions& o,
                      const DependencyGraph* given) {
   Compiled& c = scratch();
@@ -607,46 +652,7 @@ Result<Timeline> run(const Schedule& s, const SimulationModel& model, const Simu
                                            " ms per value)"));
 
   if (!stalled && !s.pipeline.stageBlock.empty()) addCopyGradientSyncs(s, model, tl);
-  if (stalled) {
-    tl.complete = false;
-    ValidateOptions vo;
-    vo.comm = o.comm;
-    ValidationReport report = validateSchedule(s, vo);
-    bool reported = false;
-    for (const Diagnostic& dg : report.diagnostics) {
-      if (dg.code == "validate.deadlock") {
-        tl.diagnostics.push_back(dg);
-        reported = true;
-      }
-    }
-    if (!reported) {
-      // The validator found no cycle (e.g. a dependency it does not model): name where each
-      // device stopped and what it waits for.
-      std::string msg = "simulation stalled:";
-      Diagnostic diag = makeError("simulate.stall", "");
-      for (int d = 0; d < c.D; ++d) {
-        const int h = head[static_cast<size_t>(d)];
-        if (h >= c.devBegin[static_cast<size_t>(d) + 1]) continue;
-        const int first = c.stepOp[static_cast<size_t>(h)];
-        std::string waits;
-        for (int op = first; op < c.stepOp[static_cast<size_t>(h) + 1] && waits.empty(); ++op)
-          for (int dep : c.g->dependencies(op)) {
-            const int ds = c.stepOf(dep);
-            const int dd = c.g->deviceOf(dep);
-            if (head[static_cast<size_t>(dd)] <= ds && ds != h) {
-              waits = s.opName(c.op(dep)) + " on device " + std::to_string(dd);
-              break;
-            }
-          }
-        msg += " device " + std::to_string(d) + " at " + s.opName(c.op(first)) + " waits for " +
-               (waits.empty() ? std::string("?") : waits) + ";";
-        diag.related.push_back(OpRef{d, h - c.devBegin[static_cast<size_t>(d)]});
-      }
-      msg.pop_back();
-      diag.message = msg;
-      tl.diagnostics.push_back(std::move(diag));
-    }
-  }
+  if (stalled) reportStall(s, o, c, head, tl);
   return tl;
 }
 }  // namespace
