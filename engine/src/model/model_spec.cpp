@@ -2,6 +2,7 @@
 #include <charconv>
 #include <string>
 
+#include "pipestudio/core/model/enum_names.h"
 #include "pipestudio/engine/engine.h"
 
 namespace ps::engine {
@@ -24,17 +25,9 @@ bool parseInt(std::string_view s, int& out) {
 }
 }  // namespace
 
-std::string_view modelKindName(ModelKind k) {
-  switch (k) {
-    case ModelKind::Gpt:
-      return "gpt";
-    case ModelKind::TorchScript:
-      return "torchscript";
-    case ModelKind::Mlp:
-      break;
-  }
-  return "mlp";
-}
+constexpr core::EnumName<ModelKind> kModelKindNames[] = {
+    {ModelKind::Mlp, "mlp"}, {ModelKind::Gpt, "gpt"}, {ModelKind::TorchScript, "torchscript"}};
+PS_ENUM_NAME_FUNCTION(ModelKind, kModelKindNames, modelKindName);
 
 core::Result<ModelSpec> parseModelSpec(std::string_view spec) {
   ModelSpec m;
@@ -44,10 +37,11 @@ core::Result<ModelSpec> parseModelSpec(std::string_view spec) {
     kind = spec.substr(0, colon);
     rest = spec.substr(colon + 1);
   }
-  if (kind != "mlp" && kind != "gpt" && kind != "torchscript")
+  const auto known = core::enumFromName(kind, kModelKindNames);
+  if (!known)
     return specError("unknown model '" + std::string(kind) +
                      "' (built-in models: mlp, gpt; or torchscript:path=FILE)");
-  m.kind = kind == "gpt" ? ModelKind::Gpt : kind == "torchscript" ? ModelKind::TorchScript : ModelKind::Mlp;
+  m.kind = *known;
   if (m.kind == ModelKind::Mlp) m.hidden = 64;
   while (!rest.empty()) {
     auto comma = rest.find(',');

@@ -26,6 +26,7 @@
 #include "pipestudio/core/io/dsl.h"
 #include "pipestudio/core/io/pytorch_csv.h"
 #include "pipestudio/core/io/run_events.h"
+#include "pipestudio/core/model/enum_names.h"
 #include "pipestudio/core/model/hang_report.h"
 #include "pipestudio/engine/engine.h"
 #include "run/optimizer.h"
@@ -1695,32 +1696,17 @@ core::Result<RunReport> Run::execute() {
 
 }  // namespace
 
-std::string_view deviceName(Device d) {
-  return d == Device::Cuda ? "cuda" : "cpu";
-}
+constexpr core::EnumName<Device> kDeviceNames[] = {{Device::Cpu, "cpu"}, {Device::Cuda, "cuda"}};
+PS_ENUM_NAME_FUNCTION(Device, kDeviceNames, deviceName);
+PS_ENUM_FROM_NAME_FUNCTION(Device, kDeviceNames, deviceFromName);
 
-std::optional<Device> deviceFromName(std::string_view name) {
-  if (name == "cpu") return Device::Cpu;
-  if (name == "cuda") return Device::Cuda;
-  return std::nullopt;
-}
-
-std::string_view optimizerName(Optimizer o) {
-  switch (o) {
-    case Optimizer::Sgd:
-      return "sgd";
-    case Optimizer::AdamW:
-      return "adamw";
-    case Optimizer::None:
-      break;
-  }
-  return "none";
-}
+constexpr core::EnumName<Optimizer> kOptimizerNames[] = {
+    {Optimizer::None, "none"}, {Optimizer::Sgd, "sgd"}, {Optimizer::AdamW, "adamw"}};
+PS_ENUM_NAME_FUNCTION(Optimizer, kOptimizerNames, optimizerName);
 
 std::optional<Optimizer> optimizerFromName(std::string_view name) {
-  if (name == "sgd") return Optimizer::Sgd;
-  if (name == "adamw") return Optimizer::AdamW;
-  return std::nullopt;
+  const auto o = core::enumFromName(name, kOptimizerNames);
+  return o == Optimizer::None ? std::nullopt : o;  // no training step: leave --optimizer out
 }
 
 double defaultLearningRate(Optimizer optimizer) {
