@@ -448,18 +448,11 @@ bool saysAny(std::string_view text, std::initializer_list<std::string_view> phra
                      [&](std::string_view p) { return containsNoCase(text, p); });
 }
 
-std::string_view lastLineOf(std::string_view text) {
-  while (!text.empty() && (text.back() == '\n' || text.back() == '\r' || text.back() == ' '))
-    text.remove_suffix(1);
-  const size_t nl = text.rfind('\n');
-  return nl == std::string_view::npos ? text : text.substr(nl + 1);
-}
-
 }  // namespace
 
 std::string describeSshFailure(const ClusterHost& h, int exitCode, std::string_view stderrText) {
   if (exitCode != 255) return {};
-  const std::string said(lastLineOf(stderrText));
+  const std::string said(lastLine(stderrText));
   const std::string port = std::to_string(h.port);
   auto with = [&](std::string headline, std::string_view remedy) {
     if (!said.empty()) headline += ": " + said;

@@ -130,6 +130,14 @@ std::string formatDiagnostic(const Diagnostic& d, const std::string* sourceText)
   return os.str();
 }
 
+std::string_view lastLine(std::string_view text) {
+  const size_t end = text.find_last_not_of(" \t\r\n");
+  if (end == std::string_view::npos) return {};
+  text = text.substr(0, end + 1);
+  const size_t nl = text.rfind('\n');
+  return nl == std::string_view::npos ? text : text.substr(nl + 1);
+}
+
 std::string formatDiagnostics(const Diagnostics& ds, const std::string* sourceText) {
   std::string out;
   const size_t shown = std::min(ds.size(), limits::kMaxPrintedDiagnostics);

@@ -29,13 +29,6 @@ std::string remoteWord(const std::string& word) {
   return core::shellQuoteWord(word);
 }
 
-std::string lastLine(const std::string& text) {
-  std::string t = text;
-  while (!t.empty() && (t.back() == '\n' || t.back() == '\r' || t.back() == ' ')) t.pop_back();
-  const size_t nl = t.rfind('\n');
-  return nl == std::string::npos ? t : t.substr(nl + 1);
-}
-
 // One ssh child: stdin (kept open while wanted), stdout and stderr pipes.
 struct Child {
   pid_t pid = -1;
@@ -218,17 +211,18 @@ core::Result<ClusterLaunchResult> launchClusterRanks(const ClusterLaunchOptions&
         why = ssh;
       } else if (c.exitCode == 127 || c.stderrText.find("not found") != std::string::npos ||
                  c.stderrText.find("No such file") != std::string::npos) {
-        why = "pipestudio-cli not found on " + h.label() + " at '" + h.cli + "': " + lastLine(c.stderrText);
+        why = "pipestudio-cli not found on " + h.label() + " at '" + h.cli +
+              "': " + std::string(core::lastLine(c.stderrText));
       } else if (auto v = core::parseCliVersion(c.stdoutText); !v) {
         why = "'" + h.cli + "' on " + h.label() + " does not look like pipestudio-cli (--version printed '" +
-              lastLine(c.stdoutText).substr(0, 120) + "')";
+              std::string(core::lastLine(c.stdoutText)).substr(0, 120) + "')";
       } else if (v->protocol != core::kRunEventProtocolVersion) {
         why = "version mismatch on " + h.label() + ": pipestudio-cli " + v->program +
               " speaks run-event protocol " + std::to_string(v->protocol) + ", this one " +
               std::to_string(core::kRunEventProtocolVersion) + ": install the matching pipestudio-cli there";
       } else if (c.exitCode != 0) {
         // The CLI is there but its engine is not (or is another build's).
-        why = "pipestudio-cli on " + h.label() + " cannot run: " + lastLine(c.stderrText);
+        why = "pipestudio-cli on " + h.label() + " cannot run: " + std::string(core::lastLine(c.stderrText));
       } else {
         result.versions.push_back(c.stdoutText.substr(0, c.stdoutText.find('\n')));
       }
@@ -282,7 +276,8 @@ core::Result<ClusterLaunchResult> launchClusterRanks(const ClusterLaunchOptions&
         why = core::describeSshFailure(hosts[i], c.exitCode, c.stderrText);
         if (why.empty())
           why = "cannot stage the schedule on " + hosts[i].label() + ": " +
-                (c.exitCode == -1 ? std::string("no answer in time") : lastLine(c.stderrText));
+                (c.exitCode == -1 ? std::string("no answer in time")
+                                  : std::string(core::lastLine(c.stderrText)));
       }
     }
     if (why.empty() && (masterPort <= 0 || masterPort > 65535))
@@ -303,7 +298,7 @@ core::Result<ClusterLaunchResult> launchClusterRanks(const ClusterLaunchOptions&
           why = core::describeSshFailure(hosts[i], copy[i].exitCode, copy[i].stderrText);
           if (why.empty())
             why = "cannot copy " + o.files[f].name + " to " + hosts[i].label() + ": " +
-                  lastLine(copy[i].stderrText);
+                  std::string(core::lastLine(copy[i].stderrText));
         }
     }
     if (!why.empty()) {
@@ -458,7 +453,7 @@ core::Result<ClusterLaunchResult> launchClusterRanks(const ClusterLaunchOptions&
                             : k.child.exitCode == 255
                                 ? "it was killed or its host " + h.label() + " went away"
                                 : "exit status " + std::to_string(k.child.exitCode);
-          const std::string tail = lastLine(stderrTail[static_cast<size_t>(r)]);
+          const std::string tail = std::string(core::lastLine(stderrTail[static_cast<size_t>(r)]));
           result.failure = rankName(r) + " ended: " + why;
           if (!tail.empty() && ssh.empty() && k.child.exitCode != 255) result.failure += " (" + tail + ")";
           if (o.onRankFailed) o.onRankFailed(e, result.failure);

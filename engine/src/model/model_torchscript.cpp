@@ -40,14 +40,6 @@ std::string shapeText(at::IntArrayRef s) {
   return o.str();
 }
 
-std::string lastLine(const std::string& text) {
-  size_t end = text.find_last_not_of(" \n\r\t");
-  if (end == std::string::npos) return text;
-  size_t begin = text.rfind('\n', end);
-  return text.substr(begin == std::string::npos ? 0 : begin + 1,
-                     end + 1 - (begin == std::string::npos ? 0 : begin + 1));
-}
-
 [[noreturn]] void modelError(const ModelSpec& spec, const std::string& msg) {
   throw std::runtime_error("torchscript model " + spec.path + ": " + msg);
 }
@@ -107,11 +99,12 @@ class TorchScriptLayer : public Layer {
       out = module_.forward(std::move(args));
     } catch (const c10::Error& e) {
       throw std::runtime_error("child '" + name + "' of " + file_ + " failed on an input of shape " +
-                               shapeText(x.sizes()) + ": " + lastLine(e.what_without_backtrace()));
+                               shapeText(x.sizes()) + ": " +
+                               std::string(core::lastLine(e.what_without_backtrace())));
     } catch (const std::exception& e) {
       // The TorchScript interpreter's errors carry a traceback; its last line is the cause.
       throw std::runtime_error("child '" + name + "' of " + file_ + " failed on an input of shape " +
-                               shapeText(x.sizes()) + ": " + lastLine(e.what()));
+                               shapeText(x.sizes()) + ": " + std::string(core::lastLine(e.what())));
     }
     if (!out.isTensor())
       throw std::runtime_error("child '" + name + "' of " + file_ + " returned a " + out.tagKind() +

@@ -52,6 +52,9 @@ Severity severityFromName(std::string_view name);
 // the hint. Compilers' format, so editors can jump to it.
 std::string formatDiagnostic(const Diagnostic& d, const std::string* sourceText = nullptr);
 std::string formatDiagnostics(const Diagnostics& ds, const std::string* sourceText = nullptr);
+// The last line of another program's output that is not blank, without its trailing blanks:
+// what a one-line message quotes of a child's stderr or an exception's text ("" when none).
+std::string_view lastLine(std::string_view text);
 
 template <typename T>
 class [[nodiscard]] Result {
