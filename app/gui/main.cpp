@@ -226,7 +226,8 @@ int main(int argc, char** argv) {
     bool ok = false;
     const qint64 id = colon > 0 ? v.mid(colon + 1).toLongLong(&ok) : 0;
     if (!ok) return usage("--run wants DB:ID, e.g. runs.session:3");
-    if (!w.openSession(v.left(colon), true) || (w.sessionDock()->openRun(id), !w.timeline()->hasOverlay())) {
+    if (!w.openSession(v.left(colon), true) ||
+        (w.sessionDock()->openRun(id), !w.measuredOverlay()->active())) {
       complain(w.statusText());
       if (shot) return 1;
     }

@@ -405,7 +405,7 @@ class DesignerHonestyTest : public QObject {
     failed.diagnostics = {makeError("validate.deadlock", "deadlock: F2@s1 on device 1 waits for B1@s0")};
     window_->setMeasuredOverlay(failed, QStringLiteral("run 7"));
     QTest::qWait(10);
-    QVERIFY(window_->timeline()->hasOverlay());
+    QVERIFY(window_->measuredOverlay()->active());
     QCOMPARE(window_->overlaySource(), QStringLiteral("run 7"));
     QVERIFY(allText(window_->diagnostics()).contains(QStringLiteral("deadlock: F2@s1")));
 
@@ -417,7 +417,7 @@ class DesignerHonestyTest : public QObject {
     f.close();
     QVERIFY(window_->openFile(path, true));
     QTest::qWait(10);
-    QVERIFY(!window_->timeline()->hasOverlay());
+    QVERIFY(!window_->measuredOverlay()->active());
     QVERIFY(window_->overlaySource().isEmpty());
     QVERIFY2(!allText(window_->diagnostics()).contains(QStringLiteral("deadlock: F2@s1")),
              qPrintable(allText(window_->diagnostics())));
@@ -429,7 +429,7 @@ class DesignerHonestyTest : public QObject {
     const QString same = dir.filePath(QStringLiteral("two.pipe"));
     QVERIFY(window_->saveTo(same));
     QVERIFY(window_->openFile(same, true));
-    QVERIFY(window_->timeline()->hasOverlay());
+    QVERIFY(window_->measuredOverlay()->active());
   }
 
   // (6) Debug › Stop Debugging (Shift+F5), and New/Open leave step mode.

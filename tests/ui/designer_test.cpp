@@ -345,7 +345,7 @@ class DesignerTest : public QObject {
   // Issue 30 (14, 20): the Op dock's values wrap at their column's width in a narrow dock,
   // never cut at its edge; text() and the tooltips keep each value whole.
   void theOpDockWrapsInANarrowDock() {
-    OpDetailsPanel panel(window_->document(), window_->timeline());
+    OpDetailsPanel panel(window_->document(), window_->measuredOverlay(), window_->timeline());
     window_->timeline()->selectOp(Op{OpKind::B, 1, 3});
     panel.refresh();
     panel.resize(600, 500);

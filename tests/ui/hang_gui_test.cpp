@@ -280,7 +280,7 @@ class HangGuiTest : public QObject {
     // What `pipestudio --run DB:ID` does.
     QVERIFY(w.openSession(QString::fromStdString(path), true));
     w.sessionDock()->openRun(stored->measuredRunId);
-    QVERIFY(w.timeline()->hasOverlay());
+    QVERIFY(w.measuredOverlay()->active());
     QVERIFY2(w.statusText().contains(QStringLiteral("· hung: wait cycle: rank 1 waits in 1F0")),
              qPrintable(w.statusText()));
     checkOpenedAtTheHang(w);

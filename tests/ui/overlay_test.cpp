@@ -131,11 +131,11 @@ class OverlayTest : public QObject {
     QVERIFY(w.openFile(kTraces + QStringLiteral("synthetic_1f1b_d2_m2.pipe"), true));
     TimelineView* v = w.timeline();
     const double plannedRowHeight = v->rows().rowHeight;
-    QSignalSpy spy(v, &TimelineView::overlayChanged);
+    QSignalSpy spy(w.measuredOverlay(), &MeasuredOverlay::changed);
     QVERIFY(w.openTraces({kTraces + QStringLiteral("synthetic_1f1b_d2_m2_rank0.pt.trace.json"),
                           kTraces + QStringLiteral("synthetic_1f1b_d2_m2_rank1.pt.trace.json")},
                          true));
-    QVERIFY(v->hasOverlay());
+    QVERIFY(w.measuredOverlay()->active());
     QVERIFY(spy.count() >= 1);
     // Each rank file has F0 F1 B0 B1 (GPU-side ranges taken) and four SEND/RECV actions that
     // only have host-side ranges: 8 measured blocks per device, the 4 communication ones
@@ -154,7 +154,7 @@ class OverlayTest : public QObject {
       QCOMPARE(unmatched, 4);
     }
     QCOMPARE(ov.dropped(), size_t(0));
-    const Comparison* c = v->comparison();
+    const Comparison* c = w.measuredOverlay()->comparison();
     QVERIFY(c);
     QCOMPARE(c->matches.size(), size_t(8));
     QVERIFY(c->unmatchedPlanned.empty());
@@ -193,7 +193,7 @@ class OverlayTest : public QObject {
 
     // Clearing returns to the plain designer.
     w.clearMeasuredOverlay();
-    QVERIFY(!v->hasOverlay());
+    QVERIFY(!w.measuredOverlay()->active());
     QVERIFY(!v->rows().hasOverlay());
     QCOMPARE(v->rows().rowHeight, plannedRowHeight);
     QCOMPARE(w.deviation()->table()->rowCount(), 0);
@@ -208,7 +208,7 @@ class OverlayTest : public QObject {
     const Op slow{OpKind::F, 0, 1};
     for (auto& o : m.ops)
       if (o.device == 0 && o.op == slow) o.end = o.start + 2 * o.duration();
-    v->setOverlay(m);
+    w.measuredOverlay()->set(m);
     const OverlayIndex& ov = v->overlayBlocks();
     int red = 0, green = 0;
     for (int d = 0; d < ov.devices(); ++d)
@@ -236,12 +236,12 @@ class OverlayTest : public QObject {
     const Timeline planned = w.document()->analysis().timeline;
     const double plannedMakespan = planned.metrics.makespan;
     QVERIFY(plannedMakespan > 0);
-    v->setOverlay(measuredCopy(planned, 2.0));
+    w.measuredOverlay()->set(measuredCopy(planned, 2.0));
     // Absolute: measured blocks end at twice the planned makespan.
-    QCOMPARE(v->overlayAlignment(), Alignment::Absolute);
+    QCOMPARE(w.measuredOverlay()->alignment(), Alignment::Absolute);
     QVERIFY(std::abs(v->overlayBlocks().endTime() - 2 * plannedMakespan) < 1e-6);
     w.setOverlayScaled(true);
-    QCOMPARE(v->overlayAlignment(), Alignment::Scaled);
+    QCOMPARE(w.measuredOverlay()->alignment(), Alignment::Scaled);
     QVERIFY(std::abs(v->overlayBlocks().endTime() - plannedMakespan) < 1e-6);
     // Every block sits exactly over its planned twin once scaled.
     const OverlayIndex& ov = v->overlayBlocks();
@@ -258,12 +258,67 @@ class OverlayTest : public QObject {
     QCOMPARE(deviationBand(ov.info(0, 0).deviation), DeviationBand::Bad);
   }
 
+  // The overlay is a model the shell owns: any view of it follows a set, an edit's
+  // recomparison and a clear; an edit recompares before the views rebuild and keeps their zoom.
+  void viewsFollowTheOverlayModel() {
+    MainWindow w;
+    ps::test::load(w, oneFOneB(2, 4), defaultCostProfile(2), QSize(1200, 800));
+    MeasuredOverlay* model = w.measuredOverlay();
+    QVERIFY(model);
+    QCOMPARE(w.timeline()->measuredOverlay(), model);
+    TimelineView second(w.document(), model);  // a second view of the same overlay
+    second.resize(900, 400);
+    const Timeline planned = w.document()->analysis().timeline;
+    QSignalSpy spy(model, &MeasuredOverlay::changed);
+
+    model->set(measuredCopy(planned, 2.0), {}, QStringLiteral("run 7"));
+    QCOMPARE(spy.count(), 1);
+    QCOMPARE(spy.at(0).at(0).value<MeasuredOverlay::Change>(), MeasuredOverlay::Change::Replaced);
+    QCOMPARE(w.overlaySource(), QStringLiteral("run 7"));
+    QCOMPARE(second.overlayBlocks().size(), planned.ops.size());
+    QCOMPARE(w.timeline()->overlayBlocks().size(), planned.ops.size());
+    QVERIFY(second.rows().hasOverlay());
+    QVERIFY(w.deviation()->headline().contains(QStringLiteral("(+100.0 %)")));
+
+    // Layers twice as slow: each planned op now lasts as long as it was measured; the
+    // comparison the views and the Deviation dock draw from follows, and the zoom stays.
+    second.zoomIn();
+    const double zoomed = second.axis().pixelsPerMs();
+    const double before = model->comparison()->plannedMakespan;
+    CostProfile slower = w.document()->profile();
+    for (LayerCost& l : slower.layers) {
+      l.forwardMs *= 2;
+      l.backwardInputMs *= 2;
+      l.backwardWeightMs *= 2;
+    }
+    w.document()->setProfile(slower, QStringLiteral("slower"));
+    QCOMPARE(spy.count(), 2);
+    QCOMPARE(spy.at(1).at(0).value<MeasuredOverlay::Change>(), MeasuredOverlay::Change::Recompared);
+    QVERIFY(model->comparison()->plannedMakespan > 1.5 * before);
+    QCOMPARE(model->comparison()->plannedMakespan, w.document()->analysis().timeline.metrics.makespan);
+    QCOMPARE(second.axis().pixelsPerMs(), zoomed);
+    QVERIFY(!w.deviation()->headline().contains(QStringLiteral("(+100.0 %)")));
+    for (int d = 0; d < second.overlayBlocks().devices(); ++d)
+      for (size_t i = 0; i < second.overlayBlocks().row(d).size(); ++i)
+        QCOMPARE(second.overlayBlocks().info(d, i).deviation.value_or(0), 1.0);
+
+    model->clear();
+    QCOMPARE(spy.count(), 3);
+    QVERIFY(!model->active());
+    QCOMPARE(second.overlayBlocks().size(), size_t(0));
+    QVERIFY(!second.rows().hasOverlay());
+    QVERIFY(w.overlaySource().isEmpty());
+    QVERIFY(w.deviation()->headline().startsWith(QStringLiteral("No measured overlay")));
+    model->clear();  // nothing to clear: no signal
+    QCOMPARE(spy.count(), 3);
+  }
+
   void runFromSessionDockSetsOverlay() {
     MainWindow w;
     ps::test::load(w, oneFOneB(2, 4), defaultCostProfile(2), QSize(1200, 800));
     const Timeline planned = w.document()->analysis().timeline;
     Q_EMIT w.sessionDock()->openRunRequested(7, measuredCopy(planned, 1.25), QString(), QString());
-    QVERIFY(w.timeline()->hasOverlay());
+    QVERIFY(w.measuredOverlay()->active());
     QCOMPARE(w.timeline()->overlayBlocks().size(), planned.ops.size());
     QVERIFY(w.statusText().contains(QStringLiteral("Run 7")));
     QVERIFY(w.deviation()->headline().contains(QStringLiteral("+25.0 %")));
@@ -295,7 +350,7 @@ class OverlayTest : public QObject {
     QVERIFY2(head.contains(QStringLiteral("the stalled plan never reached")), qPrintable(head));
     QVERIFY2(head.contains(QStringLiteral(" 0 not in the plan")), qPrintable(head));
     // Every measured op is one of the plan's: matched or never reached.
-    const Comparison* c = w.timeline()->comparison();
+    const Comparison* c = w.measuredOverlay()->comparison();
     QVERIFY(c && !c->unmatchedMeasured.empty());
     QVERIFY(
         head.contains(QStringLiteral("%1 measured op(s) the stalled plan").arg(c->unmatchedMeasured.size())));
@@ -339,7 +394,7 @@ class OverlayTest : public QObject {
     QVERIFY(!w.openTraces({kTraces + QStringLiteral("synthetic_malformed_rank0.json")}));
     QVERIFY(boxText.contains(QStringLiteral("synthetic_malformed_rank0.json")));
     QVERIFY(w.statusText().startsWith(QStringLiteral("Cannot read measured trace")));
-    QVERIFY(!w.timeline()->hasOverlay());
+    QVERIFY(!w.measuredOverlay()->active());
     QCOMPARE(printDsl(w.document()->schedule()), before);
     QCOMPARE(w.document()->undoStack()->count(), undo);
     QVERIFY(!w.document()->isModified());
@@ -348,7 +403,7 @@ class OverlayTest : public QObject {
                           kTraces + QStringLiteral("synthetic_1f1b_d2_m2_rank1.pt.trace.json")},
                          true));
     QVERIFY(!w.openTraces({kTraces + QStringLiteral("no_such_trace.json")}, true));
-    QVERIFY(w.timeline()->hasOverlay());
+    QVERIFY(w.measuredOverlay()->active());
     QCOMPARE(w.timeline()->overlayBlocks().size(), size_t(16));
   }
   void traceFoldersAndGzipSetTheOverlay() {
@@ -459,11 +514,11 @@ class OverlayTest : public QObject {
     QVERIFY(!reentered);
     QVERIFY(!sawBox);
     QVERIFY(w.statusText().contains(QStringLiteral("Cancelled")));
-    QVERIFY(!w.timeline()->hasOverlay());
+    QVERIFY(!w.measuredOverlay()->active());
     // The same file read to its end imports (quiet: no dialog).
     poll.stop();
     QVERIFY(w.openTraces({path}, true));
-    QVERIFY(w.timeline()->hasOverlay());
+    QVERIFY(w.measuredOverlay()->active());
   }
 };
 

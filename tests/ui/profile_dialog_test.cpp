@@ -14,6 +14,8 @@
 #include <QPushButton>
 #include <QSettings>
 #include <QSignalSpy>
+#include <QStandardItemModel>
+#include <QStatusBar>
 #include <QTemporaryDir>
 #include <QUndoStack>
 #include <QtTest>
@@ -217,6 +219,7 @@ class ProfileDialogTest : public QObject {
     const QString session = home_.filePath(QStringLiteral("profiles-%1.session").arg(::getpid()));
     QVERIFY(ps::sessions::SessionStore::open(session.toStdString()));  // creates it
     QVERIFY2(w.sessionDock()->openSession(session), qPrintable(w.sessionDock()->errorText()));
+    const int profilesBefore = w.sessionDock()->profilesModel()->rowCount();
 
     ProfileDialog* d = ProfileDialog::showFor(&w);
     QCOMPARE(ProfileDialog::showFor(&w), d);  // one dialog per window
@@ -273,6 +276,11 @@ class ProfileDialogTest : public QObject {
         }
       QVERIFY(found);
     }
+    // The window follows the dialog: its status line and its Session dock show the profile.
+    QVERIFY2(w.statusBar()->currentMessage().startsWith(
+                 QStringLiteral("Profiled mlp:layers=2,hidden=16 on this machine")),
+             qPrintable(w.statusBar()->currentMessage()));
+    QCOMPARE(w.sessionDock()->profilesModel()->rowCount(), profilesBefore + 1);
 
     // Save As writes the JSON, which loads back to the same layers.
     const QString json = home_.filePath(QStringLiteral("p-%1.json").arg(::getpid()));

@@ -426,7 +426,7 @@ class RunDialogTest : public QObject {
     QCOMPARE(d->progressBar()->value(), d->progressBar()->maximum());
     QVERIFY(d->runButton()->isEnabled());
     QVERIFY(!d->cancelButton()->isEnabled());
-    QVERIFY(w.timeline()->hasOverlay());
+    QVERIFY(w.measuredOverlay()->active());
     QVERIFY(w.sessionDock()->hasSession());
     QCOMPARE(w.sessionDock()->sessionPath(), session);
     QVERIFY(w.sessionDock()->runsModel()->rowCount() >= 1);

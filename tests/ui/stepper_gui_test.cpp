@@ -340,7 +340,7 @@ class StepperGuiTest : public QObject {
     m.metrics = computeMetrics(m);
     w.setMeasuredOverlay(m, QStringLiteral("twice as slow"));
     sc->seekTime(4.0);  // measured ms
-    const double axis = w.timeline()->comparison()->align(4.0);
+    const double axis = w.measuredOverlay()->comparison()->align(4.0);
     QVERIFY(std::abs(axis - 2.0) < 1e-9);
     QCOMPARE(*w.timeline()->playhead(), axis);
     QCOMPARE(chart->playheadSeries()->at(0).x(), axis);
@@ -457,7 +457,8 @@ class StepperGuiTest : public QObject {
     QVERIFY2(sc->time() <= s->timeAt(s->size()), qPrintable(QString::number(sc->time())));
     QCOMPARE(sc->position(), size_t{0});
     QVERIFY2(!sp->headerText().contains(QStringLiteral("780")), qPrintable(sp->headerText()));
-    QVERIFY(*w.timeline()->playhead() <= w.timeline()->comparison()->align(s->timeAt(s->size())) + 1e-9);
+    QVERIFY(*w.timeline()->playhead() <=
+            w.measuredOverlay()->comparison()->align(s->timeAt(s->size())) + 1e-9);
     // While it runs, the user's playhead stays as more ops arrive, and when it ends.
     sc->seekTime(3);
     w.setMeasuredOverlay(partial, QStringLiteral("run on This machine"), true);
@@ -545,7 +546,7 @@ class StepperGuiTest : public QObject {
     }
     QVERIFY(w.openFile(path, true));
     QApplication::processEvents();
-    QVERIFY(!w.timeline()->hasOverlay());
+    QVERIFY(!w.measuredOverlay()->active());
     QVERIFY(!sc->engaged());
     QVERIFY(!w.timeline()->playhead().has_value());
     QVERIFY(w.timeline()->stepMarks().blocked.empty());

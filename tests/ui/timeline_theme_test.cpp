@@ -154,7 +154,7 @@ class TimelineThemeTest : public QObject {
     for (Pass p : {Pass::Bands, Pass::Blocks, Pass::Labels, Pass::Ruler})
       QVERIFY2(paints(p), qPrintable(QString::number(int(p))));
 
-    v.setOverlay(measuredCopy(f.doc.analysis().timeline, 1.5));
+    v.measuredOverlay()->set(measuredCopy(f.doc.analysis().timeline, 1.5));
     QVERIFY(paints(Pass::Overlay));
     v.selectRef(OpRef{1, 2}, false);
     QVERIFY(paints(Pass::Arrows));
@@ -164,7 +164,7 @@ class TimelineThemeTest : public QObject {
     marks.running.push_back({0, f.doc.schedule().devices[0][1].first});
     v.setStepMarks(marks);
     QVERIFY(paints(Pass::StepMarks));
-    v.clearOverlay();
+    v.measuredOverlay()->clear();
     v.setPlayhead(std::nullopt);
     v.setStepMarks({});
 

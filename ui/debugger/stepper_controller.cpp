@@ -12,6 +12,7 @@
 #include <tuple>
 
 #include "debugger/state_panel.h"
+#include "document/measured_overlay.h"
 #include "document/schedule_document.h"
 #include "panels/diagnostics_panel.h"
 #include "panels/memory_chart.h"
@@ -89,8 +90,9 @@ QString breakpointText(const Breakpoint& bp) {
                                        : StepperController::tr("when %1 ends %2").arg(dev, what);
 }
 
-StepperController::StepperController(ScheduleDocument* doc, TimelineView* view, QObject* parent)
-    : QObject(parent), doc_(doc), view_(view) {
+StepperController::StepperController(ScheduleDocument* doc, MeasuredOverlay* overlay, TimelineView* view,
+                                     QObject* parent)
+    : QObject(parent), doc_(doc), overlay_(overlay), view_(view) {
   timer_ = new QTimer(this);
   timer_->setInterval(33);
   connect(timer_, &QTimer::timeout, this, [this] { advance(static_cast<double>(wall_.restart())); });
@@ -172,7 +174,7 @@ StepperController::StepperController(ScheduleDocument* doc, TimelineView* view, 
   toolBar_->addWidget(speedCombo_);
 
   connect(doc_, &ScheduleDocument::changed, this, &StepperController::markDirty);
-  connect(view_, &TimelineView::overlayChanged, this, &StepperController::markDirty);
+  connect(overlay_, &MeasuredOverlay::changed, this, &StepperController::markDirty);
   connect(view_, &TimelineView::playheadSeekRequested, this, &StepperController::seekAxis);
   connect(view_, &TimelineView::breakpointToggleRequested, this, &StepperController::toggleBreakpoint);
   markDirty();
@@ -208,14 +210,15 @@ StepState StepperController::state() {
 }
 
 double StepperController::toAxis(double t) const {
-  if (measured_ && view_)
-    if (const Comparison* c = view_->comparison()) return c->align(t);
+  if (measured_ && overlay_)
+    if (const Comparison* c = overlay_->comparison()) return c->align(t);
   return t;
 }
 
 double StepperController::fromAxis(double x) const {
-  if (measured_ && view_)
-    if (const Comparison* c = view_->comparison(); c && c->scale > 0) return x / c->scale + c->measuredOrigin;
+  if (measured_ && overlay_)
+    if (const Comparison* c = overlay_->comparison(); c && c->scale > 0)
+      return x / c->scale + c->measuredOrigin;
   return x;
 }
 
@@ -243,10 +246,10 @@ void StepperController::rebuild() {
   opIndex_.reset();
   if (!doc_ || !view_) return;
   const Analysis& a = doc_->analysis();
-  measured_ = view_->hasOverlay();
+  measured_ = overlay_ && overlay_->active();
   std::optional<Result<Stepper>> r;
   if (measured_) {
-    const Timeline& m = *view_->overlayTimeline();
+    const Timeline& m = *overlay_->timeline();
     r.emplace(Stepper::make(m, a.schedule, a.timeline));
     // A run on more devices than this plan: step it on its own order.
     if (!*r)
@@ -313,7 +316,7 @@ QString StepperController::describe(const StepEvent& e) const {
 }
 
 bool StepperController::isEngaged() const {
-  return engaged_ || (view_ && view_->hasOverlay());
+  return engaged_ || (overlay_ && overlay_->active());
 }
 
 void StepperController::publish() {
@@ -621,7 +624,7 @@ void StepperController::stopDebugging() {
   stepper_.reset();
   opIndex_.reset();
   dirty_ = true;
-  measured_ = view_ && view_->hasOverlay();
+  measured_ = overlay_ && overlay_->active();
   position_ = 0;
   time_ = 0;
   if (diagnostics_) diagnostics_->setRunDiagnostics({}, {});
@@ -632,8 +635,8 @@ void StepperController::stopDebugging() {
 void StepperController::timelineOpened(bool live) {
   // A live run refreshes its overlay as ops arrive (and once more when it ends): keep the
   // user's playhead then. Any other timeline, a new run's first ops included, starts afresh.
-  const bool refresh = live_ && measured_ && stepper_.has_value() && view_ && view_->hasOverlay();
-  live_ = live && view_ && view_->hasOverlay();
+  const bool refresh = live_ && measured_ && stepper_.has_value() && overlay_ && overlay_->active();
+  live_ = live && overlay_ && overlay_->active();
   if (state_) state_->setLive(live_);
   dirty_ = true;
   engaged_ = true;

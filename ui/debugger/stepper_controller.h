@@ -27,6 +27,7 @@ namespace ps::ui {
 
 class ScheduleDocument;
 class TimelineView;
+class MeasuredOverlay;
 class MemoryChart;
 class DiagnosticsPanel;
 class StatePanel;
@@ -35,7 +36,10 @@ class BreakpointsPanel;
 class StepperController : public QObject {
   Q_OBJECT
  public:
-  StepperController(ScheduleDocument* doc, TimelineView* view, QObject* parent = nullptr);
+  // Steps the plan of `doc`, or `overlay`'s measured timeline when it has one; `view` shows
+  // the playhead and the marks.
+  StepperController(ScheduleDocument* doc, MeasuredOverlay* overlay, TimelineView* view,
+                    QObject* parent = nullptr);
   // Views that follow the playhead (any may be null).
   void attach(MemoryChart* memory, DiagnosticsPanel* diagnostics, StatePanel* state, BreakpointsPanel* bps);
 
@@ -130,6 +134,7 @@ class StepperController : public QObject {
   bool runToBreakpointFrom(bool forward);
 
   QPointer<ScheduleDocument> doc_;
+  QPointer<MeasuredOverlay> overlay_;
   QPointer<TimelineView> view_;
   QPointer<MemoryChart> memory_;
   QPointer<DiagnosticsPanel> diagnostics_;

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <functional>
 
+#include "document/measured_overlay.h"
 #include "document/schedule_document.h"
 #include "pipestudio/core/analysis/comparison.h"
 #include "pipestudio/core/planning/schedule_edits.h"
@@ -50,8 +51,9 @@ void setOp(QTreeWidgetItem* it, const Op& op) {
 
 }  // namespace
 
-OpDetailsPanel::OpDetailsPanel(ScheduleDocument* doc, TimelineView* view, QWidget* parent)
-    : QWidget(parent), doc_(doc), view_(view) {
+OpDetailsPanel::OpDetailsPanel(ScheduleDocument* doc, MeasuredOverlay* overlay, TimelineView* view,
+                               QWidget* parent)
+    : QWidget(parent), doc_(doc), overlay_(overlay), view_(view) {
   auto* lay = new QVBoxLayout(this);
   lay->setContentsMargins(4, 4, 4, 4);
   header_ = new QLabel;
@@ -74,7 +76,7 @@ OpDetailsPanel::OpDetailsPanel(ScheduleDocument* doc, TimelineView* view, QWidge
     Q_EMIT opActivated(Op{static_cast<OpKind>(v[0].toInt()), v[1].toInt(), v[2].toInt()});
   });
   connect(view_, &TimelineView::selectionChanged, this, &OpDetailsPanel::refresh);
-  connect(view_, &TimelineView::overlayChanged, this, &OpDetailsPanel::refresh);
+  connect(overlay_, &MeasuredOverlay::changed, this, &OpDetailsPanel::refresh);
   connect(doc_, &ScheduleDocument::changed, this, &OpDetailsPanel::refresh);
   refresh();
 }
@@ -141,7 +143,7 @@ void OpDetailsPanel::refresh() {
     row(nullptr, tr("planned"), tr("not reached: the simulation stalled before it"))->setForeground(1, muted);
 
   // Measured, with an overlay.
-  if (const Comparison* c = view_->comparison()) {
+  if (const Comparison* c = overlay_->comparison()) {
     const OpMatch* m = nullptr;
     for (const auto& x : c->matches)
       if (x.op == op) m = &x;

@@ -18,12 +18,15 @@ namespace ps::ui {
 
 class ScheduleDocument;
 class TimelineView;
+class MeasuredOverlay;
 struct Analysis;
 
 class OpDetailsPanel : public QWidget {
   Q_OBJECT
  public:
-  OpDetailsPanel(ScheduleDocument* doc, TimelineView* view, QWidget* parent = nullptr);
+  // The op selected in `view`, with its measured times from `overlay`.
+  OpDetailsPanel(ScheduleDocument* doc, MeasuredOverlay* overlay, TimelineView* view,
+                 QWidget* parent = nullptr);
   void refresh();
   QTreeWidget* tree() const { return tree_; }
   QString headerText() const;
@@ -41,6 +44,7 @@ class OpDetailsPanel : public QWidget {
   void rewrap();
   int wrappedAt_ = -1;
   ScheduleDocument* doc_;
+  MeasuredOverlay* overlay_;
   TimelineView* view_;
   QLabel* header_ = nullptr;
   QTreeWidget* tree_ = nullptr;

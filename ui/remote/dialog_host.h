@@ -1,17 +1,17 @@
 #pragma once
-// What the Run and Profile dialogs need from the window that opens them: its document, its
-// session dock, the measured overlay and the status bar. The shell's MainWindow implements it, so
-// remote/ never includes shell/ (the shell opens the dialogs, not the other way round).
-#include <QString>
-
-#include "pipestudio/core/model/timeline.h"
-
+// What the Run and Profile dialogs read from the window that opens them: its document and the
+// session open in it. What they have to tell (measured timelines, stored runs and profiles,
+// status messages) they emit; the window connects to each dialog it adopts. The shell's
+// MainWindow implements it, so remote/ never includes shell/ (the shell opens the dialogs, not
+// the other way round).
 class QWidget;
 
 namespace ps::ui {
 
 class ScheduleDocument;
 class SessionDock;
+class RunDialog;
+class ProfileDialog;
 
 class DialogHost {
  public:
@@ -20,12 +20,11 @@ class DialogHost {
   // The dialogs' parent: one dialog of each kind per window.
   virtual QWidget* hostWidget() = 0;
   virtual ScheduleDocument* document() const = 0;
+  // The session runs and profiles are stored in when it is writable (the dialogs only read it).
   virtual SessionDock* sessionDock() const = 0;
-  // A measured timeline over the plan (`live` while the run still streams).
-  virtual void setMeasuredOverlay(const ps::core::Timeline& measured, const QString& what, bool live) = 0;
-  // Opens `path` in the session dock; false (with the reason shown) when it cannot.
-  virtual bool openSession(const QString& path, bool readOnly) = 0;
-  virtual void showStatusMessage(const QString& message, int timeoutMs) = 0;
+  // A dialog made for this window, once: the window connects to the signals it follows.
+  virtual void adopt(RunDialog* dialog) = 0;
+  virtual void adopt(ProfileDialog* dialog) = 0;
 
  protected:
   DialogHost() = default;

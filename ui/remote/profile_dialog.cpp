@@ -218,7 +218,10 @@ void ProfileDialog::buildUi() {
 ProfileDialog* ProfileDialog::showFor(DialogHost* host) {
   auto* d = host->hostWidget()->findChild<ProfileDialog*>(QStringLiteral("profileDialog"),
                                                           Qt::FindDirectChildrenOnly);
-  if (!d) d = new ProfileDialog(host->hostWidget());
+  if (!d) {
+    d = new ProfileDialog(host->hostWidget());
+    host->adopt(d);
+  }
   d->attach(host);
   d->show();
   d->raise();
@@ -325,7 +328,6 @@ void ProfileDialog::onFinished(const ProfileOutcome& o) {
                   .arg(msValue(l.backwardInputMs), 10)
                   .arg(msValue(l.backwardWeightMs), 10));
   status_->setText(msg + stored + QLatin1Char('.'));
-  if (host_) host_->showStatusMessage(msg, 15000);
   Q_EMIT profileApplied(msg);
 }
 
@@ -348,7 +350,7 @@ QString ProfileDialog::storeInSession() {
     return tr("; not stored in the session: %1")
         .arg(QString::fromStdString(ps::core::formatDiagnostics(id.errors())).trimmed());
   lastStored_ = *id;
-  if (host_ && host_->sessionDock()) host_->sessionDock()->refresh();
+  Q_EMIT profileStored(session, *id);
   return tr("; stored in the session as profile %1").arg(*id);
 }
 

@@ -92,7 +92,8 @@ class ProfileDialog : public CommandDialog {
  public:
   explicit ProfileDialog(QWidget* parent = nullptr, QSettings* settings = nullptr);
 
-  // The window's dialog (created on first use), attached to its document and session.
+  // The window's dialog (created on first use and adopted by the window), attached to its
+  // document and session.
   static ProfileDialog* showFor(DialogHost* host);
   void attach(DialogHost* host);
   // Where results go (tests set these without a window): the document whose profile is
@@ -115,7 +116,10 @@ class ProfileDialog : public CommandDialog {
   void saveJsonAs();
 
  Q_SIGNALS:
+  // The document has the measured profile; what to tell the user.
   void profileApplied(const QString& statusMessage);
+  // The profile is in the session at `sessionPath` as profile `profileId`.
+  void profileStored(const QString& sessionPath, qint64 profileId);
 
  protected:
   void closeEvent(QCloseEvent* e) override;

@@ -73,6 +73,11 @@ RunDialog::RunDialog(QWidget* parent, QSettings* settings)
   });
   connect(controller_, &RunController::stderrReceived, this, &RunDialog::appendStream);
   connect(controller_, &RunController::runFinished, this, &RunDialog::onFinished);
+  connect(controller_, &RunController::timelineUpdated, this, [this](const ps::core::Timeline& t) {
+    if (!t.ops.empty())
+      Q_EMIT timelineMeasured(t, tr("run on %1").arg(controller_->request().targetName()),
+                              controller_->isActive());
+  });
 }
 
 void RunDialog::buildUi() {
@@ -289,21 +294,16 @@ void RunDialog::setSchedule(const QString& name, const QString& pipeText, int de
 }
 
 void RunDialog::attach(DialogHost* host) {
-  if (host_ == host) return;
   host_ = host;
-  // Live measured ops over the plan; the controller throttles these to 10 per second.
-  connect(controller_, &RunController::timelineUpdated, host->hostWidget(),
-          [this](const ps::core::Timeline& t) {
-            if (host_ && !t.ops.empty())
-              host_->setMeasuredOverlay(t, tr("run on %1").arg(controller_->request().targetName()),
-                                        controller_->isActive());  // the last update comes after the end
-          });
 }
 
 RunDialog* RunDialog::showFor(DialogHost* host) {
   auto* d =
       host->hostWidget()->findChild<RunDialog*>(QStringLiteral("runDialog"), Qt::FindDirectChildrenOnly);
-  if (!d) d = new RunDialog(host->hostWidget());
+  if (!d) {
+    d = new RunDialog(host->hostWidget());
+    host->adopt(d);
+  }
   d->attach(host);
   if (!d->controller()->isActive()) {
     const auto& s = host->document()->schedule();
@@ -379,12 +379,6 @@ QString RunDialog::storeRun(const RunOutcome& o) {
   if (!stored) return tr(" · NOT stored: %1").arg(QString::fromStdString(stored.error().message));
   lastSession_ = session;
   lastRun_ = stored->runId;
-  if (dock) {
-    if (dock->hasSession() && dock->sessionPath() == session)
-      dock->refresh();
-    else
-      host_->openSession(session, false);
-  }
   Q_EMIT runStored(session, stored->runId);
   return tr(" · stored as run %1 in %2").arg(stored->runId).arg(QFileInfo(session).fileName());
 }

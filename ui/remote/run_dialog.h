@@ -26,8 +26,8 @@ class RunDialog : public CommandDialog {
   // settings: where the host list and the last choices live (default: PipeStudio's).
   explicit RunDialog(QWidget* parent = nullptr, QSettings* settings = nullptr);
 
-  // The window's dialog (created on first use), attached to its document, overlay and
-  // session dock, shown and raised.
+  // The window's dialog (created on first use and adopted by the window), attached to its
+  // document and session, shown and raised.
   static RunDialog* showFor(DialogHost* host);
 
   // The schedule to run (name, .pipe text, device count for --nproc).
@@ -74,7 +74,11 @@ class RunDialog : public CommandDialog {
   void cancelRun();
 
  Q_SIGNALS:
+  // The run is in the session at `sessionPath` (the window opens or refreshes it).
   void runStored(const QString& sessionPath, qint64 runId);
+  // The run's measured ops so far (throttled to 10 per second; `live` while it still runs; the
+  // last comes after its end), for the window's measured overlay.
+  void timelineMeasured(const ps::core::Timeline& timeline, const QString& what, bool live);
 
  protected:
   void closeEvent(QCloseEvent* e) override;

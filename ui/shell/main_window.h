@@ -33,6 +33,7 @@ class OpDetailsPanel;
 struct Analysis;
 class ScheduleDocument;
 class TimelineView;
+class MeasuredOverlay;
 class MemoryChart;
 class DiagnosticsPanel;
 class PropertiesPanel;
@@ -61,9 +62,11 @@ class MainWindow : public QMainWindow, public DialogHost {
   DiagnosticsPanel* diagnostics() const { return diagnostics_; }
   PropertiesPanel* properties() const { return properties_; }
   QString statusText() const;
-  // DialogHost: the Run and Profile dialogs' parent and status line.
+  // DialogHost: the Run and Profile dialogs' parent; the window follows each dialog's signals.
   QWidget* hostWidget() override { return this; }
-  void showStatusMessage(const QString& message, int timeoutMs) override;
+  void adopt(RunDialog* dialog) override;
+  void adopt(ProfileDialog* dialog) override;
+  void showStatusMessage(const QString& message, int timeoutMs);
   QString validityText() const;
 
   bool exportFile(const QString& path);  // by extension: .pipe .csv .json .png .svg
@@ -77,7 +80,7 @@ class MainWindow : public QMainWindow, public DialogHost {
   void setSlotLayout(bool slots);
 
   // Shows a session file in the Session dock (docs/gui.md, "Session dock").
-  bool openSession(const QString& path, bool readOnly = false) override;
+  bool openSession(const QString& path, bool readOnly = false);
   SessionDock* sessionDock() const override { return session_; }
 
   // Measured overlay (docs/gui.md, "Measured overlay"): imports Chrome traces (torch.profiler
@@ -90,10 +93,11 @@ class MainWindow : public QMainWindow, public DialogHost {
   // How long an import runs before its progress dialog comes up (tests: 0, at once).
   void setTraceProgressDelay(int ms) { progressDelayMs_ = ms; }
   // `live`: a run still in progress sends its ops as they arrive (not a failed run).
-  void setMeasuredOverlay(const ps::core::Timeline& measured, const QString& what,
-                          bool live = false) override;
+  void setMeasuredOverlay(const ps::core::Timeline& measured, const QString& what, bool live = false);
   // What the overlay is (e.g. "run 3"), empty without one.
-  QString overlaySource() const { return overlayWhat_; }
+  QString overlaySource() const;
+  // The measured overlay's model: the timeline, the stepper and the docks follow it.
+  MeasuredOverlay* measuredOverlay() const { return overlay_; }
   void clearMeasuredOverlay();
   void setOverlayScaled(bool scaled);
   DeviationPanel* deviation() const { return deviation_; }
@@ -133,6 +137,14 @@ class MainWindow : public QMainWindow, public DialogHost {
   bool save();
   bool saveAs();
   void openSessionDialog();
+  // A dialog stored a run or a profile there: the Session dock shows it (refreshed or opened).
+  void showStoredIn(const QString& sessionPath);
+
+ private Q_SLOTS:
+  // Once the window is framed: inside the screen again, unless the user resized it meanwhile.
+  void refitOnScreen();
+  // Narrower side docks and a lower bottom dock for a small window (applyCompactLayout).
+  void compactDocks();
 
  protected:
   void closeEvent(QCloseEvent* e) override;
@@ -171,6 +183,7 @@ class MainWindow : public QMainWindow, public DialogHost {
   bool openSessionVersion(const QString& pipeText, const QString& name, qint64 versionId);
 
   ScheduleDocument* doc_ = nullptr;
+  MeasuredOverlay* overlay_ = nullptr;  // before view_: views rebuild on its figures
   TimelineView* view_ = nullptr;
   LegendBar* legend_ = nullptr;
   MemoryChart* memory_ = nullptr;
@@ -195,7 +208,6 @@ class MainWindow : public QMainWindow, public DialogHost {
   QMenu* viewMenu_ = nullptr;
   QComboBox* layoutCombo_ = nullptr;
   QString loadNote_;
-  QString overlayWhat_;
   QString lastExportNote_;
   bool restoredState_ = false;
   bool shownOnce_ = false;

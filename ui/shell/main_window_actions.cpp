@@ -20,6 +20,7 @@
 #include <functional>
 
 #include "debugger/stepper_controller.h"
+#include "document/measured_overlay.h"
 #include "document/schedule_document.h"
 #include "panels/iterations_controls.h"
 #include "remote/profile_dialog.h"
@@ -201,7 +202,7 @@ void MainWindow::buildActions() {
   scaledAction_ = viewMenu_->addAction(tr("Scale Measured to Planned &Makespan"));
   scaledAction_->setCheckable(true);
   connect(scaledAction_, &QAction::toggled, this,
-          [this](bool on) { view_->setOverlayAlignment(on ? Alignment::Scaled : Alignment::Absolute); });
+          [this](bool on) { overlay_->setAlignment(on ? Alignment::Scaled : Alignment::Absolute); });
   {  // View › Iterations: K iterations back to back (in the menu: the toolbars must fit 1024 px)
     QMenu* iter = viewMenu_->addMenu(tr("&Iterations"));
     auto* controls = new QWidgetAction(iter);

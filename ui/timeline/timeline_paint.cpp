@@ -591,8 +591,8 @@ struct TimelinePasses {
         const QRectF ml(lr.left(), c.target.top() + v.layout_.overlayTop(d) - c.scrollY, lr.width(),
                         v.layout_.overlayHeight);
         QString m = TimelineView::tr("measured");
-        if (v.comparison_)
-          for (const auto& e : v.comparison_->byDevice)
+        if (const Comparison* cmp = v.overlayModel_->comparison())
+          for (const auto& e : cmp->byDevice)
             if (e.device == d && e.plannedMs > 0) m += QStringLiteral(" %1×").arg(e.ratio, 0, 'f', 2);
         p.setPen(th.text);
         p.drawText(ml, Qt::AlignLeft | Qt::AlignVCenter, fmSmall.elidedText(m, Qt::ElideRight, ml.width()));
@@ -616,7 +616,11 @@ struct TimelinePasses {
     const bool slots = v.mode_ == TimelineView::LayoutMode::Slots && c.a.slots;
     p.save();
     p.setClipRect(QRectF(c.plotX0, ruler.top(), c.plotW, ruler.height()));
-    for (double t = std::floor(std::max(0.0, c.t0) / step) * step; t <= c.t1 + step; t += step) {
+    // Ticks counted in whole steps (a sum of steps would drift from the multiples it labels).
+    const auto firstTick = static_cast<long long>(std::floor(std::max(0.0, c.t0) / step));
+    const auto lastTick = static_cast<long long>(std::floor((c.t1 + step) / step));
+    for (long long k = firstTick; k <= lastTick; ++k) {
+      const double t = static_cast<double>(k) * step;
       const double x = c.plotX0 + c.axis.toX(t);
       p.setPen(th.separator);
       p.drawLine(QPointF(x, ruler.bottom() - 6), QPointF(x, ruler.bottom()));

@@ -40,7 +40,14 @@ std::int64_t memoryAt(const Timeline& t, int device, double time) {
 
 }  // namespace
 
-TimelineView::TimelineView(ScheduleDocument* doc, QWidget* parent) : QAbstractScrollArea(parent), doc_(doc) {
+TimelineView::TimelineView(ScheduleDocument* doc, QWidget* parent)
+    : TimelineView(doc, new MeasuredOverlay(doc), parent) {
+  overlayModel_->setParent(this);
+}
+
+TimelineView::TimelineView(ScheduleDocument* doc, MeasuredOverlay* overlay, QWidget* parent)
+    : QAbstractScrollArea(parent), doc_(doc), overlayModel_(overlay) {
+  Q_ASSERT(overlay && overlay->document() == doc);
   setMouseTracking(true);
   viewport()->setMouseTracking(true);
   setFocusPolicy(Qt::StrongFocus);
@@ -50,7 +57,10 @@ TimelineView::TimelineView(ScheduleDocument* doc, QWidget* parent) : QAbstractSc
   viewport()->setAttribute(Qt::WA_OpaquePaintEvent);
   setMinimumSize(320, 140);
   theme_ = Theme::forPalette(palette());
+  // The model recompares on the document's changed() before this view rebuilds on it.
+  connect(overlayModel_, &MeasuredOverlay::changed, this, &TimelineView::overlayModelChanged);
   connect(doc_, &ScheduleDocument::changed, this, &TimelineView::documentChanged);
+  if (overlayModel_->active()) overlayModelChanged(MeasuredOverlay::Change::Replaced);
   rebuild();
 }
 
@@ -139,40 +149,15 @@ std::vector<std::pair<QString, QString>> TimelineView::inputHelp() {
 
 // ---- measured overlay ---------------------------------------------------------------------------
 
-void TimelineView::setOverlay(const Timeline& measured, ComparisonOptions options) {
-  measured_ = measured;
-  overlayOptions_ = options;
+void TimelineView::overlayModelChanged(MeasuredOverlay::Change change) {
+  const Comparison* c = overlayModel_->comparison();
+  const Timeline* m = overlayModel_->timeline();
+  overlay_ = c && m ? OverlayIndex::build(*c, *m, static_cast<int>(doc_->analysis().schedule.devices.size()))
+                    : OverlayIndex{};
+  // Recompared after an edit: the document's changed() rebuilds this view next.
+  if (change == MeasuredOverlay::Change::Recompared) return;
   fitted_ = true;
   rebuild();
-}
-
-void TimelineView::setOverlayAlignment(Alignment a) {
-  overlayOptions_.alignment = a;
-  if (measured_) {
-    fitted_ = true;
-    rebuild();
-  }
-}
-
-void TimelineView::clearOverlay() {
-  if (!measured_) return;
-  measured_.reset();
-  fitted_ = true;
-  rebuild();
-}
-
-void TimelineView::rebuildOverlay() {
-  const bool had = comparison_.has_value();
-  if (!measured_) {
-    comparison_.reset();
-    overlay_ = {};
-    if (had) Q_EMIT overlayChanged();
-    return;
-  }
-  const Analysis& a = doc_->analysis();
-  comparison_ = compareTimelines(a.schedule, a.timeline, *measured_, overlayOptions_);
-  overlay_ = OverlayIndex::build(*comparison_, *measured_, static_cast<int>(a.schedule.devices.size()));
-  Q_EMIT overlayChanged();
 }
 
 double TimelineView::contentEnd() const {
@@ -199,8 +184,9 @@ QString TimelineView::overlayTooltip(int device, size_t i) const {
   QString t = QStringLiteral("<b>%1</b> measured on device %2<br>")
                   .arg(QString::fromStdString(s.opName(b.op)))
                   .arg(device);
-  if (measured_ && static_cast<size_t>(b.step) < measured_->ops.size()) {
-    const auto& o = measured_->ops[static_cast<size_t>(b.step)];
+  const Timeline* measured = overlayModel_->timeline();
+  if (measured && static_cast<size_t>(b.step) < measured->ops.size()) {
+    const auto& o = measured->ops[static_cast<size_t>(b.step)];
     t += tr("%1 – %2 ms (%3 ms)").arg(fmtMs(o.start), fmtMs(o.end), fmtMs(o.duration()));
   }
   if (inf.deviation)
@@ -244,7 +230,6 @@ void TimelineView::rebuild() {
       Q_EMIT selectionChanged();
     }
   }
-  rebuildOverlay();
   fitRowHeight();
   if (selected_ && !doc_->find(*selected_)) {
     selected_.reset();

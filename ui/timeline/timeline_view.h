@@ -11,6 +11,7 @@
 #include <optional>
 #include <unordered_set>
 
+#include "document/measured_overlay.h"
 #include "document/schedule_document.h"
 #include "pipestudio/core/analysis/stepper.h"
 #include "timeline/iteration_marks.h"
@@ -24,7 +25,9 @@ class TimelineView : public QAbstractScrollArea {
  public:
   enum class LayoutMode { Time, Slots };
 
+  // The view draws `overlay`'s measured lanes; without one it keeps its own, empty until set.
   explicit TimelineView(ScheduleDocument* doc, QWidget* parent = nullptr);
+  TimelineView(ScheduleDocument* doc, MeasuredOverlay* overlay, QWidget* parent = nullptr);
 
   void setLayoutMode(LayoutMode m);
   LayoutMode layoutMode() const { return mode_; }
@@ -41,7 +44,7 @@ class TimelineView : public QAbstractScrollArea {
 
   void zoomIn();
   void zoomOut();
-  void zoomToFit();
+  Q_INVOKABLE void zoomToFit();
   void zoomBy(double factor, double plotX);
   // Zooms so that the op is comfortably wide, and scrolls to it (Enter, double-click).
   void zoomToOp(ps::core::OpRef ref);
@@ -92,16 +95,10 @@ class TimelineView : public QAbstractScrollArea {
   QImage exportImage(int width) const;
   bool exportSvg(const QString& path, int width) const;
 
-  // Measured overlay (docs/gui.md, "Measured overlay"): a measured or imported timeline drawn
-  // as a second lane under each device's planned lane, compared with the current plan's
-  // simulation (recomputed when the document changes). Drawn in the time layout only.
-  void setOverlay(const ps::core::Timeline& measured, ps::core::ComparisonOptions options = {});
-  void setOverlayAlignment(ps::core::Alignment a);
-  void clearOverlay();
-  bool hasOverlay() const { return measured_.has_value(); }
-  const ps::core::Timeline* overlayTimeline() const { return measured_ ? &*measured_ : nullptr; }
-  const ps::core::Comparison* comparison() const { return comparison_ ? &*comparison_ : nullptr; }
-  ps::core::Alignment overlayAlignment() const { return overlayOptions_.alignment; }
+  // Measured overlay (docs/gui.md, "Measured overlay"): the model's measured timeline drawn as a
+  // second lane under each device's planned lane, coloured by its comparison with the plan.
+  // Drawn in the time layout only.
+  MeasuredOverlay* measuredOverlay() const { return overlayModel_; }
   const OverlayIndex& overlayBlocks() const { return overlay_; }
   // Fill colour of a measured block by its deviation band.
   static QColor deviationColor(DeviationBand band);
@@ -163,8 +160,6 @@ class TimelineView : public QAbstractScrollArea {
   void statusMessage(const QString& text);
   // The live drag preview started, changed or ended (previewAnalysis() is null then).
   void previewChanged();
-  // The overlay was set, cleared or recompared (comparison() has the new figures).
-  void overlayChanged();
   // Step-through: a click or drag on the time ruler (or the playhead) asks to move it there.
   void playheadSeekRequested(double axisMs);
   // The op's context menu asked for a breakpoint "when device starts op" (toggle).
@@ -194,8 +189,8 @@ class TimelineView : public QAbstractScrollArea {
   };
   void documentChanged();
   void rebuild();
-  void rebuildOverlay();
-  bool overlayShown() const { return measured_ && mode_ == LayoutMode::Time; }
+  void overlayModelChanged(MeasuredOverlay::Change change);
+  bool overlayShown() const { return overlayModel_->active() && mode_ == LayoutMode::Time; }
   double contentEnd() const;
   QString overlayTooltip(int device, size_t i) const;
   void updateScrollBars();
@@ -244,10 +239,8 @@ class TimelineView : public QAbstractScrollArea {
   std::shared_ptr<const Analysis> preview_;
   BlockIndex previewBlocks_;
 
-  std::optional<ps::core::Timeline> measured_;
-  ps::core::ComparisonOptions overlayOptions_;
-  std::optional<ps::core::Comparison> comparison_;
-  OverlayIndex overlay_;
+  QPointer<MeasuredOverlay> overlayModel_;
+  OverlayIndex overlay_;  // the model's measured blocks, placed
 
   double hoverX_ = -1;  // viewport x of the pointer, -1 when outside
 
