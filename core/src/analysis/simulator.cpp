@@ -249,13 +249,349 @@ void reportStall(const Schedule& s, const SimulationOptions& o, const Compiled& 
   }
 }
 
+// One device's memory over its timed steps: each op's effect at its start (phase 0) and end
+// (phase 1), the curve, the peak and the op at it, the micro-batches in flight, and the
+// diagnostics of a limit passed or a sum that overflows.
+class DeviceMemoryWalk {
+ public:
+  DeviceMemoryWalk(const Schedule& s, const SimulationModel& model, Compiled& c,
+                   std::vector<std::int64_t>& gathered, std::int64_t limit, int d, DeviceMetrics& dm,
+                   std::vector<MemorySample>* curve, std::vector<Diagnostic>& diagnostics)
+      : s_(s),
+        model_(model),
+        c_(c),
+        gathered_(gathered),
+        limit_(limit),
+        d_(d),
+        b_(c.devBegin[static_cast<size_t>(d)]),
+        M_(static_cast<size_t>(c.M)),
+        dm_(dm),
+        curve_(curve),
+        diagnostics_(diagnostics) {}
+
+  // The device's weights, gradients and optimizer state: resident from the start.
+  void start(std::int64_t staticBytes, int steps) {
+    cur_ = staticBytes;
+    dm_.peakMemoryBytes = cur_;
+    if (curve_) {
+      curve_->reserve(static_cast<size_t>(steps) + 2);
+      curve_->push_back(MemorySample{0, cur_});
+    }
+    if (limit_ > 0 && cur_ > limit_) {
+      overLimit_ = true;
+      diagnostics_.push_back(makeError(
+          "simulate.memory", "device " + std::to_string(d_) + " needs " + formatBytes(cur_) +
+                                 " for weights, gradients and optimizer state alone, over its limit of " +
+                                 formatBytes(limit_)));
+    }
+  }
+
+  // The effects of step h's ops at its start (phase 0) or end (phase 1).
+  PS_INLINE_LAMBDA void step(int h, int phase) {
+    const StepRec& r = c_.steps[static_cast<size_t>(h)];
+    const double time = phase == 0 ? r.time : r.time + r.dur;
+    curStep_ = h - b_;
+    for (int op = c_.stepOp[static_cast<size_t>(h)]; op < c_.stepOp[static_cast<size_t>(h) + 1]; ++op)
+      effect(c_.op(op), phase, time);
+  }
+
+  // A device with copy-stream steps: its compute steps [b, e) (copy steps skipped) and its
+  // copy steps, two streams each in time order, merged; at a tie an end (a free) comes before
+  // a start (an allocation).
+  void sweepTwoStreams(int e, const std::vector<int>& copySteps) {
+    const std::vector<StepRec>& steps = c_.steps;
+    int ci = b_;
+    size_t qi = 0;
+    int cPhase = 0, qPhase = 0;
+    auto nextCompute = [&] {
+      while (ci < e && (steps[static_cast<size_t>(ci)].edges & kCopyBit)) ++ci;
+    };
+    nextCompute();
+    while (ci < e || qi < copySteps.size()) {
+      double tc = std::numeric_limits<double>::infinity(), tq = tc;
+      if (ci < e) {
+        const StepRec& r = steps[static_cast<size_t>(ci)];
+        tc = cPhase == 0 ? r.time : r.time + r.dur;
+      }
+      if (qi < copySteps.size()) {
+        const StepRec& r = steps[static_cast<size_t>(copySteps[qi])];
+        tq = qPhase == 0 ? r.time : r.time + r.dur;
+      }
+      const bool takeCompute = tc < tq || (tc == tq && (cPhase == 1 || qPhase == 0));
+      if (takeCompute) {
+        step(ci, cPhase);
+        if (cPhase == 0) {
+          cPhase = 1;
+        } else {
+          cPhase = 0;
+          ++ci;
+          nextCompute();
+        }
+      } else {
+        step(copySteps[qi], qPhase);
+        if (qPhase == 0) {
+          qPhase = 1;
+        } else {
+          qPhase = 0;
+          ++qi;
+        }
+      }
+    }
+  }
+
+  // The first sample and the peak time start at the device's first op, known after the pass.
+  void finish() {
+    if (curve_) curve_->front().time = dm_.start;
+    if (!peakMoved_) dm_.peakMemoryTime = dm_.start;
+  }
+
+ private:
+  PS_INLINE_LAMBDA void apply(double time, std::int64_t delta, const Op& op) {
+    if (delta == 0) return;
+    if (!limits::addBytes(cur_, delta)) {
+      // Saturate and report once: a wrapped sum would print as a plausible (or negative) peak.
+      cur_ = delta > 0 ? std::numeric_limits<std::int64_t>::max() : std::numeric_limits<std::int64_t>::min();
+      if (!memOverflow_) {
+        memOverflow_ = true;
+        diagnostics_.push_back(makeError(
+            "simulate.overflow",
+            "device " + std::to_string(d_) + ": memory in use overflows 64 bits during " + s_.opName(op)));
+      }
+    }
+    if (curve_) {
+      // Changes at one instant collapse into one sample, but the first (static) sample stays.
+      if (curve_->size() > 1 && curve_->back().time == time)
+        curve_->back().bytes = cur_;
+      else
+        curve_->push_back(MemorySample{time, cur_});
+    }
+    if (cur_ > dm_.peakMemoryBytes) {
+      dm_.peakMemoryBytes = cur_;
+      dm_.peakMemoryTime = time;
+      dm_.peakMemoryOp = OpRef{d_, curStep_};
+      peakMoved_ = true;
+    }
+    if (limit_ > 0 && cur_ > limit_ && !overLimit_) {
+      overLimit_ = true;
+      Diagnostic diag =
+          makeError("simulate.memory", "device " + std::to_string(d_) + " exceeds its memory limit at " +
+                                           formatMs(time) + " during " + s_.opName(op) + ": " +
+                                           formatBytes(cur_) + " > " + formatBytes(limit_));
+      diag.related.push_back(OpRef{d_, curStep_});
+      diagnostics_.push_back(std::move(diag));
+    }
+  }
+
+  PS_INLINE_LAMBDA void inflightDelta(const Op& op, int delta) {
+    if (op.microbatch < 0) return;
+    int& n = c_.live[static_cast<size_t>(d_) * M_ + static_cast<size_t>(op.microbatch)];
+    if (delta > 0) {
+      if (n++ == 0) dm_.peakInflightMicrobatches = std::max(dm_.peakInflightMicrobatches, ++inflight_);
+    } else if (n > 0) {
+      if (--n == 0) --inflight_;
+    }
+  }
+
+  PS_INLINE_LAMBDA void effect(const Op& op, int phase, double time) {
+    const StageCost& sc = model_.stages[static_cast<size_t>(op.stage)];
+    const size_t sm =
+        op.microbatch >= 0 ? static_cast<size_t>(op.stage) * M_ + static_cast<size_t>(op.microbatch) : 0;
+    std::vector<std::int64_t>& stash = c_.stash;  // per (stage, mb): activations resident on the device
+    std::vector<std::int64_t>& offloaded = c_.offloaded;  // per (stage, mb): activations on the host
+    switch (op.kind) {
+      case OpKind::F:
+        if (phase == 0 && op.microbatch >= 0) {
+          const std::int64_t bytes = c_.recomputed[sm] ? sc.inputBytes : sc.activationBytes;
+          stash[sm] = bytes;
+          inflightDelta(op, +1);
+          apply(time, bytes, op);
+        }
+        break;
+      case OpKind::R:
+        if (phase == 0 && op.microbatch >= 0) {
+          stash[sm] += sc.activationBytes;
+          apply(time, sc.activationBytes, op);
+        }
+        break;
+      case OpKind::B:
+      case OpKind::I:
+        if (phase == 1 && op.microbatch >= 0) {
+          std::int64_t& st = stash[sm];
+          const std::int64_t freed =
+              op.kind == OpKind::B ? st
+                                   : std::max<std::int64_t>(0, st - std::min(st, sc.weightGradStashBytes));
+          st -= freed;
+          inflightDelta(op, -1);
+          apply(time, -freed, op);
+        }
+        break;
+      case OpKind::W:
+      case OpKind::Offload:
+        // The rest of the stash leaves the device: freed (W) or moved to the host (OFFLOAD).
+        if (phase == 1 && op.microbatch >= 0) {
+          const std::int64_t gone = std::exchange(stash[sm], 0);
+          if (op.kind == OpKind::Offload) offloaded[sm] += gone;
+          apply(time, -gone, op);
+        }
+        break;
+      case OpKind::Reload:
+        if (phase == 0 && op.microbatch >= 0) {
+          const std::int64_t back = offloaded[sm];
+          offloaded[sm] = 0;
+          stash[sm] += back;
+          apply(time, back, op);
+        }
+        break;
+      case OpKind::Unshard:
+        if (phase == 0 && gathered_[static_cast<size_t>(op.stage)] == 0) {
+          gathered_[static_cast<size_t>(op.stage)] = sc.weightBytes;
+          apply(time, sc.weightBytes, op);
+        }
+        break;
+      case OpKind::Reshard:
+        if (phase == 1 && !gathered_.empty()) {
+          const std::int64_t freed = gathered_[static_cast<size_t>(op.stage)];
+          gathered_[static_cast<size_t>(op.stage)] = 0;
+          apply(time, -freed, op);
+        }
+        break;
+      default:
+        if (const UserKind* u = s_.userKind(op.kind)) {
+          if (phase == 0)
+            apply(time, u->memory.transientBytes, op);
+          else
+            apply(time, u->memory.deltaBytes - u->memory.transientBytes, op);
+        }
+        break;
+    }
+  }
+
+  const Schedule& s_;
+  const SimulationModel& model_;
+  Compiled& c_;
+  std::vector<std::int64_t>& gathered_;  // per stage: gathered (unsharded) weights, UNSHARD to RESHARD
+  const std::int64_t limit_;
+  const int d_;
+  const int b_;  // the device's first step
+  const size_t M_;
+  DeviceMetrics& dm_;
+  std::vector<MemorySample>* curve_;
+  std::vector<Diagnostic>& diagnostics_;
+  std::int64_t cur_ = 0;
+  int curStep_ = 0;  // step index (in the device's order) of the op being applied: the peak's op
+  int inflight_ = 0;
+  bool peakMoved_ = false;
+  bool overLimit_ = false;
+  bool memOverflow_ = false;
+};
+
+// The weights, gradients and optimizer state of the stages on device d.
+Result<std::int64_t> deviceStaticBytes(const Schedule& s, const SimulationModel& model, int stages, int d) {
+  std::int64_t bytes = 0;
+  for (int st = 0; st < stages; ++st)
+    if (s.pipeline.stageToDevice.size() == static_cast<size_t>(stages) && s.pipeline.deviceOf(st) == d)
+      if (!limits::addBytes(bytes, model.stages[static_cast<size_t>(st)].staticBytes))
+        return makeError("simulate.overflow", "device " + std::to_string(d) +
+                                                  ": the static memory of its stages overflows 64 bits");
+  return bytes;
+}
+
+// --- Ops of the timeline, per-device busy / span, and memory: each device's compute stream
+// and copy stream are walked in time order (each is ordered by itself), frees before
+// allocations at equal times. A device without copy-stream steps is in time order already,
+// so its ops, metrics and memory curve come out of one pass over its steps. `head`: each
+// device's first step not timed; `done`: the ops timed.
+Status emitOpsAndMemory(const Schedule& s, const SimulationModel& model, const SimulationOptions& o,
+                        Compiled& c, const std::vector<int>& head, size_t done, Timeline& tl) {
+  const std::vector<StepRec>& steps = c.steps;
+  const size_t D = static_cast<size_t>(c.D);
+  reserveOutput(tl.ops, done);
+  TimelineMetrics& m = tl.metrics;
+  m.devices.resize(D);
+  double first = std::numeric_limits<double>::infinity(), last = -first, busySum = 0;
+  const std::int64_t limit = o.memoryLimitBytes.value_or(model.profile.deviceMemoryBytes);
+  const size_t SM = static_cast<size_t>(c.S) * static_cast<size_t>(c.M);
+  std::vector<std::int64_t> gathered(c.anyUnshard ? static_cast<size_t>(c.S) : 0, 0);
+  c.stash.assign(SM, 0);
+  c.offloaded.assign(SM, 0);
+  c.live.assign(D * static_cast<size_t>(c.M), 0);
+  if (o.recordMemory) tl.memory.resize(D);
+  std::vector<int> copySteps;
+  for (int d = 0; d < c.D; ++d) {
+    DeviceMetrics& dm = m.devices[static_cast<size_t>(d)];
+    dm.device = d;
+    const int b = c.devBegin[static_cast<size_t>(d)], e = head[static_cast<size_t>(d)];
+    PS_ASSIGN_OR_RETURN(const std::int64_t staticBytes, deviceStaticBytes(s, model, c.S, d));
+    dm.staticBytes = staticBytes;
+    DeviceMemoryWalk memory(s, model, c, gathered, limit, d, dm,
+                            o.recordMemory ? &tl.memory[static_cast<size_t>(d)] : nullptr, tl.diagnostics);
+    memory.start(staticBytes, e - b);
+    const bool copyDevice = c.hasCopy[static_cast<size_t>(d)] != 0;
+    const size_t segBegin = tl.ops.size();
+    bool anyCopy = false;
+    double lo = std::numeric_limits<double>::infinity(), hi = -lo, busy = 0;
+    for (int h = b; h < e; ++h) {
+      const StepRec& r = steps[static_cast<size_t>(h)];
+      const int o0 = c.stepOp[static_cast<size_t>(h)], o1 = c.stepOp[static_cast<size_t>(h) + 1];
+      const bool pair = o1 - o0 == 2;
+      for (int op = o0; op < o1; ++op)
+        tl.ops.push_back(TimelineOp{d, h - b, c.op(op), pair, r.time, r.time + r.dur});
+      lo = std::min(lo, r.time);
+      hi = std::max(hi, r.time + r.dur);
+      if (r.edges & kCopyBit)
+        anyCopy = true;
+      else
+        busy += r.dur;
+      if (!copyDevice) {
+        memory.step(h, 0);
+        memory.step(h, 1);
+      }
+    }
+    dm.busy = busy;
+    if (e > b) {
+      dm.start = lo;
+      dm.end = hi;
+      first = std::min(first, lo);
+      last = std::max(last, hi);
+    }
+    if (anyCopy)
+      std::stable_sort(tl.ops.begin() + static_cast<std::ptrdiff_t>(segBegin), tl.ops.end(),
+                       [](const TimelineOp& x, const TimelineOp& y) { return x.start < y.start; });
+    busySum += dm.busy;
+    m.lowerBound = std::max(m.lowerBound, dm.busy);
+    if (copyDevice) {
+      copySteps.clear();
+      for (int h = b; h < e; ++h)
+        if (steps[static_cast<size_t>(h)].edges & kCopyBit) copySteps.push_back(h);
+      memory.sweepTwoStreams(e, copySteps);
+    }
+    memory.finish();
+  }
+  m.ops = done;
+  m.headOfLineWaits = tl.headOfLine.size();
+  for (const HeadOfLineWait& w : tl.headOfLine) m.headOfLineMs += w.duration();
+  if (last >= first) {
+    m.makespan = last - first;
+    if (m.makespan > 0) {
+      m.bubbleRatio = 1.0 - busySum / (static_cast<double>(D) * m.makespan);
+      m.efficiency = m.lowerBound / m.makespan;
+    }
+  }
+  // Costs built in code are not bounded like a parsed profile: an infinite time is an error.
+  if (!std::isfinite(m.makespan) || !std::isfinite(busySum))
+    tl.diagnostics.push_back(makeError("simulate.overflow",
+                                       "the simulated times are not finite (a cost too large "
+                                       "for the model; times are bounded by " +
+                                           std::to_string(static_cast<long long>(limits::kMaxTimeMs)) +
+                                           " ms per value)"));
+  return okStatus();
+}
+
 Result<Timeline> run(const Schedule& s, const SimulationModel& model, const SimulationOptions& o,
                      const DependencyGraph* given) {
   Compiled& c = scratch();
   PS_TRY(compile(s, model, c, given));
-  const CostProfile& prof = model.profile;
   const size_t D = static_cast<size_t>(c.D);
-  const size_t M = static_cast<size_t>(c.M);
   std::vector<StepRec>& steps = c.steps;
 
   Timeline tl;
@@ -366,291 +702,7 @@ Result<Timeline> run(const Schedule& s, const SimulationModel& model, const Simu
       done += static_cast<size_t>(c.stepOp[static_cast<size_t>(head[static_cast<size_t>(d)])] -
                                   c.stepOp[static_cast<size_t>(c.devBegin[static_cast<size_t>(d)])]);
   }
-  // --- Ops of the timeline, per-device busy / span, and memory: each device's compute stream
-  // and copy stream are walked in time order (each is ordered by itself), frees before
-  // allocations at equal times. A device without copy-stream steps is in time order already,
-  // so its ops, metrics and memory curve come out of one pass over its steps.
-  std::vector<char>& hasCopy = c.hasCopy;  // per device: some step runs on the copy stream
-  reserveOutput(tl.ops, done);
-  TimelineMetrics& m = tl.metrics;
-  m.devices.resize(D);
-  double first = std::numeric_limits<double>::infinity(), last = -first, busySum = 0;
-  const std::int64_t limit = o.memoryLimitBytes.value_or(prof.deviceMemoryBytes);
-  const size_t SM = static_cast<size_t>(c.S) * M;
-  std::vector<std::int64_t>& stash = c.stash;          // per (stage, mb): activations resident on the device
-  std::vector<std::int64_t>& offloaded = c.offloaded;  // per (stage, mb): activations on the host
-  std::vector<int>& live = c.live;                     // F..B/I stashes alive per (device, mb)
-  // Per stage: gathered (unsharded) weights held from UNSHARD to RESHARD.
-  std::vector<std::int64_t> gathered(c.anyUnshard ? static_cast<size_t>(c.S) : 0, 0);
-  stash.assign(SM, 0);
-  offloaded.assign(SM, 0);
-  live.assign(D * M, 0);
-  if (o.recordMemory) tl.memory.resize(D);
-  std::vector<int> copySteps;
-  for (int d = 0; d < c.D; ++d) {
-    DeviceMetrics& dm = m.devices[static_cast<size_t>(d)];
-    dm.device = d;
-    const int b = c.devBegin[static_cast<size_t>(d)], e = head[static_cast<size_t>(d)];
-    std::int64_t staticBytes = 0;
-    for (int st = 0; st < c.S; ++st)
-      if (s.pipeline.stageToDevice.size() == static_cast<size_t>(c.S) && s.pipeline.deviceOf(st) == d)
-        if (!limits::addBytes(staticBytes, model.stages[static_cast<size_t>(st)].staticBytes))
-          return makeError("simulate.overflow", "device " + std::to_string(d) +
-                                                    ": the static memory of its stages overflows 64 bits");
-    dm.staticBytes = staticBytes;
-    std::int64_t cur = staticBytes;
-    dm.peakMemoryBytes = cur;
-    // The first sample and the peak time start at the device's first op, known after the pass:
-    // both are set below (nothing before reads them).
-    bool peakMoved = false;
-    int inflight = 0;
-    bool overLimit = false;
-    std::vector<MemorySample>* curve = o.recordMemory ? &tl.memory[static_cast<size_t>(d)] : nullptr;
-    if (curve) {
-      curve->reserve(static_cast<size_t>(e - b) + 2);
-      curve->push_back(MemorySample{0, cur});
-    }
-    if (limit > 0 && cur > limit) {
-      overLimit = true;
-      tl.diagnostics.push_back(makeError(
-          "simulate.memory", "device " + std::to_string(d) + " needs " + formatBytes(cur) +
-                                 " for weights, gradients and optimizer state alone, over its limit of " +
-                                 formatBytes(limit)));
-    }
-    int curStep = 0;  // step index of the op being applied (the peak's op)
-    bool memOverflow = false;
-    auto apply = [&](double time, std::int64_t delta, const Op& op) {
-      if (delta == 0) return;
-      if (!limits::addBytes(cur, delta)) {
-        // Saturate and report once: a wrapped sum would print as a plausible (or negative) peak.
-        cur = delta > 0 ? std::numeric_limits<std::int64_t>::max() : std::numeric_limits<std::int64_t>::min();
-        if (!memOverflow) {
-          memOverflow = true;
-          tl.diagnostics.push_back(makeError(
-              "simulate.overflow",
-              "device " + std::to_string(d) + ": memory in use overflows 64 bits during " + s.opName(op)));
-        }
-      }
-      if (curve) {
-        // Changes at one instant collapse into one sample, but the first (static) sample stays.
-        if (curve->size() > 1 && curve->back().time == time)
-          curve->back().bytes = cur;
-        else
-          curve->push_back(MemorySample{time, cur});
-      }
-      if (cur > dm.peakMemoryBytes) {
-        dm.peakMemoryBytes = cur;
-        dm.peakMemoryTime = time;
-        dm.peakMemoryOp = OpRef{d, curStep};
-        peakMoved = true;
-      }
-      if (limit > 0 && cur > limit && !overLimit) {
-        overLimit = true;
-        Diagnostic diag =
-            makeError("simulate.memory", "device " + std::to_string(d) + " exceeds its memory limit at " +
-                                             formatMs(time) + " during " + s.opName(op) + ": " +
-                                             formatBytes(cur) + " > " + formatBytes(limit));
-        diag.related.push_back(OpRef{d, curStep});
-        tl.diagnostics.push_back(std::move(diag));
-      }
-    };
-    auto inflightDelta = [&](const Op& op, int delta) PS_INLINE_LAMBDA {
-      if (op.microbatch < 0) return;
-      int& n = live[static_cast<size_t>(d) * M + static_cast<size_t>(op.microbatch)];
-      if (delta > 0) {
-        if (n++ == 0) dm.peakInflightMicrobatches = std::max(dm.peakInflightMicrobatches, ++inflight);
-      } else if (n > 0) {
-        if (--n == 0) --inflight;
-      }
-    };
-    // Memory effect of one op at its start (phase 0) or end (phase 1).
-    auto effect = [&](const Op& op, int phase, double time) PS_INLINE_LAMBDA {
-      const StageCost& sc = model.stages[static_cast<size_t>(op.stage)];
-      const size_t sm =
-          op.microbatch >= 0 ? static_cast<size_t>(op.stage) * M + static_cast<size_t>(op.microbatch) : 0;
-      switch (op.kind) {
-        case OpKind::F:
-          if (phase == 0 && op.microbatch >= 0) {
-            const std::int64_t bytes = c.recomputed[sm] ? sc.inputBytes : sc.activationBytes;
-            stash[sm] = bytes;
-            inflightDelta(op, +1);
-            apply(time, bytes, op);
-          }
-          break;
-        case OpKind::R:
-          if (phase == 0 && op.microbatch >= 0) {
-            stash[sm] += sc.activationBytes;
-            apply(time, sc.activationBytes, op);
-          }
-          break;
-        case OpKind::B:
-        case OpKind::I:
-          if (phase == 1 && op.microbatch >= 0) {
-            std::int64_t& st = stash[sm];
-            const std::int64_t freed =
-                op.kind == OpKind::B ? st
-                                     : std::max<std::int64_t>(0, st - std::min(st, sc.weightGradStashBytes));
-            st -= freed;
-            inflightDelta(op, -1);
-            apply(time, -freed, op);
-          }
-          break;
-        case OpKind::W:
-        case OpKind::Offload:
-          // The rest of the stash leaves the device: freed (W) or moved to the host (OFFLOAD).
-          if (phase == 1 && op.microbatch >= 0) {
-            const std::int64_t gone = std::exchange(stash[sm], 0);
-            if (op.kind == OpKind::Offload) offloaded[sm] += gone;
-            apply(time, -gone, op);
-          }
-          break;
-        case OpKind::Reload:
-          if (phase == 0 && op.microbatch >= 0) {
-            const std::int64_t back = offloaded[sm];
-            offloaded[sm] = 0;
-            stash[sm] += back;
-            apply(time, back, op);
-          }
-          break;
-        case OpKind::Unshard:
-          if (phase == 0 && gathered[static_cast<size_t>(op.stage)] == 0) {
-            gathered[static_cast<size_t>(op.stage)] = sc.weightBytes;
-            apply(time, sc.weightBytes, op);
-          }
-          break;
-        case OpKind::Reshard:
-          if (phase == 1 && !gathered.empty()) {
-            const std::int64_t freed = gathered[static_cast<size_t>(op.stage)];
-            gathered[static_cast<size_t>(op.stage)] = 0;
-            apply(time, -freed, op);
-          }
-          break;
-        default:
-          if (const UserKind* u = s.userKind(op.kind)) {
-            if (phase == 0)
-              apply(time, u->memory.transientBytes, op);
-            else
-              apply(time, u->memory.deltaBytes - u->memory.transientBytes, op);
-          }
-          break;
-      }
-    };
-    auto stepEffect = [&](int h, int phase) PS_INLINE_LAMBDA {
-      const StepRec& r = steps[static_cast<size_t>(h)];
-      const double time = phase == 0 ? r.time : r.time + r.dur;
-      curStep = h - b;
-      for (int op = c.stepOp[static_cast<size_t>(h)]; op < c.stepOp[static_cast<size_t>(h) + 1]; ++op)
-        effect(c.op(op), phase, time);
-    };
-
-    // Two ordered streams: compute steps (skipping copy steps) and copy steps.
-    auto sweepTwoStreams = [&] {
-      if (copySteps.empty()) {
-        for (int h = b; h < e; ++h) {
-          stepEffect(h, 0);
-          stepEffect(h, 1);
-        }
-        return;
-      }
-      int ci = b;
-      size_t qi = 0;
-      int cPhase = 0, qPhase = 0;
-      auto nextCompute = [&] {
-        while (ci < e && (steps[static_cast<size_t>(ci)].edges & kCopyBit)) ++ci;
-      };
-      nextCompute();
-      while (ci < e || qi < copySteps.size()) {
-        double tc = std::numeric_limits<double>::infinity(), tq = tc;
-        if (ci < e) {
-          const StepRec& r = steps[static_cast<size_t>(ci)];
-          tc = cPhase == 0 ? r.time : r.time + r.dur;
-        }
-        if (qi < copySteps.size()) {
-          const StepRec& r = steps[static_cast<size_t>(copySteps[qi])];
-          tq = qPhase == 0 ? r.time : r.time + r.dur;
-        }
-        // Earlier first; at a tie, an end (free) before a start (allocation).
-        const bool takeCompute = tc < tq || (tc == tq && (cPhase == 1 || qPhase == 0));
-        if (takeCompute) {
-          stepEffect(ci, cPhase);
-          if (cPhase == 0) {
-            cPhase = 1;
-          } else {
-            cPhase = 0;
-            ++ci;
-            nextCompute();
-          }
-        } else {
-          stepEffect(copySteps[qi], qPhase);
-          if (qPhase == 0) {
-            qPhase = 1;
-          } else {
-            qPhase = 0;
-            ++qi;
-          }
-        }
-      }
-    };
-    const bool copyDevice = hasCopy[static_cast<size_t>(d)] != 0;
-    const size_t segBegin = tl.ops.size();
-    bool anyCopy = false;
-    double lo = std::numeric_limits<double>::infinity(), hi = -lo, busy = 0;
-    for (int h = b; h < e; ++h) {
-      const StepRec& r = steps[static_cast<size_t>(h)];
-      const int o0 = c.stepOp[static_cast<size_t>(h)], o1 = c.stepOp[static_cast<size_t>(h) + 1];
-      const bool pair = o1 - o0 == 2;
-      for (int op = o0; op < o1; ++op)
-        tl.ops.push_back(TimelineOp{d, h - b, c.op(op), pair, r.time, r.time + r.dur});
-      lo = std::min(lo, r.time);
-      hi = std::max(hi, r.time + r.dur);
-      if (r.edges & kCopyBit)
-        anyCopy = true;
-      else
-        busy += r.dur;
-      if (!copyDevice) {
-        stepEffect(h, 0);
-        stepEffect(h, 1);
-      }
-    }
-    dm.busy = busy;
-    if (e > b) {
-      dm.start = lo;
-      dm.end = hi;
-      first = std::min(first, lo);
-      last = std::max(last, hi);
-    }
-    if (anyCopy)
-      std::stable_sort(tl.ops.begin() + static_cast<std::ptrdiff_t>(segBegin), tl.ops.end(),
-                       [](const TimelineOp& x, const TimelineOp& y) { return x.start < y.start; });
-    busySum += dm.busy;
-    m.lowerBound = std::max(m.lowerBound, dm.busy);
-    if (copyDevice) {
-      copySteps.clear();
-      for (int h = b; h < e; ++h)
-        if (steps[static_cast<size_t>(h)].edges & kCopyBit) copySteps.push_back(h);
-      sweepTwoStreams();
-    }
-    if (curve) curve->front().time = dm.start;
-    if (!peakMoved) dm.peakMemoryTime = dm.start;
-  }
-  m.ops = done;
-  m.headOfLineWaits = tl.headOfLine.size();
-  for (const HeadOfLineWait& w : tl.headOfLine) m.headOfLineMs += w.duration();
-  if (last >= first) {
-    m.makespan = last - first;
-    if (m.makespan > 0) {
-      m.bubbleRatio = 1.0 - busySum / (static_cast<double>(D) * m.makespan);
-      m.efficiency = m.lowerBound / m.makespan;
-    }
-  }
-  // Costs built in code are not bounded like a parsed profile: an infinite time is an error.
-  if (!std::isfinite(m.makespan) || !std::isfinite(busySum))
-    tl.diagnostics.push_back(makeError("simulate.overflow",
-                                       "the simulated times are not finite (a cost too large "
-                                       "for the model; times are bounded by " +
-                                           std::to_string(static_cast<long long>(limits::kMaxTimeMs)) +
-                                           " ms per value)"));
-
+  PS_TRY(emitOpsAndMemory(s, model, o, c, head, done, tl));
   if (!stalled && !s.pipeline.stageBlock.empty()) addCopyGradientSyncs(s, model, tl);
   if (stalled) reportStall(s, o, c, head, tl);
   return tl;
