@@ -766,15 +766,10 @@ std::vector<CommunicationRange> communicationOfIteration(std::vector<RawRange> c
   return out;
 }
 
-}  // namespace
-
-Result<ImportedTrace> importChromeTraces(const std::vector<TraceFile>& files,
-                                         const TraceImportOptions& options) {
-  if (files.empty()) return makeError("trace.input", "no trace files given");
-  // Without rank metadata a file's position is its rank.
-  if (files.size() > static_cast<size_t>(limits::kMaxDevices))
-    return makeError("trace.input", std::to_string(files.size()) + " trace files: more than the " +
-                                        std::to_string(limits::kMaxDevices) + " ranks a pipeline may have");
+// Reads every file into `c` and `scans` (one per file), reporting progress over all of them;
+// the bytes of text read.
+Result<std::uint64_t> scanFiles(const std::vector<TraceFile>& files, const TraceImportOptions& options,
+                                Collector& c, std::vector<FileScan>& scans) {
   // Sizes up front, for progress over all files.
   std::vector<std::uint64_t> sizes(files.size(), 0);
   std::uint64_t total = 0;
@@ -784,8 +779,6 @@ Result<ImportedTrace> importChromeTraces(const std::vector<TraceFile>& files,
     if (ec) sizes[i] = 0;
     total += sizes[i];
   }
-  Collector c;
-  std::vector<FileScan> scans(files.size());
   Diagnostics errors;
   std::uint64_t before = 0;
   std::uint64_t textBytes = 0;
@@ -809,10 +802,10 @@ Result<ImportedTrace> importChromeTraces(const std::vector<TraceFile>& files,
     before += sizes[i];
   }
   if (!errors.empty()) return errors;
+  return textBytes;
+}
 
-  bool anyOwn = std::any_of(scans.begin(), scans.end(), [](const FileScan& s) { return s.own; });
-  bool allOwn = std::all_of(scans.begin(), scans.end(), [](const FileScan& s) { return s.own; });
-
+void keepOwnExportOfOwnFiles(std::vector<FileScan>& scans, Collector& c) {
   // What only our own export means (op slices without "PP:", "device N" processes, its
   // transfers and memory counter) is kept for the files that turned out to be ours.
   c.ranges.erase(std::remove_if(c.ranges.begin(), c.ranges.end(),
@@ -833,7 +826,10 @@ Result<ImportedTrace> importChromeTraces(const std::vector<TraceFile>& files,
   c.transfers.erase(std::remove_if(c.transfers.begin(), c.transfers.end(),
                                    [&](const RawTransfer& t) { return !scans[t.file].own; }),
                     c.transfers.end());
+}
 
+Status assignFileRanks(const std::vector<TraceFile>& files, std::vector<FileScan>& scans) {
+  Diagnostics errors;
   // A file's rank: forced, else what the trace says (distributedInfo), else its name; the trace
   // and the name disagreeing, or two files of one rank, is an error naming both.
   std::map<int, size_t> fileOfRank;
@@ -861,11 +857,14 @@ Result<ImportedTrace> importChromeTraces(const std::vector<TraceFile>& files,
                                  SourceLocation{files[i].name, 0, 0}));
   }
   if (!errors.empty()) return errors;
+  return okStatus();
+}
 
+void assignRanks(size_t fileCount, const std::vector<FileScan>& scans, Collector& c) {
   // Ranks: the file's rank (forced, distributedInfo, file name), else the event's or its
   // process's metadata, else the file's position (several files) or the process id's
   // position per side (one merged file without rank metadata).
-  std::vector<std::map<std::pair<bool, long long>, int>> ordinal(files.size());
+  std::vector<std::map<std::pair<bool, long long>, int>> ordinal(fileCount);
   for (const auto& r : c.ranges) ordinal[r.file].emplace(std::make_pair(r.gpu, r.pid), 0);
   for (auto& m : ordinal) {
     std::map<bool, int> next;
@@ -878,7 +877,7 @@ Result<ImportedTrace> importChromeTraces(const std::vector<TraceFile>& files,
     if (s.fileRank) return *s.fileRank;
     if (eventRank >= 0) return eventRank;
     if (auto it = s.pidRank.find(pid); it != s.pidRank.end()) return it->second;
-    if (files.size() > 1) {
+    if (fileCount > 1) {
       guessedByFile = guessedByFile || guessing;
       return static_cast<int>(file);
     }
@@ -919,7 +918,9 @@ Result<ImportedTrace> importChromeTraces(const std::vector<TraceFile>& files,
     c.diags.push_back(makeWarning("trace.rank",
                                   "the trace names no ranks: ranks assigned to process ids in "
                                   "ascending order"));
+}
 
+void alignTimeBases(const std::vector<FileScan>& scans, Collector& c) {
   // Time base: torch.profiler writes ts relative to baseTimeNanoseconds; put all files on it.
   std::optional<long long> minBase;
   for (auto& s : scans)
@@ -936,6 +937,82 @@ Result<ImportedTrace> importChromeTraces(const std::vector<TraceFile>& files,
     const FileScan& s = scans[m.file];
     if (s.baseTimeNs && minBase) m.timeUs += static_cast<double>(*s.baseTimeNs - *minBase) / 1000.0;
   }
+}
+
+// Iterations: the k-th occurrence of an action on a rank belongs to iteration k (`merged`
+// sorted by rank and time; iterOf: each range's iteration); how many there are.
+int assignIterations(std::vector<RawRange>& merged, std::vector<int>& iterOf) {
+  std::sort(merged.begin(), merged.end(), [](const RawRange& a, const RawRange& b) {
+    return std::tie(a.rank, a.startUs, a.endUs) < std::tie(b.rank, b.startUs, b.endUs);
+  });
+  // Stage actions (UNSHARD, RESHARD, REDUCE_GRAD) are the exception: PyTorch's runtime
+  // unshards and reshards a stage several times in one step as its window of stages moves, so
+  // they go to the iteration whose span of micro-batch actions holds them; one between two
+  // iterations goes to the later when it is an UNSHARD (a prefetch for the next step's first
+  // ops) and to the earlier otherwise (a RESHARD or REDUCE_GRAD after a step's last ops).
+  auto stageAction = [](const RawRange& r) {
+    return !r.action.overlapped() && isStageLevelKind(r.action.op.kind);
+  };
+  std::map<std::pair<int, std::string>, int> seen;
+  iterOf.assign(merged.size(), 0);
+  int iterations = 0;
+  std::map<int, std::vector<std::pair<double, double>>> spans;  // rank -> iteration -> span
+  for (size_t i = 0; i < merged.size(); ++i) {
+    if (stageAction(merged[i])) continue;
+    iterOf[i] = seen[{merged[i].rank, merged[i].name}]++;
+    iterations = std::max(iterations, iterOf[i] + 1);
+    auto& s = spans[merged[i].rank];
+    if (static_cast<int>(s.size()) <= iterOf[i])
+      s.resize(static_cast<size_t>(iterOf[i]) + 1,
+               {std::numeric_limits<double>::infinity(), -std::numeric_limits<double>::infinity()});
+    auto& span = s[static_cast<size_t>(iterOf[i])];
+    span.first = std::min(span.first, merged[i].startUs);
+    span.second = std::max(span.second, merged[i].endUs);
+  }
+  for (size_t i = 0; i < merged.size(); ++i) {
+    if (!stageAction(merged[i])) continue;
+    auto it = spans.find(merged[i].rank);
+    if (it == spans.end()) {  // a rank with stage actions only: one per iteration, as before
+      iterOf[i] = seen[{merged[i].rank, merged[i].name}]++;
+      iterations = std::max(iterations, iterOf[i] + 1);
+      continue;
+    }
+    const auto& s = it->second;
+    const double t = merged[i].startUs;
+    int k = 0;
+    while (k + 1 < static_cast<int>(s.size()) && t >= s[static_cast<size_t>(k)].second) {
+      // Past iteration k's last action: the next one's, unless it sits in the gap before it.
+      if (t < s[static_cast<size_t>(k) + 1].first && merged[i].action.op.kind != OpKind::Unshard) break;
+      ++k;
+    }
+    iterOf[i] = k;
+  }
+  return iterations;
+}
+
+}  // namespace
+
+Result<ImportedTrace> importChromeTraces(const std::vector<TraceFile>& files,
+                                         const TraceImportOptions& options) {
+  if (files.empty()) return makeError("trace.input", "no trace files given");
+  // Without rank metadata a file's position is its rank.
+  if (files.size() > static_cast<size_t>(limits::kMaxDevices))
+    return makeError("trace.input", std::to_string(files.size()) + " trace files: more than the " +
+                                        std::to_string(limits::kMaxDevices) + " ranks a pipeline may have");
+  Collector c;
+  std::vector<FileScan> scans(files.size());
+  PS_ASSIGN_OR_RETURN(const std::uint64_t textBytes, scanFiles(files, options, c, scans));
+
+  bool anyOwn = std::any_of(scans.begin(), scans.end(), [](const FileScan& s) { return s.own; });
+  bool allOwn = std::all_of(scans.begin(), scans.end(), [](const FileScan& s) { return s.own; });
+
+  keepOwnExportOfOwnFiles(scans, c);
+
+  PS_TRY(assignFileRanks(files, scans));
+
+  assignRanks(files.size(), scans, c);
+
+  alignTimeBases(scans, c);
 
   c.ranges.erase(
       std::remove_if(c.ranges.begin(), c.ranges.end(), [](const RawRange& r) { return r.rank < 0; }),
@@ -1030,51 +1107,8 @@ Result<ImportedTrace> importChromeTraces(const std::vector<TraceFile>& files,
   }
 
   // Iterations: the k-th occurrence of an action on a rank belongs to iteration k.
-  std::sort(merged.begin(), merged.end(), [](const RawRange& a, const RawRange& b) {
-    return std::tie(a.rank, a.startUs, a.endUs) < std::tie(b.rank, b.startUs, b.endUs);
-  });
-  // Stage actions (UNSHARD, RESHARD, REDUCE_GRAD) are the exception: PyTorch's runtime
-  // unshards and reshards a stage several times in one step as its window of stages moves, so
-  // they go to the iteration whose span of micro-batch actions holds them; one between two
-  // iterations goes to the later when it is an UNSHARD (a prefetch for the next step's first
-  // ops) and to the earlier otherwise (a RESHARD or REDUCE_GRAD after a step's last ops).
-  auto stageAction = [](const RawRange& r) {
-    return !r.action.overlapped() && isStageLevelKind(r.action.op.kind);
-  };
-  std::map<std::pair<int, std::string>, int> seen;
-  std::vector<int> iterOf(merged.size(), 0);
-  int iterations = 0;
-  std::map<int, std::vector<std::pair<double, double>>> spans;  // rank -> iteration -> span
-  for (size_t i = 0; i < merged.size(); ++i) {
-    if (stageAction(merged[i])) continue;
-    iterOf[i] = seen[{merged[i].rank, merged[i].name}]++;
-    iterations = std::max(iterations, iterOf[i] + 1);
-    auto& s = spans[merged[i].rank];
-    if (static_cast<int>(s.size()) <= iterOf[i])
-      s.resize(static_cast<size_t>(iterOf[i]) + 1,
-               {std::numeric_limits<double>::infinity(), -std::numeric_limits<double>::infinity()});
-    auto& span = s[static_cast<size_t>(iterOf[i])];
-    span.first = std::min(span.first, merged[i].startUs);
-    span.second = std::max(span.second, merged[i].endUs);
-  }
-  for (size_t i = 0; i < merged.size(); ++i) {
-    if (!stageAction(merged[i])) continue;
-    auto it = spans.find(merged[i].rank);
-    if (it == spans.end()) {  // a rank with stage actions only: one per iteration, as before
-      iterOf[i] = seen[{merged[i].rank, merged[i].name}]++;
-      iterations = std::max(iterations, iterOf[i] + 1);
-      continue;
-    }
-    const auto& s = it->second;
-    const double t = merged[i].startUs;
-    int k = 0;
-    while (k + 1 < static_cast<int>(s.size()) && t >= s[static_cast<size_t>(k)].second) {
-      // Past iteration k's last action: the next one's, unless it sits in the gap before it.
-      if (t < s[static_cast<size_t>(k) + 1].first && merged[i].action.op.kind != OpKind::Unshard) break;
-      ++k;
-    }
-    iterOf[i] = k;
-  }
+  std::vector<int> iterOf;
+  const int iterations = assignIterations(merged, iterOf);
   ImportedTrace out;
   out.format = allOwn ? TraceFormat::PipeStudio : TraceFormat::TorchProfiler;
   out.iterations = std::max(iterations, 1);
