@@ -293,24 +293,20 @@ ValidationReport validateSchedule(const Schedule& s, const ValidateOptions& opti
 }
 
 namespace {
-ValidationReport validate(const Schedule& s, const ValidateOptions& options, const DependencyGraph* given) {
-  ValidationReport report;
-  Reporter rep(report, std::max(1, options.maxDiagnostics));
+// The pipeline's numbers, placement, routes and device orders agree: nothing else can be
+// checked before they do.
+bool checkPipelineShape(const Schedule& s, ValidationReport& report, Reporter& rep) {
   const Pipeline& p = s.pipeline;
-  if (commSemanticsApplies(s, options.comm)) report.semantics = options.comm.semantics;
-
   if (p.devices < 1 || p.stages < 1 || p.microbatches < 1) {
     rep.error("validate.pipeline", "the pipeline needs at least one device, stage and micro-batch (devices " +
                                        std::to_string(p.devices) + ", stages " + std::to_string(p.stages) +
                                        ", micro-batches " + std::to_string(p.microbatches) + ")");
-    rep.finish();
-    return report;
+    return false;
   }
   if (p.stageToDevice.size() != static_cast<size_t>(p.stages)) {
     rep.error("validate.placement", "the placement lists " + std::to_string(p.stageToDevice.size()) +
                                         " stages but the pipeline has " + std::to_string(p.stages));
-    rep.finish();
-    return report;
+    return false;
   }
   for (int st = 0; st < p.stages; ++st) {
     int d = p.deviceOf(st);
@@ -325,12 +321,11 @@ ValidationReport validate(const Schedule& s, const ValidateOptions& options, con
     rep.error("validate.devices", "the schedule has " + std::to_string(s.devices.size()) +
                                       " device orders but the pipeline has " + std::to_string(p.devices) +
                                       " devices");
-  if (report.diagnostics.size() > 0) {
-    rep.finish();
-    return report;
-  }
+  return report.diagnostics.empty();
+}
 
-  // Declared kinds' rules must name kinds.
+// Declared kinds' rules must name kinds.
+void checkKindRules(const Schedule& s, Reporter& rep) {
   for (const auto& u : s.userKinds) {
     for (const auto& n : u.after)
       if (!s.kindFromName(n))
@@ -339,13 +334,18 @@ ValidationReport validate(const Schedule& s, const ValidateOptions& options, con
       if (!s.kindFromName(n))
         rep.error("validate.kind-rule", "kind " + u.name + " must precede unknown kind '" + n + "'");
   }
+}
 
-  DependencyGraph own;
-  if (!given) own.rebuild(s);
-  const DependencyGraph& g = given ? *given : own;
+std::string opNameOf(const Schedule& s, const DependencyGraph& g, int id) {
+  return s.opName(g.op(id));
+}
+
+// What the dependency graph found (undeclared kinds, ops out of range, duplicates, missing
+// peers); false when the schedule is too large for its pipeline to say more.
+bool reportGraphProblems(const Schedule& s, const DependencyGraph& g, Reporter& rep) {
+  const Pipeline& p = s.pipeline;
   const int nOps = g.size();
-  auto name = [&](int id) { return s.opName(g.op(id)); };
-
+  auto name = [&](int id) { return opNameOf(s, g, id); };
   for (const auto& pr : g.problems()) {
     switch (pr.kind) {
       case DependencyGraph::ProblemKind::TooLarge:
@@ -353,8 +353,7 @@ ValidationReport validate(const Schedule& s, const ValidateOptions& options, con
                                        std::to_string(static_cast<long long>(p.stages) * p.microbatches) +
                                        " forwards that " + std::to_string(p.stages) + " stages x " +
                                        std::to_string(p.microbatches) + " micro-batches need");
-        rep.finish();
-        return report;
+        return false;
       case DependencyGraph::ProblemKind::BadKind:
         rep.error("validate.kind",
                   where(g.ref(pr.op)) + ": op kind #" + std::to_string(static_cast<int>(g.op(pr.op).kind)) +
@@ -396,8 +395,14 @@ ValidationReport validate(const Schedule& s, const ValidateOptions& options, con
       }
     }
   }
+  return true;
+}
 
-  // Placement and pairs.
+// Placement and pairs, matched communication, offloads reloaded.
+void checkPlacementAndPairs(const Schedule& s, const DependencyGraph& g, Reporter& rep) {
+  const Pipeline& p = s.pipeline;
+  const int nOps = g.size();
+  auto name = [&](int id) { return opNameOf(s, g, id); };
   const StageRoutes& routes = g.routes();
   for (int id = 0; id < nOps; ++id) {
     const Op& op = g.op(id);
@@ -469,8 +474,12 @@ ValidationReport validate(const Schedule& s, const ValidateOptions& options, con
                     s.opName(Op{OpKind::Reload, op.stage, op.microbatch}) + ")",
                 {r});
   }
+}
 
-  // Completeness: one F and one B, or one I and one W, per (stage, micro-batch).
+// Completeness: one F and one B, or one I and one W, per (stage, micro-batch).
+void checkCompleteness(const Schedule& s, const DependencyGraph& g, Reporter& rep) {
+  const Pipeline& p = s.pipeline;
+  const StageRoutes& routes = g.routes();
   for (int st = 0; st < p.stages; ++st) {
     for (int m = 0; m < p.microbatches; ++m) {
       if (!routes.runs(st, m)) continue;
@@ -521,12 +530,14 @@ ValidationReport validate(const Schedule& s, const ValidateOptions& options, con
       }
     }
   }
+}
 
-  checkStageActions(s, g, rep);
-  checkChannelOrder(s, g, rep);
-
-  // Order and deadlock: run the device orders; a device advances while its next step's
-  // dependencies are done, otherwise it waits on the first undone one.
+// Order and deadlock: run the device orders; a device advances while its next step's
+// dependencies are done, otherwise it waits on the first undone one. A device left waiting
+// is reported with the cycle of waits it is in; true then.
+bool checkDeadlock(const Schedule& s, const DependencyGraph& g, ValidationReport& report, Reporter& rep) {
+  const int nOps = g.size();
+  auto name = [&](int id) { return opNameOf(s, g, id); };
   const int nDev = g.devices();
   std::vector<std::uint8_t> done(static_cast<size_t>(nOps), 0);
   std::vector<int> pos(static_cast<size_t>(nDev));
@@ -636,7 +647,36 @@ ValidationReport validate(const Schedule& s, const ValidateOptions& options, con
       msg += " (" + std::to_string(stuck - static_cast<int>(cycle.size())) + " more devices wait behind it)";
     rep.error("validate.deadlock", msg, std::move(related));
   }
-  if (start < 0 && commSemanticsApplies(s, options.comm)) checkCommStreams(s, g, options.comm, report, rep);
+  return start >= 0;
+}
+
+ValidationReport validate(const Schedule& s, const ValidateOptions& options, const DependencyGraph* given) {
+  ValidationReport report;
+  Reporter rep(report, std::max(1, options.maxDiagnostics));
+  if (commSemanticsApplies(s, options.comm)) report.semantics = options.comm.semantics;
+
+  if (!checkPipelineShape(s, report, rep)) {
+    rep.finish();
+    return report;
+  }
+
+  checkKindRules(s, rep);
+
+  DependencyGraph own;
+  if (!given) own.rebuild(s);
+  const DependencyGraph& g = given ? *given : own;
+  if (!reportGraphProblems(s, g, rep)) {  // too large to say more
+    rep.finish();
+    return report;
+  }
+
+  checkPlacementAndPairs(s, g, rep);
+  checkCompleteness(s, g, rep);
+  checkStageActions(s, g, rep);
+  checkChannelOrder(s, g, rep);
+
+  const bool stalled = checkDeadlock(s, g, report, rep);
+  if (!stalled && commSemanticsApplies(s, options.comm)) checkCommStreams(s, g, options.comm, report, rep);
   rep.finish();
   return report;
 }
