@@ -179,6 +179,190 @@ Result<SessionRun> loadSessionRun(const std::string& db, ps::sessions::Id id) {
   return out;
 }
 
+// A comparison's measured side: a session run's timeline, or trace files read.
+struct Measurement {
+  Timeline timeline;
+  std::string format = "session run";
+  int iteration = 0, iterations = 1;
+  std::vector<CommunicationRange> communication;  // GPU traces: compute actions' ranges on NCCL streams
+  size_t communicationKernels = 0;
+};
+
+// The trace files and folders after the plan; the exit code (kExitOk when `out` has them).
+int readMeasuredTraces(const ps::cli::Args& args, const ps::cli::Reporter& rep,
+                       TraceImportOptions importOptions, Measurement& out) {
+  // Files and folders (torchtitan's, Megatron-LM's, tensorboard_trace_handler's layouts),
+  // streamed: a multi-GB trace is read in bounded memory.
+  std::vector<std::string> paths(args.positionals().begin() + 1, args.positionals().end());
+  TraceDiscoveryOptions discovery;
+  if (args.has("--trace-step")) {
+    auto n = ps::cli::parseInt(args.value("--trace-step"));
+    if (!n || *n < 0) return rep.usage("--trace-step needs the N of an iteration_<N> folder");
+    discovery.step = *n;
+  }
+  ProgressLine progress(args.has("--progress"));
+  importOptions.progress = [&](const TraceProgress& p) {
+    progress.update(p);
+    return true;
+  };
+  auto imported = importTraceFiles(paths, importOptions, discovery);
+  progress.done();
+  if (!imported.ok()) {
+    const std::string& code = imported.error().code;
+    // A file or folder that cannot be read is a usage error, as any unreadable input.
+    if (code == "trace.open" || code == "trace.folder" || code == "trace.input") {
+      std::cerr << formatDiagnostics(imported.errors());
+      return ps::cli::kExitUsage;
+    }
+    return rep.invalid(imported.errors());
+  }
+  out.timeline = std::move(imported->trace.timeline);
+  out.format = imported->trace.format == TraceFormat::PipeStudio ? "PipeStudio trace" : "torch.profiler";
+  out.iteration = imported->trace.iteration;
+  out.iterations = imported->trace.iterations;
+  out.communication = std::move(imported->trace.communication);
+  out.communicationKernels = imported->trace.communicationKernels;
+  return ps::cli::kExitOk;
+}
+
+// What a comparison prints: the plan and its simulation, the measurement, and how they compare.
+struct CompareReport {
+  const std::string& planPath;
+  const Schedule& plan;
+  const SimulationModel& model;
+  const Timeline& planned;
+  const Timeline& measured;
+  const Measurement& measurement;
+  const Comparison& c;
+  const std::string& profileName;
+  bool uncalibrated = false;  // the session run's own prediction, from the analytic profile
+};
+
+void printCompareJson(const CompareReport& r) {
+  const Schedule& plan = r.plan;
+  const Measurement& m = r.measurement;
+  // Plus what the prediction was made with.
+  auto j = nlohmann::json::parse(comparisonToJson(r.c, plan, r.planned, r.measured));
+  j["profile"] = r.profileName;
+  // An uncalibrated analytic profile's prediction is no measurement of this machine.
+  j["profile_calibrated"] = !r.uncalibrated;
+  if (m.communicationKernels > 0) {
+    auto& comm = j["communication"] = nlohmann::json::object();
+    comm["kernels"] = m.communicationKernels;
+    comm["ranges"] = nlohmann::json::array();
+    for (const auto& range : m.communication)
+      comm["ranges"].push_back({{"device", range.device},
+                                {"op", plan.opName(range.op)},
+                                {"start", range.start},
+                                {"end", range.end}});
+  }
+  j["partition"] = nlohmann::json::array();
+  for (const auto& st : r.model.stages) j["partition"].push_back(st.layerCount);
+  std::cout << j.dump(2) << "\n";
+}
+
+void printCompareText(std::ostream& os, const CompareReport& r, int gaps) {
+  const Schedule& plan = r.plan;
+  const Timeline& planned = r.planned;
+  const Timeline& measured = r.measured;
+  const Measurement& m = r.measurement;
+  const Comparison& c = r.c;
+  const SimulationModel& model = r.model;
+  const std::string& planPath = r.planPath;
+  const std::string& profileName = r.profileName;
+  const bool uncalibrated = r.uncalibrated;
+  os << "plan:      " << planPath << " (" << plan.pipeline.devices << " devices, " << plan.opCount()
+     << " ops), simulated with " << profileName << ", partition";
+  for (size_t i = 0; i < model.stages.size(); ++i) os << (i ? "," : " ") << model.stages[i].layerCount;
+  os << (planned.complete ? "" : " [stalled]") << "\n";
+  os << "measured:  " << measured.label << " (" << m.format << ", " << measured.devices << " rank(s), "
+     << measured.ops.size() << " ops";
+  if (m.iterations > 1) os << ", iteration " << m.iteration << " of " << m.iterations;
+  os << (measured.complete ? "" : ", incomplete") << ")\n";
+  if (m.communicationKernels > 0) {
+    // GPU traces: NCCL kernels the compute actions launched (single-stage schedules' sends and
+    // receives, tensor-parallel collectives) are communication, not the ops' compute.
+    double ms = 0;
+    for (const auto& range : m.communication) ms += range.end - range.start;
+    os << "comm:      " << m.communicationKernels << " NCCL kernel(s); " << m.communication.size()
+       << " range(s) of compute actions on communication streams, " << fmt(ms)
+       << " ms, not counted in the ops' times\n";
+  }
+  os << "makespan:  predicted " << fmt(c.plannedMakespan) << " ms"
+     << (uncalibrated ? std::string(" ") + ps::cli::kUncalibratedMark : std::string()) << ", measured "
+     << fmt(c.measuredMakespan) << " ms, error " << percent(c.relativeError) << "\n";
+  if (uncalibrated)
+    os << "           " << ps::cli::kUncalibratedExplanation
+       << "; measure a profile (pipestudio-cli profile) and compare with --profile P.json\n";
+  os << "alignment: " << alignmentName(c.alignment);
+  if (c.alignment == Alignment::Scaled) os << " (measured x " << fmt(c.scale, 4) << ")";
+  os << "\nmatched:   " << c.matches.size() << " ops";
+  if (!c.unmatchedPlanned.empty()) os << "; " << c.unmatchedPlanned.size() << " planned op(s) not measured";
+  if (!c.unmatchedMeasured.empty())
+    os << "; " << c.unmatchedMeasured.size() << " measured op(s) not in the plan";
+  os << "\n\n";
+  printTable(os, "error per kind (deviation = measured / predicted duration)", c.byKind, c.overall);
+  os << "\n";
+  printTable(os, "error per device", c.byDevice, c.overall);
+
+  const CriticalPath& cp = c.criticalPath;
+  os << "\ncritical path: " << cp.steps.size() << " ops, " << fmt(cp.start) << " - " << fmt(cp.end)
+     << " ms (compute " << fmt(cp.computeMs) << ", transfers " << fmt(cp.transferMs) << ", waits "
+     << fmt(cp.waitMs) << ")\n";
+  for (size_t i = 0; i < cp.steps.size(); ++i) {
+    const CriticalStep& s = cp.steps[i];
+    const TimelineOp& o = measured.ops[s.op];
+    os << "  device " << o.device << "  " << pad(plan.opName(o.op), 12) << pad(fmt(o.start), 10, true)
+       << " - " << pad(fmt(o.end), 10, true) << "  ";
+    if (s.via == CriticalLink::Start) {
+      os << "start";
+    } else {
+      const TimelineOp& p = measured.ops[cp.steps[i - 1].op];
+      os << (s.via == CriticalLink::Dependency ? "input from " : "after ") << plan.opName(p.op);
+      if (s.via == CriticalLink::Dependency && p.device != o.device) os << " on device " << p.device;
+      if (s.transfer)
+        os << " (transfer "
+           << fmt(measured.transfers[*s.transfer].end - measured.transfers[*s.transfer].start) << " ms)";
+    }
+    if (s.waitMs > 1e-9) os << ", waited " << fmt(s.waitMs) << " ms more";
+    os << "\n";
+  }
+
+  os << "\nidle time per device (attributed to what each gap waited for):\n";
+  for (const auto& db : c.bubbles) {
+    os << "  device " << db.device << ": idle " << fmt(db.idleMs) << " ms = waiting " << fmt(db.dependencyMs);
+    if (!db.waitedOn.empty()) {
+      os << " (";
+      for (size_t i = 0; i < db.waitedOn.size(); ++i)
+        os << (i ? ", " : "") << "on device " << db.waitedOn[i].device << " " << fmt(db.waitedOn[i].ms);
+      os << ")";
+    }
+    os << " + unexplained " << fmt(db.unexplainedMs) << " + tail " << fmt(db.tailMs) << "\n";
+    std::vector<const Bubble*> largest;
+    for (const auto& b : db.bubbles)
+      if (b.cause == BubbleCause::Dependency) largest.push_back(&b);
+    std::stable_sort(largest.begin(), largest.end(),
+                     [](const Bubble* a, const Bubble* b) { return a->duration() > b->duration(); });
+    if (static_cast<int>(largest.size()) > gaps) largest.resize(static_cast<size_t>(std::max(gaps, 0)));
+    for (const Bubble* b : largest)
+      os << "    " << pad(fmt(b->start), 10, true) << " - " << pad(fmt(b->end), 10, true) << "  "
+         << fmt(b->duration()) << " ms waiting for " << plan.opName(b->waitedFor) << " on device "
+         << b->waitedOnDevice << " before " << plan.opName(measured.ops[*b->before].op) << "\n";
+  }
+  if (!c.unmatchedPlanned.empty()) {
+    os << "\nplanned but not measured:";
+    size_t shown = 0;
+    for (size_t i : c.unmatchedPlanned) {
+      if (shown++ == 20) {
+        os << " ...";
+        break;
+      }
+      os << " " << plan.opName(planned.ops[i].op) << "(d" << planned.ops[i].device << ")";
+    }
+    os << "\n";
+  }
+}
+
 int runCompare(const ps::cli::Args& args, const ps::cli::Reporter& rep) {
   auto usage = [&](const std::string& message) { return rep.usage(message); };
   // RUN may be a session run DB:ID instead of trace files.
@@ -289,47 +473,13 @@ int runCompare(const ps::cli::Args& args, const ps::cli::Reporter& rep) {
   }
   if (partition.empty()) partition = plan->partition;
   // The measurement: trace files, or a session run.
-  Timeline measuredTimeline;
-  std::string measuredFormat = "session run";
-  int iteration = 0, iterations = 1;
-  if (sessionRun) measuredTimeline = sessionRun->timeline;
-  std::vector<CommunicationRange> communication;
-  size_t communicationKernels = 0;
-  if (!sessionRunArg) {
-    // Files and folders (torchtitan's, Megatron-LM's, tensorboard_trace_handler's layouts),
-    // streamed: a multi-GB trace is read in bounded memory.
-    std::vector<std::string> paths(args.positionals().begin() + 1, args.positionals().end());
-    TraceDiscoveryOptions discovery;
-    if (args.has("--trace-step")) {
-      auto n = ps::cli::parseInt(args.value("--trace-step"));
-      if (!n || *n < 0) return usage("--trace-step needs the N of an iteration_<N> folder");
-      discovery.step = *n;
-    }
-    ProgressLine progress(args.has("--progress"));
-    importOptions.progress = [&](const TraceProgress& p) {
-      progress.update(p);
-      return true;
-    };
-    auto imported = importTraceFiles(paths, importOptions, discovery);
-    progress.done();
-    if (!imported.ok()) {
-      const std::string& code = imported.error().code;
-      // A file or folder that cannot be read is a usage error, as any unreadable input.
-      if (code == "trace.open" || code == "trace.folder" || code == "trace.input") {
-        std::cerr << formatDiagnostics(imported.errors());
-        return ps::cli::kExitUsage;
-      }
-      return rep.invalid(imported.errors());
-    }
-    measuredTimeline = std::move(imported->trace.timeline);
-    measuredFormat =
-        imported->trace.format == TraceFormat::PipeStudio ? "PipeStudio trace" : "torch.profiler";
-    iteration = imported->trace.iteration;
-    iterations = imported->trace.iterations;
-    communication = std::move(imported->trace.communication);
-    communicationKernels = imported->trace.communicationKernels;
+  Measurement measurement;
+  if (sessionRun) {
+    measurement.timeline = sessionRun->timeline;
+  } else if (int code = readMeasuredTraces(args, rep, importOptions, measurement); code != ps::cli::kExitOk) {
+    return code;
   }
-  const Timeline& measured = measuredTimeline;
+  const Timeline& measured = measurement.timeline;
 
   // PyTorch's runtime lowers a compute-only order before it runs it (UNSHARD/RESHARD,
   // REDUCE_GRAD, SEND/RECV), and its trace shows those actions. A plan without them is compared
@@ -366,117 +516,12 @@ int runCompare(const ps::cli::Args& args, const ps::cli::Reporter& rep) {
   for (const auto& d : c.diagnostics) notes.push_back(d);
   if (!notes.empty()) std::cerr << formatDiagnostics(notes);
 
-  if (args.has("--json")) {
-    // Plus what the prediction was made with.
-    auto j = nlohmann::json::parse(comparisonToJson(c, *plan, *planned, measured));
-    j["profile"] = profileName;
-    // An uncalibrated analytic profile's prediction is no measurement of this machine.
-    j["profile_calibrated"] = !uncalibrated;
-    if (communicationKernels > 0) {
-      auto& comm = j["communication"] = nlohmann::json::object();
-      comm["kernels"] = communicationKernels;
-      comm["ranges"] = nlohmann::json::array();
-      for (const auto& r : communication)
-        comm["ranges"].push_back(
-            {{"device", r.device}, {"op", plan->opName(r.op)}, {"start", r.start}, {"end", r.end}});
-    }
-    j["partition"] = nlohmann::json::array();
-    for (const auto& st : model->stages) j["partition"].push_back(st.layerCount);
-    std::cout << j.dump(2) << "\n";
-    return hasErrors(c.diagnostics) ? ps::cli::kExitInvalid : ps::cli::kExitOk;
-  }
-
-  std::ostream& os = std::cout;
-  os << "plan:      " << planPath << " (" << plan->pipeline.devices << " devices, " << plan->opCount()
-     << " ops), simulated with " << profileName << ", partition";
-  for (size_t i = 0; i < model->stages.size(); ++i) os << (i ? "," : " ") << model->stages[i].layerCount;
-  os << (planned->complete ? "" : " [stalled]") << "\n";
-  os << "measured:  " << measured.label << " (" << measuredFormat << ", " << measured.devices << " rank(s), "
-     << measured.ops.size() << " ops";
-  if (iterations > 1) os << ", iteration " << iteration << " of " << iterations;
-  os << (measured.complete ? "" : ", incomplete") << ")\n";
-  if (communicationKernels > 0) {
-    // GPU traces: NCCL kernels the compute actions launched (single-stage schedules' sends and
-    // receives, tensor-parallel collectives) are communication, not the ops' compute.
-    double ms = 0;
-    for (const auto& r : communication) ms += r.end - r.start;
-    os << "comm:      " << communicationKernels << " NCCL kernel(s); " << communication.size()
-       << " range(s) of compute actions on communication streams, " << fmt(ms)
-       << " ms, not counted in the ops' times\n";
-  }
-  os << "makespan:  predicted " << fmt(c.plannedMakespan) << " ms"
-     << (uncalibrated ? std::string(" ") + ps::cli::kUncalibratedMark : std::string()) << ", measured "
-     << fmt(c.measuredMakespan) << " ms, error " << percent(c.relativeError) << "\n";
-  if (uncalibrated)
-    os << "           " << ps::cli::kUncalibratedExplanation
-       << "; measure a profile (pipestudio-cli profile) and compare with --profile P.json\n";
-  os << "alignment: " << alignmentName(c.alignment);
-  if (c.alignment == Alignment::Scaled) os << " (measured x " << fmt(c.scale, 4) << ")";
-  os << "\nmatched:   " << c.matches.size() << " ops";
-  if (!c.unmatchedPlanned.empty()) os << "; " << c.unmatchedPlanned.size() << " planned op(s) not measured";
-  if (!c.unmatchedMeasured.empty())
-    os << "; " << c.unmatchedMeasured.size() << " measured op(s) not in the plan";
-  os << "\n\n";
-  printTable(os, "error per kind (deviation = measured / predicted duration)", c.byKind, c.overall);
-  os << "\n";
-  printTable(os, "error per device", c.byDevice, c.overall);
-
-  const CriticalPath& cp = c.criticalPath;
-  os << "\ncritical path: " << cp.steps.size() << " ops, " << fmt(cp.start) << " - " << fmt(cp.end)
-     << " ms (compute " << fmt(cp.computeMs) << ", transfers " << fmt(cp.transferMs) << ", waits "
-     << fmt(cp.waitMs) << ")\n";
-  for (size_t i = 0; i < cp.steps.size(); ++i) {
-    const CriticalStep& s = cp.steps[i];
-    const TimelineOp& o = measured.ops[s.op];
-    os << "  device " << o.device << "  " << pad(plan->opName(o.op), 12) << pad(fmt(o.start), 10, true)
-       << " - " << pad(fmt(o.end), 10, true) << "  ";
-    if (s.via == CriticalLink::Start) {
-      os << "start";
-    } else {
-      const TimelineOp& p = measured.ops[cp.steps[i - 1].op];
-      os << (s.via == CriticalLink::Dependency ? "input from " : "after ") << plan->opName(p.op);
-      if (s.via == CriticalLink::Dependency && p.device != o.device) os << " on device " << p.device;
-      if (s.transfer)
-        os << " (transfer "
-           << fmt(measured.transfers[*s.transfer].end - measured.transfers[*s.transfer].start) << " ms)";
-    }
-    if (s.waitMs > 1e-9) os << ", waited " << fmt(s.waitMs) << " ms more";
-    os << "\n";
-  }
-
-  os << "\nidle time per device (attributed to what each gap waited for):\n";
-  for (const auto& db : c.bubbles) {
-    os << "  device " << db.device << ": idle " << fmt(db.idleMs) << " ms = waiting " << fmt(db.dependencyMs);
-    if (!db.waitedOn.empty()) {
-      os << " (";
-      for (size_t i = 0; i < db.waitedOn.size(); ++i)
-        os << (i ? ", " : "") << "on device " << db.waitedOn[i].device << " " << fmt(db.waitedOn[i].ms);
-      os << ")";
-    }
-    os << " + unexplained " << fmt(db.unexplainedMs) << " + tail " << fmt(db.tailMs) << "\n";
-    std::vector<const Bubble*> largest;
-    for (const auto& b : db.bubbles)
-      if (b.cause == BubbleCause::Dependency) largest.push_back(&b);
-    std::stable_sort(largest.begin(), largest.end(),
-                     [](const Bubble* a, const Bubble* b) { return a->duration() > b->duration(); });
-    if (static_cast<int>(largest.size()) > gaps) largest.resize(static_cast<size_t>(std::max(gaps, 0)));
-    for (const Bubble* b : largest)
-      os << "    " << pad(fmt(b->start), 10, true) << " - " << pad(fmt(b->end), 10, true) << "  "
-         << fmt(b->duration()) << " ms waiting for " << plan->opName(b->waitedFor) << " on device "
-         << b->waitedOnDevice << " before " << plan->opName(measured.ops[*b->before].op) << "\n";
-  }
-  if (!c.unmatchedPlanned.empty()) {
-    os << "\nplanned but not measured:";
-    size_t shown = 0;
-    for (size_t i : c.unmatchedPlanned) {
-      if (shown++ == 20) {
-        os << " ...";
-        break;
-      }
-      os << " " << plan->opName(planned->ops[i].op) << "(d" << planned->ops[i].device << ")";
-    }
-    os << "\n";
-  }
+  const CompareReport printed{planPath,    *plan, *model,      *planned,    measured,
+                              measurement, c,     profileName, uncalibrated};
+  if (args.has("--json"))
+    printCompareJson(printed);
+  else
+    printCompareText(std::cout, printed, gaps);
   // A mostly-unmatched comparison (compare.unmatched) is printed, but is no result.
   return hasErrors(c.diagnostics) ? ps::cli::kExitInvalid : ps::cli::kExitOk;
 }
