@@ -15,10 +15,10 @@ import tempfile
 
 LIBRARIES = ["core", "sessions", "engine", "ui", "app"]
 # The longest a function may be, in lines (docs/architecture.md, "Rules the layout enforces"):
-# what the tree meets today (Simulator::run, 405 lines; importChromeTraces, 403), so that no
+# what the tree meets today (listSchedule, 260 lines; the simulator's compile, 259), so that no
 # function grows past it; lower it as the longest ones are split at their section comments
 # (`--list 20`).
-THRESHOLD = 410
+THRESHOLD = 260
 
 STRING = re.compile(r'"(?:\\.|[^"\\])*"|\'(?:\\.|[^\'\\])*\'')
 
