@@ -29,6 +29,7 @@
 #include "pipestudio/core/model/enum_names.h"
 #include "pipestudio/core/model/hang_report.h"
 #include "pipestudio/engine/engine.h"
+#include "run/device_positions.h"
 #include "run/optimizer.h"
 #include "run/rank_report.h"
 #include "transport/cuda_device.h"
@@ -281,19 +282,6 @@ class Run {
   // gradients when they are to be checked).
   void optimizerStep(int device);
   std::vector<detail::Layer*> layersOn(int device) const;
-  // Where each device of this process stands: set as its worker enters a step and a wait, so
-  // that a hung run's post-mortem says what every device was in and waited for.
-  struct Position {
-    bool started = false, done = false, waiting = false;
-    int step = -1;
-    Op op;
-    int waitsOnDevice = -1;
-    Op waitsFor;
-    int waitsForStep = -1;
-    Clock::time_point since, until;  // the wait; `until` once it ended without its data
-  };
-  void enterStep(int device, int step, const Op& op);
-  core::StuckDevice stuckOf(int device);
   // The hang's post-mortem: the stuck states of `all` devices (silent where unknown), the chain
   // of waits from the device that timed out appended to the error, its steps as related ops.
   void addHangReport(const std::vector<core::StuckDevice>& all);
@@ -346,9 +334,8 @@ class Run {
 
   std::mutex rngMu_;  // stochastic forwards: the global generators' seed and its draws
 
-  std::mutex posMu_;
-  std::vector<Position> positions_;
-  core::DependencyGraph graph_;           // finds the step that produces what a device waits for
+  // Where each device of this process stands, for a hang's post-mortem.
+  detail::DevicePositions positions_;
   std::vector<core::StuckDevice> stuck_;  // set with the post-mortem of a hang
 
   std::mutex lossMu_;
@@ -521,40 +508,8 @@ core::Status Run::setup() {
   transfers_.resize(static_cast<size_t>(D_));
   memory_.resize(static_cast<size_t>(D_));
   iterEndMs_.assign(static_cast<size_t>(D_), 0.0);
-  positions_.assign(static_cast<size_t>(D_), Position{});
-  graph_.rebuild(sched_);
+  positions_.reset(sched_, D_);
   return core::okStatus();
-}
-
-void Run::enterStep(int device, int step, const Op& op) {
-  std::lock_guard lock(posMu_);
-  Position& p = positions_[static_cast<size_t>(device)];
-  p = Position{};
-  p.started = true;
-  p.step = step;
-  p.op = op;
-}
-
-core::StuckDevice Run::stuckOf(int device) {
-  std::lock_guard lock(posMu_);
-  const Position& p = positions_[static_cast<size_t>(device)];
-  core::StuckDevice d;
-  d.device = device;
-  d.step = p.step;
-  if (p.step >= 0) d.action = core::pytorchActionText(sched_, p.op);
-  if (p.done) {
-    d.state = core::StuckDevice::State::Finished;
-  } else if (p.waiting) {
-    d.state = core::StuckDevice::State::Waiting;
-    d.waitsOnDevice = p.waitsOnDevice;
-    d.waitsFor = core::pytorchActionText(sched_, p.waitsFor);
-    d.waitsForStep = p.waitsForStep;
-    const auto until = p.until == Clock::time_point{} ? Clock::now() : p.until;
-    d.seconds = std::chrono::duration<double>(until - p.since).count();
-  } else {
-    d.state = core::StuckDevice::State::Running;
-  }
-  return d;
 }
 
 void Run::addHangReport(const std::vector<core::StuckDevice>& all) {
@@ -675,33 +630,15 @@ at::Tensor Run::receive(int device, const Op& op, const MessageKey& key, int src
                      start);
   };
   const double start = nowMs();
-  {
-    // The post-mortem's "waits in OP for PRODUCER on DEVICE": the step that sends this.
-    int producerId = graph_.find(producer);
-    if (producerId < 0 && key.kind != 0) producerId = graph_.find(Op{OpKind::I, srcStage, key.microbatch});
-    std::lock_guard lock(posMu_);
-    Position& p = positions_[static_cast<size_t>(device)];
-    p.waiting = true;
-    p.waitsOnDevice = srcDevice;
-    p.waitsFor = producerId >= 0 ? graph_.op(producerId) : producer;
-    p.waitsForStep = producerId >= 0 ? graph_.ref(producerId).step : -1;
-    p.since = Clock::now();
-    p.until = {};
-  }
+  // The post-mortem's "waits in OP for PRODUCER on DEVICE": the step that sends this.
+  positions_.startWait(device, srcDevice, producer);
   // A wait that ends without its data (a timeout, a stop) keeps its place for the post-mortem.
   struct WaitEnd {
-    Run& run;
+    detail::DevicePositions& positions;
     int device;
     bool arrived = false;
-    ~WaitEnd() {
-      std::lock_guard lock(run.posMu_);
-      Position& p = run.positions_[static_cast<size_t>(device)];
-      if (arrived)
-        p.waiting = false;
-      else
-        p.until = Clock::now();
-    }
-  } waitEnd{*this, device};
+    ~WaitEnd() { positions.endWait(device, arrived); }
+  } waitEnd{positions_, device};
   if (local(srcDevice)) {
     auto env = mailbox_.take(key, Clock::now() + timeout, stop_, opt_.cancel);
     if (!env) throw timedOut();
@@ -1137,7 +1074,7 @@ void Run::runIteration(int device, int iteration) {
     detail::NvtxRange range("PP:" + core::pytorchStepText(sched_, step));
     for (size_t k = 0; k < ops.size(); ++k) {
       const Op& op = ops[k];
-      enterStep(device, static_cast<int>(i), op);
+      positions_.enterStep(device, static_cast<int>(i), op);
       tlOpStart = nowMs();
       tlOpEnd = -1;
       tlEvStart = tlEvEnd = -1;
@@ -1190,10 +1127,7 @@ void Run::runIteration(int device, int iteration) {
       throw Aborted{};
     }
   }
-  {
-    std::lock_guard lock(posMu_);
-    positions_[static_cast<size_t>(device)].done = true;
-  }
+  positions_.finish(device);
   if (remote_) remote_->flush(std::chrono::milliseconds(static_cast<long>(opt_.timeoutSeconds * 1000)));
   if (auto* g = gpu(device)) {
     // GPU ops: times of their events on the device's streams, ms after the origin event that
@@ -1231,10 +1165,7 @@ void Run::worker(int device) {
           for (auto* lin : layer->linears) lin->zeroGrad();
           for (auto& p : layer->params) p.value.mutable_grad() = at::Tensor();
         }
-      {
-        std::lock_guard lock(posMu_);
-        positions_[static_cast<size_t>(device)] = Position{};
-      }
+      positions_.clear(device);
       stashes_[static_cast<size_t>(device)].clear();
       ops_[static_cast<size_t>(device)].clear();
       transfers_[static_cast<size_t>(device)].clear();
@@ -1407,7 +1338,7 @@ void Run::gatherRemote(RunReport& r) {
   std::vector<core::StuckDevice> mine;
   if (err || stop_.load())
     for (int d = 0; d < D_; ++d)
-      if (local(d)) mine.push_back(stuckOf(d));
+      if (local(d)) mine.push_back(positions_.stuck(d));
   const bool orphaned = opt_.orphaned && opt_.orphaned->load();
   if (rank_ != 0) {
     for (const auto& d : mine) emit(core::run_event::stuck(d));
@@ -1650,7 +1581,7 @@ core::Result<RunReport> Run::execute() {
     gatherRemote(r);
   } else if (error_) {
     std::vector<core::StuckDevice> all;
-    for (int d = 0; d < D_; ++d) all.push_back(stuckOf(d));
+    for (int d = 0; d < D_; ++d) all.push_back(positions_.stuck(d));
     addHangReport(all);
   }
   r.stuck = stuck_;
