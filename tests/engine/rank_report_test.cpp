@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "pipestudio/core/io/run_events.h"
+
 namespace {
 
 using ps::core::Op;
@@ -108,6 +110,11 @@ TEST(RankReport, FieldsAreNamedNotPositional) {
   EXPECT_EQ(j.at("memory").at(0).at("time_ms"), 0.0);
   EXPECT_EQ(j.at("parameters").at(0).at("name"), "layer1.weight");
   EXPECT_EQ(j.at("error").at("wait_start"), 17.5);
+  // A stuck device is the run-event stream's own `stuck` event: one codec for both.
+  const auto& stuck = j.at("stuck").at(0);
+  EXPECT_EQ(stuck.at("type"), "stuck");
+  EXPECT_EQ(stuck.at("waits_on_device"), 0);
+  EXPECT_EQ(stuck.dump(), ps::core::run_event::stuck(sample().stuck[0]));
 }
 
 TEST(RankReport, AnythingElseIsRefusedNamingTheRankAndTheField) {
@@ -130,6 +137,17 @@ TEST(RankReport, AnythingElseIsRefusedNamingTheRankAndTheField) {
   auto noCode = rankReportFromJson(j.dump(), 4);
   ASSERT_FALSE(noCode.ok());
   EXPECT_NE(noCode.errors().front().message.find("field 'error'"), std::string::npos);
+  // A stuck device in the old form, or in an unknown state, is refused the same way.
+  for (const char* bad : {R"([{"device": 1, "state": "waiting", "waits_on": 0}])",
+                          R"([{"type": "stuck", "device": 1, "state": "dancing"}])", R"({"device": 1})"}) {
+    nlohmann::json k = nlohmann::json::parse(rankReportToJson(sample()));
+    k["stuck"] = nlohmann::json::parse(bad);
+    auto refused = rankReportFromJson(k.dump(), 5);
+    ASSERT_FALSE(refused.ok()) << bad;
+    EXPECT_EQ(refused.errors().front().code, "engine.rank-report");
+    EXPECT_NE(refused.errors().front().message.find("rank 5's report: field 'stuck'"), std::string::npos)
+        << refused.errors().front().message;
+  }
 }
 
 ErrorInfo error(const std::string& code, const std::string& message, double waitStart = -1) {

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "pipestudio/core/io/run_events.h"
+
 namespace ps::engine::detail {
 
 namespace {
@@ -18,31 +20,27 @@ core::Op opFrom(const json& j) {
                   j.at("microbatch").get<int>()};
 }
 
+// Stuck devices travel as the run-event stream's own `stuck` events (core::run_event::stuck):
+// one writer and one reader for where a device stood, in the stream and in the report.
 json stuckJson(const core::StuckDevice& d) {
-  return {{"device", d.device},
-          {"state", core::stuckStateName(d.state)},
-          {"step", d.step},
-          {"action", d.action},
-          {"waits_on", d.waitsOnDevice},
-          {"waits_for", d.waitsFor},
-          {"waits_for_step", d.waitsForStep},
-          {"seconds", d.seconds},
-          {"note", d.note}};
+  return json::parse(core::run_event::stuck(d));
 }
 
-core::StuckDevice stuckFrom(const json& j) {
-  core::StuckDevice d;
-  d.device = j.at("device").get<int>();
-  d.state =
-      core::stuckStateFromName(j.value("state", std::string())).value_or(core::StuckDevice::State::Silent);
-  d.step = j.value("step", -1);
-  d.action = j.value("action", std::string());
-  d.waitsOnDevice = j.value("waits_on", -1);
-  d.waitsFor = j.value("waits_for", std::string());
-  d.waitsForStep = j.value("waits_for_step", -1);
-  d.seconds = j.value("seconds", 0.0);
-  d.note = j.value("note", std::string());
-  return d;
+core::Result<std::vector<core::StuckDevice>> stuckFrom(const json& list) {
+  core::RunEventReader reader("stuck devices");
+  if (!list.is_array()) return core::makeError("engine.rank-report", "not a list");
+  for (const auto& d : list) {
+    if (!d.is_object() || d.value("type", std::string()) != "stuck")
+      return core::makeError("engine.rank-report",
+                             "an entry is not a stuck event: " + d.dump().substr(0, 120));
+    reader.feed(d.dump() + "\n");
+  }
+  if (!reader.warnings().empty())
+    return core::makeError("engine.rank-report", reader.warnings().front().message);
+  std::vector<core::StuckDevice> out;
+  for (const auto& d : reader.stuck())
+    if (d.device >= 0) out.push_back(d);  // the reader's list has a place for every device up to the last
+  return out;
 }
 
 }  // namespace
@@ -119,7 +117,10 @@ core::Result<RankReport> rankReportFromJson(std::string_view text, int rank) {
     }
     if (auto s = j.find("stuck"); s != j.end()) {
       field = "stuck";
-      for (const auto& d : *s) r.stuck.push_back(stuckFrom(d));
+      auto stuck = stuckFrom(*s);
+      if (!stuck)
+        return core::makeError("engine.rank-report", who + ": field 'stuck': " + stuck.error().message);
+      r.stuck = std::move(stuck).value();
     }
   } catch (const json::exception& e) {
     return core::makeError("engine.rank-report", who + ": field '" + field + "': " + e.what());
