@@ -32,6 +32,7 @@
 #include "run/device_positions.h"
 #include "run/optimizer.h"
 #include "run/rank_report.h"
+#include "run/stage_layout.h"
 #include "transport/cuda_device.h"
 #include "transport/transport.h"
 
@@ -236,17 +237,17 @@ class Run {
   int rankOf(int device) const { return remote_ ? device : 0; }
   // Stages, blocks and copies: stage s runs the layers of its model block, in the copy of the
   // model that stage holds (the first stage of a block: model_; a later one: copies_).
-  int layerBegin(int s) const { return firstLayer_[static_cast<size_t>(sched_.pipeline.blockOf(s))]; }
-  int layerEnd(int s) const { return firstLayer_[static_cast<size_t>(sched_.pipeline.blockOf(s)) + 1]; }
+  int layerBegin(int s) const { return layout_.layerBegin(s); }
+  int layerEnd(int s) const { return layout_.layerEnd(s); }
   Model& modelOf(int s) const {
-    const int c = copyIndex_[static_cast<size_t>(s)];
+    const int c = layout_.copyIndex(s);
     return c == 0 ? *model_ : *copies_[static_cast<size_t>(c - 1)];
   }
   // A stage's gradients for the gradient check: a later copy's parameters named after the
   // first's with " (copy on stage S)" appended (referenceName() takes it off again).
   std::vector<detail::NamedParam> checkedGradients(int s) const {
     auto out = modelOf(s).gradients(layerBegin(s), layerEnd(s));
-    if (copyIndex_[static_cast<size_t>(s)] > 0)
+    if (layout_.copyIndex(s) > 0)
       for (auto& p : out) p.name += copySuffix(s);
     return out;
   }
@@ -260,11 +261,6 @@ class Run {
     for (int l = layerBegin(s); l < layerEnd(s); ++l)
       out.push_back(modelOf(s).layers[static_cast<size_t>(l)].get());
     return out;
-  }
-  int routeStart(int m) const {
-    for (int s = 0; s < S_; ++s)
-      if (routes_.runs(s, m) && routes_.prev(s, m) < 0) return s;
-    return -1;
   }
   // GPU runs: the device's CudaDevice (streams, events), null on CPU.
   detail::CudaDevice* gpu(int device) const {
@@ -293,12 +289,7 @@ class Run {
   const core::Schedule& sched_;
   RunOptions opt_;
   std::unique_ptr<Model> model_;
-  std::vector<int> partition_;
-  std::vector<int> firstLayer_;                 // per block, plus the end
-  core::StageRoutes routes_;                    // a micro-batch's previous and next stage on its route
-  std::vector<int> copyIndex_;                  // per stage: which copy of its block it runs
-  std::vector<int> lossStages_;                 // the stages that end a route (compute a loss)
-  std::vector<std::vector<int>> blockStages_;   // per block: its stages, in order
+  detail::StageLayout layout_;                  // layers, copies and routes of the stages
   std::vector<std::unique_ptr<Model>> copies_;  // the second, third... copy of the model
   std::set<std::pair<int, int>> recompute_;
   int M_ = 1, S_ = 1, D_ = 1;
@@ -402,29 +393,12 @@ core::Status Run::setup() {
     for (auto& d : ds) d.code = "engine.partition";
     return ds;
   }
-  partition_ = *part;
-  firstLayer_.assign(1, 0);
-  for (int n : partition_) firstLayer_.push_back(firstLayer_.back() + n);
-  routes_ = core::StageRoutes(p);
-  blockStages_.assign(static_cast<size_t>(p.blocks()), {});
-  copyIndex_.assign(static_cast<size_t>(S_), 0);
-  for (int st = 0; st < S_; ++st) {
-    auto& stages = blockStages_[static_cast<size_t>(p.blockOf(st))];
-    copyIndex_[static_cast<size_t>(st)] = static_cast<int>(stages.size());
-    stages.push_back(st);
-  }
-  for (int st = 0; st < S_; ++st)
-    for (int m = 0; m < M_; ++m)
-      if (routes_.runs(st, m) && routes_.next(st, m) < 0) {
-        lossStages_.push_back(st);
-        break;
-      }
+  layout_ = detail::StageLayout(p, M_, *part);
   try {
     // Every copy starts as the first does: the same seed, the same file.
-    for (const auto& stages : blockStages_)
-      while (copies_.size() + 1 < stages.size())
-        copies_.push_back(Model::build(opt_.model, opt_.seed, opt_.microbatchSize, M_, opt_.inputsPath,
-                                       opt_.optimizer != Optimizer::None));
+    while (copies_.size() < layout_.copies())
+      copies_.push_back(Model::build(opt_.model, opt_.seed, opt_.microbatchSize, M_, opt_.inputsPath,
+                                     opt_.optimizer != Optimizer::None));
   } catch (const std::exception& e) {
     return core::makeError("engine.model",
                            std::string("cannot build a copy of the model: ") + detail::errorText(e));
@@ -445,20 +419,7 @@ core::Status Run::setup() {
     if (cuda_) {
       // One NCCL link per direction between ranks whose stages are neighbours.
       // Neighbours on a route, and the devices holding copies of one block.
-      std::vector<std::pair<int, int>> pairs;
-      auto link = [&](int a, int b) {
-        if (a == b) return;
-        pairs.emplace_back(a, b);
-        pairs.emplace_back(b, a);
-      };
-      for (int st = 0; st < S_; ++st)
-        for (int m = 0; m < M_; ++m)
-          if (const int nx = routes_.next(st, m); nx >= 0) link(p.deviceOf(st), p.deviceOf(nx));
-      for (const auto& stages : blockStages_)
-        for (size_t i = 0; i < stages.size(); ++i)
-          for (size_t j = i + 1; j < stages.size(); ++j) link(p.deviceOf(stages[i]), p.deviceOf(stages[j]));
-      std::sort(pairs.begin(), pairs.end());
-      pairs.erase(std::unique(pairs.begin(), pairs.end()), pairs.end());
+      const std::vector<std::pair<int, int>> pairs = layout_.linkedDevices();
       const int local = opt_.distributed.rank % std::max(1, opt_.distributed.localWorldSize);
       auto conn = detail::connectNccl(opt_.distributed, opt_.timeoutSeconds,
                                       local % std::max(1, detail::cudaDeviceCount()), pairs);
@@ -540,7 +501,7 @@ nlohmann::json Run::fingerprint() const {
           {"model file", model_->modelSource},
           {"seed", opt_.seed},
           {"data", model_->dataSource},
-          {"partition", partition_},
+          {"partition", layout_.partition()},
           {"micro-batch size", opt_.microbatchSize},
           {"iterations", opt_.iterations + opt_.warmup},
           {"device", deviceName(opt_.device)},
@@ -705,7 +666,7 @@ void Run::forward(int device, const Op& op, bool recompute) {
   auto& stashes = stashes_[static_cast<size_t>(device)];
   const int s = op.stage, m = op.microbatch;
   // The route's first stage reads the micro-batch, its last computes the loss.
-  const int prev = routes_.prev(s, m), next = routes_.next(s, m);
+  const int prev = layout_.routes().prev(s, m), next = layout_.routes().next(s, m);
   const bool first = prev < 0, last = next < 0;
   Stash* st = nullptr;
   at::Tensor x;
@@ -776,7 +737,7 @@ void Run::backward(int device, const Op& op, bool inputsOnly) {
                         "@s" + std::to_string(s) +
                         (recompute_.count({s, m}) ? " ran without one and R has not run)" : " has not run)"));
   Stash& st = it->second;
-  const int prev = routes_.prev(s, m), next = routes_.next(s, m);
+  const int prev = layout_.routes().prev(s, m), next = layout_.routes().next(s, m);
   at::Tensor grad;
   if (next >= 0) grad = receive(device, op, MessageKey{1, s, m}, next);
   if (st.inputGradDone)
@@ -968,7 +929,7 @@ void Run::sumCopyGradients(int device) {
   // other's block would otherwise wait for each other.
   std::map<int, at::Tensor> owns;
   for (int s : p.stagesOn(device)) {
-    const auto& copies = blockStages_[static_cast<size_t>(p.blockOf(s))];
+    const auto& copies = layout_.blockStagesOf(s);
     if (copies.size() < 2) continue;
     const at::Tensor own = modelOf(s).flatGradients(layerBegin(s), layerEnd(s)).contiguous();
     owns[s] = own;
@@ -990,7 +951,7 @@ void Run::sumCopyGradients(int device) {
     }
   }
   for (const auto& [s, own] : owns) {
-    const auto& copies = blockStages_[static_cast<size_t>(p.blockOf(s))];
+    const auto& copies = layout_.blockStagesOf(s);
     // Summed in stage order on every copy, so that all of them hold the same bits.
     at::Tensor sum = at::zeros_like(own);
     for (int t : copies) {
@@ -1258,7 +1219,7 @@ void Run::gradientCheck(RunReport& r) {
       at::Tensor out = model_->microInput(m);
       if (out.is_floating_point()) out = out.detach().requires_grad_(true);
       // Along the micro-batch's route, each block in the first copy of the model.
-      for (int s = routeStart(m); s >= 0; s = routes_.next(s, m)) {
+      for (int s = layout_.routeStart(m); s >= 0; s = layout_.routes().next(s, m)) {
         if (model_->stochastic) detail::seedGlobalGenerators(detail::forwardSeed(opt_.seed, checked, s, m));
         for (int l = layerBegin(s); l < layerEnd(s); ++l)
           out = model_->layers[static_cast<size_t>(l)]->forward(out, ctx);
@@ -1291,7 +1252,7 @@ void Run::gradientCheck(RunReport& r) {
   }
   g.lossReference = loss.item<double>();
   // With several processes rank 0 sums the losses of every rank holding a route's end.
-  if (std::any_of(lossStages_.begin(), lossStages_.end(),
+  if (std::any_of(layout_.lossStages().begin(), layout_.lossStages().end(),
                   [&](int s) { return local(sched_.pipeline.deviceOf(s)); })) {
     g.lossPipelined = losses_.empty() ? 0 : stepKind_ ? losses_.front() : losses_.back();
     g.lossRelativeError =
@@ -1417,7 +1378,7 @@ void Run::gatherRemote(RunReport& r) {
   }
   // The loss lives with the routes' last stages: without one of their ranks' reports there is
   // none to give.
-  for (int s : lossStages_)
+  for (int s : layout_.lossStages())
     if (const int lossRank = rankOf(sched_.pipeline.deviceOf(s)); lossRank != 0 && missing.count(lossRank))
       r.losses.clear();
   for (int q : missing) {
@@ -1518,7 +1479,7 @@ core::Result<RunReport> Run::execute() {
   started.microbatchSize = opt_.microbatchSize;
   started.iterations = opt_.iterations;
   started.warmup = opt_.warmup;
-  started.partition = partition_;
+  started.partition = layout_.partition();
   started.rank = rank_;
   started.worldSize = remote_ ? remote_->worldSize() : 1;
   started.threads = perWorker;
@@ -1544,7 +1505,7 @@ core::Result<RunReport> Run::execute() {
 
   RunReport r;
   r.started = started;
-  r.partition = partition_;
+  r.partition = layout_.partition();
   r.parameterCount = model_->parameterCount();
   r.data = model_->dataNote;
   if (model_->weightGradByGraph)
