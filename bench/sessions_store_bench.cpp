@@ -34,7 +34,8 @@ ps::core::Timeline makeTimeline(size_t n) {
     ps::core::TimelineOp op;
     op.device = static_cast<int>(i / perDevice);
     op.step = static_cast<int>(i % perDevice);
-    op.op.kind = (i % 3 == 0) ? ps::core::OpKind::F : (i % 3 == 1 ? ps::core::OpKind::I : ps::core::OpKind::W);
+    op.op.kind =
+        (i % 3 == 0) ? ps::core::OpKind::F : (i % 3 == 1 ? ps::core::OpKind::I : ps::core::OpKind::W);
     op.op.stage = op.device;
     op.op.microbatch = op.step / 3;
     op.start = static_cast<double>(op.step) * 1.5 + op.device;
@@ -72,7 +73,13 @@ void BM_RecordTimelineOps(benchmark::State& state) {
   state.SetItemsProcessed(static_cast<int64_t>(state.iterations()) * state.range(0));
   removeSession(path);
 }
-BENCHMARK(BM_RecordTimelineOps)->Arg(100000)->Arg(1000000)->Unit(benchmark::kMillisecond)->Iterations(1)->Repetitions(5)->ReportAggregatesOnly(true);
+BENCHMARK(BM_RecordTimelineOps)
+    ->Arg(100000)
+    ->Arg(1000000)
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(1)
+    ->Repetitions(5)
+    ->ReportAggregatesOnly(true);
 
 void BM_LoadTimeline(benchmark::State& state) {
   auto n = static_cast<size_t>(state.range(0));
@@ -94,7 +101,12 @@ void BM_LoadTimeline(benchmark::State& state) {
   state.SetItemsProcessed(static_cast<int64_t>(state.iterations()) * state.range(0));
   removeSession(path);
 }
-BENCHMARK(BM_LoadTimeline)->Arg(100000)->Arg(1000000)->Unit(benchmark::kMillisecond)->Repetitions(5)->ReportAggregatesOnly(true);
+BENCHMARK(BM_LoadTimeline)
+    ->Arg(100000)
+    ->Arg(1000000)
+    ->Unit(benchmark::kMillisecond)
+    ->Repetitions(5)
+    ->ReportAggregatesOnly(true);
 
 // The session dock's run list over a file with 1,000 runs.
 void BM_ListRuns(benchmark::State& state) {

@@ -31,7 +31,8 @@ void check(const std::string& input) {
     auto back = writePytorchCsv(*r, CsvFormat::ComputeComms);
     // A valid schedule's export reads back; an invalid one's may not (no compute action left).
     if (back.ok())
-      EXPECT_TRUE(readPytorchCsv(*back).ok() || !rep.valid()) << "rewritten CSV does not read back:\n" << *back;
+      EXPECT_TRUE(readPytorchCsv(*back).ok() || !rep.valid()) << "rewritten CSV does not read back:\n"
+                                                              << *back;
     else
       EXPECT_FALSE(back.error().message.empty());
   } else {

@@ -4,6 +4,9 @@
 // known_hosts file that trusts it, so BatchMode needs no prompt and the key is really checked.
 // Several can run at once (127.0.0.1, 127.0.0.2, ...: one "host" each), sharing the keys and
 // known_hosts. start() says why when sshd cannot run here (no openssh-server, not allowed).
+#include <pwd.h>
+#include <unistd.h>
+
 #include <QDir>
 #include <QElapsedTimer>
 #include <QFile>
@@ -11,8 +14,6 @@
 #include <QProcess>
 #include <QString>
 #include <QStringList>
-#include <pwd.h>
-#include <unistd.h>
 
 namespace runtest {
 
@@ -37,12 +38,14 @@ class LoopbackSshd {
     for (const char* k : {"host_key", "user_key", "wrong_key"}) {
       if (QFileInfo::exists(QDir(dir).filePath(QLatin1String(k)))) continue;
       QString err;
-      if (!run(QStringLiteral("ssh-keygen"), {"-q", "-t", "ed25519", "-N", "", "-f", QDir(dir).filePath(QLatin1String(k))}, &err)) {
+      if (!run(QStringLiteral("ssh-keygen"),
+               {"-q", "-t", "ed25519", "-N", "", "-f", QDir(dir).filePath(QLatin1String(k))}, &err)) {
         why = QStringLiteral("ssh-keygen failed: ") + err;
         return false;
       }
     }
-    QFile::copy(QDir(dir).filePath(QStringLiteral("user_key.pub")), QDir(dir).filePath(QStringLiteral("authorized_keys")));
+    QFile::copy(QDir(dir).filePath(QStringLiteral("user_key.pub")),
+                QDir(dir).filePath(QStringLiteral("authorized_keys")));
     return true;
   }
 
@@ -63,14 +66,16 @@ class LoopbackSshd {
         why = QStringLiteral("cannot write sshd_config");
         return false;
       }
-      cfg.write(QStringLiteral("Port %1\nListenAddress %5\nHostKey %2\nPidFile %3\nAuthorizedKeysFile %4\n"
-                               "StrictModes no\nPubkeyAuthentication yes\nPasswordAuthentication no\n"
-                               "KbdInteractiveAuthentication no\nUsePAM no\nPermitRootLogin prohibit-password\n"
-                               "LogLevel INFO\n")
-                    .arg(port_)
-                    .arg(path(QStringLiteral("host_key")), path(QStringLiteral("sshd_") + tag + QStringLiteral(".pid")),
-                         path(QStringLiteral("authorized_keys")), address)
-                    .toUtf8());
+      cfg.write(
+          QStringLiteral("Port %1\nListenAddress %5\nHostKey %2\nPidFile %3\nAuthorizedKeysFile %4\n"
+                         "StrictModes no\nPubkeyAuthentication yes\nPasswordAuthentication no\n"
+                         "KbdInteractiveAuthentication no\nUsePAM no\nPermitRootLogin prohibit-password\n"
+                         "LogLevel INFO\n")
+              .arg(port_)
+              .arg(path(QStringLiteral("host_key")),
+                   path(QStringLiteral("sshd_") + tag + QStringLiteral(".pid")),
+                   path(QStringLiteral("authorized_keys")), address)
+              .toUtf8());
       cfg.close();
       sshd_.setProcessChannelMode(QProcess::MergedChannels);
       sshd_.start(QStringLiteral("/usr/sbin/sshd"), {"-D", "-e", "-f", cfgPath});
@@ -88,7 +93,8 @@ class LoopbackSshd {
       if (log.contains("Server listening")) {
         QFile pub(path(QStringLiteral("host_key.pub")));
         QFile known(knownHosts());
-        if (!pub.open(QIODevice::ReadOnly) || !known.open(QIODevice::WriteOnly | QIODevice::Append)) return false;
+        if (!pub.open(QIODevice::ReadOnly) || !known.open(QIODevice::WriteOnly | QIODevice::Append))
+          return false;
         known.write(QStringLiteral("[%1]:%2 ").arg(address).arg(port_).toUtf8() + pub.readAll());
         return true;
       }
@@ -116,7 +122,8 @@ class LoopbackSshd {
   QString userKey() const { return path(QStringLiteral("user_key")); }
   // The ssh -o options that trust only this test's known_hosts.
   QStringList sshOptions() const {
-    return {QStringLiteral("UserKnownHostsFile=") + knownHosts(), QStringLiteral("StrictHostKeyChecking=yes")};
+    return {QStringLiteral("UserKnownHostsFile=") + knownHosts(),
+            QStringLiteral("StrictHostKeyChecking=yes")};
   }
 
   static bool run(const QString& program, const QStringList& args, QString* err = nullptr) {

@@ -40,7 +40,7 @@ QList<QPointF> memoryCurvePoints(const std::vector<ps::core::MemorySample>& samp
   if (samples.empty()) return pts;
   const size_t n = samples.size();
   if (static_cast<int>(n) * 2 <= maxPoints) {
-    pts.reserve(static_cast<qsizetype>(2 * n + 1));
+    pts.reserve(2 * static_cast<qsizetype>(n) + 1);
     double prev = static_cast<double>(samples.front().bytes) / kGiB;
     pts.append(QPointF(samples.front().time, prev));
     for (size_t i = 1; i < n; ++i) {

@@ -83,7 +83,7 @@ class HelpFormatter : public CLI::Formatter {
   }
   std::string make_description(const CLI::App* app) const override { return app->get_description() + "\n\n"; }
   std::string make_subcommand(const CLI::App* sub) const override {
-    std::string name = sub->get_name();
+    const std::string& name = sub->get_name();
     return "  " + name + std::string(name.size() < 14 ? 14 - name.size() : 1, ' ') + sub->get_description() +
            "\n";
   }

@@ -191,7 +191,7 @@ Result<MegatronLayout> megatronLayout(const std::vector<int>& layersPerStage, co
   for (const auto& st : out.stages) parts.push_back(compressStage(st));
   for (int s = 0; s < S;) {
     int e = s;
-    while (e + 1 < S - 1 && parts[static_cast<size_t>(e + 1)] == parts[static_cast<size_t>(s)]) ++e;
+    while (e + 1 < S - 1 && parts[static_cast<size_t>(e) + 1] == parts[static_cast<size_t>(s)]) ++e;
     const int run = e - s + 1;
     if (run >= 3 && e < S - 1) {
       out.layout += "(" + parts[static_cast<size_t>(s)] + "|)*" + std::to_string(run) + ",";

@@ -137,7 +137,7 @@ void Searcher::refineOrder() {
     const auto& order = cur.devices[static_cast<size_t>(g.device)];
     bool improved = false;
     for (int ahead = 1; ahead <= 8 && !improved && !shouldStop(); ++ahead) {
-      const size_t from = static_cast<size_t>(g.step + ahead);
+      const size_t from = static_cast<size_t>(g.step) + static_cast<size_t>(ahead);
       if (from >= order.size()) break;
       improved = tryMove(cur, curSummary, g.device, from, static_cast<size_t>(g.step));
     }

@@ -18,7 +18,8 @@ struct VInput {
   std::vector<double> comm;  // [cat][chunk][device]: transfer time of the dependency from the neighbour
   std::vector<double> maxMem;
   double at(const std::vector<double>& v, int cat, int chunk, int d) const {
-    return v[static_cast<size_t>((cat * 2 + chunk) * S + d)];
+    return v[(static_cast<size_t>(cat) * 2 + static_cast<size_t>(chunk)) * static_cast<size_t>(S) +
+             static_cast<size_t>(d)];
   }
 };
 
@@ -38,7 +39,10 @@ VResult tryV(const VInput& in, bool fillF, bool fillB, const std::vector<double>
   const std::vector<double> appr = approved ? *approved : std::vector<double>(S, -1);
   const double maxAppr = *std::max_element(appr.begin(), appr.end());
   auto id = [&](int cat, int chunk, int st, int mb) {
-    return static_cast<size_t>(((cat * 2 + chunk) * S + st) * M + mb);
+    return ((static_cast<size_t>(cat) * 2 + static_cast<size_t>(chunk)) * static_cast<size_t>(S) +
+            static_cast<size_t>(st)) *
+               static_cast<size_t>(M) +
+           static_cast<size_t>(mb);
   };
   auto cost = [&](int cat, int chunk, int d) { return in.at(in.cost, cat, chunk, d); };
   auto memOf = [&](int cat, int chunk, int d) { return in.at(in.mem, cat, chunk, d); };
@@ -113,14 +117,10 @@ VResult tryV(const VInput& in, bool fillF, bool fillB, const std::vector<double>
       while (!failed && !fits(i, std::max(memOf(1, 0, i), memOf(1, 1, i)))) putW(i);
     std::vector<int> b0, b1;
     for (int i = 0; i < S; ++i) {
-      if (count[i][3] >= count[i][2])
-        b0.push_back(i);
-      else if (i == S - 1)
-        b1.push_back(i);
-      else if (endT[id(1, 1, i + 1, count[i][3])] >= 0 || count[i][2] >= M)
-        b1.push_back(i);
-      else
-        b0.push_back(i);
+      // The down chunk's backward when one is owed and its input is there (or nothing else is).
+      const bool down = count[i][3] < count[i][2] &&
+                        (i == S - 1 || endT[id(1, 1, i + 1, count[i][3])] >= 0 || count[i][2] >= M);
+      (down ? b1 : b0).push_back(i);
     }
     std::vector<std::pair<int, int>> ranks;
     for (auto it = b1.rbegin(); it != b1.rend(); ++it) ranks.emplace_back(*it, 1);
@@ -141,16 +141,14 @@ VResult tryV(const VInput& in, bool fillF, bool fillB, const std::vector<double>
     }
     for (int i = 0; i < S && !failed; ++i) {
       if (count[i][1] >= M) continue;
-      int item = -1;
-      if (count[i][1] >= count[i][0])
-        item = 0;
-      else if (i == S - 1)
-        item = 1;
-      else if (endT[id(0, 1, i + 1, count[i][1])] >= 0)
-        item = 1;
-      else if (count[i][0] < M && (i == 0 || endT[id(0, 0, i - 1, count[i][0])] >= 0))
-        item = 0;
-      if (item < 0) continue;
+      // The down chunk's forward when the up chunk is ahead and its input is there; else the up
+      // chunk's when it is not behind, or has one left whose input is there.
+      const bool upAhead = count[i][1] < count[i][0];
+      const bool down = upAhead && (i == S - 1 || endT[id(0, 1, i + 1, count[i][1])] >= 0);
+      const bool up =
+          !down && (!upAhead || (count[i][0] < M && (i == 0 || endT[id(0, 0, i - 1, count[i][0])] >= 0)));
+      if (!down && !up) continue;
+      const int item = down ? 1 : 0;
       while (!failed && !fits(i, memOf(0, item, i))) putW(i);
       long fa = -1;
       if (item == 0 && i > 0) fa = static_cast<long>(id(0, 0, i - 1, count[i][0]));
@@ -190,9 +188,9 @@ std::optional<Schedule> zbvGreedySchedule(const std::vector<StageCost>& stages, 
   in.S = S2 / 2;
   in.M = M;
   const int S = in.S;
-  in.cost.assign(static_cast<size_t>(6 * S), 0);
-  in.mem.assign(static_cast<size_t>(6 * S), 0);
-  in.comm.assign(static_cast<size_t>(6 * S), 0);
+  in.cost.assign(6 * static_cast<size_t>(S), 0);
+  in.mem.assign(6 * static_cast<size_t>(S), 0);
+  in.comm.assign(6 * static_cast<size_t>(S), 0);
   auto link = [&](int lower) {
     const double bytes = static_cast<double>(stages[static_cast<size_t>(lower)].outputBytes);
     return profile.fixedCommMs
@@ -210,7 +208,9 @@ std::optional<Schedule> zbvGreedySchedule(const std::vector<StageCost>& stages, 
         const int modelChunk = cat == 0 ? chunk : 1 - chunk;
         const int st = modelChunk == 0 ? d : S2 - 1 - d;
         const StageCost& c = stages[static_cast<size_t>(st)];
-        const size_t k = static_cast<size_t>((cat * 2 + chunk) * S + d);
+        const size_t k =
+            (static_cast<size_t>(cat) * 2 + static_cast<size_t>(chunk)) * static_cast<size_t>(S) +
+            static_cast<size_t>(d);
         const double act = static_cast<double>(c.activationBytes);
         const double stash = static_cast<double>(std::min(c.weightGradStashBytes, c.activationBytes));
         in.cost[k] = cat == 0 ? c.F : cat == 1 ? c.I : c.W;

@@ -191,6 +191,7 @@ core::Status checkHosts(const ClusterLaunchOptions& o, double bound, std::vector
   const size_t H = hosts.size();
   std::vector<Child> checks(H);
   std::vector<std::vector<std::string>> cmds;
+  cmds.reserve(H);
   for (const auto& h : hosts)
     cmds.push_back(sshCommand(h, o.connectTimeoutSeconds, remoteWord(h.cli) + " --version"));
   runAll(checks, cmds, bound);
