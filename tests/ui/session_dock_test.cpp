@@ -13,6 +13,7 @@
 #include <QTreeView>
 #include <QtTest>
 
+#include "docks/session_controller.h"
 #include "document/schedule_document.h"
 #include "pipestudio/core/analysis/simulator.h"
 #include "pipestudio/core/io/dsl.h"
@@ -145,6 +146,48 @@ class SessionDockTest : public QObject {
     QVERIFY(runs[0].ok && runs[1].ok);
     QCOMPARE(runs[1].ops, runs[0].ops);
     QCOMPARE(runs[0].label, QStringLiteral("gpipe run"));
+  }
+
+  // The session is the shell's (SessionController): the dock shows what it opens and closes,
+  // re-reads the file when a writer says it stored something, and the dialogs' place to store
+  // is the open session only while it may be written.
+  void theDockFollowsTheShellsSession() {
+    MainWindow w;
+    SessionController* session = w.session();
+    QVERIFY(session);
+    QCOMPARE(w.sessionDock()->session(), session);
+    QString error;
+    QVERIFY2(session->open(path_, false, &error), qPrintable(error));
+    QVERIFY(w.sessionDock()->hasSession());
+    QCOMPARE(w.sessionDock()->sessionPath(), QFileInfo(path_).absoluteFilePath());
+    QCOMPARE(session->writablePath(), QFileInfo(path_).absoluteFilePath());
+    QCOMPARE(w.sessionDock()->runsModel()->rowCount(), 1);
+    {
+      // Another writer (a run dialog's store) adds a run; the dock shows it once told.
+      auto store = sessions::SessionStore::open(path_.toStdString());
+      QVERIFY(store.ok());
+      sessions::RunRecordingRequest req;
+      req.scheduleName = "pipeline";
+      req.pipeText = gpipeText_;
+      req.run.label = "second run";
+      QVERIFY(sessions::recordRun(*store, req, runTimeline_).ok());
+    }
+    QCOMPARE(w.sessionDock()->runsModel()->rowCount(), 1);
+    QSignalSpy written(session, &SessionController::written);
+    session->notifyWritten();
+    QCOMPARE(written.count(), 1);
+    QCOMPARE(w.sessionDock()->runsModel()->rowCount(), 2);
+    // Read-only: shown, but no place to store.
+    QVERIFY2(session->open(path_, true, &error), qPrintable(error));
+    QVERIFY(w.sessionDock()->isReadOnly());
+    QVERIFY(session->writablePath().isEmpty());
+    QCOMPARE(w.sessionDock()->runsModel()->rowCount(), 2);
+    // A file that is not there: nothing open, the dock empty, the reason given.
+    QVERIFY(!session->open(dir_.filePath(QStringLiteral("missing.session")), false, &error));
+    QVERIFY(error.contains(QStringLiteral("no such file")));
+    QVERIFY(!w.sessionDock()->hasSession());
+    QCOMPARE(w.sessionDock()->runsModel()->rowCount(), 0);
+    QVERIFY(session->writablePath().isEmpty());
   }
 
   void listsShowVersionsRunsAndProfiles() {

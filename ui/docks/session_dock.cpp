@@ -15,6 +15,7 @@
 #include <cmath>
 #include <map>
 
+#include "docks/session_controller.h"
 #include "document/schedule_document.h"
 #include "pipestudio/core/analysis/comparison.h"
 #include "pipestudio/core/analysis/simulator.h"
@@ -80,9 +81,16 @@ SessionDock::Listing SessionDock::makeListing(QObject* owner, const QStringList&
   return l;
 }
 
-SessionDock::SessionDock(QWidget* parent) : QDockWidget(tr("Session"), parent) {
+SessionDock::SessionDock(QWidget* parent) : SessionDock(new SessionController, parent) {
+  session_->setParent(this);
+}
+
+SessionDock::SessionDock(SessionController* session, QWidget* parent)
+    : QDockWidget(tr("Session"), parent), session_(session) {
   setObjectName(QStringLiteral("dock.session"));
   qRegisterMetaType<ps::core::Timeline>();
+  connect(session_, &SessionController::changed, this, &SessionDock::sessionReplaced);
+  connect(session_, &SessionController::written, this, &SessionDock::refresh);
 
   schedules_ = makeListing(this, {tr("Version"), tr("Name"), tr("Created"), tr("Parent")},
                            QAbstractItemView::ExtendedSelection);
@@ -162,15 +170,23 @@ SessionDock::SessionDock(QWidget* parent) : QDockWidget(tr("Session"), parent) {
   setWidget(body);
   setFeatures(QDockWidget::DockWidgetMovable | QDockWidget::DockWidgetClosable |
               QDockWidget::DockWidgetFloatable);
+  if (session_->hasSession()) refresh();
 }
 
 SessionDock::~SessionDock() = default;
 
+SessionStore* SessionDock::store() const {
+  return session_->store();
+}
+
 bool SessionDock::hasSession() const {
-  return store_ != nullptr;
+  return session_->hasSession();
 }
 bool SessionDock::isReadOnly() const {
-  return store_ && store_->readOnly();
+  return session_->isReadOnly();
+}
+QString SessionDock::sessionPath() const {
+  return session_->path();
 }
 
 void SessionDock::showError(const QString& text) {
@@ -209,41 +225,36 @@ void SessionDock::clearModels() {
 }
 
 bool SessionDock::openSession(const QString& path, bool readOnly) {
-  closeSession();
-  // The store creates a missing file in read-write mode; the dock only opens existing ones.
-  if (!QFileInfo(path).isFile()) {
-    showError(tr("Cannot open session %1: no such file").arg(path));
+  QString error;
+  if (!session_->open(path, readOnly, &error)) {  // changed(): the lists are cleared
+    showError(error);
     return false;
   }
-  sessions::OpenOptions o;
-  o.mode = readOnly ? sessions::OpenMode::ReadOnly : sessions::OpenMode::ReadWrite;
-  auto opened = SessionStore::open(path.toStdString(), o);
-  if (!opened) {
-    showError(tr("Cannot open session: %1").arg(errorsText(opened.errors())));
-    Q_EMIT sessionChanged();
-    return false;
-  }
-  store_ = std::make_unique<SessionStore>(std::move(opened).value());
-  path_ = QFileInfo(path).absoluteFilePath();
-  refresh();
   return hasSession();
 }
 
 void SessionDock::closeSession() {
-  store_.reset();
-  path_.clear();
+  session_->close();
+}
+
+void SessionDock::sessionReplaced() {
   current_.reset();
+  if (hasSession()) {
+    refresh();
+    return;
+  }
   clearModels();
   showMessage(tr("No session open (File ▸ Open Session…)"));
   Q_EMIT sessionChanged();
 }
 
 void SessionDock::refresh() {
-  if (!store_) return;
+  SessionStore* store = session_->store();
+  if (!store) return;
   clearModels();
-  auto schedules = store_->listSchedules();
-  auto runs = store_->listRuns();
-  auto profiles = store_->listProfiles();
+  auto schedules = store->listSchedules();
+  auto runs = store->listRuns();
+  auto profiles = store->listProfiles();
   QStringList problems;
   std::map<Id, QString> scheduleNames;
   if (schedules) {
@@ -299,15 +310,15 @@ void SessionDock::refresh() {
   for (int c = 0; c < runs_.model->columnCount(); ++c) runs_.view->resizeColumnToContents(c);
 
   if (!problems.isEmpty()) {
-    showError(
-        tr("Cannot read session %1: %2").arg(QFileInfo(path_).fileName(), problems.join(QLatin1Char('\n'))));
+    showError(tr("Cannot read session %1: %2")
+                  .arg(QFileInfo(session_->path()).fileName(), problems.join(QLatin1Char('\n'))));
   } else {
-    QString text =
-        tr("%1 · %n version(s)", nullptr, schedules_.model->rowCount()).arg(QFileInfo(path_).fileName());
+    QString text = tr("%1 · %n version(s)", nullptr, schedules_.model->rowCount())
+                       .arg(QFileInfo(session_->path()).fileName());
     text += tr(" · %n run(s)", nullptr, runs_.model->rowCount());
-    if (store_->readOnly()) {
+    if (store->readOnly()) {
       text += tr(" · read-only");
-      for (const auto& n : store_->notes()) text += QStringLiteral("\n") + qs(n.message);
+      for (const auto& n : store->notes()) text += QStringLiteral("\n") + qs(n.message);
     }
     showMessage(text);
   }
@@ -315,22 +326,22 @@ void SessionDock::refresh() {
 }
 
 void SessionDock::openScheduleVersion(qint64 id) {
-  if (!store_) return;
-  auto v = store_->schedule(id);
+  if (!store()) return;
+  auto v = store()->schedule(id);
   if (!shown(v, tr("Cannot open version %1").arg(id))) return;
   current_ = id;
   Q_EMIT openScheduleRequested(qs(v->pipeText), qs(v->info.name), id);
 }
 
 void SessionDock::openRun(qint64 id) {
-  if (!store_) return;
-  auto run = store_->run(id);
+  if (!store()) return;
+  auto run = store()->run(id);
   if (!shown(run, tr("Cannot open run %1").arg(id))) return;
-  auto timeline = store_->loadTimeline(id);
+  auto timeline = store()->loadTimeline(id);
   if (!shown(timeline, tr("Cannot load run %1").arg(id))) return;
   QString text, name;
   if (run->summary.scheduleId) {
-    auto v = store_->schedule(*run->summary.scheduleId);
+    auto v = store()->schedule(*run->summary.scheduleId);
     if (v) {
       text = qs(v->pipeText);
       name = qs(v->info.name);
@@ -341,17 +352,18 @@ void SessionDock::openRun(qint64 id) {
 }
 
 bool SessionDock::saveVersion(const QString& name, const QString& pipeText) {
-  if (!store_) {
+  if (!store()) {
     showError(tr("No session open"));
     return false;
   }
-  if (store_->readOnly()) {
-    showError(tr("%1 is open read-only; the version was not stored").arg(QFileInfo(path_).fileName()));
+  if (store()->readOnly()) {
+    showError(
+        tr("%1 is open read-only; the version was not stored").arg(QFileInfo(session_->path()).fileName()));
     return false;
   }
   auto id =
-      store_->addSchedule(name.isEmpty() ? std::string("schedule") : name.toStdString(),
-                          pipeText.toStdString(), current_ ? std::optional<Id>(*current_) : std::nullopt);
+      store()->addSchedule(name.isEmpty() ? std::string("schedule") : name.toStdString(),
+                           pipeText.toStdString(), current_ ? std::optional<Id>(*current_) : std::nullopt);
   if (!shown(id, tr("Cannot store the version"))) return false;
   current_ = *id;
   refresh();
@@ -365,14 +377,14 @@ bool SessionDock::saveVersion(const QString& name, const QString& pipeText) {
 }
 
 std::optional<CostProfile> SessionDock::profileForVersion(qint64 id, QString* name) const {
-  if (!store_) return std::nullopt;
+  if (!store()) return std::nullopt;
   sessions::RunFilter f;
   f.scheduleId = id;
-  auto runs = store_->listRuns(f);
+  auto runs = store()->listRuns(f);
   if (!runs) return std::nullopt;
   for (const auto& r : *runs) {  // newest first
     if (!r.profileId) continue;
-    auto pv = store_->profile(*r.profileId);
+    auto pv = store()->profile(*r.profileId);
     if (!pv) continue;
     auto p = parseCostProfile(pv->json, pv->info.name);
     if (!p) continue;
@@ -384,11 +396,11 @@ std::optional<CostProfile> SessionDock::profileForVersion(qint64 id, QString* na
 
 std::vector<VersionComparison> SessionDock::compareVersions(const std::vector<qint64>& ids) const {
   std::vector<VersionComparison> out;
-  if (!store_) return out;
+  if (!store()) return out;
   for (qint64 id : ids) {
     VersionComparison c;
     c.versionId = id;
-    auto v = store_->schedule(id);
+    auto v = store()->schedule(id);
     if (!v) {
       c.error = errorsText(v.errors());
       out.push_back(c);
@@ -478,12 +490,12 @@ void SessionDock::compareSelected() {
 std::vector<RunComparison> SessionDock::compareRuns(const std::vector<qint64>& ids,
                                                     QStringList* perKind) const {
   std::vector<RunComparison> out;
-  if (!store_) return out;
+  if (!store()) return out;
   std::vector<Timeline> timelines;
   for (qint64 id : ids) {
     RunComparison c;
     c.runId = id;
-    auto run = store_->run(id);
+    auto run = store()->run(id);
     if (!run) {
       c.error = errorsText(run.errors());
       out.push_back(c);
@@ -495,7 +507,7 @@ std::vector<RunComparison> SessionDock::compareRuns(const std::vector<qint64>& i
     c.status = qs(std::string(ps::core::runStateName(r.status)));
     c.source = qs(std::string(timelineSourceName(run->source)));
     c.scheduleId = r.scheduleId ? std::optional<qint64>(*r.scheduleId) : std::nullopt;
-    auto t = store_->loadTimeline(id);
+    auto t = store()->loadTimeline(id);
     if (!t) {
       c.error = errorsText(t.errors());
       out.push_back(c);
@@ -514,7 +526,7 @@ std::vector<RunComparison> SessionDock::compareRuns(const std::vector<qint64>& i
   // Two runs of one schedule version: op by op, the second against the first, per kind.
   if (perKind && out.size() == 2 && out[0].ok && out[1].ok && out[0].scheduleId &&
       out[0].scheduleId == out[1].scheduleId) {
-    auto v = store_->schedule(*out[0].scheduleId);
+    auto v = store()->schedule(*out[0].scheduleId);
     auto plan = v ? parseDsl(v->pipeText) : Result<Schedule>(Diagnostics{});
     if (plan) {
       const Comparison cmp = compareTimelines(*plan, timelines[0], timelines[1], ComparisonOptions{});

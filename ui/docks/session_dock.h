@@ -31,6 +31,8 @@ class SessionStore;
 
 namespace ps::ui {
 
+class SessionController;
+
 // One schedule version simulated for Compare.
 struct VersionComparison {
   qint64 versionId = 0;
@@ -74,8 +76,11 @@ class SessionDock : public QDockWidget {
   };
   enum ProfileColumn { ProfileId, ProfileName, ProfileSourceColumn, ProfileCreated, ProfileColumns };
 
+  // The dock shows `session` (the shell's); without one it keeps its own.
   explicit SessionDock(QWidget* parent = nullptr);
+  explicit SessionDock(SessionController* session, QWidget* parent = nullptr);
   ~SessionDock() override;
+  SessionController* session() const { return session_; }
 
   // Opens a session file; false (with the reason in errorText()) when it cannot be read.
   // readOnly: never write to it (e.g. the bundled example).
@@ -83,7 +88,7 @@ class SessionDock : public QDockWidget {
   void closeSession();
   bool hasSession() const;
   bool isReadOnly() const;
-  QString sessionPath() const { return path_; }
+  QString sessionPath() const;
 
   // Costs used by Compare for a version that has no profile recorded with its runs (the
   // designer passes its current cost model). When it does not fit the version's stage count,
@@ -145,9 +150,11 @@ class SessionDock : public QDockWidget {
   }
   void showMessage(const QString& text);
   void clearModels();
+  // The controller opened another file or closed it: its lists, or none.
+  void sessionReplaced();
+  ps::sessions::SessionStore* store() const;
 
-  std::unique_ptr<ps::sessions::SessionStore> store_;
-  QString path_;
+  SessionController* session_ = nullptr;
   std::optional<qint64> current_;
   std::optional<ps::core::CostProfile> fallback_;
   std::vector<VersionComparison> comparison_;

@@ -9,7 +9,7 @@ class QWidget;
 namespace ps::ui {
 
 class ScheduleDocument;
-class SessionDock;
+class SessionController;
 class RunDialog;
 class ProfileDialog;
 
@@ -21,7 +21,7 @@ class DialogHost {
   virtual QWidget* hostWidget() = 0;
   virtual ScheduleDocument* document() const = 0;
   // The session runs and profiles are stored in when it is writable (the dialogs only read it).
-  virtual SessionDock* sessionDock() const = 0;
+  virtual SessionController* session() const = 0;
   // A dialog made for this window, once: the window connects to the signals it follows.
   virtual void adopt(RunDialog* dialog) = 0;
   virtual void adopt(ProfileDialog* dialog) = 0;

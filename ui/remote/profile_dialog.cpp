@@ -17,7 +17,7 @@
 #include <QVBoxLayout>
 #include <algorithm>
 
-#include "docks/session_dock.h"
+#include "docks/session_controller.h"
 #include "document/schedule_document.h"
 #include "pipestudio/sessions/session_store.h"
 #include "remote/dialog_host.h"
@@ -335,10 +335,7 @@ void ProfileDialog::onFinished(const ProfileOutcome& o) {
 // about it ("" when there is no session).
 QString ProfileDialog::storeInSession() {
   QString session = sessionPath_;
-  if (host_) {
-    SessionDock* dock = host_->sessionDock();
-    session = dock && dock->hasSession() && !dock->isReadOnly() ? dock->sessionPath() : QString();
-  }
+  if (host_) session = host_->session() ? host_->session()->writablePath() : QString();
   lastStored_ = 0;
   if (session.isEmpty()) return {};
   auto store = ps::sessions::SessionStore::open(session.toStdString());

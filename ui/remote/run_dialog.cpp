@@ -24,7 +24,7 @@
 #include <QVBoxLayout>
 #include <memory>
 
-#include "docks/session_dock.h"
+#include "docks/session_controller.h"
 #include "document/schedule_document.h"
 #include "pipestudio/core/io/dsl.h"
 #include "remote/dialog_host.h"
@@ -369,9 +369,9 @@ void RunDialog::onFinished(const RunOutcome& o) {
 // Files the run in the open (writable) session, else in one the user chooses; what the status
 // line says about it ("" when not stored by choice).
 QString RunDialog::storeRun(const RunOutcome& o) {
-  SessionDock* dock = host_ ? host_->sessionDock() : nullptr;
-  const QString session =
-      dock && dock->hasSession() && !dock->isReadOnly() ? dock->sessionPath() : askSessionPath();
+  const SessionController* open = host_ ? host_->session() : nullptr;
+  const QString writable = open ? open->writablePath() : QString();
+  const QString session = !writable.isEmpty() ? writable : askSessionPath();
   if (session.isEmpty()) return {};
   const ps::core::Schedule* sched = host_ ? &host_->document()->schedule() : nullptr;
   const ps::core::CostProfile* prof = host_ ? &host_->document()->profile() : nullptr;
@@ -429,8 +429,8 @@ bool RunDialog::copySession(const QString& source, const QString& target, QStrin
 
 QString RunDialog::askSessionPath() {
   if (chooser_) return chooser_();
-  SessionDock* dock = host_ ? host_->sessionDock() : nullptr;
-  const QString readOnly = dock && dock->hasSession() && dock->isReadOnly() ? dock->sessionPath() : QString();
+  const SessionController* open = host_ ? host_->session() : nullptr;
+  const QString readOnly = open && open->isReadOnly() ? open->path() : QString();
   std::unique_ptr<QMessageBox> box(makeStorePrompt(readOnly));
   box->exec();
   const QString clicked = box->clickedButton() ? box->clickedButton()->objectName() : QString();

@@ -44,6 +44,7 @@
 #include "debugger/state_panel.h"
 #include "debugger/stepper_controller.h"
 #include "docks/search_dock.h"
+#include "docks/session_controller.h"
 #include "docks/session_dock.h"
 #include "document/measured_overlay.h"
 #include "document/metrics_text.h"
@@ -296,7 +297,8 @@ void MainWindow::buildDocks() {
     if (overlay_->active() && !shown) dv->raise();
     shown = overlay_->active();
   });
-  session_ = new SessionDock(this);
+  sessionController_ = new SessionController(this);
+  session_ = new SessionDock(sessionController_, this);
   connect(doc_, &ScheduleDocument::changed, session_,
           [this] { session_->setFallbackProfile(doc_->profile()); });
   addDockWidget(Qt::LeftDockWidgetArea, session_);
@@ -921,8 +923,8 @@ void MainWindow::adopt(ProfileDialog* dialog) {
 }
 
 void MainWindow::showStoredIn(const QString& sessionPath) {
-  if (session_->hasSession() && session_->sessionPath() == sessionPath)
-    session_->refresh();
+  if (sessionController_->hasSession() && sessionController_->path() == sessionPath)
+    sessionController_->notifyWritten();
   else
     openSession(sessionPath, false);
 }

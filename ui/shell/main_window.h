@@ -34,6 +34,7 @@ struct Analysis;
 class ScheduleDocument;
 class TimelineView;
 class MeasuredOverlay;
+class SessionController;
 class MemoryChart;
 class DiagnosticsPanel;
 class PropertiesPanel;
@@ -81,7 +82,9 @@ class MainWindow : public QMainWindow, public DialogHost {
 
   // Shows a session file in the Session dock (docs/gui.md, "Session dock").
   bool openSession(const QString& path, bool readOnly = false);
-  SessionDock* sessionDock() const override { return session_; }
+  SessionDock* sessionDock() const { return session_; }
+  // DialogHost: the session open in this window (the shell owns it; the Session dock shows it).
+  SessionController* session() const override { return sessionController_; }
 
   // Measured overlay (docs/gui.md, "Measured overlay"): imports Chrome traces (torch.profiler
   // PP: ranges, one file per rank, plain or .json.gz, or a folder of torchtitan's, Megatron-LM's
@@ -190,6 +193,7 @@ class MainWindow : public QMainWindow, public DialogHost {
   SummaryPanel* summary_ = nullptr;
   DiagnosticsPanel* diagnostics_ = nullptr;
   PropertiesPanel* properties_ = nullptr;
+  SessionController* sessionController_ = nullptr;
   SessionDock* session_ = nullptr;
   DeviationPanel* deviation_ = nullptr;
   SearchDock* search_ = nullptr;
