@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <functional>
@@ -47,6 +48,10 @@ struct Background {
     Background b;
     b.out = ::testing::TempDir() + tag + "_" + std::to_string(getpid()) + ".out";
     b.err = ::testing::TempDir() + tag + "_" + std::to_string(getpid()) + ".err";
+    // A file left by an earlier process of the same pid would be read before the shell
+    // truncates it (an old run's events taken for this one's).
+    std::remove(b.out.c_str());
+    std::remove(b.err.c_str());
     const std::string cmd = "exec '" + std::string(PIPESTUDIO_CLI) + "' " + args + " >'" + b.out + "' 2>'" +
                             b.err + "' </dev/null";
     b.pid = fork();
