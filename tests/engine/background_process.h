@@ -17,6 +17,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "fixtures/files.h"
@@ -38,10 +39,29 @@ inline std::string writeSchedule(ps::core::ScheduleKind kind, int devices, int m
 }
 
 // A pipestudio-cli started in the background, stdout and stderr into files.
+// Move-only: whatever it started and did not see end is killed with it, so that a test that
+// stops early (a failed assertion) leaves no run behind.
 struct Background {
   pid_t pid = -1;
   std::string out, err;
   std::optional<int> status;  // raw wait status once reaped
+
+  Background() = default;
+  Background(Background&& o) noexcept
+      : pid(std::exchange(o.pid, -1)), out(std::move(o.out)), err(std::move(o.err)), status(o.status) {}
+  Background& operator=(Background&& o) noexcept {
+    if (this != &o) {
+      killTree();
+      pid = std::exchange(o.pid, -1);
+      out = std::move(o.out);
+      err = std::move(o.err);
+      status = o.status;
+    }
+    return *this;
+  }
+  Background(const Background&) = delete;
+  Background& operator=(const Background&) = delete;
+  ~Background() { killTree(); }
 
   static Background start(const std::string& args, const std::string& tag,
                           const std::vector<std::pair<std::string, std::string>>& env = {}) {
@@ -79,7 +99,7 @@ struct Background {
   int exitCode() const { return status && WIFEXITED(*status) ? WEXITSTATUS(*status) : -1; }
   // Test cleanup: the process and the ranks it started, by pid.
   void killTree() {
-    if (status) return;
+    if (status || pid <= 0) return;
     for (pid_t c : children(pid)) kill(c, SIGKILL);
     kill(pid, SIGKILL);
     waitFor(5s);
