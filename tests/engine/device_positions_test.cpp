@@ -8,11 +8,10 @@
 #include <chrono>
 #include <thread>
 
-#include "pipestudio/core/planning/generators.h"
+#include "fixtures/schedules.h"
 
 namespace {
 
-using ps::core::GeneratorOptions;
 using ps::core::Op;
 using ps::core::OpKind;
 using ps::core::Schedule;
@@ -20,14 +19,7 @@ using ps::core::ScheduleKind;
 using ps::core::StuckDevice;
 using ps::engine::detail::DevicePositions;
 
-Schedule generated(ScheduleKind kind, int devices, int microbatches) {
-  GeneratorOptions o;
-  o.devices = devices;
-  o.microbatches = microbatches;
-  auto s = ps::core::generateSchedule(kind, o);
-  EXPECT_TRUE(s.ok());
-  return std::move(s).value();
-}
+using ps::test::generatedSchedule;
 
 // The step of `device`'s order that runs `op` (-1 if none).
 int stepOf(const Schedule& s, int device, const Op& op) {
@@ -38,7 +30,7 @@ int stepOf(const Schedule& s, int device, const Op& op) {
 }
 
 TEST(DevicePositions, AWaitNamesTheStepThatSendsAndHowLongItLasted) {
-  const Schedule s = generated(ScheduleKind::OneFOneB, 2, 4);
+  const Schedule s = generatedSchedule(ScheduleKind::OneFOneB, 2, 4);
   DevicePositions positions;
   positions.reset(s, 2);
   const Op b00{OpKind::B, 0, 0};
@@ -91,7 +83,7 @@ TEST(DevicePositions, AWaitNamesTheStepThatSendsAndHowLongItLasted) {
 TEST(DevicePositions, AGradientOfASplitBackwardComesFromTheInputGradientStep) {
   // Zero Bubble splits B into I and W: the gradient a stage waits for is sent by the next
   // stage's I, which is where the post-mortem must point.
-  const Schedule s = generated(ScheduleKind::ZBH1, 2, 4);
+  const Schedule s = generatedSchedule(ScheduleKind::ZBH1, 2, 4);
   ASSERT_LT(stepOf(s, 1, Op{OpKind::B, 1, 0}), 0);
   const Op i10{OpKind::I, 1, 0};
   ASSERT_GE(stepOf(s, 1, i10), 0);
@@ -105,7 +97,7 @@ TEST(DevicePositions, AGradientOfASplitBackwardComesFromTheInputGradientStep) {
 }
 
 TEST(DevicePositions, AWaitForWhatNoStepSendsKeepsTheProducerAndNoStep) {
-  const Schedule s = generated(ScheduleKind::OneFOneB, 2, 2);
+  const Schedule s = generatedSchedule(ScheduleKind::OneFOneB, 2, 2);
   DevicePositions positions;
   positions.reset(s, 2);
   positions.enterStep(1, 0, Op{OpKind::F, 1, 0});

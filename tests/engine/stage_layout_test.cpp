@@ -10,30 +10,22 @@
 #include <utility>
 #include <vector>
 
-#include "pipestudio/core/planning/generators.h"
+#include "fixtures/schedules.h"
 
 namespace {
 
-using ps::core::GeneratorOptions;
 using ps::core::Schedule;
 using ps::core::ScheduleKind;
 using ps::engine::detail::StageLayout;
 
-Schedule generated(ScheduleKind kind, int devices, int microbatches) {
-  GeneratorOptions o;
-  o.devices = devices;
-  o.microbatches = microbatches;
-  auto s = ps::core::generateSchedule(kind, o);
-  EXPECT_TRUE(s.ok());
-  return std::move(s).value();
-}
+using ps::test::generatedSchedule;
 
 bool linked(const std::vector<std::pair<int, int>>& pairs, int a, int b) {
   return std::find(pairs.begin(), pairs.end(), std::make_pair(a, b)) != pairs.end();
 }
 
 TEST(StageLayout, APlainPipelineRunsItsPartitionInOrderAndLinksNeighbours) {
-  const Schedule s = generated(ScheduleKind::OneFOneB, 4, 8);
+  const Schedule s = generatedSchedule(ScheduleKind::OneFOneB, 4, 8);
   const StageLayout layout(s.pipeline, 8, {2, 3, 3, 4});
   const std::vector<std::pair<int, int>> layers{{0, 2}, {2, 5}, {5, 8}, {8, 12}};
   for (int st = 0; st < 4; ++st) {
@@ -50,7 +42,7 @@ TEST(StageLayout, APlainPipelineRunsItsPartitionInOrderAndLinksNeighbours) {
 }
 
 TEST(StageLayout, DualPipeRunsEveryBlockTwiceAndLinksTheDevicesOfBothCopies) {
-  const Schedule s = generated(ScheduleKind::DualPipe, 4, 8);
+  const Schedule s = generatedSchedule(ScheduleKind::DualPipe, 4, 8);
   const auto& p = s.pipeline;
   ASSERT_FALSE(p.stageBlock.empty());
   std::vector<int> partition(static_cast<size_t>(p.blocks()), 2);
