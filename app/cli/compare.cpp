@@ -238,7 +238,7 @@ struct CompareReport {
   bool uncalibrated = false;  // the session run's own prediction, from the analytic profile
 };
 
-void printCompareJson(const CompareReport& r) {
+void printCompareJson(std::ostream& os, const CompareReport& r) {
   const Schedule& plan = r.plan;
   const Measurement& m = r.measurement;
   // Plus what the prediction was made with.
@@ -258,7 +258,7 @@ void printCompareJson(const CompareReport& r) {
   }
   j["partition"] = nlohmann::json::array();
   for (const auto& st : r.model.stages) j["partition"].push_back(st.layerCount);
-  std::cout << j.dump(2) << "\n";
+  os << j.dump(2) << "\n";
 }
 
 void printCompareText(std::ostream& os, const CompareReport& r, int gaps) {
@@ -519,7 +519,7 @@ int runCompare(const ps::cli::Args& args, const ps::cli::Reporter& rep) {
   const CompareReport printed{planPath,    *plan, *model,      *planned,    measured,
                               measurement, c,     profileName, uncalibrated};
   if (args.has("--json"))
-    printCompareJson(printed);
+    printCompareJson(std::cout, printed);
   else
     printCompareText(std::cout, printed, gaps);
   // A mostly-unmatched comparison (compare.unmatched) is printed, but is no result.

@@ -911,8 +911,7 @@ bool MainWindow::save() {
 }
 
 void MainWindow::adopt(RunDialog* dialog) {
-  connect(dialog, &RunDialog::timelineMeasured, this,
-          [this](const Timeline& t, const QString& what, bool live) { setMeasuredOverlay(t, what, live); });
+  connect(dialog, &RunDialog::timelineMeasured, this, &MainWindow::setMeasuredOverlay);
   connect(dialog, &RunDialog::runStored, this, &MainWindow::showStoredIn);
 }
 

@@ -20,7 +20,6 @@
 
 #include "common/nvtx.h"
 #include "model/model.h"
-#include "pipestudio/core/analysis/dependency_graph.h"
 #include "pipestudio/core/analysis/iterations.h"
 #include "pipestudio/core/analysis/validator.h"
 #include "pipestudio/core/io/dsl.h"
